@@ -1,0 +1,58 @@
+# cruxprov — see README.md. `make demo` runs the main job; `make test` the tests.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+PKG := github.com/cruxible/cruxprov
+LDFLAGS := -buildid= -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT)
+# CGO off: both binaries are static; -trimpath and an empty build id keep them reproducible (§14).
+BUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+CONFORMANCE_DIR ?= $(CURDIR)/../shared/conformance
+FUZZTIME ?= 10s
+CMDS := $(notdir $(wildcard cmd/*))
+
+.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean
+
+all: build
+
+build:
+	@mkdir -p bin
+	@for c in $(CMDS); do echo "build bin/$$c"; $(BUILD) -o bin/$$c ./cmd/$$c || exit 1; done
+
+test: gotest pytest
+
+gotest:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+pytest:
+	@if [ -d python/tests ]; then python3 -m unittest discover -s python/tests -t python -v 2>&1 | tail -n 3; \
+	  python3 -m unittest discover -s python/tests -t python >/dev/null 2>&1; fi
+
+bench: build
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m ./...
+	@for s in bench/*.sh; do [ -f "$$s" ] || continue; echo "== $$s"; bash "$$s" || exit 1; done
+
+# Every Fuzz target in every package, each for $(FUZZTIME).
+fuzz:
+	@set -e; for p in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz' || true); do \
+	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$p >/tmp/cruxprov-fuzz.log 2>&1 || { cat /tmp/cruxprov-fuzz.log; exit 1; }; \
+	  done; done
+
+# Vectors from peers' test suites (../shared/conformance); the project's own tests do not need them.
+conformance:
+	@test -d "$(CONFORMANCE_DIR)" || { echo "no conformance data at $(CONFORMANCE_DIR)"; exit 1; }
+	CRUXPROV_CONFORMANCE_DIR="$(CONFORMANCE_DIR)" $(GO) test -count=1 -run 'Conformance' ./...
+
+fixtures: build
+	@if [ -d internal/fixtures/cmd ]; then $(GO) run ./internal/fixtures/cmd -out build/fixtures; fi
+
+demo: build
+	@bash scripts/demo.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin build

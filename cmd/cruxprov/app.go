@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Exit codes (DESIGN §2).
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 64
+	exitRefused = 78
+)
+
+// commands is filled by register() from each cmd_*.go file's init, so that
+// every command lives in its own file.
+var commands []*cli.Command
+
+func register(c *cli.Command) { commands = append(commands, c) }
+
+// usageError is a mistake in the command line: exit 64.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
+
+var globalFlags = []cli.Flag{
+	&cli.StringFlag{Name: "home", Usage: "the store `DIR` (default ~/.local/share/cruxprov)", EnvVars: []string{"CRUXPROV_HOME"}},
+	&cli.BoolFlag{Name: "json", Usage: "print one JSON document on stdout and nothing else there"},
+	&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print only results and errors"},
+	&cli.BoolFlag{Name: "no-progress", Usage: "never draw progress bars (they only appear on a TTY anyway)"},
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	cmds := append([]*cli.Command(nil), commands...)
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	app := &cli.App{
+		Name:  "cruxprov",
+		Usage: "govern third-party Python providers on exact, approved pins",
+		Description: "Resolve a provider's embedded pylock.toml for an explicit platform, fetch each wheel\n" +
+			"from a pinned index, materialize a sealed environment, and verify it before every run.\n\n" +
+			"Exit codes: 0 ok, 1 failure, 64 usage error, 78 refused (see docs/refusals.md).\n\n" +
+			"Example:\n   cruxprov inspect provider.whl --json\n   cruxprov verify acme-echo --deep",
+		Flags:                  globalFlags,
+		Commands:               cmds,
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		HideHelpCommand:        true,
+		UseShortOptionHandling: false,
+		ExitErrHandler:         func(*cli.Context, error) {}, // run() maps errors to exit codes
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &usageError{err.Error()}
+		},
+	}
+	var setUsage func([]*cli.Command)
+	setUsage = func(cs []*cli.Command) {
+		for _, c := range cs {
+			c.OnUsageError = app.OnUsageError
+			setUsage(c.Subcommands)
+		}
+	}
+	setUsage(cmds)
+	return app
+}
+
+// run parses args (after reordering them, DESIGN §13), runs the command and
+// maps its error to an exit code, printing the one-line error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	reordered, path, err := reorder(app, args)
+	asJSON := hasFlag(args, "json")
+	if err == nil {
+		err = app.RunContext(ctx, reordered)
+	}
+	if err == nil {
+		return exitOK
+	}
+	schema := "cruxprov.error/v1"
+	if len(path) > 0 {
+		schema = "cruxprov." + strings.Join(path, ".") + "/v1"
+	}
+	var r *refusal.Error
+	var u *usageError
+	switch {
+	case errors.As(err, &r):
+		if asJSON {
+			writeJSON(stdout, map[string]any{"schema": schema, "refused": map[string]string{"code": string(r.Code), "detail": oneLine(r.Error()[len(r.Code)+2:])}})
+		} else {
+			fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
+		}
+		return exitRefused
+	case errors.As(err, &u):
+		fmt.Fprintf(stderr, "usage: %s (see 'cruxprov %s--help')\n", oneLine(u.msg), strings.Join(append(path, ""), " "))
+		if asJSON {
+			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "usage", "message": oneLine(u.msg)}})
+		}
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
+		if asJSON {
+			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "failure", "message": oneLine(err.Error())}})
+		}
+		return exitFailure
+	}
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func hasFlag(args []string, name string) bool {
+	for _, a := range args[1:] {
+		if a == "--" {
+			return false
+		}
+		if a == "--"+name || a == "-"+name || a == "--"+name+"=true" {
+			return true
+		}
+	}
+	return false
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// opts is what every command reads from the global flags.
+type opts struct {
+	home       string
+	json       bool
+	quiet      bool
+	noProgress bool
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+func globals(c *cli.Context) (*opts, error) {
+	o := &opts{
+		home:       c.String("home"),
+		json:       c.Bool("json"),
+		quiet:      c.Bool("quiet"),
+		noProgress: c.Bool("no-progress"),
+		stdout:     c.App.Writer,
+		stderr:     c.App.ErrWriter,
+	}
+	if o.home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return nil, usagef("no --home and no home directory: %v", err)
+		}
+		o.home = filepath.Join(h, ".local", "share", "cruxprov")
+	}
+	return o, nil
+}
+
+// emit prints a command's result: with --json, v plus its schema as one
+// document; otherwise human() writes the human form (unless nil).
+func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
+	if o.json {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		m := map[string]any{}
+		if err := json.Unmarshal(b, &m); err != nil {
+			return fmt.Errorf("json output of %s is not an object: %w", schema, err)
+		}
+		m["schema"] = schema
+		writeJSON(o.stdout, m)
+		return nil
+	}
+	if human != nil {
+		human(o.stdout)
+	}
+	return nil
+}
+
+// progressOn reports whether progress bars may be drawn: a TTY on stderr,
+// and neither --json, --quiet nor --no-progress.
+func (o *opts) progressOn() bool {
+	if o.json || o.quiet || o.noProgress {
+		return false
+	}
+	f, ok := o.stderr.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// reorder makes flags position-independent (DESIGN §13). urfave/cli v2 stops
+// parsing flags at the first positional argument and accepts global flags
+// only before the command, so an ignored "verify NAME --deep" would fail
+// open. reorder returns argv as: program, global flags, the command path,
+// the command's flags, then "--" and the positional arguments. It also
+// rejects an unknown command or flag as a usage error, before anything runs.
+// path is the command path ("env", "verify"), for messages and schemas.
+func reorder(app *cli.App, args []string) (out []string, path []string, err error) {
+	if len(args) == 0 {
+		return args, nil, nil
+	}
+	global := flagIndex(app.Flags)
+	global["help"] = false
+	global["h"] = false
+	global["version"] = false
+	global["v"] = false
+	var globals, local, positional []string
+	level := app.Commands
+	var leaf *cli.Command
+	var leafFlags map[string]bool
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			positional = append(positional, rest[i+1:]...)
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			name, hasValue := flagName(a)
+			if leafFlags != nil {
+				if takes, ok := leafFlags[name]; ok {
+					local = append(local, a)
+					if takes && !hasValue && i+1 < len(rest) {
+						i++
+						local = append(local, rest[i])
+					}
+					continue
+				}
+			}
+			takes, ok := global[name]
+			if !ok {
+				if leaf == nil && len(path) == 0 {
+					return nil, nil, usagef("unknown flag %s", a)
+				}
+				return nil, path, usagef("unknown flag %s for '%s'", a, strings.Join(path, " "))
+			}
+			globals = append(globals, a)
+			if takes && !hasValue && i+1 < len(rest) {
+				i++
+				globals = append(globals, rest[i])
+			}
+			continue
+		}
+		if len(positional) == 0 && level != nil {
+			c := findCommand(level, a)
+			if c == nil {
+				if leaf == nil {
+					return nil, nil, usagef("unknown command %q", a)
+				}
+				if len(leaf.Subcommands) > 0 {
+					return nil, path, usagef("unknown command %q for '%s'", a, strings.Join(path, " "))
+				}
+			} else {
+				leaf = c
+				path = append(path, c.Name)
+				leafFlags = flagIndex(c.Flags)
+				leafFlags["help"] = false
+				leafFlags["h"] = false
+				if len(c.Subcommands) > 0 {
+					level = c.Subcommands
+				} else {
+					level = nil
+				}
+				continue
+			}
+		}
+		positional = append(positional, a)
+	}
+	out = append(out, args[0])
+	out = append(out, globals...)
+	out = append(out, path...)
+	out = append(out, local...)
+	if len(positional) > 0 {
+		out = append(out, "--")
+		out = append(out, positional...)
+	}
+	return out, path, nil
+}
+
+func flagName(a string) (name string, hasValue bool) {
+	a = strings.TrimLeft(a, "-")
+	if i := strings.IndexByte(a, '='); i >= 0 {
+		return a[:i], true
+	}
+	return a, false
+}
+
+// flagIndex maps every name and alias of flags to whether it takes a value.
+func flagIndex(flags []cli.Flag) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range flags {
+		takes := true
+		if d, ok := f.(cli.DocGenerationFlag); ok {
+			takes = d.TakesValue()
+		}
+		for _, n := range f.Names() {
+			m[n] = takes
+		}
+	}
+	return m
+}
+
+func findCommand(cs []*cli.Command, name string) *cli.Command {
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+		for _, a := range c.Aliases {
+			if a == name {
+				return c
+			}
+		}
+	}
+	return nil
+}

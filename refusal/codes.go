@@ -1,0 +1,139 @@
+package refusal
+
+// Code is a machine-readable refusal code: one of the constants below, a
+// closed set (DESIGN §2). A Code is also an error so that
+// errors.Is(err, refusal.HashMismatch) tests for it.
+type Code string
+
+// Error makes a Code usable as an errors.Is target.
+func (c Code) Error() string { return string(c) }
+
+// The codes, grouped as DESIGN §2 groups them.
+const (
+	// manifest
+	ManifestMissing         Code = "manifest_missing"
+	ManifestInvalid         Code = "manifest_invalid"
+	EntrypointUnknown       Code = "entrypoint_unknown"
+	InterfaceUnregistered   Code = "interface_unregistered"
+	InterfaceDigestMismatch Code = "interface_digest_mismatch"
+	// lock
+	LockMissing            Code = "lock_missing"
+	LockInvalid            Code = "lock_invalid"
+	LockVersionUnsupported Code = "lock_version_unsupported"
+	PlatformUnsupported    Code = "platform_unsupported"
+	NoCompatibleWheel      Code = "no_compatible_wheel"
+	SdistNotAllowed        Code = "sdist_not_allowed"
+	SourceNotAllowed       Code = "source_not_allowed"
+	HashMissing            Code = "hash_missing"
+	IndexNotPinned         Code = "index_not_pinned"
+	DuplicatePackage       Code = "duplicate_package"
+	// fetch
+	FetchFailed  Code = "fetch_failed"
+	HashMismatch Code = "hash_mismatch"
+	SizeMismatch Code = "size_mismatch"
+	OfflineMiss  Code = "offline_miss"
+	// wheel
+	WheelInvalid    Code = "wheel_invalid"
+	WheelUnsafePath Code = "wheel_unsafe_path"
+	RecordMissing   Code = "record_missing"
+	RecordMismatch  Code = "record_mismatch"
+	InstallConflict Code = "install_conflict"
+	// env
+	InterpreterMismatch Code = "interpreter_mismatch"
+	MaterializeFailed   Code = "materialize_failed"
+	// verify
+	PinUnapproved       Code = "pin_unapproved"
+	PinMismatch         Code = "pin_mismatch"
+	SealMissing         Code = "seal_missing"
+	SealInvalid         Code = "seal_invalid"
+	EnvDrift            Code = "env_drift"
+	InterpreterDrift    Code = "interpreter_drift"
+	ManifestDrift       Code = "manifest_drift"
+	LockDrift           Code = "lock_drift"
+	ProtocolUnsupported Code = "protocol_unsupported"
+	// governance
+	ChangesetInvalid Code = "changeset_invalid"
+	ChangesetStale   Code = "changeset_stale"
+	SignatureInvalid Code = "signature_invalid"
+	SignerUntrusted  Code = "signer_untrusted"
+	PinRollback      Code = "pin_rollback"
+	PinExpired       Code = "pin_expired"
+	// run
+	RuntimeMissing       Code = "runtime_missing"
+	SecretUnresolved     Code = "secret_unresolved"
+	SecretBundleTooLarge Code = "secret_bundle_too_large"
+	// image
+	BaseImageUnpinned     Code = "base_image_unpinned"
+	ImageDigestMismatch   Code = "image_digest_mismatch"
+	ImageSignatureInvalid Code = "image_signature_invalid"
+	ProvenanceMismatch    Code = "provenance_mismatch"
+	// ledger
+	LedgerWriteFailed Code = "ledger_write_failed"
+	LedgerCorrupt     Code = "ledger_corrupt"
+)
+
+var all = []Code{
+	ManifestMissing,
+	ManifestInvalid,
+	EntrypointUnknown,
+	InterfaceUnregistered,
+	InterfaceDigestMismatch,
+	LockMissing,
+	LockInvalid,
+	LockVersionUnsupported,
+	PlatformUnsupported,
+	NoCompatibleWheel,
+	SdistNotAllowed,
+	SourceNotAllowed,
+	HashMissing,
+	IndexNotPinned,
+	DuplicatePackage,
+	FetchFailed,
+	HashMismatch,
+	SizeMismatch,
+	OfflineMiss,
+	WheelInvalid,
+	WheelUnsafePath,
+	RecordMissing,
+	RecordMismatch,
+	InstallConflict,
+	InterpreterMismatch,
+	MaterializeFailed,
+	PinUnapproved,
+	PinMismatch,
+	SealMissing,
+	SealInvalid,
+	EnvDrift,
+	InterpreterDrift,
+	ManifestDrift,
+	LockDrift,
+	ProtocolUnsupported,
+	ChangesetInvalid,
+	ChangesetStale,
+	SignatureInvalid,
+	SignerUntrusted,
+	PinRollback,
+	PinExpired,
+	RuntimeMissing,
+	SecretUnresolved,
+	SecretBundleTooLarge,
+	BaseImageUnpinned,
+	ImageDigestMismatch,
+	ImageSignatureInvalid,
+	ProvenanceMismatch,
+	LedgerWriteFailed,
+	LedgerCorrupt,
+}
+
+// Codes returns every code, in the order of DESIGN §2.
+func Codes() []Code { return append([]Code(nil), all...) }
+
+// Known reports whether c is one of the codes.
+func Known(c Code) bool {
+	for _, k := range all {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
