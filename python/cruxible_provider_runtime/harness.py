@@ -1,0 +1,428 @@
+"""The harness an executor runs: ``python -I -m cruxible_provider_runtime.harness``.
+
+The contract is DESIGN section 10 and docs/provider-authors.md:
+
+1. First of all, the protocol channel moves off fd 1: fd 1 is duplicated to a
+   private, non-inheritable descriptor, then fd 1 (and sys.stdout) point at
+   stderr, so nothing a provider prints, from Python or from C, reaches the
+   result.
+2. One JSON line is read from stdin::
+
+       {"protocol_version": 1, "run_id": "...", "entrypoint": "...",
+        "object": "module:attr", "input": ..., "secret_channel": {"fd": 3,
+        "refs": ["..."]} | null, "budgets": {"timeout_ms": N,
+        "output_bytes": N}, "egress_declared": ["..."],
+        "idempotency_key": "..." | null}
+
+   Every key is required and no other is accepted. Anything else is a
+   ``bad_request`` result.
+3. When secret_channel is not null, the secret bundle (a JSON object
+   {ref: string}, at most 64 KiB) is read from that descriptor to EOF and
+   the descriptor is closed; a missing, unreadable or invalid bundle, or
+   one whose refs differ from the request's, is ``secret_unavailable``.
+   stdin is then pointed at /dev/null.
+4. ``module:attr`` is imported (any failure, or an object that is not
+   callable, is ``import_failed``). A class is instantiated with no
+   arguments and the instance called with the ProviderRunContext; any
+   other callable is called with it. An exception (SystemExit included) is
+   ``provider_error``: its type and message go into the result, its
+   traceback to stderr. A return that is not a valid ProviderResult is
+   ``result_invalid``.
+5. Exactly one JSON line is written on the protocol channel::
+
+       {"status": "ok", "run_id": ..., "result": ..., "egress": [...]}
+       {"status": "error", "run_id": ..., "error": {"code": ..., "message": ...}, "egress": [...]}
+
+   run_id is the request's (null when the request had none). Error
+   messages never contain a delivered secret value.
+
+The harness exits 0 whenever it wrote a result, ok or error, and 1 only when
+it could not write one. It never exits 78 (reserved for the container shim).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import traceback
+
+from cruxible_provider_runtime.provider_api import (
+    PROTOCOL_VERSION,
+    Budgets,
+    ProviderResult,
+    ProviderRunContext,
+)
+
+MAX_SECRET_BUNDLE = 64 * 1024
+"""The largest secret bundle read, in bytes (DESIGN section 10)."""
+
+MAX_MESSAGE = 2000
+"""Messages the harness builds from exceptions are cut to this many characters."""
+
+REQUEST_KEYS = (
+    "protocol_version",
+    "run_id",
+    "entrypoint",
+    "object",
+    "input",
+    "secret_channel",
+    "budgets",
+    "egress_declared",
+    "idempotency_key",
+)
+BUDGET_KEYS = ("timeout_ms", "output_bytes")
+
+
+class _Refused(Exception):
+    """An error result the harness gives: code and message."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _log(msg: str) -> None:
+    try:
+        sys.stderr.write("cruxible_provider_runtime.harness: %s\n" % msg)
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def _short(msg: str) -> str:
+    msg = msg.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(msg) > MAX_MESSAGE:
+        msg = msg[: MAX_MESSAGE - 3] + "..."
+    return msg
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    name = type(exc).__name__
+    return _short("%s: %s" % (name, text) if text else name)
+
+
+def _protect_stdout() -> int:
+    """Duplicate fd 1 to a private descriptor and point fd 1 at stderr."""
+    proto = os.dup(1)  # non-inheritable (PEP 446)
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    try:
+        os.dup2(2, 1)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    sys.stdout = sys.stderr
+    return proto
+
+
+def _read_line(fd: int) -> bytes:
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        nl = b.find(b"\n")
+        if nl >= 0:
+            chunks.append(b[:nl])
+            break
+        chunks.append(b)
+    return b"".join(chunks)
+
+
+def _no_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise ValueError("duplicate key %r" % k)
+        d[k] = v
+    return d
+
+
+def _no_constants(name):
+    raise ValueError("%s is not JSON" % name)
+
+
+def _loads(data: bytes):
+    return json.loads(
+        data.decode("utf-8"),
+        object_pairs_hook=_no_duplicates,
+        parse_constant=_no_constants,
+    )
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def _check_object_ref(ref) -> bool:
+    if type(ref) is not str or ref.count(":") != 1:
+        return False
+    module, attr = ref.split(":")
+    parts = module.split(".") + attr.split(".")
+    return all(p.isidentifier() for p in parts)
+
+
+def _parse_request(raw: bytes, run_id_out: list):
+    if not raw.strip():
+        raise _Refused("bad_request", "no request line on stdin")
+    try:
+        req = _loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise _Refused("bad_request", "request is not one JSON line: %s" % _short(str(e)))
+    if type(req) is not dict:
+        raise _Refused("bad_request", "request is not a JSON object")
+    if type(req.get("run_id")) is str:
+        run_id_out.append(req["run_id"])
+    for k in REQUEST_KEYS:
+        if k not in req:
+            raise _Refused("bad_request", "request has no %r" % k)
+    for k in req:
+        if k not in REQUEST_KEYS:
+            raise _Refused("bad_request", "request has unknown key %r" % _short(k))
+    pv = req["protocol_version"]
+    if not _is_int(pv):
+        raise _Refused("bad_request", "protocol_version must be an integer")
+    if pv != PROTOCOL_VERSION:
+        raise _Refused("bad_request", "protocol_version %d is not supported (this runtime speaks %d)" % (pv, PROTOCOL_VERSION))
+    for k in ("run_id", "entrypoint"):
+        if type(req[k]) is not str or not req[k]:
+            raise _Refused("bad_request", "%s must be a non-empty string" % k)
+    if not _check_object_ref(req["object"]):
+        raise _Refused("bad_request", "object must be 'module:attr' (dotted Python identifiers), got %r" % (_short(str(req["object"])),))
+    ch = req["secret_channel"]
+    if ch is not None:
+        if type(ch) is not dict or set(ch) != {"fd", "refs"}:
+            raise _Refused("bad_request", "secret_channel must be null or {fd, refs}")
+        if not _is_int(ch["fd"]) or ch["fd"] < 3:
+            raise _Refused("bad_request", "secret_channel.fd must be an integer >= 3")
+        refs = ch["refs"]
+        if type(refs) is not list or not refs or any(type(r) is not str or not r for r in refs):
+            raise _Refused("bad_request", "secret_channel.refs must be a non-empty list of non-empty strings (no secrets: the channel is null)")
+        if len(set(refs)) != len(refs):
+            raise _Refused("bad_request", "secret_channel.refs has duplicates")
+    b = req["budgets"]
+    if type(b) is not dict:
+        raise _Refused("bad_request", "budgets must be an object")
+    for k, v in b.items():
+        if k not in BUDGET_KEYS:
+            raise _Refused("bad_request", "budgets has unknown key %r" % _short(k))
+        if v is not None and (not _is_int(v) or v < 0):
+            raise _Refused("bad_request", "budgets.%s must be a non-negative integer or null" % k)
+    eg = req["egress_declared"]
+    if type(eg) is not list or any(type(u) is not str for u in eg):
+        raise _Refused("bad_request", "egress_declared must be a list of strings")
+    ik = req["idempotency_key"]
+    if ik is not None and type(ik) is not str:
+        raise _Refused("bad_request", "idempotency_key must be a string or null")
+    return req
+
+
+def _read_secrets(channel, proto_fd: int):
+    fd = channel["fd"]
+    refs = channel["refs"]
+    if fd == proto_fd:
+        # The descriptor named was not open when the harness started: its
+        # number went to the protocol channel.
+        raise _Refused("secret_unavailable", "secret channel fd %d is not open" % fd)
+    try:
+        chunks = []
+        total = 0
+        while True:
+            b = os.read(fd, 65536)
+            if not b:
+                break
+            chunks.append(b)
+            total += len(b)
+            if total > MAX_SECRET_BUNDLE:
+                raise _Refused("secret_unavailable", "secret bundle on fd %d is larger than %d bytes" % (fd, MAX_SECRET_BUNDLE))
+    except OSError as e:
+        raise _Refused("secret_unavailable", "cannot read the secret bundle from fd %d: %s" % (fd, e.strerror or e))
+    finally:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    try:
+        bundle = _loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        # The message of a JSON error can quote the bundle: say nothing more.
+        raise _Refused("secret_unavailable", "the secret bundle on fd %d is not a JSON object" % fd)
+    if type(bundle) is not dict:
+        raise _Refused("secret_unavailable", "the secret bundle on fd %d is not a JSON object" % fd)
+    for k, v in bundle.items():
+        if type(v) is not str:
+            raise _Refused("secret_unavailable", "secret %r in the bundle is not a string" % _short(k))
+    missing = sorted(set(refs) - set(bundle))
+    extra = sorted(set(bundle) - set(refs))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append("missing %s" % ", ".join(repr(_short(r)) for r in missing))
+        if extra:
+            parts.append("not requested %s" % ", ".join(repr(_short(r)) for r in extra))
+        raise _Refused("secret_unavailable", "the secret bundle does not match secret_channel.refs: %s" % "; ".join(parts))
+    return bundle
+
+
+def _stdin_to_devnull() -> None:
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    except OSError:
+        pass
+
+
+def _resolve(ref: str):
+    module_name, attr_path = ref.split(":")
+    try:
+        target = importlib.import_module(module_name)
+        for part in attr_path.split("."):
+            target = getattr(target, part)
+    except BaseException as e:
+        traceback.print_exc(file=sys.stderr)
+        raise _Refused("import_failed", "cannot import %s: %s" % (ref, _describe(e)))
+    if not callable(target):
+        raise _Refused("import_failed", "%s is a %s, not a class or callable" % (ref, type(target).__name__))
+    return target
+
+
+def _call(target, ref: str, ctx: ProviderRunContext):
+    try:
+        if isinstance(target, type):
+            instance = target()
+            if not callable(instance):
+                raise TypeError("instances of %s are not callable (define __call__(self, ctx))" % ref)
+            return instance(ctx)
+        return target(ctx)
+    except BaseException as e:
+        traceback.print_exc(file=sys.stderr)
+        raise _Refused("provider_error", _describe(e))
+
+
+def _check_result(out, ref: str) -> dict:
+    if not isinstance(out, ProviderResult):
+        hint = ""
+        if hasattr(out, "__await__") or hasattr(out, "send") and hasattr(out, "throw"):
+            hint = " (async entrypoints are not supported: return the result itself)"
+            close = getattr(out, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except BaseException:
+                    pass
+        raise _Refused("result_invalid", "%s returned %s, not a ProviderResult%s" % (ref, type(out).__name__, hint))
+    try:
+        out.check()
+        if out.status == "ok":
+            return {"status": "ok", "result": out.result}
+        return {"status": "error", "error": {"code": out.code, "message": out.message}}
+    except BaseException as e:
+        raise _Refused("result_invalid", "%s returned an invalid ProviderResult: %s" % (ref, _describe(e)))
+
+
+def _redact(msg: str, secrets) -> str:
+    for v in sorted((v for v in secrets.values() if v), key=len, reverse=True):
+        msg = msg.replace(v, "[redacted]")
+    return msg
+
+
+def _encode(doc: dict) -> bytes:
+    return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def run() -> int:
+    """Run one request; return the exit status (0: a result was written)."""
+    try:
+        proto_fd = _protect_stdout()
+    except OSError as e:
+        _log("stdout is not usable, no result can be written: %s" % e)
+        return 1
+
+    run_id_box: list = []
+    secrets: dict = {}
+    ctx = None
+    try:
+        try:
+            raw = _read_line(0)
+        except OSError as e:
+            raise _Refused("bad_request", "cannot read the request from stdin: %s" % (e.strerror or e))
+        req = _parse_request(raw, run_id_box)
+        if req["secret_channel"] is not None:
+            secrets = _read_secrets(req["secret_channel"], proto_fd)
+        _stdin_to_devnull()
+        budgets = req["budgets"]
+        ctx = ProviderRunContext(
+            input=req["input"],
+            secrets=secrets,
+            budgets=Budgets(budgets.get("timeout_ms"), budgets.get("output_bytes")),
+            run_id=req["run_id"],
+            entrypoint=req["entrypoint"],
+            egress_declared=req["egress_declared"],
+            idempotency_key=req["idempotency_key"],
+            protocol_version=req["protocol_version"],
+        )
+        target = _resolve(req["object"])
+        out = _call(target, req["object"], ctx)
+        body = _check_result(out, req["object"])
+    except _Refused as r:
+        body = {"status": "error", "error": {"code": r.code, "message": r.message}}
+
+    egress = list(ctx.egress.urls) if ctx is not None else []
+    if body["status"] == "error":
+        body["error"]["message"] = _redact(body["error"]["message"], secrets)
+    doc = {"status": body["status"], "run_id": run_id_box[0] if run_id_box else None}
+    if body["status"] == "ok":
+        doc["result"] = body["result"]
+    else:
+        doc["error"] = body["error"]
+    doc["egress"] = egress
+    try:
+        line = _encode(doc)
+    except (ValueError, TypeError, UnicodeEncodeError, RecursionError) as e:
+        doc.pop("result", None)
+        doc["status"] = "error"
+        doc["error"] = {"code": "result_invalid", "message": "the result cannot be encoded as JSON: %s" % _describe(e)}
+        line = _encode(doc)
+    try:
+        _write_all(proto_fd, line)
+        os.close(proto_fd)
+    except OSError as e:
+        _log("cannot write the result: %s" % e)
+        return 1
+    return 0
+
+
+def _exit(code: int) -> None:
+    for f in (sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if f is not None:
+                f.flush()
+        except Exception:
+            pass
+    # os._exit: a provider's leftover threads or atexit hooks cannot change
+    # the status once the result is written.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        status = run()
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    _exit(status)

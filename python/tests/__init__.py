@@ -1,0 +1,1 @@
+"""Unit tests of cruxible_provider_runtime (stdlib unittest)."""

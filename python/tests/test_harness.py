@@ -1,0 +1,386 @@
+"""The harness, run as the executor runs it: a real interpreter in a venv,
+``python -I -m cruxible_provider_runtime.harness``, a real pipe on fd 3.
+
+Run with: python3 -m unittest discover -s python/tests -t python
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYROOT = os.path.dirname(HERE)  # python/, which holds cruxible_provider_runtime
+
+PROVIDERS = {
+    "tp_basic": '''
+        import os, subprocess, sys, threading, time
+        from cruxible_provider_runtime import ProviderResult
+
+        def echo(ctx):
+            return ProviderResult.ok({"echo": ctx.input})
+
+        class Greeter:
+            def __init__(self):
+                self.greeting = "hello"
+            def __call__(self, ctx):
+                return ProviderResult.ok(self.greeting + " " + ctx.input["name"])
+
+        class NotCallable:
+            pass
+
+        def context(ctx):
+            return ProviderResult.ok({
+                "run_id": ctx.run_id, "entrypoint": ctx.entrypoint,
+                "idempotency_key": ctx.idempotency_key,
+                "protocol_version": ctx.protocol_version,
+                "timeout_ms": ctx.budgets.timeout_ms, "output_bytes": ctx.budgets.output_bytes,
+                "egress_declared": list(ctx.egress_declared),
+                "secrets": sorted(ctx.secrets),
+                "stdin": sys.stdin.read() if sys.stdin else None,
+            })
+
+        def noisy(ctx):
+            print("print to stdout")
+            sys.stdout.write("sys.stdout.write\\n")
+            sys.__stdout__.write("sys.__stdout__.write\\n")
+            sys.__stdout__.flush()
+            os.write(1, b"os.write to fd 1\\n")
+            subprocess.run(["sh", "-c", "echo child writes to its stdout"], check=True)
+            return ProviderResult.ok("quiet result")
+
+        def boom(ctx):
+            raise RuntimeError("it broke")
+
+        def exits(ctx):
+            sys.exit(3)
+
+        def returns_dict(ctx):
+            return {"not": "a ProviderResult"}
+
+        async def coroutine(ctx):
+            return ProviderResult.ok(1)
+
+        def nan(ctx):
+            return ProviderResult.ok({"x": float("nan")})
+
+        def int_keys(ctx):
+            return ProviderResult.ok({1: "one"})
+
+        def unknown_code(ctx):
+            return ProviderResult.error("teapot", "short and stout")
+
+        def rejects(ctx):
+            return ProviderResult.error("bad_request", "input needs a name")
+
+        def uses_secret(ctx):
+            token = ctx.secret("acme/api-token")
+            ctx.egress.record("https://api.acme.example/v1/echo")
+            ctx.egress.record("https://api.acme.example/v1/echo")
+            ctx.egress.record("https://other.example/")
+            try:
+                os.fstat(3)
+                fd3_open = True
+            except OSError:
+                fd3_open = False
+            return ProviderResult.ok({"token_len": len(token), "fd3_open": fd3_open})
+
+        def leaks_secret(ctx):
+            ctx.egress.record("https://api.acme.example/v1/echo")
+            raise ValueError("token was " + ctx.secrets["acme/api-token"])
+
+        def leaks_secret_in_error(ctx):
+            return ProviderResult.error("provider_error", "denied for " + ctx.secrets["acme/api-token"])
+
+        def lingering_thread(ctx):
+            threading.Thread(target=time.sleep, args=(600,)).start()
+            return ProviderResult.ok("done")
+
+        NOT_CALLABLE = 42
+    ''',
+    "tp_import_error": '''
+        raise ImportError("this module refuses to load")
+    ''',
+    "tp_prints_on_import": '''
+        import os
+        print("printed at import")
+        os.write(1, b"fd 1 at import\\n")
+        from cruxible_provider_runtime import ProviderResult
+        def run(ctx):
+            return ProviderResult.ok("imported")
+    ''',
+}
+
+
+def setUpModule():
+    global TMP, PY
+    TMP = tempfile.mkdtemp(prefix="crux-harness-")
+    venv = os.path.join(TMP, "venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    PY = os.path.join(venv, "bin", "python")
+    site = subprocess.run(
+        [PY, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    provdir = os.path.join(TMP, "providers")
+    os.mkdir(provdir)
+    for name, src in PROVIDERS.items():
+        with open(os.path.join(provdir, name + ".py"), "w") as f:
+            f.write(textwrap.dedent(src))
+    with open(os.path.join(site, "crux_test_paths.pth"), "w") as f:
+        f.write(PYROOT + "\n" + provdir + "\n")
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def request(obj, **over):
+    req = {
+        "protocol_version": 1,
+        "run_id": "run-1",
+        "entrypoint": "ep",
+        "object": obj,
+        "input": {"name": "world"},
+        "secret_channel": None,
+        "budgets": {"timeout_ms": 1000, "output_bytes": 4096},
+        "egress_declared": ["https://api.acme.example/*"],
+        "idempotency_key": None,
+    }
+    req.update(over)
+    return req
+
+
+class Run:
+    def __init__(self, code, stdout, stderr):
+        self.code, self.stdout, self.stderr = code, stdout, stderr
+        lines = stdout.splitlines()
+        self.doc = json.loads(lines[0]) if len(lines) == 1 else None
+
+
+def harness(stdin, secret=None, close_stdout=False):
+    """Run the harness; stdin is a dict (sent as one line) or bytes. secret,
+    when not None, is written to a pipe that the child sees as fd 3."""
+    if isinstance(stdin, dict):
+        stdin = json.dumps(stdin).encode() + b"\n"
+    r = w = None
+    kw = {}
+    if secret is not None:
+        r, w = os.pipe()
+        # Make the read end the child's fd 3 exactly, as the executor does.
+        # close_fds runs after preexec_fn in the child and would close fd 3;
+        # the parent's own descriptors are non-inheritable (PEP 446), so
+        # only fd 3 and the standard streams reach the harness.
+        # dup2(3, 3) is a no-op that keeps close-on-exec, hence set_inheritable.
+        kw = {"preexec_fn": lambda: (os.dup2(r, 3), os.set_inheritable(3, True)), "close_fds": False}
+    p = subprocess.Popen(
+        [PY, "-I", "-m", "cruxible_provider_runtime.harness"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cwd=TMP, **kw,
+    )
+    writer = None
+    if secret is not None:
+        os.close(r)
+
+        def feed():
+            try:
+                view = memoryview(secret)
+                while view:
+                    view = view[os.write(w, view[:65536]):]
+            except OSError:
+                pass  # the harness stopped reading (an oversized bundle)
+            finally:
+                os.close(w)
+
+        writer = threading.Thread(target=feed)
+        writer.start()
+    if close_stdout:
+        p.stdout.close()
+        p.stdin.write(stdin)
+        p.stdin.close()
+        err = p.stderr.read()
+        p.wait(timeout=60)
+        return Run(p.returncode, "", err.decode())
+    out, err = p.communicate(stdin, timeout=60)
+    if writer:
+        writer.join()
+    return Run(p.returncode, out.decode(), err.decode())
+
+
+class HarnessTest(unittest.TestCase):
+    def ok(self, run, result, egress=()):
+        self.assertEqual(run.code, 0, run.stderr)
+        self.assertIsNotNone(run.doc, "stdout is not one JSON line: %r" % run.stdout)
+        self.assertEqual(run.doc, {"status": "ok", "run_id": "run-1", "result": result, "egress": list(egress)}, run.stderr)
+
+    def refused(self, run, code, run_id="run-1"):
+        self.assertEqual(run.code, 0, run.stderr)
+        self.assertIsNotNone(run.doc, "stdout is not one JSON line: %r" % run.stdout)
+        self.assertEqual(run.doc["status"], "error", run.doc)
+        self.assertEqual(run.doc["error"]["code"], code, run.doc)
+        self.assertEqual(run.doc["run_id"], run_id)
+        self.assertEqual(sorted(run.doc), ["egress", "error", "run_id", "status"])
+        self.assertIsInstance(run.doc["error"]["message"], str)
+        self.assertNotIn("Traceback", run.stdout)
+        return run.doc["error"]["message"]
+
+    def test_function_and_class(self):
+        self.ok(harness(request("tp_basic:echo")), {"echo": {"name": "world"}})
+        self.ok(harness(request("tp_basic:Greeter")), "hello world")
+
+    def test_context_fields_and_stdin_is_closed(self):
+        run = harness(request("tp_basic:context", idempotency_key="k-1", budgets={"timeout_ms": 5}))
+        self.ok(run, {
+            "run_id": "run-1", "entrypoint": "ep", "idempotency_key": "k-1", "protocol_version": 1,
+            "timeout_ms": 5, "output_bytes": None, "egress_declared": ["https://api.acme.example/*"],
+            "secrets": [], "stdin": "",
+        })
+
+    def test_trailing_stdin_after_the_line_is_not_read_by_the_provider(self):
+        line = json.dumps(request("tp_basic:context")).encode() + b"\nmore data that is not the request\n"
+        run = harness(line)
+        self.assertEqual(run.doc["result"]["stdin"], "")
+
+    def test_prints_never_reach_the_result(self):
+        for obj, want in (("tp_basic:noisy", "quiet result"), ("tp_prints_on_import:run", "imported")):
+            run = harness(request(obj))
+            self.ok(run, want)
+            self.assertEqual(run.stdout.count("\n"), 1)
+        run = harness(request("tp_basic:noisy"))
+        for text in ("print to stdout", "sys.stdout.write", "sys.__stdout__.write", "os.write to fd 1", "child writes to its stdout"):
+            self.assertIn(text, run.stderr)
+
+    def test_provider_exceptions(self):
+        run = harness(request("tp_basic:boom"))
+        msg = self.refused(run, "provider_error")
+        self.assertIn("RuntimeError: it broke", msg)
+        self.assertIn("Traceback", run.stderr)
+        self.assertIn("SystemExit", self.refused(harness(request("tp_basic:exits")), "provider_error"))
+        self.assertIn("not callable", self.refused(harness(request("tp_basic:NotCallable")), "provider_error"))
+
+    def test_bad_returns(self):
+        for obj in ("tp_basic:returns_dict", "tp_basic:coroutine", "tp_basic:nan", "tp_basic:int_keys", "tp_basic:unknown_code"):
+            with self.subTest(obj=obj):
+                msg = self.refused(harness(request(obj)), "result_invalid")
+                self.assertIn(obj, msg)
+        self.assertIn("async", self.refused(harness(request("tp_basic:coroutine")), "result_invalid"))
+
+    def test_provider_error_result(self):
+        run = harness(request("tp_basic:rejects"))
+        self.assertEqual(run.doc, {"status": "error", "run_id": "run-1",
+                                   "error": {"code": "bad_request", "message": "input needs a name"}, "egress": []})
+
+    def test_import_failures(self):
+        for obj in ("no_such_module:x", "tp_basic:missing", "tp_basic:NOT_CALLABLE", "tp_import_error:x", "tp_basic.nope:x"):
+            with self.subTest(obj=obj):
+                msg = self.refused(harness(request(obj)), "import_failed")
+                self.assertIn(obj, msg)
+
+    def test_secret_on_fd3(self):
+        bundle = json.dumps({"acme/api-token": "s3cr3t-value"}).encode()
+        run = harness(request("tp_basic:uses_secret", secret_channel={"fd": 3, "refs": ["acme/api-token"]}), secret=bundle)
+        self.ok(run, {"token_len": 12, "fd3_open": False},
+                egress=["https://api.acme.example/v1/echo", "https://other.example/"])
+        run = harness(request("tp_basic:context", secret_channel={"fd": 3, "refs": ["acme/api-token"]}), secret=bundle)
+        self.assertEqual(run.doc["result"]["secrets"], ["acme/api-token"])
+
+    def test_secret_values_are_redacted_from_messages(self):
+        bundle = json.dumps({"acme/api-token": "s3cr3t-value"}).encode()
+        ch = {"fd": 3, "refs": ["acme/api-token"]}
+        run = harness(request("tp_basic:leaks_secret", secret_channel=ch), secret=bundle)
+        msg = self.refused(run, "provider_error")
+        self.assertNotIn("s3cr3t-value", run.stdout)
+        self.assertIn("[redacted]", msg)
+        self.assertEqual(run.doc["egress"], ["https://api.acme.example/v1/echo"])
+        run = harness(request("tp_basic:leaks_secret_in_error", secret_channel=ch), secret=bundle)
+        self.refused(run, "provider_error")
+        self.assertNotIn("s3cr3t-value", run.stdout)
+
+    def test_secret_unavailable(self):
+        ch = {"fd": 3, "refs": ["acme/api-token"]}
+        cases = {
+            "not json": (b"{not json", "not a JSON object"),
+            "not an object": (b"[1]", "not a JSON object"),
+            "missing ref": (b'{"other": "x"}', "missing 'acme/api-token'"),
+            "extra ref": (b'{"acme/api-token": "x", "other": "y"}', "not requested 'other'"),
+            "not a string": (b'{"acme/api-token": 5}', "not a string"),
+            "duplicate key": (b'{"acme/api-token": "a", "acme/api-token": "b"}', "not a JSON object"),
+            "too large": (json.dumps({"acme/api-token": "x" * 70000}).encode(), "larger than 65536"),
+            "empty": (b"", "not a JSON object"),
+        }
+        for name, (secret, why) in cases.items():
+            with self.subTest(name):
+                run = harness(request("tp_basic:uses_secret", secret_channel=ch), secret=secret)
+                msg = self.refused(run, "secret_unavailable")
+                self.assertIn(why, msg)
+                self.assertNotIn("xxxx", msg)
+        # The channel names fd 3 but nothing was passed there.
+        msg = self.refused(harness(request("tp_basic:uses_secret", secret_channel=ch)), "secret_unavailable")
+        self.assertIn("not open", msg)
+        msg = self.refused(harness(request("tp_basic:uses_secret", secret_channel={"fd": 9, "refs": ["a"]})), "secret_unavailable")
+        self.assertIn("fd 9", msg)
+
+    def test_bad_requests(self):
+        good = request("tp_basic:echo")
+        cases = {
+            "empty stdin": b"",
+            "blank line": b"\n",
+            "not json": b"{nope\n",
+            "not an object": b"[]\n",
+            "not utf-8": b'{"run_id": "\xff"}\n',
+            "NaN": json.dumps(dict(good, input=float("nan"))).encode() + b"\n",
+            "duplicate key": b'{"run_id": "a", "run_id": "b"}\n',
+        }
+        for name, raw in cases.items():
+            with self.subTest(name):
+                self.refused(harness(raw), "bad_request", run_id=None)
+        over = {
+            "protocol 2": {"protocol_version": 2},
+            "protocol true": {"protocol_version": True},
+            "protocol string": {"protocol_version": "1"},
+            "empty entrypoint": {"entrypoint": ""},
+            "object without colon": {"object": "tp_basic.echo"},
+            "object two colons": {"object": "a:b:c"},
+            "object not identifier": {"object": "tp-basic:echo"},
+            "channel fd 1": {"secret_channel": {"fd": 1, "refs": ["a"]}},
+            "channel no refs": {"secret_channel": {"fd": 3, "refs": []}},
+            "channel dup refs": {"secret_channel": {"fd": 3, "refs": ["a", "a"]}},
+            "channel extra key": {"secret_channel": {"fd": 3, "refs": ["a"], "path": "/x"}},
+            "budget negative": {"budgets": {"timeout_ms": -1}},
+            "budget unknown": {"budgets": {"cpu": 1}},
+            "budget bool": {"budgets": {"timeout_ms": True}},
+            "egress not list": {"egress_declared": "https://x"},
+            "idempotency int": {"idempotency_key": 5},
+            "unknown key": {"extra": 1},
+        }
+        for name, o in over.items():
+            with self.subTest(name):
+                self.refused(harness(dict(good, **o)), "bad_request")
+        for key in good:
+            if key == "run_id":
+                continue
+            with self.subTest(missing=key):
+                req = dict(good)
+                del req[key]
+                self.assertIn(key, self.refused(harness(req), "bad_request"))
+        req = dict(good)
+        del req["run_id"]
+        self.refused(harness(req), "bad_request", run_id=None)
+
+    def test_cannot_write_result_exits_nonzero_not_78(self):
+        run = harness(request("tp_basic:echo"), close_stdout=True)
+        self.assertNotEqual(run.code, 0)
+        self.assertNotEqual(run.code, 78)
+        self.assertIn("cannot write the result", run.stderr)
+
+    def test_lingering_thread_does_not_hold_the_exit(self):
+        self.ok(harness(request("tp_basic:lingering_thread")), "done")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,93 @@
+"""provider_api in process: what a provider author's own tests can do."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from cruxible_provider_runtime import (  # noqa: E402
+    PROTOCOL_VERSION,
+    Budgets,
+    ProviderResult,
+    ProviderRunContext,
+    __version__,
+)
+from cruxible_provider_runtime.provider_api import check_json_value  # noqa: E402
+
+
+class ProviderResultTest(unittest.TestCase):
+    def test_ok_and_error(self):
+        r = ProviderResult.ok({"a": [1, 2.5, None, True, "x"]})
+        r.check()
+        self.assertEqual((r.status, r.result, r.code, r.message), ("ok", {"a": [1, 2.5, None, True, "x"]}, None, None))
+        e = ProviderResult.error("bad_request", "needs a name")
+        e.check()
+        self.assertEqual((e.status, e.code, e.message), ("error", "bad_request", "needs a name"))
+        self.assertEqual(ProviderResult.ok(1), ProviderResult.ok(1))
+        self.assertNotEqual(ProviderResult.ok(1), ProviderResult.ok(2))
+
+    def test_check_refuses(self):
+        bad = [
+            ProviderResult.ok(float("inf")),
+            ProviderResult.ok({1: 2}),
+            ProviderResult.ok({"s": {1, 2}}),
+            ProviderResult.ok("\ud800"),
+            ProviderResult.ok(object()),
+            ProviderResult.error("import_failed", "a provider may not claim this"),
+            ProviderResult.error("teapot", "x"),
+            ProviderResult.error("provider_error", b"bytes"),
+            ProviderResult("maybe"),
+        ]
+        for r in bad:
+            with self.subTest(r=r):
+                with self.assertRaises(ValueError):
+                    r.check()
+
+    def test_deep_and_cyclic_values(self):
+        deep = []
+        cur = deep
+        for _ in range(500):
+            nxt = []
+            cur.append(nxt)
+            cur = nxt
+        with self.assertRaises(ValueError):
+            check_json_value(deep)
+        cyc = []
+        cyc.append(cyc)
+        with self.assertRaises(ValueError):
+            check_json_value(cyc)
+
+
+class ContextTest(unittest.TestCase):
+    def test_secrets_read_only_and_never_shown(self):
+        ctx = ProviderRunContext(input=1, secrets={"acme/api-token": "hunter2"})
+        self.assertEqual(ctx.secret("acme/api-token"), "hunter2")
+        with self.assertRaises(TypeError):
+            ctx.secrets["x"] = "y"
+        with self.assertRaises(KeyError) as cm:
+            ctx.secret("other")
+        self.assertIn("other", str(cm.exception))
+        self.assertNotIn("hunter2", repr(ctx))
+        self.assertNotIn("hunter2", str(cm.exception))
+
+    def test_egress_log(self):
+        ctx = ProviderRunContext()
+        ctx.egress.record("https://a.example/")
+        ctx.egress.record("https://b.example/")
+        ctx.egress.record("https://a.example/")
+        self.assertEqual(ctx.egress.urls, ("https://a.example/", "https://b.example/"))
+        for bad in ("", "a\nb", 5, None):
+            with self.assertRaises((TypeError, ValueError)):
+                ctx.egress.record(bad)
+
+    def test_defaults(self):
+        ctx = ProviderRunContext()
+        self.assertEqual(ctx.protocol_version, PROTOCOL_VERSION)
+        self.assertIsNone(ctx.budgets.timeout_ms)
+        self.assertEqual(repr(Budgets(1, 2)), "Budgets(timeout_ms=1, output_bytes=2)")
+        self.assertRegex(__version__, r"^\d+\.\d+\.\d+$")
+
+
+if __name__ == "__main__":
+    unittest.main()
