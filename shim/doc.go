@@ -1,0 +1,15 @@
+// Package shim is the logic of cruxshim, the container entrypoint that turns a
+// secret bundle delivered on a tmpfs/ramfs file or a one-shot pipe into an
+// anonymous, sealed memory file on descriptor 3, then execs the command
+// (DESIGN §11). It also names that descriptor for executors: SecretChannel is
+// the secret_channel spec both backends put in the protocol line.
+//
+// It owns the argv of cruxshim, the descriptor sweep, the path and pipe checks,
+// the copy into the memory file and the exec, and the closed set of shim
+// refusal codes (docs/shim.md). It does not own the bundle's contents (the
+// executor writes the JSON), the run's refusal codes (package refusal), or
+// printing: Exec returns a *Refusal and cmd/cruxshim writes its one line.
+//
+// The package uses only the standard library and golang.org/x/sys (a test
+// holds it to that), so the static binary stays small and auditable.
+package shim

@@ -1,0 +1,63 @@
+//go:build unix
+
+package shim
+
+import (
+	"strings"
+	"syscall"
+)
+
+// Exec is the whole of cruxshim: it parses argv (argv[0] is the shim's own
+// name), delivers the secret on SecretFD when a secret flag asks for it, and
+// execs CMD with env (the shim's environment, passed through unchanged). It
+// returns only when it refuses, and then always a *RefusedError; the caller
+// prints its one line and exits ExitRefused. With no secret flag it touches no
+// descriptor and writes nothing.
+func Exec(argv, env []string) error {
+	if len(argv) == 0 {
+		return refuse(codeUsage)
+	}
+	o, ok := parseArgs(argv[1:])
+	if !ok {
+		return refuse(codeUsage)
+	}
+	if o.mode != modeNone {
+		if err := deliver(o, argv, env); err != nil {
+			return err
+		}
+	}
+	path, ok := lookPath(o.argv[0], env)
+	if !ok {
+		return refuse(codeExecFailed)
+	}
+	_ = syscall.Exec(path, o.argv, env)
+	return refuse(codeExecFailed)
+}
+
+// lookPath resolves CMD as execvp would, but from env rather than the
+// process environment and strictly: a name with a slash is used as is; a bare
+// name is searched in env's PATH, skipping empty and relative entries (the
+// working directory is never searched); no PATH finds nothing. A candidate
+// must be a regular file with an execute bit.
+func lookPath(cmd string, env []string) (string, bool) {
+	if strings.Contains(cmd, "/") {
+		return cmd, true
+	}
+	pathList := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathList = v // the last one wins, as getenv would see it
+		}
+	}
+	for _, dir := range strings.Split(pathList, ":") {
+		if !strings.HasPrefix(dir, "/") {
+			continue
+		}
+		p := strings.TrimSuffix(dir, "/") + "/" + cmd
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Mode&0o111 != 0 {
+			return p, true
+		}
+	}
+	return "", false
+}
