@@ -1,0 +1,190 @@
+package materialize
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Interpreter is what an env needs to know about the Python it points at,
+// probed once by running it (`python -I -c …`).
+type Interpreter struct {
+	// Path is the real path of sys.executable (python3 on PATH may be a
+	// pyenv shim script; the env links to the real binary).
+	Path string `json:"path"`
+	// Version is the full version, e.g. "3.11.7" or "3.13.0rc1".
+	Version string `json:"version"`
+	// VenvVersion is what python -m venv writes to pyvenv.cfg: "X.Y.Z".
+	VenvVersion string `json:"venv_version"`
+	// Implementation is sys.implementation.name, e.g. "cpython".
+	Implementation string `json:"implementation"`
+	// LibPython is the real path of the libpython the process maps, ""
+	// when the interpreter is linked statically.
+	LibPython string `json:"libpython,omitempty"`
+	// Markers are the PEP 508 values the interpreter reports that a
+	// platform must agree with.
+	Markers map[string]string `json:"markers"`
+	// Glibc is the C library version ("2.36"), "" on musl or non-Linux.
+	Glibc string `json:"glibc,omitempty"`
+	// PointerBits is 64 or 32.
+	PointerBits int `json:"pointer_bits"`
+	// GILDisabled is true for a free-threaded build.
+	GILDisabled bool `json:"gil_disabled"`
+}
+
+const interpProbe = `import json, os, platform, struct, sys, sysconfig
+i = sys.implementation.version
+v = "%d.%d.%d" % (i.major, i.minor, i.micro)
+if i.releaselevel != "final":
+    v += i.releaselevel[0] + str(i.serial)
+lib = ""
+try:
+    with open("/proc/self/maps") as f:
+        for line in f:
+            p = line.split(None, 5)
+            if len(p) == 6 and "/libpython" in p[5]:
+                lib = os.path.realpath(p[5].strip())
+                break
+except OSError:
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        c = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("LDLIBRARY") or "")
+        if os.path.isfile(c):
+            lib = os.path.realpath(c)
+try:
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+except (AttributeError, OSError, ValueError):
+    glibc = ""
+print(json.dumps({
+    "path": os.path.realpath(sys.executable),
+    "version": v,
+    "venv_version": "%d.%d.%d" % sys.version_info[:3],
+    "implementation": sys.implementation.name,
+    "libpython": lib,
+    "glibc": glibc.split(" ")[-1] if glibc.startswith("glibc") else "",
+    "pointer_bits": struct.calcsize("P") * 8,
+    "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    "markers": {
+        "implementation_name": sys.implementation.name,
+        "os_name": os.name,
+        "platform_machine": platform.machine(),
+        "python_version": ".".join(platform.python_version_tuple()[:2]),
+        "sys_platform": sys.platform,
+    },
+}))
+`
+
+// ProbeInterpreter runs python once in isolated mode and returns its
+// identity. An interpreter that cannot run or answers nonsense is
+// materialize_failed.
+func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python, "-I", "-c", interpProbe)
+	cmd.Env = []string{"LC_ALL=C.UTF-8"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); give a working --python", python, firstLine(stderr.String()))
+	}
+	var in Interpreter
+	if err := json.Unmarshal(out, &in); err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; give a CPython 3.8+ --python", python)
+	}
+	if !filepath.IsAbs(in.Path) || filepath.Clean(in.Path) != in.Path || in.Version == "" || in.Markers["python_version"] == "" {
+		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported no usable executable path or version (%q, %q); give another --python", python, in.Path, in.Version)
+	}
+	if in.LibPython != "" && !filepath.IsAbs(in.LibPython) {
+		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative libpython %q", python, in.LibPython)
+	}
+	return &in, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return "no output"
+	}
+	return s
+}
+
+// CheckPlatform refuses (interpreter_mismatch) an interpreter that cannot
+// run the platform's wheels: another implementation, Python version,
+// operating system or machine, a free-threaded build for a GIL platform or
+// the reverse, a C library other than the platform tag's (glibc for
+// manylinux, musl for musllinux), or a glibc older than the manylinux tag.
+func (in *Interpreter) CheckPlatform(p *platform.Platform) error {
+	mismatch := func(what, got, want string) error {
+		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; give a --python that matches the platform", in.Path, what, got, p.ID(), want)
+	}
+	for _, k := range []string{"implementation_name", "python_version", "sys_platform", "os_name", "platform_machine"} {
+		want := p.Markers[k]
+		got := in.Markers[k]
+		if k == "platform_machine" {
+			got, want = normMachine(got), normMachine(want)
+		}
+		if got != want {
+			return mismatch(k, in.Markers[k], p.Markers[k])
+		}
+	}
+	if ft := strings.HasSuffix(p.ABI, "t"); ft != in.GILDisabled {
+		return mismatch("free-threading", strconv.FormatBool(in.GILDisabled), strconv.FormatBool(ft))
+	}
+	plat := bestPlatformTag(p)
+	switch {
+	case strings.HasPrefix(plat, "manylinux"):
+		if in.Glibc == "" {
+			return mismatch("C library", "not glibc", "glibc")
+		}
+		var maj, min int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(plat, "manylinux_"), "%d_%d_", &maj, &min); err == nil {
+			hm, hn, ok := parseXY(in.Glibc)
+			if ok && (hm < maj || hm == maj && hn < min) {
+				return mismatch("glibc", in.Glibc, fmt.Sprintf("%d.%d or newer", maj, min))
+			}
+		}
+	case strings.HasPrefix(plat, "musllinux"):
+		if in.Glibc != "" {
+			return mismatch("C library", "glibc "+in.Glibc, "musl")
+		}
+	}
+	return nil
+}
+
+func bestPlatformTag(p *platform.Platform) string {
+	for _, t := range p.Tags {
+		if t.Platform != "any" {
+			return t.Platform
+		}
+	}
+	return ""
+}
+
+func normMachine(m string) string {
+	switch strings.ToLower(m) {
+	case "amd64", "x86_64":
+		return "x86_64"
+	case "arm64", "aarch64":
+		return "aarch64"
+	}
+	return strings.ToLower(m)
+}
+
+func parseXY(s string) (int, int, bool) {
+	a, b, ok := strings.Cut(s, ".")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	return x, y, ok && err1 == nil && err2 == nil
+}

@@ -1,0 +1,17 @@
+// Package seal owns what makes a local environment trustworthy after it is
+// built (DESIGN §6, §7, §9): the seal document beside each env
+// (envs/<hex>.seal.json, format cruxprov.seal/v1), the stat index
+// (envs/<hex>.index, format cruxprov.statindex/v1), freezing a finished
+// tree read-only while indexing it, and verification of an env against its
+// seal, fast (one lstat per entry, rehashing only what changed) or deep
+// (every file rehashed in parallel, tree digest recomputed).
+//
+// The executor calls Verify in-process before every run; `cruxprov env
+// verify` is a thin wrapper over it. The formats are written down in
+// docs/seal.md.
+//
+// It does not build environments or install wheels (materialize/ does),
+// know about accepted pins or signatures (the pin-level verify does), or
+// print. Every failure on the verify path is a *refusal.Error:
+// seal_missing, seal_invalid, interpreter_drift or env_drift.
+package seal

@@ -1,0 +1,235 @@
+package seal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cruxible/cruxprov/digest"
+)
+
+// IndexFormat is the first line of every stat index file.
+const IndexFormat = "cruxprov.statindex/v1"
+
+// Entry is one entry of the stat index: an entry below the env root with
+// its kind, permission bits, size, timestamps, inode and content hash (the
+// sha256 of a file's bytes or of a symlink's target; zero for a directory).
+type Entry struct {
+	Path    string // relative to the env root, '/'-separated
+	Kind    digest.EntryKind
+	Mode    uint32 // permission bits (mode & 07777)
+	Size    int64  // file length, or symlink target length; 0 for a directory
+	MtimeNS int64
+	CtimeNS int64
+	Ino     uint64
+	SHA256  [32]byte
+}
+
+// TreeEntry returns e as the tree digest sees it.
+func (e *Entry) TreeEntry() digest.TreeEntry {
+	return digest.TreeEntry{Path: e.Path, Kind: e.Kind, Exec: e.Kind == digest.File && e.Mode&0o111 != 0, Size: e.Size, SHA256: e.SHA256}
+}
+
+// Index is the stat index of a sealed env: every entry below the root,
+// sorted by Path in byte order (the tree digest's order).
+type Index struct {
+	Entries []Entry
+}
+
+// TreeDigest returns the tree digest (DESIGN §5) of the indexed entries.
+func (ix *Index) TreeDigest() digest.Digest {
+	te := make([]digest.TreeEntry, len(ix.Entries))
+	for i := range ix.Entries {
+		te[i] = ix.Entries[i].TreeEntry()
+	}
+	return digest.TreeDigestOf(te)
+}
+
+// MarshalBinary encodes the index (docs/seal.md):
+//
+//	"cruxprov.statindex/v1\n"
+//	uvarint count
+//	count × { uvarint shared-prefix length with the previous path,
+//	          uvarint suffix length, suffix bytes,
+//	          kind byte 'F' | 'D' | 'L',
+//	          uvarint mode, uvarint size, varint mtime_ns, varint ctime_ns,
+//	          uvarint inode,
+//	          32-byte sha256 (kinds F and L only) }
+//
+// Entries must be sorted and unique (as Freeze returns them).
+func (ix *Index) MarshalBinary() ([]byte, error) {
+	b := make([]byte, 0, 64+len(ix.Entries)*96)
+	b = append(b, IndexFormat+"\n"...)
+	b = binary.AppendUvarint(b, uint64(len(ix.Entries)))
+	prev := ""
+	for i := range ix.Entries {
+		e := &ix.Entries[i]
+		if i > 0 && e.Path <= prev {
+			return nil, fmt.Errorf("stat index: entries not sorted or not unique at %q", e.Path)
+		}
+		n := sharedPrefix(prev, e.Path)
+		b = binary.AppendUvarint(b, uint64(n))
+		b = binary.AppendUvarint(b, uint64(len(e.Path)-n))
+		b = append(b, e.Path[n:]...)
+		b = append(b, byte(e.Kind))
+		b = binary.AppendUvarint(b, uint64(e.Mode))
+		b = binary.AppendUvarint(b, uint64(e.Size))
+		b = binary.AppendVarint(b, e.MtimeNS)
+		b = binary.AppendVarint(b, e.CtimeNS)
+		b = binary.AppendUvarint(b, e.Ino)
+		if e.Kind != digest.Dir {
+			b = append(b, e.SHA256[:]...)
+		}
+		prev = e.Path
+	}
+	return b, nil
+}
+
+func sharedPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// errIndex is the cause of every malformed-index error.
+var errIndex = errors.New("malformed stat index")
+
+// ParseIndex decodes and validates a stat index: the format line, every
+// field in range, paths valid (relative, '/'-separated, UTF-8, no empty,
+// "." or ".." component), sorted and unique, no trailing bytes. An unknown
+// format is an error naming it.
+func ParseIndex(b []byte) (*Index, error) {
+	nl := bytes.IndexByte(b, '\n')
+	if nl < 0 || nl > 64 {
+		return nil, fmt.Errorf("%w: no format line", errIndex)
+	}
+	if f := string(b[:nl]); f != IndexFormat {
+		return nil, fmt.Errorf("%w: format %q is not %q (written by another version of cruxprov?)", errIndex, f, IndexFormat)
+	}
+	r := reader{b: b, off: nl + 1}
+	count := r.uvarint()
+	// Every entry takes at least 9 bytes: a cheap bound before allocating.
+	if r.err != nil || count > uint64(len(b)-r.off)/9 {
+		return nil, fmt.Errorf("%w: bad entry count", errIndex)
+	}
+	ix := &Index{Entries: make([]Entry, 0, count)}
+	prev := ""
+	var pb []byte
+	for i := uint64(0); i < count; i++ {
+		shared, suffix := r.uvarint(), r.uvarint()
+		if r.err != nil || shared > uint64(len(prev)) || suffix > uint64(len(b)-r.off) {
+			return nil, fmt.Errorf("%w: entry %d: bad path lengths", errIndex, i)
+		}
+		pb = append(pb[:0], prev[:shared]...)
+		pb = append(pb, r.bytes(int(suffix))...)
+		e := Entry{Path: string(pb)}
+		e.Kind = digest.EntryKind(r.byte1())
+		mode := r.uvarint()
+		size := r.uvarint()
+		e.MtimeNS = r.varint()
+		e.CtimeNS = r.varint()
+		e.Ino = r.uvarint()
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: entry %d (%q): truncated", errIndex, i, e.Path)
+		}
+		switch e.Kind {
+		case digest.File, digest.Symlink:
+			copy(e.SHA256[:], r.bytes(32))
+		case digest.Dir:
+			if size != 0 {
+				return nil, fmt.Errorf("%w: directory %q has a size", errIndex, e.Path)
+			}
+		default:
+			return nil, fmt.Errorf("%w: entry %q has kind %q", errIndex, e.Path, byte(e.Kind))
+		}
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: entry %d (%q): truncated", errIndex, i, e.Path)
+		}
+		if mode > 0o7777 || size > 1<<62 {
+			return nil, fmt.Errorf("%w: entry %q: mode or size out of range", errIndex, e.Path)
+		}
+		e.Mode, e.Size = uint32(mode), int64(size)
+		if !validPath(e.Path) {
+			return nil, fmt.Errorf("%w: entry %d: invalid path %q", errIndex, i, e.Path)
+		}
+		if i > 0 && e.Path <= prev {
+			return nil, fmt.Errorf("%w: entries not sorted or not unique at %q", errIndex, e.Path)
+		}
+		ix.Entries = append(ix.Entries, e)
+		prev = e.Path
+	}
+	if r.off != len(b) {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errIndex, len(b)-r.off)
+	}
+	return ix, nil
+}
+
+// validPath reports whether p is a clean relative '/'-separated UTF-8 path.
+func validPath(p string) bool {
+	if p == "" || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.off:])
+	if n <= 0 {
+		r.err = errIndex
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *reader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.off:])
+	if n <= 0 {
+		r.err = errIndex
+		return 0
+	}
+	r.off += n
+	return v
+}
+
+func (r *reader) byte1() byte {
+	if r.err != nil || r.off >= len(r.b) {
+		r.err = errIndex
+		return 0
+	}
+	r.off++
+	return r.b[r.off-1]
+}
+
+func (r *reader) bytes(n int) []byte {
+	if r.err != nil || n > len(r.b)-r.off {
+		r.err = errIndex
+		return nil
+	}
+	r.off += n
+	return r.b[r.off-n : r.off]
+}

@@ -1,0 +1,338 @@
+package seal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Format is the format of the seal documents this version writes. Readers
+// accept cruxprov.seal/v1 and any v1.N (fields added by a later minor are
+// ignored) and refuse another major with seal_invalid (DESIGN §14).
+const Format = "cruxprov.seal/v1"
+
+// Seal is the document beside a sealed env (envs/<hex>.seal.json). It holds
+// the materialization digest and every input to it, so that a verifier
+// recomputes the digest and compares it with the env's name.
+type Seal struct {
+	Format          string          `json:"format"`
+	Materialization Materialization `json:"materialization"`
+	Resolution      Resolution      `json:"resolution"`
+	Tree            Tree            `json:"tree"`
+	Interpreter     Interpreter     `json:"interpreter"`
+	Index           IndexRef        `json:"index"`
+	Env             Env             `json:"env"`
+	Tool            string          `json:"tool"`
+}
+
+// Materialization is the local materialization digest (DESIGN §5) and its
+// inputs besides the resolution's packages.
+type Materialization struct {
+	Digest      digest.Digest      `json:"digest"`
+	Platform    string             `json:"platform"`
+	Interpreter digest.Interpreter `json:"interpreter"`
+	Resolution  digest.Digest      `json:"resolution"`
+	Root        *Root              `json:"root"`
+}
+
+// Root is the provider's root distribution, or null for a bare lock.
+type Root struct {
+	Name    string        `json:"name"`
+	Version string        `json:"version"`
+	SHA256  digest.Digest `json:"sha256"`
+}
+
+// Resolution is the resolution the env was built from. The store's gc keeps
+// every blob named by resolution.packages[].sha256 of every seal.
+type Resolution struct {
+	Digest   digest.Digest `json:"digest"`
+	Platform string        `json:"platform"`
+	Packages []Package     `json:"packages"`
+}
+
+// Package is one installed wheel.
+type Package struct {
+	Name     string        `json:"name"`
+	Version  string        `json:"version"`
+	Filename string        `json:"filename"`
+	SHA256   digest.Digest `json:"sha256"`
+	Size     int64         `json:"size,omitempty"`
+}
+
+// Tree is the sealed tree: its digest (DESIGN §5) and counts.
+type Tree struct {
+	Digest   digest.Digest `json:"digest"`
+	Files    int           `json:"files"`
+	Dirs     int           `json:"dirs"`
+	Symlinks int           `json:"symlinks"`
+	Bytes    int64         `json:"bytes"` // sum of the regular files' sizes
+	RootMode uint32        `json:"root_mode"`
+}
+
+// FileIdentity identifies a file outside the env the env depends on (the
+// interpreter, its libpython): where it is, its stat and its content hash.
+type FileIdentity struct {
+	Path    string        `json:"path"` // real path
+	Size    int64         `json:"size"`
+	MtimeNS int64         `json:"mtime_ns"`
+	CtimeNS int64         `json:"ctime_ns"`
+	Ino     uint64        `json:"ino"`
+	SHA256  digest.Digest `json:"sha256"`
+}
+
+// Interpreter is the identity of the interpreter the env points at.
+type Interpreter struct {
+	FileIdentity
+	Version        string        `json:"version"`
+	Implementation string        `json:"implementation"`
+	LibPython      *FileIdentity `json:"libpython"` // null when statically linked
+}
+
+// IndexRef binds the stat index to the seal.
+type IndexRef struct {
+	Format  string        `json:"format"`
+	SHA256  digest.Digest `json:"sha256"`
+	Entries int           `json:"entries"`
+}
+
+// Env describes the env's layout for its users (the executor runs Python).
+type Env struct {
+	Python       string `json:"python"`        // relative to the env root, e.g. bin/python
+	SitePackages string `json:"site_packages"` // e.g. lib/python3.11/site-packages
+	Compiled     bool   `json:"compiled"`      // bytecode was compiled before sealing
+}
+
+// SealPath returns where the seal of the env at dir lives (dir + ".seal.json").
+func SealPath(dir string) string { return filepath.Clean(dir) + ".seal.json" }
+
+// IndexPath returns where the stat index of the env at dir lives (dir + ".index").
+func IndexPath(dir string) string { return filepath.Clean(dir) + ".index" }
+
+var formatRE = regexp.MustCompile(`^cruxprov\.seal/v([0-9]+)(?:\.([0-9]+))?$`)
+
+// ComputeDigest recomputes the resolution digest from Resolution.Packages and
+// the materialization digest from its inputs, and checks both against what
+// the seal states.
+func (s *Seal) ComputeDigest() (digest.Digest, error) {
+	pk := make([]digest.ResolvedPackage, len(s.Resolution.Packages))
+	for i, p := range s.Resolution.Packages {
+		pk[i] = digest.ResolvedPackage{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256}
+	}
+	rd, err := digest.ResolutionDigest(pk)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	if rd != s.Resolution.Digest || rd != s.Materialization.Resolution {
+		return digest.Digest{}, fmt.Errorf("the packages hash to %s, the seal states %s", rd, s.Resolution.Digest)
+	}
+	var root *digest.Root
+	if s.Materialization.Root != nil {
+		root = &digest.Root{Name: s.Materialization.Root.Name, Version: s.Materialization.Root.Version, SHA256: s.Materialization.Root.SHA256}
+	}
+	md, err := digest.LocalMaterializationDigest(s.Materialization.Platform, s.Materialization.Interpreter, rd, root)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	if md != s.Materialization.Digest {
+		return digest.Digest{}, fmt.Errorf("the inputs hash to %s, the seal states %s", md, s.Materialization.Digest)
+	}
+	if s.Materialization.Platform != s.Resolution.Platform {
+		return digest.Digest{}, fmt.Errorf("materialization platform %q differs from the resolution's %q", s.Materialization.Platform, s.Resolution.Platform)
+	}
+	if s.Interpreter.Path != s.Materialization.Interpreter.Path || s.Interpreter.Version != s.Materialization.Interpreter.Version {
+		return digest.Digest{}, errors.New("the interpreter identity differs from the materialization's interpreter")
+	}
+	return md, nil
+}
+
+// Load reads and checks the seal of the env at dir: it must exist
+// (seal_missing), parse, carry a known format, and its recomputed
+// materialization digest must equal the env directory's name (seal_invalid).
+func Load(dir string) (*Seal, error) {
+	dir = filepath.Clean(dir)
+	b, err := os.ReadFile(SealPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted; run cruxprov env create again", dir, filepath.Base(SealPath(dir)))
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SealMissing, err, "cannot read the seal of %s", dir)
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s is unreadable; recreate the env", dir)
+	}
+	md, err := s.ComputeDigest()
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s does not hash to its stated digest (tampered?); recreate the env", dir)
+	}
+	if md.Hex() != filepath.Base(dir) {
+		return nil, refusal.New(refusal.SealInvalid, "the seal of %s names materialization %s, not the env's name; recreate the env", dir, md)
+	}
+	return s, nil
+}
+
+// Parse decodes a seal document and checks its format and required fields.
+func Parse(b []byte) (*Seal, error) {
+	var probe struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	m := formatRE.FindStringSubmatch(probe.Format)
+	if m == nil || m[1] != "1" {
+		return nil, fmt.Errorf("format %q is not %s (written by another version of cruxprov?)", probe.Format, Format)
+	}
+	var s Seal
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if m[2] == "" || m[2] == "0" {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(&s); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the seal document")
+	}
+	switch {
+	case s.Materialization.Digest.IsZero():
+		return nil, errors.New("materialization.digest is missing")
+	case s.Tree.Digest.IsZero():
+		return nil, errors.New("tree.digest is missing")
+	case s.Index.SHA256.IsZero() || s.Index.Format != IndexFormat:
+		return nil, fmt.Errorf("index reference is missing or names format %q", s.Index.Format)
+	case s.Interpreter.SHA256.IsZero() || !filepath.IsAbs(s.Interpreter.Path):
+		return nil, errors.New("interpreter identity is incomplete")
+	case s.Interpreter.LibPython != nil && (s.Interpreter.LibPython.SHA256.IsZero() || !filepath.IsAbs(s.Interpreter.LibPython.Path)):
+		return nil, errors.New("libpython identity is incomplete")
+	case !validPath(s.Env.Python) || !validPath(s.Env.SitePackages):
+		return nil, errors.New("env layout paths are invalid")
+	case strings.TrimSpace(s.Tool) == "":
+		return nil, errors.New("tool is missing")
+	}
+	return &s, nil
+}
+
+// Marshal encodes s as the seal document, indented, with a final newline.
+func (s *Seal) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// IdentityOf returns the identity of the regular file at path (not
+// following a final symlink: pass a real path), hashing its content.
+func IdentityOf(path string) (FileIdentity, error) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		return FileIdentity{}, &os.PathError{Op: "lstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return FileIdentity{}, fmt.Errorf("%s is not a regular file", path)
+	}
+	sum, size, err := digest.HashFile(path)
+	if err != nil {
+		return FileIdentity{}, err
+	}
+	if size != st.Size {
+		return FileIdentity{}, fmt.Errorf("%s changed while it was hashed", path)
+	}
+	return FileIdentity{Path: path, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(), Ino: st.Ino, SHA256: digest.FromBytes(sum[:])}, nil
+}
+
+// Commit publishes a frozen env: it fills s.Tree and s.Index from ix,
+// writes the stat index beside dir, renames staging (a sibling of dir, the
+// tree Freeze returned ix for) to dir, and writes the seal last, each file
+// through a temporary file, fsync and rename. The seal is the commit point:
+// a crash before it leaves an env that Verify refuses (seal_missing) and
+// that the next create replaces.
+func Commit(staging, dir string, s *Seal, ix *Index) error {
+	dir = filepath.Clean(dir)
+	s.Format = Format
+	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
+	for i := range ix.Entries {
+		switch ix.Entries[i].Kind {
+		case digest.File:
+			s.Tree.Files++
+			s.Tree.Bytes += ix.Entries[i].Size
+		case digest.Dir:
+			s.Tree.Dirs++
+		case digest.Symlink:
+			s.Tree.Symlinks++
+		}
+	}
+	ib, err := ix.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	s.Index = IndexRef{Format: IndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
+	if _, err := s.ComputeDigest(); err != nil {
+		return fmt.Errorf("refusing to write an inconsistent seal: %w", err)
+	}
+	sb, err := s.Marshal()
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(IndexPath(dir), ib); err != nil {
+		return err
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	return writeAtomic(SealPath(dir), sb)
+}
+
+// writeAtomic writes b to path through a temporary file in the same
+// directory: write, fsync, close, chmod 0444, rename, fsync the directory.
+func writeAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o444); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

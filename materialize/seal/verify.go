@@ -1,0 +1,401 @@
+package seal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Options select how Verify checks an env.
+type Options struct {
+	// Deep rehashes every file (and the interpreter) in parallel and
+	// recomputes the tree digest, instead of trusting unchanged stats.
+	Deep bool
+	// Explain collects every difference instead of stopping at the first.
+	Explain bool
+	// Jobs bounds the parallel hashing (< 1: GOMAXPROCS).
+	Jobs int
+}
+
+// Change is what differs about one path.
+type Change string
+
+// The changes Verify reports.
+const (
+	Added      Change = "added"       // an entry the seal does not list
+	Removed    Change = "removed"     // a sealed entry that is gone
+	Content    Change = "content"     // a file's bytes differ
+	Mode       Change = "mode"        // permission bits differ
+	Kind       Change = "kind"        // e.g. a file replaced by a symlink
+	LinkTarget Change = "link_target" // a symlink points elsewhere
+	TreeDigest Change = "tree_digest" // the recomputed tree digest differs (deep)
+	Identity   Change = "identity"    // the interpreter or libpython changed
+)
+
+// Difference is one thing that differs from the seal.
+type Difference struct {
+	Code   refusal.Code `json:"code"`   // env_drift or interpreter_drift
+	Path   string       `json:"path"`   // relative to the env root, or the interpreter's path
+	Change Change       `json:"change"` // what changed
+	Want   string       `json:"want,omitempty"`
+	Got    string       `json:"got,omitempty"`
+}
+
+func (d Difference) String() string {
+	s := fmt.Sprintf("%s: %s", d.Path, d.Change)
+	if d.Want != "" || d.Got != "" {
+		s += fmt.Sprintf(" (sealed %s, now %s)", orNone(d.Want), orNone(d.Got))
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// Report is the outcome of Verify, filled in as far as verification got
+// even when it failed; Err derives the refusal from it.
+type Report struct {
+	Env         string        `json:"env"`
+	Digest      digest.Digest `json:"materialization_digest"`
+	TreeDigest  digest.Digest `json:"tree_digest"`
+	Deep        bool          `json:"deep"`
+	Entries     int           `json:"entries"`  // entries examined on disk
+	Rehashed    int           `json:"rehashed"` // files and links whose content was read
+	Differences []Difference  `json:"differences"`
+	Seal        *Seal         `json:"-"`
+	fatal       error
+}
+
+// Err returns nil when the env matches its seal, the refusal that stopped
+// verification (seal_missing, seal_invalid), or the refusal for the first
+// difference (interpreter_drift or env_drift) naming the path, what changed
+// and how many more differences there are.
+func (r *Report) Err() error {
+	if r.fatal != nil {
+		return r.fatal
+	}
+	if len(r.Differences) == 0 {
+		return nil
+	}
+	d := r.Differences[0]
+	more := ""
+	if n := len(r.Differences) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more difference(s); see --explain)", n)
+	}
+	next := "recreate the env (cruxprov env create) after finding who changed it"
+	if d.Code == refusal.InterpreterDrift {
+		next = "the interpreter the env points at changed; reinstall it or create the env again for the new interpreter"
+	}
+	return refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, next)
+}
+
+func (r *Report) add(d Difference, explain bool) bool {
+	r.Differences = append(r.Differences, d)
+	return !explain
+}
+
+// errStop ends a walk early once a difference is found without Explain.
+var errStop = errors.New("stop")
+
+// Verify checks the env at dir against its seal (DESIGN §9, local backend)
+// and returns the report and its Err(). In order: the seal exists
+// (seal_missing), parses, and its recomputed materialization digest equals
+// the directory's name; the stat index matches the seal and the seal's tree
+// digest (seal_invalid); the interpreter and its libpython are unchanged
+// (interpreter_drift: stat first, rehash when the stat changed); then every
+// entry is lstat'ed once against the index, and only entries whose stat
+// changed are rehashed (fast) or every file is (Deep, which also
+// recomputes the tree digest). Added, removed, content, mode, kind and link
+// target changes are env_drift.
+//
+// Fast mode relies on size, mtime, ctime and inode: an edit that keeps all
+// four is only found by Deep. ctime cannot be set from user space, so an
+// edit that restores mtime (touch -r, os.Chtimes) is still seen.
+func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
+	dir = filepath.Clean(dir)
+	r := &Report{Env: dir, Deep: opts.Deep}
+	r.fatal = r.run(ctx, dir, opts)
+	return r, r.Err()
+}
+
+func (r *Report) run(ctx context.Context, dir string, opts Options) error {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		if _, serr := os.Lstat(SealPath(dir)); serr == nil {
+			return refusal.New(refusal.EnvDrift, "%s: the sealed env directory is missing or not a directory; create the env again", dir)
+		}
+		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal); create it with cruxprov env create", dir)
+	}
+	s, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	r.Seal, r.Digest, r.TreeDigest = s, s.Materialization.Digest, s.Tree.Digest
+	ix, err := loadIndex(dir, s)
+	if err != nil {
+		return err
+	}
+	if stop := r.checkInterpreter(s, opts); stop {
+		return nil
+	}
+	if m := fi.Mode().Perm(); uint32(m) != s.Tree.RootMode&0o777 {
+		if r.add(Difference{Code: refusal.EnvDrift, Path: ".", Change: Mode, Want: fmt.Sprintf("%04o", s.Tree.RootMode), Got: fmt.Sprintf("%04o", m)}, opts.Explain) {
+			return nil
+		}
+	}
+	return r.checkTree(ctx, dir, ix, opts)
+}
+
+// loadIndex reads the stat index and checks it against the seal.
+func loadIndex(dir string, s *Seal) (*Index, error) {
+	b, err := os.ReadFile(IndexPath(dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
+	}
+	if got := digest.Sum(b); got != s.Index.SHA256 {
+		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?); recreate the env", dir, got, s.Index.SHA256)
+	}
+	ix, err := ParseIndex(b)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
+	}
+	if len(ix.Entries) != s.Index.Entries || ix.TreeDigest() != s.Tree.Digest {
+		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index does not match the seal's tree digest; recreate the env", dir)
+	}
+	return ix, nil
+}
+
+// checkInterpreter compares the interpreter and libpython with their
+// sealed identities; it reports whether to stop.
+func (r *Report) checkInterpreter(s *Seal, opts Options) bool {
+	ids := []*FileIdentity{&s.Interpreter.FileIdentity}
+	if s.Interpreter.LibPython != nil {
+		ids = append(ids, s.Interpreter.LibPython)
+	}
+	for _, id := range ids {
+		if d, ok := checkIdentity(id, opts.Deep); !ok {
+			if r.add(d, opts.Explain) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
+	d := Difference{Code: refusal.InterpreterDrift, Path: id.Path, Change: Identity}
+	var st unix.Stat_t
+	if err := unix.Lstat(id.Path, &st); err != nil {
+		d.Change, d.Want, d.Got = Removed, "sha256 "+short(id.SHA256), err.Error()
+		return d, false
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		d.Change, d.Want, d.Got = Kind, "file", "not a regular file"
+		return d, false
+	}
+	if !deep && st.Size == id.Size && st.Mtim.Nano() == id.MtimeNS && st.Ctim.Nano() == id.CtimeNS && st.Ino == id.Ino {
+		return d, true
+	}
+	sum, size, err := digest.HashFile(id.Path)
+	if err != nil {
+		d.Want, d.Got = "sha256 "+short(id.SHA256), "unreadable: "+err.Error()
+		return d, false
+	}
+	if got := digest.FromBytes(sum[:]); got != id.SHA256 || size != id.Size {
+		d.Change, d.Want, d.Got = Content, "sha256 "+short(id.SHA256), "sha256 "+short(got)
+		return d, false
+	}
+	return d, true
+}
+
+func short(d digest.Digest) string {
+	if h := d.Hex(); len(h) >= 12 {
+		return h[:12]
+	}
+	return d.String()
+}
+
+func shortSum(s [32]byte) string { return hex.EncodeToString(s[:6]) }
+
+// checkTree walks the env once against the index.
+func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Options) error {
+	pos := make(map[string]int32, len(ix.Entries))
+	for i := range ix.Entries {
+		pos[ix.Entries[i].Path] = int32(i)
+	}
+	seen := make([]bool, len(ix.Entries))
+	var (
+		rehash []int // index positions of files to rehash
+		onDisk []Entry
+	)
+	if opts.Deep {
+		onDisk = make([]Entry, 0, len(ix.Entries))
+	}
+	err := scan(ctx, dir, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
+		r.Entries++
+		i, ok := pos[rel]
+		kind, kok := kindOf(st.Mode)
+		if !ok || !utf8.ValidString(rel) {
+			got := "special file"
+			if kok {
+				got = kindName(kind)
+			}
+			if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: Added, Got: got}, opts.Explain) {
+				return errStop
+			}
+			if opts.Deep {
+				onDisk = append(onDisk, Entry{Path: rel, Kind: 'X'}) // forces a tree digest difference
+			}
+			return errSkip
+		}
+		seen[i] = true
+		e := &ix.Entries[i]
+		if !kok || kind != e.Kind {
+			got := "special file"
+			if kok {
+				got = kindName(kind)
+			}
+			if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: Kind, Want: kindName(e.Kind), Got: got}, opts.Explain) {
+				return errStop
+			}
+			if opts.Deep {
+				onDisk = append(onDisk, Entry{Path: rel, Kind: 'X'})
+			}
+			return errSkip
+		}
+		now := entryOf(rel, st, kind)
+		if now.Mode != e.Mode {
+			if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: Mode, Want: fmt.Sprintf("%04o", e.Mode), Got: fmt.Sprintf("%04o", now.Mode)}, opts.Explain) {
+				return errStop
+			}
+		}
+		same := now.Size == e.Size && now.MtimeNS == e.MtimeNS && now.CtimeNS == e.CtimeNS && now.Ino == e.Ino
+		switch kind {
+		case digest.Symlink:
+			if !same || opts.Deep {
+				r.Rehashed++
+				t, err := readlinkAt(dirfd, name)
+				if err != nil {
+					return &os.PathError{Op: "readlink", Path: rel, Err: err}
+				}
+				now.SHA256 = sha256.Sum256([]byte(t))
+				now.Size = int64(len(t))
+				if now.SHA256 != e.SHA256 {
+					if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: LinkTarget, Want: "target sha256 " + shortSum(e.SHA256), Got: t}, opts.Explain) {
+						return errStop
+					}
+				}
+			} else {
+				now.SHA256 = e.SHA256
+			}
+		case digest.File:
+			if !same && now.Size != e.Size {
+				if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: Content, Want: fmt.Sprintf("%d bytes", e.Size), Got: fmt.Sprintf("%d bytes", now.Size)}, opts.Explain) {
+					return errStop
+				}
+				now.SHA256 = [32]byte{} // the size already differs; the tree digest will too
+			} else if !same || opts.Deep {
+				rehash = append(rehash, int(i))
+			} else {
+				now.SHA256 = e.SHA256
+			}
+		}
+		if opts.Deep {
+			onDisk = append(onDisk, now)
+		}
+		return nil
+	})
+	if err == errStop {
+		return nil
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.EnvDrift, err, "%s: cannot walk the env; check it is intact and readable", dir)
+	}
+	for i, ok := range seen {
+		if !ok {
+			if r.add(Difference{Code: refusal.EnvDrift, Path: ix.Entries[i].Path, Change: Removed, Want: kindName(ix.Entries[i].Kind)}, opts.Explain) {
+				return nil
+			}
+		}
+	}
+	if err := r.rehash(ctx, dir, ix, rehash, onDisk, opts); err != nil || (len(r.Differences) > 0 && !opts.Explain) {
+		return err
+	}
+	if opts.Deep {
+		te := make([]digest.TreeEntry, len(onDisk))
+		for i := range onDisk {
+			te[i] = onDisk[i].TreeEntry()
+		}
+		if got := digest.TreeDigestOf(te); got != r.TreeDigest {
+			r.add(Difference{Code: refusal.EnvDrift, Path: ".", Change: TreeDigest, Want: r.TreeDigest.String(), Got: got.String()}, opts.Explain)
+		}
+	}
+	return nil
+}
+
+// rehash hashes the files at index positions idx in parallel and reports
+// content changes; in deep mode it fills their hashes into onDisk.
+func (r *Report) rehash(ctx context.Context, dir string, ix *Index, idx []int, onDisk []Entry, opts Options) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	paths := make([]string, len(idx))
+	for k, i := range idx {
+		paths[k] = ix.Entries[i].Path
+	}
+	sums := make([][32]byte, len(idx))
+	sizes := make([]int64, len(idx))
+	r.Rehashed += len(idx)
+	if err := hashAll(ctx, dir, paths, sums, sizes, opts.Jobs); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return refusal.Wrap(refusal.EnvDrift, err, "%s: cannot read a sealed file; check the env is intact and readable", dir)
+	}
+	var bySum map[string][32]byte
+	if opts.Deep {
+		bySum = make(map[string][32]byte, len(idx))
+	}
+	for k, i := range idx {
+		e := &ix.Entries[i]
+		if opts.Deep {
+			bySum[e.Path] = sums[k]
+		}
+		if sums[k] != e.SHA256 || sizes[k] != e.Size {
+			if r.add(Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Content, Want: "sha256 " + shortSum(e.SHA256), Got: "sha256 " + shortSum(sums[k])}, opts.Explain) {
+				return nil
+			}
+		}
+	}
+	for j := range onDisk {
+		if s, ok := bySum[onDisk[j].Path]; ok {
+			onDisk[j].SHA256 = s
+		}
+	}
+	return nil
+}
+
+// sortEntries sorts entries by path in byte order.
+func sortEntries(entries []Entry) {
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+}

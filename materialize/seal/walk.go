@@ -1,0 +1,288 @@
+package seal
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+)
+
+// visitFunc is called for every entry below the root, in directory order,
+// with the directory's fd, the entry's name and its lstat. Returning
+// errSkip for a directory does not descend into it.
+type visitFunc func(rel string, dirfd int, name string, st *unix.Stat_t) error
+
+var errSkip = errors.New("skip directory")
+
+// scan walks root depth-first with one fstatat(AT_SYMLINK_NOFOLLOW) per
+// entry, relative to an open directory fd (no path resolution per entry).
+// Links are never followed.
+func scan(ctx context.Context, root string, visit visitFunc) error {
+	rootfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rootfd)
+	stack := []string{""}
+	var names []string
+	buf := make([]byte, 32<<10)
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		fd := rootfd
+		if rel != "" {
+			fd, err = unix.Openat(rootfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				return &os.PathError{Op: "open", Path: rel, Err: err}
+			}
+		}
+		names, err = readNames(fd, buf, names[:0])
+		if err == nil {
+			for _, name := range names {
+				p := name
+				if rel != "" {
+					p = rel + "/" + name
+				}
+				var st unix.Stat_t
+				if err = unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					err = &os.PathError{Op: "lstat", Path: p, Err: err}
+					break
+				}
+				err = visit(p, fd, name, &st)
+				if err == errSkip {
+					err = nil
+					continue
+				}
+				if err != nil {
+					break
+				}
+				if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					stack = append(stack, p)
+				}
+			}
+		} else {
+			err = &os.PathError{Op: "readdir", Path: relOrDot(rel), Err: err}
+		}
+		if fd != rootfd {
+			unix.Close(fd)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readNames lists a directory's names (without "." and "..") with getdents.
+func readNames(fd int, buf []byte, names []string) ([]string, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
+func relOrDot(rel string) string {
+	if rel == "" {
+		return "."
+	}
+	return rel
+}
+
+// kindOf maps a stat mode to a tree entry kind; ok is false for anything
+// but a regular file, directory or symlink.
+func kindOf(mode uint32) (digest.EntryKind, bool) {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return digest.File, true
+	case unix.S_IFDIR:
+		return digest.Dir, true
+	case unix.S_IFLNK:
+		return digest.Symlink, true
+	}
+	return 0, false
+}
+
+func kindName(k digest.EntryKind) string {
+	switch k {
+	case digest.File:
+		return "file"
+	case digest.Dir:
+		return "directory"
+	case digest.Symlink:
+		return "symlink"
+	}
+	return "special file"
+}
+
+func entryOf(rel string, st *unix.Stat_t, kind digest.EntryKind) Entry {
+	e := Entry{Path: rel, Kind: kind, Mode: st.Mode & 0o7777, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(), Ino: st.Ino}
+	if kind != digest.Dir {
+		e.Size = st.Size
+	}
+	return e
+}
+
+// readlinkAt returns the target of the symlink name in dirfd.
+func readlinkAt(dirfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		b := make([]byte, size)
+		n, err := unix.Readlinkat(dirfd, name, b)
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(b[:n]), nil
+		}
+	}
+}
+
+// hashAll hashes the regular files root/paths[i] into sums[i] with jobs
+// workers (jobs < 1: GOMAXPROCS); sizes[i] receives the size read. The first
+// error (in index order) wins; ctx cancels.
+func hashAll(ctx context.Context, root string, paths []string, sums [][32]byte, sizes []int64, jobs int) error {
+	if jobs < 1 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	jobs = min(jobs, len(paths))
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		first   error
+		firstAt = len(paths)
+		wg      sync.WaitGroup
+	)
+	for range jobs {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(paths) {
+					return
+				}
+				err := ctx.Err()
+				if err == nil {
+					sums[i], sizes[i], err = digest.HashFile(filepath.Join(root, filepath.FromSlash(paths[i])))
+				}
+				if err != nil {
+					mu.Lock()
+					if i < firstAt {
+						first, firstAt = err, i
+					}
+					mu.Unlock()
+					next.Store(int64(len(paths)))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// Known is what the builder already knows about a file it wrote: its size
+// and sha256, so that Freeze need not read it back.
+type Known struct {
+	Size   int64
+	SHA256 [32]byte
+}
+
+// Freeze makes the tree at root read-only (regular files 0444, or 0555 when
+// any execute bit is set; directories 0555; the root last) and returns its
+// stat index, taken after the modes changed. Files listed in known with a
+// matching size are not read again; every other file is hashed with jobs
+// workers. A name that is not UTF-8 or an entry that is not a file,
+// directory or symlink is an error.
+func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) (*Index, error) {
+	var (
+		entries []Entry
+		toHash  []int
+	)
+	err := scan(ctx, root, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
+		if !utf8.ValidString(name) {
+			return fmt.Errorf("%q: name is not UTF-8", rel)
+		}
+		kind, ok := kindOf(st.Mode)
+		if !ok {
+			return fmt.Errorf("%q: not a regular file, directory or symlink", rel)
+		}
+		want := uint32(0o444)
+		switch {
+		case kind == digest.Dir || (kind == digest.File && st.Mode&0o111 != 0):
+			want = 0o555
+		case kind == digest.Symlink:
+			want = st.Mode & 0o7777
+		}
+		if st.Mode&0o7777 != want {
+			if err := unix.Fchmodat(dirfd, name, want, 0); err != nil {
+				return &os.PathError{Op: "chmod", Path: rel, Err: err}
+			}
+			if err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return &os.PathError{Op: "lstat", Path: rel, Err: err}
+			}
+		}
+		e := entryOf(rel, st, kind)
+		switch kind {
+		case digest.Symlink:
+			t, err := readlinkAt(dirfd, name)
+			if err != nil {
+				return &os.PathError{Op: "readlink", Path: rel, Err: err}
+			}
+			e.Size, e.SHA256 = int64(len(t)), sha256.Sum256([]byte(t))
+		case digest.File:
+			if k, ok := known[rel]; ok && k.Size == e.Size {
+				e.SHA256 = k.SHA256
+			} else {
+				toHash = append(toHash, len(entries))
+			}
+		}
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(root, 0o555); err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(toHash))
+	for i, j := range toHash {
+		paths[i] = entries[j].Path
+	}
+	sums := make([][32]byte, len(paths))
+	sizes := make([]int64, len(paths))
+	if err := hashAll(ctx, root, paths, sums, sizes, jobs); err != nil {
+		return nil, err
+	}
+	for i, j := range toHash {
+		if sizes[i] != entries[j].Size {
+			return nil, fmt.Errorf("%q changed while it was sealed", entries[j].Path)
+		}
+		entries[j].SHA256 = sums[i]
+	}
+	sortEntries(entries)
+	return &Index{Entries: entries}, nil
+}
