@@ -1,0 +1,449 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Credential is a user name and password for one host (as netrc gives
+// them). Host is a host name, or host:port to match only that port.
+type Credential struct {
+	Host     string
+	Username string
+	Password string
+}
+
+// Options configure a Client. The zero value works: a client with Go's
+// default TLS settings (the system roots), no proxy and no credentials.
+type Options struct {
+	// HTTPClient supplies the Transport (TLS roots, proxy) and is copied,
+	// never modified. Its CheckRedirect is replaced by the pinning rule.
+	HTTPClient *http.Client
+	// Credentials are sent as HTTP basic auth to the host each names, and
+	// to no other. A base URL's own user:password@ is one more.
+	Credentials []Credential
+	// Timeout bounds one request, body included (default 5 minutes).
+	Timeout time.Duration
+	// StallTimeout bounds the wait for the next bytes of a body (default 30s).
+	StallTimeout time.Duration
+	// Attempts is how many times Project tries a page (default 4).
+	Attempts int
+	// Backoff is the wait before the first retry, doubled each time (default 250ms).
+	Backoff time.Duration
+	// UserAgent is sent on every request (default "cruxprov").
+	UserAgent string
+}
+
+// Client reads one pinned index. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL // ends in "/", no userinfo
+	opts  Options
+	http  *http.Client
+	creds []Credential
+}
+
+// New returns a client for the index whose simple API lives at baseURL
+// (e.g. https://pypi.org/simple/). A user:password in baseURL is used as a
+// credential for its host and removed from the URL the client reports.
+func New(baseURL string, opts Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("index URL %q: want an absolute http(s) URL", Redact(baseURL))
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("index URL %s: must not carry a query or fragment", Redact(baseURL))
+	}
+	creds := append([]Credential(nil), opts.Credentials...)
+	if u.User != nil {
+		pw, _ := u.User.Password()
+		// The URL's own credential comes first: it is the most specific.
+		creds = append([]Credential{{Host: u.Host, Username: u.User.Username(), Password: pw}}, creds...)
+		u.User = nil
+	}
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
+		u.RawPath = ""
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Minute
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = 30 * time.Second
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 4
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 250 * time.Millisecond
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "cruxprov"
+	}
+	c := &Client{base: u, opts: opts, creds: creds}
+	hc := &http.Client{}
+	if opts.HTTPClient != nil {
+		*hc = *opts.HTTPClient
+	}
+	inner := hc.Transport
+	if inner == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil // proxies come from the caller, never from the environment here
+		t.MaxIdleConnsPerHost = 16
+		inner = t
+	}
+	hc.Transport = &authTransport{inner: inner, creds: creds, ua: opts.UserAgent}
+	hc.Timeout = 0 // per-request deadlines are ours (Timeout, StallTimeout)
+	hc.CheckRedirect = c.checkRedirect
+	c.http = hc
+	return c, nil
+}
+
+// BaseURL returns the index URL, ending in "/", without credentials.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// ProjectURL returns the URL of a project's page.
+func (c *Client) ProjectURL(name string) string {
+	return c.base.JoinPath(Normalize(name)).String() + "/"
+}
+
+type ctxKey struct{}
+
+// checkRedirect follows a redirect only within the index (the base URL's
+// scheme, host and path prefix) or to the very URL the index listed.
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return refusal.New(refusal.IndexNotPinned, "%s redirected more than 10 times; check the index at %s", Redact(via[0].URL.String()), c.BaseURL())
+	}
+	if within(req.URL, c.base) {
+		return nil
+	}
+	if listed, ok := req.Context().Value(ctxKey{}).(*url.URL); ok && sameURL(req.URL, listed) {
+		return nil
+	}
+	return refusal.New(refusal.IndexNotPinned, "%s redirected to %s, outside the pinned index %s; fix the index or pin the index that serves the files",
+		Redact(via[len(via)-1].URL.String()), Redact(req.URL.String()), c.BaseURL())
+}
+
+func hostPort(u *url.URL) string {
+	h, p := strings.ToLower(u.Hostname()), u.Port()
+	if p == "" {
+		switch u.Scheme {
+		case "http":
+			p = "80"
+		case "https":
+			p = "443"
+		}
+	}
+	return net.JoinHostPort(h, p)
+}
+
+func within(u, base *url.URL) bool {
+	return u.Scheme == base.Scheme && hostPort(u) == hostPort(base) && strings.HasPrefix(u.EscapedPath(), base.EscapedPath())
+}
+
+func sameURL(a, b *url.URL) bool {
+	return a.Scheme == b.Scheme && hostPort(a) == hostPort(b) && a.EscapedPath() == b.EscapedPath() && a.RawQuery == b.RawQuery
+}
+
+// authTransport sets basic auth for hosts with a credential, and the
+// User-Agent, on every request including redirected ones.
+type authTransport struct {
+	inner http.RoundTripper
+	creds []Credential
+	ua    string
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.Header.Set("User-Agent", t.ua)
+	r.Header.Del("Authorization")
+	if r.URL.User != nil {
+		r.URL.User = nil // only Credentials authenticate: never a URL from a page
+	}
+	for _, cr := range t.creds {
+		if strings.EqualFold(cr.Host, r.URL.Host) || strings.EqualFold(cr.Host, r.URL.Hostname()) {
+			r.SetBasicAuth(cr.Username, cr.Password)
+			break
+		}
+	}
+	return t.inner.RoundTrip(r)
+}
+
+// StatusError is an HTTP response other than 200.
+type StatusError struct {
+	URL        string // redacted
+	StatusCode int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("GET %s: HTTP %d %s", e.URL, e.StatusCode, http.StatusText(e.StatusCode))
+}
+
+// TimeoutError is a request that ran past Options.Timeout or stalled past
+// Options.StallTimeout.
+type TimeoutError struct {
+	URL   string // redacted
+	Stall bool
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	if e.Stall {
+		return fmt.Sprintf("GET %s: no bytes for %s", e.URL, e.After)
+	}
+	return fmt.Sprintf("GET %s: not done after %s", e.URL, e.After)
+}
+
+// RequestError is a transport failure (connection refused or reset, a
+// body cut short), with the URL redacted.
+type RequestError struct {
+	URL string // redacted
+	Err error
+}
+
+func (e *RequestError) Error() string { return fmt.Sprintf("GET %s: %v", e.URL, e.Err) }
+func (e *RequestError) Unwrap() error { return e.Err }
+
+// Retryable reports whether err is worth another attempt: a 5xx or 429
+// response, a timeout of ours, or a transport failure. Refusals and the
+// caller's own cancellation are not.
+func Retryable(err error) bool {
+	if err == nil || refusal.CodeOf(err) != "" || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode >= 500 || se.StatusCode == http.StatusTooManyRequests || se.StatusCode == http.StatusRequestTimeout
+	}
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		return true
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var re *RequestError
+	if errors.As(err, &re) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+var (
+	errTimeout = errors.New("request timeout")
+	errStall   = errors.New("request stalled")
+)
+
+// body is a response body bound to its request's deadlines.
+type body struct {
+	rc     io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	total  *time.Timer
+	stall  *time.Timer
+	stallD time.Duration
+	opts   *Options
+	url    string
+	once   sync.Once
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.stall.Reset(b.stallD)
+	}
+	if err != nil && err != io.EOF {
+		err = b.wrap(err)
+	}
+	return n, err
+}
+
+func (b *body) wrap(err error) error {
+	switch context.Cause(b.ctx) {
+	case errTimeout:
+		return &TimeoutError{URL: b.url, After: b.opts.Timeout}
+	case errStall:
+		return &TimeoutError{URL: b.url, Stall: true, After: b.opts.StallTimeout}
+	}
+	if e := b.ctx.Err(); e != nil {
+		return e
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return &RequestError{URL: b.url, Err: err}
+}
+
+func (b *body) Close() error {
+	b.once.Do(func() {
+		b.total.Stop()
+		b.stall.Stop()
+		b.cancel(nil)
+	})
+	return b.rc.Close()
+}
+
+// get sends one GET and returns the 200 response with its body bound to
+// the request's deadlines; listed is the URL an index listed (for the
+// redirect rule), or nil.
+func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept string) (*http.Response, *body, error) {
+	red := Redact(rawURL)
+	rctx, cancel := context.WithCancelCause(ctx)
+	if listed != nil {
+		rctx = context.WithValue(rctx, ctxKey{}, listed)
+	}
+	b := &body{ctx: rctx, cancel: cancel, stallD: c.opts.StallTimeout, opts: &c.opts, url: red}
+	b.total = time.AfterFunc(c.opts.Timeout, func() { cancel(errTimeout) })
+	b.stall = time.AfterFunc(c.opts.StallTimeout, func() { cancel(errStall) })
+	fail := func(err error) (*http.Response, *body, error) {
+		b.total.Stop()
+		b.stall.Stop()
+		cancel(nil)
+		return nil, nil, err
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return fail(fmt.Errorf("GET %s: %v", red, errors.Unwrap(err)))
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if r := (*refusal.Error)(nil); errors.As(err, &r) {
+			return fail(r)
+		}
+		return fail(b.wrap(err))
+	}
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return fail(&StatusError{URL: red, StatusCode: resp.StatusCode})
+	}
+	b.rc = resp.Body
+	return resp, b, nil
+}
+
+// Open starts the download of a file a page listed, following redirects
+// only within the index or to the listed URL itself (index_not_pinned
+// otherwise). It returns the body and the length the server declared (-1
+// when it declared none). Errors carry redacted URLs; Retryable tells
+// which are worth another attempt.
+func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error) {
+	listed, err := url.Parse(f.URL)
+	if err != nil {
+		return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "index %s lists %s with a bad URL", c.BaseURL(), f.Filename)
+	}
+	resp, b, err := c.get(ctx, f.URL, listed, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	return b, resp.ContentLength, nil
+}
+
+// maxPage bounds a project page (PyPI's largest are a few MB).
+const maxPage = 64 << 20
+
+// Project fetches and parses a project's page, retrying transient
+// failures. A project the index does not have is fetch_failed; a page that
+// is neither a PEP 691 JSON page nor a PEP 503 HTML page is fetch_failed.
+func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
+	pageURL := c.ProjectURL(name)
+	var last error
+	delay := c.opts.Backoff
+	for attempt := 1; attempt <= c.opts.Attempts; attempt++ {
+		p, err := c.project(ctx, name, pageURL)
+		if err == nil {
+			return p, nil
+		}
+		if !Retryable(err) || ctx.Err() != nil {
+			return nil, c.pageRefusal(name, err)
+		}
+		last = err
+		if attempt < c.opts.Attempts {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(delay):
+			}
+			delay *= 2
+		}
+	}
+	return nil, refusal.Wrap(refusal.FetchFailed, last, "project %s: index %s failed %d times; check the index and retry", Normalize(name), c.BaseURL(), c.opts.Attempts)
+}
+
+func (c *Client) pageRefusal(name string, err error) error {
+	if refusal.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var se *StatusError
+	if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
+		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", Normalize(name), c.BaseURL())
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", Normalize(name), c.BaseURL())
+}
+
+func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, error) {
+	resp, b, err := c.get(ctx, pageURL, nil, acceptHeader)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	data, err := io.ReadAll(io.LimitReader(b, maxPage+1))
+	if err != nil {
+		return nil, err
+	}
+	final := resp.Request.URL
+	red := Redact(final.String())
+	if len(data) > maxPage {
+		return nil, refusal.New(refusal.FetchFailed, "page %s is larger than %d bytes", red, maxPage)
+	}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var files []File
+	switch ct {
+	case ContentTypeJSON:
+		files, err = parseJSON(final, data)
+	case ContentTypeHTML, ContentTypeLegacyHTML:
+		files, err = parseHTML(final, data)
+	default:
+		return nil, refusal.New(refusal.FetchFailed, "page %s has content type %q, neither PEP 691 JSON nor HTML; check the index URL", red, resp.Header.Get("Content-Type"))
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.FetchFailed, err, "page %s is not a valid project page", red)
+	}
+	return &Project{Name: Normalize(name), URL: red, Files: files}, nil
+}
+
+// Redact returns u with any password replaced by "xxxxx" and any query
+// replaced by "REDACTED" (signed URLs carry tokens there). A string that
+// does not parse as a URL is returned as "<unparseable URL>".
+func Redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "<unparseable URL>"
+	}
+	if p.User != nil {
+		if _, has := p.User.Password(); has {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		} else {
+			p.User = url.User("xxxxx") // a lone token in the user field
+		}
+	}
+	if p.RawQuery != "" {
+		p.RawQuery = "REDACTED"
+	}
+	return p.String()
+}

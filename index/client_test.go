@@ -1,0 +1,324 @@
+package index
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// writeWheel writes a small wheel with a METADATA (members stored, not
+// deflated, so the bytes are stable) and returns its bytes.
+func writeWheel(t *testing.T, dir, name, version, requiresPython string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	di := name + "-" + version + ".dist-info/"
+	meta := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+	if requiresPython != "" {
+		meta += "Requires-Python: " + requiresPython + "\n"
+	}
+	for _, m := range []struct{ n, b string }{{name + "/__init__.py", "x = 1\n"}, {di + "METADATA", meta + "\n"}, {di + "WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: m.n, Method: zip.Store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(m.b))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fn := name + "-" + version + "-py3-none-any.whl"
+	if err := os.WriteFile(filepath.Join(dir, fn), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func sumHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// pythonServer serves dir with `python3 -m http.server` on loopback and
+// returns its base URL.
+func pythonServer(t *testing.T, dir string) string {
+	t.Helper()
+	py := "/root/.pyenv/versions/3.11.7/bin/python3.11"
+	if _, err := os.Stat(py); err != nil {
+		if py, err = exec.LookPath("python3"); err != nil {
+			t.Skip("no python3")
+		}
+	}
+	cmd := exec.Command(py, "-u", "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, "0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("http.server: %v", err)
+	}
+	// "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+	i := strings.Index(line, "(http://")
+	j := strings.Index(line, ") ")
+	if i < 0 || j < i {
+		t.Fatalf("http.server said %q", line)
+	}
+	go io.Copy(io.Discard, out)
+	return line[i+1 : j]
+}
+
+func TestBuildServedByStaticServers(t *testing.T) {
+	from, dir := t.TempDir(), t.TempDir()
+	a := writeWheel(t, from, "Foo_Bar", "1.0", ">=3.8")
+	b := writeWheel(t, from, "foo_bar", "2.0", "")
+	c := writeWheel(t, from, "zed", "0.1", "<4,>=3.9")
+	rep, err := Build(context.Background(), dir, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Projects != 2 || len(rep.Files) != 3 {
+		t.Fatalf("report %+v", rep)
+	}
+	// Deterministic: a second build gives the same bytes.
+	before, _ := os.ReadFile(filepath.Join(dir, "simple", "foo-bar", "index.html"))
+	if _, err := Build(context.Background(), dir, from); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, "simple", "foo-bar", "index.html"))
+	if !bytes.Equal(before, after) {
+		t.Error("second build changed the page")
+	}
+	goSrv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	defer goSrv.Close()
+	servers := map[string]string{"go": goSrv.URL, "python": pythonServer(t, dir)}
+	want := map[string][]byte{"Foo_Bar-1.0-py3-none-any.whl": a, "foo_bar-2.0-py3-none-any.whl": b, "zed-0.1-py3-none-any.whl": c}
+	for name, base := range servers {
+		t.Run(name, func(t *testing.T) {
+			// Without the trailing slash: the client adds it.
+			cl, err := New(strings.TrimSuffix(base, "/")+"/simple", Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for _, proj := range []string{"FOO.bar", "zed"} {
+				p, err := cl.Project(ctx, proj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range p.Files {
+					wb := want[f.Filename]
+					if wb == nil || f.SHA256() != sumHex(wb) || !f.CoreMetadata || len(f.MetadataHashes["sha256"]) != 64 {
+						t.Errorf("%s: unexpected %+v", proj, f)
+					}
+					if f.Filename == "zed-0.1-py3-none-any.whl" && f.RequiresPython != "<4,>=3.9" {
+						t.Errorf("requires-python %q", f.RequiresPython)
+					}
+					rc, _, err := cl.Open(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, _ := io.ReadAll(rc)
+					rc.Close()
+					if !bytes.Equal(got, wb) {
+						t.Errorf("%s: downloaded bytes differ", f.Filename)
+					}
+					// The PEP 658 metadata file is where the page says.
+					rc, _, err = cl.Open(ctx, File{Filename: f.Filename + ".metadata", URL: f.URL + ".metadata"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					mb, _ := io.ReadAll(rc)
+					rc.Close()
+					if sumHex(mb) != f.MetadataHashes["sha256"] {
+						t.Errorf("%s: metadata hash differs", f.Filename)
+					}
+				}
+			}
+			if _, err := cl.Project(ctx, "absent"); !errors.Is(err, refusal.FetchFailed) {
+				t.Errorf("absent project: %v", err)
+			}
+		})
+	}
+}
+
+// TestJSONByNegotiation: a server that negotiates serves index.json, and
+// the client reads it (only the JSON form carries sizes).
+func TestJSONByNegotiation(t *testing.T) {
+	from, dir := t.TempDir(), t.TempDir()
+	a := writeWheel(t, from, "foo", "1.0", "")
+	if _, err := Build(context.Background(), dir, from); err != nil {
+		t.Fatal(err)
+	}
+	fs := http.FileServer(http.Dir(dir))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") && strings.Contains(r.Header.Get("Accept"), ContentTypeJSON) {
+			w.Header().Set("Content-Type", ContentTypeJSON)
+			http.ServeFile(w, r, filepath.Join(dir, filepath.FromSlash(r.URL.Path), "index.json"))
+			return
+		}
+		fs.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cl, err := New(srv.URL+"/simple/", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.Project(context.Background(), "foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Files) != 1 || p.Files[0].Size != int64(len(a)) || p.Files[0].SHA256() != sumHex(a) {
+		t.Fatalf("files %+v", p.Files)
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	off := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="/x.whl">x</a>`)
+	}))
+	defer off.Close()
+	var srvURL string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/moved/":
+			http.Redirect(w, r, "/simple/moved/index.html", http.StatusFound)
+		case "/simple/moved/index.html":
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, `<a href="../../files/a.whl">a</a><a href="../../away/b.whl">b</a>`)
+		case "/simple/offsite/":
+			http.Redirect(w, r, off.URL+"/simple/offsite/", http.StatusFound)
+		case "/simple/up/":
+			http.Redirect(w, r, srvURL+"/elsewhere/up/", http.StatusMovedPermanently)
+		case "/files/a.whl":
+			io.WriteString(w, "A")
+		case "/away/b.whl":
+			http.Redirect(w, r, off.URL+"/b.whl", http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	cl, err := New(srv.URL+"/simple/", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := cl.Project(ctx, "moved")
+	if err != nil {
+		t.Fatalf("redirect within the index: %v", err)
+	}
+	for _, name := range []string{"offsite", "up"} {
+		if _, err := cl.Project(ctx, name); !errors.Is(err, refusal.IndexNotPinned) {
+			t.Errorf("%s: got %v, want index_not_pinned", name, err)
+		}
+	}
+	fa, _ := p.Find("a.whl")
+	rc, _, err := cl.Open(ctx, fa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	fb, _ := p.Find("b.whl")
+	if _, _, err := cl.Open(ctx, fb); !errors.Is(err, refusal.IndexNotPinned) {
+		t.Errorf("download redirected off the index: got %v", err)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		if !ok || u != "alice" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != "/simple/foo/" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	withUser := strings.Replace(srv.URL, "http://", "http://alice:s3cret@", 1) + "/simple/"
+	cl, err := New(withUser, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(cl.BaseURL(), "s3cret") {
+		t.Errorf("BaseURL leaks the password: %s", cl.BaseURL())
+	}
+	if _, err := cl.Project(ctx, "foo"); err != nil {
+		t.Fatalf("URL credentials: %v", err)
+	}
+	_, err = cl.Project(ctx, "bar")
+	if !errors.Is(err, refusal.FetchFailed) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("404 with credentials: %v", err)
+	}
+	cl2, _ := New(srv.URL+"/simple/", Options{Credentials: ParseNetrc([]byte("machine 127.0.0.1 login alice password s3cret"))})
+	if _, err := cl2.Project(ctx, "foo"); err != nil {
+		t.Fatalf("netrc credentials: %v", err)
+	}
+	cl3, _ := New(srv.URL+"/simple/", Options{Credentials: []Credential{{Host: "other.example", Username: "alice", Password: "s3cret"}}})
+	if _, err := cl3.Project(ctx, "foo"); !errors.Is(err, refusal.FetchFailed) {
+		t.Fatalf("credential for another host was sent: %v", err)
+	}
+}
+
+func TestPageRetriesAndContentType(t *testing.T) {
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n++
+		switch {
+		case r.URL.Path == "/simple/flaky/" && n == 1:
+			w.WriteHeader(http.StatusBadGateway)
+		case r.URL.Path == "/simple/flaky/":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			io.WriteString(w, `<a href="a.whl">a</a>`)
+		case r.URL.Path == "/simple/weird/":
+			w.Header().Set("Content-Type", "application/octet-stream")
+			io.WriteString(w, `<a href="a.whl">a</a>`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	cl, _ := New(srv.URL+"/simple/", Options{Backoff: time.Millisecond})
+	if p, err := cl.Project(context.Background(), "flaky"); err != nil || len(p.Files) != 1 {
+		t.Fatalf("flaky: %v %v", p, err)
+	}
+	if _, err := cl.Project(context.Background(), "weird"); !errors.Is(err, refusal.FetchFailed) {
+		t.Fatalf("weird content type: %v", err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, u := range []string{"", "ftp://x/simple/", "/simple/", "https://x/simple/?q=1"} {
+		if _, err := New(u, Options{}); err == nil {
+			t.Errorf("New(%q) accepted", u)
+		}
+	}
+}
