@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/cruxible/cruxprov/digest"
+)
+
+// GCReport says what a collection removed (or, with DryRun, would remove)
+// and what it kept.
+type GCReport struct {
+	DryRun       bool     `json:"dry_run"`
+	Removed      []string `json:"removed"` // paths relative to the store root
+	RemovedBytes int64    `json:"removed_bytes"`
+	KeptBlobs    int      `json:"kept_blobs"`
+	KeptBytes    int64    `json:"kept_bytes"`
+	// Roots are the files whose references were kept, relative to the root.
+	Roots []string `json:"roots"`
+}
+
+// GCOptions tune a collection.
+type GCOptions struct {
+	// DryRun lists what would be removed and removes nothing.
+	DryRun bool
+	// Keep names more blobs to keep (e.g. what a caller is about to use).
+	Keep []digest.Digest
+	// Wait makes GC wait for the store lock instead of failing at once
+	// when another process holds it.
+	Wait bool
+}
+
+// ErrBusy is returned by GC when another process holds the store lock.
+var ErrBusy = fmt.Errorf("store is in use by another process (it holds the store lock); retry when it is done")
+
+// hexRE finds sha256 references in root files, in any of the forms they
+// take ("sha256:<hex>", a bare "<hex>" under a sha256 key).
+var hexRE = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// GC removes every blob no root references, and staging debris, holding
+// the store lock exclusive (ErrBusy when another process holds it, unless
+// opts.Wait). The roots are, per docs/store.md: every envs/*.seal.json
+// (sealed envs), and every file under registry/ (accepted pins and open
+// change-sets); any 64-hex sha256 written in a root keeps the blob of that
+// name. A seal that is not valid JSON stops the collection rather than
+// risk removing what it references.
+func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
+	rep := GCReport{DryRun: opts.DryRun, Removed: []string{}, Roots: []string{}}
+	var unlock Unlock
+	if opts.Wait {
+		u, err := s.LockExclusive(ctx)
+		if err != nil {
+			return rep, err
+		}
+		unlock = u
+	} else {
+		u, ok, err := s.TryLockExclusive()
+		if err != nil {
+			return rep, fmt.Errorf("store lock: %w", err)
+		}
+		if !ok {
+			return rep, ErrBusy
+		}
+		unlock = u
+	}
+	defer unlock()
+
+	keep := map[string]bool{}
+	for _, d := range opts.Keep {
+		keep[d.Hex()] = true
+	}
+	seals, err := filepath.Glob(filepath.Join(s.home, EnvsDir, "*.seal.json"))
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range seals {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return rep, fmt.Errorf("gc: read seal %s: %w", p, err)
+		}
+		if !json.Valid(b) {
+			return rep, fmt.Errorf("gc: seal %s is not valid JSON; fix or remove it, then run gc again", p)
+		}
+		addRefs(keep, b)
+		rep.Roots = append(rep.Roots, rel(s.home, p))
+	}
+	err = filepath.WalkDir(filepath.Join(s.home, RegistryDir), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			addRefs(keep, b)
+			rep.Roots = append(rep.Roots, rel(s.home, p))
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("gc: read registry: %w", err)
+	}
+
+	blobs := filepath.Join(s.home, BlobsDir)
+	ents, err := os.ReadDir(blobs)
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	for _, e := range ents {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, tempPrefix) {
+			continue // clean() decides by the temp's lock
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		if keep[name] {
+			rep.KeptBlobs++
+			rep.KeptBytes += fi.Size()
+			continue
+		}
+		rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(BlobsDir, name)))
+		rep.RemovedBytes += fi.Size()
+		if !opts.DryRun {
+			if err := os.Remove(filepath.Join(blobs, name)); err != nil {
+				return rep, fmt.Errorf("gc: %w", err)
+			}
+		}
+	}
+	debris, err := s.clean(ctx, opts.DryRun)
+	rep.Removed = append(rep.Removed, debris...)
+	sort.Strings(rep.Removed)
+	if err != nil {
+		return rep, err
+	}
+	if !opts.DryRun && len(rep.Removed) > 0 {
+		if err := syncDir(blobs); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func addRefs(keep map[string]bool, b []byte) {
+	for _, m := range hexRE.FindAll(b, -1) {
+		keep[string(m)] = true
+	}
+}
+
+func rel(home, p string) string {
+	r, err := filepath.Rel(home, p)
+	if err != nil {
+		return p
+	}
+	return filepath.ToSlash(r)
+}

@@ -1,0 +1,432 @@
+// Package store owns the on-disk store of DESIGN §6 under $CRUXPROV_HOME:
+// its layout, content-addressed blobs (blobs/sha256/<hex>, verified while
+// written, then fsynced, renamed into place and made read-only), the
+// store lock that coordinates processes (flock), staging areas whose
+// debris a later run removes, and garbage collection (GC).
+//
+// It does not fetch anything (fetch/ does), build or seal environments
+// (materialize/ does), or decide what an accepted pin is: GC keeps what
+// the files under envs/ and registry/ name, by the contract written in
+// docs/store.md.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// The store's top-level entries (DESIGN §6).
+const (
+	BlobsDir    = "blobs/sha256"
+	EnvsDir     = "envs"
+	OCIDir      = "oci"
+	RegistryDir = "registry"
+	ReceiptsDir = "receipts"
+	TmpDir      = "tmp"
+	lockName    = ".lock"
+	tempPrefix  = ".tmp-"
+)
+
+// Store is an opened store. Its methods are safe for concurrent use, and
+// several processes may use one store at once.
+type Store struct {
+	home string
+}
+
+// Open opens the store at home, creating its layout when missing.
+func Open(home string) (*Store, error) {
+	if home == "" {
+		return nil, errors.New("store: no home directory given")
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", home, err)
+	}
+	for _, d := range []string{BlobsDir, EnvsDir, OCIDir, RegistryDir, ReceiptsDir, TmpDir} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+			return nil, fmt.Errorf("store %s: %w", abs, err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(abs, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: lock file: %w", abs, err)
+	}
+	f.Close()
+	return &Store{home: abs}, nil
+}
+
+// Home returns the store's absolute root directory.
+func (s *Store) Home() string { return s.home }
+
+// Path returns where the blob named d lives (whether or not it is there).
+func (s *Store) Path(d digest.Digest) string {
+	return filepath.Join(s.home, BlobsDir, d.Hex())
+}
+
+// Has reports whether the blob d is in the store, and its size.
+func (s *Store) Has(d digest.Digest) (bool, int64) {
+	if d.IsZero() {
+		return false, 0
+	}
+	fi, err := os.Lstat(s.Path(d))
+	if err != nil || !fi.Mode().IsRegular() {
+		return false, 0
+	}
+	return true, fi.Size()
+}
+
+// Unlock releases a lock taken by LockShared or LockExclusive.
+type Unlock func()
+
+// LockShared takes the store lock shared: every process that reads or
+// writes blobs or envs holds it, so GC (which takes it exclusive) never
+// runs beside them. It waits until ctx is done.
+func (s *Store) LockShared(ctx context.Context) (Unlock, error) { return s.lock(ctx, unix.LOCK_SH) }
+
+// LockExclusive takes the store lock exclusive (GC does), waiting until
+// every shared holder is gone or ctx is done.
+func (s *Store) LockExclusive(ctx context.Context) (Unlock, error) { return s.lock(ctx, unix.LOCK_EX) }
+
+// TryLockExclusive takes the store lock exclusive if no process holds it,
+// and reports false otherwise.
+func (s *Store) TryLockExclusive() (Unlock, bool, error) {
+	f, err := os.OpenFile(filepath.Join(s.home, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return func() { f.Close() }, true, nil
+}
+
+func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
+	f, err := os.OpenFile(filepath.Join(s.home, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("store lock: %w", err)
+	}
+	for wait := time.Millisecond; ; {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			f.Close()
+			return nil, fmt.Errorf("store lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
+
+// Put stores the bytes r yields as the blob d, checking them while they
+// stream: more or fewer than size bytes (when size > 0) is size_mismatch,
+// other bytes than d is hash_mismatch, and nothing is stored. The bytes go
+// to a locked temp file beside the blob, which is fsynced, made read-only
+// and renamed into place, and its directory fsynced; on any failure or
+// cancellation the temp file is removed. A blob already present is kept
+// and r is not read. Errors of r are returned wrapped, so a caller can
+// tell a transport failure (worth a retry) from a refusal.
+func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reader) (err error) {
+	if d.IsZero() {
+		return refusal.New(refusal.HashMissing, "a blob needs a sha256 to be stored")
+	}
+	if ok, have := s.Has(d); ok {
+		if size > 0 && have != size {
+			return refusal.New(refusal.SizeMismatch, "blob %s in the store has %d bytes, the lock says %d; fix the lock's size", d, have, size)
+		}
+		return nil
+	}
+	dir := filepath.Join(s.home, BlobsDir)
+	f, err := createTemp(dir, d.Hex())
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	h := sha256.New()
+	src := r
+	if size > 0 {
+		src = io.LimitReader(r, size+1)
+	}
+	n, err := copyCtx(ctx, io.MultiWriter(f, h), src)
+	if err != nil {
+		return err
+	}
+	if size > 0 && n != size {
+		return refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex() {
+		return refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
+	}
+	if err = f.Chmod(0o444); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", tmp, err)
+	}
+	if err = os.Rename(tmp, s.Path(d)); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	f.Close() // releases the temp's flock only once it is renamed
+	return syncDir(dir)
+}
+
+func sizeText(n, size int64) string {
+	if n > size {
+		return fmt.Sprintf("more than %d", size)
+	}
+	return fmt.Sprint(n)
+}
+
+// copyCtx copies until EOF, an error, or ctx is done.
+func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		m, rerr := r.Read(buf)
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, fmt.Errorf("store: write: %w", werr)
+			}
+			n += int64(m)
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
+
+// createTemp creates and flocks a temp file in dir. The flock marks it as
+// owned: cleanup removes only temps whose lock it can take. If a cleaner
+// removed the name between create and lock, the file has no link left and
+// another name is tried.
+func createTemp(dir, stem string) (*os.File, error) {
+	for i := 0; i < 100; i++ {
+		f, err := os.CreateTemp(dir, tempPrefix+stem+"-*")
+		if err != nil {
+			return nil, err
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			return nil, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if st.Nlink > 0 {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, errors.New("cannot create a temp file: it keeps being removed")
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("store: fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Staging is a directory under tmp/ owned by this process until Release;
+// work is built there and renamed into place.
+type Staging struct {
+	// Path is the staging directory.
+	Path string
+	lock *os.File
+}
+
+// Release removes what is left of the staging directory and drops its
+// ownership. Call it after renaming the result out, or on failure.
+func (st *Staging) Release() error {
+	err := os.RemoveAll(st.Path)
+	os.Remove(st.Path + ".lock")
+	st.lock.Close()
+	return err
+}
+
+// Stage creates a staging directory under tmp/ named after prefix. While
+// it is held (until Release or the process's end), CleanStaging leaves it
+// alone; after a crash, the next CleanStaging removes it.
+func (s *Store) Stage(prefix string) (*Staging, error) {
+	dir := filepath.Join(s.home, TmpDir)
+	for i := 0; i < 100; i++ {
+		p, err := os.MkdirTemp(dir, strings.ReplaceAll(prefix, "/", "_")+"-*")
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		lf, err := os.OpenFile(p+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			os.Remove(p)
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+			lf.Close()
+			os.Remove(p)
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		// A cleaner may have taken the unheld lock between MkdirTemp and
+		// Flock and removed both: then start again.
+		if _, err := os.Stat(p); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(int(lf.Fd()), &st) == nil && st.Nlink > 0 {
+				return &Staging{Path: p, lock: lf}, nil
+			}
+		}
+		os.Remove(p + ".lock")
+		lf.Close()
+		os.RemoveAll(p)
+	}
+	return nil, errors.New("store: cannot create a staging directory")
+}
+
+// CleanStaging removes debris that crashed or killed processes left: blob
+// temp files and staging directories whose owner no longer holds their
+// lock. It is safe beside other processes using the store. It returns the
+// removed paths, relative to the store's root.
+func (s *Store) CleanStaging(ctx context.Context) ([]string, error) {
+	return s.clean(ctx, false)
+}
+
+func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
+	var removed []string
+	blobs := filepath.Join(s.home, BlobsDir)
+	ents, err := os.ReadDir(blobs)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	for _, e := range ents {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		if !strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		p := filepath.Join(blobs, e.Name())
+		if removeIfUnlocked(p, p, dryRun) {
+			removed = append(removed, filepath.ToSlash(filepath.Join(BlobsDir, e.Name())))
+		}
+	}
+	tmp := filepath.Join(s.home, TmpDir)
+	ents, err = os.ReadDir(tmp)
+	if err != nil {
+		return removed, fmt.Errorf("store: %w", err)
+	}
+	listed := map[string]bool{}
+	for _, e := range ents {
+		listed[e.Name()] = true
+	}
+	for _, e := range ents {
+		if ctx.Err() != nil {
+			return removed, ctx.Err()
+		}
+		name := e.Name()
+		p := filepath.Join(tmp, name)
+		if strings.HasSuffix(name, ".lock") {
+			if listed[strings.TrimSuffix(name, ".lock")] {
+				continue // goes with its directory
+			}
+			if _, err := os.Lstat(strings.TrimSuffix(p, ".lock")); errors.Is(err, fs.ErrNotExist) && removeIfUnlocked(p, p, dryRun) {
+				removed = append(removed, filepath.ToSlash(filepath.Join(TmpDir, name)))
+			}
+			continue
+		}
+		if removeIfUnlocked(p+".lock", p, dryRun) {
+			removed = append(removed, filepath.ToSlash(filepath.Join(TmpDir, name)))
+		}
+	}
+	return removed, nil
+}
+
+// removeIfUnlocked removes target (and lockPath) when lockPath's flock can
+// be taken, holding it while removing; a missing lock file means nobody
+// owns target.
+func removeIfUnlocked(lockPath, target string, dryRun bool) bool {
+	f, err := os.Open(lockPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		if dryRun {
+			return true
+		}
+		return makeWritableAndRemove(target) == nil
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false
+	}
+	if dryRun {
+		return true
+	}
+	if err := makeWritableAndRemove(target); err != nil {
+		return false
+	}
+	if lockPath != target {
+		os.Remove(lockPath)
+	}
+	return true
+}
+
+// makeWritableAndRemove removes p, giving owner write permission to
+// read-only directories inside it first (a half-built env may be sealed
+// read-only already).
+func makeWritableAndRemove(p string) error {
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			if fi, e := d.Info(); e == nil {
+				os.Chmod(q, fi.Mode().Perm()|0o700)
+			}
+		}
+		return nil
+	})
+	return os.RemoveAll(p)
+}

@@ -1,0 +1,278 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(filepath.Join(t.TempDir(), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// blobDir lists blobs/sha256, temps included.
+func blobDir(t *testing.T, s *Store) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(s.Home(), BlobsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestLayout(t *testing.T) {
+	s := open(t)
+	for _, d := range []string{BlobsDir, EnvsDir, OCIDir, RegistryDir, ReceiptsDir, TmpDir} {
+		if fi, err := os.Stat(filepath.Join(s.Home(), d)); err != nil || !fi.IsDir() {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+}
+
+func TestPut(t *testing.T) {
+	data := []byte("wheel bytes")
+	d := digest.Sum(data)
+	other := digest.Sum([]byte("other"))
+	tests := []struct {
+		name string
+		d    digest.Digest
+		size int64
+		body []byte
+		want error
+	}{
+		{"ok", d, int64(len(data)), data, nil},
+		{"ok without size", d, 0, data, nil},
+		{"wrong bytes", other, int64(len(data)), data, refusal.HashMismatch},
+		{"too long", d, int64(len(data)) - 1, data, refusal.SizeMismatch},
+		{"too short", d, int64(len(data)) + 5, data, refusal.SizeMismatch},
+		{"no digest", digest.Digest{}, 0, data, refusal.HashMissing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t)
+			err := s.Put(context.Background(), tt.d, tt.size, bytes.NewReader(tt.body))
+			if tt.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				fi, err := os.Stat(s.Path(d))
+				if err != nil || fi.Mode().Perm() != 0o444 {
+					t.Fatalf("blob: %v %v", fi, err)
+				}
+				if got := blobDir(t, s); len(got) != 1 || got[0] != d.Hex() {
+					t.Errorf("store holds %v", got)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if got := blobDir(t, s); len(got) != 0 {
+				t.Errorf("store holds %v after a refusal", got)
+			}
+		})
+	}
+}
+
+type failingReader struct{ n int }
+
+var errBroken = errors.New("connection broke")
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.n > 0 {
+		f.n--
+		return copy(p, "abc"), nil
+	}
+	return 0, errBroken
+}
+
+func TestPutReaderErrorAndCancel(t *testing.T) {
+	s := open(t)
+	d := digest.Sum([]byte("x"))
+	if err := s.Put(context.Background(), d, 0, &failingReader{n: 3}); !errors.Is(err, errBroken) || refusal.CodeOf(err) != "" {
+		t.Fatalf("reader error: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Put(ctx, d, 0, strings.NewReader("x")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	if got := blobDir(t, s); len(got) != 0 {
+		t.Errorf("debris: %v", got)
+	}
+}
+
+func TestCleanStaging(t *testing.T) {
+	s := open(t)
+	// A temp a live writer holds, and one a crashed writer left.
+	held, err := createTemp(filepath.Join(s.Home(), BlobsDir), "aa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	stale := filepath.Join(s.Home(), BlobsDir, tempPrefix+"bb-123")
+	os.WriteFile(stale, []byte("partial"), 0o644)
+	live, err := s.Stage("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(live.Path, "f"), []byte("x"), 0o644)
+	dead, err := s.Stage("env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dead.Path, "ro", "sub"), 0o755)
+	os.Chmod(filepath.Join(dead.Path, "ro"), 0o555)
+	dead.lock.Close() // as if its process died
+	lockless := filepath.Join(s.Home(), TmpDir, "crashed-before-lock")
+	os.Mkdir(lockless, 0o755)
+
+	removed, err := s.CleanStaging(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{BlobsDir + "/" + filepath.Base(stale), TmpDir + "/" + filepath.Base(dead.Path), TmpDir + "/crashed-before-lock"}
+	sort.Strings(want)
+	sort.Strings(removed)
+	if strings.Join(removed, ",") != strings.Join(want, ",") {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	if _, err := os.Stat(held.Name()); err != nil {
+		t.Errorf("held temp removed: %v", err)
+	}
+	if _, err := os.Stat(live.Path); err != nil {
+		t.Errorf("live staging removed: %v", err)
+	}
+	for _, p := range []string{stale, dead.Path, dead.Path + ".lock", lockless} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there", p)
+		}
+	}
+	if err := live.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Home(), TmpDir)); len(ents) != 0 {
+		t.Errorf("tmp not empty after release: %v", ents)
+	}
+}
+
+func put(t *testing.T, s *Store, b string) digest.Digest {
+	t.Helper()
+	d := digest.Sum([]byte(b))
+	if err := s.Put(context.Background(), d, int64(len(b)), strings.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestGC(t *testing.T) {
+	s := open(t)
+	sealed, pinned, loose := put(t, s, "sealed"), put(t, s, "pinned"), put(t, s, "loose")
+	kept := put(t, s, "kept by option")
+	seal := `{"schema":"cruxprov.seal/v1","resolution":{"packages":[{"name":"a","sha256":"` + sealed.String() + `"}]}}`
+	os.WriteFile(filepath.Join(s.Home(), EnvsDir, "0123.seal.json"), []byte(seal), 0o444)
+	os.MkdirAll(filepath.Join(s.Home(), RegistryDir, "pins"), 0o755)
+	os.WriteFile(filepath.Join(s.Home(), RegistryDir, "pins", "p.yaml"), []byte("package:\n  sha256: "+pinned.Hex()+"\n"), 0o644)
+	os.WriteFile(filepath.Join(s.Home(), BlobsDir, tempPrefix+"zz-1"), []byte("debris"), 0o644)
+
+	rep, err := s.GC(context.Background(), GCOptions{DryRun: true, Keep: []digest.Digest{kept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRemoved := []string{BlobsDir + "/" + tempPrefix + "zz-1", BlobsDir + "/" + loose.Hex()}
+	sort.Strings(wantRemoved)
+	if strings.Join(rep.Removed, ",") != strings.Join(wantRemoved, ",") || rep.KeptBlobs != 3 {
+		t.Fatalf("dry run: %+v", rep)
+	}
+	if len(blobDir(t, s)) != 5 {
+		t.Fatal("dry run removed something")
+	}
+	rep, err = s.GC(context.Background(), GCOptions{Keep: []digest.Digest{kept}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{sealed.Hex(), pinned.Hex(), kept.Hex()}
+	sort.Strings(want)
+	if got := blobDir(t, s); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("after gc: %v, want %v", got, want)
+	}
+
+	// A seal gc cannot read stops it: it must not guess what is referenced.
+	os.WriteFile(filepath.Join(s.Home(), EnvsDir, "bad.seal.json"), []byte("{"), 0o644)
+	if _, err := s.GC(context.Background(), GCOptions{}); err == nil {
+		t.Error("gc ran past an unreadable seal")
+	}
+	os.Remove(filepath.Join(s.Home(), EnvsDir, "bad.seal.json"))
+
+	// Never while another holder has the store lock.
+	unlock, err := s.LockShared(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(context.Background(), GCOptions{}); !errors.Is(err, ErrBusy) {
+		t.Errorf("gc beside a shared holder: %v", err)
+	}
+	unlock()
+	if _, err := s.GC(context.Background(), GCOptions{}); err != nil {
+		t.Errorf("gc after release: %v", err)
+	}
+}
+
+// TestUnprivilegedReader: an executor with read access only can read
+// blobs and cannot change them (DESIGN §14).
+func TestUnprivilegedReader(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to switch users")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	dir, err := os.MkdirTemp("", "store-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	s, err := Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := put(t, s, "bytes")
+	as := func(script string) error {
+		return exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).Run()
+	}
+	if err := as("cat " + s.Path(d) + " >/dev/null"); err != nil {
+		t.Errorf("unprivileged read: %v", err)
+	}
+	if err := as("echo x >> " + s.Path(d)); err == nil {
+		t.Error("unprivileged append succeeded")
+	}
+	if err := as("rm -f " + s.Path(d)); err == nil {
+		if _, serr := os.Stat(s.Path(d)); serr != nil {
+			t.Error("unprivileged remove succeeded")
+		}
+	}
+	b, _ := os.ReadFile(s.Path(d))
+	if string(b) != "bytes" {
+		t.Errorf("blob changed: %q", b)
+	}
+}
