@@ -1,0 +1,276 @@
+package digest
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// The type fields of the typed digests (DESIGN §5), their domain separation.
+const (
+	TypeImplementation       = "cruxible.implementation/v1"
+	TypeResolution           = "cruxible.resolution/v1"
+	TypeLocalMaterialization = "cruxible.materialization.local/v1"
+)
+
+// FieldError says why an input of a typed digest is unusable: which digest
+// and field, and why. Nothing is hashed when one is returned.
+type FieldError struct {
+	Digest string // the type, e.g. "cruxible.resolution/v1"
+	Field  string // e.g. "packages[2].sha256"
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.Digest, e.Field, e.Reason)
+}
+
+// ResolvedPackage is one package of a resolution as its digest sees it:
+// the PEP 503 normalized name, the version, the wheel file name and the
+// wheel's sha256. URLs and sizes are deliberately not part of it.
+type ResolvedPackage struct {
+	Name     string
+	Version  string
+	Filename string
+	SHA256   Digest
+}
+
+// Interpreter is the Python interpreter a local environment points at: the
+// real path of its executable and its full version (e.g. "3.11.7").
+type Interpreter struct {
+	Path    string
+	Version string
+}
+
+// Root is the provider's root distribution in a local materialization.
+type Root struct {
+	Name    string // PEP 503 normalized
+	Version string
+	SHA256  Digest // of the root wheel
+}
+
+type implementationDoc struct {
+	Type      string `json:"type"`
+	Interface struct {
+		ID     string `json:"id"`
+		Digest Digest `json:"digest"`
+	} `json:"interface"`
+	Entrypoint struct {
+		Name   string `json:"name"`
+		Object string `json:"object"`
+	} `json:"entrypoint"`
+	Distribution Digest `json:"distribution"`
+}
+
+type resolutionPackage struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Filename string `json:"filename"`
+	SHA256   Digest `json:"sha256"`
+}
+
+type resolutionDoc struct {
+	Type     string              `json:"type"`
+	Packages []resolutionPackage `json:"packages"`
+}
+
+type localRoot struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	SHA256  Digest `json:"sha256"`
+}
+
+type localMaterializationDoc struct {
+	Type        string `json:"type"`
+	Platform    string `json:"platform"`
+	Interpreter struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+	} `json:"interpreter"`
+	Resolution Digest     `json:"resolution"`
+	Root       *localRoot `json:"root"`
+}
+
+// ImplementationDigest is the track-record key of one entrypoint (DESIGN §5),
+// the sha256 of the canonical JSON of
+//
+//	{"type":"cruxible.implementation/v1",
+//	 "interface":{"id":interfaceID,"digest":interfaceDigest},
+//	 "entrypoint":{"name":entrypoint,"object":object},
+//	 "distribution":distribution}
+//
+// where object is the "module:attr" reference and distribution the root
+// wheel's sha256. Every argument must be non-empty.
+func ImplementationDigest(interfaceID string, interfaceDigest Digest, entrypoint, object string, distribution Digest) (Digest, error) {
+	b, err := implementationJSON(interfaceID, interfaceDigest, entrypoint, object, distribution)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Sum(b), nil
+}
+
+func implementationJSON(interfaceID string, interfaceDigest Digest, entrypoint, object string, distribution Digest) ([]byte, error) {
+	v := fieldCheck{typ: TypeImplementation}
+	v.text("interface.id", interfaceID)
+	v.digest("interface.digest", interfaceDigest)
+	v.text("entrypoint.name", entrypoint)
+	v.text("entrypoint.object", object)
+	v.digest("distribution", distribution)
+	if v.err != nil {
+		return nil, v.err
+	}
+	var d implementationDoc
+	d.Type = TypeImplementation
+	d.Interface.ID = interfaceID
+	d.Interface.Digest = interfaceDigest
+	d.Entrypoint.Name = entrypoint
+	d.Entrypoint.Object = object
+	d.Distribution = distribution
+	return CanonicalJSON(d)
+}
+
+// ResolutionDigest identifies a Resolution (DESIGN §5), the sha256 of the
+// canonical JSON of
+//
+//	{"type":"cruxible.resolution/v1","packages":[
+//	  {"name":N,"version":V,"filename":F,"sha256":"sha256:…"}, …]}
+//
+// with the packages sorted by name (byte order; ResolutionDigest sorts a
+// copy itself). Every field must be non-empty, names PEP 503 normalized and
+// unique; an empty resolution is allowed ("packages":[]).
+func ResolutionDigest(pkgs []ResolvedPackage) (Digest, error) {
+	b, err := resolutionJSON(pkgs)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Sum(b), nil
+}
+
+func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
+	v := fieldCheck{typ: TypeResolution}
+	for i, p := range pkgs {
+		f := fmt.Sprintf("packages[%d].", i)
+		v.name(f+"name", p.Name)
+		v.text(f+"version", p.Version)
+		v.text(f+"filename", p.Filename)
+		v.digest(f+"sha256", p.SHA256)
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	sorted := slices.Clone(pkgs)
+	slices.SortFunc(sorted, func(a, b ResolvedPackage) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Filename, b.Filename)
+	})
+	d := resolutionDoc{Type: TypeResolution, Packages: make([]resolutionPackage, 0, len(sorted))}
+	for i, p := range sorted {
+		if i > 0 && sorted[i-1].Name == p.Name {
+			return nil, &FieldError{TypeResolution, "packages", fmt.Sprintf("package %q appears twice; a resolution has one wheel per package", p.Name)}
+		}
+		d.Packages = append(d.Packages, resolutionPackage(p))
+	}
+	return CanonicalJSON(d)
+}
+
+// LocalMaterializationDigest is the environment pin of the local backend
+// (DESIGN §5), the sha256 of the canonical JSON of
+//
+//	{"type":"cruxible.materialization.local/v1","platform":platformID,
+//	 "interpreter":{"path":interp.Path,"version":interp.Version},
+//	 "resolution":resolution,
+//	 "root":{"name":N,"version":V,"sha256":"sha256:…"}}
+//
+// with "root":null when root is nil (an env made from a bare lock).
+// interp.Path must be an absolute, clean path (the caller resolves it to
+// the real path); every other field must be non-empty.
+func LocalMaterializationDigest(platformID string, interp Interpreter, resolution Digest, root *Root) (Digest, error) {
+	b, err := localMaterializationJSON(platformID, interp, resolution, root)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Sum(b), nil
+}
+
+func localMaterializationJSON(platformID string, interp Interpreter, resolution Digest, root *Root) ([]byte, error) {
+	v := fieldCheck{typ: TypeLocalMaterialization}
+	v.text("platform", platformID)
+	v.text("interpreter.path", interp.Path)
+	if v.err == nil && (!path.IsAbs(interp.Path) || path.Clean(interp.Path) != interp.Path) {
+		v.err = &FieldError{v.typ, "interpreter.path", fmt.Sprintf("%q is not an absolute clean path", interp.Path)}
+	}
+	v.text("interpreter.version", interp.Version)
+	v.digest("resolution", resolution)
+	if root != nil {
+		v.name("root.name", root.Name)
+		v.text("root.version", root.Version)
+		v.digest("root.sha256", root.SHA256)
+	}
+	if v.err != nil {
+		return nil, v.err
+	}
+	d := localMaterializationDoc{Type: TypeLocalMaterialization, Platform: platformID, Resolution: resolution}
+	d.Interpreter.Path = interp.Path
+	d.Interpreter.Version = interp.Version
+	if root != nil {
+		d.Root = &localRoot{Name: root.Name, Version: root.Version, SHA256: root.SHA256}
+	}
+	return CanonicalJSON(d)
+}
+
+// InterfaceDigest is the sha256 of the RFC 8785 form of an interface's
+// schema document itself (no type wrapper). A document without a canonical
+// form is refused with a *CanonicalError.
+func InterfaceDigest(schema []byte) (Digest, error) {
+	b, err := Canonicalize(schema)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Sum(b), nil
+}
+
+// fieldCheck records the first unusable field of a typed digest's input.
+type fieldCheck struct {
+	typ string
+	err *FieldError
+}
+
+func (c *fieldCheck) set(field, reason string) {
+	if c.err == nil {
+		c.err = &FieldError{c.typ, field, reason}
+	}
+}
+
+func (c *fieldCheck) text(field, s string) {
+	if s == "" {
+		c.set(field, "empty")
+	}
+}
+
+func (c *fieldCheck) digest(field string, d Digest) {
+	if d.IsZero() {
+		c.set(field, "zero digest")
+	}
+}
+
+// name checks a PEP 503 normalized project name: lowercase ASCII letters
+// and digits, runs separated by single '-'.
+func (c *fieldCheck) name(field, s string) {
+	if s == "" {
+		c.set(field, "empty")
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case 'a' <= ch && ch <= 'z', '0' <= ch && ch <= '9':
+		case ch == '-' && i > 0 && i < len(s)-1 && s[i-1] != '-':
+		default:
+			c.set(field, fmt.Sprintf("%q is not a PEP 503 normalized name", s))
+			return
+		}
+	}
+}

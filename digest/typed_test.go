@@ -1,0 +1,139 @@
+package digest
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func mustDigest(s string) Digest {
+	d, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+var (
+	dA = Sum([]byte("a"))
+	dB = Sum([]byte("b"))
+)
+
+func TestTypedDigestsRefuseBadInput(t *testing.T) {
+	okPkg := ResolvedPackage{"certifi", "2024.8.30", "certifi-2024.8.30-py3-none-any.whl", dA}
+	interp := Interpreter{"/usr/bin/python3.11", "3.11.2"}
+	for _, c := range []struct {
+		name  string
+		field string
+		err   error
+	}{
+		{"implementation empty id", "interface.id", second(ImplementationDigest("", dA, "e", "m:a", dB))},
+		{"implementation zero interface digest", "interface.digest", second(ImplementationDigest("i", Digest{}, "e", "m:a", dB))},
+		{"implementation empty entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "", "m:a", dB))},
+		{"implementation empty object", "entrypoint.object", second(ImplementationDigest("i", dA, "e", "", dB))},
+		{"implementation zero distribution", "distribution", second(ImplementationDigest("i", dA, "e", "m:a", Digest{}))},
+		{"resolution empty name", "packages[1].name", second(ResolutionDigest([]ResolvedPackage{okPkg, {"", "1", "f.whl", dA}}))},
+		{"resolution unnormalized name", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"Foo_Bar", "1", "f.whl", dA}}))},
+		{"resolution double dash", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"foo--bar", "1", "f.whl", dA}}))},
+		{"resolution trailing dash", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"foo-", "1", "f.whl", dA}}))},
+		{"resolution empty version", "packages[0].version", second(ResolutionDigest([]ResolvedPackage{{"foo", "", "f.whl", dA}}))},
+		{"resolution empty filename", "packages[0].filename", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "", dA}}))},
+		{"resolution zero sha", "packages[0].sha256", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "f.whl", Digest{}}}))},
+		{"resolution duplicate package", "packages", second(ResolutionDigest([]ResolvedPackage{okPkg, {"certifi", "2025.1.1", "certifi-2025.1.1-py3-none-any.whl", dB}}))},
+		{"local empty platform", "platform", second(LocalMaterializationDigest("", interp, dA, nil))},
+		{"local relative interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"bin/python", "3.11.2"}, dA, nil))},
+		{"local unclean interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/../bin/python", "3.11.2"}, dA, nil))},
+		{"local empty version", "interpreter.version", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/python", ""}, dA, nil))},
+		{"local zero resolution", "resolution", second(LocalMaterializationDigest("p", interp, Digest{}, nil))},
+		{"local root name", "root.name", second(LocalMaterializationDigest("p", interp, dA, &Root{"Example", "1", dB}))},
+		{"local root version", "root.version", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "", dB}))},
+		{"local root sha", "root.sha256", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "1", Digest{}}))},
+	} {
+		var fe *FieldError
+		if !errors.As(c.err, &fe) || fe.Field != c.field {
+			t.Errorf("%s: got %v, want a *FieldError on %s", c.name, c.err, c.field)
+		}
+	}
+	var ce *CanonicalError
+	if _, err := InterfaceDigest([]byte(`{"a":1,"a":1}`)); !errors.As(err, &ce) {
+		t.Errorf("InterfaceDigest of a duplicate key: %v", err)
+	}
+}
+
+func second(_ Digest, err error) error { return err }
+
+func TestResolutionDigestOrderIndependent(t *testing.T) {
+	a := ResolvedPackage{"alpha", "1", "alpha-1-py3-none-any.whl", dA}
+	b := ResolvedPackage{"beta", "2", "beta-2-py3-none-any.whl", dB}
+	x, err := ResolutionDigest([]ResolvedPackage{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []ResolvedPackage{b, a}
+	y, err := ResolutionDigest(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x != y {
+		t.Fatal("order changed the resolution digest")
+	}
+	if in[0] != b {
+		t.Fatal("ResolutionDigest reordered its argument")
+	}
+	b.Version = "3"
+	if z, _ := ResolutionDigest([]ResolvedPackage{a, b}); z == x {
+		t.Fatal("a version change did not change the digest")
+	}
+}
+
+func TestDomainSeparation(t *testing.T) {
+	// The same strings in different typed digests never collide, and a
+	// root changes the materialization digest.
+	interp := Interpreter{"/usr/bin/python3.11", "3.11.2"}
+	bare, _ := LocalMaterializationDigest("p", interp, dA, nil)
+	withRoot, _ := LocalMaterializationDigest("p", interp, dA, &Root{"x", "1", dB})
+	other, _ := LocalMaterializationDigest("p", Interpreter{"/opt/python/bin/python3.11", "3.11.2"}, dA, nil)
+	empty, _ := ResolutionDigest(nil)
+	if bare == withRoot || bare == other || bare == empty {
+		t.Fatal("distinct inputs gave one digest")
+	}
+}
+
+// The implementation digest of the known-answer vector in
+// testdata/digests/implementation.json.
+func ExampleImplementationDigest() {
+	d, err := ImplementationDigest(
+		"cruxible.example.summarize/v1",
+		mustDigest("sha256:c796d37c6d491e8f0c6e9b83eed34c15c0f377f9f0f3cbb3216fbbf776da6325"),
+		"summarize",
+		"example_provider.summarize:Summarizer",
+		mustDigest("sha256:f2e40bd921708484d61396975dcb95a39ab53d276d829a619ec9ec09452eba72"),
+	)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d)
+	// Output: sha256:f5c462f4ce315e46930ad0de3f16ff2fa4a2f5cf049698373d6ad489ae6fbd21
+}
+
+func ExampleCanonicalize() {
+	out, err := Canonicalize([]byte(`{"b": 1E3, "a": [0.50, -0, "\u00e9\n"]}`))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(out))
+	// Output: {"a":[0.5,0,"é\n"],"b":1000}
+}
+
+// Records "D- 0 - empty\x00" and "F- 0 e3b0…b855 lib.txt\x00", hashed in
+// path order; printf 'D- 0 - empty\0F- 0 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 lib.txt\0' | sha256sum
+// agrees.
+func ExampleTreeDigestOf() {
+	entries := []TreeEntry{
+		{Path: "lib.txt", Kind: File, Size: 0, SHA256: sha256.Sum256(nil)},
+		{Path: "empty", Kind: Dir},
+	}
+	fmt.Println(TreeDigestOf(entries))
+	// Output: sha256:0554f37aba034431b17a2f20bfc305cf89413f406060653d1f2043f63af8a424
+}

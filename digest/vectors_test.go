@@ -1,0 +1,331 @@
+package digest
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The known-answer vectors of testdata/digests (outputs computed by
+// testdata/digests/gen.mjs, an implementation independent of this package).
+const vectorDir = "../testdata/digests"
+
+type vector[I any] struct {
+	Name      string `json:"name"`
+	Note      string `json:"note"`
+	Input     I      `json:"input"`
+	Canonical string `json:"canonical"`
+	Digest    string `json:"digest"`
+}
+
+func loadVectors[I any](t *testing.T, file string) []vector[I] {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(vectorDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []vector[I]
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&vs); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if len(vs) == 0 {
+		t.Fatalf("%s: no vectors", file)
+	}
+	return vs
+}
+
+type implementationInput struct {
+	InterfaceID     string `json:"interface_id"`
+	InterfaceDigest Digest `json:"interface_digest"`
+	Entrypoint      string `json:"entrypoint"`
+	Object          string `json:"object"`
+	Distribution    Digest `json:"distribution"`
+}
+
+type resolutionInput struct {
+	Packages []struct {
+		Name     string `json:"name"`
+		Version  string `json:"version"`
+		Filename string `json:"filename"`
+		SHA256   Digest `json:"sha256"`
+	} `json:"packages"`
+}
+
+type localInput struct {
+	Platform    string `json:"platform"`
+	Interpreter struct {
+		Path    string `json:"path"`
+		Version string `json:"version"`
+	} `json:"interpreter"`
+	Resolution Digest `json:"resolution"`
+	Root       *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+		SHA256  Digest `json:"sha256"`
+	} `json:"root"`
+}
+
+// computed maps every vector name to the canonical bytes and digest this
+// package computes for it.
+type computed struct {
+	canonical []byte
+	digest    Digest
+}
+
+func computeVectors(t *testing.T) map[string]computed {
+	t.Helper()
+	out := map[string]computed{}
+	add := func(name string, b []byte, d Digest, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, dup := out[name]; dup {
+			t.Fatalf("vector name %q used twice", name)
+		}
+		if d != Sum(b) {
+			t.Fatalf("%s: digest is not the sha256 of the canonical bytes", name)
+		}
+		out[name] = computed{b, d}
+	}
+	for _, v := range loadVectors[implementationInput](t, "implementation.json") {
+		in := v.Input
+		b, err := implementationJSON(in.InterfaceID, in.InterfaceDigest, in.Entrypoint, in.Object, in.Distribution)
+		d, err2 := ImplementationDigest(in.InterfaceID, in.InterfaceDigest, in.Entrypoint, in.Object, in.Distribution)
+		add(v.Name, b, d, firstErr(err, err2))
+	}
+	for _, v := range loadVectors[resolutionInput](t, "resolution.json") {
+		var pkgs []ResolvedPackage
+		for _, p := range v.Input.Packages {
+			pkgs = append(pkgs, ResolvedPackage(p))
+		}
+		b, err := resolutionJSON(pkgs)
+		d, err2 := ResolutionDigest(pkgs)
+		add(v.Name, b, d, firstErr(err, err2))
+	}
+	for _, v := range loadVectors[localInput](t, "materialization-local.json") {
+		in := v.Input
+		var root *Root
+		if in.Root != nil {
+			root = &Root{in.Root.Name, in.Root.Version, in.Root.SHA256}
+		}
+		interp := Interpreter(in.Interpreter)
+		b, err := localMaterializationJSON(in.Platform, interp, in.Resolution, root)
+		d, err2 := LocalMaterializationDigest(in.Platform, interp, in.Resolution, root)
+		add(v.Name, b, d, firstErr(err, err2))
+	}
+	for _, v := range loadVectors[string](t, "interface.json") {
+		b, err := Canonicalize([]byte(v.Input))
+		d, err2 := InterfaceDigest([]byte(v.Input))
+		add(v.Name, b, d, firstErr(err, err2))
+	}
+	tv := loadTree(t)
+	entries, err := WalkTree(context.Background(), buildTree(t, tv), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []byte
+	for i := range entries {
+		records = appendRecord(records, &entries[i])
+	}
+	add("tree", records, TreeDigestOf(entries), nil)
+	return out
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestKnownAnswers(t *testing.T) {
+	got := computeVectors(t)
+	check := func(name, canonical, digest string) {
+		t.Helper()
+		c, ok := got[name]
+		if !ok {
+			t.Errorf("%s: not computed", name)
+			return
+		}
+		if string(c.canonical) != canonical {
+			t.Errorf("%s: canonical bytes\n got %q\nwant %q", name, c.canonical, canonical)
+		}
+		if c.digest.String() != digest {
+			t.Errorf("%s: digest %s, want %s", name, c.digest, digest)
+		}
+	}
+	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json", "interface.json"} {
+		for _, v := range loadVectors[json.RawMessage](t, f) {
+			check(v.Name, v.Canonical, v.Digest)
+		}
+	}
+	tv := loadTree(t)
+	records, err := os.ReadFile(filepath.Join(vectorDir, "tree.records"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("tree", string(records), tv.digest)
+}
+
+// TestDocVectors keeps docs/digests.md true: every row of its vector table
+// names a vector and carries the digest this package computes for it, and
+// every vector is in the table.
+func TestDocVectors(t *testing.T) {
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := computeVectors(t)
+	row := regexp.MustCompile("(?m)^\\| `([a-z0-9-]+)` \\|.*\\| `(sha256:[0-9a-f]{64})` \\|$")
+	seen := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		name, digest := m[1], m[2]
+		c, ok := got[name]
+		if !ok {
+			t.Errorf("docs/digests.md names vector %q, which testdata/digests does not have", name)
+			continue
+		}
+		if c.digest.String() != digest {
+			t.Errorf("docs/digests.md: %s is %s, the code computes %s", name, digest, c.digest)
+		}
+		seen[name] = true
+	}
+	for name, c := range got {
+		if !seen[name] {
+			t.Errorf("docs/digests.md: vector table lacks %q (%s)", name, c.digest)
+		}
+		// The canonical bytes are written out in the doc too (records of
+		// the tree with \0 shown as "\0").
+		shown := strings.ReplaceAll(string(c.canonical), "\x00", `\0`)
+		if name == "tree" {
+			shown = strings.ReplaceAll(string(c.canonical), "\x00", "\\0\n")
+		}
+		if !strings.Contains(string(doc), shown) {
+			t.Errorf("docs/digests.md does not show the canonical bytes of %q:\n%s", name, shown)
+		}
+	}
+	// Every sha256 in the doc is either a vector's output or an input of one.
+	inputs := map[string]bool{}
+	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json"} {
+		b, _ := os.ReadFile(filepath.Join(vectorDir, f))
+		for _, d := range regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindAllString(string(b), -1) {
+			inputs[d] = true
+		}
+	}
+	for _, c := range got {
+		inputs[c.digest.String()] = true
+	}
+	inputs[Sum(nil).String()] = true
+	for _, d := range regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindAllString(string(doc), -1) {
+		if !inputs[d] {
+			t.Errorf("docs/digests.md mentions %s, which is neither a vector's input nor its output", d)
+		}
+	}
+	// The canonical JSON examples: rows "| `input` | `canonical` |".
+	n := 0
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| `([^`]+)` \\|$").FindAllStringSubmatch(string(doc), -1) {
+		n++
+		if got, err := Canonicalize([]byte(m[1])); err != nil || string(got) != m[2] {
+			t.Errorf("docs/digests.md: %s canonicalizes to %s (%v), the doc says %s", m[1], got, err, m[2])
+		}
+	}
+	if n < 4 {
+		t.Errorf("docs/digests.md: found %d canonical JSON examples, want at least 4", n)
+	}
+}
+
+// treeVector is tree.txtar: a description of a tree and its digest.
+type treeVector struct {
+	digest  string
+	entries []treeSpec
+}
+
+type treeSpec struct {
+	path, kind string
+	body       []byte
+}
+
+func loadTree(t *testing.T) treeVector {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(vectorDir, "tree.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tv treeVector
+	header := regexp.MustCompile(`(?m)^-- (\S+) (file|exec|dir|symlink) --\n`)
+	locs := header.FindAllSubmatchIndex(b, -1)
+	if len(locs) == 0 {
+		t.Fatal("tree.txtar: no entries")
+	}
+	if m := regexp.MustCompile(`(?m)^digest: (sha256:[0-9a-f]{64})$`).FindSubmatch(b[:locs[0][0]]); m != nil {
+		tv.digest = string(m[1])
+	} else {
+		t.Fatal("tree.txtar: no digest line")
+	}
+	for i, l := range locs {
+		end := len(b)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		tv.entries = append(tv.entries, treeSpec{string(b[l[2]:l[3]]), string(b[l[4]:l[5]]), b[l[1]:end]})
+	}
+	return tv
+}
+
+// buildTree creates tv's tree in a new temporary directory.
+func buildTree(t *testing.T, tv treeVector) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, e := range tv.entries {
+		p := filepath.Join(root, filepath.FromSlash(e.path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch e.kind {
+		case "file":
+			err = os.WriteFile(p, e.body, 0o644)
+		case "exec":
+			err = os.WriteFile(p, e.body, 0o755)
+		case "dir":
+			err = os.Mkdir(p, 0o755)
+		case "symlink":
+			err = os.Symlink(strings.TrimSuffix(string(e.body), "\n"), p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestTreeVectorEntries(t *testing.T) {
+	tv := loadTree(t)
+	entries, err := WalkTree(context.Background(), buildTree(t, tv), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, string(e.Kind)+" "+e.Path+" "+hex.EncodeToString(e.SHA256[:4]))
+	}
+	want := []string{"D bin 00000000", "F bin/tool bfdeaeb0", "D empty 00000000", "D lib 00000000",
+		"F lib.txt e3b0c442", "L lib/current c396907b", "F lib/data.txt 853ff937"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !entries[1].Exec || entries[4].Exec || entries[6].Exec {
+		t.Errorf("exec bits wrong: %+v", entries)
+	}
+}

@@ -1,0 +1,108 @@
+// gen.mjs fills in the expected outputs of the digest vectors in this
+// directory with an implementation independent of cruxprov's Go code:
+// Node's JSON.parse / JSON.stringify (ECMAScript Number::toString and
+// string escaping, which RFC 8785 adopts), a sort of keys by UTF-16 code
+// units (JavaScript's default sort), and node:crypto's sha256.
+//
+// Usage: node testdata/digests/gen.mjs   (rewrites the files in place)
+import { createHash } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const dir = dirname(fileURLToPath(import.meta.url));
+const sha256 = (b) => "sha256:" + createHash("sha256").update(b).digest("hex");
+
+// jcs serializes a parsed JSON value per RFC 8785.
+function jcs(v) {
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return "[" + v.map(jcs).join(",") + "]";
+  return "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + jcs(v[k])).join(",") + "}";
+}
+
+function save(name, cases) {
+  writeFileSync(join(dir, name), "[\n" + cases.map((c) => " " + JSON.stringify(c)).join(",\n") + "\n]\n");
+}
+
+function load(name) {
+  return JSON.parse(readFileSync(join(dir, name), "utf8"));
+}
+
+function typed(name, build) {
+  const cases = load(name);
+  for (const c of cases) {
+    c.canonical = jcs(build(c.input));
+    c.digest = sha256(Buffer.from(c.canonical, "utf8"));
+  }
+  save(name, cases);
+}
+
+typed("implementation.json", (i) => ({
+  type: "cruxible.implementation/v1",
+  interface: { id: i.interface_id, digest: i.interface_digest },
+  entrypoint: { name: i.entrypoint, object: i.object },
+  distribution: i.distribution,
+}));
+
+typed("resolution.json", (i) => ({
+  type: "cruxible.resolution/v1",
+  packages: [...i.packages]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.filename < b.filename ? -1 : 1))
+    .map((p) => ({ name: p.name, version: p.version, filename: p.filename, sha256: p.sha256 })),
+}));
+
+typed("materialization-local.json", (i) => ({
+  type: "cruxible.materialization.local/v1",
+  platform: i.platform,
+  interpreter: { path: i.interpreter.path, version: i.interpreter.version },
+  resolution: i.resolution,
+  root: i.root && { name: i.root.name, version: i.root.version, sha256: i.root.sha256 },
+}));
+
+typed("interface.json", (i) => JSON.parse(i));
+
+// Canonical JSON cases: only the accepted ones get an expected output.
+{
+  const cases = load("canonical.json");
+  for (const c of cases) {
+    if (c.error) continue;
+    let input = c.input;
+    if (c.input_repeat) input = c.input_repeat.prefix.repeat(c.input_repeat.count) + c.input_repeat.suffix.repeat(c.input_repeat.count);
+    c.expected = jcs(JSON.parse(input));
+  }
+  save("canonical.json", cases);
+}
+
+// The tree: records computed from the description, sorted by path bytes.
+{
+  const text = readFileSync(join(dir, "tree.txtar"), "utf8");
+  const parts = text.split(/^-- (.+) --\n/m);
+  const entries = new Map();
+  const addDirs = (p) => {
+    const segs = p.split("/");
+    for (let i = 1; i < segs.length; i++) {
+      const d = segs.slice(0, i).join("/");
+      if (!entries.has(d)) entries.set(d, { kind: "D" });
+    }
+  };
+  for (let i = 1; i < parts.length; i += 2) {
+    const [p, kind] = parts[i].split(" ");
+    const body = Buffer.from(parts[i + 1], "utf8");
+    addDirs(p);
+    if (kind === "dir") entries.set(p, { kind: "D" });
+    else if (kind === "symlink") entries.set(p, { kind: "L", body: Buffer.from(parts[i + 1].replace(/\n$/, ""), "utf8") });
+    else entries.set(p, { kind: "F", exec: kind === "exec", body });
+  }
+  const paths = [...entries.keys()].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  let records = "";
+  for (const p of paths) {
+    const e = entries.get(p);
+    const hex = e.body ? createHash("sha256").update(e.body).digest("hex") : "";
+    if (e.kind === "D") records += `D- 0 - ${p}\0`;
+    else if (e.kind === "L") records += `L- ${e.body.length} ${hex} ${p}\0`;
+    else records += `F${e.exec ? "x" : "-"} ${e.body.length} ${hex} ${p}\0`;
+  }
+  const digest = sha256(Buffer.from(records, "utf8"));
+  writeFileSync(join(dir, "tree.txtar"), text.replace(/^digest: .*$/m, "digest: " + digest));
+  writeFileSync(join(dir, "tree.records"), records);
+}
