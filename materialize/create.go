@@ -1,0 +1,432 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Request is what to materialize: a resolution for a platform, on an
+// interpreter, from wheels already in the store.
+type Request struct {
+	// Platform is the target; the interpreter must match it.
+	Platform *platform.Platform
+	// Python is the interpreter to probe (a path; a pyenv shim is fine:
+	// the env links to the real executable). Ignored when Interpreter is set.
+	Python string
+	// Interpreter is an interpreter probed before (optional).
+	Interpreter *Interpreter
+	// Resolution lists the wheels; each must be in the store.
+	Resolution lockfile.Resolution
+	// Root is the provider's root distribution, nil for a bare lock.
+	Root *digest.Root
+	// NoCompile skips bytecode compilation.
+	NoCompile bool
+	// Jobs bounds parallel work (< 1: GOMAXPROCS).
+	Jobs int
+	// Events, when set, receives progress (from several goroutines).
+	Events func(Event)
+}
+
+// Event is a progress report.
+type Event struct {
+	Stage string // probe, lock, install, wheel, compile, seal, done, reused
+	Name  string // the wheel's file name for Stage "wheel"
+}
+
+// Timings are how long each stage of a Create took.
+type Timings struct {
+	Install time.Duration `json:"install_ns"` // venv + wheels
+	Compile time.Duration `json:"compile_ns"`
+	Seal    time.Duration `json:"seal_ns"` // freeze, index, commit
+}
+
+// Result is a sealed env.
+type Result struct {
+	Dir        string        `json:"path"`
+	Digest     digest.Digest `json:"materialization_digest"`
+	TreeDigest digest.Digest `json:"tree_digest"`
+	Reused     bool          `json:"reused"` // it existed, sealed, and verified
+	Seal       *seal.Seal    `json:"-"`
+	Timings    Timings       `json:"timings"`
+}
+
+// EnvsDir is the directory of sealed envs below the store's home.
+const EnvsDir = store.EnvsDir
+
+// Create materializes req into the store's envs/<hex> (the hex of the local
+// materialization digest, DESIGN §5) and seals it, or returns the env that
+// is already there, sealed and verified (fast). Two processes creating one
+// env coordinate with a flock per digest: one builds, the other waits and
+// finds it sealed. The env is built in a staging directory of the store
+// and renamed into place only when complete; a failure or ctx cancellation
+// removes the staging directory, and debris a crash left is removed by the
+// next Create. Refusals: interpreter_mismatch, materialize_failed (I/O,
+// disk space, a wheel missing from the store), hash_mismatch (a blob whose
+// bytes are not the resolution's), the wheel codes, install_conflict, and
+// a sealed env that fails verification (its verify code).
+func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) {
+	jobs := req.Jobs
+	if jobs < 1 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	emit := func(e Event) {
+		if req.Events != nil {
+			req.Events(e)
+		}
+	}
+	emit(Event{Stage: "probe"})
+	in := req.Interpreter
+	if in == nil {
+		var err error
+		if in, err = ProbeInterpreter(ctx, req.Python); err != nil {
+			return nil, err
+		}
+	}
+	if err := in.CheckPlatform(req.Platform); err != nil {
+		return nil, err
+	}
+	l, err := LayoutFor(req.Platform)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "cannot materialize locally")
+	}
+	s, err := sealInputs(req, in, l)
+	if err != nil {
+		return nil, err
+	}
+	envs := filepath.Join(st.Home(), EnvsDir)
+	dir := filepath.Join(envs, s.Materialization.Digest.Hex())
+
+	unlockStore, err := st.LockShared(ctx) // gc must not remove blobs under us
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store")
+	}
+	defer unlockStore()
+	emit(Event{Stage: "lock"})
+	unlock, err := lockFile(ctx, filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	if _, err := os.Lstat(seal.SealPath(dir)); err == nil {
+		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs})
+		if err != nil {
+			return nil, err
+		}
+		emit(Event{Stage: "reused"})
+		return &Result{Dir: dir, Digest: rep.Digest, TreeDigest: rep.TreeDigest, Reused: true, Seal: rep.Seal}, nil
+	}
+	// No seal: whatever is at dir or beside it is debris of a crash.
+	for _, p := range []string{dir, seal.IndexPath(dir)} {
+		if err := removeTree(p); err != nil {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the unsealed debris %s; remove it by hand", p)
+		}
+	}
+	_, _ = st.CleanStaging(ctx)
+
+	stg, err := st.Stage("env-" + s.Materialization.Digest.Hex()[:16])
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create a staging directory in the store")
+	}
+	defer func() {
+		if err := stg.Release(); err != nil {
+			_ = removeTree(stg.Path)
+		}
+	}()
+	staging := filepath.Join(stg.Path, "env")
+	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
+	if err := build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res); err != nil {
+		if ctx.Err() != nil && refusal.CodeOf(err) == "" {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, ctx.Err(), "interrupted; nothing was sealed")
+		}
+		return nil, err
+	}
+	emit(Event{Stage: "done"})
+	return res, nil
+}
+
+// sealInputs fills the seal's materialization and resolution parts.
+func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
+	pk := make([]digest.ResolvedPackage, len(req.Resolution.Packages))
+	s := &seal.Seal{Format: seal.Format, Tool: buildinfo.Tool()}
+	for i, w := range req.Resolution.Packages {
+		pk[i] = digest.ResolvedPackage{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256}
+		s.Resolution.Packages = append(s.Resolution.Packages, seal.Package{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size})
+	}
+	rd, err := digest.ResolutionDigest(pk)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.LockInvalid, err, "the resolution cannot be hashed")
+	}
+	pid := req.Platform.ID()
+	if req.Resolution.Platform != "" && req.Resolution.Platform != pid {
+		return nil, refusal.New(refusal.PlatformUnsupported, "the resolution is for %s, not %s; resolve the lock for this platform", req.Resolution.Platform, pid)
+	}
+	di := digest.Interpreter{Path: in.Path, Version: in.Version}
+	md, err := digest.LocalMaterializationDigest(pid, di, rd, req.Root)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the materialization digest cannot be computed")
+	}
+	s.Resolution.Digest, s.Resolution.Platform = rd, pid
+	s.Materialization = seal.Materialization{Digest: md, Platform: pid, Interpreter: di, Resolution: rd}
+	if req.Root != nil {
+		s.Materialization.Root = &seal.Root{Name: req.Root.Name, Version: req.Root.Version, SHA256: req.Root.SHA256}
+	}
+	s.Env = seal.Env{Python: l.Python, SitePackages: l.SitePackages, Compiled: !req.NoCompile}
+	return s, nil
+}
+
+// build does the work of Create in staging, then commits it to dir.
+func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result) error {
+	t0 := time.Now()
+	emit(Event{Stage: "install"})
+	wheels, err := openWheels(ctx, st, req.Resolution, jobs)
+	defer closeAll(wheels)
+	if err != nil {
+		return err
+	}
+	if err := checkDisk(filepath.Dir(staging), wheels, !req.NoCompile); err != nil {
+		return err
+	}
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
+	}
+	if err := writeVenv(staging, dir, in, l); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv")
+	}
+	ins := newInstaller(staging, dir, l)
+	ins.reserve("pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)
+	if err := installAll(ctx, ins, wheels, jobs, emit); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	res.Timings.Install = t1.Sub(t0)
+	if !req.NoCompile {
+		emit(Event{Stage: "compile"})
+		if err := compileBytecode(ctx, staging, dir, l, jobs); err != nil {
+			return err
+		}
+	}
+	t2 := time.Now()
+	res.Timings.Compile = t2.Sub(t1)
+	emit(Event{Stage: "seal"})
+	if s.Interpreter, err = interpreterIdentity(in); err != nil {
+		return err
+	}
+	ix, err := seal.Freeze(ctx, staging, ins.known, jobs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := seal.Commit(staging, dir, s, ix); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env")
+	}
+	res.Timings.Seal = time.Since(t2)
+	res.TreeDigest, res.Seal = s.Tree.Digest, s
+	return nil
+}
+
+func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
+	id, err := seal.IdentityOf(in.Path)
+	if err != nil {
+		return seal.Interpreter{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
+	}
+	out := seal.Interpreter{FileIdentity: id, Version: in.Version, Implementation: in.Implementation}
+	if in.LibPython != "" {
+		lid, err := seal.IdentityOf(in.LibPython)
+		if err != nil {
+			return seal.Interpreter{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter's libpython")
+		}
+		out.LibPython = &lid
+	}
+	return out, nil
+}
+
+// openWheels checks each blob's sha256 against the resolution and opens it.
+func openWheels(ctx context.Context, st *store.Store, res lockfile.Resolution, jobs int) ([]opened, error) {
+	ws := make([]opened, len(res.Packages))
+	err := parallel(ctx, len(ws), jobs, func(i int) error {
+		p := res.Packages[i]
+		path := st.Path(p.SHA256)
+		sum, _, err := digest.HashFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return refusal.New(refusal.MaterializeFailed, "%s (%s) is not in the store; run cruxprov fetch first", p.Filename, p.SHA256)
+		}
+		if err != nil {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot read %s from the store", p.Filename)
+		}
+		if got := digest.FromBytes(sum[:]); got != p.SHA256 {
+			return refusal.New(refusal.HashMismatch, "the store's blob for %s hashes to %s, not %s; run cruxprov gc and fetch again", p.Filename, got, p.SHA256)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot open %s from the store", p.Filename)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot stat %s in the store", p.Filename)
+		}
+		w, err := wheel.OpenReader(f, fi.Size(), p.Filename)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if w.Filename().Name != p.Name {
+			f.Close()
+			return refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
+		}
+		ws[i] = opened{w, f}
+		return nil
+	})
+	return ws, err
+}
+
+// opened is a wheel and the store file it reads (OpenReader does not own it).
+type opened struct {
+	w *wheel.Wheel
+	f *os.File
+}
+
+func closeAll(ws []opened) {
+	for _, o := range ws {
+		if o.f != nil {
+			o.f.Close()
+		}
+	}
+}
+
+// installAll installs the wheels in parallel.
+func installAll(ctx context.Context, ins *installer, ws []opened, jobs int, emit func(Event)) error {
+	return parallel(ctx, len(ws), jobs, func(i int) error {
+		emit(Event{Stage: "wheel", Name: ws[i].w.Filename().String()})
+		return ins.installWheel(ctx, ws[i].w)
+	})
+}
+
+// parallel runs fn(0..n-1) on at most jobs goroutines; the first error
+// (by index) wins and cancels the rest.
+func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(jobs, 1))
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(i); err != nil {
+				errs[i] = err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// checkDisk refuses when the file system holding dir has less free space
+// than the wheels unpack to (plus bytecode when compiling).
+func checkDisk(dir string, ws []opened, compile bool) error {
+	var need int64
+	for _, o := range ws {
+		for _, f := range o.w.Files() {
+			need += f.Size + 512 // a little for the inode and the block tail
+		}
+	}
+	if compile {
+		need += need / 2
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
+	}
+	if free := int64(sfs.Bavail) * sfs.Bsize; free < need {
+		return refusal.New(refusal.MaterializeFailed, "%s has %d MiB free but the env needs about %d MiB; free some space (cruxprov gc) and retry", dir, free>>20, need>>20)
+	}
+	return nil
+}
+
+// lockFile takes an exclusive flock on path, polling so that ctx cancels.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)
+	}
+	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock %s", path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, refusal.Wrap(refusal.MaterializeFailed, ctx.Err(), "interrupted while waiting for another process creating the same env")
+		case <-time.After(delay):
+		}
+	}
+}
+
+// removeTree removes p (a file or a tree, possibly read-only); a missing p
+// is fine.
+func removeTree(p string) error {
+	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err := os.RemoveAll(p); err == nil {
+		return nil
+	}
+	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(q, 0o755)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
+}

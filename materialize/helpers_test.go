@@ -1,0 +1,138 @@
+package materialize
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// realPython is the real interpreter the tests build envs on (python3 on
+// PATH is a pyenv shim; the env links to the real binary either way).
+const realPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+
+var (
+	hostOnce sync.Once
+	hostPlat *platform.Platform
+	hostIn   *Interpreter
+	hostErr  error
+)
+
+// host returns the platform and interpreter of realPython, probed once.
+func host(t testing.TB) (*platform.Platform, *Interpreter) {
+	t.Helper()
+	if _, err := os.Stat(realPython); err != nil {
+		t.Skipf("no %s here", realPython)
+	}
+	hostOnce.Do(func() {
+		ctx := context.Background()
+		hostPlat, hostErr = platform.Host(ctx, realPython)
+		if hostErr == nil {
+			hostIn, hostErr = ProbeInterpreter(ctx, realPython)
+		}
+	})
+	if hostErr != nil {
+		t.Fatal(hostErr)
+	}
+	return hostPlat, hostIn
+}
+
+// files is a wheel's content: member name → data; a name ending in "*"
+// is written executable (the "*" is dropped).
+type files map[string]string
+
+// buildWheel writes a deterministic wheel of dist==version with files plus
+// WHEEL and METADATA, and returns its bytes.
+func buildWheel(t testing.TB, filename string, fs files) []byte {
+	t.Helper()
+	fn, err := wheel.ParseFilename(filename)
+	if err != nil {
+		t.Fatal(err)
+	}
+	di := fn.Distribution + "-" + fn.Version + ".dist-info/"
+	var es []wheel.Entry
+	names := make([]string, 0, len(fs))
+	for n := range fs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	hasWheel := false
+	for _, n := range names {
+		e := wheel.Entry{Name: n, Data: []byte(fs[n])}
+		if n[len(n)-1] == '*' {
+			e.Name, e.Mode = n[:len(n)-1], 0o755
+		}
+		if e.Name == di+"WHEEL" {
+			hasWheel = true
+		}
+		es = append(es, e)
+	}
+	if !hasWheel {
+		es = append(es, wheel.Entry{Name: di + "WHEEL", Data: []byte("Wheel-Version: 1.0\nGenerator: cruxprov-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")})
+	}
+	es = append(es, wheel.Entry{Name: di + "METADATA", Data: []byte("Metadata-Version: 2.1\nName: " + fn.Distribution + "\nVersion: " + fn.Version + "\n")})
+	var buf bytes.Buffer
+	if err := wheel.Write(&buf, filename, es); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// putWheel stores a wheel's bytes and returns its resolved form.
+func putWheel(t testing.TB, st *store.Store, filename string, b []byte) lockfile.ResolvedWheel {
+	t.Helper()
+	fn, err := wheel.ParseFilename(filename)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum(b)
+	if err := st.Put(context.Background(), d, int64(len(b)), bytes.NewReader(b)); err != nil {
+		t.Fatal(err)
+	}
+	return lockfile.ResolvedWheel{Name: fn.Name, Version: fn.Version, Filename: filename, Size: int64(len(b)), SHA256: d}
+}
+
+// newStore opens a store in a fresh temp dir.
+func newStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeTree(st.Home()) })
+	return st
+}
+
+// request is a host request over wheels.
+func request(t testing.TB, ws ...lockfile.ResolvedWheel) Request {
+	p, in := host(t)
+	res := lockfile.Resolution{Platform: p.ID(), Packages: ws}
+	res.Sort()
+	return Request{Platform: p, Interpreter: in, Resolution: res, NoCompile: true}
+}
+
+// runPython runs the env's python with args and returns its output.
+func runPython(t testing.TB, env string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(env, "bin", "python"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s/bin/python %v: %v\n%s", env, args, err, out)
+	}
+	return string(out)
+}
+
+// execOut runs a program of the env and returns its combined output.
+func execOut(prog, env string) (string, error) {
+	out, err := exec.Command(prog).CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,429 @@
+package materialize
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/csv"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Installer is the name written to every dist-info's INSTALLER file.
+const Installer = "cruxprov"
+
+// installer installs wheels into one staging env; it is safe for
+// concurrent use by one goroutine per wheel.
+type installer struct {
+	root   string // the staging directory
+	l      Layout
+	python string // the env's python as scripts name it: <final>/bin/python
+
+	mu     sync.Mutex
+	claims map[string]claim      // env-relative path → who wrote it with which bytes
+	known  map[string]seal.Known // env-relative path → size and sha256 written
+	dirs   map[string]bool       // directories known to exist
+}
+
+type claim struct {
+	sum   [32]byte
+	owner string
+}
+
+func newInstaller(root, final string, l Layout) *installer {
+	return &installer{
+		root:   root,
+		l:      l,
+		python: final + "/bin/python",
+		claims: map[string]claim{},
+		known:  map[string]seal.Known{},
+		dirs:   map[string]bool{},
+	}
+}
+
+// reserve claims the venv's own paths so that no wheel overwrites them.
+func (ins *installer) reserve(paths ...string) {
+	for _, p := range paths {
+		ins.claims[p] = claim{owner: "the venv itself"}
+	}
+}
+
+// take claims rel for owner with content sum. It reports whether the
+// caller must write the file (false: identical bytes are already there).
+func (ins *installer) take(rel string, sum [32]byte, owner string) (bool, error) {
+	ins.mu.Lock()
+	defer ins.mu.Unlock()
+	c, ok := ins.claims[rel]
+	if !ok {
+		ins.claims[rel] = claim{sum: sum, owner: owner}
+		return true, nil
+	}
+	if c.sum == sum && c.owner != "the venv itself" {
+		return false, nil
+	}
+	return false, refusal.New(refusal.InstallConflict, "%s and %s both write %s with different bytes; the resolution cannot be installed as one env", c.owner, owner, rel)
+}
+
+func (ins *installer) record(rel string, size int64, sum [32]byte) {
+	ins.mu.Lock()
+	ins.known[rel] = seal.Known{Size: size, SHA256: sum}
+	ins.mu.Unlock()
+}
+
+// mkdirFor creates the parent directories of rel.
+func (ins *installer) mkdirFor(rel string) error {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return nil
+	}
+	ins.mu.Lock()
+	ok := ins.dirs[dir]
+	ins.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(ins.root, filepath.FromSlash(dir)), 0o755); err != nil {
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
+			return refusal.Wrap(refusal.InstallConflict, err, "%s is a directory for one wheel and a file for another", dir)
+		}
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s in the env; check the store's disk", dir)
+	}
+	ins.mu.Lock()
+	for d := dir; d != "." && !ins.dirs[d]; d = path.Dir(d) {
+		ins.dirs[d] = true
+	}
+	ins.mu.Unlock()
+	return nil
+}
+
+// create opens rel for writing, exclusively.
+func (ins *installer) create(rel string, exec bool) (*os.File, error) {
+	if err := ins.mkdirFor(rel); err != nil {
+		return nil, err
+	}
+	mode := os.FileMode(0o644)
+	if exec {
+		mode = 0o755
+	}
+	f, err := os.OpenFile(filepath.Join(ins.root, filepath.FromSlash(rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, refusal.Wrap(refusal.InstallConflict, err, "%s is written twice (a file and a directory?)", rel)
+		}
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+	}
+	return f, nil
+}
+
+// writeBytes writes b to rel (claimed already).
+func (ins *installer) writeBytes(rel string, b []byte, exec bool) error {
+	f, err := ins.create(rel, exec)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+	}
+	ins.record(rel, int64(len(b)), sha256.Sum256(b))
+	return nil
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// row is one line of a regenerated RECORD.
+type row struct {
+	path string // relative to site-packages, as pip writes it
+	hash string // "sha256=<urlsafe b64 nopad>" or ""
+	size string
+}
+
+// installWheel installs the wheel whose bytes are at blob (its file name
+// is filename) into the env per the binary distribution format spec.
+func (ins *installer) installWheel(ctx context.Context, w *wheel.Wheel) error {
+	fn := w.Filename()
+	owner := fn.String()
+	distInfo := w.DistInfo()
+	dataDir := w.DataDir()
+	eps, err := w.EntryPoints()
+	if err != nil {
+		return err
+	}
+	scripts := map[string]bool{}
+	for _, g := range []string{"console_scripts", "gui_scripts"} {
+		for _, ep := range eps[g] {
+			scripts[ep.Name] = true
+		}
+	}
+	headers := "include/site/python" + ins.l.PythonVer + "/" + strings.ReplaceAll(fn.Distribution, "_", "-")
+	var rows []row
+	err = w.Extract(ctx, func(f wheel.File, r io.Reader) error {
+		if f.Name == distInfo+"/RECORD" {
+			return nil // regenerated below
+		}
+		rel, isScript, err := ins.dest(f.Name, dataDir, headers)
+		if err != nil {
+			return err
+		}
+		if isScript && scripts[scriptBase(path.Base(rel))] {
+			return nil // a setuptools wrapper for an entry point pip would generate: pip skips it too
+		}
+		exec := f.Mode&0o111 != 0
+		var sum [32]byte
+		var size int64
+		if isScript {
+			b, err := readAllBounded(r, f.Size)
+			if err != nil {
+				return err
+			}
+			b = ins.fixShebang(b)
+			sum, size = sha256.Sum256(b), int64(len(b))
+			write, err := ins.take(rel, sum, owner)
+			if err != nil {
+				return err
+			}
+			if write {
+				if err := ins.writeBytes(rel, b, exec); err != nil {
+					return err
+				}
+			}
+		} else {
+			if f.SHA256.IsZero() {
+				return refusal.New(refusal.RecordMissing, "%s: %s has no RECORD hash", owner, f.Name)
+			}
+			hb, _ := hex.DecodeString(f.SHA256.Hex())
+			copy(sum[:], hb)
+			size = f.Size
+			write, err := ins.take(rel, sum, owner)
+			if err != nil {
+				return err
+			}
+			if write {
+				if err := ins.copyFile(rel, r, exec); err != nil {
+					return err
+				}
+				ins.record(rel, size, sum)
+			}
+		}
+		rows = append(rows, row{recordPath(ins.l, rel), recordHash(sum), strconv.FormatInt(size, 10)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, g := range []string{"console_scripts", "gui_scripts"} {
+		for _, ep := range eps[g] {
+			r, err := ins.entryPointScript(owner, ep)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, r)
+		}
+	}
+	inst := []byte(Installer + "\n")
+	instRel := ins.l.SitePackages + "/" + distInfo + "/INSTALLER"
+	if _, err := ins.take(instRel, sha256.Sum256(inst), owner); err != nil {
+		return err
+	}
+	if err := ins.writeBytes(instRel, inst, false); err != nil {
+		return err
+	}
+	rows = append(rows, row{distInfo + "/INSTALLER", recordHash(sha256.Sum256(inst)), strconv.Itoa(len(inst))})
+	rows = append(rows, row{path: distInfo + "/RECORD"})
+	rec := formatRecord(rows)
+	recRel := ins.l.SitePackages + "/" + distInfo + "/RECORD"
+	if _, err := ins.take(recRel, sha256.Sum256(rec), owner); err != nil {
+		return err
+	}
+	return ins.writeBytes(recRel, rec, false)
+}
+
+// copyFile streams a verified member to rel; the verifying reader fails at
+// the end of a member whose bytes differ from RECORD.
+func (ins *installer) copyFile(rel string, r io.Reader, exec bool) error {
+	f, err := ins.create(rel, exec)
+	if err != nil {
+		return err
+	}
+	bp := copyBufs.Get().(*[]byte)
+	_, err = io.CopyBuffer(onlyWriter{f}, r, *bp)
+	copyBufs.Put(bp)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = refusal.Wrap(refusal.MaterializeFailed, cerr, "cannot write %s in the env; check the store's disk", rel)
+	}
+	if err != nil {
+		if refusal.CodeOf(err) == "" {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+		}
+		return err
+	}
+	return nil
+}
+
+// onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
+type onlyWriter struct{ w io.Writer }
+
+func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
+
+// dest maps an archive member to its env-relative path per the wheel spec:
+// <name>.data/<scheme>/… to the scheme's directory, everything else to
+// site-packages (purelib and platlib are one directory in a venv).
+func (ins *installer) dest(name, dataDir, headers string) (rel string, script bool, err error) {
+	if dataDir == "" || !strings.HasPrefix(name, dataDir+"/") {
+		return ins.l.SitePackages + "/" + name, false, nil
+	}
+	scheme, sub, ok := strings.Cut(name[len(dataDir)+1:], "/")
+	if !ok || sub == "" {
+		return "", false, refusal.New(refusal.WheelInvalid, "member %s is not inside a scheme directory of %s; rebuild the wheel", name, dataDir)
+	}
+	switch scheme {
+	case "purelib", "platlib":
+		return ins.l.SitePackages + "/" + sub, false, nil
+	case "scripts":
+		return ins.l.Bin + "/" + sub, true, nil
+	case "headers":
+		return headers + "/" + sub, false, nil
+	case "data":
+		first, _, _ := strings.Cut(sub, "/")
+		if first == "lib64" {
+			return "", false, refusal.New(refusal.WheelUnsafePath, "member %s would write through the env's lib64 link; rebuild the wheel", name)
+		}
+		return sub, false, nil
+	}
+	return "", false, refusal.New(refusal.WheelInvalid, "member %s uses unknown scheme %q (purelib, platlib, scripts, headers, data); rebuild the wheel", name, scheme)
+}
+
+// scriptBase is the entry point name a setuptools wrapper file stands for
+// (EP, EP.exe, EP-script.py, EP.pya), as pip matches it.
+func scriptBase(name string) string {
+	l := strings.ToLower(name)
+	switch {
+	case strings.HasSuffix(l, ".exe"), strings.HasSuffix(l, ".pya"):
+		return name[:len(name)-4]
+	case strings.HasSuffix(l, "-script.py"):
+		return name[:len(name)-10]
+	}
+	return name
+}
+
+// fixShebang rewrites a first line starting with "#!python" to
+// "#!<env>/bin/python\n", as pip does.
+func (ins *installer) fixShebang(b []byte) []byte {
+	if !bytes.HasPrefix(b, []byte("#!python")) {
+		return b
+	}
+	rest := b[len(b):]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		rest = b[i+1:]
+	}
+	out := make([]byte, 0, len(ins.python)+3+len(rest))
+	out = append(out, "#!"...)
+	out = append(out, ins.python...)
+	out = append(out, '\n')
+	return append(out, rest...)
+}
+
+// scriptTemplate is the launcher pip writes for an entry point (distlib's
+// ScriptMaker template, as vendored by pip 23).
+const scriptTemplate = `# -*- coding: utf-8 -*-
+import re
+import sys
+from %s import %s
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\.pyw|\.exe)?$', '', sys.argv[0])
+    sys.exit(%s())
+`
+
+// shebang is distlib's shebang for the env's python on Linux: simple when
+// it has no space and fits 127 bytes, the /bin/sh exec trampoline otherwise.
+func (ins *installer) shebang() string {
+	exe := ins.python
+	if strings.Contains(exe, " ") {
+		exe = `"` + exe + `"`
+	}
+	if !strings.Contains(exe, " ") && len(exe)+3 <= 127 {
+		return "#!" + exe + "\n"
+	}
+	return "#!/bin/sh\n'''exec' " + exe + " \"$0\" \"$@\"\n' '''\n"
+}
+
+func (ins *installer) entryPointScript(owner string, ep wheel.EntryPoint) (row, error) {
+	if ep.Attr == "" {
+		return row{}, refusal.New(refusal.WheelInvalid, "%s: entry point %q names module %s without a callable; pip refuses it too", owner, ep.Name, ep.Module)
+	}
+	if ep.Name == "." || ep.Name == ".." || strings.ContainsAny(ep.Name, "/\\\x00") {
+		return row{}, refusal.New(refusal.WheelUnsafePath, "%s: entry point name %q is not a file name", owner, ep.Name)
+	}
+	imp, _, _ := strings.Cut(ep.Attr, ".")
+	b := []byte(ins.shebang() + fmt.Sprintf(scriptTemplate, ep.Module, imp, ep.Attr))
+	rel := ins.l.Bin + "/" + ep.Name
+	sum := sha256.Sum256(b)
+	write, err := ins.take(rel, sum, owner)
+	if err != nil {
+		return row{}, err
+	}
+	if write {
+		if err := ins.writeBytes(rel, b, true); err != nil {
+			return row{}, err
+		}
+	}
+	return row{recordPath(ins.l, rel), recordHash(sum), strconv.Itoa(len(b))}, nil
+}
+
+// recordPath is rel relative to site-packages, as pip's RECORD has it.
+func recordPath(l Layout, rel string) string {
+	if strings.HasPrefix(rel, l.SitePackages+"/") {
+		return rel[len(l.SitePackages)+1:]
+	}
+	up := strings.Repeat("../", strings.Count(l.SitePackages, "/")+1)
+	return up + rel
+}
+
+func recordHash(sum [32]byte) string {
+	return "sha256=" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// formatRecord writes RECORD rows sorted, as pip does (CSV, "\n" lines).
+func formatRecord(rows []row) []byte {
+	slices.SortFunc(rows, func(a, b row) int {
+		if c := strings.Compare(a.path, b.path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.hash, b.hash)
+	})
+	rows = slices.CompactFunc(rows, func(a, b row) bool { return a == b })
+	var buf bytes.Buffer
+	w := csv.NewWriter(&buf)
+	for _, r := range rows {
+		_ = w.Write([]string{r.path, r.hash, r.size})
+	}
+	w.Flush()
+	return buf.Bytes()
+}
+
+// readAllBounded reads a member known to be size bytes (scripts are read
+// whole to rewrite their shebang); the verifying reader's error surfaces.
+func readAllBounded(r io.Reader, size int64) ([]byte, error) {
+	if size > 64<<20 {
+		return nil, refusal.New(refusal.WheelInvalid, "a script of %d bytes is beyond any real wheel's", size)
+	}
+	return io.ReadAll(r)
+}
