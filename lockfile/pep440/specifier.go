@@ -328,6 +328,16 @@ func resolve(p, own Prereleases) Prereleases {
 // operators never match a string that is not a version).
 func (s Specifier) Match(item string, p Prereleases) bool {
 	eff := resolve(p, s.prereleasesProp())
+	if s.op == "===" {
+		// No parse unless the policy needs it: the marker evaluator calls
+		// this on every evaluation of an === clause.
+		if !lowerEqual(item, s.verLower) {
+			return false
+		}
+		if eff != PrereleasesExclude {
+			return true
+		}
+	}
 	v, reason := parse(item)
 	parsed := reason == ""
 	if s.op != "===" && !parsed {
