@@ -1,9 +1,3 @@
-// Package lockfile owns PEP 751 lock files (pylock.toml): strict parsing,
-// the compatibility rules of DESIGN §4, and resolution of a lock for an
-// explicit platform into a Resolution, one wheel per package.
-//
-// It does not fetch anything (index/ and fetch/ do), install anything
-// (materialize/ does), or decide where a lock comes from.
 package lockfile
 
 import (

@@ -1,0 +1,380 @@
+package lockfile
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+const sha = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+const shb = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+func lockOf(body string) []byte {
+	return []byte("lock-version = \"1.0\"\ncreated-by = \"test\"\n" + body)
+}
+
+// good is a small lock with a pure wheel, a platform-specific package and
+// markers on extras and groups.
+var good = `
+requires-python = ">=3.9"
+extras = ["Fast"]
+dependency-groups = ["dev"]
+default-groups = ["dev"]
+
+[[packages]]
+name = "Six"
+version = "1.16.0"
+index = "https://pypi.org/simple"
+wheels = [{ url = "https://files.example/six-1.16.0-py2.py3-none-any.whl", size = 11053, hashes = { sha256 = "` + sha + `" } }]
+
+[[packages]]
+name = "numpy"
+version = "1.26.4"
+marker = "python_version >= '3.9'"
+[[packages.wheels]]
+url = "https://files.example/numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+hashes = { sha256 = "` + sha + `" }
+[[packages.wheels]]
+url = "https://files.example/numpy-1.26.4-cp312-cp312-macosx_11_0_arm64.whl"
+hashes = { sha256 = "` + shb + `" }
+[[packages.wheels]]
+name = "numpy-1.26.4-cp312-cp312-musllinux_1_1_x86_64.whl"
+path = "wheels/x.whl"
+hashes = { SHA256 = "` + shb + `", sha256 = "` + strings.ToUpper(shb) + `" }
+
+[[packages]]
+name = "uvloop"
+version = "0.19.0"
+marker = "sys_platform != 'win32' and 'fast' in extras"
+wheels = [{ url = "https://files.example/uvloop-0.19.0-cp312-cp312-manylinux_2_17_x86_64.whl", hashes = { sha256 = "` + sha + `" } }]
+
+[[packages]]
+name = "pytest"
+version = "8.0"
+marker = "'dev' in dependency_groups"
+wheels = [{ url = "https://files.example/pytest-8.0.0-py3-none-any.whl", hashes = { sha256 = "` + sha + `" } }]
+
+[[packages]]
+name = "local"
+version = "1.0+cpu"
+wheels = [{ url = "https://files.example/a/local-1.0%2Bcpu-py3-none-any.whl?x=1#frag", hashes = { sha256 = "` + sha + `" } }]
+
+[tool.uv]
+anything = { goes = [1, "two"] }
+[[packages.tool.pdm]]
+`
+
+func mustParse(t *testing.T, body string) *Lock {
+	t.Helper()
+	l, _, err := Parse(lockOf(body))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return l
+}
+
+func preset(t testing.TB, name string) *platform.Platform {
+	t.Helper()
+	p, err := platform.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseGood(t *testing.T) {
+	l, warns, err := Parse(lockOf(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) != 0 {
+		t.Errorf("warnings: %v", warns)
+	}
+	if l.Packages[0].Name != "six" || l.Packages[3].Version != "8.0" || l.Extras[0] != "fast" {
+		t.Errorf("normalization: %+v", l.Packages[0])
+	}
+	if w := l.Packages[4].Wheels[0]; w.Name != "local-1.0+cpu-py3-none-any.whl" {
+		t.Errorf("url name not percent-decoded: %q", w.Name)
+	}
+	if w := l.Packages[1].Wheels[2]; w.Name != "numpy-1.26.4-cp312-cp312-musllinux_1_1_x86_64.whl" || w.SHA256() != shb {
+		t.Errorf("explicit name / hash: %q %q", w.Name, w.SHA256())
+	}
+	if *l.Packages[0].Wheels[0].Size != 11053 || l.Packages[0].Index != "https://pypi.org/simple" {
+		t.Errorf("size/index: %+v", l.Packages[0])
+	}
+}
+
+func TestParseWarnings(t *testing.T) {
+	data := []byte(strings.Replace(string(lockOf(good)), `"1.0"`, `"1.3"`, 1) + "\nfuture = 1\n")
+	data = []byte(strings.Replace(string(data), "name = \"Six\"", "name = \"Six\"\nnew-key = true", 1))
+	_, warns, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, w := range warns {
+		keys = append(keys, w.Key)
+	}
+	got := strings.Join(keys, " ")
+	for _, want := range []string{"lock-version", "packages.new-key"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q lack %q", got, want)
+		}
+	}
+	if strings.Contains(got, "tool") {
+		t.Errorf("tool tables must be ignored: %q", got)
+	}
+}
+
+func TestParseRefusals(t *testing.T) {
+	wheel := func(extra string) string {
+		return `wheels = [{ url = "https://x/six-1.0-py3-none-any.whl", hashes = { sha256 = "` + sha + `" }` + extra + ` }]`
+	}
+	pkg := func(lines ...string) string {
+		return "[[packages]]\nname = \"six\"\nversion = \"1.0\"\n" + strings.Join(lines, "\n") + "\n"
+	}
+	for name, tc := range map[string]struct {
+		data []byte
+		code refusal.Code
+	}{
+		"bad toml":             {lockOf("packages = [\n"), refusal.LockInvalid},
+		"wrong type":           {[]byte("lock-version = 1\ncreated-by = \"x\"\npackages = []\n"), refusal.LockInvalid},
+		"no lock-version":      {[]byte("created-by = \"x\"\npackages = []\n"), refusal.LockInvalid},
+		"bad lock-version":     {[]byte("lock-version = \"one\"\ncreated-by = \"x\"\npackages = []\n"), refusal.LockInvalid},
+		"lock-version 2":       {[]byte("lock-version = \"2.0\"\ncreated-by = \"x\"\npackages = []\n"), refusal.LockVersionUnsupported},
+		"lock-version 2 shape": {[]byte("lock-version = \"2.0\"\ncreated-by = \"x\"\npackages = \"new\"\n"), refusal.LockVersionUnsupported},
+		"no created-by":        {[]byte("lock-version = \"1.0\"\npackages = []\n"), refusal.LockInvalid},
+		"no packages":          {lockOf(""), refusal.LockInvalid},
+		"packages not array":   {lockOf("packages = 3\n"), refusal.LockInvalid},
+		"bad requires-python":  {lockOf("requires-python = \">=3.x\"\npackages = []\n"), refusal.LockInvalid},
+		"bad environment":      {lockOf("environments = [\"sys_platform ==\"]\npackages = []\n"), refusal.LockInvalid},
+		"bad extra":            {lockOf("extras = [\"-x\"]\npackages = []\n"), refusal.LockInvalid},
+		"no name":              {lockOf("[[packages]]\nversion = \"1\"\n"), refusal.LockInvalid},
+		"bad name":             {lockOf("[[packages]]\nname = \"-six\"\n"), refusal.LockInvalid},
+		"bad version":          {lockOf("[[packages]]\nname = \"six\"\nversion = \"one\"\n"), refusal.LockInvalid},
+		"bad marker":           {lockOf(pkg(`marker = "os_name =="`, wheel(""))), refusal.LockInvalid},
+		"bad pkg requires":     {lockOf(pkg(`requires-python = "~=3"`, wheel(""))), refusal.LockInvalid},
+		"wheels and archive":   {lockOf(pkg(wheel(""), `archive = { url = "https://x/six.tar.gz" }`)), refusal.LockInvalid},
+		"sdist and vcs":        {lockOf(pkg(`sdist = { url = "https://x/six-1.0.tar.gz" }`, `vcs = { type = "git", url = "https://x", commit-id = "abc" }`)), refusal.LockInvalid},
+		"vcs and directory":    {lockOf(pkg(`vcs = { type = "git", url = "https://x", commit-id = "abc" }`, `directory = { path = "." }`)), refusal.LockInvalid},
+		"vcs without commit":   {lockOf(pkg(`vcs = { type = "git", url = "https://x" }`)), refusal.LockInvalid},
+		"directory no path":    {lockOf(pkg(`directory = { editable = true }`)), refusal.LockInvalid},
+		"wheel no url/path":    {lockOf(pkg(`wheels = [{ name = "six-1.0-py3-none-any.whl" }]`)), refusal.LockInvalid},
+		"wheel bad name":       {lockOf(pkg(`wheels = [{ url = "https://x/six-1.0.tar.gz" }]`)), refusal.LockInvalid},
+		"wheel unsafe name":    {lockOf(pkg(`wheels = [{ name = "../six-1.0-py3-none-any.whl", url = "https://x/y" }]`)), refusal.LockInvalid},
+		"wheel other package":  {lockOf(pkg(`wheels = [{ url = "https://x/seven-1.0-py3-none-any.whl" }]`)), refusal.LockInvalid},
+		"wheel other version":  {lockOf(pkg(`wheels = [{ url = "https://x/six-1.1-py3-none-any.whl" }]`)), refusal.LockInvalid},
+		"wheel bad tag":        {lockOf(pkg(`wheels = [{ name = "six-1.0-py3-none-a:b.whl", url = "https://x/y" }]`)), refusal.LockInvalid},
+		"bad sha256":           {lockOf(pkg(`wheels = [{ url = "https://x/six-1.0-py3-none-any.whl", hashes = { sha256 = "abc" } }]`)), refusal.LockInvalid},
+		"bad hash hex":         {lockOf(pkg(`wheels = [{ url = "https://x/six-1.0-py3-none-any.whl", hashes = { md5 = "zz" } }]`)), refusal.LockInvalid},
+		"negative size":        {lockOf(pkg(wheel(`, size = -1`))), refusal.LockInvalid},
+		"upload-time string":   {lockOf(pkg(wheel(`, upload-time = "yesterday"`))), refusal.LockInvalid},
+		"hashes not table":     {lockOf(pkg(`wheels = [{ url = "https://x/six-1.0-py3-none-any.whl", hashes = "sha256:abc" }]`)), refusal.LockInvalid},
+		"attestation kind":     {lockOf(pkg(wheel(""), `attestation-identities = [{ repository = "x" }]`)), refusal.LockInvalid},
+		"wheel subdirectory":   {lockOf(pkg(wheel(`, subdirectory = "x"`))), refusal.LockInvalid},
+	} {
+		_, _, err := Parse(tc.data)
+		if !errors.Is(err, tc.code) {
+			t.Errorf("%s: got %v, want %s", name, err, tc.code)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	l := mustParse(t, good)
+	for _, tc := range []struct {
+		platform string
+		opts     Options
+		want     map[string]string // name → filename
+	}{
+		{"cp312-manylinux_2_28_x86_64", Options{}, map[string]string{
+			"six": "six-1.16.0-py2.py3-none-any.whl", "numpy": "numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+			"pytest": "pytest-8.0.0-py3-none-any.whl", "local": "local-1.0+cpu-py3-none-any.whl"}},
+		{"cp312-manylinux_2_28_x86_64", Options{Extras: []string{"FAST"}, Groups: []string{}}, map[string]string{
+			"six": "six-1.16.0-py2.py3-none-any.whl", "numpy": "numpy-1.26.4-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+			"uvloop": "uvloop-0.19.0-cp312-cp312-manylinux_2_17_x86_64.whl", "local": "local-1.0+cpu-py3-none-any.whl"}},
+		{"cp312-macosx_14_0_arm64", Options{}, map[string]string{
+			"six": "six-1.16.0-py2.py3-none-any.whl", "numpy": "numpy-1.26.4-cp312-cp312-macosx_11_0_arm64.whl",
+			"pytest": "pytest-8.0.0-py3-none-any.whl", "local": "local-1.0+cpu-py3-none-any.whl"}},
+		{"cp312-musllinux_1_2_x86_64", Options{}, map[string]string{
+			"six": "six-1.16.0-py2.py3-none-any.whl", "numpy": "numpy-1.26.4-cp312-cp312-musllinux_1_1_x86_64.whl",
+			"pytest": "pytest-8.0.0-py3-none-any.whl", "local": "local-1.0+cpu-py3-none-any.whl"}},
+	} {
+		res, err := Resolve(l, preset(t, tc.platform), tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.platform, err)
+		}
+		got := map[string]string{}
+		for i, p := range res.Packages {
+			got[p.Name] = p.Filename
+			if i > 0 && res.Packages[i-1].Name >= p.Name {
+				t.Errorf("not sorted: %v", res.Packages)
+			}
+		}
+		if len(got) != len(tc.want) {
+			t.Errorf("%s %+v: got %v", tc.platform, tc.opts, got)
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("%s %+v: %s = %q, want %q", tc.platform, tc.opts, k, got[k], v)
+			}
+		}
+		if res.Platform != tc.platform {
+			t.Errorf("platform %q", res.Platform)
+		}
+	}
+	res, _ := Resolve(l, preset(t, "cp312-musllinux_1_2_x86_64"), Options{})
+	for _, p := range res.Packages {
+		if p.Name == "numpy" && (p.SHA256.Hex() != shb || p.URL != "") {
+			t.Errorf("musl numpy: %+v", p)
+		}
+		if p.Name == "six" && (p.Size != 11053 || p.Version != "1.16.0" || p.URL == "") {
+			t.Errorf("six: %+v", p)
+		}
+	}
+}
+
+func TestResolveRefusals(t *testing.T) {
+	w := func(file, hash string) string {
+		h := ""
+		if hash != "" {
+			h = `, hashes = { sha256 = "` + hash + `" }`
+		}
+		return `wheels = [{ url = "https://x/` + file + `"` + h + ` }]`
+	}
+	p312 := "cp312-manylinux_2_28_x86_64"
+	for name, tc := range map[string]struct {
+		body, platform string
+		code           refusal.Code
+		mention        string
+	}{
+		"requires-python":     {"requires-python = \">=3.13\"\npackages = []\n", p312, refusal.PlatformUnsupported, "3.13"},
+		"environments":        {"environments = [\"sys_platform == 'darwin'\", \"sys_platform == 'win32'\"]\npackages = []\n", p312, refusal.PlatformUnsupported, "darwin"},
+		"pkg requires-python": {"[[packages]]\nname = \"ex\"\nversion = \"1\"\nrequires-python = \">=99\"\n" + w("ex-1-py3-none-any.whl", sha), p312, refusal.PlatformUnsupported, "ex"},
+		"duplicate": {"[[packages]]\nname = \"ini\"\nversion = \"1\"\n" + w("ini-1-py3-none-any.whl", sha) +
+			"\n[[packages]]\nname = \"INI\"\nversion = \"2\"\nmarker = \"os_name == 'posix'\"\n" + w("ini-2-py3-none-any.whl", sha), p312, refusal.DuplicatePackage, "ini"},
+		"sdist only": {"[[packages]]\nname = \"sd\"\nversion = \"1\"\nsdist = { url = \"https://x/sd-1.tar.gz\", hashes = { sha256 = \"" + sha + "\" } }\n", p312, refusal.SdistNotAllowed, "sd"},
+		"vcs":        {"[[packages]]\nname = \"gitpkg\"\nvcs = { type = \"git\", url = \"https://g/x\", commit-id = \"abc\" }\n", p312, refusal.SourceNotAllowed, "gitpkg"},
+		"directory":  {"[[packages]]\nname = \"dirpkg\"\ndirectory = { path = \"./x\" }\n", p312, refusal.SourceNotAllowed, "dirpkg"},
+		"archive":    {"[[packages]]\nname = \"arc\"\narchive = { url = \"https://x/arc-1-py3-none-any.whl\", hashes = { sha256 = \"" + sha + "\" } }\n", p312, refusal.SourceNotAllowed, "arc"},
+		"no wheels":  {"[[packages]]\nname = \"bare\"\nversion = \"1\"\n", p312, refusal.NoCompatibleWheel, "bare"},
+		"no compatible": {"[[packages]]\nname = \"np\"\nversion = \"1\"\nwheels = [{ url = \"https://x/np-1-cp312-cp312-win_amd64.whl\", hashes = { sha256 = \"" + sha + "\" } }, { url = \"https://x/np-1-cp312-cp312-macosx_11_0_arm64.whl\", hashes = { sha256 = \"" + sha + "\" } }]\n",
+			p312, refusal.NoCompatibleWheel, "cp312-cp312-win_amd64, cp312-cp312-macosx_11_0_arm64"},
+		"linux only":   {"[[packages]]\nname = \"t\"\nversion = \"1\"\n" + w("t-1-cp312-cp312-linux_x86_64.whl", sha), p312, refusal.NoCompatibleWheel, "linux_x86_64"},
+		"newer glibc":  {"[[packages]]\nname = \"t\"\nversion = \"1\"\n" + w("t-1-cp312-cp312-manylinux_2_34_x86_64.whl", sha), p312, refusal.NoCompatibleWheel, "manylinux_2_34"},
+		"hash missing": {"[[packages]]\nname = \"nh\"\nversion = \"1\"\n" + w("nh-1-py3-none-any.whl", ""), p312, refusal.HashMissing, "nh"},
+		"sha512 only":  {"[[packages]]\nname = \"nh\"\nversion = \"1\"\nwheels = [{ url = \"https://x/nh-1-py3-none-any.whl\", hashes = { sha512 = \"ab\" } }]\n", p312, refusal.HashMissing, "nh"},
+		"older python": {"[[packages]]\nname = \"t\"\nversion = \"1\"\n" + w("t-1-cp313-cp313-manylinux_2_17_x86_64.whl", sha), p312, refusal.NoCompatibleWheel, "cp313"},
+		"abi3 too new": {"[[packages]]\nname = \"t\"\nversion = \"1\"\n" + w("t-1-cp313-abi3-manylinux_2_17_x86_64.whl", sha), p312, refusal.NoCompatibleWheel, "abi3"},
+	} {
+		l, _, err := Parse(lockOf(tc.body))
+		if err != nil {
+			t.Fatalf("%s: Parse: %v", name, err)
+		}
+		_, err = Resolve(l, preset(t, tc.platform), Options{})
+		if !errors.Is(err, tc.code) {
+			t.Errorf("%s: got %v, want %s", name, err, tc.code)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("%s: detail %q does not name %q", name, err, tc.mention)
+		}
+	}
+}
+
+func TestResolveChoices(t *testing.T) {
+	body := `[[packages]]
+name = "t"
+version = "1"
+wheels = [
+  { url = "https://x/t-1-py3-none-any.whl", hashes = { sha256 = "` + sha + `" } },
+  { url = "https://x/t-1-cp39-abi3-manylinux_2_17_x86_64.whl", hashes = { sha256 = "` + sha + `" } },
+  { url = "https://x/t-1-cp312-cp312-manylinux_2_17_x86_64.whl", hashes = { sha256 = "` + sha + `" } },
+  { url = "https://x/t-1-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = { sha256 = "` + sha + `" } },
+  { url = "https://x/t-1-cp312-cp312-linux_x86_64.whl", hashes = { sha256 = "` + sha + `" } },
+  { url = "https://x/t-1-cp311-cp311-manylinux_2_17_x86_64.whl", hashes = { sha256 = "` + sha + `" } },
+]
+`
+	l := mustParse(t, body)
+	for _, tc := range []struct {
+		platform string
+		linux    bool
+		want     string
+	}{
+		{"cp312-manylinux_2_39_x86_64", false, "t-1-cp312-cp312-manylinux_2_28_x86_64.whl"},
+		{"cp312-manylinux_2_27_x86_64", false, "t-1-cp312-cp312-manylinux_2_17_x86_64.whl"},
+		{"cp312-manylinux_2_27_x86_64", true, "t-1-cp312-cp312-manylinux_2_17_x86_64.whl"},
+		{"cp311-manylinux_2_39_x86_64", false, "t-1-cp311-cp311-manylinux_2_17_x86_64.whl"},
+		{"cp313-manylinux_2_39_x86_64", false, "t-1-cp39-abi3-manylinux_2_17_x86_64.whl"},
+		{"cp313-manylinux_2_39_aarch64", false, "t-1-py3-none-any.whl"},
+		{"cp39-win_amd64", false, "t-1-py3-none-any.whl"},
+	} {
+		res, err := Resolve(l, preset(t, tc.platform), Options{AllowLinuxTags: tc.linux})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Packages[0].Filename; got != tc.want {
+			t.Errorf("%s linux=%v: %s, want %s", tc.platform, tc.linux, got, tc.want)
+		}
+	}
+	only := mustParse(t, "[[packages]]\nname = \"t\"\nversion = \"1\"\nwheels = [{ url = \"https://x/t-1-cp312-cp312-linux_x86_64.whl\", hashes = { sha256 = \""+sha+"\" } }]\n")
+	if _, err := Resolve(only, preset(t, "cp312-manylinux_2_17_x86_64"), Options{AllowLinuxTags: true}); err != nil {
+		t.Errorf("AllowLinuxTags: %v", err)
+	}
+}
+
+func TestResolveAllReport(t *testing.T) {
+	body := `[[packages]]
+name = "a"
+version = "1"
+wheels = [{ url = "https://x/a-1-py3-none-any.whl", hashes = { sha256 = "` + sha + `" } }]
+[[packages]]
+name = "b"
+version = "1"
+marker = "sys_platform == 'linux'"
+wheels = [{ url = "https://x/b-1-cp312-cp312-manylinux_2_17_x86_64.whl", hashes = { sha256 = "` + sha + `" } }]
+`
+	l := mustParse(t, body)
+	ps := []*platform.Platform{preset(t, "cp312-manylinux_2_17_x86_64"), preset(t, "cp312-manylinux_2_17_aarch64"), preset(t, "cp312-win_amd64")}
+	reps, err := ResolveAll(l, ps, Options{})
+	if !errors.Is(err, refusal.NoCompatibleWheel) || !strings.Contains(err.Error(), "aarch64") {
+		t.Errorf("first refusal: %v", err)
+	}
+	if len(reps) != 3 {
+		t.Fatalf("%d reports", len(reps))
+	}
+	if o := reps[0].Packages[1]; o.Wheel == nil || o.Err != nil {
+		t.Errorf("x86_64 b: %+v", o)
+	}
+	if o := reps[1].Packages[1]; o.Wheel != nil || !errors.Is(o.Err, refusal.NoCompatibleWheel) || reps[1].Packages[0].Wheel == nil {
+		t.Errorf("aarch64: %+v", reps[1].Packages)
+	}
+	if o := reps[2].Packages[1]; o.Selected || o.Err != nil {
+		t.Errorf("windows b must be unselected: %+v", o)
+	}
+	if _, err := ResolveAll(l, ps, Options{Extras: []string{"nope"}}); err == nil || refusal.CodeOf(err) != "" {
+		t.Errorf("unknown extra: %v", err)
+	}
+}
+
+func TestResolutionDigest(t *testing.T) {
+	l := mustParse(t, good)
+	p := preset(t, "cp312-manylinux_2_28_x86_64")
+	a, _ := Resolve(l, p, Options{})
+	da, err := a.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := mustParse(t, strings.ReplaceAll(good, "https://files.example/", "https://mirror.internal/pypi/"))
+	b, _ := Resolve(moved, p, Options{})
+	if db, _ := b.Digest(); db != da {
+		t.Errorf("a mirror move changed the digest: %s vs %s", da, db)
+	}
+	c, _ := Resolve(l, preset(t, "cp312-macosx_14_0_arm64"), Options{})
+	if dc, _ := c.Digest(); dc == da {
+		t.Error("different wheels, same digest")
+	}
+}
