@@ -24,8 +24,15 @@ const (
 )
 
 // Specifier is one PEP 440 version clause such as ">=1.0" or "==1.2.*".
+// It is an immutable handle (cheap to copy); the zero Specifier matches
+// nothing and prints as "".
 type Specifier struct {
+	d *specData
+}
+
+type specData struct {
 	op       string  // "~=", "==", "!=", "<=", ">=", "<", ">", "==="
+	opc      uint8   // op as a code (opGE, ...)
 	ver      string  // version text as written, surrounding space removed
 	verLower string  // for ===: ver lower-cased
 	v        Version // the version (the prefix for a wildcard)
@@ -44,7 +51,7 @@ func ParseSpecifier(s string) (Specifier, error) {
 	if reason != "" {
 		return Specifier{}, &ParseError{Input: s, Reason: "invalid specifier: " + reason}
 	}
-	return sp, nil
+	return Specifier{&sp}, nil
 }
 
 func hasPySpace(s string) bool {
@@ -56,8 +63,8 @@ func hasPySpace(s string) bool {
 	return false
 }
 
-func parseSpecifier(in string) (Specifier, string) {
-	var sp Specifier
+func parseSpecifier(in string) (specData, string) {
+	var sp specData
 	t := trimPySpace(in)
 	switch {
 	case strings.HasPrefix(t, "==="):
@@ -69,6 +76,7 @@ func parseSpecifier(in string) (Specifier, string) {
 	default:
 		return sp, "expected an operator (~=, ==, !=, <=, >=, <, >, ===)"
 	}
+	sp.opc = opCode(sp.op)
 	sp.ver = trimPySpace(t[len(sp.op):])
 	if sp.op == "===" {
 		if hasPySpace(sp.ver) || strings.ContainsAny(sp.ver, ";)") {
@@ -141,6 +149,38 @@ func parseSpecifier(in string) (Specifier, string) {
 	return sp, ""
 }
 
+// Operator codes, for a switch without string compares.
+const (
+	opGE uint8 = iota
+	opLE
+	opEQ
+	opNE
+	opLT
+	opGT
+	opCompatible
+	opArbitrary
+)
+
+func opCode(op string) uint8 {
+	switch op {
+	case ">=":
+		return opGE
+	case "<=":
+		return opLE
+	case "==":
+		return opEQ
+	case "!=":
+		return opNE
+	case "<":
+		return opLT
+	case ">":
+		return opGT
+	case "~=":
+		return opCompatible
+	}
+	return opArbitrary
+}
+
 // plainRelease reports whether s is [v]? (N!)? N(.N)* — what may precede ".*".
 func plainRelease(s string) bool {
 	i := 0
@@ -175,24 +215,47 @@ func nextPrefix(v Version, n int) Version {
 }
 
 // String returns the operator and the version as written, e.g. "<2" for "< 2".
-func (s Specifier) String() string { return s.op + s.ver }
+func (s Specifier) String() string {
+	if s.d == nil {
+		return ""
+	}
+	return s.d.op + s.d.ver
+}
 
 // Operator returns the operator, e.g. ">=".
-func (s Specifier) Operator() string { return s.op }
+func (s Specifier) Operator() string {
+	if s.d == nil {
+		return ""
+	}
+	return s.d.op
+}
 
 // Version returns the version text as written (with ".*" for a wildcard).
-func (s Specifier) Version() string { return s.ver }
+func (s Specifier) Version() string {
+	if s.d == nil {
+		return ""
+	}
+	return s.d.ver
+}
 
 // WithPrereleases returns s with an explicit pre-release policy, as
 // pypa/packaging's Specifier(..., prereleases=...).
 func (s Specifier) WithPrereleases(p Prereleases) Specifier {
-	s.pre = p
-	return s
+	if s.d == nil {
+		return s
+	}
+	d := *s.d
+	d.pre = p
+	return Specifier{&d}
 }
 
 // MentionsPrerelease reports whether the clause itself implies that
 // pre-releases are wanted (">=1.0.dev1" does; "!=1.0a1" and "==1.0.*" never do).
 func (s Specifier) MentionsPrerelease() bool {
+	return s.d != nil && s.d.mentionsPrerelease()
+}
+
+func (s *specData) mentionsPrerelease() bool {
 	switch {
 	case s.op == "!=":
 		return false
@@ -205,11 +268,11 @@ func (s Specifier) MentionsPrerelease() bool {
 }
 
 // prereleasesProp is packaging's Specifier.prereleases property.
-func (s *Specifier) prereleasesProp() Prereleases {
+func (s *specData) prereleasesProp() Prereleases {
 	if s.pre != PrereleasesDefault {
 		return s.pre
 	}
-	if s.MentionsPrerelease() {
+	if s.mentionsPrerelease() {
 		return PrereleasesAllow
 	}
 	return PrereleasesDefault
@@ -223,16 +286,12 @@ func cmpPublic(a, b *Version) int {
 	if c := cmpRelease(a, b); c != 0 {
 		return c
 	}
-	la, lb := a.local, b.local
-	a.local, b.local = "", ""
-	c := cmpSuffix(a, b)
-	a.local, b.local = la, lb
-	return c
+	return cmpPrePostDev(a, b)
 }
 
 // inPostFamily reports whether v is s.v itself, a local variant of it, or
 // one of its post-releases (what ">V" excludes).
-func (s *Specifier) inPostFamily(v *Version) bool {
+func (s *specData) inPostFamily(v *Version) bool {
 	if v.epoch != s.v.epoch || cmpRelease(v, &s.v) != 0 || v.pre != s.v.pre || (v.pre != preNone && v.preN != s.v.preN) {
 		return false
 	}
@@ -241,37 +300,35 @@ func (s *Specifier) inPostFamily(v *Version) bool {
 
 // matchVersion reports whether v is in the clause's range, ignoring the
 // pre-release policy. raw is the text to compare for ===.
-func (s *Specifier) matchVersion(v *Version, raw string) bool {
-	switch s.op {
-	case ">=":
-		return Compare(*v, s.v) >= 0
-	case "<=":
+func (s *specData) matchVersion(v *Version, raw string) bool {
+	switch s.opc {
+	case opGE:
+		return compare(v, &s.v) >= 0
+	case opLE:
 		return cmpPublic(v, &s.v) <= 0
-	case "==":
+	case opEQ:
 		return s.matchEqual(v)
-	case "!=":
+	case opNE:
 		return !s.matchEqual(v)
-	case "<":
-		return Compare(*v, s.bound) < 0
-	case ">":
+	case opLT:
+		return compare(v, &s.bound) < 0
+	case opGT:
 		if s.v.hasDev || s.v.hasPost {
-			return Compare(*v, s.bound) >= 0
+			return compare(v, &s.bound) >= 0
 		}
-		return Compare(*v, s.v) > 0 && !s.inPostFamily(v)
-	case "~=":
-		return Compare(*v, s.v) >= 0 && Compare(*v, s.bound) < 0
-	case "===":
-		return lowerEqual(raw, s.verLower)
+		return compare(v, &s.v) > 0 && !s.inPostFamily(v)
+	case opCompatible:
+		return compare(v, &s.v) >= 0 && compare(v, &s.bound) < 0
 	}
-	return false
+	return lowerEqual(raw, s.verLower)
 }
 
-func (s *Specifier) matchEqual(v *Version) bool {
+func (s *specData) matchEqual(v *Version) bool {
 	switch {
 	case s.wildcard:
-		return Compare(*v, s.lo) >= 0 && Compare(*v, s.bound) < 0
+		return compare(v, &s.lo) >= 0 && compare(v, &s.bound) < 0
 	case s.hasLocal:
-		return Compare(*v, s.v) == 0
+		return compare(v, &s.v) == 0
 	}
 	return cmpPublic(v, &s.v) == 0
 }
@@ -305,14 +362,19 @@ func lowerEqual(a, lower string) bool {
 // Contains reports whether v satisfies the clause; prereleases false
 // refuses every pre-release.
 func (s Specifier) Contains(v Version, prereleases bool) bool {
-	if !prereleases && v.IsPrerelease() {
+	if s.d == nil || (!prereleases && v.IsPrerelease()) {
 		return false
 	}
+	return s.d.contains(&v)
+}
+
+// contains matches a version with pre-releases allowed.
+func (s *specData) contains(v *Version) bool {
 	raw := ""
 	if s.op == "===" {
 		raw = v.String()
 	}
-	return s.matchVersion(&v, raw)
+	return s.matchVersion(v, raw)
 }
 
 // resolve turns a call's policy into the effective one, as packaging does.
@@ -327,6 +389,10 @@ func resolve(p, own Prereleases) Prereleases {
 // is any string (=== compares it case-insensitively as written; other
 // operators never match a string that is not a version).
 func (s Specifier) Match(item string, p Prereleases) bool {
+	return s.d != nil && s.d.match(item, p)
+}
+
+func (s *specData) match(item string, p Prereleases) bool {
 	eff := resolve(p, s.prereleasesProp())
 	if s.op == "===" {
 		// No parse unless the policy needs it: the marker evaluator calls
@@ -353,6 +419,13 @@ func (s Specifier) Match(item string, p Prereleases) bool {
 // matching items in order; with the default policy, pre-releases only when
 // no final release matches.
 func (s Specifier) Filter(items []string, p Prereleases) []string {
+	if s.d == nil {
+		return nil
+	}
+	return s.d.filter(items, p)
+}
+
+func (s *specData) filter(items []string, p Prereleases) []string {
 	eff := resolve(p, s.prereleasesProp())
 	if s.op == "===" {
 		var m []string
@@ -433,7 +506,7 @@ func filterParsed(items []string, eff Prereleases, match func(*Version, string) 
 // SpecifierSet is a comma-separated list of clauses, all of which must hold.
 // The empty set matches every version.
 type SpecifierSet struct {
-	specs        []Specifier
+	specs        []specData
 	pre          Prereleases
 	hasArbitrary bool
 }
@@ -465,7 +538,14 @@ func ParseSpecifierSet(s string) (SpecifierSet, error) {
 func quote(s string) string { return "\"" + s + "\"" }
 
 // Specifiers returns the clauses in the order written.
-func (s SpecifierSet) Specifiers() []Specifier { return append([]Specifier(nil), s.specs...) }
+func (s SpecifierSet) Specifiers() []Specifier {
+	out := make([]Specifier, len(s.specs))
+	for i := range s.specs {
+		d := s.specs[i]
+		out[i] = Specifier{&d}
+	}
+	return out
+}
 
 // IsEmpty reports a set with no clauses (it matches everything).
 func (s SpecifierSet) IsEmpty() bool { return len(s.specs) == 0 }
@@ -480,12 +560,12 @@ func (s SpecifierSet) WithPrereleases(p Prereleases) SpecifierSet {
 // String returns the clauses sorted and de-duplicated, comma-joined, as
 // pypa/packaging's str(SpecifierSet): "!=2.0,>1.0".
 func (s SpecifierSet) String() string {
-	specs := append([]Specifier(nil), s.specs...)
+	specs := s.Specifiers()
 	sort.SliceStable(specs, func(i, j int) bool { return specs[i].String() < specs[j].String() })
 	var b strings.Builder
 	var seen []string
 	for i := range specs {
-		key := specs[i].canonicalKey()
+		key := specs[i].d.canonicalKey()
 		dup := false
 		for _, k := range seen {
 			if k == key {
@@ -507,7 +587,7 @@ func (s SpecifierSet) String() string {
 
 // canonicalKey is what two equal clauses share (pypa/packaging's
 // _canonical_spec): "==1.0" and "==1.0.0" are equal, "~=1.0" and "~=1.0.0" not.
-func (s *Specifier) canonicalKey() string {
+func (s *specData) canonicalKey() string {
 	if s.op == "===" || s.wildcard {
 		return s.op + s.ver
 	}
@@ -574,7 +654,7 @@ func (s SpecifierSet) Filter(items []string, p Prereleases) []string {
 	if s.hasArbitrary {
 		var m []string
 		for _, it := range items {
-			if s.Match(it, PrereleasesAllow) {
+			if s.Match(it, PrereleasesAllow) { // all clauses, pre-releases allowed
 				m = append(m, it)
 			}
 		}

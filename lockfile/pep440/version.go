@@ -445,14 +445,6 @@ func (v Version) IsPostrelease() bool { return v.hasPost }
 // IsDevrelease reports a development-release segment.
 func (v Version) IsDevrelease() bool { return v.hasDev }
 
-// relAt returns release component i, 0 past the end.
-func (v *Version) relAt(i int) int {
-	if i < len(v.release) {
-		return v.release[i]
-	}
-	return 0
-}
-
 func cmpInt(a, b int) int {
 	switch {
 	case a < b:
@@ -465,24 +457,37 @@ func cmpInt(a, b int) int {
 
 // Compare orders a and b as PEP 440 does: -1 if a < b, 0 if equal, +1 if
 // a > b. It does not allocate.
-func Compare(a, b Version) int {
-	if c := cmpInt(a.epoch, b.epoch); c != 0 {
+func Compare(a, b Version) int { return compare(&a, &b) }
+
+func compare(a, b *Version) int {
+	if a.epoch != b.epoch {
+		return cmpInt(a.epoch, b.epoch)
+	}
+	if c := cmpRelease(a, b); c != 0 {
 		return c
 	}
-	if c := cmpRelease(&a, &b); c != 0 {
-		return c
-	}
-	return cmpSuffix(&a, &b)
+	return cmpSuffix(a, b)
 }
 
 func cmpRelease(a, b *Version) int {
-	n := len(a.release)
-	if len(b.release) > n {
-		n = len(b.release)
+	ra, rb := a.release, b.release
+	m := len(ra)
+	if len(rb) < m {
+		m = len(rb)
 	}
-	for i := 0; i < n; i++ {
-		if c := cmpInt(a.relAt(i), b.relAt(i)); c != 0 {
-			return c
+	for i := 0; i < m; i++ {
+		if ra[i] != rb[i] {
+			return cmpInt(ra[i], rb[i])
+		}
+	}
+	for _, x := range ra[m:] {
+		if x != 0 {
+			return 1
+		}
+	}
+	for _, x := range rb[m:] {
+		if x != 0 {
+			return -1
 		}
 	}
 	return 0
@@ -502,6 +507,14 @@ func (v *Version) preRank() int {
 
 // cmpSuffix compares everything after the release segment.
 func cmpSuffix(a, b *Version) int {
+	if c := cmpPrePostDev(a, b); c != 0 {
+		return c
+	}
+	return cmpLocal(a.local, b.local)
+}
+
+// cmpPrePostDev compares the pre, post and dev segments.
+func cmpPrePostDev(a, b *Version) int {
 	ra, rb := a.preRank(), b.preRank()
 	if c := cmpInt(ra, rb); c != 0 {
 		return c
@@ -529,10 +542,10 @@ func cmpSuffix(a, b *Version) int {
 		}
 		return 1
 	}
-	if c := cmpInt(a.dev, b.dev); a.hasDev && c != 0 {
-		return c
+	if a.hasDev {
+		return cmpInt(a.dev, b.dev)
 	}
-	return cmpLocal(a.local, b.local)
+	return 0
 }
 
 // cmpLocal orders normalized local labels: none < any; part by part,
