@@ -1,0 +1,364 @@
+// Package fetch owns getting the wheels of a lockfile.Resolution into the
+// store (DESIGN §4, §6): each from the URL its project's page on the
+// pinned index lists (never the lock's URL), in bounded parallel, checked
+// against the lock's sha256 and size while the bytes stream, with retries
+// and backoff on transient failures, or from the store alone (Offline).
+//
+// It does not parse locks or choose wheels (lockfile/ does), speak HTTP
+// itself (index/ does), or lay out the store (store/ does). It never
+// prints: progress goes to Options.Events.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// Options tune a fetch.
+type Options struct {
+	// Jobs bounds concurrent downloads (default DefaultJobs).
+	Jobs int
+	// Offline serves only from the store: a wheel not there is offline_miss.
+	Offline bool
+	// Attempts is how many times a download is tried (default 4).
+	Attempts int
+	// Backoff is the wait before the first retry, doubled each time (default 250ms).
+	Backoff time.Duration
+	// Events, when set, receives progress (from several goroutines at
+	// once; it must be safe for that and quick).
+	Events func(Event)
+}
+
+// DefaultJobs is the default download concurrency: downloads wait on the
+// network and the disk, not the CPU, so a few more than the two cores.
+const DefaultJobs = 6
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of Event, in the order one wheel sees them.
+const (
+	EventPlan     EventKind = "plan"     // Total = bytes to download (sizes from the lock), Count = wheels to download
+	EventCached   EventKind = "cached"   // the wheel is in the store already
+	EventStart    EventKind = "start"    // a download attempt begins; Total = expected size or -1
+	EventProgress EventKind = "progress" // Bytes = bytes of this wheel so far in this attempt
+	EventRetry    EventKind = "retry"    // the attempt failed (Err) and will be retried
+	EventDone     EventKind = "done"     // the wheel is stored
+	EventFailed   EventKind = "failed"   // the wheel could not be fetched (Err)
+)
+
+// Event is one step of a fetch, for progress display. URLs are redacted.
+type Event struct {
+	Kind     EventKind
+	Filename string
+	Bytes    int64
+	Total    int64
+	Count    int
+	Attempt  int
+	Err      error
+}
+
+// Wheel is what happened to one wheel.
+type Wheel struct {
+	Name     string        `json:"name"`
+	Version  string        `json:"version"`
+	Filename string        `json:"filename"`
+	SHA256   digest.Digest `json:"sha256"`
+	Size     int64         `json:"size"`
+	Path     string        `json:"path"`          // the blob in the store
+	Cached   bool          `json:"cached"`        // in the store before this fetch
+	URL      string        `json:"url,omitempty"` // what the index listed (redacted); empty when cached
+	// Yanked is set when the index marks the file yanked: it is fetched
+	// anyway (the lock pinned it) and the change-set names it.
+	Yanked       bool   `json:"yanked,omitempty"`
+	YankedReason string `json:"yanked_reason,omitempty"`
+	Attempts     int    `json:"attempts,omitempty"`
+}
+
+// Report is the outcome of a fetch, one Wheel per package in resolution
+// order; filled in as far as the fetch got, even when it failed.
+type Report struct {
+	Index      string  `json:"index,omitempty"`
+	Wheels     []Wheel `json:"wheels"`
+	Downloaded int     `json:"downloaded"`
+	Bytes      int64   `json:"bytes"` // downloaded bytes
+}
+
+// Fetch gets every wheel of res into st. With opts.Offline, c may be nil
+// and nothing touches the network. The first refusal cancels the rest and
+// is returned; nothing partial or unverified is ever stored.
+func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.Resolution, opts Options) (Report, error) {
+	if opts.Jobs <= 0 {
+		opts.Jobs = DefaultJobs
+	}
+	if opts.Attempts <= 0 {
+		opts.Attempts = 4
+	}
+	if opts.Backoff <= 0 {
+		opts.Backoff = 250 * time.Millisecond
+	}
+	emit := opts.Events
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	rep := Report{Wheels: make([]Wheel, len(res.Packages))}
+	if c != nil {
+		rep.Index = c.BaseURL()
+	}
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer unlock()
+	if _, err := st.CleanStaging(ctx); err != nil {
+		return rep, err
+	}
+
+	var todo []int
+	var planBytes int64
+	seen := map[string]int{}
+	for i, w := range res.Packages {
+		if w.SHA256.IsZero() {
+			return rep, refusal.New(refusal.HashMissing, "%s has no sha256 in the resolution; lock it with hashes", w.Filename)
+		}
+		rep.Wheels[i] = Wheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size, Path: st.Path(w.SHA256)}
+		if ok, size := st.Has(w.SHA256); ok {
+			if w.Size > 0 && size != w.Size {
+				return rep, refusal.New(refusal.SizeMismatch, "%s: the store has %d bytes for %s, the lock says %d; fix the lock's size", w.Filename, size, w.SHA256, w.Size)
+			}
+			rep.Wheels[i].Cached, rep.Wheels[i].Size = true, size
+			emit(Event{Kind: EventCached, Filename: w.Filename, Bytes: size, Total: size})
+			continue
+		}
+		if _, dup := seen[w.SHA256.Hex()]; dup {
+			continue // the same bytes twice: the first download serves both
+		}
+		seen[w.SHA256.Hex()] = i
+		todo = append(todo, i)
+		planBytes += w.Size
+	}
+	if len(todo) == 0 {
+		return rep, nil
+	}
+	if opts.Offline {
+		var names []string
+		for _, i := range todo {
+			names = append(names, res.Packages[i].Filename)
+		}
+		return rep, refusal.New(refusal.OfflineMiss, "%d wheel(s) not in the store %s: %v; fetch them once without --offline", len(names), st.Home(), names)
+	}
+	if c == nil {
+		return rep, errors.New("fetch: no index client and not offline")
+	}
+	emit(Event{Kind: EventPlan, Total: planBytes, Count: len(todo)})
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	// Each project page is fetched once, all of them at once (bounded),
+	// while the downloads of projects already read proceed.
+	pages := map[string]*page{}
+	pageSem := make(chan struct{}, opts.Jobs)
+	for _, i := range todo {
+		name := index.Normalize(res.Packages[i].Name)
+		if pages[name] != nil {
+			continue
+		}
+		p := &page{done: make(chan struct{})}
+		pages[name] = p
+		go func() {
+			defer close(p.done)
+			select {
+			case pageSem <- struct{}{}:
+			case <-ctx.Done():
+				p.err = context.Cause(ctx)
+				return
+			}
+			defer func() { <-pageSem }()
+			p.proj, p.err = c.Project(ctx, name)
+		}()
+	}
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+			cancel(err)
+		}
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, opts.Jobs)
+	for _, i := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := res.Packages[i]
+			p := pages[index.Normalize(w.Name)]
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				return
+			}
+			if p.err != nil {
+				fail(p.err)
+				return
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			out, err := download(ctx, st, c, p.proj, w, opts, emit)
+			mu.Lock()
+			rep.Wheels[i].URL, rep.Wheels[i].Yanked, rep.Wheels[i].YankedReason, rep.Wheels[i].Attempts = out.URL, out.Yanked, out.YankedReason, out.Attempts
+			if err == nil {
+				rep.Downloaded++
+				rep.Bytes += out.Size
+				rep.Wheels[i].Size = out.Size
+			}
+			mu.Unlock()
+			if err != nil {
+				emit(Event{Kind: EventFailed, Filename: w.Filename, Err: err})
+				fail(err)
+				return
+			}
+			emit(Event{Kind: EventDone, Filename: w.Filename, Bytes: out.Size, Total: out.Size})
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return rep, firstErr
+	}
+	if err := context.Cause(ctx); err != nil {
+		return rep, err
+	}
+	// Copies of one blob under two names (the same wheel twice) share it.
+	for i := range rep.Wheels {
+		if j, ok := seen[rep.Wheels[i].SHA256.Hex()]; ok && j != i && !rep.Wheels[i].Cached {
+			rep.Wheels[i].Cached, rep.Wheels[i].Size = true, rep.Wheels[j].Size
+		}
+	}
+	sort.SliceStable(rep.Wheels, func(a, b int) bool { return rep.Wheels[a].Name < rep.Wheels[b].Name })
+	return rep, nil
+}
+
+type page struct {
+	done chan struct{}
+	proj *index.Project
+	err  error
+}
+
+type outcome struct {
+	URL          string
+	Yanked       bool
+	YankedReason string
+	Attempts     int
+	Size         int64
+}
+
+// download finds w on its project's page and stores it, retrying
+// transient failures with backoff.
+func download(ctx context.Context, st *store.Store, c *index.Client, proj *index.Project, w lockfile.ResolvedWheel, opts Options, emit func(Event)) (outcome, error) {
+	f, ok := proj.Find(w.Filename)
+	if !ok {
+		return outcome{}, refusal.New(refusal.FetchFailed, "%s is not listed on %s (index %s); mirror it there or pin an index that has it", w.Filename, proj.URL, c.BaseURL())
+	}
+	out := outcome{URL: index.Redact(f.URL), Yanked: f.Yanked, YankedReason: f.YankedReason}
+	if h := f.SHA256(); h != "" && h != w.SHA256.Hex() {
+		return out, refusal.New(refusal.HashMismatch, "index %s lists %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, h, w.SHA256)
+	}
+	if f.Size > 0 && w.Size > 0 && f.Size != w.Size {
+		return out, refusal.New(refusal.SizeMismatch, "index %s lists %s with %d bytes, the lock says %d; the index serves other bytes than were locked", c.BaseURL(), w.Filename, f.Size, w.Size)
+	}
+	delay := opts.Backoff
+	var last error
+	for attempt := 1; attempt <= opts.Attempts; attempt++ {
+		out.Attempts = attempt
+		n, err := once(ctx, st, c, f, w, attempt, emit)
+		if err == nil {
+			out.Size = n
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			return out, context.Cause(ctx)
+		}
+		if !index.Retryable(err) {
+			if refusal.CodeOf(err) != "" {
+				return out, err
+			}
+			return out, refusal.Wrap(refusal.FetchFailed, err, "%s from %s", w.Filename, out.URL)
+		}
+		last = err
+		if attempt < opts.Attempts {
+			emit(Event{Kind: EventRetry, Filename: w.Filename, Attempt: attempt, Err: err})
+			select {
+			case <-ctx.Done():
+				return out, context.Cause(ctx)
+			case <-time.After(delay):
+			}
+			delay *= 2
+		}
+	}
+	return out, refusal.Wrap(refusal.FetchFailed, last, "%s from %s failed %d times; check the index and retry", w.Filename, out.URL, opts.Attempts)
+}
+
+func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event)) (int64, error) {
+	body, length, err := c.Open(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	defer body.Close()
+	total := w.Size
+	if total <= 0 {
+		total = length
+	}
+	if w.Size > 0 && length >= 0 && length != w.Size {
+		return 0, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
+	}
+	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
+	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total}
+	if err := st.Put(ctx, w.SHA256, w.Size, cr); err != nil {
+		return cr.n, err
+	}
+	_, n := st.Has(w.SHA256) // another process may have stored it first
+	return n, nil
+}
+
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	emit  func(Event)
+	name  string
+	total int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.n += int64(n)
+		c.emit(Event{Kind: EventProgress, Filename: c.name, Bytes: c.n, Total: c.total})
+	}
+	return n, err
+}
+
+// String renders an event for logs.
+func (e Event) String() string {
+	return fmt.Sprintf("%s %s %d/%d", e.Kind, e.Filename, e.Bytes, e.Total)
+}

@@ -1,0 +1,451 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+)
+
+type wheelFixture struct {
+	name, version, filename string
+	data                    []byte
+}
+
+// fixtures are three "wheels": any bytes will do, they are blobs here.
+func fixtures() []wheelFixture {
+	var out []wheelFixture
+	for i, n := range []string{"alpha", "beta", "gamma"} {
+		data := bytes.Repeat([]byte(fmt.Sprintf("PK %s wheel bytes %d\n", n, i)), 4000+i*1000)
+		out = append(out, wheelFixture{n, "1.0", n + "-1.0-py3-none-any.whl", data})
+	}
+	return out
+}
+
+func hexOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// resolution locks the fixtures with URLs on another host, as a lock made
+// against a public index names them.
+func resolution(fx []wheelFixture) lockfile.Resolution {
+	r := lockfile.Resolution{Platform: "cp311-manylinux_2_36_x86_64"}
+	for _, f := range fx {
+		r.Packages = append(r.Packages, lockfile.ResolvedWheel{Name: f.name, Version: f.version, Filename: f.filename,
+			URL: "https://files.pypi.example.invalid/packages/" + f.filename, Size: int64(len(f.data)), SHA256: digest.Sum(f.data)})
+	}
+	return r
+}
+
+// faultServer is an index that misbehaves on purpose, for one file.
+type faultServer struct {
+	t      *testing.T
+	srv    *httptest.Server
+	off    *httptest.Server
+	fx     []wheelFixture
+	target string // the filename the fault applies to
+	mode   string
+	delay  time.Duration // per 8 KiB chunk, for every file
+
+	mu    sync.Mutex
+	hits  map[string]int
+	pages map[string]int
+}
+
+func newFaultServer(t *testing.T, fx []wheelFixture, target, mode string) *faultServer {
+	t.Helper()
+	s := &faultServer{t: t, fx: fx, target: target, mode: mode, hits: map[string]int{}, pages: map[string]int{}}
+	s.off = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "elsewhere") }))
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(func() { s.srv.Close(); s.off.Close() })
+	return s
+}
+
+func (s *faultServer) serve(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	if moved, ok := strings.CutPrefix(p, "/simple/_moved/"); ok {
+		p = "/files/" + moved
+	} else if strings.HasPrefix(p, "/simple/") {
+		name := strings.Trim(strings.TrimPrefix(p, "/simple/"), "/")
+		if !strings.HasSuffix(p, "/") { // as static servers do
+			http.Redirect(w, r, p+"/", http.StatusMovedPermanently)
+			return
+		}
+		s.mu.Lock()
+		s.pages[name]++
+		s.mu.Unlock()
+		var b strings.Builder
+		found := false
+		for _, f := range s.fx {
+			if f.name != name {
+				continue
+			}
+			found = true
+			h := hexOf(f.data)
+			attrs := ""
+			if f.filename == s.target {
+				switch s.mode {
+				case "unlisted":
+					continue
+				case "listed-hash":
+					h = hexOf([]byte("other"))
+				case "yanked":
+					attrs = ` data-yanked="superseded"`
+				}
+			}
+			fmt.Fprintf(&b, "<a href=\"../../files/%s#sha256=%s\"%s>%s</a>\n", f.filename, h, attrs, f.filename)
+		}
+		if !found || (name == "beta" && s.mode == "page404") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, b.String())
+		return
+	}
+	fn := strings.TrimPrefix(p, "/files/")
+	var f *wheelFixture
+	for i := range s.fx {
+		if s.fx[i].filename == fn {
+			f = &s.fx[i]
+		}
+	}
+	if f == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.mu.Lock()
+	s.hits[fn]++
+	n := s.hits[fn]
+	s.mu.Unlock()
+	data := f.data
+	if fn == s.target {
+		switch s.mode {
+		case "500once":
+			if n == 1 {
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+		case "503always":
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		case "resetonce", "truncateonce", "truncate":
+			if n == 1 || s.mode == "truncate" {
+				conn, buf, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					s.t.Error(err)
+					return
+				}
+				fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", len(data))
+				buf.Write(data[:len(data)/2])
+				buf.Flush()
+				if s.mode == "resetonce" {
+					conn.(*net.TCPConn).SetLinger(0) // RST, not FIN
+				}
+				conn.Close()
+				return
+			}
+		case "wrong":
+			data = bytes.ToUpper(data)
+		case "short":
+			data = data[:len(data)-10]
+		case "drip":
+			w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+			for i := 0; i < len(data); i++ {
+				if _, err := w.Write(data[i : i+1]); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
+			return
+		case "redirect-off":
+			http.Redirect(w, r, s.off.URL+"/"+fn, http.StatusFound)
+			return
+		case "redirect-in":
+			if !strings.HasPrefix(r.URL.Path, "/simple/_moved/") {
+				http.Redirect(w, r, "/simple/_moved/"+fn, http.StatusFound)
+				return
+			}
+		case "404":
+			http.NotFound(w, r)
+			return
+		}
+	}
+	w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+	for off := 0; off < len(data); off += 8 << 10 {
+		end := min(off+8<<10, len(data))
+		if _, err := w.Write(data[off:end]); err != nil {
+			return
+		}
+		if s.delay > 0 {
+			w.(http.Flusher).Flush()
+			time.Sleep(s.delay)
+		}
+	}
+}
+
+func client(t *testing.T, base string) *index.Client {
+	t.Helper()
+	c, err := index.New(base+"/simple", index.Options{Timeout: 500 * time.Millisecond, StallTimeout: 400 * time.Millisecond, Backoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// storeContents lists the store's blob directory and checks every blob's
+// bytes against its name.
+func storeContents(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	dir := filepath.Join(st.Home(), store.BlobsDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{}
+	for _, e := range ents {
+		out = append(out, e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hexOf(b) != e.Name() {
+			t.Errorf("store holds %s with other bytes", e.Name())
+		}
+	}
+	for _, sub := range []string{store.TmpDir} {
+		if ents, _ := os.ReadDir(filepath.Join(st.Home(), sub)); len(ents) != 0 {
+			t.Errorf("debris in %s: %v", sub, ents)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestFaults(t *testing.T) {
+	fx := fixtures()
+	target := fx[1].filename
+	tests := []struct {
+		mode     string
+		want     refusal.Code // "" = success
+		attempts int          // of the target, on success
+	}{
+		{"none", "", 1},
+		{"500once", "", 2},
+		{"resetonce", "", 2},
+		{"truncateonce", "", 2},
+		{"redirect-in", "", 1},
+		{"yanked", "", 1},
+		{"503always", refusal.FetchFailed, 0},
+		{"truncate", refusal.FetchFailed, 0},
+		{"wrong", refusal.HashMismatch, 0},
+		{"short", refusal.SizeMismatch, 0},
+		{"drip", refusal.FetchFailed, 0},
+		{"redirect-off", refusal.IndexNotPinned, 0},
+		{"404", refusal.FetchFailed, 0},
+		{"unlisted", refusal.FetchFailed, 0},
+		{"listed-hash", refusal.HashMismatch, 0},
+		{"page404", refusal.FetchFailed, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			srv := newFaultServer(t, fx, target, tt.mode)
+			st, err := store.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evMu sync.Mutex
+			var events []Event
+			rep, err := Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Jobs: 3, Backoff: 5 * time.Millisecond,
+				Events: func(e Event) { evMu.Lock(); events = append(events, e); evMu.Unlock() }})
+			got := storeContents(t, st)
+			if tt.want != "" {
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("err = %v, want %s", err, tt.want)
+				}
+				for _, h := range got {
+					if h == hexOf(fx[1].data) {
+						t.Errorf("the faulty wheel is in the store")
+					}
+				}
+				if strings.Contains(err.Error(), "pypi.example.invalid") {
+					t.Errorf("the lock's URL was used: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{hexOf(fx[0].data), hexOf(fx[1].data), hexOf(fx[2].data)}
+			sort.Strings(want)
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				t.Errorf("store holds %v, want %v", got, want)
+			}
+			if rep.Downloaded != 3 || rep.Wheels[1].Attempts != tt.attempts {
+				t.Errorf("report %+v", rep)
+			}
+			if !strings.HasPrefix(rep.Wheels[1].URL, srv.srv.URL) {
+				t.Errorf("downloaded from %s, not the pinned index", rep.Wheels[1].URL)
+			}
+			if tt.mode == "yanked" && (!rep.Wheels[1].Yanked || rep.Wheels[1].YankedReason != "superseded") {
+				t.Errorf("yanked not reported: %+v", rep.Wheels[1])
+			}
+			for name, n := range srv.pages {
+				if n != 1 {
+					t.Errorf("page %s fetched %d times", name, n)
+				}
+			}
+			done := 0
+			for _, e := range events {
+				if e.Kind == EventDone {
+					done++
+				}
+			}
+			if done != 3 {
+				t.Errorf("%d done events", done)
+			}
+		})
+	}
+}
+
+func TestOffline(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, "", "none")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resolution(fx)
+	if _, err := Fetch(context.Background(), st, nil, res, Options{Offline: true}); !errors.Is(err, refusal.OfflineMiss) {
+		t.Fatalf("offline on an empty store: %v", err)
+	}
+	if _, err := Fetch(context.Background(), st, client(t, srv.srv.URL), res, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.srv.Close() // nothing may touch the network now
+	rep, err := Fetch(context.Background(), st, nil, res, Options{Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range rep.Wheels {
+		if !w.Cached {
+			t.Errorf("%s not served from the store", w.Filename)
+		}
+	}
+	// Online again, the store serves what it has: no request is made.
+	if _, err := Fetch(context.Background(), st, client(t, srv.srv.URL), res, Options{}); err != nil {
+		t.Fatalf("second online fetch touched the network: %v", err)
+	}
+	// A lock whose size disagrees with the stored blob is refused.
+	res.Packages[0].Size++
+	if _, err := Fetch(context.Background(), st, nil, res, Options{Offline: true}); !errors.Is(err, refusal.SizeMismatch) {
+		t.Errorf("size disagreement: %v", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, fx[0].filename, "drip")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(150*time.Millisecond, cancel)
+	c, _ := index.New(srv.srv.URL+"/simple/", index.Options{})
+	_, err = Fetch(ctx, st, c, resolution(fx), Options{})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	for _, h := range storeContents(t, st) {
+		if strings.HasPrefix(h, ".tmp-") || h == hexOf(fx[0].data) {
+			t.Errorf("store holds %s after cancellation", h)
+		}
+	}
+}
+
+// TestMain doubles as the child of TestTwoProcesses: with
+// CRUXPROV_FETCH_CHILD set it fetches one resolution and exits.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("CRUXPROV_FETCH_CHILD"); spec != "" {
+		var args struct {
+			Index, Home string
+			Res         lockfile.Resolution
+		}
+		if err := json.Unmarshal([]byte(spec), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		st, err := store.Open(args.Home)
+		if err == nil {
+			var c *index.Client
+			if c, err = index.New(args.Index, index.Options{}); err == nil {
+				_, err = Fetch(context.Background(), st, c, args.Res, Options{Jobs: 2})
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestTwoProcesses(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, "", "none")
+	srv.delay = 5 * time.Millisecond // slow enough that the two overlap
+	home := t.TempDir()
+	spec, _ := json.Marshal(map[string]any{"Index": srv.srv.URL + "/simple/", "Home": home, "Res": resolution(fx)})
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for i := 0; i < 2; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CRUXPROV_FETCH_CHILD="+string(spec))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, &out)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v: %s", i, err, outs[i])
+		}
+	}
+	st, _ := store.Open(home)
+	got := storeContents(t, st)
+	want := []string{hexOf(fx[0].data), hexOf(fx[1].data), hexOf(fx[2].data)}
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("store holds %v, want %v", got, want)
+	}
+	srv.mu.Lock()
+	t.Logf("downloads per file: %v", srv.hits)
+	srv.mu.Unlock()
+}
