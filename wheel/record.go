@@ -44,14 +44,15 @@ func parseRecord(b []byte) ([]recordLine, error) {
 		if err == io.EOF {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
+			line := 0
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
 				line = pe.Line
 			}
 			return nil, refusal.Wrap(refusal.WheelInvalid, err, "RECORD line %d is not valid CSV; rebuild the wheel", line)
 		}
+		line, _ := r.FieldPos(0) // a successful Read has at least one field
 		if len(row) != 3 {
 			return nil, bad(line, "has %d fields, want path,hash,size", len(row))
 		}
@@ -59,8 +60,8 @@ func parseRecord(b []byte) ([]recordLine, error) {
 		if rl.path == "" {
 			return nil, bad(line, "has an empty path")
 		}
-		if !utf8.ValidString(rl.path) {
-			return nil, bad(line, "path is not valid UTF-8")
+		if !utf8.ValidString(rl.path) || strings.ContainsFunc(rl.path, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return nil, bad(line, "path is not valid UTF-8 or holds a control character")
 		}
 		if seen[rl.path] {
 			return nil, bad(line, "lists %q a second time", rl.path)

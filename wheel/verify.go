@@ -97,7 +97,7 @@ func (w *Wheel) readMember(ctx context.Context, i int) ([]byte, error) {
 	}
 	defer v.rc.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(w.files[i].Size))
+	buf.Grow(int(min(w.files[i].Size, 1<<20))) // the size is declared, not yet true
 	if _, err := io.Copy(&buf, v); err != nil {
 		return nil, err
 	}
