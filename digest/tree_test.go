@@ -270,8 +270,23 @@ func TestHashFile(t *testing.T) {
 
 // makeBenchTree writes a tree shaped like a Python environment: many small
 // files in nested packages plus a few large ones.
+// DIGEST_BENCH_ROOT names an existing tree (a real environment, say) to
+// benchmark instead.
 func makeBenchTree(b *testing.B) (string, int64) {
 	b.Helper()
+	if root := os.Getenv("DIGEST_BENCH_ROOT"); root != "" {
+		entries, err := WalkTree(context.Background(), root, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var total int64
+		for _, e := range entries {
+			if e.Kind == File {
+				total += e.Size
+			}
+		}
+		return root, total
+	}
 	root := b.TempDir()
 	var total int64
 	buf := make([]byte, 4<<20)
@@ -318,5 +333,23 @@ func BenchmarkWalkTree(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkFindSha256sum runs the peer the tree walk is compared with,
+// find | xargs -P2 sha256sum, over the same generated tree
+// (bench/treedigest.sh prints the two side by side).
+func BenchmarkFindSha256sum(b *testing.B) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		b.Skip("no sha256sum")
+	}
+	root, total := makeBenchTree(b)
+	b.SetBytes(total)
+	for b.Loop() {
+		cmd := exec.Command("sh", "-c", "find . -type f -print0 | xargs -0 -P2 sha256sum >/dev/null")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
 	}
 }
