@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -35,8 +36,11 @@ type Request struct {
 	Interpreter *Interpreter
 	// Resolution lists the wheels; each must be in the store.
 	Resolution lockfile.Resolution
-	// Root is the provider's root distribution, nil for a bare lock.
-	Root *digest.Root
+	// RootWheel is the provider's root wheel, installed with the
+	// resolution (it is not in its own lock, DESIGN §3) and named by the
+	// materialization digest; nil for an env made from a bare lock. It
+	// must be in the store too.
+	RootWheel *lockfile.ResolvedWheel
 	// NoCompile skips bytecode compilation.
 	NoCompile bool
 	// Jobs bounds parallel work (< 1: GOMAXPROCS).
@@ -180,14 +184,23 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 		return nil, refusal.New(refusal.PlatformUnsupported, "the resolution is for %s, not %s; resolve the lock for this platform", req.Resolution.Platform, pid)
 	}
 	di := digest.Interpreter{Path: in.Path, Version: in.Version}
-	md, err := digest.LocalMaterializationDigest(pid, di, rd, req.Root)
+	var root *digest.Root
+	if r := req.RootWheel; r != nil {
+		for _, p := range req.Resolution.Packages {
+			if p.Name == r.Name {
+				return nil, refusal.New(refusal.DuplicatePackage, "the root distribution %s is also in its own lock; remove it from the lock", r.Name)
+			}
+		}
+		root = &digest.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
+	}
+	md, err := digest.LocalMaterializationDigest(pid, di, rd, root)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the materialization digest cannot be computed")
 	}
 	s.Resolution.Digest, s.Resolution.Platform = rd, pid
 	s.Materialization = seal.Materialization{Digest: md, Platform: pid, Interpreter: di, Resolution: rd}
-	if req.Root != nil {
-		s.Materialization.Root = &seal.Root{Name: req.Root.Name, Version: req.Root.Version, SHA256: req.Root.SHA256}
+	if r := req.RootWheel; r != nil {
+		s.Materialization.Root = &seal.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
 	}
 	s.Env = seal.Env{Python: l.Python, SitePackages: l.SitePackages, Compiled: !req.NoCompile}
 	return s, nil
@@ -197,7 +210,11 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result) error {
 	t0 := time.Now()
 	emit(Event{Stage: "install"})
-	wheels, err := openWheels(ctx, st, req.Resolution, jobs)
+	all := req.Resolution.Packages
+	if req.RootWheel != nil {
+		all = append(slices.Clone(all), *req.RootWheel)
+	}
+	wheels, err := openWheels(ctx, st, all, jobs)
 	defer closeAll(wheels)
 	if err != nil {
 		return err
@@ -265,10 +282,10 @@ func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
 }
 
 // openWheels checks each blob's sha256 against the resolution and opens it.
-func openWheels(ctx context.Context, st *store.Store, res lockfile.Resolution, jobs int) ([]opened, error) {
-	ws := make([]opened, len(res.Packages))
+func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, jobs int) ([]opened, error) {
+	ws := make([]opened, len(pkgs))
 	err := parallel(ctx, len(ws), jobs, func(i int) error {
-		p := res.Packages[i]
+		p := pkgs[i]
 		path := st.Path(p.SHA256)
 		sum, _, err := digest.HashFile(path)
 		if errors.Is(err, fs.ErrNotExist) {

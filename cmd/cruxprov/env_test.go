@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// envPython is the real interpreter (python3 on PATH is a pyenv shim).
+const envPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+
+// envHome makes a store holding n small wheels (files each) and a bare
+// lock naming them; it returns the home and the lock's path.
+func envHome(t *testing.T, n, filesPer int) (home, lock string) {
+	t.Helper()
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	home = t.TempDir()
+	t.Cleanup(func() { chmodTree(home) })
+	st, err := store.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lb strings.Builder
+	lb.WriteString("lock-version = \"1.0\"\ncreated-by = \"cruxprov env tests\"\nrequires-python = \">=3.9\"\n")
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("pkg%c", 'a'+i)
+		fn := name + "-1.0-py3-none-any.whl"
+		es := []wheel.Entry{
+			{Name: name + "-1.0.dist-info/WHEEL", Data: []byte("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")},
+			{Name: name + "-1.0.dist-info/METADATA", Data: []byte("Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\n")},
+			{Name: name + "-1.0.dist-info/entry_points.txt", Data: []byte("[console_scripts]\n" + name + "-cli = " + name + ":main\n")},
+			{Name: name + "/__init__.py", Data: []byte("def main():\n    print('" + name + "')\n")},
+		}
+		for j := 0; j < filesPer; j++ {
+			es = append(es, wheel.Entry{Name: fmt.Sprintf("%s/sub%d/mod%d.py", name, j%7, j), Data: bytes.Repeat([]byte(fmt.Sprintf("x%d = %d\n", j, j)), 50)})
+		}
+		var buf bytes.Buffer
+		if err := wheel.Write(&buf, fn, es); err != nil {
+			t.Fatal(err)
+		}
+		d := digest.Sum(buf.Bytes())
+		if err := st.Put(context.Background(), d, int64(buf.Len()), bytes.NewReader(buf.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&lb, "\n[[packages]]\nname = %q\nversion = \"1.0\"\nwheels = [{ url = \"http://127.0.0.1:9/files/%s\", size = %d, hashes = { sha256 = %q } }]\n", name, fn, buf.Len(), d.Hex())
+	}
+	lock = filepath.Join(t.TempDir(), "pylock.toml")
+	if err := os.WriteFile(lock, []byte(lb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return home, lock
+}
+
+// chmodTree makes a sealed tree removable by t.TempDir's cleanup.
+func chmodTree(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+}
+
+func createArgs(home, lock string, extra ...string) []string {
+	return append([]string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", envPython, "--offline", "--json"}, extra...)
+}
+
+// createJSON runs env create and decodes its output.
+func createJSON(t *testing.T, args ...string) envCreated {
+	t.Helper()
+	r := cruxprov(t, args...)
+	var out envCreated
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("env create: %+v", r)
+	}
+	return out
+}
+
+func TestEnvCreateVerifyList(t *testing.T) {
+	home, lock := envHome(t, 3, 20)
+	out := createJSON(t, createArgs(home, lock, "--no-compile")...)
+	if out.Path != filepath.Join(home, "envs", out.Digest.Hex()) || out.Reused || out.Packages != 3 || out.TreeDigest.IsZero() {
+		t.Fatalf("%+v", out)
+	}
+	for _, args := range [][]string{{"env", "verify", out.Path}, {"env", "verify", out.Path, "--deep"}, {"env", "verify", "--deep", out.Path, "--json"}} {
+		r := cruxprov(t, append([]string{"--home", home}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep", "--json")
+	var v map[string]any
+	if json.Unmarshal([]byte(r.stdout), &v) != nil || v["mode"] != "deep" || v["schema"] != "cruxprov.env.verify/v1" {
+		t.Fatalf("--deep after the path must be honoured: %s", r.stdout)
+	}
+	r = cruxprov(t, "--home", home, "env", "list", "--json")
+	var l struct {
+		Envs []envListed `json:"envs"`
+	}
+	if json.Unmarshal([]byte(r.stdout), &l) != nil || len(l.Envs) != 1 || l.Envs[0].Digest != out.Digest || !l.Envs[0].Sealed {
+		t.Fatalf("list: %+v", r)
+	}
+	// Reused on the second create.
+	if again := createJSON(t, createArgs(home, lock, "--no-compile")...); !again.Reused || again.TreeDigest != out.TreeDigest {
+		t.Fatalf("second create: %+v", again)
+	}
+	// Drift is refused with exit 78 and its code, and --explain lists all.
+	sp := filepath.Join(out.Path, "lib", "python3.11", "site-packages")
+	os.Chmod(sp+"/pkga", 0o755)
+	os.WriteFile(sp+"/pkga/extra.py", []byte("x\n"), 0o644)
+	os.Chmod(sp+"/pkga/__init__.py", 0o644)
+	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--json")
+	var ref struct {
+		Refused struct{ Code, Detail string } `json:"refused"`
+	}
+	if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &ref) != nil || ref.Refused.Code != string(refusal.EnvDrift) {
+		t.Fatalf("drift: %+v", r)
+	}
+	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--explain")
+	if r.code != exitRefused || strings.Count(r.stdout, "drift: ") != 3 || !strings.Contains(r.stderr, "env_drift") {
+		t.Fatalf("explain: %+v", r)
+	}
+	// Usage errors.
+	for _, args := range [][]string{
+		{"env", "create", "--platform", "host", "--offline"},
+		{"env", "create", "--lock", lock, "--wheel", "x.whl", "--platform", "host", "--offline"},
+		{"env", "create", "--lock", lock, "--offline"},
+		{"env", "create", "--lock", lock, "--platform", "host"},
+		{"env", "verify"},
+	} {
+		if r := cruxprov(t, append([]string{"--home", home}, args...)...); r.code != exitUsage {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
+
+// TestEnvCreateCrashSafety SIGKILLs env create at random points: verify
+// never accepts a partial env, and the next create always completes with
+// the same tree.
+func TestEnvCreateCrashSafety(t *testing.T) {
+	home, lock := envHome(t, 3, 150)
+	args := createArgs(home, lock, "--no-compile")
+	t0 := time.Now()
+	ref := createJSON(t, args...)
+	took := time.Since(t0)
+	removeEnv := func() {
+		chmodTree(filepath.Join(home, "envs"))
+		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.IndexPath(ref.Path)} {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	removeEnv()
+	trials := 60
+	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	outcomes := map[string]int{}
+	for i := 0; i < trials; i++ {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+home)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(took) * 3 / 2)))
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		_, serr := os.Stat(seal.SealPath(ref.Path))
+		rep, err := seal.Verify(context.Background(), ref.Path, seal.Options{})
+		switch {
+		case serr == nil:
+			// Sealed before the kill: it must be the whole env.
+			if err != nil {
+				t.Fatalf("trial %d: a sealed env fails verify: %v", i, err)
+			}
+			if _, err := seal.Verify(context.Background(), ref.Path, seal.Options{Deep: true}); err != nil || rep.TreeDigest != ref.TreeDigest {
+				t.Fatalf("trial %d: sealed env differs from the reference: %v", i, err)
+			}
+			outcomes["sealed"]++
+		case err == nil:
+			t.Fatalf("trial %d: verify accepted an env without a seal", i)
+		default:
+			if !errorsIs(err, refusal.SealMissing) && !errorsIs(err, refusal.EnvDrift) {
+				t.Fatalf("trial %d: unexpected refusal %v", i, err)
+			}
+			if _, err := os.Stat(ref.Path); err == nil {
+				outcomes["unsealed dir"]++
+			} else {
+				outcomes["nothing"]++
+			}
+		}
+		next := createJSON(t, args...)
+		if next.TreeDigest != ref.TreeDigest || next.Path != ref.Path {
+			t.Fatalf("trial %d: the next create made %+v, want tree %s", i, next, ref.TreeDigest)
+		}
+		tmp, _ := os.ReadDir(filepath.Join(home, "tmp"))
+		if len(tmp) != 0 {
+			t.Fatalf("trial %d: staging debris after a completed create: %v", i, tmp)
+		}
+		removeEnv()
+	}
+	t.Logf("%d trials (create takes %v): %v", trials, took, outcomes)
+}
+
+func errorsIs(err error, c refusal.Code) bool { return refusal.CodeOf(err) == c }
+
+// TestEnvCreateConcurrent: two creates of one pin at once make one env.
+func TestEnvCreateConcurrent(t *testing.T) {
+	home, lock := envHome(t, 3, 100)
+	args := createArgs(home, lock, "--no-compile")
+	var wg sync.WaitGroup
+	rs := make([]result, 2)
+	for i := range rs {
+		wg.Go(func() { rs[i] = cruxprov(t, args...) })
+	}
+	wg.Wait()
+	outs := make([]envCreated, 2)
+	for i, r := range rs {
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &outs[i]) != nil {
+			t.Fatalf("create %d: %+v", i, r)
+		}
+	}
+	if outs[0].Path != outs[1].Path || outs[0].TreeDigest != outs[1].TreeDigest || outs[0].Reused == outs[1].Reused {
+		t.Fatalf("two creates: %+v", outs)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, "envs"))
+	n := 0
+	for _, e := range ents {
+		if e.IsDir() {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d env dirs", n)
+	}
+}
