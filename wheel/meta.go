@@ -3,6 +3,7 @@ package wheel
 import (
 	"bytes"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/cruxible/cruxprov/platform"
@@ -236,7 +237,7 @@ func parseObject(v string) (EntryPoint, bool) {
 		}
 		for x := range strings.SplitSeq(v[i+1:len(v)-1], ",") {
 			x = strings.TrimSpace(x)
-			if !dottedIdent(x) {
+			if !extraName(x) {
 				return ep, false
 			}
 			ep.Extras = append(ep.Extras, x)
@@ -251,8 +252,8 @@ func parseObject(v string) (EntryPoint, bool) {
 	return ep, true
 }
 
-// dottedIdent reports whether s is a dotted sequence of identifiers
-// (letters, digits, "_", "-" for extras; not starting with a digit).
+// dottedIdent reports whether s is a dotted sequence of Python
+// identifiers ("pkg.mod", "Class.method").
 func dottedIdent(s string) bool {
 	if s == "" {
 		return false
@@ -262,10 +263,25 @@ func dottedIdent(s string) bool {
 			return false
 		}
 		for i, r := range part {
-			letter := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 0x7f && r != utf8.RuneError
-			if !letter && !(i > 0 && (r >= '0' && r <= '9' || r == '-')) {
+			letter := r == '_' || unicode.IsLetter(r)
+			if !letter && !(i > 0 && unicode.IsDigit(r)) {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// extraName reports whether s is a plausible extra name (PEP 685:
+// letters, digits, "-", "_", "." starting with a letter or digit).
+func extraName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		alnum := r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r))
+		if !alnum && !(i > 0 && (r == '-' || r == '_' || r == '.')) {
+			return false
 		}
 	}
 	return true
