@@ -265,7 +265,8 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 	)
 	for range jobs {
 		wg.Go(func() {
-			h := newFileHasher()
+			h := hasherPool.Get().(*fileHasher)
+			defer hasherPool.Put(h)
 			for !stop.Load() {
 				n := int(next.Add(1) - 1)
 				if n >= len(files) {
@@ -299,7 +300,13 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 // HashFile returns the sha256 and size of the regular file at path, which
 // is opened without following a symlink. Anything but a regular file is a
 // *TreeError wrapping ErrSpecialFile; I/O errors are *TreeError too.
+// It reuses buffers across calls, so hashing many small files one call at
+// a time is cheap; it is safe for concurrent use.
 func HashFile(path string) ([32]byte, int64, error) {
-	sum, size, _, err := newFileHasher().hash(path)
+	h := hasherPool.Get().(*fileHasher)
+	defer hasherPool.Put(h)
+	sum, size, _, err := h.hash(path)
 	return sum, size, err
 }
+
+var hasherPool = sync.Pool{New: func() any { return newFileHasher() }}
