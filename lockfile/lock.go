@@ -17,10 +17,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/lockfile/pep440"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
@@ -44,6 +46,8 @@ type Lock struct {
 	reqPython *compiledSpec
 	markers   []compiledMarker // distinct package markers
 	tags      []platform.Tag   // distinct wheel tags; wheels refer to them by index
+	orderOnce sync.Once
+	order     [][]int // package indexes grouped by name, names sorted (byName)
 }
 
 // Package is one [[packages]] entry.
@@ -79,6 +83,7 @@ type File struct {
 	Hashes       map[string]string // algorithm → lowercase hex
 	Subdirectory string            // archives only
 
+	sha256 digest.Digest  // Hashes["sha256"] parsed
 	parsed wheel.Filename // wheels only
 	tags   []int32        // wheels only: indexes into Lock.tags
 }
@@ -498,6 +503,13 @@ func file(where string, r *rawFile) (*File, error) {
 			return nil, invalid("%s.hashes.%s %q is not a hex digest", where, a, h)
 		}
 		f.Hashes[a] = strings.ToLower(h)
+	}
+	if h, ok := f.Hashes["sha256"]; ok {
+		d, err := digest.ParseHex(h)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.LockInvalid, err, "%s.hashes.sha256 %q is not a sha256 digest", where, h)
+		}
+		f.sha256 = d
 	}
 	if r.URL != nil && r.Name != nil {
 		if _, err := parseURL(where+".url", *r.URL); err != nil {

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/lockfile/pep440"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
@@ -50,19 +49,30 @@ type Report struct {
 // Resolution returns the report's resolution, or its first refusal: the
 // platform-level one, else the first package's in name order.
 func (r *Report) Resolution() (Resolution, error) {
-	if r.Err != nil {
-		return Resolution{}, r.Err
+	if err := r.FirstErr(); err != nil {
+		return Resolution{}, err
 	}
 	res := Resolution{Platform: r.Platform, Packages: make([]ResolvedWheel, 0, len(r.Packages))}
 	for _, o := range r.Packages {
-		if o.Err != nil {
-			return Resolution{}, o.Err
-		}
 		if o.Wheel != nil {
 			res.Packages = append(res.Packages, *o.Wheel)
 		}
 	}
 	return res, nil
+}
+
+// FirstErr returns the report's first refusal: the platform-level one,
+// else the first package's in name order; nil when the platform resolves.
+func (r *Report) FirstErr() error {
+	if r.Err != nil {
+		return r.Err
+	}
+	for _, o := range r.Packages {
+		if o.Err != nil {
+			return o.Err
+		}
+	}
+	return nil
 }
 
 // Resolve resolves the lock for one platform (DESIGN §4) and returns the
@@ -90,7 +100,7 @@ func ResolveAll(l *Lock, ps []*platform.Platform, opts Options) ([]Report, error
 			return nil, err
 		}
 		out = append(out, r)
-		if _, err := r.Resolution(); err != nil && first == nil {
+		if err := r.FirstErr(); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -194,28 +204,34 @@ func check(l *Lock, p *platform.Platform, opts Options) (Report, error) {
 	// Rank of each distinct lock tag on this platform; -1 = unsupported.
 	ranks := tagRanks(l, p)
 
-	order := l.byName()
-	rep.Packages = make([]Outcome, 0, len(order))
-	for i := 0; i < len(order); {
-		name := l.Packages[order[i]].Name
-		j := i
-		for j < len(order) && l.Packages[order[j]].Name == name {
-			j++
-		}
-		rep.Packages = append(rep.Packages, l.resolveName(name, order[i:j], markerOK, markerErr, ranks, pyv, id))
-		i = j
+	groupsByName := l.byName()
+	rep.Packages = make([]Outcome, len(groupsByName))
+	wheels := make([]ResolvedWheel, len(groupsByName)) // one allocation for every chosen wheel
+	for k, entries := range groupsByName {
+		rep.Packages[k] = l.resolveName(l.Packages[entries[0]].Name, entries, markerOK, markerErr, ranks, pyv, id, &wheels[k])
 	}
 	return rep, nil
 }
 
-// byName returns package indexes sorted by name, stable in lock order.
-func (l *Lock) byName() []int {
-	idx := make([]int, len(l.Packages))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return l.Packages[idx[a]].Name < l.Packages[idx[b]].Name })
-	return idx
+// byName returns the package indexes grouped by name, names sorted, each
+// group in lock order. It is computed once per lock.
+func (l *Lock) byName() [][]int {
+	l.orderOnce.Do(func() {
+		idx := make([]int, len(l.Packages))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return l.Packages[idx[a]].Name < l.Packages[idx[b]].Name })
+		for i := 0; i < len(idx); {
+			j := i
+			for j < len(idx) && l.Packages[idx[j]].Name == l.Packages[idx[i]].Name {
+				j++
+			}
+			l.order = append(l.order, idx[i:j])
+			i = j
+		}
+	})
+	return l.order
 }
 
 func tagRanks(l *Lock, p *platform.Platform) []int32 {
@@ -238,7 +254,7 @@ func tagRanks(l *Lock, p *platform.Platform) []int32 {
 	return ranks
 }
 
-func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerErr []error, ranks []int32, pyv pep440.Version, id string) Outcome {
+func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerErr []error, ranks []int32, pyv pep440.Version, id string, rw *ResolvedWheel) Outcome {
 	out := Outcome{Name: name}
 	sel := -1
 	for _, e := range entries {
@@ -300,17 +316,11 @@ func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerEr
 		return out
 	}
 	w := &pk.Wheels[best]
-	sha := w.SHA256()
-	if sha == "" {
+	if w.sha256.IsZero() {
 		out.Err = refusal.New(refusal.HashMissing, "package %s wheel %s has no sha256 in the lock; relock with hashes", name, w.Name)
 		return out
 	}
-	d, err := digest.ParseHex(sha)
-	if err != nil {
-		out.Err = refusal.Wrap(refusal.HashMissing, err, "package %s wheel %s: sha256 unusable", name, w.Name)
-		return out
-	}
-	rw := &ResolvedWheel{Name: name, Version: pk.Version, Filename: w.Name, URL: w.URL, SHA256: d}
+	*rw = ResolvedWheel{Name: name, Version: pk.Version, Filename: w.Name, URL: w.URL, SHA256: w.sha256}
 	if w.Size != nil {
 		rw.Size = *w.Size
 	}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+)
+
+func TestPlatformListCLI(t *testing.T) {
+	r := cruxprov(t, "platform", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "cp312-manylinux_2_39_x86_64") || !strings.Contains(r.stdout, "cp39-musllinux_1_1_aarch64") {
+		t.Fatalf("%+v", r)
+	}
+	r = cruxprov(t, "platform", "list", "--json")
+	var doc struct {
+		Schema    string `json:"schema"`
+		Platforms []struct {
+			ID string `json:"id"`
+		} `json:"platforms"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 || doc.Schema != "cruxprov.platform.list/v1" || len(doc.Platforms) < 300 {
+		t.Fatalf("%v %+v", err, r.code)
+	}
+	if r := cruxprov(t, "platform", "list", "extra"); r.code != 64 {
+		t.Errorf("extra arg: %+v", r)
+	}
+}
+
+func TestPlatformShowCLI(t *testing.T) {
+	r := cruxprov(t, "platform", "show", "cp311-win_amd64")
+	if r.code != 0 || !strings.Contains(r.stdout, `"nt"`) || !strings.Contains(r.stdout, "cp311-cp311-win_amd64") {
+		t.Fatalf("%+v", r)
+	}
+	if r := cruxprov(t, "platform", "show", "cp27-linux_x86_64"); r.code != 78 || !strings.Contains(r.stderr, "platform_unsupported") {
+		t.Errorf("unknown: %+v", r)
+	}
+	if r := cruxprov(t, "platform", "show"); r.code != 64 {
+		t.Errorf("no name: %+v", r)
+	}
+	py := "/root/.pyenv/versions/3.11.7/bin/python3.11"
+	if _, err := os.Stat(py); err == nil {
+		r := cruxprov(t, "platform", "show", "host", "--python", py, "--json")
+		var doc struct {
+			Platform struct {
+				ID          string `json:"id"`
+				Interpreter string `json:"interpreter"`
+			} `json:"platform"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 0 || !strings.HasPrefix(doc.Platform.ID, "cp311-") || doc.Platform.Interpreter != py {
+			t.Errorf("host: %v %+v", err, r)
+		}
+	}
+}
+
+// TestLockResolveFixtures resolves the fixture providers' embedded locks
+// for every platform their wheels cover, and shows the gap for one they
+// do not cover.
+func TestLockResolveFixtures(t *testing.T) {
+	dir := t.TempDir()
+	set, err := fixtures.Build(dir, fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := set.Native.Path
+	covered := "cp312-manylinux_2_17_x86_64,cp312-manylinux_2_28_aarch64,cp312-musllinux_1_2_x86_64,cp312-macosx_14_0_arm64,cp312-win_amd64"
+	r := cruxprov(t, "lock", "resolve", "--wheel", native, "--platform", covered)
+	if r.code != 0 {
+		t.Fatalf("covered platforms: %+v", r)
+	}
+	for _, want := range []string{"acme-native-lib 1.0.0", "py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64", "py3-none-win_amd64", "resolution_digest sha256:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	// macOS x86_64 is not covered: the table still shows every platform,
+	// the gap is named, and the exit is 78.
+	r = cruxprov(t, "lock", "resolve", "--wheel", native, "--platform", "cp312-manylinux_2_17_x86_64,cp312-macosx_13_0_x86_64")
+	if r.code != 78 || !strings.Contains(r.stdout, "✗ no_compatible_wheel") || !strings.Contains(r.stdout, "cp312-manylinux_2_17_x86_64: 2 packages") ||
+		!strings.Contains(r.stderr, "refused: no_compatible_wheel: package acme-native-lib") {
+		t.Errorf("uncovered platform: %+v", r)
+	}
+	r = cruxprov(t, "lock", "resolve", "--wheel", native, "--platform", "cp312-manylinux_2_17_x86_64,cp312-macosx_13_0_x86_64", "--json")
+	var doc struct {
+		Schema    string `json:"schema"`
+		Refused   *struct{ Code, Detail string }
+		Platforms []struct {
+			Platform         string  `json:"platform"`
+			ResolutionDigest *string `json:"resolution_digest"`
+			Refused          *struct{ Code, Detail string }
+			Outcomes         []struct {
+				Name, Filename, Code string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 78 {
+		t.Fatalf("json: %v %+v", err, r)
+	}
+	if doc.Schema != "cruxprov.lock.resolve/v1" || doc.Refused == nil || doc.Refused.Code != "no_compatible_wheel" || len(doc.Platforms) != 2 ||
+		doc.Platforms[0].ResolutionDigest == nil || doc.Platforms[1].Refused == nil || doc.Platforms[1].Outcomes[0].Code != "no_compatible_wheel" {
+		t.Errorf("json doc: %+v", doc)
+	}
+	// The digest is the same whichever way the lock is given.
+	lockFile := filepath.Join(dir, "pylock.toml")
+	if err := os.WriteFile(lockFile, set.Native.Lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := cruxprov(t, "lock", "resolve", "--wheel", native, "--platform", "cp312-manylinux_2_17_x86_64", "--json")
+	b := cruxprov(t, "lock", "resolve", "--lock", lockFile, "--platform", "cp312-manylinux_2_17_x86_64", "--json")
+	if digestOf(t, a.stdout) == "" || digestOf(t, a.stdout) != digestOf(t, b.stdout) {
+		t.Errorf("digests differ: %s vs %s", a.stdout, b.stdout)
+	}
+	// A platform file from 'platform show --json' works like the preset.
+	pf := filepath.Join(dir, "p.json")
+	if err := os.WriteFile(pf, []byte(cruxprov(t, "platform", "show", "cp312-manylinux_2_17_x86_64", "--json").stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := cruxprov(t, "lock", "resolve", "--lock", lockFile, "--platform-file", pf, "--json")
+	if digestOf(t, c.stdout) != digestOf(t, a.stdout) {
+		t.Errorf("platform file: %+v", c)
+	}
+	// A wheel without an embedded lock.
+	if r := cruxprov(t, "lock", "resolve", "--wheel", set.Runtime.Path, "--platform", "cp312-win_amd64"); r.code != 78 || !strings.Contains(r.stderr, "lock_missing") {
+		t.Errorf("no embedded lock: %+v", r)
+	}
+}
+
+func digestOf(t *testing.T, stdout string) string {
+	t.Helper()
+	var doc struct {
+		Platforms []struct {
+			ResolutionDigest string `json:"resolution_digest"`
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.Platforms) == 0 {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	return doc.Platforms[0].ResolutionDigest
+}
+
+func TestLockResolveUsageAndRefusals(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("lock-version = \"1.0\"\ncreated-by = \"t\"\nextras = [\"fast\"]\npackages = []\n"), 0o644)
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("lock-version = \"1.0\"\npackages = []\n"), 0o644)
+	v2 := filepath.Join(dir, "v2.toml")
+	os.WriteFile(v2, []byte("lock-version = \"2.0\"\ncreated-by = \"t\"\npackages = []\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"lock", "resolve", "--lock", good}, 64, "--platform"},
+		{[]string{"lock", "resolve", "--platform", "cp312-win_amd64"}, 64, "--wheel"},
+		{[]string{"lock", "resolve", "--lock", good, "--wheel", good, "--platform", "cp312-win_amd64"}, 64, "not both"},
+		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "slow"}, 64, "slow"},
+		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64,"}, 64, "empty platform"},
+		{[]string{"lock", "resolve", "--lock", filepath.Join(dir, "none.toml"), "--platform", "cp312-win_amd64"}, 78, "lock_missing"},
+		{[]string{"lock", "resolve", "--lock", bad, "--platform", "cp312-win_amd64"}, 78, "lock_invalid"},
+		{[]string{"lock", "resolve", "--lock", v2, "--platform", "cp312-win_amd64"}, 78, "lock_version_unsupported"},
+		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-solaris"}, 78, "platform_unsupported"},
+		{[]string{"lock", "resolve", "--lock", good, "--platform-file", good}, 78, "platform_unsupported"},
+		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "FAST"}, 0, ""},
+	} {
+		r := cruxprov(t, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+			t.Errorf("%v: %+v", tc.args, r)
+		}
+	}
+}
