@@ -5,11 +5,14 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +23,14 @@ import (
 // builds it, and the child it execs (testdata/child), which reports what a
 // harness would see.
 var shimBin, childBin string
+
+// seen collects every code a test of the real binary produced; skipped says
+// some case could not run here. With both, TestMain checks that every code in
+// the closed set was produced by the binary at least once.
+var (
+	seen    sync.Map
+	skipped atomic.Bool
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cruxshim-test-")
@@ -39,6 +50,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if f := flag.Lookup("test.run"); code == 0 && f != nil && f.Value.String() == "" && !skipped.Load() {
+		for _, c := range codes {
+			if _, ok := seen.Load(c); !ok {
+				fmt.Fprintf(os.Stderr, "FAIL: no test of the real binary produced shim_refused: %s\n", c)
+				code = 1
+			}
+		}
+	}
 	os.Exit(code)
 }
 
@@ -90,6 +109,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd, during func()) result {
 // line, nothing on stdout.
 func wantRefused(t *testing.T, r result, code string) {
 	t.Helper()
+	seen.Store(code, true)
 	if r.code != ExitRefused || r.stderr != "shim_refused: "+code+"\n" || r.stdout != "" {
 		t.Fatalf("got exit %d, stderr %q, stdout %q; want exit 78, stderr %q, no stdout",
 			r.code, r.stderr, r.stdout, "shim_refused: "+code+"\n")
@@ -153,6 +173,7 @@ func memMount(t *testing.T, fstype string) string {
 		data = "size=4m,mode=0700"
 	}
 	if err := unix.Mount(fstype, dir, fstype, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data); err != nil {
+		skipped.Store(true)
 		t.Skipf("cannot mount %s here (%v): path delivery needs a private memory mount, which needs CAP_SYS_ADMIN", fstype, err)
 	}
 	t.Cleanup(func() {
@@ -184,6 +205,7 @@ func diskDir(t *testing.T) string {
 			return d
 		}
 	}
+	skipped.Store(true)
 	t.Skip("no directory off tmpfs/ramfs here: the temp dir and the source tree are both memory file systems")
 	return ""
 }
@@ -288,6 +310,7 @@ func TestPathRefusals(t *testing.T) {
 		// Run as nobody: the root-owned 0600 file cannot be opened, so the
 		// shim cannot examine it.
 		if _, err := exec.LookPath("setpriv"); err != nil {
+			skipped.Store(true)
 			t.Skip("setpriv not installed")
 		}
 		dir := filepath.Join(mnt, "open")
@@ -309,6 +332,7 @@ func TestPathRefusals(t *testing.T) {
 		p := filepath.Join(ro, "bundle")
 		writeBundle(t, p, bundle)
 		if err := unix.Mount("", ro, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			skipped.Store(true)
 			t.Skipf("cannot remount tmpfs read-only: %v", err)
 		}
 		wantRefused(t, runShim(t, []string{"--secret-path", p, childBin}, nil), codePathUnlinkFailed)
@@ -583,4 +607,53 @@ func TestBinaryStatic(t *testing.T) {
 			t.Fatalf("cruxshim is dynamically linked (%v)", p.Type)
 		}
 	}
+}
+
+// BenchmarkStart measures what the shim adds to a container's start: /bin/true
+// run directly, through cruxshim with no secret, and with a 1 KiB bundle from
+// a pipe and from a tmpfs file.
+func BenchmarkStart(b *testing.B) {
+	bundle := bytes.Repeat([]byte("k"), 1024)
+	run := func(b *testing.B, name string, args []string, extra func() *os.File) {
+		for b.Loop() {
+			cmd := exec.Command(name, args...)
+			if extra != nil {
+				f := extra()
+				cmd.ExtraFiles = []*os.File{f}
+				defer f.Close()
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	}
+	b.Run("direct", func(b *testing.B) { run(b, "/bin/true", nil, nil) })
+	b.Run("no-secret", func(b *testing.B) { run(b, shimBin, []string{"/bin/true"}, nil) })
+	b.Run("pipe", func(b *testing.B) {
+		run(b, shimBin, []string{"--secret-pipe-fd", "3", "/bin/true"}, func() *os.File {
+			r, w, err := os.Pipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.Write(bundle)
+			w.Close()
+			return r
+		})
+	})
+	b.Run("path", func(b *testing.B) {
+		dir := b.TempDir()
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+			b.Skipf("cannot mount tmpfs: %v", err)
+		}
+		defer unix.Unmount(dir, unix.MNT_DETACH)
+		p := filepath.Join(dir, "bundle")
+		for b.Loop() {
+			if err := os.WriteFile(p, bundle, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			if out, err := exec.Command(shimBin, "--secret-path", p, "/bin/true").CombinedOutput(); err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+		}
+	})
 }
