@@ -8,7 +8,7 @@
 // the copy into the memory file and the exec, and the closed set of shim
 // refusal codes (docs/shim.md). It does not own the bundle's contents (the
 // executor writes the JSON), the run's refusal codes (package refusal), or
-// printing: Exec returns a *Refusal and cmd/cruxshim writes its one line.
+// printing: Exec returns a *RefusedError and cmd/cruxshim writes its line.
 //
 // The package uses only the standard library and golang.org/x/sys (a test
 // holds it to that), so the static binary stays small and auditable.
