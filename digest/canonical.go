@@ -12,16 +12,25 @@ import (
 )
 
 // CanonicalError says why a JSON text has no RFC 8785 canonical form: the
-// byte offset in the input where the problem was found and a reason.
+// byte offset in the input where the problem was found and a reason. When
+// CanonicalJSON cannot marshal its value, Offset is -1 and Err is the
+// encoding/json error.
 type CanonicalError struct {
 	Offset int
 	Reason string
+	Err    error
 	kind   canonKind
 }
 
 func (e *CanonicalError) Error() string {
+	if e.Offset < 0 {
+		return "canonical json: " + e.Reason
+	}
 	return fmt.Sprintf("canonical json: offset %d: %s", e.Offset, e.Reason)
 }
+
+// Unwrap returns the marshalling error, if any.
+func (e *CanonicalError) Unwrap() error { return e.Err }
 
 // canonKind classifies a CanonicalError for tests, which must not compare
 // strings.
@@ -41,6 +50,7 @@ const (
 	kNumber
 	kRange
 	kDepth
+	kMarshal
 )
 
 // maxDepth bounds nesting so hostile input cannot exhaust memory through
@@ -87,13 +97,16 @@ func Canonicalize(b []byte) ([]byte, error) {
 }
 
 // CanonicalJSON marshals v with encoding/json (without HTML escaping) and
-// returns the RFC 8785 canonical form of the result.
+// returns the RFC 8785 canonical form of the result. Every error is a
+// *CanonicalError. Note that encoding/json replaces invalid UTF-8 in Go
+// strings with U+FFFD: callers hashing identities validate their strings
+// first (the typed digests of this package do).
 func CanonicalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil, err
+		return nil, &CanonicalError{Offset: -1, Reason: "cannot marshal: " + err.Error(), Err: err, kind: kMarshal}
 	}
 	return Canonicalize(buf.Bytes())
 }

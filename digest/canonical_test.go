@@ -182,11 +182,12 @@ func TestCanonicalJSON(t *testing.T) {
 	if string(got) != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
-	if _, err := CanonicalJSON(math.Inf(1)); err == nil {
-		t.Fatal("CanonicalJSON(+Inf) succeeded")
+	var ce *CanonicalError
+	if _, err := CanonicalJSON(math.Inf(1)); !errors.As(err, &ce) || ce.kind != kMarshal || ce.Err == nil {
+		t.Fatalf("CanonicalJSON(+Inf) = %v", err)
 	}
-	if _, err := CanonicalJSON(map[string]any{"a": "\uffff"}); err == nil {
-		t.Fatal("CanonicalJSON with a noncharacter succeeded")
+	if _, err := CanonicalJSON(map[string]any{"a": "\uffff"}); !errors.As(err, &ce) || ce.kind != kNonchar {
+		t.Fatalf("CanonicalJSON with a noncharacter = %v", err)
 	}
 }
 

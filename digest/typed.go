@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // The type fields of the typed digests (DESIGN §5), their domain separation.
@@ -101,7 +102,9 @@ type localMaterializationDoc struct {
 //	 "distribution":distribution}
 //
 // where object is the "module:attr" reference and distribution the root
-// wheel's sha256. Every argument must be non-empty.
+// wheel's sha256. Every argument must be non-empty and valid UTF-8
+// (a *FieldError otherwise); a string I-JSON cannot carry (a noncharacter)
+// is a *CanonicalError.
 func ImplementationDigest(interfaceID string, interfaceDigest Digest, entrypoint, object string, distribution Digest) (Digest, error) {
 	b, err := implementationJSON(interfaceID, interfaceDigest, entrypoint, object, distribution)
 	if err != nil {
@@ -244,9 +247,15 @@ func (c *fieldCheck) set(field, reason string) {
 	}
 }
 
+// text checks a non-empty string that is valid UTF-8 (encoding/json would
+// silently replace invalid bytes with U+FFFD, so two inputs could share a
+// digest).
 func (c *fieldCheck) text(field, s string) {
-	if s == "" {
+	switch {
+	case s == "":
 		c.set(field, "empty")
+	case !utf8.ValidString(s):
+		c.set(field, "not valid UTF-8")
 	}
 }
 

@@ -32,6 +32,8 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 		{"implementation zero interface digest", "interface.digest", second(ImplementationDigest("i", Digest{}, "e", "m:a", dB))},
 		{"implementation empty entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "", "m:a", dB))},
 		{"implementation empty object", "entrypoint.object", second(ImplementationDigest("i", dA, "e", "", dB))},
+		{"implementation non-UTF-8 entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "e\xff", "m:a", dB))},
+		{"local non-UTF-8 platform", "platform", second(LocalMaterializationDigest("p\xff", interp, dA, nil))},
 		{"implementation zero distribution", "distribution", second(ImplementationDigest("i", dA, "e", "m:a", Digest{}))},
 		{"resolution empty name", "packages[1].name", second(ResolutionDigest([]ResolvedPackage{okPkg, {"", "1", "f.whl", dA}}))},
 		{"resolution unnormalized name", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"Foo_Bar", "1", "f.whl", dA}}))},
