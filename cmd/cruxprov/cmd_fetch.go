@@ -1,0 +1,325 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+
+	"github.com/cruxible/cruxprov/fetch"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "fetch",
+		Usage:     "fetch a resolution's wheels from the pinned index into the store, hash-checked",
+		UsageText: "cruxprov fetch (--wheel W | --lock F) --platform P --index URL [--offline] [--jobs N] [--ca-bundle F]",
+		Description: "Resolves the root wheel's embedded lock (--wheel) or a bare lock (--lock) for the\n" +
+			"platform, reads each package's page on the pinned index and downloads the file it lists\n" +
+			"(the lock's URLs are only hints), checking sha256 and size while the bytes arrive.\n" +
+			"Wheels already in the store are not fetched again; --offline uses only the store.\n" +
+			"Credentials: --index https://user:pass@host/simple/, a netrc entry for the host\n" +
+			"($NETRC or ~/.netrc), or CRUXPROV_INDEX_USERNAME / CRUXPROV_INDEX_PASSWORD; proxies from\n" +
+			"HTTPS_PROXY / HTTP_PROXY / NO_PROXY; TLS roots: the system pool plus --ca-bundle.\n\n" +
+			"Example:\n   cruxprov fetch --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --index https://pypi.org/simple/\n" +
+			"   cruxprov fetch --wheel acme_echo-1.0-py3-none-any.whl --platform host --offline --json",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
+			&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
+			&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id, or host"},
+			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` probed for --platform host"},
+			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store (offline_miss otherwise)"},
+			&cli.IntFlag{Name: "jobs", Usage: fmt.Sprintf("parallel downloads `N` (default %d)", fetch.DefaultJobs)},
+		}, indexFlags()...),
+		Action: fetchAction,
+	})
+}
+
+// indexFlags are the flags of every command that reads the pinned index.
+func indexFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "index", Usage: "the pinned package index `URL` (its simple API, e.g. https://pypi.org/simple/)"},
+		&cli.StringFlag{Name: "ca-bundle", Usage: "a PEM `FILE` of CA certificates trusted besides the system pool"},
+	}
+}
+
+// newIndexClient builds the pinned index client from --index and
+// --ca-bundle and the environment (DESIGN §14): the system CA pool plus
+// the bundle, proxies from the standard variables, credentials from the
+// URL, netrc ($NETRC or ~/.netrc) or CRUXPROV_INDEX_USERNAME/PASSWORD.
+func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return nil, usagef("--index %s: want an absolute http(s) URL", index.Redact(rawURL))
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if f := c.String("ca-bundle"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, usagef("--ca-bundle: %v", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("--ca-bundle %s: no PEM certificates in it", f)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = http.ProxyFromEnvironment
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	tr.MaxIdleConnsPerHost = 16
+	var creds []index.Credential
+	if user, pw := os.Getenv("CRUXPROV_INDEX_USERNAME"), os.Getenv("CRUXPROV_INDEX_PASSWORD"); user != "" || pw != "" {
+		creds = append(creds, index.Credential{Host: u.Host, Username: user, Password: pw})
+	}
+	netrc := os.Getenv("NETRC")
+	if netrc == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			netrc = filepath.Join(h, ".netrc")
+		}
+	}
+	if netrc != "" {
+		if b, err := os.ReadFile(netrc); err == nil {
+			creds = append(creds, index.ParseNetrc(b)...)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("netrc %s: %w", netrc, err)
+		}
+	}
+	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds})
+	if err != nil {
+		return nil, usagef("--index: %v", err)
+	}
+	return cl, nil
+}
+
+// fetchResolution resolves --wheel's embedded lock or --lock for --platform.
+func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
+	wheelPath, lockPath := c.String("wheel"), c.String("lock")
+	var data []byte
+	var err error
+	if wheelPath != "" {
+		var w *wheel.Wheel
+		if w, err = wheel.Open(wheelPath); err != nil {
+			return lockfile.Resolution{}, err
+		}
+		defer w.Close()
+		data, err = manifest.LockFromWheel(w)
+	} else {
+		data, err = os.ReadFile(lockPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			err = refusal.Wrap(refusal.LockMissing, err, "no lock file %s", lockPath)
+		}
+	}
+	if err != nil {
+		return lockfile.Resolution{}, err
+	}
+	lock, warnings, err := lockfile.Parse(data)
+	if err != nil {
+		return lockfile.Resolution{}, err
+	}
+	if !o.quiet && !o.json {
+		for _, w := range warnings {
+			fmt.Fprintf(o.stderr, "warning: %v\n", w)
+		}
+	}
+	var plat *platform.Platform
+	if c.String("platform") == "host" {
+		plat, err = platform.Host(c.Context, c.String("python"))
+	} else {
+		plat, err = platform.Lookup(c.String("platform"))
+	}
+	if err != nil {
+		return lockfile.Resolution{}, err
+	}
+	return lockfile.Resolve(lock, plat, lockfile.Options{})
+}
+
+func fetchAction(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() > 0 {
+		return usagef("fetch takes no arguments (got %q)", c.Args().First())
+	}
+	if (c.String("wheel") == "") == (c.String("lock") == "") {
+		return usagef("give exactly one of --wheel W or --lock F")
+	}
+	if c.String("platform") == "" {
+		return usagef("--platform is required (a preset id, or host)")
+	}
+	if c.String("index") == "" && !c.Bool("offline") {
+		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	if c.Int("jobs") < 0 {
+		return usagef("--jobs must be positive")
+	}
+	var client *index.Client
+	if u := c.String("index"); u != "" {
+		if client, err = newIndexClient(c, u); err != nil {
+			return err
+		}
+	}
+	res, err := fetchResolution(c, o)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(o.home)
+	if err != nil {
+		return err
+	}
+	fo := fetch.Options{Jobs: c.Int("jobs"), Offline: c.Bool("offline")}
+	var bars *progress
+	if o.progressOn() {
+		bars = newProgress(c, o.stderr)
+		fo.Events = bars.event
+	}
+	rep, err := fetch.Fetch(c.Context, st, client, res, fo)
+	if bars != nil {
+		bars.wait(err == nil)
+	}
+	if err != nil {
+		return err
+	}
+	out := struct {
+		fetch.Report
+		Platform string `json:"platform"`
+		Store    string `json:"store"`
+	}{rep, res.Platform, st.Home()}
+	return o.emit("cruxprov.fetch/v1", out, func(w io.Writer) {
+		cached := 0
+		for _, wh := range rep.Wheels {
+			if wh.Cached {
+				cached++
+			}
+			if wh.Yanked && !o.quiet {
+				fmt.Fprintf(o.stderr, "warning: %s is yanked on the index (%s); it was fetched because the lock pins it\n", wh.Filename, orNone(wh.YankedReason))
+			}
+		}
+		if o.quiet {
+			return
+		}
+		for _, wh := range rep.Wheels {
+			state := "fetched"
+			if wh.Cached {
+				state = "in store"
+			}
+			fmt.Fprintf(w, "%-8s %s %s\n", state, wh.SHA256.Hex()[:12], wh.Filename)
+		}
+		fmt.Fprintf(w, "%d wheels for %s: %d fetched (%s), %d already in the store %s\n",
+			len(rep.Wheels), res.Platform, rep.Downloaded, humanBytes(rep.Bytes), cached, st.Home())
+	})
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// progress draws one bar per download and one overall, on a TTY.
+type progress struct {
+	p       *mpb.Progress
+	mu      sync.Mutex
+	total   *mpb.Bar
+	bars    map[string]*mpb.Bar
+	current map[string]int64
+	done    int64
+}
+
+func newProgress(c *cli.Context, w io.Writer) *progress {
+	return &progress{p: mpb.NewWithContext(c.Context, mpb.WithOutput(w), mpb.WithWidth(32)), bars: map[string]*mpb.Bar{}, current: map[string]int64{}}
+}
+
+func (pr *progress) event(e fetch.Event) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	switch e.Kind {
+	case fetch.EventPlan:
+		pr.total = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarPriority(1<<30),
+			mpb.PrependDecorators(decor.Name(fmt.Sprintf("total (%d wheels)", e.Count), decor.WCSyncSpaceR)),
+			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
+	case fetch.EventStart:
+		if b := pr.bars[e.Filename]; b != nil {
+			b.Abort(true)
+		}
+		name := e.Filename
+		if len(name) > 40 {
+			name = name[:37] + "..."
+		}
+		pr.bars[e.Filename] = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarRemoveOnComplete(),
+			mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
+			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
+		pr.current[e.Filename] = 0
+	case fetch.EventProgress:
+		if b := pr.bars[e.Filename]; b != nil {
+			b.SetCurrent(e.Bytes)
+		}
+		pr.current[e.Filename] = e.Bytes
+	case fetch.EventDone:
+		if b := pr.bars[e.Filename]; b != nil {
+			b.SetTotal(-1, true)
+		}
+		delete(pr.current, e.Filename)
+		pr.done += e.Bytes
+	case fetch.EventRetry, fetch.EventFailed:
+		if b := pr.bars[e.Filename]; b != nil {
+			b.Abort(true)
+			delete(pr.bars, e.Filename)
+		}
+		delete(pr.current, e.Filename)
+	}
+	if pr.total != nil {
+		n := pr.done
+		for _, v := range pr.current {
+			n += v
+		}
+		pr.total.SetCurrent(n)
+	}
+}
+
+func (pr *progress) wait(ok bool) {
+	pr.mu.Lock()
+	if pr.total != nil {
+		if ok {
+			pr.total.SetTotal(-1, true)
+		} else {
+			pr.total.Abort(false)
+		}
+	}
+	for _, b := range pr.bars {
+		b.Abort(true)
+	}
+	pr.mu.Unlock()
+	pr.p.Wait()
+}

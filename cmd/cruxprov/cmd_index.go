@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/index"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "index",
+		Usage:     "build a static package index (PEP 503 + PEP 691) for mirrors and air-gapped hosts",
+		UsageText: "cruxprov index build DIR --from DIR_OF_WHEELS",
+		Description: "Example:\n   cruxprov index build ./mirror --from ./wheels\n" +
+			"   python3 -m http.server -d ./mirror 8080   # then --index http://127.0.0.1:8080/simple/",
+		Subcommands: []*cli.Command{{
+			Name:      "build",
+			Usage:     "write a static index of a directory of wheels",
+			UsageText: "cruxprov index build DIR --from DIR_OF_WHEELS",
+			Description: "Copies the wheels to DIR/files/, writes each wheel's METADATA beside it (PEP 658), and\n" +
+				"writes DIR/simple/<project>/index.html (PEP 503, with #sha256= fragments,\n" +
+				"data-requires-python and data-core-metadata) and index.json (PEP 691) beside it, plus\n" +
+				"the project lists DIR/simple/index.html and index.json. Links are relative, so any\n" +
+				"static web server or bucket can serve DIR under any prefix; the output is\n" +
+				"deterministic. See docs/index.md.\n\n" +
+				"Example:\n   cruxprov index build ./mirror --from ./wheels\n   cruxprov index build /srv/pypi --from ./wheels --json",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "from", Usage: "the `DIR` of wheels to index"},
+			},
+			Action: indexBuild,
+		}},
+	})
+}
+
+func indexBuild(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usagef("index build takes one DIR (the index to write)")
+	}
+	if c.String("from") == "" {
+		return usagef("--from DIR_OF_WHEELS is required")
+	}
+	rep, err := index.Build(c.Context, c.Args().First(), c.String("from"))
+	if err != nil {
+		return err
+	}
+	return o.emit("cruxprov.index.build/v1", rep, func(w io.Writer) {
+		if o.quiet {
+			return
+		}
+		for _, f := range rep.Files {
+			fmt.Fprintf(w, "%s %s\n", f.SHA256[:12], f.Filename)
+		}
+		fmt.Fprintf(w, "%d wheels of %d projects indexed in %s (serve it; the index URL ends in /simple/)\n", len(rep.Files), rep.Projects, rep.Dir)
+	})
+}
