@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -82,20 +83,13 @@ func Open(path string) (*Wheel, error) {
 		f.Close()
 		return nil, refusal.New(refusal.WheelInvalid, "wheel %s is not a regular file", path)
 	}
-	w, err := OpenReader(f, st.Size(), baseName(path))
+	w, err := OpenReader(f, st.Size(), filepath.Base(path))
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	w.closer = f
 	return w, nil
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexAny(p, `/`); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
 
 // OpenReader opens a wheel of size bytes read through r; filename is its

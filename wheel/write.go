@@ -192,7 +192,8 @@ func isASCII(s string) bool {
 // wheel is refused, never laundered into a fresh RECORD. Members are
 // ordered as Write orders them, with the same fixed timestamps, so the
 // same inputs give the same bytes. The signature files RECORD.jws and
-// RECORD.p7s are dropped: they sign the old RECORD.
+// RECORD.p7s are dropped: they sign the old RECORD. Directory entries
+// are dropped too (installers create directories as needed).
 func Rewrite(ctx context.Context, w io.Writer, src *Wheel, replace map[string][]byte) error {
 	if err := src.Verify(ctx); err != nil {
 		return err
