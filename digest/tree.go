@@ -275,7 +275,7 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 				e := &entries[files[n]]
 				err := ctx.Err()
 				if err == nil {
-					e.SHA256, e.Size, e.Exec, err = h.hash(filepath.Join(root, filepath.FromSlash(e.Path)))
+					e.SHA256, e.Size, e.Exec, err = h.hash(ctx, filepath.Join(root, filepath.FromSlash(e.Path)))
 					var te *TreeError
 					if errors.As(err, &te) {
 						te.Path = e.Path
@@ -305,7 +305,7 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 func HashFile(path string) ([32]byte, int64, error) {
 	h := hasherPool.Get().(*fileHasher)
 	defer hasherPool.Put(h)
-	sum, size, _, err := h.hash(path)
+	sum, size, _, err := h.hash(context.Background(), path)
 	return sum, size, err
 }
 

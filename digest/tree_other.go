@@ -3,6 +3,7 @@
 package digest
 
 import (
+	"context"
 	"crypto/sha256"
 	"hash"
 	"io"
@@ -35,7 +36,7 @@ func newFileHasher() *fileHasher {
 	return &fileHasher{h: sha256.New(), buf: make([]byte, 256<<10)}
 }
 
-func (fh *fileHasher) hash(path string) (sum [32]byte, size int64, exec bool, err error) {
+func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size int64, exec bool, err error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return sum, 0, false, &TreeError{Path: path, Reason: "cannot stat", Err: err}
@@ -48,6 +49,9 @@ func (fh *fileHasher) hash(path string) (sum [32]byte, size int64, exec bool, er
 		return sum, 0, false, &TreeError{Path: path, Reason: "cannot open", Err: err}
 	}
 	defer f.Close()
+	if err := ctx.Err(); err != nil {
+		return sum, 0, false, err
+	}
 	fh.h.Reset()
 	size, err = io.CopyBuffer(fh.h, f, fh.buf)
 	if err != nil {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package digest
 
 import (
@@ -367,5 +369,16 @@ func BenchmarkHashFile(b *testing.B) {
 		if _, _, err := HashFile(p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A cancelled context stops the hashing of a large file part way.
+func TestHashCancelledLargeFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	writeFile(t, p, make([]byte, 9<<20), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, _, err := newFileHasher().hash(ctx, p); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 package digest
 
 import (
+	"context"
 	"crypto/sha256"
 	"hash"
 	"io/fs"
@@ -45,8 +46,9 @@ func newFileHasher() *fileHasher {
 // hash opens path without following a symlink (O_NONBLOCK, so a FIFO that
 // replaced a file cannot block), checks on the open descriptor that it is
 // a regular file, and hashes it. The size is the number of bytes hashed,
-// which must equal the size fstat reported.
-func (fh *fileHasher) hash(path string) (sum [32]byte, size int64, exec bool, err error) {
+// which must equal the size fstat reported. It stops with ctx's error when
+// ctx is cancelled.
+func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size int64, exec bool, err error) {
 	fd, err := openNoFollow(path, 0)
 	if err != nil {
 		if err == syscall.ELOOP {
@@ -63,7 +65,12 @@ func (fh *fileHasher) hash(path string) (sum [32]byte, size int64, exec bool, er
 		return sum, 0, false, &TreeError{Path: path, Reason: "refusing an entry that is not a regular file", Err: ErrSpecialFile}
 	}
 	fh.h.Reset()
-	for {
+	for reads := 1; ; reads++ {
+		if reads%32 == 0 { // every 8 MiB: a huge file does not delay cancellation
+			if err := ctx.Err(); err != nil {
+				return sum, 0, false, err
+			}
+		}
 		n, err := syscall.Read(fd, fh.buf)
 		if err == syscall.EINTR || err == syscall.EAGAIN {
 			continue
