@@ -14,14 +14,19 @@ import (
 // use. It holds exactly the values given (it never probes the host); a
 // marker naming an absent variable fails with UndefinedEnvironmentName.
 type Env struct {
-	val           [numVars]string
-	has           [numVars]bool
-	set           [numVars][]string // extras, dependency_groups in the lock-file context (normalized)
-	isSet         [numVars]bool
-	canon         [numVars]string    // NormalizeExtra(val) for extras/dependency_groups given as strings
-	vt            [numVars]*verTable // version variables only; immutable, shared by copies
-	other         map[string]string  // keys that are not PEP 508 variables
+	slots         [numVars]slot
+	other         map[string]string // keys that are not PEP 508 variables
 	extraExplicit bool
+}
+
+// slot is one variable's value, laid out together for evaluation.
+type slot struct {
+	val   string
+	canon string    // NormalizeExtra(val) for extras/dependency_groups given as strings
+	set   []string  // extras, dependency_groups in the lock-file context (normalized)
+	vt    *verTable // version variables only; immutable, shared by copies
+	has   bool
+	isSet bool
 }
 
 // NewEnv returns a metadata-context environment (pypa/packaging's default
@@ -46,7 +51,7 @@ func NewEnv(vars map[string]string) (*Env, error) {
 		}
 		e.setString(i, v)
 	}
-	if e.has[vExtra] {
+	if e.slots[vExtra].has {
 		e.extraExplicit = true
 	} else {
 		e.setString(vExtra, "")
@@ -66,12 +71,10 @@ func (e *Env) setString(i int, v string) {
 			v += "local"
 		}
 	}
-	e.val[i], e.has[i], e.isSet[i], e.set[i] = v, true, false, nil
-	e.canon[i] = ""
+	sl := slot{val: v, has: true}
 	if isSetVar(i) {
-		e.canon[i] = NormalizeExtra(v)
+		sl.canon = NormalizeExtra(v)
 	}
-	e.vt[i] = nil
 	if isVersionVar(i) {
 		t := &verTable{}
 		if pv, err := pep440.Parse(v); err == nil {
@@ -81,8 +84,9 @@ func (e *Env) setString(i int, v string) {
 			sp, err := pep440.ParseSpecifier(opText[op] + v)
 			t.rspec[op], t.rspecOK[op] = sp, err == nil
 		}
-		e.vt[i] = t
+		sl.vt = t
 	}
+	e.slots[i] = sl
 }
 
 // verTable is what evaluation needs of a version variable's value: the
@@ -111,7 +115,7 @@ func (e *Env) WithExtra(extra string) *Env {
 func (e *Env) WithLockFile(extras, dependencyGroups []string) *Env {
 	c := *e
 	if !c.extraExplicit {
-		c.val[vExtra], c.has[vExtra] = "", false
+		c.slots[vExtra] = slot{}
 	}
 	c.putSet(vExtras, extras)
 	c.putSet(vDependencyGroups, dependencyGroups)
@@ -123,7 +127,7 @@ func (e *Env) putSet(i int, names []string) {
 	for _, n := range names {
 		s = append(s, NormalizeExtra(n))
 	}
-	e.val[i], e.has[i], e.isSet[i], e.set[i], e.canon[i] = "", true, true, s, ""
+	e.slots[i] = slot{set: s, has: true, isSet: true}
 }
 
 // Get returns a variable's value and whether it is defined; a set-valued
@@ -134,10 +138,11 @@ func (e *Env) Get(name string) (string, bool) {
 		v, ok := e.other[name]
 		return v, ok
 	}
-	if e.isSet[i] {
-		return strings.Join(e.set[i], ","), true
+	sl := &e.slots[i]
+	if sl.isSet {
+		return strings.Join(sl.set, ","), true
 	}
-	return e.val[i], e.has[i]
+	return sl.val, sl.has
 }
 
 // EvalErrorKind says why a marker could not be evaluated.

@@ -61,39 +61,41 @@ func (l *leaf) eval(env *Env) (bool, error) {
 	switch l.form {
 	case formVarLeft:
 		k := l.k
-		if !env.has[k] {
+		sl := &env.slots[k]
+		if !sl.has {
 			return false, undefinedName(varNames[k])
 		}
-		if env.isSet[k] {
+		if sl.isSet {
 			return false, &EvalError{Kind: UndefinedComparison, Name: varNames[k],
 				Detail: varNames[k] + " is a set in the lock-file context; write \"name\" in " + varNames[k]}
 		}
-		lhs := env.val[k]
+		lhs := sl.val
 		switch {
 		case isSetVar(k):
-			return l.stringOp(varNames[k], env.canon[k], l.litCanon)
+			return l.stringOp(varNames[k], sl.canon, l.litCanon)
 		case isVersionVar(k) && l.specOK:
 			if l.op == opArbitrary {
 				return l.spec.Match(lhs, pep440.PrereleasesAllow), nil
 			}
-			t := env.vt[k]
+			t := sl.vt
 			return t.verOK && l.spec.Contains(t.ver, true), nil
 		}
 		return l.stringOp(varNames[k], lhs, l.lit)
 	case formVarRight:
 		k := l.k
-		if !env.has[k] {
+		sl := &env.slots[k]
+		if !sl.has {
 			return false, undefinedName(varNames[k])
 		}
-		if env.isSet[k] {
-			return l.setOp(varNames[k], l.litCanon, env.set[k])
+		if sl.isSet {
+			return l.setOp(varNames[k], l.litCanon, sl.set)
 		}
-		rhs := env.val[k]
+		rhs := sl.val
 		if isSetVar(k) {
-			return l.stringOp(varNames[k], l.litCanon, env.canon[k])
+			return l.stringOp(varNames[k], l.litCanon, sl.canon)
 		}
 		if isVersionVar(k) {
-			if t := env.vt[k]; t.rspecOK[l.op] {
+			if t := sl.vt; t.rspecOK[l.op] {
 				sp := &t.rspec[l.op]
 				if l.op == opArbitrary {
 					return sp.Match(l.lit, pep440.PrereleasesAllow), nil
