@@ -30,6 +30,7 @@ func readDir(path string) ([]fs.DirEntry, error) {
 type fileHasher struct {
 	h   hash.Hash
 	buf []byte
+	sum [32]byte // Sum's target, kept here so it does not escape per call
 }
 
 func newFileHasher() *fileHasher {
@@ -60,6 +61,7 @@ func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size
 	if size != fi.Size() {
 		return sum, 0, false, &TreeError{Path: path, Reason: "size changed while hashing", Err: ErrChanged}
 	}
-	fh.h.Sum(sum[:0])
+	fh.h.Sum(fh.sum[:0])
+	sum = fh.sum
 	return sum, size, fi.Mode()&0o111 != 0, nil
 }
