@@ -10,6 +10,7 @@ func FuzzParseVersion(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkAgainstRegex(t, s)
 		v, err := Parse(s)
 		if err != nil {
 			return
