@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -13,6 +14,10 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/wheel"
 )
+
+// RuntimePackage is the normalized name of the runtime every provider's
+// lock must include (DESIGN §10).
+const RuntimePackage = "cruxible-provider-runtime"
 
 // Report is what `cruxprov inspect` shows of a root wheel: its identity,
 // its manifest, each entrypoint's implementation digest and a summary of
@@ -123,7 +128,13 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLock(m, l); err != nil {
+		return nil, err
+	}
 	r.Warnings = append([]lockfile.Warning{}, warns...)
+	if !slices.ContainsFunc(l.Packages, func(p lockfile.Package) bool { return p.Name == RuntimePackage }) {
+		r.Warnings = append(r.Warnings, lockfile.Warning{Key: "packages", Detail: "no " + RuntimePackage + " in the lock: an env made from it has no harness, and runs are refused runtime_missing"})
+	}
 	r.Lock = summarizeLock(l, digest.Sum(lockRaw))
 	return r, nil
 }

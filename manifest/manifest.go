@@ -1,9 +1,11 @@
 // Package manifest owns the provider's package-side manifest,
 // <dist-info>/cruxible/provider.toml (DESIGN §3): strict parsing into a
 // Manifest, reading it and the embedded pylock.toml out of a root wheel,
-// and each entrypoint's implementation digest (§5).
+// each entrypoint's implementation digest (§5), and Inspect, the report of
+// a root wheel that `cruxprov inspect` prints.
 //
-// It does not parse the lock (lockfile/ does), check interfaces against a
+// It does not parse the lock (lockfile/ does; Inspect only summarizes
+// what it returns), check interfaces against a
 // registry (registry/ does), or decide which protocol versions the
 // executor speaks. Every fault is a *refusal.Error: manifest_invalid (with
 // the key and the line), manifest_missing, lock_missing.

@@ -44,7 +44,7 @@ func readMember(w *wheel.Wheel, rel string, missing refusal.Code, hint string) (
 	name := w.DistInfo() + "/" + rel
 	b, err := w.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.Wrap(missing, err, "%s has no %s: %s", w.Filename().String(), name, hint)
+		return nil, refusal.New(missing, "%s has no %s: %s", w.Filename().String(), name, hint)
 	}
 	return b, err
 }

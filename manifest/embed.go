@@ -1,0 +1,105 @@
+package manifest
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Embed writes src to w with <dist-info>/cruxible/provider.toml and
+// <dist-info>/cruxible/pylock.toml added or replaced and RECORD
+// regenerated (wheel.Rewrite: src is verified in full first, every other
+// member keeps its bytes). The manifest must parse against src's name
+// (refusal.ManifestInvalid) and the lock must parse (lockfile's refusals)
+// and must not list the root distribution itself (refusal.LockInvalid).
+func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, lockTOML []byte) error {
+	m, err := Parse(manifestTOML, src.Filename().Distribution)
+	if err != nil {
+		return err
+	}
+	l, _, err := lockfile.Parse(lockTOML)
+	if err != nil {
+		return err
+	}
+	if err := checkLock(m, l); err != nil {
+		return err
+	}
+	di := src.DistInfo() + "/"
+	return wheel.Rewrite(ctx, w, src, map[string][]byte{
+		di + ManifestPath: manifestTOML,
+		di + LockPath:     lockTOML,
+	})
+}
+
+// checkLock holds the lock to §3: the root distribution is not in its own
+// lock.
+func checkLock(m *Manifest, l *lockfile.Lock) error {
+	for _, p := range l.Packages {
+		if p.Name == m.Name {
+			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3)", m.Name)
+		}
+	}
+	return nil
+}
+
+// EmbedFile embeds manifestTOML and lockTOML into the wheel at srcPath
+// (see Embed) and writes the result to outPath, whose base name must be a
+// wheel file name for the same distribution, version and tags. The result
+// is written into a fresh directory beside outPath, checked with Inspect,
+// fsynced and only then renamed into place: a failure leaves nothing at
+// outPath (and an existing file there untouched). It returns the Inspect
+// report of the result.
+func EmbedFile(ctx context.Context, srcPath, outPath string, manifestTOML, lockTOML []byte) (*Report, error) {
+	src, err := wheel.Open(srcPath)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	base := filepath.Base(outPath)
+	on, err := wheel.ParseFilename(base)
+	if err != nil {
+		return nil, err
+	}
+	sn := src.Filename()
+	if on.Name != sn.Name || on.Version != sn.Version || !slices.Equal(on.Tags, sn.Tags) {
+		return nil, refusal.New(refusal.WheelInvalid, "output name %s does not name the same wheel as %s (same distribution, version and tags); pass -o DIR to keep the name", base, filepath.Base(srcPath))
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(outPath), ".cruxprov-embed-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(stage)
+	tmp := filepath.Join(stage, base)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	err = Embed(ctx, f, src, manifestTOML, lockTOML)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	r, err := Inspect(ctx, tmp)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, outPath); err != nil {
+		return nil, err
+	}
+	if d, err := os.Open(filepath.Dir(outPath)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return r, nil
+}
