@@ -18,12 +18,18 @@ import (
 // equality, < and > are false, in / not in test substrings (set
 // membership for the lock-file sets), and ~= / === are undefined.
 // It does not allocate unless it returns an error.
+// A nil env is an environment that defines nothing.
 func (m Marker) Evaluate(env *Env) (bool, error) {
 	if m.root == nil {
 		return true, nil
 	}
+	if env == nil {
+		env = &emptyEnv
+	}
 	return evalGroup(m.root, env)
 }
+
+var emptyEnv Env
 
 func evalGroup(g *group, env *Env) (bool, error) {
 	result, cur := false, true

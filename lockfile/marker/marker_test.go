@@ -300,6 +300,9 @@ func TestZeroMarkerAndOtherKeys(t *testing.T) {
 	if v, ok := env.Get("custom"); !ok || v != "value" {
 		t.Error("Get(custom)")
 	}
+	if _, err := mustParse(t, `os_name == "x"`).Evaluate(nil); err == nil {
+		t.Error("nil Env defines os_name")
+	}
 	if _, err := NewEnv(map[string]string{"os_name": "\xff"}); err == nil {
 		t.Error("invalid UTF-8 accepted")
 	}
