@@ -151,6 +151,9 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	if len(todo) == 0 {
 		return rep, nil
 	}
+	// Largest first (sizes from the lock): the longest download starts at
+	// once instead of last, which bounds the whole fetch.
+	sort.SliceStable(todo, func(a, b int) bool { return res.Packages[todo[a]].Size > res.Packages[todo[b]].Size })
 	if opts.Offline {
 		var names []string
 		for _, i := range todo {
@@ -169,7 +172,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	// Each project page is fetched once, all of them at once (bounded),
 	// while the downloads of projects already read proceed.
 	pages := map[string]*page{}
-	pageSem := make(chan struct{}, opts.Jobs)
+	pageSem := make(chan struct{}, 2*opts.Jobs) // pages are small: read them well ahead
 	for _, i := range todo {
 		name := index.Normalize(res.Packages[i].Name)
 		if pages[name] != nil {
@@ -224,8 +227,12 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 			case <-ctx.Done():
 				return
 			}
-			defer func() { <-sem }()
-			out, err := download(ctx, st, c, p.proj, w, opts, emit)
+			// The slot is for the network: it is given back as soon as the
+			// body is read, before the fsync and rename.
+			var releaseOnce sync.Once
+			release := func() { releaseOnce.Do(func() { <-sem }) }
+			defer release()
+			out, err := download(ctx, st, c, p.proj, w, opts, emit, release)
 			mu.Lock()
 			rep.Wheels[i].URL, rep.Wheels[i].Yanked, rep.Wheels[i].YankedReason, rep.Wheels[i].Attempts = out.URL, out.Yanked, out.YankedReason, out.Attempts
 			if err == nil {
@@ -275,7 +282,7 @@ type outcome struct {
 
 // download finds w on its project's page and stores it, retrying
 // transient failures with backoff.
-func download(ctx context.Context, st *store.Store, c *index.Client, proj *index.Project, w lockfile.ResolvedWheel, opts Options, emit func(Event)) (outcome, error) {
+func download(ctx context.Context, st *store.Store, c *index.Client, proj *index.Project, w lockfile.ResolvedWheel, opts Options, emit func(Event), release func()) (outcome, error) {
 	f, ok := proj.Find(w.Filename)
 	if !ok {
 		return outcome{}, refusal.New(refusal.FetchFailed, "%s is not listed on %s (index %s); mirror it there or pin an index that has it", w.Filename, proj.URL, c.BaseURL())
@@ -291,7 +298,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 	var last error
 	for attempt := 1; attempt <= opts.Attempts; attempt++ {
 		out.Attempts = attempt
-		n, err := once(ctx, st, c, f, w, attempt, emit)
+		n, err := once(ctx, st, c, f, w, attempt, emit, release)
 		if err == nil {
 			out.Size = n
 			return out, nil
@@ -319,7 +326,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 	return out, refusal.Wrap(refusal.FetchFailed, last, "%s from %s failed %d times; check the index and retry", w.Filename, out.URL, opts.Attempts)
 }
 
-func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event)) (int64, error) {
+func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event), release func()) (int64, error) {
 	body, length, err := c.Open(ctx, f)
 	if err != nil {
 		return 0, err
@@ -333,7 +340,7 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		return 0, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
 	}
 	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
-	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total}
+	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total, eof: release}
 	if err := st.Put(ctx, w.SHA256, w.Size, cr); err != nil {
 		return cr.n, err
 	}
@@ -341,12 +348,14 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 	return n, nil
 }
 
+// countingReader reports progress and calls eof when the body ends.
 type countingReader struct {
 	r     io.Reader
 	n     int64
 	emit  func(Event)
 	name  string
 	total int64
+	eof   func()
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
@@ -354,6 +363,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.n += int64(n)
 		c.emit(Event{Kind: EventProgress, Filename: c.name, Bytes: c.n, Total: c.total})
+	}
+	if err == io.EOF && c.eof != nil {
+		c.eof()
 	}
 	return n, err
 }

@@ -61,7 +61,7 @@ func resolution(fx []wheelFixture) lockfile.Resolution {
 
 // faultServer is an index that misbehaves on purpose, for one file.
 type faultServer struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	off    *httptest.Server
 	fx     []wheelFixture
@@ -74,7 +74,7 @@ type faultServer struct {
 	pages map[string]int
 }
 
-func newFaultServer(t *testing.T, fx []wheelFixture, target, mode string) *faultServer {
+func newFaultServer(t testing.TB, fx []wheelFixture, target, mode string) *faultServer {
 	t.Helper()
 	s := &faultServer{t: t, fx: fx, target: target, mode: mode, hits: map[string]int{}, pages: map[string]int{}}
 	s.off = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "elsewhere") }))
@@ -207,7 +207,7 @@ func (s *faultServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func client(t *testing.T, base string) *index.Client {
+func client(t testing.TB, base string) *index.Client {
 	t.Helper()
 	c, err := index.New(base+"/simple", index.Options{Timeout: 500 * time.Millisecond, StallTimeout: 400 * time.Millisecond, Backoff: 5 * time.Millisecond})
 	if err != nil {
