@@ -1,0 +1,255 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// inspectPins are the known answers for the fixture wheels: the wheel's
+// sha256 and each entrypoint's implementation digest (DESIGN §5). They
+// change only when python/cruxible_provider_runtime or
+// internal/fixtures change what the wheels hold (the runtime wheel is in
+// every lock): then check why, and paste the "got" map the failure prints.
+var inspectPins = map[string]string{
+	"acme-echo":          "sha256:bd5d6ffe1e58d9055dc51f0bae6a27a578f2ab6971bc5afdcd17a5ae50b5c988",
+	"acme-echo/echo":     "sha256:83f17e89ff8035928d2c4394d382226d4e1909b997d57be27fd02b6dbe85c6e3",
+	"acme-echo/fail":     "sha256:7df954ab44e2193617c5ec65401ec1ab165558c84c308b513eb0e2beee93b726",
+	"acme-echo/flood":    "sha256:d782a955251f7e6ea02bb8c934f4af39d7f0e6eb2ef64422905969fce636b4a7",
+	"acme-echo/sleep":    "sha256:8de85486170ca5ff5226a8cc383abed204266ed211aa8e6fc513324f69512d2c",
+	"acme-native":        "sha256:5d444193bdf125f81a00727cdc4a596ff9db35f2f0d086d9d09dad6de7ad0377",
+	"acme-native/which":  "sha256:cfa0e1803754956de320a9b97374aa7a5907242780516957261101d7c5b96ff5",
+	"acme-scripts":       "sha256:45ffc6c8cc4221e64c3b56bfb4581cf48adc331a74cd07b1c77364fe6a0ac43b",
+	"acme-scripts/hello": "sha256:9448d82c5a4c13b9a24283937e29fe7b4f0b7d7936c342cdc56abb5e9c2783be",
+}
+
+type inspectDoc struct {
+	Schema string `json:"schema"`
+	Wheel  struct {
+		Filename, Name, Version, SHA256 string
+		Size                            int64
+		Tags                            []string
+	} `json:"wheel"`
+	Manifest struct {
+		Name    string   `json:"name"`
+		Secrets []string `json:"secrets"`
+		Digest  string   `json:"digest"`
+	} `json:"manifest"`
+	Entrypoints []struct {
+		Name                 string `json:"name"`
+		Object               string `json:"object"`
+		ImplementationDigest string `json:"implementation_digest"`
+		Interface            struct{ ID, Digest string }
+	} `json:"entrypoints"`
+	Lock struct {
+		Digest    string   `json:"digest"`
+		Wheels    int      `json:"wheels"`
+		Platforms []string `json:"platforms"`
+		Packages  []struct {
+			Name   string `json:"name"`
+			Wheels int    `json:"wheels"`
+		} `json:"packages"`
+	} `json:"lock"`
+	Warnings []any `json:"warnings"`
+}
+
+func inspectJSON(t *testing.T, path string) inspectDoc {
+	t.Helper()
+	// --json after the positional: §13 says it must be honoured.
+	r := cruxprov(t, "inspect", path, "--json")
+	if r.code != 0 {
+		t.Fatalf("inspect %s: %+v", path, r)
+	}
+	var d inspectDoc
+	if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	return d
+}
+
+// TestInspectKnownAnswers: inspect --json on each fixture provider gives
+// the pinned sha256 and implementation digests, which are also what the
+// fixtures compute independently.
+func TestInspectKnownAnswers(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	got := map[string]string{}
+	for _, p := range s.Providers() {
+		d := inspectJSON(t, p.Path)
+		if d.Schema != "cruxprov.inspect/v1" || d.Wheel.Name != p.Name || d.Wheel.Version != p.Version ||
+			d.Wheel.SHA256 != p.SHA256.String() || d.Wheel.Size != p.Size || strings.Join(d.Wheel.Tags, ",") != "py3-none-any" {
+			t.Errorf("%s: wheel %+v", p.Name, d.Wheel)
+		}
+		if d.Manifest.Name != p.Name || len(d.Warnings) != 0 {
+			t.Errorf("%s: manifest %+v warnings %v", p.Name, d.Manifest, d.Warnings)
+		}
+		got[p.Name] = d.Wheel.SHA256
+		if len(d.Entrypoints) != len(p.Entrypoints) {
+			t.Fatalf("%s: %d entrypoints", p.Name, len(d.Entrypoints))
+		}
+		for i, e := range d.Entrypoints {
+			want := p.Entrypoints[i]
+			if e.Name != want.Name || e.Object != want.Object || e.ImplementationDigest != want.ImplementationDigest.String() ||
+				e.Interface.ID != want.Interface || e.Interface.Digest != want.InterfaceDigest.String() {
+				t.Errorf("%s: entrypoint %+v, fixtures say %+v", p.Name, e, want)
+			}
+			got[p.Name+"/"+e.Name] = e.ImplementationDigest
+		}
+		if d.Lock.Wheels != len(p.Dependencies) {
+			t.Errorf("%s: lock has %d wheels, want %d", p.Name, d.Lock.Wheels, len(p.Dependencies))
+		}
+	}
+	nat := inspectJSON(t, s.Native.Path)
+	wantPlats := append([]string{"any", "manylinux2014_aarch64", "manylinux2014_x86_64"}, fixtures.NativePlatforms...)
+	sort.Strings(wantPlats)
+	if strings.Join(nat.Lock.Platforms, ",") != strings.Join(wantPlats, ",") || len(nat.Lock.Packages) != 2 ||
+		nat.Lock.Packages[0].Name != "acme-native-lib" || nat.Lock.Packages[0].Wheels != 5 {
+		t.Errorf("acme-native lock summary: %+v", nat.Lock)
+	}
+	var diff []string
+	for k, v := range got {
+		if inspectPins[k] != v {
+			diff = append(diff, k)
+		}
+	}
+	if len(diff) > 0 || len(got) != len(inspectPins) {
+		keys := make([]string, 0, len(got))
+		for k := range got {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&b, "\t%q: %q,\n", k, got[k])
+		}
+		t.Errorf("known answers differ for %v; got:\n%s", diff, b.String())
+	}
+}
+
+func TestInspectHuman(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	r := cruxprov(t, "inspect", s.Echo.Path)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("%+v", r)
+	}
+	for _, want := range []string{"acme-echo 1.0.0", s.Echo.SHA256.String(), "acme/api-token", "ENTRYPOINT", "cruxible-provider-runtime",
+		s.Echo.Entrypoints[0].ImplementationDigest.String(), "acme_echo.diagnostics:flood"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("human output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// refusedCode runs args with --json and returns the refusal code (exit 78).
+func refusedCode(t *testing.T, args ...string) string {
+	t.Helper()
+	r := cruxprov(t, append(args, "--json")...)
+	var v struct {
+		Refused struct{ Code, Detail string } `json:"refused"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != exitRefused {
+		t.Fatalf("%v: want a refusal: %+v (%v)", args, r, err)
+	}
+	return v.Refused.Code
+}
+
+// writeWheel builds a wheel with wheel.Write from name → content.
+func writeWheel(t *testing.T, dir, filename string, files map[string]string) string {
+	t.Helper()
+	fn, err := wheel.ParseFilename(filename)
+	if err != nil {
+		t.Fatal(err)
+	}
+	di := fn.Distribution + "-" + fn.Version + ".dist-info/"
+	ents := []wheel.Entry{
+		{Name: di + "METADATA", Data: []byte("Metadata-Version: 2.1\nName: " + fn.Distribution + "\nVersion: " + fn.Version + "\n")},
+		{Name: di + "WHEEL", Data: []byte("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")},
+	}
+	for n, c := range files {
+		ents = append(ents, wheel.Entry{Name: strings.ReplaceAll(n, "DI/", di), Data: []byte(c)})
+	}
+	var buf bytes.Buffer
+	if err := wheel.Write(&buf, filename, ents); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filename)
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestInspectRefusals(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	dir := t.TempDir()
+	if c := refusedCode(t, "inspect", s.Runtime.Path); c != "manifest_missing" {
+		t.Errorf("runtime wheel: %s", c)
+	}
+	noLock := writeWheel(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_echo/__init__.py": "", "DI/cruxible/provider.toml": string(s.Echo.Manifest)})
+	if c := refusedCode(t, "inspect", noLock); c != "lock_missing" {
+		t.Errorf("no lock: %s", c)
+	}
+	badManifest := writeWheel(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+		"DI/cruxible/provider.toml": strings.Replace(string(s.Echo.Manifest), "schema = 1", "schema = 2", 1),
+		"DI/cruxible/pylock.toml":   string(s.Echo.Lock)})
+	if c := refusedCode(t, "inspect", badManifest); c != "manifest_invalid" {
+		t.Errorf("bad manifest: %s", c)
+	}
+	badLock := writeWheel(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+		"DI/cruxible/provider.toml": string(s.Echo.Manifest),
+		"DI/cruxible/pylock.toml":   "lock-version = \"2.0\"\n"})
+	if c := refusedCode(t, "inspect", badLock); c != "lock_version_unsupported" {
+		t.Errorf("bad lock: %s", c)
+	}
+	if c := refusedCode(t, "inspect", tamper(t, s.Echo.Path, "acme_echo/__init__.py")); c != "record_mismatch" {
+		t.Errorf("tampered: %s", c)
+	}
+	if c := refusedCode(t, "inspect", filepath.Join(dir, "acme_echo-9.0.0-py3-none-any.whl")); c != "wheel_invalid" {
+		t.Errorf("missing file: %s", c)
+	}
+	for _, args := range [][]string{{"inspect"}, {"inspect", "a.whl", "b.whl"}} {
+		if r := cruxprov(t, args...); r.code != exitUsage {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
+
+// tamper copies the wheel at path and flips one byte of member (stored
+// uncompressed in fixture wheels), keeping the zip valid.
+func tamper(t *testing.T, path, member string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range zr.File {
+		if f.Name != member {
+			continue
+		}
+		off, err := f.DataOffset()
+		if err != nil || f.UncompressedSize64 == 0 || f.Method != zip.Store {
+			t.Fatalf("cannot tamper with %s: %v", member, err)
+		}
+		b[off] ^= 0x20
+		out := filepath.Join(t.TempDir(), filepath.Base(path))
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	t.Fatalf("no member %s", member)
+	return ""
+}
