@@ -1,0 +1,187 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// fetchFixture writes two small wheels, builds a static index of them
+// with `cruxprov index build`, serves it on loopback, and writes a lock
+// whose URLs name another host (as a lock made against a public index
+// does). It returns the index URL, the lock path and the wheels' sha256.
+func fetchFixture(t *testing.T) (indexURL, lock string, sums []string) {
+	t.Helper()
+	wheels, mirror := t.TempDir(), t.TempDir()
+	var b strings.Builder
+	b.WriteString("lock-version = \"1.0\"\ncreated-by = \"test\"\nrequires-python = \">=3.9\"\n")
+	for _, name := range []string{"alpha", "beta_pkg"} {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		for _, m := range []struct{ n, body string }{
+			{name + "/__init__.py", "x = 1\n"},
+			{name + "-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\nRequires-Python: >=3.9\n\n"},
+			{name + "-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
+		} {
+			w, _ := zw.CreateHeader(&zip.FileHeader{Name: m.n, Method: zip.Store})
+			w.Write([]byte(m.body))
+		}
+		zw.Close()
+		fn := name + "-1.0-py3-none-any.whl"
+		os.WriteFile(filepath.Join(wheels, fn), buf.Bytes(), 0o644)
+		s := sha256.Sum256(buf.Bytes())
+		h := hex.EncodeToString(s[:])
+		sums = append(sums, h)
+		fmt.Fprintf(&b, "\n[[packages]]\nname = %q\nversion = \"1.0\"\nindex = \"https://pypi.example.invalid/simple/\"\n\n[[packages.wheels]]\nname = %q\nurl = \"https://files.pypi.example.invalid/packages/%s\"\nsize = %d\nhashes = { sha256 = %q }\n",
+			strings.ReplaceAll(name, "_", "-"), fn, fn, buf.Len(), h)
+	}
+	r := cruxprov(t, "index", "build", mirror, "--from", wheels, "--json")
+	if r.code != 0 {
+		t.Fatalf("index build: %+v", r)
+	}
+	var built struct {
+		Schema   string `json:"schema"`
+		Projects int    `json:"projects"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &built); err != nil || built.Schema != "cruxprov.index.build/v1" || built.Projects != 2 {
+		t.Fatalf("index build output: %s %v", r.stdout, err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(mirror)))
+	t.Cleanup(srv.Close)
+	lock = filepath.Join(t.TempDir(), "pylock.toml")
+	os.WriteFile(lock, []byte(b.String()), 0o644)
+	sort.Strings(sums)
+	return srv.URL + "/simple/", lock, sums
+}
+
+func blobs(t *testing.T, home string) []string {
+	t.Helper()
+	ents, _ := os.ReadDir(filepath.Join(home, "blobs", "sha256"))
+	out := []string{}
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+const testPlatform = "cp311-manylinux_2_36_x86_64"
+
+func TestFetchCLI(t *testing.T) {
+	idx, lock, sums := fetchFixture(t)
+	home := t.TempDir()
+	r := cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--index", idx, "--home", home, "--json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("fetch: %+v", r)
+	}
+	var out struct {
+		Schema     string `json:"schema"`
+		Downloaded int    `json:"downloaded"`
+		Wheels     []struct {
+			URL    string `json:"url"`
+			Cached bool   `json:"cached"`
+		} `json:"wheels"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Schema != "cruxprov.fetch/v1" || out.Downloaded != 2 {
+		t.Fatalf("fetch output %s: %v", r.stdout, err)
+	}
+	for _, w := range out.Wheels {
+		if !strings.HasPrefix(w.URL, strings.TrimSuffix(idx, "simple/")) {
+			t.Errorf("fetched from %s, not the pinned mirror", w.URL)
+		}
+	}
+	if got := blobs(t, home); strings.Join(got, ",") != strings.Join(sums, ",") {
+		t.Fatalf("store holds %v, want %v", got, sums)
+	}
+	// Offline after a first fetch: served from the store, no index needed.
+	r = cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--offline", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "2 already in the store") {
+		t.Fatalf("offline: %+v", r)
+	}
+	// Offline on an empty store is a refusal.
+	r = cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--offline", "--home", t.TempDir(), "--json")
+	var ref struct {
+		Refused struct{ Code string } `json:"refused"`
+	}
+	if r.code != 78 || json.Unmarshal([]byte(r.stdout), &ref) != nil || ref.Refused.Code != "offline_miss" {
+		t.Fatalf("offline miss: %+v", r)
+	}
+
+	// gc: nothing references the blobs (no seal, no pin) so they go; a
+	// dry run only lists them.
+	r = cruxprov(t, "gc", "--dry-run", "--home", home, "--json")
+	var gc struct {
+		Schema  string   `json:"schema"`
+		Removed []string `json:"removed"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &gc) != nil || gc.Schema != "cruxprov.gc/v1" || len(gc.Removed) != 2 {
+		t.Fatalf("gc --dry-run: %+v", r)
+	}
+	if len(blobs(t, home)) != 2 {
+		t.Fatal("gc --dry-run removed blobs")
+	}
+	// A seal that names one blob keeps it.
+	os.WriteFile(filepath.Join(home, "envs", "00.seal.json"), []byte(`{"resolution":{"packages":[{"sha256":"sha256:`+sums[0]+`"}]}}`), 0o444)
+	if r = cruxprov(t, "gc", "--home", home); r.code != 0 {
+		t.Fatalf("gc: %+v", r)
+	}
+	if got := blobs(t, home); len(got) != 1 || got[0] != sums[0] {
+		t.Fatalf("after gc: %v", got)
+	}
+}
+
+func TestFetchCLIRefusals(t *testing.T) {
+	idx, lock, _ := fetchFixture(t)
+	// A mirror that lists other bytes for a file than the lock pins.
+	bad := filepath.Join(t.TempDir(), "pylock.toml")
+	b, _ := os.ReadFile(lock)
+	lines := strings.Split(string(b), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "hashes = ") {
+			lines[i] = `hashes = { sha256 = "` + strings.Repeat("ab", 32) + `" }`
+			break
+		}
+	}
+	os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644)
+	home := t.TempDir()
+	r := cruxprov(t, "fetch", "--lock", bad, "--platform", testPlatform, "--index", idx, "--home", home)
+	if r.code != 78 || !strings.HasPrefix(r.stderr, "refused: hash_mismatch:") {
+		t.Fatalf("hash mismatch: %+v", r)
+	}
+	if strings.Contains(r.stderr, "pypi.example.invalid") {
+		t.Errorf("the refusal names the lock's URL: %s", r.stderr)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"no index", []string{"fetch", "--lock", lock, "--platform", testPlatform}},
+		{"no platform", []string{"fetch", "--lock", lock, "--index", idx}},
+		{"wheel and lock", []string{"fetch", "--lock", lock, "--wheel", lock, "--platform", testPlatform, "--index", idx}},
+		{"bad index", []string{"fetch", "--lock", lock, "--platform", testPlatform, "--index", "ftp://x/"}},
+		{"index build without --from", []string{"index", "build", t.TempDir()}},
+		{"gc argument", []string{"gc", "now"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := cruxprov(t, tt.args...); r.code != 64 {
+				t.Errorf("exit %d, want 64: %+v", r.code, r)
+			}
+		})
+	}
+	// Credentials in --index never appear in output.
+	withPW := strings.Replace(idx, "http://", "http://user:hunter2@", 1)
+	r = cruxprov(t, "fetch", "--lock", bad, "--platform", testPlatform, "--index", withPW, "--home", t.TempDir(), "--json")
+	if r.code != 78 || strings.Contains(r.stdout+r.stderr, "hunter2") {
+		t.Errorf("credentials leaked or wrong exit: %+v", r)
+	}
+}
