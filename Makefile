@@ -36,7 +36,7 @@ bench: build
 fuzz:
 	@set -e; for p in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz' || true); do \
-	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$p >/tmp/cruxprov-fuzz.log 2>&1 || { cat /tmp/cruxprov-fuzz.log; exit 1; }; \
+	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$p >/tmp/cruxprov-fuzz.log 2>&1 || { cat /tmp/cruxprov-fuzz.log; exit 1; }; \
 	  done; done
 
 # Vectors from peers' test suites (../shared/conformance); the project's own tests do not need them.
