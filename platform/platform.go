@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -133,8 +134,7 @@ func linuxArch(plat string) string {
 	return ""
 }
 
-// jsonForm is the canonical JSON form; fields in key order so that
-// encoding/json writes RFC 8785 order for these ASCII values.
+// jsonForm is the canonical JSON form's shape.
 type jsonForm struct {
 	ABI            string            `json:"abi"`
 	ID             string            `json:"id"`
@@ -147,10 +147,10 @@ type jsonForm struct {
 	Type           string            `json:"type"`
 }
 
-// MarshalJSON writes the canonical JSON form: an object with keys abi, id,
-// implementation, interpreter (host only), lib_dir, markers,
-// python_version, tags (strings, most preferred first) and type
-// ("cruxible.platform/v1"), keys sorted, no insignificant whitespace.
+// MarshalJSON writes the canonical JSON form (RFC 8785, digest.CanonicalJSON):
+// an object with keys abi, id, implementation, interpreter (host only),
+// lib_dir, markers, python_version, tags (strings, most preferred first)
+// and type ("cruxible.platform/v1").
 func (p *Platform) MarshalJSON() ([]byte, error) {
 	f := jsonForm{
 		ABI: p.ABI, ID: p.ID(), Implementation: p.Implementation, Interpreter: p.Interpreter,
@@ -160,13 +160,7 @@ func (p *Platform) MarshalJSON() ([]byte, error) {
 	for i, t := range p.Tags {
 		f.Tags[i] = t.String()
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(f); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return digest.CanonicalJSON(f)
 }
 
 // maxPlatformJSON bounds a platform file; real ones are under 100 KiB.
