@@ -106,7 +106,7 @@ func TestParseMatchesPEP440Regex(t *testing.T) {
 	atoms := []string{"1", "0", "2", "10", "007", ".", "-", "_", "!", "+", "v", "V", "a", "b", "c", "rc", "RC",
 		"alpha", "beta", "pre", "preview", "post", "rev", "r", "dev", "DEV", "x", "abc", "*", "1.0", "1!"}
 	rng := rand.New(rand.NewPCG(440, 508))
-	n := 200000
+	n := 100000
 	if testing.Short() {
 		n = 20000
 	}
