@@ -1,0 +1,246 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+)
+
+// embedInputs writes a manifest and a lock for the distribution name to dir.
+func embedInputs(t *testing.T, dir, name string, s *fixtures.Set) (manifestPath, lockPath string) {
+	t.Helper()
+	m := strings.Replace(string(s.Echo.Manifest), `name = "acme-echo"`, `name = "`+name+`"`, 1)
+	manifestPath, lockPath = filepath.Join(dir, "provider.toml"), filepath.Join(dir, "pylock.toml")
+	if err := os.WriteFile(manifestPath, []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lockPath, s.Echo.Lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return manifestPath, lockPath
+}
+
+func members(t *testing.T, path string) map[string][]byte {
+	t.Helper()
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	out := map[string][]byte{}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if _, err := b.ReadFrom(rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		out[f.Name] = b.Bytes()
+	}
+	return out
+}
+
+// TestPackageEmbed embeds a manifest and lock into a plain wheel: the
+// output passes inspect, keeps every other member, is deterministic, and
+// pip installs it (with the two files in its dist-info).
+func TestPackageEmbed(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	in := t.TempDir()
+	plain := writeWheel(t, in, "Acme_Plain-2.0.0-py3-none-any.whl", map[string]string{
+		"acme_plain/__init__.py": "from cruxible_provider_runtime import ProviderResult\n\ndef run(ctx):\n    return ProviderResult.ok(ctx.input)\n",
+	})
+	mf, lf := embedInputs(t, in, "acme-plain", s)
+	out := t.TempDir()
+	r := cruxprov(t, "package", "embed", plain, "--manifest", mf, "--lock", lf, "-o", out, "--json")
+	if r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	var v struct {
+		Schema  string `json:"schema"`
+		Output  string `json:"output"`
+		Inspect struct {
+			Wheel struct{ SHA256 string } `json:"wheel"`
+		} `json:"inspect"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v.Schema != "cruxprov.package.embed/v1" {
+		t.Fatalf("%v %s", err, r.stdout)
+	}
+	outPath := filepath.Join(out, "Acme_Plain-2.0.0-py3-none-any.whl")
+	if v.Output != outPath {
+		t.Fatalf("output %s", v.Output)
+	}
+	d := inspectJSON(t, outPath)
+	if d.Manifest.Name != "acme-plain" || d.Wheel.SHA256 != v.Inspect.Wheel.SHA256 || len(d.Entrypoints) != 4 {
+		t.Fatalf("inspect of the output: %+v", d)
+	}
+	before, after := members(t, plain), members(t, outPath)
+	mb, _ := os.ReadFile(mf)
+	if !bytes.Equal(after["Acme_Plain-2.0.0.dist-info/cruxible/provider.toml"], mb) ||
+		!bytes.Equal(after["Acme_Plain-2.0.0.dist-info/cruxible/pylock.toml"], s.Echo.Lock) {
+		t.Error("the embedded files are not the inputs")
+	}
+	for name, b := range before {
+		if strings.HasSuffix(name, "/RECORD") {
+			continue
+		}
+		if !bytes.Equal(after[name], b) {
+			t.Errorf("%s changed", name)
+		}
+	}
+	if len(after) != len(before)+2 {
+		t.Errorf("%d members, want %d", len(after), len(before)+2)
+	}
+	if !strings.Contains(string(after["Acme_Plain-2.0.0.dist-info/RECORD"]), "Acme_Plain-2.0.0.dist-info/cruxible/pylock.toml,sha256=") {
+		t.Errorf("RECORD does not list the lock:\n%s", after["Acme_Plain-2.0.0.dist-info/RECORD"])
+	}
+
+	// The same inputs give the same bytes; embedding again replaces.
+	again := filepath.Join(t.TempDir(), "Acme_Plain-2.0.0-py3-none-any.whl")
+	if r := cruxprov(t, "package", "embed", outPath, "--manifest", mf, "--lock", lf, "-o", again); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	x, _ := os.ReadFile(outPath)
+	y, _ := os.ReadFile(again)
+	if !bytes.Equal(x, y) {
+		t.Error("re-embedding the same files changed the bytes")
+	}
+
+	// pip installs the output, manifest and lock included.
+	if testing.Short() {
+		return
+	}
+	venv := pipVenv(t, s.Runtime.Path, outPath)
+	site := strings.TrimSpace(pyRun(t, filepath.Join(venv, "bin", "python"), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"))
+	got, err := os.ReadFile(filepath.Join(site, "Acme_Plain-2.0.0.dist-info", "cruxible", "provider.toml"))
+	if err != nil || !bytes.Equal(got, mb) {
+		t.Errorf("pip-installed manifest: %v", err)
+	}
+	pyRun(t, filepath.Join(venv, "bin", "python"), "-I", "-c", "import acme_plain")
+}
+
+// TestPackageEmbedPlatformWheel embeds into a foreign platform's wheel and
+// pip installs it with --target --platform.
+func TestPackageEmbedPlatformWheel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pip oracle: skipped in -short")
+	}
+	s := fixtures.ForTest(t, fixtures.Options{})
+	lib := s.NativeLib["win_amd64"]
+	in := t.TempDir()
+	mf, lf := embedInputs(t, in, "acme-native-lib", s)
+	outPath := filepath.Join(t.TempDir(), lib.Filename)
+	if r := cruxprov(t, "package", "embed", lib.Path, "--manifest", mf, "--lock", lf, "-o", outPath); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	target := t.TempDir()
+	pyRun(t, hostPython(t), "-m", "pip", "install", "--quiet", "--target", target, "--platform", "win_amd64",
+		"--only-binary=:all:", "--no-deps", "--no-index", outPath)
+	if _, err := os.Stat(filepath.Join(target, "acme_native_lib-1.0.0.dist-info", "cruxible", "pylock.toml")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestPackageEmbedRefusals(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	in := t.TempDir()
+	mf, lf := embedInputs(t, in, "acme-echo", s)
+	write := func(name, content string) string {
+		p := filepath.Join(in, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wrongName, _ := embedInputs(t, t.TempDir(), "acme-other", s)
+	badLock := write("bad.toml", "lock-version = \"1.0\"\n[[packages]]\nname = 5\n")
+	selfLock := write("self.toml", string(s.Echo.Lock)+"\n[[packages]]\nname = \"acme-echo\"\nversion = \"1.0.0\"\nwheels = [{ name = \"acme_echo-1.0.0-py3-none-any.whl\", url = \"https://x.example/a.whl\", hashes = { sha256 = \""+strings.Repeat("a", 64)+"\" } }]\n")
+	notTOML := write("not.toml", "[[[")
+	outDir := t.TempDir()
+	out := filepath.Join(outDir, s.Echo.Filename)
+	cases := []struct {
+		name, code string
+		args       []string
+	}{
+		{"manifest names another wheel", "manifest_invalid", []string{s.Echo.Path, "--manifest", wrongName, "--lock", lf, "-o", out}},
+		{"manifest not TOML", "manifest_invalid", []string{s.Echo.Path, "--manifest", notTOML, "--lock", lf, "-o", out}},
+		{"lock invalid", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", badLock, "-o", out}},
+		{"lock lists the provider", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", selfLock, "-o", out}},
+		{"tampered source", "record_mismatch", []string{tamper(t, s.Echo.Path, "acme_echo/__init__.py"), "--manifest", mf, "--lock", lf, "-o", out}},
+		{"output named for another wheel", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
+		{"output not a wheel name", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := refusedCode(t, append([]string{"package", "embed"}, c.args...)...); got != c.code {
+				t.Errorf("code %s, want %s", got, c.code)
+			}
+			ents, _ := os.ReadDir(outDir)
+			if len(ents) != 0 {
+				t.Errorf("a refused embed left %v", ents)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{s.Echo.Path, "--lock", lf, "-o", out},
+		{s.Echo.Path, "--manifest", mf, "-o", out},
+		{s.Echo.Path, "--manifest", mf, "--lock", lf},
+		{"--manifest", mf, "--lock", lf, "-o", out},
+		{s.Echo.Path, "--manifest", filepath.Join(in, "nope.toml"), "--lock", lf, "-o", out},
+	} {
+		if r := cruxprov(t, append([]string{"package", "embed"}, args...)...); r.code != exitUsage {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
+
+var (
+	hostPyOnce sync.Once
+	hostPy     string
+	hostPyErr  error
+)
+
+// hostPython is the real interpreter behind python3 on PATH (a pyenv shim here).
+func hostPython(t *testing.T) string {
+	t.Helper()
+	hostPyOnce.Do(func() {
+		out, err := exec.Command("python3", "-I", "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output()
+		hostPy, hostPyErr = strings.TrimSpace(string(out)), err
+	})
+	if hostPyErr != nil {
+		t.Fatalf("python3 is needed for the pip oracle: %v", hostPyErr)
+	}
+	return hostPy
+}
+
+func pyRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_INPUT=1", "PIP_ROOT_USER_ACTION=ignore")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %v: %v\n%s%s", name, args, err, o.String(), e.String())
+	}
+	return o.String()
+}
+
+// pipVenv makes a venv (without its own pip: ensurepip is slow) and has the
+// host's pip install wheels into it with --no-index --no-deps.
+func pipVenv(t *testing.T, wheels ...string) string {
+	t.Helper()
+	venv := filepath.Join(t.TempDir(), "venv")
+	pyRun(t, hostPython(t), "-m", "venv", "--without-pip", venv)
+	pyRun(t, hostPython(t), append([]string{"-m", "pip", "--python", filepath.Join(venv, "bin", "python"), "install", "--quiet", "--no-index", "--no-deps"}, wheels...)...)
+	return venv
+}
