@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -21,6 +23,12 @@ import (
 // whose URLs name another host (as a lock made against a public index
 // does). It returns the index URL, the lock path and the wheels' sha256.
 func fetchFixture(t *testing.T) (indexURL, lock string, sums []string) {
+	t.Helper()
+	return fetchFixtureWith(t, func(h http.Handler) http.Handler { return h })
+}
+
+// fetchFixtureWith is fetchFixture with the file server wrapped by wrap.
+func fetchFixtureWith(t *testing.T, wrap func(http.Handler) http.Handler) (indexURL, lock string, sums []string) {
 	t.Helper()
 	wheels, mirror := t.TempDir(), t.TempDir()
 	var b strings.Builder
@@ -56,7 +64,7 @@ func fetchFixture(t *testing.T) (indexURL, lock string, sums []string) {
 	if err := json.Unmarshal([]byte(r.stdout), &built); err != nil || built.Schema != "cruxprov.index.build/v1" || built.Projects != 2 {
 		t.Fatalf("index build output: %s %v", r.stdout, err)
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(mirror)))
+	srv := httptest.NewServer(wrap(http.FileServer(http.Dir(mirror))))
 	t.Cleanup(srv.Close)
 	lock = filepath.Join(t.TempDir(), "pylock.toml")
 	os.WriteFile(lock, []byte(b.String()), 0o644)
@@ -64,7 +72,7 @@ func fetchFixture(t *testing.T) (indexURL, lock string, sums []string) {
 	return srv.URL + "/simple/", lock, sums
 }
 
-func blobs(t *testing.T, home string) []string {
+func fetchBlobs(t *testing.T, home string) []string {
 	t.Helper()
 	ents, _ := os.ReadDir(filepath.Join(home, "blobs", "sha256"))
 	out := []string{}
@@ -75,12 +83,12 @@ func blobs(t *testing.T, home string) []string {
 	return out
 }
 
-const testPlatform = "cp311-manylinux_2_36_x86_64"
+const fetchTestPlatform = "cp311-manylinux_2_36_x86_64"
 
 func TestFetchCLI(t *testing.T) {
 	idx, lock, sums := fetchFixture(t)
 	home := t.TempDir()
-	r := cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--index", idx, "--home", home, "--json")
+	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home, "--json")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("fetch: %+v", r)
 	}
@@ -100,16 +108,16 @@ func TestFetchCLI(t *testing.T) {
 			t.Errorf("fetched from %s, not the pinned mirror", w.URL)
 		}
 	}
-	if got := blobs(t, home); strings.Join(got, ",") != strings.Join(sums, ",") {
+	if got := fetchBlobs(t, home); strings.Join(got, ",") != strings.Join(sums, ",") {
 		t.Fatalf("store holds %v, want %v", got, sums)
 	}
 	// Offline after a first fetch: served from the store, no index needed.
-	r = cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--offline", "--home", home)
+	r = cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline", "--home", home)
 	if r.code != 0 || !strings.Contains(r.stdout, "2 already in the store") {
 		t.Fatalf("offline: %+v", r)
 	}
 	// Offline on an empty store is a refusal.
-	r = cruxprov(t, "fetch", "--lock", lock, "--platform", testPlatform, "--offline", "--home", t.TempDir(), "--json")
+	r = cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline", "--home", t.TempDir(), "--json")
 	var ref struct {
 		Refused struct{ Code string } `json:"refused"`
 	}
@@ -127,7 +135,7 @@ func TestFetchCLI(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &gc) != nil || gc.Schema != "cruxprov.gc/v1" || len(gc.Removed) != 2 {
 		t.Fatalf("gc --dry-run: %+v", r)
 	}
-	if len(blobs(t, home)) != 2 {
+	if len(fetchBlobs(t, home)) != 2 {
 		t.Fatal("gc --dry-run removed blobs")
 	}
 	// A seal that names one blob keeps it.
@@ -135,7 +143,7 @@ func TestFetchCLI(t *testing.T) {
 	if r = cruxprov(t, "gc", "--home", home); r.code != 0 {
 		t.Fatalf("gc: %+v", r)
 	}
-	if got := blobs(t, home); len(got) != 1 || got[0] != sums[0] {
+	if got := fetchBlobs(t, home); len(got) != 1 || got[0] != sums[0] {
 		t.Fatalf("after gc: %v", got)
 	}
 }
@@ -154,7 +162,7 @@ func TestFetchCLIRefusals(t *testing.T) {
 	}
 	os.WriteFile(bad, []byte(strings.Join(lines, "\n")), 0o644)
 	home := t.TempDir()
-	r := cruxprov(t, "fetch", "--lock", bad, "--platform", testPlatform, "--index", idx, "--home", home)
+	r := cruxprov(t, "fetch", "--lock", bad, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
 	if r.code != 78 || !strings.HasPrefix(r.stderr, "refused: hash_mismatch:") {
 		t.Fatalf("hash mismatch: %+v", r)
 	}
@@ -165,10 +173,10 @@ func TestFetchCLIRefusals(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"no index", []string{"fetch", "--lock", lock, "--platform", testPlatform}},
+		{"no index", []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform}},
 		{"no platform", []string{"fetch", "--lock", lock, "--index", idx}},
-		{"wheel and lock", []string{"fetch", "--lock", lock, "--wheel", lock, "--platform", testPlatform, "--index", idx}},
-		{"bad index", []string{"fetch", "--lock", lock, "--platform", testPlatform, "--index", "ftp://x/"}},
+		{"wheel and lock", []string{"fetch", "--lock", lock, "--wheel", lock, "--platform", fetchTestPlatform, "--index", idx}},
+		{"bad index", []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", "ftp://x/"}},
 		{"index build without --from", []string{"index", "build", t.TempDir()}},
 		{"gc argument", []string{"gc", "now"}},
 	} {
@@ -180,8 +188,51 @@ func TestFetchCLIRefusals(t *testing.T) {
 	}
 	// Credentials in --index never appear in output.
 	withPW := strings.Replace(idx, "http://", "http://user:hunter2@", 1)
-	r = cruxprov(t, "fetch", "--lock", bad, "--platform", testPlatform, "--index", withPW, "--home", t.TempDir(), "--json")
+	r = cruxprov(t, "fetch", "--lock", bad, "--platform", fetchTestPlatform, "--index", withPW, "--home", t.TempDir(), "--json")
 	if r.code != 78 || strings.Contains(r.stdout+r.stderr, "hunter2") {
 		t.Errorf("credentials leaked or wrong exit: %+v", r)
+	}
+}
+
+// TestFetchSIGINT: a real SIGINT in the middle of downloads stops the
+// fetch promptly and leaves no partial blob or temp file in the store.
+func TestFetchSIGINT(t *testing.T) {
+	started := make(chan struct{}, 8)
+	stop := make(chan struct{})
+	defer close(stop)
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, ".whl") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			w.Header().Set("Content-Length", "100000")
+			w.Write([]byte("PK"))
+			w.(http.Flusher).Flush()
+			started <- struct{}{}
+			select { // drip nothing more until the client goes away
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		})
+	})
+	home := t.TempDir()
+	cmd := exec.Command(bin, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("exit after SIGINT: %v (%s)", err, se.String())
+	}
+	if got := fetchBlobs(t, home); len(got) != 0 {
+		t.Errorf("store holds %v after SIGINT", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
+		t.Errorf("staging debris: %v", ents)
 	}
 }
