@@ -38,6 +38,9 @@ func TestSpecifierOperators(t *testing.T) {
 		{"~=2.2.post3", []string{"2.2.post3", "2.3"}, []string{"2.2", "3.0"}},
 		{"~=1.0rc1", []string{"1.0rc1", "1.0", "1.9"}, []string{"1.0b9", "2.0.dev0"}},
 		{"===1.0", []string{"1.0"}, []string{"1.0.0", "1.0+x"}},
+		// The largest numbers: N+1 bounds do not overflow.
+		{">1.0.dev9223372036854775806", nil, []string{"1.0.dev1", "1.0.dev9223372036854775806"}},
+		{"~=1.9223372036854775806", []string{"1.9223372036854775806"}, []string{"2.dev0", "1.1"}},
 	} {
 		s, err := ParseSpecifier(tc.spec)
 		if err != nil {

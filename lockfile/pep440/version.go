@@ -105,12 +105,16 @@ func scanDigits(s string, i int) int {
 	return i
 }
 
-// atoi parses s[i:j] (all digits, non-empty); ok is false on overflow.
+// maxNumber bounds every number of a version, one below the int64
+// maximum so that the bounds specifiers derive (N+1) cannot overflow.
+const maxNumber = math.MaxInt64 - 1
+
+// atoi parses s[i:j] (all digits, non-empty); ok is false above maxNumber.
 func atoi(s string, i, j int) (int, bool) {
 	n := 0
 	for k := i; k < j; k++ {
 		d := int(s[k] - '0')
-		if n > (math.MaxInt64-d)/10 {
+		if n > (maxNumber-d)/10 {
 			return 0, false
 		}
 		n = n*10 + d
@@ -121,7 +125,7 @@ func atoi(s string, i, j int) (int, bool) {
 // Parse parses a PEP 440 version, accepting every spelling pypa/packaging
 // accepts (leading "v", case-insensitive letters, alternate spellings and
 // separators, implicit numbers, surrounding whitespace) and normalizing it.
-// Numbers larger than 2^63-1 are refused (pypa/packaging has no bound).
+// Numbers of 2^63-1 or more are refused (pypa/packaging has no bound).
 func Parse(s string) (Version, error) {
 	v, reason := parse(s)
 	if reason != "" {

@@ -66,6 +66,7 @@ func TestParseRefuses(t *testing.T) {
 		"1. 0", "1 .0", "1.0 a1", "1..0", "1.0.", ".1", "1.0+İ", "١٢٣", "1.0a1.*",
 		"1!", "!1", "1.0-", "1.0.post1.post2", "1.0dev1a1",
 		"99999999999999999999", // beyond int64: refused (pypa/packaging has no bound)
+		"9223372036854775807",  // 2^63-1: refused, so N+1 bounds cannot overflow
 	} {
 		_, err := Parse(in)
 		var pe *ParseError
