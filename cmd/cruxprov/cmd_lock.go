@@ -185,7 +185,7 @@ func lockResolve(c *cli.Context) error {
 	if first != nil {
 		out.Refused = refusedOf(first)
 	}
-	err = o.emit("cruxprov.lock.resolve/v1", out, func(w io.Writer) { printLockTable(w, o, out.Warnings, reps, out.Platforms) })
+	err = o.emit("cruxprov.lock.resolve/v1", out, func(w io.Writer) { printLockTable(w, o, out.Warnings, lock, reps, out.Platforms) })
 	if err != nil || first == nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func lockResolve(c *cli.Context) error {
 }
 
 // printLockTable prints one row per package and one column per platform.
-func printLockTable(w io.Writer, o *opts, warns []string, reps []lockfile.Report, pjs []lockPlatformJSON) {
+func printLockTable(w io.Writer, o *opts, warns []string, lock *lockfile.Lock, reps []lockfile.Report, pjs []lockPlatformJSON) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	if !o.quiet {
@@ -217,16 +217,19 @@ func printLockTable(w io.Writer, o *opts, warns []string, reps []lockfile.Report
 		fmt.Fprintf(tw, "\t%s", r.Platform)
 	}
 	fmt.Fprintln(tw)
-	// Rows: every package name any platform reported, in name order.
+	// Rows: every package name of the lock, in name order, labelled with
+	// the version chosen (else the lock's first entry's).
 	var names []string
 	versions := map[string]string{}
-	seen := map[string]bool{}
+	lockVersions := map[string]string{}
+	for _, p := range lock.Packages {
+		if _, ok := lockVersions[p.Name]; !ok {
+			lockVersions[p.Name] = p.Version
+			names = append(names, p.Name)
+		}
+	}
 	for _, r := range reps {
 		for _, oc := range r.Packages {
-			if !seen[oc.Name] {
-				seen[oc.Name] = true
-				names = append(names, oc.Name)
-			}
 			if oc.Wheel != nil && versions[oc.Name] == "" {
 				versions[oc.Name] = oc.Wheel.Version
 			}
@@ -235,6 +238,9 @@ func printLockTable(w io.Writer, o *opts, warns []string, reps []lockfile.Report
 	sortStrings(names)
 	for _, n := range names {
 		label := n
+		if versions[n] == "" {
+			versions[n] = lockVersions[n]
+		}
 		if v := versions[n]; v != "" {
 			label += " " + v
 		}
