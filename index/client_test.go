@@ -155,6 +155,16 @@ func TestBuildServedByStaticServers(t *testing.T) {
 					}
 				}
 			}
+			// The static server's /simple/x -> /simple/x/ redirect stays in the index: followed.
+			rc, _, err := cl.Open(ctx, File{Filename: "zed", URL: strings.TrimSuffix(base, "/") + "/simple/zed"})
+			if err != nil {
+				t.Fatalf("redirect to the slash form: %v", err)
+			}
+			page, _ := io.ReadAll(rc)
+			rc.Close()
+			if !strings.Contains(string(page), "zed-0.1-py3-none-any.whl") {
+				t.Errorf("redirected page: %q", page)
+			}
 			if _, err := cl.Project(ctx, "absent"); !errors.Is(err, refusal.FetchFailed) {
 				t.Errorf("absent project: %v", err)
 			}
