@@ -135,3 +135,114 @@ func TestCreateConflicts(t *testing.T) {
 		t.Errorf("staging debris left: %v", tmp)
 	}
 }
+
+// TestCreateRecoversFromCrashDebris lays out what a crash at each point
+// leaves (an unsealed env dir with or without its index; a read-only
+// staging dir nobody holds) and checks that verify refuses it and the next
+// Create replaces it.
+func TestCreateRecoversFromCrashDebris(t *testing.T) {
+	st := newStore(t)
+	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	ctx := context.Background()
+	ref, err := Create(ctx, st, request(t, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		drop []string
+	}{
+		{"killed after the rename, before the seal", []string{seal.SealPath(ref.Dir)}},
+		{"killed after the index, before the rename", []string{seal.SealPath(ref.Dir), ref.Dir}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Create(ctx, st, request(t, w)); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range c.drop {
+				if err := removeTree(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// a staging dir whose owner died, sealed read-only already
+			junk := filepath.Join(st.Home(), "tmp", "env-dead-123")
+			os.MkdirAll(junk+"/env/lib", 0o755)
+			os.WriteFile(junk+"/env/lib/x.py", nil, 0o444)
+			os.Chmod(junk+"/env/lib", 0o555)
+			os.Chmod(junk+"/env", 0o555)
+			if _, err := seal.Verify(ctx, ref.Dir, seal.Options{}); err == nil {
+				t.Fatal("verify accepted a crashed env")
+			}
+			res, err := Create(ctx, st, request(t, w))
+			if err != nil || res.Reused || res.TreeDigest != ref.TreeDigest {
+				t.Fatalf("recreate: %+v %v", res, err)
+			}
+			if _, err := os.Stat(junk); !os.IsNotExist(err) {
+				t.Errorf("staging debris not removed: %v", err)
+			}
+			if _, err := seal.Verify(ctx, ref.Dir, seal.Options{Deep: true}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCreateIsReproducible: the same inputs in the same store give the same
+// tree digest, bytecode included (unchecked-hash pycs, PYTHONHASHSEED=0).
+func TestCreateIsReproducible(t *testing.T) {
+	st := newStore(t)
+	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	req := request(t, w)
+	req.NoCompile = false
+	ctx := context.Background()
+	a, err := Create(ctx, st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{seal.SealPath(a.Dir), seal.IndexPath(a.Dir), a.Dir} {
+		if err := removeTree(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := Create(ctx, st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Reused || a.TreeDigest != b.TreeDigest {
+		t.Fatalf("tree digests %s and %s", a.TreeDigest, b.TreeDigest)
+	}
+}
+
+func TestCreateRefusals(t *testing.T) {
+	st := newStore(t)
+	good := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	ctx := context.Background()
+	missing := good
+	missing.SHA256 = digestOf("not stored")
+	if _, err := Create(ctx, st, request(t, missing)); !errors.Is(err, refusal.MaterializeFailed) {
+		t.Errorf("wheel not in the store: %v", err)
+	}
+	// A platform for another Python version is interpreter_mismatch.
+	req := request(t, good)
+	other := *req.Platform
+	other.PythonVersion = "3.12"
+	other.Markers = map[string]string{}
+	for k, v := range req.Platform.Markers {
+		other.Markers[k] = v
+	}
+	other.Markers["python_version"] = "3.12"
+	req.Platform = &other
+	if _, err := Create(ctx, st, req); !errors.Is(err, refusal.InterpreterMismatch) {
+		t.Errorf("3.12 platform on a 3.11 interpreter: %v", err)
+	}
+	// Cancelled before anything: nothing is left.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Create(cctx, st, request(t, good)); err == nil {
+		t.Error("a cancelled create succeeded")
+	}
+	ents, _ := os.ReadDir(filepath.Join(st.Home(), "tmp"))
+	if len(ents) != 0 {
+		t.Errorf("debris after cancel: %v", ents)
+	}
+}

@@ -136,3 +136,5 @@ func execOut(prog, env string) (string, error) {
 	out, err := exec.Command(prog).CombinedOutput()
 	return string(out), err
 }
+
+func digestOf(s string) digest.Digest { return digest.Sum([]byte(s)) }

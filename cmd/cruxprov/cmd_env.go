@@ -104,13 +104,14 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	in, err := materialize.ProbeInterpreter(ctx, c.String("python"))
+	cache := materialize.ProbeCache{Dir: filepath.Join(o.home, store.EnvsDir, ".interpreters")}
+	in, err := cache.Interpreter(ctx, c.String("python"))
 	if err != nil {
 		return err
 	}
 	var plat *platform.Platform
 	if c.String("platform") == "host" {
-		plat, err = platform.Host(ctx, in.Path)
+		plat, err = cache.Host(ctx, in)
 	} else {
 		plat, err = platform.Lookup(c.String("platform"))
 	}

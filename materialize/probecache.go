@@ -1,0 +1,192 @@
+package materialize
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/platform"
+)
+
+// ProbeCache remembers interpreter probes (ProbeInterpreter and
+// platform.Host) in a directory, so that creating or reusing an env does
+// not start Python twice every time. An entry is keyed by the real path
+// of an ELF executable and used only while the executable's and its
+// libpython's stat (device, inode, size, mtime, ctime) are unchanged; a
+// script (a pyenv shim, whose target depends on the caller's
+// environment) is never cached. The zero value (no Dir) caches nothing.
+type ProbeCache struct {
+	Dir string
+}
+
+type statKey struct {
+	Dev, Ino      uint64
+	Size          int64
+	MtimeNS, CtNS int64
+	Path          string
+}
+
+type cacheEntry struct {
+	Exe      statKey         `json:"exe"`
+	Lib      *statKey        `json:"lib,omitempty"`
+	Interp   *Interpreter    `json:"interpreter"`
+	Platform json.RawMessage `json:"platform,omitempty"`
+}
+
+func keyOf(path string) (statKey, bool) {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return statKey{}, false
+	}
+	return statKey{Dev: st.Dev, Ino: st.Ino, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtNS: st.Ctim.Nano(), Path: path}, true
+}
+
+// resolve returns the real path of python when it is an ELF executable.
+func resolve(python string) (string, bool) {
+	p := python
+	if !strings.Contains(p, "/") {
+		lp, err := exec.LookPath(p)
+		if err != nil {
+			return "", false
+		}
+		p = lp
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", false
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return "", false
+	}
+	f, err := os.Open(real)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(f, magic); err != nil || !bytes.Equal(magic, []byte("\x7fELF")) {
+		return "", false
+	}
+	return real, true
+}
+
+func (c ProbeCache) path(real string) string {
+	h := sha256.Sum256([]byte(real))
+	return filepath.Join(c.Dir, hex.EncodeToString(h[:16])+".json")
+}
+
+func (c ProbeCache) load(python string) (*cacheEntry, string, bool) {
+	if c.Dir == "" {
+		return nil, "", false
+	}
+	real, ok := resolve(python)
+	if !ok {
+		return nil, "", false
+	}
+	b, err := os.ReadFile(c.path(real))
+	if err != nil {
+		return nil, real, false
+	}
+	var e cacheEntry
+	if json.Unmarshal(b, &e) != nil || e.Interp == nil || e.Interp.Path != real {
+		return nil, real, false
+	}
+	if k, ok := keyOf(real); !ok || k != e.Exe {
+		return nil, real, false
+	}
+	if e.Lib != nil {
+		if k, ok := keyOf(e.Lib.Path); !ok || k != *e.Lib {
+			return nil, real, false
+		}
+	}
+	return &e, real, true
+}
+
+func (c ProbeCache) store(e *cacheEntry) {
+	b, err := json.Marshal(e)
+	if err != nil || os.MkdirAll(c.Dir, 0o755) != nil {
+		return
+	}
+	p := c.path(e.Interp.Path)
+	tmp := p + ".tmp-" + hex.EncodeToString(sha256.New().Sum(b)[:4])
+	if os.WriteFile(tmp, b, 0o644) == nil {
+		_ = os.Rename(tmp, p)
+	}
+	os.Remove(tmp)
+}
+
+// Interpreter is ProbeInterpreter through the cache.
+func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Interpreter, error) {
+	e, real, ok := c.load(python)
+	if ok {
+		return e.Interp, nil
+	}
+	before, _ := keyOf(real)
+	in, err := ProbeInterpreter(ctx, python)
+	if err != nil {
+		return nil, err
+	}
+	if after, ok := keyOf(real); ok && after == before {
+		c.save(in, nil) // not when it changed while it was probed
+	}
+	return in, nil
+}
+
+// Host is platform.Host for the probed interpreter in, through the cache.
+func (c ProbeCache) Host(ctx context.Context, in *Interpreter) (*platform.Platform, error) {
+	if e, _, ok := c.load(in.Path); ok && len(e.Platform) > 0 {
+		if p, err := platform.ParseJSON(e.Platform); err == nil {
+			return p, nil
+		}
+	}
+	p, err := platform.Host(ctx, in.Path)
+	if err != nil {
+		return nil, err
+	}
+	c.save(in, p)
+	return p, nil
+}
+
+func (c ProbeCache) save(in *Interpreter, p *platform.Platform) {
+	if c.Dir == "" {
+		return
+	}
+	real, ok := resolve(in.Path)
+	if !ok || real != in.Path {
+		return
+	}
+	e := &cacheEntry{Interp: in}
+	if old, _, ok := c.load(in.Path); ok {
+		e = old
+	}
+	k, ok := keyOf(real)
+	if !ok {
+		return
+	}
+	e.Exe, e.Interp = k, in
+	if in.LibPython != "" {
+		lk, ok := keyOf(in.LibPython)
+		if !ok {
+			return
+		}
+		e.Lib = &lk
+	}
+	if p != nil {
+		b, err := p.MarshalJSON()
+		if err != nil {
+			return
+		}
+		e.Platform = b
+	}
+	c.store(e)
+}
