@@ -35,6 +35,17 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// reportedError is a failure whose output the command already wrote (a
+// --json document carrying "refused", say): run() adds nothing on stdout,
+// prints the one stderr line, and exits with code.
+type reportedError struct {
+	code int
+	err  error
+}
+
+func (e *reportedError) Error() string { return e.err.Error() }
+func (e *reportedError) Unwrap() error { return e.err }
+
 func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
 
 var globalFlags = []cli.Flag{
@@ -94,7 +105,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var r *refusal.Error
 	var u *usageError
+	var done *reportedError
 	switch {
+	case errors.As(err, &done):
+		if errors.As(err, &r) {
+			fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
+		} else {
+			fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
+		}
+		return done.code
 	case errors.As(err, &r):
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "refused": map[string]string{"code": string(r.Code), "detail": oneLine(r.Error()[len(r.Code)+2:])}})

@@ -190,14 +190,9 @@ func lockResolve(c *cli.Context) error {
 		return err
 	}
 	if o.json {
-		// The document above already carries "refused"; exit 78 without a
-		// second document on stdout (run() would print one for a returned
-		// refusal).
-		fmt.Fprintf(o.stderr, "refused: %s: %s\n", out.Refused.Code, out.Refused.Detail)
-		if f, ok := o.stdout.(*os.File); ok {
-			f.Sync()
-		}
-		os.Exit(exitRefused)
+		// The document above already carries "refused": exit 78 without a
+		// second document on stdout.
+		return &reportedError{code: exitRefused, err: first}
 	}
 	return first
 }
