@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:bd5d6ffe1e58d9055dc51f0bae6a27a578f2ab6971bc5afdcd17a5ae50b5c988",
-	"acme-echo/echo":     "sha256:83f17e89ff8035928d2c4394d382226d4e1909b997d57be27fd02b6dbe85c6e3",
-	"acme-echo/fail":     "sha256:7df954ab44e2193617c5ec65401ec1ab165558c84c308b513eb0e2beee93b726",
-	"acme-echo/flood":    "sha256:d782a955251f7e6ea02bb8c934f4af39d7f0e6eb2ef64422905969fce636b4a7",
-	"acme-echo/sleep":    "sha256:8de85486170ca5ff5226a8cc383abed204266ed211aa8e6fc513324f69512d2c",
-	"acme-native":        "sha256:5d444193bdf125f81a00727cdc4a596ff9db35f2f0d086d9d09dad6de7ad0377",
-	"acme-native/which":  "sha256:cfa0e1803754956de320a9b97374aa7a5907242780516957261101d7c5b96ff5",
-	"acme-scripts":       "sha256:45ffc6c8cc4221e64c3b56bfb4581cf48adc331a74cd07b1c77364fe6a0ac43b",
-	"acme-scripts/hello": "sha256:9448d82c5a4c13b9a24283937e29fe7b4f0b7d7936c342cdc56abb5e9c2783be",
+	"acme-echo":          "sha256:be424e2b065a9d7e0fdb31197e9c3455d54bd680bfc789403a09d74e22f8f833",
+	"acme-echo/echo":     "sha256:eb879961a7a0f687d922922b1e908ba8a64bfc1fbd5fc4c7387fc414ee76efa8",
+	"acme-echo/fail":     "sha256:15c7e95f3961cb793d0cbe571816d0fd866a539ec213aef32022510faedd2fae",
+	"acme-echo/flood":    "sha256:0dae5d0b947f3651aaffae5ff37c1d3e233e8f2b05780f384f5c01bdd07a21b2",
+	"acme-echo/sleep":    "sha256:9dd74c39a1668173d087c2547de6ad466c93b1fd26e1e822d31b91eef0ef14fd",
+	"acme-native":        "sha256:3cae3017408ff5860ebdb553f1d7eb888553a5b440c292df548d5ff82401d112",
+	"acme-native/which":  "sha256:ef72098e52c65f74d4a5a88f244cdf4b3c0af8cec4f23ca19a9d934de78e2bf2",
+	"acme-scripts":       "sha256:3bb0e538d8f992c37e8d93b3858303195329df40756d73b8f5110b477b5f36e2",
+	"acme-scripts/hello": "sha256:552d2aa3b7c38bc2687b4e44fd45d82667ab3f4335b36e8a51cd8173fd0bcaee",
 }
 
 type inspectDoc struct {

@@ -92,6 +92,13 @@ def _log(msg: str) -> None:
         pass
 
 
+def _print_traceback() -> None:
+    try:
+        traceback.print_exc(file=sys.stderr)
+    except Exception:
+        pass  # stderr closed or replaced by the provider: the result matters more
+
+
 def _short(msg: str) -> str:
     msg = msg.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(msg) > MAX_MESSAGE:
@@ -287,7 +294,7 @@ def _resolve(ref: str):
         for part in attr_path.split("."):
             target = getattr(target, part)
     except BaseException as e:
-        traceback.print_exc(file=sys.stderr)
+        _print_traceback()
         raise _Refused("import_failed", "cannot import %s: %s" % (ref, _describe(e)))
     if not callable(target):
         raise _Refused("import_failed", "%s is a %s, not a class or callable" % (ref, type(target).__name__))
@@ -303,7 +310,7 @@ def _call(target, ref: str, ctx: ProviderRunContext):
             return instance(ctx)
         return target(ctx)
     except BaseException as e:
-        traceback.print_exc(file=sys.stderr)
+        _print_traceback()
         raise _Refused("provider_error", _describe(e))
 
 
@@ -423,6 +430,6 @@ if __name__ == "__main__":
     try:
         status = run()
     except BaseException:
-        traceback.print_exc()
+        _print_traceback()
         status = 1
     _exit(status)

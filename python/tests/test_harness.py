@@ -57,6 +57,10 @@ PROVIDERS = {
         def boom(ctx):
             raise RuntimeError("it broke")
 
+        def no_stderr(ctx):
+            sys.stderr = None
+            raise RuntimeError("and nowhere to print the traceback")
+
         def exits(ctx):
             sys.exit(3)
 
@@ -261,6 +265,7 @@ class HarnessTest(unittest.TestCase):
         self.assertIn("RuntimeError: it broke", msg)
         self.assertIn("Traceback", run.stderr)
         self.assertIn("SystemExit", self.refused(harness(request("tp_basic:exits")), "provider_error"))
+        self.assertIn("nowhere to print", self.refused(harness(request("tp_basic:no_stderr")), "provider_error"))
         self.assertIn("not callable", self.refused(harness(request("tp_basic:NotCallable")), "provider_error"))
 
     def test_bad_returns(self):
