@@ -139,6 +139,7 @@ func (s *faultServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.hits[fn]++
 	n := s.hits[fn]
+	delay := s.delay
 	s.mu.Unlock()
 	data := f.data
 	if fn == s.target {
@@ -200,9 +201,9 @@ func (s *faultServer) serve(w http.ResponseWriter, r *http.Request) {
 		if _, err := w.Write(data[off:end]); err != nil {
 			return
 		}
-		if s.delay > 0 {
+		if delay > 0 {
 			w.(http.Flusher).Flush()
-			time.Sleep(s.delay)
+			time.Sleep(delay)
 		}
 	}
 }
@@ -418,7 +419,9 @@ func TestMain(m *testing.M) {
 func TestTwoProcesses(t *testing.T) {
 	fx := fixtures()
 	srv := newFaultServer(t, fx, "", "none")
+	srv.mu.Lock()
 	srv.delay = 5 * time.Millisecond // slow enough that the two overlap
+	srv.mu.Unlock()
 	home := t.TempDir()
 	spec, _ := json.Marshal(map[string]any{"Index": srv.srv.URL + "/simple/", "Home": home, "Res": resolution(fx)})
 	var cmds []*exec.Cmd

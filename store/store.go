@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -44,7 +45,8 @@ const (
 // Store is an opened store. Its methods are safe for concurrent use, and
 // several processes may use one store at once.
 type Store struct {
-	home string
+	home  string
+	blobs groupSync // fsyncs of blobs/sha256, shared by concurrent Puts
 }
 
 // Open opens the store at home, creating its layout when missing.
@@ -66,7 +68,10 @@ func Open(home string) (*Store, error) {
 		return nil, fmt.Errorf("store %s: lock file: %w", abs, err)
 	}
 	f.Close()
-	return &Store{home: abs}, nil
+	st := &Store{home: abs}
+	st.blobs.dir = filepath.Join(abs, BlobsDir)
+	st.blobs.cond = sync.NewCond(&st.blobs.mu)
+	return st, nil
 }
 
 // Home returns the store's absolute root directory.
@@ -199,7 +204,41 @@ func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reade
 		return fmt.Errorf("store: %w", err)
 	}
 	f.Close() // releases the temp's flock only once it is renamed
-	return syncDir(dir)
+	return s.blobs.sync()
+}
+
+// groupSync fsyncs a directory for many concurrent callers at once (group
+// commit): a caller returns once an fsync that started after its call has
+// finished, and callers that arrive during one fsync share the next.
+type groupSync struct {
+	dir       string
+	mu        sync.Mutex
+	cond      *sync.Cond
+	running   bool
+	started   uint64
+	completed uint64
+	err       error // of the last completed fsync
+}
+
+func (g *groupSync) sync() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	target := g.started + 1 // the first fsync to start from now on
+	for g.completed < target {
+		if g.running {
+			g.cond.Wait()
+			continue
+		}
+		g.running = true
+		g.started++
+		n := g.started
+		g.mu.Unlock()
+		err := syncDir(g.dir)
+		g.mu.Lock()
+		g.running, g.completed, g.err = false, n, err
+		g.cond.Broadcast()
+	}
+	return g.err
 }
 
 func sizeText(n, size int64) string {

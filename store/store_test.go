@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -274,5 +276,34 @@ func TestUnprivilegedReader(t *testing.T) {
 	b, _ := os.ReadFile(s.Path(d))
 	if string(b) != "bytes" {
 		t.Errorf("blob changed: %q", b)
+	}
+}
+
+// TestConcurrentPuts: many writers at once (sharing directory fsyncs), two
+// of them per blob; every blob ends complete, with no temp left.
+func TestConcurrentPuts(t *testing.T) {
+	s := open(t)
+	var wg sync.WaitGroup
+	want := map[string]bool{}
+	for i := 0; i < 40; i++ {
+		b := strings.Repeat(fmt.Sprint(i%20), 1000+i%20)
+		want[digest.Sum([]byte(b)).Hex()] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Put(context.Background(), digest.Sum([]byte(b)), int64(len(b)), strings.NewReader(b)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got := blobDir(t, s)
+	if len(got) != len(want) {
+		t.Fatalf("store holds %d entries, want %d: %v", len(got), len(want), got)
+	}
+	for _, h := range got {
+		if !want[h] {
+			t.Errorf("unexpected %s", h)
+		}
 	}
 }
