@@ -318,3 +318,47 @@ func TestEnvReadOnlyForOthers(t *testing.T) {
 		t.Fatalf("after the attempts: %+v", r)
 	}
 }
+
+// TestEnvCreateSIGINT: an interrupted create stops, removes its own
+// staging directory, and leaves either a sealed env or nothing.
+func TestEnvCreateSIGINT(t *testing.T) {
+	home, lock := envHome(t, 3, 250)
+	args := createArgs(home, lock, "--no-compile")
+	ref := createJSON(t, args...)
+	clear := func() {
+		chmodTree(filepath.Join(home, "envs"))
+		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.IndexPath(ref.Path)} {
+			os.RemoveAll(p)
+		}
+	}
+	clear()
+	t0 := time.Now()
+	createJSON(t, args...)
+	took := time.Since(t0)
+	clear()
+	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
+	for i := 0; i < 10; i++ {
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(took))))
+		cmd.Process.Signal(os.Interrupt)
+		err := cmd.Wait()
+		tmp, _ := os.ReadDir(filepath.Join(home, "tmp"))
+		if len(tmp) != 0 {
+			t.Fatalf("trial %d (%v): staging left after SIGINT: %v", i, err, tmp)
+		}
+		_, serr := os.Stat(seal.SealPath(ref.Path))
+		_, derr := os.Stat(ref.Path)
+		if (serr == nil) != (derr == nil) {
+			t.Fatalf("trial %d (%v): seal %v, env dir %v", i, err, serr, derr)
+		}
+		if serr == nil {
+			if _, err := seal.Verify(context.Background(), ref.Path, seal.Options{Deep: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clear()
+	}
+}
