@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:be424e2b065a9d7e0fdb31197e9c3455d54bd680bfc789403a09d74e22f8f833",
-	"acme-echo/echo":     "sha256:eb879961a7a0f687d922922b1e908ba8a64bfc1fbd5fc4c7387fc414ee76efa8",
-	"acme-echo/fail":     "sha256:15c7e95f3961cb793d0cbe571816d0fd866a539ec213aef32022510faedd2fae",
-	"acme-echo/flood":    "sha256:0dae5d0b947f3651aaffae5ff37c1d3e233e8f2b05780f384f5c01bdd07a21b2",
-	"acme-echo/sleep":    "sha256:9dd74c39a1668173d087c2547de6ad466c93b1fd26e1e822d31b91eef0ef14fd",
-	"acme-native":        "sha256:3cae3017408ff5860ebdb553f1d7eb888553a5b440c292df548d5ff82401d112",
-	"acme-native/which":  "sha256:ef72098e52c65f74d4a5a88f244cdf4b3c0af8cec4f23ca19a9d934de78e2bf2",
-	"acme-scripts":       "sha256:3bb0e538d8f992c37e8d93b3858303195329df40756d73b8f5110b477b5f36e2",
-	"acme-scripts/hello": "sha256:552d2aa3b7c38bc2687b4e44fd45d82667ab3f4335b36e8a51cd8173fd0bcaee",
+	"acme-echo":          "sha256:61e083e4ce836ca03074629a7ddb11a9ae5241f4d82e80e9fb570491a4532248",
+	"acme-echo/echo":     "sha256:637458509e7a3e26b81a7d7d4ec2779d91e5071ea213c0e90e118dcaf7f1b988",
+	"acme-echo/fail":     "sha256:435f3b986641fd8894451b53e44b9cf177198a3d0c25c0fddbcb2d94bd4f3fce",
+	"acme-echo/flood":    "sha256:4acac2a9b2acaba812b76dff1ac1dadaa67977ddc55eb5b9d93cb79f15591c66",
+	"acme-echo/sleep":    "sha256:dcebd06e4ba46aea7780473d14c6c37855005acf5084a7db8345c40a271c4d22",
+	"acme-native":        "sha256:7f0fdd2048b8e131bc1eec37df0553bbb8a901408260af5009c9a1014973ec2a",
+	"acme-native/which":  "sha256:a27fe659413ffbeaa1286216edd99d4013c80d854252ec85eef09f62b8ce91f6",
+	"acme-scripts":       "sha256:31313ee1c6614503b5c8de91981dce4c57632bbbf87b9f0942a9865bf08c79cf",
+	"acme-scripts/hello": "sha256:99cec0672ea788d98d4aae93cbc8c2afa80d96084fab16bde8a00f7606bf4722",
 }
 
 type inspectDoc struct {

@@ -239,6 +239,12 @@ def _read_secrets(channel, proto_fd: int):
         # number went to the protocol channel.
         raise _Refused("secret_unavailable", "secret channel fd %d is not open" % fd)
     try:
+        try:
+            # A file (the shim's memory copy, a `3<file` redirect) is read
+            # from its start; a pipe cannot seek and is read as it comes.
+            os.lseek(fd, 0, os.SEEK_SET)
+        except OSError:
+            pass
         chunks = []
         total = 0
         while True:

@@ -294,6 +294,25 @@ class HarnessTest(unittest.TestCase):
         run = harness(request("tp_basic:context", secret_channel={"fd": 3, "refs": ["acme/api-token"]}), secret=bundle)
         self.assertEqual(run.doc["result"]["secrets"], ["acme/api-token"])
 
+    def test_secret_from_a_file_read_from_its_start(self):
+        path = os.path.join(TMP, "bundle.json")
+        with open(path, "wb") as f:
+            f.write(json.dumps({"acme/api-token": "from-a-file"}).encode())
+        fd = os.open(path, os.O_RDONLY)
+        os.lseek(fd, 5, os.SEEK_SET)  # an offset left behind by whoever wrote it
+        try:
+            p = subprocess.run(
+                [PY, "-I", "-m", "cruxible_provider_runtime.harness"],
+                input=json.dumps(request("tp_basic:uses_secret", secret_channel={"fd": 3, "refs": ["acme/api-token"]})).encode() + b"\n",
+                capture_output=True, cwd=TMP, close_fds=False, timeout=60,
+                preexec_fn=lambda: (os.dup2(fd, 3), os.set_inheritable(3, True)),
+            )
+        finally:
+            os.close(fd)
+        run = Run(p.returncode, p.stdout.decode(), p.stderr.decode())
+        self.ok(run, {"token_len": 11, "fd3_open": False},
+                egress=["https://api.acme.example/v1/echo", "https://other.example/"])
+
     def test_secret_values_are_redacted_from_messages(self):
         bundle = json.dumps({"acme/api-token": "s3cr3t-value"}).encode()
         ch = {"fd": 3, "refs": ["acme/api-token"]}
