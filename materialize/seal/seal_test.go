@@ -3,6 +3,7 @@ package seal
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,4 +131,21 @@ func FuzzParseSeal(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func BenchmarkParseIndex(b *testing.B) {
+	ix := &Index{}
+	for i := 0; i < 4000; i++ {
+		ix.Entries = append(ix.Entries, Entry{Path: fmt.Sprintf("lib/python3.11/site-packages/pkg%03d/mod%04d.py", i/40, i), Kind: digest.File, Mode: 0o444, Size: int64(i), MtimeNS: int64(i) << 20, CtimeNS: int64(i) << 21, Ino: uint64(i)})
+	}
+	raw, err := ix.MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := ParseIndex(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Materialize and verify vs their peers, on the --size medium corpus of real wheels
+# (../shared/bench/make-corpus.py: ~30 wheels, ~3,900 files, ~70 MB installed).
+#
+#   1. env create from a warm store  vs  python -m venv --without-pip + pip install --no-index
+#      --no-deps --require-hashes, both with bytecode and both --no-compile (target: >= 8x faster)
+#   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
+#   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
+#   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
+#
+# Each pair runs alternately RUNS times (default 7, at least 5); medians and ratios are printed.
+# Usage: bench/materialize.sh   (env: RUNS, PYTHON, CORPUS_SIZE, CRUXPROV=path to a built binary)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-7}
+PY=${PYTHON:-/root/.pyenv/versions/3.11.7/bin/python3.11}
+SIZE=${CORPUS_SIZE:-medium}
+MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
+[ -f "$MAKE_CORPUS" ] || { echo "materialize.sh: no $MAKE_CORPUS; skipped"; exit 0; }
+[ -x "$PY" ] || PY=$(command -v python3)
+PY=$("$PY" -c 'import os,sys;print(os.path.realpath(sys.executable))')
+
+W=$(mktemp -d /tmp/cruxprov-bench-mat.XXXXXX)
+SERVER=
+cleanup() {
+  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
+  chmod -R u+w "$W" 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+BIN=${CRUXPROV:-}
+if [ -z "$BIN" ]; then
+  BIN="$W/cruxprov"
+  CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/cruxprov
+fi
+
+echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
+"$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$PY" | tail -1
+PORT=$("$PY" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+"$PY" -m http.server "$PORT" --bind 127.0.0.1 -d "$W/corpus" >/dev/null 2>&1 &
+SERVER=$!
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+
+HOME_=$W/home
+ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
+# pip's inputs: every wheel with its hash (the root wheel included, as cruxprov installs it too)
+: >"$W/req.txt"
+for f in "$W"/corpus/files/*.whl; do
+  echo "$f --hash=sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$W/req.txt"
+done
+
+create() { # create [--no-compile] -> prints the JSON
+  "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
+    --index "http://127.0.0.1:$PORT/simple/" --offline --json "$@"
+}
+rm_env() { chmod -R u+w "$HOME_/envs" 2>/dev/null || true; rm -rf "$HOME_"/envs/[0-9a-f]*; }
+now() { date +%s%N; }
+
+# Warm the store (the fetch) and the interpreter probe cache.
+"$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
+  --index "http://127.0.0.1:$PORT/simple/" --no-compile --json >/dev/null
+rm_env
+
+declare -A T
+add() { T[$1]="${T[$1]:-} $2"; }
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ms() { awk -v n="$1" 'BEGIN {printf "%.1f", n/1e6}'; }
+
+pip_install() { # pip_install DIR [--no-compile]
+  local d=$1; shift
+  "$PY" -m venv --without-pip "$d"
+  "$PY" -m pip --python "$d/bin/python" install --no-index --no-deps --require-hashes \
+    --disable-pip-version-check -q "$@" -r "$W/req.txt"
+}
+
+echo "running $RUNS alternating rounds…"
+for i in $(seq "$RUNS"); do
+  for mode in compile nocompile; do
+    flag=(); [ $mode = nocompile ] && flag=(--no-compile)
+    rm_env
+    s=$(now); out=$(create "${flag[@]}"); e=$(now)
+    add "crux_$mode" $((e - s))
+    add "install_$mode" "$(jq -r .timings.install_ns <<<"$out")"
+    add "compile_$mode" "$(jq -r .timings.compile_ns <<<"$out")"
+    add "seal_$mode" "$(jq -r .timings.seal_ns <<<"$out")"
+    ENV=$(jq -r .path <<<"$out")
+    rm -rf "$W/pipenv"
+    s=$(now); pip_install "$W/pipenv" "${flag[@]}"; e=$(now)
+    add "pip_$mode" $((e - s))
+  done
+  # the no-compile env is the one left: cp -a it, and verify it
+  rm -rf "$W/copy"; sync
+  s=$(now); cp -a "$ENV" "$W/copy"; e=$(now); add cp $((e - s))
+  chmod -R u+w "$W/copy"; rm -rf "$W/copy"
+  s=$(now); "$BIN" --home "$HOME_" env verify "$ENV" >/dev/null; e=$(now); add verify $((e - s))
+  s=$(now); find "$ENV" -printf '%s %T@\n' >/dev/null; e=$(now); add find $((e - s))
+  s=$(now); "$BIN" --home "$HOME_" env verify --deep "$ENV" >/dev/null; e=$(now); add deep $((e - s))
+  s=$(now); find "$ENV" -type f -print0 | xargs -0 -P2 sha256sum >/dev/null; e=$(now); add sha $((e - s))
+done
+
+FILES=$(find "$ENV" -type f | wc -l); BYTES=$(du -sb "$ENV" | cut -f1)
+echo
+echo "env: $FILES files, $((BYTES / 1048576)) MiB (no bytecode); medians of $RUNS runs, milliseconds"
+row() { # row label a b target-description
+  local a b; a=$(median "${T[$2]}"); b=$(median "${T[$3]}")
+  awk -v l="$1" -v a="$a" -v b="$b" -v t="$4" 'BEGIN {printf "%-44s %9.1f %9.1f   ratio %6.2f   %s\n", l, a/1e6, b/1e6, a/b, t}'
+}
+printf "%-44s %9s %9s\n" "" "cruxprov" "peer"
+row "create (bytecode) vs venv+pip install" crux_compile pip_compile "(target: ratio <= 0.125, i.e. >= 8x faster)"
+row "create --no-compile vs venv+pip --no-compile" crux_nocompile pip_nocompile "(target: ratio <= 0.125)"
+row "create --no-compile (sealed) vs cp -a" crux_nocompile cp "(target: ratio <= 1.5)"
+row "env verify (fast) vs find -printf" verify find "(target: ratio <= 1.5)"
+row "env verify --deep vs find|xargs -P2 sha256sum" deep sha "(target: ratio <= 1.3)"
+echo
+for mode in compile nocompile; do
+  echo "create ($mode) stages, medians: install $(ms "$(median "${T[install_$mode]}")") ms," \
+    "compile $(ms "$(median "${T[compile_$mode]}")") ms, seal $(ms "$(median "${T[seal_$mode]}")") ms"
+done
