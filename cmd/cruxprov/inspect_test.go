@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:61e083e4ce836ca03074629a7ddb11a9ae5241f4d82e80e9fb570491a4532248",
-	"acme-echo/echo":     "sha256:637458509e7a3e26b81a7d7d4ec2779d91e5071ea213c0e90e118dcaf7f1b988",
-	"acme-echo/fail":     "sha256:435f3b986641fd8894451b53e44b9cf177198a3d0c25c0fddbcb2d94bd4f3fce",
-	"acme-echo/flood":    "sha256:4acac2a9b2acaba812b76dff1ac1dadaa67977ddc55eb5b9d93cb79f15591c66",
-	"acme-echo/sleep":    "sha256:dcebd06e4ba46aea7780473d14c6c37855005acf5084a7db8345c40a271c4d22",
-	"acme-native":        "sha256:7f0fdd2048b8e131bc1eec37df0553bbb8a901408260af5009c9a1014973ec2a",
-	"acme-native/which":  "sha256:a27fe659413ffbeaa1286216edd99d4013c80d854252ec85eef09f62b8ce91f6",
-	"acme-scripts":       "sha256:31313ee1c6614503b5c8de91981dce4c57632bbbf87b9f0942a9865bf08c79cf",
-	"acme-scripts/hello": "sha256:99cec0672ea788d98d4aae93cbc8c2afa80d96084fab16bde8a00f7606bf4722",
+	"acme-echo":          "sha256:33b1fb634de1a768945d5258a7174f28f48d73e36b9a1b0fbc3a5ade6c0e5c77",
+	"acme-echo/echo":     "sha256:92f408b39e61697b24e92cb060b8a31c72c22729f3498b6c5b0c7af855e4fe5e",
+	"acme-echo/fail":     "sha256:52b40cbdbb729f582e1de27442afcb847bee7f325ee83650bfb3230dc56924c0",
+	"acme-echo/flood":    "sha256:68979bb7829ed6efbaecce89c71e0b9263311652e27e858a042558a9db14d3d2",
+	"acme-echo/sleep":    "sha256:19b3f045516fc374a2cbd5a9cb92122146ccb05b05030e78c38706a15527e13f",
+	"acme-native":        "sha256:8ed61a40b72b45f47754f9e2d8867f6bbab848e6d2ea556df9a3ee9cf3dbe23c",
+	"acme-native/which":  "sha256:f965e0c13f4102e68ad828f27dd6abe4d657603ef507fee1ad3123485faab533",
+	"acme-scripts":       "sha256:572ce9f9e439abc959a6642f4b47eccc83d368aeb791d7d44eccf77dbecec79f",
+	"acme-scripts/hello": "sha256:8104d348aae8b6169933557146bfc48eb4b4bc7091a583a0cafac6776429da88",
 }
 
 type inspectDoc struct {

@@ -33,8 +33,9 @@ The contract is DESIGN section 10 and docs/provider-authors.md:
        {"status": "ok", "run_id": ..., "result": ..., "egress": [...]}
        {"status": "error", "run_id": ..., "error": {"code": ..., "message": ...}, "egress": [...]}
 
-   run_id is the request's (null when the request had none). Error
-   messages never contain a delivered secret value.
+   run_id is the request's (null when the request had none). Neither
+   error messages nor egress URLs contain a delivered secret value (each
+   is replaced by "[redacted]").
 
 The harness exits 0 whenever it wrote a result, ok or error, and 1 only when
 it could not write one. It never exits 78 (reserved for the container shim).
@@ -395,7 +396,12 @@ def run() -> int:
     except _Refused as r:
         body = {"status": "error", "error": {"code": r.code, "message": r.message}}
 
-    egress = list(ctx.egress.urls) if ctx is not None else []
+    # Receipts keep the observed egress: no secret value may ride in a URL.
+    egress = []
+    for u in ctx.egress.urls if ctx is not None else ():
+        u = _redact(u, secrets)
+        if u not in egress:
+            egress.append(u)
     if body["status"] == "error":
         body["error"]["message"] = _redact(body["error"]["message"], secrets)
     doc = {"status": body["status"], "run_id": run_id_box[0] if run_id_box else None}
@@ -409,7 +415,7 @@ def run() -> int:
     except (ValueError, TypeError, UnicodeEncodeError, RecursionError) as e:
         doc.pop("result", None)
         doc["status"] = "error"
-        doc["error"] = {"code": "result_invalid", "message": "the result cannot be encoded as JSON: %s" % _describe(e)}
+        doc["error"] = {"code": "result_invalid", "message": _redact("the result cannot be encoded as JSON: %s" % _describe(e), secrets)}
         line = _encode(doc)
     try:
         _write_all(proto_fd, line)

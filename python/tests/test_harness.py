@@ -98,6 +98,10 @@ PROVIDERS = {
             ctx.egress.record("https://api.acme.example/v1/echo")
             raise ValueError("token was " + ctx.secrets["acme/api-token"])
 
+        def secret_in_url(ctx):
+            ctx.egress.record("https://api.acme.example/?key=" + ctx.secret("acme/api-token"))
+            return ProviderResult.ok("sent")
+
         def leaks_secret_in_error(ctx):
             return ProviderResult.error("provider_error", "denied for " + ctx.secrets["acme/api-token"])
 
@@ -321,6 +325,8 @@ class HarnessTest(unittest.TestCase):
         self.assertNotIn("s3cr3t-value", run.stdout)
         self.assertIn("[redacted]", msg)
         self.assertEqual(run.doc["egress"], ["https://api.acme.example/v1/echo"])
+        run = harness(request("tp_basic:secret_in_url", secret_channel=ch), secret=bundle)
+        self.ok(run, "sent", egress=["https://api.acme.example/?key=[redacted]"])
         run = harness(request("tp_basic:leaks_secret_in_error", secret_channel=ch), secret=bundle)
         self.refused(run, "provider_error")
         self.assertNotIn("s3cr3t-value", run.stdout)
