@@ -8,10 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/lockfile"
 )
 
@@ -142,13 +144,18 @@ func TestPipDifferential(t *testing.T) {
 		t.Fatal(err)
 	}
 	debian, _ := filepath.Glob("/usr/share/python-wheels/*.whl")
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	fixtureWheels := []string{demo, fx.Runtime.Path, fx.Echo.Path, fx.Native.Path, fx.Scripts.Path}
+	if runtime.GOOS == "linux" && runtime.GOARCH == "amd64" {
+		fixtureWheels = append(fixtureWheels, fx.NativeLib["manylinux_2_17_x86_64"].Path)
+	}
 	sets := []struct {
 		name    string
 		wheels  []string
 		imports string
 		run     []string
 	}{
-		{"fixtures", []string{demo}, "import demo, demo_pure, demo_plat", []string{"demo-cli", "demo-raw"}},
+		{"fixtures", fixtureWheels, "import demo, demo_pure, demo_plat, acme_echo, acme_native.impl, acme_scripts.provider, acme_scripts_pure, acme_scripts_plat, cruxible_provider_runtime", []string{"demo-cli", "demo-raw", "acme-hello"}},
 		{"debian", debian, "import setuptools, pkg_resources, pip", []string{"pip --version"}},
 	}
 	if cw := corpusWheels(t); cw != nil {
