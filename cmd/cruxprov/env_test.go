@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -360,5 +364,50 @@ func TestEnvCreateSIGINT(t *testing.T) {
 			}
 		}
 		clear()
+	}
+}
+
+// TestEnvCreateFixtureProviders runs the whole flow on the fixture
+// providers: a static index built by index.Build served over loopback,
+// env create --wheel (resolve the embedded lock for the host, fetch,
+// materialize with bytecode, seal), then the provider's script runs.
+func TestEnvCreateFixtureProviders(t *testing.T) {
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := t.TempDir()
+	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	home := t.TempDir()
+	t.Cleanup(func() { chmodTree(home) })
+	for _, p := range fx.Providers() {
+		out := createJSON(t, "--home", home, "env", "create", "--wheel", p.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--json")
+		if out.Reused || out.Packages < 2 { // the root and the runtime at least (acme-native: one lib of its five)
+			t.Errorf("%s: %+v", p.Name, out)
+		}
+		py := filepath.Join(out.Path, "bin", "python")
+		mod := strings.ReplaceAll(p.Name, "-", "_")
+		if b, err := exec.Command(py, "-c", "import "+mod+", cruxible_provider_runtime").CombinedOutput(); err != nil {
+			t.Errorf("%s: import: %v\n%s", p.Name, err, b)
+		}
+		if r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep"); r.code != 0 {
+			t.Errorf("%s: verify: %+v", p.Name, r)
+		}
+	}
+	scripts := filepath.Join(home, "envs")
+	hello, _ := filepath.Glob(filepath.Join(scripts, "*", "bin", "acme-hello"))
+	if len(hello) != 1 {
+		t.Fatalf("acme-hello: %v", hello)
+	}
+	if b, err := exec.Command(hello[0]).CombinedOutput(); err != nil {
+		t.Errorf("acme-hello: %v\n%s", err, b)
+	}
+	r := cruxprov(t, "--home", home, "env", "list")
+	if r.code != 0 || strings.Count(r.stdout, "\n") != len(fx.Providers()) {
+		t.Errorf("list: %+v", r)
 	}
 }
