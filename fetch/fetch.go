@@ -169,29 +169,20 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	// Each project page is fetched once, all of them at once (bounded),
-	// while the downloads of projects already read proceed.
+	// One bound for every request: --jobs is the number of connections the
+	// index sees at once (small static servers have small listen
+	// backlogs). Each wheel, largest first, takes a slot, reads its
+	// project's page (once per project: a second wheel of the project
+	// waits for the first's read) and downloads in the same slot, so the
+	// pages of some projects are read while others download.
 	pages := map[string]*page{}
-	pageSem := make(chan struct{}, 2*opts.Jobs) // pages are small: read them well ahead
 	for _, i := range todo {
 		name := index.Normalize(res.Packages[i].Name)
-		if pages[name] != nil {
-			continue
+		if pages[name] == nil {
+			pages[name] = &page{done: make(chan struct{})}
 		}
-		p := &page{done: make(chan struct{})}
-		pages[name] = p
-		go func() {
-			defer close(p.done)
-			select {
-			case pageSem <- struct{}{}:
-			case <-ctx.Done():
-				p.err = context.Cause(ctx)
-				return
-			}
-			defer func() { <-pageSem }()
-			p.proj, p.err = c.Project(ctx, name)
-		}()
 	}
+	sem := make(chan struct{}, opts.Jobs)
 
 	var (
 		mu       sync.Mutex
@@ -206,25 +197,31 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 		}
 		mu.Unlock()
 	}
-	sem := make(chan struct{}, opts.Jobs)
 	for _, i := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			w := res.Packages[i]
-			p := pages[index.Normalize(w.Name)]
-			select {
-			case <-p.done:
-			case <-ctx.Done():
-				return
-			}
-			if p.err != nil {
-				fail(p.err)
-				return
-			}
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
+				return
+			}
+			name := index.Normalize(w.Name)
+			p := pages[name]
+			p.once.Do(func() {
+				p.proj, p.err = c.Project(ctx, name)
+				close(p.done)
+			})
+			select {
+			case <-p.done:
+			case <-ctx.Done():
+				<-sem
+				return
+			}
+			if p.err != nil {
+				<-sem
+				fail(p.err)
 				return
 			}
 			// The slot is for the network: it is given back as soon as the
@@ -267,6 +264,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 }
 
 type page struct {
+	once sync.Once
 	done chan struct{}
 	proj *index.Project
 	err  error
