@@ -339,11 +339,39 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 	}
 	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
 	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total, eof: release}
-	if err := st.Put(ctx, w.SHA256, w.Size, cr); err != nil {
+	var src io.Reader = cr
+	if w.Size <= 0 {
+		// No size in the lock: the hash decides, but an index must not be
+		// able to fill the disk first.
+		src = &capReader{r: cr, left: MaxUnsizedWheel, name: w.Filename}
+	}
+	if err := st.Put(ctx, w.SHA256, w.Size, src); err != nil {
 		return cr.n, err
 	}
 	_, n := st.Has(w.SHA256) // another process may have stored it first
 	return n, nil
+}
+
+// MaxUnsizedWheel bounds the download of a wheel whose lock gives no size.
+const MaxUnsizedWheel = 8 << 30
+
+// capReader fails with size_mismatch past its limit.
+type capReader struct {
+	r    io.Reader
+	left int64
+	name string
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, refusal.New(refusal.SizeMismatch, "%s: more than %d bytes and the lock gives no size; lock it with its size", c.name, int64(MaxUnsizedWheel))
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // countingReader reports progress and calls eof when the body ends.

@@ -344,8 +344,8 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 // which are worth another attempt.
 func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error) {
 	listed, err := url.Parse(f.URL)
-	if err != nil {
-		return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "index %s lists %s with a bad URL", c.BaseURL(), f.Filename)
+	if err != nil || (listed.Scheme != "http" && listed.Scheme != "https") || listed.Host == "" {
+		return nil, 0, refusal.New(refusal.FetchFailed, "index %s lists %s at %s, not an http(s) URL; fix the index", c.BaseURL(), f.Filename, Redact(f.URL))
 	}
 	resp, b, err := c.get(ctx, f.URL, listed, "")
 	if err != nil {

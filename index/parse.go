@@ -143,8 +143,8 @@ func htmlFile(base *url.URL, attrs map[string]string, present map[string]bool) (
 		}
 	}
 	u.Fragment, u.RawFragment = "", ""
-	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file" {
-		return File{}, nil // javascript:, mailto: and the like are not files
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return File{}, nil // javascript:, mailto:, file: and the like are not downloads
 	}
 	f.URL = u.String()
 	f.Filename = path.Base(u.Path)
