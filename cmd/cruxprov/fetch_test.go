@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
 )
 
 // fetchFixture writes two small wheels, builds a static index of them
@@ -234,5 +238,32 @@ func TestFetchSIGINT(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
 		t.Errorf("staging debris: %v", ents)
+	}
+}
+
+// TestFetchWheelFixtures: fetch --wheel reads the root wheel's embedded
+// lock (its URLs name the fixtures' public index) and fetches from a
+// mirror built by index.Build, for two platforms.
+func TestFetchWheelFixtures(t *testing.T) {
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := t.TempDir()
+	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	home := t.TempDir()
+	for _, plat := range []string{"cp311-manylinux_2_36_x86_64", "cp312-musllinux_1_2_x86_64"} {
+		r := cruxprov(t, "fetch", "--wheel", fx.Native.Path, "--platform", plat, "--index", srv.URL+"/simple/", "--home", home, "--json")
+		var out struct {
+			Wheels []struct{ Filename string } `json:"wheels"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || len(out.Wheels) < 2 {
+			t.Fatalf("%s: %+v", plat, r)
+		}
+	}
+	// The runtime is shared; each platform added its own native lib.
+	if got := fetchBlobs(t, home); len(got) != 3 {
+		t.Errorf("store holds %d blobs, want 3 (runtime + two native libs): %v", len(got), got)
 	}
 }
