@@ -2,6 +2,8 @@ package index
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -234,6 +236,13 @@ func Retryable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
+		return false // TLS trust does not come back by retrying
+	}
 	var re *RequestError
 	if errors.As(err, &re) {
 		return true
@@ -392,6 +401,9 @@ func (c *Client) pageRefusal(name string, err error) error {
 	var se *StatusError
 	if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
 		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", Normalize(name), c.BaseURL())
+	}
+	if errors.As(err, &se) && (se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden) {
+		return refusal.Wrap(refusal.FetchFailed, err, "project %s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", Normalize(name), c.BaseURL())
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", Normalize(name), c.BaseURL())
 }

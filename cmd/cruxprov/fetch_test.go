@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -265,5 +266,62 @@ func TestFetchWheelFixtures(t *testing.T) {
 	// The runtime is shared; each platform added its own native lib.
 	if got := fetchBlobs(t, home); len(got) != 3 {
 		t.Errorf("store holds %d blobs, want 3 (runtime + two native libs): %v", len(got), got)
+	}
+}
+
+// TestFetchTLSAndCredentials: an HTTPS mirror whose CA only --ca-bundle
+// names, behind basic auth given by netrc or the environment; without the
+// bundle or the credentials the fetch is refused, and no secret is printed.
+func TestFetchTLSAndCredentials(t *testing.T) {
+	var srv *httptest.Server
+	_, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cr3t-pw" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		return h
+	})
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	netrc := filepath.Join(t.TempDir(), "netrc")
+	os.WriteFile(netrc, []byte("machine 127.0.0.1 login ci password s3cr3t-pw\n"), 0o600)
+	idx := srv.URL + "/simple/"
+	run := func(env []string, args ...string) result {
+		cmd := exec.Command(bin, append([]string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", t.TempDir()}, args...)...)
+		cmd.Env = append(os.Environ(), append([]string{"NETRC=" + filepath.Join(t.TempDir(), "none")}, env...)...)
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return result{so.String(), se.String(), code}
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		args []string
+		code int
+	}{
+		{"netrc", []string{"NETRC=" + netrc}, []string{"--ca-bundle", ca}, 0},
+		{"env", []string{"CRUXPROV_INDEX_USERNAME=ci", "CRUXPROV_INDEX_PASSWORD=s3cr3t-pw"}, []string{"--ca-bundle", ca}, 0},
+		{"no bundle", []string{"NETRC=" + netrc}, nil, 78},
+		{"no credentials", nil, []string{"--ca-bundle", ca}, 78},
+		{"wrong password", []string{"CRUXPROV_INDEX_USERNAME=ci", "CRUXPROV_INDEX_PASSWORD=nope-pw"}, []string{"--ca-bundle", ca}, 78},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(tt.env, tt.args...)
+			if r.code != tt.code {
+				t.Fatalf("exit %d, want %d: %+v", r.code, tt.code, r)
+			}
+			if strings.Contains(r.stdout+r.stderr, "s3cr3t") || strings.Contains(r.stdout+r.stderr, "nope-pw") {
+				t.Errorf("a password was printed: %+v", r)
+			}
+		})
 	}
 }
