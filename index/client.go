@@ -36,7 +36,8 @@ type Options struct {
 	// Credentials are sent as HTTP basic auth to the host each names, and
 	// to no other. A base URL's own user:password@ is one more.
 	Credentials []Credential
-	// Timeout bounds one request, body included (default 5 minutes).
+	// Timeout bounds one request, body included (default 30 minutes: a
+	// multi-GB wheel on a slow link; StallTimeout catches a dead one sooner).
 	Timeout time.Duration
 	// StallTimeout bounds the wait for the next bytes of a body (default 30s).
 	StallTimeout time.Duration
@@ -79,7 +80,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		u.RawPath = ""
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Minute
+		opts.Timeout = 30 * time.Minute
 	}
 	if opts.StallTimeout <= 0 {
 		opts.StallTimeout = 30 * time.Second
