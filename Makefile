@@ -25,8 +25,9 @@ gotest:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 pytest:
-	@if [ -d python/tests ]; then python3 -m unittest discover -s python/tests -t python -v 2>&1 | tail -n 3; \
-	  python3 -m unittest discover -s python/tests -t python >/dev/null 2>&1; fi
+	@if [ -d python/tests ]; then \
+	  PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s python/tests -t python >/tmp/cruxprov-pytest.log 2>&1; rc=$$?; \
+	  tail -n 3 /tmp/cruxprov-pytest.log; [ $$rc -eq 0 ] || { cat /tmp/cruxprov-pytest.log; exit $$rc; }; fi
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m ./...
