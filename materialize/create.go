@@ -230,7 +230,11 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve("pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)
-	if err := installAll(ctx, ins, wheels, jobs, emit); err != nil {
+	ws := make([]*wheel.Wheel, len(wheels))
+	for i := range wheels {
+		ws[i] = wheels[i].w
+	}
+	if err := ins.installAll(ctx, ws, jobs, emit); err != nil {
 		return err
 	}
 	t1 := time.Now()
@@ -333,14 +337,6 @@ func closeAll(ws []opened) {
 			o.f.Close()
 		}
 	}
-}
-
-// installAll installs the wheels in parallel.
-func installAll(ctx context.Context, ins *installer, ws []opened, jobs int, emit func(Event)) error {
-	return parallel(ctx, len(ws), jobs, func(i int) error {
-		emit(Event{Stage: "wheel", Name: ws[i].w.Filename().String()})
-		return ins.installWheel(ctx, ws[i].w)
-	})
 }
 
 // parallel runs fn(0..n-1) on at most jobs goroutines; the first error

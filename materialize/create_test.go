@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -244,5 +245,32 @@ func TestCreateRefusals(t *testing.T) {
 	ents, _ := os.ReadDir(filepath.Join(st.Home(), "tmp"))
 	if len(ents) != 0 {
 		t.Errorf("debris after cancel: %v", ents)
+	}
+}
+
+// TestCreateRefusesTamperedMember: a member whose bytes differ from RECORD
+// (the zip's own CRC and the wheel's hash are made to match the tampered
+// archive) is record_mismatch, and nothing is left behind.
+func TestCreateRefusesTamperedMember(t *testing.T) {
+	st := newStore(t)
+	b := buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel)
+	i := bytes.Index(b, []byte("VALUE = 42"))
+	if i < 0 {
+		t.Fatal("member not found stored in the wheel")
+	}
+	b = bytes.Clone(b)
+	b[i+9] = '3'
+	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", b)
+	_, err := Create(context.Background(), st, request(t, w))
+	if !errors.Is(err, refusal.RecordMismatch) && !errors.Is(err, refusal.WheelInvalid) {
+		t.Fatalf("tampered member: %v", err)
+	}
+	for _, d := range []string{"envs", "tmp"} {
+		ents, _ := os.ReadDir(filepath.Join(st.Home(), d))
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s/%s left after a refused create", d, e.Name())
+			}
+		}
 	}
 }

@@ -111,14 +111,16 @@ func (ins *installer) mkdirFor(rel string) error {
 	return nil
 }
 
-// create opens rel for writing, exclusively.
+// create opens rel for writing, exclusively. The file is created with its
+// sealed mode (0444, or 0555 when executable): the open descriptor may
+// still write, and Freeze then has no chmod to do.
 func (ins *installer) create(rel string, exec bool) (*os.File, error) {
 	if err := ins.mkdirFor(rel); err != nil {
 		return nil, err
 	}
-	mode := os.FileMode(0o644)
+	mode := os.FileMode(0o444)
 	if exec {
-		mode = 0o755
+		mode = 0o555
 	}
 	f, err := os.OpenFile(filepath.Join(ins.root, filepath.FromSlash(rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
@@ -156,82 +158,107 @@ type row struct {
 	size string
 }
 
-// installWheel installs the wheel whose bytes are at blob (its file name
-// is filename) into the env per the binary distribution format spec.
-func (ins *installer) installWheel(ctx context.Context, w *wheel.Wheel) error {
+// wheelJob is one wheel being installed: what its members need to know,
+// and the RECORD rows its members add (from several goroutines).
+type wheelJob struct {
+	w        *wheel.Wheel
+	owner    string // the wheel's file name, for messages
+	distInfo string
+	dataDir  string
+	headers  string
+	eps      map[string][]wheel.EntryPoint
+	scripts  map[string]bool // entry point names: setuptools wrappers for them are skipped
+
+	mu   sync.Mutex
+	rows []row
+}
+
+// prepare reads what installing w's members needs.
+func (ins *installer) prepare(w *wheel.Wheel) (*wheelJob, error) {
 	fn := w.Filename()
-	owner := fn.String()
-	distInfo := w.DistInfo()
-	dataDir := w.DataDir()
 	eps, err := w.EntryPoints()
+	if err != nil {
+		return nil, err
+	}
+	j := &wheelJob{
+		w: w, owner: fn.String(), distInfo: w.DistInfo(), dataDir: w.DataDir(), eps: eps,
+		headers: "include/site/python" + ins.l.PythonVer + "/" + strings.ReplaceAll(fn.Distribution, "_", "-"),
+		scripts: map[string]bool{},
+	}
+	for _, g := range []string{"console_scripts", "gui_scripts"} {
+		for _, ep := range eps[g] {
+			j.scripts[ep.Name] = true
+		}
+	}
+	return j, nil
+}
+
+// isRecord reports whether f is the wheel's RECORD (regenerated, not copied).
+func (j *wheelJob) isRecord(f wheel.File) bool { return f.Name == j.distInfo+"/RECORD" }
+
+// member installs one archive member read through r (a verifying reader:
+// it fails at the end of a member whose bytes differ from RECORD).
+func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader) error {
+	rel, isScript, err := ins.dest(f.Name, j.dataDir, j.headers)
 	if err != nil {
 		return err
 	}
-	scripts := map[string]bool{}
-	for _, g := range []string{"console_scripts", "gui_scripts"} {
-		for _, ep := range eps[g] {
-			scripts[ep.Name] = true
-		}
+	if isScript && j.scripts[scriptBase(path.Base(rel))] {
+		_, err := io.Copy(io.Discard, r) // still verified
+		return err                       // a setuptools wrapper for an entry point: pip skips it too
 	}
-	headers := "include/site/python" + ins.l.PythonVer + "/" + strings.ReplaceAll(fn.Distribution, "_", "-")
-	var rows []row
-	err = w.Extract(ctx, func(f wheel.File, r io.Reader) error {
-		if f.Name == distInfo+"/RECORD" {
-			return nil // regenerated below
-		}
-		rel, isScript, err := ins.dest(f.Name, dataDir, headers)
+	exec := f.Mode&0o111 != 0
+	var sum [32]byte
+	var size int64
+	if isScript {
+		b, err := readAllBounded(r, f.Size)
 		if err != nil {
 			return err
 		}
-		if isScript && scripts[scriptBase(path.Base(rel))] {
-			return nil // a setuptools wrapper for an entry point pip would generate: pip skips it too
+		b = ins.fixShebang(b)
+		sum, size = sha256.Sum256(b), int64(len(b))
+		write, err := ins.take(rel, sum, j.owner)
+		if err != nil {
+			return err
 		}
-		exec := f.Mode&0o111 != 0
-		var sum [32]byte
-		var size int64
-		if isScript {
-			b, err := readAllBounded(r, f.Size)
-			if err != nil {
+		if write {
+			if err := ins.writeBytes(rel, b, exec); err != nil {
 				return err
-			}
-			b = ins.fixShebang(b)
-			sum, size = sha256.Sum256(b), int64(len(b))
-			write, err := ins.take(rel, sum, owner)
-			if err != nil {
-				return err
-			}
-			if write {
-				if err := ins.writeBytes(rel, b, exec); err != nil {
-					return err
-				}
-			}
-		} else {
-			if f.SHA256.IsZero() {
-				return refusal.New(refusal.RecordMissing, "%s: %s has no RECORD hash", owner, f.Name)
-			}
-			hb, _ := hex.DecodeString(f.SHA256.Hex())
-			copy(sum[:], hb)
-			size = f.Size
-			write, err := ins.take(rel, sum, owner)
-			if err != nil {
-				return err
-			}
-			if write {
-				if err := ins.copyFile(rel, r, exec); err != nil {
-					return err
-				}
-				ins.record(rel, size, sum)
 			}
 		}
-		rows = append(rows, row{recordPath(ins.l, rel), recordHash(sum), strconv.FormatInt(size, 10)})
-		return nil
-	})
-	if err != nil {
-		return err
+	} else {
+		if f.SHA256.IsZero() {
+			return refusal.New(refusal.RecordMissing, "%s: %s has no RECORD hash", j.owner, f.Name)
+		}
+		hb, _ := hex.DecodeString(f.SHA256.Hex())
+		copy(sum[:], hb)
+		size = f.Size
+		write, err := ins.take(rel, sum, j.owner)
+		if err != nil {
+			return err
+		}
+		if write {
+			if err := ins.copyFile(rel, r, exec); err != nil {
+				return err
+			}
+			ins.record(rel, size, sum)
+		} else if _, err := io.Copy(io.Discard, r); err != nil { // identical bytes: verify, write nothing
+			return err
+		}
 	}
+	j.mu.Lock()
+	j.rows = append(j.rows, row{recordPath(ins.l, rel), recordHash(sum), strconv.FormatInt(size, 10)})
+	j.mu.Unlock()
+	return nil
+}
+
+// finish writes the wheel's entry point scripts, INSTALLER and RECORD,
+// once every member is installed.
+func (ins *installer) finish(j *wheelJob) error {
+	rows := j.rows
 	for _, g := range []string{"console_scripts", "gui_scripts"} {
-		for _, ep := range eps[g] {
-			r, err := ins.entryPointScript(owner, ep)
+		for _, ep := range j.eps[g] {
+			r, err := ins.entryPointScript(j.owner, ep)
 			if err != nil {
 				return err
 			}
@@ -239,21 +266,105 @@ func (ins *installer) installWheel(ctx context.Context, w *wheel.Wheel) error {
 		}
 	}
 	inst := []byte(Installer + "\n")
-	instRel := ins.l.SitePackages + "/" + distInfo + "/INSTALLER"
-	if _, err := ins.take(instRel, sha256.Sum256(inst), owner); err != nil {
+	instRel := ins.l.SitePackages + "/" + j.distInfo + "/INSTALLER"
+	if _, err := ins.take(instRel, sha256.Sum256(inst), j.owner); err != nil {
 		return err
 	}
 	if err := ins.writeBytes(instRel, inst, false); err != nil {
 		return err
 	}
-	rows = append(rows, row{distInfo + "/INSTALLER", recordHash(sha256.Sum256(inst)), strconv.Itoa(len(inst))})
-	rows = append(rows, row{path: distInfo + "/RECORD"})
+	rows = append(rows, row{j.distInfo + "/INSTALLER", recordHash(sha256.Sum256(inst)), strconv.Itoa(len(inst))})
+	rows = append(rows, row{path: j.distInfo + "/RECORD"})
 	rec := formatRecord(rows)
-	recRel := ins.l.SitePackages + "/" + distInfo + "/RECORD"
-	if _, err := ins.take(recRel, sha256.Sum256(rec), owner); err != nil {
+	recRel := ins.l.SitePackages + "/" + j.distInfo + "/RECORD"
+	if _, err := ins.take(recRel, sha256.Sum256(rec), j.owner); err != nil {
 		return err
 	}
 	return ins.writeBytes(recRel, rec, false)
+}
+
+// inMemoryMax is the largest member installed from memory; a wheel with a
+// larger member is streamed member by member instead, as one task.
+const inMemoryMax = 16 << 20
+
+// task is one unit of parallel install work: one member read whole and
+// verified (ReadFile), or a whole wheel streamed (Extract).
+type task struct {
+	j     *wheelJob
+	f     wheel.File
+	whole bool
+	size  int64
+}
+
+// installAll installs the wheels with jobs workers over all their members
+// at once, so that one big wheel does not leave a core idle, then writes
+// each wheel's scripts, INSTALLER and RECORD.
+func (ins *installer) installAll(ctx context.Context, ws []*wheel.Wheel, jobs int, emit func(Event)) error {
+	var tasks []task
+	js := make([]*wheelJob, len(ws))
+	for i, w := range ws {
+		j, err := ins.prepare(w)
+		if err != nil {
+			return err
+		}
+		js[i] = j
+		emit(Event{Stage: "wheel", Name: j.owner})
+		files := w.Files()
+		var total int64
+		big := false
+		for _, f := range files {
+			total += f.Size
+			big = big || f.Size > inMemoryMax
+		}
+		if big {
+			tasks = append(tasks, task{j: j, whole: true, size: total})
+			continue
+		}
+		for _, f := range files {
+			if !j.isRecord(f) {
+				tasks = append(tasks, task{j: j, f: f, size: f.Size})
+			}
+		}
+	}
+	slices.SortStableFunc(tasks, func(a, b task) int { return cmpInt64(b.size, a.size) })
+	err := parallel(ctx, len(tasks), jobs, func(i int) error {
+		t := tasks[i]
+		if t.whole {
+			return t.j.w.Extract(ctx, func(f wheel.File, r io.Reader) error {
+				if t.j.isRecord(f) {
+					return nil
+				}
+				return ins.member(t.j, f, r)
+			})
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b, err := t.j.w.ReadFile(t.f.Name)
+		if err != nil {
+			return err
+		}
+		return ins.member(t.j, t.f, bytes.NewReader(b))
+	})
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		if err := ins.finish(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // copyFile streams a verified member to rel; the verifying reader fails at
