@@ -90,36 +90,36 @@ func parseHTML(page *url.URL, body []byte) ([]File, error) {
 			return files, nil // io.EOF or malformed tail: the tokenizer has given all it can
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := z.TagName()
-			attrs := map[string]string{}
-			present := map[string]bool{}
+			tag := string(name)
+			if tag != "a" && tag != "base" && tag != "meta" {
+				continue
+			}
+			var at tagAttrs
 			for hasAttr {
 				var k, v []byte
 				k, v, hasAttr = z.TagAttr()
-				if !present[string(k)] {
-					attrs[string(k)] = string(v)
-					present[string(k)] = true
-				}
+				at.set(string(k), string(v))
 			}
-			switch string(name) {
+			switch tag {
 			case "base":
-				if !baseSet && present["href"] {
-					u, err := page.Parse(strings.TrimSpace(attrs["href"]))
+				if !baseSet && at.has&hasHref != 0 {
+					u, err := page.Parse(strings.TrimSpace(at.href))
 					if err != nil {
 						return nil, fmt.Errorf("bad <base href>: %w", err)
 					}
 					base, baseSet = u, true
 				}
 			case "meta":
-				if attrs["name"] == "pypi:repository-version" {
-					if err := checkAPIVersion(attrs["content"]); err != nil {
+				if at.name == "pypi:repository-version" {
+					if err := checkAPIVersion(at.content); err != nil {
 						return nil, err
 					}
 				}
 			case "a":
-				if !present["href"] {
+				if at.has&hasHref == 0 {
 					continue
 				}
-				f, err := htmlFile(base, attrs, present)
+				f, err := htmlFile(base, &at)
 				if err != nil {
 					return nil, err
 				}
@@ -131,15 +131,60 @@ func parseHTML(page *url.URL, body []byte) ([]File, error) {
 	}
 }
 
-func htmlFile(base *url.URL, attrs map[string]string, present map[string]bool) (File, error) {
-	u, err := base.Parse(strings.TrimSpace(attrs["href"]))
-	if err != nil {
-		return File{}, fmt.Errorf("bad href %q: %w", attrs["href"], err)
+// tagAttrs holds the attributes parseHTML reads; the first of a repeated
+// attribute wins, as in browsers.
+type tagAttrs struct {
+	has                                          int
+	href, requiresPython, yanked, coreMeta, dist string
+	name, content                                string
+}
+
+const (
+	hasHref = 1 << iota
+	hasRequiresPython
+	hasYanked
+	hasCoreMeta
+	hasDistMeta
+	hasName
+	hasContent
+)
+
+func (a *tagAttrs) set(k, v string) {
+	var bit int
+	var dst *string
+	switch k {
+	case "href":
+		bit, dst = hasHref, &a.href
+	case "data-requires-python":
+		bit, dst = hasRequiresPython, &a.requiresPython
+	case "data-yanked":
+		bit, dst = hasYanked, &a.yanked
+	case "data-core-metadata":
+		bit, dst = hasCoreMeta, &a.coreMeta
+	case "data-dist-info-metadata":
+		bit, dst = hasDistMeta, &a.dist
+	case "name":
+		bit, dst = hasName, &a.name
+	case "content":
+		bit, dst = hasContent, &a.content
+	default:
+		return
 	}
-	f := File{Hashes: map[string]string{}}
+	if a.has&bit == 0 {
+		a.has |= bit
+		*dst = v
+	}
+}
+
+func htmlFile(base *url.URL, at *tagAttrs) (File, error) {
+	u, err := base.Parse(strings.TrimSpace(at.href))
+	if err != nil {
+		return File{}, fmt.Errorf("bad href %q: %w", at.href, err)
+	}
+	var f File
 	if u.Fragment != "" {
 		if algo, hex, ok := strings.Cut(u.Fragment, "="); ok {
-			f.Hashes[strings.ToLower(algo)] = strings.ToLower(hex)
+			f.Hashes = map[string]string{strings.ToLower(algo): strings.ToLower(hex)}
 		}
 	}
 	u.Fragment, u.RawFragment = "", ""
@@ -151,22 +196,19 @@ func htmlFile(base *url.URL, attrs map[string]string, present map[string]bool) (
 	if f.Filename == "/" || f.Filename == "." || u.Path == "" || strings.HasSuffix(u.Path, "/") {
 		f.Filename = ""
 	}
-	f.RequiresPython = attrs["data-requires-python"]
-	if present["data-yanked"] {
-		f.Yanked, f.YankedReason = true, attrs["data-yanked"]
+	f.RequiresPython = at.requiresPython
+	if at.has&hasYanked != 0 {
+		f.Yanked, f.YankedReason = true, at.yanked
 	}
-	meta, ok := attrs["data-core-metadata"], present["data-core-metadata"]
+	meta, ok := at.coreMeta, at.has&hasCoreMeta != 0
 	if !ok {
-		meta, ok = attrs["data-dist-info-metadata"], present["data-dist-info-metadata"]
+		meta, ok = at.dist, at.has&hasDistMeta != 0
 	}
 	if ok && meta != "false" {
 		f.CoreMetadata = true
 		if algo, hex, ok := strings.Cut(meta, "="); ok {
 			f.MetadataHashes = map[string]string{strings.ToLower(algo): strings.ToLower(hex)}
 		}
-	}
-	if len(f.Hashes) == 0 {
-		f.Hashes = nil
 	}
 	return f, nil
 }
