@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,7 +242,15 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	res.Timings.Install = t1.Sub(t0)
 	if !req.NoCompile {
 		emit(Event{Stage: "compile"})
-		if err := compileBytecode(ctx, staging, dir, l, jobs); err != nil {
+		var sources []string
+		sizes := map[string]int64{}
+		for rel, k := range ins.known {
+			if strings.HasPrefix(rel, l.SitePackages+"/") && strings.HasSuffix(rel, ".py") {
+				sources = append(sources, rel)
+				sizes[rel] = k.Size
+			}
+		}
+		if err := compileBytecode(ctx, staging, dir, l, sources, sizes, jobs); err != nil {
 			return err
 		}
 	}

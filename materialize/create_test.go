@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -272,5 +273,31 @@ func TestCreateRefusesTamperedMember(t *testing.T) {
 				t.Errorf("%s/%s left after a refused create", d, e.Name())
 			}
 		}
+	}
+}
+
+// TestBytecodeIsUncheckedHashWithFinalPaths: the pycs are hash-based and
+// unchecked (PEP 552 flags 0b01), and name the final env path, not the
+// staging directory they were compiled in.
+func TestBytecodeIsUncheckedHashWithFinalPaths(t *testing.T) {
+	st := newStore(t)
+	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	req := request(t, w)
+	req.NoCompile = false
+	res, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := runPython(t, res.Dir, "-c", `
+import marshal, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+flags = int.from_bytes(b[4:8], "little")
+code = marshal.loads(b[16:])
+print(flags, code.co_filename)
+`, filepath.Join(res.Dir, "lib/python3.11/site-packages/demo/__pycache__/cli.cpython-311.pyc"))
+	want := fmt.Sprintf("1 %s/lib/python3.11/site-packages/demo/cli.py\n", res.Dir)
+	if out != want {
+		t.Fatalf("pyc: %q, want %q", out, want)
 	}
 }
