@@ -40,6 +40,10 @@ type Options struct {
 	Events func(Event)
 }
 
+// commitBatch bounds the verified blobs (open temp files) waiting for one
+// Commit, so a lock of thousands of wheels stays within file limits.
+const commitBatch = 64
+
 // DefaultJobs is the default download concurrency: downloads wait on the
 // network and the disk, not the CPU, so a few more than the two cores.
 const DefaultJobs = 6
@@ -166,6 +170,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	}
 	emit(Event{Kind: EventPlan, Total: planBytes, Count: len(todo)})
 
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -188,6 +193,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 		mu       sync.Mutex
 		firstErr error
 		wg       sync.WaitGroup
+		pending  []*store.Pending // verified, committed in batches
 	)
 	fail := func(err error) {
 		mu.Lock()
@@ -229,15 +235,26 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 			var releaseOnce sync.Once
 			release := func() { releaseOnce.Do(func() { <-sem }) }
 			defer release()
-			out, err := download(ctx, st, c, p.proj, w, opts, emit, release)
+			out, pb, err := download(ctx, st, c, p.proj, w, opts, emit, release)
+			var batch []*store.Pending
 			mu.Lock()
 			rep.Wheels[i].URL, rep.Wheels[i].Yanked, rep.Wheels[i].YankedReason, rep.Wheels[i].Attempts = out.URL, out.Yanked, out.YankedReason, out.Attempts
 			if err == nil {
 				rep.Downloaded++
 				rep.Bytes += out.Size
 				rep.Wheels[i].Size = out.Size
+				pending = append(pending, pb)
+				if len(pending) >= commitBatch {
+					batch, pending = pending, nil
+				}
 			}
 			mu.Unlock()
+			if batch != nil {
+				if cerr := st.Commit(parent, batch); cerr != nil {
+					fail(cerr)
+					return
+				}
+			}
 			if err != nil {
 				emit(Event{Kind: EventFailed, Filename: w.Filename, Err: err})
 				fail(err)
@@ -247,6 +264,18 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 		}()
 	}
 	wg.Wait()
+	// Verified blobs are committed even when another wheel failed (they
+	// are correct, and a rerun need not fetch them again), but not when
+	// the caller cancelled: then stopping promptly matters more.
+	if err := parent.Err(); err != nil {
+		for _, p := range pending {
+			p.Discard()
+		}
+		return rep, err
+	}
+	if err := st.Commit(parent, pending); err != nil && firstErr == nil {
+		firstErr = err
+	}
 	if firstErr != nil {
 		return rep, firstErr
 	}
@@ -280,54 +309,54 @@ type outcome struct {
 
 // download finds w on its project's page and stores it, retrying
 // transient failures with backoff.
-func download(ctx context.Context, st *store.Store, c *index.Client, proj *index.Project, w lockfile.ResolvedWheel, opts Options, emit func(Event), release func()) (outcome, error) {
+func download(ctx context.Context, st *store.Store, c *index.Client, proj *index.Project, w lockfile.ResolvedWheel, opts Options, emit func(Event), release func()) (outcome, *store.Pending, error) {
 	f, ok := proj.Find(w.Filename)
 	if !ok {
-		return outcome{}, refusal.New(refusal.FetchFailed, "%s is not listed on %s (index %s); mirror it there or pin an index that has it", w.Filename, proj.URL, c.BaseURL())
+		return outcome{}, nil, refusal.New(refusal.FetchFailed, "%s is not listed on %s (index %s); mirror it there or pin an index that has it", w.Filename, proj.URL, c.BaseURL())
 	}
 	out := outcome{URL: index.Redact(f.URL), Yanked: f.Yanked, YankedReason: f.YankedReason}
 	if h := f.SHA256(); h != "" && h != w.SHA256.Hex() {
-		return out, refusal.New(refusal.HashMismatch, "index %s lists %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, h, w.SHA256)
+		return out, nil, refusal.New(refusal.HashMismatch, "index %s lists %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, h, w.SHA256)
 	}
 	if f.Size > 0 && w.Size > 0 && f.Size != w.Size {
-		return out, refusal.New(refusal.SizeMismatch, "index %s lists %s with %d bytes, the lock says %d; the index serves other bytes than were locked", c.BaseURL(), w.Filename, f.Size, w.Size)
+		return out, nil, refusal.New(refusal.SizeMismatch, "index %s lists %s with %d bytes, the lock says %d; the index serves other bytes than were locked", c.BaseURL(), w.Filename, f.Size, w.Size)
 	}
 	delay := opts.Backoff
 	var last error
 	for attempt := 1; attempt <= opts.Attempts; attempt++ {
 		out.Attempts = attempt
-		n, err := once(ctx, st, c, f, w, attempt, emit, release)
+		pb, err := once(ctx, st, c, f, w, attempt, emit, release)
 		if err == nil {
-			out.Size = n
-			return out, nil
+			out.Size = pb.Size()
+			return out, pb, nil
 		}
 		if ctx.Err() != nil {
-			return out, context.Cause(ctx)
+			return out, nil, context.Cause(ctx)
 		}
 		if !index.Retryable(err) {
 			if refusal.CodeOf(err) != "" {
-				return out, err
+				return out, nil, err
 			}
-			return out, refusal.Wrap(refusal.FetchFailed, err, "%s from %s", w.Filename, out.URL)
+			return out, nil, refusal.Wrap(refusal.FetchFailed, err, "%s from %s", w.Filename, out.URL)
 		}
 		last = err
 		if attempt < opts.Attempts {
 			emit(Event{Kind: EventRetry, Filename: w.Filename, Attempt: attempt, Err: err})
 			select {
 			case <-ctx.Done():
-				return out, context.Cause(ctx)
+				return out, nil, context.Cause(ctx)
 			case <-time.After(delay):
 			}
 			delay *= 2
 		}
 	}
-	return out, refusal.Wrap(refusal.FetchFailed, last, "%s from %s failed %d times; check the index and retry", w.Filename, out.URL, opts.Attempts)
+	return out, nil, refusal.Wrap(refusal.FetchFailed, last, "%s from %s failed %d times; check the index and retry", w.Filename, out.URL, opts.Attempts)
 }
 
-func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event), release func()) (int64, error) {
+func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event), release func()) (*store.Pending, error) {
 	body, length, err := c.Open(ctx, f)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer body.Close()
 	total := w.Size
@@ -335,7 +364,7 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		total = length
 	}
 	if w.Size > 0 && length >= 0 && length != w.Size {
-		return 0, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
+		return nil, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
 	}
 	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
 	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total, eof: release}
@@ -345,11 +374,7 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		// able to fill the disk first.
 		src = &capReader{r: cr, left: MaxUnsizedWheel, name: w.Filename}
 	}
-	if err := st.Put(ctx, w.SHA256, w.Size, src); err != nil {
-		return cr.n, err
-	}
-	_, n := st.Has(w.SHA256) // another process may have stored it first
-	return n, nil
+	return st.Write(ctx, w.SHA256, w.Size, src)
 }
 
 // MaxUnsizedWheel bounds the download of a wheel whose lock gives no size.

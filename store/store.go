@@ -149,34 +149,68 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 	}
 }
 
-// Put stores the bytes r yields as the blob d, checking them while they
-// stream: more or fewer than size bytes (when size > 0) is size_mismatch,
-// other bytes than d is hash_mismatch, and nothing is stored. The bytes go
-// to a locked temp file beside the blob, which is fsynced, made read-only
-// and renamed into place, and its directory fsynced; on any failure or
-// cancellation the temp file is removed. A blob already present is kept
-// and r is not read. Errors of r are returned wrapped, so a caller can
-// tell a transport failure (worth a retry) from a refusal.
-func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reader) (err error) {
+// Put stores the bytes r yields as the blob d: Write, then Commit. More or
+// fewer than size bytes (when size > 0) is size_mismatch, other bytes than
+// d is hash_mismatch, and nothing is stored. A blob already present is
+// kept and r is not read. Errors of r are returned wrapped, so a caller
+// can tell a transport failure (worth a retry) from a refusal.
+func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reader) error {
+	p, err := s.Write(ctx, d, size, r)
+	if err != nil {
+		return err
+	}
+	return s.Commit(ctx, []*Pending{p})
+}
+
+// Pending is a verified blob in its owner-locked temp file beside its
+// final name: neither durable nor visible until Commit, removed by
+// Discard (and, after a crash, by the next CleanStaging).
+type Pending struct {
+	d    digest.Digest
+	size int64
+	f    *os.File // nil when the blob was present already
+	path string   // the final name
+}
+
+// Digest returns the blob's name.
+func (p *Pending) Digest() digest.Digest { return p.d }
+
+// Size returns the blob's size in bytes.
+func (p *Pending) Size() int64 { return p.size }
+
+// Discard removes the temp file; the blob is not stored. Safe to repeat.
+func (p *Pending) Discard() {
+	if p.f != nil {
+		os.Remove(p.f.Name())
+		p.f.Close()
+		p.f = nil
+	}
+}
+
+// Write checks the bytes r yields while writing them to a temp file beside
+// the blob d, as Put does, and returns them pending: a caller stores many
+// blobs with one Commit, so their fsyncs share journal commits. A blob
+// already present gives a Pending that Commit skips. On error nothing is
+// left behind.
+func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Reader) (_ *Pending, err error) {
 	if d.IsZero() {
-		return refusal.New(refusal.HashMissing, "a blob needs a sha256 to be stored")
+		return nil, refusal.New(refusal.HashMissing, "a blob needs a sha256 to be stored")
 	}
 	if ok, have := s.Has(d); ok {
 		if size > 0 && have != size {
-			return refusal.New(refusal.SizeMismatch, "blob %s in the store has %d bytes, the lock says %d; fix the lock's size", d, have, size)
+			return nil, refusal.New(refusal.SizeMismatch, "blob %s in the store has %d bytes, the lock says %d; fix the lock's size", d, have, size)
 		}
-		return nil
+		return &Pending{d: d, size: have, path: s.Path(d)}, nil
 	}
 	dir := filepath.Join(s.home, BlobsDir)
 	f, err := createTemp(dir, d.Hex())
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	tmp := f.Name()
 	defer func() {
 		if err != nil {
+			os.Remove(f.Name())
 			f.Close()
-			os.Remove(tmp)
 		}
 	}()
 	h := sha256.New()
@@ -186,24 +220,78 @@ func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reade
 	}
 	n, err := copyCtx(ctx, io.MultiWriter(f, h), src)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if size > 0 && n != size {
-		return refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
+		return nil, refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex() {
-		return refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
+		return nil, refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
 	}
 	if err = f.Chmod(0o444); err != nil {
-		return fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("store: fsync %s: %w", tmp, err)
+	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
+}
+
+// Commit makes pending blobs durable and visible: it fsyncs their temp
+// files (concurrently, so the journal commits once for many), renames
+// each to its blob name, closes it (dropping its lock) and fsyncs the
+// directory. If ctx is done before the renames begin, or an fsync fails,
+// every pending blob is discarded. Blobs already present are skipped.
+func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
+	var todo []*Pending
+	for _, p := range ps {
+		if p != nil && p.f != nil {
+			todo = append(todo, p)
+		}
 	}
-	if err = os.Rename(tmp, s.Path(d)); err != nil {
-		return fmt.Errorf("store: %w", err)
+	if len(todo) == 0 {
+		return nil
 	}
-	f.Close() // releases the temp's flock only once it is renamed
+	discard := func() {
+		for _, p := range todo {
+			p.Discard()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		discard()
+		return err
+	}
+	errs := make([]error, len(todo))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, p := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := p.f.Sync(); err != nil {
+				errs[i] = fmt.Errorf("store: fsync %s: %w", p.f.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			discard()
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		discard()
+		return err
+	}
+	for i, p := range todo {
+		if err := os.Rename(p.f.Name(), p.path); err != nil {
+			for _, q := range todo[i:] {
+				q.Discard()
+			}
+			return fmt.Errorf("store: %w", err)
+		}
+		p.f.Close() // releases the temp's flock only once it is renamed
+		p.f = nil
+	}
 	return s.blobs.sync()
 }
 
