@@ -307,3 +307,49 @@ func TestConcurrentPuts(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteCommit: pending blobs are invisible and survive a concurrent
+// cleanup until Commit; a cancelled Commit and Discard leave nothing.
+func TestWriteCommit(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	var ps []*Pending
+	for _, b := range []string{"one", "two", "three"} {
+		p, err := s.Write(ctx, digest.Sum([]byte(b)), int64(len(b)), strings.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if ok, _ := s.Has(ps[0].Digest()); ok {
+		t.Fatal("a pending blob is visible")
+	}
+	if removed, err := s.CleanStaging(ctx); err != nil || len(removed) != 0 {
+		t.Fatalf("cleanup took pending blobs: %v %v", removed, err)
+	}
+	if err := s.Commit(ctx, ps[:2]); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.Commit(cctx, ps[2:]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled commit: %v", err)
+	}
+	want := []string{ps[0].Digest().Hex(), ps[1].Digest().Hex()}
+	sort.Strings(want)
+	if got := blobDir(t, s); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("store holds %v, want %v", got, want)
+	}
+	// Present already: Write gives a Pending that Commit skips.
+	p, err := s.Write(ctx, ps[0].Digest(), 3, strings.NewReader("one"))
+	if err != nil || p.Size() != 3 {
+		t.Fatal(p, err)
+	}
+	p.Discard()
+	if err := s.Commit(ctx, []*Pending{p}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := s.Has(ps[0].Digest()); !ok {
+		t.Error("Discard of a present blob removed it")
+	}
+}
