@@ -3,7 +3,7 @@
 # ../shared/bench/make-corpus.py (30 real wheels, ~27 MB) served by a
 # loopback static server, fetched into an empty store by `cruxprov fetch`
 # (project pages read from the pinned index, sha256 and size checked while
-# streaming, each blob fsynced and renamed) against `curl --parallel` of the
+# streaming, blobs fsynced then renamed) against `curl --parallel` of the
 # same URLs to disk followed by `sync` (the same durability). Alternating
 # runs; prints the medians and the ratio (target: within 1.25x).
 #
@@ -86,6 +86,6 @@ done
 median() { sort -n "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 mc=$(median "$work/t.cruxprov"); mu=$(median "$work/t.curl")
 echo "fetch: $n wheels, $RUNS alternating runs, $JOBS parallel, $SERVER static server on loopback"
-printf '  cruxprov fetch (pages + verify + fsync each)  median %.3f s   runs: %s\n' "$mc" "$(sort -n "$work/t.cruxprov" | awk '{printf "%.3f ", $1}')"
+printf '  cruxprov fetch (pages, verify, fsync, rename)  median %.3f s   runs: %s\n' "$mc" "$(sort -n "$work/t.cruxprov" | awk '{printf "%.3f ", $1}')"
 printf '  curl --parallel + sync                         median %.3f s   runs: %s\n' "$mu" "$(sort -n "$work/t.curl" | awk '{printf "%.3f ", $1}')"
 awk -v a="$mc" -v b="$mu" 'BEGIN {printf "  ratio cruxprov/curl %.2fx (target <= 1.25x)\n", a/b}'
