@@ -140,7 +140,8 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		return &Result{Dir: dir, Digest: rep.Digest, TreeDigest: rep.TreeDigest, Reused: true, Seal: rep.Seal}, nil
 	}
 	// No seal: whatever is at dir or beside it is debris of a crash.
-	for _, p := range []string{dir, seal.IndexPath(dir)} {
+	tmps, _ := filepath.Glob(filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".*.tmp-*"))
+	for _, p := range append([]string{dir, seal.IndexPath(dir)}, tmps...) {
 		if err := removeTree(p); err != nil {
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the unsealed debris %s; remove it by hand", p)
 		}
