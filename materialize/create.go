@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"archive/zip"
 	"context"
 	"errors"
 	"fmt"
@@ -232,11 +233,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve("pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)
-	ws := make([]*wheel.Wheel, len(wheels))
-	for i := range wheels {
-		ws[i] = wheels[i].w
-	}
-	if err := ins.installAll(ctx, ws, jobs, emit); err != nil {
+	if err := ins.installAll(ctx, wheels, jobs, emit); err != nil {
 		return err
 	}
 	t1 := time.Now()
@@ -329,7 +326,12 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			f.Close()
 			return refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
 		}
-		ws[i] = opened{w, f}
+		zr, err := zip.NewReader(f, fi.Size())
+		if err != nil {
+			f.Close()
+			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", p.Filename)
+		}
+		ws[i] = opened{w, f, zr}
 		return nil
 	})
 	return ws, err
@@ -337,8 +339,9 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 
 // opened is a wheel and the store file it reads (OpenReader does not own it).
 type opened struct {
-	w *wheel.Wheel
-	f *os.File
+	w  *wheel.Wheel
+	f  *os.File
+	zr *zip.Reader // a second reader for parallel member streaming
 }
 
 func closeAll(ws []opened) {

@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -283,68 +284,64 @@ func (ins *installer) finish(j *wheelJob) error {
 	return ins.writeBytes(recRel, rec, false)
 }
 
-// inMemoryMax is the largest member installed from memory; a wheel with a
-// larger member is streamed member by member instead, as one task.
-const inMemoryMax = 16 << 20
-
-// task is one unit of parallel install work: one member read whole and
-// verified (ReadFile), or a whole wheel streamed (Extract).
+// task is one unit of parallel install work: one member of one wheel.
 type task struct {
-	j     *wheelJob
-	f     wheel.File
-	whole bool
-	size  int64
+	j    *wheelJob
+	f    wheel.File
+	zf   *zip.File
+	size int64
 }
 
 // installAll installs the wheels with jobs workers over all their members
-// at once, so that one big wheel does not leave a core idle, then writes
-// each wheel's scripts, INSTALLER and RECORD.
-func (ins *installer) installAll(ctx context.Context, ws []*wheel.Wheel, jobs int, emit func(Event)) error {
+// at once, so that one big wheel does not leave a core
+// idle, then writes each wheel's scripts, INSTALLER and RECORD. Members are
+// opened by name in zr, a second reader of each wheel's archive, and
+// verified while they stream (memberReader).
+func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emit func(Event)) error {
 	var tasks []task
 	js := make([]*wheelJob, len(ws))
-	for i, w := range ws {
-		j, err := ins.prepare(w)
+	for i, o := range ws {
+		j, err := ins.prepare(o.w)
 		if err != nil {
 			return err
 		}
 		js[i] = j
 		emit(Event{Stage: "wheel", Name: j.owner})
-		files := w.Files()
-		var total int64
-		big := false
-		for _, f := range files {
-			total += f.Size
-			big = big || f.Size > inMemoryMax
+		byName := make(map[string]*zip.File, len(o.zr.File))
+		for _, zf := range o.zr.File {
+			byName[zf.Name] = zf
 		}
-		if big {
-			tasks = append(tasks, task{j: j, whole: true, size: total})
-			continue
-		}
-		for _, f := range files {
-			if !j.isRecord(f) {
-				tasks = append(tasks, task{j: j, f: f, size: f.Size})
+		for _, f := range o.w.Files() {
+			if j.isRecord(f) {
+				continue
 			}
+			zf := byName[f.Name]
+			if zf == nil {
+				return refusal.New(refusal.WheelInvalid, "%s: member %q vanished from the archive", j.owner, f.Name)
+			}
+			tasks = append(tasks, task{j: j, f: f, zf: zf, size: f.Size})
 		}
 	}
-	slices.SortStableFunc(tasks, func(a, b task) int { return cmpInt64(b.size, a.size) })
+	// Tasks stay in archive order (wheels sort their members by path):
+	// creating files directory by directory is several times faster on
+	// ext4 than scattering them, e.g. largest first.
 	err := parallel(ctx, len(tasks), jobs, func(i int) error {
 		t := tasks[i]
-		if t.whole {
-			return t.j.w.Extract(ctx, func(f wheel.File, r io.Reader) error {
-				if t.j.isRecord(f) {
-					return nil
-				}
-				return ins.member(t.j, f, r)
-			})
-		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		b, err := t.j.w.ReadFile(t.f.Name)
+		r, err := openMember(t.zf, t.f)
 		if err != nil {
 			return err
 		}
-		return ins.member(t.j, t.f, bytes.NewReader(b))
+		defer r.Close()
+		if err := ins.member(t.j, t.f, r); err != nil {
+			return err
+		}
+		// A member skipped (a setuptools wrapper) or written from memory
+		// was read to its end already; make sure, so that it is verified.
+		_, err = io.Copy(io.Discard, r)
+		return err
 	})
 	if err != nil {
 		return err
