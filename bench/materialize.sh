@@ -77,14 +77,14 @@ echo "running $RUNS alternating rounds…"
 for i in $(seq "$RUNS"); do
   for mode in compile nocompile; do
     flag=(); [ $mode = nocompile ] && flag=(--no-compile)
-    rm_env
+    rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
     s=$(now); out=$(create "${flag[@]}"); e=$(now)
     add "crux_$mode" $((e - s))
     add "install_$mode" "$(jq -r .timings.install_ns <<<"$out")"
     add "compile_$mode" "$(jq -r .timings.compile_ns <<<"$out")"
     add "seal_$mode" "$(jq -r .timings.seal_ns <<<"$out")"
     ENV=$(jq -r .path <<<"$out")
-    rm -rf "$W/pipenv"
+    rm -rf "$W/pipenv"; sync
     s=$(now); pip_install "$W/pipenv" "${flag[@]}"; e=$(now)
     add "pip_$mode" $((e - s))
   done
