@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // demoWheel exercises every install rule: packages, an executable member,
@@ -299,5 +301,34 @@ print(flags, code.co_filename)
 	want := fmt.Sprintf("1 %s/lib/python3.11/site-packages/demo/cli.py\n", res.Dir)
 	if out != want {
 		t.Fatalf("pyc: %q, want %q", out, want)
+	}
+}
+
+// TestCreateChecksFreeDisk puts the store on a small tmpfs: a resolution
+// that unpacks to more than the free space is refused before anything is
+// written (§14).
+func TestCreateChecksFreeDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir).Run(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := files{"big/__init__.py": "", "big/blob.bin": strings.Repeat("0123456789abcdef", 220<<10)} // 3.4 MiB, stored
+	w := putWheel(t, st, "big-1.0-py3-none-any.whl", buildWheel(t, "big-1.0-py3-none-any.whl", big))
+	_, err = Create(context.Background(), st, request(t, w))
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "free") {
+		t.Fatalf("want a free-space refusal, got %v", err)
+	}
+	for _, d := range []string{"envs", "tmp"} {
+		ents, _ := os.ReadDir(filepath.Join(st.Home(), d))
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s/%s left behind", d, e.Name())
+			}
+		}
 	}
 }

@@ -130,7 +130,7 @@ var errStop = errors.New("stop")
 // edit that restores mtime (touch -r, os.Chtimes) is still seen.
 func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
 	dir = filepath.Clean(dir)
-	r := &Report{Env: dir, Deep: opts.Deep}
+	r := &Report{Env: dir, Deep: opts.Deep, Differences: []Difference{}}
 	r.fatal = r.run(ctx, dir, opts)
 	return r, r.Err()
 }
