@@ -18,8 +18,18 @@ import (
 )
 
 // realPython is the real interpreter the tests build envs on (python3 on
-// PATH is a pyenv shim; the env links to the real binary either way).
-const realPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+// PATH is a pyenv shim here; the env links to the real binary either way):
+// pyenv's 3.11 where it exists, else Debian's.
+var realPython = firstExisting("/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.11")
+
+func firstExisting(paths ...string) string {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return paths[0]
+}
 
 var (
 	hostOnce sync.Once

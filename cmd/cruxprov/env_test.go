@@ -26,8 +26,16 @@ import (
 	"github.com/cruxible/cruxprov/wheel"
 )
 
-// envPython is the real interpreter (python3 on PATH is a pyenv shim).
-const envPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+// envPython is the real interpreter (python3 on PATH is a pyenv shim
+// here): pyenv's 3.11 where it exists, else Debian's.
+var envPython = func() string {
+	for _, p := range []string{"/root/.pyenv/versions/3.11.7/bin/python3.11", "/usr/bin/python3.11"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "/usr/bin/python3"
+}()
 
 // envHome makes a store holding n small wheels (files each) and a bare
 // lock naming them; it returns the home and the lock's path.
