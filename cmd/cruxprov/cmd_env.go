@@ -42,23 +42,22 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--jobs N]",
+		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--jobs N] [--ca-bundle F]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
 			"--no-compile), and seals it. An env that exists already is verified and reused.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
 			&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
 			&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id or host"},
-			&cli.StringFlag{Name: "index", Usage: "the pinned package index `URL` (simple API)"},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` the env points at"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
-		},
+		}, indexFlags()...),
 		Action: envCreate,
 	}
 }
@@ -98,6 +97,12 @@ func envCreate(c *cli.Context) error {
 	}
 	if c.Int("jobs") < 0 {
 		return usagef("--jobs must be positive")
+	}
+	var client *index.Client
+	if u := c.String("index"); u != "" {
+		if client, err = newIndexClient(c, u); err != nil {
+			return err
+		}
 	}
 	ctx := c.Context
 	st, err := store.Open(o.home)
@@ -144,13 +149,17 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var client *index.Client
-	if u := c.String("index"); u != "" {
-		if client, err = index.New(u, index.Options{}); err != nil {
-			return usagef("%v", err)
-		}
+	fo := fetch.Options{Jobs: c.Int("jobs"), Offline: c.Bool("offline")}
+	var bars *progress
+	if o.progressOn() {
+		bars = newProgress(c, o.stderr)
+		fo.Events = bars.event
 	}
-	if _, err := fetch.Fetch(ctx, st, client, res, fetch.Options{Jobs: c.Int("jobs"), Offline: c.Bool("offline")}); err != nil {
+	_, err = fetch.Fetch(ctx, st, client, res, fo)
+	if bars != nil {
+		bars.wait(err == nil)
+	}
+	if err != nil {
 		return err
 	}
 	r, err := materialize.Create(ctx, st, materialize.Request{
