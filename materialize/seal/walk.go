@@ -86,11 +86,9 @@ func scan(ctx context.Context, root string, visit visitFunc) error {
 	return nil
 }
 
-// readNames lists a directory's names (without "." and "..") with getdents.
+// readNames lists a freshly opened directory's names (without "." and
+// "..") with getdents.
 func readNames(fd int, buf []byte, names []string) ([]string, error) {
-	if _, err := unix.Seek(fd, 0, 0); err != nil {
-		return nil, err
-	}
 	for {
 		n, err := unix.ReadDirent(fd, buf)
 		if err == unix.EINTR {
