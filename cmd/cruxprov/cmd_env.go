@@ -14,7 +14,6 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
-	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
@@ -86,23 +85,9 @@ func envCreate(c *cli.Context) error {
 		return usagef("env create takes no arguments (got %q)", c.Args().First())
 	}
 	wheelPath, lockPath := c.String("wheel"), c.String("lock")
-	if (wheelPath == "") == (lockPath == "") {
-		return usagef("give exactly one of --wheel W or --lock F")
-	}
-	if c.String("platform") == "" {
-		return usagef("--platform is required (a preset id, or host)")
-	}
-	if c.String("index") == "" && !c.Bool("offline") {
-		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
-	}
-	if c.Int("jobs") < 0 {
-		return usagef("--jobs must be positive")
-	}
-	var client *index.Client
-	if u := c.String("index"); u != "" {
-		if client, err = newIndexClient(c, u); err != nil {
-			return err
-		}
+	client, err := pinnedSource(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Context
 	st, err := store.Open(o.home)

@@ -153,6 +153,28 @@ func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
 	return lockfile.Resolve(lock, plat, lockfile.Options{})
 }
 
+// pinnedSource checks the flags fetch and env create share (one of --wheel
+// or --lock, --platform, --index unless --offline, --jobs) and returns the
+// pinned index's client (nil with --offline and no --index).
+func pinnedSource(c *cli.Context) (*index.Client, error) {
+	if (c.String("wheel") == "") == (c.String("lock") == "") {
+		return nil, usagef("give exactly one of --wheel W or --lock F")
+	}
+	if c.String("platform") == "" {
+		return nil, usagef("--platform is required (a preset id, or host)")
+	}
+	if c.String("index") == "" && !c.Bool("offline") {
+		return nil, usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	if c.Int("jobs") < 0 {
+		return nil, usagef("--jobs must be positive")
+	}
+	if u := c.String("index"); u != "" {
+		return newIndexClient(c, u)
+	}
+	return nil, nil
+}
+
 func fetchAction(c *cli.Context) error {
 	o, err := globals(c)
 	if err != nil {
@@ -161,23 +183,9 @@ func fetchAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("fetch takes no arguments (got %q)", c.Args().First())
 	}
-	if (c.String("wheel") == "") == (c.String("lock") == "") {
-		return usagef("give exactly one of --wheel W or --lock F")
-	}
-	if c.String("platform") == "" {
-		return usagef("--platform is required (a preset id, or host)")
-	}
-	if c.String("index") == "" && !c.Bool("offline") {
-		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
-	}
-	if c.Int("jobs") < 0 {
-		return usagef("--jobs must be positive")
-	}
-	var client *index.Client
-	if u := c.String("index"); u != "" {
-		if client, err = newIndexClient(c, u); err != nil {
-			return err
-		}
+	client, err := pinnedSource(c)
+	if err != nil {
+		return err
 	}
 	res, err := fetchResolution(c, o)
 	if err != nil {
