@@ -11,7 +11,8 @@ import (
 // only before the command, so an ignored "verify NAME --deep" would fail
 // open. reorder returns argv as: program, global flags, the command path,
 // the command's flags, then "--" and the positional arguments. It also
-// rejects an unknown command or flag as a usage error, before anything runs.
+// rejects an unknown command or flag, and a flag missing its value, as a
+// usage error before anything runs; --help anywhere shows the help.
 // path is the command path ("env", "verify"), for messages and schemas.
 func reorder(app *cli.App, args []string) (out []string, path []string, err error) {
 	if len(args) == 0 {
@@ -23,6 +24,7 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 	global["version"] = false
 	global["v"] = false
 	var globals, local, positional []string
+	help := false
 	level := app.Commands
 	var leaf *cli.Command
 	var leafFlags map[string]bool
@@ -35,10 +37,17 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 		}
 		if len(a) > 1 && a[0] == '-' {
 			name, hasValue := flagName(a)
+			if name == "help" || name == "h" {
+				help = true
+				continue
+			}
 			if leafFlags != nil {
 				if takes, ok := leafFlags[name]; ok {
 					local = append(local, a)
-					if takes && !hasValue && i+1 < len(rest) {
+					if takes && !hasValue {
+						if i+1 == len(rest) {
+							return nil, path, usagef("flag %s needs a value", a)
+						}
 						i++
 						local = append(local, rest[i])
 					}
@@ -53,7 +62,10 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				return nil, path, usagef("unknown flag %s for '%s'", a, strings.Join(path, " "))
 			}
 			globals = append(globals, a)
-			if takes && !hasValue && i+1 < len(rest) {
+			if takes && !hasValue {
+				if i+1 == len(rest) {
+					return nil, path, usagef("flag %s needs a value", a)
+				}
 				i++
 				globals = append(globals, rest[i])
 			}
@@ -87,6 +99,11 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 	out = append(out, args[0])
 	out = append(out, globals...)
 	out = append(out, path...)
+	if help {
+		// --help anywhere shows the command's help; positionals after it
+		// would be read as a help topic.
+		return append(out, "--help"), path, nil
+	}
 	out = append(out, local...)
 	if len(positional) > 0 {
 		out = append(out, "--")
