@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -115,10 +116,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return done.code
 	case errors.As(err, &r):
+		fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "refused": map[string]string{"code": string(r.Code), "detail": oneLine(r.Error()[len(r.Code)+2:])}})
-		} else {
-			fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
 		}
 		return exitRefused
 	case errors.As(err, &u):
@@ -143,8 +143,14 @@ func hasFlag(args []string, name string) bool {
 		if a == "--" {
 			return false
 		}
-		if a == "--"+name || a == "-"+name || a == "--"+name+"=true" {
+		if a == "--"+name || a == "-"+name {
 			return true
+		}
+		for _, p := range []string{"--" + name + "=", "-" + name + "="} {
+			if v, ok := strings.CutPrefix(a, p); ok {
+				b, err := strconv.ParseBool(v)
+				return err == nil && b
+			}
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ package main
 // test here reproduced a defect before its fix.
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,48 @@ func TestQAHelpBeforePositional(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "Example") {
 			t.Errorf("%v: %+v", args, r)
 		}
+	}
+}
+
+// jsonDoc decodes stdout as exactly one JSON object.
+func jsonDoc(t *testing.T, r result) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v: %+v", err, r)
+	}
+	if dec.More() {
+		t.Fatalf("stdout holds more than one JSON document: %+v", r)
+	}
+	return v
+}
+
+// TestQAJSONSpellings: --json=1 (and =t, =TRUE) turns JSON output on in
+// the command, so failures must be JSON too; stdout used to be empty for
+// a refusal or a usage error.
+func TestQAJSONSpellings(t *testing.T) {
+	for _, j := range []string{"--json=1", "--json=t", "--json=TRUE", "-json"} {
+		r := cruxprov(t, j, "inspect", "nope-1.0-py3-none-any.whl")
+		v := jsonDoc(t, r)
+		ref, _ := v["refused"].(map[string]any)
+		if r.code != exitRefused || v["schema"] != "cruxprov.inspect/v1" || ref["code"] != "wheel_invalid" {
+			t.Errorf("%s: %+v", j, r)
+		}
+		r = cruxprov(t, "inspect", j)
+		if v := jsonDoc(t, r); r.code != exitUsage || v["schema"] != "cruxprov.inspect/v1" {
+			t.Errorf("%s usage: %+v", j, r)
+		}
+	}
+}
+
+// TestQARefusedLineWithJSON: a refusal prints its one stderr line with
+// --json too (as usage errors, failures and lock resolve's refusals do);
+// it used to print nothing on stderr.
+func TestQARefusedLineWithJSON(t *testing.T) {
+	r := cruxprov(t, "inspect", "nope-1.0-py3-none-any.whl", "--json")
+	jsonDoc(t, r)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: wheel_invalid: ") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("%+v", r)
 	}
 }
