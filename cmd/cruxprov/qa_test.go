@@ -81,3 +81,27 @@ func TestQARefusedLineWithJSON(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestQAMissingCommand: no command, or a command group without its
+// subcommand, is a usage error (exit 64, and with --json one JSON
+// document); it used to print the help on stdout and exit 0, so
+// "cruxprov env --json" gave a script text instead of JSON.
+func TestQAMissingCommand(t *testing.T) {
+	for _, args := range [][]string{{}, {"--json"}, {"env"}, {"env", "--json"}, {"lock", "--quiet"}, {"platform", "--json"}} {
+		r := cruxprov(t, args...)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%v: %+v", args, r)
+			continue
+		}
+		if hasFlag(append([]string{"cruxprov"}, args...), "json") {
+			jsonDoc(t, r)
+		} else if r.stdout != "" {
+			t.Errorf("%v: stdout %q", args, r.stdout)
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"env", "--help"}, {"-h"}} {
+		if r := cruxprov(t, args...); r.code != 0 || !strings.Contains(r.stdout, "USAGE") {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}

@@ -12,7 +12,8 @@ import (
 // open. reorder returns argv as: program, global flags, the command path,
 // the command's flags, then "--" and the positional arguments. It also
 // rejects an unknown command or flag, and a flag missing its value, as a
-// usage error before anything runs; --help anywhere shows the help.
+// usage error before anything runs, as it does a missing command (the help
+// is shown only when asked for); --help anywhere shows the help.
 // path is the command path ("env", "verify"), for messages and schemas.
 func reorder(app *cli.App, args []string) (out []string, path []string, err error) {
 	if len(args) == 0 {
@@ -95,6 +96,18 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 			}
 		}
 		positional = append(positional, a)
+	}
+	if !help && (leaf == nil || len(leaf.Subcommands) > 0) {
+		var names []string
+		for _, c := range level {
+			if !c.Hidden {
+				names = append(names, c.Name)
+			}
+		}
+		if leaf == nil {
+			return nil, nil, usagef("a command is required: %s", strings.Join(names, ", "))
+		}
+		return nil, path, usagef("'%s' needs a command: %s", strings.Join(path, " "), strings.Join(names, ", "))
 	}
 	out = append(out, args[0])
 	out = append(out, globals...)
