@@ -4,8 +4,16 @@ package main
 // test here reproduced a defect before its fix.
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -103,5 +111,76 @@ func TestQAMissingCommand(t *testing.T) {
 		if r := cruxprov(t, args...); r.code != 0 || !strings.Contains(r.stdout, "USAGE") {
 			t.Errorf("%v: %+v", args, r)
 		}
+	}
+}
+
+// TestQAInterruptMessage: SIGINT in the middle of a fetch says it was
+// interrupted and what to do (exit 1, one line, one JSON document with
+// --json); it used to print "error: context canceled" (and an interrupted
+// interpreter probe blamed --python).
+func TestQAInterruptMessage(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		qaInterrupt(t, asJSON)
+	}
+}
+
+func qaInterrupt(t *testing.T, asJSON bool) {
+	started := make(chan struct{}, 8)
+	stop := make(chan struct{})
+	defer close(stop)
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, ".whl") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.Write(body[:2])
+			w.(http.Flusher).Flush()
+			started <- struct{}{}
+			select { // the rest never comes
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		})
+	})
+	home := t.TempDir()
+	args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
+	if asJSON {
+		args = append(args, "--json")
+	}
+	cmd := exec.Command(bin, args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitFailure {
+		t.Fatalf("exit after SIGINT: %v (%s)", err, se.String())
+	}
+	r := result{so.String(), se.String(), ee.ExitCode()}
+	if !strings.HasPrefix(r.stderr, "error: interrupted") || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "context canceled") {
+		t.Errorf("json=%v: %+v", asJSON, r)
+	}
+	if asJSON {
+		v := jsonDoc(t, r)
+		if e, _ := v["error"].(map[string]any); v["schema"] != "cruxprov.fetch/v1" || e["kind"] != "interrupted" {
+			t.Errorf("json: %v", v)
+		}
+	} else if r.stdout != "" {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+	if got := fetchBlobs(t, home); len(got) != 0 {
+		t.Errorf("store holds %v after SIGINT", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
+		t.Errorf("staging debris: %v", ents)
 	}
 }
