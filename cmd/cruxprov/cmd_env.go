@@ -113,10 +113,7 @@ func envCreate(c *cli.Context) error {
 	if wheelPath != "" {
 		lockBytes, root, err = envRootWheel(c, st, wheelPath)
 	} else {
-		lockBytes, err = os.ReadFile(lockPath)
-		if errors.Is(err, fs.ErrNotExist) {
-			err = refusal.Wrap(refusal.LockMissing, err, "no lock file %s", lockPath)
-		}
+		lockBytes, err = readLock(lockPath)
 	}
 	if err != nil {
 		return err

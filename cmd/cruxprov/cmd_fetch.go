@@ -124,10 +124,7 @@ func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
 		defer w.Close()
 		data, err = manifest.LockFromWheel(w)
 	} else {
-		data, err = os.ReadFile(lockPath)
-		if errors.Is(err, fs.ErrNotExist) {
-			err = refusal.Wrap(refusal.LockMissing, err, "no lock file %s", lockPath)
-		}
+		data, err = readLock(lockPath)
 	}
 	if err != nil {
 		return lockfile.Resolution{}, err
@@ -151,6 +148,19 @@ func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
 		return lockfile.Resolution{}, err
 	}
 	return lockfile.Resolve(lock, plat, lockfile.Options{})
+}
+
+// readLock reads --lock: any failure to read it (missing, a directory,
+// unreadable) is lock_missing, as lock resolve reports it.
+func readLock(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, refusal.Wrap(refusal.LockMissing, err, "no lock file %s; give --lock the pylock.toml to install", path)
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.LockMissing, err, "cannot read the lock %s; give --lock a readable pylock.toml file", path)
+	}
+	return b, nil
 }
 
 // pinnedSource checks the flags fetch and env create share (one of --wheel

@@ -184,3 +184,17 @@ func qaInterrupt(t *testing.T, asJSON bool) {
 		t.Errorf("staging debris: %v", ents)
 	}
 }
+
+// TestQALockNotAFile: fetch and env create refuse a --lock that is a
+// directory with lock_missing, as lock resolve does; they used to exit 1
+// with a bare "read D: is a directory".
+func TestQALockNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"fetch"}, {"env", "create"}} {
+		r := cruxprov(t, append(cmd, "--lock", dir, "--platform", fetchTestPlatform, "--offline", "--json")...)
+		v := jsonDoc(t, r)
+		if ref, _ := v["refused"].(map[string]any); r.code != exitRefused || ref["code"] != "lock_missing" {
+			t.Errorf("%v: %+v", cmd, r)
+		}
+	}
+}
