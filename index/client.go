@@ -440,9 +440,10 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 	return &Project{Name: Normalize(name), URL: red, Files: files}, nil
 }
 
-// Redact returns u with any password replaced by "xxxxx" and any query
-// replaced by "REDACTED" (signed URLs carry tokens there). A string that
-// does not parse as a URL is returned as "<unparseable URL>".
+// Redact returns u with any password replaced by "xxxxx" and any query or
+// fragment replaced by "REDACTED" (signed URLs carry tokens there). A
+// string that does not parse as a URL is returned as "<unparseable URL>",
+// one with an "@" but no //host (so no user field) as "<malformed URL>".
 func Redact(u string) string {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -457,6 +458,14 @@ func Redact(u string) string {
 	}
 	if p.RawQuery != "" {
 		p.RawQuery = "REDACTED"
+	}
+	if p.Fragment != "" {
+		p.Fragment, p.RawFragment = "REDACTED", ""
+	}
+	if (p.Opaque != "" || (p.Host == "" && p.User == nil)) && strings.Contains(u, "@") {
+		// No //host (a missing or short scheme separator): a
+		// user:password@ sits in the opaque part or the path, not in User.
+		return "<malformed URL>"
 	}
 	return p.String()
 }

@@ -198,3 +198,25 @@ func TestQALockNotAFile(t *testing.T) {
 		}
 	}
 }
+
+// TestQAIndexURLNeverPrintsSecrets: a malformed --index that carries a
+// credential (no scheme separator, a fragment, no host) is a usage error
+// that never prints the secret; each used to be echoed verbatim.
+func TestQAIndexURLNeverPrintsSecrets(t *testing.T) {
+	for _, u := range []string{
+		"u:SEKRET@127.0.0.1/simple/",
+		"http:u:SEKRET@127.0.0.1/simple/",
+		"http://127.0.0.1:1/simple/#SEKRET",
+		"http://127.0.0.1:1/simple/?#SEKRET",
+		"http:///u:SEKRET@127.0.0.1/simple/",
+		"http://u:SEKRET@/simple/",
+		"ftp://u:SEKRET@127.0.0.1:1/simple/",
+	} {
+		for _, j := range []string{"--quiet", "--json"} {
+			r := cruxprov(t, "fetch", "--lock", "pylock.toml", "--platform", fetchTestPlatform, "--index", u, j)
+			if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, "SEKRET") {
+				t.Errorf("%s %s: %+v", u, j, r)
+			}
+		}
+	}
+}
