@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
@@ -115,23 +118,57 @@ func (ins *installer) mkdirFor(rel string) error {
 // create opens rel for writing, exclusively. The file is created with its
 // sealed mode (0444, or 0555 when executable): the open descriptor may
 // still write, and Freeze then has no chmod to do.
-func (ins *installer) create(rel string, exec bool) (*os.File, error) {
+func (ins *installer) create(rel string, exec bool) (file, error) {
 	if err := ins.mkdirFor(rel); err != nil {
-		return nil, err
+		return -1, err
 	}
-	mode := os.FileMode(0o444)
+	mode := uint32(0o444)
 	if exec {
 		mode = 0o555
 	}
-	f, err := os.OpenFile(filepath.Join(ins.root, filepath.FromSlash(rel)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		if errors.Is(err, os.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, refusal.Wrap(refusal.InstallConflict, err, "%s is written twice (a file and a directory?)", rel)
+	p := filepath.Join(ins.root, filepath.FromSlash(rel))
+	for {
+		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, mode)
+		if err == unix.EINTR {
+			continue
 		}
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+		if err != nil {
+			err = &fs.PathError{Op: "open", Path: p, Err: err}
+			if errors.Is(err, os.ErrExist) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.ENOTDIR) {
+				return -1, refusal.Wrap(refusal.InstallConflict, err, "%s is written twice (a file and a directory?)", rel)
+			}
+			return -1, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+		}
+		return file(fd), nil
 	}
-	return f, nil
 }
+
+// file is a file the installer writes, as a bare descriptor: an *os.File
+// would cost an epoll registration (refused for every regular file) and
+// a finalizer per file, thousands of times per env.
+type file int
+
+// Write writes all of p.
+func (f file) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Write(int(f), p[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrShortWrite
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// Close closes the descriptor.
+func (f file) Close() error { return unix.Close(int(f)) }
 
 // writeBytes writes b to rel (claimed already).
 func (ins *installer) writeBytes(rel string, b []byte, exec bool) error {
@@ -372,7 +409,7 @@ func (ins *installer) copyFile(rel string, r io.Reader, exec bool) error {
 		return err
 	}
 	bp := copyBufs.Get().(*[]byte)
-	_, err = io.CopyBuffer(onlyWriter{f}, r, *bp)
+	_, err = io.CopyBuffer(f, r, *bp)
 	copyBufs.Put(bp)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = refusal.Wrap(refusal.MaterializeFailed, cerr, "cannot write %s in the env; check the store's disk", rel)
@@ -385,11 +422,6 @@ func (ins *installer) copyFile(rel string, r io.Reader, exec bool) error {
 	}
 	return nil
 }
-
-// onlyWriter hides *os.File's ReadFrom so CopyBuffer uses our buffer.
-type onlyWriter struct{ w io.Writer }
-
-func (o onlyWriter) Write(p []byte) (int, error) { return o.w.Write(p) }
 
 // dest maps an archive member to its env-relative path per the wheel spec:
 // <name>.data/<scheme>/… to the scheme's directory, everything else to
