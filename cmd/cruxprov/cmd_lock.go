@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/refusal"
@@ -167,7 +168,10 @@ func lockResolve(c *cli.Context) error {
 			if err != nil {
 				return err
 			}
-			pj.ResolutionDigest, pj.Packages = &d, res.Packages
+			pj.ResolutionDigest, pj.Packages = &d, append([]lockfile.ResolvedWheel(nil), res.Packages...)
+			for i := range pj.Packages { // a private index's URL may carry a credential
+				pj.Packages[i].URL = index.Redact(pj.Packages[i].URL)
+			}
 		}
 		for _, oc := range r.Packages {
 			oj := lockOutcomeJSON{Name: oc.Name, Selected: oc.Selected}

@@ -220,3 +220,24 @@ func TestQAIndexURLNeverPrintsSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestQALockResolveRedactsURLs: a lock whose wheel URLs carry a
+// credential (a private index's user:token@) is resolved without printing
+// it; lock resolve --json used to print every url verbatim.
+func TestQALockResolveRedactsURLs(t *testing.T) {
+	_, lock, _ := fetchFixture(t)
+	b, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := filepath.Join(t.TempDir(), "pylock.toml")
+	if err := os.WriteFile(cred, []byte(strings.ReplaceAll(string(b), "url = \"https://", "url = \"https://user:SEKRET@")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []string{"--json", "--quiet"} {
+		r := cruxprov(t, "lock", "resolve", "--lock", cred, "--platform", fetchTestPlatform, j)
+		if r.code != 0 || strings.Contains(r.stdout+r.stderr, "SEKRET") || (j == "--json" && !strings.Contains(r.stdout, "user:xxxxx@")) {
+			t.Errorf("%s: %+v", j, r)
+		}
+	}
+}
