@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // Exit codes (DESIGN §2).
@@ -200,6 +201,15 @@ func globals(c *cli.Context) (*opts, error) {
 		o.home = filepath.Join(h, ".local", "share", "cruxprov")
 	}
 	return o, nil
+}
+
+// openStore opens the store at --home, saying what to do when it cannot.
+func (o *opts) openStore() (*store.Store, error) {
+	st, err := store.Open(o.home)
+	if err != nil {
+		return nil, fmt.Errorf("cannot use %s as the store: %w; give --home (or CRUXPROV_HOME) a directory you can write", o.home, err)
+	}
+	return st, nil
 }
 
 // emit prints a command's result: with --json, v plus its schema as one

@@ -90,7 +90,7 @@ func envCreate(c *cli.Context) error {
 		return err
 	}
 	ctx := c.Context
-	st, err := store.Open(o.home)
+	st, err := o.openStore()
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func envList(c *cli.Context) error {
 	dir := filepath.Join(o.home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return fmt.Errorf("cannot list the envs of the store %s: %w; give --home (or CRUXPROV_HOME) the store's directory", o.home, err)
 	}
 	list := []envListed{}
 	for _, e := range ents {

@@ -23,7 +23,6 @@ import (
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )
 
@@ -201,7 +200,7 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(o.home)
+	st, err := o.openStore()
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ func gcAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("gc takes no arguments (got %q)", c.Args().First())
 	}
-	st, err := store.Open(o.home)
+	st, err := o.openStore()
 	if err != nil {
 		return err
 	}

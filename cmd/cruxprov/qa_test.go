@@ -6,6 +6,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -239,5 +240,36 @@ func TestQALockResolveRedactsURLs(t *testing.T) {
 		if r.code != 0 || strings.Contains(r.stdout+r.stderr, "SEKRET") || (j == "--json" && !strings.Contains(r.stdout, "user:xxxxx@")) {
 			t.Errorf("%s: %+v", j, r)
 		}
+	}
+}
+
+// TestQAHomeNotADirectory: a --home that is a file, or under one, fails
+// with one line naming --home and what to do (and one JSON document with
+// --json); it used to print "store H: mkdir H: not a directory" (env list:
+// "open H/envs: not a directory") with no next step.
+func TestQAHomeNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "home")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, lock, _ := fetchFixture(t)
+	for _, home := range []string{file, filepath.Join(file, "sub")} {
+		for _, args := range [][]string{
+			{"gc"},
+			{"env", "list"},
+			{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline"},
+		} {
+			r := cruxprov(t, append(args, "--home", home)...)
+			if r.code != exitFailure || !strings.Contains(r.stderr, "--home") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+				t.Errorf("%s %v: %+v", home, args, r)
+			}
+			r = cruxprov(t, append(args, "--home", home, "--json")...)
+			if v := jsonDoc(t, r); r.code != exitFailure || !strings.Contains(fmt.Sprint(v["error"]), "--home") {
+				t.Errorf("%s %v --json: %+v", home, args, r)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != "x" {
+		t.Errorf("the file given as --home changed: %q", b)
 	}
 }
