@@ -56,6 +56,8 @@ func init() {
 				out := c.String("output")
 				if st, err := os.Stat(out); err == nil && st.IsDir() {
 					out = filepath.Join(out, filepath.Base(src))
+				} else if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+					return usagef("-o %s: %s is not a directory; create it first or give -o an existing directory", out, filepath.Dir(out))
 				}
 				r, err := manifest.EmbedFile(c.Context, src, out, m, l)
 				if err != nil {
