@@ -291,3 +291,29 @@ func TestQAEmbedOutputDirMissing(t *testing.T) {
 		t.Errorf("%s was created", missing)
 	}
 }
+
+// TestQAEmptyArgument: an empty positional argument (an unset shell
+// variable) is a usage error; `index build "" --from W` used to write an
+// index into the current directory, and `env verify ""` verified it.
+func TestQAEmptyArgument(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	cwd := t.TempDir()
+	for _, args := range [][]string{
+		{"index", "build", "", "--from", filepath.Dir(s.Echo.Path)},
+		{"env", "verify", ""},
+		{"inspect", ""},
+	} {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || !strings.HasPrefix(se.String(), "usage: ") {
+			t.Errorf("%q: %v %s", args, err, se.String())
+		}
+	}
+	if ents, _ := os.ReadDir(cwd); len(ents) != 0 {
+		t.Errorf("written into the working directory: %v", ents)
+	}
+}

@@ -11,9 +11,9 @@ import (
 // only before the command, so an ignored "verify NAME --deep" would fail
 // open. reorder returns argv as: program, global flags, the command path,
 // the command's flags, then "--" and the positional arguments. It also
-// rejects an unknown command or flag, and a flag missing its value, as a
-// usage error before anything runs, as it does a missing command (the help
-// is shown only when asked for); --help anywhere shows the help.
+// rejects an unknown command or flag, a flag missing its value, an empty
+// positional argument and a missing command as usage errors before
+// anything runs (the help is shown only when asked for: --help anywhere).
 // path is the command path ("env", "verify"), for messages and schemas.
 func reorder(app *cli.App, args []string) (out []string, path []string, err error) {
 	if len(args) == 0 {
@@ -96,6 +96,11 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 			}
 		}
 		positional = append(positional, a)
+	}
+	for i, p := range positional {
+		if p == "" && !help {
+			return nil, path, usagef("argument %d is empty (an unset shell variable?): give a value", i+1)
+		}
 	}
 	if !help && (leaf == nil || len(leaf.Subcommands) > 0) {
 		var names []string
