@@ -221,6 +221,9 @@ func envVerify(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("env verify takes one PATH (an env directory)")
 	}
+	if c.Int("jobs") < 0 {
+		return usagef("--jobs must be positive (or 0, the default)")
+	}
 	dir, err := filepath.Abs(c.Args().First())
 	if err != nil {
 		return usagef("%v", err)

@@ -176,7 +176,7 @@ func pinnedSource(c *cli.Context) (*index.Client, error) {
 		return nil, usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
 	}
 	if c.Int("jobs") < 0 {
-		return nil, usagef("--jobs must be positive")
+		return nil, usagef("--jobs must be positive (or 0, the default)")
 	}
 	if u := c.String("index"); u != "" {
 		return newIndexClient(c, u)

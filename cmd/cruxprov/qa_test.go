@@ -317,3 +317,12 @@ func TestQAEmptyArgument(t *testing.T) {
 		t.Errorf("written into the working directory: %v", ents)
 	}
 }
+
+// TestQANegativeJobs: env verify --jobs -3 is a usage error as it is for
+// fetch and env create; it was accepted silently.
+func TestQANegativeJobs(t *testing.T) {
+	r := cruxprov(t, "env", "verify", t.TempDir(), "--jobs", "-3")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--jobs") {
+		t.Errorf("%+v", r)
+	}
+}
