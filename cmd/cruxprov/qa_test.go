@@ -326,3 +326,21 @@ func TestQANegativeJobs(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestQAEmptyFlagValue: a flag given an empty value (an unset shell
+// variable) is a usage error; `--python ""` was refused as a broken
+// interpreter after the store was created, and `--home ""` silently used
+// the default store.
+func TestQAEmptyFlagValue(t *testing.T) {
+	for _, args := range [][]string{
+		{"env", "create", "--lock", "pylock.toml", "--platform", "host", "--offline", "--python", ""},
+		{"platform", "show", "host", "--python="},
+		{"--home", "", "env", "list"},
+		{"env", "list", "--home="},
+	} {
+		r := cruxprov(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "empty") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%q: %+v", args, r)
+		}
+	}
+}

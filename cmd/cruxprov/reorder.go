@@ -11,9 +11,10 @@ import (
 // only before the command, so an ignored "verify NAME --deep" would fail
 // open. reorder returns argv as: program, global flags, the command path,
 // the command's flags, then "--" and the positional arguments. It also
-// rejects an unknown command or flag, a flag missing its value, an empty
-// positional argument and a missing command as usage errors before
-// anything runs (the help is shown only when asked for: --help anywhere).
+// rejects an unknown command or flag, a flag missing its value or given an
+// empty one, an empty positional argument and a missing command as usage
+// errors before anything runs (the help is shown only when asked for:
+// --help anywhere).
 // path is the command path ("env", "verify"), for messages and schemas.
 func reorder(app *cli.App, args []string) (out []string, path []string, err error) {
 	if len(args) == 0 {
@@ -38,6 +39,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 		}
 		if len(a) > 1 && a[0] == '-' {
 			name, hasValue := flagName(a)
+			if hasValue && strings.HasSuffix(a, "=") && takesValue(name, leafFlags, global) {
+				return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", strings.TrimSuffix(a, "="))
+			}
 			if name == "help" || name == "h" {
 				help = true
 				continue
@@ -50,6 +54,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 							return nil, path, usagef("flag %s needs a value", a)
 						}
 						i++
+						if rest[i] == "" {
+							return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
+						}
 						local = append(local, rest[i])
 					}
 					continue
@@ -68,6 +75,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 					return nil, path, usagef("flag %s needs a value", a)
 				}
 				i++
+				if rest[i] == "" {
+					return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
+				}
 				globals = append(globals, rest[i])
 			}
 			continue
@@ -136,6 +146,15 @@ func flagName(a string) (name string, hasValue bool) {
 		return a[:i], true
 	}
 	return a, false
+}
+
+// takesValue reports whether the flag name takes a value, as a flag of
+// the command reached so far (leaf, nil before one) or a global flag.
+func takesValue(name string, leaf, global map[string]bool) bool {
+	if takes, ok := leaf[name]; ok {
+		return takes
+	}
+	return global[name]
 }
 
 // flagIndex maps every name and alias of flags to whether it takes a value.
