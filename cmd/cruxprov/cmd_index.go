@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/urfave/cli/v2"
 
@@ -45,6 +46,9 @@ func indexBuild(c *cli.Context) error {
 	}
 	if c.String("from") == "" {
 		return usagef("--from DIR_OF_WHEELS is required")
+	}
+	if st, err := os.Stat(c.String("from")); err != nil || !st.IsDir() {
+		return usagef("--from %s is not a directory; give the directory holding the .whl files", c.String("from"))
 	}
 	rep, err := index.Build(c.Context, c.Args().First(), c.String("from"))
 	if err != nil {

@@ -344,3 +344,24 @@ func TestQAEmptyFlagValue(t *testing.T) {
 		}
 	}
 }
+
+// TestQAIndexBuildFromNotADirectory: --from naming nothing, or a file, is
+// a usage error naming --from; it used to exit 1 with a bare "index build:
+// open F: not a directory".
+func TestQAIndexBuildFromNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	for _, from := range []string{filepath.Join(dir, "nope"), file} {
+		r := cruxprov(t, "index", "build", out, "--from", from)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--from") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s: %+v", from, r)
+		}
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was created", out)
+	}
+}
