@@ -204,6 +204,9 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	}
 	dir := filepath.Join(s.home, BlobsDir)
 	f, err := createTemp(dir, d.Hex())
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

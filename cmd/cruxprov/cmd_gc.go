@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,6 +43,9 @@ func gcAction(c *cli.Context) error {
 	rep, err := st.GC(c.Context, store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait")})
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%w; the store is not writable by this user: run gc as its owner", err)
 	}
 	if err != nil {
 		return err
