@@ -312,6 +312,9 @@ func envList(c *cli.Context) error {
 			l.Digest, l.TreeDigest = s.Materialization.Digest, s.Tree.Digest
 			l.Platform, l.Interpreter, l.Root = s.Materialization.Platform, s.Interpreter.Path, s.Materialization.Root
 			l.Packages, l.Files = len(s.Resolution.Packages), s.Tree.Files
+			if l.Root != nil { // installed too, and counted by env create
+				l.Packages++
+			}
 		}
 		list = append(list, l)
 	}

@@ -416,3 +416,32 @@ func TestQAReadOnlyStore(t *testing.T) {
 		t.Errorf("staging debris: %v", ents)
 	}
 }
+
+// TestQAEnvListCountsTheRoot: env list reports the same package count as
+// env create for an env made from a root wheel; it left the root out ("1
+// packages" for an env create called "2 packages").
+func TestQAEnvListCountsTheRoot(t *testing.T) {
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := t.TempDir()
+	if r := cruxprov(t, "index", "build", idx, "--from", filepath.Dir(fx.Echo.Path), "--quiet"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	home := t.TempDir()
+	t.Cleanup(func() { chmodTree(home) })
+	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--no-compile", "--json")
+	var list struct {
+		Envs []envListed `json:"envs"`
+	}
+	r := cruxprov(t, "--home", home, "env", "list", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Envs) != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if got := list.Envs[0].Packages; got != out.Packages {
+		t.Errorf("env list says %d packages, env create %d", got, out.Packages)
+	}
+}
