@@ -92,11 +92,17 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // run parses args (after reordering them, DESIGN §13), runs the command and
 // maps its error to an exit code, printing the one-line error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
+	out := &errWriter{w: stdout}
+	app := newApp(out, stderr)
 	reordered, path, err := reorder(app, args)
 	asJSON := hasFlag(args, "json")
 	if err == nil {
 		err = app.RunContext(ctx, reordered)
+	}
+	if err == nil && out.err != nil {
+		// The result is lost (stdout on a full disk, say): not a success.
+		fmt.Fprintf(stderr, "error: cannot write the output: %s; the command's work is done, run it again with stdout where it can be written\n", oneLine(out.err.Error()))
+		return exitFailure
 	}
 	if err == nil {
 		return exitOK
@@ -145,6 +151,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
+}
+
+// errWriter remembers the first error writing to w.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = err
+	}
+	return n, err
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -445,3 +445,24 @@ func TestQAEnvListCountsTheRoot(t *testing.T) {
 		t.Errorf("env list says %d packages, env create %d", got, out.Packages)
 	}
 }
+
+// TestQAOutputWriteFailure: a result that cannot be written (stdout on a
+// full disk) fails with exit 1; it exited 0, so "cruxprov ... --json >
+// out.json" on a full disk looked like success with the result lost.
+func TestQAOutputWriteFailure(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full")
+	}
+	defer full.Close()
+	for _, args := range [][]string{{"version"}, {"version", "--json"}, {"platform", "list"}, {"refusals", "--json"}} {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+		var se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &se
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.HasPrefix(se.String(), "error: ") || strings.Count(se.String(), "\n") != 1 {
+			t.Errorf("%v: %v %q", args, err, se.String())
+		}
+	}
+}
