@@ -153,6 +153,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// maxInputFile bounds a text file named on the command line (a lock, a
+// manifest, a platform, a CA bundle).
+const maxInputFile = 64 << 20
+
+// readInputFile reads a file named on the command line. It must be a
+// regular file (a FIFO would block and a device never end, SIGINT or not)
+// of at most max bytes (no limit when max <= 0).
+func readInputFile(path string, max int64) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if max > 0 && st.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB", path, max>>20)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if max > 0 {
+		r = io.LimitReader(f, max+1)
+	}
+	b, err := io.ReadAll(r)
+	if err == nil && max > 0 && int64(len(b)) > max {
+		err = fmt.Errorf("%s is larger than %d MiB", path, max>>20)
+	}
+	return b, err
+}
+
 // errWriter remembers the first error writing to w.
 type errWriter struct {
 	w   io.Writer

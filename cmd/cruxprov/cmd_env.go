@@ -175,7 +175,7 @@ func envCreate(c *cli.Context) error {
 
 // envRootWheel reads the root wheel's lock and puts the wheel in the store.
 func envRootWheel(c *cli.Context, st *store.Store, path string) ([]byte, *lockfile.ResolvedWheel, error) {
-	b, err := os.ReadFile(path)
+	b, err := readInputFile(path, 0)
 	if err != nil {
 		return nil, nil, refusal.Wrap(refusal.WheelInvalid, err, "cannot read the root wheel %s", path)
 	}

@@ -74,7 +74,7 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 		pool = x509.NewCertPool()
 	}
 	if f := c.String("ca-bundle"); f != "" {
-		pem, err := os.ReadFile(f)
+		pem, err := readInputFile(f, maxInputFile)
 		if err != nil {
 			return nil, usagef("--ca-bundle: %v", err)
 		}
@@ -97,7 +97,7 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 		}
 	}
 	if netrc != "" {
-		if b, err := os.ReadFile(netrc); err == nil {
+		if b, err := readInputFile(netrc, maxInputFile); err == nil {
 			creds = append(creds, index.ParseNetrc(b)...)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("netrc %s: %w", netrc, err)
@@ -152,7 +152,7 @@ func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
 // readLock reads --lock: any failure to read it (missing, a directory,
 // unreadable) is lock_missing, as lock resolve reports it.
 func readLock(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
+	b, err := readInputFile(path, maxInputFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, refusal.Wrap(refusal.LockMissing, err, "no lock file %s; give --lock the pylock.toml to install", path)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -61,7 +60,7 @@ func lockSource(c *cli.Context) ([]byte, string, error) {
 	case wf != "" && lf != "":
 		return nil, "", usagef("give --wheel or --lock, not both")
 	case lf != "":
-		b, err := os.ReadFile(lf)
+		b, err := readInputFile(lf, maxInputFile)
 		if err != nil {
 			return nil, "", refusal.Wrap(refusal.LockMissing, err, "cannot read the lock %s", lf)
 		}

@@ -45,11 +45,11 @@ func init() {
 						return usagef("package embed needs --%s", f)
 					}
 				}
-				m, err := os.ReadFile(c.String("manifest"))
+				m, err := readInputFile(c.String("manifest"), maxInputFile)
 				if err != nil {
 					return usagef("cannot read --manifest: %v", err)
 				}
-				l, err := os.ReadFile(c.String("lock"))
+				l, err := readInputFile(c.String("lock"), maxInputFile)
 				if err != nil {
 					return usagef("cannot read --lock: %v", err)
 				}

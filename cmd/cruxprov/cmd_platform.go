@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -155,7 +154,7 @@ func loadPlatforms(c *cli.Context, names, files []string) ([]*platform.Platform,
 		out = append(out, p)
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := readInputFile(f, maxInputFile)
 		if err != nil {
 			return nil, usagef("cannot read --platform-file: %v", err)
 		}

@@ -5,6 +5,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 )
@@ -463,6 +465,47 @@ func TestQAOutputWriteFailure(t *testing.T) {
 		err := cmd.Run()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.HasPrefix(se.String(), "error: ") || strings.Count(se.String(), "\n") != 1 {
 			t.Errorf("%v: %v %q", args, err, se.String())
+		}
+	}
+}
+
+// TestQAInputNotARegularFile: a FIFO or a device named as an input file
+// fails at once with one line; a FIFO hung the command (even SIGINT did
+// not stop it), /dev/zero read until the Go runtime died "out of memory"
+// with a goroutine dump.
+func TestQAInputNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := fixtures.ForTest(t, fixtures.Options{})
+	mf, lf := embedInputs(t, t.TempDir(), "acme-echo", s)
+	for _, bad := range []string{fifo, "/dev/zero"} {
+		for _, tc := range []struct {
+			code int
+			args []string
+		}{
+			{exitRefused, []string{"lock", "resolve", "--lock", bad, "--platform", fetchTestPlatform}},
+			{exitRefused, []string{"fetch", "--lock", bad, "--platform", fetchTestPlatform, "--offline"}},
+			{exitRefused, []string{"env", "create", "--lock", bad, "--platform", fetchTestPlatform, "--offline"}},
+			{exitRefused, []string{"env", "create", "--wheel", bad, "--platform", fetchTestPlatform, "--offline"}},
+			{exitUsage, []string{"lock", "resolve", "--lock", lf, "--platform-file", bad}},
+			{exitUsage, []string{"package", "embed", s.Echo.Path, "--manifest", bad, "--lock", lf, "-o", t.TempDir()}},
+			{exitUsage, []string{"package", "embed", s.Echo.Path, "--manifest", mf, "--lock", bad, "-o", t.TempDir()}},
+			{exitUsage, []string{"fetch", "--lock", lf, "--platform", fetchTestPlatform, "--index", "http://127.0.0.1:1/simple/", "--ca-bundle", bad}},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			cmd := exec.CommandContext(ctx, bin, tc.args...)
+			cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+			var se bytes.Buffer
+			cmd.Stderr = &se
+			err := cmd.Run()
+			cancel()
+			ee, _ := err.(*exec.ExitError)
+			if ee == nil || ee.ExitCode() != tc.code || strings.Count(se.String(), "\n") != 1 {
+				t.Errorf("%v: %v %.300s", tc.args, err, se.String())
+			}
 		}
 	}
 }
