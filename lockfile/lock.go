@@ -9,6 +9,7 @@ package lockfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -531,7 +532,7 @@ func file(where string, r *rawFile) (*File, error) {
 		seg = seg[strings.LastIndexByte(seg, '/')+1:]
 		name, err := url.PathUnescape(seg)
 		if err != nil {
-			return nil, refusal.Wrap(refusal.LockInvalid, err, "%s.url %q has a bad escape", where, *r.URL)
+			return nil, refusal.Wrap(refusal.LockInvalid, err, "%s.url %q has a bad escape", where, redactURL(*r.URL))
 		}
 		f.Name = name
 	default:
@@ -547,11 +548,34 @@ func file(where string, r *rawFile) (*File, error) {
 func parseURL(where, s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.LockInvalid, err, "%s %q is not a URL", where, s)
+		var ue *url.Error
+		if errors.As(err, &ue) { // its message repeats the URL
+			err = ue.Err
+		}
+		return nil, refusal.Wrap(refusal.LockInvalid, err, "%s %q is not a URL", where, redactURL(s))
 	}
 	switch u.Scheme {
 	case "http", "https", "file":
 		return u, nil
 	}
-	return nil, invalid("%s %q: only http, https and file URLs are allowed", where, s)
+	return nil, invalid("%s %q: only http, https and file URLs are allowed", where, redactURL(s))
+}
+
+// redactURL hides a credential a URL of the lock may carry (a private
+// index's user:token@, a signed query) before it goes into a message.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Opaque != "" || (u.Host == "" && u.User == nil) {
+		if strings.Contains(s, "@") {
+			return "<URL hidden: it may carry a credential>"
+		}
+		return s
+	}
+	if u.User != nil {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "REDACTED"
+	}
+	return u.String()
 }

@@ -288,7 +288,11 @@ func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerEr
 	}
 	switch {
 	case pk.VCS != nil:
-		out.Err = refusal.New(refusal.SourceNotAllowed, "package %s comes from a %s repository (%s); cruxprov installs wheels only: lock a published wheel", name, pk.VCS.Type, firstNonEmpty(pk.VCS.URL, pk.VCS.Path))
+		src := pk.VCS.Path
+		if pk.VCS.URL != "" {
+			src = redactURL(pk.VCS.URL)
+		}
+		out.Err = refusal.New(refusal.SourceNotAllowed, "package %s comes from a %s repository (%s); cruxprov installs wheels only: lock a published wheel", name, pk.VCS.Type, src)
 		return out
 	case pk.Directory != nil:
 		out.Err = refusal.New(refusal.SourceNotAllowed, "package %s comes from the directory %s; cruxprov installs wheels only: lock a published wheel", name, pk.Directory.Path)
@@ -333,13 +337,6 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // offeredTags lists the distinct compressed tag sets of a package's

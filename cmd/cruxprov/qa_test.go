@@ -509,3 +509,32 @@ func TestQAInputNotARegularFile(t *testing.T) {
 		}
 	}
 }
+
+// TestQALockErrorsNeverPrintSecrets: a lock whose URL carries a
+// credential is refused without printing it; a bad escape, an unparseable
+// URL, a non-http scheme and a VCS source printed the URL verbatim.
+func TestQALockErrorsNeverPrintSecrets(t *testing.T) {
+	const head = "lock-version = \"1.0\"\ncreated-by = \"t\"\nrequires-python = \">=3.9\"\n\n[[packages]]\nname = \"a\"\nversion = \"1.0\"\n"
+	const sha = "hashes = { sha256 = \"97a580f79f45eaea31fb43cf7dd287dc66ccf6ac6e2f9287526f67fca6d17724\" }\n"
+	dir := t.TempDir()
+	for i, body := range []string{
+		"\n[[packages.wheels]]\nurl = \"https://user:SEKRET@h.example/files/a-1.0-py3-none-any%zz.whl\"\n" + sha,
+		"\n[[packages.wheels]]\nurl = \"https://user:SEKRET@[::1/a-1.0-py3-none-any.whl\"\n" + sha,
+		"\n[[packages.wheels]]\nurl = \"ftp://user:SEKRET@h.example/a-1.0-py3-none-any.whl\"\n" + sha,
+		"vcs = { type = \"git\", url = \"https://user:SEKRET@github.com/x/a.git\", commit-id = \"0123456789abcdef0123456789abcdef01234567\" }\n",
+	} {
+		lock := filepath.Join(dir, fmt.Sprintf("l%d.toml", i))
+		if err := os.WriteFile(lock, []byte(head+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"lock", "resolve", "--lock", lock, "--platform", fetchTestPlatform, "--json"},
+			{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline"},
+		} {
+			r := cruxprov(t, args...)
+			if r.code != exitRefused || strings.Contains(r.stdout+r.stderr, "SEKRET") {
+				t.Errorf("lock %d %v: %+v", i, args[:2], r)
+			}
+		}
+	}
+}
