@@ -13,8 +13,11 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "package",
-		Usage: "work on provider wheels built with ordinary Python tools",
+		Name:      "package",
+		Usage:     "work on provider wheels built with ordinary Python tools",
+		UsageText: "cruxprov package embed WHEEL --manifest F --lock F -o OUT.whl|DIR",
+		Description: "Example:\n   cruxprov package embed dist/acme_echo-1.0.0-py3-none-any.whl --manifest provider.toml --lock pylock.toml -o out/\n" +
+			"   cruxprov inspect out/acme_echo-1.0.0-py3-none-any.whl",
 		Subcommands: []*cli.Command{{
 			Name:      "embed",
 			Usage:     "add or replace a wheel's provider.toml and pylock.toml, rewriting RECORD",

@@ -538,3 +538,17 @@ func TestQALockErrorsNeverPrintSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestQAGroupHelpHasExample: the help of every command group shows an
+// example too; "package --help" had none (TestEveryCommandHasExampleHelp
+// walks only the leaves).
+func TestQAGroupHelpHasExample(t *testing.T) {
+	for _, c := range newApp(nil, nil).Commands {
+		if len(c.Subcommands) == 0 {
+			continue
+		}
+		if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
+			t.Errorf("%s --help: %+v", c.Name, r)
+		}
+	}
+}
