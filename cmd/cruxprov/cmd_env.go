@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -88,6 +89,9 @@ func envCreate(c *cli.Context) error {
 	client, err := pinnedSource(c)
 	if err != nil {
 		return err
+	}
+	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
+		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
 	ctx := c.Context
 	st, err := o.openStore()

@@ -552,3 +552,19 @@ func TestQAGroupHelpHasExample(t *testing.T) {
 		}
 	}
 }
+
+// TestQAEnvCreateNonUTF8Home: an env under a home whose path is not UTF-8
+// is refused before anything is written: Python cannot start a venv there
+// (site.py cannot decode pyvenv.cfg; python -m venv refuses too). env
+// create reported such an env created and verify called it ok.
+func TestQAEnvCreateNonUTF8Home(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "bad\xffdir")
+	r := cruxprov(t, "--home", home, "env", "create", "--lock", "pylock.toml", "--platform", fetchTestPlatform, "--offline", "--json")
+	v := jsonDoc(t, r)
+	if ref, _ := v["refused"].(map[string]any); r.code != exitRefused || ref["code"] != "materialize_failed" || !strings.Contains(r.stderr, "UTF-8") {
+		t.Errorf("%+v", r)
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Errorf("%q was created", home)
+	}
+}
