@@ -160,7 +160,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	}()
 	// The staging env's name is stg.Path's random one: ext4 picks the
 	// block group of a directory created with the TOPDIR hint
-	// (spreadChildren) from a hash of its name.
+	// (mkdirStaging) from a hash of its name.
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
 	if err := build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res); err != nil {
@@ -228,8 +228,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if err := checkDisk(filepath.Dir(staging), wheels, !req.NoCompile); err != nil {
 		return err
 	}
-	spreadChildren(filepath.Dir(staging))
-	if err := os.Mkdir(staging, 0o755); err != nil {
+	if staging, err = mkdirStaging(staging); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
 	}
 	if err := writeVenv(staging, dir, in, l); err != nil {

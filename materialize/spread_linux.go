@@ -2,22 +2,57 @@
 
 package materialize
 
-import "golang.org/x/sys/unix"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
 
 // fsTopdirFL is FS_TOPDIR_FL (chattr +T): "the top of a directory
 // hierarchy" to ext2/3/4's Orlov allocator.
 const fsTopdirFL = 0x00020000
 
-// spreadChildren asks ext2/3/4 to place each directory created in dir (the
-// staging env) in a block group of its own choosing, as it does for the
-// directories of /, instead of beside dir. The env's files then follow
-// their directories there. On ext4 without a journal, a new inode is only
-// ever taken after a scan of its group's bitmap that skips, one buffer
-// lookup each, every inode deleted in the last minute: creating an env
-// right where another was just removed (an env rebuilt, debris cleared,
-// gc) is quadratic, several seconds for a few thousand files, and a fresh
-// group avoids the scan. A hint only: file systems without the flag
-// ignore or refuse it, and nothing depends on it.
+// On ext4 without a journal, a new inode is only ever taken after a scan
+// of its block group's bitmap that skips, one buffer lookup each, every
+// inode deleted in the last minute: creating an env right where another
+// was just removed (an env rebuilt, debris cleared, gc) is quadratic,
+// seconds of kernel time for a few thousand files. mkdirStaging asks for
+// a group of the file system's choosing and, when the one it got shows
+// such a recent deletion, for another. Hints only: nothing depends on
+// them, and other file systems ignore them.
+
+// mkdirStaging creates the staging env directory path, or, when ext4
+// placed it in a block group with inodes freed in the last minute, a
+// sibling path-1, path-2 (at most three more tries); it returns the
+// directory it created.
+func mkdirStaging(path string) (string, error) {
+	spreadChildren(filepath.Dir(path))
+	ipg := inodesPerGroup(filepath.Dir(path))
+	p := path
+	for try := 1; ; try++ {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return "", err
+		}
+		var st unix.Stat_t
+		// A directory placed by the TOPDIR hint takes the first inode of
+		// its group that is free and not freed a moment ago: the group is
+		// fresh when that is the group's very first inode.
+		if ipg == 0 || try == 4 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 {
+			return p, nil
+		}
+		if err := os.Remove(p); err != nil {
+			return "", err
+		}
+		p = fmt.Sprintf("%s-%d", path, try)
+	}
+}
+
+// spreadChildren asks ext2/3/4 to place each directory created in dir in a
+// block group of its own choosing (the one with the fewest directories,
+// from a hash of the new directory's name), as it does for the directories
+// of /, instead of beside dir. The files of the env follow its directory.
 func spreadChildren(dir string) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -29,4 +64,27 @@ func spreadChildren(dir string) {
 		return
 	}
 	_ = unix.IoctlSetPointerInt(fd, unix.FS_IOC_SETFLAGS, int(flags|fsTopdirFL))
+}
+
+// inodesPerGroup is the inodes per block group of the ext2/3/4 file system
+// holding dir, or 0 when it is not one or the count is not certain. The
+// inode count is groups × inodes per group; a group has as many blocks as
+// one bitmap block has bits, and statfs's block count is the file
+// system's less its metadata (a few percent).
+func inodesPerGroup(dir string) uint64 {
+	var fs unix.Statfs_t
+	if unix.Statfs(dir, &fs) != nil || fs.Type != unix.EXT4_SUPER_MAGIC || fs.Bsize <= 0 || fs.Files == 0 || fs.Blocks == 0 {
+		return 0
+	}
+	per := uint64(fs.Bsize) * 8
+	var ipg uint64
+	for n := (fs.Blocks + per - 1) / per; n <= (fs.Blocks+fs.Blocks/12+per-1)/per; n++ {
+		if fs.Files%n == 0 {
+			if ipg != 0 {
+				return 0 // two candidates: not certain
+			}
+			ipg = fs.Files / n
+		}
+	}
+	return ipg
 }

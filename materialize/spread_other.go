@@ -2,5 +2,10 @@
 
 package materialize
 
-// spreadChildren is a placement hint for Linux's ext file systems only.
-func spreadChildren(string) {}
+import "os"
+
+// mkdirStaging creates the staging env directory path; the placement hints
+// are for Linux's ext file systems only.
+func mkdirStaging(path string) (string, error) {
+	return path, os.Mkdir(path, 0o755)
+}
