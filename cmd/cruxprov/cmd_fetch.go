@@ -164,7 +164,7 @@ func readLock(path string) ([]byte, error) {
 
 // pinnedSource checks the flags fetch and env create share (one of --wheel
 // or --lock, --platform, --index unless --offline, --jobs) and returns the
-// pinned index's client (nil with --offline and no --index).
+// pinned index's client (nil with --offline: nothing is fetched).
 func pinnedSource(c *cli.Context) (*index.Client, error) {
 	if (c.String("wheel") == "") == (c.String("lock") == "") {
 		return nil, usagef("give exactly one of --wheel W or --lock F")
@@ -178,10 +178,10 @@ func pinnedSource(c *cli.Context) (*index.Client, error) {
 	if c.Int("jobs") < 0 {
 		return nil, usagef("--jobs must be positive (or 0, the default)")
 	}
-	if u := c.String("index"); u != "" {
+	if u := c.String("index"); u != "" && !c.Bool("offline") {
 		return newIndexClient(c, u)
 	}
-	return nil, nil
+	return nil, nil // offline: the store alone, no client (and no CA pool to load)
 }
 
 func fetchAction(c *cli.Context) error {
