@@ -84,7 +84,8 @@ const EnvsDir = store.EnvsDir
 // finds it sealed. The env is built in a staging directory of the store
 // and renamed into place only when complete; a failure or ctx cancellation
 // removes the staging directory, and debris a crash left is removed by the
-// next Create. Refusals: interpreter_mismatch, materialize_failed (I/O,
+// next Create. An interruption (ctx cancelled) returns an error wrapping
+// ctx.Err(), never a refusal. Refusals: interpreter_mismatch, materialize_failed (I/O,
 // disk space, a wheel missing from the store), hash_mismatch (a blob whose
 // bytes are not the resolution's), the wheel codes, install_conflict, and
 // a sealed env that fails verification (its verify code).
@@ -121,6 +122,9 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	dir := filepath.Join(envs, s.Materialization.Digest.Hex())
 
 	unlockStore, err := st.LockShared(ctx) // gc must not remove blobs under us
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store")
 	}
@@ -164,8 +168,10 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
 	if err := build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res); err != nil {
-		if ctx.Err() != nil && refusal.CodeOf(err) == "" {
-			return nil, refusal.Wrap(refusal.MaterializeFailed, ctx.Err(), "interrupted; nothing was sealed")
+		if ctx.Err() != nil {
+			// An interruption, not a refusal: whatever failed (a killed
+			// compile, a cancelled read) failed because of it.
+			return nil, fmt.Errorf("interrupted; nothing was sealed: %w", ctx.Err())
 		}
 		return nil, err
 	}
@@ -433,7 +439,7 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, refusal.Wrap(refusal.MaterializeFailed, ctx.Err(), "interrupted while waiting for another process creating the same env")
+			return nil, fmt.Errorf("interrupted while waiting for another process creating the same env: %w", ctx.Err())
 		case <-time.After(delay):
 		}
 	}

@@ -84,8 +84,11 @@ print(json.dumps({
 
 // ProbeInterpreter runs python once in isolated mode and returns its
 // identity. An interpreter that cannot run or answers nonsense is
-// materialize_failed.
+// materialize_failed; a probe stopped because ctx was cancelled returns
+// an error wrapping ctx.Err() (an interruption, not a refusal: the
+// interpreter is not at fault).
 func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, python, "-I", "-c", interpProbe)
@@ -93,6 +96,9 @@ func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) 
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if err := parent.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted while probing the interpreter %s: %w", python, err)
+	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); give a working --python", python, firstLine(stderr.String()))
 	}

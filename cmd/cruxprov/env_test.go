@@ -419,3 +419,60 @@ func TestEnvCreateFixtureProviders(t *testing.T) {
 		t.Errorf("list: %+v", r)
 	}
 }
+
+// TestEnvCreateSIGINTExitsInterrupted: SIGINT while the interpreter is
+// probed and while wheels are installed ends env create as an
+// interruption (exit 1, "error: interrupted …"), never a refusal that
+// blames --python or says materialize_failed.
+func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
+	home, lock := envHome(t, 3, 400)
+	slow := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	probeArgs := []string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", slow, "--offline"}
+	for name, tc := range map[string]struct {
+		args  []string
+		after time.Duration
+	}{
+		"probe":   {probeArgs, 300 * time.Millisecond},
+		"install": {createArgs(home, lock), 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			pr, pw, _ := os.Pipe()
+			cmd.Stdout = pw
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pw.Close()
+			defer pr.Close()
+			if tc.after > 0 {
+				time.Sleep(tc.after)
+			} else {
+				// Wait until the store has a staging directory (the
+				// install has begun), bounded.
+				for i := 0; i < 500; i++ {
+					if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) > 0 {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+			code := cmd.ProcessState.ExitCode()
+			if code == 0 {
+				t.Skip("the create finished before the signal")
+			}
+			if code != 1 || strings.Contains(stderr.String(), "refused:") || !strings.Contains(stderr.String(), "error: interrupted") {
+				t.Errorf("exit %d, stderr %q; want exit 1 and error: interrupted", code, stderr.String())
+			}
+			if tmp, _ := os.ReadDir(filepath.Join(home, "tmp")); len(tmp) != 0 {
+				t.Errorf("staging left: %v", tmp)
+			}
+		})
+	}
+}

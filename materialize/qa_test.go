@@ -1,0 +1,64 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestQAInterruptedCreateIsNotARefusal: a create cancelled while it
+// installs returns an error wrapping context.Canceled with no refusal
+// code (it is not materialize_failed), and leaves no staging.
+func TestQAInterruptedCreateIsNotARefusal(t *testing.T) {
+	st := newStore(t)
+	good := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	for _, stage := range []string{"install", "wheel", "compile", "seal"} {
+		t.Run(stage, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := request(t, good)
+			req.NoCompile = stage != "compile"
+			req.Events = func(e Event) {
+				if e.Stage == stage {
+					cancel()
+				}
+			}
+			_, err := Create(ctx, st, req)
+			if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+				t.Fatalf("cancelled at %s: %v (code %q)", stage, err, refusal.CodeOf(err))
+			}
+			if ents, _ := os.ReadDir(filepath.Join(st.Home(), "tmp")); len(ents) != 0 {
+				t.Errorf("staging left: %v", ents)
+			}
+		})
+	}
+}
+
+// TestQAInterruptedProbeIsNotARefusal: a probe killed because ctx was
+// cancelled does not blame --python.
+func TestQAInterruptedProbeIsNotARefusal(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := ProbeInterpreter(ctx, slow)
+	if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Errorf("ProbeInterpreter: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	_, err = ProbeCache{Dir: t.TempDir()}.Interpreter(ctx, slow)
+	if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Errorf("ProbeCache.Interpreter: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	// A broken interpreter is still refused.
+	if _, err := ProbeInterpreter(context.Background(), "/bin/false"); !errors.Is(err, refusal.MaterializeFailed) {
+		t.Errorf("/bin/false: %v", err)
+	}
+}
