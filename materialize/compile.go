@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ for f in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0"):
 
 // compileBytecode compiles the .py files of site-packages (sources, paths
 // relative to the env root) with the env's own interpreter (bin/python in
-// the staging dir), split by size over jobs processes that each compile
+// the staging dir), split by size over compileProcs(jobs) processes that each compile
 // their share in-process. It runs with -S (no site: a wheel's .pth file
 // does not run at install time) and PYTHONHASHSEED=0 so that the bytecode
 // is reproducible.
@@ -40,7 +41,7 @@ func compileBytecode(ctx context.Context, staging, final string, l Layout, sourc
 	if len(sources) == 0 {
 		return nil
 	}
-	jobs = max(1, min(jobs, len(sources)))
+	jobs = compileProcs(jobs, len(sources))
 	// Largest first onto the lightest share.
 	slices.SortFunc(sources, func(a, b string) int { return cmpInt64(sizes[b], sizes[a]) })
 	shares := make([][]string, jobs)
@@ -83,6 +84,14 @@ func compileBytecode(ctx context.Context, staging, final string, l Layout, sourc
 		}
 	}
 	return nil
+}
+
+// compileProcs is how many compile processes to start for n sources and
+// jobs: each is a CPU-bound Python, so more than the CPUs only costs
+// memory and startup (--jobs 1000 would start 1000 interpreters), and
+// never more than the sources.
+func compileProcs(jobs, n int) int {
+	return max(1, min(jobs, runtime.NumCPU(), n))
 }
 
 func lastLines(s string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -60,5 +61,22 @@ func TestQAInterruptedProbeIsNotARefusal(t *testing.T) {
 	// A broken interpreter is still refused.
 	if _, err := ProbeInterpreter(context.Background(), "/bin/false"); !errors.Is(err, refusal.MaterializeFailed) {
 		t.Errorf("/bin/false: %v", err)
+	}
+}
+
+// TestQACompileProcsCapped: --jobs bounds installs as given, but the
+// Python compile processes are at most the CPUs and the sources.
+func TestQACompileProcsCapped(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct{ jobs, n, want int }{
+		{1000, 100000, cpus},
+		{1, 100, 1},
+		{0, 100, 1},
+		{1000, 1, 1},
+		{cpus, 3, min(cpus, 3)},
+	} {
+		if got := compileProcs(tc.jobs, tc.n); got != tc.want {
+			t.Errorf("compileProcs(%d, %d) = %d, want %d", tc.jobs, tc.n, got, tc.want)
+		}
 	}
 }
