@@ -476,3 +476,45 @@ func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestEnvCreateAsNonOwner: a user who cannot write the store (an
+// executor, DESIGN §14) running env create is refused materialize_failed
+// with a detail saying the store is not writable by it and to run as the
+// store's owner; it said only "cannot open the env lock …: permission
+// denied".
+func TestEnvCreateAsNonOwner(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv")
+	}
+	if _, err := os.Stat(debian); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	base, err := os.MkdirTemp("", "cruxprov-nonowner-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	home, tlock := envHomeAt(t, home, 1, 2)
+	lock := filepath.Join(base, "pylock.toml")
+	lb, _ := os.ReadFile(tlock)
+	os.WriteFile(lock, lb, 0o644)
+	os.MkdirAll(filepath.Join(home, "envs"), 0o755)
+	exe := filepath.Join(base, "cruxprov")
+	b, _ := os.ReadFile(bin)
+	os.WriteFile(exe, b, 0o755)
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		exe, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", debian, "--offline", "--no-compile")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	if code != exitRefused || !strings.Contains(se.String(), "refused: "+string(refusal.MaterializeFailed)) ||
+		!strings.Contains(se.String(), "not writable by this user") || !strings.Contains(se.String(), "owner") {
+		t.Errorf("exit %d, stderr %q", code, se.String())
+	}
+}
