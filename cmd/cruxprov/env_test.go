@@ -518,3 +518,78 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, se.String())
 	}
 }
+
+// TestEnvVerifyUnreadableInterpreter: verify run by a user who cannot
+// read the interpreter (nobody, against a copy in a root-only directory)
+// says it cannot read it and to verify as a user who can; it said the
+// interpreter was "removed (… now permission denied)".
+func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv")
+	}
+	if _, err := os.Stat(debian); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	base, err := os.MkdirTemp("", "cruxprov-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	py := filepath.Join(base, "py")
+	os.Mkdir(py, 0o755)
+	b, _ := os.ReadFile(debian)
+	python := filepath.Join(py, "python3.11")
+	if err := os.WriteFile(python, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	home, lock := envHomeAt(t, home, 1, 2)
+	exe := filepath.Join(base, "cruxprov")
+	b, _ = os.ReadFile(bin)
+	os.WriteFile(exe, b, 0o755)
+	r := cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", python, "--offline", "--no-compile", "--json")
+	var out envCreated
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		t.Fatalf("create: %+v", r)
+	}
+	// A root-only directory (lstat fails) and a root-only file (lstat
+	// works, the read fails).
+	for _, locked := range []string{py, python} {
+		if err := os.Chmod(locked, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		verifyAsNobody(t, exe, home, out.Path)
+		os.Chmod(locked, 0o755)
+	}
+	// Readable again, the env verifies: nothing changed.
+	if r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep"); r.code != 0 {
+		t.Errorf("verify after restoring access: %+v", r)
+	}
+}
+
+// verifyAsNobody runs env verify (fast and deep) as nobody and expects
+// the unreadable-interpreter refusal.
+func verifyAsNobody(t *testing.T, exe, home, env string) {
+	t.Helper()
+	for _, deep := range []bool{false, true} {
+		args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "env", "verify", env}
+		if deep {
+			args = append(args, "--deep")
+		}
+		cmd := exec.Command("setpriv", args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		msg := se.String()
+		if code != exitRefused || !strings.Contains(msg, "refused: "+string(refusal.InterpreterDrift)) ||
+			strings.Contains(msg, "removed") || !strings.Contains(msg, "cannot read it: permission denied") ||
+			!strings.Contains(msg, "as a user who can read the interpreter") {
+			t.Errorf("deep=%v: exit %d, stderr %q", deep, code, msg)
+		}
+	}
+}

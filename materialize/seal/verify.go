@@ -43,6 +43,10 @@ const (
 	LinkTarget Change = "link_target" // a symlink points elsewhere
 	TreeDigest Change = "tree_digest" // the recomputed tree digest differs (deep)
 	Identity   Change = "identity"    // the interpreter or libpython changed
+	// Unreadable: this user may not read the interpreter or its libpython
+	// (permission denied), so it could not be checked; it is not known to
+	// have changed.
+	Unreadable Change = "unreadable"
 )
 
 // Difference is one thing that differs from the seal.
@@ -55,6 +59,9 @@ type Difference struct {
 }
 
 func (d Difference) String() string {
+	if d.Change == Unreadable {
+		return fmt.Sprintf("%s: cannot read it: %s", d.Path, d.Got)
+	}
 	s := fmt.Sprintf("%s: %s", d.Path, d.Change)
 	if d.Want != "" || d.Got != "" {
 		s += fmt.Sprintf(" (sealed %s, now %s)", orNone(d.Want), orNone(d.Got))
@@ -86,7 +93,9 @@ type Report struct {
 // Err returns nil when the env matches its seal, the refusal that stopped
 // verification (seal_missing, seal_invalid), or the refusal for the first
 // difference (interpreter_drift or env_drift) naming the path, what changed
-// and how many more differences there are.
+// and how many more differences there are. An interpreter this user cannot
+// read (Unreadable) is interpreter_drift with a detail saying so and to
+// verify as a user who can read it, never "removed".
 func (r *Report) Err() error {
 	if r.fatal != nil {
 		return r.fatal
@@ -102,6 +111,9 @@ func (r *Report) Err() error {
 	next := "recreate the env (cruxprov env create) after finding who changed it"
 	if d.Code == refusal.InterpreterDrift {
 		next = "the interpreter the env points at changed; reinstall it or create the env again for the new interpreter"
+	}
+	if d.Change == Unreadable {
+		next = "it could not be checked and is not known to have changed; run verify as a user who can read the interpreter and the env"
 	}
 	return refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, next)
 }
@@ -206,6 +218,10 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 	d := Difference{Code: refusal.InterpreterDrift, Path: id.Path, Change: Identity}
 	var st unix.Stat_t
 	if err := unix.Lstat(id.Path, &st); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			d.Change, d.Got = Unreadable, "permission denied"
+			return d, false
+		}
 		d.Change, d.Want, d.Got = Removed, "sha256 "+short(id.SHA256), err.Error()
 		return d, false
 	}
@@ -217,6 +233,10 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 		return d, true
 	}
 	sum, size, err := digest.HashFile(id.Path)
+	if errors.Is(err, fs.ErrPermission) {
+		d.Change, d.Got = Unreadable, "permission denied"
+		return d, false
+	}
 	if err != nil {
 		d.Want, d.Got = "sha256 "+short(id.SHA256), "unreadable: "+err.Error()
 		return d, false
