@@ -80,3 +80,28 @@ func TestQACompileProcsCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestQATreeDigestDependsOnHome holds what docs/seal.md says: the same
+// request in two stores has one materialization digest (the identity
+// across homes) but two tree digests (the env's absolute path is in
+// pyvenv.cfg, script shebangs and bytecode co_filename).
+func TestQATreeDigestDependsOnHome(t *testing.T) {
+	var got []*Result
+	for range 2 {
+		st := newStore(t)
+		w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+		req := request(t, w)
+		req.NoCompile = false
+		r, err := Create(context.Background(), st, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if got[0].Digest != got[1].Digest {
+		t.Errorf("materialization digests differ across homes: %s, %s", got[0].Digest, got[1].Digest)
+	}
+	if got[0].TreeDigest == got[1].TreeDigest {
+		t.Errorf("tree digests equal across homes (%s): docs/seal.md says they depend on the home", got[0].TreeDigest)
+	}
+}
