@@ -49,15 +49,9 @@ func envCreateCmd() *cli.Command {
 			"--no-compile), and seals it. An env that exists already is verified and reused.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
-			&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
-			&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id or host"},
-			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` the env points at"},
-			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
+		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
-			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
-		}, indexFlags()...),
+			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"}),
 		Action: envCreate,
 	}
 }

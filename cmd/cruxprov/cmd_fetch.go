@@ -40,16 +40,23 @@ func init() {
 			"HTTPS_PROXY / HTTP_PROXY / NO_PROXY; TLS roots: the system pool plus --ca-bundle.\n\n" +
 			"Example:\n   cruxprov fetch --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --index https://pypi.org/simple/\n" +
 			"   cruxprov fetch --wheel acme_echo-1.0-py3-none-any.whl --platform host --offline --json",
-		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
-			&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
-			&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id, or host"},
-			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` probed for --platform host"},
-			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store (offline_miss otherwise)"},
-			&cli.IntFlag{Name: "jobs", Usage: fmt.Sprintf("parallel downloads `N` (default %d)", fetch.DefaultJobs)},
-		}, indexFlags()...),
+		Flags: append(sourceFlags("the interpreter `PATH` probed for --platform host"),
+			&cli.IntFlag{Name: "jobs", Usage: fmt.Sprintf("parallel downloads `N` (default %d)", fetch.DefaultJobs)}),
 		Action: fetchAction,
 	})
+}
+
+// sourceFlags are the flags of the commands that resolve a provider's lock
+// and get its wheels from the pinned index (fetch, env create): one of
+// --wheel or --lock, --platform, --python, --offline and the index flags.
+func sourceFlags(pythonUsage string) []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
+		&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
+		&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id, or host"},
+		&cli.StringFlag{Name: "python", Value: "python3", Usage: pythonUsage},
+		&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store (offline_miss otherwise)"},
+	}, indexFlags()...)
 }
 
 // indexFlags are the flags of every command that reads the pinned index.
