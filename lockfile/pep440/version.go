@@ -184,17 +184,9 @@ func parse(in string) (Version, string) {
 		}
 		kind, w := preWord(s, k)
 		if kind != preNone {
-			k += w
-			if k < len(s) && isSep(s[k]) {
-				k++
-			}
-			e := scanDigits(s, k)
-			n := 0
-			if e > k {
-				var ok bool
-				if n, ok = atoi(s, k, e); !ok {
-					return v, "number too large"
-				}
+			n, e, ok := optNumber(s, k+w)
+			if !ok {
+				return v, "number too large"
 			}
 			v.pre, v.preN = kind, n
 			i = e
@@ -224,17 +216,9 @@ func parse(in string) (Version, string) {
 			w = 1
 		}
 		if w > 0 {
-			k += w
-			if k < len(s) && isSep(s[k]) {
-				k++
-			}
-			e := scanDigits(s, k)
-			n := 0
-			if e > k {
-				var ok bool
-				if n, ok = atoi(s, k, e); !ok {
-					return v, "number too large"
-				}
+			n, e, ok := optNumber(s, k+w)
+			if !ok {
+				return v, "number too large"
 			}
 			v.post, v.hasPost = n, true
 			i = e
@@ -247,17 +231,9 @@ func parse(in string) (Version, string) {
 			k++
 		}
 		if hasPrefixFold(s, k, "dev") {
-			k += 3
-			if k < len(s) && isSep(s[k]) {
-				k++
-			}
-			e := scanDigits(s, k)
-			n := 0
-			if e > k {
-				var ok bool
-				if n, ok = atoi(s, k, e); !ok {
-					return v, "number too large"
-				}
+			n, e, ok := optNumber(s, k+3)
+			if !ok {
+				return v, "number too large"
 			}
 			v.dev, v.hasDev = n, true
 			i = e
@@ -623,4 +599,19 @@ func (v Version) canonical(trim bool) string {
 		v.release = v.release[:v.trimmedLen()]
 	}
 	return v.String()
+}
+
+// optNumber reads the "[._-]? N?" that ends every pre, post and dev segment,
+// starting at k: the number (0 when absent), where the segment ends, and
+// false when the number is too large.
+func optNumber(s string, k int) (n, end int, ok bool) {
+	if k < len(s) && isSep(s[k]) {
+		k++
+	}
+	e := scanDigits(s, k)
+	if e == k {
+		return 0, e, true
+	}
+	n, ok = atoi(s, k, e)
+	return n, e, ok
 }
