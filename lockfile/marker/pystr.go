@@ -43,29 +43,8 @@ func pyUnquote(body string) (string, int, string) {
 			if i < len(body) && body[i] == '\n' {
 				i++
 			}
-		case '\\', '\'', '"':
-			b.WriteByte(e)
-			i += 2
-		case 'a':
-			b.WriteByte('\a')
-			i += 2
-		case 'b':
-			b.WriteByte('\b')
-			i += 2
-		case 'f':
-			b.WriteByte('\f')
-			i += 2
-		case 'n':
-			b.WriteByte('\n')
-			i += 2
-		case 'r':
-			b.WriteByte('\r')
-			i += 2
-		case 't':
-			b.WriteByte('\t')
-			i += 2
-		case 'v':
-			b.WriteByte('\v')
+		case '\\', '\'', '"', 'a', 'b', 'f', 'n', 'r', 't', 'v':
+			b.WriteByte(simpleEscapes[e])
 			i += 2
 		case '0', '1', '2', '3', '4', '5', '6', '7':
 			j, n := i+1, rune(0)
@@ -165,3 +144,7 @@ func pyQuote(v string) string {
 	b.WriteByte('"')
 	return b.String()
 }
+
+// simpleEscapes maps the letter after a backslash to the byte Python's
+// string literals give it, for the one-character escapes.
+var simpleEscapes = [256]byte{'\\': '\\', '\'': '\'', '"': '"', 'a': '\a', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', 'v': '\v'}
