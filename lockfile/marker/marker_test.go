@@ -353,3 +353,19 @@ func TestEvaluateDoesNotAllocate(t *testing.T) {
 		t.Errorf("Evaluate allocates %.1f times per run", allocs)
 	}
 }
+
+// TestSimpleEscapes: each one-character escape decodes to the byte Python's
+// string literals give it.
+func TestSimpleEscapes(t *testing.T) {
+	env, err := NewEnv(map[string]string{"os_name": "\a\b\f\n\r\t\v\\'\""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Parse(`os_name == "\a\b\f\n\r\t\v\\\'\""`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := m.Evaluate(env); err != nil || !ok {
+		t.Fatalf("escapes decoded wrongly: %v %v (%s)", ok, err, m)
+	}
+}
