@@ -357,11 +357,12 @@ func TestEvaluateDoesNotAllocate(t *testing.T) {
 // TestSimpleEscapes: each one-character escape decodes to the byte Python's
 // string literals give it.
 func TestSimpleEscapes(t *testing.T) {
-	env, err := NewEnv(map[string]string{"os_name": "\a\b\f\n\r\t\v\\'\""})
+	// (as in packaging, a quote of the string's own kind cannot be escaped)
+	env, err := NewEnv(map[string]string{"os_name": "\a\b\f\n\r\t\v\\'"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Parse(`os_name == "\a\b\f\n\r\t\v\\\'\""`)
+	m, err := Parse(`os_name == "\a\b\f\n\r\t\v\\\'"`)
 	if err != nil {
 		t.Fatal(err)
 	}
