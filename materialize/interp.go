@@ -39,9 +39,13 @@ type Interpreter struct {
 	PointerBits int `json:"pointer_bits"`
 	// GILDisabled is true for a free-threaded build.
 	GILDisabled bool `json:"gil_disabled"`
+	// VenvDir is the directory of the interpreter's venv package (its
+	// activate script templates are under scripts/), "" when the
+	// interpreter has no venv module.
+	VenvDir string `json:"venv_dir,omitempty"`
 }
 
-const interpProbe = `import json, os, platform, struct, sys, sysconfig
+const interpProbe = `import importlib.util, json, os, platform, struct, sys, sysconfig
 i = sys.implementation.version
 v = "%d.%d.%d" % (i.major, i.minor, i.micro)
 if i.releaselevel != "final":
@@ -63,6 +67,10 @@ try:
     glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
 except (AttributeError, OSError, ValueError):
     glibc = ""
+try:
+    venv = os.path.dirname(os.path.realpath(importlib.util.find_spec("venv").origin))
+except Exception:
+    venv = ""
 print(json.dumps({
     "path": os.path.realpath(sys.executable),
     "version": v,
@@ -72,6 +80,7 @@ print(json.dumps({
     "glibc": glibc.split(" ")[-1] if glibc.startswith("glibc") else "",
     "pointer_bits": struct.calcsize("P") * 8,
     "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    "venv_dir": venv,
     "markers": {
         "implementation_name": sys.implementation.name,
         "os_name": os.name,
@@ -111,6 +120,9 @@ func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) 
 	}
 	if in.LibPython != "" && !filepath.IsAbs(in.LibPython) {
 		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative libpython %q", python, in.LibPython)
+	}
+	if in.VenvDir != "" && !filepath.IsAbs(in.VenvDir) {
+		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative venv package directory %q", python, in.VenvDir)
 	}
 	return &in, nil
 }

@@ -35,7 +35,13 @@ type statKey struct {
 	Path          string
 }
 
+// probeCacheFormat is bumped whenever the probe reports something new, so
+// that entries written by an older cruxprov are probed again rather than
+// read with the new fields empty.
+const probeCacheFormat = 2
+
 type cacheEntry struct {
+	Format   int             `json:"format"`
 	Exe      statKey         `json:"exe"`
 	Lib      *statKey        `json:"lib,omitempty"`
 	Interp   *Interpreter    `json:"interpreter"`
@@ -98,7 +104,7 @@ func (c ProbeCache) load(python string) (*cacheEntry, string, bool) {
 		return nil, real, false
 	}
 	var e cacheEntry
-	if json.Unmarshal(b, &e) != nil || e.Interp == nil || e.Interp.Path != real {
+	if json.Unmarshal(b, &e) != nil || e.Format != probeCacheFormat || e.Interp == nil || e.Interp.Path != real {
 		return nil, real, false
 	}
 	if k, ok := keyOf(real); !ok || k != e.Exe {
@@ -173,7 +179,7 @@ func (c ProbeCache) save(in *Interpreter, p *platform.Platform) {
 	if !ok {
 		return
 	}
-	e.Exe, e.Interp = k, in
+	e.Format, e.Exe, e.Interp = probeCacheFormat, k, in
 	if in.LibPython != "" {
 		lk, ok := keyOf(in.LibPython)
 		if !ok {
