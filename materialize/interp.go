@@ -43,6 +43,13 @@ type Interpreter struct {
 	// activate script templates are under scripts/), "" when the
 	// interpreter has no venv module.
 	VenvDir string `json:"venv_dir,omitempty"`
+	// CacheTag is sys.implementation.cache_tag ("cpython-311"), the infix
+	// of bytecode file names in __pycache__; "" when the interpreter
+	// writes no bytecode.
+	CacheTag string `json:"cache_tag"`
+	// PycMagic is importlib.util.MAGIC_NUMBER in hex: the first four
+	// bytes of every pyc the interpreter writes and reads.
+	PycMagic string `json:"pyc_magic"`
 }
 
 const interpProbe = `import importlib.util, json, os, platform, struct, sys, sysconfig
@@ -80,6 +87,8 @@ print(json.dumps({
     "glibc": glibc.split(" ")[-1] if glibc.startswith("glibc") else "",
     "pointer_bits": struct.calcsize("P") * 8,
     "gil_disabled": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+    "cache_tag": sys.implementation.cache_tag or "",
+    "pyc_magic": importlib.util.MAGIC_NUMBER.hex(),
     "venv_dir": venv,
     "markers": {
         "implementation_name": sys.implementation.name,

@@ -38,7 +38,7 @@ type statKey struct {
 // probeCacheFormat is bumped whenever the probe reports something new, so
 // that entries written by an older cruxprov are probed again rather than
 // read with the new fields empty.
-const probeCacheFormat = 2
+const probeCacheFormat = 3
 
 type cacheEntry struct {
 	Format   int             `json:"format"`
