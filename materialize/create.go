@@ -237,11 +237,12 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if staging, err = mkdirStaging(staging); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
 	}
-	if err := writeVenv(staging, dir, in, l); err != nil {
+	scripts, err := writeVenv(staging, dir, in, l)
+	if err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv")
 	}
 	ins := newInstaller(staging, dir, l)
-	ins.reserve("pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)
+	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
 	if err := ins.installAll(ctx, wheels, jobs, emit); err != nil {
 		return err
 	}

@@ -51,32 +51,36 @@ func LayoutFor(p *platform.Platform) (Layout, error) {
 // in, as `python -m venv --without-pip final` would, without running it:
 // pyvenv.cfg, bin/pythonX.Y linked to the interpreter's real path with
 // python and python3 linked to it, the include directory, site-packages,
-// and lib64 -> lib on 64-bit Linux. The activate scripts are not written
-// (an executor runs bin/python directly).
-func writeVenv(dir, final string, in *Interpreter, l Layout) error {
+// lib64 -> lib on 64-bit Linux, and the activate scripts from the
+// interpreter's own venv templates (activate.go). It returns the activate
+// scripts' env-relative paths.
+func writeVenv(dir, final string, in *Interpreter, l Layout) ([]string, error) {
 	for _, d := range []string{l.Bin, l.Include, l.SitePackages} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(d)), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if in.PointerBits == 64 && in.Markers["sys_platform"] != "darwin" && in.Markers["os_name"] == "posix" {
 		if err := os.Symlink("lib", filepath.Join(dir, "lib64")); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	bin := filepath.Join(dir, l.Bin)
 	if err := os.Symlink(in.Path, filepath.Join(bin, l.PythonXY)); err != nil {
-		return err
+		return nil, err
 	}
 	for _, n := range []string{"python", "python3"} {
 		if n == l.PythonXY {
 			continue
 		}
 		if err := os.Symlink(l.PythonXY, filepath.Join(bin, n)); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "pyvenv.cfg"), pyvenvCfg(final, in), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "pyvenv.cfg"), pyvenvCfg(final, in), 0o644); err != nil {
+		return nil, err
+	}
+	return writeActivate(dir, final, in, l)
 }
 
 // pyvenvCfg is what python -m venv --without-pip writes (CPython 3.11.7 and
