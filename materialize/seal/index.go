@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/cruxible/cruxprov/digest"
 )
@@ -161,10 +162,17 @@ func ParseIndex(b []byte) (*Index, error) {
 			return nil, fmt.Errorf("%w: entry %q: mode or size out of range", errIndex, p)
 		}
 		e.Mode, e.Size = uint32(mode), int64(size)
-		if !validPathBytes(p) {
+		// The shared prefix is the previous path's, already checked: only
+		// the component it ends in and what follows need checking, and the
+		// order is decided after it.
+		from := 0
+		if i > 0 {
+			from = bytes.LastIndexByte(p[:shared], '/') + 1
+		}
+		if !validPathFrom(p, from) {
 			return nil, fmt.Errorf("%w: entry %d: invalid path %q", errIndex, i, p)
 		}
-		if i > 0 && bytes.Compare(p, all[prevStart:prevEnd]) <= 0 {
+		if i > 0 && bytes.Compare(p[shared:], all[prevStart+int(shared):prevEnd]) <= 0 {
 			return nil, fmt.Errorf("%w: entries not sorted or not unique at %q", errIndex, p)
 		}
 		ix.Entries = append(ix.Entries, e)
@@ -174,7 +182,8 @@ func ParseIndex(b []byte) (*Index, error) {
 	if r.off != len(b) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", errIndex, len(b)-r.off)
 	}
-	str := string(all)
+	// all is not written again: the paths share its bytes.
+	str := unsafe.String(unsafe.SliceData(all), len(all))
 	start := 0
 	for i, end := range ends {
 		ix.Entries[i].Path = str[start:end]
@@ -183,21 +192,26 @@ func ParseIndex(b []byte) (*Index, error) {
 	return ix, nil
 }
 
-// validPathBytes is validPath for bytes.
-func validPathBytes(p []byte) bool {
-	if len(p) == 0 || !utf8.Valid(p) || bytes.IndexByte(p, 0) >= 0 || p[0] == '/' || p[len(p)-1] == '/' {
+// validPathFrom is validPath for bytes whose p[:from] (whole components
+// followed by '/', or nothing) is known to be valid.
+func validPathFrom(p []byte, from int) bool {
+	q := p[from:]
+	if len(q) == 0 || q[len(q)-1] == '/' || !utf8.Valid(q) || bytes.IndexByte(q, 0) >= 0 {
 		return false
 	}
-	for i, start := 0, 0; i <= len(p); i++ {
-		if i == len(p) || p[i] == '/' {
-			c := p[start:i]
-			if len(c) == 0 || (len(c) == 1 && c[0] == '.') || (len(c) == 2 && c[0] == '.' && c[1] == '.') {
-				return false
-			}
-			start = i + 1
+	for {
+		c := q
+		i := bytes.IndexByte(q, '/')
+		if i >= 0 {
+			c, q = q[:i], q[i+1:]
+		}
+		if len(c) == 0 || (len(c) == 1 && c[0] == '.') || (len(c) == 2 && c[0] == '.' && c[1] == '.') {
+			return false
+		}
+		if i < 0 {
+			return true
 		}
 	}
-	return true
 }
 
 // validPath reports whether p is a clean relative '/'-separated UTF-8 path.

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -119,7 +118,28 @@ func SealPath(dir string) string { return filepath.Clean(dir) + ".seal.json" }
 // IndexPath returns where the stat index of the env at dir lives (dir + ".index").
 func IndexPath(dir string) string { return filepath.Clean(dir) + ".index" }
 
-var formatRE = regexp.MustCompile(`^cruxprov\.seal/v([0-9]+)(?:\.([0-9]+))?$`)
+// formatVersion splits "cruxprov.seal/vMAJOR[.MINOR]" (decimal digits);
+// ok is false for anything else.
+func formatVersion(f string) (major, minor string, ok bool) {
+	rest, ok := strings.CutPrefix(f, "cruxprov.seal/v")
+	if !ok {
+		return "", "", false
+	}
+	major, minor, dot := strings.Cut(rest, ".")
+	if !digits(major) || (dot && !digits(minor)) {
+		return "", "", false
+	}
+	return major, minor, true
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // ComputeDigest recomputes the resolution digest from Resolution.Packages and
 // the materialization digest from its inputs, and checks both against what
@@ -190,13 +210,13 @@ func Parse(b []byte) (*Seal, error) {
 	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
-	m := formatRE.FindStringSubmatch(probe.Format)
-	if m == nil || m[1] != "1" {
+	major, minor, ok := formatVersion(probe.Format)
+	if !ok || major != "1" {
 		return nil, fmt.Errorf("format %q is not %s (written by another version of cruxprov?)", probe.Format, Format)
 	}
 	var s Seal
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if m[2] == "" || m[2] == "0" {
+	if minor == "" || minor == "0" {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(&s); err != nil {

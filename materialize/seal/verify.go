@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -160,41 +161,76 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		return err
 	}
 	r.Seal, r.Digest, r.TreeDigest = s, s.Materialization.Digest, s.Tree.Digest
-	ix, err := loadIndex(dir, s)
+	ix, check, err := readIndex(dir, s)
 	if err != nil {
 		return err
 	}
+	if opts.Deep {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	// A difference found with an index that turns out not to be the
+	// sealed one means nothing: the index's refusal comes first.
 	if stop := r.checkInterpreter(s, opts); stop {
-		return nil
+		return r.indexFirst(check(), nil)
 	}
 	if m := fi.Mode().Perm(); uint32(m) != s.Tree.RootMode&0o777 {
 		if r.add(Difference{Code: refusal.EnvDrift, Path: ".", Change: Mode, Want: fmt.Sprintf("%04o", s.Tree.RootMode), Got: fmt.Sprintf("%04o", m)}, opts.Explain) {
-			return nil
+			return r.indexFirst(check(), nil)
 		}
+	}
+	if !opts.Deep {
+		err := r.checkTreeFast(ctx, dir, ix, check, opts)
+		return r.indexFirst(check(), err)
 	}
 	return r.checkTree(ctx, dir, ix, opts)
 }
 
-// loadIndex reads the stat index and checks it against the seal.
-func loadIndex(dir string, s *Seal) (*Index, error) {
+// indexFirst returns the index's refusal, dropping the differences found
+// against it, or else err.
+func (r *Report) indexFirst(ixErr, err error) error {
+	if ixErr != nil {
+		r.Differences = []Difference{}
+		return ixErr
+	}
+	return err
+}
+
+// readIndex reads and parses the stat index of dir. check compares it with
+// the seal (its sha256, entry count and tree digest) once, however often
+// it is called: fast verification runs it beside the stat pass.
+func readIndex(dir string, s *Seal) (*Index, func() error, error) {
 	b, err := os.ReadFile(IndexPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
+		return nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
+		return nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
 	}
-	if got := digest.Sum(b); got != s.Index.SHA256 {
-		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?); recreate the env", dir, got, s.Index.SHA256)
+	hashed := func() error {
+		if got := digest.Sum(b); got != s.Index.SHA256 {
+			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?); recreate the env", dir, got, s.Index.SHA256)
+		}
+		return nil
 	}
 	ix, err := ParseIndex(b)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
+		if herr := hashed(); herr != nil {
+			return nil, nil, herr
+		}
+		return nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
 	}
-	if len(ix.Entries) != s.Index.Entries || ix.TreeDigest() != s.Tree.Digest {
-		return nil, refusal.New(refusal.SealInvalid, "%s: the stat index does not match the seal's tree digest; recreate the env", dir)
-	}
-	return ix, nil
+	check := sync.OnceValue(func() error {
+		if err := hashed(); err != nil {
+			return err
+		}
+		if len(ix.Entries) != s.Index.Entries || ix.TreeDigest() != s.Tree.Digest {
+			return refusal.New(refusal.SealInvalid, "%s: the stat index does not match the seal's tree digest; recreate the env", dir)
+		}
+		return nil
+	})
+	return ix, check, nil
 }
 
 // checkInterpreter compares the interpreter and libpython with their
