@@ -45,6 +45,9 @@ type Request struct {
 	RootWheel *lockfile.ResolvedWheel
 	// NoCompile skips bytecode compilation.
 	NoCompile bool
+	// NoCache installs every wheel from its archive, neither reading nor
+	// writing the store's unpacked-wheel cache (UnpackedCacheDir).
+	NoCache bool
 	// Jobs bounds parallel work (< 1: GOMAXPROCS).
 	Jobs int
 	// Events, when set, receives progress (from several goroutines).
@@ -167,7 +170,23 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// (mkdirStaging) from a hash of its name.
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
-	if err := build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res); err != nil {
+	err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res)
+	var damaged *cacheDamaged
+	if errors.As(err, &damaged) && ctx.Err() == nil {
+		// A damaged cache entry costs a rebuild from the archives alone.
+		if err = os.Remove(damaged.entry); err == nil || errors.Is(err, fs.ErrNotExist) {
+			if err = removeTree(stg.Path); err == nil {
+				err = os.Mkdir(stg.Path, 0o700)
+			}
+		}
+		if err != nil {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s; remove %s and retry", damaged.entry, filepath.Join(st.Home(), UnpackedCacheDir))
+		}
+		req.NoCache = true
+		*res = Result{Dir: dir, Digest: s.Materialization.Digest}
+		err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			// An interruption, not a refusal: whatever failed (a killed
 			// compile, a cancelled read) failed because of it.
@@ -231,6 +250,12 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if err != nil {
 		return err
 	}
+	if !req.NoCache {
+		defer closeCache(wheels)
+		if err := attachCache(st.Home(), filepath.Dir(staging), wheels, all); err != nil {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache; retry with --no-cache")
+		}
+	}
 	if err := checkDisk(filepath.Dir(staging), wheels, !req.NoCompile); err != nil {
 		return err
 	}
@@ -246,6 +271,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if err := ins.installAll(ctx, wheels, jobs, emit); err != nil {
 		return err
 	}
+	commitCache(st.Home(), wheels)
 	t1 := time.Now()
 	res.Timings.Install = t1.Sub(t0)
 	if !req.NoCompile {
@@ -341,7 +367,7 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			f.Close()
 			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", p.Filename)
 		}
-		ws[i] = opened{w, f, zr}
+		ws[i] = opened{w: w, f: f, zr: zr}
 		return nil
 	})
 	return ws, err
@@ -349,9 +375,10 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 
 // opened is a wheel and the store file it reads (OpenReader does not own it).
 type opened struct {
-	w  *wheel.Wheel
-	f  *os.File
-	zr *zip.Reader // a second reader for parallel member streaming
+	w     *wheel.Wheel
+	f     *os.File
+	zr    *zip.Reader // a second reader for parallel member streaming
+	cache *cacheSlot  // the wheel's unpacked-cache entry, nil without the cache
 }
 
 func closeAll(ws []opened) {
@@ -407,6 +434,9 @@ func checkDisk(dir string, ws []opened, compile bool) error {
 	for _, o := range ws {
 		for _, f := range o.w.Files() {
 			need += f.Size + 512 // a little for the inode and the block tail
+		}
+		if o.cache != nil && o.cache.tee != nil {
+			need += o.cache.total // the cache entry written beside
 		}
 	}
 	if compile {

@@ -42,6 +42,7 @@ type installer struct {
 	claims map[string]claim      // env-relative path → who wrote it with which bytes
 	known  map[string]seal.Known // env-relative path → size and sha256 written
 	dirs   map[string]bool       // directories known to exist
+	dirfds map[string]int        // open O_PATH descriptors of some of them (see create)
 }
 
 type claim struct {
@@ -57,6 +58,7 @@ func newInstaller(root, final string, l Layout) *installer {
 		claims: map[string]claim{},
 		known:  map[string]seal.Known{},
 		dirs:   map[string]bool{},
+		dirfds: map[string]int{},
 	}
 }
 
@@ -89,37 +91,90 @@ func (ins *installer) record(rel string, size int64, sum [32]byte) {
 	ins.mu.Unlock()
 }
 
-// mkdirFor creates the parent directories of rel.
-func (ins *installer) mkdirFor(rel string) error {
+// maxDirFDs bounds the directory descriptors an installer keeps open.
+const maxDirFDs = 4096
+
+// mkdirFor creates the parent directories of rel that are not known to
+// exist, one mkdir each (no stat first), and returns an O_PATH descriptor
+// of the parent, or -1 when it keeps none (the root, or past maxDirFDs).
+func (ins *installer) mkdirFor(rel string) (int, error) {
 	dir := path.Dir(rel)
 	if dir == "." {
-		return nil
+		return -1, nil
 	}
 	ins.mu.Lock()
-	ok := ins.dirs[dir]
-	ins.mu.Unlock()
+	ok, fd, full := ins.dirs[dir], -1, len(ins.dirfds) >= maxDirFDs
 	if ok {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Join(ins.root, filepath.FromSlash(dir)), 0o755); err != nil {
-		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EEXIST) {
-			return refusal.Wrap(refusal.InstallConflict, err, "%s is a directory for one wheel and a file for another", dir)
+		if d, has := ins.dirfds[dir]; has {
+			fd = d
 		}
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s in the env; check the store's disk", dir)
 	}
+	ins.mu.Unlock()
+	if ok && fd >= 0 {
+		return fd, nil
+	}
+	var missing []string // from dir up to the first known ancestor
 	ins.mu.Lock()
 	for d := dir; d != "." && !ins.dirs[d]; d = path.Dir(d) {
-		ins.dirs[d] = true
+		missing = append(missing, d)
 	}
 	ins.mu.Unlock()
-	return nil
+	if ok && full {
+		return -1, nil
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		p := filepath.Join(ins.root, filepath.FromSlash(missing[i]))
+		err := unix.Mkdir(p, 0o755)
+		if err == unix.EEXIST { // another worker's, or a file: only a directory will do
+			var st unix.Stat_t
+			if err = unix.Lstat(p, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				err = unix.EEXIST
+			}
+		}
+		if err != nil {
+			perr := &fs.PathError{Op: "mkdir", Path: p, Err: err}
+			if err == unix.ENOTDIR || err == unix.EEXIST {
+				return -1, refusal.Wrap(refusal.InstallConflict, perr, "%s is a directory for one wheel and a file for another", missing[i])
+			}
+			return -1, refusal.Wrap(refusal.MaterializeFailed, perr, "cannot create %s in the env; check the store's disk", missing[i])
+		}
+	}
+	d, err := unix.Open(filepath.Join(ins.root, filepath.FromSlash(dir)), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		d = -1
+	}
+	ins.mu.Lock()
+	for _, m := range missing {
+		ins.dirs[m] = true
+	}
+	if old, has := ins.dirfds[dir]; d >= 0 && (has || len(ins.dirfds) >= maxDirFDs) {
+		unix.Close(d) // another worker's is kept, or there are enough
+		d = old
+		if !has {
+			d = -1
+		}
+	} else if d >= 0 {
+		ins.dirfds[dir] = d
+	}
+	ins.mu.Unlock()
+	return d, nil
 }
 
-// create opens rel for writing, exclusively. The file is created with its
-// sealed mode (0444, or 0555 when executable): the open descriptor may
-// still write, and Freeze then has no chmod to do.
+// closeDirs closes the directory descriptors (once nothing writes).
+func (ins *installer) closeDirs() {
+	for _, fd := range ins.dirfds {
+		unix.Close(fd)
+	}
+	clear(ins.dirfds)
+}
+
+// create opens rel for writing, exclusively, relative to its directory's
+// descriptor when the installer keeps one (no path walk per file). The
+// file is created with its sealed mode (0444, or 0555 when executable):
+// the open descriptor may still write, and Freeze then has no chmod to do.
 func (ins *installer) create(rel string, exec bool) (file, error) {
-	if err := ins.mkdirFor(rel); err != nil {
+	dirfd, err := ins.mkdirFor(rel)
+	if err != nil {
 		return -1, err
 	}
 	mode := uint32(0o444)
@@ -127,8 +182,14 @@ func (ins *installer) create(rel string, exec bool) (file, error) {
 		mode = 0o555
 	}
 	p := filepath.Join(ins.root, filepath.FromSlash(rel))
+	name := p
+	if dirfd >= 0 {
+		name = path.Base(rel)
+	} else {
+		dirfd = unix.AT_FDCWD
+	}
 	for {
-		fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, mode)
+		fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, mode)
 		if err == unix.EINTR {
 			continue
 		}
@@ -323,18 +384,39 @@ func (ins *installer) finish(j *wheelJob) error {
 
 // task is one unit of parallel install work: one member of one wheel.
 type task struct {
-	j    *wheelJob
-	f    wheel.File
-	zf   *zip.File
-	size int64
+	j     *wheelJob
+	f     wheel.File
+	zf    *zip.File  // the member in the archive (nil when read from the cache)
+	cache *cacheSlot // the wheel's unpacked-cache slot, or nil
 }
 
+// open returns the member's verifying reader: from the unpacked cache when
+// the wheel has an entry there, else inflating the archive member (and
+// filling the cache entry being written, if any).
+func (t task) open() (*memberReader, error) {
+	if t.cache != nil && t.cache.src != nil {
+		return openCached(t.cache, t.f), nil
+	}
+	r, err := openMember(t.zf, t.f)
+	if err != nil {
+		return nil, err
+	}
+	if t.cache != nil && t.cache.tee != nil {
+		r.tee, r.teeOff = t.cache.tee, t.cache.offsets[t.f.Name]
+	}
+	return r, nil
+}
+
+// batchBytes bounds a batch of members of one directory (see installAll).
+const batchBytes = 1 << 20
+
 // installAll installs the wheels with jobs workers over all their members
-// at once, so that one big wheel does not leave a core
-// idle, then writes each wheel's scripts, INSTALLER and RECORD. Members are
-// opened by name in zr, a second reader of each wheel's archive, and
-// verified while they stream (memberReader).
+// at once, so that one big wheel does not leave a core idle, then writes
+// each wheel's scripts, INSTALLER and RECORD. Members are read from the
+// unpacked cache or opened by name in zr, a second reader of each wheel's
+// archive, and verified while they stream (memberReader).
 func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emit func(Event)) error {
+	defer ins.closeDirs()
 	var tasks []task
 	js := make([]*wheelJob, len(ws))
 	for i, o := range ws {
@@ -344,41 +426,51 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 		}
 		js[i] = j
 		emit(Event{Stage: "wheel", Name: j.owner})
-		byName := make(map[string]*zip.File, len(o.zr.File))
-		for _, zf := range o.zr.File {
-			byName[zf.Name] = zf
+		var byName map[string]*zip.File
+		if o.cache == nil || o.cache.src == nil {
+			byName = make(map[string]*zip.File, len(o.zr.File))
+			for _, zf := range o.zr.File {
+				byName[zf.Name] = zf
+			}
 		}
 		for _, f := range o.w.Files() {
 			if j.isRecord(f) {
 				continue
 			}
-			zf := byName[f.Name]
-			if zf == nil {
-				return refusal.New(refusal.WheelInvalid, "%s: member %q vanished from the archive", j.owner, f.Name)
+			t := task{j: j, f: f, cache: o.cache}
+			if byName != nil {
+				if t.zf = byName[f.Name]; t.zf == nil {
+					return refusal.New(refusal.WheelInvalid, "%s: member %q vanished from the archive", j.owner, f.Name)
+				}
 			}
-			tasks = append(tasks, task{j: j, f: f, zf: zf, size: f.Size})
+			tasks = append(tasks, t)
 		}
 	}
-	// Tasks stay in archive order (wheels sort their members by path):
-	// creating files directory by directory is several times faster on
-	// ext4 than scattering them, e.g. largest first.
-	err := parallel(ctx, len(tasks), jobs, func(i int) error {
-		t := tasks[i]
-		if err := ctx.Err(); err != nil {
-			return err
+	// Tasks stay in archive order (wheels sort their members by path), cut
+	// into batches of one directory's members: creating files directory
+	// by directory is several times faster on ext4 than scattering them,
+	// and two workers creating files in one directory wait on its lock.
+	var batches [][]task
+	for i := 0; i < len(tasks); {
+		k, n := i+1, tasks[i].f.Size
+		dir := path.Dir(tasks[i].f.Name)
+		for k < len(tasks) && n < batchBytes && tasks[k].j == tasks[i].j && path.Dir(tasks[k].f.Name) == dir {
+			n += tasks[k].f.Size
+			k++
 		}
-		r, err := openMember(t.zf, t.f)
-		if err != nil {
-			return err
+		batches = append(batches, tasks[i:k])
+		i = k
+	}
+	err := parallel(ctx, len(batches), jobs, func(i int) error {
+		for _, t := range batches[i] {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := ins.installMember(t); err != nil {
+				return err
+			}
 		}
-		defer r.Close()
-		if err := ins.member(t.j, t.f, r); err != nil {
-			return err
-		}
-		// A member skipped (a setuptools wrapper) or written from memory
-		// was read to its end already; make sure, so that it is verified.
-		_, err = io.Copy(io.Discard, r)
-		return err
+		return nil
 	})
 	if err != nil {
 		return err
@@ -389,6 +481,22 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 		}
 	}
 	return nil
+}
+
+// installMember installs one task's member.
+func (ins *installer) installMember(t task) error {
+	r, err := t.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := ins.member(t.j, t.f, r); err != nil {
+		return err
+	}
+	// A member skipped (a setuptools wrapper) or written from memory
+	// was read to its end already; make sure, so that it is verified.
+	_, err = io.Copy(io.Discard, r)
+	return err
 }
 
 func cmpInt64(a, b int64) int {

@@ -26,6 +26,10 @@ type memberReader struct {
 	h   hash.Hash
 	n   int64
 	err error
+
+	tee    *teeFile // when set, the bytes read are also written here at teeOff
+	teeOff int64
+	cached string // when set, rc reads this unpacked-cache entry, not the archive
 }
 
 func openMember(zf *zip.File, f wheel.File) (*memberReader, error) {
@@ -39,7 +43,18 @@ func openMember(zf *zip.File, f wheel.File) (*memberReader, error) {
 	return &memberReader{f: f, rc: rc, h: sha256.New()}, nil
 }
 
+// openCached streams member f from the unpacked-cache entry src (at off),
+// verified the same way.
+func openCached(s *cacheSlot, f wheel.File) *memberReader {
+	r := io.NewSectionReader(s.src, s.offsets[f.Name], f.Size)
+	return &memberReader{f: f, rc: io.NopCloser(r), h: sha256.New(), cached: s.path}
+}
+
 func (m *memberReader) fail(err error) (int, error) {
+	if m.cached != "" {
+		// The archive was not read: the cache is wrong, not the wheel.
+		err = &cacheDamaged{entry: m.cached, err: err}
+	}
 	m.err = err
 	return 0, err
 }
@@ -60,6 +75,9 @@ func (m *memberReader) Read(p []byte) (int, error) {
 		return m.fail(refusal.New(refusal.RecordMismatch, "%q inflates past its declared %d bytes; treat the wheel as tampered", m.f.Name, m.f.Size))
 	}
 	m.h.Write(p[:n])
+	if m.tee != nil && n > 0 {
+		m.tee.writeAt(p[:n], m.teeOff+m.n)
+	}
 	m.n += int64(n)
 	switch {
 	case err == nil:

@@ -1,0 +1,162 @@
+package materialize
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// The unpacked-wheel cache. Inflating members is most of the CPU an install
+// spends (compress/flate gives about 200 MB/s per core), so the first
+// install of a wheel also writes its members' uncompressed bytes,
+// concatenated in archive order, to <home>/cache/unpacked-v1/<wheel sha256
+// hex>, and later installs read them from there with pread.
+//
+// Nothing in the cache is trusted. The wheel itself is still hashed against
+// the resolution and opened on every install (its RECORD is the reference),
+// and every member read from the cache is hashed and compared with RECORD
+// while it streams, exactly as a member inflated from the archive is. A
+// mismatch means the entry is damaged (a torn write after a power loss, a
+// bit flip, tampering): the entry is removed and the env is built again
+// from the archives alone, so a damaged cache costs time, never an env.
+
+// UnpackedCacheDir is the cache of unpacked wheels below the store's home.
+const UnpackedCacheDir = "cache/unpacked-v1"
+
+// cacheSlot is where one wheel's members sit in its cache entry.
+type cacheSlot struct {
+	path    string           // the entry: <home>/cache/unpacked-v1/<hex>
+	offsets map[string]int64 // member name → offset of its bytes
+	total   int64            // the entry's size
+	src     *os.File         // the entry, when it exists and has the right size
+	tee     *teeFile         // the entry being written, when it does not
+}
+
+// teeFile is a cache entry being written by the members' readers at their
+// offsets, from several goroutines; a failed write marks it broken, and a
+// broken entry is never committed (the install goes on: the cache is an
+// optimisation).
+type teeFile struct {
+	f      *os.File
+	broken atomic.Bool
+}
+
+func (t *teeFile) writeAt(p []byte, off int64) {
+	if t.broken.Load() {
+		return
+	}
+	if _, err := t.f.WriteAt(p, off); err != nil {
+		t.broken.Store(true)
+	}
+}
+
+// cacheDamaged is the error of a member whose bytes in the cache differ
+// from RECORD. Create removes the entry and builds again without the cache.
+type cacheDamaged struct {
+	entry string
+	err   error
+}
+
+func (e *cacheDamaged) Error() string {
+	return fmt.Sprintf("the unpacked-wheel cache entry %s is damaged: %v", e.entry, e.err)
+}
+
+func (e *cacheDamaged) Unwrap() error { return e.err }
+
+// slotOf lays out w's members (all but RECORD, which is regenerated) in
+// archive order.
+func slotOf(w *wheel.Wheel, path string) *cacheSlot {
+	s := &cacheSlot{path: path, offsets: map[string]int64{}}
+	rec := w.DistInfo() + "/RECORD"
+	for _, f := range w.Files() {
+		if f.Name == rec {
+			continue
+		}
+		s.offsets[f.Name] = s.total
+		s.total += f.Size
+	}
+	return s
+}
+
+// attachCache gives each opened wheel its cache slot: the entry to read
+// when it exists with the right size, else a temp file in tmpDir (the
+// store's staging directory of this Create, removed with it) to fill while
+// the wheel is installed from its archive. An entry of the wrong size is
+// removed.
+func attachCache(home, tmpDir string, ws []opened, pkgs []lockfile.ResolvedWheel) error {
+	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
+	for i := range ws {
+		s := slotOf(ws[i].w, filepath.Join(dir, pkgs[i].SHA256.Hex()))
+		f, err := os.Open(s.path)
+		if err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
+				s.src = f
+				ws[i].cache = s
+				continue
+			}
+			f.Close()
+			_ = os.Remove(s.path)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			ws[i].cache = nil // unreadable: install from the archive, write nothing
+			continue
+		}
+		t, err := os.CreateTemp(tmpDir, "unpacked-"+pkgs[i].SHA256.Hex()[:16]+"-*")
+		if err != nil {
+			return err
+		}
+		if err := t.Truncate(s.total); err != nil {
+			t.Close()
+			return err
+		}
+		s.tee = &teeFile{f: t}
+		ws[i].cache = s
+	}
+	return nil
+}
+
+// commitCache renames every complete, unbroken temp entry into the cache
+// (read-only). Failures leave the cache without that entry: the install
+// itself succeeded.
+func commitCache(home string, ws []opened) {
+	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
+	made := false
+	for _, o := range ws {
+		s := o.cache
+		if s == nil || s.tee == nil || s.tee.broken.Load() {
+			continue
+		}
+		if !made {
+			if os.MkdirAll(dir, 0o755) != nil {
+				return
+			}
+			made = true
+		}
+		if s.tee.f.Chmod(0o444) == nil {
+			_ = os.Rename(s.tee.f.Name(), s.path)
+		}
+	}
+}
+
+// closeCache closes the slots' files (temp entries not committed are
+// removed with the staging directory).
+func closeCache(ws []opened) {
+	for _, o := range ws {
+		if s := o.cache; s != nil {
+			if s.src != nil {
+				s.src.Close()
+			}
+			if s.tee != nil {
+				s.tee.f.Close()
+			}
+		}
+	}
+}
