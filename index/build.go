@@ -45,14 +45,22 @@ type BuildReport struct {
 //	dir/files/<wheel>                the wheels (copied) and <wheel>.metadata (PEP 658)
 //	dir/simple/index.html, index.json            the project list (PEP 503 / PEP 691)
 //	dir/simple/<project>/index.html, index.json  each project's files, with
-//	    #sha256= fragments, data-requires-python, data-core-metadata
+//	    #sha256= fragments, data-requires-python and data-core-metadata
 //
 // Links are relative, so the tree can be served under any URL prefix. A
 // static server cannot negotiate content types: it answers with
 // index.html, which carries everything index.json does, and clients fall
 // back to it by its content type (see docs/index.md). Output is
-// deterministic: the same wheels give the same bytes. Every file is
-// written to a temp file and renamed into place.
+// deterministic: the same wheels give the same bytes.
+//
+// The index is built whole in a staging directory beside dir and only
+// then put in dir's place in one step (an atomic exchange with a previous
+// index on Linux), so dir is always either what it was before or the
+// complete new index: a bad wheel, an error or a kill mid-build leaves it
+// as it was. dir must be new, empty, or an index a previous Build wrote
+// (only files/ and simple/); that index is replaced whole. Builds of one
+// dir are serialized by a lock file beside it (.<name>.lock), and each
+// removes the staging directories killed builds left.
 func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 	rep := BuildReport{Dir: dir, Files: []BuiltFile{}}
 	ents, err := os.ReadDir(from)
@@ -69,18 +77,34 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 		return rep, fmt.Errorf("index build: no .whl files in %s", from)
 	}
 	sort.Strings(wheels)
+	out, err := openOutput(ctx, dir)
+	if err != nil {
+		return rep, err
+	}
+	defer out.close()
+	if err := writeIndex(ctx, out.staging, from, wheels, &rep); err != nil {
+		return rep, err
+	}
+	if err := out.commit(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// writeIndex writes the whole index of wheels (names in from) into dir.
+func writeIndex(ctx context.Context, dir, from string, wheels []string, rep *BuildReport) error {
 	files := filepath.Join(dir, "files")
 	if err := os.MkdirAll(files, 0o755); err != nil {
-		return rep, fmt.Errorf("index build: %w", err)
+		return fmt.Errorf("index build: %w", err)
 	}
 	byProject := map[string][]BuiltFile{}
 	for _, name := range wheels {
 		if err := ctx.Err(); err != nil {
-			return rep, err
+			return err
 		}
 		bf, err := addWheel(filepath.Join(from, name), files, name)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		byProject[bf.Project] = append(byProject[bf.Project], bf)
 		rep.Files = append(rep.Files, bf)
@@ -94,28 +118,36 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 	for _, p := range projects {
 		pd := filepath.Join(dir, "simple", p)
 		if err := os.MkdirAll(pd, 0o755); err != nil {
-			return rep, fmt.Errorf("index build: %w", err)
+			return fmt.Errorf("index build: %w", err)
 		}
 		h, j := projectPage(p, byProject[p])
-		if err := writeAtomic(filepath.Join(pd, "index.html"), h); err != nil {
-			return rep, err
+		if err := writeNew(filepath.Join(pd, "index.html"), h); err != nil {
+			return err
 		}
-		if err := writeAtomic(filepath.Join(pd, "index.json"), j); err != nil {
-			return rep, err
+		if err := writeNew(filepath.Join(pd, "index.json"), j); err != nil {
+			return err
+		}
+		if err := syncDir(pd); err != nil {
+			return err
 		}
 	}
 	h, j := rootPage(projects)
-	if err := writeAtomic(filepath.Join(dir, "simple", "index.html"), h); err != nil {
-		return rep, err
+	if err := writeNew(filepath.Join(dir, "simple", "index.html"), h); err != nil {
+		return err
 	}
-	if err := writeAtomic(filepath.Join(dir, "simple", "index.json"), j); err != nil {
-		return rep, err
+	if err := writeNew(filepath.Join(dir, "simple", "index.json"), j); err != nil {
+		return err
 	}
-	return rep, nil
+	for _, d := range []string{files, filepath.Join(dir, "simple"), dir} {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// addWheel copies one wheel into files (unless it is there already),
-// hashing it, and writes its METADATA beside it.
+// addWheel copies one wheel into files, hashing it, and writes its
+// METADATA beside it.
 func addWheel(src, files, name string) (BuiltFile, error) {
 	parts := strings.Split(strings.TrimSuffix(name, ".whl"), "-")
 	if len(parts) != 5 && len(parts) != 6 {
@@ -126,7 +158,7 @@ func addWheel(src, files, name string) (BuiltFile, error) {
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
-		return BuiltFile{}, fmt.Errorf("index build: %w", err)
+		return BuiltFile{}, fmt.Errorf("index build: cannot read %s (%w); make it readable or move it out of the input, nothing was changed", name, err)
 	}
 	sum := sha256.Sum256(data)
 	bf := BuiltFile{Project: Normalize(parts[0]), Version: parts[1], Filename: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
@@ -135,13 +167,11 @@ func addWheel(src, files, name string) (BuiltFile, error) {
 		return BuiltFile{}, refusal.Wrap(refusal.WheelInvalid, err, "%s", name)
 	}
 	dst := filepath.Join(files, name)
-	if old, err := os.ReadFile(dst); err != nil || !bytes.Equal(old, data) {
-		if err := writeAtomic(dst, data); err != nil {
-			return BuiltFile{}, err
-		}
+	if err := writeNew(dst, data); err != nil {
+		return BuiltFile{}, err
 	}
 	if meta != nil {
-		if err := writeAtomic(dst+".metadata", meta); err != nil {
+		if err := writeNew(dst+".metadata", meta); err != nil {
 			return BuiltFile{}, err
 		}
 		ms := sha256.Sum256(meta)
@@ -270,12 +300,13 @@ func marshal(v any) []byte {
 	return buf.Bytes()
 }
 
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+// writeNew writes a new file (0644, whatever the umask: a web server must
+// read it) and syncs it.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("index build: %w", err)
 	}
-	tmp := f.Name()
 	_, err = f.Write(data)
 	if err == nil {
 		err = f.Chmod(0o644)
@@ -286,11 +317,22 @@ func writeAtomic(path string, data []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
+	if err != nil {
+		return fmt.Errorf("index build: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("index build: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
-		os.Remove(tmp)
 		return fmt.Errorf("index build: %w", err)
 	}
 	return nil

@@ -26,7 +26,9 @@ func init() {
 				"data-requires-python and data-core-metadata) and index.json (PEP 691) beside it, plus\n" +
 				"the project lists DIR/simple/index.html and index.json. Links are relative, so any\n" +
 				"static web server or bucket can serve DIR under any prefix; the output is\n" +
-				"deterministic. See docs/index.md.\n\n" +
+				"deterministic. The index is built beside DIR and put in its place only when\n" +
+				"complete, so a bad wheel, an error or a kill leaves DIR as it was. DIR must be\n" +
+				"new, empty, or an index built before (it is replaced whole). See docs/index.md.\n\n" +
 				"Example:\n   cruxprov index build ./mirror --from ./wheels\n   cruxprov index build /srv/pypi --from ./wheels --json",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "from", Usage: "the `DIR` of wheels to index"},

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// indexTree reads everything below root ("absent" when it is not there):
+// path, mode and content hash, so two trees compare whole.
+func indexTree(t *testing.T, root string) string {
+	t.Helper()
+	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
+		return "absent"
+	}
+	var lines []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %v", rel, fi.Mode())
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			s := sha256.Sum256(b)
+			line += " " + hex.EncodeToString(s[:8])
+		}
+		lines = append(lines, line)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// bigWheels writes n wheels of about size bytes each (incompressible) into
+// a new directory.
+func bigWheels(t *testing.T, prefix string, n, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i := range n {
+		data := make([]byte, size)
+		rand.Read(data)
+		writeWheel(t, dir, fmt.Sprintf("%s_%03d-1.0-py3-none-any.whl", prefix, i), map[string]string{fmt.Sprintf("%s_%03d/blob.bin", prefix, i): string(data)})
+	}
+	return dir
+}
+
+// TestIndexBuildSIGKILL kills the real binary at random points while it
+// rebuilds an index over a previous one: the output is always either the
+// previous index or the complete new one, never a mix, and the next build
+// removes what the killed ones left.
+func TestIndexBuildSIGKILL(t *testing.T) {
+	oldIn := bigWheels(t, "old", 3, 1000)
+	newIn := bigWheels(t, "new", 60, 128<<10)
+	base := t.TempDir()
+	out := filepath.Join(base, "mirror")
+	fresh := filepath.Join(t.TempDir(), "mirror")
+	t0 := time.Now()
+	if r := cruxprov(t, "index", "build", fresh, "--from", newIn); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	full := time.Since(t0)
+	newTree := indexTree(t, fresh)
+	if r := cruxprov(t, "index", "build", out, "--from", oldIn); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	oldTree := indexTree(t, out)
+	seen := map[string]int{}
+	for trial := range 10 {
+		if r := cruxprov(t, "index", "build", out, "--from", oldIn); r.code != 0 {
+			t.Fatalf("trial %d: restoring the old index: %+v", trial, r)
+		}
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(full)*5/4+1))
+		delay := time.Duration(n.Int64())
+		cmd := exec.Command(bin, "index", "build", out, "--from", newIn)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		switch indexTree(t, out) {
+		case oldTree:
+			seen["old"]++
+		case newTree:
+			seen["new"]++
+		default:
+			t.Fatalf("trial %d (killed after %v): the output is neither the old nor the new index:\n%s", trial, delay, indexTree(t, out))
+		}
+	}
+	t.Logf("full build %v; after SIGKILL: %v", full, seen)
+	if r := cruxprov(t, "index", "build", out, "--from", newIn); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if got := indexTree(t, out); got != newTree {
+		t.Errorf("the build after the kills is not the new index")
+	}
+	ents, _ := os.ReadDir(base)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != ".mirror.lock mirror" {
+		t.Errorf("beside the index: %v, want only the lock file and the index", names)
+	}
+}
+
+// TestIndexBuildUnreadableWheel: as a user who cannot read one wheel in
+// the middle of the input, the build fails, naming it, and the previous
+// index that user built stays as it was.
+func TestIndexBuildUnreadableWheel(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv to run as another user")
+	}
+	root, err := os.MkdirTemp("", "cruxprov-index-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	os.Chmod(root, 0o755)
+	exe := filepath.Join(root, "cruxprov")
+	b, _ := os.ReadFile(bin)
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(root, "wheels")
+	base := filepath.Join(root, "srv")
+	for _, d := range []string{in, base} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"aaa", "mmm", "zzz"} {
+		writeWheel(t, in, n+"-1.0-py3-none-any.whl", map[string]string{n + "/__init__.py": ""})
+	}
+	if err := os.Chown(base, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(in, "mmm-1.0-py3-none-any.whl"), 0o600)
+	asNobody := func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe}, args...)...)
+		cmd.Env = []string{"CRUXPROV_HOME=" + filepath.Join(base, "home"), "PATH=/usr/bin:/bin"}
+		var so, se strings.Builder
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return result{so.String(), se.String(), code}
+	}
+	out := filepath.Join(base, "mirror")
+	// The first build, when every wheel was readable.
+	os.Chmod(filepath.Join(in, "mmm-1.0-py3-none-any.whl"), 0o644)
+	if r := asNobody("index", "build", out, "--from", in); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	want := indexTree(t, out)
+	os.Chmod(filepath.Join(in, "mmm-1.0-py3-none-any.whl"), 0o600)
+	writeWheel(t, in, "nnn-1.0-py3-none-any.whl", map[string]string{"nnn/__init__.py": ""})
+	r := asNobody("index", "build", out, "--from", in)
+	if r.code == 0 || !strings.Contains(r.stderr, "mmm-1.0-py3-none-any.whl") || !strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("an unreadable wheel: %+v", r)
+	}
+	if got := indexTree(t, out); got != want {
+		t.Errorf("the failed build changed the index:\n%s\nwas:\n%s", got, want)
+	}
+	if left, _ := filepath.Glob(filepath.Join(base, ".mirror.build-*")); len(left) != 0 {
+		t.Errorf("staging left: %v", left)
+	}
+}
