@@ -312,7 +312,12 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	return nil
 }
 
+// interpreterIdentity is the seal's identity of in: remembered by the
+// probe cache in came from while its files keep their stat, else hashed.
 func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
+	if id, ok := in.cache.identity(in); ok {
+		return id, nil
+	}
 	id, err := seal.IdentityOf(in.Path)
 	if err != nil {
 		return seal.Interpreter{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
@@ -325,6 +330,7 @@ func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
 		}
 		out.LibPython = &lid
 	}
+	in.cache.saveIdentity(in, out)
 	return out, nil
 }
 

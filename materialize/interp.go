@@ -50,6 +50,8 @@ type Interpreter struct {
 	// PycMagic is importlib.util.MAGIC_NUMBER in hex: the first four
 	// bytes of every pyc the interpreter writes and reads.
 	PycMagic string `json:"pyc_magic"`
+
+	cache ProbeCache // the cache it came from, which also remembers its identity
 }
 
 const interpProbe = `import importlib.util, json, os, platform, struct, sys, sysconfig

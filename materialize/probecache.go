@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/platform"
 )
 
@@ -46,6 +47,9 @@ type cacheEntry struct {
 	Lib      *statKey        `json:"lib,omitempty"`
 	Interp   *Interpreter    `json:"interpreter"`
 	Platform json.RawMessage `json:"platform,omitempty"`
+	// Identity is the seal's identity of the interpreter (its sha256 and
+	// its libpython's), valid while Exe and Lib are what it was taken at.
+	Identity *seal.Interpreter `json:"identity,omitempty"`
 }
 
 func keyOf(path string) (statKey, bool) {
@@ -135,6 +139,7 @@ func (c ProbeCache) store(e *cacheEntry) {
 func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Interpreter, error) {
 	e, real, ok := c.load(python)
 	if ok {
+		e.Interp.cache = c
 		return e.Interp, nil
 	}
 	before, _ := keyOf(real)
@@ -145,6 +150,7 @@ func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Interprete
 	if after, ok := keyOf(real); ok && after == before {
 		c.save(in, nil) // not when it changed while it was probed
 	}
+	in.cache = c
 	return in, nil
 }
 
@@ -194,5 +200,43 @@ func (c ProbeCache) save(in *Interpreter, p *platform.Platform) {
 		}
 		e.Platform = b
 	}
+	c.store(e)
+}
+
+// sameFile reports whether an identity was taken of the file k describes.
+func sameFile(id *seal.FileIdentity, k *statKey) bool {
+	return id != nil && k != nil && id.Path == k.Path && id.Size == k.Size && id.MtimeNS == k.MtimeNS && id.CtimeNS == k.CtNS && id.Ino == k.Ino
+}
+
+// identity returns the identity remembered for in, when its executable and
+// libpython have the stat they had when it was taken (the stat trust of
+// fast verify: hashing a 20 MiB libpython on every create costs more than
+// the rest of a warm create's bookkeeping).
+func (c ProbeCache) identity(in *Interpreter) (seal.Interpreter, bool) {
+	e, real, ok := c.load(in.Path)
+	if !ok || real != in.Path || e.Identity == nil || e.Interp.Version != in.Version {
+		return seal.Interpreter{}, false
+	}
+	id := e.Identity
+	if !sameFile(&id.FileIdentity, &e.Exe) || (e.Lib == nil) != (id.LibPython == nil) || (e.Lib != nil && !sameFile(id.LibPython, e.Lib)) {
+		return seal.Interpreter{}, false
+	}
+	if id.Version != in.Version || id.Implementation != in.Implementation || (id.LibPython != nil && id.LibPython.Path != in.LibPython) {
+		return seal.Interpreter{}, false
+	}
+	return *id, true
+}
+
+// saveIdentity remembers id for in when the files still have the stat it
+// was taken at.
+func (c ProbeCache) saveIdentity(in *Interpreter, id seal.Interpreter) {
+	e, real, ok := c.load(in.Path)
+	if !ok || real != in.Path {
+		return
+	}
+	if !sameFile(&id.FileIdentity, &e.Exe) || (e.Lib == nil) != (id.LibPython == nil) || (e.Lib != nil && !sameFile(id.LibPython, e.Lib)) {
+		return
+	}
+	e.Identity = &id
 	c.store(e)
 }

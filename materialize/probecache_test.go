@@ -1,0 +1,65 @@
+package materialize
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestProbeCacheRemembersIdentity: the interpreter's identity (its sha256)
+// is hashed once and remembered while the executable keeps its stat; a
+// changed stat (here its mtime) makes the next create hash it again.
+func TestProbeCacheRemembersIdentity(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	if _, err := os.Stat(debian); err != nil {
+		t.Skip("needs Debian's python3.11 (a statically linked interpreter that runs from a copy)")
+	}
+	dir := t.TempDir()
+	py := filepath.Join(dir, "python3.11")
+	copyFile(t, debian, py, 0o755)
+	c := ProbeCache{Dir: filepath.Join(dir, "cache")}
+	in, err := c.Interpreter(context.Background(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.identity(in); ok {
+		t.Fatal("an identity before any was taken")
+	}
+	id, err := interpreterIdentity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.identity(in)
+	if !ok || got.SHA256 != id.SHA256 || got.Path != py || got.MtimeNS != id.MtimeNS {
+		t.Fatalf("remembered %+v (%v), want %+v", got, ok, id)
+	}
+	// A second probe through the cache carries it too.
+	in2, err := c.Interpreter(context.Background(), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := in2.cache.identity(in2); !ok || got.SHA256 != id.SHA256 {
+		t.Fatal("not remembered for the next probe")
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(py, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.identity(in); ok {
+		t.Fatal("remembered across a stat change")
+	}
+	id2, err := interpreterIdentity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id2.MtimeNS == id.MtimeNS || id2.SHA256 != id.SHA256 {
+		t.Fatalf("after the change: %+v", id2)
+	}
+	// A zero cache remembers nothing and still identifies.
+	in.cache = ProbeCache{}
+	if id3, err := interpreterIdentity(in); err != nil || id3.SHA256 != id.SHA256 {
+		t.Fatalf("uncached identity: %v", err)
+	}
+}
