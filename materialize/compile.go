@@ -3,87 +3,511 @@ package materialize
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// compileScript compiles the NUL-separated source paths on stdin with
-// unchecked-hash invalidation, recording the final env path (argv[2] in
-// place of the staging prefix argv[1]) in code objects, exactly as
-// compileall.compile_dir(stripdir=, prependdir=) does. Files that do not
-// compile (Python 2 test data in some wheels) are skipped, as pip skips
-// them; an I/O error fails the run.
-const compileScript = `import py_compile, sys
-strip, prepend = sys.argv[1], sys.argv[2]
-mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
-for f in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0"):
-    if not f:
-        continue
+// PycCacheDir is the bytecode cache below the store's home:
+// cache/pyc/<cache key hex>/<source sha256 hex>, one entry per source and
+// interpreter (docs/seal.md, "Bytecode"). Deleting it is always safe.
+const PycCacheDir = "cache/pyc"
+
+// compileScript compiles the sources named on stdin (NUL-separated pairs:
+// the file to read, the final path to record) exactly as
+// py_compile.compile(file, dfile=…, invalidation_mode=UNCHECKED_HASH)
+// does (SourceFileLoader.source_to_code, importlib.util.source_hash,
+// _code_to_hash_pyc), and writes for each, in order, one record to
+// stdout: a kind byte, the length (4 bytes, little-endian) and the pyc.
+//
+// In "cache" mode (argv[2]) a source is compiled with dfile = the
+// placeholder (argv[1]) and answered "P", unless the placeholder could be
+// anything else than its file name (it is in the source, in a constant,
+// or not exactly once in the pyc): then it is compiled with its final path
+// and answered "D", as every source is in "direct" mode. A source that
+// does not compile is skipped, as pip skips it (Python 2 test data in
+// some wheels): "N" when the failure is a property of the source
+// (SyntaxError, ValueError for null bytes, UnicodeError), "X" otherwise
+// (RecursionError, MemoryError: not cached). An I/O error fails the run.
+//
+// Before 3.11, marshal flags an object for back-references when its
+// reference count is above one, so whether a name used once in a module
+// is flagged depended on what else the compiling process held: py_compile
+// wrote different bytes for one source after different imports, and the
+// bytecode of an env depended on which files shared a compile process.
+// There the script holds an extra reference to every str of the code
+// while it marshals it (pinStrings), so that every str is flagged, as
+// 3.11 and later flag every interned one: the bytes depend on the source
+// and its path only.
+const compileScript = pinStrings + `
+from importlib.machinery import SourceFileLoader
+from importlib.util import source_hash
+from importlib._bootstrap_external import _code_to_hash_pyc
+ph, direct = sys.argv[1], sys.argv[2] == "direct"
+tok = ph.encode()
+out = sys.stdout.buffer
+def mentions(k):
+    if isinstance(k, str):
+        return ph in k
+    if isinstance(k, bytes):
+        return tok in k
+    if isinstance(k, (tuple, frozenset)):
+        return any(mentions(x) for x in k)
+    if hasattr(k, "co_consts"):
+        return any(mentions(x) for x in k.co_consts)
+    return False
+def pyc(loader, data, dfile):
+    code = loader.source_to_code(data, dfile, _optimize=-1)
+    keep = pin(code, [])
+    return code, _code_to_hash_pyc(code, source_hash(data), False)
+a = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
+for f, final in zip(a[0::2], a[1::2]):
+    loader = SourceFileLoader("<py_compile>", f)
+    data = loader.get_data(f)
     try:
-        py_compile.compile(f, dfile=prepend + f[len(strip):], doraise=True, invalidation_mode=mode)
-    except (py_compile.PyCompileError, SyntaxError, UnicodeError, ValueError):
-        pass
+        kind = b"D"
+        if not direct and tok not in data:
+            code, b = pyc(loader, data, ph)
+            if b.count(tok) == 1 and not mentions(code):
+                kind = b"P"
+        if kind == b"D":
+            b = pyc(loader, data, final)[1]
+    except (SyntaxError, ValueError, UnicodeError):
+        kind, b = b"N", b""
+    except Exception:
+        kind, b = b"X", b""
+    out.write(kind + len(b).to_bytes(4, "little") + b)
+out.flush()
 `
 
-// compileBytecode compiles the .py files of site-packages (sources, paths
-// relative to the env root) with the env's own interpreter (bin/python in
-// the staging dir), split by size over compileProcs(jobs) processes that each compile
-// their share in-process. It runs with -S (no site: a wheel's .pth file
-// does not run at install time) and PYTHONHASHSEED=0 so that the bytecode
-// is reproducible.
-func compileBytecode(ctx context.Context, staging, final string, l Layout, sources []string, sizes map[string]int64, jobs int) error {
+// pinStrings defines pin(code, keep): before 3.11 it appends every str
+// object of code (names, constants, file names, recursively) to keep and
+// returns it; from 3.11 on it does nothing. Before 3.11 it also interns
+// the 256 one-character latin-1 strings first: they are singletons, and
+// whether marshal writes one as interned depended on whether anything in
+// the process had interned it before.
+const pinStrings = `import sys
+if sys.version_info < (3, 11):
+    for i in range(256):
+        sys.intern(chr(i))
+def pin(k, keep):
+    if sys.version_info >= (3, 11):
+        return keep
+    if isinstance(k, str):
+        keep.append(k)
+    elif isinstance(k, (tuple, frozenset)):
+        for x in k:
+            pin(x, keep)
+    elif hasattr(k, "co_consts"):
+        for x in (k.co_filename, k.co_name) + k.co_names + k.co_varnames + k.co_freevars + k.co_cellvars + k.co_consts:
+            pin(x, keep)
+    return keep
+`
+
+// pycSource is a .py file of site-packages to compile.
+type pycSource struct {
+	rel  string   // env-relative path
+	sum  [32]byte // sha256 of its bytes (the installer's, checked against RECORD)
+	size int64
+}
+
+// bytecode is the bytecode stage of one create: it writes
+// __pycache__/<name>.<cache tag>.pyc beside every source of site-packages,
+// from the store's pyc cache where it can (pure Go: read, check, rewrite
+// the file name, write) and compiling the rest with the env's own
+// interpreter, which fills the cache.
+type bytecode struct {
+	staging, final string
+	python         string // the staging env's bin/python
+	pyName         string // the env's python as messages name it
+	tag            string
+	magic          []byte
+	key            [32]byte
+	cache          string // cache/pyc/<key hex> below the store's home
+	record         func(rel string, size int64, sum [32]byte)
+	dirs           sync.Map // env-relative __pycache__ directory → *dirOnce
+}
+
+type dirOnce struct {
+	once sync.Once
+	err  error
+}
+
+// compileBytecode writes the bytecode of sources (site-packages .py files
+// of the staging env) as the env's interpreter in compiles it: unchecked-
+// hash, co_filename the final path (final + "/" + rel), PYTHONHASHSEED=0,
+// no -O. Each pyc written is reported to record (size and sha256, for the
+// seal). id is the interpreter's identity (part of the cache key).
+func compileBytecode(ctx context.Context, home string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
 	if len(sources) == 0 {
 		return nil
 	}
-	jobs = compileProcs(jobs, len(sources))
-	// Largest first onto the lightest share.
-	slices.SortFunc(sources, func(a, b string) int { return cmpInt64(sizes[b], sizes[a]) })
-	shares := make([][]string, jobs)
-	load := make([]int64, jobs)
-	for _, s := range sources {
-		k := slices.Index(load, slices.Min(load))
-		shares[k] = append(shares[k], s)
-		load[k] += sizes[s] + 4096
+	if in.CacheTag == "" {
+		return refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None); create the env with --no-compile", in.Path)
 	}
-	python := filepath.Join(staging, filepath.FromSlash(l.Python))
-	errs := make([]error, jobs)
+	magic, err := pycMagic(in)
+	if err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot compile bytecode for %s; create the env with --no-compile", in.Path)
+	}
+	key := pycCacheKey(in, id)
+	b := &bytecode{
+		staging: staging, final: final,
+		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
+		tag: in.CacheTag, magic: magic, key: key,
+		cache:  filepath.Join(home, filepath.FromSlash(PycCacheDir), hex.EncodeToString(key[:])),
+		record: record,
+	}
+	// Directory order: creating files directory by directory is faster on
+	// ext4 than scattering them.
+	sources = slices.Clone(sources)
+	slices.SortFunc(sources, func(x, y pycSource) int { return strings.Compare(x.rel, y.rel) })
+
+	// Warm: every source whose entry is in the cache.
+	hit := make([]bool, len(sources))
+	err = parallel(ctx, len(sources), jobs, func(i int) error {
+		var err error
+		hit[i], err = b.fromCache(sources[i])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	var misses, directs []pycSource
+	for i, s := range sources {
+		if !hit[i] {
+			misses = append(misses, s)
+		}
+	}
+	// Cold: compile the misses, fill the cache, install from what came back.
+	if len(misses) > 0 {
+		res, err := b.compile(ctx, "cache", misses, jobs)
+		if err != nil {
+			return err
+		}
+		_ = os.MkdirAll(b.cache, 0o755) // a cache that cannot be written only costs speed
+		redo := make([]bool, len(misses))
+		err = parallel(ctx, len(misses), jobs, func(i int) error {
+			s, r := misses[i], res[i]
+			switch r.kind {
+			case 'P':
+				b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, r.pyc))
+				ok, err := b.install(s, r.pyc)
+				redo[i] = !ok
+				return err
+			case 'D':
+				return b.write(s.rel, r.pyc)
+			case 'N':
+				b.store(s.sum, encodePycEntry(pycKindNoSource, b.key, s.sum, nil))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, r := range redo {
+			if r {
+				directs = append(directs, misses[i])
+			}
+		}
+	}
+	// The rare rest: compiled with the final path, never cached.
+	if len(directs) > 0 {
+		res, err := b.compile(ctx, "direct", directs, jobs)
+		if err != nil {
+			return err
+		}
+		for i, r := range res {
+			if r.kind == 'D' {
+				if err := b.write(directs[i].rel, r.pyc); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fromCache installs s from its cache entry, and reports false when
+// there is no usable entry: none, unreadable, torn, for another source, or
+// one whose pyc cannot be retargeted (a wrong magic); compiling it again
+// replaces the entry. The error is a failure to write the env.
+func (b *bytecode) fromCache(s pycSource) (bool, error) {
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	data, err := readFileInto(filepath.Join(b.cache, hex.EncodeToString(s.sum[:])), bp)
+	if err != nil {
+		return false, nil
+	}
+	kind, pyc, err := decodePycEntry(data, b.key, s.sum)
+	if err != nil {
+		return false, nil
+	}
+	if kind == pycKindNoSource {
+		return true, nil
+	}
+	return b.install(s, pyc)
+}
+
+// install writes s's pyc from a placeholder pyc; false when pyc cannot be
+// retargeted to s's final path.
+func (b *bytecode) install(s pycSource, pyc []byte) (bool, error) {
+	r, err := retargetPyc(pyc, b.magic, b.final+"/"+s.rel)
+	if err != nil {
+		return false, nil
+	}
+	return true, b.writeParts(s.rel, r)
+}
+
+// write writes pyc, compiled with s's final path, as rel's bytecode.
+func (b *bytecode) write(rel string, pyc []byte) error {
+	return b.writeParts(rel, retargeted{head: pyc})
+}
+
+// pycPath is where py_compile writes the bytecode of the source rel
+// (importlib.util.cache_from_source, no optimization level).
+func (b *bytecode) pycPath(rel string) string {
+	dir, name := path.Split(rel)
+	return dir + "__pycache__/" + name[:len(name)-len(".py")] + "." + b.tag + ".pyc"
+}
+
+// writeParts creates rel's pyc (mode 0444, as the installer writes files)
+// with one writev and records its size and sha256. A pyc a wheel shipped
+// at that path is replaced, as py_compile replaces it.
+func (b *bytecode) writeParts(rel string, r retargeted) error {
+	out := b.pycPath(rel)
+	dir := path.Dir(out)
+	d, _ := b.dirs.LoadOrStore(dir, &dirOnce{})
+	do := d.(*dirOnce)
+	do.once.Do(func() {
+		err := os.Mkdir(filepath.Join(b.staging, filepath.FromSlash(dir)), 0o755)
+		if err != nil && !errors.Is(err, fs.ErrExist) {
+			do.err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s in the env; check the store's disk", dir)
+		}
+	})
+	if do.err != nil {
+		return do.err
+	}
+	p := filepath.Join(b.staging, filepath.FromSlash(out))
+	err := writeNew(p, r)
+	if errors.Is(err, fs.ErrExist) {
+		tmp := p + ".tmp-cruxprov"
+		if err = writeNew(tmp, r); err == nil {
+			err = os.Rename(tmp, p)
+		}
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", out)
+	}
+	b.record(out, int64(r.Len()), r.Sum())
+	return nil
+}
+
+// writeNew creates p exclusively, mode 0444, and writes r to it.
+func writeNew(p string, r retargeted) error {
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
+	for err == unix.EINTR {
+		fd, err = unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
+	}
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	iov := [][]byte{r.head, r.name, r.tail}
+	for len(iov) > 0 {
+		if len(iov[0]) == 0 {
+			iov = iov[1:]
+			continue
+		}
+		n, err := unix.Writev(fd, iov)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == nil && n == 0 {
+			err = syscall.EIO
+		}
+		if err != nil {
+			unix.Close(fd)
+			return &fs.PathError{Op: "write", Path: p, Err: err}
+		}
+		for n > 0 {
+			k := min(n, len(iov[0]))
+			iov[0] = iov[0][k:]
+			n -= k
+			if len(iov[0]) == 0 {
+				iov = iov[1:]
+			}
+		}
+	}
+	if err := unix.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: p, Err: err}
+	}
+	return nil
+}
+
+// store writes a cache entry for the source sum: a temporary file, then a
+// rename, so a reader sees a whole entry or none, and two processes
+// writing one entry write the same bytes. Not fsynced: an entry torn by a
+// crash fails its checksum and reads as a miss. Failing to write it only
+// costs a compile next time, so the error is dropped.
+func (b *bytecode) store(sum [32]byte, entry []byte) {
+	p := filepath.Join(b.cache, hex.EncodeToString(sum[:]))
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := p + ".tmp-" + hex.EncodeToString(rnd[:])
+	if writeNew(tmp, retargeted{head: entry}) != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	if os.Rename(tmp, p) != nil {
+		_ = os.Remove(tmp)
+	}
+}
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// maxPycEntry bounds what is read from the cache (CPython's largest
+// stdlib pyc is well under 1 MiB).
+const maxPycEntry = 256 << 20
+
+// readFileInto reads the regular file p (not through a symlink) into
+// *bp, growing it, and returns the bytes.
+func readFileInto(p string, bp *[]byte) ([]byte, error) {
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPycEntry {
+		return nil, errors.New("not a regular file of a sane size")
+	}
+	want := int(st.Size)
+	if cap(*bp) < want+1 {
+		*bp = make([]byte, 0, want+1)
+	}
+	buf := (*bp)[:want+1] // one more: a file that grew reads as torn
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n != want {
+		return nil, errors.New("the file changed size while it was read")
+	}
+	return buf[:n], nil
+}
+
+// compiled is what the compile script answered for one source.
+type compiled struct {
+	kind byte // P, D, N or X
+	pyc  []byte
+}
+
+// compile runs the env's interpreter over sources in mode ("cache" or
+// "direct"), split by size over compileProcs(jobs) processes, each
+// compiling its share in-process with -S -s (no site: a wheel's .pth
+// file does not run at install time) and PYTHONHASHSEED=0 (reproducible
+// bytecode). It returns one answer per source, in order.
+func (b *bytecode) compile(ctx context.Context, mode string, sources []pycSource, jobs int) ([]compiled, error) {
+	procs := compileProcs(jobs, len(sources))
+	// Largest first onto the lightest share.
+	order := make([]int, len(sources))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return cmpInt64(sources[y].size, sources[x].size) })
+	shares := make([][]int, procs)
+	load := make([]int64, procs)
+	for _, i := range order {
+		k := slices.Index(load, slices.Min(load))
+		shares[k] = append(shares[k], i)
+		load[k] += sources[i].size + 4096
+	}
+	res := make([]compiled, len(sources))
+	errs := make([]error, procs)
 	var wg sync.WaitGroup
 	for k, share := range shares {
 		wg.Go(func() {
 			var in bytes.Buffer
-			for _, s := range share {
-				in.WriteString(filepath.Join(staging, filepath.FromSlash(s)))
+			for _, i := range share {
+				in.WriteString(filepath.Join(b.staging, filepath.FromSlash(sources[i].rel)))
+				in.WriteByte(0)
+				in.WriteString(b.final + "/" + sources[i].rel)
 				in.WriteByte(0)
 			}
-			cmd := exec.CommandContext(ctx, python, "-S", "-s", "-c", compileScript, staging, final)
+			cmd := exec.CommandContext(ctx, b.python, "-S", "-s", "-c", compileScript, pycPlaceholder, mode)
 			cmd.Env = []string{"PYTHONHASHSEED=0", "LC_ALL=C.UTF-8"}
-			cmd.Dir = staging
+			cmd.Dir = b.staging
 			cmd.Stdin = &in
 			cmd.WaitDelay = 5 * time.Second
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
+			var out, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &stderr
 			if err := cmd.Run(); err != nil {
 				if ctx.Err() != nil {
 					errs[k] = ctx.Err()
 					return
 				}
-				errs[k] = refusal.Wrap(refusal.MaterializeFailed, err, "compiling bytecode with %s failed (%s); retry with --no-compile to skip it", l.Python, firstLine(lastLines(out.String())))
+				errs[k] = refusal.Wrap(refusal.MaterializeFailed, err, "compiling bytecode with %s failed (%s); retry with --no-compile to skip it", b.pyName, firstLine(lastLines(stderr.String())))
+				return
+			}
+			rest := out.Bytes()
+			for _, i := range share {
+				if len(rest) < 5 {
+					errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler's answer is short; retry with --no-compile to skip it", b.pyName)
+					return
+				}
+				kind, n := rest[0], binary.LittleEndian.Uint32(rest[1:5])
+				rest = rest[5:]
+				if uint64(n) > uint64(len(rest)) || !bytes.ContainsRune([]byte("PDNX"), rune(kind)) || (kind == 'N' || kind == 'X') != (n == 0) {
+					errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler's answer is malformed; retry with --no-compile to skip it", b.pyName)
+					return
+				}
+				res[i] = compiled{kind: kind, pyc: rest[:n:n]}
+				rest = rest[n:]
+			}
+			if len(rest) != 0 {
+				errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler answered more than it was asked; retry with --no-compile to skip it", b.pyName)
 			}
 		})
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return res, nil
 }
 
 // compileProcs is how many compile processes to start for n sources and
