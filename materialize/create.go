@@ -276,27 +276,23 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	res.Timings.Install = t1.Sub(t0)
 	if !req.NoCompile {
 		emit(Event{Stage: "compile"})
-		// The interpreter's identity keys the pyc cache; the seal reuses it.
-		if s.Interpreter, err = interpreterIdentity(in); err != nil {
-			return err
-		}
-		var sources []pycSource
+		var sources []string
+		sizes := map[string]int64{}
 		for rel, k := range ins.known {
 			if strings.HasPrefix(rel, l.SitePackages+"/") && strings.HasSuffix(rel, ".py") {
-				sources = append(sources, pycSource{rel: rel, sum: k.SHA256, size: k.Size})
+				sources = append(sources, rel)
+				sizes[rel] = k.Size
 			}
 		}
-		if err := compileBytecode(ctx, st.Home(), in, s.Interpreter, staging, dir, l, sources, jobs, ins.record); err != nil {
+		if err := compileBytecode(ctx, staging, dir, l, sources, sizes, jobs); err != nil {
 			return err
 		}
 	}
 	t2 := time.Now()
 	res.Timings.Compile = t2.Sub(t1)
 	emit(Event{Stage: "seal"})
-	if s.Interpreter.SHA256.IsZero() {
-		if s.Interpreter, err = interpreterIdentity(in); err != nil {
-			return err
-		}
+	if s.Interpreter, err = interpreterIdentity(in); err != nil {
+		return err
 	}
 	ix, err := seal.Freeze(ctx, staging, ins.known, jobs)
 	if err != nil {
@@ -338,32 +334,17 @@ func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
 	return out, nil
 }
 
-// openWheels checks each blob's sha256 against the resolution and opens it.
+// openWheels checks each blob's sha256 against the resolution (by its
+// store stamp when its stat is unchanged, store.OpenVerified) and opens it.
 func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, jobs int) ([]opened, error) {
 	ws := make([]opened, len(pkgs))
 	err := parallel(ctx, len(ws), jobs, func(i int) error {
 		p := pkgs[i]
-		path := st.Path(p.SHA256)
-		sum, _, err := digest.HashFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return refusal.New(refusal.MaterializeFailed, "%s (%s) is not in the store; run cruxprov fetch first", p.Filename, p.SHA256)
-		}
+		f, size, err := st.OpenVerified(p.SHA256, p.Filename)
 		if err != nil {
-			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot read %s from the store", p.Filename)
+			return err
 		}
-		if got := digest.FromBytes(sum[:]); got != p.SHA256 {
-			return refusal.New(refusal.HashMismatch, "the store's blob for %s hashes to %s, not %s; run cruxprov gc and fetch again", p.Filename, got, p.SHA256)
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot open %s from the store", p.Filename)
-		}
-		fi, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot stat %s in the store", p.Filename)
-		}
-		w, err := wheel.OpenReader(f, fi.Size(), p.Filename)
+		w, err := wheel.OpenReader(f, size, p.Filename)
 		if err != nil {
 			f.Close()
 			return err
@@ -372,7 +353,7 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			f.Close()
 			return refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
 		}
-		zr, err := zip.NewReader(f, fi.Size())
+		zr, err := zip.NewReader(f, size)
 		if err != nil {
 			f.Close()
 			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", p.Filename)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )
 
@@ -29,7 +30,7 @@ import (
 // from the archives alone, so a damaged cache costs time, never an env.
 
 // UnpackedCacheDir is the cache of unpacked wheels below the store's home.
-const UnpackedCacheDir = "cache/unpacked-v1"
+const UnpackedCacheDir = store.UnpackedDir
 
 // cacheSlot is where one wheel's members sit in its cache entry.
 type cacheSlot struct {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -114,6 +115,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
+	gone := map[string]bool{}
 	for _, e := range ents {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -133,9 +135,41 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		}
 		rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(BlobsDir, name)))
 		rep.RemovedBytes += fi.Size()
+		gone[name] = true
 		if !opts.DryRun {
 			if err := os.Remove(filepath.Join(blobs, name)); err != nil {
 				return rep, fmt.Errorf("gc: %w", err)
+			}
+		}
+	}
+	// A blob's stamp and unpacked-cache entry go with it (or when the blob
+	// is gone already).
+	for _, sub := range []string{StampsDir, UnpackedDir} {
+		ents, err := os.ReadDir(filepath.Join(s.home, sub))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
+		for _, e := range ents {
+			name := e.Name()
+			if !isHexName(name) || keep[name] {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(blobs, name)); err == nil && !gone[name] {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil {
+				continue
+			}
+			rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(sub, name)))
+			rep.RemovedBytes += fi.Size()
+			if !opts.DryRun {
+				if err := os.Remove(filepath.Join(s.home, sub, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return rep, fmt.Errorf("gc: %w", err)
+				}
 			}
 		}
 	}

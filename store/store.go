@@ -292,7 +292,8 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 			}
 			return fmt.Errorf("store: %w", err)
 		}
-		p.f.Close() // releases the temp's flock only once it is renamed
+		s.stamp(p.d, p.f) // verified while written: the next reader need not hash it
+		p.f.Close()       // releases the temp's flock only once it is renamed
 		p.f = nil
 	}
 	return s.blobs.sync()

@@ -196,11 +196,16 @@ func TestGC(t *testing.T) {
 	os.WriteFile(filepath.Join(s.Home(), RegistryDir, "pins", "p.yaml"), []byte("package:\n  sha256: "+pinned.Hex()+"\n"), 0o644)
 	os.WriteFile(filepath.Join(s.Home(), BlobsDir, tempPrefix+"zz-1"), []byte("debris"), 0o644)
 
+	// The loose blob's stamp goes with it (and its unpacked-cache entry).
+	os.MkdirAll(filepath.Join(s.Home(), UnpackedDir), 0o755)
+	for _, d := range []digest.Digest{loose, sealed} {
+		os.WriteFile(filepath.Join(s.Home(), UnpackedDir, d.Hex()), []byte("members"), 0o444)
+	}
 	rep, err := s.GC(context.Background(), GCOptions{DryRun: true, Keep: []digest.Digest{kept}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRemoved := []string{BlobsDir + "/" + tempPrefix + "zz-1", BlobsDir + "/" + loose.Hex()}
+	wantRemoved := []string{BlobsDir + "/" + tempPrefix + "zz-1", BlobsDir + "/" + loose.Hex(), StampsDir + "/" + loose.Hex(), UnpackedDir + "/" + loose.Hex()}
 	sort.Strings(wantRemoved)
 	if strings.Join(rep.Removed, ",") != strings.Join(wantRemoved, ",") || rep.KeptBlobs != 3 {
 		t.Fatalf("dry run: %+v", rep)
@@ -216,6 +221,16 @@ func TestGC(t *testing.T) {
 	sort.Strings(want)
 	if got := blobDir(t, s); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("after gc: %v, want %v", got, want)
+	}
+	for _, p := range []string{StampsDir + "/" + sealed.Hex(), UnpackedDir + "/" + sealed.Hex()} {
+		if _, err := os.Stat(filepath.Join(s.Home(), p)); err != nil {
+			t.Errorf("a kept blob's %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{StampsDir + "/" + loose.Hex(), UnpackedDir + "/" + loose.Hex()} {
+		if _, err := os.Stat(filepath.Join(s.Home(), p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a removed blob's %s is left: %v", p, err)
+		}
 	}
 
 	// A seal gc cannot read stops it: it must not guess what is referenced.
