@@ -276,23 +276,27 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	res.Timings.Install = t1.Sub(t0)
 	if !req.NoCompile {
 		emit(Event{Stage: "compile"})
-		var sources []string
-		sizes := map[string]int64{}
+		// The interpreter's identity keys the pyc cache; the seal reuses it.
+		if s.Interpreter, err = interpreterIdentity(in); err != nil {
+			return err
+		}
+		var sources []pycSource
 		for rel, k := range ins.known {
 			if strings.HasPrefix(rel, l.SitePackages+"/") && strings.HasSuffix(rel, ".py") {
-				sources = append(sources, rel)
-				sizes[rel] = k.Size
+				sources = append(sources, pycSource{rel: rel, sum: k.SHA256, size: k.Size})
 			}
 		}
-		if err := compileBytecode(ctx, staging, dir, l, sources, sizes, jobs); err != nil {
+		if err := compileBytecode(ctx, st.Home(), in, s.Interpreter, staging, dir, l, sources, jobs, ins.record); err != nil {
 			return err
 		}
 	}
 	t2 := time.Now()
 	res.Timings.Compile = t2.Sub(t1)
 	emit(Event{Stage: "seal"})
-	if s.Interpreter, err = interpreterIdentity(in); err != nil {
-		return err
+	if s.Interpreter.SHA256.IsZero() {
+		if s.Interpreter, err = interpreterIdentity(in); err != nil {
+			return err
+		}
 	}
 	ix, err := seal.Freeze(ctx, staging, ins.known, jobs)
 	if err != nil {
