@@ -1,0 +1,261 @@
+package materialize
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/materialize/seal"
+)
+
+// pycWheel's sources: shared bytes (one cache entry), an empty module, a
+// non-ASCII name, the placeholder in the source, one that does not
+// compile, a nested package, and a stale pyc the wheel ships where the
+// stage writes one.
+func pycWheel(tag string) files {
+	return files{
+		"pycdemo/__init__.py":                    "",
+		"pycdemo/mod.py":                         "def f():\n    return {'a', 'b'}\n",
+		"pycdemo/same.py":                        "def f():\n    return {'a', 'b'}\n",
+		"pycdemo/ünï.py":                         "def f():\n    return 'ünï'\n",
+		"pycdemo/token.py":                       "P = '" + pycPlaceholder + "'\ndef f():\n    return P\n",
+		"pycdemo/bad.py":                         "def broken(:\n",
+		"pycdemo/deep/__init__.py":               "from . import x\n",
+		"pycdemo/deep/x.py":                      "class C:\n    def m(self):\n        return lambda: 1\n",
+		"pycdemo/__pycache__/mod." + tag + ".pyc": "stale bytecode the wheel shipped\n",
+	}
+}
+
+// envPycs returns every pyc below env's site-packages: path → bytes.
+func envPycs(t *testing.T, env string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := filepath.Walk(env, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(p, ".pyc") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out[p] = b
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkPycs holds env's bytecode to py_compile's with the final path: one
+// pyc per compiling source, the bytes the oracle writes, none for bad.py.
+func checkPycs(t *testing.T, env, tag string) map[string][]byte {
+	t.Helper()
+	sp := filepath.Join(env, "lib", "python3.11", "site-packages")
+	var pairs [][2]string
+	var pycs []string
+	for name := range pycWheel(tag) {
+		if strings.HasSuffix(name, ".py") {
+			src := filepath.Join(sp, name)
+			pairs = append(pairs, [2]string{src, src})
+			dir, base := filepath.Split(src)
+			pycs = append(pycs, filepath.Join(dir, "__pycache__", strings.TrimSuffix(base, ".py")+"."+tag+".pyc"))
+		}
+	}
+	want := pyCompile(t, realPython, pairs)
+	got := envPycs(t, env)
+	for i, p := range pycs {
+		switch {
+		case want[i] == nil && got[p] != nil:
+			t.Errorf("%s: written, but py_compile does not compile its source", p)
+		case want[i] != nil && !bytes.Equal(got[p], want[i]):
+			t.Errorf("%s: %d bytes differ from py_compile's %d", p, len(got[p]), len(want[i]))
+		}
+	}
+	if len(got) != len(pycs)-1 {
+		t.Errorf("%d pycs in the env, want %d", len(got), len(pycs)-1)
+	}
+	return got
+}
+
+type entryStat struct {
+	ino          uint64
+	mtime, ctime int64
+}
+
+// cacheEntries returns the pyc cache's entries: path → stat.
+func cacheEntries(t *testing.T, home string) map[string]entryStat {
+	t.Helper()
+	ms, err := filepath.Glob(filepath.Join(home, PycCacheDir, "*", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]entryStat{}
+	for _, m := range ms {
+		var st unix.Stat_t
+		if err := unix.Stat(m, &st); err != nil {
+			t.Fatal(err)
+		}
+		out[m] = entryStat{st.Ino, st.Mtim.Nano(), st.Ctim.Nano()}
+	}
+	return out
+}
+
+func removePycEnv(t *testing.T, dir string) {
+	t.Helper()
+	for _, p := range []string{seal.SealPath(dir), seal.IndexPath(dir), dir} {
+		if err := removeTree(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCreateBytecodeCache: a cold create fills the pyc cache, a warm one
+// installs from it without touching it, a damaged entry is compiled again
+// and replaced; every time the env's bytecode is py_compile's with the
+// final path, Python imports it as is (co_filename the final path, no pyc
+// rewritten), and the seal's hashes of it hold under deep verify.
+func TestCreateBytecodeCache(t *testing.T) {
+	ctx := context.Background()
+	_, in := host(t)
+	st := newStore(t)
+	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", buildWheel(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+	req := request(t, w)
+	req.NoCompile = false
+	create := func(what string) (string, map[string][]byte) {
+		t.Helper()
+		res, err := Create(ctx, st, req)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if res.Reused {
+			t.Fatalf("%s: reused", what)
+		}
+		if _, err := seal.Verify(ctx, res.Dir, seal.Options{Deep: true}); err != nil {
+			t.Fatalf("%s: deep verify: %v", what, err)
+		}
+		return res.Dir, checkPycs(t, res.Dir, in.CacheTag)
+	}
+
+	env, cold := create("cold")
+	entries := cacheEntries(t, st.Home())
+	// __init__ (empty), mod = same, ünï, bad (does not compile), deep/__init__,
+	// deep/x; token.py is compiled with its final path, never cached.
+	if len(entries) != 6 {
+		t.Fatalf("%d cache entries, want 6: %v", len(entries), entries)
+	}
+
+	// Python uses the pycs as they are, with the final path.
+	sp := filepath.Join(env, "lib", "python3.11", "site-packages")
+	out := runPython(t, env, "-c", "import pycdemo.mod as m, pycdemo.token, pycdemo.deep, importlib; u = importlib.import_module('pycdemo.ünï'); print(m.__file__, m.f.__code__.co_filename, u.f.__code__.co_filename)")
+	if want := sp + "/pycdemo/mod.py " + sp + "/pycdemo/mod.py " + sp + "/pycdemo/ünï.py\n"; out != want {
+		t.Errorf("import: %q, want %q", out, want)
+	}
+	verbose := runPython(t, env, "-v", "-c", "import pycdemo.mod, pycdemo.deep.x")
+	for _, m := range []string{"pycdemo/__pycache__/mod", "pycdemo/deep/__pycache__/x"} {
+		if p := "code object from '" + sp + "/" + m + "." + in.CacheTag + ".pyc'"; !strings.Contains(verbose, p) {
+			t.Errorf("python -v does not load %s from its pyc:\n%s", m, verbose)
+		}
+	}
+	if after := envPycs(t, env); len(after) != len(cold) {
+		t.Errorf("importing changed the pycs: %d, then %d", len(cold), len(after))
+	} else {
+		for p, b := range cold {
+			if !bytes.Equal(after[p], b) {
+				t.Errorf("importing rewrote %s", p)
+			}
+		}
+	}
+	if _, err := seal.Verify(ctx, env, seal.Options{Deep: true}); err != nil {
+		t.Fatalf("after imports: %v", err)
+	}
+
+	// Warm: the same bytes, the cache untouched.
+	removePycEnv(t, env)
+	_, warm := create("warm")
+	for p, b := range cold {
+		if !bytes.Equal(warm[p], b) {
+			t.Errorf("warm %s differs from cold", p)
+		}
+	}
+	if again := cacheEntries(t, st.Home()); len(again) != len(entries) {
+		t.Errorf("warm create changed the cache: %d entries, then %d", len(entries), len(again))
+	} else {
+		for p, s := range entries {
+			if again[p] != s {
+				t.Errorf("warm create rewrote %s", p)
+			}
+		}
+	}
+
+	// Damaged entries: truncated, garbage, a valid entry whose pyc has
+	// another magic. Each is compiled again, installed right, replaced.
+	key := [32]byte{}
+	var damaged []string
+	for p := range entries {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, pyc, err := decodePycEntry(b, *(*[32]byte)(b[9:41]), *(*[32]byte)(b[41:73]))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		copy(key[:], b[9:41])
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		var nb []byte
+		switch len(damaged) {
+		case 0:
+			nb = b[:len(b)/2]
+		case 1:
+			nb = []byte("garbage")
+		case 2:
+			if kind != pycKindPyc {
+				continue
+			}
+			bad := bytes.Clone(pyc)
+			bad[0] ^= 0xff
+			nb = encodePycEntry(kind, key, *(*[32]byte)(b[41:73]), bad)
+		default:
+			continue
+		}
+		if err := os.WriteFile(p, nb, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		damaged = append(damaged, p)
+	}
+	if len(damaged) != 3 {
+		t.Fatalf("damaged %d entries", len(damaged))
+	}
+	removePycEnv(t, env)
+	_, repaired := create("after damage")
+	for p, b := range cold {
+		if !bytes.Equal(repaired[p], b) {
+			t.Errorf("%s differs after damage", p)
+		}
+	}
+	for _, p := range damaged {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) < pycEntryMinLen {
+			t.Errorf("%s not replaced: %d bytes", p, len(b))
+		} else if _, pyc, err := decodePycEntry(b, key, *(*[32]byte)(b[41:73])); err != nil || len(pyc) > 0 && pyc[0] != cold[firstKey(cold)][0] {
+			t.Errorf("%s not replaced: %v", p, err)
+		}
+	}
+}
+
+func firstKey(m map[string][]byte) string {
+	for k := range m {
+		return k
+	}
+	return ""
+}
