@@ -19,14 +19,14 @@ import (
 // stage writes one.
 func pycWheel(tag string) files {
 	return files{
-		"pycdemo/__init__.py":                    "",
-		"pycdemo/mod.py":                         "def f():\n    return {'a', 'b'}\n",
-		"pycdemo/same.py":                        "def f():\n    return {'a', 'b'}\n",
-		"pycdemo/ünï.py":                         "def f():\n    return 'ünï'\n",
-		"pycdemo/token.py":                       "P = '" + pycPlaceholder + "'\ndef f():\n    return P\n",
-		"pycdemo/bad.py":                         "def broken(:\n",
-		"pycdemo/deep/__init__.py":               "from . import x\n",
-		"pycdemo/deep/x.py":                      "class C:\n    def m(self):\n        return lambda: 1\n",
+		"pycdemo/__init__.py":                     "",
+		"pycdemo/mod.py":                          "def f():\n    return {'a', 'b'}\n",
+		"pycdemo/same.py":                         "def f():\n    return {'a', 'b'}\n",
+		"pycdemo/ünï.py":                          "def f():\n    return 'ünï'\n",
+		"pycdemo/token.py":                        "P = '" + pycPlaceholder + "'\ndef f():\n    return P\n",
+		"pycdemo/bad.py":                          "def broken(:\n",
+		"pycdemo/deep/__init__.py":                "from . import x\n",
+		"pycdemo/deep/x.py":                       "class C:\n    def m(self):\n        return lambda: 1\n",
 		"pycdemo/__pycache__/mod." + tag + ".pyc": "stale bytecode the wheel shipped\n",
 	}
 }

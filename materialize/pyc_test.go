@@ -102,7 +102,7 @@ var edgeSources = map[string]string{
 		"def f(x, *a, k=1, **kw):\n    '''doc'''\n    return [i for i in a if i in {'p', 'q'}]\n" +
 		"class C:\n    def m(self):\n        return lambda y: (z for z in y)\n    async def n(self):\n        async with self as s:\n            pass\n" +
 		"U = 'ünïcødé 环境 \\ud800'\nL = '" + strings.Repeat("long ", 80) + "'\n",
-	"edge/ünï_模块.py":  "def f():\n    return __file__\nX = 'non-ASCII module name'\n",
+	"edge/ünï_模块.py":   "def f():\n    return __file__\nX = 'non-ASCII module name'\n",
 	"edge/empty.py":    "",
 	"edge/bad.py":      "def broken(:\n    pass\n",
 	"edge/nul.py":      "x = 1\x00\n",
