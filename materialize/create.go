@@ -1,7 +1,6 @@
 package materialize
 
 import (
-	"archive/zip"
 	"context"
 	"errors"
 	"fmt"
@@ -357,12 +356,7 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			f.Close()
 			return refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
 		}
-		zr, err := zip.NewReader(f, size)
-		if err != nil {
-			f.Close()
-			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", p.Filename)
-		}
-		ws[i] = opened{w: w, f: f, zr: zr}
+		ws[i] = opened{w: w, f: f, size: size}
 		return nil
 	})
 	return ws, err
@@ -372,8 +366,8 @@ func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 type opened struct {
 	w     *wheel.Wheel
 	f     *os.File
-	zr    *zip.Reader // a second reader for parallel member streaming
-	cache *cacheSlot  // the wheel's unpacked-cache entry, nil without the cache
+	size  int64
+	cache *cacheSlot // the wheel's unpacked-cache entry, nil without the cache
 }
 
 func closeAll(ws []opened) {

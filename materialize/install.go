@@ -428,8 +428,14 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 		emit(Event{Stage: "wheel", Name: j.owner})
 		var byName map[string]*zip.File
 		if o.cache == nil || o.cache.src == nil {
-			byName = make(map[string]*zip.File, len(o.zr.File))
-			for _, zf := range o.zr.File {
+			// A second reader of the archive, for parallel member
+			// streaming (only when members are read from it).
+			zr, err := zip.NewReader(o.f, o.size)
+			if err != nil {
+				return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", j.owner)
+			}
+			byName = make(map[string]*zip.File, len(zr.File))
+			for _, zf := range zr.File {
 				byName[zf.Name] = zf
 			}
 		}
