@@ -42,7 +42,7 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--jobs N] [--ca-bundle F]",
+		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--jobs N] [--ca-bundle F]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
@@ -51,6 +51,7 @@ func envCreateCmd() *cli.Command {
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.BoolFlag{Name: "no-cache", Usage: "install every wheel from its archive, neither reading nor writing the store's unpacked-wheel cache (docs/store.md)"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"}),
 		Action: envCreate,
 	}
@@ -144,7 +145,7 @@ func envCreate(c *cli.Context) error {
 	}
 	r, err := materialize.Create(ctx, st, materialize.Request{
 		Platform: plat, Interpreter: in, Resolution: res, RootWheel: root,
-		NoCompile: c.Bool("no-compile"), Jobs: c.Int("jobs"),
+		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
 	})
 	if err != nil {
 		return err
