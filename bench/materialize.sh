@@ -3,7 +3,8 @@
 # (../shared/bench/make-corpus.py: ~30 wheels, ~3,900 files, ~70 MB installed).
 #
 #   1. env create from a warm store  vs  python -m venv --without-pip + pip install --no-index
-#      --no-deps --require-hashes, both with bytecode and both --no-compile (target: >= 8x faster)
+#      --no-deps --require-hashes, both with bytecode and both --no-compile (target: >= 8x faster);
+#      with bytecode twice: the store's pyc cache (cache/pyc) deleted first (cold), and warm
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
@@ -83,8 +84,9 @@ chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 
 echo "running $RUNS alternating rounds…"
 for i in $(seq "$RUNS"); do
-  for mode in compile nocompile; do
+  for mode in coldpyc compile nocompile; do
     flag=(); [ $mode = nocompile ] && flag=(--no-compile)
+    [ $mode = coldpyc ] && rm -rf "$HOME_/cache/pyc"   # every source compiled; "compile" then finds them cached
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
     s=$(now); out=$(create "${flag[@]}"); e=$(now)
     add "crux_$mode" $((e - s))
@@ -92,6 +94,7 @@ for i in $(seq "$RUNS"); do
     add "compile_$mode" "$(jq -r .timings.compile_ns <<<"$out")"
     add "seal_$mode" "$(jq -r .timings.seal_ns <<<"$out")"
     ENV=$(jq -r .path <<<"$out")
+    [ $mode = coldpyc ] && continue   # its peer is the "compile" round's pip
     sync
     s=$(now); pip_install "$W/pipdst/env-$i-$mode" "${flag[@]}"; e=$(now)
     add "pip_$mode" $((e - s))
@@ -110,16 +113,17 @@ echo
 echo "env: $FILES files, $((BYTES / 1048576)) MiB (no bytecode); medians of $RUNS runs, milliseconds"
 row() { # row label a b target-description
   local a b; a=$(median "${T[$2]}"); b=$(median "${T[$3]}")
-  awk -v l="$1" -v a="$a" -v b="$b" -v t="$4" 'BEGIN {printf "%-44s %9.1f %9.1f   ratio %6.2f   %s\n", l, a/1e6, b/1e6, a/b, t}'
+  awk -v l="$1" -v a="$a" -v b="$b" -v t="$4" 'BEGIN {printf "%-46s %9.1f %9.1f   ratio %6.2f   %s\n", l, a/1e6, b/1e6, a/b, t}'
 }
-printf "%-44s %9s %9s\n" "" "cruxprov" "peer"
+printf "%-46s %9s %9s\n" "" "cruxprov" "peer"
 row "create (bytecode) vs venv+pip install" crux_compile pip_compile "(target: ratio <= 0.125, i.e. >= 8x faster)"
+row "create (bytecode, cold pyc cache) vs venv+pip" crux_coldpyc pip_compile "(first create on this interpreter)"
 row "create --no-compile vs venv+pip --no-compile" crux_nocompile pip_nocompile "(target: ratio <= 0.125)"
 row "create --no-compile (sealed) vs cp -a" crux_nocompile cp "(target: ratio <= 1.5)"
 row "env verify (fast) vs find -printf" verify find "(target: ratio <= 1.5)"
 row "env verify --deep vs find|xargs -P2 sha256sum" deep sha "(target: ratio <= 1.3)"
 echo
-for mode in compile nocompile; do
+for mode in coldpyc compile nocompile; do
   echo "create ($mode) stages, medians: install $(ms "$(median "${T[install_$mode]}")") ms," \
     "compile $(ms "$(median "${T[compile_$mode]}")") ms, seal $(ms "$(median "${T[seal_$mode]}")") ms"
 done

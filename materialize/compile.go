@@ -386,7 +386,7 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return 
 const maxPycEntry = 256 << 20
 
 // readFileInto reads the regular file p (not through a symlink) into
-// *bp, growing it, and returns the bytes.
+// *bp, growing it, and returns the bytes: as many as fstat said it has.
 func readFileInto(p string, bp *[]byte) ([]byte, error) {
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	for err == unix.EINTR {
@@ -403,11 +403,12 @@ func readFileInto(p string, bp *[]byte) ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPycEntry {
 		return nil, errors.New("not a regular file of a sane size")
 	}
+	// A file that changes while it is read fails its entry's checksum.
 	want := int(st.Size)
-	if cap(*bp) < want+1 {
-		*bp = make([]byte, 0, want+1)
+	if cap(*bp) < want {
+		*bp = make([]byte, 0, want)
 	}
-	buf := (*bp)[:want+1] // one more: a file that grew reads as torn
+	buf := (*bp)[:want]
 	n := 0
 	for n < len(buf) {
 		m, err := unix.Read(fd, buf[n:])
