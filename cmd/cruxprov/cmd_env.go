@@ -229,18 +229,13 @@ func envVerify(c *cli.Context) error {
 	}
 	rep, err := seal.Verify(c.Context, dir, seal.Options{Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs")})
 	if err != nil {
-		var r *refusal.Error
-		if c.Bool("explain") && len(rep.Differences) > 1 && errors.As(err, &r) {
-			ds := make([]string, len(rep.Differences))
-			for i, d := range rep.Differences {
-				ds[i] = d.String()
-			}
+		if c.Bool("explain") && len(rep.Differences) > 1 {
 			if !o.json {
-				for _, d := range ds {
+				for _, d := range rep.Differences {
 					fmt.Fprintf(o.stdout, "drift: %s\n", d)
 				}
 			}
-			return refusal.New(r.Code, "%s: %d differences: %s", dir, len(ds), strings.Join(ds, "; "))
+			return rep.Explained()
 		}
 		return err
 	}

@@ -155,6 +155,9 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	if r.code != exitRefused || strings.Count(r.stdout, "drift: ") != 3 || !strings.Contains(r.stderr, "env_drift") {
 		t.Fatalf("explain: %+v", r)
 	}
+	if !strings.Contains(r.stderr, "3 differences") || !strings.Contains(r.stderr, "recreate the env") { // what to do next, too
+		t.Fatalf("explain does not say what to do next: %+v", r)
+	}
 	// Usage errors.
 	for _, args := range [][]string{
 		{"env", "create", "--platform", "host", "--offline"},

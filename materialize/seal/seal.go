@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -275,10 +276,17 @@ func IdentityOf(path string) (FileIdentity, error) {
 
 // Commit publishes a frozen env: it fills s.Tree and s.Index from ix,
 // writes the stat index beside dir, renames staging (a sibling of dir, the
-// tree Freeze returned ix for) to dir, and writes the seal last, each file
-// through a temporary file, fsync and rename. The seal is the commit point:
-// a crash before it leaves an env that Verify refuses (seal_missing) and
-// that the next create replaces.
+// tree Freeze returned ix for) to dir, and writes the seal last. The seal
+// is the commit point: a crash before it leaves an env that Verify refuses
+// (seal_missing) and that the next create replaces.
+//
+// Durability, in three flushes: the index and the seal are written to
+// temporary files beside dir and fsynced together; the index is renamed
+// into place and staging to dir, and dir's parent is fsynced (both renames
+// are on disk before the seal can be); then the seal is renamed into place
+// and the parent fsynced again, so that an env reported created is still
+// there after a power loss. The env's own files are not fsynced (as pip
+// does not): see docs/seal.md.
 func Commit(staging, dir string, s *Seal, ix *Index) error {
 	dir = filepath.Clean(dir)
 	s.Format = Format
@@ -306,46 +314,60 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(IndexPath(dir), ib); err != nil {
+	parent := filepath.Dir(dir)
+	var itmp, stmp string
+	var ierr, serr error
+	var wg sync.WaitGroup
+	wg.Go(func() { itmp, ierr = writeTemp(IndexPath(dir), ib) })
+	stmp, serr = writeTemp(SealPath(dir), sb)
+	wg.Wait()
+	defer func() {
+		for _, p := range []string{itmp, stmp} {
+			if p != "" {
+				os.Remove(p) // gone once renamed
+			}
+		}
+	}()
+	if err := errors.Join(ierr, serr); err != nil {
+		return err
+	}
+	if err := os.Rename(itmp, IndexPath(dir)); err != nil {
 		return err
 	}
 	if err := os.Rename(staging, dir); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
+	if err := syncDir(parent); err != nil {
 		return err
 	}
-	return writeAtomic(SealPath(dir), sb)
+	if err := os.Rename(stmp, SealPath(dir)); err != nil {
+		return err
+	}
+	return syncDir(parent)
 }
 
-// writeAtomic writes b to path through a temporary file in the same
-// directory: write, fsync, close, chmod 0444, rename, fsync the directory.
-func writeAtomic(path string, b []byte) error {
+// writeTemp writes b to a new temporary file beside path (mode 0444,
+// fsynced) and returns its name.
+func writeTemp(path string, b []byte) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return err
+		return "", err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o444)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Chmod(0o444); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return f.Name(), nil
 }
 
 func syncDir(dir string) error {

@@ -109,14 +109,38 @@ func (r *Report) Err() error {
 	if n := len(r.Differences) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more difference(s); see --explain)", n)
 	}
-	next := "recreate the env (cruxprov env create) after finding who changed it"
-	if d.Code == refusal.InterpreterDrift {
-		next = "the interpreter the env points at changed; reinstall it or create the env again for the new interpreter"
+	return refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d))
+}
+
+// Explained is Err with every difference in the detail instead of the
+// first: "ENV: N differences: D1; D2; …; " and the next step of each kind
+// of difference found (each once). It is nil when Err is, and Err when
+// verification stopped before comparing (seal_missing, seal_invalid) or
+// found one difference.
+func (r *Report) Explained() error {
+	if r.fatal != nil || len(r.Differences) < 2 {
+		return r.Err()
 	}
-	if d.Change == Unreadable {
-		next = "it could not be checked and is not known to have changed; run verify as a user who can read the interpreter and the env"
+	ds := make([]string, len(r.Differences))
+	var next []string
+	for i, d := range r.Differences {
+		ds[i] = d.String()
+		if n := nextStep(d); !slices.Contains(next, n) {
+			next = append(next, n)
+		}
 	}
-	return refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, next)
+	return refusal.New(r.Differences[0].Code, "%s: %d differences: %s; %s", r.Env, len(ds), strings.Join(ds, "; "), strings.Join(next, "; "))
+}
+
+// nextStep says what to do about d.
+func nextStep(d Difference) string {
+	switch {
+	case d.Change == Unreadable:
+		return "it could not be checked and is not known to have changed; run verify as a user who can read the interpreter and the env"
+	case d.Code == refusal.InterpreterDrift:
+		return "the interpreter the env points at changed; reinstall it or create the env again for the new interpreter"
+	}
+	return "recreate the env (cruxprov env create) after finding who changed it"
 }
 
 func (r *Report) add(d Difference, explain bool) bool {

@@ -211,21 +211,140 @@ type Known struct {
 // Freeze makes the tree at root read-only (regular files 0444, or 0555 when
 // any execute bit is set; directories 0555; the root last) and returns its
 // stat index, taken after the modes changed. Files listed in known with a
-// matching size are not read again; every other file is hashed with jobs
-// workers. A name that is not UTF-8 or an entry that is not a file,
-// directory or symlink is an error.
+// matching size are not read again; every other file is hashed as it is
+// found. Directories are frozen by jobs threads at once (jobs < 1:
+// GOMAXPROCS), each taking the next directory waiting. A name that is not
+// UTF-8 or an entry that is not a file, directory or symlink is an error.
 func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) (*Index, error) {
-	var (
-		entries []Entry
-		toHash  []int
-	)
-	err := scan(ctx, root, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
+	rootfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	defer unix.Close(rootfd)
+	if jobs < 1 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	f := &freezer{ctx: ctx, root: root, rootfd: rootfd, known: known, queue: []string{""}}
+	f.cond = sync.NewCond(&f.mu)
+	ws := make([]freezeWorker, min(jobs, 64))
+	var wg sync.WaitGroup
+	for i := range ws {
+		wg.Go(func() { f.work(&ws[i]) })
+	}
+	wg.Wait()
+	if f.err != nil {
+		return nil, f.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	n := 0
+	for i := range ws {
+		n += len(ws[i].entries)
+	}
+	entries := make([]Entry, 0, n)
+	for i := range ws {
+		entries = append(entries, ws[i].entries...)
+	}
+	if err := unix.Fchmod(rootfd, 0o555); err != nil {
+		return nil, &os.PathError{Op: "chmod", Path: root, Err: err}
+	}
+	sortEntries(entries)
+	return &Index{Entries: entries}, nil
+}
+
+// freezer is the shared state of Freeze's workers: the directories
+// waiting to be frozen and how many are being frozen.
+type freezer struct {
+	ctx    context.Context
+	root   string
+	rootfd int
+	known  map[string]Known
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []string // directories relative to the root ("" is the root)
+	busy  int      // directories being frozen
+	err   error    // the first error; it stops every worker
+}
+
+// freezeWorker is one thread of Freeze.
+type freezeWorker struct {
+	entries []Entry
+	names   []string
+	subdirs []string
+	dirents []byte
+	path    []byte
+}
+
+func (f *freezer) work(w *freezeWorker) {
+	w.dirents = make([]byte, 32<<10)
+	w.path = make([]byte, 0, 256)
+	for {
+		f.mu.Lock()
+		for len(f.queue) == 0 && f.busy > 0 && f.err == nil {
+			f.cond.Wait()
+		}
+		if f.err != nil || len(f.queue) == 0 {
+			f.mu.Unlock()
+			f.cond.Broadcast()
+			return
+		}
+		rel := f.queue[len(f.queue)-1]
+		f.queue = f.queue[:len(f.queue)-1]
+		f.busy++
+		f.mu.Unlock()
+
+		w.subdirs = w.subdirs[:0]
+		err := f.ctx.Err()
+		if err == nil {
+			err = f.freezeDir(w, rel)
+		}
+
+		f.mu.Lock()
+		f.busy--
+		if err != nil && f.err == nil {
+			f.err = err
+		}
+		if err == nil {
+			f.queue = append(f.queue, w.subdirs...)
+		}
+		f.mu.Unlock()
+		f.cond.Broadcast()
+	}
+}
+
+// freezeDir freezes and indexes the entries of the directory rel and
+// collects its subdirectories in w.subdirs.
+func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
+	fd := f.rootfd
+	if rel != "" {
+		var err error
+		if fd, err = unix.Openat(f.rootfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err != nil {
+			return &os.PathError{Op: "open", Path: rel, Err: err}
+		}
+		defer unix.Close(fd)
+	}
+	var err error
+	if w.names, err = readNames(fd, w.dirents, w.names[:0]); err != nil {
+		return &os.PathError{Op: "readdir", Path: relOrDot(rel), Err: err}
+	}
+	var st unix.Stat_t
+	for _, name := range w.names {
+		p := name
+		if rel != "" {
+			p = rel + "/" + name
+		}
 		if !utf8.ValidString(name) {
-			return fmt.Errorf("%q: name is not UTF-8", rel)
+			return fmt.Errorf("%q: name is not UTF-8", p)
+		}
+		w.path = append(append(w.path[:0], name...), 0)
+		if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
+			return &os.PathError{Op: "lstat", Path: p, Err: errno}
 		}
 		kind, ok := kindOf(st.Mode)
 		if !ok {
-			return fmt.Errorf("%q: not a regular file, directory or symlink", rel)
+			return fmt.Errorf("%q: not a regular file, directory or symlink", p)
 		}
 		want := uint32(0o444)
 		switch {
@@ -235,52 +354,38 @@ func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) 
 			want = st.Mode & 0o7777
 		}
 		if st.Mode&0o7777 != want {
-			if err := unix.Fchmodat(dirfd, name, want, 0); err != nil {
-				return &os.PathError{Op: "chmod", Path: rel, Err: err}
+			if err := unix.Fchmodat(fd, name, want, 0); err != nil {
+				return &os.PathError{Op: "chmod", Path: p, Err: err}
 			}
-			if err := unix.Fstatat(dirfd, name, st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				return &os.PathError{Op: "lstat", Path: rel, Err: err}
+			if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
+				return &os.PathError{Op: "lstat", Path: p, Err: errno}
 			}
 		}
-		e := entryOf(rel, st, kind)
+		e := entryOf(p, &st, kind)
 		switch kind {
+		case digest.Dir:
+			w.subdirs = append(w.subdirs, p)
 		case digest.Symlink:
-			t, err := readlinkAt(dirfd, name)
+			t, err := readlinkAt(fd, name)
 			if err != nil {
-				return &os.PathError{Op: "readlink", Path: rel, Err: err}
+				return &os.PathError{Op: "readlink", Path: p, Err: err}
 			}
 			e.Size, e.SHA256 = int64(len(t)), sha256.Sum256([]byte(t))
 		case digest.File:
-			if k, ok := known[rel]; ok && k.Size == e.Size {
+			if k, ok := f.known[p]; ok && k.Size == e.Size {
 				e.SHA256 = k.SHA256
-			} else {
-				toHash = append(toHash, len(entries))
+				break
 			}
+			sum, size, err := digest.HashFile(filepath.Join(f.root, filepath.FromSlash(p)))
+			if err != nil {
+				return err
+			}
+			if size != e.Size {
+				return fmt.Errorf("%q changed while it was sealed", p)
+			}
+			e.SHA256 = sum
 		}
-		entries = append(entries, e)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		w.entries = append(w.entries, e)
 	}
-	if err := os.Chmod(root, 0o555); err != nil {
-		return nil, err
-	}
-	paths := make([]string, len(toHash))
-	for i, j := range toHash {
-		paths[i] = entries[j].Path
-	}
-	sums := make([][32]byte, len(paths))
-	sizes := make([]int64, len(paths))
-	if err := hashAll(ctx, root, paths, sums, sizes, jobs); err != nil {
-		return nil, err
-	}
-	for i, j := range toHash {
-		if sizes[i] != entries[j].Size {
-			return nil, fmt.Errorf("%q changed while it was sealed", entries[j].Path)
-		}
-		entries[j].SHA256 = sums[i]
-	}
-	sortEntries(entries)
-	return &Index{Entries: entries}, nil
+	return nil
 }
