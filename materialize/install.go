@@ -15,6 +15,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -393,7 +394,11 @@ type task struct {
 // open returns the member's verifying reader: from the unpacked cache when
 // the wheel has an entry there, else inflating the archive member (and
 // filling the cache entry being written, if any).
-func (t task) open() (*memberReader, error) {
+func (t task) open() (io.ReadCloser, error) {
+	if c := t.cache; c != nil && c.data != nil {
+		off := c.offsets[t.f.Name]
+		return &cachedMember{f: t.f, data: c.data[off : off+t.f.Size], entry: c.path}, nil
+	}
 	if t.cache != nil && t.cache.src != nil {
 		return openCached(t.cache, t.f), nil
 	}
@@ -490,7 +495,11 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 }
 
 // installMember installs one task's member.
-func (ins *installer) installMember(t task) error {
+func (ins *installer) installMember(t task) (err error) {
+	if t.cache != nil && t.cache.data != nil {
+		defer faultAsDamage(t.cache.path, &err)
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	}
 	r, err := t.open()
 	if err != nil {
 		return err

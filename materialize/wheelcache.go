@@ -1,8 +1,11 @@
 package materialize
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,6 +41,7 @@ type cacheSlot struct {
 	offsets map[string]int64 // member name → offset of its bytes
 	total   int64            // the entry's size
 	src     *os.File         // the entry, when it exists and has the right size
+	data    []byte           // src mapped read-only (nil when empty or not mappable)
 	tee     *teeFile         // the entry being written, when it does not
 }
 
@@ -101,6 +105,15 @@ func attachCache(home, tmpDir string, ws []opened, pkgs []lockfile.ResolvedWheel
 			var st unix.Stat_t
 			if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
 				s.src = f
+				if s.total > 0 && s.total == int64(int(s.total)) {
+					// Members are hashed and written straight from the
+					// page cache (no pread copy); a fault reading the
+					// mapping (the entry truncated under us) is caught as
+					// damage (installMember).
+					if d, err := unix.Mmap(int(f.Fd()), 0, int(s.total), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+						s.data = d
+					}
+				}
 				ws[i].cache = s
 				continue
 			}
@@ -152,6 +165,10 @@ func commitCache(home string, ws []opened) {
 func closeCache(ws []opened) {
 	for _, o := range ws {
 		if s := o.cache; s != nil {
+			if s.data != nil {
+				_ = unix.Munmap(s.data)
+				s.data = nil
+			}
 			if s.src != nil {
 				s.src.Close()
 			}
@@ -160,4 +177,70 @@ func closeCache(ws []opened) {
 			}
 		}
 	}
+}
+
+// cachedMember is a member read from a mapped cache entry. Its bytes are
+// hashed and compared with RECORD before the first byte is handed out, so
+// nothing unverified is ever written; WriteTo writes them in one call.
+type cachedMember struct {
+	f     wheel.File
+	data  []byte
+	entry string
+	off   int
+	done  bool
+	err   error
+}
+
+func (m *cachedMember) verify() error {
+	if m.done {
+		return m.err
+	}
+	m.done = true
+	if int64(len(m.data)) != m.f.Size {
+		m.err = &cacheDamaged{entry: m.entry, err: fmt.Errorf("%q has %d bytes in the cache, RECORD says %d", m.f.Name, len(m.data), m.f.Size)}
+	} else if sum := sha256.Sum256(m.data); m.f.SHA256.IsZero() || hex.EncodeToString(sum[:]) != m.f.SHA256.Hex() {
+		m.err = &cacheDamaged{entry: m.entry, err: fmt.Errorf("%q differs from RECORD in the cache", m.f.Name)}
+	}
+	return m.err
+}
+
+// Read implements io.Reader.
+func (m *cachedMember) Read(p []byte) (int, error) {
+	if err := m.verify(); err != nil {
+		return 0, err
+	}
+	if m.off >= len(m.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.data[m.off:])
+	m.off += n
+	return n, nil
+}
+
+// WriteTo implements io.WriterTo: io.Copy into a file is one write.
+func (m *cachedMember) WriteTo(w io.Writer) (int64, error) {
+	if err := m.verify(); err != nil {
+		return 0, err
+	}
+	n, err := w.Write(m.data[m.off:])
+	m.off += n
+	return int64(n), err
+}
+
+// Close implements io.Closer.
+func (m *cachedMember) Close() error { return nil }
+
+// faultAsDamage turns a fault reading a mapped cache entry (SIGBUS after
+// it was truncated: debug.SetPanicOnFault makes it a panic) into the
+// entry's damage; anything else panics on.
+func faultAsDamage(entry string, err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if f, ok := r.(interface{ Addr() uintptr }); ok {
+		*err = &cacheDamaged{entry: entry, err: fmt.Errorf("reading the mapped entry faulted at %#x", f.Addr())}
+		return
+	}
+	panic(r)
 }
