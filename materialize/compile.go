@@ -155,7 +155,9 @@ type dirOnce struct {
 // hash, co_filename the final path (final + "/" + rel), PYTHONHASHSEED=0,
 // no -O. Each pyc written is reported to record (size and sha256, for the
 // seal). id is the interpreter's identity (part of the cache key).
-func compileBytecode(ctx context.Context, home string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
+// cacheDir is the store's PycCacheDir; "" compiles every source with its
+// final path and neither reads nor writes a cache.
+func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
 	if len(sources) == 0 {
 		return nil
 	}
@@ -171,13 +173,25 @@ func compileBytecode(ctx context.Context, home string, in *Interpreter, id seal.
 		staging: staging, final: final,
 		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
 		tag: in.CacheTag, magic: magic, key: key,
-		cache:  filepath.Join(home, filepath.FromSlash(PycCacheDir), hex.EncodeToString(key[:])),
 		record: record,
 	}
 	// Directory order: creating files directory by directory is faster on
 	// ext4 than scattering them.
 	sources = slices.Clone(sources)
 	slices.SortFunc(sources, func(x, y pycSource) int { return strings.Compare(x.rel, y.rel) })
+	if cacheDir == "" {
+		res, err := b.compile(ctx, "direct", sources, jobs)
+		if err != nil {
+			return err
+		}
+		return parallel(ctx, len(res), jobs, func(i int) error {
+			if res[i].kind != 'D' {
+				return nil
+			}
+			return b.write(sources[i].rel, res[i].pyc)
+		})
+	}
+	b.cache = filepath.Join(cacheDir, hex.EncodeToString(key[:]))
 
 	// Warm: every source whose entry is in the cache.
 	hit := make([]bool, len(sources))

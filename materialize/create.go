@@ -44,8 +44,9 @@ type Request struct {
 	RootWheel *lockfile.ResolvedWheel
 	// NoCompile skips bytecode compilation.
 	NoCompile bool
-	// NoCache installs every wheel from its archive, neither reading nor
-	// writing the store's unpacked-wheel cache (UnpackedCacheDir).
+	// NoCache installs every wheel from its archive and compiles all
+	// bytecode, neither reading nor writing the store's unpacked-wheel
+	// cache (UnpackedCacheDir) or its bytecode cache (PycCacheDir).
 	NoCache bool
 	// Jobs bounds parallel work (< 1: GOMAXPROCS).
 	Jobs int
@@ -285,7 +286,11 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 				sources = append(sources, pycSource{rel: rel, sum: k.SHA256, size: k.Size})
 			}
 		}
-		if err := compileBytecode(ctx, st.Home(), in, s.Interpreter, staging, dir, l, sources, jobs, ins.record); err != nil {
+		pycCache := filepath.Join(st.Home(), filepath.FromSlash(PycCacheDir))
+		if req.NoCache {
+			pycCache = ""
+		}
+		if err := compileBytecode(ctx, pycCache, in, s.Interpreter, staging, dir, l, sources, jobs, ins.record); err != nil {
 			return err
 		}
 	}

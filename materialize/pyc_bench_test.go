@@ -81,7 +81,7 @@ func benchBytecode(b *testing.B, warm bool) {
 		b.Fatal(err)
 	}
 	run := func() {
-		if err := compileBytecode(ctx, home, in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {}); err != nil {
+		if err := compileBytecode(ctx, filepath.Join(home, PycCacheDir), in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -259,3 +259,24 @@ func firstKey(m map[string][]byte) string {
 	}
 	return ""
 }
+
+// TestCreateBytecodeNoCache: with NoCache every source is compiled with its
+// final path, the same bytes, and no pyc cache is written.
+func TestCreateBytecodeNoCache(t *testing.T) {
+	_, in := host(t)
+	st := newStore(t)
+	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", buildWheel(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+	req := request(t, w)
+	req.NoCompile, req.NoCache = false, true
+	res, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPycs(t, res.Dir, in.CacheTag)
+	if _, err := seal.Verify(context.Background(), res.Dir, seal.Options{Deep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(st.Home(), PycCacheDir)); !os.IsNotExist(err) {
+		t.Errorf("the pyc cache was written: %v", err)
+	}
+}
