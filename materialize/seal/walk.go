@@ -1,8 +1,10 @@
 package seal
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -271,14 +273,14 @@ type freezer struct {
 // freezeWorker is one thread of Freeze.
 type freezeWorker struct {
 	entries []Entry
-	names   []string
+	dirents []dirent
 	subdirs []string
-	dirents []byte
-	path    []byte
+	buf     []byte // getdents
+	path    []byte // a NUL-terminated name for the raw fstatat
 }
 
 func (f *freezer) work(w *freezeWorker) {
-	w.dirents = make([]byte, 32<<10)
+	w.buf = make([]byte, 32<<10)
 	w.path = make([]byte, 0, 256)
 	for {
 		f.mu.Lock()
@@ -314,29 +316,42 @@ func (f *freezer) work(w *freezeWorker) {
 	}
 }
 
-// freezeDir freezes and indexes the entries of the directory rel and
-// collects its subdirectories in w.subdirs.
+// freezeDir freezes the directory rel (its mode, then its record from
+// the descriptor it is listed through: no stat from its parent) and the
+// entries in it, and collects its subdirectories in w.subdirs.
 func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 	fd := f.rootfd
+	var st unix.Stat_t
 	if rel != "" {
 		var err error
 		if fd, err = unix.Openat(f.rootfd, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err != nil {
 			return &os.PathError{Op: "open", Path: rel, Err: err}
 		}
 		defer unix.Close(fd)
+		if err := unix.Fchmod(fd, 0o555); err != nil {
+			return &os.PathError{Op: "chmod", Path: rel, Err: err}
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return &os.PathError{Op: "stat", Path: rel, Err: err}
+		}
+		w.entries = append(w.entries, entryOf(rel, &st, digest.Dir))
 	}
 	var err error
-	if w.names, err = readNames(fd, w.dirents, w.names[:0]); err != nil {
+	if w.dirents, err = readDirents(fd, w.buf, w.dirents[:0]); err != nil {
 		return &os.PathError{Op: "readdir", Path: relOrDot(rel), Err: err}
 	}
-	var st unix.Stat_t
-	for _, name := range w.names {
+	for _, de := range w.dirents {
+		name := de.name
 		p := name
 		if rel != "" {
 			p = rel + "/" + name
 		}
 		if !utf8.ValidString(name) {
 			return fmt.Errorf("%q: name is not UTF-8", p)
+		}
+		if de.typ == unix.DT_DIR {
+			w.subdirs = append(w.subdirs, p) // frozen and recorded by whoever lists it
+			continue
 		}
 		w.path = append(append(w.path[:0], name...), 0)
 		if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
@@ -346,9 +361,13 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		if !ok {
 			return fmt.Errorf("%q: not a regular file, directory or symlink", p)
 		}
+		if kind == digest.Dir { // a file system that does not report types
+			w.subdirs = append(w.subdirs, p)
+			continue
+		}
 		want := uint32(0o444)
 		switch {
-		case kind == digest.Dir || (kind == digest.File && st.Mode&0o111 != 0):
+		case kind == digest.File && st.Mode&0o111 != 0:
 			want = 0o555
 		case kind == digest.Symlink:
 			want = st.Mode & 0o7777
@@ -363,8 +382,6 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		}
 		e := entryOf(p, &st, kind)
 		switch kind {
-		case digest.Dir:
-			w.subdirs = append(w.subdirs, p)
 		case digest.Symlink:
 			t, err := readlinkAt(fd, name)
 			if err != nil {
@@ -388,4 +405,46 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		w.entries = append(w.entries, e)
 	}
 	return nil
+}
+
+// dirent is a directory entry's name and type (unix.DT_*; DT_UNKNOWN when
+// the file system does not say).
+type dirent struct {
+	name string
+	typ  uint8
+}
+
+// readDirents lists a freshly opened directory (without "." and "..")
+// with getdents64, keeping each entry's type.
+func readDirents(fd int, buf []byte, out []dirent) ([]dirent, error) {
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for b := buf[:n]; len(b) > 0; {
+			// struct linux_dirent64: ino u64, off s64, reclen u16, type u8, name.
+			if len(b) < 19 {
+				return nil, unix.EIO
+			}
+			reclen := int(binary.NativeEndian.Uint16(b[16:18]))
+			if reclen < 19 || reclen > len(b) {
+				return nil, unix.EIO
+			}
+			name := b[19:reclen]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if ino := binary.NativeEndian.Uint64(b[0:8]); ino != 0 && string(name) != "." && string(name) != ".." {
+				out = append(out, dirent{name: string(name), typ: b[18]})
+			}
+			b = b[reclen:]
+		}
+	}
 }
