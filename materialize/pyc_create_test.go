@@ -3,9 +3,13 @@ package materialize
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -330,6 +334,75 @@ func TestCreateBytecodeCacheConcurrent(t *testing.T) {
 		}
 		if _, _, err := decodePycEntry(b, *(*[32]byte)(b[9:41]), *(*[32]byte)(b[41:73])); err != nil || strings.Contains(filepath.Base(p), ".tmp-") {
 			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+// TestCompileBytecodeFallbacks: a source whose placeholder pyc cannot be
+// retargeted (it holds its own final path, which 3.13 would intern into
+// one object with co_filename) is compiled with its final path, cold and
+// warm, and gets py_compile's bytes.
+func TestCompileBytecodeFallbacks(t *testing.T) {
+	ctx := context.Background()
+	p, in := host(t)
+	l, err := LayoutFor(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := interpreterIdentity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cache := filepath.Join(root, "home", PycCacheDir)
+	final := "/srv/envs/final"
+	srcs := map[string]string{
+		"own.py":   "P = '" + final + "/" + l.SitePackages + "/own.py'\ndef f():\n    return P\n",
+		"plain.py": "def f():\n    return 1\n",
+	}
+	for run := range 2 {
+		staging := filepath.Join(root, "env", strconv.Itoa(run))
+		sp := filepath.Join(staging, filepath.FromSlash(l.SitePackages))
+		if err := os.MkdirAll(sp, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		py := filepath.Join(staging, filepath.FromSlash(l.Python))
+		if err := os.MkdirAll(filepath.Dir(py), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(in.Path, py); err != nil {
+			t.Fatal(err)
+		}
+		var sources []pycSource
+		var pairs [][2]string
+		for name, s := range srcs {
+			if err := os.WriteFile(filepath.Join(sp, name), []byte(s), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rel := l.SitePackages + "/" + name
+			sources = append(sources, pycSource{rel: rel, sum: sha256.Sum256([]byte(s)), size: int64(len(s))})
+			pairs = append(pairs, [2]string{filepath.Join(sp, name), final + "/" + rel})
+		}
+		recorded := map[string][32]byte{}
+		var mu sync.Mutex
+		err := compileBytecode(ctx, cache, in, id, staging, final, l, sources, 2, func(rel string, size int64, sum [32]byte) {
+			mu.Lock()
+			recorded[rel] = sum
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pyCompile(t, realPython, pairs)
+		for i, s := range sources {
+			out := strings.TrimSuffix(path.Dir(s.rel)+"/__pycache__/"+path.Base(s.rel), ".py") + "." + in.CacheTag + ".pyc"
+			got, err := os.ReadFile(filepath.Join(staging, filepath.FromSlash(out)))
+			if err != nil || !bytes.Equal(got, want[i]) {
+				t.Errorf("run %d: %s: %v, or not py_compile's bytes", run, out, err)
+			}
+			if recorded[out] != sha256.Sum256(want[i]) {
+				t.Errorf("run %d: %s: recorded sha256 is not the bytes'", run, out)
+			}
 		}
 	}
 }
