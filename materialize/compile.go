@@ -221,8 +221,10 @@ func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id s
 			s, r := misses[i], res[i]
 			switch r.kind {
 			case 'P':
-				b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, r.pyc))
 				ok, err := b.install(s, r.pyc)
+				if ok {
+					b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, r.pyc))
+				}
 				redo[i] = !ok
 				return err
 			case 'D':
