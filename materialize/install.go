@@ -15,7 +15,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -389,15 +388,15 @@ type task struct {
 	f     wheel.File
 	zf    *zip.File  // the member in the archive (nil when read from the cache)
 	cache *cacheSlot // the wheel's unpacked-cache slot, or nil
+	data  []byte     // the member's cached bytes, when its batch was read whole
 }
 
 // open returns the member's verifying reader: from the unpacked cache when
 // the wheel has an entry there, else inflating the archive member (and
 // filling the cache entry being written, if any).
 func (t task) open() (io.ReadCloser, error) {
-	if c := t.cache; c != nil && c.data != nil {
-		off := c.offsets[t.f.Name]
-		return &cachedMember{f: t.f, data: c.data[off : off+t.f.Size], entry: c.path}, nil
+	if t.data != nil || (t.f.Size == 0 && t.cache != nil && t.cache.src != nil) {
+		return &cachedMember{f: t.f, data: t.data, entry: t.cache.path}, nil
 	}
 	if t.cache != nil && t.cache.src != nil {
 		return openCached(t.cache, t.f), nil
@@ -473,6 +472,11 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 		i = k
 	}
 	err := parallel(ctx, len(batches), jobs, func(i int) error {
+		release, err := readBatch(batches[i])
+		if err != nil {
+			return err
+		}
+		defer release()
 		for _, t := range batches[i] {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -495,11 +499,7 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 }
 
 // installMember installs one task's member.
-func (ins *installer) installMember(t task) (err error) {
-	if t.cache != nil && t.cache.data != nil {
-		defer faultAsDamage(t.cache.path, &err)
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	}
+func (ins *installer) installMember(t task) error {
 	r, err := t.open()
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +42,6 @@ type cacheSlot struct {
 	offsets map[string]int64 // member name → offset of its bytes
 	total   int64            // the entry's size
 	src     *os.File         // the entry, when it exists and has the right size
-	data    []byte           // src mapped read-only (nil when empty or not mappable)
 	tee     *teeFile         // the entry being written, when it does not
 }
 
@@ -105,15 +105,6 @@ func attachCache(home, tmpDir string, ws []opened, pkgs []lockfile.ResolvedWheel
 			var st unix.Stat_t
 			if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
 				s.src = f
-				if s.total > 0 && s.total == int64(int(s.total)) {
-					// Members are hashed and written straight from the
-					// page cache (no pread copy); a fault reading the
-					// mapping (the entry truncated under us) is caught as
-					// damage (installMember).
-					if d, err := unix.Mmap(int(f.Fd()), 0, int(s.total), unix.PROT_READ, unix.MAP_SHARED); err == nil {
-						s.data = d
-					}
-				}
 				ws[i].cache = s
 				continue
 			}
@@ -165,10 +156,6 @@ func commitCache(home string, ws []opened) {
 func closeCache(ws []opened) {
 	for _, o := range ws {
 		if s := o.cache; s != nil {
-			if s.data != nil {
-				_ = unix.Munmap(s.data)
-				s.data = nil
-			}
 			if s.src != nil {
 				s.src.Close()
 			}
@@ -179,9 +166,10 @@ func closeCache(ws []opened) {
 	}
 }
 
-// cachedMember is a member read from a mapped cache entry. Its bytes are
-// hashed and compared with RECORD before the first byte is handed out, so
-// nothing unverified is ever written; WriteTo writes them in one call.
+// cachedMember is a member whose bytes were read from a cache entry in
+// one piece (with the rest of its batch, readBatch). They are hashed and
+// compared with RECORD before the first byte is handed out, so nothing
+// unverified is ever written; WriteTo writes them in one call.
 type cachedMember struct {
 	f     wheel.File
 	data  []byte
@@ -230,17 +218,41 @@ func (m *cachedMember) WriteTo(w io.Writer) (int64, error) {
 // Close implements io.Closer.
 func (m *cachedMember) Close() error { return nil }
 
-// faultAsDamage turns a fault reading a mapped cache entry (SIGBUS after
-// it was truncated: debug.SetPanicOnFault makes it a panic) into the
-// entry's damage; anything else panics on.
-func faultAsDamage(entry string, err *error) {
-	r := recover()
-	if r == nil {
-		return
+// maxBatchRead bounds what one pread of a batch's members reads; a batch
+// beyond it (a big member) streams each member (openCached).
+const maxBatchRead = 4 << 20
+
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchRead); return &b }}
+
+// readBatch reads the cached bytes of a batch's members (consecutive
+// members of one wheel: contiguous in its entry) with one pread into a
+// pooled buffer and gives each task its slice; release returns the buffer.
+// A batch that is not in the cache or is too big is left to stream.
+func readBatch(b []task) (release func(), err error) {
+	c := b[0].cache
+	if c == nil || c.src == nil {
+		return func() {}, nil
 	}
-	if f, ok := r.(interface{ Addr() uintptr }); ok {
-		*err = &cacheDamaged{entry: entry, err: fmt.Errorf("reading the mapped entry faulted at %#x", f.Addr())}
-		return
+	last := b[len(b)-1]
+	lo := c.offsets[b[0].f.Name]
+	hi := c.offsets[last.f.Name] + last.f.Size
+	if hi-lo > maxBatchRead || hi-lo == 0 {
+		return func() {}, nil
 	}
-	panic(r)
+	bp := batchBufs.Get().(*[]byte)
+	buf := (*bp)[:hi-lo]
+	if _, err := c.src.ReadAt(buf, lo); err != nil {
+		batchBufs.Put(bp)
+		return nil, &cacheDamaged{entry: c.path, err: err}
+	}
+	for i := range b {
+		off := c.offsets[b[i].f.Name] - lo
+		b[i].data = buf[off : off+b[i].f.Size]
+	}
+	return func() {
+		for i := range b {
+			b[i].data = nil
+		}
+		batchBufs.Put(bp)
+	}, nil
 }

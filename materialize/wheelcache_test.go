@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
@@ -152,41 +148,5 @@ func TestUnpackedCacheNotWrittenOnRefusal(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(st2.Home(), UnpackedCacheDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("NoCache wrote the cache: %v", err)
-	}
-}
-
-// TestMappedEntryTruncated: reading a mapped cache entry that was
-// truncated under the reader faults (SIGBUS); the installer turns that
-// into the entry's damage (a rebuild from the archives), not a crash.
-func TestMappedEntryTruncated(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "entry")
-	if err := os.WriteFile(p, bytes.Repeat([]byte("x"), 3*os.Getpagesize()), 0o444); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	data, err := unix.Mmap(int(f.Fd()), 0, 3*os.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(data)
-	if err := os.Truncate(p, 0); err != nil {
-		t.Fatal(err)
-	}
-	read := func() (err error) {
-		defer faultAsDamage(p, &err)
-		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		var sum byte
-		for _, b := range data {
-			sum += b
-		}
-		return fmt.Errorf("read a truncated mapping without a fault (%d)", sum)
-	}
-	var damaged *cacheDamaged
-	if err := read(); !errors.As(err, &damaged) || damaged.entry != p {
-		t.Fatalf("got %v, want the entry's damage", err)
 	}
 }
