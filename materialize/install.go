@@ -490,12 +490,9 @@ func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emi
 	if err != nil {
 		return err
 	}
-	for _, j := range js {
-		if err := ins.finish(j); err != nil {
-			return err
-		}
-	}
-	return nil
+	// Each wheel's scripts, INSTALLER and RECORD (sorting and formatting
+	// thousands of rows for the big ones) on the same workers.
+	return parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) })
 }
 
 // installMember installs one task's member.
