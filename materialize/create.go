@@ -346,7 +346,15 @@ func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
 // store stamp when its stat is unchanged, store.OpenVerified) and opens it.
 func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, jobs int) ([]opened, error) {
 	ws := make([]opened, len(pkgs))
-	err := parallel(ctx, len(ws), jobs, func(i int) error {
+	// Biggest first (the lock's sizes), so that one big wheel does not
+	// leave the other workers idle at the end.
+	order := make([]int, len(pkgs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(pkgs[b].Size, pkgs[a].Size) })
+	err := parallel(ctx, len(ws), jobs, func(k int) error {
+		i := order[k]
 		p := pkgs[i]
 		f, size, err := st.OpenVerified(p.SHA256, p.Filename)
 		if err != nil {
