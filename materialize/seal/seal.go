@@ -289,6 +289,23 @@ func IdentityOf(path string) (FileIdentity, error) {
 // does not): see docs/seal.md.
 func Commit(staging, dir string, s *Seal, ix *Index) error {
 	dir = filepath.Clean(dir)
+	ib, err := ix.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	// The index is written and flushed while the seal is computed.
+	var itmp, stmp string
+	var ierr, serr error
+	var wg sync.WaitGroup
+	wg.Go(func() { itmp, ierr = writeTemp(IndexPath(dir), ib) })
+	defer func() {
+		wg.Wait()
+		for _, p := range []string{itmp, stmp} {
+			if p != "" {
+				os.Remove(p) // gone once renamed
+			}
+		}
+	}()
 	s.Format = Format
 	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
 	for i := range ix.Entries {
@@ -302,10 +319,6 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 			s.Tree.Symlinks++
 		}
 	}
-	ib, err := ix.MarshalBinary()
-	if err != nil {
-		return err
-	}
 	s.Index = IndexRef{Format: IndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
 	if _, err := s.ComputeDigest(); err != nil {
 		return fmt.Errorf("refusing to write an inconsistent seal: %w", err)
@@ -315,19 +328,8 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 		return err
 	}
 	parent := filepath.Dir(dir)
-	var itmp, stmp string
-	var ierr, serr error
-	var wg sync.WaitGroup
-	wg.Go(func() { itmp, ierr = writeTemp(IndexPath(dir), ib) })
 	stmp, serr = writeTemp(SealPath(dir), sb)
 	wg.Wait()
-	defer func() {
-		for _, p := range []string{itmp, stmp} {
-			if p != "" {
-				os.Remove(p) // gone once renamed
-			}
-		}
-	}()
 	if err := errors.Join(ierr, serr); err != nil {
 		return err
 	}
