@@ -206,7 +206,7 @@ func envVerifyCmd() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file and recompute the tree digest"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference, not only the first"},
-			&cli.IntFlag{Name: "jobs", Usage: "parallel hashing `N`"},
+			&cli.IntFlag{Name: "jobs", Usage: "parallel hashing and stat threads `N` (default: the CPUs)"},
 		},
 		Action: envVerify,
 	}

@@ -3,8 +3,9 @@
 // (envs/<hex>.seal.json, format cruxprov.seal/v1), the stat index
 // (envs/<hex>.index, format cruxprov.statindex/v1), freezing a finished
 // tree read-only while indexing it, and verification of an env against its
-// seal, fast (one lstat per entry, rehashing only what changed) or deep
-// (every file rehashed in parallel, tree digest recomputed).
+// seal, fast (one lstat per indexed entry, listing only directories and
+// rehashing only files whose stat changed) or deep (every file rehashed in
+// parallel, tree digest recomputed).
 //
 // The executor calls Verify in-process before every run; `cruxprov env
 // verify` is a thin wrapper over it. The formats are written down in

@@ -27,7 +27,8 @@ type Options struct {
 	Deep bool
 	// Explain collects every difference instead of stopping at the first.
 	Explain bool
-	// Jobs bounds the parallel hashing (< 1: GOMAXPROCS).
+	// Jobs bounds the parallel hashing (< 1: GOMAXPROCS) and the threads
+	// of the fast stat pass (< 1: GOMAXPROCS, at most 4).
 	Jobs int
 }
 
@@ -156,15 +157,18 @@ var errStop = errors.New("stop")
 // (seal_missing), parses, and its recomputed materialization digest equals
 // the directory's name; the stat index matches the seal and the seal's tree
 // digest (seal_invalid); the interpreter and its libpython are unchanged
-// (interpreter_drift: stat first, rehash when the stat changed); then every
-// entry is lstat'ed once against the index, and only entries whose stat
-// changed are rehashed (fast) or every file is (Deep, which also
-// recomputes the tree digest). Added, removed, content, mode, kind and link
-// target changes are env_drift.
+// (interpreter_drift: stat first, rehash when the stat changed, always with
+// Deep); then the tree. Fast: every indexed entry is lstat'ed once by path
+// on a few threads (the index's check runs beside them), only directories
+// whose stat changed (and the root) are listed for added entries, and only
+// files whose stat changed are rehashed. Deep: one walk of the tree, every
+// file rehashed, the tree digest recomputed. Added, removed, content, mode,
+// kind and link target changes are env_drift.
 //
-// Fast mode relies on size, mtime, ctime and inode: an edit that keeps all
-// four is only found by Deep. ctime cannot be set from user space, so an
-// edit that restores mtime (touch -r, os.Chtimes) is still seen.
+// Fast mode relies on size, mtime, ctime and inode, of files and of
+// directories: an edit that keeps all four is only found by Deep. ctime
+// cannot be set from user space, so an edit that restores mtime (touch -r,
+// os.Chtimes) is still seen, and so is an entry added to a directory.
 func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
 	dir = filepath.Clean(dir)
 	r := &Report{Env: dir, Deep: opts.Deep, Differences: []Difference{}}
