@@ -48,16 +48,86 @@ for f, d in zip(a[0::2], a[1::2]):
 out.flush()
 `
 
+// pyCompilePlain is py_compile as it is, without pinning.
+func pyCompilePlain(t testing.TB, py string, pairs [][2]string) [][]byte {
+	t.Helper()
+	return runFramed(t, py, plainOracleScript, pairs)
+}
+
+const plainOracleScript = `import os, py_compile, sys
+mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+tmp = os.path.join(sys.argv[1], "plain.%d.pyc" % os.getpid())
+out = sys.stdout.buffer
+a = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
+for f, d in zip(a[0::2], a[1::2]):
+    py_compile.compile(f, cfile=tmp, dfile=d, doraise=True, invalidation_mode=mode)
+    with open(tmp, "rb") as g:
+        b = g.read()
+    out.write(b"D" + len(b).to_bytes(4, "little") + b)
+out.flush()
+`
+
+// sameCodeScript reads pairs of pycs (framed as the oracle answers) and
+// prints the first pair whose headers or loaded code differ: every
+// attribute of every code object, constants by type and value.
+const sameCodeScript = `import marshal, sys
+def canon(o):
+    if hasattr(o, "co_code"):
+        return ("code",) + tuple(canon(getattr(o, a)) for a in sorted(dir(o)) if a.startswith("co_") and a not in ("co_lines", "co_positions", "co_lnotab"))
+    if isinstance(o, (tuple, list)):
+        return (type(o).__name__,) + tuple(canon(x) for x in o)
+    if isinstance(o, frozenset):
+        return ("frozenset",) + tuple(sorted(repr(canon(x)) for x in o))
+    return (type(o).__name__, repr(o))
+data = sys.stdin.buffer.read()
+pycs = []
+while data:
+    n = int.from_bytes(data[1:5], "little")
+    pycs.append(data[5:5+n])
+    data = data[5+n:]
+half = len(pycs) // 2
+for i in range(half):
+    a, b = pycs[i], pycs[half + i]
+    if a[:16] != b[:16] or canon(marshal.loads(a[16:])) != canon(marshal.loads(b[16:])):
+        print("pair %d" % i)
+        break
+`
+
+// sameCode reports (as a non-empty string) the first of the pycs a and b,
+// pairwise, that load as different code in py.
+func sameCode(t testing.TB, py string, a, b [][]byte) string {
+	t.Helper()
+	var in bytes.Buffer
+	for _, p := range append(append([][]byte{}, a...), b...) {
+		in.WriteByte('D')
+		in.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(p))))
+		in.Write(p)
+	}
+	cmd := exec.Command(py, "-S", "-s", "-c", sameCodeScript)
+	cmd.Stdin = &in
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", py, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // pyCompile is the oracle: the pyc py_compile writes for each (source,
 // dfile) pair, nil where the source does not compile, with py's -S -s and
 // PYTHONHASHSEED=0 as the stage runs it.
 func pyCompile(t testing.TB, py string, pairs [][2]string) [][]byte {
 	t.Helper()
+	return runFramed(t, py, oracleScript, pairs)
+}
+
+// runFramed runs script over pairs and splits its framed answers.
+func runFramed(t testing.TB, py, script string, pairs [][2]string) [][]byte {
+	t.Helper()
 	var in bytes.Buffer
 	for _, p := range pairs {
 		in.WriteString(p[0] + "\x00" + p[1] + "\x00")
 	}
-	cmd := exec.Command(py, "-S", "-s", "-c", oracleScript, t.TempDir())
+	cmd := exec.Command(py, "-S", "-s", "-c", script, t.TempDir())
 	cmd.Env = []string{"PYTHONHASHSEED=0", "LC_ALL=C.UTF-8"}
 	cmd.Stdin = &in
 	var stderr bytes.Buffer
@@ -288,6 +358,30 @@ func TestRetargetMatchesPyCompile(t *testing.T) {
 			}
 			if compared < 600 {
 				t.Errorf("only %d pycs compared", compared)
+			}
+			if in.Markers["python_version"] == "3.9" || in.Markers["python_version"] == "3.10" {
+				// Pinning changes marshal's flags only: the code Python
+				// loads is plain py_compile's.
+				var ps [][2]string
+				for i, r := range rels {
+					if got[i].kind == 'P' {
+						ps = append(ps, [2]string{filepath.Join(src, r), finals[2] + "/" + r})
+					}
+				}
+				plain := pyCompilePlain(t, py, ps)
+				var ours [][]byte
+				for i, r := range rels {
+					if got[i].kind == 'P' {
+						rt, err := retargetPyc(got[i].pyc, magic, finals[2]+"/"+r)
+						if err != nil {
+							t.Fatal(err)
+						}
+						ours = append(ours, rt.Bytes())
+					}
+				}
+				if diff := sameCode(t, py, ours, plain); diff != "" {
+					t.Errorf("pinned and plain pycs load as different code: %s", diff)
+				}
 			}
 			t.Logf("%s (%s): %d sources, %d retargeted pycs identical to py_compile's", py, in.Version, len(rels), compared)
 		})
