@@ -1,10 +1,13 @@
 package materialize
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cruxible/cruxprov/platform"
@@ -48,15 +51,31 @@ func LayoutFor(p *platform.Platform) (Layout, error) {
 }
 
 // writeVenv lays out a venv at dir (the staging directory) for interpreter
-// in, as `python -m venv --without-pip final` would, without running it:
-// pyvenv.cfg, bin/pythonX.Y linked to the interpreter's real path with
-// python and python3 linked to it, the include directory, site-packages,
-// lib64 -> lib on 64-bit Linux, and the activate scripts from the
+// in, as `python -m venv --without-pip final` of that interpreter would,
+// without running it: the include directory, site-packages, lib64 -> lib
+// on 64-bit POSIX other than macOS, bin/NAME linked to the interpreter's
+// real path (NAME its base name) with python, python3 and, from 3.9 on,
+// python3.Y linked to NAME, pyvenv.cfg (venvShape says which lines),
+// .gitignore from 3.13 on, and the activate scripts from the
 // interpreter's own venv templates (activate.go). It returns the activate
 // scripts' env-relative paths.
+//
+// Where venv would name the interpreter it was run as, the env names its
+// real path (a venv run as /usr/bin/python3 links bin/python3 to that link
+// and writes it into pyvenv.cfg; the env links bin/python3.11 to the file
+// the link resolves to): the env is bound to the binary the probe saw.
 func writeVenv(dir, final string, in *Interpreter, l Layout) ([]string, error) {
+	shape, err := readVenvShape(in)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range []string{l.Bin, l.Include, l.SitePackages} {
 		if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(d)), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if shape.gitignore {
+		if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte(venvGitignore), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -65,28 +84,190 @@ func writeVenv(dir, final string, in *Interpreter, l Layout) ([]string, error) {
 			return nil, err
 		}
 	}
-	bin := filepath.Join(dir, l.Bin)
-	if err := os.Symlink(in.Path, filepath.Join(bin, l.PythonXY)); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "pyvenv.cfg"), pyvenvCfg(final, in, shape), 0o644); err != nil {
 		return nil, err
 	}
-	for _, n := range []string{"python", "python3"} {
-		if n == l.PythonXY {
+	// setup_python: bin/NAME -> the interpreter, then each of the
+	// names venv adds that is not NAME itself -> NAME.
+	bin := filepath.Join(dir, l.Bin)
+	exe := filepath.Base(in.Path)
+	if err := os.Symlink(in.Path, filepath.Join(bin, exe)); err != nil {
+		return nil, err
+	}
+	names := []string{"python", "python3"}
+	if shape.minorLink {
+		maj, min, _ := venvXY(in.VenvVersion)
+		names = append(names, fmt.Sprintf("python%d.%d", maj, min))
+	}
+	for _, n := range names {
+		if n == exe {
 			continue
 		}
-		if err := os.Symlink(l.PythonXY, filepath.Join(bin, n)); err != nil {
+		if err := os.Symlink(exe, filepath.Join(bin, n)); err != nil {
 			return nil, err
 		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "pyvenv.cfg"), pyvenvCfg(final, in), 0o644); err != nil {
-		return nil, err
 	}
 	return writeActivate(dir, final, in, l)
 }
 
-// pyvenvCfg is what python -m venv --without-pip writes (CPython 3.11.7 and
-// later: home, include-system-site-packages, version, executable, command),
+// venvGitignore is what venv's create_git_ignore_file writes (3.13+).
+const venvGitignore = "# Created by venv; see https://docs.python.org/3/library/venv.html\n*\n"
+
+// venvShape is what one interpreter's `python -m venv --without-pip`
+// writes beyond the directories every version makes.
+type venvShape struct {
+	// command: pyvenv.cfg ends with "executable =" and "command =" lines
+	// (3.11+; 3.9 and 3.10 write home, include-system-site-packages and
+	// version only).
+	command bool
+	// gitignore: ENV/.gitignore, which the venv CLI writes by default
+	// (--without-scm-ignore-files turns it off; 3.13+).
+	gitignore bool
+	// minorLink: bin/python3.Y besides python and python3 (3.9+).
+	minorLink bool
+}
+
+// The forms of venv/__init__.py that decide a venvShape, normalized by
+// pyBody.
+var (
+	cfgPlain = []string{
+		"context.cfg_path = path = os.path.join(context.env_dir, 'pyvenv.cfg')",
+		"with open(path, 'w', encoding='utf-8') as f:",
+		"f.write('home = %s\\n' % context.python_dir)",
+		"if self.system_site_packages:",
+		"incl = 'true'",
+		"else:",
+		"incl = 'false'",
+		"f.write('include-system-site-packages = %s\\n' % incl)",
+		"f.write('version = %d.%d.%d\\n' % sys.version_info[:3])",
+		"if self.prompt is not None:",
+		"f.write(f'prompt = {self.prompt!r}\\n')",
+	}
+	cfgCommandHead = append(slices.Clone(cfgPlain),
+		"f.write('executable = %s\\n' % os.path.realpath(sys.executable))",
+		"args = []",
+		"nt = os.name == 'nt'",
+		"if nt and self.symlinks:",
+		"args.append('--symlinks')",
+		"if not nt and not self.symlinks:",
+		"args.append('--copies')",
+		"if not self.with_pip:",
+		"args.append('--without-pip')",
+		"if self.system_site_packages:",
+		"args.append('--system-site-packages')",
+		"if self.clear:",
+		"args.append('--clear')",
+		"if self.upgrade:",
+		"args.append('--upgrade')",
+		"if self.upgrade_deps:",
+		"args.append('--upgrade-deps')",
+		"if self.orig_prompt is not None:",
+		"args.append(f'--prompt=\"{self.orig_prompt}\"')",
+	)
+	cfgCommandTail = []string{
+		"args.append(context.env_dir)",
+		"args = ' '.join(args)",
+		"f.write(f'command = {sys.executable} -m venv {args}\\n')",
+	}
+	// cfgCommand is 3.11 and 3.12; cfgCommandSCM is 3.13, which names
+	// --without-scm-ignore-files when it was given.
+	cfgCommand    = append(slices.Clone(cfgCommandHead), cfgCommandTail...)
+	cfgCommandSCM = append(append(slices.Clone(cfgCommandHead),
+		"if not self.scm_ignore_files:",
+		"args.append('--without-scm-ignore-files')"), cfgCommandTail...)
+	gitignoreBody = strings.Join([]string{
+		"gitignore_path = os.path.join(context.env_dir, '.gitignore')",
+		"with open(gitignore_path, 'w', encoding='utf-8') as file:",
+		"file.write('# Created by venv; '",
+		"'see https://docs.python.org/3/library/venv.html\\n')",
+		"file.write('*\\n')",
+	}, "\n")
+	scmLoop = []string{
+		"for scm in self.scm_ignore_files:",
+		`getattr(self, f"create_{scm}_ignore_file")(context)`,
+	}
+	scmDefault = "default=frozenset(['git']),"
+	suffixesXY = "for suffix in ('python', 'python3', f'python3.{sys.version_info[1]}'):"
+	suffixes3  = "for suffix in ('python', 'python3'):"
+)
+
+// readVenvShape decides what venv writes for in: from its
+// venv/__init__.py where that is one of the forms CPython has shipped
+// (distributions patch venv, and backport fixes across versions), else
+// from its version.
+func readVenvShape(in *Interpreter) (venvShape, error) {
+	maj, min, ok := venvXY(in.VenvVersion)
+	if !ok {
+		return venvShape{}, fmt.Errorf("the interpreter %s reported the version %q, not X.Y.Z", in.Path, in.VenvVersion)
+	}
+	newer := func(m int) bool { return maj > 3 || maj == 3 && min >= m }
+	s := venvShape{command: newer(11), gitignore: newer(13), minorLink: newer(9)}
+	if in.VenvDir == "" {
+		return s, nil
+	}
+	b, err := os.ReadFile(filepath.Join(in.VenvDir, "__init__.py"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s, nil
+	}
+	if err != nil {
+		return venvShape{}, err
+	}
+	src := string(b)
+	switch pyBody(src, "def create_configuration(self, context):") {
+	case strings.Join(cfgPlain, "\n"):
+		s.command = false
+	case strings.Join(cfgCommand, "\n"), strings.Join(cfgCommandSCM, "\n"):
+		s.command = true
+	}
+	switch git := pyBody(src, "def create_git_ignore_file(self, context):"); {
+	case git == "" && !strings.Contains(src, "create_git_ignore_file"):
+		s.gitignore = false // before 3.13
+	case git == gitignoreBody && containsRun(strings.Split(pyBody(src, "def create(self, env_dir):"), "\n"), scmLoop):
+		// The CLI's default decides; it is one argparse argument
+		// over several lines, read by its default alone.
+		s.gitignore = strings.Contains(src, scmDefault)
+	}
+	// setup_python is nested in `if os.name != 'nt':` from 3.13 on, so
+	// its loop is read by its line alone.
+	switch flat := normalizeSpaces(src); {
+	case strings.Contains(flat, suffixesXY):
+		s.minorLink = true
+	case strings.Contains(flat, suffixes3):
+		s.minorLink = false
+	}
+	return s, nil
+}
+
+// venvXY is the major and minor version of an "X.Y.Z" VenvVersion.
+func venvXY(v string) (int, int, bool) {
+	f := strings.Split(v, ".")
+	if len(f) != 3 || f[2] == "" {
+		return 0, 0, false
+	}
+	for _, n := range f[2] {
+		if n < '0' || n > '9' {
+			return 0, 0, false
+		}
+	}
+	return parseXY(f[0] + "." + f[1])
+}
+
+// normalizeSpaces joins each parenthesized line continuation of src and
+// collapses runs of white space, so that a statement split over lines
+// reads as one.
+func normalizeSpaces(src string) string {
+	f := strings.Fields(src)
+	s := strings.Join(f, " ")
+	s = strings.ReplaceAll(s, "( ", "(")
+	return strings.ReplaceAll(s, ", )", ",)")
+}
+
+// pyvenvCfg is what python -m venv --without-pip of in writes at final,
 // with the interpreter's real path in place of sys.executable.
-func pyvenvCfg(final string, in *Interpreter) []byte {
-	return fmt.Appendf(nil, "home = %s\ninclude-system-site-packages = false\nversion = %s\nexecutable = %s\ncommand = %s -m venv --without-pip %s\n",
-		filepath.Dir(in.Path), in.VenvVersion, in.Path, in.Path, final)
+func pyvenvCfg(final string, in *Interpreter, s venvShape) []byte {
+	b := fmt.Appendf(nil, "home = %s\ninclude-system-site-packages = false\nversion = %s\n", filepath.Dir(in.Path), in.VenvVersion)
+	if s.command {
+		b = fmt.Appendf(b, "executable = %s\ncommand = %s -m venv --without-pip %s\n", in.Path, in.Path, final)
+	}
+	return b
 }
