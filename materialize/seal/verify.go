@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -189,10 +190,11 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		return err
 	}
 	r.Seal, r.Digest, r.TreeDigest = s, s.Materialization.Digest, s.Tree.Digest
-	ix, check, err := readIndex(dir, s)
+	ix, check, release, err := readIndex(dir, s)
 	if err != nil {
 		return err
 	}
+	defer release()
 	if opts.Deep {
 		if err := check(); err != nil {
 			return err
@@ -227,29 +229,39 @@ func (r *Report) indexFirst(ixErr, err error) error {
 
 // readIndex reads and parses the stat index of dir. check compares it with
 // the seal (its sha256, entry count and tree digest) once, however often
-// it is called: fast verification runs it beside the stat pass.
-func readIndex(dir string, s *Seal) (*Index, func() error, error) {
-	b, err := os.ReadFile(IndexPath(dir))
+// it is called: fast verification runs it beside the stat pass. The index
+// is mapped, not copied (a fresh buffer's pages cost more than the parse);
+// release unmaps it once check has run.
+func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func(), err error) {
+	b, release, err := mapFile(IndexPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
+		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
 	}
 	if err != nil {
-		return nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
+		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
 	}
 	hashed := func() error {
-		if got := digest.Sum(b); got != s.Index.SHA256 {
+		var got digest.Digest
+		if err := guarded(func() { got = digest.Sum(b) }); err != nil {
+			return refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index changed while it was read; recreate the env", dir)
+		}
+		if got != s.Index.SHA256 {
 			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?); recreate the env", dir, got, s.Index.SHA256)
 		}
 		return nil
 	}
-	ix, err := ParseIndex(b)
-	if err != nil {
-		if herr := hashed(); herr != nil {
-			return nil, nil, herr
-		}
-		return nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
+	if ferr := guarded(func() { ix, err = ParseIndex(b) }); ferr != nil {
+		err = ferr
 	}
-	check := sync.OnceValue(func() error {
+	if err != nil {
+		herr := hashed()
+		release()
+		if herr != nil {
+			return nil, nil, nil, herr
+		}
+		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
+	}
+	check = sync.OnceValue(func() error {
 		if err := hashed(); err != nil {
 			return err
 		}
@@ -258,7 +270,54 @@ func readIndex(dir string, s *Seal) (*Index, func() error, error) {
 		}
 		return nil
 	})
-	return ix, check, nil
+	return ix, check, release, nil
+}
+
+// mapFile maps the regular file at path read-only: its pages are the page
+// cache's, nothing is copied. An empty file is an empty slice. release
+// unmaps it; nothing may read the bytes after.
+func mapFile(path string) (b []byte, release func(), err error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > 1<<30 {
+		return nil, nil, fmt.Errorf("%s is not a regular file of at most 1 GiB", path)
+	}
+	if st.Size == 0 {
+		return []byte{}, func() {}, nil
+	}
+	b, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return b, func() { unix.Munmap(b) }, nil
+}
+
+// errFault is the cause when mapped bytes could not be read: the file was
+// truncated while it was mapped.
+var errFault = errors.New("the file shrank while it was read")
+
+// guarded runs fn, turning a fault on mapped memory into errFault instead
+// of a crash.
+func guarded(fn func()) (err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if p := recover(); p != nil {
+			if _, ok := p.(interface{ Addr() uintptr }); !ok {
+				panic(p)
+			}
+			err = errFault
+		}
+	}()
+	fn()
+	return nil
 }
 
 // checkInterpreter compares the interpreter and libpython with their

@@ -446,3 +446,45 @@ func BenchmarkFreeze(b *testing.B) {
 		}
 	}
 }
+
+// TestMappedIndexTruncated: reading a mapped file that shrank is an error,
+// not a crash; other panics are not swallowed.
+func TestMappedIndexTruncated(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.index")
+	if err := os.WriteFile(p, bytes.Repeat([]byte{1}, 3*4096), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	b, release, err := mapFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := guarded(func() { _ = digest.Sum(b) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := guarded(func() { _ = digest.Sum(b) }); !errors.Is(err, errFault) {
+		t.Errorf("read past a truncation: %v", err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a panic that is not a fault was swallowed")
+			}
+		}()
+		guarded(func() { panic("not a fault") })
+	}()
+	if b, release, err := mapFile(filepath.Dir(p)); err == nil {
+		release()
+		t.Errorf("mapped a directory: %d bytes", len(b))
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	os.WriteFile(empty, nil, 0o444)
+	if b, release, err := mapFile(empty); err != nil || len(b) != 0 {
+		t.Errorf("empty file: %v", err)
+	} else {
+		release()
+	}
+}
