@@ -151,9 +151,9 @@ type dirOnce struct {
 }
 
 // compileBytecode writes the bytecode of sources (site-packages .py files
-// of the staging env) as the env's interpreter in compiles it: unchecked-
-// hash, co_filename the final path (final + "/" + rel), PYTHONHASHSEED=0,
-// no -O. Each pyc written is reported to record (size and sha256, for the
+// of the staging env) as the env's interpreter (in) compiles it:
+// unchecked-hash, co_filename the final path (final + "/" + rel),
+// PYTHONHASHSEED=0, no -O. Each pyc written is reported to record (size and sha256, for the
 // seal). id is the interpreter's identity (part of the cache key).
 // cacheDir is the store's PycCacheDir; "" compiles every source with its
 // final path and neither reads nor writes a cache.
@@ -291,7 +291,7 @@ func (b *bytecode) install(s pycSource, pyc []byte) (bool, error) {
 	return true, b.writeParts(s.rel, r)
 }
 
-// write writes pyc, compiled with s's final path, as rel's bytecode.
+// write writes pyc, compiled with its final path, as rel's bytecode.
 func (b *bytecode) write(rel string, pyc []byte) error {
 	return b.writeParts(rel, retargeted{head: pyc})
 }
