@@ -245,21 +245,10 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if req.RootWheel != nil {
 		all = append(slices.Clone(all), *req.RootWheel)
 	}
-	wheels, err := openWheels(ctx, st, all, jobs)
-	defer closeAll(wheels)
+	// The staging env and the venv first: wheels are installed while
+	// they are still being opened (installWheels).
+	staging, err := mkdirStaging(staging)
 	if err != nil {
-		return err
-	}
-	if !req.NoCache {
-		defer closeCache(wheels)
-		if err := attachCache(st.Home(), filepath.Dir(staging), wheels, all); err != nil {
-			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache; retry with --no-cache")
-		}
-	}
-	if err := checkDisk(filepath.Dir(staging), wheels, !req.NoCompile); err != nil {
-		return err
-	}
-	if staging, err = mkdirStaging(staging); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
 	}
 	scripts, err := writeVenv(staging, dir, in, l)
@@ -268,7 +257,10 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
-	if err := ins.installAll(ctx, wheels, jobs, emit); err != nil {
+	wheels, err := installWheels(ctx, st, ins, all, req.NoCache, !req.NoCompile, filepath.Dir(staging), jobs, emit)
+	defer closeAll(wheels)
+	defer closeCache(wheels)
+	if err != nil {
 		return err
 	}
 	commitCache(st.Home(), wheels)
@@ -340,39 +332,6 @@ func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
 	}
 	in.cache.saveIdentity(in, out)
 	return out, nil
-}
-
-// openWheels checks each blob's sha256 against the resolution (by its
-// store stamp when its stat is unchanged, store.OpenVerified) and opens it.
-func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, jobs int) ([]opened, error) {
-	ws := make([]opened, len(pkgs))
-	// Biggest first (the lock's sizes), so that one big wheel does not
-	// leave the other workers idle at the end.
-	order := make([]int, len(pkgs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(pkgs[b].Size, pkgs[a].Size) })
-	err := parallel(ctx, len(ws), jobs, func(k int) error {
-		i := order[k]
-		p := pkgs[i]
-		f, size, err := st.OpenVerified(p.SHA256, p.Filename)
-		if err != nil {
-			return err
-		}
-		w, err := wheel.OpenReader(f, size, p.Filename)
-		if err != nil {
-			f.Close()
-			return err
-		}
-		if w.Filename().Name != p.Name {
-			f.Close()
-			return refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
-		}
-		ws[i] = opened{w: w, f: f, size: size}
-		return nil
-	})
-	return ws, err
 }
 
 // opened is a wheel and the store file it reads (OpenReader does not own it).

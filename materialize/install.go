@@ -414,85 +414,74 @@ func (t task) open() (io.ReadCloser, error) {
 // batchBytes bounds a batch of members of one directory (see installAll).
 const batchBytes = 1 << 20
 
-// installAll installs the wheels with jobs workers over all their members
-// at once, so that one big wheel does not leave a core idle, then writes
-// each wheel's scripts, INSTALLER and RECORD. Members are read from the
-// unpacked cache or opened by name in zr, a second reader of each wheel's
-// archive, and verified while they stream (memberReader).
-func (ins *installer) installAll(ctx context.Context, ws []opened, jobs int, emit func(Event)) error {
-	defer ins.closeDirs()
-	var tasks []task
-	js := make([]*wheelJob, len(ws))
-	for i, o := range ws {
-		j, err := ins.prepare(o.w)
+// plan prepares installing wheel o: its job, and its members (all but
+// RECORD, which is regenerated) cut into batches. Members stay in archive
+// order (wheels sort them by path), a batch holding one directory's
+// members: creating files directory by directory is several times faster
+// on ext4 than scattering them, and two workers creating files in one
+// directory wait on its lock. Members are read from the unpacked cache,
+// or opened by name in a second reader of the archive (for parallel
+// streaming) and verified while they stream (memberReader).
+func (ins *installer) plan(o opened) (*wheelJob, [][]task, error) {
+	j, err := ins.prepare(o.w)
+	if err != nil {
+		return nil, nil, err
+	}
+	var byName map[string]*zip.File
+	if o.cache == nil || o.cache.src == nil {
+		zr, err := zip.NewReader(o.f, o.size)
 		if err != nil {
-			return err
+			return nil, nil, refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", j.owner)
 		}
-		js[i] = j
-		emit(Event{Stage: "wheel", Name: j.owner})
-		var byName map[string]*zip.File
-		if o.cache == nil || o.cache.src == nil {
-			// A second reader of the archive, for parallel member
-			// streaming (only when members are read from it).
-			zr, err := zip.NewReader(o.f, o.size)
-			if err != nil {
-				return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive", j.owner)
-			}
-			byName = make(map[string]*zip.File, len(zr.File))
-			for _, zf := range zr.File {
-				byName[zf.Name] = zf
-			}
-		}
-		for _, f := range o.w.Files() {
-			if j.isRecord(f) {
-				continue
-			}
-			t := task{j: j, f: f, cache: o.cache}
-			if byName != nil {
-				if t.zf = byName[f.Name]; t.zf == nil {
-					return refusal.New(refusal.WheelInvalid, "%s: member %q vanished from the archive", j.owner, f.Name)
-				}
-			}
-			tasks = append(tasks, t)
+		byName = make(map[string]*zip.File, len(zr.File))
+		for _, zf := range zr.File {
+			byName[zf.Name] = zf
 		}
 	}
-	// Tasks stay in archive order (wheels sort their members by path), cut
-	// into batches of one directory's members: creating files directory
-	// by directory is several times faster on ext4 than scattering them,
-	// and two workers creating files in one directory wait on its lock.
+	files := o.w.Files()
+	tasks := make([]task, 0, len(files))
+	for _, f := range files {
+		if j.isRecord(f) {
+			continue
+		}
+		t := task{j: j, f: f, cache: o.cache}
+		if byName != nil {
+			if t.zf = byName[f.Name]; t.zf == nil {
+				return nil, nil, refusal.New(refusal.WheelInvalid, "%s: member %q vanished from the archive", j.owner, f.Name)
+			}
+		}
+		tasks = append(tasks, t)
+	}
 	var batches [][]task
 	for i := 0; i < len(tasks); {
 		k, n := i+1, tasks[i].f.Size
 		dir := path.Dir(tasks[i].f.Name)
-		for k < len(tasks) && n < batchBytes && tasks[k].j == tasks[i].j && path.Dir(tasks[k].f.Name) == dir {
+		for k < len(tasks) && n < batchBytes && path.Dir(tasks[k].f.Name) == dir {
 			n += tasks[k].f.Size
 			k++
 		}
 		batches = append(batches, tasks[i:k])
 		i = k
 	}
-	err := parallel(ctx, len(batches), jobs, func(i int) error {
-		release, err := readBatch(batches[i])
-		if err != nil {
-			return err
-		}
-		defer release()
-		for _, t := range batches[i] {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := ins.installMember(t); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return j, batches, nil
+}
+
+// installBatch installs one batch's members, in order.
+func (ins *installer) installBatch(ctx context.Context, b []task) error {
+	release, err := readBatch(b)
 	if err != nil {
 		return err
 	}
-	// Each wheel's scripts, INSTALLER and RECORD (sorting and formatting
-	// thousands of rows for the big ones) on the same workers.
-	return parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) })
+	defer release()
+	for _, t := range b {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := ins.installMember(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // installMember installs one task's member.

@@ -91,40 +91,37 @@ func slotOf(w *wheel.Wheel, path string) *cacheSlot {
 	return s
 }
 
-// attachCache gives each opened wheel its cache slot: the entry to read
+// attachCache gives an opened wheel its cache slot: the entry to read
 // when it exists with the right size, else a temp file in tmpDir (the
 // store's staging directory of this Create, removed with it) to fill while
 // the wheel is installed from its archive. An entry of the wrong size is
-// removed.
-func attachCache(home, tmpDir string, ws []opened, pkgs []lockfile.ResolvedWheel) error {
+// removed; an unreadable one is left alone and not used.
+func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error {
 	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
-	for i := range ws {
-		s := slotOf(ws[i].w, filepath.Join(dir, pkgs[i].SHA256.Hex()))
-		f, err := os.Open(s.path)
-		if err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
-				s.src = f
-				ws[i].cache = s
-				continue
-			}
-			f.Close()
-			_ = os.Remove(s.path)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			ws[i].cache = nil // unreadable: install from the archive, write nothing
-			continue
+	s := slotOf(o.w, filepath.Join(dir, p.SHA256.Hex()))
+	f, err := os.Open(s.path)
+	if err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
+			s.src = f
+			o.cache = s
+			return nil
 		}
-		t, err := os.CreateTemp(tmpDir, "unpacked-"+pkgs[i].SHA256.Hex()[:16]+"-*")
-		if err != nil {
-			return err
-		}
-		if err := t.Truncate(s.total); err != nil {
-			t.Close()
-			return err
-		}
-		s.tee = &teeFile{f: t}
-		ws[i].cache = s
+		f.Close()
+		_ = os.Remove(s.path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil // unreadable: install from the archive, write nothing
 	}
+	t, err := os.CreateTemp(tmpDir, "unpacked-"+p.SHA256.Hex()[:16]+"-*")
+	if err != nil {
+		return err
+	}
+	if err := t.Truncate(s.total); err != nil {
+		t.Close()
+		return err
+	}
+	s.tee = &teeFile{f: t}
+	o.cache = s
 	return nil
 }
 
