@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -106,6 +107,9 @@ func FuzzParseIndex(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a parsed index does not marshal: %v", err)
 		}
+		if got, want := ix.TreeDigest(), treeDigestOf(ix); got != want {
+			t.Fatalf("tree digest %s, digest.TreeDigestOf says %s", got, want)
+		}
 		if !bytes.Equal(out, b) {
 			// Varints have one canonical form each, so a parsed index
 			// re-encodes to its own bytes unless it used a non-minimal
@@ -146,6 +150,40 @@ func BenchmarkParseIndex(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseIndex(raw); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// treeDigestOf is the tree digest as package digest computes it.
+func treeDigestOf(ix *Index) digest.Digest {
+	te := make([]digest.TreeEntry, len(ix.Entries))
+	for i := range ix.Entries {
+		te[i] = ix.Entries[i].TreeEntry()
+	}
+	return digest.TreeDigestOf(te)
+}
+
+// TestTreeDigestIsDigests: Index.TreeDigest hashes records as it reads
+// them; it must equal digest.TreeDigestOf on the same entries, sorted or
+// not, for every kind, mode and size.
+func TestTreeDigestIsDigests(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	kinds := []digest.EntryKind{digest.File, digest.Dir, digest.Symlink}
+	for n := range 200 {
+		ix := &Index{}
+		for i := range n {
+			e := Entry{Path: fmt.Sprintf("d%d/é%03d/%x", rng.IntN(5), i, rng.Uint32()), Kind: kinds[rng.IntN(3)], Mode: uint32(rng.IntN(0o1000))}
+			if e.Kind != digest.Dir {
+				e.Size = rng.Int64N(1 << 40)
+				e.SHA256 = sha256.Sum256([]byte(e.Path))
+			}
+			ix.Entries = append(ix.Entries, e)
+		}
+		if n%2 == 0 {
+			sortEntries(ix.Entries)
+		}
+		if got, want := ix.TreeDigest(), treeDigestOf(ix); got != want {
+			t.Fatalf("%d entries: %s, digest says %s", n, got, want)
 		}
 	}
 }
