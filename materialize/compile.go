@@ -156,7 +156,8 @@ type dirOnce struct {
 // PYTHONHASHSEED=0, no -O. Each pyc written is reported to record (size and sha256, for the
 // seal). id is the interpreter's identity (part of the cache key).
 // cacheDir is the store's PycCacheDir; "" compiles every source with its
-// final path and neither reads nor writes a cache.
+// final path and neither reads nor writes a cache, as does an interpreter
+// the rewrite is not verified on (pycRewriteVerified).
 func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
 	if len(sources) == 0 {
 		return nil
@@ -179,7 +180,7 @@ func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id s
 	// ext4 than scattering them.
 	sources = slices.Clone(sources)
 	slices.SortFunc(sources, func(x, y pycSource) int { return strings.Compare(x.rel, y.rel) })
-	if cacheDir == "" {
+	if cacheDir == "" || !pycRewriteVerified(in) {
 		res, err := b.compile(ctx, "direct", sources, jobs)
 		if err != nil {
 			return err

@@ -248,3 +248,20 @@ func pycMagic(in *Interpreter) ([]byte, error) {
 	}
 	return m, nil
 }
+
+// pycRewriteVerified reports whether the rewrite is known to give
+// py_compile's bytes on in: a CPython (with the GIL) of a version
+// TestRetargetMatchesPyCompile covers. Others (a newer CPython whose
+// marshal may differ, PyPy, a free-threaded build) have every source
+// compiled with its final path: slower, always right. Add a version here
+// once the differential test passes on it.
+func pycRewriteVerified(in *Interpreter) bool {
+	if in.Implementation != "cpython" || in.GILDisabled {
+		return false
+	}
+	switch in.Markers["python_version"] {
+	case "3.8", "3.9", "3.10", "3.11", "3.12", "3.13":
+		return true
+	}
+	return false
+}
