@@ -23,7 +23,7 @@ import (
 // replaces that string object's bytes with the final path, re-encoded as
 // CPython's marshal would have written it. The result is byte-identical to
 // compiling with the final path directly (TestRetargetMatchesPyCompile
-// holds this for every CPython 3.9–3.13 here).
+// holds this for every CPython 3.8–3.13 here).
 
 // pycPlaceholder is the file name cached bytecode is compiled with. It
 // has no border (no proper prefix that is also a suffix), so its

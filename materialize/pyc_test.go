@@ -161,7 +161,7 @@ func testPythons(t testing.TB) []string {
 		ps = append(ps, "/usr/bin/python3.11")
 	}
 	if len(ps) == 0 {
-		t.Skip("no CPython 3.9–3.13 here")
+		t.Skip("no CPython 3.8–3.13 here")
 	}
 	return ps
 }
@@ -251,7 +251,7 @@ func stdlibSample(t testing.TB, dir, py, xy string) []string {
 }
 
 // TestRetargetMatchesPyCompile is the core of the pyc cache: for every
-// CPython 3.9–3.13 here and a few hundred real modules (pip's, a sample of
+// CPython 3.8–3.13 here and a few hundred real modules (pip's, a sample of
 // the interpreter's standard library, edge cases), the placeholder pyc the
 // stage compiles, retargeted in Go to a final path, is byte-identical to
 // what py_compile writes when given that path directly: short ASCII, ASCII
