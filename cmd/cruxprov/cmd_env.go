@@ -51,7 +51,7 @@ func envCreateCmd() *cli.Command {
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
-			&cli.BoolFlag{Name: "no-cache", Usage: "install every wheel from its archive, neither reading nor writing the store's unpacked-wheel cache (docs/store.md)"},
+			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"}),
 		Action: envCreate,
 	}
