@@ -55,15 +55,28 @@ type fastWorker struct {
 	err      error
 }
 
-// fstatatNoFollow is fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW) as a raw
-// system call: a stat of a cached inode takes microseconds, and the
-// scheduler's bookkeeping around a blocking call (handing the P to another
-// thread when the call outlasts sysmon's tick) cost more than the call in
-// the stat pass. path must end with a NUL byte.
-func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t) unix.Errno {
-	_, _, e := unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+// fstatatNoFollow is fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW); path
+// must end with a NUL byte. With raw, it is a raw system call: a stat of a
+// cached inode takes microseconds, and the scheduler's bookkeeping around
+// a blocking call (handing the P to another thread when the call outlasts
+// sysmon's tick, waking it again) cost more than the calls in the stat
+// passes. A raw call holds its P while it blocks, so callers pass raw only
+// when GOMAXPROCS leaves another P (rawStats): a stat hung on a dead
+// network file system then stalls one thread, not the process.
+func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t, raw bool) unix.Errno {
+	p, s := uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st))
+	var e unix.Errno
+	if raw {
+		_, _, e = unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	} else {
+		_, _, e = unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	}
 	return e
 }
+
+// rawStats says whether stat passes may use raw system calls: when more
+// than one P runs Go code.
+func rawStats() bool { return runtime.GOMAXPROCS(0) > 1 }
 
 // checkTreeFast compares the tree at dir with ix by stat (see above). The
 // first worker to start runs also (the index's check against the seal)
@@ -186,6 +199,7 @@ func statWorkers(jobs, n int) int {
 
 func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *atomic.Int64) {
 	var st unix.Stat_t
+	raw := rawStats()
 	w.buf = make([]byte, 0, 512)
 	for {
 		lo := int(next.Add(statChunk)) - statChunk
@@ -195,7 +209,7 @@ func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *at
 		for i := lo; i < min(lo+statChunk, len(ents)); i++ {
 			e := &ents[i]
 			w.buf = append(append(w.buf[:0], e.Path...), 0)
-			if errno := fstatatNoFollow(rootfd, w.buf, &st); errno != 0 {
+			if errno := fstatatNoFollow(rootfd, w.buf, &st, raw); errno != 0 {
 				if errno == unix.ENOENT || errno == unix.ENOTDIR {
 					w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Removed, Want: kindName(e.Kind)})
 					continue
