@@ -60,9 +60,9 @@ type fastWorker struct {
 // cached inode takes microseconds, and the scheduler's bookkeeping around
 // a blocking call (handing the P to another thread when the call outlasts
 // sysmon's tick, waking it again) cost more than the calls in the stat
-// passes. A raw call holds its P while it blocks, so callers pass raw only
-// when GOMAXPROCS leaves another P (rawStats): a stat hung on a dead
-// network file system then stalls one thread, not the process.
+// passes. A raw call holds its P while it blocks, so the stat passes use
+// raw calls on at most GOMAXPROCS-1 threads (rawStats): stats hung on a
+// dead network file system then never hold every P.
 func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t, raw bool) unix.Errno {
 	p, s := uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st))
 	var e unix.Errno
@@ -74,9 +74,9 @@ func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t, raw bool) unix.Err
 	return e
 }
 
-// rawStats says whether stat passes may use raw system calls: when more
-// than one P runs Go code.
-func rawStats() bool { return runtime.GOMAXPROCS(0) > 1 }
+// rawStats says whether the stat pass's worker w (from 0) may use raw
+// system calls: all but one P may be held by them.
+func rawStats(w int) bool { return w < runtime.GOMAXPROCS(0)-1 }
 
 // checkTreeFast compares the tree at dir with ix by stat (see above). The
 // first worker to start runs also (the index's check against the seal)
@@ -100,7 +100,7 @@ func (r *Report) checkTreeFast(ctx context.Context, dir string, ix *Index, also 
 			if claimed.CompareAndSwap(false, true) {
 				_ = also() // its result is read by the caller
 			}
-			ws[w].run(ctx, rootfd, ents, &next)
+			ws[w].run(ctx, rootfd, ents, &next, rawStats(w))
 		})
 	}
 	wg.Wait()
@@ -197,9 +197,8 @@ func statWorkers(jobs, n int) int {
 	return max(1, min(jobs, (n+statChunk-1)/statChunk))
 }
 
-func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *atomic.Int64) {
+func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *atomic.Int64, raw bool) {
 	var st unix.Stat_t
-	raw := rawStats()
 	w.buf = make([]byte, 0, 512)
 	for {
 		lo := int(next.Add(statChunk)) - statChunk

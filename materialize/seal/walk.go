@@ -226,11 +226,12 @@ func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) 
 	if jobs < 1 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
-	f := &freezer{ctx: ctx, root: root, rootfd: rootfd, known: known, raw: rawStats(), queue: []string{""}}
+	f := &freezer{ctx: ctx, root: root, rootfd: rootfd, known: known, queue: []string{""}}
 	f.cond = sync.NewCond(&f.mu)
 	ws := make([]freezeWorker, min(jobs, 64))
 	var wg sync.WaitGroup
 	for i := range ws {
+		ws[i].raw = rawStats(i)
 		wg.Go(func() { f.work(&ws[i]) })
 	}
 	wg.Wait()
@@ -262,7 +263,6 @@ type freezer struct {
 	root   string
 	rootfd int
 	known  map[string]Known
-	raw    bool // fstatat as a raw system call (see fstatatNoFollow)
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -277,7 +277,8 @@ type freezeWorker struct {
 	dirents []dirent
 	subdirs []string
 	buf     []byte // getdents
-	path    []byte // a NUL-terminated name for the raw fstatat
+	path    []byte // a NUL-terminated name for fstatatNoFollow
+	raw     bool   // fstatat as a raw system call (see fstatatNoFollow)
 }
 
 func (f *freezer) work(w *freezeWorker) {
@@ -355,7 +356,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			continue
 		}
 		w.path = append(append(w.path[:0], name...), 0)
-		if errno := fstatatNoFollow(fd, w.path, &st, f.raw); errno != 0 {
+		if errno := fstatatNoFollow(fd, w.path, &st, w.raw); errno != 0 {
 			return &os.PathError{Op: "lstat", Path: p, Err: errno}
 		}
 		kind, ok := kindOf(st.Mode)
@@ -377,7 +378,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			if err := unix.Fchmodat(fd, name, want, 0); err != nil {
 				return &os.PathError{Op: "chmod", Path: p, Err: err}
 			}
-			if errno := fstatatNoFollow(fd, w.path, &st, f.raw); errno != 0 {
+			if errno := fstatatNoFollow(fd, w.path, &st, w.raw); errno != 0 {
 				return &os.PathError{Op: "lstat", Path: p, Err: errno}
 			}
 		}
