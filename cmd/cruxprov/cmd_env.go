@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -69,10 +70,20 @@ type envCreated struct {
 	Packages    int                 `json:"packages"`
 	Files       int                 `json:"files"`
 	Bytes       int64               `json:"bytes"`
-	Timings     materialize.Timings `json:"timings"`
+	Timings     envTimings          `json:"timings"`
+}
+
+// envTimings are materialize's stages plus what the command spent before
+// them (reading the root wheel and lock, resolving, checking the store)
+// and in all, from the command's start (process start not included).
+type envTimings struct {
+	materialize.Timings
+	Prepare time.Duration `json:"prepare_ns"`
+	Total   time.Duration `json:"total_ns"`
 }
 
 func envCreate(c *cli.Context) error {
+	start := time.Now()
 	o, err := globals(c)
 	if err != nil {
 		return err
@@ -143,6 +154,7 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	prepared := time.Now()
 	r, err := materialize.Create(ctx, st, materialize.Request{
 		Platform: plat, Interpreter: in, Resolution: res, RootWheel: root,
 		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
@@ -153,7 +165,8 @@ func envCreate(c *cli.Context) error {
 	out := envCreated{
 		Path: r.Dir, Digest: r.Digest, TreeDigest: r.TreeDigest, Reused: r.Reused,
 		Platform: plat.ID(), Interpreter: in.Path, Resolution: r.Seal.Resolution.Digest,
-		Packages: len(r.Seal.Resolution.Packages), Files: r.Seal.Tree.Files, Bytes: r.Seal.Tree.Bytes, Timings: r.Timings,
+		Packages: len(r.Seal.Resolution.Packages), Files: r.Seal.Tree.Files, Bytes: r.Seal.Tree.Bytes,
+		Timings: envTimings{Timings: r.Timings, Prepare: prepared.Sub(start), Total: time.Since(start)},
 	}
 	if root != nil {
 		out.Packages++
