@@ -143,7 +143,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		}
 	}
 	// A blob's stamp and unpacked-cache entry go with it (or when the blob
-	// is gone already).
+	// is gone already); the report lists the cache entries, not the stamps.
 	for _, sub := range []string{StampsDir, UnpackedDir} {
 		ents, err := os.ReadDir(filepath.Join(s.home, sub))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -164,8 +164,10 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			if err != nil {
 				continue
 			}
-			rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(sub, name)))
-			rep.RemovedBytes += fi.Size()
+			if sub != StampsDir { // a stamp is bookkeeping of its blob, not reported apart
+				rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(sub, name)))
+				rep.RemovedBytes += fi.Size()
+			}
 			if !opts.DryRun {
 				if err := os.Remove(filepath.Join(s.home, sub, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return rep, fmt.Errorf("gc: %w", err)

@@ -205,7 +205,7 @@ func TestGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRemoved := []string{BlobsDir + "/" + tempPrefix + "zz-1", BlobsDir + "/" + loose.Hex(), StampsDir + "/" + loose.Hex(), UnpackedDir + "/" + loose.Hex()}
+	wantRemoved := []string{BlobsDir + "/" + tempPrefix + "zz-1", BlobsDir + "/" + loose.Hex(), UnpackedDir + "/" + loose.Hex()}
 	sort.Strings(wantRemoved)
 	if strings.Join(rep.Removed, ",") != strings.Join(wantRemoved, ",") || rep.KeptBlobs != 3 {
 		t.Fatalf("dry run: %+v", rep)

@@ -60,17 +60,17 @@ func envCreateCmd() *cli.Command {
 
 // envCreated is the output of env create.
 type envCreated struct {
-	Path        string              `json:"path"`
-	Digest      digest.Digest       `json:"materialization_digest"`
-	TreeDigest  digest.Digest       `json:"tree_digest"`
-	Reused      bool                `json:"reused"`
-	Platform    string              `json:"platform"`
-	Interpreter string              `json:"interpreter"`
-	Resolution  digest.Digest       `json:"resolution_digest"`
-	Packages    int                 `json:"packages"`
-	Files       int                 `json:"files"`
-	Bytes       int64               `json:"bytes"`
-	Timings     envTimings          `json:"timings"`
+	Path        string        `json:"path"`
+	Digest      digest.Digest `json:"materialization_digest"`
+	TreeDigest  digest.Digest `json:"tree_digest"`
+	Reused      bool          `json:"reused"`
+	Platform    string        `json:"platform"`
+	Interpreter string        `json:"interpreter"`
+	Resolution  digest.Digest `json:"resolution_digest"`
+	Packages    int           `json:"packages"`
+	Files       int           `json:"files"`
+	Bytes       int64         `json:"bytes"`
+	Timings     envTimings    `json:"timings"`
 }
 
 // envTimings are materialize's stages plus what the command spent before
