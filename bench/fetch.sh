@@ -35,7 +35,7 @@ tail -n 1 "$work/corpus.log"
 
 # Built here, not taken from bin/: the benchmark measures this tree.
 bin="$work/cruxprov"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/cruxprov)
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$bin" ./cmd/cruxprov)
 
 case "$SERVER" in
   go)

@@ -32,7 +32,7 @@ trap cleanup EXIT
 BIN=${CRUXPROV:-}
 if [ -z "$BIN" ]; then
   BIN="$W/cruxprov"
-  CGO_ENABLED=0 go build -trimpath -o "$BIN" ./cmd/cruxprov
+  CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$BIN" ./cmd/cruxprov
 fi
 
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
