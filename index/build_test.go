@@ -4,55 +4,28 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/cruxible/cruxprov/refusal"
+
+	"github.com/cruxible/cruxprov/internal/treelist"
 )
 
-// tree reads everything below root (or "absent"): path → kind, mode and
-// content hash, so two trees compare whole.
+// tree lists everything below root ("absent" when it is not there):
+// path, mode and content hash, so two trees compare whole.
 func tree(t *testing.T, root string) string {
 	t.Helper()
-	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
-		return "absent"
-	}
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		line := fmt.Sprintf("%s %v", rel, fi.Mode())
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			s := sha256.Sum256(b)
-			line += " " + hex.EncodeToString(s[:8])
-		}
-		lines = append(lines, line)
-		return nil
-	})
+	s, err := treelist.Of(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // noDebris fails when a staging directory of out is left beside it.

@@ -188,14 +188,8 @@ func (f venvForm) fill(text, src string, vals [][2]string) string {
 // the interpreter has no venv templates or a venv form not known here; a
 // template that exists but cannot be read is an error.
 func writeActivate(dir, final string, in *Interpreter, l Layout) ([]string, error) {
-	if in.VenvDir == "" {
-		return nil, nil
-	}
-	src, err := os.ReadFile(filepath.Join(in.VenvDir, "__init__.py"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	src, ok, err := venvSource(in)
+	if err != nil || !ok {
 		return nil, err
 	}
 	form, ok := readVenvForm(string(src))

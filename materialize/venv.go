@@ -202,15 +202,12 @@ func readVenvShape(in *Interpreter) (venvShape, error) {
 	}
 	newer := func(m int) bool { return maj > 3 || maj == 3 && min >= m }
 	s := venvShape{command: newer(11), gitignore: newer(13), minorLink: newer(9)}
-	if in.VenvDir == "" {
-		return s, nil
-	}
-	b, err := os.ReadFile(filepath.Join(in.VenvDir, "__init__.py"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return s, nil
-	}
+	b, ok, err := venvSource(in)
 	if err != nil {
 		return venvShape{}, err
+	}
+	if !ok {
+		return s, nil
 	}
 	src := string(b)
 	switch pyBody(src, "def create_configuration(self, context):") {
@@ -270,4 +267,21 @@ func pyvenvCfg(final string, in *Interpreter, s venvShape) []byte {
 		b = fmt.Appendf(b, "executable = %s\ncommand = %s -m venv --without-pip %s\n", in.Path, in.Path, final)
 	}
 	return b
+}
+
+// venvSource reads the interpreter's venv/__init__.py (the source the
+// venv layout and the activate scripts are derived from); ok is false
+// when the interpreter has no venv package or the file is missing.
+func venvSource(in *Interpreter) (src []byte, ok bool, err error) {
+	if in.VenvDir == "" {
+		return nil, false, nil
+	}
+	b, err := os.ReadFile(filepath.Join(in.VenvDir, "__init__.py"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
 }
