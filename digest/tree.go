@@ -107,23 +107,33 @@ func cmpEntry(a, b TreeEntry) int { return strings.Compare(a.Path, b.Path) }
 
 // appendRecord appends e's tree record.
 func appendRecord(b []byte, e *TreeEntry) []byte {
-	switch e.Kind {
+	return AppendTreeRecord(b, e.Kind, e.Exec, e.Size, &e.SHA256, e.Path)
+}
+
+// AppendTreeRecord appends one entry's record of the tree digest (§5,
+// docs/digests.md) to b: "D- 0 - PATH\0" for a directory, else
+// "KX SIZE SHA256HEX PATH\0", K the kind letter and X 'x' for a file with
+// an execute bit (exec is ignored for other kinds), '-' otherwise. It is
+// for callers that keep entries in their own form (the seal's stat index)
+// and hash them in path order without copying them into TreeEntry values.
+func AppendTreeRecord(b []byte, kind EntryKind, exec bool, size int64, sum *[32]byte, path string) []byte {
+	switch kind {
 	case Dir:
 		b = append(b, "D- 0 - "...)
 	default:
-		b = append(b, byte(e.Kind))
-		if e.Kind == File && e.Exec {
+		b = append(b, byte(kind))
+		if kind == File && exec {
 			b = append(b, 'x')
 		} else {
 			b = append(b, '-')
 		}
 		b = append(b, ' ')
-		b = strconv.AppendInt(b, e.Size, 10)
+		b = strconv.AppendInt(b, size, 10)
 		b = append(b, ' ')
-		b = hex.AppendEncode(b, e.SHA256[:])
+		b = hex.AppendEncode(b, sum[:])
 		b = append(b, ' ')
 	}
-	b = append(b, e.Path...)
+	b = append(b, path...)
 	return append(b, 0)
 }
 

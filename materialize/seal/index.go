@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -70,25 +68,9 @@ func (ix *Index) TreeDigest() digest.Digest {
 	return digest.FromBytes(h.Sum(nil))
 }
 
-// appendTreeRecord appends e's tree-digest record (docs/digests.md):
-// "D- 0 - PATH\0" for a directory, "KX SIZE SHA256HEX PATH\0" otherwise,
-// K the kind letter and X 'x' for an executable file, '-' else.
+// appendTreeRecord appends e's tree-digest record (docs/digests.md).
 func appendTreeRecord(b []byte, e *Entry) []byte {
-	if e.Kind == digest.Dir {
-		b = append(b, "D- 0 - "...)
-	} else {
-		x := byte('-')
-		if e.Kind == digest.File && e.Mode&0o111 != 0 {
-			x = 'x'
-		}
-		b = append(b, byte(e.Kind), x, ' ')
-		b = strconv.AppendInt(b, e.Size, 10)
-		b = append(b, ' ')
-		b = hex.AppendEncode(b, e.SHA256[:])
-		b = append(b, ' ')
-	}
-	b = append(b, e.Path...)
-	return append(b, 0)
+	return digest.AppendTreeRecord(b, e.Kind, e.Mode&0o111 != 0, e.Size, &e.SHA256, e.Path)
 }
 
 // MarshalBinary encodes the index (docs/seal.md):
