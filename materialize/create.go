@@ -132,20 +132,31 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store")
 	}
 	defer unlockStore()
+	reuse := func() (*Result, bool, error) {
+		if _, err := os.Lstat(seal.SealPath(dir)); err != nil {
+			return nil, false, nil
+		}
+		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs})
+		if err != nil {
+			return nil, true, err
+		}
+		emit(Event{Stage: "reused"})
+		return &Result{Dir: dir, Digest: rep.Digest, TreeDigest: rep.TreeDigest, Reused: true, Seal: rep.Seal}, true, nil
+	}
+	// A sealed env is never rebuilt or changed (the seal is the commit
+	// point), so it is reused without the per-digest lock: a user who can
+	// only read the store (an executor) gets it, verified.
+	if r, ok, err := reuse(); ok {
+		return r, err
+	}
 	emit(Event{Stage: "lock"})
 	unlock, err := lockFile(ctx, filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".lock"))
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-
-	if _, err := os.Lstat(seal.SealPath(dir)); err == nil {
-		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs})
-		if err != nil {
-			return nil, err
-		}
-		emit(Event{Stage: "reused"})
-		return &Result{Dir: dir, Digest: rep.Digest, TreeDigest: rep.TreeDigest, Reused: true, Seal: rep.Seal}, nil
+	if r, ok, err := reuse(); ok { // sealed by another process while we waited
+		return r, err
 	}
 	// No seal: whatever is at dir or beside it is debris of a crash.
 	tmps, _ := filepath.Glob(filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".*.tmp-*"))

@@ -520,6 +520,23 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 		!strings.Contains(se.String(), "not writable by this user") || !strings.Contains(se.String(), "owner") {
 		t.Errorf("exit %d, stderr %q", code, se.String())
 	}
+
+	// Once the owner has created it, the same command by the non-owner
+	// reuses the sealed env (verified), without needing to write anything.
+	args := []string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", debian, "--offline", "--no-compile", "--json"}
+	owner := exec.Command(exe, args...)
+	if out, err := owner.CombinedOutput(); err != nil {
+		t.Fatalf("create as the owner: %v\n%s", err, out)
+	}
+	cmd = exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe}, args...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	se.Reset()
+	cmd.Stderr = &se
+	out, err := cmd.Output()
+	var res struct{ Reused bool }
+	if err != nil || json.Unmarshal(out, &res) != nil || !res.Reused {
+		t.Errorf("non-owner create of a sealed env: %v, stdout %q, stderr %q", err, out, se.String())
+	}
 }
 
 // TestEnvVerifyUnreadableInterpreter: verify run by a user who cannot
