@@ -487,18 +487,7 @@ func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
 // denied".
 func TestEnvCreateAsNonOwner(t *testing.T) {
 	const debian = "/usr/bin/python3.11"
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv")
-	}
-	if _, err := os.Stat(debian); err != nil {
-		t.Skip("needs /usr/bin/python3.11")
-	}
-	base, err := os.MkdirTemp("", "cruxprov-nonowner-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base, exe := nobodyBase(t, "cruxprov-nonowner-", debian)
 	home := filepath.Join(base, "home")
 	os.Mkdir(home, 0o755)
 	home, tlock := envHomeAt(t, home, 1, 2)
@@ -506,9 +495,6 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 	lb, _ := os.ReadFile(tlock)
 	os.WriteFile(lock, lb, 0o644)
 	os.MkdirAll(filepath.Join(home, "envs"), 0o755)
-	exe := filepath.Join(base, "cruxprov")
-	b, _ := os.ReadFile(bin)
-	os.WriteFile(exe, b, 0o755)
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
 		exe, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", debian, "--offline", "--no-compile")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
@@ -545,18 +531,7 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 // interpreter was "removed (… now permission denied)".
 func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
 	const debian = "/usr/bin/python3.11"
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv")
-	}
-	if _, err := os.Stat(debian); err != nil {
-		t.Skip("needs /usr/bin/python3.11")
-	}
-	base, err := os.MkdirTemp("", "cruxprov-unreadable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
+	base, exe := nobodyBase(t, "cruxprov-unreadable-", debian)
 	py := filepath.Join(base, "py")
 	os.Mkdir(py, 0o755)
 	b, _ := os.ReadFile(debian)
@@ -567,9 +542,6 @@ func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
 	home := filepath.Join(base, "home")
 	os.Mkdir(home, 0o755)
 	home, lock := envHomeAt(t, home, 1, 2)
-	exe := filepath.Join(base, "cruxprov")
-	b, _ = os.ReadFile(bin)
-	os.WriteFile(exe, b, 0o755)
 	r := cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", python, "--offline", "--no-compile", "--json")
 	var out envCreated
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
@@ -588,6 +560,34 @@ func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
 	if r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep"); r.code != 0 {
 		t.Errorf("verify after restoring access: %+v", r)
 	}
+}
+
+// nobodyBase skips unless the test can run commands as uid 65534 (root
+// and setpriv) and python exists, and returns a fresh world-readable
+// directory (outside root-only temp dirs) holding a copy of the binary.
+func nobodyBase(t *testing.T, prefix, python string) (base, exe string) {
+	t.Helper()
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv")
+	}
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	base, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	exe = filepath.Join(base, "cruxprov")
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return base, exe
 }
 
 // verifyAsNobody runs env verify (fast and deep) as nobody and expects
