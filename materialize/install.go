@@ -466,9 +466,10 @@ func (ins *installer) plan(o opened) (*wheelJob, [][]task, error) {
 	return j, batches, nil
 }
 
-// installBatch installs one batch's members, in order.
-func (ins *installer) installBatch(ctx context.Context, b []task) error {
-	release, err := readBatch(b)
+// installBatch installs one batch's members, in order; buf is the
+// calling worker's read buffer (readBatch).
+func (ins *installer) installBatch(ctx context.Context, b []task, buf *[]byte) error {
+	release, err := readBatch(b, buf)
 	if err != nil {
 		return err
 	}

@@ -85,11 +85,12 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	installErrs := make([]error, jobs)
 	for w := range jobs {
 		wg.Go(func() {
+			var buf []byte
 			for b := range batches {
 				if installErrs[w] != nil || ctx.Err() != nil {
 					continue // drain, so the openers never block
 				}
-				if err := ins.installBatch(ctx, b); err != nil {
+				if err := ins.installBatch(ctx, b, &buf); err != nil {
 					installErrs[w] = err
 					cancel()
 				}

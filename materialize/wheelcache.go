@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -219,13 +218,13 @@ func (m *cachedMember) Close() error { return nil }
 // beyond it (a big member) streams each member (openCached).
 const maxBatchRead = 4 << 20
 
-var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchRead); return &b }}
-
 // readBatch reads the cached bytes of a batch's members (consecutive
-// members of one wheel: contiguous in its entry) with one pread into a
-// pooled buffer and gives each task its slice; release returns the buffer.
-// A batch that is not in the cache or is too big is left to stream.
-func readBatch(b []task) (release func(), err error) {
+// members of one wheel: contiguous in its entry) with one pread into the
+// worker's buffer buf (grown to the biggest batch it read: a pool would
+// hand out fresh pages after every GC, and each costs a fault) and gives
+// each task its slice until release. A batch that is not in the cache or
+// is too big is left to stream.
+func readBatch(b []task, buf *[]byte) (release func(), err error) {
 	c := b[0].cache
 	if c == nil || c.src == nil {
 		return func() {}, nil
@@ -236,20 +235,20 @@ func readBatch(b []task) (release func(), err error) {
 	if hi-lo > maxBatchRead || hi-lo == 0 {
 		return func() {}, nil
 	}
-	bp := batchBufs.Get().(*[]byte)
-	buf := (*bp)[:hi-lo]
-	if _, err := c.src.ReadAt(buf, lo); err != nil {
-		batchBufs.Put(bp)
+	if int64(cap(*buf)) < hi-lo {
+		*buf = make([]byte, hi-lo)
+	}
+	data := (*buf)[:hi-lo]
+	if _, err := c.src.ReadAt(data, lo); err != nil {
 		return nil, &cacheDamaged{entry: c.path, err: err}
 	}
 	for i := range b {
 		off := c.offsets[b[i].f.Name] - lo
-		b[i].data = buf[off : off+b[i].f.Size]
+		b[i].data = data[off : off+b[i].f.Size]
 	}
 	return func() {
 		for i := range b {
 			b[i].data = nil
 		}
-		batchBufs.Put(bp)
 	}, nil
 }
