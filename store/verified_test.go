@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -80,5 +79,4 @@ func TestOpenVerifiedWithoutStamp(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s.Home(), StampsDir, d.Hex())); err != nil {
 		t.Fatalf("not stamped after hashing: %v", err)
 	}
-	_ = context.Background()
 }
