@@ -34,7 +34,7 @@ var demoWheel = files{
 
 func TestCreateInstallsEveryScheme(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	req.NoCompile = false
 	res, err := Create(context.Background(), st, req)
@@ -146,7 +146,7 @@ func TestCreateConflicts(t *testing.T) {
 // Create replaces it.
 func TestCreateRecoversFromCrashDebris(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	ctx := context.Background()
 	ref, err := Create(ctx, st, request(t, w))
 	if err != nil {
@@ -195,7 +195,7 @@ func TestCreateRecoversFromCrashDebris(t *testing.T) {
 // tree digest, bytecode included (unchecked-hash pycs, PYTHONHASHSEED=0).
 func TestCreateIsReproducible(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	req.NoCompile = false
 	ctx := context.Background()
@@ -219,7 +219,7 @@ func TestCreateIsReproducible(t *testing.T) {
 
 func TestCreateRefusals(t *testing.T) {
 	st := newStore(t)
-	good := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	good := putDemo(t, st)
 	ctx := context.Background()
 	missing := good
 	missing.SHA256 = digestOf("not stored")
@@ -283,7 +283,7 @@ func TestCreateRefusesTamperedMember(t *testing.T) {
 // staging directory they were compiled in.
 func TestBytecodeIsUncheckedHashWithFinalPaths(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	req.NoCompile = false
 	res, err := Create(context.Background(), st, req)

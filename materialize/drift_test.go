@@ -19,7 +19,7 @@ import (
 func sealedDemo(t *testing.T) string {
 	t.Helper()
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	res, err := Create(context.Background(), st, request(t, w))
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestVerifyInterpreterSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	req.Platform, req.Interpreter = p, in
 	res, err := Create(ctx, st, req)

@@ -148,3 +148,10 @@ func execOut(prog, env string) (string, error) {
 }
 
 func digestOf(s string) digest.Digest { return digest.Sum([]byte(s)) }
+
+// putDemo stores the demo wheel (create_test.go's demoWheel, every install
+// rule) and returns its resolved form.
+func putDemo(t testing.TB, st *store.Store) lockfile.ResolvedWheel {
+	t.Helper()
+	return putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+}

@@ -17,7 +17,7 @@ import (
 // code (it is not materialize_failed), and leaves no staging.
 func TestQAInterruptedCreateIsNotARefusal(t *testing.T) {
 	st := newStore(t)
-	good := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	good := putDemo(t, st)
 	for _, stage := range []string{"install", "wheel", "compile", "seal"} {
 		t.Run(stage, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -89,7 +89,7 @@ func TestQATreeDigestDependsOnHome(t *testing.T) {
 	var got []*Result
 	for range 2 {
 		st := newStore(t)
-		w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+		w := putDemo(t, st)
 		req := request(t, w)
 		req.NoCompile = false
 		r, err := Create(context.Background(), st, req)

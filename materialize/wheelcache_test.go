@@ -46,7 +46,7 @@ func removeEnv(t *testing.T, res *Result) {
 // them and makes the same tree.
 func TestUnpackedCacheRoundTrip(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	cold, err := Create(context.Background(), st, req)
 	if err != nil {
@@ -78,7 +78,7 @@ func TestUnpackedCacheRoundTrip(t *testing.T) {
 // same as from the archive, and the bad entry is gone.
 func TestUnpackedCacheDamage(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w := putDemo(t, st)
 	req := request(t, w)
 	first, err := Create(context.Background(), st, req)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestUnpackedCacheNotWrittenOnRefusal(t *testing.T) {
 	}
 
 	st2 := newStore(t)
-	w2 := putWheel(t, st2, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	w2 := putDemo(t, st2)
 	req := request(t, w2)
 	req.NoCache = true
 	if _, err := Create(context.Background(), st2, req); err != nil {
