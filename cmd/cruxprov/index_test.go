@@ -135,16 +135,7 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 	asNobody := func(args ...string) result {
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe}, args...)...)
 		cmd.Env = []string{"CRUXPROV_HOME=" + filepath.Join(base, "home"), "PATH=/usr/bin:/bin"}
-		var so, se strings.Builder
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return result{so.String(), se.String(), code}
+		return runCmd(t, cmd)
 	}
 	out := filepath.Join(base, "mirror")
 	// The first build, when every wheel was readable.

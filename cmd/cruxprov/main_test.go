@@ -41,6 +41,13 @@ func cruxprov(t *testing.T, args ...string) result {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+	return runCmd(t, cmd)
+}
+
+// runCmd runs cmd and returns its output and exit code (a failure to
+// start it fails the test).
+func runCmd(t *testing.T, cmd *exec.Cmd) result {
+	t.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
