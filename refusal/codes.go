@@ -58,6 +58,7 @@ const (
 	SignerUntrusted  Code = "signer_untrusted"
 	PinRollback      Code = "pin_rollback"
 	PinExpired       Code = "pin_expired"
+	RegistryCorrupt  Code = "registry_corrupt"
 	// run
 	RuntimeMissing       Code = "runtime_missing"
 	SecretUnresolved     Code = "secret_unresolved"
@@ -114,6 +115,7 @@ var all = []Code{
 	SignerUntrusted,
 	PinRollback,
 	PinExpired,
+	RegistryCorrupt,
 	RuntimeMissing,
 	SecretUnresolved,
 	SecretBundleTooLarge,
