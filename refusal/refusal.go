@@ -19,6 +19,70 @@ type Error struct {
 	Code   Code
 	Detail string
 	Err    error
+	// Remedy, when set, is what the operator can do about it; cmd/
+	// renders it as a command line, so no library names a command or flag.
+	Remedy *Remedy
+}
+
+// Action is a remedy an operator can take, named by what it does, not by
+// the command line that does it (cmd/ renders each as one).
+type Action string
+
+// The remedies a refusal may carry.
+const (
+	// ActionCreateEnv creates the env that is missing (Target: the env).
+	ActionCreateEnv Action = "create_env"
+	// ActionReplaceEnv rebuilds a drifted env under its own digest,
+	// from its seal (Target: the env).
+	ActionReplaceEnv Action = "replace_env"
+	// ActionRemoveEnv deletes an env (Target: the env).
+	ActionRemoveEnv Action = "remove_env"
+	// ActionFetch fetches the wheels from the index again, online.
+	ActionFetch Action = "fetch"
+	// ActionGC removes what nothing names from the store, damaged blobs
+	// among them.
+	ActionGC Action = "gc"
+	// ActionExplain verifies the env again listing every difference
+	// (Target: the env).
+	ActionExplain Action = "explain"
+	// ActionEmbed adds a manifest and a lock to a wheel (Target: the wheel).
+	ActionEmbed Action = "embed"
+	// ActionPlatformList lists the platform presets.
+	ActionPlatformList Action = "platform_list"
+)
+
+// Remedy is a typed piece of advice: an action and what it applies to.
+type Remedy struct {
+	Action Action `json:"action"`
+	// Target is the object of the action (an env path, a wheel), or "".
+	Target string `json:"target,omitempty"`
+}
+
+// WithRemedy sets e's remedy and returns e.
+func (e *Error) WithRemedy(a Action, target string) *Error {
+	e.Remedy = &Remedy{Action: a, Target: target}
+	return e
+}
+
+// RemedyOf returns the remedy of the first refusal in err's chain that
+// carries one, or nil.
+func RemedyOf(err error) *Remedy {
+	for err != nil {
+		if r, ok := err.(*Error); ok && r.Remedy != nil {
+			return r.Remedy
+		}
+		err = errors.Unwrap(err)
+	}
+	return nil
+}
+
+// Message is the refusal's one-line message without its code: the
+// detail and the cause, as Error renders them after "<code>: ".
+func (e *Error) Message() string {
+	if e.Err != nil {
+		return e.Detail + ": " + e.Err.Error()
+	}
+	return e.Detail
 }
 
 // New returns a refusal with a formatted detail and no cause.
@@ -33,11 +97,7 @@ func Wrap(code Code, cause error, format string, args ...any) *Error {
 
 // Error renders "<code>: <detail>[: <cause>]".
 func (e *Error) Error() string {
-	s := string(e.Code) + ": " + e.Detail
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+	return string(e.Code) + ": " + e.Message()
 }
 
 // Unwrap returns the wrapped cause.

@@ -133,9 +133,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return done.code
 	case errors.As(err, &r):
-		fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
+		line := oneLine(r.Error())
+		rem := refusal.RemedyOf(err)
+		cmdline := renderRemedy(rem)
+		if cmdline != "" {
+			line += "; to fix: " + cmdline
+		}
+		fmt.Fprintf(stderr, "refused: %s\n", line)
 		if asJSON {
-			writeJSON(stdout, map[string]any{"schema": schema, "refused": map[string]string{"code": string(r.Code), "detail": oneLine(r.Error()[len(r.Code)+2:])}})
+			ref := map[string]any{"code": string(r.Code), "detail": oneLine(r.Message())}
+			if cmdline != "" {
+				ref["remedy"] = map[string]string{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
+			}
+			writeJSON(stdout, map[string]any{"schema": schema, "refused": ref})
 		}
 		return exitRefused
 	case errors.As(err, &u):
@@ -303,4 +313,41 @@ func (o *opts) progressOn() bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// renderRemedy is the command line that carries out rem ("" for none).
+// Every command rendered here is run by a test after the refusal that
+// advised it (TestRemediesRun).
+func renderRemedy(rem *refusal.Remedy) string {
+	if rem == nil {
+		return ""
+	}
+	t := shellQuote(rem.Target)
+	switch rem.Action {
+	case refusal.ActionCreateEnv, refusal.ActionReplaceEnv:
+		return "cruxprov env create --replace " + t
+	case refusal.ActionRemoveEnv:
+		return "cruxprov env remove " + t
+	case refusal.ActionFetch:
+		return "cruxprov fetch (the same --wheel/--lock, --platform and --index, without --offline)"
+	case refusal.ActionGC:
+		return "cruxprov gc"
+	case refusal.ActionExplain:
+		return "cruxprov env verify --explain " + t
+	case refusal.ActionEmbed:
+		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o OUT.whl"
+	case refusal.ActionPlatformList:
+		return "cruxprov platform list"
+	}
+	return ""
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+=:@,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
