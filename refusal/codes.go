@@ -69,8 +69,9 @@ const (
 	ImageSignatureInvalid Code = "image_signature_invalid"
 	ProvenanceMismatch    Code = "provenance_mismatch"
 	// ledger
-	LedgerWriteFailed Code = "ledger_write_failed"
-	LedgerCorrupt     Code = "ledger_corrupt"
+	LedgerWriteFailed   Code = "ledger_write_failed"
+	LedgerCorrupt       Code = "ledger_corrupt"
+	IdempotencyConflict Code = "idempotency_conflict"
 )
 
 var all = []Code{
@@ -125,6 +126,7 @@ var all = []Code{
 	ProvenanceMismatch,
 	LedgerWriteFailed,
 	LedgerCorrupt,
+	IdempotencyConflict,
 }
 
 // Codes returns every code, in the order of DESIGN §2.
