@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:33b1fb634de1a768945d5258a7174f28f48d73e36b9a1b0fbc3a5ade6c0e5c77",
-	"acme-echo/echo":     "sha256:92f408b39e61697b24e92cb060b8a31c72c22729f3498b6c5b0c7af855e4fe5e",
-	"acme-echo/fail":     "sha256:52b40cbdbb729f582e1de27442afcb847bee7f325ee83650bfb3230dc56924c0",
-	"acme-echo/flood":    "sha256:68979bb7829ed6efbaecce89c71e0b9263311652e27e858a042558a9db14d3d2",
-	"acme-echo/sleep":    "sha256:19b3f045516fc374a2cbd5a9cb92122146ccb05b05030e78c38706a15527e13f",
-	"acme-native":        "sha256:8ed61a40b72b45f47754f9e2d8867f6bbab848e6d2ea556df9a3ee9cf3dbe23c",
-	"acme-native/which":  "sha256:f965e0c13f4102e68ad828f27dd6abe4d657603ef507fee1ad3123485faab533",
-	"acme-scripts":       "sha256:572ce9f9e439abc959a6642f4b47eccc83d368aeb791d7d44eccf77dbecec79f",
-	"acme-scripts/hello": "sha256:8104d348aae8b6169933557146bfc48eb4b4bc7091a583a0cafac6776429da88",
+	"acme-echo":          "sha256:8d23203114f07feaf8f5a6ffc707661eff5c86bc6b072edaff7826ded06df2e4",
+	"acme-echo/echo":     "sha256:f55e2f89e87671e64df25715a5b53822c04b373812f9f80c89c3b62c3df8deb4",
+	"acme-echo/fail":     "sha256:4afebecb2f721039c9d34723b27f76105c6c7f73ec4a56cefbcc4586ce5d6070",
+	"acme-echo/flood":    "sha256:bd7832095f79edfa1329de0dc7b40278a286393084c3a520e6db44bc961dea0c",
+	"acme-echo/sleep":    "sha256:82121d90fed73f3c6af0c28c8e870e2cabdfe7cff3220abf90438491442d4ecc",
+	"acme-native":        "sha256:0ecb559cc77a598c4863c85d638278171873109f08eec51bae4cf5785eff4774",
+	"acme-native/which":  "sha256:0a8a158a91193fbee3a62178e16f87bec02937c66345c1bf11de46c2c5563b0b",
+	"acme-scripts":       "sha256:6d8ccb80b2c29bacc9970bd29edce17a92636607728b50047da43736631e8c35",
+	"acme-scripts/hello": "sha256:7d56b702e9f7e4248e68a0883db57a8732cb9586a07206b70afb8fdea5a11b68",
 }
 
 type inspectDoc struct {

@@ -35,7 +35,11 @@ The contract is DESIGN section 10 and docs/provider-authors.md:
 
    run_id is the request's (null when the request had none). Neither
    error messages nor egress URLs contain a delivered secret value (each
-   is replaced by "[redacted]").
+   is replaced by "[redacted]"), nor does anything the harness itself
+   writes to stderr (its tracebacks and log lines): every value is
+   redacted there too, in its raw, JSON-escaped and repr forms. What a
+   provider writes to stderr itself is not filtered: the executor redacts
+   the stderr tail it keeps.
 
 The harness exits 0 whenever it wrote a result, ok or error, and 1 only when
 it could not write one. It never exits 78 (reserved for the container shim).
@@ -46,6 +50,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import sys
 import traceback
 
@@ -85,17 +90,53 @@ class _Refused(Exception):
         self.message = message
 
 
+_SECRET_FORMS: list = []
+"""Every form of every delivered secret value, longest first (_set_secrets)."""
+
+
+def _forms(value: str):
+    """The forms a value takes in text: raw, JSON-escaped (ASCII escapes or
+    not), repr and ascii, each without its quotes."""
+    out = {value, repr(value)[1:-1], ascii(value)[1:-1]}
+    for ensure_ascii in (True, False):
+        try:
+            out.add(json.dumps(value, ensure_ascii=ensure_ascii)[1:-1])
+        except (ValueError, UnicodeError):
+            pass
+    return out
+
+
+def _set_secrets(secrets) -> None:
+    forms = set()
+    for v in secrets.values():
+        if v:
+            forms |= _forms(v)
+    _SECRET_FORMS[:] = sorted((f for f in forms if f), key=lambda f: (-len(f), f))
+
+
+def _redact(msg: str) -> str:
+    """msg with every form of every delivered secret value replaced by
+    "[redacted]"."""
+    for f in _SECRET_FORMS:
+        msg = msg.replace(f, "[redacted]")
+    return msg
+
+
 def _log(msg: str) -> None:
     try:
-        sys.stderr.write("cruxible_provider_runtime.harness: %s\n" % msg)
+        sys.stderr.write(_redact("cruxible_provider_runtime.harness: %s\n" % msg))
         sys.stderr.flush()
     except Exception:
         pass
 
 
 def _print_traceback() -> None:
+    """Print the current exception's traceback on stderr, redacted of every
+    delivered secret value (the message of an exception often quotes one)."""
     try:
-        traceback.print_exc(file=sys.stderr)
+        text = "".join(traceback.format_exc())
+        sys.stderr.write(_redact(text))
+        sys.stderr.flush()
     except Exception:
         pass  # stderr closed or replaced by the provider: the result matters more
 
@@ -342,12 +383,6 @@ def _check_result(out, ref: str) -> dict:
         raise _Refused("result_invalid", "%s returned an invalid ProviderResult: %s" % (ref, _describe(e)))
 
 
-def _redact(msg: str, secrets) -> str:
-    for v in sorted((v for v in secrets.values() if v), key=len, reverse=True):
-        msg = msg.replace(v, "[redacted]")
-    return msg
-
-
 def _encode(doc: dict) -> bytes:
     return json.dumps(doc, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -359,8 +394,19 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def _on_sigterm(signum, frame) -> None:
+    os._exit(128 + signum)
+
+
 def run() -> int:
     """Run one request; return the exit status (0: a result was written)."""
+    # SIGTERM ends the harness at once even where it is the first process
+    # of a pid namespace (the executor's containment), whose default
+    # dispositions ignore signals from outside; a provider may override it.
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (OSError, ValueError):
+        pass
     try:
         proto_fd = _protect_stdout()
     except OSError as e:
@@ -378,6 +424,7 @@ def run() -> int:
         req = _parse_request(raw, run_id_box)
         if req["secret_channel"] is not None:
             secrets = _read_secrets(req["secret_channel"], proto_fd)
+            _set_secrets(secrets)
         _stdin_to_devnull()
         budgets = req["budgets"]
         ctx = ProviderRunContext(
@@ -399,11 +446,11 @@ def run() -> int:
     # Receipts keep the observed egress: no secret value may ride in a URL.
     egress = []
     for u in ctx.egress.urls if ctx is not None else ():
-        u = _redact(u, secrets)
+        u = _redact(u)
         if u not in egress:
             egress.append(u)
     if body["status"] == "error":
-        body["error"]["message"] = _redact(body["error"]["message"], secrets)
+        body["error"]["message"] = _redact(body["error"]["message"])
     doc = {"status": body["status"], "run_id": run_id_box[0] if run_id_box else None}
     if body["status"] == "ok":
         doc["result"] = body["result"]
@@ -415,7 +462,7 @@ def run() -> int:
     except (ValueError, TypeError, UnicodeEncodeError, RecursionError) as e:
         doc.pop("result", None)
         doc["status"] = "error"
-        doc["error"] = {"code": "result_invalid", "message": _redact("the result cannot be encoded as JSON: %s" % _describe(e), secrets)}
+        doc["error"] = {"code": "result_invalid", "message": _redact("the result cannot be encoded as JSON: %s" % _describe(e))}
         line = _encode(doc)
     try:
         _write_all(proto_fd, line)

@@ -98,6 +98,14 @@ PROVIDERS = {
             ctx.egress.record("https://api.acme.example/v1/echo")
             raise ValueError("token was " + ctx.secrets["acme/api-token"])
 
+        def leaks_secret_forms(ctx):
+            v = ctx.secrets["acme/api-token"]
+            raise ValueError("raw %s json %s repr %r" % (v, json_escaped(v), v))
+
+        def json_escaped(v):
+            import json
+            return json.dumps(v)[1:-1]
+
         def secret_in_url(ctx):
             ctx.egress.record("https://api.acme.example/?key=" + ctx.secret("acme/api-token"))
             return ProviderResult.ok("sent")
@@ -162,6 +170,13 @@ def request(obj, **over):
     }
     req.update(over)
     return req
+
+
+def secret_forms(value):
+    """The forms a secret value can take in text: raw, JSON-escaped (with
+    and without ASCII escapes) and Python repr, each without its quotes."""
+    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], repr(value)[1:-1]}
+    return sorted(f for f in forms if f)
 
 
 class Run:
@@ -330,6 +345,27 @@ class HarnessTest(unittest.TestCase):
         run = harness(request("tp_basic:leaks_secret_in_error", secret_channel=ch), secret=bundle)
         self.refused(run, "provider_error")
         self.assertNotIn("s3cr3t-value", run.stdout)
+
+    def test_secret_values_are_redacted_from_stderr(self):
+        # Issue 11 item 7: the traceback the harness itself prints carried
+        # the value verbatim. Values with a quote, a backslash, a newline and
+        # non-ASCII, in raw, JSON-escaped and repr forms.
+        for value in ("s3cr3t-value", 'q"uo\\te\nline-\u00e9\u2603', "it's"):
+            with self.subTest(value=value):
+                bundle = json.dumps({"acme/api-token": value}).encode()
+                ch = {"fd": 3, "refs": ["acme/api-token"]}
+                run = harness(request("tp_basic:leaks_secret_forms", secret_channel=ch), secret=bundle)
+                self.refused(run, "provider_error")
+                self.assertIn("Traceback", run.stderr)
+                self.assertIn("[redacted]", run.stderr)
+                for form in secret_forms(value):
+                    self.assertNotIn(form, run.stderr)
+                    self.assertNotIn(form, run.stdout)
+                run = harness(request("tp_basic:leaks_secret", secret_channel=ch), secret=bundle)
+                self.refused(run, "provider_error")
+                for form in secret_forms(value):
+                    self.assertNotIn(form, run.stderr)
+                    self.assertNotIn(form, run.stdout)
 
     def test_secret_unavailable(self):
         ch = {"fd": 3, "refs": ["acme/api-token"]}
