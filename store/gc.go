@@ -23,6 +23,10 @@ type GCReport struct {
 	RemovedBytes int64    `json:"removed_bytes"`
 	KeptBlobs    int      `json:"kept_blobs"`
 	KeptBytes    int64    `json:"kept_bytes"`
+	// Damaged lists the blobs removed (also in Removed) although a root
+	// names them, because their bytes were not those their name says:
+	// fetch them again.
+	Damaged []string `json:"damaged"`
 	// Roots are the files whose references were kept, relative to the root.
 	Roots []string `json:"roots"`
 }
@@ -50,10 +54,11 @@ var hexRE = regexp.MustCompile(`[0-9a-f]{64}`)
 // opts.Wait). The roots are, per docs/store.md: every envs/*.seal.json
 // (sealed envs), and every file under registry/ (accepted pins and open
 // change-sets); any 64-hex sha256 written in a root keeps the blob of that
-// name. A seal that is not valid JSON stops the collection rather than
+// name, unless its bytes are not that name's (checked as Check does): a
+// damaged blob is removed and listed in Damaged too. A seal that is not valid JSON stops the collection rather than
 // risk removing what it references.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
-	rep := GCReport{DryRun: opts.DryRun, Removed: []string{}, Roots: []string{}}
+	rep := GCReport{DryRun: opts.DryRun, Removed: []string{}, Damaged: []string{}, Roots: []string{}}
 	var unlock Unlock
 	if opts.Wait {
 		u, err := s.LockExclusive(ctx)
@@ -126,6 +131,30 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		}
 		fi, err := e.Info()
 		if err != nil {
+			continue
+		}
+		if keep[name] && isHexName(name) {
+			// A kept blob must still be what its name says: one whose
+			// stat changed since it was last hashed is hashed again.
+			d, _ := digest.ParseHex(name)
+			f, _, err := s.open(d, !opts.DryRun)
+			var de *DamagedError
+			switch {
+			case err == nil:
+				f.Close()
+				rep.KeptBlobs++
+				rep.KeptBytes += fi.Size()
+				continue
+			case !errors.As(err, &de):
+				return rep, fmt.Errorf("gc: %w", err)
+			case !opts.DryRun && de.RemoveErr != nil:
+				return rep, fmt.Errorf("gc: %w", de)
+			}
+			p := filepath.ToSlash(filepath.Join(BlobsDir, name))
+			rep.Removed = append(rep.Removed, p)
+			rep.Damaged = append(rep.Damaged, p)
+			rep.RemovedBytes += fi.Size()
+			gone[name] = true
 			continue
 		}
 		if keep[name] {

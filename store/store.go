@@ -82,7 +82,8 @@ func (s *Store) Path(d digest.Digest) string {
 	return filepath.Join(s.home, BlobsDir, d.Hex())
 }
 
-// Has reports whether the blob d is in the store, and its size.
+// Has reports whether a blob named d is in the store, and its size,
+// without checking its bytes (Check does).
 func (s *Store) Has(d digest.Digest) (bool, int64) {
 	if d.IsZero() {
 		return false, 0
@@ -151,8 +152,9 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 
 // Put stores the bytes r yields as the blob d: Write, then Commit. More or
 // fewer than size bytes (when size > 0) is size_mismatch, other bytes than
-// d is hash_mismatch, and nothing is stored. A blob already present is
-// kept and r is not read. Errors of r are returned wrapped, so a caller
+// d is hash_mismatch, and nothing is stored. A blob already present with
+// the right bytes (Check) is kept and r is not read; a damaged one is
+// replaced. A full disk is a *SpaceError. Errors of r are returned wrapped, so a caller
 // can tell a transport failure (worth a retry) from a refusal.
 func (s *Store) Put(ctx context.Context, d digest.Digest, size int64, r io.Reader) error {
 	p, err := s.Write(ctx, d, size, r)
@@ -196,7 +198,13 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	if d.IsZero() {
 		return nil, refusal.New(refusal.HashMissing, "a blob needs a sha256 to be stored")
 	}
-	if ok, have := s.Has(d); ok {
+	// A blob present with the right bytes is kept; a damaged one was
+	// removed by Check and is written anew.
+	ok, have, err := s.Check(d)
+	if de := (*DamagedError)(nil); err != nil && (!errors.As(err, &de) || de.RemoveErr != nil) {
+		return nil, err
+	}
+	if ok {
 		if size > 0 && have != size {
 			return nil, refusal.New(refusal.SizeMismatch, "blob %s in the store has %d bytes, the lock says %d; fix the lock's size", d, have, size)
 		}
@@ -208,7 +216,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		return nil, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, s.failed("create a blob", err)
 	}
 	defer func() {
 		if err != nil {
@@ -223,7 +231,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	}
 	n, err := copyCtx(ctx, io.MultiWriter(f, h), src)
 	if err != nil {
-		return nil, err
+		return nil, s.failed("write blob "+d.Hex(), err)
 	}
 	if size > 0 && n != size {
 		return nil, refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
@@ -232,7 +240,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		return nil, refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
 	}
 	if err = f.Chmod(0o444); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, s.failed("write blob "+d.Hex(), err)
 	}
 	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
 }
@@ -270,7 +278,7 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := p.f.Sync(); err != nil {
-				errs[i] = fmt.Errorf("store: fsync %s: %w", p.f.Name(), err)
+				errs[i] = s.failed("fsync blob "+p.d.Hex(), err)
 			}
 		}()
 	}
@@ -331,6 +339,35 @@ func (g *groupSync) sync() error {
 		g.cond.Broadcast()
 	}
 	return g.err
+}
+
+// SpaceError is a write to the store that failed because its file
+// system is full (ENOSPC) or the writer's quota is used up (EDQUOT): a
+// failure of the host, not a refusal. Nothing partial was kept; freeing
+// space (unused blobs, other files on that file system) and running
+// again completes the work.
+type SpaceError struct {
+	// Home is the store's root; Op what was being written.
+	Home string
+	Op   string
+	Err  error
+}
+
+func (e *SpaceError) Error() string {
+	return fmt.Sprintf("no space left for the store %s (%s: %v); free space on its file system (blobs nothing uses can be collected) and run again", e.Home, e.Op, e.Err)
+}
+
+// Unwrap returns the system error.
+func (e *SpaceError) Unwrap() error { return e.Err }
+
+// failed wraps a write error of op: a *SpaceError when the disk or quota
+// is full, else a plain error. A refusal or the reader's error passes
+// as it is.
+func (s *Store) failed(op string, err error) error {
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return &SpaceError{Home: s.home, Op: op, Err: err}
+	}
+	return err
 }
 
 func sizeText(n, size int64) string {

@@ -368,3 +368,37 @@ func TestWriteCommit(t *testing.T) {
 		t.Error("Discard of a present blob removed it")
 	}
 }
+
+// smallDisk mounts a tmpfs of size bytes on a new directory (unmounted at
+// cleanup): a real full disk.
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	return dir
+}
+
+// TestWriteNoSpace: a blob that does not fit on the store's file system
+// is a *SpaceError naming the store (not a refusal), and leaves no temp.
+func TestWriteNoSpace(t *testing.T) {
+	s, err := Open(filepath.Join(smallDisk(t, "128k"), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("0123456789abcdef"), 32<<10) // 512 KiB
+	d := digest.Sum(body)
+	err = s.Put(context.Background(), d, int64(len(body)), bytes.NewReader(body))
+	var se *SpaceError
+	if !errors.As(err, &se) || se.Home != s.Home() || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), s.Home()) {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	if got := blobDir(t, s); len(got) != 0 {
+		t.Errorf("left in the store: %v", got)
+	}
+}

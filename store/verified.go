@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,9 @@ func (s *Store) stamp(d digest.Digest, f *os.File) {
 		return
 	}
 	_, err = tmp.WriteString(line)
+	if err == nil {
+		err = tmp.Chmod(0o444) // like the blob: replaced by rename, never written
+	}
 	if cerr := tmp.Close(); err == nil && cerr == nil {
 		if os.Rename(tmp.Name(), p) == nil {
 			return
@@ -69,25 +73,68 @@ func (s *Store) stamp(d digest.Digest, f *os.File) {
 	os.Remove(tmp.Name())
 }
 
-// OpenVerified opens the blob d for reading after making sure its bytes
-// hash to d: by its stamp when the blob's stat is the one recorded when it
-// was last hashed, else by hashing it (and then recording a stamp). It
-// returns the open file and its size. Refusals: materialize_failed when
-// the blob is missing or unreadable (fetch it), hash_mismatch when its
-// bytes are not d's (gc, then fetch again).
-func (s *Store) OpenVerified(d digest.Digest, name string) (*os.File, int64, error) {
-	path := s.Path(d)
-	f, err := os.Open(path)
+// DamagedError reports a blob whose bytes are not those its name says
+// (written to in place, or damaged on disk). The store removes such a
+// blob (with its stamp and unpacked-cache entry) when it finds it, so the
+// wheel can be fetched again. It is not a refusal: a fetch online
+// replaces the blob; other callers make it one.
+type DamagedError struct {
+	// Digest is the blob's name; Got what its bytes hash to ("" when
+	// they could not all be read).
+	Digest digest.Digest
+	Got    string
+	// Path is where the blob was.
+	Path string
+	// RemoveErr is why it could not be removed (nil when it was): a
+	// store written by another user, say.
+	RemoveErr error
+}
+
+func (e *DamagedError) Error() string {
+	what := "its bytes hash to " + e.Got
+	if e.Got == "" {
+		what = "it is not a regular file"
+	}
+	if e.RemoveErr != nil {
+		return fmt.Sprintf("the store's blob %s is damaged (%s, not %s) and could not be removed: %v", e.Path, what, e.Digest, e.RemoveErr)
+	}
+	return fmt.Sprintf("the store's blob %s was damaged (%s, not %s) and was removed", e.Path, what, e.Digest)
+}
+
+// Check reports whether the blob d is in the store with the right bytes,
+// and its size. A blob whose stat equals its stamp is not read; one whose
+// stat changed (or that has no stamp) is hashed again and stamped when
+// correct. A blob with other bytes is removed, with its stamp and its
+// unpacked-cache entry, and reported as a *DamagedError (present false):
+// fetch it again. Other errors (a blob this user cannot read) are
+// returned as they are.
+func (s *Store) Check(d digest.Digest) (bool, int64, error) {
+	if d.IsZero() {
+		return false, 0, nil
+	}
+	f, size, err := s.open(d, true)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, refusal.New(refusal.MaterializeFailed, "%s (%s) is not in the store; run cruxprov fetch first", name, d)
+		return false, 0, nil
 	}
 	if err != nil {
-		return nil, 0, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open %s from the store", name)
+		return false, 0, err
+	}
+	f.Close()
+	return true, size, nil
+}
+
+// open opens the blob d after making sure of its bytes, as Check says;
+// a damaged blob is removed only when remove is set.
+func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
+	path := s.Path(d)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
 	}
 	line, size, err := stampOf(int(f.Fd()))
 	if err != nil {
 		f.Close()
-		return nil, 0, refusal.Wrap(refusal.MaterializeFailed, err, "cannot use the store's blob for %s; run cruxprov gc and fetch again", name)
+		return nil, 0, s.damaged(d, path, "", 0, remove)
 	}
 	if b, err := os.ReadFile(s.stampPath(d)); err == nil && string(b) == line {
 		return f, size, nil
@@ -96,16 +143,68 @@ func (s *Store) OpenVerified(d digest.Digest, name string) (*os.File, int64, err
 	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
 	if err != nil {
 		f.Close()
-		return nil, 0, refusal.Wrap(refusal.MaterializeFailed, err, "cannot read %s from the store", name)
+		return nil, 0, fmt.Errorf("store: read %s: %w", path, err)
 	}
-	if got := digest.FromBytes(h.Sum(nil)); got != d || n != size {
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex() || n != size {
+		var st unix.Stat_t
+		unix.Fstat(int(f.Fd()), &st)
 		f.Close()
-		return nil, 0, refusal.New(refusal.HashMismatch, "the store's blob for %s hashes to %s, not %s; run cruxprov gc and fetch again", name, got, d)
+		return nil, 0, s.damaged(d, path, "sha256:"+got, st.Ino, remove)
 	}
 	if line2, _, err := stampOf(int(f.Fd())); err == nil && line2 == line {
 		s.stamp(d, f) // not when it changed while it was hashed
 	}
 	return f, size, nil
+}
+
+// damaged removes the damaged blob d at path (only while path still names
+// the inode ino that was found bad, when ino is not 0: a concurrent fetch
+// may have put the right bytes there meanwhile), its stamp and its
+// unpacked-cache entry; or reports it (remove false: gc's dry run).
+func (s *Store) damaged(d digest.Digest, path, got string, ino uint64, remove bool) *DamagedError {
+	e := &DamagedError{Digest: d, Got: got, Path: path}
+	if !remove {
+		e.RemoveErr = errors.New("not removed (dry run)")
+		return e
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			e.RemoveErr = err
+		}
+		return e
+	}
+	if ino != 0 && st.Ino != ino {
+		return e // replaced already
+	}
+	if err := os.Remove(path); err != nil {
+		e.RemoveErr = err
+		return e
+	}
+	os.Remove(s.stampPath(d))
+	os.RemoveAll(filepath.Join(s.home, UnpackedDir, d.Hex()))
+	return e
+}
+
+// OpenVerified opens the blob d for reading after making sure its bytes
+// hash to d, as Check does, and returns the open file and its size.
+// Refusals (name is the wheel's file name, for the detail):
+// materialize_failed when the blob is missing or unreadable, hash_mismatch
+// when its bytes are not d's (the blob is removed then); both advise
+// fetching it (refusal.ActionFetch).
+func (s *Store) OpenVerified(d digest.Digest, name string) (*os.File, int64, error) {
+	f, size, err := s.open(d, true)
+	if err == nil {
+		return f, size, nil
+	}
+	var de *DamagedError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, 0, refusal.New(refusal.MaterializeFailed, "%s (%s) is not in the store %s; fetch it", name, d, s.home).WithRemedy(refusal.ActionFetch, "")
+	case errors.As(err, &de):
+		return nil, 0, refusal.Wrap(refusal.HashMismatch, err, "the wheel %s", name).WithRemedy(refusal.ActionFetch, "")
+	}
+	return nil, 0, refusal.Wrap(refusal.MaterializeFailed, err, "cannot read %s from the store", name)
 }
 
 // isHexName reports whether name is a blob's, a stamp's or a cache

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,140 @@ func TestOpenVerifiedWithoutStamp(t *testing.T) {
 	f.Close()
 	if _, err := os.Stat(filepath.Join(s.Home(), StampsDir, d.Hex())); err != nil {
 		t.Fatalf("not stamped after hashing: %v", err)
+	}
+}
+
+// damage writes 7 bytes into the blob at p in place, as
+// `dd conv=notrunc` does (size unchanged), and puts its mtime back: only
+// its ctime tells. The sleep lets the coarse kernel clock that stamps
+// ctime tick past the stamp's.
+func damage(t *testing.T, p string) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.Chmod(p, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("DAMAGED"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chmod(p, 0o444)
+	if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if fi2, _ := os.Stat(p); fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
+		t.Fatal("damage changed the size or the mtime")
+	}
+}
+
+// TestDamagedBlob: a blob whose bytes were changed in place (size and
+// mtime kept) is noticed by every reader of the store, removed with its
+// stamp and unpacked-cache entry, and can be stored again.
+func TestDamagedBlob(t *testing.T) {
+	const body = "wheel bytes, long enough"
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		// find runs the reader that must notice the damage; it reports
+		// whether the damaged blob is to be gone afterwards.
+		find func(t *testing.T, s *Store, d digest.Digest) bool
+	}{
+		{"Check", func(t *testing.T, s *Store, d digest.Digest) bool {
+			ok, _, err := s.Check(d)
+			var de *DamagedError
+			if ok || !errors.As(err, &de) || de.RemoveErr != nil || de.Digest != d || !strings.Contains(de.Error(), "was removed") {
+				t.Fatalf("Check: %v %v", ok, err)
+			}
+			return true
+		}},
+		{"OpenVerified", func(t *testing.T, s *Store, d digest.Digest) bool {
+			_, _, err := s.OpenVerified(d, "w-1.0-py3-none-any.whl")
+			if !errors.Is(err, refusal.HashMismatch) || !strings.Contains(err.Error(), "w-1.0-py3-none-any.whl") || !strings.Contains(err.Error(), "removed") {
+				t.Fatalf("OpenVerified: %v", err)
+			}
+			if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionFetch {
+				t.Errorf("remedy %+v, want fetch", r)
+			}
+			return true
+		}},
+		{"Put replaces it", func(t *testing.T, s *Store, d digest.Digest) bool {
+			if err := s.Put(ctx, d, int64(len(body)), strings.NewReader(body)); err != nil {
+				t.Fatal(err)
+			}
+			return false
+		}},
+		{"GC dry run lists it", func(t *testing.T, s *Store, d digest.Digest) bool {
+			rep, err := s.GC(ctx, GCOptions{DryRun: true, Keep: []digest.Digest{d}})
+			if err != nil || len(rep.Damaged) != 1 || rep.Damaged[0] != BlobsDir+"/"+d.Hex() || rep.KeptBlobs != 0 {
+				t.Fatalf("gc --dry-run: %+v %v", rep, err)
+			}
+			if b, _ := os.ReadFile(s.Path(d)); !strings.HasPrefix(string(b), "DAMAGED") {
+				t.Fatal("the dry run changed the blob")
+			}
+			return false
+		}},
+		{"GC removes it although a root names it", func(t *testing.T, s *Store, d digest.Digest) bool {
+			rep, err := s.GC(ctx, GCOptions{Keep: []digest.Digest{d}})
+			if err != nil || len(rep.Damaged) != 1 || len(rep.Removed) != 1 || rep.KeptBlobs != 0 {
+				t.Fatalf("gc: %+v %v", rep, err)
+			}
+			return true
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t)
+			d := put(t, s, body)
+			cache := filepath.Join(s.Home(), UnpackedDir, d.Hex())
+			os.MkdirAll(filepath.Dir(cache), 0o755)
+			os.WriteFile(cache, []byte("members"), 0o444)
+			damage(t, s.Path(d))
+			gone := tt.find(t, s, d)
+			dryRun := strings.Contains(tt.name, "dry run")
+			for p, want := range map[string]bool{s.Path(d): gone, s.stampPath(d): gone, cache: !dryRun} {
+				if _, err := os.Lstat(p); want != errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: gone=%v, want %v", p, !want, want)
+				}
+			}
+			if gone {
+				if ok, _, err := s.Check(d); ok || err != nil {
+					t.Fatalf("after removal: %v %v", ok, err)
+				}
+				if err := s.Put(ctx, d, int64(len(body)), strings.NewReader(body)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Stored again (or left alone by a dry run): the advised
+			// remedy leaves a good blob.
+			if gone || tt.name == "Put replaces it" {
+				f, _, err := s.OpenVerified(d, "w.whl")
+				if err != nil {
+					t.Fatalf("after storing it again: %v", err)
+				}
+				f.Close()
+			}
+		})
+	}
+}
+
+// TestModes: what the store writes has the modes docs/store.md gives:
+// directories 0755, blobs and stamps 0444 (umask 022, as operators have).
+func TestModes(t *testing.T) {
+	s := open(t)
+	d := put(t, s, "moded")
+	for p, want := range map[string]os.FileMode{
+		BlobsDir: 0o755 | os.ModeDir, StampsDir: 0o755 | os.ModeDir, EnvsDir: 0o755 | os.ModeDir, TmpDir: 0o755 | os.ModeDir,
+		BlobsDir + "/" + d.Hex(): 0o444, StampsDir + "/" + d.Hex(): 0o444, lockName: 0o644,
+	} {
+		fi, err := os.Lstat(filepath.Join(s.Home(), p))
+		if err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", p, fi.Mode(), err, want)
+		}
 	}
 }
