@@ -12,8 +12,15 @@ import (
 const (
 	TypeImplementation       = "cruxible.implementation/v1"
 	TypeResolution           = "cruxible.resolution/v1"
-	TypeLocalMaterialization = "cruxible.materialization.local/v1"
+	TypeLocalMaterialization = "cruxible.materialization.local/v2"
+	// TypeLocalMaterializationV1 is the superseded local digest (no
+	// bytecode field), still recomputed to verify seals written before v2.
+	TypeLocalMaterializationV1 = "cruxible.materialization.local/v1"
 )
+
+// BytecodeUncheckedHash is the one bytecode mode of a local env compiled
+// before sealing (DESIGN §5, §7): py_compile's unchecked-hash pycs.
+const BytecodeUncheckedHash = "unchecked-hash"
 
 // FieldError says why an input of a typed digest is unusable: which digest
 // and field, and why. Nothing is hashed when one is returned.
@@ -91,6 +98,13 @@ type localMaterializationDoc struct {
 	} `json:"interpreter"`
 	Resolution Digest     `json:"resolution"`
 	Root       *localRoot `json:"root"`
+}
+
+// localMaterializationV2Doc is localMaterializationDoc with bytecode
+// always written, null included.
+type localMaterializationV2Doc struct {
+	localMaterializationDoc
+	Bytecode *string `json:"bytecode"`
 }
 
 // ImplementationDigest is the track-record key of one entrypoint (DESIGN §5),
@@ -182,24 +196,47 @@ func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
 // LocalMaterializationDigest is the environment pin of the local backend
 // (DESIGN §5), the sha256 of the canonical JSON of
 //
-//	{"type":"cruxible.materialization.local/v1","platform":platformID,
+//	{"type":"cruxible.materialization.local/v2","platform":platformID,
 //	 "interpreter":{"path":interp.Path,"version":interp.Version},
 //	 "resolution":resolution,
-//	 "root":{"name":N,"version":V,"sha256":"sha256:…"}}
+//	 "root":{"name":N,"version":V,"sha256":"sha256:…"},
+//	 "bytecode":"unchecked-hash"}
 //
-// with "root":null when root is nil (an env made from a bare lock).
-// interp.Path must be an absolute, clean path (the caller resolves it to
-// the real path); every other field must be non-empty.
-func LocalMaterializationDigest(platformID string, interp Interpreter, resolution Digest, root *Root) (Digest, error) {
-	b, err := localMaterializationJSON(platformID, interp, resolution, root)
+// with "root":null when root is nil (an env made from a bare lock) and
+// "bytecode":null when bytecode is "" (an env without bytecode, so that an
+// env with and one without bytecode are two envs). bytecode is "" or
+// BytecodeUncheckedHash. interp.Path must be an absolute, clean path (the
+// caller resolves it to the real path); every other field must be
+// non-empty.
+func LocalMaterializationDigest(platformID string, interp Interpreter, resolution Digest, root *Root, bytecode string) (Digest, error) {
+	b, err := localMaterializationJSON(platformID, interp, resolution, root, &bytecode)
 	if err != nil {
 		return Digest{}, err
 	}
 	return Sum(b), nil
 }
 
-func localMaterializationJSON(platformID string, interp Interpreter, resolution Digest, root *Root) ([]byte, error) {
-	v := fieldCheck{typ: TypeLocalMaterialization}
+// LocalMaterializationDigestV1 is the superseded v1 local digest: the v2
+// document without "bytecode", typed "cruxible.materialization.local/v1".
+// New envs never use it; verify recomputes it for seals written before v2
+// (DESIGN §14: a seal from an older tool stays valid while its format is
+// known).
+func LocalMaterializationDigestV1(platformID string, interp Interpreter, resolution Digest, root *Root) (Digest, error) {
+	b, err := localMaterializationJSON(platformID, interp, resolution, root, nil)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Sum(b), nil
+}
+
+// localMaterializationJSON is the v2 document, or the v1 one when
+// bytecode is nil.
+func localMaterializationJSON(platformID string, interp Interpreter, resolution Digest, root *Root, bytecode *string) ([]byte, error) {
+	typ := TypeLocalMaterialization
+	if bytecode == nil {
+		typ = TypeLocalMaterializationV1
+	}
+	v := fieldCheck{typ: typ}
 	v.text("platform", platformID)
 	v.text("interpreter.path", interp.Path)
 	if v.err == nil && (!path.IsAbs(interp.Path) || path.Clean(interp.Path) != interp.Path) {
@@ -212,16 +249,26 @@ func localMaterializationJSON(platformID string, interp Interpreter, resolution 
 		v.text("root.version", root.Version)
 		v.digest("root.sha256", root.SHA256)
 	}
+	if v.err == nil && bytecode != nil && *bytecode != "" && *bytecode != BytecodeUncheckedHash {
+		v.err = &FieldError{v.typ, "bytecode", fmt.Sprintf("%q is not %q or empty (no bytecode)", *bytecode, BytecodeUncheckedHash)}
+	}
 	if v.err != nil {
 		return nil, v.err
 	}
-	d := localMaterializationDoc{Type: TypeLocalMaterialization, Platform: platformID, Resolution: resolution}
+	d := localMaterializationDoc{Type: typ, Platform: platformID, Resolution: resolution}
 	d.Interpreter.Path = interp.Path
 	d.Interpreter.Version = interp.Version
 	if root != nil {
 		d.Root = &localRoot{Name: root.Name, Version: root.Version, SHA256: root.SHA256}
 	}
-	return CanonicalJSON(d)
+	if bytecode == nil {
+		return CanonicalJSON(d)
+	}
+	v2 := localMaterializationV2Doc{localMaterializationDoc: d}
+	if *bytecode != "" {
+		v2.Bytecode = bytecode
+	}
+	return CanonicalJSON(v2)
 }
 
 // InterfaceDigest is the sha256 of the RFC 8785 form of an interface's

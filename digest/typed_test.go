@@ -33,7 +33,7 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 		{"implementation empty entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "", "m:a", dB))},
 		{"implementation empty object", "entrypoint.object", second(ImplementationDigest("i", dA, "e", "", dB))},
 		{"implementation non-UTF-8 entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "e\xff", "m:a", dB))},
-		{"local non-UTF-8 platform", "platform", second(LocalMaterializationDigest("p\xff", interp, dA, nil))},
+		{"local non-UTF-8 platform", "platform", second(LocalMaterializationDigest("p\xff", interp, dA, nil, ""))},
 		{"implementation zero distribution", "distribution", second(ImplementationDigest("i", dA, "e", "m:a", Digest{}))},
 		{"resolution empty name", "packages[1].name", second(ResolutionDigest([]ResolvedPackage{okPkg, {"", "1", "f.whl", dA}}))},
 		{"resolution unnormalized name", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"Foo_Bar", "1", "f.whl", dA}}))},
@@ -43,14 +43,14 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 		{"resolution empty filename", "packages[0].filename", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "", dA}}))},
 		{"resolution zero sha", "packages[0].sha256", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "f.whl", Digest{}}}))},
 		{"resolution duplicate package", "packages", second(ResolutionDigest([]ResolvedPackage{okPkg, {"certifi", "2025.1.1", "certifi-2025.1.1-py3-none-any.whl", dB}}))},
-		{"local empty platform", "platform", second(LocalMaterializationDigest("", interp, dA, nil))},
-		{"local relative interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"bin/python", "3.11.2"}, dA, nil))},
-		{"local unclean interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/../bin/python", "3.11.2"}, dA, nil))},
-		{"local empty version", "interpreter.version", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/python", ""}, dA, nil))},
-		{"local zero resolution", "resolution", second(LocalMaterializationDigest("p", interp, Digest{}, nil))},
-		{"local root name", "root.name", second(LocalMaterializationDigest("p", interp, dA, &Root{"Example", "1", dB}))},
-		{"local root version", "root.version", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "", dB}))},
-		{"local root sha", "root.sha256", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "1", Digest{}}))},
+		{"local empty platform", "platform", second(LocalMaterializationDigest("", interp, dA, nil, ""))},
+		{"local relative interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"bin/python", "3.11.2"}, dA, nil, ""))},
+		{"local unclean interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/../bin/python", "3.11.2"}, dA, nil, ""))},
+		{"local empty version", "interpreter.version", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/python", ""}, dA, nil, ""))},
+		{"local zero resolution", "resolution", second(LocalMaterializationDigest("p", interp, Digest{}, nil, ""))},
+		{"local root name", "root.name", second(LocalMaterializationDigest("p", interp, dA, &Root{"Example", "1", dB}, ""))},
+		{"local root version", "root.version", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "", dB}, ""))},
+		{"local root sha", "root.sha256", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "1", Digest{}}, ""))},
 	} {
 		var fe *FieldError
 		if !errors.As(c.err, &fe) || fe.Field != c.field {
@@ -93,12 +93,17 @@ func TestDomainSeparation(t *testing.T) {
 	// The same strings in different typed digests never collide, and a
 	// root changes the materialization digest.
 	interp := Interpreter{"/usr/bin/python3.11", "3.11.2"}
-	bare, _ := LocalMaterializationDigest("p", interp, dA, nil)
-	withRoot, _ := LocalMaterializationDigest("p", interp, dA, &Root{"x", "1", dB})
-	other, _ := LocalMaterializationDigest("p", Interpreter{"/opt/python/bin/python3.11", "3.11.2"}, dA, nil)
+	bare, _ := LocalMaterializationDigest("p", interp, dA, nil, "")
+	withRoot, _ := LocalMaterializationDigest("p", interp, dA, &Root{"x", "1", dB}, "")
+	other, _ := LocalMaterializationDigest("p", Interpreter{"/opt/python/bin/python3.11", "3.11.2"}, dA, nil, "")
+	compiled, _ := LocalMaterializationDigest("p", interp, dA, nil, BytecodeUncheckedHash)
+	v1, _ := LocalMaterializationDigestV1("p", interp, dA, nil)
 	empty, _ := ResolutionDigest(nil)
-	if bare == withRoot || bare == other || bare == empty {
+	if bare == withRoot || bare == other || bare == empty || bare == compiled || bare == v1 || compiled == v1 {
 		t.Fatal("distinct inputs gave one digest")
+	}
+	if _, err := LocalMaterializationDigest("p", interp, dA, nil, "timestamp"); err == nil {
+		t.Fatal("an unknown bytecode mode was hashed")
 	}
 }
 

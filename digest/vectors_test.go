@@ -71,6 +71,7 @@ type localInput struct {
 		Version string `json:"version"`
 		SHA256  Digest `json:"sha256"`
 	} `json:"root"`
+	Bytecode *string `json:"bytecode"` // v2 vectors only
 }
 
 // computed maps every vector name to the canonical bytes and digest this
@@ -118,8 +119,23 @@ func computeVectors(t *testing.T) map[string]computed {
 			root = &Root{in.Root.Name, in.Root.Version, in.Root.SHA256}
 		}
 		interp := Interpreter(in.Interpreter)
-		b, err := localMaterializationJSON(in.Platform, interp, in.Resolution, root)
-		d, err2 := LocalMaterializationDigest(in.Platform, interp, in.Resolution, root)
+		b, err := localMaterializationJSON(in.Platform, interp, in.Resolution, root, nil)
+		d, err2 := LocalMaterializationDigestV1(in.Platform, interp, in.Resolution, root)
+		add(v.Name, b, d, firstErr(err, err2))
+	}
+	for _, v := range loadVectors[localInput](t, "materialization-local-v2.json") {
+		in := v.Input
+		var root *Root
+		if in.Root != nil {
+			root = &Root{in.Root.Name, in.Root.Version, in.Root.SHA256}
+		}
+		interp := Interpreter(in.Interpreter)
+		bc := ""
+		if in.Bytecode != nil {
+			bc = *in.Bytecode
+		}
+		b, err := localMaterializationJSON(in.Platform, interp, in.Resolution, root, &bc)
+		d, err2 := LocalMaterializationDigest(in.Platform, interp, in.Resolution, root, bc)
 		add(v.Name, b, d, firstErr(err, err2))
 	}
 	for _, v := range loadVectors[string](t, "interface.json") {
@@ -165,7 +181,7 @@ func TestKnownAnswers(t *testing.T) {
 			t.Errorf("%s: digest %s, want %s", name, c.digest, digest)
 		}
 	}
-	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json", "interface.json"} {
+	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json", "materialization-local-v2.json", "interface.json"} {
 		for _, v := range loadVectors[json.RawMessage](t, f) {
 			check(v.Name, v.Canonical, v.Digest)
 		}
@@ -217,7 +233,7 @@ func TestDocVectors(t *testing.T) {
 	}
 	// Every sha256 in the doc is either a vector's output or an input of one.
 	inputs := map[string]bool{}
-	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json"} {
+	for _, f := range []string{"implementation.json", "resolution.json", "materialization-local.json", "materialization-local-v2.json"} {
 		b, _ := os.ReadFile(filepath.Join(vectorDir, f))
 		for _, d := range regexp.MustCompile(`sha256:[0-9a-f]{64}`).FindAllString(string(b), -1) {
 			inputs[d] = true

@@ -41,6 +41,9 @@ const (
 	// env
 	InterpreterMismatch Code = "interpreter_mismatch"
 	MaterializeFailed   Code = "materialize_failed"
+	// InterpreterUnverifiable: the verifying user cannot read the
+	// interpreter (or its libpython), so it could not be checked.
+	InterpreterUnverifiable Code = "interpreter_unverifiable"
 	// verify
 	PinUnapproved       Code = "pin_unapproved"
 	PinMismatch         Code = "pin_mismatch"
@@ -101,6 +104,7 @@ var all = []Code{
 	InstallConflict,
 	InterpreterMismatch,
 	MaterializeFailed,
+	InterpreterUnverifiable,
 	PinUnapproved,
 	PinMismatch,
 	SealMissing,

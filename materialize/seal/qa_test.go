@@ -32,7 +32,7 @@ func TestQAUnreadableInterpreterIsNotRemoved(t *testing.T) {
 			r.Differences = []Difference{d}
 			err := r.Err()
 			msg := err.Error()
-			if d.Change != Unreadable || !errors.Is(err, refusal.InterpreterDrift) || strings.Contains(msg, "removed") ||
+			if d.Change != Unreadable || !errors.Is(err, refusal.InterpreterUnverifiable) || refusal.RemedyOf(err) != nil || strings.Contains(msg, "removed") ||
 				!strings.Contains(msg, "cannot read it: permission denied") || !strings.Contains(msg, "as a user who can read the interpreter") {
 				t.Errorf("deep=%v: change %q, %v", deep, d.Change, err)
 			}

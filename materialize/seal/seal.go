@@ -17,10 +17,16 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// Format is the format of the seal documents this version writes. Readers
-// accept cruxprov.seal/v1 and any v1.N (fields added by a later minor are
-// ignored) and refuse another major with seal_invalid (DESIGN §14).
-const Format = "cruxprov.seal/v1"
+// Format is the format of the seal documents this version writes: v2, whose
+// materialization digest is the local digest v2 (DESIGN §5, with
+// bytecode). Readers accept v2 and v2.N, and v1 and v1.N (seals written
+// before v2: their digest is the superseded v1, recomputed as such);
+// fields added by a later minor are ignored; another major is refused
+// with seal_invalid (DESIGN §14).
+const Format = "cruxprov.seal/v2"
+
+// FormatV1 is the format of seals written before the v2 local digest.
+const FormatV1 = "cruxprov.seal/v1"
 
 // Seal is the document beside a sealed env (envs/<hex>.seal.json). It holds
 // the materialization digest and every input to it, so that a verifier
@@ -44,6 +50,9 @@ type Materialization struct {
 	Interpreter digest.Interpreter `json:"interpreter"`
 	Resolution  digest.Digest      `json:"resolution"`
 	Root        *Root              `json:"root"`
+	// Bytecode is the v2 digest's bytecode mode: "unchecked-hash", or
+	// null for an env without bytecode. Absent from v1 seals.
+	Bytecode *string `json:"bytecode,omitempty"`
 }
 
 // Root is the provider's root distribution, or null for a bare lock.
@@ -142,9 +151,16 @@ func digits(s string) bool {
 	return s != ""
 }
 
+// V1 reports whether s was written before the v2 local digest.
+func (s *Seal) V1() bool {
+	major, _, _ := formatVersion(s.Format)
+	return major == "1"
+}
+
 // ComputeDigest recomputes the resolution digest from Resolution.Packages and
-// the materialization digest from its inputs, and checks both against what
-// the seal states.
+// the materialization digest from its inputs (v1 or v2, as the seal's format
+// says), and checks both against what the seal states; in a v2 seal,
+// env.compiled must agree with the digest's bytecode.
 func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	pk := make([]digest.ResolvedPackage, len(s.Resolution.Packages))
 	for i, p := range s.Resolution.Packages {
@@ -161,7 +177,24 @@ func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	if s.Materialization.Root != nil {
 		root = &digest.Root{Name: s.Materialization.Root.Name, Version: s.Materialization.Root.Version, SHA256: s.Materialization.Root.SHA256}
 	}
-	md, err := digest.LocalMaterializationDigest(s.Materialization.Platform, s.Materialization.Interpreter, rd, root)
+	var md digest.Digest
+	if s.V1() {
+		if s.Materialization.Bytecode != nil {
+			return digest.Digest{}, errors.New("a v1 seal names a bytecode mode, which only v2 digests have")
+		}
+		md, err = digest.LocalMaterializationDigestV1(s.Materialization.Platform, s.Materialization.Interpreter, rd, root)
+	} else {
+		bc := ""
+		if s.Materialization.Bytecode != nil {
+			if bc = *s.Materialization.Bytecode; bc == "" {
+				return digest.Digest{}, errors.New(`materialization.bytecode is "", neither null nor a mode`)
+			}
+		}
+		if s.Env.Compiled != (bc != "") {
+			return digest.Digest{}, fmt.Errorf("env.compiled is %t but the digest's bytecode is %q", s.Env.Compiled, bc)
+		}
+		md, err = digest.LocalMaterializationDigest(s.Materialization.Platform, s.Materialization.Interpreter, rd, root, bc)
+	}
 	if err != nil {
 		return digest.Digest{}, err
 	}
@@ -174,8 +207,35 @@ func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	if s.Interpreter.Path != s.Materialization.Interpreter.Path || s.Interpreter.Version != s.Materialization.Interpreter.Version {
 		return digest.Digest{}, errors.New("the interpreter identity differs from the materialization's interpreter")
 	}
+	if err := s.checkLayout(); err != nil {
+		return digest.Digest{}, err
+	}
 	return md, nil
 }
+
+// checkLayout holds env.python and env.site_packages to the venv layout
+// of the materialization's interpreter (DESIGN §7: bin/python, and
+// lib/pythonX.Y/site-packages): an executor runs env.python, so it is
+// never taken from the seal's word alone (Verify also checks that the
+// tree holds it as a symlink).
+func (s *Seal) checkLayout() error {
+	major, rest, _ := strings.Cut(s.Materialization.Interpreter.Version, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	if !digits(major) || !digits(minor) {
+		return fmt.Errorf("interpreter version %q is not X.Y[.Z]", s.Materialization.Interpreter.Version)
+	}
+	if s.Env.Python != PythonLink {
+		return fmt.Errorf("env.python is %q, not %q", s.Env.Python, PythonLink)
+	}
+	if want := "lib/python" + major + "." + minor + "/site-packages"; s.Env.SitePackages != want {
+		return fmt.Errorf("env.site_packages is %q, not %q", s.Env.SitePackages, want)
+	}
+	return nil
+}
+
+// PythonLink is where every local env's interpreter link is, relative to
+// the env root (the venv layout on POSIX).
+const PythonLink = "bin/python"
 
 // Load reads and checks the seal of the env at dir: it must exist
 // (seal_missing), parse, carry a known format, and its recomputed
@@ -184,21 +244,21 @@ func Load(dir string) (*Seal, error) {
 	dir = filepath.Clean(dir)
 	b, err := os.ReadFile(SealPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted; run cruxprov env create again", dir, filepath.Base(SealPath(dir)))
+		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir)))
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SealMissing, err, "cannot read the seal of %s", dir)
 	}
 	s, err := Parse(b)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s is unreadable; recreate the env", dir)
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s is unreadable", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	md, err := s.ComputeDigest()
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s does not hash to its stated digest (tampered?); recreate the env", dir)
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s does not hash to its stated digest (tampered?)", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	if md.Hex() != filepath.Base(dir) {
-		return nil, refusal.New(refusal.SealInvalid, "the seal of %s names materialization %s, not the env's name; recreate the env", dir, md)
+		return nil, refusal.New(refusal.SealInvalid, "the seal of %s names materialization %s, not the env's name", dir, md).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	return s, nil
 }
@@ -212,8 +272,8 @@ func Parse(b []byte) (*Seal, error) {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
 	}
 	major, minor, ok := formatVersion(probe.Format)
-	if !ok || major != "1" {
-		return nil, fmt.Errorf("format %q is not %s (written by another version of cruxprov?)", probe.Format, Format)
+	if !ok || (major != "1" && major != "2") {
+		return nil, fmt.Errorf("format %q is not %s or %s (written by another version of cruxprov?)", probe.Format, Format, FormatV1)
 	}
 	var s Seal
 	dec := json.NewDecoder(bytes.NewReader(b))

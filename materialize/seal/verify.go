@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -89,8 +89,11 @@ type Report struct {
 	Entries     int           `json:"entries"`  // entries examined on disk
 	Rehashed    int           `json:"rehashed"` // files and links whose content was read
 	Differences []Difference  `json:"differences"`
-	Seal        *Seal         `json:"-"`
-	fatal       error
+	// ContentDigest is the seal content digest (DESIGN §9, ContentDigest),
+	// set once the seal has loaded.
+	ContentDigest digest.Digest `json:"seal_content_digest"`
+	Seal          *Seal         `json:"-"`
+	fatal         error
 }
 
 // Err returns nil when the env matches its seal, the refusal that stopped
@@ -111,7 +114,17 @@ func (r *Report) Err() error {
 	if n := len(r.Differences) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more difference(s); see --explain)", n)
 	}
-	return refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d))
+	return withRemedy(refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d)), d, r.Env)
+}
+
+// withRemedy attaches the typed remedy for d: a drifted env or
+// interpreter is rebuilt under its digest (never repaired in place, DESIGN
+// §6); an unreadable interpreter has no command that fixes it.
+func withRemedy(e *refusal.Error, d Difference, env string) *refusal.Error {
+	if d.Code == refusal.InterpreterUnverifiable {
+		return e
+	}
+	return e.WithRemedy(refusal.ActionReplaceEnv, env)
 }
 
 // Explained is Err with every difference in the detail instead of the
@@ -131,7 +144,7 @@ func (r *Report) Explained() error {
 			next = append(next, n)
 		}
 	}
-	return refusal.New(r.Differences[0].Code, "%s: %d differences: %s; %s", r.Env, len(ds), strings.Join(ds, "; "), strings.Join(next, "; "))
+	return withRemedy(refusal.New(r.Differences[0].Code, "%s: %d differences: %s; %s", r.Env, len(ds), strings.Join(ds, "; "), strings.Join(next, "; ")), r.Differences[0], r.Env)
 }
 
 // nextStep says what to do about d.
@@ -140,9 +153,9 @@ func nextStep(d Difference) string {
 	case d.Change == Unreadable:
 		return "it could not be checked and is not known to have changed; run verify as a user who can read the interpreter and the env"
 	case d.Code == refusal.InterpreterDrift:
-		return "the interpreter the env points at changed; reinstall it or create the env again for the new interpreter"
+		return "the interpreter the env points at changed (updated in place?); rebuild the env on it as it is now, or restore it"
 	}
-	return "recreate the env (cruxprov env create) after finding who changed it"
+	return "find out who changed it, then rebuild the env under its digest"
 }
 
 func (r *Report) add(d Difference, explain bool) bool {
@@ -179,17 +192,30 @@ func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
 
 func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 	fi, err := os.Lstat(dir)
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		// A link to an env (one an operator made, say): verify what it
+		// points at, and report that path.
+		real, rerr := filepath.EvalSymlinks(dir)
+		if rerr != nil {
+			return refusal.Wrap(refusal.SealMissing, rerr, "%s is a symlink that does not lead to an env", dir)
+		}
+		dir, r.Env = real, real
+		fi, err = os.Lstat(dir)
+	}
 	if err != nil || !fi.IsDir() {
 		if _, serr := os.Lstat(SealPath(dir)); serr == nil {
-			return refusal.New(refusal.EnvDrift, "%s: the sealed env directory is missing or not a directory; create the env again", dir)
+			return refusal.New(refusal.EnvDrift, "%s: the sealed env directory is missing or not a directory", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}
-		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal); create it with cruxprov env create", dir)
+		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir)
 	}
 	s, err := Load(dir)
 	if err != nil {
 		return err
 	}
 	r.Seal, r.Digest, r.TreeDigest = s, s.Materialization.Digest, s.Tree.Digest
+	if r.ContentDigest, err = ContentDigest(s); err != nil {
+		return refusal.Wrap(refusal.SealInvalid, err, "%s: the seal content digest cannot be computed", dir)
+	}
 	ix, check, release, err := readIndex(dir, s)
 	if err != nil {
 		return err
@@ -227,97 +253,115 @@ func (r *Report) indexFirst(ixErr, err error) error {
 	return err
 }
 
-// readIndex reads and parses the stat index of dir. check compares it with
-// the seal (its sha256, entry count and tree digest) once, however often
-// it is called: fast verification runs it beside the stat pass. The index
-// is mapped, not copied (a fresh buffer's pages cost more than the parse);
-// release unmaps it once check has run.
+// readIndex reads and parses the stat index of dir. The file is read
+// once into private memory, and those very bytes are both hashed and
+// parsed: nothing written to the file later can change what was checked.
+// check compares it with the seal (its sha256, entry count, tree digest,
+// counts, bytes and the python link) once, however often it is called:
+// fast verification runs it beside the stat pass.
 func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func(), err error) {
-	b, release, err := mapFile(IndexPath(dir))
+	b, err := readPrivate(IndexPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing; recreate the env", dir, filepath.Base(IndexPath(dir)))
+		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing", dir, filepath.Base(IndexPath(dir))).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	if err != nil {
 		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
 	}
 	hashed := func() error {
-		var got digest.Digest
-		if err := guarded(func() { got = digest.Sum(b) }); err != nil {
-			return refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index changed while it was read; recreate the env", dir)
-		}
-		if got != s.Index.SHA256 {
-			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?); recreate the env", dir, got, s.Index.SHA256)
+		if got := digest.Sum(b); got != s.Index.SHA256 {
+			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?)", dir, got, s.Index.SHA256).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}
 		return nil
 	}
-	if ferr := guarded(func() { ix, err = ParseIndex(b) }); ferr != nil {
-		err = ferr
-	}
-	if err != nil {
-		herr := hashed()
-		release()
-		if herr != nil {
+	if ix, err = ParseIndex(b); err != nil {
+		if herr := hashed(); herr != nil {
 			return nil, nil, nil, herr
 		}
-		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable; recreate the env", dir)
+		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: the stat index is unreadable", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	check = sync.OnceValue(func() error {
 		if err := hashed(); err != nil {
 			return err
 		}
 		if len(ix.Entries) != s.Index.Entries || ix.TreeDigest() != s.Tree.Digest {
-			return refusal.New(refusal.SealInvalid, "%s: the stat index does not match the seal's tree digest; recreate the env", dir)
+			return refusal.New(refusal.SealInvalid, "%s: the stat index does not match the seal's tree digest", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
+		}
+		if err := s.checkTreeCounts(ix); err != nil {
+			return refusal.Wrap(refusal.SealInvalid, err, "%s: the seal does not describe the sealed tree (tampered?)", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}
 		return nil
 	})
-	return ix, check, release, nil
+	return ix, check, func() {}, nil
 }
 
-// mapFile maps the regular file at path read-only: its pages are the page
-// cache's, nothing is copied. An empty file is an empty slice. release
-// unmaps it; nothing may read the bytes after.
-func mapFile(path string) (b []byte, release func(), err error) {
+// checkTreeCounts holds the seal's tree counts, bytes and layout to the
+// index (whose entries hash to the sealed tree digest): the files, dirs,
+// symlinks and bytes it states are those the index lists, env.python is a
+// symlink in the tree and env.site_packages a directory.
+func (s *Seal) checkTreeCounts(ix *Index) error {
+	var t Tree
+	kinds := map[string]digest.EntryKind{}
+	for i := range ix.Entries {
+		e := &ix.Entries[i]
+		switch e.Kind {
+		case digest.File:
+			t.Files++
+			t.Bytes += e.Size
+		case digest.Dir:
+			t.Dirs++
+		case digest.Symlink:
+			t.Symlinks++
+		}
+		if e.Path == s.Env.Python || e.Path == s.Env.SitePackages {
+			kinds[e.Path] = e.Kind
+		}
+	}
+	if t.Files != s.Tree.Files || t.Dirs != s.Tree.Dirs || t.Symlinks != s.Tree.Symlinks || t.Bytes != s.Tree.Bytes {
+		return fmt.Errorf("the seal states %d files, %d dirs, %d symlinks, %d bytes; the tree has %d, %d, %d, %d",
+			s.Tree.Files, s.Tree.Dirs, s.Tree.Symlinks, s.Tree.Bytes, t.Files, t.Dirs, t.Symlinks, t.Bytes)
+	}
+	if k, ok := kinds[s.Env.Python]; !ok || k != digest.Symlink {
+		return fmt.Errorf("env.python %q is not a symlink in the sealed tree", s.Env.Python)
+	}
+	if k, ok := kinds[s.Env.SitePackages]; !ok || k != digest.Dir {
+		return fmt.Errorf("env.site_packages %q is not a directory in the sealed tree", s.Env.SitePackages)
+	}
+	return nil
+}
+
+// readPrivate reads the regular file at path (not following a final
+// symlink, at most 1 GiB) into a fresh buffer.
+func readPrivate(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, nil, &os.PathError{Op: "stat", Path: path, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > 1<<30 {
-		return nil, nil, fmt.Errorf("%s is not a regular file of at most 1 GiB", path)
-	}
-	if st.Size == 0 {
-		return []byte{}, func() {}, nil
-	}
-	b, err = unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+		return nil, err
 	}
-	return b, func() { unix.Munmap(b) }, nil
-}
-
-// errFault is the cause when mapped bytes could not be read: the file was
-// truncated while it was mapped.
-var errFault = errors.New("the file shrank while it was read")
-
-// guarded runs fn, turning a fault on mapped memory into errFault instead
-// of a crash.
-func guarded(fn func()) (err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if p := recover(); p != nil {
-			if _, ok := p.(interface{ Addr() uintptr }); !ok {
-				panic(p)
-			}
-			err = errFault
+	if !st.Mode().IsRegular() || st.Size() > 1<<30 {
+		return nil, fmt.Errorf("%s is not a regular file of at most 1 GiB", path)
+	}
+	b := make([]byte, 0, st.Size()+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
 		}
-	}()
-	fn()
-	return nil
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == cap(b) {
+			if len(b) > 1<<30 {
+				return nil, fmt.Errorf("%s grew past 1 GiB while it was read", path)
+			}
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // checkInterpreter compares the interpreter and libpython with their
@@ -342,7 +386,7 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 	var st unix.Stat_t
 	if err := unix.Lstat(id.Path, &st); err != nil {
 		if errors.Is(err, fs.ErrPermission) {
-			d.Change, d.Got = Unreadable, "permission denied"
+			d.Code, d.Change, d.Got = refusal.InterpreterUnverifiable, Unreadable, "permission denied"
 			return d, false
 		}
 		d.Change, d.Want, d.Got = Removed, "sha256 "+short(id.SHA256), err.Error()
@@ -357,7 +401,7 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 	}
 	sum, size, err := digest.HashFile(id.Path)
 	if errors.Is(err, fs.ErrPermission) {
-		d.Change, d.Got = Unreadable, "permission denied"
+		d.Code, d.Change, d.Got = refusal.InterpreterUnverifiable, Unreadable, "permission denied"
 		return d, false
 	}
 	if err != nil {

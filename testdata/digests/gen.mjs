@@ -59,6 +59,15 @@ typed("materialization-local.json", (i) => ({
   root: i.root && { name: i.root.name, version: i.root.version, sha256: i.root.sha256 },
 }));
 
+typed("materialization-local-v2.json", (i) => ({
+  type: "cruxible.materialization.local/v2",
+  platform: i.platform,
+  interpreter: { path: i.interpreter.path, version: i.interpreter.version },
+  resolution: i.resolution,
+  root: i.root && { name: i.root.name, version: i.root.version, sha256: i.root.sha256 },
+  bytecode: i.bytecode,
+}));
+
 typed("interface.json", (i) => JSON.parse(i));
 
 // Canonical JSON cases: only the accepted ones get an expected output.

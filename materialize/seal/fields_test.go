@@ -1,0 +1,190 @@
+package seal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestSealFieldsCovered edits every field of a seal, one at a time
+// (DESIGN §9, issue 11 item 5): a field that is an input of the
+// materialization digest, or that verify recomputes from the tree or the
+// stat index, is refused by fast and deep verify; every other field that
+// describes the env changes the seal content digest (which the accepted
+// pin records); the stat hints (interpreter mtime, ctime, inode) only
+// cause a rehash, and the tool version is information only (§9 leaves
+// it out of the content digest so that a newer cruxprov's rebuild needs
+// no new approval).
+func TestSealFieldsCovered(t *testing.T) {
+	const (
+		refused = "refused"
+		content = "content digest"
+		ignored = "ignored"
+	)
+	cases := []struct {
+		path string
+		val  any
+		want string
+	}{
+		{"format", "cruxprov.seal/v1", refused},
+		{"format", "cruxprov.seal/v3", refused},
+		{"materialization.digest", "sha256:" + strings.Repeat("0", 64), refused},
+		{"materialization.platform", "cp311-manylinux_2_17_x86_64", refused},
+		{"materialization.interpreter.Path", "/usr/bin/python3", refused},
+		{"materialization.interpreter.Version", "3.11.8", refused},
+		{"materialization.resolution", "sha256:" + strings.Repeat("1", 64), refused},
+		{"materialization.root", map[string]any{"name": "x", "version": "1", "sha256": "sha256:" + strings.Repeat("2", 64)}, refused},
+		{"materialization.bytecode", "unchecked-hash", refused},
+		{"resolution.digest", "sha256:" + strings.Repeat("3", 64), refused},
+		{"resolution.platform", "cp311-manylinux_2_17_x86_64", refused},
+		{"resolution.packages.0.name", "other", refused},
+		{"resolution.packages.0.version", "2.0", refused},
+		{"resolution.packages.0.filename", "example-2.0-py3-none-any.whl", refused},
+		{"resolution.packages.0.sha256", "sha256:" + strings.Repeat("4", 64), refused},
+		{"resolution.packages.0.size", 124, content},
+		{"tree.digest", "sha256:" + strings.Repeat("5", 64), refused},
+		{"tree.files", 99, refused},
+		{"tree.dirs", 99, refused},
+		{"tree.symlinks", 99, refused},
+		{"tree.bytes", 99, refused},
+		{"tree.root_mode", 0o755, refused},
+		{"interpreter.path", "/usr/bin/python3", refused},
+		{"interpreter.version", "3.11.8", refused},
+		{"interpreter.size", 1, refused},
+		{"interpreter.sha256", "sha256:" + strings.Repeat("6", 64), content},
+		{"interpreter.implementation", "pypy", content},
+		{"interpreter.mtime_ns", 1, ignored},
+		{"interpreter.ctime_ns", 1, ignored},
+		{"interpreter.ino", 1, ignored},
+		{"index.format", "cruxprov.statindex/v9", refused},
+		{"index.sha256", "sha256:" + strings.Repeat("7", 64), refused},
+		{"index.entries", 1, refused},
+		{"env.python", "bin/normalizer", refused},
+		{"env.site_packages", "lib/python3.11/dist-packages", refused},
+		{"env.compiled", true, refused},
+		{"tool", "cruxprov v0.0.0-edited", ignored},
+	}
+	e := sealTree(t, func(t testing.TB, root string) {
+		if err := os.WriteFile(root+"/a.py", []byte("print(1)\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	base, err := Verify(context.Background(), e.dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(SealPath(e.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		seen[c.path] = true
+		t.Run(c.path, func(t *testing.T) {
+			defer writeSeal(t, e.dir, orig)
+			var m map[string]any
+			dec := json.NewDecoder(bytes.NewReader(orig))
+			dec.UseNumber() // stats and sizes stay exact
+			if err := dec.Decode(&m); err != nil {
+				t.Fatal(err)
+			}
+			setPath(t, m, c.path, c.val)
+			b, _ := json.Marshal(m)
+			writeSeal(t, e.dir, b)
+			for _, deep := range []bool{false, true} {
+				rep, err := Verify(context.Background(), e.dir, Options{Deep: deep})
+				switch c.want {
+				case refused:
+					if err == nil || refusal.CodeOf(err) == "" {
+						t.Errorf("deep=%v: edit accepted (%v)", deep, err)
+					}
+				case content:
+					if err != nil && deep && c.path == "interpreter.sha256" {
+						// --deep rehashes the interpreter and finds the edit
+					} else if err != nil {
+						t.Errorf("deep=%v: %v", deep, err)
+					} else if rep.ContentDigest == base.ContentDigest {
+						t.Errorf("deep=%v: the seal content digest did not change", deep)
+					}
+				case ignored:
+					if err != nil {
+						t.Errorf("deep=%v: %v", deep, err)
+					} else if rep.ContentDigest != base.ContentDigest {
+						t.Errorf("deep=%v: the seal content digest changed", deep)
+					}
+				}
+			}
+		})
+	}
+	// Every leaf of the seal document is in the table.
+	var m map[string]any
+	json.Unmarshal(orig, &m)
+	var leaves func(prefix string, v any)
+	leaves = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, w := range x {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				if p == "materialization.root" || p == "interpreter.libpython" {
+					continue // null here; root is edited whole above
+				}
+				leaves(p, w)
+			}
+		case []any:
+			for i, w := range x {
+				leaves(prefix+"."+string(rune('0'+i)), w)
+			}
+		default:
+			if !seen[prefix] {
+				t.Errorf("seal field %s is not in the table", prefix)
+			}
+		}
+	}
+	leaves("", m)
+}
+
+func writeSeal(t *testing.T, dir string, b []byte) {
+	t.Helper()
+	p := SealPath(dir)
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, b, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o444)
+}
+
+// setPath sets the dotted path in a decoded JSON document (a number
+// component indexes an array).
+func setPath(t *testing.T, m map[string]any, path string, v any) {
+	t.Helper()
+	parts := strings.Split(path, ".")
+	var cur any = m
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch x := cur.(type) {
+		case map[string]any:
+			if last {
+				x[p] = v
+				return
+			}
+			cur = x[p]
+		case []any:
+			n := int(p[0] - '0')
+			if last {
+				x[n] = v
+				return
+			}
+			cur = x[n]
+		default:
+			t.Fatalf("no %s in the seal", path)
+		}
+	}
+}
