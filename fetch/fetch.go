@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ type EventKind string
 const (
 	EventPlan     EventKind = "plan"     // Total = bytes to download (sizes from the lock), Count = wheels to download
 	EventCached   EventKind = "cached"   // the wheel is in the store already
+	EventDamaged  EventKind = "damaged"  // the store's blob of the wheel had other bytes and was removed (Err says how); it is fetched again
 	EventStart    EventKind = "start"    // a download attempt begins; Total = expected size or -1
 	EventProgress EventKind = "progress" // Bytes = bytes of this wheel so far in this attempt
 	EventRetry    EventKind = "retry"    // the attempt failed (Err) and will be retried
@@ -88,6 +90,10 @@ type Wheel struct {
 	Yanked       bool   `json:"yanked,omitempty"`
 	YankedReason string `json:"yanked_reason,omitempty"`
 	Attempts     int    `json:"attempts,omitempty"`
+	// Damaged is set when the store held other bytes under the wheel's
+	// sha256 (written to in place, say): they were removed and the wheel
+	// fetched again.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 // Report is the outcome of a fetch, one Wheel per package in resolution
@@ -101,7 +107,11 @@ type Report struct {
 
 // Fetch gets every wheel of res into st. With opts.Offline, c may be nil
 // and nothing touches the network. The first refusal cancels the rest and
-// is returned; nothing partial or unverified is ever stored.
+// is returned; nothing partial or unverified is ever stored. A wheel
+// already in the store is checked (store.Check): one whose blob holds
+// other bytes has them removed and is fetched again (EventDamaged,
+// Wheel.Damaged), or, offline, is offline_miss saying so. A full disk is
+// returned as the *store.SpaceError it is, not as a refusal.
 func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.Resolution, opts Options) (Report, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = DefaultJobs
@@ -131,13 +141,30 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 
 	var todo []int
 	var planBytes int64
+	var damaged []error
 	seen := map[string]int{}
 	for i, w := range res.Packages {
 		if w.SHA256.IsZero() {
 			return rep, refusal.New(refusal.HashMissing, "%s has no sha256 in the resolution; lock it with hashes", w.Filename)
 		}
 		rep.Wheels[i] = Wheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size, Path: st.Path(w.SHA256)}
-		if ok, size := st.Has(w.SHA256); ok {
+		// A blob whose stat changed since it was last hashed is hashed
+		// again; a damaged one is removed and fetched again.
+		ok, size, err := st.Check(w.SHA256)
+		var de *store.DamagedError
+		if errors.As(err, &de) {
+			if _, dup := seen[w.SHA256.Hex()]; !dup {
+				damaged = append(damaged, fmt.Errorf("%s: %w", w.Filename, err))
+			}
+			rep.Wheels[i].Damaged = true
+			emit(Event{Kind: EventDamaged, Filename: w.Filename, Err: err})
+			if de.RemoveErr != nil {
+				return rep, refusal.Wrap(refusal.HashMismatch, err, "%s", w.Filename)
+			}
+		} else if err != nil {
+			return rep, fmt.Errorf("%s: %w", w.Filename, err)
+		}
+		if ok {
 			if w.Size > 0 && size != w.Size {
 				return rep, refusal.New(refusal.SizeMismatch, "%s: the store has %d bytes for %s, the lock says %d; fix the lock's size", w.Filename, size, w.SHA256, w.Size)
 			}
@@ -159,11 +186,14 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	// once instead of last, which bounds the whole fetch.
 	sort.SliceStable(todo, func(a, b int) bool { return res.Packages[todo[a]].Size > res.Packages[todo[b]].Size })
 	if opts.Offline {
+		if len(damaged) > 0 {
+			return rep, refusal.Wrap(refusal.OfflineMiss, errors.Join(damaged...), "offline, and the store held damaged bytes for %d wheel(s), which were removed: they must be fetched again online", len(damaged)).WithRemedy(refusal.ActionFetch, "")
+		}
 		var names []string
 		for _, i := range todo {
 			names = append(names, res.Packages[i].Filename)
 		}
-		return rep, refusal.New(refusal.OfflineMiss, "%d wheel(s) not in the store %s: %v; fetch them once without --offline", len(names), st.Home(), names)
+		return rep, refusal.New(refusal.OfflineMiss, "%d wheel(s) not in the store %s: %v; fetch them online once", len(names), st.Home(), names).WithRemedy(refusal.ActionFetch, "")
 	}
 	if c == nil {
 		return rep, errors.New("fetch: no index client and not offline")
@@ -316,7 +346,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 	}
 	out := outcome{URL: index.Redact(f.URL), Yanked: f.Yanked, YankedReason: f.YankedReason}
 	if h := f.SHA256(); h != "" && h != w.SHA256.Hex() {
-		return out, nil, refusal.New(refusal.HashMismatch, "index %s lists %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, h, w.SHA256)
+		return out, nil, refusal.New(refusal.HashMismatch, "index %s lists %s at %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, out.URL, h, w.SHA256)
 	}
 	if f.Size > 0 && w.Size > 0 && f.Size != w.Size {
 		return out, nil, refusal.New(refusal.SizeMismatch, "index %s lists %s with %d bytes, the lock says %d; the index serves other bytes than were locked", c.BaseURL(), w.Filename, f.Size, w.Size)
@@ -334,8 +364,9 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 			return out, nil, context.Cause(ctx)
 		}
 		if !index.Retryable(err) {
-			if refusal.CodeOf(err) != "" {
-				return out, nil, err
+			var space *store.SpaceError
+			if refusal.CodeOf(err) != "" || errors.As(err, &space) {
+				return out, nil, err // a full disk is the host's failure, not the index's
 			}
 			return out, nil, refusal.Wrap(refusal.FetchFailed, err, "%s from %s", w.Filename, out.URL)
 		}
@@ -374,7 +405,15 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		// able to fill the disk first.
 		src = &capReader{r: cr, left: MaxUnsizedWheel, name: w.Filename}
 	}
-	return st.Write(ctx, w.SHA256, w.Size, src)
+	p, err := st.Write(ctx, w.SHA256, w.Size, src)
+	if r := (*refusal.Error)(nil); errors.As(err, &r) && (r.Code == refusal.HashMismatch || r.Code == refusal.SizeMismatch) && !strings.HasPrefix(r.Detail, w.Filename) {
+		// The store knows the blob by its digest; the operator, by the
+		// wheel and where it came from.
+		named := *r
+		named.Detail = fmt.Sprintf("%s from %s: %s", w.Filename, index.Redact(f.URL), r.Detail)
+		return nil, &named
+	}
+	return p, err
 }
 
 // MaxUnsizedWheel bounds the download of a wheel whose lock gives no size.

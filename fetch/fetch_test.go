@@ -295,6 +295,12 @@ func TestFaults(t *testing.T) {
 				if strings.Contains(err.Error(), "pypi.example.invalid") {
 					t.Errorf("the lock's URL was used: %v", err)
 				}
+				if tt.want == refusal.HashMismatch || tt.want == refusal.SizeMismatch {
+					// Issue 11: the refusal names the wheel and its URL.
+					if u := srv.srv.URL + "/files/" + target; !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), u) {
+						t.Errorf("%v: does not name %s and %s", err, target, u)
+					}
+				}
 				return
 			}
 			if err != nil {
@@ -482,6 +488,143 @@ func TestUnsized(t *testing.T) {
 			if h == hexOf(fx[2].data) {
 				t.Error("wrong bytes stored")
 			}
+		}
+	}
+}
+
+// TestHashMismatchRedactsURL: the URL a hash_mismatch names carries no
+// credentials.
+func TestHashMismatchRedactsURL(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, fx[0].filename, "wrong")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := index.New(strings.Replace(srv.srv.URL, "http://", "http://ci:hunter2@", 1)+"/simple/", index.Options{Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Fetch(context.Background(), st, c, resolution(fx), Options{})
+	if !errors.Is(err, refusal.HashMismatch) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), fx[0].filename) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// damage writes 7 bytes into the file at p in place (size and mtime
+// unchanged), as `dd conv=notrunc` does; the sleep lets the kernel's
+// coarse clock, which sets ctime, tick past the stamp's.
+func damage(t *testing.T, p string) {
+	t.Helper()
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	os.Chmod(p, 0o644)
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("DAMAGED"), 100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chmod(p, 0o444)
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+}
+
+// TestDamagedBlobRefetched (issue 11 item 6): a blob written to in place
+// is not "cached": offline, it is removed and refused as such (to be
+// fetched online); online, it is removed and fetched again.
+func TestDamagedBlobRefetched(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, "", "none")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resolution(fx)
+	c := client(t, srv.srv.URL)
+	if _, err := Fetch(context.Background(), st, c, res, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := res.Packages[1]
+
+	damage(t, st.Path(bad.SHA256))
+	_, err = Fetch(context.Background(), st, nil, res, Options{Offline: true})
+	if !errors.Is(err, refusal.OfflineMiss) || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), "removed") ||
+		!strings.Contains(err.Error(), bad.Filename) || !strings.Contains(err.Error(), "online") {
+		t.Fatalf("offline, damaged: %v", err)
+	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionFetch {
+		t.Errorf("remedy %+v, want fetch", r)
+	}
+	if ok, _ := st.Has(bad.SHA256); ok {
+		t.Fatal("the damaged blob is still in the store")
+	}
+	if _, err := Fetch(context.Background(), st, c, res, Options{}); err != nil {
+		t.Fatal(err)
+	}
+
+	damage(t, st.Path(bad.SHA256))
+	var mu sync.Mutex
+	var kinds []EventKind
+	rep, err := Fetch(context.Background(), st, c, res, Options{Events: func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Filename == bad.Filename {
+			kinds = append(kinds, e.Kind)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := rep.Wheels[1]
+	if w.Filename != bad.Filename || w.Cached || !w.Damaged || rep.Downloaded != 1 {
+		t.Errorf("online, damaged: %+v", rep)
+	}
+	if len(kinds) == 0 || kinds[0] != EventDamaged || kinds[len(kinds)-1] != EventDone {
+		t.Errorf("events %v", kinds)
+	}
+	if got := storeContents(t, st); len(got) != 3 {
+		t.Errorf("store %v", got)
+	}
+}
+
+// TestNoSpace (issue 11 item 9): a full disk while fetching is a
+// *store.SpaceError naming the store, not a refusal that blames the
+// index, and nothing is retried or left behind.
+func TestNoSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	fx := fixtures()
+	srv := newFaultServer(t, fx, "", "none")
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Jobs: 1})
+	var se *store.SpaceError
+	if !errors.As(err, &se) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), st.Home()) {
+		t.Fatalf("fetch onto a full disk: %v", err)
+	}
+	srv.mu.Lock()
+	for f, n := range srv.hits {
+		if n > 1 {
+			t.Errorf("%s downloaded %d times: a full disk is not worth a retry", f, n)
+		}
+	}
+	srv.mu.Unlock()
+	for _, h := range storeContents(t, st) {
+		if strings.HasPrefix(h, ".tmp-") {
+			t.Errorf("temp left: %s", h)
 		}
 	}
 }

@@ -216,7 +216,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		return nil, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
 	}
 	if err != nil {
-		return nil, s.failed("create a blob", err)
+		return nil, s.failed("creating a blob", err)
 	}
 	defer func() {
 		if err != nil {
@@ -231,7 +231,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	}
 	n, err := copyCtx(ctx, io.MultiWriter(f, h), src)
 	if err != nil {
-		return nil, s.failed("write blob "+d.Hex(), err)
+		return nil, s.failed("writing blob "+d.Hex()[:12], err)
 	}
 	if size > 0 && n != size {
 		return nil, refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
@@ -240,7 +240,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		return nil, refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
 	}
 	if err = f.Chmod(0o444); err != nil {
-		return nil, s.failed("write blob "+d.Hex(), err)
+		return nil, s.failed("writing blob "+d.Hex()[:12], err)
 	}
 	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
 }
@@ -278,7 +278,7 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := p.f.Sync(); err != nil {
-				errs[i] = s.failed("fsync blob "+p.d.Hex(), err)
+				errs[i] = s.failed("syncing blob "+p.d.Hex()[:12], err)
 			}
 		}()
 	}
@@ -354,7 +354,7 @@ type SpaceError struct {
 }
 
 func (e *SpaceError) Error() string {
-	return fmt.Sprintf("no space left for the store %s (%s: %v); free space on its file system (blobs nothing uses can be collected) and run again", e.Home, e.Op, e.Err)
+	return fmt.Sprintf("no space left for the store %s: %s: %v; free space on its file system (blobs nothing uses can be collected) and run again", e.Home, e.Op, e.Err)
 }
 
 // Unwrap returns the system error.
@@ -364,8 +364,9 @@ func (e *SpaceError) Unwrap() error { return e.Err }
 // is full, else a plain error. A refusal or the reader's error passes
 // as it is.
 func (s *Store) failed(op string, err error) error {
-	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
-		return &SpaceError{Home: s.home, Op: op, Err: err}
+	var errno unix.Errno
+	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
+		return &SpaceError{Home: s.home, Op: op, Err: errno}
 	}
 	return err
 }
