@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"mime"
 	"net"
 	"net/http"
@@ -47,7 +48,41 @@ type Options struct {
 	Backoff time.Duration
 	// UserAgent is sent on every request (default "cruxprov").
 	UserAgent string
+	// Netrc, when set, is a netrc file whose machine entries are more
+	// Credentials (after those above). A missing file is no credential;
+	// one that cannot be read (a HOME that is another user's) is skipped
+	// with an EventWarning, and named in the refusal if the index then
+	// answers 401 or 403.
+	Netrc string
+	// Events, when set, receives what a caller may show: warnings and
+	// page retries. It may be called from several goroutines at once.
+	Events func(Event)
 }
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of Event.
+const (
+	// EventWarning is something skipped that may matter later (Err).
+	EventWarning EventKind = "warning"
+	// EventRetry is a failed page request (Err) that is tried again
+	// after Wait; Attempt of Attempts failed.
+	EventRetry EventKind = "retry"
+)
+
+// Event is a warning or a retry of the client. URLs are redacted.
+type Event struct {
+	Kind     EventKind
+	URL      string
+	Attempt  int
+	Attempts int
+	Wait     time.Duration
+	Err      error
+}
+
+// maxNetrc bounds the netrc file read.
+const maxNetrc = 1 << 20
 
 // Client reads one pinned index. It is safe for concurrent use.
 type Client struct {
@@ -55,6 +90,9 @@ type Client struct {
 	opts  Options
 	http  *http.Client
 	creds []Credential
+	// netrcErr is why Options.Netrc could not be read (nil when it was,
+	// or when it does not exist).
+	netrcErr error
 }
 
 // New returns a client for the index whose simple API lives at baseURL
@@ -94,7 +132,19 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "cruxprov"
 	}
-	c := &Client{base: u, opts: opts, creds: creds}
+	if opts.Events == nil {
+		opts.Events = func(Event) {}
+	}
+	var netrcErr error
+	if opts.Netrc != "" {
+		nc, err := readNetrc(opts.Netrc)
+		if err != nil {
+			netrcErr = err
+			opts.Events(Event{Kind: EventWarning, Err: fmt.Errorf("netrc %s skipped: %w; no credentials from it", opts.Netrc, err)})
+		}
+		creds = append(creds, nc...)
+	}
+	c := &Client{base: u, opts: opts, creds: creds, netrcErr: netrcErr}
 	hc := &http.Client{}
 	if opts.HTTPClient != nil {
 		*hc = *opts.HTTPClient
@@ -359,9 +409,36 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 	}
 	resp, b, err := c.get(ctx, f.URL, listed, "")
 	if err != nil {
+		if r := c.accessRefused(err, f.Filename); r != nil {
+			return nil, 0, r
+		}
 		return nil, 0, err
 	}
 	return b, resp.ContentLength, nil
+}
+
+// accessRefused is the refusal of a 401 or 403 answer for what (nil for
+// any other error): it names the netrc file that could not be read, when
+// there was one, since its credentials may be the ones missing.
+func (c *Client) accessRefused(err error, what string) *refusal.Error {
+	var se *StatusError
+	if !errors.As(err, &se) || (se.StatusCode != http.StatusUnauthorized && se.StatusCode != http.StatusForbidden) {
+		return nil
+	}
+	if c.netrcErr != nil {
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and the netrc file %s could not be read (%v), so its credentials were not sent; make it readable by this user or give the credentials another way",
+			what, c.BaseURL(), c.opts.Netrc, unwrapPath(c.netrcErr))
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", what, c.BaseURL())
+}
+
+// unwrapPath drops the path a *fs.PathError repeats.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // maxPage bounds a project page (PyPI's largest are a few MB).
@@ -384,6 +461,7 @@ func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
 		}
 		last = err
 		if attempt < c.opts.Attempts {
+			c.opts.Events(Event{Kind: EventRetry, URL: Redact(pageURL), Attempt: attempt, Attempts: c.opts.Attempts, Wait: delay, Err: err})
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
@@ -403,8 +481,8 @@ func (c *Client) pageRefusal(name string, err error) error {
 	if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
 		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", Normalize(name), c.BaseURL())
 	}
-	if errors.As(err, &se) && (se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden) {
-		return refusal.Wrap(refusal.FetchFailed, err, "project %s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", Normalize(name), c.BaseURL())
+	if r := c.accessRefused(err, "project "+Normalize(name)); r != nil {
+		return r
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", Normalize(name), c.BaseURL())
 }

@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,5 +332,110 @@ func TestNewRejects(t *testing.T) {
 		if _, err := New(u, Options{}); err == nil {
 			t.Errorf("New(%q) accepted", u)
 		}
+	}
+}
+
+// TestNetrcUnreadable (issue 11 item 2): a netrc file that cannot be read
+// (as after sudo -u, HOME pointing at root's) is skipped with a warning;
+// only an index that then answers 401 or 403 makes it a refusal, naming
+// the file.
+func TestNetrcUnreadable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/private/") {
+			if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "netrc")
+	os.WriteFile(good, []byte("machine 127.0.0.1 login alice password s3cret\n"), 0o600)
+	unreadable := filepath.Join(dir, "a-directory") // unreadable as a file, even by root
+	os.Mkdir(unreadable, 0o700)
+	fifo := filepath.Join(dir, "fifo") // must not block
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, netrc, index string
+		warn               bool
+		want               refusal.Code
+	}{
+		{"missing, public index", filepath.Join(dir, "none"), "/public/", false, ""},
+		{"readable, private index", good, "/private/", false, ""},
+		{"unreadable, public index", unreadable, "/public/", true, ""},
+		{"fifo, public index", fifo, "/public/", true, ""},
+		{"unreadable, private index", unreadable, "/private/", true, refusal.FetchFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var warnings []Event
+			cl, err := New(srv.URL+tt.index, Options{Netrc: tt.netrc, Events: func(e Event) {
+				if e.Kind == EventWarning {
+					warnings = append(warnings, e)
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(warnings) > 0) != tt.warn {
+				t.Fatalf("warnings %v, want some: %v", warnings, tt.warn)
+			}
+			if tt.warn && !strings.Contains(warnings[0].Err.Error(), tt.netrc) {
+				t.Errorf("the warning does not name the file: %v", warnings[0].Err)
+			}
+			_, err = cl.Project(context.Background(), "foo")
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.netrc) || !strings.Contains(err.Error(), "could not be read") {
+				t.Fatalf("401 with an unreadable netrc: %v", err)
+			}
+		})
+	}
+}
+
+// TestPageRetryEvents (issue 11 item 9): a stalled index (it accepts and
+// answers slowly, or not at all) reports each retry through Events, so a
+// command can print a line per retry instead of hanging silently.
+func TestPageRetryEvents(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/silent/":
+			<-r.Context().Done() // accepts, never answers
+		case "/simple/slow/":
+			time.Sleep(50 * time.Millisecond)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	for _, name := range []string{"silent", "slow"} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var retries []Event
+			cl, _ := New(srv.URL+"/simple/", Options{StallTimeout: 100 * time.Millisecond, Attempts: 3, Backoff: time.Millisecond,
+				Events: func(e Event) { mu.Lock(); retries = append(retries, e); mu.Unlock() }})
+			_, err := cl.Project(context.Background(), name)
+			if !errors.Is(err, refusal.FetchFailed) {
+				t.Fatalf("%v", err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(retries) != 2 {
+				t.Fatalf("%d retry events, want 2: %v", len(retries), retries)
+			}
+			for i, e := range retries {
+				if e.Kind != EventRetry || e.Attempt != i+1 || e.Attempts != 3 || e.URL != srv.URL+"/simple/"+name+"/" || e.Err == nil {
+					t.Errorf("retry %d: %+v", i, e)
+				}
+			}
+		})
 	}
 }

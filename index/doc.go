@@ -8,8 +8,11 @@
 //
 // The Client is given its HTTP transport, TLS roots, proxies and
 // credentials as data by its caller: it reads no environment variables and
-// no files other than those Build is pointed at. URLs carrying credentials
-// are redacted in every error (Redact).
+// no files other than those Build is pointed at and the netrc file its
+// caller names (Options.Netrc; one it cannot read is a warning, not an
+// error, until the index asks for credentials). It never prints: warnings
+// and page retries go to Options.Events. URLs carrying credentials are
+// redacted in every error and event (Redact).
 //
 // It does not decide which wheel a lock needs (lockfile/ does), check the
 // bytes of a download (fetch/ and store/ do), retry downloads (fetch/

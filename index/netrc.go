@@ -1,6 +1,41 @@
 package index
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// readNetrc reads the credentials of the netrc file at path: none, and
+// no error, when it does not exist.
+func readNetrc(path string) ([]Credential, error) {
+	fi, err := os.Stat(path) // before opening: a FIFO would block
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxNetrc+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxNetrc {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxNetrc)
+	}
+	return ParseNetrc(b), nil
+}
 
 // ParseNetrc reads the credentials of a .netrc file: one per "machine"
 // entry with a login or a password ("default" entries are ignored: a
