@@ -1,0 +1,390 @@
+package receipts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// DefaultLockTTL is the age past which a repair lock is stale.
+const DefaultLockTTL = 30 * time.Second
+
+// Options tune a Ledger.
+type Options struct {
+	// LockTTL is the age (by its mtime) past which the repair lock
+	// <path>.lock is taken as left by a dead writer and broken. Zero means
+	// DefaultLockTTL.
+	LockTTL time.Duration
+	// Now is the clock for the times the ledger fills in itself (a zero
+	// StartedAt or EndedAt, a replay's EndedAt, a torn row's repaired_at).
+	// Nil means time.Now.
+	Now func() time.Time
+}
+
+// Decision is what Begin decided.
+type Decision struct {
+	// AttemptID is the attempt Begin recorded (the intent's, or a new
+	// random one when the intent had none).
+	AttemptID string
+	// Attempt counts the attempts under the idempotency key, this one
+	// included (1 without a key).
+	Attempt int
+	// Replay, when set, is the recorded ok outcome of an earlier attempt
+	// with the same key and input, already written to the ledger as this
+	// attempt's replayed outcome: the caller returns it and spawns
+	// nothing, and does not call Finish.
+	Replay *Outcome
+}
+
+// Ledger appends receipts to one ledger file. Its methods are safe for
+// concurrent use. One Ledger (one process) per path is the contract; two
+// that meet nonetheless serialize their appends with flock, so that rows
+// never interleave and a torn tail is repaired once.
+type Ledger struct {
+	mu       sync.Mutex
+	path     string
+	f        *os.File
+	fd       int
+	opts     Options
+	end      int64 // the ledger is folded into j up to here
+	line     int   // lines folded
+	j        *joiner
+	inflight map[string]string // attempts begun here and not finished -> their key
+	broken   error             // set after a failed fsync or Close: the Ledger writes no more
+}
+
+// Open opens the ledger at path for appending, creating it (mode 0600,
+// missing directories 0700) when it does not exist. It reads the whole
+// ledger strictly (a corrupt line is refused ledger_corrupt before
+// anything is written), finishes an interrupted repair, and repairs a torn
+// tail under the repair lock.
+func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
+	if path == "" {
+		return nil, refusal.New(refusal.LedgerWriteFailed, "no receipts ledger path given")
+	}
+	if opts.LockTTL <= 0 {
+		opts.LockTTL = DefaultLockTTL
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := mkdirs(filepath.Dir(path)); err != nil {
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the directory of receipts ledger %s", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	} else if errors.Is(err, fs.ErrExist) {
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is not a regular file", path)
+	}
+	l := &Ledger{path: path, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
+	if err := l.locked(ctx, func() error { return l.sync(ctx) }); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Path returns the ledger's path.
+func (l *Ledger) Path() string { return l.path }
+
+// Begin records the intent of an attempt, durably, before the caller
+// spawns anything. With an idempotency key (DESIGN §10):
+//   - a key whose first intent has another input digest, provider or
+//     entrypoint is refused idempotency_conflict, and so is a key with an
+//     attempt this Ledger began and has not finished; nothing is written;
+//   - a key with a recorded ok outcome is a replay: Begin writes this
+//     attempt's intent and a replayed copy of that outcome (Replayed,
+//     ReplayOf naming the original attempt, EndedAt now) in one write,
+//     syncs, and returns the copy in Decision.Replay;
+//   - otherwise (no attempt yet, or only errors, timeouts, output limits,
+//     refusals and orphans) it is a new attempt under the same key.
+//
+// A zero StartedAt is set to now, an empty AttemptID to a random one. An
+// intent that would not be a valid row (a missing digest, say) and any
+// failed write or sync is refused ledger_write_failed.
+func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken != nil {
+		return Decision{}, l.broken
+	}
+	if in.AttemptID == "" {
+		in.AttemptID = newAttemptID()
+	}
+	if in.StartedAt.IsZero() {
+		in.StartedAt = l.opts.Now()
+	}
+	b, err := encodeIntent(in)
+	if err != nil {
+		return Decision{}, refusal.Wrap(refusal.LedgerWriteFailed, err, "the intent of attempt %s is not a valid receipt", in.AttemptID)
+	}
+	var dec Decision
+	err = l.locked(ctx, func() error {
+		if err := l.sync(ctx); err != nil {
+			return err
+		}
+		if _, dup := l.j.attempts[in.AttemptID]; dup {
+			return refusal.New(refusal.LedgerWriteFailed, "attempt %s is already in receipts ledger %s", in.AttemptID, l.path)
+		}
+		dec = Decision{AttemptID: in.AttemptID, Attempt: 1}
+		if k := in.IdempotencyKey; k != "" {
+			if ks := l.j.keys[k]; ks != nil {
+				first := ks.first.Intent
+				if first.InputDigest != in.InputDigest || first.Provider != in.Provider || first.Entrypoint != in.Entrypoint {
+					return refusal.New(refusal.IdempotencyConflict,
+						"idempotency key %q was first used by attempt %s for %s %s with input %s, not for %s %s with input %s",
+						k, first.AttemptID, first.Provider, first.Entrypoint, first.InputDigest, in.Provider, in.Entrypoint, in.InputDigest)
+				}
+				for id, key := range l.inflight {
+					if key == k {
+						return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: attempt %s is still running", k, id)
+					}
+				}
+				dec.Attempt = ks.attempts + 1
+				if ks.ok != nil {
+					rep := replayOf(*ks.ok, in.AttemptID, l.opts.Now())
+					ob, err := encodeOutcome(rep)
+					if err != nil {
+						return refusal.Wrap(refusal.LedgerWriteFailed, err, "the replayed outcome of attempt %s is not a valid receipt", in.AttemptID)
+					}
+					if err := l.append(ctx, append(b, ob...)); err != nil {
+						return err
+					}
+					dec.Replay = &rep
+					return nil
+				}
+			}
+		}
+		if err := l.append(ctx, b); err != nil {
+			return err
+		}
+		l.inflight[in.AttemptID] = in.IdempotencyKey
+		return nil
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	return dec, nil
+}
+
+// replayOf copies the ok outcome of a as the outcome of attempt id.
+func replayOf(a Attempt, id string, now time.Time) Outcome {
+	rep := *a.Outcome
+	rep.AttemptID = id
+	rep.EgressDeclared = slices.Clone(rep.EgressDeclared)
+	rep.EgressObserved = slices.Clone(rep.EgressObserved)
+	if !rep.Replayed {
+		rep.ReplayOf = a.Intent.AttemptID
+	}
+	rep.Replayed = true
+	rep.EndedAt = now
+	return rep
+}
+
+// Finish records the outcome of an attempt, durably. The attempt must
+// have an intent in the ledger and no outcome yet; otherwise, or when the
+// outcome is not a valid row or the write or sync fails, it is refused
+// ledger_write_failed. A zero EndedAt is set to now. Whatever it returns,
+// the attempt no longer counts as running in this Ledger: one whose
+// outcome could not be written is an orphan, and its key runs again.
+func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.inflight, out.AttemptID)
+	if l.broken != nil {
+		return l.broken
+	}
+	if out.EndedAt.IsZero() {
+		out.EndedAt = l.opts.Now()
+	}
+	b, err := encodeOutcome(out)
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "the outcome of attempt %s is not a valid receipt", out.AttemptID)
+	}
+	return l.locked(ctx, func() error {
+		if err := l.sync(ctx); err != nil {
+			return err
+		}
+		a := l.j.attempts[out.AttemptID]
+		if a == nil {
+			return refusal.New(refusal.LedgerWriteFailed, "attempt %s has no intent in receipts ledger %s", out.AttemptID, l.path)
+		}
+		if a.Outcome != nil {
+			return refusal.New(refusal.LedgerWriteFailed, "attempt %s already has an outcome in receipts ledger %s", out.AttemptID, l.path)
+		}
+		return l.append(ctx, b)
+	})
+}
+
+// Close closes the ledger file. Every row already returned was synced.
+func (l *Ledger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	l.broken = refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is closed", l.path)
+	return err
+}
+
+// DefaultPath is where an executor's ledger lives (DESIGN §10):
+// <stateHome>/cruxprov/receipts/<hostname>-<uid>.jsonl. cmd/ resolves
+// stateHome ($XDG_STATE_HOME, or ~/.local/state). A hostname byte outside
+// [A-Za-z0-9._-] becomes "_" (so that the name stays one path element),
+// and an empty hostname is "localhost".
+func DefaultPath(stateHome, hostname string, uid int) string {
+	if hostname == "" {
+		hostname = "localhost"
+	}
+	h := []byte(hostname)
+	for i, c := range h {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			h[i] = '_'
+		}
+	}
+	name := string(h)
+	if strings.Trim(name, ".") == "" {
+		name = strings.ReplaceAll(name, ".", "_")
+	}
+	return filepath.Join(stateHome, "cruxprov", "receipts", name+"-"+strconv.Itoa(uid)+".jsonl")
+}
+
+// locked runs fn holding the exclusive flock of the ledger file, which
+// every writer takes around checking the tail, repairing and appending.
+func (l *Ledger) locked(ctx context.Context, fn func() error) error {
+	wait := 50 * time.Microsecond
+	for {
+		err := unix.Flock(l.fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot lock receipts ledger %s", l.path)
+		}
+		select {
+		case <-ctx.Done():
+			return refusal.Wrap(refusal.LedgerWriteFailed, ctx.Err(), "waiting for the lock of receipts ledger %s", l.path)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Millisecond)
+	}
+	defer unix.Flock(l.fd, unix.LOCK_UN)
+	return fn()
+}
+
+// append writes b (whole rows) with one write(2) at the end of the
+// ledger, syncs, and folds the rows. The flock is held and the ledger
+// was synced, so the file ends at l.end with a newline. A failed or short
+// write leaves at most a fragment that the next sync repairs; a failed
+// sync breaks the Ledger (after a failed fsync the kernel may drop the
+// dirty pages and a later fsync succeed: nothing more is trusted).
+func (l *Ledger) append(ctx context.Context, b []byte) error {
+	n, err := writeOnce(l.fd, b)
+	if err == nil && n != len(b) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s", l.path)
+	}
+	if err := fdatasync(l.fd); err != nil {
+		l.broken = refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s failed to sync; open it again", l.path)
+		return l.broken
+	}
+	_, err = l.fold(ctx, l.end+int64(len(b)), false)
+	return err
+}
+
+func writeOnce(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		return n, err
+	}
+}
+
+func fdatasync(fd int) error {
+	for {
+		err := unix.Fdatasync(fd)
+		if err == unix.EINTR {
+			continue
+		}
+		return err
+	}
+}
+
+func newAttemptID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// mkdirs creates dir and its missing parents with mode 0700 and syncs the
+// parent of each directory it created.
+func mkdirs(dir string) error {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,510 @@
+package receipts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+func openT(t testing.TB, path string) *Ledger {
+	t.Helper()
+	l, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func scanT(t testing.TB, paths ...string) *ScanResult {
+	t.Helper()
+	res, err := Scan(context.Background(), paths, ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func begin(t testing.TB, l *Ledger, in Intent) Decision {
+	t.Helper()
+	d, err := l.Begin(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func finish(t testing.TB, l *Ledger, out Outcome) {
+	t.Helper()
+	if err := l.Finish(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBeginFinishScan(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state", "cruxprov", "receipts", "h-0.jsonl")
+	l := openT(t, path)
+	d := begin(t, l, testIntent("", "", "in"))
+	if len(d.AttemptID) != 32 || d.Attempt != 1 || d.Replay != nil {
+		t.Fatalf("decision %+v", d)
+	}
+	// Durable before Begin returns: another reader sees the intent.
+	res := scanT(t, path)
+	if len(res.Orphans) != 1 || res.Orphans[0].Intent.AttemptID != d.AttemptID {
+		t.Fatalf("orphans %+v", res.Orphans)
+	}
+	finish(t, l, testOutcome(d.AttemptID, StatusOK))
+	res = scanT(t, path)
+	if len(res.Attempts) != 1 || len(res.Orphans) != 0 || res.Attempts[0].Outcome == nil ||
+		res.Attempts[0].Outcome.ResultDigest != dg("result") || res.Attempts[0].Line != 1 {
+		t.Fatalf("scan %+v", res)
+	}
+	for _, p := range []string{path, filepath.Dir(path), filepath.Join(dir, "state")} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := os.FileMode(0o700) | os.ModeDir
+		if p == path {
+			want = 0o600
+		}
+		if st.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", p, st.Mode(), want)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Begin(context.Background(), testIntent("", "", "x")); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("Begin after Close: %v", err)
+	}
+}
+
+func TestFinishRefusals(t *testing.T) {
+	l := openT(t, filepath.Join(t.TempDir(), "l.jsonl"))
+	d := begin(t, l, testIntent("a1", "", "in"))
+	bad := testOutcome(d.AttemptID, StatusOK)
+	bad.ResultDigest = ""
+	tests := []struct {
+		name string
+		out  Outcome
+	}{
+		{"unknown attempt", testOutcome("nope", StatusOK)},
+		{"invalid outcome", bad},
+		{"unknown status", func() Outcome { o := testOutcome(d.AttemptID, StatusOK); o.Status = "meh"; return o }()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := l.Finish(context.Background(), tc.out); !errors.Is(err, refusal.LedgerWriteFailed) {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+	finish(t, l, testOutcome("a1", StatusOK))
+	if err := l.Finish(context.Background(), testOutcome("a1", StatusOK)); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("second outcome: %v", err)
+	}
+	if _, err := l.Begin(context.Background(), testIntent("a1", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("reused attempt id: %v", err)
+	}
+	in := testIntent("", "", "in")
+	in.MaterializationDigest = ""
+	if _, err := l.Begin(context.Background(), in); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("intent without a digest: %v", err)
+	}
+}
+
+// TestIdempotency holds Begin to DESIGN §10, each case from a fresh
+// ledger, reopened between the first and the second call (the decision
+// comes from the file, not from memory).
+func TestIdempotency(t *testing.T) {
+	tests := []struct {
+		name    string
+		first   string // status of the first attempt; "" leaves an orphan
+		second  Intent
+		code    refusal.Code
+		replay  bool
+		attempt int
+	}{
+		{"same key other input", StatusOK, testIntent("", "k", "other"), refusal.IdempotencyConflict, false, 0},
+		{"same key other input after error", StatusError, testIntent("", "k", "other"), refusal.IdempotencyConflict, false, 0},
+		{"same key other provider", StatusOK, func() Intent { i := testIntent("", "k", "in"); i.Provider = "acme-other"; return i }(), refusal.IdempotencyConflict, false, 0},
+		{"same key other entrypoint", StatusOK, func() Intent { i := testIntent("", "k", "in"); i.Entrypoint = "other"; return i }(), refusal.IdempotencyConflict, false, 0},
+		{"replay of ok", StatusOK, testIntent("", "k", "in"), "", true, 2},
+		{"new attempt after error", StatusError, testIntent("", "k", "in"), "", false, 2},
+		{"new attempt after timeout", StatusTimeout, testIntent("", "k", "in"), "", false, 2},
+		{"new attempt after output limit", StatusOutputLimit, testIntent("", "k", "in"), "", false, 2},
+		{"new attempt after refused", StatusRefused, testIntent("", "k", "in"), "", false, 2},
+		{"new attempt after orphan", "", testIntent("", "k", "in"), "", false, 2},
+		{"other key", StatusOK, testIntent("", "k2", "other"), "", false, 1},
+		{"no key", StatusOK, testIntent("", "", "in"), "", false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			l := openT(t, path)
+			d1 := begin(t, l, testIntent("first", "k", "in"))
+			if tc.first != "" {
+				finish(t, l, testOutcome(d1.AttemptID, tc.first))
+			}
+			l.Close()
+			before, _ := os.ReadFile(path)
+			l = openT(t, path)
+			d, err := l.Begin(context.Background(), tc.second)
+			if tc.code != "" {
+				if !errors.Is(err, tc.code) {
+					t.Fatalf("got %v, want %s", err, tc.code)
+				}
+				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+					t.Fatal("a refused Begin wrote to the ledger")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Attempt != tc.attempt || (d.Replay != nil) != tc.replay {
+				t.Fatalf("decision %+v", d)
+			}
+			res := scanT(t, path)
+			if tc.replay {
+				r := d.Replay
+				if !r.Replayed || r.ReplayOf != "first" || r.AttemptID != d.AttemptID || r.ResultDigest != dg("result") {
+					t.Fatalf("replay %+v", r)
+				}
+				// Written: the replay's intent and its replayed outcome.
+				last := res.Attempts[len(res.Attempts)-1]
+				if last.Intent.AttemptID != d.AttemptID || last.Outcome == nil || !last.Outcome.Replayed {
+					t.Fatalf("replay not in the ledger: %+v", last)
+				}
+				// A replay of the replay names the original.
+				d3 := begin(t, l, testIntent("", "k", "in"))
+				if d3.Replay == nil || d3.Replay.ReplayOf != "first" || d3.Attempt != 3 {
+					t.Fatalf("third call %+v", d3)
+				}
+				return
+			}
+			if len(res.Orphans) != 1 || res.Orphans[0].Intent.AttemptID != d.AttemptID {
+				if !(tc.first == "" && len(res.Orphans) == 2) {
+					t.Fatalf("orphans %+v", res.Orphans)
+				}
+			}
+		})
+	}
+}
+
+// TestRunningAttemptConflicts: a second Begin under a key whose attempt
+// this Ledger has not finished is a conflict; once finished (even when
+// its outcome could not be written), the key runs again.
+func TestRunningAttemptConflicts(t *testing.T) {
+	l := openT(t, filepath.Join(t.TempDir(), "l.jsonl"))
+	d := begin(t, l, testIntent("", "k", "in"))
+	if _, err := l.Begin(context.Background(), testIntent("", "k", "in")); !errors.Is(err, refusal.IdempotencyConflict) {
+		t.Fatalf("got %v", err)
+	}
+	bad := testOutcome(d.AttemptID, StatusOK)
+	bad.ResultDigest = ""
+	if err := l.Finish(context.Background(), bad); err == nil {
+		t.Fatal("invalid outcome accepted")
+	}
+	if d2 := begin(t, l, testIntent("", "k", "in")); d2.Attempt != 2 {
+		t.Fatalf("after a failed Finish: %+v", d2)
+	}
+}
+
+// TestOutcomeResolvesOnlyItsOwnAttempt: two attempts under one key, the
+// outcome of the second leaves the first an orphan.
+func TestOutcomeResolvesOnlyItsOwnAttempt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	l := openT(t, path)
+	a := begin(t, l, testIntent("a", "k", "in"))
+	l.Close()
+	l = openT(t, path) // a is now an orphan of a dead writer
+	b := begin(t, l, testIntent("b", "k", "in"))
+	finish(t, l, testOutcome(b.AttemptID, StatusError))
+	res := scanT(t, path)
+	if len(res.Orphans) != 1 || res.Orphans[0].Intent.AttemptID != a.AttemptID {
+		t.Fatalf("orphans %+v", res.Orphans)
+	}
+	if res.Attempts[1].Outcome == nil || res.Attempts[1].Outcome.AttemptID != "b" {
+		t.Fatalf("attempts %+v", res.Attempts)
+	}
+}
+
+// TestScanMerges joins across ledgers and reports outcomes without intent.
+func TestScanMerges(t *testing.T) {
+	dir := t.TempDir()
+	p1, p2 := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	l1, l2 := openT(t, p1), openT(t, p2)
+	begin(t, l1, testIntent("x1", "", "in"))
+	begin(t, l2, testIntent("x2", "", "in"))
+	finish(t, l2, testOutcome("x2", StatusOK))
+	o, _ := encodeOutcome(testOutcome("ghost", StatusOK))
+	appendFile(t, p2, string(o))
+	res := scanT(t, p1, p2)
+	if len(res.Attempts) != 2 || res.Attempts[0].Path != p1 || res.Attempts[1].Path != p2 ||
+		len(res.Orphans) != 1 || len(res.Unmatched) != 1 || res.Unmatched[0].Value.AttemptID != "ghost" || res.Unmatched[0].Line != 3 {
+		t.Fatalf("scan %+v", res)
+	}
+	if _, err := Scan(context.Background(), []string{filepath.Join(dir, "missing")}, ScanOptions{}); err == nil {
+		t.Fatal("scan of a missing ledger succeeded")
+	}
+}
+
+func appendFile(t testing.TB, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+func rows(t testing.TB, ids ...string) string {
+	var sb strings.Builder
+	for _, id := range ids {
+		b, err := encodeIntent(testIntent(id, "", "in"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Write(b)
+	}
+	return sb.String()
+}
+
+// TestStrictScan: the first bad line fails the scan with its position and
+// digest; the tolerant scan returns every bad line and goes on.
+func TestStrictScan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	good := rows(t, "a")
+	bad1 := "not json"
+	bad2 := `{"format":"cruxprov.receipt/v2","phase":"intent"}`
+	dup := strings.TrimSuffix(rows(t, "a"), "\n")
+	content := good + bad1 + "\n" + rows(t, "b") + bad2 + "\n" + dup + "\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Scan(context.Background(), []string{path}, ScanOptions{})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || refusal.CodeOf(err) != refusal.LedgerCorrupt || !errors.Is(ce, refusal.LedgerCorrupt) {
+		t.Fatalf("got %v", err)
+	}
+	if ce.Line != 2 || ce.Offset != int64(len(good)) || ce.Length != int64(len(bad1)) || ce.SHA256 != dg(bad1) || string(ce.Bytes) != bad1 {
+		t.Fatalf("corrupt line %+v", ce.CorruptLine)
+	}
+	res, err := Scan(context.Background(), []string{path}, ScanOptions{TolerateCorrupt: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Corrupt) != 3 || len(res.Attempts) != 2 {
+		t.Fatalf("tolerant %+v", res)
+	}
+	for i, want := range []string{"alone on its line", "unknown major", "a second intent"} {
+		if !strings.Contains(res.Corrupt[i].Reason, want) {
+			t.Errorf("line %d: %q, want %q", res.Corrupt[i].Line, res.Corrupt[i].Reason, want)
+		}
+	}
+	// A writer refuses the corrupt ledger before writing anything.
+	if _, err := Open(context.Background(), path, Options{}); !errors.As(err, &ce) {
+		t.Fatalf("Open of a corrupt ledger: %v", err)
+	}
+	if after, _ := os.ReadFile(path); string(after) != content {
+		t.Fatal("Open changed a corrupt ledger")
+	}
+}
+
+// TestRepair: the torn tails a writer meets, each repaired before its
+// first append.
+func TestRepair(t *testing.T) {
+	complete := strings.TrimSuffix(rows(t, "c"), "\n")
+	tests := []struct {
+		name    string
+		prefix  string
+		tail    string
+		torn    bool // quarantined (else terminated or nothing)
+		wantErr bool
+	}{
+		{"clean", rows(t, "a"), "", false, false},
+		{"empty file", "", "", false, false},
+		{"complete record without newline", rows(t, "a"), complete, false, false},
+		{"only a complete record", "", complete, false, false},
+		{"half a record", rows(t, "a"), complete[:len(complete)/2], true, false},
+		{"only a fragment", "", complete[:10], true, false},
+		{"garbage bytes", rows(t, "a"), "\x00\xff\xfe{", true, false},
+		{"record with a trailing space", rows(t, "a"), complete + " ", true, false},
+		{"record of an unknown major", rows(t, "a"), strings.Replace(complete, "receipt/v1", "receipt/v7", 1), true, false},
+		{"too long a fragment", rows(t, "a"), strings.Repeat("x", maxFragment+1), false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			os.WriteFile(path, []byte(tc.prefix+tc.tail), 0o600)
+			l, err := Open(context.Background(), path, Options{})
+			if tc.wantErr {
+				if !errors.Is(err, refusal.LedgerCorrupt) {
+					t.Fatalf("got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			d := begin(t, l, testIntent("new", "", "in"))
+			res := scanT(t, path)
+			if len(res.Tails) != 0 {
+				t.Fatalf("tails %+v", res.Tails)
+			}
+			if got := len(res.Torn); got != map[bool]int{true: 1}[tc.torn] {
+				t.Fatalf("%d torn rows", got)
+			}
+			if tc.torn {
+				tr := res.Torn[0]
+				if string(tr.Bytes) != tc.tail || tr.SHA256 != dg(tc.tail) || tr.Offset != int64(len(tc.prefix)) {
+					t.Fatalf("torn %+v", tr)
+				}
+			}
+			last := res.Attempts[len(res.Attempts)-1]
+			if last.Intent.AttemptID != d.AttemptID {
+				t.Fatalf("last attempt %+v", last)
+			}
+			for _, p := range []string{".lock", ".repair", ".repair.tmp"} {
+				if _, err := os.Stat(path + p); err == nil {
+					t.Errorf("%s left behind", p)
+				}
+			}
+		})
+	}
+}
+
+// TestJournalRecovery: a crash during a quarantine leaves the journal and
+// the ledger in one of three states; the next writer finishes each.
+func TestJournalRecovery(t *testing.T) {
+	prefix := rows(t, "a")
+	frag := strings.TrimSuffix(rows(t, "b"), "\n")[:30]
+	torn := encodeTorn(int64(len(prefix)), []byte(frag), t0)
+	j := `{"format":"cruxprov.receipt-repair/v1","offset":` + itoa(len(prefix)) + `,"row":` + quote(string(torn[:len(torn)-1])) + "}\n"
+	tests := []struct {
+		name    string
+		ledger  string
+		journal string
+		code    refusal.Code
+	}{
+		{"journal written, nothing overwritten", prefix + frag, j, ""},
+		{"half overwritten", prefix + string(torn[:len(torn)/2]), j, ""},
+		{"overwritten, journal not removed", prefix + string(torn), j, ""},
+		{"overwritten and rows appended, journal not removed", prefix + string(torn) + rows(t, "z"), j, ""},
+		{"journal unreadable", prefix + frag, "{", refusal.LedgerCorrupt},
+		{"rows after an unfinished repair", prefix + frag + "\n" + rows(t, "z"), j, refusal.LedgerCorrupt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			os.WriteFile(path, []byte(tc.ledger), 0o600)
+			os.WriteFile(path+".repair", []byte(tc.journal), 0o600)
+			l, err := Open(context.Background(), path, Options{})
+			if tc.code != "" {
+				if !errors.Is(err, tc.code) {
+					t.Fatalf("got %v", err)
+				}
+				if _, err := os.Stat(path + ".repair"); err != nil {
+					t.Fatal("the journal of a refused recovery is gone")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Close()
+			res := scanT(t, path)
+			if len(res.Torn) != 1 || string(res.Torn[0].Bytes) != frag {
+				t.Fatalf("torn %+v", res.Torn)
+			}
+			if _, err := os.Stat(path + ".repair"); err == nil {
+				t.Fatal("journal left behind")
+			}
+		})
+	}
+}
+
+// TestRepairLock: a live repair lock makes the writer wait (here until its
+// context ends); one older than the TTL is broken.
+func TestRepairLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	os.WriteFile(path, []byte(rows(t, "a")+"{frag"), 0o600)
+	os.WriteFile(path+".lock", []byte("1\n"), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Open(ctx, path, Options{LockTTL: time.Hour}); !errors.Is(err, refusal.LedgerWriteFailed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with a live lock: %v", err)
+	}
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(path+".lock", old, old)
+	l, err := Open(context.Background(), path, Options{LockTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if res := scanT(t, path); len(res.Torn) != 1 {
+		t.Fatalf("torn %+v", res.Torn)
+	}
+	if _, err := os.Stat(path + ".lock"); err == nil {
+		t.Fatal("lock left behind")
+	}
+	// A clean ledger needs no repair lock at all.
+	os.WriteFile(path+".lock", []byte("1\n"), 0o600)
+	l = openT(t, path)
+	begin(t, l, testIntent("", "", "in"))
+}
+
+// TestScanTail: an unterminated tail is pending, not corruption; a
+// complete record without its newline is read as a row.
+func TestScanTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	complete := strings.TrimSuffix(rows(t, "c"), "\n")
+	os.WriteFile(path, []byte(rows(t, "a")+"{frag"), 0o600)
+	if res := scanT(t, path); len(res.Tails) != 1 || string(res.Tails[0].Bytes) != "{frag" || len(res.Attempts) != 1 {
+		t.Fatalf("scan %+v", res)
+	}
+	os.WriteFile(path, []byte(rows(t, "a")+complete), 0o600)
+	if res := scanT(t, path); len(res.Tails) != 0 || len(res.Attempts) != 2 {
+		t.Fatalf("scan %+v", res)
+	}
+}
+
+func TestDefaultPath(t *testing.T) {
+	tests := []struct{ host, want string }{
+		{"exec-1.example", "/s/cruxprov/receipts/exec-1.example-1000.jsonl"},
+		{"", "/s/cruxprov/receipts/localhost-1000.jsonl"},
+		{"../../etc", "/s/cruxprov/receipts/.._.._etc-1000.jsonl"},
+		{"..", "/s/cruxprov/receipts/__-1000.jsonl"},
+		{"h ö", "/s/cruxprov/receipts/h___-1000.jsonl"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.host, func(t *testing.T) {
+			if got := DefaultPath("/s", tc.host, 1000); got != tc.want {
+				t.Fatalf("got %s", got)
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

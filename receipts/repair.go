@@ -1,0 +1,315 @@
+package receipts
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// journalFormat is the format of the repair journal <path>.repair.
+const journalFormat = "cruxprov.receipt-repair/v1"
+
+// journal is the repair journal: the torn row that replaces the fragment
+// at Offset. The row holds the fragment's bytes, so once the journal is
+// durable the fragment may be overwritten.
+type journal struct {
+	Format string `json:"format"`
+	Offset int64  `json:"offset"`
+	Row    string `json:"row"`
+}
+
+// sync brings the Ledger up to date with its file: it folds the rows
+// other writers appended, finishes an interrupted repair and repairs a
+// torn tail. The flock is held.
+func (l *Ledger) sync(ctx context.Context) error {
+	size, err := l.size()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(l.path + ".repair"); errors.Is(err, fs.ErrNotExist) {
+		torn, err := l.fold(ctx, size, true)
+		if err != nil || !torn {
+			return err
+		}
+	}
+	return l.withRepairLock(ctx, func() error {
+		// Re-read everything: another writer may have repaired the tail
+		// while this one waited for the lock.
+		if err := l.recoverJournal(); err != nil {
+			return err
+		}
+		size, err := l.size()
+		if err != nil {
+			return err
+		}
+		torn, err := l.fold(ctx, size, true)
+		if err != nil || !torn {
+			return err
+		}
+		if err := l.repairTail(size); err != nil {
+			return err
+		}
+		if size, err = l.size(); err != nil {
+			return err
+		}
+		if torn, err = l.fold(ctx, size, true); err == nil && torn {
+			err = refusal.New(refusal.LedgerWriteFailed, "the tail of receipts ledger %s is still torn after its repair", l.path)
+		}
+		return err
+	})
+}
+
+// size is the ledger file's size; it fails when the file is shorter than
+// what was already read (someone truncated it).
+func (l *Ledger) size() (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(l.fd, &st); err != nil {
+		return 0, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot stat receipts ledger %s", l.path)
+	}
+	if st.Size < l.end {
+		return 0, refusal.New(refusal.LedgerCorrupt, "receipts ledger %s shrank to %d bytes, below the %d already read: it was truncated or replaced", l.path, st.Size, l.end)
+	}
+	return st.Size, nil
+}
+
+// fold reads the terminated lines in [l.end, to) into the joiner,
+// advancing l.end. It reports whether an unterminated tail follows (an
+// error unless allowTail). A bad line is refused ledger_corrupt.
+func (l *Ledger) fold(ctx context.Context, to int64, allowTail bool) (bool, error) {
+	if to <= l.end {
+		return false, nil
+	}
+	lr := newLineReader(l.f, l.end, to, l.line+1)
+	for {
+		ln, err := lr.next()
+		if err == io.EOF {
+			return false, nil
+		}
+		if err != nil {
+			return false, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
+		}
+		if !ln.terminated {
+			if !allowTail {
+				return true, refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s has an unterminated line after an append", l.path)
+			}
+			return true, nil
+		}
+		if cl := checkLine(l.j, l.path, ln); cl != nil {
+			return false, corrupt(*cl)
+		}
+		l.end = lr.off
+		l.line = ln.no
+		if ln.no%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return false, refusal.Wrap(refusal.LedgerWriteFailed, err, "reading receipts ledger %s", l.path)
+			}
+		}
+	}
+}
+
+// repairTail repairs the fragment [l.end, size): a complete record is
+// terminated with "\n"; anything else is journaled, then overwritten in
+// place by its torn row, then the journal is removed. The flock and the
+// repair lock are held.
+func (l *Ledger) repairTail(size int64) error {
+	off, n := l.end, size-l.end
+	if n > maxFragment {
+		lr := newLineReader(l.f, off, size, l.line+1)
+		ln, err := lr.next()
+		if err != nil {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
+		}
+		return corrupt(CorruptLine{Path: l.path, Line: ln.no, Offset: off, Length: ln.n, SHA256: ln.sum,
+			Reason: fmt.Sprintf("an unterminated tail of %d bytes, more than a torn row holds (%d)", n, maxFragment)})
+	}
+	frag := make([]byte, n)
+	if _, err := l.f.ReadAt(frag, off); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read the tail of receipts ledger %s", l.path)
+	}
+	if _, err := parseRow(frag); err == nil {
+		// A complete record whose newline was lost: terminate it.
+		if w, err := writeOnce(l.fd, []byte{'\n'}); err != nil || w != 1 {
+			return refusal.Wrap(refusal.LedgerWriteFailed, errOr(err, io.ErrShortWrite), "cannot terminate the tail of receipts ledger %s", l.path)
+		}
+		if err := fdatasync(l.fd); err != nil {
+			l.broken = refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s failed to sync; open it again", l.path)
+			return l.broken
+		}
+		return nil
+	}
+	row := encodeTorn(off, frag, l.opts.Now())
+	jb, _ := json.Marshal(journal{Format: journalFormat, Offset: off, Row: string(row[:len(row)-1])})
+	if err := l.writeJournal(append(jb, '\n')); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot write the repair journal of receipts ledger %s", l.path)
+	}
+	if err := l.writeAt(row, off); err != nil {
+		return err
+	}
+	return l.removeJournal()
+}
+
+func errOr(err, alt error) error {
+	if err != nil {
+		return err
+	}
+	return alt
+}
+
+// recoverJournal finishes a repair a crash interrupted: the journal's torn
+// row is put in place at its offset (unless it already is), then the
+// journal is removed. The repair lock is held.
+func (l *Ledger) recoverJournal() error {
+	jp := l.path + ".repair"
+	b, err := os.ReadFile(jp)
+	if errors.Is(err, fs.ErrNotExist) {
+		os.Remove(jp + ".tmp") // a journal never renamed: nothing was overwritten
+		return nil
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read repair journal %s", jp)
+	}
+	bad := func(reason string) error {
+		return refusal.New(refusal.LedgerCorrupt,
+			"repair journal %s %s; it may hold the only copy of a torn fragment: move the ledger and the journal aside together",
+			jp, reason)
+	}
+	var j journal
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil || j.Format != journalFormat {
+		return bad("is not a " + journalFormat + " document")
+	}
+	r, err := parseRow([]byte(j.Row))
+	if err != nil || r.torn == nil || r.torn.Offset != j.Offset {
+		return bad("does not hold a torn row for its offset")
+	}
+	want := append([]byte(j.Row), '\n')
+	size, err := l.size()
+	if err != nil {
+		return err
+	}
+	end := j.Offset + int64(len(want))
+	if j.Offset < l.end || j.Offset > size {
+		return bad("names offset " + strconv.FormatInt(j.Offset, 10) + ", outside the ledger's unread tail")
+	}
+	have := make([]byte, min(size, end)-j.Offset)
+	if _, err := l.f.ReadAt(have, j.Offset); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
+	}
+	if !bytes.Equal(have, want) {
+		if size > end {
+			return bad("names a repair, but rows follow it in the ledger")
+		}
+		if err := l.writeAt(want, j.Offset); err != nil {
+			return err
+		}
+	}
+	return l.removeJournal()
+}
+
+func (l *Ledger) writeJournal(b []byte) error {
+	jp := l.path + ".repair"
+	f, err := os.OpenFile(jp+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(jp+".tmp", jp)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(l.path))
+	}
+	return err
+}
+
+func (l *Ledger) removeJournal() error {
+	if err := os.Remove(l.path + ".repair"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot remove the repair journal of receipts ledger %s", l.path)
+	}
+	if err := syncDir(filepath.Dir(l.path)); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s", l.path)
+	}
+	return nil
+}
+
+// writeAt writes b at off through a descriptor without O_APPEND (pwrite on
+// an O_APPEND descriptor appends on Linux), checked to be the same file,
+// and syncs it.
+func (l *Ledger) writeAt(b []byte, off int64) error {
+	fail := func(err error) error {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot repair receipts ledger %s", l.path)
+	}
+	f, err := os.OpenFile(l.path, os.O_WRONLY, 0)
+	if err != nil {
+		return fail(err)
+	}
+	defer f.Close()
+	var a, c unix.Stat_t
+	if err := unix.Fstat(l.fd, &a); err != nil {
+		return fail(err)
+	}
+	if err := unix.Fstat(int(f.Fd()), &c); err != nil {
+		return fail(err)
+	}
+	if a.Dev != c.Dev || a.Ino != c.Ino {
+		return fail(errors.New("the path no longer names the opened ledger"))
+	}
+	if _, err := f.WriteAt(b, off); err != nil {
+		return fail(err)
+	}
+	if err := fdatasync(int(f.Fd())); err != nil {
+		l.broken = refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s failed to sync; open it again", l.path)
+		return l.broken
+	}
+	return nil
+}
+
+// withRepairLock runs fn holding the repair lock <path>.lock, created with
+// O_EXCL. A lock whose mtime is older than the TTL was left by a dead
+// writer and is removed; while the flock is held no other writer of this
+// package can be repairing, so breaking it races with no one.
+func (l *Ledger) withRepairLock(ctx context.Context, fn func() error) error {
+	lp := l.path + ".lock"
+	for {
+		f, err := os.OpenFile(lp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			fmt.Fprintf(f, "%d %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
+			f.Close()
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot take the repair lock %s", lp)
+		}
+		st, err := os.Lstat(lp)
+		if err == nil && time.Since(st.ModTime()) > l.opts.LockTTL {
+			os.Remove(lp)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return refusal.Wrap(refusal.LedgerWriteFailed, ctx.Err(), "waiting for the repair lock %s", lp)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	defer os.Remove(lp)
+	return fn()
+}

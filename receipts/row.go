@@ -1,0 +1,553 @@
+package receipts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cruxible/cruxprov/digest"
+)
+
+// Format is the format of the rows this version writes. A reader accepts
+// cruxprov.receipt/v1 and any v1.N (fields a later minor adds are ignored;
+// a v1 or v1.0 row with an unknown field is corrupt) and refuses another
+// major with ledger_corrupt (DESIGN §14).
+const Format = "cruxprov.receipt/v1"
+
+// The phases of a row.
+const (
+	PhaseIntent  = "intent"
+	PhaseOutcome = "outcome"
+	PhaseTorn    = "torn"
+)
+
+// The statuses of an outcome (DESIGN §10).
+const (
+	StatusOK          = "ok"
+	StatusError       = "error"
+	StatusTimeout     = "timeout"
+	StatusOutputLimit = "output_limit"
+	StatusRefused     = "refused"
+)
+
+// MaxRow is the largest intent or outcome row, newline included, that a
+// Ledger writes; a larger one is refused ledger_write_failed (the caller
+// caps the stderr tail and messages it passes in).
+const MaxRow = 1 << 20
+
+// maxFragment is the largest unterminated tail a writer quarantines; a
+// larger one is not a torn row of this format and is refused
+// ledger_corrupt. maxLine is the longest line a scan reads as a row: a
+// torn row of maxFragment bytes fits.
+const (
+	maxFragment = MaxRow
+	maxLine     = 2 * MaxRow
+)
+
+// Intent is the first phase of a receipt, written and synced before the
+// provider is spawned.
+type Intent struct {
+	AttemptID             string // empty: Begin assigns a random one
+	IdempotencyKey        string // may be empty: no idempotency
+	Provider, Entrypoint  string
+	ImplementationDigest  string // "sha256:<hex>"
+	MaterializationDigest string // "sha256:<hex>"
+	SealDigest            string // "sha256:<hex>", or empty when no seal was read
+	Backend, Platform     string
+	ProtocolVersion       int
+	Tool                  string // cruxprov's version
+	InputDigest           string // "sha256:<hex>"
+	StartedAt             time.Time
+}
+
+// Outcome is the second phase of a receipt: how the attempt AttemptID
+// ended. ReplayOf is set only on a replayed outcome (Replayed), naming the
+// attempt whose ok outcome was returned.
+type Outcome struct {
+	AttemptID                      string
+	Status                         string // one of the Status constants
+	ExitCode                       int
+	StdoutBytes, StderrBytes       int64
+	ResultDigest                   string // "sha256:<hex>"; required when Status is ok
+	ErrorCode, ErrorMessage        string
+	StderrTail                     string // already redacted by the caller
+	EgressDeclared, EgressObserved []string
+	Replayed                       bool
+	ReplayOf                       string
+	EndedAt                        time.Time
+}
+
+// row is one parsed ledger line: exactly one of its pointers is set.
+type row struct {
+	intent  *Intent
+	outcome *Outcome
+	torn    *tornRow
+}
+
+// tornRow is a quarantined fragment.
+type tornRow struct {
+	Offset     int64
+	Bytes      []byte
+	SHA256     string
+	RepairedAt time.Time
+}
+
+// The JSON shapes written, fields in a fixed order.
+type intentJSON struct {
+	Format                string `json:"format"`
+	Phase                 string `json:"phase"`
+	AttemptID             string `json:"attempt_id"`
+	IdempotencyKey        string `json:"idempotency_key"`
+	Provider              string `json:"provider"`
+	Entrypoint            string `json:"entrypoint"`
+	ImplementationDigest  string `json:"implementation_digest"`
+	MaterializationDigest string `json:"materialization_digest"`
+	SealDigest            string `json:"seal_digest"`
+	Backend               string `json:"backend"`
+	Platform              string `json:"platform"`
+	ProtocolVersion       int    `json:"protocol_version"`
+	Tool                  string `json:"tool"`
+	InputDigest           string `json:"input_digest"`
+	StartedAt             string `json:"started_at"`
+}
+
+type outcomeJSON struct {
+	Format         string   `json:"format"`
+	Phase          string   `json:"phase"`
+	AttemptID      string   `json:"attempt_id"`
+	Status         string   `json:"status"`
+	ExitCode       int      `json:"exit_code"`
+	StdoutBytes    int64    `json:"stdout_bytes"`
+	StderrBytes    int64    `json:"stderr_bytes"`
+	ResultDigest   string   `json:"result_digest"`
+	ErrorCode      string   `json:"error_code"`
+	ErrorMessage   string   `json:"error_message"`
+	StderrTail     string   `json:"stderr_tail"`
+	EgressDeclared []string `json:"egress_declared"`
+	EgressObserved []string `json:"egress_observed"`
+	Replayed       bool     `json:"replayed"`
+	ReplayOf       string   `json:"replay_of,omitempty"`
+	EndedAt        string   `json:"ended_at"`
+}
+
+type tornJSON struct {
+	Format     string `json:"format"`
+	Phase      string `json:"phase"`
+	Offset     int64  `json:"offset"`
+	Length     int    `json:"length"`
+	SHA256     string `json:"sha256"`
+	BytesB64   string `json:"bytes_b64"`
+	RepairedAt string `json:"repaired_at"`
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// encodeIntent returns the intent's line (newline included), checked by
+// the strict parser so that a Ledger never writes a row a scan refuses.
+func encodeIntent(in Intent) ([]byte, error) {
+	return encodeChecked(intentJSON{
+		Format: Format, Phase: PhaseIntent, AttemptID: in.AttemptID, IdempotencyKey: in.IdempotencyKey,
+		Provider: in.Provider, Entrypoint: in.Entrypoint,
+		ImplementationDigest: in.ImplementationDigest, MaterializationDigest: in.MaterializationDigest,
+		SealDigest: in.SealDigest, Backend: in.Backend, Platform: in.Platform,
+		ProtocolVersion: in.ProtocolVersion, Tool: in.Tool, InputDigest: in.InputDigest,
+		StartedAt: formatTime(in.StartedAt),
+	}, in.StartedAt)
+}
+
+func encodeOutcome(out Outcome) ([]byte, error) {
+	return encodeChecked(outcomeJSON{
+		Format: Format, Phase: PhaseOutcome, AttemptID: out.AttemptID, Status: out.Status,
+		ExitCode: out.ExitCode, StdoutBytes: out.StdoutBytes, StderrBytes: out.StderrBytes,
+		ResultDigest: out.ResultDigest, ErrorCode: out.ErrorCode, ErrorMessage: out.ErrorMessage,
+		StderrTail: out.StderrTail, EgressDeclared: nonNil(out.EgressDeclared),
+		EgressObserved: nonNil(out.EgressObserved), Replayed: out.Replayed, ReplayOf: out.ReplayOf,
+		EndedAt: formatTime(out.EndedAt),
+	}, out.EndedAt)
+}
+
+func encodeTorn(offset int64, frag []byte, at time.Time) []byte {
+	b, _ := json.Marshal(tornJSON{
+		Format: Format, Phase: PhaseTorn, Offset: offset, Length: len(frag),
+		SHA256: digest.Sum(frag).String(), BytesB64: base64.StdEncoding.EncodeToString(frag),
+		RepairedAt: formatTime(at),
+	})
+	return append(b, '\n')
+}
+
+func encodeChecked(v any, t time.Time) ([]byte, error) {
+	if t.IsZero() {
+		return nil, errors.New("its time is not set")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)+1 > MaxRow {
+		return nil, fmt.Errorf("the row would be %d bytes, more than %d", len(b)+1, MaxRow)
+	}
+	if _, err := parseRow(b); err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// parseRow decodes one line (without its newline) strictly: valid UTF-8,
+// one JSON object from the first byte to the last, no duplicate keys, a
+// known format major and phase, and every required field of its type.
+func parseRow(line []byte) (row, error) {
+	if !utf8.Valid(line) {
+		return row{}, errors.New("not valid UTF-8")
+	}
+	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+		return row{}, errors.New("not a JSON object alone on its line")
+	}
+	if !json.Valid(line) {
+		return row{}, errors.New("not valid JSON")
+	}
+	o, err := objectFields(line)
+	if err != nil {
+		return row{}, err
+	}
+	f := o.str("format", true)
+	if o.err != nil {
+		return row{}, o.err
+	}
+	minor, err := formatMinor(f)
+	if err != nil {
+		return row{}, err
+	}
+	var r row
+	switch phase := o.str("phase", true); phase {
+	case PhaseIntent:
+		r.intent = o.intent()
+	case PhaseOutcome:
+		r.outcome = o.outcome()
+	case PhaseTorn:
+		r.torn = o.tornRow()
+	default:
+		if o.err == nil {
+			o.err = fmt.Errorf("unknown phase %q", phase)
+		}
+	}
+	if o.err != nil {
+		return row{}, o.err
+	}
+	if minor == 0 {
+		for k := range o.m {
+			if !o.used[k] {
+				return row{}, fmt.Errorf("unknown field %q in a %s row", k, f)
+			}
+		}
+	}
+	return r, nil
+}
+
+// formatMinor checks "cruxprov.receipt/v1[.N]" and returns N (0 when absent).
+func formatMinor(f string) (int, error) {
+	rest, ok := strings.CutPrefix(f, "cruxprov.receipt/v")
+	major, minor, dot := strings.Cut(rest, ".")
+	if !ok || !digits(major) || (dot && !digits(minor)) {
+		return 0, fmt.Errorf("format %q is not a receipts ledger format", f)
+	}
+	if major != "1" {
+		return 0, fmt.Errorf("format %q has unknown major %s (written by a newer cruxprov?)", f, major)
+	}
+	if !dot {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(minor)
+	if err != nil {
+		return 1, nil // more digits than an int holds: a minor > 0
+	}
+	return n, nil
+}
+
+func digits(s string) bool {
+	if s == "" || len(s) > 9 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// object is a JSON object's top-level fields, read one by one with their
+// type checked; the first failure sticks in err.
+type object struct {
+	m    map[string]json.RawMessage
+	used map[string]bool
+	err  error
+}
+
+func objectFields(line []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if _, err := dec.Token(); err != nil { // '{', as checked by the caller
+		return nil, err
+	}
+	o := &object{m: map[string]json.RawMessage{}, used: map[string]bool{}}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("not a JSON object")
+		}
+		if _, dup := o.m[k]; dup {
+			return nil, fmt.Errorf("duplicate field %q", k)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		o.m[k] = v
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	return o, nil
+}
+
+func (o *object) fail(format string, args ...any) {
+	if o.err == nil {
+		o.err = fmt.Errorf(format, args...)
+	}
+}
+
+// raw returns the field's value, marking it used; a missing required field
+// fails.
+func (o *object) raw(name string, required bool) (json.RawMessage, bool) {
+	v, ok := o.m[name]
+	if !ok {
+		if required {
+			o.fail("missing field %q", name)
+		}
+		return nil, false
+	}
+	o.used[name] = true
+	return v, true
+}
+
+func (o *object) str(name string, nonEmpty bool) string {
+	v, ok := o.raw(name, true)
+	if !ok {
+		return ""
+	}
+	var s string
+	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		o.fail("field %q is not a string", name)
+		return ""
+	}
+	if nonEmpty && s == "" {
+		o.fail("field %q is empty", name)
+	}
+	return s
+}
+
+func (o *object) optStr(name string) string {
+	if _, ok := o.m[name]; !ok {
+		return ""
+	}
+	return o.str(name, true)
+}
+
+func (o *object) attemptID(name string) string {
+	s := o.str(name, true)
+	if s != "" && !validAttemptID(s) {
+		o.fail("field %q is not an attempt id (1-128 of A-Z a-z 0-9 . _ : -)", name)
+	}
+	return s
+}
+
+// digest reads a "sha256:<hex>" field; optional allows "".
+func (o *object) digest(name string, optional bool) string {
+	s := o.str(name, !optional)
+	if s == "" {
+		return ""
+	}
+	d, err := digest.Parse(s)
+	if err != nil || d.String() != s {
+		o.fail("field %q is not a sha256 digest", name)
+	}
+	return s
+}
+
+func (o *object) int(name string, min, max int64) int64 {
+	v, ok := o.raw(name, true)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < min || n > max {
+		o.fail("field %q is not an integer in [%d, %d]", name, min, max)
+		return 0
+	}
+	return n
+}
+
+func (o *object) bool(name string) bool {
+	v, ok := o.raw(name, true)
+	if !ok {
+		return false
+	}
+	switch string(v) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	o.fail("field %q is not a boolean", name)
+	return false
+}
+
+func (o *object) strs(name string) []string {
+	v, ok := o.raw(name, true)
+	if !ok {
+		return nil
+	}
+	var items []json.RawMessage
+	if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &items) != nil {
+		o.fail("field %q is not an array of strings", name)
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		var s string
+		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &s) != nil {
+			o.fail("field %q is not an array of strings", name)
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (o *object) time(name string) time.Time {
+	s := o.str(name, true)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		o.fail("field %q is not an RFC 3339 time", name)
+	}
+	return t
+}
+
+func (o *object) intent() *Intent {
+	return &Intent{
+		AttemptID:             o.attemptID("attempt_id"),
+		IdempotencyKey:        o.str("idempotency_key", false),
+		Provider:              o.str("provider", true),
+		Entrypoint:            o.str("entrypoint", true),
+		ImplementationDigest:  o.digest("implementation_digest", false),
+		MaterializationDigest: o.digest("materialization_digest", false),
+		SealDigest:            o.digest("seal_digest", true),
+		Backend:               o.str("backend", true),
+		Platform:              o.str("platform", true),
+		ProtocolVersion:       int(o.int("protocol_version", 1, 1<<31-1)),
+		Tool:                  o.str("tool", true),
+		InputDigest:           o.digest("input_digest", false),
+		StartedAt:             o.time("started_at"),
+	}
+}
+
+func (o *object) outcome() *Outcome {
+	out := &Outcome{
+		AttemptID:      o.attemptID("attempt_id"),
+		Status:         o.str("status", true),
+		ExitCode:       int(o.int("exit_code", -1<<31, 1<<31-1)),
+		StdoutBytes:    o.int("stdout_bytes", 0, 1<<62),
+		StderrBytes:    o.int("stderr_bytes", 0, 1<<62),
+		ResultDigest:   o.digest("result_digest", true),
+		ErrorCode:      o.str("error_code", false),
+		ErrorMessage:   o.str("error_message", false),
+		StderrTail:     o.str("stderr_tail", false),
+		EgressDeclared: o.strs("egress_declared"),
+		EgressObserved: o.strs("egress_observed"),
+		Replayed:       o.bool("replayed"),
+		ReplayOf:       o.optStr("replay_of"),
+		EndedAt:        o.time("ended_at"),
+	}
+	switch out.Status {
+	case StatusOK, StatusError, StatusTimeout, StatusOutputLimit, StatusRefused:
+	case "":
+	default:
+		o.fail("unknown status %q", out.Status)
+	}
+	if out.Status == StatusOK && out.ResultDigest == "" {
+		o.fail("an ok outcome has no result_digest")
+	}
+	if out.ReplayOf != "" && !validAttemptID(out.ReplayOf) {
+		o.fail("field \"replay_of\" is not an attempt id")
+	}
+	if out.Replayed != (out.ReplayOf != "") {
+		o.fail("replayed and replay_of disagree")
+	}
+	return out
+}
+
+func (o *object) tornRow() *tornRow {
+	off := o.int("offset", 0, 1<<62)
+	n := o.int("length", 1, maxFragment)
+	sum := o.digest("sha256", false)
+	b64 := o.str("bytes_b64", true)
+	at := o.time("repaired_at")
+	if o.err != nil {
+		return nil
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if err != nil {
+		o.fail("field \"bytes_b64\" is not standard base64")
+		return nil
+	}
+	if int64(len(b)) != n {
+		o.fail("bytes_b64 holds %d bytes, length says %d", len(b), n)
+		return nil
+	}
+	if got := sha256.Sum256(b); "sha256:"+hex.EncodeToString(got[:]) != sum {
+		o.fail("bytes_b64 does not hash to sha256")
+		return nil
+	}
+	return &tornRow{Offset: off, Bytes: b, SHA256: sum, RepairedAt: at}
+}
+
+// validAttemptID: 1-128 bytes of [A-Za-z0-9._:-].
+func validAttemptID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

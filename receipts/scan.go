@@ -1,0 +1,376 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// ScanOptions tune Scan.
+type ScanOptions struct {
+	// TolerateCorrupt returns bad lines in ScanResult.Corrupt and goes on,
+	// instead of failing at the first one.
+	TolerateCorrupt bool
+}
+
+// ScanResult is what a scan of one or several ledgers found.
+type ScanResult struct {
+	// Attempts is every intent, in the order of the paths and then of the
+	// lines, each joined with the outcome that names its own attempt_id
+	// (nil when it has none).
+	Attempts []Attempt
+	// Orphans are the attempts without an outcome (a crash, a kill, or an
+	// invocation still running), in the same order.
+	Orphans []Attempt
+	// Unmatched are outcomes whose attempt_id no scanned intent has.
+	Unmatched []Located[Outcome]
+	// Torn are the quarantined fragments.
+	Torn []Torn
+	// Tails are unterminated tails no writer has repaired yet (a writer
+	// crashed, or is writing the line now); they are not corruption.
+	Tails []Fragment
+	// Corrupt are the bad lines (TolerateCorrupt only).
+	Corrupt []CorruptLine
+}
+
+// Attempt is an intent joined with its own outcome.
+type Attempt struct {
+	Intent  Intent
+	Outcome *Outcome // nil: an orphan
+	Path    string   // the ledger of the intent
+	Line    int      // the intent's line, from 1
+}
+
+// Located is a value with the ledger line it was read from.
+type Located[T any] struct {
+	Value T
+	Path  string
+	Line  int   // from 1
+	Off   int64 // byte offset of the line
+}
+
+// Torn is a fragment quarantined by a writer's repair: the exact bytes
+// that stood after the ledger's last newline, and their digest.
+type Torn struct {
+	Path       string
+	Line       int   // the torn row's line, from 1
+	Offset     int64 // where the fragment began (the torn row replaced it there)
+	Bytes      []byte
+	SHA256     string // "sha256:<hex>" of Bytes
+	RepairedAt time.Time
+}
+
+// Fragment is an unterminated ledger tail.
+type Fragment struct {
+	Path   string
+	Offset int64
+	Bytes  []byte
+	SHA256 string
+}
+
+// CorruptLine is one bad line of a ledger.
+type CorruptLine struct {
+	Path   string
+	Line   int    // from 1
+	Offset int64  // byte offset of the line's first byte
+	Length int64  // bytes, without the newline
+	SHA256 string // "sha256:<hex>" of those bytes
+	Reason string
+	Bytes  []byte // the bad bytes (nil when the line is longer than a row can be)
+}
+
+// CorruptError is a strict scan's failure: the first bad line. It is
+// returned wrapped in a *refusal.Error with code ledger_corrupt; match it
+// with errors.As.
+type CorruptError struct {
+	CorruptLine
+}
+
+// Error says where the line is and what is wrong with it.
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("%s: line %d at byte offset %d (%d bytes, %s): %s",
+		e.Path, e.Line, e.Offset, e.Length, e.SHA256, e.Reason)
+}
+
+// Is matches refusal.LedgerCorrupt, so errors.Is works on a bare
+// *CorruptError too.
+func (e *CorruptError) Is(target error) bool { return target == refusal.LedgerCorrupt }
+
+func corrupt(cl CorruptLine) error {
+	return refusal.Wrap(refusal.LedgerCorrupt, &CorruptError{cl},
+		"receipts ledger %s is corrupt (inspect it with receipts scan --tolerate-corrupt; move it aside to start a new one)", cl.Path)
+}
+
+// Scan reads the ledgers at paths, in order, and joins every intent with
+// its own outcome across all of them. It takes no lock: it reads each
+// file up to its size when opened, and an unterminated tail is reported in
+// Tails, not as corruption. A missing or unreadable file is an error.
+func Scan(ctx context.Context, paths []string, opts ScanOptions) (*ScanResult, error) {
+	j := newJoiner()
+	res := &ScanResult{}
+	for _, p := range paths {
+		if err := scanFile(ctx, p, j, res, opts); err != nil {
+			return nil, err
+		}
+	}
+	j.result(res)
+	return res, nil
+}
+
+func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts ScanOptions) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("receipts: %s is not a regular file", path)
+	}
+	lr := newLineReader(f, 0, st.Size(), 1)
+	for {
+		if lr.line%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		ln, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("receipts: %s: %w", path, err)
+		}
+		if !ln.terminated {
+			// A tail: a complete record is taken as a row (a repair would
+			// terminate it); anything else is pending.
+			if ln.long {
+				res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, SHA256: ln.sum})
+				break
+			}
+			if r, err := parseRow(ln.b); err == nil {
+				if cl := j.add(r, path, ln); cl != nil {
+					if err := res.bad(*cl, opts); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, Bytes: bytes.Clone(ln.b), SHA256: ln.sum})
+			break
+		}
+		cl := checkLine(j, path, ln)
+		if cl != nil {
+			if err := res.bad(*cl, opts); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkLine parses one terminated line and folds it into j, returning the
+// corruption it found, if any.
+func checkLine(j *joiner, path string, ln line) *CorruptLine {
+	if ln.long {
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum,
+			Reason: fmt.Sprintf("line longer than %d bytes", maxLine)}
+	}
+	r, err := parseRow(ln.b)
+	if err != nil {
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum,
+			Reason: err.Error(), Bytes: bytes.Clone(ln.b)}
+	}
+	return j.add(r, path, ln)
+}
+
+func (res *ScanResult) bad(cl CorruptLine, opts ScanOptions) error {
+	if !opts.TolerateCorrupt {
+		return corrupt(cl)
+	}
+	res.Corrupt = append(res.Corrupt, cl)
+	return nil
+}
+
+// line is one line read from a ledger.
+type line struct {
+	b          []byte // without the newline; nil when long
+	no         int    // from 1
+	off        int64
+	n          int64 // length without the newline
+	sum        string
+	terminated bool
+	long       bool // longer than maxLine: only n and sum are known
+}
+
+// lineReader reads lines from a file region [off, end).
+type lineReader struct {
+	r    *bufio.Reader
+	off  int64
+	end  int64
+	line int
+	buf  []byte
+}
+
+func newLineReader(f io.ReaderAt, off, end int64, firstLine int) *lineReader {
+	return &lineReader{
+		r:    bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 64<<10),
+		off:  off,
+		end:  end,
+		line: firstLine - 1,
+	}
+}
+
+// next returns the next line, or io.EOF at the end of the region.
+func (lr *lineReader) next() (line, error) {
+	if lr.off >= lr.end {
+		return line{}, io.EOF
+	}
+	lr.line++
+	ln := line{no: lr.line, off: lr.off}
+	h := sha256.New()
+	lr.buf = lr.buf[:0]
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		data := chunk
+		if err == nil {
+			data = chunk[:len(chunk)-1]
+			ln.terminated = true
+		}
+		h.Write(data)
+		ln.n += int64(len(data))
+		if !ln.long {
+			if int64(len(lr.buf))+int64(len(data)) > maxLine {
+				ln.long = true
+				lr.buf = lr.buf[:0]
+			} else {
+				lr.buf = append(lr.buf, data...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return line{}, err
+		}
+		break
+	}
+	lr.off += ln.n
+	if ln.terminated {
+		lr.off++
+	}
+	if !ln.long {
+		ln.b = lr.buf
+	}
+	ln.sum = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return ln, nil
+}
+
+// joiner folds rows into attempts: an outcome resolves only the attempt
+// its attempt_id names. A second intent or a second outcome for one
+// attempt is corruption.
+type joiner struct {
+	attempts map[string]*Attempt
+	order    []*Attempt
+	stray    map[string]*Located[Outcome]
+	strays   []string
+	keys     map[string]*keyState
+	torn     []Torn
+}
+
+// keyState is what the ledger knows of one idempotency key.
+type keyState struct {
+	first    *Attempt // the first intent under the key
+	ok       *Attempt // the first attempt with an ok outcome
+	attempts int
+}
+
+func newJoiner() *joiner {
+	return &joiner{attempts: map[string]*Attempt{}, stray: map[string]*Located[Outcome]{}, keys: map[string]*keyState{}}
+}
+
+func (j *joiner) add(r row, path string, ln line) *CorruptLine {
+	bad := func(reason string) *CorruptLine {
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum, Reason: reason, Bytes: bytes.Clone(ln.b)}
+	}
+	switch {
+	case r.intent != nil:
+		id := r.intent.AttemptID
+		if _, dup := j.attempts[id]; dup {
+			return bad(fmt.Sprintf("a second intent for attempt %s", id))
+		}
+		a := &Attempt{Intent: *r.intent, Path: path, Line: ln.no}
+		j.attempts[id] = a
+		j.order = append(j.order, a)
+		if s, ok := j.stray[id]; ok {
+			delete(j.stray, id)
+			a.Outcome = &s.Value
+		}
+		if k := a.Intent.IdempotencyKey; k != "" {
+			ks := j.keys[k]
+			if ks == nil {
+				ks = &keyState{first: a}
+				j.keys[k] = ks
+			}
+			ks.attempts++
+			j.noteOK(a)
+		}
+	case r.outcome != nil:
+		id := r.outcome.AttemptID
+		if a, ok := j.attempts[id]; ok {
+			if a.Outcome != nil {
+				return bad(fmt.Sprintf("a second outcome for attempt %s", id))
+			}
+			a.Outcome = r.outcome
+			j.noteOK(a)
+			return nil
+		}
+		if _, dup := j.stray[id]; dup {
+			return bad(fmt.Sprintf("a second outcome for attempt %s", id))
+		}
+		j.stray[id] = &Located[Outcome]{Value: *r.outcome, Path: path, Line: ln.no, Off: ln.off}
+		j.strays = append(j.strays, id)
+	case r.torn != nil:
+		j.torn = append(j.torn, Torn{Path: path, Line: ln.no, Offset: r.torn.Offset,
+			Bytes: r.torn.Bytes, SHA256: r.torn.SHA256, RepairedAt: r.torn.RepairedAt})
+	}
+	return nil
+}
+
+// noteOK remembers the first ok outcome under an attempt's key (a replayed
+// ok counts as ok: it replays the same original).
+func (j *joiner) noteOK(a *Attempt) {
+	k := a.Intent.IdempotencyKey
+	if k == "" || a.Outcome == nil || a.Outcome.Status != StatusOK {
+		return
+	}
+	if ks := j.keys[k]; ks != nil && ks.ok == nil {
+		ks.ok = a
+	}
+}
+
+func (j *joiner) result(res *ScanResult) {
+	for _, a := range j.order {
+		res.Attempts = append(res.Attempts, *a)
+		if a.Outcome == nil {
+			res.Orphans = append(res.Orphans, *a)
+		}
+	}
+	for _, id := range j.strays {
+		if s, ok := j.stray[id]; ok {
+			res.Unmatched = append(res.Unmatched, *s)
+		}
+	}
+	res.Torn = append(res.Torn, j.torn...)
+}
