@@ -1,0 +1,33 @@
+// Package invoke owns running one provider entrypoint out of process
+// (DESIGN §10): the Executor interface, the Call an executor is given and
+// the Result it returns, and Subprocess, the local executor that spawns
+// <env>/bin/python -I -m cruxible_provider_runtime.harness in a sealed env.
+//
+// One Run, in order: the Call's Verify hook (any error refuses: nothing is
+// spawned); the harness module must be in the env (runtime_missing); the
+// intent is written to the Ledger and awaited (a recorded ok outcome for
+// the same idempotency key and input is returned as it was, replayed,
+// without spawning); every secret ref the manifest declares is resolved
+// fresh (secret_unresolved, secret_bundle_too_large); then the spawn: the
+// environment replaced by an allowlist plus injected variables, a fresh
+// empty working directory (0700) removed afterwards, the bundle on fd 3
+// (shim.SecretFD) through an inherited pipe, every other descriptor of the
+// executor's process marked close-on-exec first, the child in its own
+// process group and, where the kernel allows it, its own user and pid
+// namespace (so that SIGKILL to its first process ends every descendant,
+// setsid() ones included), a hard timeout (SIGTERM to every process of the
+// run, SIGKILL after a grace), and stdout plus stderr billed against one
+// output_bytes budget (the run is killed when it is spent). The outcome is
+// written to the Ledger with the same attempt id; the stderr tail it keeps
+// is redacted of every bundle value (raw, JSON-escaped and Python repr
+// forms) and never enters the Result.
+//
+// Budgets: the manifest's budgets are ceilings. A caller's budget lowers
+// them and never raises them: the effective value is the smallest of the
+// ones set (0 is unset); with neither set the executor's default applies.
+//
+// The exported conformance battery any executor registers in its tests is
+// the sub-package invoketest. This package does not verify pins (the Verify
+// hook is the governance layer's), choose the ledger's path, read the host
+// environment (the caller passes the variables to choose from) or print.
+package invoke

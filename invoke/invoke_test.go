@@ -1,0 +1,272 @@
+package invoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// python is the interpreter the fixture env is built on: Debian's, which
+// every user can read (uid 65534 runs it too).
+const python = "/usr/bin/python3.11"
+
+var (
+	fx     invoketest.Fixtures
+	fxErr  error
+	fxBase string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("CRUXPROV_INVOKE_CHILD") != "" {
+		os.Exit(childMain())
+	}
+	code := func() int {
+		if _, err := os.Stat(python); err != nil {
+			fxErr = fmt.Errorf("no %s here", python)
+			return m.Run()
+		}
+		base, err := os.MkdirTemp("", "cruxprov-invoke-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fxBase = base
+		defer removeTree(base)
+		os.Chmod(base, 0o755)
+		fx, fxErr = invoketest.BuildLocal(context.Background(), base, python)
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func removeTree(dir string) {
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}
+
+func fixture(t testing.TB) invoketest.Fixtures {
+	t.Helper()
+	if fxErr != nil {
+		t.Skipf("no fixture env: %v", fxErr)
+	}
+	return fx
+}
+
+func TestConformance(t *testing.T) {
+	f := fixture(t)
+	invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor {
+		return &invoke.Subprocess{Ledger: l, Grace: 500_000_000, WorkdirParent: t.TempDir()}
+	}, f)
+}
+
+func openLedger(t *testing.T) (*receipts.Ledger, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+// TestRefusals: each refusal spawns nothing, and the ledger records it as
+// refused when the attempt got that far.
+func TestRefusals(t *testing.T) {
+	f := fixture(t)
+	ok := map[string]string{"acme/alpha": "a", "acme/beta": "b"}
+	cases := []struct {
+		name   string
+		edit   func(c *invoke.Call)
+		code   refusal.Code
+		ledger bool
+	}{
+		{"verify fails", func(c *invoke.Call) {
+			c.Verify = func(context.Context) error { return refusal.New(refusal.EnvDrift, "drifted") }
+		}, refusal.EnvDrift, true},
+		{"verify fails with a plain error", func(c *invoke.Call) {
+			c.Verify = func(context.Context) error { return errors.New("boom") }
+		}, refusal.EnvDrift, true},
+		{"runtime missing", func(c *invoke.Call) { c.Env = t.TempDir() }, refusal.RuntimeMissing, true},
+		{"python link escapes", func(c *invoke.Call) { c.Python = "../../usr/bin/python3" }, refusal.SealInvalid, true},
+		{"secret missing", func(c *invoke.Call) {
+			c.Resolve = func(_ context.Context, ref string) (string, error) {
+				if ref == "acme/beta" {
+					return "", errors.New("not given")
+				}
+				return "x", nil
+			}
+		}, refusal.SecretUnresolved, true},
+		{"no resolver", func(c *invoke.Call) { c.Resolve = nil }, refusal.SecretUnresolved, true},
+		{"bundle too large", func(c *invoke.Call) {
+			c.Resolve = func(context.Context, string) (string, error) { return strings.Repeat("x", 40<<10), nil }
+		}, refusal.SecretBundleTooLarge, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, path := openLedger(t)
+			work := t.TempDir()
+			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
+			c := f.Call("probe", nil, ok)
+			tc.edit(c)
+			res, err := ex.Run(context.Background(), c)
+			if res != nil || !errors.Is(err, tc.code) {
+				t.Fatalf("Run = %+v, %v; want refusal %s", res, err, tc.code)
+			}
+			if ents, _ := os.ReadDir(work); len(ents) != 0 {
+				t.Errorf("a refused run made a workdir: %v", ents)
+			}
+			r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Attempts) != 1 || r.Attempts[0].Outcome == nil || r.Attempts[0].Outcome.Status != receipts.StatusRefused ||
+				r.Attempts[0].Outcome.ErrorCode != string(tc.code) {
+				t.Errorf("ledger: %+v", r.Attempts)
+			}
+		})
+	}
+}
+
+func TestIdempotencyConflict(t *testing.T) {
+	f := fixture(t)
+	l, _ := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+	s := map[string]string{"acme/alpha": "a", "acme/beta": "b"}
+	c := f.Call("probe", 1, s)
+	c.IdempotencyKey = "k"
+	if _, err := ex.Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	c = f.Call("probe", 2, s)
+	c.IdempotencyKey = "k"
+	if _, err := ex.Run(context.Background(), c); !errors.Is(err, refusal.IdempotencyConflict) {
+		t.Fatalf("err %v, want idempotency_conflict", err)
+	}
+}
+
+func TestEffectiveBudgets(t *testing.T) {
+	def := invoke.Budgets{TimeoutMS: 30000, OutputBytes: 1 << 20}
+	for _, tc := range []struct {
+		name                   string
+		manifest, caller, want invoke.Budgets
+	}{
+		{"manifest only", invoke.Budgets{TimeoutMS: 5000, OutputBytes: 100}, invoke.Budgets{}, invoke.Budgets{TimeoutMS: 5000, OutputBytes: 100}},
+		{"caller lowers", invoke.Budgets{TimeoutMS: 5000, OutputBytes: 100}, invoke.Budgets{TimeoutMS: 10, OutputBytes: 50}, invoke.Budgets{TimeoutMS: 10, OutputBytes: 50}},
+		{"caller cannot raise", invoke.Budgets{TimeoutMS: 5000, OutputBytes: 100}, invoke.Budgets{TimeoutMS: 9999999, OutputBytes: 1 << 40}, invoke.Budgets{TimeoutMS: 5000, OutputBytes: 100}},
+		{"neither: defaults", invoke.Budgets{}, invoke.Budgets{}, def},
+		{"caller only", invoke.Budgets{}, invoke.Budgets{TimeoutMS: 7}, invoke.Budgets{TimeoutMS: 7, OutputBytes: 1 << 20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := invoke.Effective(tc.manifest, tc.caller, def); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAsUnprivilegedExecutor runs an invocation end to end as uid 65534,
+// which can only read the store: the test binary re-executed under setpriv.
+func TestAsUnprivilegedExecutor(t *testing.T) {
+	f := fixture(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to uid 65534")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("needs setpriv")
+	}
+	work, err := os.MkdirTemp("", "cruxprov-invoke-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	os.Chmod(work, 0o755)
+	os.Chown(work, 65534, 65534)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary must be readable by nobody.
+	bin := filepath.Join(work, "invoke.test")
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fxj, _ := json.Marshal(f)
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "-test.run=^$")
+	cmd.Env = []string{"CRUXPROV_INVOKE_CHILD=1", "CRUXPROV_INVOKE_FIXTURES=" + string(fxj), "CRUXPROV_INVOKE_WORK=" + work, "PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+	var rep childReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("child output: %v\n%s", err, out)
+	}
+	if rep.UID != 65534 || rep.Status != "ok" || rep.Ledger != "ok" || !rep.WriteRefused {
+		t.Errorf("as uid 65534: %+v", rep)
+	}
+}
+
+type childReport struct {
+	UID          int    `json:"uid"`
+	Status       string `json:"status"`
+	Ledger       string `json:"ledger"`
+	WriteRefused bool   `json:"write_refused"`
+	Err          string `json:"err,omitempty"`
+}
+
+// childMain is the unprivileged executor: it verifies and runs probe with
+// a ledger in its own directory, and reports.
+func childMain() int {
+	rep := childReport{UID: os.Getuid()}
+	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
+	var f invoketest.Fixtures
+	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
+		rep.Err = err.Error()
+		return 0
+	}
+	work := os.Getenv("CRUXPROV_INVOKE_WORK")
+	ctx := context.Background()
+	l, err := receipts.Open(ctx, filepath.Join(work, "state", "receipts.jsonl"), receipts.Options{})
+	if err != nil {
+		rep.Err = err.Error()
+		return 0
+	}
+	defer l.Close()
+	// It can only read the store.
+	if err := os.WriteFile(filepath.Join(f.Env, "planted"), nil, 0o644); err != nil {
+		rep.WriteRefused = true
+	}
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
+	res, err := ex.Run(ctx, f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil {
+		rep.Err = err.Error()
+		return 0
+	}
+	rep.Status = string(res.Status)
+	r, err := receipts.Scan(ctx, []string{l.Path()}, receipts.ScanOptions{})
+	if err == nil && len(r.Attempts) == 1 && r.Attempts[0].Outcome != nil && r.Attempts[0].Outcome.Status == "ok" {
+		rep.Ledger = "ok"
+	}
+	return 0
+}

@@ -1,0 +1,620 @@
+// Package invoketest is the executor conformance battery of DESIGN §10: a
+// test suite any invoke.Executor registers in its own tests, as
+// testing/fstest.TestFS is for file systems, run with the hostile-tool
+// fixture provider (internal/fixtures.BuildHostile) installed in a real
+// sealed env.
+//
+// Run checks that a hostile tool cannot read the host's environment nor a
+// descriptor the executor's process opened without O_CLOEXEC; that the
+// allowlisted and injected variables pass; that secrets arrive on fd 3 and
+// nowhere else (argv, environ, the workdir); that the timeout kills a tool
+// ignoring SIGTERM with its children, a setsid() one included; that the
+// output budget kills a flood; that a non-zero exit surfaces with its
+// stderr tail redacted of every secret value (values with a quote, a
+// backslash, a newline and non-ASCII, in raw, JSON-escaped and repr forms);
+// that unparseable output is a protocol error; that each call has a fresh
+// empty workdir, gone afterwards; that every dispatch reaches the ledger
+// with the outcome it had; and that an attempt killed between intent and
+// outcome is an orphan carrying everything needed to reconcile it.
+//
+// BuildLocal builds the fixture env a local executor runs the battery on.
+// This package does not implement an executor.
+package invoketest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/materialize"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Fixtures is the hostile-tool provider as an executor sees it.
+type Fixtures struct {
+	// Env is the sealed env's directory, Python its interpreter link
+	// relative to Env.
+	Env, Python string
+	// Provider is the provider's name, Platform the env's platform.
+	Provider, Platform string
+	// MaterializationDigest and SealDigest name the env.
+	MaterializationDigest, SealDigest digest.Digest
+	// Entrypoints maps each entrypoint name to its object and
+	// implementation digest.
+	Entrypoints map[string]Entrypoint
+	// Manifest is the provider's manifest (budgets, secrets, egress).
+	Manifest *manifest.Manifest
+}
+
+// Entrypoint is one of the fixture's entrypoints.
+type Entrypoint struct {
+	Object               string
+	ImplementationDigest digest.Digest
+}
+
+// Call returns a call of entrypoint ep with input, the manifest's budgets,
+// secrets and egress, and a Verify hook that runs seal.Verify (fast).
+func (fx Fixtures) Call(ep string, input any, secrets map[string]string) *invoke.Call {
+	raw, _ := json.Marshal(input)
+	e := fx.Entrypoints[ep]
+	m := fx.Manifest
+	env := fx.Env
+	return &invoke.Call{
+		Env: fx.Env, Python: fx.Python, Provider: fx.Provider, Entrypoint: ep, Object: e.Object,
+		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: fx.MaterializationDigest,
+		SealDigest: fx.SealDigest, Platform: fx.Platform,
+		Budgets: invoke.Budgets{TimeoutMS: m.Budgets.TimeoutMS, OutputBytes: m.Budgets.OutputBytes},
+		Secrets: m.Secrets, Egress: m.Egress, Input: raw,
+		Resolve: func(_ context.Context, ref string) (string, error) {
+			v, ok := secrets[ref]
+			if !ok {
+				return "", fmt.Errorf("no value for %s", ref)
+			}
+			return v, nil
+		},
+		Verify: func(ctx context.Context) error {
+			_, err := seal.Verify(ctx, env, seal.Options{})
+			return err
+		},
+	}
+}
+
+// BuildLocal builds the fixture wheels and the hostile provider into
+// dir/fixtures, stores them in a store at dir/store, and materializes and
+// seals the provider's env there for the host platform of python (a real
+// interpreter path). The result is readable by every user when dir is.
+func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
+	set, err := fixtures.Build(filepath.Join(dir, "fixtures"), fixtures.Options{})
+	if err != nil {
+		return Fixtures{}, err
+	}
+	prov, err := fixtures.BuildHostile(filepath.Join(dir, "fixtures"), set.Runtime, fixtures.Options{})
+	if err != nil {
+		return Fixtures{}, err
+	}
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		return Fixtures{}, err
+	}
+	put := func(w fixtures.Wheel) (lockfile.ResolvedWheel, error) {
+		b, err := os.ReadFile(w.Path)
+		if err != nil {
+			return lockfile.ResolvedWheel{}, err
+		}
+		if err := st.Put(ctx, w.SHA256, w.Size, bytes.NewReader(b)); err != nil {
+			return lockfile.ResolvedWheel{}, err
+		}
+		return lockfile.ResolvedWheel{Name: w.Name, Version: w.Version, Filename: w.Filename, Size: w.Size, SHA256: w.SHA256}, nil
+	}
+	if _, err := put(set.Runtime); err != nil {
+		return Fixtures{}, err
+	}
+	root, err := put(prov.Wheel)
+	if err != nil {
+		return Fixtures{}, err
+	}
+	in, err := materialize.ProbeInterpreter(ctx, python)
+	if err != nil {
+		return Fixtures{}, err
+	}
+	plat, err := platform.Host(ctx, python)
+	if err != nil {
+		return Fixtures{}, err
+	}
+	w, err := wheel.Open(prov.Path)
+	if err != nil {
+		return Fixtures{}, err
+	}
+	m, _, err := manifest.FromWheel(w)
+	w.Close()
+	if err != nil {
+		return Fixtures{}, err
+	}
+	lock, _, err := lockfile.Parse(prov.Lock)
+	if err != nil {
+		return Fixtures{}, err
+	}
+	res, err := lockfile.Resolve(lock, plat, lockfile.Options{})
+	if err != nil {
+		return Fixtures{}, err
+	}
+	r, err := materialize.Create(ctx, st, materialize.Request{Platform: plat, Interpreter: in, Resolution: res, RootWheel: &root})
+	if err != nil {
+		return Fixtures{}, err
+	}
+	sd, err := r.Seal.ComputeDigest()
+	if err != nil {
+		return Fixtures{}, err
+	}
+	fx := Fixtures{Env: r.Dir, Python: r.Seal.Env.Python, Provider: m.Name, Platform: plat.ID(),
+		MaterializationDigest: r.Digest, SealDigest: sd, Manifest: m, Entrypoints: map[string]Entrypoint{}}
+	for _, e := range prov.Entrypoints {
+		fx.Entrypoints[e.Name] = Entrypoint{Object: e.Object, ImplementationDigest: e.ImplementationDigest}
+	}
+	return fx, nil
+}
+
+// Run runs the battery against the executors newExecutor makes: each is
+// given a real receipts ledger the battery reads back.
+func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invoke.Executor, fx Fixtures) {
+	t.Helper()
+	b := &battery{new: newExecutor, fx: fx}
+	t.Run("HostEnvironmentAndDescriptors", b.hostEnv)
+	t.Run("SecretsOnFD3Only", b.secretsOnly)
+	t.Run("TimeoutKillsTheTree", b.timeout)
+	t.Run("OutputBudgetKillsAFlood", b.flood)
+	t.Run("NonZeroExitRedactedTail", b.crash)
+	t.Run("UnparseableOutput", b.garbage)
+	t.Run("FreshWorkdir", b.workdir)
+	t.Run("KilledBetweenIntentAndOutcome", b.orphan)
+}
+
+type battery struct {
+	new func(t *testing.T, ledger invoke.Ledger) invoke.Executor
+	fx  Fixtures
+}
+
+// secrets are values that hold a quote, a backslash, a newline and non-ASCII.
+var secrets = map[string]string{
+	"acme/alpha": `al"pha\back` + "\nslash-é☃-" + "α-secret",
+	"acme/beta":  "b'eta-\u2028-t0k3n-\u00ff\\x",
+}
+
+// open returns an executor with a fresh ledger and the ledger's path.
+func (b *battery) open(t *testing.T) (invoke.Executor, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	l, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return b.new(t, l), path
+}
+
+func (b *battery) run(t *testing.T, ex invoke.Executor, c *invoke.Call) *invoke.Result {
+	t.Helper()
+	res, err := ex.Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("Run(%s): %v", c.Entrypoint, err)
+	}
+	return res
+}
+
+// scan returns the ledger's attempts, strictly.
+func scan(t *testing.T, path string) *receipts.ScanResult {
+	t.Helper()
+	r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+	if err != nil {
+		t.Fatalf("scan %s: %v", path, err)
+	}
+	return r
+}
+
+// outcome returns the ledger's outcome of attempt id.
+func outcome(t *testing.T, path, id string) *receipts.Outcome {
+	t.Helper()
+	for _, a := range scan(t, path).Attempts {
+		if a.Intent.AttemptID == id {
+			if a.Outcome == nil {
+				t.Fatalf("attempt %s has no outcome in the ledger", id)
+			}
+			return a.Outcome
+		}
+	}
+	t.Fatalf("attempt %s is not in the ledger", id)
+	return nil
+}
+
+// recorded checks the ledger holds res's outcome as it was.
+func recorded(t *testing.T, path string, res *invoke.Result) *receipts.Outcome {
+	t.Helper()
+	o := outcome(t, path, res.AttemptID)
+	if o.Status != string(res.Status) || o.ExitCode != res.ExitCode || o.StdoutBytes != res.StdoutBytes || o.StderrBytes != res.StderrBytes {
+		t.Errorf("ledger outcome %+v does not match the result %+v", o, res)
+	}
+	if res.Error != nil && o.ErrorCode != res.Error.Code {
+		t.Errorf("ledger error code %q, result %q", o.ErrorCode, res.Error.Code)
+	}
+	return o
+}
+
+type probe struct {
+	Environ    map[string]string `json:"environ"`
+	EnvironRaw string            `json:"environ_raw"`
+	Argv       []string          `json:"argv"`
+	Cmdline    string            `json:"cmdline"`
+	FDs        map[string]string `json:"fds"`
+	Cwd        string            `json:"cwd"`
+	CwdMode    int               `json:"cwd_mode"`
+	CwdEntries []string          `json:"cwd_entries"`
+	Secrets    map[string]string `json:"secrets"`
+}
+
+func (b *battery) probe(t *testing.T, ex invoke.Executor, path string, c *invoke.Call) (probe, *invoke.Result) {
+	t.Helper()
+	res := b.run(t, ex, c)
+	if res.Status != invoke.StatusOK {
+		t.Fatalf("probe: %+v %+v", res, res.Error)
+	}
+	recorded(t, path, res)
+	var p probe
+	if err := json.Unmarshal(res.Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p, res
+}
+
+func (b *battery) hostEnv(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "host-credential-must-not-leak")
+	t.Setenv("CRUXPROV_BATTERY_HOST_ONLY", "host-only")
+	t.Setenv("CRUXPROV_BATTERY_ALLOWED", "allowed-value")
+	// A careless embedding program's descriptor: no O_CLOEXEC.
+	leak := filepath.Join(t.TempDir(), "leaked-descriptor")
+	if err := os.WriteFile(leak, []byte("the parent's private file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(leak, syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	ex, path := b.open(t)
+	c := b.fx.Call("probe", nil, secrets)
+	c.Environ = os.Environ()
+	c.Allow = []string{"CRUXPROV_BATTERY_ALLOWED", "NOT_SET_ANYWHERE"}
+	c.Inject = []string{"CRUXPROV_INJECTED=injected"}
+	p, _ := b.probe(t, ex, path, c)
+	want := map[string]string{"CRUXPROV_BATTERY_ALLOWED": "allowed-value", "CRUXPROV_INJECTED": "injected"}
+	for k, v := range want {
+		if p.Environ[k] != v {
+			t.Errorf("child env %s = %q, want %q", k, p.Environ[k], v)
+		}
+	}
+	for k := range p.Environ {
+		if _, ok := want[k]; !ok && k != "LC_CTYPE" { // CPython may set LC_CTYPE (PEP 538)
+			t.Errorf("child env has %s, which is neither allowed nor injected", k)
+		}
+	}
+	if strings.Contains(p.EnvironRaw, "host-credential") || strings.Contains(p.EnvironRaw, "host-only") {
+		t.Errorf("host variables reached the child: %q", p.EnvironRaw)
+	}
+	for n, target := range p.FDs {
+		if strings.HasSuffix(target, " "+leak) || strings.Contains(target, "leaked-descriptor") {
+			t.Errorf("the parent's descriptor %d reached the child as fd %s", fd, n)
+		}
+	}
+	for _, n := range []string{"0", "1", "2"} {
+		if _, ok := p.FDs[n]; !ok {
+			t.Errorf("child has no fd %s", n)
+		}
+	}
+}
+
+func sha(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+
+// forms are the text forms of a value the battery looks for.
+func forms(v string) []string {
+	j, _ := json.Marshal(v)
+	var asc strings.Builder
+	for _, r := range v {
+		switch {
+		case r == '"' || r == '\\':
+			asc.WriteString(`\` + string(r))
+		case r == '\n':
+			asc.WriteString(`\n`)
+		case r < 0x20 || r > 0x7e:
+			fmt.Fprintf(&asc, `\u%04x`, r)
+		default:
+			asc.WriteRune(r)
+		}
+	}
+	q := strconv.Quote(v)
+	return []string{v, string(j[1 : len(j)-1]), asc.String(), q[1 : len(q)-1]}
+}
+
+func (b *battery) secretsOnly(t *testing.T) {
+	ex, path := b.open(t)
+	c := b.fx.Call("probe", map[string]bool{"touch": false}, secrets)
+	c.Environ = os.Environ()
+	p, _ := b.probe(t, ex, path, c)
+	for ref, v := range secrets {
+		if p.Secrets[ref] != sha(v) {
+			t.Errorf("secret %s: the child got sha256 %s, want %s", ref, p.Secrets[ref], sha(v))
+		}
+		for _, f := range forms(v) {
+			if strings.Contains(p.EnvironRaw, f) || strings.Contains(p.Cmdline, f) || strings.Contains(strings.Join(p.Argv, " "), f) {
+				t.Errorf("secret %s is visible in the child's environment or argv", ref)
+			}
+		}
+	}
+	readablePipes(t, p)
+	if len(p.CwdEntries) != 0 {
+		t.Errorf("the workdir holds %v", p.CwdEntries)
+	}
+	// No secret declared, none delivered: fd 3 is not opened.
+	c = b.fx.Call("probe", nil, nil)
+	c.Secrets = nil
+	p, _ = b.probe(t, ex, path, c)
+	if len(p.Secrets) != 0 {
+		t.Errorf("secrets delivered with none declared: %v", p.Secrets)
+	}
+	readablePipes(t, p)
+}
+
+// readablePipes fails when provider code has a readable pipe above the
+// standard streams: a secret channel left open (the harness's own
+// protocol channel is the write end of stdout's pipe).
+func readablePipes(t *testing.T, p probe) {
+	t.Helper()
+	for n, v := range p.FDs {
+		if n != "0" && n != "1" && n != "2" && strings.HasPrefix(v, "r") && strings.Contains(v, "pipe:") {
+			t.Errorf("fd %s (%s) is a readable pipe when provider code runs", n, v)
+		}
+	}
+}
+
+// procsWith returns the pids whose argv holds token.
+func procsWith(token string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(token)) {
+			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+				if i := bytes.LastIndexByte(st, ')'); i > 0 && bytes.HasPrefix(bytes.TrimSpace(st[i+1:]), []byte("Z")) {
+					continue // a zombie is dead
+				}
+			}
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (b *battery) timeout(t *testing.T) {
+	ex, path := b.open(t)
+	token := fmt.Sprintf("cruxprov-battery-term-%d-%d", os.Getpid(), time.Now().UnixNano())
+	c := b.fx.Call("term", map[string]string{"token": token}, secrets)
+	c.Limits.TimeoutMS = 1500
+	seen := make(chan int, 1)
+	stop := make(chan struct{})
+	go func() {
+		most := 0
+		for {
+			select {
+			case <-stop:
+				seen <- most
+				return
+			case <-time.After(50 * time.Millisecond):
+				if n := len(procsWith(token)); n > most {
+					most = n
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	res := b.run(t, ex, c)
+	close(stop)
+	most := <-seen
+	if res.Status != invoke.StatusTimeout {
+		t.Fatalf("status %s (%+v), want timeout", res.Status, res.Error)
+	}
+	if el := time.Since(start); el > 30*time.Second {
+		t.Errorf("the timeout took %v", el)
+	}
+	if most < 2 {
+		t.Errorf("saw %d of the tool's 2 children running (the test proves nothing)", most)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for len(procsWith(token)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := procsWith(token); len(left) > 0 {
+		for _, p := range left {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		t.Errorf("processes of the run survived the timeout: %v", left)
+	}
+	if res.Budgets.TimeoutMS != 1500 {
+		t.Errorf("budget timeout %d, want the caller's lower 1500", res.Budgets.TimeoutMS)
+	}
+	recorded(t, path, res)
+}
+
+func (b *battery) flood(t *testing.T) {
+	ex, path := b.open(t)
+	c := b.fx.Call("flood", map[string]int{"bytes": 64 << 20}, secrets)
+	c.Limits.OutputBytes = 256 << 10
+	start := time.Now()
+	res := b.run(t, ex, c)
+	if res.Status != invoke.StatusOutputLimit {
+		t.Fatalf("status %s (%+v), want output_limit", res.Status, res.Error)
+	}
+	if res.StdoutBytes+res.StderrBytes < 256<<10 {
+		t.Errorf("killed after %d+%d bytes, under the budget", res.StdoutBytes, res.StderrBytes)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("the flood ran %v", el)
+	}
+	// A caller cannot raise the manifest's budget.
+	c = b.fx.Call("flood", map[string]int{"bytes": 4 << 20}, secrets)
+	c.Limits.OutputBytes = 1 << 40
+	res2 := b.run(t, ex, c)
+	if res2.Budgets.OutputBytes != b.fx.Manifest.Budgets.OutputBytes || res2.Status != invoke.StatusOutputLimit {
+		t.Errorf("a caller raised output_bytes: budget %d, status %s", res2.Budgets.OutputBytes, res2.Status)
+	}
+	recorded(t, path, res)
+	recorded(t, path, res2)
+}
+
+func (b *battery) crash(t *testing.T) {
+	ex, path := b.open(t)
+	res := b.run(t, ex, b.fx.Call("crash", nil, secrets))
+	if res.Status != invoke.StatusError || res.ExitCode != 3 {
+		t.Fatalf("status %s exit %d (%+v), want error exit 3", res.Status, res.ExitCode, res.Error)
+	}
+	o := recorded(t, path, res)
+	if !strings.Contains(o.StderrTail, "crash: the last line of stderr") {
+		t.Errorf("the stderr tail lacks the tool's last line: %q", o.StderrTail)
+	}
+	if !strings.Contains(o.StderrTail, "[redacted]") {
+		t.Errorf("the stderr tail shows no redaction: %q", o.StderrTail)
+	}
+	resJSON, _ := json.Marshal(res)
+	raw, _ := os.ReadFile(path)
+	for ref, v := range secrets {
+		for _, f := range forms(v) {
+			if strings.Contains(o.StderrTail, f) || bytes.Contains(raw, []byte(f)) {
+				t.Errorf("secret %s (form %q) is in the receipt", ref, f)
+			}
+			if bytes.Contains(resJSON, []byte(f)) {
+				t.Errorf("secret %s (form %q) is in the result", ref, f)
+			}
+		}
+	}
+	if bytes.Contains(resJSON, []byte("crash: the last line")) {
+		t.Errorf("stderr entered the result: %s", resJSON)
+	}
+}
+
+func (b *battery) garbage(t *testing.T) {
+	ex, path := b.open(t)
+	for name, out := range map[string]string{
+		"empty":         "",
+		"not JSON":      "this is not JSON\n",
+		"two documents": `{"status":"ok","run_id":"x","result":1,"egress":[]}` + "\n" + `{"status":"ok"}` + "\n",
+		"a JSON array":  "[1, 2, 3]\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := b.run(t, ex, b.fx.Call("garbage", map[string]string{"stdout": out}, secrets))
+			if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeProtocolError {
+				t.Fatalf("status %s %+v, want error %s", res.Status, res.Error, invoke.CodeProtocolError)
+			}
+			if o := recorded(t, path, res); o.Status != receipts.StatusError {
+				t.Errorf("a protocol failure recorded as %s", o.Status)
+			}
+		})
+	}
+}
+
+func (b *battery) workdir(t *testing.T) {
+	ex, path := b.open(t)
+	var dirs []string
+	for i := 0; i < 2; i++ {
+		p, _ := b.probe(t, ex, path, b.fx.Call("probe", map[string]bool{"touch": true}, secrets))
+		if len(p.CwdEntries) != 0 {
+			t.Errorf("call %d: workdir %s holds %v", i, p.Cwd, p.CwdEntries)
+		}
+		if p.CwdMode != 0o700 {
+			t.Errorf("call %d: workdir mode %o, want 700", i, p.CwdMode)
+		}
+		dirs = append(dirs, p.Cwd)
+	}
+	if dirs[0] == dirs[1] {
+		t.Errorf("two calls shared the workdir %s", dirs[0])
+	}
+	for _, d := range dirs {
+		if _, err := os.Lstat(d); !os.IsNotExist(err) {
+			t.Errorf("workdir %s is still there after the call (%v)", d, err)
+		}
+	}
+}
+
+// dying is a ledger whose process "dies" between intent and outcome: it
+// writes intents and drops outcomes.
+type dying struct{ l *receipts.Ledger }
+
+func (d dying) Begin(ctx context.Context, in receipts.Intent) (receipts.Decision, error) {
+	return d.l.Begin(ctx, in)
+}
+
+func (d dying) Finish(context.Context, receipts.Outcome) error { return nil }
+
+func (b *battery) orphan(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	l, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.fx.Call("probe", map[string]int{"n": 1}, secrets)
+	c.IdempotencyKey = "battery-orphan-key"
+	first, err := b.new(t, dying{l}).Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	r := scan(t, path)
+	if len(r.Orphans) != 1 || r.Orphans[0].Intent.AttemptID != first.AttemptID {
+		t.Fatalf("orphans %+v, want the attempt %s", r.Orphans, first.AttemptID)
+	}
+	in := r.Orphans[0].Intent
+	raw, _ := json.Marshal(json.RawMessage(c.Input))
+	if in.IdempotencyKey != c.IdempotencyKey || in.Provider != c.Provider || in.Entrypoint != "probe" ||
+		in.ImplementationDigest != c.ImplementationDigest.String() || in.MaterializationDigest != c.MaterializationDigest.String() ||
+		in.InputDigest != digest.Sum(raw).String() || in.ProtocolVersion != 1 || in.StartedAt.IsZero() || in.Platform == "" || in.Backend == "" {
+		t.Errorf("the orphan intent lacks what reconciling needs: %+v", in)
+	}
+	// The restarted executor runs the key again, as a new attempt.
+	l2, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	second := b.run(t, b.new(t, l2), c)
+	if second.AttemptID == first.AttemptID || second.Status != invoke.StatusOK || second.Replayed {
+		t.Errorf("after the orphan: %+v", second)
+	}
+	recorded(t, path, second)
+	// And a recorded ok is replayed without spawning.
+	third := b.run(t, b.new(t, l2), c)
+	if !third.Replayed || third.Status != invoke.StatusOK {
+		t.Errorf("the third call was not replayed: %+v", third)
+	}
+}

@@ -1,0 +1,150 @@
+package invoke
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// sysProcAttr is the child's: its own process group and, with ns, its own
+// user namespace (the caller's uid and gid mapped to themselves, so file
+// access is unchanged) and pid namespace, whose first process is the
+// harness (or the sandbox launcher): when it dies the kernel kills every
+// process left in the namespace, setsid() ones included.
+func sysProcAttr(ns bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if ns {
+		uid, gid := os.Geteuid(), os.Getegid()
+		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	}
+	return a
+}
+
+// nsUnavailable reports whether a Start error means the kernel (or a
+// seccomp filter) refuses the namespaces, so the run falls back to the
+// process group and a descendant walk.
+func nsUnavailable(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EPERM, syscall.EINVAL, syscall.ENOSPC, syscall.EACCES, syscall.EUSERS, syscall.ENOSYS} {
+		if isErrno(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func isErrno(err error, e syscall.Errno) bool {
+	for err != nil {
+		if x, ok := err.(syscall.Errno); ok {
+			return x == e
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+// cloexecAll marks every descriptor of this process above the standard
+// streams close-on-exec, so that one an embedding program opened without
+// O_CLOEXEC cannot leak into the child (os/exec closes nothing itself).
+// Descriptors opened concurrently by other threads after the sweep are
+// not covered: Go opens its own with O_CLOEXEC.
+func cloexecAll() {
+	d, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	own := int(d.Fd())
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd <= 2 || fd == own {
+			continue
+		}
+		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, fl|unix.FD_CLOEXEC)
+		}
+	}
+	d.Close()
+}
+
+// nsOf returns the pid namespace of pid ("pid:[inode]"), or "".
+func nsOf(pid int) string {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return l
+}
+
+// members returns the processes of a run: with ns, every process in the
+// pid namespace ns; otherwise root and its descendants by parent link.
+func members(root int, ns string) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	parent := map[int]int{}
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		if ns != "" {
+			if pid == root || nsOf(pid) == ns {
+				out = append(out, pid)
+			}
+			continue
+		}
+		if pp, ok := ppid(pid); ok {
+			parent[pid] = pp
+		}
+	}
+	if ns != "" {
+		return out
+	}
+	for pid := range parent {
+		for p, hops := pid, 0; p > 1 && hops < 4096; p, hops = parent[p], hops+1 {
+			if p == root {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func ppid(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	p, err := strconv.Atoi(string(f[1]))
+	return p, err == nil
+}
+
+// signalRun sends sig to the run's process group and to every member.
+func signalRun(pid int, ns string, sig syscall.Signal) {
+	_ = syscall.Kill(-pid, sig)
+	for _, p := range members(pid, ns) {
+		_ = syscall.Kill(p, sig)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package invoke
+
+import "syscall"
+
+// Elsewhere than Linux there are no namespaces to ask for and no /proc to
+// walk: the run is contained by its process group only.
+func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func nsUnavailable(error) bool { return false }
+
+func cloexecAll() {}
+
+func nsOf(int) string { return "" }
+
+func signalRun(pid int, _ string, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }

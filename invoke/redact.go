@@ -1,0 +1,167 @@
+package invoke
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+const redacted = "[redacted]"
+
+// redactor replaces every text form of a set of secret values.
+type redactor struct{ forms []string } // longest first
+
+func newRedactor(values []string) *redactor {
+	set := map[string]bool{}
+	for _, v := range values {
+		if v == "" {
+			continue
+		}
+		for _, f := range secretForms(v) {
+			if f != "" {
+				set[f] = true
+			}
+		}
+	}
+	r := &redactor{}
+	for f := range set {
+		r.forms = append(r.forms, f)
+	}
+	sort.Slice(r.forms, func(i, j int) bool {
+		if len(r.forms[i]) != len(r.forms[j]) {
+			return len(r.forms[i]) > len(r.forms[j])
+		}
+		return r.forms[i] < r.forms[j]
+	})
+	return r
+}
+
+// text redacts every whole occurrence of every form.
+func (r *redactor) text(s string) string {
+	for _, f := range r.forms {
+		s = strings.ReplaceAll(s, f, redacted)
+	}
+	return s
+}
+
+// tail redacts s, a window cut out of a longer stream: besides whole
+// occurrences, a form cut by the window's start (s begins with a suffix of
+// it) or by its end (s ends with a prefix of it) is redacted too.
+func (r *redactor) tail(s string) string {
+	s = r.text(s)
+	for _, f := range r.forms {
+		for k := len(f) - 1; k > 0; k-- {
+			if strings.HasPrefix(s, f[len(f)-k:]) {
+				s = redacted + s[k:]
+				break
+			}
+		}
+		for k := len(f) - 1; k > 0; k-- {
+			if strings.HasSuffix(s, f[:k]) {
+				s = s[:len(s)-k] + redacted
+				break
+			}
+		}
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// secretForms are the forms a value takes in text a process writes: raw,
+// JSON-escaped as Python's json.dumps writes it (ASCII escapes or not) and
+// as Go's encoding/json does, and Python's repr and ascii (either quote),
+// each without its surrounding quotes.
+func secretForms(v string) []string {
+	return []string{
+		v,
+		pyJSON(v, true), pyJSON(v, false),
+		pyRepr(v, '\'', false), pyRepr(v, '"', false),
+		pyRepr(v, '\'', true), pyRepr(v, '"', true),
+		goJSON(v),
+	}
+}
+
+func pyJSON(v string, ascii bool) string {
+	var b strings.Builder
+	for _, c := range v {
+		switch c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			switch {
+			case c < 0x20 || (ascii && c > 0x7e):
+				if c > 0xffff {
+					r1, r2 := utf16.EncodeRune(c)
+					fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+				} else {
+					fmt.Fprintf(&b, `\u%04x`, c)
+				}
+			default:
+				b.WriteRune(c)
+			}
+		}
+	}
+	return b.String()
+}
+
+func goJSON(v string) string {
+	var b strings.Builder
+	for _, c := range v {
+		switch c {
+		case '<', '>', '&', '\u2028', '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			b.WriteString(pyJSON(string(c), false))
+		}
+	}
+	return b.String()
+}
+
+// pyRepr is the inside of Python's repr (ascii: ascii()) of v quoted by q.
+func pyRepr(v string, q rune, ascii bool) string {
+	var b strings.Builder
+	for i, c := range v {
+		if c == utf8.RuneError && !strings.HasPrefix(v[i:], "\uFFFD") {
+			fmt.Fprintf(&b, `\x%02x`, v[i])
+			continue
+		}
+		switch {
+		case c == q || c == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case c < 0x7f:
+			b.WriteRune(c)
+		case !ascii && unicode.IsPrint(c):
+			b.WriteRune(c)
+		case c <= 0xff:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		case c <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, c)
+		}
+	}
+	return b.String()
+}

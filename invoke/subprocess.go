@@ -1,0 +1,637 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/shim"
+)
+
+// MaxSecretBundle is the largest secret bundle delivered, in bytes.
+const MaxSecretBundle = 64 << 10
+
+// StderrTail is how much of the end of stderr a receipt keeps, in bytes.
+const StderrTail = 4 << 10
+
+// Defaults applied where neither the manifest nor the caller sets a budget.
+var DefaultBudgets = Budgets{TimeoutMS: 30_000, OutputBytes: 1 << 20}
+
+// Subprocess is the local executor: it spawns the env's interpreter with
+// the harness. The zero value is usable (no ledger, no sandbox).
+type Subprocess struct {
+	// Sandbox is a launcher argv prepended to the interpreter's (BwrapArgv
+	// builds the bwrap preset); empty: none.
+	Sandbox []string
+	// Grace is how long a run has between SIGTERM and SIGKILL (0: 2s).
+	Grace time.Duration
+	// WorkdirParent is where each run's working directory is made
+	// ("": /tmp). It must be writable by the executor.
+	WorkdirParent string
+	// Ledger records every dispatch (nil: nothing is recorded).
+	Ledger Ledger
+	// Defaults are the budgets where neither manifest nor caller sets one
+	// (zero fields: DefaultBudgets').
+	Defaults Budgets
+	// NoNamespaces disables the user and pid namespaces: the run is then
+	// contained by its process group and a walk of its descendants only
+	// (docs/executor.md says what that misses). They are also skipped,
+	// per run, where the kernel refuses them.
+	NoNamespaces bool
+}
+
+func (s *Subprocess) grace() time.Duration {
+	if s.Grace > 0 {
+		return s.Grace
+	}
+	return 2 * time.Second
+}
+
+// Run implements Executor.
+func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
+	input := c.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("null")
+	}
+	var in bytes.Buffer
+	if err := json.Compact(&in, input); err != nil {
+		return nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
+	}
+	input = in.Bytes()
+	def := s.Defaults
+	if def.TimeoutMS <= 0 {
+		def.TimeoutMS = DefaultBudgets.TimeoutMS
+	}
+	if def.OutputBytes <= 0 {
+		def.OutputBytes = DefaultBudgets.OutputBytes
+	}
+	budgets := Effective(c.Budgets, c.Limits, def)
+
+	attempt := newAttemptID()
+	intent := receipts.Intent{
+		AttemptID: attempt, IdempotencyKey: c.IdempotencyKey,
+		Provider: c.Provider, Entrypoint: c.Entrypoint,
+		ImplementationDigest: str(c.ImplementationDigest), MaterializationDigest: str(c.MaterializationDigest),
+		SealDigest: str(c.SealDigest), Backend: "local", Platform: c.Platform,
+		ProtocolVersion: buildinfo.ProtocolVersion, Tool: buildinfo.Tool(),
+		InputDigest: digest.Sum(input).String(), StartedAt: time.Now().UTC(),
+	}
+	rec := &recorder{l: s.Ledger, attempt: attempt, egress: c.Egress}
+
+	// Verify first: any error refuses with nothing spawned.
+	if c.Verify != nil {
+		if err := c.Verify(ctx); err != nil {
+			return nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
+		}
+	}
+	py, err := s.checkEnv(c)
+	if err != nil {
+		return nil, rec.refuse(ctx, intent, err)
+	}
+	if rec.l != nil {
+		dec, err := rec.l.Begin(ctx, intent)
+		if err != nil {
+			return nil, asRefusal(err, refusal.LedgerWriteFailed, "cannot write the intent")
+		}
+		rec.begun = true
+		if dec.Replay != nil {
+			return replayed(dec.Replay, budgets), nil
+		}
+	}
+	secrets, bundle, err := resolveSecrets(ctx, c)
+	if err != nil {
+		return nil, rec.finishRefused(ctx, err)
+	}
+	red := newRedactor(secrets)
+	res, tail, err := s.spawn(ctx, c, py, attempt, input, budgets, bundle, red)
+	if err != nil {
+		return nil, rec.finishRefused(ctx, err)
+	}
+	if err := rec.finish(ctx, res, tail); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+func str(d digest.Digest) string {
+	if d.IsZero() {
+		return ""
+	}
+	return d.String()
+}
+
+func newAttemptID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "att_" + hex.EncodeToString(b[:])
+}
+
+func asRefusal(err error, code refusal.Code, detail string) error {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return err
+	}
+	return refusal.Wrap(code, err, "%s", detail)
+}
+
+// checkEnv returns the interpreter's path, refusing a link that leaves the
+// env and an env without the harness module (runtime_missing).
+func (s *Subprocess) checkEnv(c *Call) (string, error) {
+	rel := filepath.Clean(filepath.FromSlash(c.Python))
+	if c.Env == "" || c.Python == "" || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", refusal.New(refusal.SealInvalid, "the env's python link %q is not a path inside the env", c.Python)
+	}
+	if c.Object == "" || c.Entrypoint == "" {
+		return "", refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
+	}
+	mod := strings.ReplaceAll(python.HarnessModule, ".", "/") + ".py"
+	found, _ := filepath.Glob(filepath.Join(c.Env, "lib", "python*", "site-packages", mod))
+	if len(found) == 0 {
+		found, _ = filepath.Glob(filepath.Join(c.Env, "Lib", "site-packages", mod))
+	}
+	if len(found) == 0 {
+		return "", refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
+	}
+	return filepath.Join(c.Env, rel), nil
+}
+
+// resolveSecrets resolves every declared ref and builds the bundle: a JSON
+// object with sorted keys, at most MaxSecretBundle bytes.
+func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
+	ch := shim.SecretChannel(c.Secrets)
+	if ch == nil {
+		return nil, nil, nil
+	}
+	m := make(map[string]string, len(ch.Refs))
+	values := make([]string, 0, len(ch.Refs))
+	for _, ref := range ch.Refs {
+		if c.Resolve == nil {
+			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q has no value (the manifest declares it)", ref)
+		}
+		v, err := c.Resolve(ctx, ref)
+		if err != nil {
+			return nil, nil, refusal.Wrap(refusal.SecretUnresolved, err, "secret %q has no value", ref)
+		}
+		if !utf8.ValidString(v) {
+			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q is not valid UTF-8 text", ref)
+		}
+		m[ref] = v
+		values = append(values, v)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil { // map keys are sorted
+		return nil, nil, refusal.Wrap(refusal.SecretUnresolved, err, "cannot encode the secret bundle")
+	}
+	bundle := bytes.TrimRight(b.Bytes(), "\n")
+	if len(bundle) > MaxSecretBundle {
+		return nil, nil, refusal.New(refusal.SecretBundleTooLarge, "the secret bundle is %d bytes, over %d", len(bundle), MaxSecretBundle)
+	}
+	return values, bundle, nil
+}
+
+// environ builds the child's environment: the allowed names from Environ,
+// then Inject.
+func environ(c *Call) []string {
+	allow := map[string]bool{}
+	for _, a := range c.Allow {
+		allow[a] = true
+	}
+	var out []string
+	seen := map[string]int{}
+	add := func(kv string) {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return
+		}
+		if i, ok := seen[k]; ok {
+			out[i] = kv
+			return
+		}
+		seen[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range c.Environ {
+		if k, _, ok := strings.Cut(kv, "="); ok && allow[k] {
+			add(kv)
+		}
+	}
+	for _, kv := range c.Inject {
+		add(kv)
+	}
+	if out == nil {
+		out = []string{} // nil would mean "inherit" to os/exec
+	}
+	return out
+}
+
+type request struct {
+	ProtocolVersion int             `json:"protocol_version"`
+	RunID           string          `json:"run_id"`
+	Entrypoint      string          `json:"entrypoint"`
+	Object          string          `json:"object"`
+	Input           json.RawMessage `json:"input"`
+	SecretChannel   *shim.Channel   `json:"secret_channel"`
+	Budgets         Budgets         `json:"budgets"`
+	EgressDeclared  []string        `json:"egress_declared"`
+	IdempotencyKey  *string         `json:"idempotency_key"`
+}
+
+// Request returns the protocol line (newline-terminated) a call sends the
+// harness as run runID, for tools that spawn the harness themselves (the
+// bare-spawn benchmark).
+func Request(c *Call, runID string, b Budgets) ([]byte, error) {
+	r := request{
+		ProtocolVersion: buildinfo.ProtocolVersion, RunID: runID, Entrypoint: c.Entrypoint, Object: c.Object,
+		Input: c.Input, SecretChannel: shim.SecretChannel(c.Secrets), Budgets: b, EgressDeclared: c.Egress,
+	}
+	if len(bytes.TrimSpace(r.Input)) == 0 {
+		r.Input = json.RawMessage("null")
+	}
+	if r.EgressDeclared == nil {
+		r.EgressDeclared = []string{}
+	}
+	if c.IdempotencyKey != "" {
+		k := c.IdempotencyKey
+		r.IdempotencyKey = &k
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(line, '\n'), nil
+}
+
+// meter bills stdout and stderr against one budget.
+type meter struct {
+	budget int64
+	used   atomic.Int64
+	once   sync.Once
+	spent  chan struct{}
+}
+
+func (m *meter) bill(n int) bool {
+	if m.used.Add(int64(n)) > m.budget {
+		m.once.Do(func() { close(m.spent) })
+		return false
+	}
+	return true
+}
+
+// sink is one stream: it counts, bills, and keeps what it may.
+type sink struct {
+	m     *meter
+	mu    sync.Mutex
+	n     int64
+	buf   []byte // stdout: everything within budget; stderr: a tail
+	limit int    // keep at most the last limit bytes (0: keep all)
+	over  bool
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += int64(len(p))
+	if s.over {
+		return len(p), nil
+	}
+	keep := p
+	if !s.m.bill(len(p)) {
+		// Keep only what fits the budget, then discard (the run is being killed).
+		rest := s.m.budget - (s.m.used.Load() - int64(len(p)))
+		if rest < 0 {
+			rest = 0
+		}
+		if rest < int64(len(keep)) {
+			keep = keep[:rest]
+		}
+		s.over = true
+	}
+	s.buf = append(s.buf, keep...)
+	if s.limit > 0 && len(s.buf) > 2*s.limit {
+		s.buf = append(s.buf[:0], s.buf[len(s.buf)-s.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (s *sink) bytes() ([]byte, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buf
+	if s.limit > 0 && len(b) > s.limit {
+		b = b[len(b)-s.limit:]
+	}
+	return append([]byte(nil), b...), s.n
+}
+
+func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
+	call := *c
+	call.Input = input
+	line, err := Request(&call, attempt, b)
+	if err != nil {
+		return nil, "", fmt.Errorf("invoke: cannot encode the request: %w", err)
+	}
+	parent := s.WorkdirParent
+	if parent == "" {
+		parent = "/tmp"
+	}
+	work, err := os.MkdirTemp(parent, "cruxprov-run-")
+	if err != nil {
+		return nil, "", fmt.Errorf("invoke: cannot make the run's working directory in %s: %w", parent, err)
+	}
+	defer removeAll(work)
+	if err := os.Chmod(work, 0o700); err != nil {
+		return nil, "", fmt.Errorf("invoke: %w", err)
+	}
+
+	argv := append(append([]string(nil), s.Sandbox...), py, "-I", "-m", python.HarnessModule)
+	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
+	stdout := &sink{m: m}
+	stderr := &sink{m: m, limit: StderrTail + 4096}
+
+	var secretR, secretW *os.File
+	if bundle != nil {
+		if secretR, secretW, err = os.Pipe(); err != nil {
+			return nil, "", fmt.Errorf("invoke: secret pipe: %w", err)
+		}
+		defer secretR.Close()
+		defer secretW.Close()
+	}
+	build := func(ns bool) *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = environ(c)
+		cmd.Dir = work
+		cmd.Stdin = bytes.NewReader(line)
+		cmd.Stdout = stdout
+		cmd.Stderr = stderr
+		cmd.WaitDelay = s.grace()
+		cmd.SysProcAttr = sysProcAttr(ns)
+		if secretR != nil {
+			extra := make([]*os.File, shim.SecretFD-2)
+			extra[shim.SecretFD-3] = secretR
+			cmd.ExtraFiles = extra
+		}
+		return cmd
+	}
+	cloexecAll()
+	ns := !s.NoNamespaces
+	cmd := build(ns)
+	start := time.Now()
+	err = cmd.Start()
+	if err != nil && ns && nsUnavailable(err) {
+		ns = false
+		cmd = build(false)
+		start = time.Now()
+		err = cmd.Start()
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("invoke: cannot start %s: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	nsID := ""
+	if ns {
+		nsID = nsOf(pid)
+	}
+	if secretR != nil {
+		secretR.Close()
+		go func() {
+			_, _ = secretW.Write(bundle)
+			secretW.Close()
+		}()
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	timer := time.NewTimer(time.Duration(b.TimeoutMS) * time.Millisecond)
+	defer timer.Stop()
+	var why string // why the executor killed the run
+	var werr error
+	select {
+	case werr = <-done:
+	case <-timer.C:
+		why = CodeTimeout
+	case <-m.spent:
+		why = CodeOutputLimit
+	case <-ctx.Done():
+		why = CodeCancelled
+	}
+	if why != "" {
+		if why == CodeOutputLimit {
+			signalRun(pid, nsID, syscall.SIGKILL)
+			werr = <-done
+		} else {
+			signalRun(pid, nsID, syscall.SIGTERM)
+			select {
+			case werr = <-done:
+			case <-time.After(s.grace()):
+				signalRun(pid, nsID, syscall.SIGKILL)
+				werr = <-done
+			}
+		}
+	} else {
+		select {
+		case <-m.spent:
+			why = CodeOutputLimit // spent at the very end: still over budget
+		default:
+		}
+	}
+	// Whatever outlived the harness (without a pid namespace: its process
+	// group and descendants still attached) goes now.
+	signalRun(pid, nsID, syscall.SIGKILL)
+	dur := time.Since(start)
+
+	out, outN := stdout.bytes()
+	errb, errN := stderr.bytes()
+	res := &Result{AttemptID: attempt, ExitCode: cmd.ProcessState.ExitCode(), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
+	_ = werr
+	switch why {
+	case CodeTimeout:
+		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", b.TimeoutMS)}
+	case CodeOutputLimit:
+		res.Status, res.Error = StatusOutputLimit, &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("killed when stdout and stderr passed %d bytes", b.OutputBytes)}
+	case CodeCancelled:
+		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "cancelled: " + ctx.Err().Error()}
+	default:
+		parseResult(res, out, attempt, cmd.ProcessState)
+	}
+	if res.Error != nil {
+		res.Error.Message = red.text(res.Error.Message)
+	}
+	for i := range res.Egress {
+		res.Egress[i] = red.text(res.Egress[i])
+	}
+	tail := ""
+	if res.Status != StatusOK {
+		if len(errb) > StderrTail {
+			errb = errb[len(errb)-StderrTail:]
+		}
+		tail = red.tail(string(errb))
+	}
+	return res, tail, nil
+}
+
+// parseResult reads stdout, trimmed, as exactly one result document of
+// this run; the exit status decides first.
+func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
+	fail := func(code, format string, a ...any) {
+		res.Status, res.Value = StatusError, nil
+		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		fail(CodeExited, "the harness was killed by %v", ws.Signal())
+		return
+	}
+	if res.ExitCode != 0 {
+		fail(CodeExited, "the harness exited %d", res.ExitCode)
+		return
+	}
+	var doc struct {
+		Status *string          `json:"status"`
+		RunID  *string          `json:"run_id"`
+		Result json.RawMessage  `json:"result"`
+		Error  *Error           `json:"error"`
+		Egress *[]string        `json:"egress"`
+		Extra  map[string]any   `json:"-"`
+		_      *json.RawMessage `json:"-"`
+	}
+	trimmed := bytes.TrimSpace(out)
+	if len(trimmed) == 0 {
+		fail(CodeProtocolError, "the harness wrote no result on stdout")
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		fail(CodeProtocolError, "stdout is not one JSON result: %v", err)
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		fail(CodeProtocolError, "stdout holds more than one JSON document")
+		return
+	}
+	if doc.Status == nil || doc.RunID == nil || *doc.RunID != attempt || doc.Egress == nil {
+		fail(CodeProtocolError, "the result lacks status, egress or this run's run_id")
+		return
+	}
+	switch *doc.Status {
+	case "ok":
+		if doc.Error != nil || doc.Result == nil {
+			fail(CodeProtocolError, "an ok result must carry result and no error")
+			return
+		}
+		res.Status, res.Value = StatusOK, doc.Result
+	case "error":
+		if doc.Error == nil || doc.Error.Code == "" || doc.Result != nil {
+			fail(CodeProtocolError, "an error result must carry error {code, message} and no result")
+			return
+		}
+		res.Status, res.Error = StatusError, doc.Error
+	default:
+		fail(CodeProtocolError, "unknown result status %q", *doc.Status)
+		return
+	}
+	res.Egress = append([]string{}, (*doc.Egress)...)
+}
+
+func replayed(o *receipts.Outcome, b Budgets) *Result {
+	r := &Result{AttemptID: o.AttemptID, Status: Status(o.Status), ExitCode: o.ExitCode, StdoutBytes: o.StdoutBytes,
+		StderrBytes: o.StderrBytes, Egress: append([]string{}, o.EgressObserved...), Replayed: true, Budgets: b}
+	return r
+}
+
+// removeAll removes a run's working directory, making directories the
+// provider left read-only writable first.
+func removeAll(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
+}
+
+// recorder writes the run's outcome to the ledger.
+type recorder struct {
+	l       Ledger
+	attempt string
+	egress  []string
+	begun   bool
+}
+
+// refuse records a refusal found before the intent: intent, then a
+// refused outcome. The refusal is returned whatever the ledger says.
+func (r *recorder) refuse(ctx context.Context, in receipts.Intent, err error) error {
+	if r.l == nil {
+		return err
+	}
+	if _, berr := r.l.Begin(context.WithoutCancel(ctx), in); berr != nil {
+		return err
+	}
+	r.begun = true
+	return r.finishRefused(ctx, err)
+}
+
+func (r *recorder) finishRefused(ctx context.Context, err error) error {
+	if r.l == nil || !r.begun {
+		return err
+	}
+	o := receipts.Outcome{AttemptID: r.attempt, Status: receipts.StatusRefused, ExitCode: -1,
+		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: err.Error(),
+		EgressDeclared: nonNil(r.egress), EgressObserved: []string{}, EndedAt: time.Now().UTC()}
+	if o.ErrorCode == "" {
+		o.ErrorCode = "executor_failed"
+	}
+	_ = r.l.Finish(context.WithoutCancel(ctx), o)
+	return err
+}
+
+func (r *recorder) finish(ctx context.Context, res *Result, tail string) error {
+	if r.l == nil {
+		return nil
+	}
+	o := receipts.Outcome{AttemptID: r.attempt, Status: string(res.Status), ExitCode: res.ExitCode,
+		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, StderrTail: tail,
+		EgressDeclared: nonNil(r.egress), EgressObserved: nonNil(res.Egress), EndedAt: time.Now().UTC()}
+	if res.Status == StatusOK {
+		o.ResultDigest = digest.Sum(res.Value).String()
+	}
+	if res.Error != nil {
+		o.ErrorCode, o.ErrorMessage = res.Error.Code, res.Error.Message
+	}
+	if err := r.l.Finish(context.WithoutCancel(ctx), o); err != nil {
+		return asRefusal(err, refusal.LedgerWriteFailed, "cannot write the outcome")
+	}
+	return nil
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
