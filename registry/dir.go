@@ -1,0 +1,470 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// Dir is a Registry in files under one directory (the embedded default is
+// $CRUXPROV_HOME/registry):
+//
+//	log.jsonl                the hash-chained history (append-only)
+//	trust.json               keys, policy and the governance steps (JSON)
+//	interfaces.json          registered interfaces (JSON)
+//	changesets/<hex>.yaml    one change-set per file, named by its id
+//	pins/<provider>.json     accepted pins (JSON: verify reads no YAML)
+//	.lock                    flock(2) held by every mutation
+//
+// Every file is written atomically (a temp file in the same directory,
+// fsync, rename, fsync of the directory); a mutation holds the exclusive
+// lock, loads the whole state, applies the rule, writes what changed and
+// then appends its history entries. Reads take no lock: every file is
+// replaced whole. Directories are 0755 and files 0644, so an executor
+// that is not the operator can read.
+type Dir struct {
+	// Now is the clock (time.Now when nil).
+	Now  func() time.Time
+	root string
+}
+
+// OpenDir opens (creating when missing) the registry under root and
+// checks its history chain (registry_corrupt).
+func OpenDir(ctx context.Context, root string) (*Dir, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{root, filepath.Join(root, "changesets"), filepath.Join(root, "pins")} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			continue
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+	}
+	d := &Dir{root: root}
+	if _, err := d.Chain(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Root returns the registry's directory.
+func (d *Dir) Root() string { return d.root }
+
+func (d *Dir) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *Dir) path(elem ...string) string {
+	return filepath.Join(append([]string{d.root}, elem...)...)
+}
+
+// readOptional reads a file, returning nil without error when missing.
+func readOptional(p string) ([]byte, error) {
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	return b, nil
+}
+
+type ifaceFile struct {
+	Format     string      `json:"format"`
+	Interfaces []Interface `json:"interfaces"`
+}
+
+// load reads the whole state.
+func (d *Dir) load(ctx context.Context) (*state, error) {
+	s := newState()
+	b, err := readOptional(d.path("log.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if s.log, err = parseLog(b); err != nil {
+		return nil, err
+	}
+	if b, err = readOptional(d.path("interfaces.json")); err != nil {
+		return nil, err
+	} else if b != nil {
+		var f ifaceFile
+		if err := strictJSON(b, &f); err != nil {
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "interfaces.json")
+		}
+		if !majorOK(f.Format, IfaceFormat) {
+			return nil, refusal.New(refusal.RegistryCorrupt, "interfaces.json format %q: this cruxprov reads %s", f.Format, IfaceFormat)
+		}
+		for _, it := range f.Interfaces {
+			s.ifaces[it.ID] = it
+		}
+	}
+	if b, err = readOptional(d.path("trust.json")); err != nil {
+		return nil, err
+	} else if b != nil {
+		if s.trust, err = parseTrust(b); err != nil {
+			return nil, err
+		}
+	}
+	names, err := os.ReadDir(d.path("changesets"))
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hexID, ok := strings.CutSuffix(n.Name(), ".yaml")
+		if !ok {
+			continue // a temp file of an interrupted write
+		}
+		b, err := os.ReadFile(d.path("changesets", n.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		cs, err := ParseChangeSet(b)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.ChangesetInvalid, err, "changesets/%s", n.Name())
+		}
+		if cs.Metadata.ID.Hex() != hexID {
+			return nil, refusal.New(refusal.RegistryCorrupt, "changesets/%s holds change-set %s", n.Name(), cs.Metadata.ID)
+		}
+		s.changesets[cs.Metadata.ID] = cs
+		s.order = append(s.order, cs.Metadata.ID)
+	}
+	sort.Slice(s.order, func(i, j int) bool {
+		a, b := s.changesets[s.order[i]], s.changesets[s.order[j]]
+		if !a.Metadata.ProposedAt.Equal(b.Metadata.ProposedAt) {
+			return a.Metadata.ProposedAt.Before(b.Metadata.ProposedAt)
+		}
+		return a.Metadata.ID.Hex() < b.Metadata.ID.Hex()
+	})
+	pins, err := os.ReadDir(d.path("pins"))
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	for _, n := range pins {
+		name, ok := strings.CutSuffix(n.Name(), ".json")
+		if !ok {
+			continue
+		}
+		p, err := d.Pin(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		s.pins[name] = p
+	}
+	return s, nil
+}
+
+// mutate runs f on the loaded state under the exclusive lock and writes
+// what it changed.
+func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("registry: cannot open the lock (an executor cannot change the registry): %w", err)
+	}
+	defer lf.Close()
+	if err := flock(ctx, int(lf.Fd())); err != nil {
+		return err
+	}
+	defer unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	s, err := d.load(ctx)
+	if err != nil {
+		return err
+	}
+	s.begin()
+	if err := f(s); err != nil {
+		return err
+	}
+	return d.persist(s)
+}
+
+// flock takes the exclusive lock, polling so that ctx can stop the wait.
+func flock(ctx context.Context, fd int) error {
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("registry: lock: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (d *Dir) persist(s *state) error {
+	if s.dirty.ifaces {
+		f := ifaceFile{Format: IfaceFormat, Interfaces: s.interfaces()}
+		if err := d.writeJSON(d.path("interfaces.json"), f); err != nil {
+			return err
+		}
+	}
+	if s.dirty.trust {
+		if err := d.writeJSON(d.path("trust.json"), s.trust); err != nil {
+			return err
+		}
+	}
+	for id := range s.dirty.changesets {
+		b, err := MarshalChangeSet(s.changesets[id])
+		if err != nil {
+			return err
+		}
+		if err := writeAtomic(d.path("changesets", id.Hex()+".yaml"), b); err != nil {
+			return err
+		}
+	}
+	for name := range s.dirty.pins {
+		if err := d.writeJSON(d.path("pins", name+".json"), s.pins[name]); err != nil {
+			return err
+		}
+	}
+	if len(s.log) == s.dirty.logFrom {
+		return nil
+	}
+	var buf []byte
+	for _, r := range s.log[s.dirty.logFrom:] {
+		buf = append(buf, r.line()...)
+	}
+	f, err := os.OpenFile(d.path("log.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("registry: history: %w", err)
+	}
+	if _, err := f.Write(buf); err != nil {
+		f.Close()
+		return fmt.Errorf("registry: history: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("registry: history: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("registry: history: %w", err)
+	}
+	return syncDir(d.root)
+}
+
+func (d *Dir) writeJSON(p string, v any) error {
+	b, err := marshalJSON(v)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(p, b)
+}
+
+// writeAtomic writes b to p: a temp file in p's directory, fsync, rename,
+// fsync of the directory. Mode 0644.
+func writeAtomic(p string, b []byte) error {
+	dir := filepath.Dir(p)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(p)+"-*")
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("registry: fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Interfaces implements Reader.
+func (d *Dir) Interfaces(ctx context.Context) ([]Interface, error) {
+	s, err := d.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.interfaces(), nil
+}
+
+// ChangeSets implements Reader.
+func (d *Dir) ChangeSets(ctx context.Context) ([]*ChangeSet, error) {
+	s, err := d.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.changesetList(), nil
+}
+
+// ChangeSet implements Reader.
+func (d *Dir) ChangeSet(ctx context.Context, id digest.Digest) (*ChangeSet, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, err := readOptional(d.path("changesets", id.Hex()+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if b == nil || id.IsZero() {
+		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id)
+	}
+	cs, err := ParseChangeSet(b)
+	if err != nil {
+		return nil, err
+	}
+	if cs.Metadata.ID != id {
+		return nil, refusal.New(refusal.RegistryCorrupt, "changesets/%s.yaml holds change-set %s", id.Hex(), cs.Metadata.ID)
+	}
+	return cs, nil
+}
+
+// Pins implements Reader.
+func (d *Dir) Pins(ctx context.Context) ([]*Pin, error) {
+	s, err := d.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.pinList(), nil
+}
+
+// Pin implements Reader: one JSON file read, no YAML.
+func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !nameRE.MatchString(provider) {
+		return nil, refusal.New(refusal.PinUnapproved, "%q is not a provider name", provider)
+	}
+	b, err := readOptional(d.path("pins", provider+".json"))
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin", provider)
+	}
+	p, err := ParsePin(b)
+	if err != nil {
+		return nil, err
+	}
+	if p.Provider != provider {
+		return nil, refusal.New(refusal.RegistryCorrupt, "pins/%s.json holds the pin of %s", provider, p.Provider)
+	}
+	return p, nil
+}
+
+// Trust implements Reader.
+func (d *Dir) Trust(ctx context.Context) (*Trust, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, err := readOptional(d.path("trust.json"))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return parseTrust(b)
+}
+
+// Log implements Reader.
+func (d *Dir) Log(ctx context.Context) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, err := readOptional(d.path("log.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	recs, err := parseLog(b)
+	if err != nil {
+		return nil, err
+	}
+	return entries(recs), nil
+}
+
+// Chain implements Reader: the log is hashed line by line, not decoded.
+func (d *Dir) Chain(ctx context.Context) ([]digest.Digest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b, err := readOptional(d.path("log.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := chainLines(b)
+	return h, err
+}
+
+// RegisterInterface implements Writer.
+func (d *Dir) RegisterInterface(ctx context.Context, id string, schema []byte) (out *Interface, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.registerInterface(d.now(), id, schema); return })
+	return out, err
+}
+
+// TrustKey implements Writer.
+func (d *Dir) TrustKey(ctx context.Context, k Key, by string) (out *TrustResult, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.trustKey(d.now(), k, by); return })
+	return out, err
+}
+
+// Propose implements Writer.
+func (d *Dir) Propose(ctx context.Context, c Change, by string) (out *ChangeSet, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.propose(d.now(), c, by); return })
+	return out, err
+}
+
+// Approve implements Writer.
+func (d *Dir) Approve(ctx context.Context, id digest.Digest, signer *sign.PrivateKey, expires *time.Time) (out *ApproveResult, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.approve(d.now(), id, signer, expires); return })
+	return out, err
+}
+
+// Reject implements Writer.
+func (d *Dir) Reject(ctx context.Context, id digest.Digest, reason, by string) (out *ChangeSet, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.reject(d.now(), id, reason, by); return })
+	return out, err
+}

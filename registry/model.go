@@ -1,0 +1,248 @@
+package registry
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+)
+
+// The apiVersion and kind of a change-set document, and the format
+// versions of the registry's JSON files. A reader refuses another major.
+const (
+	APIVersion    = "cruxible.dev/v1"
+	KindChangeSet = "ChangeSet"
+	PinFormat     = "cruxible.pin/v1"
+	TrustFormat   = "cruxible.trust/v1"
+	IfaceFormat   = "cruxible.interfaces/v1"
+	FloorFormat   = "cruxible.floor/v1"
+	LogFormat     = 1
+)
+
+// Change actions. register, update and retire change a provider's pin;
+// trust-key, untrust-key and set-policy change the trust state.
+const (
+	ActionRegister   = "register"
+	ActionUpdate     = "update"
+	ActionRetire     = "retire"
+	ActionTrustKey   = "trust-key"
+	ActionUntrustKey = "untrust-key"
+	ActionSetPolicy  = "set-policy"
+)
+
+// Key roles: an approver's signature counts toward approvals, a builder's
+// never does.
+const (
+	RoleApprover = "approver"
+	RoleBuilder  = "builder"
+)
+
+// Change-set states.
+const (
+	StateProposed = "proposed"
+	StateApproved = "approved"
+	StateRejected = "rejected"
+)
+
+// TrustScope is the provider name an approval of a governance change-set
+// (trust-key, untrust-key, set-policy) signs: no provider can have it,
+// since provider names are normalized Python names.
+const TrustScope = "@trust"
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$`)
+
+// Interface is a registered interface: its id and the digest of its
+// canonical schema.
+type Interface struct {
+	ID           string        `json:"id"`
+	Digest       digest.Digest `json:"digest"`
+	RegisteredAt time.Time     `json:"registeredAt"`
+}
+
+// Key is a trusted signer key.
+type Key struct {
+	Name string `json:"name" yaml:"name"`
+	// Role is RoleApprover or RoleBuilder.
+	Role string `json:"role" yaml:"role"`
+	// PEM is the public key, one PEM "PUBLIC KEY" block.
+	PEM string `json:"pem" yaml:"pem"`
+	// Digest is the sha256 of the key's DER SubjectPublicKeyInfo.
+	Digest digest.Digest `json:"digest" yaml:"digest"`
+}
+
+// Policy is the approval policy.
+type Policy struct {
+	// Threshold is how many distinct approver keys must sign (>= 1).
+	Threshold int `json:"threshold" yaml:"threshold"`
+}
+
+// Package is a wheel by name, version, file name and sha256.
+type Package struct {
+	Name     string        `json:"name" yaml:"name"`
+	Version  string        `json:"version" yaml:"version"`
+	Filename string        `json:"filename" yaml:"filename"`
+	SHA256   digest.Digest `json:"sha256" yaml:"sha256"`
+}
+
+// InterfaceRef names an interface by id and digest.
+type InterfaceRef struct {
+	ID     string        `json:"id" yaml:"id"`
+	Digest digest.Digest `json:"digest" yaml:"digest"`
+}
+
+// Entrypoint is one entrypoint of a provider.
+type Entrypoint struct {
+	Name                 string        `json:"name" yaml:"name"`
+	Object               string        `json:"object" yaml:"object"`
+	Interface            InterfaceRef  `json:"interface" yaml:"interface"`
+	ImplementationDigest digest.Digest `json:"implementationDigest" yaml:"implementationDigest"`
+}
+
+// Materialization is one environment pin: backend "local" (a sealed env:
+// Digest is the materialization digest, Seal the seal content digest,
+// Resolution the resolution digest, Packages the resolved wheels, Path
+// where it was built) or "container" (Digest and Image the image manifest
+// digest and reference).
+type Materialization struct {
+	Backend    string        `json:"backend" yaml:"backend"`
+	Platform   string        `json:"platform" yaml:"platform"`
+	Digest     digest.Digest `json:"digest" yaml:"digest"`
+	Resolution digest.Digest `json:"resolution,omitempty" yaml:"resolution,omitempty"`
+	Seal       digest.Digest `json:"seal,omitempty" yaml:"seal,omitempty"`
+	Path       string        `json:"path,omitempty" yaml:"path,omitempty"`
+	Image      string        `json:"image,omitempty" yaml:"image,omitempty"`
+	// Interpreter is the interpreter identity the env points at ("path
+	// version"), shown by Diff; covered by Seal.
+	Interpreter string    `json:"interpreter,omitempty" yaml:"interpreter,omitempty"`
+	Packages    []Package `json:"packages,omitempty" yaml:"packages,omitempty"`
+}
+
+// Provider is what a register or update change pins.
+type Provider struct {
+	Name             string            `json:"name" yaml:"name"`
+	Package          *Package          `json:"package,omitempty" yaml:"package,omitempty"`
+	Protocol         []int             `json:"protocol,omitempty" yaml:"protocol,omitempty,flow"`
+	ManifestDigest   digest.Digest     `json:"manifestDigest,omitempty" yaml:"manifestDigest,omitempty"`
+	LockDigest       digest.Digest     `json:"lockDigest,omitempty" yaml:"lockDigest,omitempty"`
+	Secrets          []string          `json:"secrets,omitempty" yaml:"secrets,omitempty"`
+	Egress           []string          `json:"egress,omitempty" yaml:"egress,omitempty"`
+	Budgets          map[string]int64  `json:"budgets,omitempty" yaml:"budgets,omitempty"`
+	Entrypoints      []Entrypoint      `json:"entrypoints,omitempty" yaml:"entrypoints,omitempty"`
+	Materializations []Materialization `json:"materializations,omitempty" yaml:"materializations,omitempty"`
+}
+
+// Change is one change of a change-set: Provider for register, update and
+// retire (retire needs only the name); Key for trust-key (name, role, PEM,
+// digest) and untrust-key (name, digest); Policy for set-policy.
+type Change struct {
+	Action   string    `json:"action" yaml:"action"`
+	Provider *Provider `json:"provider,omitempty" yaml:"provider,omitempty"`
+	Key      *Key      `json:"key,omitempty" yaml:"key,omitempty"`
+	Policy   *Policy   `json:"policy,omitempty" yaml:"policy,omitempty"`
+}
+
+// Spec is what a change-set proposes and what its id digests: the base it
+// replaces (the accepted pin's spec digest, or the trust state's digest
+// for a governance change; zero for a first registration), the revision it
+// would be accepted at, and exactly one change.
+type Spec struct {
+	Base     digest.Digest `json:"base" yaml:"base"`
+	Revision int64         `json:"revision" yaml:"revision"`
+	Changes  []Change      `json:"changes" yaml:"changes"`
+}
+
+// Metadata identifies a change-set.
+type Metadata struct {
+	ID         digest.Digest `json:"id" yaml:"id"`
+	ProposedAt time.Time     `json:"proposedAt" yaml:"proposedAt"`
+	ProposedBy string        `json:"proposedBy" yaml:"proposedBy"`
+}
+
+// Approval is one signature over a change-set's approval payload
+// (ApprovalPayload).
+type Approval struct {
+	// Signer is the signing key's digest (what distinctness counts).
+	Signer digest.Digest `json:"signer" yaml:"signer"`
+	// Name is the key's trusted name when it signed (informative).
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Signature is the base64 (standard) ASN.1 DER ECDSA signature.
+	Signature string     `json:"signature" yaml:"signature"`
+	At        time.Time  `json:"at" yaml:"at"`
+	Expires   *time.Time `json:"expires" yaml:"expires"`
+}
+
+// Status is a change-set's state and approvals.
+type Status struct {
+	State     string     `json:"state" yaml:"state"`
+	Approvals []Approval `json:"approvals" yaml:"approvals"`
+	Reason    string     `json:"reason,omitempty" yaml:"reason,omitempty"`
+}
+
+// ChangeSet is a proposal (DESIGN §8).
+type ChangeSet struct {
+	APIVersion string   `json:"apiVersion" yaml:"apiVersion"`
+	Kind       string   `json:"kind" yaml:"kind"`
+	Metadata   Metadata `json:"metadata" yaml:"metadata"`
+	Spec       Spec     `json:"spec" yaml:"spec"`
+	Status     Status   `json:"status" yaml:"status"`
+}
+
+// Scope is the provider name the change-set's approvals sign: the
+// provider's, or TrustScope for a governance change.
+func (c *ChangeSet) Scope() string { return c.Spec.scope() }
+
+func (s *Spec) scope() string {
+	if len(s.Changes) != 1 {
+		return ""
+	}
+	ch := s.Changes[0]
+	switch ch.Action {
+	case ActionTrustKey, ActionUntrustKey, ActionSetPolicy:
+		return TrustScope
+	}
+	if ch.Provider == nil {
+		return ""
+	}
+	return ch.Provider.Name
+}
+
+// Pin is an accepted pin: the spec that was approved, its digest and
+// revision, and the approvals that reached the threshold. A retired pin
+// (Retired) keeps its revision so that revisions only go up.
+type Pin struct {
+	Format     string        `json:"format"`
+	Provider   string        `json:"provider"`
+	Revision   int64         `json:"revision"`
+	SpecDigest digest.Digest `json:"specDigest"`
+	Spec       Spec          `json:"spec"`
+	Approvals  []Approval    `json:"approvals"`
+	AcceptedAt time.Time     `json:"acceptedAt"`
+	Retired    bool          `json:"retired,omitempty"`
+}
+
+// ProviderSpec returns the pinned provider (nil for a retired pin).
+func (p *Pin) ProviderSpec() *Provider {
+	if p.Retired || len(p.Spec.Changes) != 1 {
+		return nil
+	}
+	return p.Spec.Changes[0].Provider
+}
+
+// Trust is the trust state: the keys, the policy, and the governance
+// change-sets that made them from the root of trust, with their approvals,
+// so that any verifier can replay them.
+type Trust struct {
+	Format   string `json:"format"`
+	Revision int64  `json:"revision"`
+	Root     Key    `json:"root"`
+	Keys     []Key  `json:"keys"`
+	Policy   Policy `json:"policy"`
+	History  []Step `json:"history"`
+}
+
+// Step is one applied governance change-set in Trust.History.
+type Step struct {
+	SpecDigest digest.Digest `json:"specDigest"`
+	Spec       Spec          `json:"spec"`
+	Approvals  []Approval    `json:"approvals"`
+}

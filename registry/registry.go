@@ -1,0 +1,84 @@
+package registry
+
+import (
+	"context"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// Reader is what verifiers, gc and the CLI read. Every method returns a
+// copy the caller may keep.
+type Reader interface {
+	// Interfaces lists the registered interfaces, sorted by id.
+	Interfaces(ctx context.Context) ([]Interface, error)
+	// ChangeSets lists every change-set, oldest first.
+	ChangeSets(ctx context.Context) ([]*ChangeSet, error)
+	// ChangeSet returns one change-set (changeset_invalid when unknown).
+	ChangeSet(ctx context.Context, id digest.Digest) (*ChangeSet, error)
+	// Pins lists the accepted pins (retired ones too), sorted by provider.
+	Pins(ctx context.Context) ([]*Pin, error)
+	// Pin returns a provider's accepted pin (pin_unapproved when none).
+	// It is read without YAML: verify calls it before every run.
+	Pin(ctx context.Context, provider string) (*Pin, error)
+	// Trust returns the trust state, or nil before the root of trust.
+	Trust(ctx context.Context) (*Trust, error)
+	// Log returns the history, its chain checked (registry_corrupt).
+	Log(ctx context.Context) ([]Entry, error)
+	// Chain returns the hash of every history entry in order, the chain
+	// checked (registry_corrupt), without decoding the entries.
+	Chain(ctx context.Context) ([]digest.Digest, error)
+}
+
+// Writer changes the registry. Each mutation is appended to the history.
+type Writer interface {
+	// RegisterInterface records id → the digest of the canonical schema.
+	// Registering the same schema again is a no-op; another schema under
+	// a registered id is refused (interface_digest_mismatch).
+	RegisterInterface(ctx context.Context, id string, schema []byte) (*Interface, error)
+	// TrustKey trusts k (Name, Role, PEM) at once while the registry
+	// trusts no key (the root of trust; it must be an approver) and
+	// otherwise proposes a trust-key change-set.
+	TrustKey(ctx context.Context, k Key, by string) (*TrustResult, error)
+	// Propose records a change-set for one change, filling in its base
+	// and revision from the current accepted pin (or trust state).
+	Propose(ctx context.Context, c Change, by string) (*ChangeSet, error)
+	// Approve signs the change-set's approval payload with signer, which
+	// must be a trusted approver key; once the policy's threshold of
+	// distinct approver keys have signed, the change is accepted (the pin
+	// written with its revision, or the trust change applied). expires,
+	// when not nil, ends the approval's validity.
+	Approve(ctx context.Context, id digest.Digest, signer *sign.PrivateKey, expires *time.Time) (*ApproveResult, error)
+	// Reject closes a proposed change-set with a reason.
+	Reject(ctx context.Context, id digest.Digest, reason, by string) (*ChangeSet, error)
+}
+
+// Registry is a governance registry: Stub (in memory) and Dir (on disk)
+// implement it; registrytest.Run checks an implementation.
+type Registry interface {
+	Reader
+	Writer
+}
+
+// TrustResult says what TrustKey did.
+type TrustResult struct {
+	// Root is true when the key became the root of trust.
+	Root bool `json:"root"`
+	// Key is the key as trusted (or proposed), with its digest.
+	Key Key `json:"key"`
+	// ChangeSet is the proposed trust-key change-set (nil for the root).
+	ChangeSet *ChangeSet `json:"changeSet,omitempty"`
+}
+
+// ApproveResult says what an approval did.
+type ApproveResult struct {
+	ChangeSet *ChangeSet `json:"changeSet"`
+	// Approvals is the count of valid approvals, Threshold the policy's.
+	Approvals int `json:"approvals"`
+	Threshold int `json:"threshold"`
+	// Accepted is true when this approval reached the threshold; Pin is
+	// then the accepted pin (nil for a governance change).
+	Accepted bool `json:"accepted"`
+	Pin      *Pin `json:"pin,omitempty"`
+}

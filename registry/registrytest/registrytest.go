@@ -1,0 +1,331 @@
+// Package registrytest is the conformance suite of registry.Registry:
+// Run checks that an implementation applies the governance rules of
+// DESIGN §8 (root of trust, change-sets approved at the threshold by
+// distinct approver keys, stale bases, expiry, revisions that only go up,
+// the hash-chained history) through the interface alone, so that Stub,
+// Dir and any other implementation behave the same.
+//
+// It owns no registry of its own and touches no disk beyond t.TempDir.
+package registrytest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// Key is a test signer: its private key and its registry.Key.
+type Key struct {
+	Priv *sign.PrivateKey
+	Key  registry.Key
+}
+
+// NewKey makes a fresh ECDSA P-256 signer named name with role.
+func NewKey(t testing.TB, name, role string) Key {
+	t.Helper()
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, err := sign.FromECDSA(ek)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&ek.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	return Key{Priv: pk, Key: registry.Key{Name: name, Role: role, PEM: string(p), Digest: pk.Public().Digest()}}
+}
+
+// Change returns a register change for provider name at version v, with
+// one entrypoint and one local materialization whose digests derive from
+// name and v.
+func Change(name, v string) registry.Change {
+	d := func(s string) digest.Digest { return digest.Sum([]byte(name + "/" + v + "/" + s)) }
+	return registry.Change{Action: registry.ActionRegister, Provider: &registry.Provider{
+		Name:           name,
+		Package:        &registry.Package{Name: name, Version: v, Filename: name + "-" + v + "-py3-none-any.whl", SHA256: d("wheel")},
+		Protocol:       []int{1, 1},
+		ManifestDigest: d("manifest"), LockDigest: d("lock"),
+		Secrets: []string{"token"}, Egress: []string{"api.example.com:443"},
+		Budgets:     map[string]int64{"timeoutMs": 1000},
+		Entrypoints: []registry.Entrypoint{{Name: "echo", Object: "acme:echo", Interface: registry.InterfaceRef{ID: "cruxible.echo/v1", Digest: d("iface")}, ImplementationDigest: d("impl")}},
+		Materializations: []registry.Materialization{{Backend: "local", Platform: "linux_x86_64-cp312", Digest: d("mat"), Resolution: d("res"), Seal: d("seal"),
+			Packages: []registry.Package{{Name: name, Version: v, Filename: name + "-" + v + "-py3-none-any.whl", SHA256: d("wheel")}}}},
+	}}
+}
+
+func codeIs(t *testing.T, err error, want refusal.Code) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+func must[T any](t *testing.T) func(v T, err error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// Run runs the suite; newReg returns a fresh, empty registry per subtest.
+func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
+	ctx := context.Background()
+	now := time.Now()
+	// setup makes a registry with a root approver key.
+	setup := func(t *testing.T) (registry.Registry, Key) {
+		r := newReg(t)
+		root := NewKey(t, "root", registry.RoleApprover)
+		res := must[*registry.TrustResult](t)(r.TrustKey(ctx, root.Key, "alice"))
+		if !res.Root || res.ChangeSet != nil {
+			t.Fatalf("first key: %+v", res)
+		}
+		return r, root
+	}
+	// accept proposes c and approves it with each key.
+	accept := func(t *testing.T, r registry.Registry, c registry.Change, keys ...Key) *registry.ApproveResult {
+		t.Helper()
+		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, c, "alice"))
+		var res *registry.ApproveResult
+		for _, k := range keys {
+			res = must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, k.Priv, nil))
+		}
+		return res
+	}
+	trust := func(t *testing.T, r registry.Registry, k Key, approvers ...Key) {
+		t.Helper()
+		res := must[*registry.TrustResult](t)(r.TrustKey(ctx, k.Key, "alice"))
+		if res.Root || res.ChangeSet == nil {
+			t.Fatalf("a later key must be proposed: %+v", res)
+		}
+		for _, a := range approvers {
+			must[*registry.ApproveResult](t)(r.Approve(ctx, res.ChangeSet.Metadata.ID, a.Priv, nil))
+		}
+	}
+	setThreshold := func(t *testing.T, r registry.Registry, n int, approvers ...Key) {
+		t.Helper()
+		accept(t, r, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: n}}, approvers...)
+	}
+
+	t.Run("interfaces", func(t *testing.T) {
+		r := newReg(t)
+		it := must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"b":1, "a":2}`)))
+		want, _ := digest.InterfaceDigest([]byte(`{"a":2,"b":1}`))
+		if it.Digest != want {
+			t.Fatalf("digest %s want %s", it.Digest, want)
+		}
+		must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":2,"b":1}`)))
+		_, err := r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":3}`))
+		codeIs(t, err, refusal.InterfaceDigestMismatch)
+		_, err = r.RegisterInterface(ctx, "x", []byte(`{"a":`))
+		codeIs(t, err, refusal.InterfaceDigestMismatch)
+		l := must[[]registry.Interface](t)(r.Interfaces(ctx))
+		if len(l) != 1 || l[0].Digest != want {
+			t.Fatalf("%+v", l)
+		}
+	})
+	t.Run("root of trust", func(t *testing.T) {
+		r := newReg(t)
+		_, err := r.TrustKey(ctx, NewKey(t, "ci", registry.RoleBuilder).Key, "alice")
+		codeIs(t, err, refusal.ChangesetInvalid)
+		if tr := must[*registry.Trust](t)(r.Trust(ctx)); tr != nil {
+			t.Fatalf("a refused root left trust %+v", tr)
+		}
+		r, root := setup(t)
+		tr := must[*registry.Trust](t)(r.Trust(ctx))
+		if tr.Root.Digest != root.Key.Digest || tr.Policy.Threshold != 1 || len(tr.Keys) != 1 {
+			t.Fatalf("%+v", tr)
+		}
+	})
+	t.Run("approve writes the pin with revision + 1", func(t *testing.T) {
+		r, root := setup(t)
+		_, err := r.Pin(ctx, "acme-echo")
+		codeIs(t, err, refusal.PinUnapproved)
+		res := accept(t, r, Change("acme-echo", "1.0"), root)
+		if !res.Accepted || res.Pin == nil || res.Pin.Revision != 1 || res.ChangeSet.Status.State != registry.StateApproved {
+			t.Fatalf("%+v", res)
+		}
+		p := must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now))
+		if p.Revision != 1 || !p.Spec.Base.IsZero() {
+			t.Fatalf("%+v", p)
+		}
+		res = accept(t, r, Change("acme-echo", "2.0"), root)
+		if res.Pin.Revision != 2 || res.Pin.Spec.Base != p.SpecDigest {
+			t.Fatalf("%+v", res.Pin)
+		}
+		if got := must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now)); got.ProviderSpec().Package.Version != "2.0" {
+			t.Fatalf("%+v", got)
+		}
+	})
+	t.Run("stale change-set", func(t *testing.T) {
+		r, root := setup(t)
+		a := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		b := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.1"), "bob"))
+		must[*registry.ApproveResult](t)(r.Approve(ctx, a.Metadata.ID, root.Priv, nil))
+		_, err := r.Approve(ctx, b.Metadata.ID, root.Priv, nil)
+		codeIs(t, err, refusal.ChangesetStale)
+	})
+	t.Run("reject", func(t *testing.T) {
+		r, root := setup(t)
+		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		_, err := r.Reject(ctx, cs.Metadata.ID, "", "bob")
+		codeIs(t, err, refusal.ChangesetInvalid)
+		got := must[*registry.ChangeSet](t)(r.Reject(ctx, cs.Metadata.ID, "wrong index", "bob"))
+		if got.Status.State != registry.StateRejected || got.Status.Reason != "wrong index" {
+			t.Fatalf("%+v", got.Status)
+		}
+		_, err = r.Approve(ctx, cs.Metadata.ID, root.Priv, nil)
+		codeIs(t, err, refusal.ChangesetInvalid)
+		_, err = r.ChangeSet(ctx, digest.Sum([]byte("none")))
+		codeIs(t, err, refusal.ChangesetInvalid)
+	})
+	t.Run("untrusted and builder keys never approve", func(t *testing.T) {
+		r, root := setup(t)
+		ci := NewKey(t, "ci", registry.RoleBuilder)
+		trust(t, r, ci, root)
+		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		_, err := r.Approve(ctx, cs.Metadata.ID, ci.Priv, nil)
+		codeIs(t, err, refusal.SignerUntrusted)
+		_, err = r.Approve(ctx, cs.Metadata.ID, NewKey(t, "mallory", registry.RoleApprover).Priv, nil)
+		codeIs(t, err, refusal.SignerUntrusted)
+		_, err = r.Pin(ctx, "acme-echo")
+		codeIs(t, err, refusal.PinUnapproved)
+	})
+	t.Run("a later key needs the threshold's approvals", func(t *testing.T) {
+		r, root := setup(t)
+		bob := NewKey(t, "bob", registry.RoleApprover)
+		res := must[*registry.TrustResult](t)(r.TrustKey(ctx, bob.Key, "bob"))
+		// bob is only proposed: he cannot approve, not even his own key.
+		_, err := r.Approve(ctx, res.ChangeSet.Metadata.ID, bob.Priv, nil)
+		codeIs(t, err, refusal.SignerUntrusted)
+		if tr := must[*registry.Trust](t)(r.Trust(ctx)); len(tr.Keys) != 1 {
+			t.Fatalf("trusted without approval: %+v", tr.Keys)
+		}
+		must[*registry.ApproveResult](t)(r.Approve(ctx, res.ChangeSet.Metadata.ID, root.Priv, nil))
+		if tr := must[*registry.Trust](t)(r.Trust(ctx)); len(tr.Keys) != 2 || tr.Revision != 1 {
+			t.Fatalf("%+v", tr)
+		}
+	})
+	t.Run("threshold of distinct keys", func(t *testing.T) {
+		r, root := setup(t)
+		alias := root
+		alias.Key.Name = "root-again"
+		trust(t, r, alias, root)
+		// One key under two names is one approver: threshold 2 would
+		// leave nothing approvable.
+		_, err := r.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "alice")
+		codeIs(t, err, refusal.ChangesetInvalid)
+		bob := NewKey(t, "bob", registry.RoleApprover)
+		trust(t, r, bob, root)
+		setThreshold(t, r, 2, root)
+		res := accept(t, r, Change("acme-echo", "1.0"), root)
+		if res.Accepted || res.Approvals != 1 || res.Threshold != 2 {
+			t.Fatalf("one approval short accepted: %+v", res)
+		}
+		_, err = r.Pin(ctx, "acme-echo")
+		codeIs(t, err, refusal.PinUnapproved)
+		res = must[*registry.ApproveResult](t)(r.Approve(ctx, res.ChangeSet.Metadata.ID, root.Priv, nil))
+		if res.Accepted {
+			t.Fatal("the same key approving twice counted twice")
+		}
+		// lowering the threshold alone does not work either.
+		low := accept(t, r, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 1}}, root)
+		if low.Accepted {
+			t.Fatal("threshold lowered by one key of two")
+		}
+		res = must[*registry.ApproveResult](t)(r.Approve(ctx, res.ChangeSet.Metadata.ID, bob.Priv, nil))
+		if !res.Accepted || res.Pin.Revision != 1 {
+			t.Fatalf("%+v", res)
+		}
+		must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now))
+	})
+	t.Run("key untrusted after it signed", func(t *testing.T) {
+		r, root := setup(t)
+		bob := NewKey(t, "bob", registry.RoleApprover)
+		trust(t, r, bob, root)
+		accept(t, r, Change("acme-echo", "1.0"), bob)
+		must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now))
+		accept(t, r, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, root)
+		_, err := registry.VerifyPin(ctx, r, "", "acme-echo", now)
+		codeIs(t, err, refusal.SignerUntrusted)
+	})
+	t.Run("expiry", func(t *testing.T) {
+		r, root := setup(t)
+		exp := time.Now().Add(time.Hour)
+		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		past := time.Now().Add(-time.Minute)
+		_, err := r.Approve(ctx, cs.Metadata.ID, root.Priv, &past)
+		codeIs(t, err, refusal.PinExpired)
+		must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, root.Priv, &exp))
+		must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", time.Now()))
+		_, err = registry.VerifyPin(ctx, r, "", "acme-echo", exp.Add(time.Second))
+		codeIs(t, err, refusal.PinExpired)
+	})
+	t.Run("retire", func(t *testing.T) {
+		r, root := setup(t)
+		_, err := r.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "alice")
+		codeIs(t, err, refusal.PinUnapproved)
+		accept(t, r, Change("acme-echo", "1.0"), root)
+		res := accept(t, r, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, root)
+		if !res.Accepted || res.Pin == nil || !res.Pin.Retired || res.Pin.Revision != 2 {
+			t.Fatalf("%+v", res)
+		}
+		_, err = registry.VerifyPin(ctx, r, "", "acme-echo", now)
+		codeIs(t, err, refusal.PinUnapproved)
+		res = accept(t, r, Change("acme-echo", "1.0"), root)
+		if res.Pin.Revision != 3 {
+			t.Fatalf("revision went %d after a retire at 2", res.Pin.Revision)
+		}
+	})
+	t.Run("invalid changes", func(t *testing.T) {
+		r, _ := setup(t)
+		noEP := Change("acme-echo", "1.0")
+		noEP.Provider.Entrypoints = nil
+		for name, c := range map[string]registry.Change{
+			"unknown action": {Action: "delete", Provider: &registry.Provider{Name: "x"}},
+			"bad name":       {Action: registry.ActionRegister, Provider: &registry.Provider{Name: "../x"}},
+			"no entrypoints": noEP,
+			"threshold 0":    {Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 0}},
+			"untrust nobody": {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "nobody"}},
+			"untrust last":   {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "root"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				_, err := r.Propose(ctx, c, "alice")
+				codeIs(t, err, refusal.ChangesetInvalid)
+			})
+		}
+	})
+	t.Run("history", func(t *testing.T) {
+		r, root := setup(t)
+		must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{}`)))
+		accept(t, r, Change("acme-echo", "1.0"), root)
+		log := must[[]registry.Entry](t)(r.Log(ctx))
+		chain := must[[]digest.Digest](t)(r.Chain(ctx))
+		want := []string{registry.EventKeyTrusted, registry.EventInterfaceRegistered, registry.EventChangeSetProposed, registry.EventChangeSetApproved, registry.EventPinAccepted}
+		if len(log) != len(want) || len(chain) != len(want) {
+			t.Fatalf("%d entries, %d hashes: %+v", len(log), len(chain), log)
+		}
+		for i, e := range log {
+			if e.Event != want[i] || e.Seq != int64(i) || e.Hash != chain[i] || (i > 0 && e.Prev != chain[i-1]) {
+				t.Errorf("entry %d: %+v", i, e)
+			}
+		}
+	})
+}

@@ -1,0 +1,436 @@
+package registry
+
+import (
+	"encoding/base64"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// state is the whole registry in memory: Stub keeps one, Dir loads one
+// under its lock for each mutation. The governance rules live here once.
+type state struct {
+	ifaces     map[string]Interface
+	trust      *Trust
+	changesets map[digest.Digest]*ChangeSet
+	order      []digest.Digest
+	pins       map[string]*Pin
+	log        []logRec
+	// dirty records what a mutation changed, for Dir to write.
+	dirty dirtySet
+}
+
+type dirtySet struct {
+	ifaces     bool
+	trust      bool
+	changesets map[digest.Digest]bool
+	pins       map[string]bool
+	logFrom    int
+}
+
+func newState() *state {
+	return &state{
+		ifaces:     map[string]Interface{},
+		changesets: map[digest.Digest]*ChangeSet{},
+		pins:       map[string]*Pin{},
+	}
+}
+
+func (s *state) begin() {
+	s.dirty = dirtySet{changesets: map[digest.Digest]bool{}, pins: map[string]bool{}, logFrom: len(s.log)}
+}
+
+func (s *state) record(now time.Time, event, subject string, d digest.Digest, rev int64, detail string) error {
+	e := Entry{Seq: int64(len(s.log)), At: now.UTC(), Event: event, Subject: subject, Digest: d, Revision: rev, Detail: detail}
+	prev := digest.Digest{}
+	if len(s.log) > 0 {
+		prev = s.log[len(s.log)-1].hash
+	}
+	r, err := newLogRec(prev, e)
+	if err != nil {
+		return err
+	}
+	s.log = append(s.log, r)
+	return nil
+}
+
+func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Interface, error) {
+	if id == "" || len(id) > 256 || strings.ContainsAny(id, " \t\r\n\x00") {
+		return nil, refusal.New(refusal.InterfaceUnregistered, "interface id %q is empty, too long or has whitespace", id)
+	}
+	d, err := digest.InterfaceDigest(schema)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.InterfaceDigestMismatch, err, "schema of %s is not canonicalizable JSON", id)
+	}
+	if old, ok := s.ifaces[id]; ok {
+		if old.Digest != d {
+			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s", id, old.Digest, d)
+		}
+		return &old, nil
+	}
+	it := Interface{ID: id, Digest: d, RegisteredAt: now.UTC()}
+	s.ifaces[id] = it
+	s.dirty.ifaces = true
+	return &it, s.record(now, EventInterfaceRegistered, id, d, 0, "")
+}
+
+// parseKey validates k's name, role and PEM and fills in its digest.
+func parseKey(k Key) (Key, error) {
+	if !nameRE.MatchString(k.Name) {
+		return k, refusal.New(refusal.ChangesetInvalid, "key name %q: want lowercase letters, digits, '.', '_', '-'", k.Name)
+	}
+	if k.Role == "" {
+		k.Role = RoleApprover
+	}
+	if k.Role != RoleApprover && k.Role != RoleBuilder {
+		return k, refusal.New(refusal.ChangesetInvalid, "key role %q: want approver or builder", k.Role)
+	}
+	pk, err := sign.ParsePublicKey([]byte(k.PEM))
+	if err != nil {
+		return k, err
+	}
+	if !k.Digest.IsZero() && k.Digest != pk.Digest() {
+		return k, refusal.New(refusal.ChangesetInvalid, "key %s: digest %s is not its key's %s", k.Name, k.Digest, pk.Digest())
+	}
+	k.PEM = string(pk.PEM())
+	k.Digest = pk.Digest()
+	return k, nil
+}
+
+func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) {
+	k, err := parseKey(k)
+	if err != nil {
+		return nil, err
+	}
+	if s.trust == nil {
+		if k.Role != RoleApprover {
+			return nil, refusal.New(refusal.ChangesetInvalid, "the first key trusted is the root of trust and must be an approver")
+		}
+		s.trust = &Trust{Format: TrustFormat, Root: k, Keys: []Key{k}, Policy: Policy{Threshold: 1}, History: []Step{}}
+		s.dirty.trust = true
+		return &TrustResult{Root: true, Key: k}, s.record(now, EventKeyTrusted, k.Name, k.Digest, 0, "root of trust ("+k.Role+")")
+	}
+	cs, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
+	if err != nil {
+		return nil, err
+	}
+	return &TrustResult{Key: k, ChangeSet: cs}, nil
+}
+
+// current returns the base and revision a change-set for scope replaces.
+func (s *state) current(scope string) (digest.Digest, int64) {
+	if scope == TrustScope {
+		if s.trust == nil {
+			return digest.Digest{}, 0
+		}
+		return trustStateDigest(s.trust), s.trust.Revision
+	}
+	if p := s.pins[scope]; p != nil {
+		return p.SpecDigest, p.Revision
+	}
+	return digest.Digest{}, 0
+}
+
+func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) {
+	spec := Spec{Changes: []Change{c}}
+	scope := spec.scope()
+	if err := s.validateChange(&c); err != nil {
+		return nil, err
+	}
+	spec.Base, spec.Revision = s.current(scope)
+	spec.Revision++
+	id, err := SpecDigest(&spec)
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := s.changesets[id]; ok {
+		if old.Status.State == StateProposed {
+			return cloneCS(old), nil
+		}
+		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s was already %s", id, old.Status.State)
+	}
+	cs := &ChangeSet{
+		APIVersion: APIVersion, Kind: KindChangeSet,
+		Metadata: Metadata{ID: id, ProposedAt: now.UTC().Truncate(time.Second), ProposedBy: by},
+		Spec:     spec,
+		Status:   Status{State: StateProposed, Approvals: []Approval{}},
+	}
+	if err := validateChangeSet(cs); err != nil {
+		return nil, err
+	}
+	s.changesets[id] = cs
+	s.order = append(s.order, id)
+	s.dirty.changesets[id] = true
+	return cloneCS(cs), s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
+}
+
+// validateChange checks a change against the registry's current state.
+func (s *state) validateChange(c *Change) error {
+	if err := validateChangeShape(c); err != nil {
+		return err
+	}
+	switch c.Action {
+	case ActionRetire:
+		if p := s.pins[c.Provider.Name]; p == nil || p.Retired {
+			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin to retire", c.Provider.Name)
+		}
+	case ActionTrustKey, ActionUntrustKey, ActionSetPolicy:
+		if s.trust == nil {
+			return refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust the root key first (cruxprov key trust)")
+		}
+		_, err := applyTrust(s.trust, c)
+		return err
+	}
+	return nil
+}
+
+// applyTrust returns t with the governance change c applied (t unchanged).
+func applyTrust(t *Trust, c *Change) (*Trust, error) {
+	n := *t
+	n.Keys = append([]Key(nil), t.Keys...)
+	switch c.Action {
+	case ActionTrustKey:
+		k, err := parseKey(*c.Key)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range n.Keys {
+			if x.Name == k.Name {
+				return nil, refusal.New(refusal.ChangesetInvalid, "a key named %s is already trusted", k.Name)
+			}
+		}
+		n.Keys = append(n.Keys, k)
+	case ActionUntrustKey:
+		i := -1
+		for j, x := range n.Keys {
+			if x.Name == c.Key.Name {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s", c.Key.Name)
+		}
+		if !c.Key.Digest.IsZero() && c.Key.Digest != n.Keys[i].Digest {
+			return nil, refusal.New(refusal.ChangesetInvalid, "key %s is %s, not %s", c.Key.Name, n.Keys[i].Digest, c.Key.Digest)
+		}
+		n.Keys = append(n.Keys[:i], n.Keys[i+1:]...)
+	case ActionSetPolicy:
+		n.Policy = *c.Policy
+	}
+	sort.Slice(n.Keys, func(i, j int) bool { return n.Keys[i].Name < n.Keys[j].Name })
+	if a := len(approverDigests(&n)); a < n.Policy.Threshold {
+		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver keys for a threshold of %d: nothing could be approved again", a, n.Policy.Threshold)
+	}
+	n.Revision++
+	return &n, nil
+}
+
+func approverDigests(t *Trust) map[digest.Digest]Key {
+	m := map[digest.Digest]Key{}
+	for _, k := range t.Keys {
+		if k.Role == RoleApprover {
+			m[k.Digest] = k
+		}
+	}
+	return m
+}
+
+func (s *state) changeset(id digest.Digest) (*ChangeSet, error) {
+	cs := s.changesets[id]
+	if cs == nil {
+		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id)
+	}
+	return cs, nil
+}
+
+func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey, expires *time.Time) (*ApproveResult, error) {
+	cs, err := s.changeset(id)
+	if err != nil {
+		return nil, err
+	}
+	if cs.Status.State != StateProposed {
+		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
+	}
+	scope := cs.Scope()
+	base, rev := s.current(scope)
+	if cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
+		return nil, refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev)
+	}
+	if s.trust == nil {
+		return nil, refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust the root key first (cruxprov key trust)")
+	}
+	pub := signer.Public()
+	var key *Key
+	for i := range s.trust.Keys {
+		if s.trust.Keys[i].Digest == pub.Digest() {
+			key = &s.trust.Keys[i]
+			if key.Role == RoleApprover {
+				break
+			}
+		}
+	}
+	if key == nil {
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry", pub.Digest())
+	}
+	if key.Role != RoleApprover {
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals", key.Name, key.Digest)
+	}
+	if expires != nil {
+		e := expires.UTC().Truncate(time.Second)
+		if !e.After(now) {
+			return nil, refusal.New(refusal.PinExpired, "the approval would expire at %s, not after now", e.Format(time.RFC3339))
+		}
+		expires = &e
+	}
+	sig, err := signer.Sign(ApprovalPayload(id, scope, cs.Spec.Revision, expires))
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	ap := Approval{Signer: key.Digest, Name: key.Name, Signature: base64.StdEncoding.EncodeToString(sig), At: now.UTC().Truncate(time.Second), Expires: expires}
+	kept := cs.Status.Approvals[:0:0]
+	for _, a := range cs.Status.Approvals {
+		if a.Signer != ap.Signer {
+			kept = append(kept, a)
+		}
+	}
+	cs.Status.Approvals = append(kept, ap)
+	s.dirty.changesets[id] = true
+	if err := s.record(now, EventChangeSetApproved, key.Name, id, cs.Spec.Revision, "signature by "+key.Digest.String()); err != nil {
+		return nil, err
+	}
+	n, _, err := countApprovals(s.trust, id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold}
+	if err == nil && n >= s.trust.Policy.Threshold {
+		res.Accepted = true
+		if err := s.accept(now, cs); err != nil {
+			return nil, err
+		}
+		if p := s.pins[scope]; p != nil && scope != TrustScope {
+			res.Pin = clonePin(p)
+		}
+	}
+	res.ChangeSet = cloneCS(cs)
+	return res, nil
+}
+
+// countApprovals counts the distinct trusted approver keys whose
+// signature over the payload verifies and has not expired at now. It
+// returns the first reason an approval did not count, to report.
+func countApprovals(t *Trust, id digest.Digest, scope string, rev int64, aps []Approval, now time.Time) (int, int, error) {
+	approvers := approverDigests(t)
+	seen := map[digest.Digest]bool{}
+	expired := 0
+	var firstErr error
+	note := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	for _, a := range aps {
+		if seen[a.Signer] {
+			continue
+		}
+		k, ok := approvers[a.Signer]
+		if !ok {
+			isBuilder := false
+			for _, x := range t.Keys {
+				isBuilder = isBuilder || x.Digest == a.Signer
+			}
+			if isBuilder {
+				note(refusal.New(refusal.SignerUntrusted, "approval by %s is a builder key's: it never counts", a.Signer))
+			} else {
+				note(refusal.New(refusal.SignerUntrusted, "approval by %s: that key is not trusted (now)", a.Signer))
+			}
+			continue
+		}
+		pk, err := sign.ParsePublicKey([]byte(k.PEM))
+		if err != nil {
+			note(err)
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(a.Signature)
+		if err != nil {
+			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s: signature is not base64", k.Name))
+			continue
+		}
+		if err := pk.Verify(ApprovalPayload(id, scope, rev, a.Expires), sig); err != nil {
+			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s over %s revision %d", k.Name, scope, rev))
+			continue
+		}
+		if a.Expires != nil && !now.Before(*a.Expires) {
+			expired++
+			note(refusal.New(refusal.PinExpired, "approval by %s expired at %s", k.Name, a.Expires.UTC().Format(time.RFC3339)))
+			continue
+		}
+		seen[a.Signer] = true
+	}
+	return len(seen), expired, firstErr
+}
+
+func (s *state) accept(now time.Time, cs *ChangeSet) error {
+	cs.Status.State = StateApproved
+	c := cs.Spec.Changes[0]
+	switch c.Action {
+	case ActionTrustKey, ActionUntrustKey, ActionSetPolicy:
+		n, err := applyTrust(s.trust, &c)
+		if err != nil {
+			return err
+		}
+		n.History = append(append([]Step(nil), s.trust.History...), Step{SpecDigest: cs.Metadata.ID, Spec: cs.Spec, Approvals: cs.Status.Approvals})
+		s.trust = n
+		s.dirty.trust = true
+		ev, subj, d := EventPolicyChanged, "threshold", digest.Digest{}
+		detail := ""
+		switch c.Action {
+		case ActionTrustKey:
+			k, _ := parseKey(*c.Key)
+			ev, subj, d, detail = EventKeyTrusted, k.Name, k.Digest, k.Role
+		case ActionUntrustKey:
+			ev, subj, d = EventKeyUntrusted, c.Key.Name, c.Key.Digest
+		default:
+			detail = fmt.Sprintf("threshold %d", c.Policy.Threshold)
+		}
+		return s.record(now, ev, subj, d, n.Revision, detail)
+	}
+	p := &Pin{
+		Format: PinFormat, Provider: c.Provider.Name, Revision: cs.Spec.Revision,
+		SpecDigest: cs.Metadata.ID, Spec: cs.Spec, Approvals: cs.Status.Approvals,
+		AcceptedAt: now.UTC().Truncate(time.Second), Retired: c.Action == ActionRetire,
+	}
+	s.pins[p.Provider] = p
+	s.dirty.pins[p.Provider] = true
+	ev := EventPinAccepted
+	if p.Retired {
+		ev = EventPinRetired
+	}
+	return s.record(now, ev, p.Provider, p.SpecDigest, p.Revision, "")
+}
+
+func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {
+	cs, err := s.changeset(id)
+	if err != nil {
+		return nil, err
+	}
+	if cs.Status.State != StateProposed {
+		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
+	}
+	if strings.TrimSpace(reason) == "" {
+		return nil, refusal.New(refusal.ChangesetInvalid, "a rejection needs a reason")
+	}
+	cs.Status.State = StateRejected
+	cs.Status.Reason = reason
+	s.dirty.changesets[id] = true
+	return cloneCS(cs), s.record(now, EventChangeSetRejected, by, id, cs.Spec.Revision, reason)
+}
+
+func orNone(d digest.Digest) string {
+	if d.IsZero() {
+		return "nothing"
+	}
+	return d.String()
+}

@@ -1,0 +1,231 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Floor is what one verifier remembers of one registry, kept outside it
+// in the verifier's state directory (beside its receipts ledger) as
+// <stateDir>/floors/<hex of the registry's first history hash>.json: the
+// history's length and head hash it last saw, the highest revision it
+// accepted per provider, and the digest of the trust document it last
+// replayed (so an unchanged trust state is not replayed on every run).
+type Floor struct {
+	Format    string           `json:"format"`
+	Registry  digest.Digest    `json:"registry"`
+	Length    int              `json:"length"`
+	Head      digest.Digest    `json:"head"`
+	Trust     digest.Digest    `json:"trust"`
+	Providers map[string]int64 `json:"providers"`
+}
+
+func floorPath(stateDir string, id digest.Digest) string {
+	return filepath.Join(stateDir, "floors", id.Hex()+".json")
+}
+
+// ReadFloor returns the floor kept in stateDir for the registry whose
+// first history entry hashes to id, or nil when there is none yet.
+// An unreadable floor of another format is refused with registry_corrupt
+// (delete it only knowing that this forgets what the verifier saw).
+func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
+	b, err := os.ReadFile(floorPath(stateDir, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	return parseFloor(b)
+}
+
+func parseFloor(b []byte) (*Floor, error) {
+	var f Floor
+	if err := strictJSON(b, &f); err != nil {
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "verifier floor")
+	}
+	if !majorOK(f.Format, FloorFormat) || f.Length < 1 {
+		return nil, refusal.New(refusal.RegistryCorrupt, "verifier floor format %q length %d", f.Format, f.Length)
+	}
+	if f.Providers == nil {
+		f.Providers = map[string]int64{}
+	}
+	return &f, nil
+}
+
+func writeFloor(stateDir string, f *Floor) error {
+	dir := filepath.Join(stateDir, "floors")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	b, err := marshalJSON(f)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(floorPath(stateDir, f.Registry), b); err != nil {
+		return fmt.Errorf("floor: %w", err)
+	}
+	return nil
+}
+
+// VerifyPin is the pin half of verify (DESIGN §9), what an executor pays
+// before every run. It checks, failing closed:
+//
+//   - the history chain (registry_corrupt), and against the verifier's
+//     floor in stateDir (when stateDir is not ""): a history shorter
+//     than the floor or forking from it is registry_corrupt;
+//   - the provider has an accepted, not retired pin (pin_unapproved);
+//   - its revision is not below the floor's (pin_rollback);
+//   - its spec hashes to its spec digest and its revision is the spec's
+//     (signature_invalid: the signatures cover both);
+//   - the trust state replays from the root of trust named in the
+//     history, each governance step approved at the threshold then in
+//     force (registry_corrupt, signature_invalid) — skipped when the
+//     trust document is the one this floor last replayed;
+//   - distinct trusted approver keys whose signatures over the approval
+//     payload verify reach the threshold (signature_invalid,
+//     signer_untrusted, pin_unapproved when short), unexpired at now
+//     (pin_expired).
+//
+// On success it raises the floor (atomically) and returns the pin. It
+// reads JSON only: no YAML, no network.
+func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now time.Time) (*Pin, error) {
+	chain, err := reg.Chain(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var floor *Floor
+	if stateDir != "" && len(chain) > 0 {
+		if floor, err = ReadFloor(stateDir, chain[0]); err != nil {
+			return nil, err
+		}
+		if floor != nil {
+			if len(chain) < floor.Length {
+				return nil, refusal.New(refusal.RegistryCorrupt, "the history has %d entries; this verifier saw %d (its tail was cut off)", len(chain), floor.Length)
+			}
+			if chain[floor.Length-1] != floor.Head {
+				return nil, refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d", floor.Length-1)
+			}
+		}
+	}
+	p, err := reg.Pin(ctx, provider)
+	if err != nil {
+		return nil, err
+	}
+	if p.Retired {
+		return nil, refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d", provider, p.Revision)
+	}
+	if floor != nil && p.Revision < floor.Providers[provider] {
+		return nil, refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
+	}
+	sd, err := SpecDigest(&p.Spec)
+	if err != nil || sd != p.SpecDigest || p.Revision != p.Spec.Revision || p.Spec.scope() != provider || p.Provider != provider {
+		return nil, refusal.New(refusal.SignatureInvalid, "provider %s pin: its spec, revision or name is not what was signed (spec digest %s, recorded %s)", provider, sd, p.SpecDigest)
+	}
+	t, err := reg.Trust(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		return nil, refusal.New(refusal.SignerUntrusted, "the registry trusts no key")
+	}
+	tb, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	td := digest.Sum(tb)
+	if floor == nil || floor.Trust != td {
+		if err := replayTrust(ctx, reg, t); err != nil {
+			return nil, err
+		}
+	}
+	n, expired, why := countApprovals(t, p.SpecDigest, provider, p.Revision, p.Approvals, now)
+	if th := t.Policy.Threshold; n < th {
+		switch {
+		case n+expired >= th:
+			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %v", provider, n, th, why)
+		case why != nil:
+			return nil, why
+		default:
+			return nil, refusal.New(refusal.PinUnapproved, "provider %s: %d of %d approvals", provider, n, th)
+		}
+	}
+	if stateDir != "" && len(chain) > 0 {
+		nf := &Floor{Format: FloorFormat, Registry: chain[0], Providers: map[string]int64{}}
+		if floor != nil {
+			for k, v := range floor.Providers {
+				nf.Providers[k] = v
+			}
+		}
+		nf.Length, nf.Head, nf.Trust = len(chain), chain[len(chain)-1], td
+		if p.Revision > nf.Providers[provider] {
+			nf.Providers[provider] = p.Revision
+		}
+		if floor == nil || nf.Length != floor.Length || nf.Trust != floor.Trust || nf.Providers[provider] != floor.Providers[provider] {
+			if err := writeFloor(stateDir, nf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
+}
+
+// replayTrust rebuilds the trust state from its root and its governance
+// steps and checks it is t: the root must be the one the history's
+// root-of-trust entry names, each step must follow the previous state
+// and carry the approvals of the threshold in force before it.
+func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return err
+	}
+	var root *Entry
+	for i := range log {
+		if log[i].Event == EventKeyTrusted && strings.HasPrefix(log[i].Detail, "root of trust") {
+			root = &log[i]
+			break
+		}
+	}
+	if root == nil || root.Digest != t.Root.Digest || root.Subject != t.Root.Name {
+		return refusal.New(refusal.RegistryCorrupt, "the trust state's root key %s (%s) is not the root of trust the history records", t.Root.Name, t.Root.Digest)
+	}
+	rk, err := parseKey(t.Root)
+	if err != nil || rk.Role != RoleApprover {
+		return refusal.New(refusal.RegistryCorrupt, "the root of trust is not a valid approver key")
+	}
+	cur := &Trust{Root: rk, Keys: []Key{rk}, Policy: Policy{Threshold: 1}}
+	for i, st := range t.History {
+		sd, err := SpecDigest(&st.Spec)
+		if err != nil || sd != st.SpecDigest || len(st.Spec.Changes) != 1 || st.Spec.scope() != TrustScope {
+			return refusal.New(refusal.SignatureInvalid, "governance step %d is not what was signed", i+1)
+		}
+		if st.Spec.Base != trustStateDigest(cur) || st.Spec.Revision != cur.Revision+1 {
+			return refusal.New(refusal.RegistryCorrupt, "governance step %d does not follow the trust state before it", i+1)
+		}
+		n, _, why := countApprovals(cur, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
+		if n < cur.Policy.Threshold {
+			if why == nil {
+				why = refusal.New(refusal.PinUnapproved, "%d of %d approvals", n, cur.Policy.Threshold)
+			}
+			return refusal.Wrap(refusal.CodeOf(why), why, "governance step %d (%s) lacks the threshold's approvals", i+1, st.Spec.Changes[0].Action)
+		}
+		c := st.Spec.Changes[0]
+		if cur, err = applyTrust(cur, &c); err != nil {
+			return refusal.Wrap(refusal.RegistryCorrupt, err, "governance step %d", i+1)
+		}
+	}
+	if trustStateDigest(cur) != trustStateDigest(t) {
+		return refusal.New(refusal.RegistryCorrupt, "the trust state's keys or policy are not what its approved steps make")
+	}
+	return nil
+}
