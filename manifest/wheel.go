@@ -22,7 +22,7 @@ const (
 // (whose digest an accepted pin records). A wheel without the file is
 // refusal.ManifestMissing.
 func FromWheel(w *wheel.Wheel) (*Manifest, []byte, error) {
-	raw, err := readMember(w, ManifestPath, refusal.ManifestMissing, "a provider's root wheel carries its manifest there; add it with `cruxprov package embed`")
+	raw, err := readMember(w, ManifestPath, refusal.ManifestMissing, "a provider's root wheel carries its manifest there")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -37,14 +37,14 @@ func FromWheel(w *wheel.Wheel) (*Manifest, []byte, error) {
 // from the root wheel w, verified against RECORD. A wheel without it is
 // refusal.LockMissing. Parsing the lock is lockfile's job.
 func LockFromWheel(w *wheel.Wheel) ([]byte, error) {
-	return readMember(w, LockPath, refusal.LockMissing, "a provider's root wheel carries its lock there; add it with `cruxprov package embed`")
+	return readMember(w, LockPath, refusal.LockMissing, "a provider's root wheel carries its lock there")
 }
 
 func readMember(w *wheel.Wheel, rel string, missing refusal.Code, hint string) ([]byte, error) {
 	name := w.DistInfo() + "/" + rel
 	b, err := w.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.New(missing, "%s has no %s: %s", w.Filename().String(), name, hint)
+		return nil, refusal.New(missing, "%s has no %s: %s", w.Filename().String(), name, hint).WithRemedy(refusal.ActionEmbed, w.Filename().String())
 	}
 	return b, err
 }

@@ -44,6 +44,11 @@ type Request struct {
 	RootWheel *lockfile.ResolvedWheel
 	// NoCompile skips bytecode compilation.
 	NoCompile bool
+	// Replace rebuilds the env even when it exists sealed (a drifted env,
+	// or one whose interpreter was updated in place): the new tree is
+	// built in staging, the old one unsealed and moved aside, the new one
+	// committed, and the old one removed only then (DESIGN §6).
+	Replace bool
 	// NoCache installs every wheel from its archive and compiles all
 	// bytecode, neither reading nor writing the store's unpacked-wheel
 	// cache (UnpackedCacheDir) or its bytecode cache (PycCacheDir).
@@ -146,8 +151,10 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// A sealed env is never rebuilt or changed (the seal is the commit
 	// point), so it is reused without the per-digest lock: a user who can
 	// only read the store (an executor) gets it, verified.
-	if r, ok, err := reuse(); ok {
-		return r, err
+	if !req.Replace {
+		if r, ok, err := reuse(); ok {
+			return r, err
+		}
 	}
 	emit(Event{Stage: "lock"})
 	unlock, err := lockFile(ctx, filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".lock"))
@@ -155,12 +162,19 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		return nil, err
 	}
 	defer unlock()
-	if r, ok, err := reuse(); ok { // sealed by another process while we waited
-		return r, err
+	if !req.Replace {
+		if r, ok, err := reuse(); ok { // sealed by another process while we waited
+			return r, err
+		}
 	}
-	// No seal: whatever is at dir or beside it is debris of a crash.
+	// No seal (or one to replace): whatever is beside dir is debris of a
+	// crash, and so is dir itself when it has no seal.
 	tmps, _ := filepath.Glob(filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".*.tmp-*"))
-	for _, p := range append([]string{dir, seal.IndexPath(dir)}, tmps...) {
+	debris := tmps
+	if _, err := os.Lstat(seal.SealPath(dir)); err != nil {
+		debris = append(debris, dir, seal.IndexPath(dir))
+	}
+	for _, p := range debris {
 		if err := removeTree(p); err != nil {
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the unsealed debris %s; remove it by hand", p)
 		}
@@ -235,14 +249,22 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 		}
 		root = &digest.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
 	}
-	md, err := digest.LocalMaterializationDigest(pid, di, rd, root)
+	bytecode := digest.BytecodeUncheckedHash
+	if req.NoCompile {
+		bytecode = ""
+	}
+	md, err := digest.LocalMaterializationDigest(pid, di, rd, root, bytecode)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the materialization digest cannot be computed")
 	}
 	s.Resolution.Digest, s.Resolution.Platform = rd, pid
 	s.Materialization = seal.Materialization{Digest: md, Platform: pid, Interpreter: di, Resolution: rd}
+	if bytecode != "" {
+		s.Materialization.Bytecode = &bytecode
+	}
 	if r := req.RootWheel; r != nil {
 		s.Materialization.Root = &seal.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
+		s.Resolution.Root = &seal.Package{Name: r.Name, Version: r.Version, Filename: r.Filename, SHA256: r.SHA256, Size: r.Size}
 	}
 	s.Env = seal.Env{Python: l.Python, SitePackages: l.SitePackages, Compiled: !req.NoCompile}
 	return s, nil
@@ -315,8 +337,17 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	var aside string
+	if req.Replace {
+		if aside, err = moveAside(dir); err != nil {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot move the env being replaced out of the way")
+		}
+	}
 	if err := seal.Commit(staging, dir, s, ix); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env")
+	}
+	if aside != "" {
+		_ = removeTree(aside) // debris the next create removes if this fails
 	}
 	res.Timings.Seal = time.Since(t2)
 	res.TreeDigest, res.Seal = s.Tree.Digest, s
@@ -468,6 +499,80 @@ func removeTree(p string) error {
 	})
 	if err := os.RemoveAll(p); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
+	}
+	return nil
+}
+
+// moveAside unseals the env at dir and moves its tree out of the way for a
+// replacement: the seal goes first (from then on nothing verifies the old
+// tree as sealed), then the stat index, then the tree is renamed to a
+// debris name (".<hex>.old.tmp-*") that the next create removes should
+// this process die before it does. It returns the debris path, or ""
+// when there was no tree (deleted by hand).
+func moveAside(dir string) (string, error) {
+	for _, p := range []string{seal.SealPath(dir), seal.IndexPath(dir)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	if err := syncParent(dir); err != nil {
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	aside, err := os.MkdirTemp(filepath.Dir(dir), "."+filepath.Base(dir)+".old.tmp-")
+	if err != nil {
+		return "", err
+	}
+	if !fi.IsDir() {
+		return aside, os.Rename(dir, filepath.Join(aside, "env"))
+	}
+	// Moving a directory needs write permission on it (its ".." entry).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return aside, err
+	}
+	return aside, os.Rename(dir, filepath.Join(aside, "env"))
+}
+
+func syncParent(p string) error {
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Remove deletes the sealed env at dir (envs/<hex> of st) whatever its
+// state: its seal first (so that nothing verifies it from then on), then
+// its stat index and tree, under the env's lock so that no create of the
+// same digest runs meanwhile. Whether an accepted pin still names it is
+// the caller's to check. A dir that is not below st's envs is refused.
+func Remove(ctx context.Context, st *store.Store, dir string) error {
+	envs := filepath.Join(st.Home(), EnvsDir)
+	dir = filepath.Clean(dir)
+	if filepath.Dir(dir) != filepath.Clean(envs) {
+		return refusal.New(refusal.MaterializeFailed, "%s is not an env of the store %s", dir, st.Home())
+	}
+	if _, err := digest.ParseHex(filepath.Base(dir)); err != nil {
+		return refusal.New(refusal.MaterializeFailed, "%s is not named by a materialization digest", dir)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(envs, "."+filepath.Base(dir)+".lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	aside, err := moveAside(dir)
+	if err == nil && aside != "" {
+		err = removeTree(aside)
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the env %s", dir)
 	}
 	return nil
 }

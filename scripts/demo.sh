@@ -47,7 +47,9 @@ show "$bin" lock resolve --wheel "$native" \
 	--platform cp311-manylinux_2_39_x86_64,cp312-manylinux_2_17_aarch64,cp312-musllinux_1_2_x86_64,cp312-macosx_14_0_arm64,cp311-win_amd64
 
 step "the host platform, probed once from the interpreter"
-"$bin" platform show host --python "$python" | head -4
+# (the whole output is read: `| head` would close the pipe early, and under
+# pipefail the SIGPIPE it gives the writer fails the demo)
+"$bin" platform show host --python "$python" | sed -n 1,4p
 
 step "create a sealed env for acme-echo on the host: resolve, fetch (hash-checked), install, compile, seal"
 show "$bin" env create --wheel "$echo" --platform host --python "$python" --index "$index"
@@ -66,7 +68,7 @@ JSON
 echo
 
 step "tamper with one installed file: verify refuses (exit 78)"
-target=$(find "$env/lib" -name '__init__.py' -path '*acme_echo*' | head -1)
+target=$(find "$env/lib" -name '__init__.py' -path '*acme_echo*' -print -quit)
 # root ignores the read-only mode (as an attacker with root would); others must chmod first
 if [ "$(id -u)" -ne 0 ]; then chmod u+w "$target"; fi
 echo "# tampered" >>"$target"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -288,7 +289,9 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 			return err
 		}
 		m := map[string]any{}
-		if err := json.Unmarshal(b, &m); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber() // int64 values (sizes, inodes, ns times) stay exact
+		if err := dec.Decode(&m); err != nil {
 			return fmt.Errorf("json output of %s is not an object: %w", schema, err)
 		}
 		m["schema"] = schema
@@ -299,6 +302,13 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 		human(o.stdout)
 	}
 	return nil
+}
+
+// warn prints a warning on stderr (not with --quiet or --json).
+func (o *opts) warn(msg string) {
+	if !o.quiet && !o.json {
+		fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(msg))
+	}
 }
 
 // progressOn reports whether progress bars may be drawn: a TTY on stderr,

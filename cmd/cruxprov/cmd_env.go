@@ -15,27 +15,23 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/fetch"
-	"github.com/cruxible/cruxprov/lockfile"
-	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/materialize/seal"
-	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:      "env",
-		Usage:     "create, verify and list sealed local environments",
-		UsageText: "cruxprov env create|verify|list …",
+		Usage:     "create, verify, list and remove sealed local environments",
+		UsageText: "cruxprov env create|verify|list|remove …",
 		Description: "A local env is a venv built in Go from a resolution's wheels, sealed read-only under\n" +
 			"$CRUXPROV_HOME/envs/<materialization digest>, with a seal and a stat index beside it.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env verify ~/.local/share/cruxprov/envs/<hex> --deep",
-		Subcommands: []*cli.Command{envCreateCmd(), envVerifyCmd(), envListCmd()},
+		Subcommands: []*cli.Command{envCreateCmd(), envVerifyCmd(), envListCmd(), envRemoveCmd()},
 	})
 }
 
@@ -43,16 +39,21 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--jobs N] [--ca-bundle F]",
+		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL | --offline]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
-			"--no-compile), and seals it. An env that exists already is verified and reused.\n\n" +
+			"--no-compile), and seals it. An env that exists already is verified and reused.\n" +
+			"--replace rebuilds it under the same digest even when it exists (drifted, or its\n" +
+			"interpreter updated in place): the old tree is removed only once the new one is sealed.\n" +
+			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
-			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json",
+			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json\n" +
+			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex> --offline",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
-			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode (another env than one with bytecode)"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
+			&cli.BoolFlag{Name: "replace", Usage: "rebuild the env under its digest even if it exists (the old tree goes once the new one is sealed)"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"}),
 		Action: envCreate,
 	}
@@ -60,17 +61,20 @@ func envCreateCmd() *cli.Command {
 
 // envCreated is the output of env create.
 type envCreated struct {
-	Path        string        `json:"path"`
-	Digest      digest.Digest `json:"materialization_digest"`
-	TreeDigest  digest.Digest `json:"tree_digest"`
-	Reused      bool          `json:"reused"`
-	Platform    string        `json:"platform"`
-	Interpreter string        `json:"interpreter"`
-	Resolution  digest.Digest `json:"resolution_digest"`
-	Packages    int           `json:"packages"`
-	Files       int           `json:"files"`
-	Bytes       int64         `json:"bytes"`
-	Timings     envTimings    `json:"timings"`
+	Path          string        `json:"path"`
+	Digest        digest.Digest `json:"materialization_digest"`
+	TreeDigest    digest.Digest `json:"tree_digest"`
+	ContentDigest digest.Digest `json:"seal_content_digest"`
+	Reused        bool          `json:"reused"`
+	Replaced      bool          `json:"replaced"`
+	Platform      string        `json:"platform"`
+	Interpreter   string        `json:"interpreter"`
+	Resolution    digest.Digest `json:"resolution_digest"`
+	Packages      int           `json:"packages"`
+	Files         int           `json:"files"`
+	Bytes         int64         `json:"bytes"`
+	Compiled      bool          `json:"compiled"`
+	Timings       envTimings    `json:"timings"`
 }
 
 // envTimings are materialize's stages plus what the command spent before
@@ -88,123 +92,160 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() > 0 {
-		return usagef("env create takes no arguments (got %q)", c.Args().First())
+	po := pipeline.Options{
+		Platform: c.String("platform"), Python: c.String("python"),
+		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Replace: c.Bool("replace"), Jobs: c.Int("jobs"),
+		Warn: o.warn,
 	}
-	wheelPath, lockPath := c.String("wheel"), c.String("lock")
-	client, err := pinnedSource(c)
-	if err != nil {
-		return err
+	switch {
+	case c.NArg() == 1 && c.Bool("replace"):
+		if c.String("wheel") != "" || c.String("lock") != "" {
+			return usagef("give an ENV to rebuild from its seal, or --wheel/--lock, not both")
+		}
+		if po.Source.Env, err = envArg(o, c.Args().First()); err != nil {
+			return err
+		}
+		if c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile") {
+			return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
+		}
+		if c.String("index") == "" && !c.Bool("offline") {
+			return usagef("--index URL is required to fetch wheels missing from the store (or give --offline)")
+		}
+		if c.String("index") != "" && !c.Bool("offline") {
+			if po.Client, err = newIndexClient(c, c.String("index")); err != nil {
+				return err
+			}
+		}
+	case c.NArg() > 0:
+		return usagef("env create takes no arguments but with --replace ENV (got %q)", c.Args().First())
+	default:
+		if po.Client, err = pinnedSource(c); err != nil {
+			return err
+		}
+		if wp := c.String("wheel"); wp != "" {
+			if po.Source.WheelData, err = inputFile("--wheel", wp, 0); err != nil {
+				return err
+			}
+			po.Source.WheelName = filepath.Base(wp)
+		} else if po.Source.LockData, err = inputFile("--lock", c.String("lock"), maxInputFile); err != nil {
+			return err
+		}
 	}
 	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
 		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
-	ctx := c.Context
 	st, err := o.openStore()
 	if err != nil {
 		return err
 	}
-	cache := materialize.ProbeCache{Dir: filepath.Join(o.home, store.EnvsDir, ".interpreters")}
-	in, err := cache.Interpreter(ctx, c.String("python"))
-	if err != nil {
-		return err
-	}
-	var plat *platform.Platform
-	if c.String("platform") == "host" {
-		plat, err = cache.Host(ctx, in)
-	} else {
-		plat, err = platform.Lookup(c.String("platform"))
-	}
-	if err != nil {
-		return err
-	}
-	var lockBytes []byte
-	var root *lockfile.ResolvedWheel
-	if wheelPath != "" {
-		lockBytes, root, err = envRootWheel(c, st, wheelPath)
-	} else {
-		lockBytes, err = readLock(lockPath)
-	}
-	if err != nil {
-		return err
-	}
-	lock, warnings, err := lockfile.Parse(lockBytes)
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
-		if !o.quiet && !o.json {
-			fmt.Fprintf(o.stderr, "warning: %v\n", w)
-		}
-	}
-	res, err := lockfile.Resolve(lock, plat, lockfile.Options{})
-	if err != nil {
-		return err
-	}
-	fo := fetch.Options{Jobs: c.Int("jobs"), Offline: c.Bool("offline")}
 	var bars *progress
 	if o.progressOn() {
 		bars = newProgress(c, o.stderr)
-		fo.Events = bars.event
+		po.FetchEvents = bars.event
 	}
-	_, err = fetch.Fetch(ctx, st, client, res, fo)
+	res, err := pipeline.Run(c.Context, st, po)
 	if bars != nil {
 		bars.wait(err == nil)
 	}
 	if err != nil {
 		return err
 	}
-	prepared := time.Now()
-	r, err := materialize.Create(ctx, st, materialize.Request{
-		Platform: plat, Interpreter: in, Resolution: res, RootWheel: root,
-		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
-	})
-	if err != nil {
+	r := res.Env
+	out := envCreated{
+		Path: r.Dir, Digest: r.Digest, TreeDigest: r.TreeDigest, Reused: r.Reused, Replaced: po.Replace,
+		Platform: res.Platform, Interpreter: res.Interpreter, Resolution: r.Seal.Resolution.Digest,
+		Packages: len(r.Seal.Resolution.Packages), Files: r.Seal.Tree.Files, Bytes: r.Seal.Tree.Bytes, Compiled: r.Seal.Env.Compiled,
+		Timings: envTimings{Timings: r.Timings, Prepare: res.Prepare, Total: time.Since(start)},
+	}
+	if out.ContentDigest, err = seal.ContentDigest(r.Seal); err != nil {
 		return err
 	}
-	out := envCreated{
-		Path: r.Dir, Digest: r.Digest, TreeDigest: r.TreeDigest, Reused: r.Reused,
-		Platform: plat.ID(), Interpreter: in.Path, Resolution: r.Seal.Resolution.Digest,
-		Packages: len(r.Seal.Resolution.Packages), Files: r.Seal.Tree.Files, Bytes: r.Seal.Tree.Bytes,
-		Timings: envTimings{Timings: r.Timings, Prepare: prepared.Sub(start), Total: time.Since(start)},
-	}
-	if root != nil {
+	if res.Root != nil || r.Seal.Materialization.Root != nil {
 		out.Packages++
 	}
 	return o.emit("cruxprov.env.create/v1", out, func(w io.Writer) {
 		verb := "created"
 		if r.Reused {
 			verb = "reused"
+		} else if po.Replace {
+			verb = "replaced"
 		}
 		if !o.quiet {
-			fmt.Fprintf(w, "%s %s (%d packages, %d files, %s)\n", verb, out.Path, out.Packages, out.Files, plat.ID())
-			fmt.Fprintf(w, "materialization_digest %s\ntree_digest %s\n", out.Digest, out.TreeDigest)
+			fmt.Fprintf(w, "%s %s (%d packages, %d files, %s)\n", verb, out.Path, out.Packages, out.Files, out.Platform)
+			fmt.Fprintf(w, "materialization_digest %s\ntree_digest %s\nseal_content_digest %s\n", out.Digest, out.TreeDigest, out.ContentDigest)
 		} else {
 			fmt.Fprintln(w, out.Path)
 		}
 	})
 }
 
-// envRootWheel reads the root wheel's lock and puts the wheel in the store.
-func envRootWheel(c *cli.Context, st *store.Store, path string) ([]byte, *lockfile.ResolvedWheel, error) {
-	b, err := readInputFile(path, 0)
+// inputFile reads a file named by flag: a missing or unreadable one is a
+// usage error (exit 64), never a refusal that blames its content.
+func inputFile(flag, path string, max int64) ([]byte, error) {
+	b, err := readInputFile(path, max)
 	if err != nil {
-		return nil, nil, refusal.Wrap(refusal.WheelInvalid, err, "cannot read the root wheel %s", path)
+		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
 	}
-	sum := digest.Sum(b)
-	w, err := wheel.OpenReader(strings.NewReader(string(b)), int64(len(b)), filepath.Base(path))
+	return b, nil
+}
+
+// unwrapPath drops the path an *fs.PathError repeats.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// envArg resolves an env given by path or by its digest (hex or
+// sha256:hex) in the store of o.
+func envArg(o *opts, arg string) (string, error) {
+	if d, err := digest.Parse(arg); err == nil {
+		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
+	}
+	if d, err := digest.ParseHex(arg); err == nil {
+		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
+	}
+	abs, err := filepath.Abs(arg)
 	if err != nil {
-		return nil, nil, err
+		return "", usagef("%v", err)
 	}
-	lock, err := manifest.LockFromWheel(w)
-	if err != nil {
-		return nil, nil, err
+	return abs, nil
+}
+
+func envRemoveCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "remove",
+		Usage:     "delete a sealed env (its seal first, then its tree and stat index)",
+		UsageText: "cruxprov env remove PATH|DIGEST",
+		Description: "Deletes an env of the store whatever its state (drifted, half-removed). Nothing can\n" +
+			"use it afterwards; create it again with env create.\n\n" +
+			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json",
+		Action: func(c *cli.Context) error {
+			o, err := globals(c)
+			if err != nil {
+				return err
+			}
+			if c.NArg() != 1 {
+				return usagef("env remove takes one PATH or DIGEST")
+			}
+			dir, err := envArg(o, c.Args().First())
+			if err != nil {
+				return err
+			}
+			st, err := o.openStore()
+			if err != nil {
+				return err
+			}
+			if err := materialize.Remove(c.Context, st, dir); err != nil {
+				return err
+			}
+			return o.emit("cruxprov.env.remove/v1", map[string]any{"path": dir, "removed": true}, func(w io.Writer) {
+				fmt.Fprintf(w, "removed %s\n", dir)
+			})
+		},
 	}
-	if err := st.Put(c.Context, sum, int64(len(b)), strings.NewReader(string(b))); err != nil {
-		return nil, nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
-	}
-	fn := w.Filename()
-	return lock, &lockfile.ResolvedWheel{Name: fn.Name, Version: w.Metadata().Version, Filename: filepath.Base(path), Size: int64(len(b)), SHA256: sum}, nil
 }
 
 func envVerifyCmd() *cli.Command {
@@ -242,16 +283,35 @@ func envVerify(c *cli.Context) error {
 	}
 	rep, err := seal.Verify(c.Context, dir, seal.Options{Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs")})
 	if err != nil {
-		if c.Bool("explain") && len(rep.Differences) > 1 {
+		if c.Bool("explain") && len(rep.Differences) > 0 {
+			err = rep.Explained()
+			ds := explainDifferences(rep.Differences)
 			if !o.json {
-				for _, d := range rep.Differences {
+				for _, d := range ds {
 					fmt.Fprintf(o.stdout, "drift: %s\n", d)
 				}
+				return err
 			}
-			return rep.Explained()
+			var r *refusal.Error
+			errors.As(err, &r)
+			ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
+			if cmdline := renderRemedy(refusal.RemedyOf(err)); cmdline != "" {
+				ref["remedy"] = map[string]string{"action": string(r.Remedy.Action), "target": r.Remedy.Target, "command": cmdline}
+			}
+			rep.Differences = ds
+			out := struct {
+				*seal.Report
+				OK      bool           `json:"ok"`
+				Refused map[string]any `json:"refused"`
+			}{rep, false, ref}
+			if jerr := o.emit("cruxprov.env.verify/v1", out, nil); jerr != nil {
+				return jerr
+			}
+			return &reportedError{code: exitRefused, err: err}
 		}
 		return err
 	}
+	rep.Differences = explainDifferences(rep.Differences)
 	mode := "fast"
 	if rep.Deep {
 		mode = "deep"
@@ -341,4 +401,23 @@ func envList(c *cli.Context) error {
 			fmt.Fprintf(w, "%s  %s  %s  %d packages  %d files  %s\n", l.Path, l.Platform, root, l.Packages, l.Files, l.Interpreter)
 		}
 	})
+}
+
+// explainDifferences is ds sorted by path (then change), without the
+// recomputed tree digest's own entry: it differs because of the others,
+// and counting it would report one difference too many.
+func explainDifferences(ds []seal.Difference) []seal.Difference {
+	out := make([]seal.Difference, 0, len(ds))
+	for _, d := range ds {
+		if d.Change != seal.TreeDigest || len(ds) == 1 {
+			out = append(out, d)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Change < out[j].Change
+	})
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -57,6 +58,13 @@ func init() {
 					return usagef("cannot read --lock: %v", err)
 				}
 				out := c.String("output")
+				if strings.HasSuffix(out, "/") {
+					// "-o release/" names a directory, as the docs write it:
+					// made when it does not exist yet.
+					if err := os.MkdirAll(out, 0o755); err != nil {
+						return usagef("-o %s: %v", out, unwrapPath(err))
+					}
+				}
 				if st, err := os.Stat(out); err == nil && st.IsDir() {
 					out = filepath.Join(out, filepath.Base(src))
 				} else if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {

@@ -155,8 +155,31 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	if r.code != exitRefused || strings.Count(r.stdout, "drift: ") != 3 || !strings.Contains(r.stderr, "env_drift") {
 		t.Fatalf("explain: %+v", r)
 	}
-	if !strings.Contains(r.stderr, "3 differences") || !strings.Contains(r.stderr, "recreate the env") { // what to do next, too
+	if !strings.Contains(r.stderr, "3 differences") || !strings.Contains(r.stderr, "to fix: cruxprov env create --replace "+out.Path) { // what to do next, too
 		t.Fatalf("explain does not say what to do next: %+v", r)
+	}
+	// --explain --json carries the differences as an array on refusal
+	// too, sorted by path.
+	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--explain", "--json", "--deep")
+	var exp struct {
+		OK          bool
+		Differences []struct{ Path, Change string }
+		Refused     struct{ Code string }
+	}
+	if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &exp) != nil || exp.OK || exp.Refused.Code != string(refusal.EnvDrift) || len(exp.Differences) != 3 {
+		t.Fatalf("explain --json: %+v", r)
+	}
+	for i := 1; i < len(exp.Differences); i++ {
+		if exp.Differences[i-1].Path > exp.Differences[i].Path {
+			t.Errorf("differences not sorted by path: %+v", exp.Differences)
+		}
+	}
+	// The advised command works: the env is rebuilt under its digest.
+	if r := cruxprov(t, "--home", home, "env", "create", "--replace", out.Path, "--offline"); r.code != 0 {
+		t.Fatalf("env create --replace ENV: %+v", r)
+	}
+	if r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep"); r.code != 0 {
+		t.Fatalf("verify after --replace: %+v", r)
 	}
 	// Usage errors.
 	for _, args := range [][]string{
@@ -606,7 +629,7 @@ func verifyAsNobody(t *testing.T, exe, home, env string) {
 		cmd.Run()
 		code := cmd.ProcessState.ExitCode()
 		msg := se.String()
-		if code != exitRefused || !strings.Contains(msg, "refused: "+string(refusal.InterpreterDrift)) ||
+		if code != exitRefused || !strings.Contains(msg, "refused: "+string(refusal.InterpreterUnverifiable)) ||
 			strings.Contains(msg, "removed") || !strings.Contains(msg, "cannot read it: permission denied") ||
 			!strings.Contains(msg, "as a user who can read the interpreter") {
 			t.Errorf("deep=%v: exit %d, stderr %q", deep, code, msg)

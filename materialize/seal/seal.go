@@ -68,6 +68,9 @@ type Resolution struct {
 	Digest   digest.Digest `json:"digest"`
 	Platform string        `json:"platform"`
 	Packages []Package     `json:"packages"`
+	// Root is the root wheel installed with the packages (v2; null for a
+	// bare lock), so that the env can be rebuilt from its seal alone.
+	Root *Package `json:"root,omitempty"`
 }
 
 // Package is one installed wheel.
@@ -172,6 +175,9 @@ func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	}
 	if rd != s.Resolution.Digest || rd != s.Materialization.Resolution {
 		return digest.Digest{}, fmt.Errorf("the packages hash to %s, the seal states %s", rd, s.Resolution.Digest)
+	}
+	if r, w := s.Materialization.Root, s.Resolution.Root; w != nil && (r == nil || r.Name != w.Name || r.Version != w.Version || r.SHA256 != w.SHA256) {
+		return digest.Digest{}, errors.New("resolution.root is not the materialization's root")
 	}
 	var root *digest.Root
 	if s.Materialization.Root != nil {
@@ -341,10 +347,10 @@ func IdentityOf(path string) (FileIdentity, error) {
 // (seal_missing) and that the next create replaces.
 //
 // Durability, in three flushes: the index and the seal are written to
-// temporary files beside dir and fsynced together; the index is renamed
-// into place and staging to dir, and dir's parent is fsynced (both renames
-// are on disk before the seal can be); then the seal is renamed into place
-// and the parent fsynced again, so that an env reported created is still
+// temporary files beside dir and fsynced together; staging is renamed to
+// dir and then the index into place, and dir's parent is fsynced (both
+// renames are on disk before the seal can be); then the seal is renamed
+// into place and the parent fsynced again, so that an env reported created is still
 // there after a power loss. The env's own files are not fsynced (as pip
 // does not): see docs/seal.md.
 func Commit(staging, dir string, s *Seal, ix *Index) error {
@@ -393,10 +399,24 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 	if err := errors.Join(ierr, serr); err != nil {
 		return err
 	}
-	if err := os.Rename(itmp, IndexPath(dir)); err != nil {
+	// Moving a directory to a new parent rewrites its ".." entry, which
+	// needs write permission on the directory itself: a user who is not
+	// root cannot move the frozen 0555 root. Its mode is lifted for the
+	// rename and restored at once (the root is not in the stat index; its
+	// mode is the seal's tree.root_mode, checked by verify).
+	if err := os.Chmod(staging, 0o755); err != nil {
 		return err
 	}
 	if err := os.Rename(staging, dir); err != nil {
+		_ = os.Chmod(staging, 0o555)
+		return err
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		return err // an unsealed env: debris the next create removes
+	}
+	// The index only after the env is in place, so that a failed rename
+	// leaves no index without its env.
+	if err := os.Rename(itmp, IndexPath(dir)); err != nil {
 		return err
 	}
 	if err := syncDir(parent); err != nil {

@@ -136,10 +136,13 @@ func (r *Report) Explained() error {
 	if r.fatal != nil || len(r.Differences) < 2 {
 		return r.Err()
 	}
-	ds := make([]string, len(r.Differences))
+	var ds []string
 	var next []string
-	for i, d := range r.Differences {
-		ds[i] = d.String()
+	for _, d := range r.Differences {
+		if d.Change == TreeDigest {
+			continue // it differs because of the others: not one more
+		}
+		ds = append(ds, d.String())
 		if n := nextStep(d); !slices.Contains(next, n) {
 			next = append(next, n)
 		}

@@ -1,0 +1,283 @@
+// Package pipeline owns the one composition of cruxprov's build side:
+// source (a root wheel, a bare lock, or the seal of an env to rebuild) →
+// platform → resolve → fetch → materialize → seal, as one call under one
+// store lock. `env create`, `fetch`, `install` and `image build` call it;
+// cmd/ only turns flags into Options and prints the Result.
+//
+// It does not own any step: the lock format is lockfile's, the index
+// client index's, the store store's, the installer and sealing
+// materialize's. It never prints (warnings and progress go to callbacks)
+// and never reads the environment.
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/fetch"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/materialize"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// RuntimePackage is the distribution that carries the harness every
+// provider runs under (DESIGN §10); a lock without it makes an env no
+// provider can run in.
+const RuntimePackage = "cruxible-provider-runtime"
+
+// Source is where the resolution comes from: exactly one of its fields.
+type Source struct {
+	// WheelData is the provider's root wheel (its bytes; the caller read
+	// the file) and WheelName its file name: the embedded lock is
+	// resolved and the root installed too.
+	WheelData []byte
+	WheelName string
+	// LockData is a bare pylock.toml.
+	LockData []byte
+	// Env is a sealed env (its directory) to rebuild from its own seal:
+	// the same resolution, root wheel, interpreter, platform and bytecode.
+	Env string
+}
+
+// Options is one materialization.
+type Options struct {
+	Source Source
+	// Platform is a preset id or "host" (probed from Python); ignored
+	// when PlatformData is set or Source.Env is.
+	Platform string
+	// PlatformData is a platform in canonical JSON (platform show --json).
+	PlatformData []byte
+	// Python is the interpreter the env points at (ignored for Source.Env).
+	Python string
+	// Client is the pinned index; nil fetches nothing (the store alone).
+	Client *index.Client
+	// FetchOnly stops after fetching (no env).
+	FetchOnly bool
+	// NoCompile, NoCache, Jobs: as materialize.Request.
+	NoCompile bool
+	NoCache   bool
+	Jobs      int
+	// Replace rebuilds the env under its digest even when it exists
+	// sealed (drifted, say); the old tree is removed once the new one is
+	// sealed (materialize.Request.Replace).
+	Replace bool
+	// FetchEvents and Events receive progress; Warn receives warnings.
+	FetchEvents func(fetch.Event)
+	Events      func(materialize.Event)
+	Warn        func(string)
+}
+
+// Result is what the pipeline did.
+type Result struct {
+	// Env is the sealed env (nil with FetchOnly).
+	Env *materialize.Result `json:"-"`
+	// Platform is the platform's canonical id; Interpreter its real path.
+	Platform    string `json:"platform"`
+	Interpreter string `json:"interpreter,omitempty"`
+	// Resolution is what was resolved and fetched; Root the root wheel.
+	Resolution lockfile.Resolution     `json:"-"`
+	Root       *lockfile.ResolvedWheel `json:"-"`
+	Fetch      fetch.Report            `json:"-"`
+	Prepare    time.Duration           `json:"-"` // source, resolve and fetch
+	Manifest   *manifest.Manifest      `json:"-"` // the root wheel's, when there is one
+	LockDigest digest.Digest           `json:"-"` // sha256 of the lock's bytes
+}
+
+// InputError is an input the caller named that cannot be used as given
+// (an unreadable file, a missing env): a usage error, not a refusal that
+// blames a wheel or a lock.
+type InputError struct {
+	What string // e.g. "the env"
+	Path string
+	Err  error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("%s %s: %v", e.What, e.Path, e.Err) }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Run runs the pipeline for o into st, holding the store's shared lock
+// from the first read to the seal, so that a gc (which takes it
+// exclusively) can never delete the wheels between fetch and install.
+func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
+	start := time.Now()
+	warn := o.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+		}
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+	}
+	defer unlock()
+
+	cache := materialize.ProbeCache{Dir: filepath.Join(st.Home(), store.EnvsDir, ".interpreters")}
+	r := &Result{}
+	var (
+		plat      *platform.Platform
+		in        *materialize.Interpreter
+		noCompile = o.NoCompile
+	)
+	if o.Source.Env != "" {
+		s, err := sealOf(o.Source.Env)
+		if err != nil {
+			return nil, err
+		}
+		if r.Resolution, r.Root, err = fromSeal(s); err != nil {
+			return nil, err
+		}
+		if in, err = cache.Interpreter(ctx, s.Interpreter.Path); err != nil {
+			return nil, err
+		}
+		if plat, err = platformOf(ctx, cache, in, s.Materialization.Platform); err != nil {
+			return nil, err
+		}
+		noCompile = !s.Env.Compiled
+	} else {
+		if in, plat, err = probe(ctx, cache, o); err != nil {
+			return nil, err
+		}
+		lockData := o.Source.LockData
+		if o.Source.WheelData != nil {
+			if lockData, r.Root, r.Manifest, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName); err != nil {
+				return nil, err
+			}
+		}
+		r.LockDigest = digest.Sum(lockData)
+		lock, warnings, err := lockfile.Parse(lockData)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range warnings {
+			warn(w.String())
+		}
+		if r.Resolution, err = lockfile.Resolve(lock, plat, lockfile.Options{}); err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == RuntimePackage }) {
+			warn(fmt.Sprintf("the lock has no %s for %s: the env will build, but no provider can run in it (the harness is missing); add the runtime to the provider's lock", RuntimePackage, plat.ID()))
+		}
+	}
+	r.Platform, r.Interpreter = plat.ID(), in.Path
+	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
+		return nil, err
+	}
+	r.Prepare = time.Since(start)
+	if o.FetchOnly {
+		return r, nil
+	}
+	r.Env, err = materialize.Create(ctx, st, materialize.Request{
+		Platform: plat, Interpreter: in, Resolution: r.Resolution, RootWheel: r.Root,
+		NoCompile: noCompile, NoCache: o.NoCache, Jobs: o.Jobs, Events: o.Events, Replace: o.Replace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// probe finds the interpreter and the platform of o.
+func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (*materialize.Interpreter, *platform.Platform, error) {
+	in, err := cache.Interpreter(ctx, o.Python)
+	if err != nil {
+		return nil, nil, err
+	}
+	var plat *platform.Platform
+	switch {
+	case o.PlatformData != nil:
+		plat, err = platform.ParseJSON(o.PlatformData)
+	case o.Platform == "host":
+		plat, err = cache.Host(ctx, in)
+	default:
+		plat, err = platform.Lookup(o.Platform)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, plat, nil
+}
+
+// platformOf is the platform an env was sealed for: the interpreter's
+// host platform when its id is the sealed one, else the preset of that id.
+func platformOf(ctx context.Context, cache materialize.ProbeCache, in *materialize.Interpreter, id string) (*platform.Platform, error) {
+	if p, err := cache.Host(ctx, in); err == nil && p.ID() == id {
+		return p, nil
+	}
+	p, err := platform.Lookup(id)
+	if err != nil {
+		return nil, refusal.New(refusal.PlatformUnsupported, "the env was sealed for %s, which is neither %s's host platform nor a preset: rebuild it from its wheel or lock with the platform file it was made for", id, in.Path)
+	}
+	return p, nil
+}
+
+// sealOf loads the seal of the env at dir for a rebuild. The env itself
+// may be drifted or gone: only the seal is needed, and it must be one
+// this version can read whose digest matches its name.
+func sealOf(dir string) (*seal.Seal, error) {
+	s, err := seal.Load(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || refusal.CodeOf(err) == refusal.SealMissing {
+			return nil, &InputError{What: "the env", Path: dir, Err: errors.New("has no seal to rebuild it from; create it from its wheel or lock")}
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// fromSeal is the resolution and root wheel a seal names.
+func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error) {
+	res := lockfile.Resolution{Platform: s.Resolution.Platform}
+	for _, p := range s.Resolution.Packages {
+		res.Packages = append(res.Packages, lockfile.ResolvedWheel{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size})
+	}
+	var root *lockfile.ResolvedWheel
+	if r := s.Materialization.Root; r != nil {
+		if s.Resolution.Root == nil || s.Resolution.Root.SHA256 != r.SHA256 {
+			return res, nil, refusal.New(refusal.SealInvalid, "the seal names root %s %s but not its wheel file (sealed by an older cruxprov): rebuild it from its wheel", r.Name, r.Version)
+		}
+		w := *s.Resolution.Root
+		root = &lockfile.ResolvedWheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size}
+	}
+	return res, root, nil
+}
+
+// rootWheel reads the root wheel's manifest and lock and puts the wheel
+// in the store (the env installs it; a rebuild finds it there).
+func rootWheel(ctx context.Context, st *store.Store, b []byte, name string) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, error) {
+	sum := digest.Sum(b)
+	w, err := wheel.OpenReader(bytes.NewReader(b), int64(len(b)), name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lock, err := manifest.LockFromWheel(w)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, _, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := st.Put(ctx, sum, int64(len(b)), bytes.NewReader(b)); err != nil {
+		var se *store.SpaceError
+		if errors.As(err, &se) {
+			return nil, nil, nil, err
+		}
+		return nil, nil, nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
+	}
+	return lock, &lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: int64(len(b)), SHA256: sum}, m, nil
+}
