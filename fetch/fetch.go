@@ -157,7 +157,9 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 				damaged = append(damaged, fmt.Errorf("%s: %w", w.Filename, err))
 			}
 			rep.Wheels[i].Damaged = true
-			emit(Event{Kind: EventDamaged, Filename: w.Filename, Err: err})
+			if !opts.Offline { // offline, the refusal says it
+				emit(Event{Kind: EventDamaged, Filename: w.Filename, Err: err})
+			}
 			if de.RemoveErr != nil {
 				return rep, refusal.Wrap(refusal.HashMismatch, err, "%s", w.Filename)
 			}

@@ -140,7 +140,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		nc, err := readNetrc(opts.Netrc)
 		if err != nil {
 			netrcErr = err
-			opts.Events(Event{Kind: EventWarning, Err: fmt.Errorf("netrc %s skipped: %w; no credentials from it", opts.Netrc, err)})
+			opts.Events(Event{Kind: EventWarning, Err: fmt.Errorf("netrc %s skipped: %w; no credentials from it", opts.Netrc, unwrapPath(err))})
 		}
 		creds = append(creds, nc...)
 	}

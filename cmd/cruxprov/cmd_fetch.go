@@ -103,14 +103,23 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 			netrc = filepath.Join(h, ".netrc")
 		}
 	}
-	if netrc != "" {
-		if b, err := readInputFile(netrc, maxInputFile); err == nil {
-			creds = append(creds, index.ParseNetrc(b)...)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("netrc %s: %w", netrc, err)
+	o, err := globals(c)
+	if err != nil {
+		return nil, err
+	}
+	// An unreadable netrc (HOME still root's after sudo -u) is a warning;
+	// the index's 401 or 403, if it comes, names it. Page retries get a
+	// line each where no progress bar shows them.
+	retries := !o.quiet && !o.progressOn()
+	events := func(e index.Event) {
+		switch {
+		case e.Kind == index.EventWarning && !o.quiet:
+			fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(e.Err.Error()))
+		case e.Kind == index.EventRetry && retries:
+			fmt.Fprintf(o.stderr, "retry: %s: attempt %d of %d failed: %s; trying again in %s\n", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait)
 		}
 	}
-	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds})
+	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds, Netrc: netrc, Events: events})
 	if err != nil {
 		return nil, usagef("--index: %v", err)
 	}
@@ -215,14 +224,14 @@ func fetchAction(c *cli.Context) error {
 	var bars *progress
 	if o.progressOn() {
 		bars = newProgress(c, o.stderr)
-		fo.Events = bars.event
 	}
+	fo.Events = fetchEvents(o, bars)
 	rep, err := fetch.Fetch(c.Context, st, client, res, fo)
 	if bars != nil {
 		bars.wait(err == nil)
 	}
 	if err != nil {
-		return err
+		return spaceAdvice(err)
 	}
 	out := struct {
 		fetch.Report
@@ -252,6 +261,38 @@ func fetchAction(c *cli.Context) error {
 		fmt.Fprintf(w, "%d wheels for %s: %d fetched (%s), %d already in the store %s\n",
 			len(rep.Wheels), res.Platform, rep.Downloaded, humanBytes(rep.Bytes), cached, st.Home())
 	})
+}
+
+// fetchEvents shows a fetch's events: progress bars on a TTY (bars, or
+// nil), and a line on stderr for each retry and each damaged blob found
+// in the store, above the bars or, without them, one per event (unless
+// --quiet).
+func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
+	var mu sync.Mutex
+	return func(e fetch.Event) {
+		if bars != nil {
+			bars.event(e)
+		}
+		if o.quiet {
+			return
+		}
+		var line string
+		switch e.Kind {
+		case fetch.EventRetry:
+			line = fmt.Sprintf("retry: %s: attempt %d failed: %s; trying again", e.Filename, e.Attempt, oneLine(e.Err.Error()))
+		case fetch.EventDamaged:
+			line = fmt.Sprintf("warning: %s: %s; fetching it again", e.Filename, oneLine(e.Err.Error()))
+		default:
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if bars != nil {
+			fmt.Fprintln(bars.p, line) // above the bars
+			return
+		}
+		fmt.Fprintln(o.stderr, line)
+	}
 }
 
 func orNone(s string) string {

@@ -28,6 +28,16 @@ func init() {
 	})
 }
 
+// spaceAdvice adds to a full-disk failure (a *store.SpaceError: exit 1,
+// not a refusal) the command that frees the store's unused blobs.
+func spaceAdvice(err error) error {
+	var se *store.SpaceError
+	if errors.As(err, &se) {
+		return fmt.Errorf("%w; cruxprov gc --home %s removes the blobs nothing uses", err, shellQuote(se.Home))
+	}
+	return err
+}
+
 func gcAction(c *cli.Context) error {
 	o, err := globals(c)
 	if err != nil {
@@ -55,8 +65,16 @@ func gcAction(c *cli.Context) error {
 		if rep.DryRun {
 			verb = "would remove"
 		}
+		damaged := map[string]bool{}
+		for _, p := range rep.Damaged {
+			damaged[p] = true
+		}
 		if !o.quiet {
 			for _, p := range rep.Removed {
+				if damaged[p] {
+					fmt.Fprintf(w, "%s %s (damaged: its bytes are not those its name says; fetch it again)\n", verb, p)
+					continue
+				}
 				fmt.Fprintf(w, "%s %s\n", verb, p)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
@@ -35,6 +37,15 @@ func fetchFixture(t *testing.T) (indexURL, lock string, sums []string) {
 // fetchFixtureWith is fetchFixture with the file server wrapped by wrap.
 func fetchFixtureWith(t *testing.T, wrap func(http.Handler) http.Handler) (indexURL, lock string, sums []string) {
 	t.Helper()
+	return fetchFixturePadded(t, wrap, 0)
+}
+
+// fetchFixturePadded is fetchFixtureWith with pad more (incompressible)
+// bytes in each wheel.
+func fetchFixturePadded(t *testing.T, wrap func(http.Handler) http.Handler, pad int) (indexURL, lock string, sums []string) {
+	t.Helper()
+	padding := make([]byte, pad)
+	rand.Read(padding)
 	wheels, mirror := t.TempDir(), t.TempDir()
 	var b strings.Builder
 	b.WriteString("lock-version = \"1.0\"\ncreated-by = \"test\"\nrequires-python = \">=3.9\"\n")
@@ -45,6 +56,7 @@ func fetchFixtureWith(t *testing.T, wrap func(http.Handler) http.Handler) (index
 			{name + "/__init__.py", "x = 1\n"},
 			{name + "-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\nRequires-Python: >=3.9\n\n"},
 			{name + "-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
+			{name + "/padding.bin", string(padding)},
 		} {
 			w, _ := zw.CreateHeader(&zip.FileHeader{Name: m.n, Method: zip.Store})
 			w.Write([]byte(m.body))
@@ -324,4 +336,326 @@ func TestFetchTLSAndCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// damageBlob writes 7 bytes into a store blob in place, as
+// `dd conv=notrunc` does (size unchanged), and puts its mtime back.
+func damageBlob(t *testing.T, home, hex string) {
+	t.Helper()
+	p := filepath.Join(home, "blobs", "sha256", hex)
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)        // past the coarse clock tick of the stamp's ctime
+	f, err := os.OpenFile(p, os.O_WRONLY, 0) // root ignores the 0444
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("DAMAGED"), 40); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+}
+
+// blobGood reports whether the blob hex in home hashes to its name.
+func blobGood(t *testing.T, home, hex string) bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, "blobs", "sha256", hex))
+	s := sha256.Sum256(b)
+	return err == nil && fmt.Sprintf("%x", s) == hex
+}
+
+// TestFetchDamagedBlob (issue 11 item 6): a blob damaged in place is not
+// "in store, cached": fetch --offline removes it and refuses saying so,
+// fetch replaces it, and gc removes it even while a seal names it — so
+// the advice env create gives after such damage (gc, then fetch) works.
+func TestFetchDamagedBlob(t *testing.T) {
+	idx, lock, sums := fetchFixture(t)
+	home := t.TempDir()
+	fetch := func(extra ...string) result {
+		return cruxprov(t, append([]string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--home", home}, extra...)...)
+	}
+	if r := fetch("--index", idx); r.code != 0 {
+		t.Fatalf("fetch: %+v", r)
+	}
+	bad := sums[0]
+
+	damageBlob(t, home, bad)
+	r := fetch("--offline")
+	if r.code != 78 || !strings.HasPrefix(r.stderr, "refused: offline_miss:") || !strings.Contains(r.stderr, "damaged") ||
+		!strings.Contains(r.stderr, "removed") || !strings.Contains(r.stderr, "online") || !strings.Contains(r.stderr, "to fix: cruxprov fetch") {
+		t.Fatalf("offline after damage: %+v", r)
+	}
+	if r := fetch("--index", idx); r.code != 0 || !strings.Contains(r.stdout, "fetched  "+bad[:12]) || !blobGood(t, home, bad) {
+		t.Fatalf("fetch after the offline refusal: %+v", r)
+	}
+
+	damageBlob(t, home, bad)
+	r = fetch("--index", idx)
+	if r.code != 0 || !strings.Contains(r.stdout, "fetched  "+bad[:12]) || !strings.Contains(r.stderr, "damaged") || !blobGood(t, home, bad) {
+		t.Fatalf("online after damage: %+v", r)
+	}
+
+	// gc, then fetch (what env create advises): gc drops the damaged blob
+	// although a seal names it, fetch brings it back.
+	os.WriteFile(filepath.Join(home, "envs", "00.seal.json"), []byte(`{"packages":["sha256:`+sums[0]+`","sha256:`+sums[1]+`"]}`), 0o444)
+	damageBlob(t, home, bad)
+	r = cruxprov(t, "gc", "--home", home)
+	if r.code != 0 || !strings.Contains(r.stdout, "removed blobs/sha256/"+bad+" (damaged") {
+		t.Fatalf("gc after damage: %+v", r)
+	}
+	if got := fetchBlobs(t, home); len(got) != 1 || got[0] != sums[1] {
+		t.Fatalf("after gc: %v", got)
+	}
+	if r := fetch("--index", idx); r.code != 0 || !blobGood(t, home, bad) {
+		t.Fatalf("fetch after gc: %+v", r)
+	}
+	if r := fetch("--offline"); r.code != 0 || !strings.Contains(r.stdout, "2 already in the store") {
+		t.Fatalf("offline, repaired: %+v", r)
+	}
+}
+
+// TestFetchStalledIndex (issue 11 item 9): an index that answers slowly
+// with errors prints one line per retry on stderr when stderr is not a
+// TTY, for pages and downloads, then refuses.
+func TestFetchStalledIndex(t *testing.T) {
+	for _, what := range []string{"page", "download"} {
+		t.Run(what, func(t *testing.T) {
+			idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if (what == "page" && strings.HasPrefix(r.URL.Path, "/simple/alpha")) || (what == "download" && strings.HasSuffix(r.URL.Path, ".whl")) {
+						time.Sleep(100 * time.Millisecond)
+						w.WriteHeader(http.StatusServiceUnavailable)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
+			var retries []string
+			for _, l := range strings.Split(r.stderr, "\n") {
+				if strings.HasPrefix(l, "retry: ") {
+					retries = append(retries, l)
+				}
+			}
+			if r.code != 78 || !strings.Contains(r.stderr, "refused: fetch_failed") || len(retries) < 3 {
+				t.Fatalf("exit %d, %d retry lines, want 3 or more (one per retry): %s", r.code, len(retries), r.stderr)
+			}
+			if !strings.Contains(retries[0], "attempt 1") || !strings.Contains(retries[0], "503") {
+				t.Errorf("first retry line: %q", retries[0])
+			}
+		})
+	}
+}
+
+// TestFetchNoSpace (issue 11 item 9): a full disk while fetching is a
+// failure (exit 1, one line) naming the store and what frees space, not a
+// refusal blaming the index. The store is a real small tmpfs.
+func TestFetchNoSpace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	home := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", home).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", home).Run() })
+	idx, lock, _ := fetchFixturePadded(t, func(h http.Handler) http.Handler { return h }, 200<<10)
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		r := cruxprov(t, args...)
+		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: no space left for the store "+home) ||
+			!strings.Contains(r.stderr, "cruxprov gc --home "+home) || strings.Contains(r.stderr, "fetch_failed") || strings.Contains(r.stderr, "check the index") {
+			t.Fatalf("json=%v: %+v", asJSON, r)
+		}
+		if asJSON && !strings.Contains(r.stdout, `"kind": "failure"`) {
+			t.Errorf("json: %s", r.stdout)
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(home, "blobs", "sha256", ".tmp-*")); len(ents) != 0 {
+		t.Errorf("temps left: %v", ents)
+	}
+}
+
+// asNobody runs the binary exe as uid 65534 with umask 022 and env.
+func asNobody(t *testing.T, exe string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", `umask 022 && exec "$@"`, "sh", exe}, args...)...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	return runCmd(t, cmd)
+}
+
+// modes lists the mode and owner of every path under root, relative.
+func modes(t *testing.T, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = fmt.Sprintf("%v %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid)
+		return nil
+	})
+	return out
+}
+
+// TestOperatorAsNobody (issue 11 item 2, DESIGN §14): index build, fetch
+// and gc run end to end as an ordinary user owning its own store, and
+// write what they write with the documented modes.
+func TestOperatorAsNobody(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-operator-", bin)
+	idxSrc, lock, sums := fetchFixture(t)
+	op := filepath.Join(base, "op")
+	wheels := filepath.Join(base, "wheels")
+	for _, d := range []string{op, wheels} {
+		os.Mkdir(d, 0o755)
+	}
+	os.Chown(op, 65534, 65534)
+	// The operator's wheels, and a lock naming them, readable by all.
+	lockCopy := filepath.Join(base, "pylock.toml")
+	b, _ := os.ReadFile(lock)
+	os.WriteFile(lockCopy, b, 0o644)
+	srcIdx := strings.TrimSuffix(strings.TrimPrefix(idxSrc, "http://"), "/simple/")
+	for _, name := range []string{"alpha-1.0-py3-none-any.whl", "beta_pkg-1.0-py3-none-any.whl"} {
+		resp, err := http.Get("http://" + srcIdx + "/files/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		os.WriteFile(filepath.Join(wheels, name), buf.Bytes(), 0o644)
+	}
+	mirror := filepath.Join(op, "mirror")
+	home := filepath.Join(op, "home")
+	env := []string{"HOME=" + op, "CRUXPROV_HOME=" + home}
+
+	if r := asNobody(t, exe, env, "index", "build", mirror, "--from", wheels); r.code != 0 {
+		t.Fatalf("index build: %+v", r)
+	}
+	for p, m := range modes(t, mirror) {
+		want := "-rw-r--r-- 65534"
+		if fi, _ := os.Lstat(filepath.Join(mirror, p)); fi.IsDir() {
+			want = "drwxr-xr-x 65534"
+		}
+		if m != want {
+			t.Errorf("mirror/%s: %s, want %s", p, m, want)
+		}
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(mirror)))
+	defer srv.Close()
+	idx := srv.URL + "/simple/"
+
+	fetch := []string{"fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", idx}
+	if r := asNobody(t, exe, env, fetch...); r.code != 0 || r.stderr != "" {
+		t.Fatalf("fetch: %+v", r)
+	}
+	want := map[string]string{".": "drwxr-xr-x 65534", ".lock": "-rw-r--r-- 65534"}
+	for _, d := range []string{"blobs", "blobs/sha256", "blobs/stamps", "envs", "oci", "registry", "receipts", "tmp"} {
+		want[d] = "drwxr-xr-x 65534"
+	}
+	for _, s := range sums {
+		want["blobs/sha256/"+s] = "-r--r--r-- 65534"
+		want["blobs/stamps/"+s] = "-r--r--r-- 65534"
+	}
+	got := modes(t, home)
+	for p, m := range want {
+		if got[p] != m {
+			t.Errorf("%s: %q, want %q", p, got[p], m)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("unexpected %s (%s)", p, got[p])
+		}
+	}
+	if r := asNobody(t, exe, env, append(fetch, "--offline")...); r.code != 0 || !strings.Contains(r.stdout, "2 already in the store") {
+		t.Fatalf("fetch --offline: %+v", r)
+	}
+	// A blob the operator damaged (its own file: chmod, write) is noticed.
+	p := filepath.Join(home, "blobs", "sha256", sums[0])
+	time.Sleep(20 * time.Millisecond) // past the coarse clock tick of the stamp's ctime
+	if r := asNobody(t, "/bin/sh", nil, "-c", "chmod u+w "+p+" && printf DAMAGED | dd of="+p+" conv=notrunc status=none && chmod 0444 "+p); r.code != 0 {
+		t.Fatalf("damage as the owner: %+v", r)
+	}
+	if r := asNobody(t, exe, env, fetch...); r.code != 0 || !strings.Contains(r.stderr, "damaged") || !blobGood(t, home, sums[0]) {
+		t.Fatalf("fetch after damage: %+v", r)
+	}
+	if r := asNobody(t, exe, env, "gc"); r.code != 0 || !strings.Contains(r.stdout, "removed 2 entries") {
+		t.Fatalf("gc: %+v", r)
+	}
+	if got := fetchBlobs(t, home); len(got) != 0 {
+		t.Errorf("after gc: %v", got)
+	}
+}
+
+// TestFetchUnreadableNetrc (issue 11 item 2): an operator whose HOME is
+// still root's (sudo -u) cannot read ~/.netrc: fetch warns and goes on,
+// even with every wheel in the store and an index that wants
+// credentials; only the index's 401 makes it a refusal naming the file.
+func TestFetchUnreadableNetrc(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-netrc-", bin)
+	var private *httptest.Server
+	_, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		private = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cr3t-pw" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		return h
+	})
+	defer private.Close()
+	rootHome := filepath.Join(base, "root")
+	os.Mkdir(rootHome, 0o700) // root's, as /root is
+	netrc := filepath.Join(rootHome, ".netrc")
+	os.WriteFile(netrc, []byte("machine 127.0.0.1 login ci password s3cr3t-pw\n"), 0o600)
+	lockCopy := filepath.Join(base, "pylock.toml")
+	b, _ := os.ReadFile(lock)
+	os.WriteFile(lockCopy, b, 0o644)
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 65534, 65534)
+	env := []string{"HOME=" + rootHome, "CRUXPROV_HOME=" + home}
+	fetch := []string{"fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", private.URL + "/simple/"}
+
+	r := asNobody(t, exe, env, fetch...)
+	if r.code != 78 || !strings.Contains(r.stderr, "refused: fetch_failed") || !strings.Contains(r.stderr, netrc) ||
+		!strings.Contains(r.stderr, "could not be read") || !strings.Contains(r.stderr, "warning: netrc "+netrc+" skipped") {
+		t.Fatalf("401 with an unreadable netrc: %+v", r)
+	}
+	// Fill the store as root (who can read the netrc), then the operator
+	// fetches again: nothing to download, so no credentials needed.
+	cmd := exec.Command(bin, append(fetch, "--home", home)...)
+	cmd.Env = append(os.Environ(), "NETRC="+netrc)
+	if r := runCmd(t, cmd); r.code != 0 {
+		t.Fatalf("fetch as root: %+v", r)
+	}
+	chownTree(t, home)
+	r = asNobody(t, exe, env, fetch...)
+	if r.code != 0 || !strings.Contains(r.stdout, "2 already in the store") || !strings.Contains(r.stderr, "warning: netrc "+netrc+" skipped") || strings.Contains(r.stdout+r.stderr, "s3cr3t") {
+		t.Fatalf("everything in the store, netrc unreadable: %+v", r)
+	}
+}
+
+// chownTree gives everything under root to uid/gid 65534.
+func chownTree(t *testing.T, root string) {
+	t.Helper()
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil {
+			os.Lchown(p, 65534, 65534)
+		}
+		return nil
+	})
 }
