@@ -270,3 +270,56 @@ func childMain() int {
 	}
 	return 0
 }
+
+// TestBwrap runs the probe under the bubblewrap preset: no network, only
+// the env, the interpreter's files and the workdir visible.
+func TestBwrap(t *testing.T) {
+	f := fixture(t)
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here: %v %s", err, out)
+	}
+	out, err := exec.Command(python, "-I", "-c", "import sys, sysconfig; print(sysconfig.get_paths()['stdlib']); print(sysconfig.get_config_var('LIBDIR'))").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks(python)
+	ro := append([]string{real}, strings.Fields(string(out))...)
+	if _, err := os.Stat("/usr/lib64"); err == nil {
+		ro = append(ro, "/usr/lib64")
+	}
+	l, path := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: invoke.Bwrap{Path: bwrap, ReadOnly: ro}}
+	res, err := ex.Run(context.Background(), f.Call("probe", map[string]bool{"touch": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != invoke.StatusOK {
+		r, _ := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+		t.Fatalf("%+v %+v\n%+v", res, res.Error, r.Attempts[0].Outcome)
+	}
+	var p struct {
+		RootEntries []string `json:"root_entries"`
+		Interfaces  []string `json:"interfaces"`
+		Secrets     map[string]string
+	}
+	if err := json.Unmarshal(res.Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Interfaces) != 1 || p.Interfaces[0] != "lo" {
+		t.Errorf("network interfaces %v, want only lo", p.Interfaces)
+	}
+	for _, e := range p.RootEntries {
+		switch e {
+		case "usr", "tmp", "proc", "dev", "lib", "lib64", "bin", "sbin", "lib32", "libx32":
+		default:
+			t.Errorf("/%s is visible in the sandbox", e)
+		}
+	}
+	if len(p.Secrets) != 2 {
+		t.Errorf("secrets %v", p.Secrets)
+	}
+}

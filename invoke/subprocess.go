@@ -40,9 +40,9 @@ var DefaultBudgets = Budgets{TimeoutMS: 30_000, OutputBytes: 1 << 20}
 // Subprocess is the local executor: it spawns the env's interpreter with
 // the harness. The zero value is usable (no ledger, no sandbox).
 type Subprocess struct {
-	// Sandbox is a launcher argv prepended to the interpreter's (BwrapArgv
-	// builds the bwrap preset); empty: none.
-	Sandbox []string
+	// Sandbox gives a launcher argv prepended to the interpreter's (Bwrap
+	// is the bubblewrap preset, Launcher a fixed argv); nil: none.
+	Sandbox Sandbox
 	// Grace is how long a run has between SIGTERM and SIGKILL (0: 2s).
 	Grace time.Duration
 	// WorkdirParent is where each run's working directory is made
@@ -172,7 +172,11 @@ func (s *Subprocess) checkEnv(c *Call) (string, error) {
 	if len(found) == 0 {
 		return "", refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
 	}
-	return filepath.Join(c.Env, rel), nil
+	env, err := filepath.Abs(c.Env)
+	if err != nil {
+		return "", fmt.Errorf("invoke: %w", err)
+	}
+	return filepath.Join(env, rel), nil
 }
 
 // resolveSecrets resolves every declared ref and builds the bundle: a JSON
@@ -365,7 +369,13 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 		return nil, "", fmt.Errorf("invoke: %w", err)
 	}
 
-	argv := append(append([]string(nil), s.Sandbox...), py, "-I", "-m", python.HarnessModule)
+	var argv []string
+	if s.Sandbox != nil {
+		if argv, err = s.Sandbox.Argv(c, work); err != nil {
+			return nil, "", fmt.Errorf("invoke: sandbox: %w", err)
+		}
+	}
+	argv = append(argv, py, "-I", "-m", python.HarnessModule)
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
 	stdout := &sink{m: m}
 	stderr := &sink{m: m, limit: StderrTail + 4096}
