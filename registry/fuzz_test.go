@@ -1,0 +1,83 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+func FuzzParsePin(f *testing.F) {
+	f.Add([]byte(`{"format":"cruxible.pin/v1","provider":"a","revision":1,"specDigest":null,"spec":{"base":null,"revision":1,"changes":[]},"approvals":[],"acceptedAt":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := ParsePin(b)
+		if err != nil {
+			if refusal.CodeOf(err) != refusal.RegistryCorrupt {
+				t.Fatalf("untyped: %v", err)
+			}
+			return
+		}
+		if !nameRE.MatchString(p.Provider) || p.Revision < 1 {
+			t.Fatalf("accepted %+v", p)
+		}
+	})
+}
+
+func FuzzLogLines(f *testing.F) {
+	s := newState()
+	now := time.Unix(0, 0)
+	s.record(now, EventInterfaceRegistered, "x", digest.Sum(nil), 0, "")
+	s.record(now, EventPinAccepted, "acme", digest.Sum([]byte("a")), 1, "")
+	var b []byte
+	for _, r := range s.log {
+		b = append(b, r.line()...)
+	}
+	f.Add(b)
+	f.Add([]byte("{}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := parseLog(b)
+		if err != nil {
+			if refusal.CodeOf(err) != refusal.RegistryCorrupt {
+				t.Fatalf("untyped: %v", err)
+			}
+			return
+		}
+		var out []byte
+		for _, r := range recs {
+			out = append(out, r.line()...)
+		}
+		if string(out) != string(b) {
+			t.Fatalf("a verified log does not render back to itself")
+		}
+	})
+}
+
+func FuzzParseChangeSet(f *testing.F) {
+	s := newState()
+	cs, err := s.propose(time.Unix(0, 0), Change{Action: ActionSetPolicy, Policy: &Policy{Threshold: 1}}, "x")
+	if err == nil {
+		b, _ := MarshalChangeSet(cs)
+		f.Add(b)
+	}
+	f.Add([]byte("apiVersion: cruxible.dev/v1\nkind: ChangeSet\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := ParseChangeSet(b)
+		if err != nil {
+			if refusal.CodeOf(err) != refusal.ChangesetInvalid {
+				t.Fatalf("untyped: %v", err)
+			}
+			return
+		}
+		out, err := MarshalChangeSet(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := ParseChangeSet(out)
+		if err != nil || again.Metadata.ID != cs.Metadata.ID {
+			t.Fatalf("does not round-trip: %v", err)
+		}
+	})
+}
