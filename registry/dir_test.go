@@ -81,7 +81,9 @@ func editPin(t *testing.T, f *fixture, fn func(m map[string]any)) {
 	})
 }
 
-func lines(b []byte) [][]byte { return bytes.SplitAfter(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) }
+func lines(b []byte) [][]byte {
+	return bytes.SplitAfter(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
+}
 
 // TestTamperRefusals makes each governance refusal of a Dir registry
 // happen for real, on its files.
@@ -143,7 +145,9 @@ func TestTamperRefusals(t *testing.T) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); l[1], l[2] = l[2], l[1]; return bytes.Join(l, nil) })
 		}, refusal.RegistryCorrupt},
 		{"a history entry rewritten", func(t *testing.T, f *fixture) {
-			edit(t, f.logPath(), func(b []byte) []byte { return bytes.Replace(b, []byte(`"event":"pin-accepted"`), []byte(`"event":"pin-retired"`), 1) })
+			edit(t, f.logPath(), func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"event":"pin-accepted"`), []byte(`"event":"pin-retired"`), 1)
+			})
 		}, refusal.RegistryCorrupt},
 		{"an unknown pin format major", func(t *testing.T, f *fixture) {
 			editPin(t, f, func(m map[string]any) { m["format"] = "cruxible.pin/v2" })
