@@ -466,9 +466,12 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 		default:
 		}
 	}
-	// Whatever outlived the harness (without a pid namespace: its process
-	// group and descendants still attached) goes now.
-	signalRun(pid, nsID, syscall.SIGKILL)
+	// Whatever outlived the harness goes now. In a pid namespace the
+	// kernel killed it all when the harness exited; otherwise its process
+	// group and the descendants still attached are left.
+	if nsID == "" {
+		signalRun(pid, nsID, syscall.SIGKILL)
+	}
 	dur := time.Since(start)
 
 	out, outN := stdout.bytes()
