@@ -274,6 +274,7 @@ func appendFile(t testing.TB, path, s string) {
 }
 
 func rows(t testing.TB, ids ...string) string {
+	t.Helper()
 	var sb strings.Builder
 	for _, id := range ids {
 		b, err := encodeIntent(testIntent(id, "", "in"))

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -250,9 +249,9 @@ func parseRow(line []byte) (row, error) {
 		return row{}, o.err
 	}
 	if minor == 0 {
-		for k := range o.m {
-			if !o.used[k] {
-				return row{}, fmt.Errorf("unknown field %q in a %s row", k, f)
+		for _, fl := range o.fields {
+			if !fl.used {
+				return row{}, fmt.Errorf("unknown field %q in a %s row", fl.name, f)
 			}
 		}
 	}
@@ -294,42 +293,118 @@ func digits(s string) bool {
 // object is a JSON object's top-level fields, read one by one with their
 // type checked; the first failure sticks in err.
 type object struct {
-	m    map[string]json.RawMessage
-	used map[string]bool
-	err  error
+	fields []field
+	err    error
 }
 
+// objectFields splits a JSON object, already checked by json.Valid, into
+// its top-level fields, refusing a duplicate key.
 func objectFields(line []byte) (*object, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if _, err := dec.Token(); err != nil { // '{', as checked by the caller
-		return nil, err
+	o := &object{fields: make([]field, 0, 16)}
+	i := skipSpace(line, 1)
+	if i < len(line) && line[i] == '}' {
+		return o, nil
 	}
-	o := &object{m: map[string]json.RawMessage{}, used: map[string]bool{}}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := tok.(string)
+	for i < len(line) {
+		kEnd := valueEnd(line, i)
+		k, ok := unquote(line[i:kEnd])
 		if !ok {
 			return nil, errors.New("not a JSON object")
 		}
-		if _, dup := o.m[k]; dup {
+		i = skipSpace(line, kEnd)
+		i = skipSpace(line, i+1) // ':'
+		vEnd := valueEnd(line, i)
+		if o.find(k) >= 0 {
 			return nil, fmt.Errorf("duplicate field %q", k)
 		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
+		o.fields = append(o.fields, field{name: k, v: line[i:vEnd:vEnd]})
+		i = skipSpace(line, vEnd)
+		if i >= len(line) || line[i] == '}' {
+			break
 		}
-		o.m[k] = v
-	}
-	if _, err := dec.Token(); err != nil { // '}'
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
+		i = skipSpace(line, i+1) // ','
 	}
 	return o, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// valueEnd returns the end of the valid JSON value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		for j := i + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1
+			}
+		}
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = valueEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// unquote decodes a JSON string literal (valid, as json.Valid checked).
+func unquote(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// field is one top-level field of an object.
+type field struct {
+	name string
+	v    []byte
+	used bool
+}
+
+// find returns the index of the field name, or -1 (a row has a handful
+// of fields: a linear search beats a map).
+func (o *object) find(name string) int {
+	for i := range o.fields {
+		if o.fields[i].name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 func (o *object) fail(format string, args ...any) {
@@ -341,14 +416,15 @@ func (o *object) fail(format string, args ...any) {
 // raw returns the field's value, marking it used; a missing required field
 // fails.
 func (o *object) raw(name string, required bool) (json.RawMessage, bool) {
-	v, ok := o.m[name]
-	if !ok {
+	i := o.find(name)
+	if i < 0 {
 		if required {
 			o.fail("missing field %q", name)
 		}
 		return nil, false
 	}
-	o.used[name] = true
+	o.fields[i].used = true
+	v := json.RawMessage(o.fields[i].v)
 	return v, true
 }
 
@@ -357,8 +433,8 @@ func (o *object) str(name string, nonEmpty bool) string {
 	if !ok {
 		return ""
 	}
-	var s string
-	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+	s, ok := unquote(v)
+	if !ok {
 		o.fail("field %q is not a string", name)
 		return ""
 	}
@@ -369,7 +445,7 @@ func (o *object) str(name string, nonEmpty bool) string {
 }
 
 func (o *object) optStr(name string) string {
-	if _, ok := o.m[name]; !ok {
+	if o.find(name) < 0 {
 		return ""
 	}
 	return o.str(name, true)
@@ -436,8 +512,8 @@ func (o *object) strs(name string) []string {
 	}
 	out := make([]string, 0, len(items))
 	for _, it := range items {
-		var s string
-		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &s) != nil {
+		s, ok := unquote(it)
+		if !ok {
 			o.fail("field %q is not an array of strings", name)
 			return nil
 		}

@@ -1,0 +1,219 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the writer processes of the crash tests: with
+// childEnv set, TestMain runs that role instead of the tests.
+const (
+	childEnv  = "RECEIPTS_TEST_CHILD"
+	ledgerEnv = "RECEIPTS_TEST_LEDGER"
+	nameEnv   = "RECEIPTS_TEST_NAME"
+)
+
+func TestMain(m *testing.M) {
+	role := os.Getenv(childEnv)
+	if role == "" {
+		os.Exit(m.Run())
+	}
+	err := runChild(role, os.Getenv(ledgerEnv), os.Getenv(nameEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runChild(role, path, name string) error {
+	ctx := context.Background()
+	switch role {
+	case "begin-and-hang":
+		l, err := Open(ctx, path, Options{})
+		if err != nil {
+			return err
+		}
+		if _, err := l.Begin(ctx, testIntent("crash-1", "k", "in")); err != nil {
+			return err
+		}
+		fmt.Println("begun")
+		select {} // killed here, between intent and outcome
+	case "writer":
+		// Wait for the parent's go, so that both writers start together.
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
+		l, err := Open(ctx, path, Options{})
+		if err != nil {
+			return err
+		}
+		for i := range 2 {
+			id := fmt.Sprintf("%s-%d", name, i)
+			if _, err := l.Begin(ctx, testIntent(id, "", "in")); err != nil {
+				return err
+			}
+			fmt.Println("intent", id)
+			if err := l.Finish(ctx, testOutcome(id, StatusOK)); err != nil {
+				return err
+			}
+			fmt.Println("outcome", id)
+		}
+		return l.Close()
+	case "nobody":
+		return nobodyChild(ctx, path)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}
+
+func child(t *testing.T, role, path, name string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	// A race-enabled child sleeps a second before exiting unless told not to.
+	cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0", childEnv+"="+role, ledgerEnv+"="+path, nameEnv+"="+name)
+	return cmd
+}
+
+// TestKillBetweenIntentAndOutcome SIGKILLs a writer process after its
+// intent was synced and finds the orphan, whole, in the scan; the next
+// writer runs the key again as a new attempt.
+func TestKillBetweenIntentAndOutcome(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	cmd := child(t, "begin-and-hang", path, "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "begun\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die of SIGKILL: %v", err)
+	}
+	res := scanT(t, path)
+	if len(res.Orphans) != 1 {
+		t.Fatalf("orphans %+v", res.Orphans)
+	}
+	o := res.Orphans[0]
+	if o.Intent != testIntent("crash-1", "k", "in") || o.Path != path || o.Line != 1 {
+		t.Fatalf("orphan %+v", o)
+	}
+	l := openT(t, path)
+	d := begin(t, l, testIntent("", "k", "in"))
+	if d.Attempt != 2 || d.Replay != nil {
+		t.Fatalf("after the orphan: %+v", d)
+	}
+}
+
+// TestTwoWritersOnTornLedger: 100 times, a ledger with a torn tail (a
+// fragment, or a complete record without its newline) and two writer
+// processes that open and append at once. No confirmed row is lost, the
+// fragment is quarantined exactly once, and the strict scan is clean.
+func TestTwoWritersOnTornLedger(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 10
+	}
+	complete := strings.TrimSuffix(rows(t, "tail"), "\n")
+	frags := []string{complete[:len(complete)/3], complete, "\x00\x00\xff"}
+	start := time.Now()
+	for i := range n {
+		frag := frags[i%len(frags)]
+		quarantined := frag != complete
+		path := filepath.Join(t.TempDir(), "l.jsonl")
+		prefix := rows(t, "p")
+		if err := os.WriteFile(path, []byte(prefix+frag), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmds := []*exec.Cmd{child(t, "writer", path, "A"), child(t, "writer", path, "B")}
+		outs := make([]bytes.Buffer, 2)
+		errs := make([]bytes.Buffer, 2)
+		var gos []io.WriteCloser
+		for k, c := range cmds {
+			c.Stdout, c.Stderr = &outs[k], &errs[k]
+			w, err := c.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gos = append(gos, w)
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		for k := range cmds {
+			wg.Add(1)
+			go func() { defer wg.Done(); io.WriteString(gos[k], "go\n"); gos[k].Close() }()
+		}
+		wg.Wait()
+		for k, c := range cmds {
+			if err := c.Wait(); err != nil {
+				t.Fatalf("iteration %d: writer %d: %v: %s", i, k, err, errs[k].String())
+			}
+		}
+		res, err := Scan(context.Background(), []string{path}, ScanOptions{})
+		if err != nil {
+			t.Fatalf("iteration %d: %v", i, err)
+		}
+		intents, outcomes := map[string]bool{}, map[string]bool{}
+		for _, a := range res.Attempts {
+			intents[a.Intent.AttemptID] = true
+			if a.Outcome != nil {
+				outcomes[a.Intent.AttemptID] = true
+			}
+		}
+		for k := range outs {
+			confirmed := strings.Fields(outs[k].String())
+			if len(confirmed) != 8 {
+				t.Fatalf("iteration %d: writer %d confirmed %q", i, k, confirmed)
+			}
+			for c := 0; c+1 < len(confirmed); c += 2 {
+				phase, id := confirmed[c], confirmed[c+1]
+				if (phase == "intent" && !intents[id]) || (phase == "outcome" && !outcomes[id]) {
+					t.Fatalf("iteration %d: confirmed %s %s lost", i, phase, id)
+				}
+			}
+		}
+		wantTorn, wantAttempts := 0, 6 // p, tail, A-0, A-1, B-0, B-1
+		if quarantined {
+			wantTorn, wantAttempts = 1, 5
+		}
+		if len(res.Torn) != wantTorn || len(res.Attempts) != wantAttempts || len(res.Tails) != 0 || len(res.Orphans) != wantAttempts-4 {
+			t.Fatalf("iteration %d (%q): %d torn, %d attempts, %d tails, %d orphans", i, frag, len(res.Torn), len(res.Attempts), len(res.Tails), len(res.Orphans))
+		}
+		if quarantined && (string(res.Torn[0].Bytes) != frag || res.Torn[0].Offset != int64(len(prefix))) {
+			t.Fatalf("iteration %d: torn %+v", i, res.Torn[0])
+		}
+		for _, p := range []string{".lock", ".repair", ".repair.tmp"} {
+			if _, err := os.Stat(path + p); err == nil {
+				t.Fatalf("iteration %d: %s left behind", i, p)
+			}
+		}
+	}
+	t.Logf("%d iterations in %v", n, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,120 @@
+package receipts
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestAsUnprivilegedExecutor runs Open, append, repair and scan as uid
+// 65534 in a state directory it owns (an executor is not root, and root
+// ignores file modes): the ledger's directories are created 0700, the
+// file 0600, and the repair's lock and journal work in that directory.
+func TestAsUnprivilegedExecutor(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv to run as uid 65534")
+	}
+	base, err := os.MkdirTemp("", "receipts-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(base, "receipts.test")
+	if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(base, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(state, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	path := DefaultPath(state, "exec-host", 65534)
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GORACE=atexit_sleep_ms=0", childEnv + "=nobody", ledgerEnv + "=" + path}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as uid 65534: %v: %s", err, out)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 65534 {
+		t.Fatalf("ledger owned by uid %d", uid)
+	}
+}
+
+// nobodyChild is the unprivileged side of TestAsUnprivilegedExecutor.
+func nobodyChild(ctx context.Context, path string) error {
+	if os.Getuid() != 65534 {
+		return fmt.Errorf("running as uid %d", os.Getuid())
+	}
+	l, err := Open(ctx, path, Options{})
+	if err != nil {
+		return err
+	}
+	d, err := l.Begin(ctx, testIntent("", "k", "in"))
+	if err != nil {
+		return err
+	}
+	if err := l.Finish(ctx, testOutcome(d.AttemptID, StatusOK)); err != nil {
+		return err
+	}
+	l.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	f.WriteString(`{"format":"cruxprov.rec`)
+	f.Close()
+	if l, err = Open(ctx, path, Options{}); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
+	if d, err := l.Begin(ctx, testIntent("", "k", "in")); err != nil || d.Replay == nil {
+		return fmt.Errorf("replay: %+v %v", d, err)
+	}
+	l.Close()
+	res, err := Scan(ctx, []string{path}, ScanOptions{})
+	if err != nil {
+		return err
+	}
+	if len(res.Attempts) != 2 || len(res.Torn) != 1 || len(res.Orphans) != 0 {
+		return fmt.Errorf("scan: %d attempts, %d torn, %d orphans", len(res.Attempts), len(res.Torn), len(res.Orphans))
+	}
+	want := map[string]os.FileMode{
+		path:                             os.FileMode(0o600),
+		filepath.Dir(path):               os.ModeDir | 0o700,
+		filepath.Dir(filepath.Dir(path)): os.ModeDir | 0o700,
+	}
+	for p, m := range want {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if st.Mode() != m {
+			return fmt.Errorf("%s: mode %v, want %v", p, st.Mode(), m)
+		}
+	}
+	for _, p := range []string{".lock", ".repair", ".repair.tmp"} {
+		if _, err := os.Stat(path + p); err == nil {
+			return fmt.Errorf("%s left behind", p)
+		}
+	}
+	return nil
+}
