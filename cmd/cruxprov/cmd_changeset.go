@@ -1,0 +1,236 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "changeset",
+		Usage: "proposed changes: list, show, diff, approve, reject",
+		Subcommands: []*cli.Command{{
+			Name:        "list",
+			Usage:       "list the change-sets",
+			UsageText:   "cruxprov changeset list [--json]",
+			Description: "Example:\n   cruxprov changeset list",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 0)
+				if err != nil {
+					return err
+				}
+				l, err := reg.ChangeSets(c.Context)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.changeset.list/v1", map[string]any{"changeSets": l}, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tSTATE\tACTION\tSCOPE\tREVISION\tAPPROVALS\tPROPOSED")
+					for _, cs := range l {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s by %s\n", cs.Metadata.ID.Hex()[:12], cs.Status.State, cs.Spec.Changes[0].Action, cs.Scope(), cs.Spec.Revision, len(cs.Status.Approvals), cs.Metadata.ProposedAt.Format("2006-01-02T15:04:05Z"), cs.Metadata.ProposedBy)
+					}
+					tw.Flush()
+				})
+			},
+		}, {
+			Name:        "show",
+			Usage:       "print a change-set (its YAML document)",
+			UsageText:   "cruxprov changeset show ID [--json]",
+			Description: "ID is the full digest or a unique prefix of at least 8 hex digits.\n\nExample:\n   cruxprov changeset show 3f2a9c1e",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				id, err := changeSetID(c.Context, reg, c.Args().First())
+				if err != nil {
+					return err
+				}
+				cs, err := reg.ChangeSet(c.Context, id)
+				if err != nil {
+					return err
+				}
+				y, err := registry.MarshalChangeSet(cs)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.changeset.show/v1", cs, func(w io.Writer) { w.Write(y) })
+			},
+		}, {
+			Name:      "diff",
+			Usage:     "what approving a change-set would change, as a plan",
+			UsageText: "cruxprov changeset diff ID [--json]",
+			Description: "Compares the change-set with the accepted pin it replaces: packages added, removed,\n" +
+				"upgraded, downgraded or hash-changed; digests old → new (the seal content digest carries\n" +
+				"the interpreter's identity); secrets and egress added or removed; budgets raised.\n\n" +
+				"Example:\n   cruxprov changeset diff 3f2a9c1e",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				id, err := changeSetID(c.Context, reg, c.Args().First())
+				if err != nil {
+					return err
+				}
+				cs, err := reg.ChangeSet(c.Context, id)
+				if err != nil {
+					return err
+				}
+				var old *registry.Pin
+				if cs.Scope() != registry.TrustScope {
+					old, err = reg.Pin(c.Context, cs.Scope())
+					if err != nil && !errors.Is(err, refusal.PinUnapproved) {
+						return err
+					}
+				}
+				plan := registry.Diff(old, cs)
+				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan) })
+			},
+		}, {
+			Name:      "approve",
+			Usage:     "sign a change-set with an approver key",
+			UsageText: "cruxprov changeset approve ID --key KEY [--expires DURATION]",
+			Description: "Signs {spec digest, provider, revision, expires} (docs/governance.md) with KEY (the\n" +
+				"private key of a trusted approver; password from CRUXPROV_KEY_PASSWORD or a prompt).\n" +
+				"Once the policy's threshold of distinct approver keys have signed, the accepted pin is\n" +
+				"written (revision + 1) or the trust change applied. --expires 720h ends the approval's\n" +
+				"validity (verify then refuses pin_expired).\n\n" +
+				"Example:\n   cruxprov changeset approve 3f2a9c1e --key ~/keys/alice.key --expires 2160h",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "key", Usage: "the private key `FILE`", Required: true},
+				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h)"},
+			},
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				id, err := changeSetID(c.Context, reg, c.Args().First())
+				if err != nil {
+					return err
+				}
+				var exp *time.Time
+				if c.IsSet("expires") {
+					if c.Duration("expires") <= 0 {
+						return usagef("--expires must be a positive duration")
+					}
+					e := nowFunc().Add(c.Duration("expires"))
+					exp = &e
+				}
+				signer, err := loadSigner(o, c.String("key"))
+				if err != nil {
+					return err
+				}
+				res, err := reg.Approve(c.Context, id, signer, exp)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.changeset.approve/v1", res, func(w io.Writer) {
+					fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
+					switch {
+					case res.Accepted && res.Pin != nil:
+						fmt.Fprintf(w, "accepted: %s at revision %d\n", res.Pin.Provider, res.Pin.Revision)
+					case res.Accepted:
+						fmt.Fprintln(w, "accepted: the trust change applies")
+					default:
+						fmt.Fprintln(w, "not accepted yet: more approver keys must sign")
+					}
+				})
+			},
+		}, {
+			Name:        "reject",
+			Usage:       "close a proposed change-set with a reason",
+			UsageText:   "cruxprov changeset reject ID --reason TEXT",
+			Description: "Example:\n   cruxprov changeset reject 3f2a9c1e --reason 'egress to an unknown host'",
+			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (recorded in the history)", Required: true}},
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				id, err := changeSetID(c.Context, reg, c.Args().First())
+				if err != nil {
+					return err
+				}
+				cs, err := reg.Reject(c.Context, id, c.String("reason"), operator())
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.changeset.reject/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
+					fmt.Fprintf(w, "rejected %s: %s\n", id, c.String("reason"))
+				})
+			},
+		}},
+	})
+}
+
+// printPlan renders a plan as `terraform plan` does: + added, - removed,
+// ~ changed.
+func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
+	fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d\n", cs.Metadata.ID, p.Action, p.Provider, p.FromRevision, p.ToRevision)
+	if p.Provider == registry.TrustScope {
+		c := cs.Spec.Changes[0]
+		switch {
+		case c.Key != nil:
+			fmt.Fprintf(w, "  key %s %s %s\n", c.Key.Name, c.Key.Role, c.Key.Digest)
+		case c.Policy != nil:
+			fmt.Fprintf(w, "  threshold → %d\n", c.Policy.Threshold)
+		}
+		return
+	}
+	n := 0
+	for _, pc := range p.Packages {
+		n++
+		switch pc.Change {
+		case "added":
+			fmt.Fprintf(w, "  + %s %s %s (%s)\n", pc.Name, pc.New.Version, pc.New.SHA256, pc.Platform)
+		case "removed":
+			fmt.Fprintf(w, "  - %s %s (%s)\n", pc.Name, pc.Old.Version, pc.Platform)
+		default:
+			fmt.Fprintf(w, "  ~ %s %s → %s, %s → %s (%s, %s)\n", pc.Name, pc.Old.Version, pc.New.Version, pc.Old.SHA256, pc.New.SHA256, pc.Change, pc.Platform)
+		}
+	}
+	for _, d := range append(append([]registry.ValueChange(nil), p.Digests...), p.Entrypoints...) {
+		n++
+		fmt.Fprintf(w, "  ~ %s: %s → %s\n", d.What, orDash(d.Old), orDash(d.New))
+	}
+	for _, s := range []struct {
+		what string
+		set  registry.SetChange
+	}{{"secret", p.Secrets}, {"egress", p.Egress}} {
+		for _, a := range s.set.Added {
+			n++
+			fmt.Fprintf(w, "  + %s %s\n", s.what, a)
+		}
+		for _, r := range s.set.Removed {
+			n++
+			fmt.Fprintf(w, "  - %s %s\n", s.what, r)
+		}
+	}
+	for _, b := range p.Budgets {
+		n++
+		word := "lowered"
+		if b.Raised {
+			word = "RAISED"
+		}
+		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
+	}
+	fmt.Fprintf(w, "Plan: %d change(s).%s\n", n, strings.Repeat("", 0))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

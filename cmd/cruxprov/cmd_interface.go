@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "interface",
+		Usage: "registered interfaces (id → digest of the canonical schema)",
+		Subcommands: []*cli.Command{{
+			Name:      "register",
+			Usage:     "register an interface's JSON schema under its id",
+			UsageText: "cruxprov interface register ID --schema F",
+			Description: "Records ID → sha256 of the RFC 8785 form of the schema. The same schema again is a\n" +
+				"no-op; another schema under a registered id is refused (interface_digest_mismatch).\n\n" +
+				"Example:\n   cruxprov interface register cruxible.echo/v1 --schema echo.schema.json",
+			Flags: []cli.Flag{&cli.StringFlag{Name: "schema", Usage: "the schema `FILE` (JSON)", Required: true}},
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				b, err := readInputFile(c.String("schema"), maxInputFile)
+				if err != nil {
+					return err
+				}
+				it, err := reg.RegisterInterface(c.Context, c.Args().First(), b)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.interface.register/v1", it, func(w io.Writer) {
+					fmt.Fprintf(w, "%s %s\n", it.ID, it.Digest)
+				})
+			},
+		}, {
+			Name:        "list",
+			Usage:       "list the registered interfaces",
+			UsageText:   "cruxprov interface list [--json]",
+			Description: "Example:\n   cruxprov interface list",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 0)
+				if err != nil {
+					return err
+				}
+				l, err := reg.Interfaces(c.Context)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.interface.list/v1", map[string]any{"interfaces": l}, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tDIGEST")
+					for _, it := range l {
+						fmt.Fprintf(tw, "%s\t%s\n", it.ID, it.Digest)
+					}
+					tw.Flush()
+				})
+			},
+		}},
+	})
+}

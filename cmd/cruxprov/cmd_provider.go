@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/registry"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "provider",
+		Usage: "accepted providers: list, show, retire",
+		Subcommands: []*cli.Command{{
+			Name:        "list",
+			Usage:       "list the accepted pins",
+			UsageText:   "cruxprov provider list [--json]",
+			Description: "Example:\n   cruxprov provider list",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 0)
+				if err != nil {
+					return err
+				}
+				pins, err := reg.Pins(c.Context)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.provider.list/v1", map[string]any{"pins": pins}, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "PROVIDER\tREVISION\tVERSION\tSPEC")
+					for _, p := range pins {
+						v := "(retired)"
+						if ps := p.ProviderSpec(); ps != nil && ps.Package != nil {
+							v = ps.Package.Version
+						}
+						fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", p.Provider, p.Revision, v, p.SpecDigest)
+					}
+					tw.Flush()
+				})
+			},
+		}, {
+			Name:        "show",
+			Usage:       "show a provider's accepted pin",
+			UsageText:   "cruxprov provider show NAME [--json]",
+			Description: "Example:\n   cruxprov provider show acme-echo --json",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				p, err := reg.Pin(c.Context, c.Args().First())
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.provider.show/v1", p, func(w io.Writer) { printPin(w, p) })
+			},
+		}, {
+			Name:        "retire",
+			Usage:       "propose retiring a provider (a change-set)",
+			UsageText:   "cruxprov provider retire NAME",
+			Description: "Proposes a retire change-set; once approved, verify refuses the provider (pin_unapproved).\n\nExample:\n   cruxprov provider retire acme-echo",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 1)
+				if err != nil {
+					return err
+				}
+				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: c.Args().First()}}, operator())
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.provider.retire/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
+					fmt.Fprintf(w, "proposed retiring %s\nchange-set %s\n", c.Args().First(), cs.Metadata.ID)
+				})
+			},
+		}},
+	})
+}
+
+func printPin(w io.Writer, p *registry.Pin) {
+	fmt.Fprintf(w, "provider  %s\nrevision  %d\nspec      %s\naccepted  %s\n", p.Provider, p.Revision, p.SpecDigest, p.AcceptedAt.Format("2006-01-02T15:04:05Z"))
+	if p.Retired {
+		fmt.Fprintln(w, "retired")
+	}
+	if ps := p.ProviderSpec(); ps != nil {
+		if ps.Package != nil {
+			fmt.Fprintf(w, "package   %s %s %s\n", ps.Package.Name, ps.Package.Version, ps.Package.SHA256)
+		}
+		for _, e := range ps.Entrypoints {
+			fmt.Fprintf(w, "entrypoint %s %s %s %s\n", e.Name, e.Object, e.Interface.ID, e.ImplementationDigest)
+		}
+		for _, m := range ps.Materializations {
+			fmt.Fprintf(w, "materialization %s %s %s\n", m.Backend, m.Platform, m.Digest)
+		}
+	}
+	for _, a := range p.Approvals {
+		exp := "never"
+		if a.Expires != nil {
+			exp = a.Expires.Format("2006-01-02T15:04:05Z")
+		}
+		fmt.Fprintf(w, "approved by %s (%s) at %s, expires %s\n", a.Name, a.Signer, a.At.Format("2006-01-02T15:04:05Z"), exp)
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:  "registry",
+		Usage: "the governance registry's hash-chained history",
+		Subcommands: []*cli.Command{{
+			Name:      "log",
+			Usage:     "print the history (every mutation, hash-chained)",
+			UsageText: "cruxprov registry log [--verify] [--json]",
+			Description: "Prints every history entry: interface registered, key trusted or untrusted, policy\n" +
+				"changed, change-set proposed, approved or rejected, pin accepted or retired. The chain is\n" +
+				"always checked (registry_corrupt when an entry was rewritten, reordered or deleted);\n" +
+				"--verify also replays the trust state and checks every accepted pin's signatures.\n\n" +
+				"Example:\n   cruxprov registry log\n   cruxprov registry log --verify --json",
+			Flags: []cli.Flag{&cli.BoolFlag{Name: "verify", Usage: "also check the trust state and every accepted pin"}},
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 0)
+				if err != nil {
+					return err
+				}
+				log, err := reg.Log(c.Context)
+				if err != nil {
+					return err
+				}
+				out := map[string]any{"entries": log, "verified": false}
+				if c.Bool("verify") {
+					pins, err := reg.Pins(c.Context)
+					if err != nil {
+						return err
+					}
+					for _, p := range pins {
+						if p.Retired {
+							continue
+						}
+						if _, err := registry.VerifyPin(c.Context, reg, "", p.Provider, nowFunc()); err != nil {
+							return err
+						}
+					}
+					out["verified"] = true
+				}
+				return o.emit("cruxprov.registry.log/v1", out, func(w io.Writer) {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "SEQ\tAT\tEVENT\tSUBJECT\tDIGEST\tREV\tHASH")
+					for _, e := range log {
+						fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Seq, e.At.Format("2006-01-02T15:04:05Z"), e.Event, e.Subject, short(e.Digest), e.Revision, short(e.Hash))
+					}
+					tw.Flush()
+					if c.Bool("verify") {
+						fmt.Fprintf(w, "history chain, trust state and accepted pins verified (%d entries)\n", len(log))
+					}
+				})
+			},
+		}},
+	})
+}
+
+// nowFunc is the clock of the governance commands.
+var nowFunc = timeNow
+
+// openRegistry opens <home>/registry and checks nargs positional args.
+func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
+	o, err := globals(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.NArg() != nargs {
+		return nil, nil, usagef("%s takes %d argument(s), got %d", c.Command.Name, nargs, c.NArg())
+	}
+	reg, err := registry.OpenDir(c.Context, filepath.Join(o.home, "registry"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, reg, nil
+}
+
+// operator names who proposes: the user name.
+func operator() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return fmt.Sprintf("uid %d", os.Getuid())
+}
+
+func short(d digest.Digest) string {
+	if d.IsZero() {
+		return "-"
+	}
+	return d.String()[:19]
+}
+
+// changeSetID resolves ID (sha256:<hex>, <hex>, or a unique hex prefix of
+// at least 8 digits) to a change-set id.
+func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Digest, error) {
+	s = strings.TrimPrefix(s, digest.Prefix)
+	if d, err := digest.ParseHex(s); err == nil {
+		return d, nil
+	}
+	if len(s) < 8 {
+		return digest.Digest{}, usagef("change-set id %q: give at least 8 hex digits", s)
+	}
+	all, err := reg.ChangeSets(ctx)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	var found []digest.Digest
+	for _, cs := range all {
+		if strings.HasPrefix(cs.Metadata.ID.Hex(), s) {
+			found = append(found, cs.Metadata.ID)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return digest.Digest{}, refusal.New(refusal.ChangesetInvalid, "no change-set %s", s)
+	}
+	return digest.Digest{}, usagef("change-set id %s is ambiguous (%d match)", s, len(found))
+}
+
+// keyPassword reads the private key password from CRUXPROV_KEY_PASSWORD,
+// or prompts on the terminal without echo; it refuses when neither is
+// available. confirm asks twice (key generate).
+func keyPassword(o *opts, confirm bool) ([]byte, error) {
+	if p, ok := os.LookupEnv("CRUXPROV_KEY_PASSWORD"); ok {
+		return []byte(p), nil
+	}
+	fd := int(os.Stdin.Fd())
+	if !term.IsTerminal(fd) {
+		return nil, usagef("no key password: set CRUXPROV_KEY_PASSWORD or run on a terminal to be prompted")
+	}
+	fmt.Fprint(o.stderr, "key password: ")
+	p, err := term.ReadPassword(fd)
+	fmt.Fprintln(o.stderr)
+	if err != nil {
+		return nil, err
+	}
+	if confirm {
+		fmt.Fprint(o.stderr, "again: ")
+		q, err := term.ReadPassword(fd)
+		fmt.Fprintln(o.stderr)
+		if err != nil {
+			return nil, err
+		}
+		if string(p) != string(q) {
+			return nil, usagef("the passwords differ")
+		}
+	}
+	return p, nil
+}
+
+// loadSigner reads and decrypts a private key file.
+func loadSigner(o *opts, path string) (*sign.PrivateKey, error) {
+	b, err := readInputFile(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := keyPassword(o, false)
+	if err != nil {
+		return nil, err
+	}
+	return sign.LoadPrivateKey(b, pw)
+}
