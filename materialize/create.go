@@ -450,7 +450,8 @@ func checkDisk(dir string, ws []opened, compile bool) error {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
 	}
 	if free := int64(sfs.Bavail) * sfs.Bsize; free < need {
-		return refusal.New(refusal.MaterializeFailed, "%s has %d MiB free but the env needs about %d MiB; free some space (cruxprov gc) and retry", dir, free>>20, need>>20)
+		f, n := sizes(free, need)
+		return refusal.New(refusal.MaterializeFailed, "%s has %s free but the env needs about %s; free some space and retry", dir, f, n).WithRemedy(refusal.ActionGC, "")
 	}
 	return nil
 }
@@ -575,4 +576,17 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the env %s", dir)
 	}
 	return nil
+}
+
+// sizes renders free and need (free < need) so that they never read the
+// same: MiB with one decimal (free rounded down, need up), or bytes when
+// even that rounds them together.
+func sizes(free, need int64) (string, string) {
+	const mib = 1 << 20
+	f := float64(free/(mib/10)) / 10
+	n := float64((need+mib/10-1)/(mib/10)) / 10
+	if f < n {
+		return fmt.Sprintf("%.1f MiB", f), fmt.Sprintf("%.1f MiB", n)
+	}
+	return fmt.Sprintf("%d bytes", free), fmt.Sprintf("%d bytes", need)
 }

@@ -332,3 +332,16 @@ func TestCreateChecksFreeDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestSizesNeverReadTheSame: a free-space refusal never says "has 5 MiB
+// free but needs about 5 MiB" (issue 11 item 9).
+func TestSizesNeverReadTheSame(t *testing.T) {
+	for _, c := range []struct{ free, need int64 }{
+		{5<<20 + 100, 5<<20 + 200}, {5 << 20, 6 << 20}, {0, 1}, {5<<20 - 1, 5 << 20}, {1 << 30, 1<<30 + 1},
+	} {
+		f, n := sizes(c.free, c.need)
+		if f == n {
+			t.Errorf("sizes(%d, %d) = %q twice", c.free, c.need, f)
+		}
+	}
+}

@@ -125,7 +125,7 @@ func diskFull(dir string, err error) error {
 	if unix.Statfs(dir, &sfs) == nil {
 		free = fmt.Sprintf("%d MiB", int64(sfs.Bavail)*sfs.Bsize>>20)
 	}
-	return refusal.Wrap(refusal.MaterializeFailed, err, "%s ran out of space while the env was installed (%s free now); free some space (cruxprov gc) and retry", filepath.Clean(dir), free)
+	return refusal.Wrap(refusal.MaterializeFailed, err, "%s ran out of space while the env was installed (%s free now); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
 }
 
 // openWheel opens p's blob, checked against p's sha256 (by its store stamp

@@ -154,7 +154,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		lockData := o.Source.LockData
 		if o.Source.WheelData != nil {
-			if lockData, r.Root, r.Manifest, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName); err != nil {
+			if lockData, r.Root, r.Manifest, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly); err != nil {
 				return nil, err
 			}
 		}
@@ -169,11 +169,14 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		if r.Resolution, err = lockfile.Resolve(lock, plat, lockfile.Options{}); err != nil {
 			return nil, err
 		}
-		if !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == RuntimePackage }) {
+		if !o.FetchOnly && !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == RuntimePackage }) {
 			warn(fmt.Sprintf("the lock has no %s for %s: the env will build, but no provider can run in it (the harness is missing); add the runtime to the provider's lock", RuntimePackage, plat.ID()))
 		}
 	}
-	r.Platform, r.Interpreter = plat.ID(), in.Path
+	r.Platform = plat.ID()
+	if in != nil {
+		r.Interpreter = in.Path
+	}
 	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
 		return nil, err
 	}
@@ -191,13 +194,14 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	return r, nil
 }
 
-// probe finds the interpreter and the platform of o.
-func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (*materialize.Interpreter, *platform.Platform, error) {
-	in, err := cache.Interpreter(ctx, o.Python)
-	if err != nil {
-		return nil, nil, err
+// probe finds the interpreter and the platform of o. A fetch for a
+// preset or a platform file runs no interpreter (in is nil).
+func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *materialize.Interpreter, plat *platform.Platform, err error) {
+	if !o.FetchOnly || (o.PlatformData == nil && o.Platform == "host") {
+		if in, err = cache.Interpreter(ctx, o.Python); err != nil {
+			return nil, nil, err
+		}
 	}
-	var plat *platform.Platform
 	switch {
 	case o.PlatformData != nil:
 		plat, err = platform.ParseJSON(o.PlatformData)
@@ -256,9 +260,9 @@ func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error
 	return res, root, nil
 }
 
-// rootWheel reads the root wheel's manifest and lock and puts the wheel
-// in the store (the env installs it; a rebuild finds it there).
-func rootWheel(ctx context.Context, st *store.Store, b []byte, name string) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, error) {
+// rootWheel reads the root wheel's manifest and lock and, with put, puts
+// the wheel in the store (the env installs it; a rebuild finds it there).
+func rootWheel(ctx context.Context, st *store.Store, b []byte, name string, put bool) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, error) {
 	sum := digest.Sum(b)
 	w, err := wheel.OpenReader(bytes.NewReader(b), int64(len(b)), name)
 	if err != nil {
@@ -272,7 +276,9 @@ func rootWheel(ctx context.Context, st *store.Store, b []byte, name string) ([]b
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := st.Put(ctx, sum, int64(len(b)), bytes.NewReader(b)); err != nil {
+	if !put {
+		// fetch: the root wheel is the caller's file, not a download.
+	} else if err := st.Put(ctx, sum, int64(len(b)), bytes.NewReader(b)); err != nil {
 		var se *store.SpaceError
 		if errors.As(err, &se) {
 			return nil, nil, nil, err

@@ -58,6 +58,26 @@ var globalFlags = []cli.Flag{
 	&cli.BoolFlag{Name: "no-progress", Usage: "never draw progress bars (they only appear on a TTY anyway)"},
 }
 
+// flagString is urfave/cli's flag line without a "(default: …)" that
+// says nothing (false) or that the usage text already gave in its own
+// words ("(default: the CPUs) (default: 0)").
+func flagString(f cli.Flag) string {
+	s := defaultFlagStringer(f)
+	s = strings.TrimSuffix(s, " (default: false)")
+	if strings.Count(s, "(default") > 1 {
+		if i := strings.LastIndex(s, " (default: "); i >= 0 {
+			if j := strings.Index(s[i:], ")"); j >= 0 {
+				s = s[:i] + s[i+j+1:]
+			}
+		}
+	}
+	return s
+}
+
+var defaultFlagStringer = cli.FlagStringer
+
+func init() { cli.FlagStringer = flagString }
+
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cmds := append([]*cli.Command(nil), commands...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
@@ -67,7 +87,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Description: "Resolve a provider's embedded pylock.toml for an explicit platform, fetch each wheel\n" +
 			"from a pinned index, materialize a sealed environment, and verify it before every run.\n\n" +
 			"Exit codes: 0 ok, 1 failure, 64 usage error, 78 refused (see docs/refusals.md).\n\n" +
-			"Example:\n   cruxprov inspect provider.whl --json\n   cruxprov verify acme-echo --deep",
+			"Example:\n   cruxprov inspect provider.whl --json\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex> --deep",
 		Flags:                  globalFlags,
 		Commands:               cmds,
 		Writer:                 stdout,

@@ -16,8 +16,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "changeset",
-		Usage: "proposed changes: list, show, diff, approve, reject",
+		Name:        "changeset",
+		Usage:       "proposed changes: list, show, diff, approve, reject",
+		UsageText:   "cruxprov changeset list|show|diff|approve|reject …",
+		Description: "Example:\n   cruxprov changeset diff 3f2a9c1e\n   cruxprov changeset approve 3f2a9c1e --key ops.key --expires 720h",
 		Subcommands: []*cli.Command{{
 			Name:        "list",
 			Usage:       "list the change-sets",

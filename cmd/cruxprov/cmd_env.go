@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -97,6 +98,9 @@ func envCreate(c *cli.Context) error {
 		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Replace: c.Bool("replace"), Jobs: c.Int("jobs"),
 		Warn: o.warn,
 	}
+	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
+		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
+	}
 	switch {
 	case c.NArg() == 1 && c.Bool("replace"):
 		if c.String("wheel") != "" || c.String("lock") != "" {
@@ -122,17 +126,9 @@ func envCreate(c *cli.Context) error {
 		if po.Client, err = pinnedSource(c); err != nil {
 			return err
 		}
-		if wp := c.String("wheel"); wp != "" {
-			if po.Source.WheelData, err = inputFile("--wheel", wp, 0); err != nil {
-				return err
-			}
-			po.Source.WheelName = filepath.Base(wp)
-		} else if po.Source.LockData, err = inputFile("--lock", c.String("lock"), maxInputFile); err != nil {
+		if po.Source, err = sourceOf(c); err != nil {
 			return err
 		}
-	}
-	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
-		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
 	st, err := o.openStore()
 	if err != nil {
@@ -141,14 +137,14 @@ func envCreate(c *cli.Context) error {
 	var bars *progress
 	if o.progressOn() {
 		bars = newProgress(c, o.stderr)
-		po.FetchEvents = bars.event
 	}
+	po.FetchEvents = fetchEvents(o, bars)
 	res, err := pipeline.Run(c.Context, st, po)
 	if bars != nil {
 		bars.wait(err == nil)
 	}
 	if err != nil {
-		return err
+		return spaceAdvice(err)
 	}
 	r := res.Env
 	out := envCreated{
@@ -187,6 +183,22 @@ func inputFile(flag, path string, max int64) ([]byte, error) {
 		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
 	}
 	return b, nil
+}
+
+// readable checks that the file a flag names exists and can be opened by
+// this user: a usage error otherwise (exit 64), before anything blames
+// the file's content.
+func readable(flag, path string) error {
+	// O_NONBLOCK: a FIFO named here must not block the command.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return usagef("%s %s: %v", flag, path, unwrapPath(err))
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return usagef("%s %s: not a regular file", flag, path)
+	}
+	return nil
 }
 
 // unwrapPath drops the path an *fs.PathError repeats.

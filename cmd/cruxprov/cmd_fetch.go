@@ -3,10 +3,8 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,11 +17,7 @@ import (
 
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
-	"github.com/cruxible/cruxprov/lockfile"
-	"github.com/cruxible/cruxprov/manifest"
-	"github.com/cruxible/cruxprov/platform"
-	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/wheel"
+	"github.com/cruxible/cruxprov/pipeline"
 )
 
 func init() {
@@ -126,56 +120,18 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 	return cl, nil
 }
 
-// fetchResolution resolves --wheel's embedded lock or --lock for --platform.
-func fetchResolution(c *cli.Context, o *opts) (lockfile.Resolution, error) {
-	wheelPath, lockPath := c.String("wheel"), c.String("lock")
-	var data []byte
+// sourceOf reads the --wheel or --lock the flags name into a pipeline
+// source: a file that cannot be read is a usage error (exit 64).
+func sourceOf(c *cli.Context) (pipeline.Source, error) {
+	var src pipeline.Source
 	var err error
-	if wheelPath != "" {
-		var w *wheel.Wheel
-		if w, err = wheel.Open(wheelPath); err != nil {
-			return lockfile.Resolution{}, err
-		}
-		defer w.Close()
-		data, err = manifest.LockFromWheel(w)
+	if wp := c.String("wheel"); wp != "" {
+		src.WheelData, err = inputFile("--wheel", wp, 0)
+		src.WheelName = filepath.Base(wp)
 	} else {
-		data, err = readLock(lockPath)
+		src.LockData, err = inputFile("--lock", c.String("lock"), maxInputFile)
 	}
-	if err != nil {
-		return lockfile.Resolution{}, err
-	}
-	lock, warnings, err := lockfile.Parse(data)
-	if err != nil {
-		return lockfile.Resolution{}, err
-	}
-	if !o.quiet && !o.json {
-		for _, w := range warnings {
-			fmt.Fprintf(o.stderr, "warning: %v\n", w)
-		}
-	}
-	var plat *platform.Platform
-	if c.String("platform") == "host" {
-		plat, err = platform.Host(c.Context, c.String("python"))
-	} else {
-		plat, err = platform.Lookup(c.String("platform"))
-	}
-	if err != nil {
-		return lockfile.Resolution{}, err
-	}
-	return lockfile.Resolve(lock, plat, lockfile.Options{})
-}
-
-// readLock reads --lock: any failure to read it (missing, a directory,
-// unreadable) is lock_missing, as lock resolve reports it.
-func readLock(path string) ([]byte, error) {
-	b, err := readInputFile(path, maxInputFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.Wrap(refusal.LockMissing, err, "no lock file %s; give --lock the pylock.toml to install", path)
-	}
-	if err != nil {
-		return nil, refusal.Wrap(refusal.LockMissing, err, "cannot read the lock %s; give --lock a readable pylock.toml file", path)
-	}
-	return b, nil
+	return src, err
 }
 
 // pinnedSource checks the flags fetch and env create share (one of --wheel
@@ -212,7 +168,7 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := fetchResolution(c, o)
+	src, err := sourceOf(c)
 	if err != nil {
 		return err
 	}
@@ -220,19 +176,21 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fo := fetch.Options{Jobs: c.Int("jobs"), Offline: c.Bool("offline")}
 	var bars *progress
 	if o.progressOn() {
 		bars = newProgress(c, o.stderr)
 	}
-	fo.Events = fetchEvents(o, bars)
-	rep, err := fetch.Fetch(c.Context, st, client, res, fo)
+	pr, err := pipeline.Run(c.Context, st, pipeline.Options{
+		Source: src, Platform: c.String("platform"), Python: c.String("python"), Client: client,
+		FetchOnly: true, Jobs: c.Int("jobs"), FetchEvents: fetchEvents(o, bars), Warn: o.warn,
+	})
 	if bars != nil {
 		bars.wait(err == nil)
 	}
 	if err != nil {
 		return spaceAdvice(err)
 	}
+	rep, res := pr.Fetch, pr.Resolution
 	out := struct {
 		fetch.Report
 		Platform string `json:"platform"`

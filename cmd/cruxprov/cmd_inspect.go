@@ -30,6 +30,9 @@ func init() {
 			if c.NArg() != 1 {
 				return usagef("inspect takes one WHEEL")
 			}
+			if err := readable("WHEEL", c.Args().First()); err != nil {
+				return err
+			}
 			r, err := manifest.Inspect(c.Context, c.Args().First())
 			if err != nil {
 				return err

@@ -10,8 +10,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "interface",
-		Usage: "registered interfaces (id → digest of the canonical schema)",
+		Name:        "interface",
+		Usage:       "registered interfaces (id → digest of the canonical schema)",
+		UsageText:   "cruxprov interface register|list …",
+		Description: "Example:\n   cruxprov interface register web.fetch --schema web.fetch.schema.json\n   cruxprov interface list --json",
 		Subcommands: []*cli.Command{{
 			Name:      "register",
 			Usage:     "register an interface's JSON schema under its id",

@@ -21,8 +21,10 @@ func timeNow() time.Time { return time.Now() }
 
 func init() {
 	register(&cli.Command{
-		Name:  "key",
-		Usage: "signing keys: generate, trust, untrust, list",
+		Name:        "key",
+		Usage:       "signing keys: generate, trust, untrust, list",
+		UsageText:   "cruxprov key generate|trust|untrust|list …",
+		Description: "Example:\n   cruxprov key generate --out ops\n   cruxprov key trust ops.pub --name ops --role approver",
 		Subcommands: []*cli.Command{{
 			Name:      "generate",
 			Usage:     "make an ECDSA P-256 key pair (PREFIX.key encrypted as cosign writes it, PREFIX.pub)",

@@ -60,12 +60,15 @@ func lockSource(c *cli.Context) ([]byte, string, error) {
 	case wf != "" && lf != "":
 		return nil, "", usagef("give --wheel or --lock, not both")
 	case lf != "":
-		b, err := readInputFile(lf, maxInputFile)
+		b, err := inputFile("--lock", lf, maxInputFile)
 		if err != nil {
-			return nil, "", refusal.Wrap(refusal.LockMissing, err, "cannot read the lock %s", lf)
+			return nil, "", err
 		}
 		return b, lf, nil
 	case wf != "":
+		if err := readable("--wheel", wf); err != nil {
+			return nil, "", err
+		}
 		w, err := wheel.Open(wf)
 		if err != nil {
 			return nil, "", err
@@ -104,7 +107,7 @@ type refusedJSON struct {
 func refusedOf(err error) *refusedJSON {
 	var r *refusal.Error
 	if errors.As(err, &r) {
-		return &refusedJSON{string(r.Code), oneLine(strings.TrimPrefix(r.Error(), string(r.Code)+": "))}
+		return &refusedJSON{string(r.Code), oneLine(r.Message())}
 	}
 	return &refusedJSON{"", oneLine(err.Error())}
 }

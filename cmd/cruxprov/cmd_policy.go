@@ -11,8 +11,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "policy",
-		Usage: "the approval policy: how many distinct approver keys must sign",
+		Name:        "policy",
+		Usage:       "the approval policy: how many distinct approver keys must sign",
+		UsageText:   "cruxprov policy show|set …",
+		Description: "Example:\n   cruxprov policy show\n   cruxprov policy set --threshold 2",
 		Subcommands: []*cli.Command{{
 			Name:        "show",
 			Usage:       "show the threshold",

@@ -12,8 +12,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "provider",
-		Usage: "accepted providers: list, show, retire",
+		Name:        "provider",
+		Usage:       "accepted providers: list, show, retire",
+		UsageText:   "cruxprov provider list|show|retire …",
+		Description: "Example:\n   cruxprov provider list\n   cruxprov provider show acme-echo --json",
 		Subcommands: []*cli.Command{{
 			Name:        "list",
 			Usage:       "list the accepted pins",

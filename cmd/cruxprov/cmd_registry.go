@@ -21,8 +21,10 @@ import (
 
 func init() {
 	register(&cli.Command{
-		Name:  "registry",
-		Usage: "the governance registry's hash-chained history",
+		Name:        "registry",
+		Usage:       "the governance registry's hash-chained history",
+		UsageText:   "cruxprov registry log …",
+		Description: "Example:\n   cruxprov registry log --verify",
 		Subcommands: []*cli.Command{{
 			Name:      "log",
 			Usage:     "print the history (every mutation, hash-chained)",

@@ -213,8 +213,9 @@ func TestInspectRefusals(t *testing.T) {
 	if c := refusedCode(t, "inspect", tamper(t, s.Echo.Path, "acme_echo/__init__.py")); c != "record_mismatch" {
 		t.Errorf("tampered: %s", c)
 	}
-	if c := refusedCode(t, "inspect", filepath.Join(dir, "acme_echo-9.0.0-py3-none-any.whl")); c != "wheel_invalid" {
-		t.Errorf("missing file: %s", c)
+	// A missing file is a usage error, never a refusal blaming a wheel.
+	if r := cruxprov(t, "inspect", filepath.Join(dir, "acme_echo-9.0.0-py3-none-any.whl")); r.code != exitUsage || !strings.Contains(r.stderr, "no such file") {
+		t.Errorf("missing file: %+v", r)
 	}
 	for _, args := range [][]string{{"inspect"}, {"inspect", "a.whl", "b.whl"}} {
 		if r := cruxprov(t, args...); r.code != exitUsage {

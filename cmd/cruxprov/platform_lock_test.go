@@ -159,7 +159,7 @@ func TestLockResolveUsageAndRefusals(t *testing.T) {
 		{[]string{"lock", "resolve", "--lock", good, "--wheel", good, "--platform", "cp312-win_amd64"}, 64, "not both"},
 		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "slow"}, 64, "slow"},
 		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64,"}, 64, "empty platform"},
-		{[]string{"lock", "resolve", "--lock", filepath.Join(dir, "none.toml"), "--platform", "cp312-win_amd64"}, 78, "lock_missing"},
+		{[]string{"lock", "resolve", "--lock", filepath.Join(dir, "none.toml"), "--platform", "cp312-win_amd64"}, 64, "no such file"},
 		{[]string{"lock", "resolve", "--lock", bad, "--platform", "cp312-win_amd64"}, 78, "lock_invalid"},
 		{[]string{"lock", "resolve", "--lock", v2, "--platform", "cp312-win_amd64"}, 78, "lock_version_unsupported"},
 		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-solaris"}, 78, "platform_unsupported"},

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// TestHelpIsHonest: every command's --help shows an example, every example
+// runs a command that exists, and no flag line says "(default …)" twice
+// (issue 11 item 9).
+func TestHelpIsHonest(t *testing.T) {
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	exists := map[string]bool{"": true}
+	var paths [][]string
+	var walk func(prefix []string, cs []*cli.Command)
+	walk = func(prefix []string, cs []*cli.Command) {
+		for _, c := range cs {
+			p := append(append([]string{}, prefix...), c.Name)
+			exists[strings.Join(p, " ")] = true
+			paths = append(paths, p)
+			walk(p, c.Subcommands)
+		}
+	}
+	walk(nil, app.Commands)
+	delete(exists, "help")
+	example := regexp.MustCompile(`(?m)^\s+cruxprov((?:\s+[a-z][a-z-]*)*)`)
+	for _, p := range append(paths, nil) {
+		t.Run(strings.Join(append([]string{"cruxprov"}, p...), " "), func(t *testing.T) {
+			// The binary, not run() in-process: urfave/cli adds "help"
+			// subcommands to the shared command tree as it runs.
+			r := cruxprov(t, append(append([]string{}, p...), "--help")...)
+			help := r.stdout
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			if !strings.Contains(help, "Example:") {
+				t.Errorf("no example:\n%s", help)
+			}
+			for _, m := range example.FindAllStringSubmatch(help[strings.Index(help, "Example:")+1:], -1) {
+				words := strings.Fields(m[1])
+				// The longest command path the words name must exist, and
+				// stop at a positional (a word that is not a command).
+				known := ""
+				for i := range words {
+					cand := strings.Join(words[:i+1], " ")
+					if exists[cand] {
+						known = cand
+					}
+				}
+				if len(words) > 0 && known == "" {
+					t.Errorf("example names no command: cruxprov%s", m[1])
+				}
+			}
+			for _, line := range strings.Split(help, "\n") {
+				if strings.Count(line, "(default") > 1 {
+					t.Errorf("doubled default: %s", line)
+				}
+			}
+		})
+	}
+}
