@@ -80,6 +80,8 @@ type Result struct {
 	Reused     bool          `json:"reused"` // it existed, sealed, and verified
 	Seal       *seal.Seal    `json:"-"`
 	Timings    Timings       `json:"timings"`
+	// Index is the stat index of a tree made by Tree (nil from Create).
+	Index *seal.Index `json:"-"`
 }
 
 // EnvsDir is the directory of sealed envs below the store's home.
@@ -195,7 +197,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// (mkdirStaging) from a hash of its name.
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
-	err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res)
+	err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res, true)
 	var damaged *cacheDamaged
 	if errors.As(err, &damaged) && ctx.Err() == nil {
 		// A damaged cache entry costs a rebuild from the archives alone.
@@ -209,7 +211,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		}
 		req.NoCache = true
 		*res = Result{Dir: dir, Digest: s.Materialization.Digest}
-		err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res)
+		err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res, true)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -271,7 +273,7 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 }
 
 // build does the work of Create in staging, then commits it to dir.
-func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result) error {
+func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
 	t0 := time.Now()
 	emit(Event{Stage: "install"})
 	all := req.Resolution.Packages
@@ -336,6 +338,12 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if !commit {
+		s.SetTree(ix)
+		res.TreeDigest, res.Seal, res.Index = s.Tree.Digest, s, ix
+		res.Timings.Seal = time.Since(t2)
+		return nil
 	}
 	var aside string
 	if req.Replace {
@@ -589,4 +597,61 @@ func sizes(free, need int64) (string, string) {
 		return fmt.Sprintf("%.1f MiB", f), fmt.Sprintf("%.1f MiB", n)
 	}
 	return fmt.Sprintf("%d bytes", free), fmt.Sprintf("%d bytes", need)
+}
+
+// Tree materializes req into out, a directory that must not exist yet,
+// laid out as if it lived at final: the path it will have where it runs
+// (inside an image, say), which scripts' shebangs, pyvenv.cfg and the
+// bytecode's file names name. The tree is frozen read-only like a sealed
+// env, and the Result carries its seal document (tree digest and counts
+// filled in) and stat index, but nothing is committed: out is not an env
+// of the store and has no seal file. The interpreter (req.Python or
+// req.Interpreter) must be where final's venv will find it (the same
+// path and X.Y), since the venv links to it and compiles with it. The
+// store's shared lock must be held by the caller (the pipeline holds it).
+func Tree(ctx context.Context, st *store.Store, req Request, out, final string) (*Result, error) {
+	jobs := req.Jobs
+	if jobs < 1 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	emit := func(e Event) {
+		if req.Events != nil {
+			req.Events(e)
+		}
+	}
+	in := req.Interpreter
+	if in == nil {
+		var err error
+		if in, err = ProbeInterpreter(ctx, req.Python); err != nil {
+			return nil, err
+		}
+	}
+	if err := in.CheckPlatform(req.Platform); err != nil {
+		return nil, err
+	}
+	l, err := LayoutFor(req.Platform)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "cannot materialize locally")
+	}
+	s, err := sealInputs(req, in, l)
+	if err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(final) || filepath.Clean(final) != final {
+		return nil, refusal.New(refusal.MaterializeFailed, "the env's final path %q is not an absolute clean path", final)
+	}
+	if err := os.Mkdir(out, 0o700); err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s", out)
+	}
+	res := &Result{Dir: out, Digest: s.Materialization.Digest}
+	err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), final, jobs, emit, res, false)
+	if err != nil {
+		_ = removeTree(out)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+		return nil, err
+	}
+	res.Dir = filepath.Join(out, "env")
+	return res, nil
 }

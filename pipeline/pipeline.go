@@ -66,6 +66,9 @@ type Options struct {
 	Client *index.Client
 	// FetchOnly stops after fetching (no env).
 	FetchOnly bool
+	// Tree, when set, materializes into Tree.Out laid out for Tree.Final
+	// (an image's env, materialize.Tree) instead of an env of the store.
+	Tree *TreeTarget
 	// NoCompile, NoCache, Jobs: as materialize.Request.
 	NoCompile bool
 	NoCache   bool
@@ -79,6 +82,10 @@ type Options struct {
 	Events      func(materialize.Event)
 	Warn        func(string)
 }
+
+// TreeTarget is where a tree for elsewhere (an image) is made: Out, a new
+// directory here, laid out as if at Final.
+type TreeTarget struct{ Out, Final string }
 
 // Result is what the pipeline did.
 type Result struct {
@@ -184,10 +191,15 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if o.FetchOnly {
 		return r, nil
 	}
-	r.Env, err = materialize.Create(ctx, st, materialize.Request{
+	req := materialize.Request{
 		Platform: plat, Interpreter: in, Resolution: r.Resolution, RootWheel: r.Root,
 		NoCompile: noCompile, NoCache: o.NoCache, Jobs: o.Jobs, Events: o.Events, Replace: o.Replace,
-	})
+	}
+	if o.Tree != nil {
+		r.Env, err = materialize.Tree(ctx, st, req, o.Tree.Out, o.Tree.Final)
+	} else {
+		r.Env, err = materialize.Create(ctx, st, req)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -372,19 +372,7 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 			}
 		}
 	}()
-	s.Format = Format
-	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
-	for i := range ix.Entries {
-		switch ix.Entries[i].Kind {
-		case digest.File:
-			s.Tree.Files++
-			s.Tree.Bytes += ix.Entries[i].Size
-		case digest.Dir:
-			s.Tree.Dirs++
-		case digest.Symlink:
-			s.Tree.Symlinks++
-		}
-	}
+	s.SetTree(ix)
 	s.Index = IndexRef{Format: IndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
 	if _, err := s.ComputeDigest(); err != nil {
 		return fmt.Errorf("refusing to write an inconsistent seal: %w", err)
@@ -426,6 +414,24 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 		return err
 	}
 	return syncDir(parent)
+}
+
+// SetTree fills s's format and tree (digest, counts, bytes, root mode)
+// from the stat index of a frozen tree.
+func (s *Seal) SetTree(ix *Index) {
+	s.Format = Format
+	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
+	for i := range ix.Entries {
+		switch ix.Entries[i].Kind {
+		case digest.File:
+			s.Tree.Files++
+			s.Tree.Bytes += ix.Entries[i].Size
+		case digest.Dir:
+			s.Tree.Dirs++
+		case digest.Symlink:
+			s.Tree.Symlinks++
+		}
+	}
 }
 
 // writeTemp writes b to a new temporary file beside path (mode 0444,
