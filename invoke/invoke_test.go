@@ -323,3 +323,66 @@ func TestBwrap(t *testing.T) {
 		t.Errorf("secrets %v", p.Secrets)
 	}
 }
+
+// TestRefusedRunUnderKey: a run refused before it starts is recorded as
+// refused whatever its idempotency key has on record, and does not use the
+// key: it is never shown as a replay, never dropped as a conflict, and a
+// later call with the key is decided as if it had not happened.
+func TestRefusedRunUnderKey(t *testing.T) {
+	f := fixture(t)
+	s := map[string]string{"acme/alpha": "a", "acme/beta": "b"}
+	drift := func(context.Context) error { return refusal.New(refusal.EnvDrift, "drifted") }
+	call := func(input int, verify func(context.Context) error) *invoke.Call {
+		c := f.Call("probe", input, s)
+		c.IdempotencyKey = "k"
+		if verify != nil {
+			c.Verify = verify
+		}
+		return c
+	}
+	cases := []struct {
+		name   string
+		before []*invoke.Call // run first, each must succeed
+		after  *invoke.Call   // run after the refusal
+		// want of the call after: replayed, or a conflict, or a fresh ok
+		replayed, conflict bool
+	}{
+		{"an ok is on record", []*invoke.Call{call(1, nil)}, call(1, nil), true, false},
+		{"the key was first used with another input", []*invoke.Call{call(2, nil)}, call(1, nil), false, true},
+		{"first use of the key", nil, call(2, nil), false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, path := openLedger(t)
+			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+			ctx := context.Background()
+			for _, c := range tc.before {
+				if res, err := ex.Run(ctx, c); err != nil || res.Status != invoke.StatusOK {
+					t.Fatalf("before: %+v %v", res, err)
+				}
+			}
+			res, err := ex.Run(ctx, call(1, drift))
+			if res != nil || !errors.Is(err, refusal.EnvDrift) {
+				t.Fatalf("refused run = %+v, %v; want env_drift", res, err)
+			}
+			r, err := receipts.Scan(ctx, []string{path}, receipts.ScanOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := r.Attempts[len(r.Attempts)-1]
+			if len(r.Attempts) != len(tc.before)+1 || last.Outcome == nil || last.Outcome.Status != receipts.StatusRefused ||
+				last.Outcome.Replayed || last.Outcome.ErrorCode != string(refusal.EnvDrift) || !strings.Contains(last.Outcome.ErrorMessage, `"k"`) {
+				t.Fatalf("the refused run's receipt: %+v %+v", last.Intent, last.Outcome)
+			}
+			res, err = ex.Run(ctx, tc.after)
+			switch {
+			case tc.conflict:
+				if !errors.Is(err, refusal.IdempotencyConflict) {
+					t.Fatalf("after: %+v %v, want idempotency_conflict", res, err)
+				}
+			case err != nil || res.Status != invoke.StatusOK || res.Replayed != tc.replayed:
+				t.Fatalf("after: %+v %v, want ok replayed=%v", res, err, tc.replayed)
+			}
+		})
+	}
+}

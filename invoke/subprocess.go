@@ -594,18 +594,34 @@ type recorder struct {
 	attempt string
 	egress  []string
 	begun   bool
+	key     string // set when a refusal was recorded without its idempotency key
 }
 
 // refuse records a refusal found before the intent: intent, then a
 // refused outcome. The refusal is returned whatever the ledger says.
+//
+// The idempotency key is not consulted for a run refused before it could
+// start (as payment APIs keep no result for a request that failed
+// validation): Begin is given the intent without the key, so it can
+// neither replay a recorded ok outcome under it (the ledger would then
+// show a replay for a run that was refused) nor refuse the record as
+// idempotency_conflict (the refusal would go unrecorded), and a later
+// call with the key is decided as if this one had not happened. The
+// refused outcome's message names the key.
 func (r *recorder) refuse(ctx context.Context, in receipts.Intent, err error) error {
 	if r.l == nil {
 		return err
 	}
-	if _, berr := r.l.Begin(context.WithoutCancel(ctx), in); berr != nil {
+	key := in.IdempotencyKey
+	in.IdempotencyKey = ""
+	dec, berr := r.l.Begin(context.WithoutCancel(ctx), in)
+	if berr != nil || dec.Replay != nil {
+		// A Ledger that replays without a key has already written the
+		// attempt's outcome: nothing more to add.
 		return err
 	}
 	r.begun = true
+	r.key = key
 	return r.finishRefused(ctx, err)
 }
 
@@ -613,8 +629,12 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 	if r.l == nil || !r.begun {
 		return err
 	}
+	msg := err.Error()
+	if r.key != "" {
+		msg += fmt.Sprintf(" (refused before idempotency key %q was consulted: the key is not used)", r.key)
+	}
 	o := receipts.Outcome{AttemptID: r.attempt, Status: receipts.StatusRefused, ExitCode: -1,
-		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: err.Error(),
+		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: msg,
 		EgressDeclared: nonNil(r.egress), EgressObserved: []string{}, EndedAt: time.Now().UTC()}
 	if o.ErrorCode == "" {
 		o.ErrorCode = "executor_failed"
