@@ -66,6 +66,9 @@ type Options struct {
 	Client *index.Client
 	// FetchOnly stops after fetching (no env).
 	FetchOnly bool
+	// ResolveOnly stops after resolving: nothing is fetched or built (a
+	// platform no interpreter here runs; images build it later).
+	ResolveOnly bool
 	// Tree, when set, materializes into Tree.Out laid out for Tree.Final
 	// (an image's env, materialize.Tree) instead of an env of the store.
 	Tree *TreeTarget
@@ -101,6 +104,8 @@ type Result struct {
 	Prepare    time.Duration           `json:"-"` // source, resolve and fetch
 	Manifest   *manifest.Manifest      `json:"-"` // the root wheel's, when there is one
 	LockDigest digest.Digest           `json:"-"` // sha256 of the lock's bytes
+	// ManifestData is the root wheel's provider.toml, as its bytes.
+	ManifestData []byte `json:"-"`
 }
 
 // InputError is an input the caller named that cannot be used as given
@@ -161,7 +166,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		lockData := o.Source.LockData
 		if o.Source.WheelData != nil {
-			if lockData, r.Root, r.Manifest, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly); err != nil {
+			if lockData, r.Root, r.Manifest, r.ManifestData, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly && !o.ResolveOnly); err != nil {
 				return nil, err
 			}
 		}
@@ -183,6 +188,10 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	r.Platform = plat.ID()
 	if in != nil {
 		r.Interpreter = in.Path
+	}
+	if o.ResolveOnly {
+		r.Prepare = time.Since(start)
+		return r, nil
 	}
 	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
 		return nil, err
@@ -209,7 +218,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 // probe finds the interpreter and the platform of o. A fetch for a
 // preset or a platform file runs no interpreter (in is nil).
 func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *materialize.Interpreter, plat *platform.Platform, err error) {
-	if !o.FetchOnly || (o.PlatformData == nil && o.Platform == "host") {
+	if !(o.FetchOnly || o.ResolveOnly) || (o.PlatformData == nil && o.Platform == "host") {
 		if in, err = cache.Interpreter(ctx, o.Python); err != nil {
 			return nil, nil, err
 		}
@@ -274,28 +283,43 @@ func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error
 
 // rootWheel reads the root wheel's manifest and lock and, with put, puts
 // the wheel in the store (the env installs it; a rebuild finds it there).
-func rootWheel(ctx context.Context, st *store.Store, b []byte, name string, put bool) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, error) {
+func rootWheel(ctx context.Context, st *store.Store, b []byte, name string, put bool) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, []byte, error) {
 	sum := digest.Sum(b)
 	w, err := wheel.OpenReader(bytes.NewReader(b), int64(len(b)), name)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	lock, err := manifest.LockFromWheel(w)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	m, _, err := manifest.FromWheel(w)
+	m, raw, err := manifest.FromWheel(w)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if !put {
 		// fetch: the root wheel is the caller's file, not a download.
 	} else if err := st.Put(ctx, sum, int64(len(b)), bytes.NewReader(b)); err != nil {
 		var se *store.SpaceError
 		if errors.As(err, &se) {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return nil, nil, nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
+		return nil, nil, nil, nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
 	}
-	return lock, &lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: int64(len(b)), SHA256: sum}, m, nil
+	return lock, &lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: int64(len(b)), SHA256: sum}, m, raw, nil
+}
+
+// HostPlatform is the canonical id of the host platform of the
+// interpreter python (probed once, remembered in st's probe cache).
+func HostPlatform(ctx context.Context, st *store.Store, python string) (string, error) {
+	cache := materialize.ProbeCache{Dir: filepath.Join(st.Home(), store.EnvsDir, ".interpreters")}
+	in, err := cache.Interpreter(ctx, python)
+	if err != nil {
+		return "", err
+	}
+	p, err := cache.Host(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return p.ID(), nil
 }

@@ -52,10 +52,11 @@ func validateChangeShape(c *Change) error {
 			switch {
 			case m.Platform == "" || m.Digest.IsZero():
 				return bad("provider %s: a materialization needs a platform and a digest", p.Name)
-			case m.Backend == "local":
-			case m.Backend == "container" && m.Image != "":
+			case m.Backend == BackendLocal:
+			case m.Backend == BackendContainer && m.Image != "":
+			case m.Backend == BackendResolution && m.Resolution == m.Digest:
 			default:
-				return bad("provider %s: materialization backend %q (want local, or container with an image)", p.Name, m.Backend)
+				return bad("provider %s: materialization backend %q (want local, container with an image, or resolution)", p.Name, m.Backend)
 			}
 		}
 		for k, v := range p.Budgets {

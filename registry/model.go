@@ -98,6 +98,19 @@ type Entrypoint struct {
 	ImplementationDigest digest.Digest `json:"implementationDigest" yaml:"implementationDigest"`
 }
 
+// The materialization backends.
+const (
+	// BackendLocal is a sealed local env.
+	BackendLocal = "local"
+	// BackendContainer is an image, by digest.
+	BackendContainer = "container"
+	// BackendResolution is the resolution alone, for a platform no
+	// interpreter of the installing host runs (Digest is the resolution
+	// digest); an image build materializes it later. Verify never accepts
+	// it as something to run.
+	BackendResolution = "resolution"
+)
+
 // Materialization is one environment pin: backend "local" (a sealed env:
 // Digest is the materialization digest, Seal the seal content digest,
 // Resolution the resolution digest, Packages the resolved wheels, Path

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/install"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "install",
+		Usage:     "propose a provider: root wheel → interfaces checked → envs built and sealed → a change-set",
+		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--offline] [--no-compile] [--jobs N]",
+		Description: "Reads the provider's manifest, checks every entrypoint's interface against the registry\n" +
+			"(interface_unregistered, interface_digest_mismatch), runs the pipeline for each platform — a\n" +
+			"sealed local env where the interpreter (--python) runs the platform, the resolution alone\n" +
+			"elsewhere (images build it) — and proposes a change-set. Nothing an executor runs changes\n" +
+			"until it is approved (cruxprov changeset approve ID --key KEY).\n\n" +
+			"Example:\n   cruxprov install acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --index http://127.0.0.1:8080/simple/\n" +
+			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --platform host,cp312-manylinux_2_17_aarch64 --json",
+		Flags: append([]cli.Flag{
+			&cli.StringSliceFlag{Name: "platform", Usage: "target `PLATFORM`s: preset ids or host, comma-separated or repeated"},
+			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` local envs point at"},
+			&cli.StringFlag{Name: "sha256", Usage: "the root wheel's sha256 `HEX` (with NAME==VERSION)"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local (container: see image build)"},
+			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
+			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
+		}, indexFlags()...),
+		Action: installAction,
+	})
+}
+
+func installAction(c *cli.Context) error {
+	o, reg, err := openRegistry(c, 1)
+	if err != nil {
+		return err
+	}
+	if c.String("backend") != "local" {
+		return usagef("--backend %s: install proposes local materializations; container images come from 'cruxprov image build'", c.String("backend"))
+	}
+	var plats []string
+	for _, p := range c.StringSlice("platform") {
+		for _, q := range strings.Split(p, ",") {
+			if q = strings.TrimSpace(q); q == "" {
+				return usagef("empty platform in --platform")
+			}
+			plats = append(plats, q)
+		}
+	}
+	if len(plats) == 0 {
+		return usagef("--platform P[,P…] is required (a preset id, or host)")
+	}
+	if c.String("index") == "" && !c.Bool("offline") {
+		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	iopts := install.Options{
+		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), Jobs: c.Int("jobs"),
+		ProposedBy: operator(), Warn: o.warn,
+	}
+	if !c.Bool("offline") {
+		if iopts.Client, err = newIndexClient(c, c.String("index")); err != nil {
+			return err
+		}
+	}
+	arg := c.Args().First()
+	if name, version, ok := strings.Cut(arg, "=="); ok && !strings.HasSuffix(arg, ".whl") {
+		if c.String("sha256") == "" {
+			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
+		}
+		d, err := digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:"))
+		if err != nil {
+			return usagef("--sha256: %v", err)
+		}
+		iopts.Name, iopts.Version, iopts.SHA256 = name, version, d
+	} else {
+		if iopts.WheelData, err = inputFile("WHEEL", arg, 0); err != nil {
+			return err
+		}
+		iopts.WheelName = filepath.Base(arg)
+		if h := c.String("sha256"); h != "" {
+			if iopts.SHA256, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
+				return usagef("--sha256: %v", err)
+			}
+		}
+	}
+	st, err := o.openStore()
+	if err != nil {
+		return err
+	}
+	res, err := install.Install(c.Context, st, reg, iopts)
+	if err != nil {
+		return spaceAdvice(err)
+	}
+	return o.emit("cruxprov.install/v1", res, func(w io.Writer) {
+		p := res.Provider
+		if !o.quiet {
+			fmt.Fprintf(w, "provider %s %s (%s)\n", p.Name, p.Package.Version, p.Package.SHA256)
+			for _, m := range p.Materializations {
+				if env, ok := res.Envs[m.Platform]; ok {
+					fmt.Fprintf(w, "  %-34s env %s\n", m.Platform, env)
+				} else {
+					fmt.Fprintf(w, "  %-34s resolution %s (no interpreter here: images build it)\n", m.Platform, m.Digest)
+				}
+			}
+			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12])
+			return
+		}
+		fmt.Fprintln(w, res.ChangeSet.Metadata.ID)
+	})
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/verify"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "verify",
+		Usage:     "check a provider's accepted pin against the registry, your floor and the env on disk",
+		UsageText: "cruxprov verify NAME [--entrypoint E] [--platform P] [--deep] [--explain] [--state-dir DIR]",
+		Description: "What an executor runs before every invocation (DESIGN §9): the accepted pin is present,\n" +
+			"signed by trusted approvers up to the threshold, not expired, not below this verifier's floor\n" +
+			"(kept in --state-dir); the entrypoint is in it; its protocol range includes ours; the env's\n" +
+			"seal names the pinned digest and seal content digest; the env, interpreter, manifest and\n" +
+			"lock are unchanged (fast: the stat index; --deep: rehash everything). No network.\n\n" +
+			"Example:\n   cruxprov verify acme-echo\n   cruxprov verify acme-echo --entrypoint echo --deep --json",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "entrypoint", Usage: "the `E`ntrypoint that will run (must be pinned)"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local (container: image verify)"},
+			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several local envs are pinned)"},
+			&cli.BoolFlag{Name: "deep", Usage: "rehash every file of the env"},
+			&cli.BoolFlag{Name: "explain", Usage: "report every difference of the env, not only the first"},
+			&cli.StringFlag{Name: "state-dir", Usage: "this verifier's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov or ~/.local/state/cruxprov)"},
+			&cli.IntFlag{Name: "jobs", Usage: "parallel hashing and stat threads `N` (default: the CPUs)"},
+		},
+		Action: verifyAction,
+	})
+}
+
+// stateDir is the executor's own state directory (DESIGN §10): --state-dir,
+// else $XDG_STATE_HOME/cruxprov, else ~/.local/state/cruxprov.
+func stateDir(c *cli.Context) (string, error) {
+	if d := c.String("state-dir"); d != "" {
+		return filepath.Abs(d)
+	}
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "cruxprov"), nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", usagef("no home directory for the state directory: give --state-dir DIR")
+	}
+	return filepath.Join(h, ".local", "state", "cruxprov"), nil
+}
+
+// readRegistry opens the store's registry for reading: a store without
+// one has no accepted pin (an executor never creates it).
+func readRegistry(c *cli.Context, o *opts, name string) (*registry.Dir, error) {
+	root := filepath.Join(o.home, "registry")
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: the store %s has no registry", name, o.home)
+	}
+	return registry.OpenDir(c.Context, root)
+}
+
+func verifyAction(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usagef("verify takes one provider NAME")
+	}
+	if b := c.String("backend"); b != "local" {
+		return usagef("--backend %s: verify checks local envs; an image is checked by 'cruxprov image verify'", b)
+	}
+	sd, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	name := c.Args().First()
+	reg, err := readRegistry(c, o, name)
+	if err != nil {
+		return err
+	}
+	rep, err := verify.Verify(c.Context, reg, name, verify.Options{
+		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"),
+		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd,
+	})
+	if err != nil {
+		if c.Bool("explain") && rep.Seal != nil && len(rep.Seal.Differences) > 1 && !o.json {
+			for _, d := range explainDifferences(rep.Seal.Differences) {
+				fmt.Fprintf(o.stdout, "drift: %s\n", d)
+			}
+			return rep.Seal.Explained()
+		}
+		return err
+	}
+	mode := "fast"
+	if c.Bool("deep") {
+		mode = "deep"
+	}
+	out := struct {
+		*verify.Report
+		Mode string `json:"mode"`
+		OK   bool   `json:"ok"`
+	}{rep, mode, true}
+	return o.emit("cruxprov.verify/v1", out, func(w io.Writer) {
+		fmt.Fprintf(w, "ok %s revision %d (%s)\nenv %s\nmaterialization_digest %s\nseal_content_digest %s\n",
+			rep.Provider, rep.Revision, mode, rep.Env, rep.Materialization.Digest, rep.Materialization.Seal)
+	})
+}

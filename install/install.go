@@ -1,0 +1,266 @@
+// Package install owns `cruxprov install` (DESIGN §8, §13): from a
+// provider's root wheel to a proposed change-set. It reads the manifest,
+// checks every entrypoint's interface against the registry, runs the
+// pipeline for each platform (a sealed local env where an interpreter
+// here runs the platform, the resolution alone elsewhere, for images),
+// and proposes a register or update change-set. Nothing an executor runs
+// changes until the change-set is approved.
+//
+// It does not fetch, build or seal itself (package pipeline does), decide
+// approvals or write pins (package registry does), print, or read the
+// environment.
+package install
+
+import (
+	"context"
+	"io"
+	"path"
+	"slices"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Options is one install.
+type Options struct {
+	// WheelData and WheelName are the root wheel, read by the caller; or
+	// Name, Version and SHA256 name it on the pinned index (Client).
+	WheelData []byte
+	WheelName string
+	Name      string
+	Version   string
+	SHA256    digest.Digest
+	// Platforms are preset ids or "host"; Python is the interpreter for
+	// the platforms it runs (their envs point at it).
+	Platforms []string
+	Python    string
+	// Client is the pinned index (nil: the store alone, offline).
+	Client *index.Client
+	// NoCompile, Jobs: as pipeline.Options.
+	NoCompile bool
+	Jobs      int
+	// ProposedBy names who proposes (metadata only).
+	ProposedBy string
+	// Warn and Progress receive warnings and stage names.
+	Warn     func(string)
+	Progress func(stage, platform string)
+}
+
+// Result is a proposed change-set and what went into it.
+type Result struct {
+	ChangeSet *registry.ChangeSet `json:"changeset"`
+	Provider  *registry.Provider  `json:"provider"`
+	// Envs are the sealed local envs built, by platform.
+	Envs map[string]string `json:"envs"`
+}
+
+// Install runs o against st and proposes the change-set in reg.
+func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Options) (*Result, error) {
+	warn := o.Warn
+	if warn == nil {
+		warn = func(string) {}
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string, string) {}
+	}
+	if len(o.Platforms) == 0 {
+		return nil, refusal.New(refusal.PlatformUnsupported, "no platform to install for")
+	}
+	if o.WheelData == nil {
+		progress("fetch root wheel", "")
+		b, name, err := fetchRoot(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		o.WheelData, o.WheelName = b, name
+	}
+	sum := digest.Sum(o.WheelData)
+	if !o.SHA256.IsZero() && o.SHA256 != sum {
+		return nil, refusal.New(refusal.HashMismatch, "%s hashes to %s, not %s", o.WheelName, sum, o.SHA256)
+	}
+	res := &Result{Envs: map[string]string{}}
+	var prov *registry.Provider
+	for _, p := range o.Platforms {
+		progress("materialize", p)
+		po := pipeline.Options{
+			Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
+			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: warn,
+		}
+		local := p == "host" || runsHere(ctx, st, p, o.Python)
+		po.ResolveOnly = !local
+		r, err := pipeline.Run(ctx, st, po)
+		if err != nil {
+			return nil, err
+		}
+		if prov == nil {
+			if prov, err = providerOf(ctx, reg, r, sum); err != nil {
+				return nil, err
+			}
+		}
+		m, err := materialization(r, local)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(prov.Materializations, func(x registry.Materialization) bool { return x.Platform == m.Platform && x.Backend == m.Backend }) {
+			continue // "host" and its preset id named twice
+		}
+		prov.Materializations = append(prov.Materializations, m)
+		if local {
+			res.Envs[m.Platform] = r.Env.Dir
+		}
+	}
+	action := registry.ActionRegister
+	if pin, err := reg.Pin(ctx, prov.Name); err == nil && pin != nil && !pin.Retired {
+		action = registry.ActionUpdate
+	} else if err != nil && refusal.CodeOf(err) != refusal.PinUnapproved {
+		return nil, err
+	}
+	progress("propose", "")
+	cs, err := reg.Propose(ctx, registry.Change{Action: action, Provider: prov}, o.ProposedBy)
+	if err != nil {
+		return nil, err
+	}
+	res.ChangeSet, res.Provider = cs, prov
+	return res, nil
+}
+
+// runsHere reports whether the interpreter python runs platform id (its
+// host platform has that id): then a local env is built for it.
+func runsHere(ctx context.Context, st *store.Store, id, python string) bool {
+	host, err := pipeline.HostPlatform(ctx, st, python)
+	return err == nil && host == id
+}
+
+// providerOf is the provider part of the change from the first
+// platform's pipeline result: the manifest, its interfaces checked
+// against the registry, the implementation digests.
+func providerOf(ctx context.Context, reg registry.Reader, r *pipeline.Result, sum digest.Digest) (*registry.Provider, error) {
+	m := r.Manifest
+	if m == nil || r.Root == nil {
+		return nil, refusal.New(refusal.ManifestMissing, "install needs a provider's root wheel")
+	}
+	ifaces, err := reg.Interfaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]digest.Digest{}
+	for _, i := range ifaces {
+		known[i.ID] = i.Digest
+	}
+	p := &registry.Provider{
+		Name:           m.Name,
+		Package:        &registry.Package{Name: r.Root.Name, Version: r.Root.Version, Filename: r.Root.Filename, SHA256: sum},
+		Protocol:       []int{m.Protocol[0], m.Protocol[1]},
+		ManifestDigest: digest.Sum(r.ManifestData),
+		LockDigest:     r.LockDigest,
+		Secrets:        slices.Clone(m.Secrets),
+		Egress:         slices.Clone(m.Egress),
+		Budgets:        map[string]int64{},
+	}
+	if m.Budgets.TimeoutMS > 0 {
+		p.Budgets["timeout_ms"] = m.Budgets.TimeoutMS
+	}
+	if m.Budgets.OutputBytes > 0 {
+		p.Budgets["output_bytes"] = m.Budgets.OutputBytes
+	}
+	for _, e := range m.Entrypoints {
+		d, ok := known[e.Interface.ID]
+		if !ok {
+			return nil, refusal.New(refusal.InterfaceUnregistered, "entrypoint %q implements interface %s, which the registry does not know; register its schema first", e.Name, e.Interface.ID)
+		}
+		if d != e.Interface.Digest {
+			return nil, refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d)
+		}
+		impl, err := e.ImplementationDigest(sum)
+		if err != nil {
+			return nil, err
+		}
+		p.Entrypoints = append(p.Entrypoints, registry.Entrypoint{
+			Name: e.Name, Object: e.Object,
+			Interface:            registry.InterfaceRef{ID: e.Interface.ID, Digest: e.Interface.Digest},
+			ImplementationDigest: impl,
+		})
+	}
+	return p, nil
+}
+
+// materialization is one platform's entry: a sealed local env, or the
+// resolution alone.
+func materialization(r *pipeline.Result, local bool) (registry.Materialization, error) {
+	res := r.Resolution
+	var pkgs []registry.Package
+	for _, w := range res.Packages {
+		pkgs = append(pkgs, registry.Package{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256})
+	}
+	rd, err := res.Digest()
+	if err != nil {
+		return registry.Materialization{}, err
+	}
+	if !local {
+		return registry.Materialization{Backend: registry.BackendResolution, Platform: r.Platform, Digest: rd, Resolution: rd, Packages: pkgs}, nil
+	}
+	s := r.Env.Seal
+	cd, err := seal.ContentDigest(s)
+	if err != nil {
+		return registry.Materialization{}, refusal.Wrap(refusal.SealInvalid, err, "the seal content digest of %s", r.Env.Dir)
+	}
+	return registry.Materialization{
+		Backend: registry.BackendLocal, Platform: r.Platform, Digest: r.Env.Digest, Resolution: rd, Seal: cd, Path: r.Env.Dir,
+		Interpreter: s.Interpreter.Path + " " + s.Interpreter.Version + " sha256:" + s.Interpreter.SHA256.Hex()[:12],
+		Packages:    pkgs,
+	}, nil
+}
+
+// fetchRoot downloads NAME==VERSION from the pinned index: the file the
+// index lists for that name and version whose sha256 is o.SHA256.
+func fetchRoot(ctx context.Context, o Options) ([]byte, string, error) {
+	if o.Client == nil {
+		return nil, "", refusal.New(refusal.OfflineMiss, "%s==%s is not a file here and there is no index to fetch it from", o.Name, o.Version)
+	}
+	if o.SHA256.IsZero() {
+		return nil, "", refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", o.Name, o.Version)
+	}
+	proj, err := o.Client.Project(ctx, o.Name)
+	if err != nil {
+		return nil, "", err
+	}
+	var listed []string
+	for _, f := range proj.Files {
+		fn, err := wheel.ParseFilename(f.Filename)
+		if err != nil || fn.Name != proj.Name {
+			continue
+		}
+		listed = append(listed, f.Filename)
+		if fn.Version != o.Version {
+			continue
+		}
+		if h := f.Hashes["sha256"]; h != "" && h != o.SHA256.Hex() {
+			continue
+		}
+		rc, _, err := o.Client.Open(ctx, f)
+		if err != nil {
+			return nil, "", err
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, 1<<30))
+		rc.Close()
+		if err != nil {
+			return nil, "", refusal.Wrap(refusal.FetchFailed, err, "downloading %s from %s", f.Filename, index.Redact(f.URL))
+		}
+		if digest.Sum(b) != o.SHA256 {
+			continue
+		}
+		return b, path.Base(f.Filename), nil
+	}
+	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (it lists %d wheel(s) of %s)", index.Redact(o.Client.BaseURL()), o.Name, o.Version, o.SHA256, len(listed), proj.Name)
+}
+
+// ProtocolVersion is the protocol this cruxprov speaks (DESIGN §5).
+const ProtocolVersion = buildinfo.ProtocolVersion

@@ -1,0 +1,172 @@
+// Package verify is what an executor pays before every run (DESIGN §9):
+// the accepted pin of a provider, checked against the registry, the
+// verifier's own floor and what is on disk. One call, Verify, fails
+// closed at the first difference with a typed refusal; the CLI's
+// `cruxprov verify NAME` is a thin wrapper.
+//
+// It owns the composition only: the pin's signatures, threshold, expiry
+// and floors are package registry's (VerifyPin), the env's seal, stat
+// index and interpreter are package seal's (seal.Verify). It never writes
+// to the store or the registry (only the floor in the caller's state
+// directory, through registry.VerifyPin), never prints, and makes no
+// network call.
+package verify
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Options is one verification.
+type Options struct {
+	// Entrypoint, when set, must be one of the pinned provider's.
+	Entrypoint string
+	// Platform picks the local materialization by platform id; "" takes
+	// the only local one.
+	Platform string
+	// Deep rehashes every file; Explain collects every difference.
+	Deep, Explain bool
+	// Jobs bounds seal.Verify's parallelism.
+	Jobs int
+	// StateDir is the verifier's state directory, where its floors live
+	// (beside its receipts ledger, DESIGN §10); "" keeps no floor.
+	StateDir string
+	// Now is the time expiry is checked at (zero: time.Now()).
+	Now time.Time
+}
+
+// Report is a verified pin and env.
+type Report struct {
+	Provider   string               `json:"provider"`
+	Revision   int64                `json:"revision"`
+	Entrypoint *registry.Entrypoint `json:"entrypoint,omitempty"`
+	// Materialization is the pinned local env that was verified.
+	Materialization registry.Materialization `json:"materialization"`
+	Env             string                   `json:"env"`
+	// Seal is the env's seal report (differences with Explain).
+	Seal *seal.Report  `json:"seal"`
+	Pin  *registry.Pin `json:"-"`
+	// Provider spec of the pin.
+	Spec *registry.Provider `json:"-"`
+}
+
+// Verify checks the accepted pin of provider name in reg and the local env
+// it names, failing closed: the pin (registry.VerifyPin: present, signed by
+// trusted approvers up to the threshold, not expired, not below the
+// floor: pin_unapproved, signature_invalid, signer_untrusted, pin_expired,
+// pin_rollback, registry_corrupt); the entrypoint is in it
+// (entrypoint_unknown); its protocol range includes ours
+// (protocol_unsupported); the env's seal names the pinned materialization
+// digest and the seal content digest is the pinned one (pin_mismatch: an
+// interpreter updated in place, say); the env matches its seal (seal.Verify:
+// seal_missing, seal_invalid, env_drift, interpreter_drift); the installed
+// manifest and lock hash to the pinned digests (manifest_drift,
+// lock_drift). The Report is filled in as far as verification got.
+func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*Report, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	r := &Report{Provider: name}
+	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
+	if err != nil {
+		return r, err
+	}
+	spec := pin.ProviderSpec()
+	r.Pin, r.Spec, r.Revision = pin, spec, pin.Revision
+	if spec == nil {
+		return r, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
+	}
+	if o.Entrypoint != "" {
+		for i := range spec.Entrypoints {
+			if spec.Entrypoints[i].Name == o.Entrypoint {
+				r.Entrypoint = &spec.Entrypoints[i]
+			}
+		}
+		if r.Entrypoint == nil {
+			return r, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
+		}
+	}
+	if p := spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
+		return r, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
+	}
+	m, err := pick(spec, name, o.Platform)
+	if err != nil {
+		return r, err
+	}
+	r.Materialization = m
+	env := filepath.Clean(m.Path)
+	r.Env = env
+	if filepath.Base(env) != m.Digest.Hex() {
+		return r, refusal.New(refusal.PinMismatch, "the pin names env %s, whose name is not its materialization digest %s", env, m.Digest)
+	}
+	rep, err := seal.Verify(ctx, env, seal.Options{Deep: o.Deep, Explain: o.Explain, Jobs: o.Jobs})
+	r.Seal = rep
+	if err != nil {
+		return r, err
+	}
+	if rep.Digest != m.Digest {
+		return r, refusal.New(refusal.PinMismatch, "%s is materialization %s, the pin names %s", env, rep.Digest, m.Digest).WithRemedy(refusal.ActionReplaceEnv, env)
+	}
+	if rep.ContentDigest != m.Seal {
+		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again (install) so that the change is approved", env, rep.ContentDigest, m.Seal)
+	}
+	return r, checkProviderFiles(rep.Seal, env, spec)
+}
+
+// pick is the pinned local materialization for platform ("" : the only
+// local one).
+func pick(spec *registry.Provider, name, platform string) (registry.Materialization, error) {
+	var locals []registry.Materialization
+	for _, m := range spec.Materializations {
+		if m.Backend == registry.BackendLocal && (platform == "" || m.Platform == platform) {
+			locals = append(locals, m)
+		}
+	}
+	switch {
+	case len(locals) == 1:
+		return locals[0], nil
+	case len(locals) == 0 && platform != "":
+		return registry.Materialization{}, refusal.New(refusal.PinUnapproved, "provider %s has no accepted local materialization for %s", name, platform)
+	case len(locals) == 0:
+		return registry.Materialization{}, refusal.New(refusal.PinUnapproved, "provider %s has no accepted local materialization", name)
+	}
+	return registry.Materialization{}, refusal.New(refusal.PlatformUnsupported, "provider %s has %d local materializations; name the platform", name, len(locals))
+}
+
+// checkProviderFiles holds the manifest and lock installed in the env's
+// root dist-info to the pinned digests.
+func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error {
+	root := s.Resolution.Root
+	if root == nil {
+		return refusal.New(refusal.ManifestDrift, "%s has no root wheel in its seal", env)
+	}
+	fn, err := wheel.ParseFilename(root.Filename)
+	if err != nil {
+		return refusal.Wrap(refusal.SealInvalid, err, "%s: the seal's root wheel name", env)
+	}
+	di := filepath.Join(env, filepath.FromSlash(s.Env.SitePackages), fn.Distribution+"-"+fn.Version+".dist-info", "cruxible")
+	for _, f := range []struct {
+		name string
+		want digest.Digest
+		code refusal.Code
+	}{{"provider.toml", spec.ManifestDigest, refusal.ManifestDrift}, {"pylock.toml", spec.LockDigest, refusal.LockDrift}} {
+		b, err := os.ReadFile(filepath.Join(di, f.name))
+		if err != nil {
+			return refusal.Wrap(f.code, err, "%s: cannot read the installed %s", env, f.name)
+		}
+		if got := digest.Sum(b); got != f.want {
+			return refusal.New(f.code, "%s: the installed %s hashes to %s, the pin records %s", env, f.name, got, f.want)
+		}
+	}
+	return nil
+}
