@@ -1,0 +1,47 @@
+// Package watch owns the check an executor that stays up makes before
+// every run (DESIGN §9): verify an env fully once, then keep watching it so
+// that the next check costs O(1) while nothing changed.
+//
+// A Verifier wraps a full verify function (seal.Verify, or the pin-level
+// verify that calls it). Its Verify runs that function only when the
+// Verifier is dirty: on the first call, after any event on what it
+// watches, after the kernel's event queue overflowed, and whenever a watch
+// could not be placed (then every call verifies fully, and WatchErr says
+// why). Otherwise it returns nil after one non-blocking read(2) of the
+// inotify descriptor. A full verify re-arms first: every watch is placed
+// before the verify function runs, so a change made during or after the
+// verify is an event, and nothing slips between the two.
+//
+// What is watched (inotify, golang.org/x/sys/unix; Linux only, elsewhere
+// every call verifies fully):
+//
+//   - every directory of the env (symlinks not followed), for any change
+//     of an entry: content written, attributes or times changed, created,
+//     deleted, renamed in or out, and the directories themselves;
+//   - the env's parent directory (envs/) for events that name the env,
+//     its seal (<hex>.seal.json) or its stat index (<hex>.index), and the
+//     seal and index files themselves;
+//   - the interpreter and libpython, the seal's real paths and those
+//     Spec names: each file, and its directory for events naming it;
+//   - each Spec.Extra path (the registry directory): a directory with all
+//     its subdirectories, a file itself, each with its directory for
+//     events naming it.
+//
+// Every path given as a symlink is followed hop by hop, and each hop's
+// directory is watched for events naming it. Events that only read (open,
+// access, close of a read-only descriptor) are not subscribed: running the
+// provider does not make the Verifier dirty.
+//
+// What raises no inotify event, and so is not seen until something else
+// makes the Verifier dirty (docs/executor.md): writes through a shared
+// writable mmap, changes made by another host on a network file system,
+// changes to an overlay's lower layer, a mount over a watched path, a
+// symlink changed in a directory component above a watched path, and a
+// write through a hard link made outside the env (materialization makes
+// none).
+//
+// The pin's expiry, or anything else that must be checked on every call
+// whatever the files say, is not this package's: the caller composes it
+// around Verify (see the Verifier example). This package does not verify
+// anything itself, read the environment, or print.
+package watch
