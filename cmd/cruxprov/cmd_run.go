@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/verify"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "run",
+		Usage:     "verify a provider's accepted pin, then run one entrypoint with its secrets on fd 3, recording a receipt",
+		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]…",
+		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
+			"the env's harness (DESIGN §10): a replaced environment (only --allow-env names pass), a fresh\n" +
+			"empty working directory removed afterwards, the secret bundle on fd 3 (each --secret resolved\n" +
+			"now), the manifest's timeout and output budget (lowered, never raised, by --timeout and\n" +
+			"--output-bytes). An intent is written to the receipts ledger before the spawn, the outcome\n" +
+			"after. Exit 0 for an ok result, 1 for an error, timeout or output_limit outcome, 78 refused.\n\n" +
+			"Example:\n   echo '{\"hello\": \"world\"}' | cruxprov run acme-echo echo --input - --secret acme/api-token=@token.txt\n" +
+			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=env:ACME_TOKEN --idempotency-key order-42 --json",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "input", Usage: "the request's input JSON `FILE`, or - for stdin"},
+			&cli.StringSliceFlag{Name: "secret", Usage: "a secret `REF=@FILE` or REF=env:VAR, resolved at the run; repeatable"},
+			&cli.DurationFlag{Name: "timeout", Usage: "lower the manifest's timeout to `D`"},
+			&cli.Int64Flag{Name: "output-bytes", Usage: "lower the manifest's output budget to `N` bytes"},
+			&cli.StringFlag{Name: "sandbox", Usage: "a sandbox launcher: bwrap (no network; only the env, the interpreter and the workdir visible)"},
+			&cli.StringFlag{Name: "idempotency-key", Usage: "replay a recorded ok outcome for the same `K`ey and input; refuse another input"},
+			&cli.StringFlag{Name: "ledger", Usage: "the receipts ledger `PATH` (default $XDG_STATE_HOME/cruxprov/receipts/<host>-<uid>.jsonl)"},
+			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
+			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several local envs are pinned)"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local"},
+			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
+		},
+		Action: runAction,
+	})
+}
+
+// stateHome is $XDG_STATE_HOME or ~/.local/state: the receipts ledger's
+// default root (receipts.DefaultPath).
+func stateHome() (string, error) {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return x, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", usagef("no home directory for the receipts ledger: give --ledger PATH")
+	}
+	return filepath.Join(h, ".local", "state"), nil
+}
+
+// ledgerPaths are the ledgers named by --ledger (repeatable when multi),
+// or the default one.
+func ledgerPaths(c *cli.Context, multi bool) ([]string, error) {
+	if multi {
+		if ps := c.StringSlice("ledger"); len(ps) > 0 {
+			return ps, nil
+		}
+	} else if p := c.String("ledger"); p != "" {
+		return []string{p}, nil
+	}
+	sh, err := stateHome()
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return []string{receipts.DefaultPath(sh, host, os.Getuid())}, nil
+}
+
+// secretResolver resolves --secret REF=@FILE and REF=env:VAR at the run.
+func secretResolver(specs []string) (invoke.SecretResolver, error) {
+	m := map[string]string{}
+	for _, s := range specs {
+		ref, src, ok := strings.Cut(s, "=")
+		if !ok || ref == "" || (!strings.HasPrefix(src, "@") && !strings.HasPrefix(src, "env:")) {
+			return nil, usagef("--secret %q: want REF=@FILE or REF=env:VAR", strings.SplitN(s, "=", 2)[0]+"=…")
+		}
+		m[ref] = src
+	}
+	return func(_ context.Context, ref string) (string, error) {
+		src, ok := m[ref]
+		if !ok {
+			return "", refusal.New(refusal.SecretUnresolved, "no --secret given for %s", ref)
+		}
+		if f, ok := strings.CutPrefix(src, "@"); ok {
+			b, err := readInputFile(f, 64<<10)
+			if err != nil {
+				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s", ref)
+			}
+			return strings.TrimSuffix(string(b), "\n"), nil
+		}
+		v, ok := os.LookupEnv(strings.TrimPrefix(src, "env:"))
+		if !ok {
+			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set", ref, src)
+		}
+		return v, nil
+	}, nil
+}
+
+func runAction(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 2 {
+		return usagef("run takes NAME ENTRYPOINT")
+	}
+	if c.String("backend") != "local" {
+		return usagef("--backend %s: run starts local envs (container runs are not available in this version)", c.String("backend"))
+	}
+	name, ep := c.Args().Get(0), c.Args().Get(1)
+	var input []byte
+	switch in := c.String("input"); in {
+	case "":
+		return usagef("--input FILE or --input - is required")
+	case "-":
+		if input, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20)); err != nil {
+			return usagef("--input -: %v", err)
+		}
+	default:
+		if input, err = inputFile("--input", in, 64<<20); err != nil {
+			return err
+		}
+	}
+	if !json.Valid(input) {
+		return usagef("--input: not one JSON document")
+	}
+	resolve, err := secretResolver(c.StringSlice("secret"))
+	if err != nil {
+		return err
+	}
+	sd, err := stateDir(c)
+	if err != nil {
+		return err
+	}
+	lps, err := ledgerPaths(c, false)
+	if err != nil {
+		return err
+	}
+	reg, err := readRegistry(c, o, name)
+	if err != nil {
+		return err
+	}
+	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd}
+	// The pin says what runs. Its verification's outcome is handed to the
+	// executor as its first step, so that a refusal found after the pin
+	// was read (drift) is recorded in the ledger like any outcome.
+	rep, verr := verify.Verify(c.Context, reg, name, vo)
+	if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
+		return verr
+	}
+	led, err := receipts.Open(c.Context, lps[0], receipts.Options{})
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	ex := &invoke.Subprocess{Ledger: led}
+	switch c.String("sandbox") {
+	case "":
+	case "bwrap":
+		ex.Sandbox = invoke.Bwrap{}
+	default:
+		return usagef("--sandbox %s: the sandbox is bwrap", c.String("sandbox"))
+	}
+	spec, m := rep.Spec, rep.Materialization
+	call := &invoke.Call{
+		Env: rep.Env, Python: rep.Seal.Seal.Env.Python,
+		Provider: name, Entrypoint: ep, Object: rep.Entrypoint.Object,
+		ImplementationDigest: rep.Entrypoint.ImplementationDigest, MaterializationDigest: m.Digest, SealDigest: m.Seal, Platform: m.Platform,
+		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
+		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
+		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
+		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
+		Verify:  func(context.Context) error { return verr },
+	}
+	res, err := ex.Run(c.Context, call)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		*invoke.Result
+		Provider   string `json:"provider"`
+		Entrypoint string `json:"entrypoint"`
+		Ledger     string `json:"ledger"`
+	}{res, name, ep, lps[0]}
+	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
+		if res.Status == invoke.StatusOK {
+			w.Write(append(res.Value, '\n'))
+		}
+	}); err != nil {
+		return err
+	}
+	if res.Status != invoke.StatusOK {
+		msg := string(res.Status)
+		if res.Error != nil {
+			msg += ": " + res.Error.Code + ": " + res.Error.Message
+		}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, lps[0])}
+	}
+	return nil
+}
