@@ -13,9 +13,9 @@ import (
 func init() {
 	ledgerFlag := &cli.StringSliceFlag{Name: "ledger", Usage: "a receipts ledger `PATH`; repeatable (default: this host and user's)"}
 	register(&cli.Command{
-		Name:      "receipts",
-		Usage:     "read receipts ledgers: every run's intent and outcome",
-		UsageText: "cruxprov receipts scan|list …",
+		Name:        "receipts",
+		Usage:       "read receipts ledgers: every run's intent and outcome",
+		UsageText:   "cruxprov receipts scan|list …",
 		Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts scan --ledger a.jsonl --ledger b.jsonl --json",
 		Subcommands: []*cli.Command{{
 			Name:      "scan",

@@ -182,7 +182,7 @@ func runAction(c *cli.Context) error {
 		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
 		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
 		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
-		Verify:  func(context.Context) error { return verr },
+		Verify: func(context.Context) error { return verr },
 	}
 	res, err := ex.Run(c.Context, call)
 	if err != nil {
