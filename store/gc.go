@@ -52,9 +52,10 @@ var hexRE = regexp.MustCompile(`[0-9a-f]{64}`)
 // GC removes every blob no root references, and staging debris, holding
 // the store lock exclusive (ErrBusy when another process holds it, unless
 // opts.Wait). The roots are, per docs/store.md: every envs/*.seal.json
-// (sealed envs), and every file under registry/ (accepted pins and open
-// change-sets); any 64-hex sha256 written in a root keeps the blob of that
-// name, unless its bytes are not that name's (checked as Check does): a
+// (sealed envs) and opts.Keep (what the caller's registry says accepted
+// pins and open change-sets name: the store never reads registry files,
+// whose history names every proposal ever made); any 64-hex sha256
+// written in a seal keeps the blob of that name, unless its bytes are not that name's (checked as Check does): a
 // damaged blob is removed and listed in Damaged too. A seal that is not valid JSON stops the collection rather than
 // risk removing what it references.
 func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
@@ -97,24 +98,6 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		addRefs(keep, b)
 		rep.Roots = append(rep.Roots, rel(s.home, p))
 	}
-	err = filepath.WalkDir(filepath.Join(s.home, RegistryDir), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			addRefs(keep, b)
-			rep.Roots = append(rep.Roots, rel(s.home, p))
-		}
-		return nil
-	})
-	if err != nil {
-		return rep, fmt.Errorf("gc: read registry: %w", err)
-	}
-
 	blobs := filepath.Join(s.home, BlobsDir)
 	ents, err := os.ReadDir(blobs)
 	if err != nil {

@@ -93,6 +93,9 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := applyConfig(c, o); err != nil {
+		return err
+	}
 	po := pipeline.Options{
 		Platform: c.String("platform"), Python: c.String("python"),
 		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Replace: c.Bool("replace"), Jobs: c.Int("jobs"),
@@ -249,6 +252,15 @@ func envRemoveCmd() *cli.Command {
 			st, err := o.openStore()
 			if err != nil {
 				return err
+			}
+			names, err := registryNames(c, o)
+			if err != nil {
+				return err
+			}
+			for _, d := range names.Envs {
+				if d.Hex() == filepath.Base(dir) {
+					return usagef("env %s is named by an accepted pin or an open change-set: retire the provider (cruxprov provider retire NAME) or reject the change-set first", dir)
+				}
 			}
 			if err := materialize.Remove(c.Context, st, dir); err != nil {
 				return err

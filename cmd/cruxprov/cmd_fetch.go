@@ -161,6 +161,9 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := applyConfig(c, o); err != nil {
+		return err
+	}
 	if c.NArg() > 0 {
 		return usagef("fetch takes no arguments (got %q)", c.Args().First())
 	}

@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/materialize"
+	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -15,14 +20,17 @@ func init() {
 	register(&cli.Command{
 		Name:      "gc",
 		Usage:     "remove store blobs nothing references, and staging debris",
-		UsageText: "cruxprov gc [--dry-run] [--wait]",
+		UsageText: "cruxprov gc [--dry-run] [--wait] [--envs]",
 		Description: "Keeps every blob a sealed env (envs/*.seal.json), an accepted pin or an open change-set\n" +
-			"(files under registry/) names, removes the rest and what crashed runs left in staging.\n" +
-			"It runs only when no other process holds the store (unless --wait). See docs/store.md.\n\n" +
+			"names (asked of the registry), removes the rest and what crashed runs left in staging.\n" +
+			"--envs also removes the sealed envs no accepted pin or open change-set names (and then\n" +
+			"their wheels). It runs only when no other process holds the store (unless --wait).\n" +
+			"See docs/store.md.\n\n" +
 			"Example:\n   cruxprov gc --dry-run\n   cruxprov gc --json",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be removed, remove nothing"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait for other processes to release the store instead of failing"},
+			&cli.BoolFlag{Name: "envs", Usage: "also remove sealed envs no accepted pin or open change-set names"},
 		},
 		Action: gcAction,
 	})
@@ -50,7 +58,18 @@ func gcAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rep, err := st.GC(c.Context, store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait")})
+	names, err := registryNames(c, o)
+	if err != nil {
+		return err
+	}
+	var removedEnvs []string
+	if c.Bool("envs") {
+		if removedEnvs, err = removeUnnamedEnvs(c, o, st, names, c.Bool("dry-run")); err != nil {
+			return err
+		}
+	}
+	rep, err := st.GC(c.Context, store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait"), Keep: names.Blobs})
+	rep.Removed = append(removedEnvs, rep.Removed...)
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)
 	}
@@ -81,4 +100,52 @@ func gcAction(c *cli.Context) error {
 		fmt.Fprintf(w, "%s %d entries (%s); kept %d blobs (%s) referenced by %d roots\n",
 			verb, len(rep.Removed), humanBytes(rep.RemovedBytes), rep.KeptBlobs, humanBytes(rep.KeptBytes), len(rep.Roots))
 	})
+}
+
+// registryNames asks the store's registry what accepted pins and open
+// change-sets name (nothing when the store has no registry).
+func registryNames(c *cli.Context, o *opts) (*registry.Names, error) {
+	root := filepath.Join(o.home, "registry")
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		return &registry.Names{}, nil
+	}
+	reg, err := registry.OpenDir(c.Context, root)
+	if err != nil {
+		return nil, err
+	}
+	return registry.NamedBy(c.Context, reg)
+}
+
+// removeUnnamedEnvs removes (or lists, dry) every env of the store that no
+// accepted pin or open change-set names.
+func removeUnnamedEnvs(c *cli.Context, o *opts, st *store.Store, names *registry.Names, dry bool) ([]string, error) {
+	keep := map[string]bool{}
+	for _, d := range names.Envs {
+		keep[d.Hex()] = true
+	}
+	dir := filepath.Join(o.home, store.EnvsDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n := e.Name()
+		if !e.IsDir() || keep[n] {
+			continue
+		}
+		if _, err := digest.ParseHex(n); err != nil {
+			continue
+		}
+		out = append(out, filepath.ToSlash(filepath.Join(store.EnvsDir, n)))
+		if !dry {
+			if err := materialize.Remove(c.Context, st, filepath.Join(dir, n)); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
 }

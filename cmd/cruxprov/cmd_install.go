@@ -42,6 +42,9 @@ func installAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := applyConfig(c, o); err != nil {
+		return err
+	}
 	if c.String("backend") != "local" {
 		return usagef("--backend %s: install proposes local materializations; container images come from 'cruxprov image build'", c.String("backend"))
 	}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
+)
+
+// configFormat is the format of $CRUXPROV_HOME/config.yaml (DESIGN §6, §14).
+const configFormat = "cruxprov.config/v1"
+
+// config is $CRUXPROV_HOME/config.yaml: the defaults an operator would
+// otherwise repeat on every command. A flag on the command line wins.
+//
+//	format: cruxprov.config/v1
+//	index: https://mirror.example/simple/
+//	platforms: [host]
+//	python: /usr/bin/python3.11
+type config struct {
+	Format    string   `yaml:"format"`
+	Index     string   `yaml:"index"`
+	Platforms []string `yaml:"platforms"`
+	Python    string   `yaml:"python"`
+}
+
+// loadConfig reads the store's config.yaml (none: no defaults). An
+// unknown format or key is a usage error naming the file.
+func loadConfig(home string) (*config, error) {
+	p := filepath.Join(home, "config.yaml")
+	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &config{}, nil
+	}
+	if err != nil {
+		return nil, usagef("%s: %v", p, unwrapPath(err))
+	}
+	var c config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, usagef("%s: %v", p, err)
+	}
+	if c.Format != configFormat {
+		return nil, usagef("%s: format %q is not %s", p, c.Format, configFormat)
+	}
+	return &c, nil
+}
+
+// applyConfig sets the flags the command line left unset from the
+// store's config.yaml: --index, --platform and --python.
+func applyConfig(c *cli.Context, o *opts) error {
+	cfg, err := loadConfig(o.home)
+	if err != nil {
+		return err
+	}
+	set := func(flag, v string) error {
+		if v == "" || c.IsSet(flag) || !hasFlagDef(c, flag) {
+			return nil
+		}
+		return c.Set(flag, v)
+	}
+	if err := set("index", cfg.Index); err != nil {
+		return err
+	}
+	if err := set("python", cfg.Python); err != nil {
+		return err
+	}
+	if c.IsSet("platform") || !hasFlagDef(c, "platform") {
+		return nil
+	}
+	for _, p := range cfg.Platforms {
+		if err := c.Set("platform", p); err != nil {
+			return err
+		}
+		if !isSliceFlag(c, "platform") {
+			break // a command that takes one platform takes the first
+		}
+	}
+	return nil
+}
+
+func isSliceFlag(c *cli.Context, flag string) bool {
+	for _, f := range c.Command.Flags {
+		if sf, ok := f.(*cli.StringSliceFlag); ok && sf.Name == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// hasFlagDef reports whether the command defines flag.
+func hasFlagDef(c *cli.Context, flag string) bool {
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == flag {
+				return true
+			}
+		}
+	}
+	return false
+}
