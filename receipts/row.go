@@ -55,34 +55,39 @@ const (
 // Intent is the first phase of a receipt, written and synced before the
 // provider is spawned.
 type Intent struct {
-	AttemptID             string // empty: Begin assigns a random one
-	IdempotencyKey        string // may be empty: no idempotency
-	Provider, Entrypoint  string
-	ImplementationDigest  string // "sha256:<hex>"
-	MaterializationDigest string // "sha256:<hex>"
-	SealDigest            string // "sha256:<hex>", or empty when no seal was read
-	Backend, Platform     string
-	ProtocolVersion       int
-	Tool                  string // cruxprov's version
-	InputDigest           string // "sha256:<hex>"
-	StartedAt             time.Time
+	AttemptID             string    `json:"attempt_id"`      // empty: Begin assigns a random one
+	IdempotencyKey        string    `json:"idempotency_key"` // may be empty: no idempotency
+	Provider              string    `json:"provider"`
+	Entrypoint            string    `json:"entrypoint"`
+	ImplementationDigest  string    `json:"implementation_digest"`  // "sha256:<hex>"
+	MaterializationDigest string    `json:"materialization_digest"` // "sha256:<hex>"
+	SealDigest            string    `json:"seal_digest"`            // "sha256:<hex>", or empty when no seal was read
+	Backend               string    `json:"backend"`
+	Platform              string    `json:"platform"`
+	ProtocolVersion       int       `json:"protocol_version"`
+	Tool                  string    `json:"tool"`         // cruxprov's version
+	InputDigest           string    `json:"input_digest"` // "sha256:<hex>"
+	StartedAt             time.Time `json:"started_at"`
 }
 
 // Outcome is the second phase of a receipt: how the attempt AttemptID
 // ended. ReplayOf is set only on a replayed outcome (Replayed), naming the
 // attempt whose ok outcome was returned.
 type Outcome struct {
-	AttemptID                      string
-	Status                         string // one of the Status constants
-	ExitCode                       int
-	StdoutBytes, StderrBytes       int64
-	ResultDigest                   string // "sha256:<hex>"; required when Status is ok
-	ErrorCode, ErrorMessage        string
-	StderrTail                     string // already redacted by the caller
-	EgressDeclared, EgressObserved []string
-	Replayed                       bool
-	ReplayOf                       string
-	EndedAt                        time.Time
+	AttemptID      string    `json:"attempt_id"`
+	Status         string    `json:"status"` // one of the Status constants
+	ExitCode       int       `json:"exit_code"`
+	StdoutBytes    int64     `json:"stdout_bytes"`
+	StderrBytes    int64     `json:"stderr_bytes"`
+	ResultDigest   string    `json:"result_digest"` // "sha256:<hex>"; required when Status is ok
+	ErrorCode      string    `json:"error_code,omitempty"`
+	ErrorMessage   string    `json:"error_message,omitempty"`
+	StderrTail     string    `json:"stderr_tail,omitempty"` // already redacted by the caller
+	EgressDeclared []string  `json:"egress_declared"`
+	EgressObserved []string  `json:"egress_observed"`
+	Replayed       bool      `json:"replayed,omitempty"`
+	ReplayOf       string    `json:"replay_of,omitempty"`
+	EndedAt        time.Time `json:"ended_at"`
 }
 
 // row is one parsed ledger line: exactly one of its pointers is set.

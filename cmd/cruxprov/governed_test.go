@@ -1,0 +1,266 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// governedWorld is a governed store's world: fixture wheels served from a
+// pinned index, and the two people who act on it.
+type governedWorld struct {
+	base, index, echo, echo2 string
+	schemas                  string
+	// operator owns the store; executor only reads it and has its own
+	// state directory (floors, receipts).
+	operator, executor func(args ...string) result
+}
+
+// newGovernedWorld lays the world out under base (world-readable).
+func newGovernedWorld(t *testing.T, base string, fx *fixtures.Set) *governedWorld {
+	t.Helper()
+	w := &governedWorld{base: base}
+	wheels := filepath.Join(base, "wheels")
+	os.MkdirAll(wheels, 0o755)
+	src := filepath.Dir(fx.Runtime.Path)
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join(src, e.Name()))
+		os.WriteFile(filepath.Join(wheels, e.Name()), b, 0o644)
+	}
+	w.echo = filepath.Join(wheels, filepath.Base(fx.Echo.Path))
+	// acme-echo 2.0.0: the same code, manifest and lock in a new version.
+	files := map[string]string{}
+	for n, b := range members(t, w.echo) {
+		if strings.HasPrefix(n, "acme_echo/") {
+			files[n] = string(b)
+		}
+	}
+	files["DI/cruxible/provider.toml"], files["DI/cruxible/pylock.toml"] = string(fx.Echo.Manifest), string(fx.Echo.Lock)
+	v2dir := filepath.Join(base, "v2")
+	os.MkdirAll(v2dir, 0o755)
+	w.echo2 = writeWheel(t, v2dir, "acme_echo-2.0.0-py3-none-any.whl", files)
+	w.schemas = filepath.Join(base, "interfaces")
+	os.MkdirAll(w.schemas, 0o755)
+	for id, i := range fx.Interfaces {
+		b, err := os.ReadFile(i.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(w.schemas, id+".json"), b, 0o644)
+	}
+	w.index = filepath.Join(base, "index")
+	if r := cruxprov(t, "index", "build", w.index, "--from", wheels, "--quiet"); r.code != 0 {
+		t.Fatalf("index build: %+v", r)
+	}
+	return w
+}
+
+// governedFlow is the governed path end to end (issue 13, 14): register
+// interfaces, install, diff, approve, verify, run with a secret and its
+// receipt, tamper (refused, recorded, repaired without a new approval),
+// upgrade v1 → v2 (diff, stale proposal, approval, the v1 env no longer
+// pinned, gc --envs).
+func governedFlow(t *testing.T, w *governedWorld, idx string) {
+	t.Helper()
+	const python = "/usr/bin/python3.11"
+	op, ex := w.operator, w.executor
+	must := func(r result, what string) result {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r
+	}
+	refused := func(r result, code refusal.Code, what string) result {
+		t.Helper()
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") {
+			t.Fatalf("%s: want %s: %+v", what, code, r)
+		}
+		return r
+	}
+	jsonOf := func(r result) map[string]any {
+		t.Helper()
+		var v map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+			t.Fatalf("%v: %q", err, r.stdout)
+		}
+		return v
+	}
+	csID := func(r result) string {
+		t.Helper()
+		v := jsonOf(r)
+		for _, k := range []string{"changeset", "changeSet"} {
+			if cs, ok := v[k].(map[string]any); ok {
+				return cs["metadata"].(map[string]any)["id"].(string)
+			}
+		}
+		t.Fatalf("no change-set in %v", v)
+		return ""
+	}
+	install := func(wheelPath string) result {
+		return op("install", wheelPath, "--platform", "host", "--python", python, "--index", idx, "--json")
+	}
+	must(op("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json")), "register acme.echo")
+	refused(install(w.echo), refusal.InterfaceUnregistered, "install before acme.diagnostics is registered")
+	must(op("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json")), "register acme.diagnostics")
+	id1 := csID(must(install(w.echo), "install v1"))
+	r := must(op("changeset", "diff", id1), "diff v1")
+	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "+ cruxible-provider-runtime") {
+		t.Errorf("diff v1: %s", r.stdout)
+	}
+	refused(ex("verify", "acme-echo"), refusal.PinUnapproved, "verify before approval")
+	keys := filepath.Join(w.base, "keys")
+	must(op("key", "generate", "--out", filepath.Join(keys, "alice")), "key generate")
+	must(op("key", "trust", filepath.Join(keys, "alice.pub"), "--name", "alice"), "key trust")
+	must(op("changeset", "approve", id1, "--key", filepath.Join(keys, "alice.key")), "approve v1")
+	v := jsonOf(must(ex("verify", "acme-echo", "--entrypoint", "echo", "--json"), "verify v1"))
+	env1 := v["env"].(string)
+	must(ex("verify", "acme-echo", "--deep"), "verify --deep")
+	refused(ex("verify", "acme-echo", "--entrypoint", "nope"), refusal.EntrypointUnknown, "unknown entrypoint")
+
+	// Run with a secret; the receipt names both digests, the seal and the
+	// protocol version.
+	secret := filepath.Join(w.base, "token")
+	os.WriteFile(secret, []byte("s3cr3t-\"quote\n"), 0o644)
+	input := filepath.Join(w.base, "input.json")
+	os.WriteFile(input, []byte(`{"hello": "world"}`), 0o644)
+	r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret), "run echo")
+	if !strings.Contains(r.stdout, `"hello":"world"`) || strings.Contains(r.stdout+r.stderr, "s3cr3t") {
+		t.Errorf("run: %+v", r)
+	}
+	refused(ex("run", "acme-echo", "echo", "--input", input), refusal.SecretUnresolved, "run without its secret")
+	for i := 0; i < 2; i++ {
+		r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1", "--json"), "idempotent run")
+		if replayed, _ := jsonOf(r)["replayed"].(bool); replayed != (i == 1) {
+			t.Errorf("run %d with a key: replayed %v", i, replayed)
+		}
+	}
+	if r = ex("run", "acme-echo", "fail", "--input", input, "--secret", "acme/api-token=@"+secret); r.code != exitFailure || !strings.Contains(r.stderr, "provider_error") {
+		t.Errorf("a failing entrypoint: %+v", r)
+	}
+	rec := jsonOf(must(ex("receipts", "scan", "--json"), "receipts scan"))
+	atts := rec["attempts"].([]any)
+	if len(atts) < 4 {
+		t.Fatalf("receipts: %v", rec)
+	}
+	first := atts[0].(map[string]any)
+	in := first["intent"].(map[string]any)
+	if first["outcome"].(map[string]any)["status"] != "ok" || in["materialization_digest"] == "" || in["implementation_digest"] == "" || in["seal_digest"] == "" || in["protocol_version"] != float64(1) {
+		t.Errorf("receipt: %v", first)
+	}
+
+	// Tamper with the env: verify and run refuse (the run is recorded);
+	// the advised rebuild needs no new approval.
+	target := filepath.Join(env1, "pyvenv.cfg")
+	os.Chmod(target, 0o644)
+	if err := os.WriteFile(target, []byte("home = /tmp\n"), 0o644); err != nil {
+		// the operator (who owns it) does it in the non-root world
+		must(op("env", "remove", "--help"), "noop")
+	}
+	r = refused(ex("verify", "acme-echo"), refusal.EnvDrift, "verify a tampered env")
+	if !strings.Contains(r.stderr, "cruxprov env create --replace "+env1) {
+		t.Errorf("no remedy: %s", r.stderr)
+	}
+	refused(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret), refusal.EnvDrift, "run a tampered env")
+	r = must(ex("receipts", "list", "--json"), "receipts list")
+	if !strings.Contains(r.stdout, `"refused"`) {
+		t.Errorf("the refused run is not in the ledger: %s", r.stdout)
+	}
+	must(op("env", "create", "--replace", env1, "--offline"), "the advised --replace")
+	must(ex("verify", "acme-echo", "--deep"), "verify after --replace")
+	if r := op("env", "remove", env1); r.code != exitUsage {
+		t.Errorf("env remove of a pinned env: %+v", r)
+	}
+
+	// Upgrade v1 → v2: two proposals, one goes stale when the other is
+	// accepted; the v1 env is no longer what the pin names.
+	id2 := csID(must(install(w.echo2), "install v2"))
+	r = must(op("changeset", "diff", id2), "diff v2")
+	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "2.0.0") {
+		t.Errorf("diff v2: %s", r.stdout)
+	}
+	retire := csID(must(op("provider", "retire", "acme-echo", "--json"), "retire proposal"))
+	must(op("changeset", "approve", id2, "--key", filepath.Join(keys, "alice.key")), "approve v2")
+	refused(op("changeset", "approve", retire, "--key", filepath.Join(keys, "alice.key")), refusal.ChangesetStale, "approve a stale proposal")
+	v = jsonOf(must(ex("verify", "acme-echo", "--json"), "verify v2"))
+	if v["env"] == env1 || v["revision"] != float64(2) {
+		t.Errorf("after v2: %v", v)
+	}
+	must(op("env", "verify", env1), "the v1 env is intact")
+	r = must(op("gc", "--envs", "--json"), "gc --envs")
+	if !strings.Contains(r.stdout, filepath.Base(env1)) {
+		t.Errorf("gc --envs kept the unpinned v1 env: %s", r.stdout)
+	}
+	must(ex("verify", "acme-echo", "--deep"), "verify v2 after gc")
+}
+
+func TestGovernedFlow(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	base := t.TempDir()
+	t.Cleanup(func() { chmodTree(base) })
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
+	defer srv.Close()
+	home := filepath.Join(base, "home")
+	state := filepath.Join(base, "state")
+	os.MkdirAll(filepath.Join(base, "keys"), 0o700)
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+state)
+		return runCmd(t, cmd)
+	}
+	w.operator, w.executor = run, run
+	governedFlow(t, w, srv.URL+"/simple/")
+	// Verification makes no network call: it works in a network
+	// namespace with nothing in it (DESIGN §8).
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	cmd := exec.Command("unshare", "-n", bin, "--home", home, "verify", "acme-echo", "--deep")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+	if r := runCmd(t, cmd); r.code != 0 {
+		t.Errorf("verify under unshare -n: %+v", r)
+	}
+}
+
+// TestGovernedFlowUnprivileged: the same, with the operator an ordinary
+// user owning the store (uid 65534) and the executor another one (uid
+// 65533) that can only read it and keeps its own state.
+func TestGovernedFlowUnprivileged(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-governed-", "/usr/bin/python3.11")
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
+	defer srv.Close()
+	home := filepath.Join(base, "home")
+	os.MkdirAll(filepath.Join(base, "keys"), 0o700)
+	for _, d := range []string{home, filepath.Join(base, "keys")} {
+		os.MkdirAll(d, 0o755)
+		chownTree(t, d)
+	}
+	os.Chmod(filepath.Join(base, "keys"), 0o700)
+	exState := filepath.Join(base, "exstate")
+	os.Mkdir(exState, 0o700)
+	os.Chown(exState, 65533, 65533)
+	as := func(uid string, env ...string) func(args ...string) result {
+		return func(args ...string) result {
+			cmd := exec.Command("setpriv", append([]string{"--reuid=" + uid, "--regid=" + uid, "--clear-groups", "--", exe, "--home", home}, args...)...)
+			cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw"}, env...)
+			return runCmd(t, cmd)
+		}
+	}
+	w.operator = as("65534", "XDG_STATE_HOME="+filepath.Join(home, ".state"))
+	w.executor = as("65533", "XDG_STATE_HOME="+exState)
+	// The tamper step writes as root (an attacker with root, or the owner).
+	governedFlow(t, w, srv.URL+"/simple/")
+}
