@@ -1,0 +1,589 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
+)
+
+// Where cruxprov puts things inside an image.
+const (
+	// EnvPath is the env's directory.
+	EnvPath = "/opt/cruxprov/env"
+	// ShimPath is cruxshim, the ENTRYPOINT.
+	ShimPath = "/opt/cruxprov/bin/cruxshim"
+	// MetaDir holds provider.toml, pylock.toml and seal.json.
+	MetaDir = "/opt/cruxprov/provider"
+	// User is the image's default user (nobody): never root inside.
+	User = "65534:65534"
+)
+
+// Harness is the image's CMD: the harness under the env's interpreter,
+// isolated (-I), as the subprocess executor runs it (DESIGN §10).
+var Harness = []string{EnvPath + "/bin/python", "-I", "-m", "cruxible_provider_runtime.harness"}
+
+// Label and annotation keys cruxprov sets (DESIGN §7), besides the
+// org.opencontainers.image ones.
+const (
+	LabelProvider        = "dev.cruxible.provider.name"
+	LabelVersion         = "dev.cruxible.provider.version"
+	LabelPackage         = "dev.cruxible.package.sha256"
+	LabelFilename        = "dev.cruxible.package.filename"
+	LabelResolution      = "dev.cruxible.resolution.digest"
+	LabelMaterialization = "dev.cruxible.materialization.local"
+	LabelTree            = "dev.cruxible.tree.digest"
+	LabelPlatform        = "dev.cruxible.platform"
+	LabelInterpreter     = "dev.cruxible.interpreter"
+	// LabelImplementation prefixes an entrypoint's name: its
+	// implementation digest.
+	LabelImplementation = "dev.cruxible.implementation."
+	LabelBaseName       = "org.opencontainers.image.base.name"
+	LabelBaseDigest     = "org.opencontainers.image.base.digest"
+)
+
+// Options is one image build.
+type Options struct {
+	// WheelData and WheelName are the provider's root wheel.
+	WheelData []byte
+	WheelName string
+	// Platforms are platform preset ids (platform list); several give an
+	// image index, one manifest per platform (distinct os/arch).
+	Platforms []string
+	// Client is the pinned index; nil builds from the store alone.
+	Client *index.Client
+	// Base is the base image, REF@sha256:… or oci:DIR@sha256:….
+	Base string
+	// Shims maps a platform id, or "" for every platform, to the cruxshim
+	// binary for its architecture.
+	Shims map[string]string
+	// Python is the interpreter's path in the image; "" looks for
+	// /usr/local/bin/python3 then /usr/bin/python3 in the base's files.
+	Python string
+	// NoCompile leaves bytecode out.
+	NoCompile bool
+	// Epoch is every timestamp of the image (SOURCE_DATE_EPOCH, read by
+	// the caller); the zero Time means the Unix epoch.
+	Epoch time.Time
+	// Key signs the image and its attestations; nil leaves it unsigned.
+	Key *sign.PrivateKey
+	// BuilderID is the provenance's builder id.
+	BuilderID string
+	// Tool is cruxprov's version (the provenance and the SBOM record it:
+	// deflate's bytes may change with the Go release).
+	Tool string
+	// Output is an OCI layout directory to write into (created when
+	// missing); Push a repository (REPO or REPO:TAG) to push to. At least
+	// one.
+	Output string
+	Push   string
+	// Repo is the repository the signature names (docker-reference);
+	// "" means Push's, or localhost/<provider name> for a layout alone.
+	Repo string
+	// Remote are go-containerregistry options for the base's and Push's
+	// registry (auth, transport).
+	Remote []remote.Option
+	// Jobs bounds parallel downloads and installs.
+	Jobs int
+	// Warn receives warnings.
+	Warn func(string)
+}
+
+// Result is what Build made.
+type Result struct {
+	// Digest is the image's (an index's for several platforms).
+	Digest v1.Hash `json:"digest"`
+	// MediaType is the OCI manifest or index media type.
+	MediaType types.MediaType `json:"media_type"`
+	// References say where it was written (oci:DIR@…, REPO@…).
+	References []string `json:"references"`
+	// Platforms are the per-platform manifests.
+	Platforms []PlatformImage `json:"platforms"`
+	// Signed is true when signature and attestations were stored.
+	Signed bool `json:"signed"`
+	// Repo is the repository the signature names.
+	Repo string `json:"repo,omitempty"`
+	// Timings of the steps.
+	Timings Timings `json:"timings"`
+}
+
+// Timings measures a build.
+type Timings struct {
+	Materialize time.Duration `json:"materialize_ns"`
+	Layers      time.Duration `json:"layers_ns"`
+	Write       time.Duration `json:"write_ns"`
+}
+
+// PlatformImage is one platform's image.
+type PlatformImage struct {
+	Platform        string            `json:"platform"`
+	OS              string            `json:"os"`
+	Architecture    string            `json:"architecture"`
+	Digest          v1.Hash           `json:"digest"`
+	Base            string            `json:"base"`
+	BaseDigest      v1.Hash           `json:"base_digest"`
+	Interpreter     Interpreter       `json:"interpreter"`
+	Resolution      digest.Digest     `json:"resolution"`
+	Materialization digest.Digest     `json:"materialization"`
+	Tree            digest.Digest     `json:"tree"`
+	Implementations map[string]string `json:"implementations"`
+	Size            int64             `json:"size"` // compressed bytes of the layers cruxprov added
+
+	img  v1.Image
+	prov []byte
+	sbom []byte
+}
+
+// Build materializes the provider's env for every platform with the
+// pipeline (laid out at EnvPath for the base's interpreter), writes its
+// layers reproducibly, assembles the image (or index) on the pinned base,
+// signs it with its provenance and SBOM when Key is set, and writes it to
+// Output and/or pushes it to Push.
+//
+// The host must have a CPython at the image interpreter's real path, of
+// the same X.Y: it lays out the venv (whose bin/python links to that
+// path) and compiles the bytecode; the provenance names it. Otherwise
+// interpreter_mismatch. Refusals: base_image_unpinned, image_digest_mismatch
+// (a base blob that does not hash to its name), interpreter_mismatch,
+// platform_unsupported, and the pipeline's.
+func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
+	if len(o.Platforms) == 0 {
+		return nil, errors.New("no platform")
+	}
+	if o.Output == "" && o.Push == "" {
+		return nil, errors.New("neither an output layout nor a repository to push to")
+	}
+	ref, err := ParseRef(o.Base)
+	if err != nil {
+		return nil, err
+	}
+	w, err := wheel.OpenReader(bytes.NewReader(o.WheelData), int64(len(o.WheelData)), o.WheelName)
+	if err != nil {
+		return nil, err
+	}
+	m, manifestRaw, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil, err
+	}
+	lockRaw, err := manifest.LockFromWheel(w)
+	if err != nil {
+		return nil, err
+	}
+	repo := o.Repo
+	var (
+		push    *name.Repository
+		pushTag string
+	)
+	if o.Push != "" {
+		t, err := name.NewTag(o.Push, name.StrictValidation)
+		if err != nil {
+			return nil, fmt.Errorf("push to %s: %w", o.Push, err)
+		}
+		r := t.Context()
+		push = &r
+		if slash := strings.LastIndex(o.Push, "/"); strings.Contains(o.Push[slash+1:], ":") {
+			pushTag = t.TagStr()
+		}
+		if repo == "" {
+			repo = r.Name()
+		}
+	}
+	if repo == "" {
+		repo = "localhost/" + m.Name
+	}
+	stg, err := st.Stage("image")
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot stage the image")
+	}
+	defer func() {
+		makeWritable(stg.Path)
+		stg.Release()
+	}()
+	res := &Result{Repo: repo}
+	seen := map[string]string{}
+	for i, pid := range o.Platforms {
+		pi, err := buildOne(ctx, st, o, ref, pid, filepath.Join(stg.Path, strconv.Itoa(i)), m, manifestRaw, lockRaw, &res.Timings)
+		if err != nil {
+			return nil, err
+		}
+		if other, ok := seen[pi.OS+"/"+pi.Architecture]; ok {
+			return nil, refusal.New(refusal.PlatformUnsupported, "%s and %s are both %s/%s: an image index holds one image per os/arch", other, pid, pi.OS, pi.Architecture)
+		}
+		seen[pi.OS+"/"+pi.Architecture] = pid
+		res.Platforms = append(res.Platforms, *pi)
+	}
+	var top any
+	if len(res.Platforms) == 1 {
+		top = res.Platforms[0].img
+		res.MediaType = types.OCIManifestSchema1
+		res.Digest = res.Platforms[0].Digest
+	} else {
+		var adds []mutate.IndexAddendum
+		for _, p := range res.Platforms {
+			adds = append(adds, mutate.IndexAddendum{Add: p.img, Descriptor: v1.Descriptor{
+				MediaType: types.OCIManifestSchema1,
+				Platform:  &v1.Platform{OS: p.OS, Architecture: p.Architecture},
+			}})
+		}
+		ix := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
+		if res.Digest, err = ix.Digest(); err != nil {
+			return nil, err
+		}
+		top = ix
+		res.MediaType = types.OCIImageIndex
+	}
+	var extra []tagged
+	if o.Key != nil {
+		if extra, err = signAll(o.Key, repo, res); err != nil {
+			return nil, err
+		}
+		res.Signed = true
+	}
+	start := time.Now()
+	if o.Output != "" {
+		if err := writeLayout(o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
+			return nil, fmt.Errorf("cannot write the layout %s: %w", o.Output, err)
+		}
+		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())
+	}
+	if push != nil {
+		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, o.Remote); err != nil {
+			return nil, fmt.Errorf("cannot push to %s: %w", o.Push, err)
+		}
+		res.References = append(res.References, push.Name()+"@"+res.Digest.String())
+	}
+	res.Timings.Write = time.Since(start)
+	return res, nil
+}
+
+// archOf is the OCI os and architecture of a platform.
+func archOf(p *platform.Platform) (string, string, error) {
+	if p.Markers["sys_platform"] != "linux" {
+		return "", "", refusal.New(refusal.PlatformUnsupported, "%s is not a Linux platform: images are built for Linux", p.ID())
+	}
+	switch mach := p.Markers["platform_machine"]; mach {
+	case "x86_64":
+		return "linux", "amd64", nil
+	case "aarch64":
+		return "linux", "arm64", nil
+	default:
+		return "", "", refusal.New(refusal.PlatformUnsupported, "%s: no OCI architecture for %q", p.ID(), mach)
+	}
+}
+
+func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir string, m *manifest.Manifest, manifestRaw, lockRaw []byte, tm *Timings) (*PlatformImage, error) {
+	plat, err := platform.Lookup(pid)
+	if err != nil {
+		return nil, err
+	}
+	osName, arch, err := archOf(plat)
+	if err != nil {
+		return nil, err
+	}
+	shim := o.Shims[pid]
+	if shim == "" {
+		shim = o.Shims[""]
+	}
+	if shim == "" {
+		return nil, &pipeline.InputError{What: "cruxshim for", Path: pid, Err: errors.New("is not given: --shim " + pid + "=PATH (a static build for " + arch + ")")}
+	}
+	b, err := loadBase(ctx, ref, osName, arch, o.Remote)
+	if err != nil {
+		return nil, err
+	}
+	want := ""
+	if o.Python != "" {
+		if want = path.Clean(o.Python); !path.IsAbs(want) {
+			return nil, fmt.Errorf("--python %s is not an absolute path in the image", o.Python)
+		}
+	}
+	files, err := scanFS(b.img, want)
+	if err != nil {
+		return nil, baseErr(ref, err)
+	}
+	in, err := findInterpreter(files, want)
+	if err != nil {
+		return nil, err
+	}
+	if xy(in.Version) != plat.PythonVersion {
+		return nil, refusal.New(refusal.InterpreterMismatch, "the base's interpreter %s is Python %s, the platform %s is for %s", in.Path, in.Version, pid, plat.PythonVersion)
+	}
+	if real, err := filepath.EvalSymlinks(in.Path); err != nil || real != in.Path {
+		return nil, refusal.New(refusal.InterpreterMismatch, "this host has no CPython at %s (the image's interpreter, real path): the env's venv links there and its bytecode is compiled by it; build on a host with CPython %s at that path (a container of the base, say)", in.Path, xy(in.Version))
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot stage the image")
+	}
+	start := time.Now()
+	r, err := pipeline.Run(ctx, st, pipeline.Options{
+		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
+		Platform: pid, Python: in.Path, Client: o.Client,
+		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath},
+		NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: o.Warn,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tm.Materialize += time.Since(start)
+	s := r.Env.Seal
+	if s.Interpreter.Path != in.Path || xy(s.Interpreter.Version) != xy(in.Version) {
+		return nil, refusal.New(refusal.InterpreterMismatch, "the host's interpreter %s %s is not the image's %s %s", s.Interpreter.Path, s.Interpreter.Version, in.Path, in.Version)
+	}
+	if s.Interpreter.Version != in.Version && o.Warn != nil {
+		o.Warn(fmt.Sprintf("the host's %s is %s, the image's is %s: same X.Y, so the bytecode is the same; pyvenv.cfg names %s", in.Path, s.Interpreter.Version, in.Version, s.Interpreter.Version))
+	}
+	epoch := o.Epoch
+	if epoch.IsZero() {
+		epoch = time.Unix(0, 0)
+	}
+	epoch = epoch.UTC().Truncate(time.Second)
+
+	start = time.Now()
+	envEntries, err := treeEntries(envDir(r.Env.Dir), inImage(EnvPath))
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")
+	}
+	envLayer, err := writeLayer(filepath.Join(dir, "env.tar.gz"), envEntries, epoch)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the env layer")
+	}
+	shimEntries := append(parents(inImage(ShimPath)), entry{name: inImage(ShimPath), typeflag: tar.TypeReg, mode: 0o755, src: shim})
+	shimLayer, err := writeLayer(filepath.Join(dir, "shim.tar.gz"), shimEntries, epoch)
+	if err != nil {
+		return nil, &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
+	}
+	shimSum, err := fileDigest(shim)
+	if err != nil {
+		return nil, &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
+	}
+	sealDoc, err := sealContent(s)
+	if err != nil {
+		return nil, err
+	}
+	meta := inImage(MetaDir)
+	metaEntries := append(parents(meta+"/x"),
+		entry{name: meta + "/provider.toml", typeflag: tar.TypeReg, mode: 0o644, data: manifestRaw},
+		entry{name: meta + "/pylock.toml", typeflag: tar.TypeReg, mode: 0o644, data: lockRaw},
+		entry{name: meta + "/seal.json", typeflag: tar.TypeReg, mode: 0o644, data: sealDoc})
+	metaLayer, err := writeLayer(filepath.Join(dir, "meta.tar.gz"), metaEntries, epoch)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the metadata layer")
+	}
+	tm.Layers += time.Since(start)
+
+	root := s.Resolution.Root
+	if root == nil {
+		return nil, refusal.New(refusal.MaterializeFailed, "the env has no root package")
+	}
+	labels := map[string]string{
+		"org.opencontainers.image.title":   m.Name,
+		"org.opencontainers.image.version": root.Version,
+		"org.opencontainers.image.created": epoch.Format(time.RFC3339),
+		LabelBaseName:                      baseName(ref),
+		LabelBaseDigest:                    b.digest.String(),
+		LabelProvider:                      m.Name,
+		LabelVersion:                       root.Version,
+		LabelPackage:                       root.SHA256.String(),
+		LabelFilename:                      root.Filename,
+		LabelResolution:                    s.Resolution.Digest.String(),
+		LabelMaterialization:               s.Materialization.Digest.String(),
+		LabelTree:                          s.Tree.Digest.String(),
+		LabelPlatform:                      pid,
+		LabelInterpreter:                   in.Path + " " + in.Version,
+	}
+	impls := map[string]string{}
+	for _, e := range m.Entrypoints {
+		d, err := e.ImplementationDigest(root.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		impls[e.Name] = d.String()
+		labels[LabelImplementation+e.Name] = d.String()
+	}
+	hist := func(what string) v1.History {
+		return v1.History{Created: v1.Time{Time: epoch}, CreatedBy: "cruxprov image build: " + what, Comment: o.Tool}
+	}
+	img, err := mutate.Append(b.img,
+		mutate.Addendum{Layer: envLayer, History: hist("env " + EnvPath), MediaType: types.OCILayer},
+		mutate.Addendum{Layer: shimLayer, History: hist("cruxshim " + ShimPath), MediaType: types.OCILayer},
+		mutate.Addendum{Layer: metaLayer, History: hist("provider metadata " + MetaDir), MediaType: types.OCILayer})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg := cf.DeepCopy()
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Author = ""
+	cfg.Container, cfg.DockerVersion = "", ""
+	cfg.Config.Entrypoint = []string{ShimPath}
+	cfg.Config.Cmd = append([]string(nil), Harness...)
+	cfg.Config.User = User
+	cfg.Config.WorkingDir = "/"
+	if cfg.Config.Labels == nil {
+		cfg.Config.Labels = map[string]string{}
+	}
+	for k, v := range labels {
+		cfg.Config.Labels[k] = v
+	}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return nil, err
+	}
+	img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img = mutate.Annotations(img, labels).(v1.Image)
+	d, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	pi := &PlatformImage{
+		Platform: pid, OS: osName, Architecture: arch, Digest: d,
+		Base: baseName(ref), BaseDigest: b.digest, Interpreter: *in,
+		Resolution: s.Resolution.Digest, Materialization: s.Materialization.Digest, Tree: s.Tree.Digest,
+		Implementations: impls, Size: envLayer.size + shimLayer.size + metaLayer.size, img: img,
+	}
+	// The provenance and the SBOM (signed later, when a key is given).
+	var p Provenance
+	p.BuildDefinition.BuildType = BuildType
+	p.BuildDefinition.ExternalParameters = ExternalParameters{
+		Package: *root, Platform: pid, Base: ref.Name() + "@" + ref.Digest.String(), Python: o.Python,
+		NoCompile: o.NoCompile, SourceDateEpoch: epoch.Unix(),
+	}
+	p.BuildDefinition.ExternalParameters.Base = baseName(ref) + "@" + ref.Digest.String()
+	p.BuildDefinition.InternalParameters = InternalParameters{
+		Resolution: s.Resolution.Digest.String(), Materialization: s.Materialization.Digest.String(),
+		Tree: s.Tree.Digest.String(), EnvPath: EnvPath, BaseDigest: b.digest.String(),
+		Interpreter: *in, Compiler: stripStats(s.Interpreter),
+	}
+	deps := []ResourceDescriptor{{Name: "base", URI: "oci://" + baseName(ref), Digest: map[string]string{b.digest.Algorithm: b.digest.Hex}}}
+	wheels := append([]seal.Package{*root}, s.Resolution.Packages...)
+	for _, wp := range wheels {
+		deps = append(deps, ResourceDescriptor{Name: wp.Filename, URI: "pkg:pypi/" + strings.ToLower(wp.Name) + "@" + wp.Version, Digest: map[string]string{"sha256": hexOf(wp.SHA256)}})
+	}
+	deps = append(deps, ResourceDescriptor{Name: "cruxshim", URI: "file://" + ShimPath, Digest: map[string]string{"sha256": hexOf(shimSum)}})
+	p.BuildDefinition.ResolvedDependencies = deps
+	p.RunDetails.Builder.ID = o.BuilderID
+	p.RunDetails.Builder.Version = map[string]string{"cruxprov": o.Tool}
+	if pi.prov, err = json.Marshal(p); err != nil {
+		return nil, err
+	}
+	if pi.sbom, err = SBOM(s, o.Tool); err != nil {
+		return nil, err
+	}
+	return pi, nil
+}
+
+// layoutTag is the image's ref name in a layout: the --push tag, else
+// the provider's name (a rebuild replaces the older image of that name).
+func layoutTag(pushTag string, _ digest.Digest, provider string) string {
+	if pushTag != "" {
+		return pushTag
+	}
+	return provider
+}
+
+// envDir is the tree materialize.Tree made: its Result names out/env,
+// but its staging directory may have been created as out/env-N (the
+// inode-spreading retry of materialize's mkdirStaging), so the one
+// directory under out is taken when out/env is not there.
+func envDir(named string) string {
+	if _, err := os.Lstat(named); err == nil {
+		return named
+	}
+	if m, _ := filepath.Glob(named + "-*"); len(m) == 1 {
+		return m[0]
+	}
+	return named
+}
+
+// baseName is the base's name as labels and the provenance give it: the
+// repository, or oci:<the layout directory's base name> (a local path
+// would make the digest depend on where the layout is).
+func baseName(r Ref) string {
+	if r.Repo == nil {
+		return LayoutPrefix + filepath.Base(r.Layout)
+	}
+	return r.Repo.Name()
+}
+
+func xy(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return v
+	}
+	return parts[0] + "." + parts[1]
+}
+
+func hexOf(d digest.Digest) string { return strings.TrimPrefix(d.String(), "sha256:") }
+
+func fileDigest(p string) (digest.Digest, error) {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	return digest.Sum(b), nil
+}
+
+func stripStats(in seal.Interpreter) seal.Interpreter {
+	in.MtimeNS, in.CtimeNS, in.Ino = 0, 0, 0
+	if in.LibPython != nil {
+		lp := *in.LibPython
+		lp.MtimeNS, lp.CtimeNS, lp.Ino = 0, 0, 0
+		in.LibPython = &lp
+	}
+	return in
+}
+
+// sealContent is the seal as the image carries it: the document without
+// what depends on the building host's file system (the stat index
+// reference, the interpreter's and libpython's times and inodes), so
+// that the same inputs give the same bytes anywhere.
+func sealContent(s *seal.Seal) ([]byte, error) {
+	c := *s
+	c.Index = seal.IndexRef{}
+	c.Interpreter = stripStats(s.Interpreter)
+	b, err := c.Marshal()
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the seal")
+	}
+	return b, nil
+}
+
+// makeWritable lifts a frozen tree's read-only directory modes so that
+// it can be removed by a user who is not root.
+func makeWritable(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,276 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// LayoutPrefix marks a reference to an OCI image layout directory.
+const LayoutPrefix = "oci:"
+
+// Ref is an image reference pinned by digest: in an OCI layout
+// ("oci:DIR@sha256:…") or in a registry ("REPO[:TAG]@sha256:…").
+type Ref struct {
+	// Layout is the layout directory, "" for a registry.
+	Layout string
+	// Repo is the registry repository, nil for a layout.
+	Repo *name.Repository
+	// Digest is the pinned manifest (or index) digest.
+	Digest v1.Hash
+}
+
+// String is the reference as ParseRef reads it.
+func (r Ref) String() string {
+	if r.Repo == nil {
+		return LayoutPrefix + r.Layout + "@" + r.Digest.String()
+	}
+	return r.Repo.Name() + "@" + r.Digest.String()
+}
+
+// Name is what a label or a provenance names the image by: the
+// repository, or "oci:DIR" for a layout.
+func (r Ref) Name() string {
+	if r.Repo == nil {
+		return LayoutPrefix + r.Layout
+	}
+	return r.Repo.Name()
+}
+
+// ParseRef reads s. A reference without a sha256 digest (a tag alone,
+// which anyone who can push may move) is refused base_image_unpinned;
+// anything else malformed is an error.
+func ParseRef(s string) (Ref, error) {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return Ref{}, refusal.New(refusal.BaseImageUnpinned, "%s names no digest: pin it as REF@sha256:<hex> or oci:DIR@sha256:<hex>", s)
+	}
+	h, err := v1.NewHash(s[at+1:])
+	if err != nil || h.Algorithm != "sha256" {
+		return Ref{}, refusal.New(refusal.BaseImageUnpinned, "%s: %q is not a sha256 digest", s, s[at+1:])
+	}
+	if dir, ok := strings.CutPrefix(s[:at], LayoutPrefix); ok {
+		if dir == "" {
+			return Ref{}, fmt.Errorf("%s: empty layout directory", s)
+		}
+		return Ref{Layout: filepath.Clean(dir), Digest: h}, nil
+	}
+	d, err := name.NewDigest(s, name.StrictValidation)
+	if err != nil {
+		return Ref{}, fmt.Errorf("%s: %w", s, err)
+	}
+	repo := d.Context()
+	return Ref{Repo: &repo, Digest: h}, nil
+}
+
+// source reads manifests and blobs of one layout or repository, every
+// byte checked against the digest that names it.
+type source interface {
+	// manifest returns the manifest or index named h, checked.
+	manifest(ctx context.Context, h v1.Hash) ([]byte, error)
+	// tag returns the digest a tag names, ok false when there is none.
+	tag(ctx context.Context, tag string) (h v1.Hash, ok bool, err error)
+	// blob opens blob h of size bytes; reading it to EOF checks it.
+	blob(ctx context.Context, h v1.Hash, size int64) (io.ReadCloser, error)
+}
+
+func openSource(r Ref, opts []remote.Option) source {
+	if r.Repo == nil {
+		return layoutSource(r.Layout)
+	}
+	return &remoteSource{repo: *r.Repo, opts: opts}
+}
+
+type layoutSource string
+
+func (l layoutSource) blobPath(h v1.Hash) string {
+	return filepath.Join(string(l), "blobs", h.Algorithm, h.Hex)
+}
+
+func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
+	b, err := readCapped(l.blobPath(h), maxManifest)
+	if err != nil {
+		return nil, err
+	}
+	return b, checkBytes(b, h, "manifest")
+}
+
+func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) {
+	b, err := readCapped(filepath.Join(string(l), "index.json"), maxManifest)
+	if err != nil {
+		return v1.Hash{}, false, err
+	}
+	var ix v1.IndexManifest
+	if err := json.Unmarshal(b, &ix); err != nil {
+		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s/index.json", string(l))
+	}
+	for _, d := range ix.Manifests {
+		if d.Annotations[refNameAnnotation] == tag {
+			return d.Digest, true, nil
+		}
+	}
+	return v1.Hash{}, false, nil
+}
+
+func (l layoutSource) blob(_ context.Context, h v1.Hash, size int64) (io.ReadCloser, error) {
+	if h.Algorithm != "sha256" || !hexRE.MatchString(h.Hex) {
+		return nil, refusal.New(refusal.ImageDigestMismatch, "blob %s: not a sha256 digest", h)
+	}
+	f, err := os.Open(l.blobPath(h))
+	if err != nil {
+		return nil, err
+	}
+	return verifyReader(f, h, size), nil
+}
+
+type remoteSource struct {
+	repo name.Repository
+	opts []remote.Option
+}
+
+func (r *remoteSource) manifest(ctx context.Context, h v1.Hash) ([]byte, error) {
+	desc, err := remote.Get(r.repo.Digest(h.String()), append(r.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return nil, err
+	}
+	return desc.Manifest, checkBytes(desc.Manifest, h, "manifest")
+}
+
+func (r *remoteSource) tag(ctx context.Context, tag string) (v1.Hash, bool, error) {
+	desc, err := remote.Head(r.repo.Tag(tag), append(r.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			return v1.Hash{}, false, nil
+		}
+		return v1.Hash{}, false, err
+	}
+	return desc.Digest, true, nil
+}
+
+func (r *remoteSource) blob(ctx context.Context, h v1.Hash, size int64) (io.ReadCloser, error) {
+	l, err := remote.Layer(r.repo.Digest(h.String()), append(r.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := l.Compressed()
+	if err != nil {
+		return nil, err
+	}
+	return verifyReader(rc, h, size), nil
+}
+
+// maxManifest caps a manifest, an index or a config read whole.
+const maxManifest = 4 << 20
+
+func readCapped(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
+	}
+	return b, nil
+}
+
+func readAllCapped(rc io.ReadCloser, max int64) ([]byte, error) {
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("blob larger than %d bytes", max)
+	}
+	return b, nil
+}
+
+// verifiedImage is an image of a source whose manifest was checked
+// against its digest and whose config and layers are checked as read.
+type verifiedImage struct {
+	src source
+	ctx context.Context
+	raw []byte
+	m   *v1.Manifest
+	cfg []byte
+	mt  types.MediaType
+}
+
+func loadImage(ctx context.Context, src source, h v1.Hash, raw []byte) (v1.Image, *v1.Manifest, error) {
+	if raw == nil {
+		var err error
+		if raw, err = src.manifest(ctx, h); err != nil {
+			return nil, nil, err
+		}
+	}
+	m, err := v1.ParseManifest(strings.NewReader(string(raw)))
+	if err != nil {
+		return nil, nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "manifest %s", h)
+	}
+	if m.Config.Size > maxManifest {
+		return nil, nil, refusal.New(refusal.ImageDigestMismatch, "manifest %s: config of %d bytes", h, m.Config.Size)
+	}
+	rc, err := src.blob(ctx, m.Config.Digest, m.Config.Size)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := readAllCapped(rc, maxManifest)
+	if err != nil {
+		return nil, nil, err
+	}
+	mt := m.MediaType
+	if mt == "" {
+		mt = types.OCIManifestSchema1
+	}
+	vi := &verifiedImage{src: src, ctx: ctx, raw: raw, m: m, cfg: cfg, mt: mt}
+	img, err := partial.CompressedToImage(vi)
+	return img, m, err
+}
+
+func (i *verifiedImage) RawManifest() ([]byte, error)        { return i.raw, nil }
+func (i *verifiedImage) RawConfigFile() ([]byte, error)      { return i.cfg, nil }
+func (i *verifiedImage) MediaType() (types.MediaType, error) { return i.mt, nil }
+func (i *verifiedImage) LayerByDigest(h v1.Hash) (partial.CompressedLayer, error) {
+	for _, d := range i.m.Layers {
+		if d.Digest == h {
+			return &verifiedBlob{img: i, desc: d}, nil
+		}
+	}
+	if i.m.Config.Digest == h {
+		return &verifiedBlob{img: i, desc: i.m.Config}, nil
+	}
+	return nil, fmt.Errorf("blob %s is not in the manifest", h)
+}
+
+type verifiedBlob struct {
+	img  *verifiedImage
+	desc v1.Descriptor
+}
+
+func (b *verifiedBlob) Digest() (v1.Hash, error)            { return b.desc.Digest, nil }
+func (b *verifiedBlob) Size() (int64, error)                { return b.desc.Size, nil }
+func (b *verifiedBlob) MediaType() (types.MediaType, error) { return b.desc.MediaType, nil }
+func (b *verifiedBlob) Compressed() (io.ReadCloser, error) {
+	return b.img.src.blob(b.img.ctx, b.desc.Digest, b.desc.Size)
+}
