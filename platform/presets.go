@@ -52,7 +52,7 @@ var presetRE = regexp.MustCompile(`^cp3(\d+)-(?:manylinux_2_(\d+)_(x86_64|aarch6
 // Lookup returns the preset named name (its canonical id), or a
 // refusal.PlatformUnsupported naming how to list the presets.
 func Lookup(name string) (*Platform, error) {
-	unknown := refusal.New(refusal.PlatformUnsupported, "no platform preset %q; 'cruxprov platform list' shows the presets, or give --platform-file F or host", name)
+	unknown := refusal.New(refusal.PlatformUnsupported, "no platform preset %q (a preset id, a platform file or the host's platform are what can be named)", name).WithRemedy(refusal.ActionPlatformList, "")
 	m := presetRE.FindStringSubmatch(name)
 	if m == nil {
 		return nil, unknown

@@ -30,21 +30,15 @@ type Action string
 
 // The remedies a refusal may carry.
 const (
-	// ActionCreateEnv creates the env that is missing (Target: the env).
-	ActionCreateEnv Action = "create_env"
 	// ActionReplaceEnv rebuilds a drifted env under its own digest,
 	// from its seal (Target: the env).
 	ActionReplaceEnv Action = "replace_env"
-	// ActionRemoveEnv deletes an env (Target: the env).
-	ActionRemoveEnv Action = "remove_env"
-	// ActionFetch fetches the wheels from the index again, online.
+	// ActionFetch runs the command again online: the wheels it needs are
+	// fetched from the index (again, for a damaged blob that was removed).
 	ActionFetch Action = "fetch"
 	// ActionGC removes what nothing names from the store, damaged blobs
 	// among them.
 	ActionGC Action = "gc"
-	// ActionExplain verifies the env again listing every difference
-	// (Target: the env).
-	ActionExplain Action = "explain"
 	// ActionEmbed adds a manifest and a lock to a wheel (Target: the wheel).
 	ActionEmbed Action = "embed"
 	// ActionPlatformList lists the platform presets.

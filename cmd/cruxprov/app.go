@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &r):
 		line := oneLine(r.Error())
 		rem := refusal.RemedyOf(err)
-		cmdline := renderRemedy(rem)
+		cmdline := renderRemedy(rem, args)
 		if cmdline != "" {
 			line += "; to fix: " + cmdline
 		}
@@ -348,24 +349,32 @@ func (o *opts) progressOn() bool {
 // renderRemedy is the command line that carries out rem ("" for none).
 // Every command rendered here is run by a test after the refusal that
 // advised it (TestRemediesRun).
-func renderRemedy(rem *refusal.Remedy) string {
+//
+// args is the refused command line (argv): ActionFetch renders it again
+// without --offline (and without --json, for a person to run).
+func renderRemedy(rem *refusal.Remedy, args []string) string {
 	if rem == nil {
 		return ""
 	}
 	t := shellQuote(rem.Target)
 	switch rem.Action {
-	case refusal.ActionCreateEnv, refusal.ActionReplaceEnv:
+	case refusal.ActionReplaceEnv:
 		return "cruxprov env create --replace " + t
-	case refusal.ActionRemoveEnv:
-		return "cruxprov env remove " + t
 	case refusal.ActionFetch:
-		return "cruxprov fetch (the same --wheel/--lock, --platform and --index, without --offline)"
+		var again []string
+		for _, a := range args[1:] {
+			if a != "--offline" && a != "--json" && !strings.HasPrefix(a, "--offline=") && !strings.HasPrefix(a, "--json=") {
+				again = append(again, shellQuote(a))
+			}
+		}
+		if !indexFromConfig && !slices.Contains(args, "--index") && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--index=") }) {
+			again = append(again, "--index", "URL")
+		}
+		return "cruxprov " + strings.Join(again, " ")
 	case refusal.ActionGC:
 		return "cruxprov gc"
-	case refusal.ActionExplain:
-		return "cruxprov env verify --explain " + t
 	case refusal.ActionEmbed:
-		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o OUT.whl"
+		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"
 	}

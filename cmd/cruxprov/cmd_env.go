@@ -319,7 +319,7 @@ func envVerify(c *cli.Context) error {
 			var r *refusal.Error
 			errors.As(err, &r)
 			ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
-			if cmdline := renderRemedy(refusal.RemedyOf(err)); cmdline != "" {
+			if cmdline := renderRemedy(refusal.RemedyOf(err), os.Args); cmdline != "" {
 				ref["remedy"] = map[string]string{"action": string(r.Remedy.Action), "target": r.Remedy.Target, "command": cmdline}
 			}
 			rep.Differences = ds

@@ -68,6 +68,7 @@ func applyConfig(c *cli.Context, o *opts) error {
 	if err := set("index", cfg.Index); err != nil {
 		return err
 	}
+	indexFromConfig = cfg.Index != "" && c.IsSet("index")
 	if err := set("python", cfg.Python); err != nil {
 		return err
 	}
@@ -93,6 +94,10 @@ func isSliceFlag(c *cli.Context, flag string) bool {
 	}
 	return false
 }
+
+// indexFromConfig is set when --index came from config.yaml: a command
+// line rendered again (renderRemedy) needs no --index then.
+var indexFromConfig bool
 
 // hasFlagDef reports whether the command defines flag.
 func hasFlagDef(c *cli.Context, flag string) bool {

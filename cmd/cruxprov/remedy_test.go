@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+)
+
+// fixRE finds the command a refusal advises.
+var fixRE = regexp.MustCompile(`; to fix: (cruxprov .*)$`)
+
+// runFix runs the command the refusal r advises, in dir, with the built
+// binary first on PATH, and returns its result.
+func runFix(t *testing.T, r result, dir string, env ...string) result {
+	t.Helper()
+	m := fixRE.FindStringSubmatch(strings.TrimSpace(r.stderr))
+	if m == nil {
+		t.Fatalf("the refusal advises no command: %+v", r)
+	}
+	cmd := exec.Command("sh", "-c", m[1])
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH")), env...)
+	return runCmd(t, cmd)
+}
+
+// TestRemediesRun: every refusal whose rendered advice names a command is
+// followed by that command, run as printed, which succeeds (issue 11
+// item 3). The rebuild of a drifted or deleted env (replace_env) is run
+// the same way in TestOperatorAsUnprivilegedUser, TestEnvCreateVerifyList
+// and TestGovernedFlow.
+func TestRemediesRun(t *testing.T) {
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	t.Run("embed", func(t *testing.T) {
+		dir := t.TempDir()
+		plain := writeWheel(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{"acme_echo/__init__.py": ""})
+		os.WriteFile(filepath.Join(dir, "provider.toml"), fx.Echo.Manifest, 0o644)
+		os.WriteFile(filepath.Join(dir, "pylock.toml"), fx.Echo.Lock, 0o644)
+		r := cruxprov(t, "inspect", plain)
+		if r.code != exitRefused {
+			t.Fatalf("%+v", r)
+		}
+		if f := runFix(t, r, dir); f.code != 0 {
+			t.Fatalf("%+v", f)
+		}
+		if r := cruxprov(t, "inspect", filepath.Join(dir, "embedded", filepath.Base(plain))); r.code != 0 {
+			t.Fatalf("the embedded wheel: %+v", r)
+		}
+	})
+	t.Run("platform_list", func(t *testing.T) {
+		r := cruxprov(t, "lock", "resolve", "--wheel", fx.Echo.Path, "--platform", "cp311-bogus")
+		if f := runFix(t, r, t.TempDir()); f.code != 0 || !strings.Contains(f.stdout, "cp311-manylinux") {
+			t.Fatalf("%+v", f)
+		}
+	})
+	t.Run("fetch_offline", func(t *testing.T) {
+		dir := t.TempDir()
+		home := filepath.Join(dir, "home")
+		idx := t.TempDir()
+		srv := serveFixtures(t, fx, idx)
+		r := cruxprov(t, "--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", "cp311-manylinux_2_36_x86_64", "--offline")
+		if r.code != exitRefused {
+			t.Fatalf("%+v", r)
+		}
+		if !strings.Contains(r.stderr, "--index URL") {
+			t.Fatalf("the advice does not ask for the index: %s", r.stderr)
+		}
+		// The advice names the index to give; give it.
+		r.stderr = strings.Replace(r.stderr, "--index URL", "--index "+srv+"/simple/", 1)
+		if f := runFix(t, r, dir); f.code != 0 {
+			t.Fatalf("%+v", f)
+		}
+		if r := cruxprov(t, "--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", "cp311-manylinux_2_36_x86_64", "--offline"); r.code != 0 {
+			t.Fatalf("offline after the advised fetch: %+v", r)
+		}
+	})
+	t.Run("gc", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("needs root to mount a tmpfs")
+		}
+		// A store on a 2 MiB file system: the wheel fits, its env does not.
+		home := t.TempDir()
+		if err := syscall.Mount("tmpfs", home, "tmpfs", 0, "size=2m"); err != nil {
+			t.Skipf("cannot mount a tmpfs: %v", err)
+		}
+		defer syscall.Unmount(home, syscall.MNT_DETACH)
+		_, lock := envHomeAt(t, home, 1, 1600)
+		r := cruxprov(t, createArgs(home, lock, "--no-compile", "--no-cache")...)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov gc") {
+			t.Fatalf("%+v", r)
+		}
+		if f := runFix(t, r, t.TempDir(), "CRUXPROV_HOME="+home); f.code != 0 {
+			t.Fatalf("%+v", f)
+		}
+	})
+}
+
+// serveFixtures serves a static index of the fixture wheels (built in
+// dir) on loopback until the test ends, and returns its base URL.
+func serveFixtures(t *testing.T, fx *fixtures.Set, dir string) string {
+	t.Helper()
+	if _, err := index.Build(context.Background(), dir, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
