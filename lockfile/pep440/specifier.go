@@ -208,7 +208,7 @@ func plainRelease(s string) bool {
 // nextPrefix returns the .dev0 of the release after v's first n release
 // numbers: nextPrefix(1.4.5, 2) is 1.5.dev0.
 func nextPrefix(v Version, n int) Version {
-	rel := make([]int, n)
+	rel := make([]int64, n)
 	copy(rel, v.release[:n])
 	rel[n-1]++
 	return Version{epoch: v.epoch, release: rel, hasDev: true}

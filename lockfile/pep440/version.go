@@ -33,12 +33,12 @@ var preLetters = [...]string{"", "a", "b", "rc"}
 // Versions are immutable; order them with Compare (Equal is Compare == 0:
 // "1.0" equals "1.0.0", and "1.0+01" equals "1.0+1").
 type Version struct {
-	release []int  // never modified after Parse
-	local   string // normalized local label ("" when absent)
-	epoch   int
-	preN    int
-	post    int
-	dev     int
+	release []int64 // never modified after Parse
+	local   string  // normalized local label ("" when absent)
+	epoch   int64   // numbers are int64 on every GOARCH (an int is 32 bits on 386)
+	preN    int64
+	post    int64
+	dev     int64
 	pre     uint8 // preNone, preA, preB, preRC
 	hasPost bool
 	hasDev  bool
@@ -110,10 +110,10 @@ func scanDigits(s string, i int) int {
 const maxNumber = math.MaxInt64 - 1
 
 // atoi parses s[i:j] (all digits, non-empty); ok is false above maxNumber.
-func atoi(s string, i, j int) (int, bool) {
-	n := 0
+func atoi(s string, i, j int) (int64, bool) {
+	var n int64
 	for k := i; k < j; k++ {
-		d := int(s[k] - '0')
+		d := int64(s[k] - '0')
 		if n > (maxNumber-d)/10 {
 			return 0, false
 		}
@@ -161,7 +161,7 @@ func parse(in string) (Version, string) {
 		count++
 		k = scanDigits(s, k+1)
 	}
-	v.release = make([]int, 0, count)
+	v.release = make([]int64, 0, count)
 	for {
 		n, ok := atoi(s, i, j)
 		if !ok {
@@ -380,27 +380,27 @@ func (v Version) appendPublic(b []byte) []byte {
 }
 
 // Epoch returns the epoch (0 when absent).
-func (v Version) Epoch() int { return v.epoch }
+func (v Version) Epoch() int64 { return v.epoch }
 
 // Release returns a copy of the release segment, trailing zeros included.
-func (v Version) Release() []int {
+func (v Version) Release() []int64 {
 	if len(v.release) == 0 {
-		return []int{0}
+		return []int64{0}
 	}
-	return append([]int(nil), v.release...)
+	return append([]int64(nil), v.release...)
 }
 
 // Pre returns the pre-release letter ("a", "b" or "rc") and number, and
 // whether there is one.
-func (v Version) Pre() (letter string, n int, ok bool) {
+func (v Version) Pre() (letter string, n int64, ok bool) {
 	return preLetters[v.pre], v.preN, v.pre != preNone
 }
 
 // Post returns the post-release number and whether there is one.
-func (v Version) Post() (int, bool) { return v.post, v.hasPost }
+func (v Version) Post() (int64, bool) { return v.post, v.hasPost }
 
 // Dev returns the development-release number and whether there is one.
-func (v Version) Dev() (int, bool) { return v.dev, v.hasDev }
+func (v Version) Dev() (int64, bool) { return v.dev, v.hasDev }
 
 // Local returns the normalized local label ("" when there is none).
 func (v Version) Local() string { return v.local }
@@ -425,7 +425,7 @@ func (v Version) IsPostrelease() bool { return v.hasPost }
 // IsDevrelease reports a development-release segment.
 func (v Version) IsDevrelease() bool { return v.hasDev }
 
-func cmpInt(a, b int) int {
+func cmpInt[T int | int64](a, b T) int {
 	switch {
 	case a < b:
 		return -1
@@ -604,7 +604,7 @@ func (v Version) canonical(trim bool) string {
 // optNumber reads the "[._-]? N?" that ends every pre, post and dev segment,
 // starting at k: the number (0 when absent), where the segment ends, and
 // false when the number is too large.
-func optNumber(s string, k int) (n, end int, ok bool) {
+func optNumber(s string, k int) (n int64, end int, ok bool) {
 	if k < len(s) && isSep(s[k]) {
 		k++
 	}

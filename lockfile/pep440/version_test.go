@@ -121,7 +121,7 @@ func TestEqualities(t *testing.T) {
 
 func TestAccessors(t *testing.T) {
 	v := MustParse("1!2.3.0rc4.post5.dev6+Ab-7")
-	if v.Epoch() != 1 || !slices.Equal(v.Release(), []int{2, 3, 0}) {
+	if v.Epoch() != 1 || !slices.Equal(v.Release(), []int64{2, 3, 0}) {
 		t.Errorf("epoch/release = %d %v", v.Epoch(), v.Release())
 	}
 	if l, n, ok := v.Pre(); l != "rc" || n != 4 || !ok {
@@ -163,4 +163,63 @@ func TestMustParsePanics(t *testing.T) {
 		}
 	}()
 	MustParse("nope")
+}
+
+// TestNumbersBeyond32Bits: every number of a version is an int64 on every
+// GOARCH, so numbers past 2^31 and 2^32 (where a 32-bit int wraps or
+// truncates) parse, print and order exactly. GOARCH=386 runs it too.
+func TestNumbersBeyond32Bits(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		lower, high string
+	}{
+		{"release past 2^31", "1.2147483647", "1.2147483648"},
+		{"release past 2^32", "1.4294967295", "1.4294967296"},
+		{"release 2^32 against 0", "1.0", "1.4294967296"},
+		{"release near 2^63", "9223372036854775805", "9223372036854775806"},
+		{"epoch past 2^32", "4294967296!1", "4294967297!0"},
+		{"pre past 2^31", "1.0a2147483648", "1.0a4294967296"},
+		{"post past 2^32", "1.0.post4294967295", "1.0.post4294967296"},
+		{"dev past 2^32", "1.0.dev4294967296", "1.0.dev4294967297"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lo, hi := MustParse(tc.lower), MustParse(tc.high)
+			if Compare(lo, hi) != -1 || Compare(hi, lo) != 1 || Compare(hi, hi) != 0 {
+				t.Errorf("Compare(%s, %s) = %d", lo, hi, Compare(lo, hi))
+			}
+			if lo.String() != tc.lower || hi.String() != tc.high {
+				t.Errorf("round trip: %s %s", lo, hi)
+			}
+			set, err := ParseSpecifierSet(">" + tc.lower)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !set.Contains(hi, true) || set.Contains(lo, true) {
+				t.Errorf(">%s: contains %s = %v, %s = %v", tc.lower, hi, set.Contains(hi, true), lo, set.Contains(lo, true))
+			}
+		})
+	}
+	v := MustParse("4294967297!4294967298.1rc4294967299.post4294967300.dev4294967301")
+	if e := v.Epoch(); e != 4294967297 {
+		t.Errorf("epoch %d", e)
+	}
+	if r := v.Release(); r[0] != 4294967298 {
+		t.Errorf("release %v", r)
+	}
+	if _, n, _ := v.Pre(); n != 4294967299 {
+		t.Errorf("pre %d", n)
+	}
+	if n, _ := v.Post(); n != 4294967300 {
+		t.Errorf("post %d", n)
+	}
+	if n, _ := v.Dev(); n != 4294967301 {
+		t.Errorf("dev %d", n)
+	}
+	compat, err := ParseSpecifierSet("~=1.4294967296")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !compat.Contains(MustParse("1.4294967297"), false) || compat.Contains(MustParse("2"), false) {
+		t.Error("~=1.4294967296 bounds")
+	}
 }
