@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the embedded defaults, end to end, in a throwaway home:
 # fixtures → inspect → a pinned index → per-platform resolution → fetch →
-# a sealed env → verify (fast, deep) → one provider call through the harness
-# with its secret on fd 3 → tamper → verify refuses.
+# interfaces → install (a sealed env, a proposed change-set) → diff → a key →
+# approve → verify (fast, deep) → run with a secret on fd 3 and its receipt →
+# tamper → verify and run refuse → the advised rebuild.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -51,33 +52,56 @@ step "the host platform, probed once from the interpreter"
 # pipefail the SIGPIPE it gives the writer fails the demo)
 "$bin" platform show host --python "$python" | sed -n 1,4p
 
-step "create a sealed env for acme-echo on the host: resolve, fetch (hash-checked), install, compile, seal"
-show "$bin" env create --wheel "$echo" --platform host --python "$python" --index "$index"
-env=$("$bin" env list --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)["envs"][0]["path"])')
+step "register the interfaces acme-echo implements (id → digest of the canonical schema)"
+show "$bin" interface register acme.echo --schema "$work/fx/interfaces/acme.echo.json"
+show "$bin" interface register acme.diagnostics --schema "$work/fx/interfaces/acme.diagnostics.json"
 
-step "verify before every run: fast (stat index), then deep (rehash everything)"
-show "$bin" env verify "$env"
-show "$bin" env verify "$env" --deep
+step "install acme-echo: interfaces checked, resolve → fetch (hash-checked) → install in Go → bytecode → seal, then a change-set is proposed"
+show "$bin" install "$echo" --platform host --python "$python" --index "$index"
+cs=$("$bin" changeset list --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)["changeSets"][0]["metadata"]["id"])')
 
-step "call the provider through the harness: request on stdin, secret bundle on fd 3"
-cat >"$work/request.json" <<JSON
-{"protocol_version": 1, "run_id": "demo-1", "entrypoint": "echo", "object": "acme_echo:Echo", "input": {"hello": "world"}, "secret_channel": {"fd": 3, "refs": ["acme/api-token"]}, "budgets": {"timeout_ms": 30000, "output_bytes": 1048576}, "egress_declared": ["https://api.acme.example/*"], "idempotency_key": null}
-JSON
-"$env/bin/python" -I -m cruxible_provider_runtime.harness <"$work/request.json" \
-	3< <(printf '{"acme/api-token": "demo-secret"}') 2>/dev/null
-echo
+step "nothing runs until an operator approves: verify refuses (exit 78)"
+set +e
+"$bin" verify acme-echo
+rc=$?
+set -e
+[ "$rc" -eq 78 ] || { echo "demo: verify accepted an unapproved provider" >&2; exit 1; }
 
-step "tamper with one installed file: verify refuses (exit 78)"
+step "the plan of the change-set, as terraform plan shows one"
+show "$bin" changeset diff "$cs"
+
+step "an approver key (cosign's encrypted format), trusted as the root of trust, signs the change-set"
+export CRUXPROV_KEY_PASSWORD=demo-password
+show "$bin" key generate --out "$work/alice"
+show "$bin" key trust "$work/alice.pub" --name alice
+show "$bin" changeset approve "$cs" --key "$work/alice.key"
+
+step "verify before every run: the signed pin, this verifier's floor, the env (fast, then deep)"
+export XDG_STATE_HOME=$work/state
+show "$bin" verify acme-echo
+show "$bin" verify acme-echo --deep --entrypoint echo
+env=$("$bin" verify acme-echo --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)["env"])')
+
+step "run acme-echo's echo entrypoint with its secret on fd 3; the receipt is in the executor's ledger"
+printf 'demo-secret' >"$work/token"
+echo '{"hello": "world"}' | show "$bin" run acme-echo echo --input - --secret acme/api-token=@"$work/token"
+show "$bin" receipts list
+
+step "tamper with one installed file: verify and run refuse (exit 78), and the advice is a command that works"
 target=$(find "$env/lib" -name '__init__.py' -path '*acme_echo*' -print -quit)
 # root ignores the read-only mode (as an attacker with root would); others must chmod first
 if [ "$(id -u)" -ne 0 ]; then chmod u+w "$target"; fi
 echo "# tampered" >>"$target"
 set +e
-"$bin" env verify "$env"
+"$bin" verify acme-echo
 rc=$?
+echo '{"hello": "world"}' | "$bin" run acme-echo echo --input - --secret acme/api-token=@"$work/token"
+rc2=$?
 set -e
-echo "exit $rc"
-[ "$rc" -eq 78 ] || { echo "demo: verify did not refuse a tampered env" >&2; exit 1; }
-
+echo "exit $rc, run exit $rc2"
+[ "$rc" -eq 78 ] && [ "$rc2" -eq 78 ] || { echo "demo: a tampered env was not refused" >&2; exit 1; }
+show "$bin" env create --replace "$env" --offline
+show "$bin" verify acme-echo --deep
+show "$bin" receipts list
 echo
 echo "demo: ok"

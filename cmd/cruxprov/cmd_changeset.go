@@ -222,7 +222,12 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 	for _, b := range p.Budgets {
 		n++
 		word := "lowered"
-		if b.Raised {
+		switch {
+		case b.Old == 0:
+			word = "set"
+		case b.New == 0:
+			word = "removed: the executor's default applies"
+		case b.Raised:
 			word = "RAISED"
 		}
 		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
