@@ -1,0 +1,341 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// VerifyOptions say what an image must be to be accepted.
+type VerifyOptions struct {
+	// Keys are the trusted builder keys; a signature or an attestation
+	// counts only under one of them.
+	Keys []*sign.PublicKey
+	// Repo is the repository the signature must name (its
+	// docker-reference, which cosign never checks); "" means the
+	// registry reference's own repository, and no check for a layout.
+	Repo string
+	// Platform picks one platform of an index ("" checks every one).
+	Platform string
+	// Expect is the accepted artifact the provenance must match; zero
+	// fields are not checked.
+	Expect Expect
+	// SkipBlobs leaves the layers unread: the manifests, configs,
+	// signatures and attestations are still rehashed. Without it every
+	// layer blob is read and rehashed too.
+	SkipBlobs bool
+	// Remote are go-containerregistry options for a registry.
+	Remote []remote.Option
+}
+
+// Expect is what an accepted pin says the image was built from.
+type Expect struct {
+	PackageSHA256 digest.Digest
+	Resolution    digest.Digest
+	BaseDigest    string
+	BuilderID     string
+}
+
+// Report is what Verify found, filled in as far as it got.
+type Report struct {
+	Reference string           `json:"reference"`
+	Digest    v1.Hash          `json:"digest"`
+	Index     bool             `json:"index"`
+	Signer    string           `json:"signer,omitempty"` // the index's signer key digest
+	Manifests []ManifestReport `json:"manifests"`
+}
+
+// ManifestReport is one platform's manifest.
+type ManifestReport struct {
+	Digest         v1.Hash          `json:"digest"`
+	Platform       string           `json:"platform"`
+	Signer         string           `json:"signer"` // the key digest
+	SignedRepo     string           `json:"signed_repo"`
+	Provenance     *Provenance      `json:"provenance,omitempty"`
+	SBOM           bool             `json:"sbom"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	BlobsRehashed  int              `json:"blobs_rehashed"`
+}
+
+// Verify checks the image ref (REF@sha256:… or oci:DIR@sha256:…) fails
+// closed: every manifest, config and blob it reads is rehashed against
+// its digest (image_digest_mismatch: go-containerregistry does not check
+// what it reads from a layout); each platform manifest (and an index)
+// must carry a cosign signature under one of o.Keys whose payload names
+// that digest and the expected repository, and a signed SLSA v1
+// provenance and CycloneDX SBOM about it (image_signature_invalid); the
+// provenance must agree with the image's labels and with o.Expect
+// (provenance_mismatch).
+func Verify(ctx context.Context, ref string, o VerifyOptions) (*Report, error) {
+	r, err := ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Keys) == 0 {
+		return nil, refusal.New(refusal.ImageSignatureInvalid, "no trusted key to verify %s with", ref)
+	}
+	repo := o.Repo
+	if repo == "" && r.Repo != nil {
+		repo = r.Repo.Name()
+	}
+	src := openSource(r, o.Remote)
+	rep := &Report{Reference: r.String(), Digest: r.Digest}
+	raw, err := src.manifest(ctx, r.Digest)
+	if err != nil {
+		return rep, readErr(r, err)
+	}
+	var probe struct {
+		MediaType types.MediaType `json:"mediaType"`
+		Manifests json.RawMessage `json:"manifests"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s is not a manifest", ref)
+	}
+	type todo struct {
+		d   v1.Hash
+		raw []byte
+	}
+	var list []todo
+	if probe.MediaType.IsIndex() || (probe.MediaType == "" && probe.Manifests != nil) {
+		rep.Index = true
+		if rep.Signer, _, err = checkSignature(ctx, src, r.Digest, o.Keys, repo); err != nil {
+			return rep, err
+		}
+		ix, err := v1.ParseIndexManifest(bytes.NewReader(raw))
+		if err != nil {
+			return rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
+		}
+		for _, d := range ix.Manifests {
+			list = append(list, todo{d: d.Digest})
+		}
+	} else {
+		list = append(list, todo{d: r.Digest, raw: raw})
+	}
+	matched := false
+	for _, t := range list {
+		mr := ManifestReport{Digest: t.d}
+		img, m, err := loadImage(ctx, src, t.d, t.raw)
+		if err != nil {
+			rep.Manifests = append(rep.Manifests, mr)
+			return rep, readErr(r, err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil {
+			return rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s: config", t.d)
+		}
+		mr.Labels = cf.Config.Labels
+		mr.Platform = mr.Labels[LabelPlatform]
+		if o.Platform != "" && mr.Platform != o.Platform {
+			continue
+		}
+		matched = true
+		if !o.SkipBlobs {
+			for _, l := range m.Layers {
+				rc, err := src.blob(ctx, l.Digest, l.Size)
+				if err == nil {
+					_, err = io.Copy(io.Discard, rc)
+					rc.Close()
+				}
+				if err != nil {
+					rep.Manifests = append(rep.Manifests, mr)
+					return rep, readErr(r, err)
+				}
+				mr.BlobsRehashed++
+			}
+		}
+		err = verifyManifest(ctx, src, t.d, o, repo, &mr)
+		rep.Manifests = append(rep.Manifests, mr)
+		if err != nil {
+			return rep, err
+		}
+	}
+	if !matched {
+		return rep, refusal.New(refusal.PlatformUnsupported, "%s has no image for %s", ref, o.Platform)
+	}
+	return rep, nil
+}
+
+func readErr(r Ref, err error) error {
+	if refusal.CodeOf(err) != "" {
+		return err
+	}
+	return refusal.Wrap(refusal.ImageDigestMismatch, err, "cannot read %s", r)
+}
+
+// checkSignature finds the cosign signature of d under a trusted key; it
+// returns the signer's key digest and the repository the payload names.
+func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.PublicKey, repo string) (string, string, error) {
+	layers, err := cosignLayers(ctx, src, SignatureTag(d), SimpleSigningMediaType)
+	if err != nil {
+		return "", "", err
+	}
+	if len(layers) == 0 {
+		return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s has no signature (no %s)", d, SignatureTag(d))
+	}
+	var why []string
+	for _, l := range layers {
+		sig, err := base64.StdEncoding.DecodeString(l.desc.Annotations[SignatureAnnotation])
+		if err != nil {
+			why = append(why, "a signature that is not base64")
+			continue
+		}
+		var signer *sign.PublicKey
+		for _, k := range keys {
+			if k.Verify(l.body, sig) == nil {
+				signer = k
+				break
+			}
+		}
+		if signer == nil {
+			why = append(why, "a signature under no trusted key")
+			continue
+		}
+		var p payload.SimpleContainerImage
+		if err := json.Unmarshal(l.body, &p); err != nil {
+			why = append(why, "a signed payload that is not simple signing")
+			continue
+		}
+		if p.Critical.Type != payload.CosignSignatureType || p.Critical.Image.DockerManifestDigest != d.String() {
+			why = append(why, fmt.Sprintf("a signed payload for %s", p.Critical.Image.DockerManifestDigest))
+			continue
+		}
+		if repo != "" && p.Critical.Identity.DockerReference != repo {
+			why = append(why, fmt.Sprintf("a signature for the repository %s, not %s", p.Critical.Identity.DockerReference, repo))
+			continue
+		}
+		return signer.Digest().String(), p.Critical.Identity.DockerReference, nil
+	}
+	return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s: no valid signature under a trusted key (%v)", d, why)
+}
+
+type cosignLayer struct {
+	desc v1.Descriptor
+	body []byte
+}
+
+// cosignLayers reads the layers of media type mt of the cosign image
+// tag names, every byte checked against its digest.
+func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaType) ([]cosignLayer, error) {
+	h, ok, err := src.tag(ctx, tag)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.ImageSignatureInvalid, err, "cannot read %s", tag)
+	}
+	if !ok {
+		return nil, nil
+	}
+	raw, err := src.manifest(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, refusal.Wrap(refusal.ImageSignatureInvalid, err, "%s", tag)
+	}
+	var out []cosignLayer
+	for _, l := range m.Layers {
+		if l.MediaType != mt {
+			continue
+		}
+		if l.Size > maxManifest {
+			return nil, refusal.New(refusal.ImageSignatureInvalid, "%s: a layer of %d bytes", tag, l.Size)
+		}
+		rc, err := src.blob(ctx, l.Digest, l.Size)
+		if err != nil {
+			return nil, err
+		}
+		b, err := readAllCapped(rc, maxManifest)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cosignLayer{desc: l, body: b})
+	}
+	return out, nil
+}
+
+func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions, repo string, mr *ManifestReport) error {
+	var err error
+	if mr.Signer, mr.SignedRepo, err = checkSignature(ctx, src, d, o.Keys, repo); err != nil {
+		return err
+	}
+	layers, err := cosignLayers(ctx, src, AttestationTag(d), DSSEMediaType)
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		body, _, err := openEnvelope(l.body, o.Keys)
+		if err != nil {
+			continue
+		}
+		var st Statement
+		if json.Unmarshal(body, &st) != nil || st.Type != StatementType || !aboutDigest(st.Subject, d) {
+			continue
+		}
+		switch st.PredicateType {
+		case SLSAProvenanceType:
+			var p Provenance
+			if json.Unmarshal(st.Predicate, &p) == nil && mr.Provenance == nil {
+				mr.Provenance = &p
+			}
+		case CycloneDXType:
+			var b BOM
+			if json.Unmarshal(st.Predicate, &b) == nil && b.BOMFormat == "CycloneDX" {
+				mr.SBOM = true
+			}
+		}
+	}
+	if mr.Provenance == nil {
+		return refusal.New(refusal.ProvenanceMismatch, "%s has no SLSA provenance signed by a trusted key about it", d)
+	}
+	if !mr.SBOM {
+		return refusal.New(refusal.ProvenanceMismatch, "%s has no CycloneDX SBOM signed by a trusted key about it", d)
+	}
+	return checkProvenance(mr.Provenance, mr.Labels, o.Expect)
+}
+
+func aboutDigest(subjects []Subject, d v1.Hash) bool {
+	for _, s := range subjects {
+		if s.Digest[d.Algorithm] == d.Hex {
+			return true
+		}
+	}
+	return false
+}
+
+// checkProvenance compares the provenance with the image's labels and
+// with what the accepted pin expects, naming every difference.
+func checkProvenance(p *Provenance, labels map[string]string, e Expect) error {
+	ext, in := p.BuildDefinition.ExternalParameters, p.BuildDefinition.InternalParameters
+	var diffs []string
+	cmp := func(what, got, want string) {
+		if want != "" && got != want {
+			diffs = append(diffs, fmt.Sprintf("%s %s, expected %s", what, got, want))
+		}
+	}
+	cmp("package", ext.Package.SHA256.String(), labels[LabelPackage])
+	cmp("resolution", in.Resolution, labels[LabelResolution])
+	cmp("base", in.BaseDigest, labels[LabelBaseDigest])
+	if !e.PackageSHA256.IsZero() {
+		cmp("package", ext.Package.SHA256.String(), e.PackageSHA256.String())
+	}
+	if !e.Resolution.IsZero() {
+		cmp("resolution", in.Resolution, e.Resolution.String())
+	}
+	cmp("base", in.BaseDigest, e.BaseDigest)
+	cmp("builder", p.RunDetails.Builder.ID, e.BuilderID)
+	if len(diffs) > 0 {
+		return refusal.New(refusal.ProvenanceMismatch, "the provenance names %v", diffs)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package image
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/match"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+func testKey(t *testing.T) *sign.PrivateKey {
+	t.Helper()
+	priv, _, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := sign.LoadPrivateKey(priv, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// copyDir copies a layout so that a case can tamper with its own copy.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "oci")
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	return dst
+}
+
+// TestVerifyLayout: a signed image in a layout verifies under its
+// builder key, and each tampering is refused with its own code.
+func TestVerifyLayout(t *testing.T) {
+	key, other := testKey(t), testKey(t)
+	out := filepath.Join(t.TempDir(), "oci")
+	res := build(t, buildCase{out: out, key: key})
+	if !res.Signed {
+		t.Fatal("not signed")
+	}
+	d := res.Digest
+	p := res.Platforms[0]
+	ok := VerifyOptions{Keys: []*sign.PublicKey{key.Public()}, Expect: Expect{
+		PackageSHA256: fxEcho(t), Resolution: p.Resolution, BaseDigest: p.BaseDigest.String(), BuilderID: "https://ci.example/builder",
+	}}
+	ref := func(dir string) string { return LayoutPrefix + dir + "@" + d.String() }
+
+	// resign replaces the layout's cosign image under tag by one made by mk.
+	replace := func(t *testing.T, dir, tag string, img v1.Image) {
+		t.Helper()
+		lp, err := layout.FromPath(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lp.ReplaceImage(img, match.Annotation(refNameAnnotation, tag), layout.WithAnnotations(map[string]string{refNameAnnotation: tag})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	envBlob := func(t *testing.T, dir string) string {
+		lp, _ := layout.FromPath(dir)
+		img, err := lp.Image(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := img.Manifest()
+		l := m.Layers[len(m.Layers)-3] // the env layer
+		return filepath.Join(dir, "blobs", "sha256", l.Digest.Hex)
+	}
+	cases := []struct {
+		name   string
+		tamper func(t *testing.T, dir string) VerifyOptions
+		want   refusal.Code
+	}{
+		{"ok", func(t *testing.T, dir string) VerifyOptions { return ok }, ""},
+		{"untrusted key", func(t *testing.T, dir string) VerifyOptions {
+			o := ok
+			o.Keys = []*sign.PublicKey{other.Public()}
+			return o
+		}, refusal.ImageSignatureInvalid},
+		{"signature from an untrusted key", func(t *testing.T, dir string) VerifyOptions {
+			body, _ := simpleSigning(res.Repo, d)
+			sig, _ := other.Sign(body)
+			img, _ := sigImage(body, sig)
+			replace(t, dir, SignatureTag(d), img)
+			return ok
+		}, refusal.ImageSignatureInvalid},
+		{"signature for another repository", func(t *testing.T, dir string) VerifyOptions {
+			o := ok
+			o.Repo = "registry.example/someone/else"
+			return o
+		}, refusal.ImageSignatureInvalid},
+		{"signature of another digest", func(t *testing.T, dir string) VerifyOptions {
+			body, _ := simpleSigning(res.Repo, p.BaseDigest)
+			sig, _ := key.Sign(body)
+			img, _ := sigImage(body, sig)
+			replace(t, dir, SignatureTag(d), img)
+			return ok
+		}, refusal.ImageSignatureInvalid},
+		{"flipped byte in a layer blob", func(t *testing.T, dir string) VerifyOptions {
+			f := envBlob(t, dir)
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b[len(b)/2] ^= 1
+			os.Chmod(f, 0o644)
+			if err := os.WriteFile(f, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}, refusal.ImageDigestMismatch},
+		{"flipped byte in the config", func(t *testing.T, dir string) VerifyOptions {
+			lp, _ := layout.FromPath(dir)
+			img, _ := lp.Image(d)
+			m, _ := img.Manifest()
+			f := filepath.Join(dir, "blobs", "sha256", m.Config.Digest.Hex)
+			b, _ := os.ReadFile(f)
+			b[10] ^= 1
+			os.WriteFile(f, b, 0o644)
+			o := ok
+			o.SkipBlobs = true
+			return o
+		}, refusal.ImageDigestMismatch},
+		{"provenance naming another base", func(t *testing.T, dir string) VerifyOptions {
+			var prov Provenance
+			json.Unmarshal(p.prov, &prov)
+			prov.BuildDefinition.InternalParameters.BaseDigest = "sha256:" + strings.Repeat("0", 64)
+			pb, _ := json.Marshal(prov)
+			var envs [][]byte
+			for _, a := range []struct {
+				typ  string
+				pred []byte
+			}{{SLSAProvenanceType, pb}, {CycloneDXType, p.sbom}} {
+				st, _ := statement(res.Repo, d, a.typ, rawJSON(a.pred))
+				e, _ := envelope(key, st)
+				envs = append(envs, e)
+			}
+			img, _ := attImage(envs, []string{SLSAProvenanceType, CycloneDXType})
+			replace(t, dir, AttestationTag(d), img)
+			return ok
+		}, refusal.ProvenanceMismatch},
+		{"pin expects another package", func(t *testing.T, dir string) VerifyOptions {
+			o := ok
+			o.Expect.PackageSHA256 = p.Resolution
+			return o
+		}, refusal.ProvenanceMismatch},
+		{"pin expects another builder", func(t *testing.T, dir string) VerifyOptions {
+			o := ok
+			o.Expect.BuilderID = "https://evil.example"
+			return o
+		}, refusal.ProvenanceMismatch},
+		{"attestations missing", func(t *testing.T, dir string) VerifyOptions {
+			lp, _ := layout.FromPath(dir)
+			lp.RemoveDescriptors(match.Annotation(refNameAnnotation, AttestationTag(d)))
+			return ok
+		}, refusal.ProvenanceMismatch},
+		{"signature missing", func(t *testing.T, dir string) VerifyOptions {
+			lp, _ := layout.FromPath(dir)
+			lp.RemoveDescriptors(match.Annotation(refNameAnnotation, SignatureTag(d)))
+			return ok
+		}, refusal.ImageSignatureInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyDir(t, out)
+			o := c.tamper(t, dir)
+			rep, err := Verify(context.Background(), ref(dir), o)
+			if got := refusal.CodeOf(err); got != c.want {
+				t.Fatalf("code %q, want %q (err %v)", got, c.want, err)
+			}
+			if c.want == "" && (len(rep.Manifests) != 1 || rep.Manifests[0].BlobsRehashed < 4 || !rep.Manifests[0].SBOM) {
+				t.Errorf("report %+v", rep)
+			}
+			var re *refusal.Error
+			if c.want != "" && !errors.As(err, &re) {
+				t.Errorf("not a *refusal.Error: %T", err)
+			}
+		})
+	}
+}
+
+func fxEcho(t *testing.T) digest.Digest {
+	fx, _ := testIndex(t)
+	return fx.Echo.SHA256
+}
