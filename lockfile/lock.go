@@ -8,14 +8,11 @@
 package lockfile
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
-	"path"
-	"regexp"
+	pathpkg "path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,82 +110,8 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Key + ": " + w.Detail }
 
-// The TOML shape, decoded strictly (wrong types are errors).
-type rawFile struct {
-	Name         *string    `toml:"name"`
-	UploadTime   *time.Time `toml:"upload-time"`
-	URL          *string    `toml:"url"`
-	Path         *string    `toml:"path"`
-	Size         *int64     `toml:"size"`
-	Hashes       any        `toml:"hashes"` // a table of strings: checked by hand, see tables
-	Subdirectory *string    `toml:"subdirectory"`
-}
-
-type rawVCS struct {
-	Type              *string `toml:"type"`
-	URL               *string `toml:"url"`
-	Path              *string `toml:"path"`
-	RequestedRevision *string `toml:"requested-revision"`
-	CommitID          *string `toml:"commit-id"`
-	Subdirectory      *string `toml:"subdirectory"`
-}
-
-type rawDirectory struct {
-	Path         *string `toml:"path"`
-	Editable     bool    `toml:"editable"`
-	Subdirectory *string `toml:"subdirectory"`
-}
-
-type rawPackage struct {
-	Name                  *string       `toml:"name"`
-	Version               *string       `toml:"version"`
-	Marker                *string       `toml:"marker"`
-	RequiresPython        *string       `toml:"requires-python"`
-	Dependencies          []any         `toml:"dependencies"`
-	Index                 *string       `toml:"index"`
-	VCS                   *rawVCS       `toml:"vcs"`
-	Directory             *rawDirectory `toml:"directory"`
-	Archive               *rawFile      `toml:"archive"`
-	Sdist                 *rawFile      `toml:"sdist"`
-	Wheels                []rawFile     `toml:"wheels"`
-	AttestationIdentities []any         `toml:"attestation-identities"`
-	Tool                  any           `toml:"tool"`
-}
-
-type rawLock struct {
-	LockVersion      *string      `toml:"lock-version"`
-	Environments     []string     `toml:"environments"`
-	RequiresPython   *string      `toml:"requires-python"`
-	Extras           []string     `toml:"extras"`
-	DependencyGroups []string     `toml:"dependency-groups"`
-	DefaultGroups    []string     `toml:"default-groups"`
-	CreatedBy        *string      `toml:"created-by"`
-	Packages         []rawPackage `toml:"packages"`
-	Tool             any          `toml:"tool"`
-}
-
-// tables checks that every element of a TOML array is a table. The TOML
-// library silently drops a non-table value decoded into a Go map, so map
-// shaped fields are decoded as any and checked here.
-func tables(where string, xs []any) ([]map[string]any, error) {
-	if xs == nil {
-		return nil, nil
-	}
-	out := make([]map[string]any, len(xs))
-	for i, x := range xs {
-		m, ok := x.(map[string]any)
-		if !ok {
-			return nil, invalid("%s[%d] is a %T, not a table", where, i, x)
-		}
-		out[i] = m
-	}
-	return out, nil
-}
-
 // maxLock bounds a lock file; the largest real ones are a few MiB.
 const maxLock = 64 << 20
-
-var lockVersionRE = regexp.MustCompile(`^(\d{1,9})\.(\d{1,9})$`)
 
 func invalid(format string, args ...any) *refusal.Error {
 	return refusal.New(refusal.LockInvalid, format, args...)
@@ -196,110 +119,281 @@ func invalid(format string, args ...any) *refusal.Error {
 
 // Parse reads a PEP 751 lock file strictly (DESIGN §4). lock-version 1.x is
 // read (a minor above 0 adds a warning); another major is
-// refusal.LockVersionUnsupported. Unknown keys are warnings, [tool] and
-// packages.tool are ignored. Anything malformed — bad TOML, a wrong type,
-// a missing required key, an unparsable version, marker or specifier, a
-// package with both wheels or an sdist and an archive, VCS or directory
-// source, a wheel file name that does not parse or does not match its
-// package — is refusal.LockInvalid naming the key and package.
+// refusal.LockVersionUnsupported. Unknown keys are warnings (one per key,
+// not per occurrence), [tool] and packages.tool are ignored. Keys match as
+// PEP 751 spells them, case and all. Anything malformed — bad TOML, a
+// wrong type, a missing required key, an unparsable version, marker or
+// specifier, a package with both wheels or an sdist and an archive, VCS or
+// directory source, a wheel file name that does not parse or does not
+// match its package — is refusal.LockInvalid naming the key and package.
 func Parse(data []byte) (*Lock, []Warning, error) {
 	if len(data) > maxLock {
 		return nil, nil, invalid("lock file of %d bytes exceeds %d", len(data), maxLock)
 	}
-	var raw rawLock
-	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&raw)
+	doc, err := decodeTOML(string(data))
 	if err != nil {
-		// A lock of another major may not even have our shape: say so first.
-		var v struct {
-			LockVersion string `toml:"lock-version"`
-		}
-		if _, verr := toml.NewDecoder(bytes.NewReader(data)).Decode(&v); verr == nil {
-			if m := lockVersionRE.FindStringSubmatch(v.LockVersion); m != nil && m[1] != "1" {
-				return nil, nil, unsupported(v.LockVersion)
-			}
-		}
 		return nil, nil, refusal.Wrap(refusal.LockInvalid, tomlError(err), "not a valid pylock.toml; regenerate it with a PEP 751 locker")
 	}
-	var warns []Warning
-	if raw.LockVersion == nil {
+	w := &walker{}
+	// lock-version first: a lock of another major may not have our shape.
+	lv, ok := doc.get("lock-version")
+	if !ok {
 		return nil, nil, invalid("lock-version missing; a PEP 751 lock starts with lock-version = \"1.0\"")
 	}
-	m := lockVersionRE.FindStringSubmatch(*raw.LockVersion)
-	if m == nil {
-		return nil, nil, invalid("lock-version %q is not MAJOR.MINOR", *raw.LockVersion)
+	version, err := asString("lock-version", lv)
+	if err != nil {
+		return nil, nil, err
 	}
-	if m[1] != "1" {
-		return nil, nil, unsupported(*raw.LockVersion)
+	major, minor, ok := splitLockVersion(version)
+	if !ok {
+		return nil, nil, invalid("lock-version %q is not MAJOR.MINOR", version)
 	}
-	if minor, _ := strconv.Atoi(m[2]); minor > 0 {
-		warns = append(warns, Warning{"lock-version", fmt.Sprintf("lock-version %s is newer than 1.0; read as 1.0, keys it adds are ignored", *raw.LockVersion)})
+	if major != "1" {
+		return nil, nil, unsupported(version)
 	}
-	for _, k := range md.Undecoded() {
-		if opaqueKey(k) {
-			continue
+	if minor > 0 {
+		w.warns = append(w.warns, Warning{"lock-version", fmt.Sprintf("lock-version %s is newer than 1.0; read as 1.0, keys it adds are ignored", version)})
+	}
+	l := &Lock{LockVersion: version}
+	var createdBy, requiresPython, packages any
+	var lists [3]any
+	for _, e := range doc.kv {
+		k, v := e.k, e.v
+		switch k {
+		case "lock-version", "tool":
+		case "created-by":
+			createdBy = v
+		case "requires-python":
+			requiresPython = v
+		case "environments":
+			if l.Environments, err = asStrings(k, v); err != nil {
+				return nil, nil, err
+			}
+		case "extras":
+			lists[0] = v
+		case "dependency-groups":
+			lists[1] = v
+		case "default-groups":
+			lists[2] = v
+		case "packages":
+			packages = v
+		default:
+			w.unknown("", k)
 		}
-		warns = append(warns, Warning{k.String(), "unknown key ignored"})
 	}
-	if raw.CreatedBy == nil {
+	if createdBy == nil {
 		return nil, nil, invalid("created-by missing")
 	}
-	if !md.IsDefined("packages") {
+	if l.CreatedBy, err = asString("created-by", createdBy); err != nil {
+		return nil, nil, err
+	}
+	if packages == nil {
 		return nil, nil, invalid("packages missing; a lock with no packages says packages = []")
 	}
-	l := &Lock{LockVersion: *raw.LockVersion, CreatedBy: *raw.CreatedBy, Environments: raw.Environments}
-	for i, e := range raw.Environments {
+	pkgs, err := asTables("packages", packages)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, e := range l.Environments {
 		cm, err := compileMarker(e)
 		if err != nil {
 			return nil, nil, refusal.Wrap(refusal.LockInvalid, err, "environments[%d] %q is not a PEP 508 marker", i, e)
 		}
 		l.env = append(l.env, cm)
 	}
-	if raw.RequiresPython != nil {
-		l.RequiresPython = *raw.RequiresPython
+	if requiresPython != nil {
+		if l.RequiresPython, err = asString("requires-python", requiresPython); err != nil {
+			return nil, nil, err
+		}
 		cs, err := compileSpec(l.RequiresPython)
 		if err != nil {
 			return nil, nil, refusal.Wrap(refusal.LockInvalid, err, "requires-python %q is not a PEP 440 specifier set", l.RequiresPython)
 		}
 		l.reqPython = cs
 	}
-	for _, list := range []struct {
+	for n, list := range []struct {
 		key string
-		in  []string
 		out *[]string
-	}{{"extras", raw.Extras, &l.Extras}, {"dependency-groups", raw.DependencyGroups, &l.DependencyGroups}, {"default-groups", raw.DefaultGroups, &l.DefaultGroups}} {
-		for i, s := range list.in {
-			if !nameRE.MatchString(s) {
+	}{{"extras", &l.Extras}, {"dependency-groups", &l.DependencyGroups}, {"default-groups", &l.DefaultGroups}} {
+		if lists[n] == nil {
+			continue
+		}
+		in, err := asStrings(list.key, lists[n])
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, s := range in {
+			if !validName(s) {
 				return nil, nil, invalid("%s[%d] %q is not a valid name", list.key, i, s)
 			}
 			*list.out = append(*list.out, wheel.NormalizeName(s))
 		}
 	}
-	markerIndex := map[string]int32{}
-	tagIndex := map[platform.Tag]int32{}
-	l.Packages = make([]Package, len(raw.Packages))
-	for i := range raw.Packages {
-		if err := l.addPackage(i, &raw.Packages[i], markerIndex, tagIndex); err != nil {
+	w.markerIndex = map[string]int32{}
+	w.tagIndex = map[platform.Tag]int32{}
+	l.Packages = make([]Package, len(pkgs))
+	for i, t := range pkgs {
+		if err := w.addPackage(l, i, t); err != nil {
 			return nil, nil, err
 		}
 	}
-	return l, warns, nil
+	return l, w.warns, nil
 }
 
-// opaqueKeys are the keys whose contents are free-form (tool tables) or
-// decoded as any and checked by hand (hashes, dependencies, attestation
-// identities), so the TOML library reports their members as undecoded.
-var opaqueKeys = [][]string{
-	{"tool"}, {"packages", "tool"}, {"packages", "dependencies"}, {"packages", "attestation-identities"},
-	{"packages", "wheels", "hashes"}, {"packages", "sdist", "hashes"}, {"packages", "archive", "hashes"},
+// splitLockVersion splits MAJOR.MINOR, each one to nine digits.
+func splitLockVersion(v string) (major string, minor int, ok bool) {
+	a, b, found := strings.Cut(v, ".")
+	if !found || !digits(a, 9) || !digits(b, 9) {
+		return "", 0, false
+	}
+	minor, _ = strconv.Atoi(b)
+	return a, minor, true
 }
 
-func opaqueKey(k toml.Key) bool {
-	for _, o := range opaqueKeys {
-		if len(k) > len(o) && slices.Equal(k[:len(o)], o) {
-			return true
+func digits(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// walker carries what reading the document builds up besides the Lock.
+type walker struct {
+	warns       []Warning
+	warned      map[string]bool
+	markerIndex map[string]int32
+	tagIndex    map[platform.Tag]int32
+}
+
+// unknown records an unknown key once, however often it occurs.
+func (w *walker) unknown(prefix, k string) {
+	key := toml.Key{k}.String()
+	if prefix != "" {
+		key = prefix + "." + key
+	}
+	if w.warned[key] {
+		return
+	}
+	if w.warned == nil {
+		w.warned = map[string]bool{}
+	}
+	w.warned[key] = true
+	w.warns = append(w.warns, Warning{key, "unknown key ignored"})
+}
+
+// typeName names a TOML value's type in a message.
+func typeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		return "float"
+	case bool:
+		return "boolean"
+	case time.Time:
+		return "datetime"
+	case *tTable:
+		return "table"
+	case *tArray:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func wrongType(where string, v any, want string) error {
+	return invalid("%s is a %s, not %s", where, typeName(v), want)
+}
+
+func asString(where string, v any) (string, error) {
+	s, ok := v.(string)
+	if !ok {
+		return "", wrongType(where, v, "a string")
+	}
+	return s, nil
+}
+
+func asStrings(where string, v any) ([]string, error) {
+	a, ok := v.(*tArray)
+	if !ok {
+		return nil, wrongType(where, v, "an array of strings")
+	}
+	out := make([]string, len(a.elems))
+	for i, e := range a.elems {
+		s, ok := e.(string)
+		if !ok {
+			return nil, wrongType(fmt.Sprintf("%s[%d]", where, i), e, "a string")
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func asTable(where string, v any) (*tTable, error) {
+	t, ok := v.(*tTable)
+	if !ok {
+		return nil, wrongType(where, v, "a table")
+	}
+	return t, nil
+}
+
+func asTables(where string, v any) ([]*tTable, error) {
+	a, ok := v.(*tArray)
+	if !ok {
+		return nil, wrongType(where, v, "an array of tables")
+	}
+	out := make([]*tTable, len(a.elems))
+	for i, e := range a.elems {
+		t, ok := e.(*tTable)
+		if !ok {
+			return nil, wrongType(fmt.Sprintf("%s[%d]", where, i), e, "a table")
+		}
+		out[i] = t
+	}
+	return out, nil
+}
+
+// toMap turns a free-form table (dependencies, attestation identities)
+// into plain Go values: map[string]any, []any, and the scalars.
+func toMap(t *tTable) map[string]any {
+	m := make(map[string]any, len(t.kv))
+	for _, e := range t.kv {
+		m[e.k] = plain(e.v)
+	}
+	return m
+}
+
+func plain(v any) any {
+	switch v := v.(type) {
+	case *tTable:
+		return toMap(v)
+	case *tArray:
+		out := make([]any, len(v.elems))
+		for i, e := range v.elems {
+			out[i] = plain(e)
+		}
+		return out
+	}
+	return v
+}
+
+// freeTables reads an array of free-form tables.
+func freeTables(where string, v any) ([]map[string]any, error) {
+	ts, err := asTables(where, v)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, len(ts))
+	for i, t := range ts {
+		out[i] = toMap(t)
+	}
+	return out, nil
 }
 
 func unsupported(v string) error {
@@ -315,31 +409,104 @@ func tomlError(err error) error {
 	return err
 }
 
-var nameRE = regexp.MustCompile(`^(?i:[A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$`)
+// validName reports whether s is a valid package, extra or group name:
+// ASCII letters and digits, with '.', '_' and '-' inside.
+func validName(s string) bool {
+	if s == "" || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
-func (l *Lock) addPackage(i int, rp *rawPackage, markerIndex map[string]int32, tagIndex map[platform.Tag]int32) error {
-	if rp.Name == nil {
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c)
+}
+
+// rawPackage is one [[packages]] table split by key, types not yet checked.
+type rawPackage struct {
+	name, version, marker, requiresPython, index any
+	dependencies, attestations                   any
+	vcs, directory, archive, sdist, wheels       any
+}
+
+func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
+	var rp rawPackage
+	for _, e := range t.kv {
+		k, v := e.k, e.v
+		switch k {
+		case "name":
+			rp.name = v
+		case "version":
+			rp.version = v
+		case "marker":
+			rp.marker = v
+		case "requires-python":
+			rp.requiresPython = v
+		case "dependencies":
+			rp.dependencies = v
+		case "index":
+			rp.index = v
+		case "vcs":
+			rp.vcs = v
+		case "directory":
+			rp.directory = v
+		case "archive":
+			rp.archive = v
+		case "sdist":
+			rp.sdist = v
+		case "wheels":
+			rp.wheels = v
+		case "attestation-identities":
+			rp.attestations = v
+		case "tool":
+		default:
+			w.unknown("packages", k)
+		}
+	}
+	if rp.name == nil {
 		return invalid("packages[%d].name missing", i)
 	}
-	if !nameRE.MatchString(*rp.Name) {
-		return invalid("packages[%d].name %q is not a valid package name", i, *rp.Name)
+	name, ok := rp.name.(string)
+	if !ok {
+		return wrongType(fmt.Sprintf("packages[%d].name", i), rp.name, "a string")
+	}
+	if !validName(name) {
+		return invalid("packages[%d].name %q is not a valid package name", i, name)
 	}
 	p := &l.Packages[i]
-	p.Name = wheel.NormalizeName(*rp.Name)
-	where := fmt.Sprintf("packages[%d] (%s)", i, p.Name)
+	p.Name = wheel.NormalizeName(name)
+	where := "packages[" + strconv.Itoa(i) + "] (" + p.Name + ")"
+	asString := func(key string, v any) (string, error) {
+		if s, ok := v.(string); ok {
+			return s, nil
+		}
+		return "", wrongType(where+key, v, "a string")
+	}
 	var pkgVersion pep440.Version
-	if rp.Version != nil {
-		v, err := pep440.Parse(*rp.Version)
+	var rawVersion string
+	var err error
+	if rp.version != nil {
+		if rawVersion, err = asString(".version", rp.version); err != nil {
+			return err
+		}
+		v, err := pep440.Parse(rawVersion)
 		if err != nil {
-			return refusal.Wrap(refusal.LockInvalid, err, "%s.version %q is not a PEP 440 version", where, *rp.Version)
+			return refusal.Wrap(refusal.LockInvalid, err, "%s.version %q is not a PEP 440 version", where, rawVersion)
 		}
 		p.Version = v.String()
 		pkgVersion = v
 	}
 	p.marker = -1
-	if rp.Marker != nil {
-		p.Marker = *rp.Marker
-		idx, ok := markerIndex[p.Marker]
+	if rp.marker != nil {
+		if p.Marker, err = asString(".marker", rp.marker); err != nil {
+			return err
+		}
+		idx, ok := w.markerIndex[p.Marker]
 		if !ok {
 			cm, err := compileMarker(p.Marker)
 			if err != nil {
@@ -347,201 +514,369 @@ func (l *Lock) addPackage(i int, rp *rawPackage, markerIndex map[string]int32, t
 			}
 			idx = int32(len(l.markers))
 			l.markers = append(l.markers, cm)
-			markerIndex[p.Marker] = idx
+			w.markerIndex[p.Marker] = idx
 		}
 		p.marker = idx
 	}
-	if rp.RequiresPython != nil {
-		p.RequiresPython = *rp.RequiresPython
+	if rp.requiresPython != nil {
+		if p.RequiresPython, err = asString(".requires-python", rp.requiresPython); err != nil {
+			return err
+		}
 		cs, err := compileSpec(p.RequiresPython)
 		if err != nil {
 			return refusal.Wrap(refusal.LockInvalid, err, "%s.requires-python %q is not a PEP 440 specifier set", where, p.RequiresPython)
 		}
 		p.reqPython = cs
 	}
-	var err error
-	if p.Dependencies, err = tables(where+".dependencies", rp.Dependencies); err != nil {
-		return err
+	if rp.dependencies != nil {
+		if p.Dependencies, err = freeTables(where+".dependencies", rp.dependencies); err != nil {
+			return err
+		}
 	}
-	if p.AttestationIdentities, err = tables(where+".attestation-identities", rp.AttestationIdentities); err != nil {
-		return err
+	if rp.attestations != nil {
+		if p.AttestationIdentities, err = freeTables(where+".attestation-identities", rp.attestations); err != nil {
+			return err
+		}
 	}
 	for j, a := range p.AttestationIdentities {
 		if k, ok := a["kind"].(string); !ok || k == "" {
 			return invalid("%s.attestation-identities[%d].kind missing", where, j)
 		}
 	}
-	if rp.Index != nil {
-		if _, err := parseURL(where+".index", *rp.Index); err != nil {
+	if rp.index != nil {
+		if p.Index, err = asString(".index", rp.index); err != nil {
 			return err
 		}
-		p.Index = *rp.Index
+		if _, err := parseURL(where+".index", p.Index); err != nil {
+			return err
+		}
 	}
 	var kinds []string
-	if rp.VCS != nil {
+	if rp.vcs != nil {
 		kinds = append(kinds, "vcs")
 	}
-	if rp.Directory != nil {
+	if rp.directory != nil {
 		kinds = append(kinds, "directory")
 	}
-	if rp.Archive != nil {
+	if rp.archive != nil {
 		kinds = append(kinds, "archive")
 	}
-	if rp.Sdist != nil || rp.Wheels != nil {
+	if rp.sdist != nil || rp.wheels != nil {
 		kinds = append(kinds, "sdist/wheels")
 	}
 	if len(kinds) > 1 {
 		return invalid("%s has several sources (%s); a package has exactly one of vcs, directory, archive, or sdist and wheels", where, strings.Join(kinds, ", "))
 	}
-	if v := rp.VCS; v != nil {
-		if v.Type == nil || *v.Type == "" {
-			return invalid("%s.vcs.type missing", where)
-		}
-		if v.URL == nil && v.Path == nil {
-			return invalid("%s.vcs needs url or path", where)
-		}
-		if v.CommitID == nil || *v.CommitID == "" {
-			return invalid("%s.vcs.commit-id missing", where)
-		}
-		p.VCS = &VCS{Type: *v.Type, URL: str(v.URL), Path: str(v.Path), RequestedRevision: str(v.RequestedRevision), CommitID: *v.CommitID, Subdirectory: str(v.Subdirectory)}
-	}
-	if d := rp.Directory; d != nil {
-		if d.Path == nil || *d.Path == "" {
-			return invalid("%s.directory.path missing", where)
-		}
-		p.Directory = &Directory{Path: *d.Path, Editable: d.Editable, Subdirectory: str(d.Subdirectory)}
-	}
-	if rp.Archive != nil {
-		if p.Archive, err = file(where+".archive", rp.Archive); err != nil {
+	if rp.vcs != nil {
+		if p.VCS, err = w.vcs(where+".vcs", rp.vcs); err != nil {
 			return err
 		}
 	}
-	if rp.Sdist != nil {
-		if rp.Sdist.Subdirectory != nil {
-			return invalid("%s.sdist.subdirectory is not a PEP 751 key", where)
-		}
-		if p.Sdist, err = file(where+".sdist", rp.Sdist); err != nil {
+	if rp.directory != nil {
+		if p.Directory, err = w.directory(where+".directory", rp.directory); err != nil {
 			return err
 		}
 	}
-	if len(rp.Wheels) > 0 {
-		p.Wheels = make([]File, len(rp.Wheels))
-	}
-	for j := range rp.Wheels {
-		w := fmt.Sprintf("%s.wheels[%d]", where, j)
-		if rp.Wheels[j].Subdirectory != nil {
-			return invalid("%s.subdirectory is not a PEP 751 key", w)
+	if rp.archive != nil {
+		f, err := w.file(where, ".archive", -1, rp.archive, true)
+		if err != nil {
+			return err
 		}
-		f, err := file(w, &rp.Wheels[j])
+		p.Archive = &f
+	}
+	if rp.sdist != nil {
+		f, err := w.file(where, ".sdist", -1, rp.sdist, false)
+		if err != nil {
+			return err
+		}
+		p.Sdist = &f
+	}
+	if rp.wheels == nil {
+		return nil
+	}
+	wheels, err := asTables(where+".wheels", rp.wheels)
+	if err != nil {
+		return err
+	}
+	if len(wheels) > 0 {
+		p.Wheels = make([]File, len(wheels))
+	}
+	for j, wt := range wheels {
+		f, err := w.file(where, ".wheels", j, wt, false)
 		if err != nil {
 			return err
 		}
 		fn, err := wheel.ParseFilename(f.Name)
 		if err != nil {
-			return refusal.Wrap(refusal.LockInvalid, err, "%s name %q is not a wheel file name", w, f.Name)
+			return refusal.Wrap(refusal.LockInvalid, err, "%s name %q is not a wheel file name", wheelWhere(where, j), f.Name)
 		}
 		if fn.Name != p.Name {
-			return invalid("%s %q is a wheel of %s, not %s", w, f.Name, fn.Name, p.Name)
+			return invalid("%s %q is a wheel of %s, not %s", wheelWhere(where, j), f.Name, fn.Name, p.Name)
 		}
-		fv, err := pep440.Parse(fn.Version)
-		if err != nil {
-			return refusal.Wrap(refusal.LockInvalid, err, "%s %q has an invalid version", w, f.Name)
-		}
-		if p.Version == "" {
-			p.Version, pkgVersion = fv.String(), fv
-		} else if !fv.Equal(pkgVersion) {
-			return invalid("%s %q is version %s, the package is %s", w, f.Name, fv.String(), p.Version)
+		// Most wheels spell the version as the package does: the same
+		// string parses to the same version, so parse it once.
+		if p.Version == "" || fn.Version != rawVersion {
+			fv, err := pep440.Parse(fn.Version)
+			if err != nil {
+				return refusal.Wrap(refusal.LockInvalid, err, "%s %q has an invalid version", wheelWhere(where, j), f.Name)
+			}
+			if p.Version == "" {
+				p.Version, pkgVersion, rawVersion = fv.String(), fv, fn.Version
+			} else if !fv.Equal(pkgVersion) {
+				return invalid("%s %q is version %s, the package is %s", wheelWhere(where, j), f.Name, fv.String(), p.Version)
+			}
 		}
 		f.parsed = fn
 		f.tags = make([]int32, len(fn.Tags))
 		for k, t := range fn.Tags {
-			id, ok := tagIndex[t]
+			id, ok := w.tagIndex[t]
 			if !ok {
 				id = int32(len(l.tags))
 				l.tags = append(l.tags, t)
-				tagIndex[t] = id
+				w.tagIndex[t] = id
 			}
 			f.tags[k] = id
 		}
-		p.Wheels[j] = *f
+		p.Wheels[j] = f
 	}
 	return nil
 }
 
-func str(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+func wheelWhere(where string, j int) string {
+	return where + ".wheels[" + strconv.Itoa(j) + "]"
 }
 
-var hexRE = regexp.MustCompile(`^[0-9a-fA-F]+$`)
-
-// file validates a wheel, sdist or archive table and derives its name.
-func file(where string, r *rawFile) (*File, error) {
-	f := &File{URL: str(r.URL), Path: str(r.Path), Size: r.Size, UploadTime: r.UploadTime, Subdirectory: str(r.Subdirectory)}
-	if r.URL == nil && r.Path == nil {
+func (w *walker) vcs(where string, v any) (*VCS, error) {
+	t, err := asTable(where, v)
+	if err != nil {
+		return nil, err
+	}
+	var typ, url, path, commit *string
+	out := &VCS{}
+	for _, e := range t.kv {
+		k := e.k
+		var dst *string
+		switch k {
+		case "type":
+			dst, typ = &out.Type, &out.Type
+		case "url":
+			dst, url = &out.URL, &out.URL
+		case "path":
+			dst, path = &out.Path, &out.Path
+		case "requested-revision":
+			dst = &out.RequestedRevision
+		case "commit-id":
+			dst, commit = &out.CommitID, &out.CommitID
+		case "subdirectory":
+			dst = &out.Subdirectory
+		default:
+			w.unknown("packages.vcs", k)
+			continue
+		}
+		if *dst, err = asString(where+"."+k, e.v); err != nil {
+			return nil, err
+		}
+	}
+	if typ == nil || *typ == "" {
+		return nil, invalid("%s.type missing", where)
+	}
+	if url == nil && path == nil {
 		return nil, invalid("%s needs url or path", where)
 	}
-	if f.Size != nil && *f.Size < 0 {
-		return nil, invalid("%s.size %d is negative", where, *f.Size)
+	if commit == nil || *commit == "" {
+		return nil, invalid("%s.commit-id missing", where)
 	}
-	hashes, ok := r.Hashes.(map[string]any)
-	if r.Hashes != nil && !ok {
-		return nil, invalid("%s.hashes is a %T, not a table", where, r.Hashes)
+	return out, nil
+}
+
+func (w *walker) directory(where string, v any) (*Directory, error) {
+	t, err := asTable(where, v)
+	if err != nil {
+		return nil, err
 	}
-	if len(hashes) > 0 {
-		f.Hashes = make(map[string]string, len(hashes))
-	}
-	algs := make([]string, 0, len(hashes))
-	for a := range hashes {
-		algs = append(algs, a)
-	}
-	sort.Strings(algs)
-	for _, a := range algs {
-		h, ok := hashes[a].(string)
-		if !ok || !hexRE.MatchString(h) || a == "sha256" && len(h) != 64 {
-			return nil, invalid("%s.hashes.%s %q is not a hex digest", where, a, h)
+	out := &Directory{}
+	for _, e := range t.kv {
+		k, v := e.k, e.v
+		switch k {
+		case "path":
+			out.Path, err = asString(where+".path", v)
+		case "subdirectory":
+			out.Subdirectory, err = asString(where+".subdirectory", v)
+		case "editable":
+			b, ok := v.(bool)
+			if !ok {
+				err = wrongType(where+".editable", v, "a boolean")
+			}
+			out.Editable = b
+		default:
+			w.unknown("packages.directory", k)
 		}
-		f.Hashes[a] = strings.ToLower(h)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if out.Path == "" {
+		return nil, invalid("%s.path missing", where)
+	}
+	return out, nil
+}
+
+// file validates a wheel, sdist or archive table (the key part of where,
+// j its index among wheels or -1) and derives its name. Only an archive
+// has a subdirectory.
+func (w *walker) file(pkgWhere, part string, j int, v any, archive bool) (File, error) {
+	at := func() string {
+		if j < 0 {
+			return pkgWhere + part
+		}
+		return wheelWhere(pkgWhere, j)
+	}
+	t, ok := v.(*tTable)
+	if !ok {
+		return File{}, wrongType(at(), v, "a table")
+	}
+	var f File
+	var name string
+	var hasName, hasURL, hasPath bool
+	var hashes *tTable
+	for _, e := range t.kv {
+		k, v := e.k, e.v
+		switch k {
+		case "name", "url", "path", "subdirectory":
+			s, ok := v.(string)
+			if !ok {
+				return File{}, wrongType(at()+"."+k, v, "a string")
+			}
+			switch k {
+			case "name":
+				name, hasName = s, true
+			case "url":
+				f.URL, hasURL = s, true
+			case "path":
+				f.Path, hasPath = s, true
+			case "subdirectory":
+				if !archive {
+					return File{}, invalid("%s.subdirectory is not a PEP 751 key", at())
+				}
+				f.Subdirectory = s
+			}
+		case "size":
+			n, ok := v.(int64)
+			if !ok {
+				return File{}, wrongType(at()+".size", v, "an integer")
+			}
+			if n < 0 {
+				return File{}, invalid("%s.size %d is negative", at(), n)
+			}
+			f.Size = &n
+		case "upload-time":
+			var tm time.Time
+			switch v := v.(type) {
+			case time.Time:
+				tm = v
+			case string: // as encoding.TextUnmarshaler reads one
+				if err := tm.UnmarshalText([]byte(v)); err != nil {
+					return File{}, refusal.Wrap(refusal.LockInvalid, err, "%s.upload-time %q is not a date-time", at(), v)
+				}
+			default:
+				return File{}, wrongType(at()+".upload-time", v, "a date-time")
+			}
+			f.UploadTime = &tm
+		case "hashes":
+			if hashes, ok = v.(*tTable); !ok {
+				return File{}, wrongType(at()+".hashes", v, "a table")
+			}
+		default:
+			w.unknown("packages"+part, k)
+		}
+	}
+	if !hasURL && !hasPath {
+		return File{}, invalid("%s needs url or path", at())
+	}
+	if hashes != nil && len(hashes.kv) > 0 {
+		f.Hashes = make(map[string]string, len(hashes.kv))
+		kv := hashes.kv
+		if len(kv) > 1 { // check in a stable order, so the same fault is named
+			kv = slices.Clone(kv)
+			slices.SortFunc(kv, func(a, b tkv) int { return strings.Compare(a.k, b.k) })
+		}
+		for _, e := range kv {
+			a := e.k
+			h, ok := e.v.(string)
+			if !ok || !isHexDigest(h) || a == "sha256" && len(h) != 64 {
+				return File{}, invalid("%s.hashes.%s %q is not a hex digest", at(), a, h)
+			}
+			f.Hashes[a] = lowerHex(h)
+		}
 	}
 	if h, ok := f.Hashes["sha256"]; ok {
 		d, err := digest.ParseHex(h)
 		if err != nil {
-			return nil, refusal.Wrap(refusal.LockInvalid, err, "%s.hashes.sha256 %q is not a sha256 digest", where, h)
+			return File{}, refusal.Wrap(refusal.LockInvalid, err, "%s.hashes.sha256 %q is not a sha256 digest", at(), h)
 		}
 		f.sha256 = d
 	}
-	if r.URL != nil && r.Name != nil {
-		if _, err := parseURL(where+".url", *r.URL); err != nil {
-			return nil, err
+	if hasURL && hasName {
+		if _, err := parseURL(at()+".url", f.URL); err != nil {
+			return File{}, err
 		}
 	}
 	switch {
-	case r.Name != nil:
-		f.Name = *r.Name
-	case r.URL != nil:
-		u, err := parseURL(where+".url", *r.URL)
+	case hasName:
+		f.Name = name
+	case hasURL:
+		u, err := parseURL(at()+".url", f.URL)
 		if err != nil {
-			return nil, err
+			return File{}, err
 		}
 		seg := u.EscapedPath()
 		if u.Opaque != "" {
 			seg = u.Opaque
 		}
 		seg = seg[strings.LastIndexByte(seg, '/')+1:]
-		name, err := url.PathUnescape(seg)
+		name, err := pathUnescape(seg)
 		if err != nil {
-			return nil, refusal.Wrap(refusal.LockInvalid, err, "%s.url %q has a bad escape", where, redactURL(*r.URL))
+			return File{}, refusal.Wrap(refusal.LockInvalid, err, "%s.url %q has a bad escape", at(), redactURL(f.URL))
 		}
 		f.Name = name
 	default:
-		f.Name = path.Base(strings.ReplaceAll(*r.Path, "\\", "/"))
+		f.Name = pathpkg.Base(strings.ReplaceAll(f.Path, "\\", "/"))
 	}
 	if f.Name == "" || strings.ContainsAny(f.Name, "/\\\x00") {
-		return nil, invalid("%s file name %q is empty or has a path separator", where, f.Name)
+		return File{}, invalid("%s file name %q is empty or has a path separator", at(), f.Name)
 	}
 	return f, nil
+}
+
+// pathUnescape is url.PathUnescape without the copy when there is nothing
+// to unescape.
+func pathUnescape(s string) (string, error) {
+	if !strings.ContainsRune(s, '%') {
+		return s, nil
+	}
+	return url.PathUnescape(s)
+}
+
+func isHexDigest(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// lowerHex lowercases hex digits, without a copy when they already are.
+func lowerHex(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'F' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
 }
 
 // parseURL accepts the URLs a lock may point at: http, https and file.
