@@ -6,74 +6,166 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/materialize/seal"
 	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/shim"
+	"github.com/cruxible/cruxprov/watch"
 )
+
+// corpusEnvVar names the sealed env of the medium bench corpus
+// (bench/invoke.sh prepares it); without it the corpus benchmarks skip.
+const corpusEnvVar = "CRUXPROV_BENCH_CORPUS_ENV"
 
 var benchSecrets = map[string]string{"acme/alpha": "a-token", "acme/beta": "b-token"}
 
-// BenchmarkInvokeSubprocess is what an executor pays per call through the
-// Go API: fast seal verify (the Verify hook), the intent and outcome
-// synced to a ledger, and the spawn with every §10 obligation. Its peer is
-// BenchmarkBareSpawn.
-func BenchmarkInvokeSubprocess(b *testing.B) {
-	f := fixture(b)
+// BenchmarkInvoke is what an executor pays per call through the Go API,
+// beside its floor, on the fixture env and on the medium corpus env
+// (~3,900 files):
+//
+//   - bare-spawn: the env's python with the harness on the same request,
+//     the secret bundle on fd 3 through a pipe, nothing else;
+//   - go-api-watched: invoke.Subprocess with the watch.Verifier around a
+//     fast seal verify (one full verify, then O(1) while nothing changed),
+//     the intent and outcome synced to a ledger, every §10 obligation;
+//   - go-api-fast-verify: the same with a fast seal verify on every call
+//     (what the CLI pays for verification).
+func BenchmarkInvoke(b *testing.B) {
+	b.Run("fixture", func(b *testing.B) {
+		f := fixture(b)
+		benchEnv(b, f.Call("probe", nil, benchSecrets), []byte(`{"acme/alpha":"a-token","acme/beta":"b-token"}`))
+	})
+	b.Run("corpus", func(b *testing.B) {
+		env := os.Getenv(corpusEnvVar)
+		if env == "" {
+			b.Skipf("no corpus env: bench/invoke.sh builds the medium corpus and sets %s", corpusEnvVar)
+		}
+		s, err := seal.Load(env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sd, err := seal.ContentDigest(s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := &invoke.Call{
+			Env: env, Python: s.Env.Python, Provider: "bench-provider", Entrypoint: "echo", Object: "bench_provider.impl:Echo",
+			ImplementationDigest: digest.Sum([]byte("bench_provider.impl:Echo")), MaterializationDigest: s.Materialization.Digest,
+			SealDigest: sd, Platform: "host", Input: []byte(`{"hello":"world"}`),
+		}
+		benchEnv(b, c, nil)
+	})
+}
+
+func benchEnv(b *testing.B, c *invoke.Call, bundle []byte) {
+	b.Run("bare-spawn", func(b *testing.B) { bareSpawn(b, c, bundle) })
+	b.Run("go-api-watched", func(b *testing.B) {
+		v := watch.NewVerifier(watch.Spec{Env: c.Env}, func(ctx context.Context) error {
+			_, err := seal.Verify(ctx, c.Env, seal.Options{})
+			return err
+		})
+		defer v.Close()
+		// An executor that stays up pays the first full verify once, at
+		// its start: the loop measures the calls after it.
+		if err := v.Verify(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		call := *c
+		call.Verify = v.Verify
+		goAPI(b, &call)
+		if n := v.FullVerifies(); n != 1 {
+			b.Errorf("%d full verifies, want 1 (something changed the env while it ran)", n)
+		}
+	})
+	b.Run("go-api-fast-verify", func(b *testing.B) {
+		call := *c
+		call.Verify = func(ctx context.Context) error {
+			_, err := seal.Verify(ctx, c.Env, seal.Options{})
+			return err
+		}
+		goAPI(b, &call)
+	})
+}
+
+func goAPI(b *testing.B, c *invoke.Call) {
 	l, err := receipts.Open(context.Background(), filepath.Join(b.TempDir(), "r.jsonl"), receipts.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
 	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: b.TempDir()}
-	c := f.Call("probe", nil, benchSecrets)
 	ctx := context.Background()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		res, err := ex.Run(ctx, c)
 		if err != nil || res.Status != invoke.StatusOK {
 			b.Fatal(err, res)
 		}
 	}
+	reportCPU(b, cpu)
 }
 
-// BenchmarkBareSpawn spawns the env's python with the harness directly on
-// the same request, the secret bundle on fd 3 through a pipe: the floor.
-func BenchmarkBareSpawn(b *testing.B) {
-	f := fixture(b)
-	c := f.Call("probe", nil, benchSecrets)
+// cpuTime is the CPU time (user and system) of this process and of its
+// waited-for children: on a loaded machine it varies less than the wall
+// clock.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// reportCPU reports the CPU time per call since start as cpu-ns/op.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// bareSpawn spawns the env's python with the harness directly on the same
+// request, the bundle (if any) on fd 3 through a pipe: the floor.
+func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte) {
 	line, err := invoke.Request(c, "bench-run", invoke.Budgets{TimeoutMS: 30000, OutputBytes: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
 	}
-	bundle := []byte(`{"acme/alpha":"a-token","acme/beta":"b-token"}`)
-	py := filepath.Join(f.Env, f.Python)
+	py := filepath.Join(c.Env, c.Python)
 	dir := b.TempDir()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		r, w, err := os.Pipe()
-		if err != nil {
-			b.Fatal(err)
-		}
 		cmd := exec.Command(py, "-I", "-m", pyrt.HarnessModule)
 		cmd.Stdin = bytes.NewReader(line)
 		cmd.Dir = dir
 		cmd.Env = []string{}
 		var out bytes.Buffer
 		cmd.Stdout = &out
-		extra := make([]*os.File, shim.SecretFD-2)
-		extra[shim.SecretFD-3] = r
-		cmd.ExtraFiles = extra
+		var r, w *os.File
+		if bundle != nil {
+			if r, w, err = os.Pipe(); err != nil {
+				b.Fatal(err)
+			}
+			extra := make([]*os.File, shim.SecretFD-2)
+			extra[shim.SecretFD-3] = r
+			cmd.ExtraFiles = extra
+		}
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		r.Close()
-		w.Write(bundle)
-		w.Close()
+		if r != nil {
+			r.Close()
+			w.Write(bundle)
+			w.Close()
+		}
 		if err := cmd.Wait(); err != nil || !bytes.Contains(out.Bytes(), []byte(`"status":"ok"`)) {
 			b.Fatal(err, out.String())
 		}
 	}
+	reportCPU(b, cpu)
 }
