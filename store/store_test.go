@@ -192,8 +192,11 @@ func TestGC(t *testing.T) {
 	kept := put(t, s, "kept by option")
 	seal := `{"schema":"cruxprov.seal/v1","resolution":{"packages":[{"name":"a","sha256":"` + sealed.String() + `"}]}}`
 	os.WriteFile(filepath.Join(s.Home(), EnvsDir, "0123.seal.json"), []byte(seal), 0o444)
+	// A registry file naming a blob is no root: gc never scans the
+	// registry's files (its history names every proposal ever made); the
+	// caller passes what pins name in Keep.
 	os.MkdirAll(filepath.Join(s.Home(), RegistryDir, "pins"), 0o755)
-	os.WriteFile(filepath.Join(s.Home(), RegistryDir, "pins", "p.yaml"), []byte("package:\n  sha256: "+pinned.Hex()+"\n"), 0o644)
+	os.WriteFile(filepath.Join(s.Home(), RegistryDir, "pins", "p.json"), []byte(`{"sha256": "`+loose.Hex()+`"}`), 0o644)
 	os.WriteFile(filepath.Join(s.Home(), BlobsDir, tempPrefix+"zz-1"), []byte("debris"), 0o644)
 
 	// The loose blob's stamp goes with it (and its unpacked-cache entry).
@@ -201,7 +204,7 @@ func TestGC(t *testing.T) {
 	for _, d := range []digest.Digest{loose, sealed} {
 		os.WriteFile(filepath.Join(s.Home(), UnpackedDir, d.Hex()), []byte("members"), 0o444)
 	}
-	rep, err := s.GC(context.Background(), GCOptions{DryRun: true, Keep: []digest.Digest{kept}})
+	rep, err := s.GC(context.Background(), GCOptions{DryRun: true, Keep: []digest.Digest{kept, pinned}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +216,7 @@ func TestGC(t *testing.T) {
 	if len(blobDir(t, s)) != 5 {
 		t.Fatal("dry run removed something")
 	}
-	rep, err = s.GC(context.Background(), GCOptions{Keep: []digest.Digest{kept}})
+	rep, err = s.GC(context.Background(), GCOptions{Keep: []digest.Digest{kept, pinned}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,3 +170,6 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 	}
 	return nil
 }
+
+// timeNow is time.Now (benchmarks call it).
+var timeNow = time.Now

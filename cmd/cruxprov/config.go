@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/yaml.v3"
@@ -34,8 +35,8 @@ type config struct {
 func loadConfig(home string) (*config, error) {
 	p := filepath.Join(home, "config.yaml")
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &config{}, nil
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return &config{}, nil // no store yet, or not a directory: openStore says so
 	}
 	if err != nil {
 		return nil, usagef("%s: %v", p, unwrapPath(err))
