@@ -74,4 +74,5 @@ func TestBuildLayout(t *testing.T) {
 	if p.Interpreter.Path != "/usr/bin/python3.11" || p.Interpreter.Version != "3.11.2" {
 		t.Errorf("interpreter %+v", p.Interpreter)
 	}
+	oracles(t, "oci:"+out+":acme-echo", res.Digest.String(), true)
 }

@@ -59,14 +59,14 @@ type Report struct {
 
 // ManifestReport is one platform's manifest.
 type ManifestReport struct {
-	Digest         v1.Hash          `json:"digest"`
-	Platform       string           `json:"platform"`
-	Signer         string           `json:"signer"` // the key digest
-	SignedRepo     string           `json:"signed_repo"`
-	Provenance     *Provenance      `json:"provenance,omitempty"`
-	SBOM           bool             `json:"sbom"`
-	Labels         map[string]string `json:"labels,omitempty"`
-	BlobsRehashed  int              `json:"blobs_rehashed"`
+	Digest        v1.Hash           `json:"digest"`
+	Platform      string            `json:"platform"`
+	Signer        string            `json:"signer"` // the key digest
+	SignedRepo    string            `json:"signed_repo"`
+	Provenance    *Provenance       `json:"provenance,omitempty"`
+	SBOM          bool              `json:"sbom"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	BlobsRehashed int               `json:"blobs_rehashed"`
 }
 
 // Verify checks the image ref (REF@sha256:… or oci:DIR@sha256:…) fails

@@ -1,0 +1,164 @@
+package image
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// startDockerRegistry runs Debian's docker-registry (distribution) on
+// 127.0.0.1 with a config of its own and a temp storage dir; it returns
+// host:port, or skips when the package is missing.
+func startDockerRegistry(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry is not installed (apt-get install docker-registry): no real registry to test against")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)), 0o644)
+	cmd := exec.Command(bin, "serve", cfg)
+	logf, _ := os.Create(filepath.Join(dir, "log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("docker-registry log:\n%s", b)
+		}
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		if resp, err := c.Get("http://" + addr + "/v2/"); err == nil {
+			resp.Body.Close()
+			return addr
+		}
+	}
+	t.Fatal("docker-registry did not start")
+	return ""
+}
+
+// TestRegistries: the signed image pushed to go-containerregistry's
+// in-memory registry and to a real docker-registry verifies by digest;
+// skopeo and umoci read what was pushed; a tag re-pushed with other
+// content is refused, as is a reference without a digest.
+func TestRegistries(t *testing.T) {
+	key := testKey(t)
+	mem := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(mem.Close)
+	hosts := map[string]string{"in-memory": strings.TrimPrefix(mem.URL, "http://")}
+	if _, err := exec.LookPath("docker-registry"); err == nil {
+		hosts["docker-registry"] = startDockerRegistry(t)
+	} else {
+		t.Log("docker-registry is not installed: testing the in-memory registry only")
+	}
+	for kind, host := range hosts {
+		t.Run(kind, func(t *testing.T) {
+			repo := host + "/acme/echo"
+			start := time.Now()
+			res := build(t, buildCase{push: repo + ":1.0", key: key})
+			t.Logf("build and push: %v (%+v)", time.Since(start), res.Timings)
+			defer func(start time.Time) { t.Logf("checks: %v", time.Since(start)) }(time.Now())
+			d := res.Digest
+			if res.Repo != repo {
+				t.Errorf("signed for %s", res.Repo)
+			}
+			o := VerifyOptions{Keys: []*sign.PublicKey{key.Public()}}
+			if _, err := Verify(context.Background(), repo+"@"+d.String(), o); err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if _, err := Verify(context.Background(), repo+":1.0", o); refusal.CodeOf(err) != refusal.BaseImageUnpinned {
+				t.Errorf("a tag alone: %v", err)
+			}
+			// The tag re-pushed with other content: the pinned digest still
+			// verifies; the tag's new digest has no valid signature.
+			img, _ := random.Image(512, 1)
+			tag, _ := name.NewTag(repo + ":1.0")
+			if err := remote.Write(tag, img); err != nil {
+				t.Fatal(err)
+			}
+			nd, _ := img.Digest()
+			if _, err := Verify(context.Background(), repo+":1.0@"+d.String(), o); err != nil {
+				t.Errorf("the pinned digest after the tag moved: %v", err)
+			}
+			if _, err := Verify(context.Background(), repo+"@"+nd.String(), o); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+				t.Errorf("the re-pushed tag's content: %v", err)
+			}
+			// The pushed signature under another repository's name.
+			o.Repo = host + "/acme/other"
+			if _, err := Verify(context.Background(), repo+"@"+d.String(), o); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+				t.Errorf("signature checked against another repository: %v", err)
+			}
+			if kind == "docker-registry" {
+				oracles(t, "docker://"+repo+"@"+d.String(), d.String(), false)
+			}
+		})
+	}
+}
+
+// oracles checks an image with skopeo (inspect, copy to a layout) and
+// umoci (unpack, when asked: it takes seconds), where they are installed.
+func oracles(t *testing.T, ref, digest string, unpack bool) {
+	t.Helper()
+	skopeo, err := exec.LookPath("skopeo")
+	if err != nil {
+		t.Log("skopeo is not installed: no oracle")
+		return
+	}
+	out, err := exec.Command(skopeo, "inspect", "--tls-verify=false", ref).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), digest) || !strings.Contains(string(out), LabelPackage) {
+		t.Fatalf("skopeo inspect %s: %v: %s", ref, err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command(skopeo, "copy", "--src-tls-verify=false", "--preserve-digests", ref, "oci:"+dir+":img").CombinedOutput(); err != nil {
+		t.Fatalf("skopeo copy: %v: %s", err, out)
+	}
+	if !unpack {
+		return
+	}
+	umoci, err := exec.LookPath("umoci")
+	if err != nil {
+		t.Log("umoci is not installed: no unpack oracle")
+		return
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	if out, err := exec.Command(umoci, "unpack", "--image", dir+":img", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("umoci unpack: %v: %s", err, out)
+	}
+	for _, p := range []string{ShimPath, EnvPath + "/pyvenv.cfg", MetaDir + "/seal.json", MetaDir + "/provider.toml"} {
+		if _, err := os.Stat(filepath.Join(bundle, "rootfs", p)); err != nil {
+			t.Errorf("unpacked image: %v", err)
+		}
+	}
+	if cfg, err := os.ReadFile(filepath.Join(bundle, "rootfs", EnvPath, "pyvenv.cfg")); err != nil || !strings.Contains(string(cfg), "home = /usr/bin\n") {
+		t.Errorf("pyvenv.cfg: %q (%v)", cfg, err)
+	}
+}
