@@ -264,10 +264,22 @@ func digits(s string, max int) bool {
 
 // walker carries what reading the document builds up besides the Lock.
 type walker struct {
+	tagSlab     []int32 // wheels' tag indexes are carved from here
 	warns       []Warning
 	warned      map[string]bool
 	markerIndex map[string]int32
 	tagIndex    map[platform.Tag]int32
+}
+
+// tagSlice returns n tag indexes carved from a shared slab, so a lock of
+// thousands of wheels does not allocate thousands of tiny slices.
+func (w *walker) tagSlice(n int) []int32 {
+	if n > len(w.tagSlab) {
+		w.tagSlab = make([]int32, max(n, 1024))
+	}
+	s := w.tagSlab[:n:n]
+	w.tagSlab = w.tagSlab[n:]
+	return s
 }
 
 // unknown records an unknown key once, however often it occurs.
@@ -627,7 +639,7 @@ func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
 			}
 		}
 		f.parsed = fn
-		f.tags = make([]int32, len(fn.Tags))
+		f.tags = w.tagSlice(len(fn.Tags))
 		for k, t := range fn.Tags {
 			id, ok := w.tagIndex[t]
 			if !ok {
@@ -731,6 +743,7 @@ func (w *walker) file(pkgWhere, part string, j int, v any, archive bool) (File, 
 		}
 		return wheelWhere(pkgWhere, j)
 	}
+	atURL := func() string { return at() + ".url" }
 	t, ok := v.(*tTable)
 	if !ok {
 		return File{}, wrongType(at(), v, "a table")
@@ -817,7 +830,7 @@ func (w *walker) file(pkgWhere, part string, j int, v any, archive bool) (File, 
 		f.sha256 = d
 	}
 	if hasURL && hasName {
-		if _, err := parseURL(at()+".url", f.URL); err != nil {
+		if _, err := parseURLAt(atURL, f.URL); err != nil {
 			return File{}, err
 		}
 	}
@@ -825,7 +838,7 @@ func (w *walker) file(pkgWhere, part string, j int, v any, archive bool) (File, 
 	case hasName:
 		f.Name = name
 	case hasURL:
-		u, err := parseURL(at()+".url", f.URL)
+		u, err := parseURLAt(atURL, f.URL)
 		if err != nil {
 			return File{}, err
 		}
@@ -881,19 +894,24 @@ func lowerHex(s string) string {
 
 // parseURL accepts the URLs a lock may point at: http, https and file.
 func parseURL(where, s string) (*url.URL, error) {
+	return parseURLAt(func() string { return where }, s)
+}
+
+// parseURLAt is parseURL naming the key only when it refuses.
+func parseURLAt(where func() string, s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) { // its message repeats the URL
 			err = ue.Err
 		}
-		return nil, refusal.Wrap(refusal.LockInvalid, err, "%s %q is not a URL", where, redactURL(s))
+		return nil, refusal.Wrap(refusal.LockInvalid, err, "%s %q is not a URL", where(), redactURL(s))
 	}
 	switch u.Scheme {
 	case "http", "https", "file":
 		return u, nil
 	}
-	return nil, invalid("%s %q: only http, https and file URLs are allowed", where, redactURL(s))
+	return nil, invalid("%s %q: only http, https and file URLs are allowed", where(), redactURL(s))
 }
 
 // redactURL hides a credential a URL of the lock may carry (a private
