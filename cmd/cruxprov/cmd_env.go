@@ -32,7 +32,7 @@ func init() {
 			"$CRUXPROV_HOME/envs/<materialization digest>, with a seal and a stat index beside it.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env verify ~/.local/share/cruxprov/envs/<hex> --deep",
-		Subcommands: []*cli.Command{envCreateCmd(), envVerifyCmd(), envListCmd(), envRemoveCmd()},
+		Subcommands: []*cli.Command{envCreateCmd(), envVerifyCmd(), envListCmd(), envRemoveCmd(), envSbomCmd()},
 	})
 }
 
@@ -40,17 +40,18 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL | --offline]",
+		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
 			"--no-compile), and seals it. An env that exists already is verified and reused.\n" +
 			"--replace rebuilds it under the same digest even when it exists (drifted, or its\n" +
 			"interpreter updated in place): the old tree is removed only once the new one is sealed.\n" +
-			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal.\n\n" +
+			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal,\n" +
+			"from the wheels in the store (--index URL fetches any that are missing).\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json\n" +
-			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex> --offline",
+			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex>",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode (another env than one with bytecode)"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
@@ -115,9 +116,8 @@ func envCreate(c *cli.Context) error {
 		if c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile") {
 			return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
 		}
-		if c.String("index") == "" && !c.Bool("offline") {
-			return usagef("--index URL is required to fetch wheels missing from the store (or give --offline)")
-		}
+		// The wheels a seal names are in the store (its seal keeps them
+		// from gc): the store alone, unless --index fetches what is missing.
 		if c.String("index") != "" && !c.Bool("offline") {
 			if po.Client, err = newIndexClient(c, c.String("index")); err != nil {
 				return err

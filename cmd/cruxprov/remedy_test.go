@@ -115,3 +115,58 @@ func serveFixtures(t *testing.T, fx *fixtures.Set, dir string) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestInterpreterUpdatedInPlace: an interpreter replaced in place (same
+// path and version, other bytes, as a distro security update does) gives
+// interpreter_drift whose advice rebuilds the env on it, under the same
+// digest, with a new seal content digest (issue 11 item 3).
+func TestInterpreterUpdatedInPlace(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	dir := t.TempDir()
+	python := filepath.Join(dir, "python3.11")
+	b, _ := os.ReadFile(debian)
+	if err := os.WriteFile(python, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, lock := envHome(t, 1, 3)
+	args := []string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", python, "--offline", "--no-compile", "--json"}
+	before := createJSON(t, args...)
+	// The update: other bytes at the same path (trailing bytes an ELF
+	// loader ignores), the same version.
+	f, _ := os.OpenFile(python, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte("security update\n"))
+	f.Close()
+	r := cruxprov(t, "--home", home, "env", "verify", before.Path)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: interpreter_drift") {
+		t.Fatalf("%+v", r)
+	}
+	if f := runFix(t, r, dir, "CRUXPROV_HOME="+home); f.code != 0 {
+		t.Fatalf("%+v", f)
+	}
+	after := createJSON(t, args...)
+	if after.Path != before.Path || after.Digest != before.Digest || after.ContentDigest == before.ContentDigest || !after.Reused {
+		t.Fatalf("before %+v\nafter %+v", before, after)
+	}
+}
+
+// TestEnvVerifyFollowsALink: env verify on a symlink to an env verifies
+// the env it points at (issue 11 item 9).
+func TestEnvVerifyFollowsALink(t *testing.T) {
+	home, lock := envHome(t, 1, 3)
+	out := createJSON(t, createArgs(home, lock, "--no-compile")...)
+	link := filepath.Join(t.TempDir(), "current")
+	os.Symlink(out.Path, link)
+	r := cruxprov(t, "--home", home, "env", "verify", link, "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, out.Path) {
+		t.Fatalf("%+v", r)
+	}
+	// A lock without the runtime: the env builds, with a warning that no
+	// provider can run in it.
+	r = cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", envPython, "--offline", "--no-compile")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: the lock has no cruxible-provider-runtime") {
+		t.Fatalf("no runtime warning: %+v", r)
+	}
+}

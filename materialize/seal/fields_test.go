@@ -2,11 +2,15 @@ package seal
 
 import (
 	"bytes"
+	"path/filepath"
+
 	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
 
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -186,5 +190,48 @@ func setPath(t *testing.T, m map[string]any, path string, v any) {
 		default:
 			t.Fatalf("no %s in the seal", path)
 		}
+	}
+}
+
+// TestV1SealStillVerifies: an env sealed before the v2 local digest (seal
+// format v1, named by the v1 digest, no bytecode) still verifies (DESIGN
+// §14), and cannot be passed off as a v2 seal or the reverse.
+func TestV1SealStillVerifies(t *testing.T) {
+	e := sealTree(t, func(t testing.TB, root string) {
+		if err := os.WriteFile(root+"/a.py", []byte("print(1)\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s, err := Load(e.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite it as the v1 tool wrote it: the v1 digest names the env.
+	v1, err := digest.LocalMaterializationDigestV1(s.Materialization.Platform, s.Materialization.Interpreter, s.Resolution.Digest, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Format, s.Materialization.Digest, s.Materialization.Bytecode, s.Resolution.Root = FormatV1, v1, nil, nil
+	dir := filepath.Join(filepath.Dir(e.dir), v1.Hex())
+	os.Chmod(e.dir, 0o755)
+	if err := os.Rename(e.dir, dir); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o555)
+	os.Rename(IndexPath(e.dir), IndexPath(dir))
+	os.Remove(SealPath(e.dir))
+	b, _ := s.Marshal()
+	writeSeal(t, dir, b)
+	for _, deep := range []bool{false, true} {
+		if _, err := Verify(context.Background(), dir, Options{Deep: deep}); err != nil {
+			t.Fatalf("v1 seal (deep=%v): %v", deep, err)
+		}
+	}
+	// The same document labelled v2 does not hash to the env's name.
+	s.Format = Format
+	b, _ = s.Marshal()
+	writeSeal(t, dir, b)
+	if _, err := Verify(context.Background(), dir, Options{}); refusal.CodeOf(err) != refusal.SealInvalid {
+		t.Fatalf("a v1 seal relabelled v2: %v", err)
 	}
 }
