@@ -56,27 +56,15 @@ type fastWorker struct {
 }
 
 // fstatatNoFollow is fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW); path
-// must end with a NUL byte. With raw, it is a raw system call: a stat of a
-// cached inode takes microseconds, and the scheduler's bookkeeping around
-// a blocking call (handing the P to another thread when the call outlasts
-// sysmon's tick, waking it again) cost more than the calls in the stat
-// passes. A raw call holds its P while it blocks, so the stat passes use
-// raw calls on at most GOMAXPROCS-1 threads (rawStats): stats hung on a
-// dead network file system then never hold every P.
-func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t, raw bool) unix.Errno {
+// must end with a NUL byte (no string conversion per call). It is an
+// ordinary, blocking-safe system call: a raw one would keep its thread
+// running through a GC stop-the-world, so one stat hung on a dead network
+// file system would stall an executor that verifies in-process.
+func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t) unix.Errno {
 	p, s := uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st))
-	var e unix.Errno
-	if raw {
-		_, _, e = unix.RawSyscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-	} else {
-		_, _, e = unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-	}
+	_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
 	return e
 }
-
-// rawStats says whether the stat pass's worker w (from 0) may use raw
-// system calls: all but one P may be held by them.
-func rawStats(w int) bool { return w < runtime.GOMAXPROCS(0)-1 }
 
 // checkTreeFast compares the tree at dir with ix by stat (see above). The
 // first worker to start runs also (the index's check against the seal)
@@ -100,7 +88,7 @@ func (r *Report) checkTreeFast(ctx context.Context, dir string, ix *Index, also 
 			if claimed.CompareAndSwap(false, true) {
 				_ = also() // its result is read by the caller
 			}
-			ws[w].run(ctx, rootfd, ents, &next, rawStats(w))
+			ws[w].run(ctx, rootfd, ents, &next)
 		})
 	}
 	wg.Wait()
@@ -197,7 +185,7 @@ func statWorkers(jobs, n int) int {
 	return max(1, min(jobs, (n+statChunk-1)/statChunk))
 }
 
-func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *atomic.Int64, raw bool) {
+func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *atomic.Int64) {
 	var st unix.Stat_t
 	w.buf = make([]byte, 0, 512)
 	for {
@@ -208,7 +196,7 @@ func (w *fastWorker) run(ctx context.Context, rootfd int, ents []Entry, next *at
 		for i := lo; i < min(lo+statChunk, len(ents)); i++ {
 			e := &ents[i]
 			w.buf = append(append(w.buf[:0], e.Path...), 0)
-			if errno := fstatatNoFollow(rootfd, w.buf, &st, raw); errno != 0 {
+			if errno := fstatatNoFollow(rootfd, w.buf, &st); errno != 0 {
 				if errno == unix.ENOENT || errno == unix.ENOTDIR {
 					w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Removed, Want: kindName(e.Kind)})
 					continue

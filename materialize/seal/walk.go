@@ -231,7 +231,6 @@ func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) 
 	ws := make([]freezeWorker, min(jobs, 64))
 	var wg sync.WaitGroup
 	for i := range ws {
-		ws[i].raw = rawStats(i)
 		wg.Go(func() { f.work(&ws[i]) })
 	}
 	wg.Wait()
@@ -278,7 +277,6 @@ type freezeWorker struct {
 	subdirs []string
 	buf     []byte // getdents
 	path    []byte // a NUL-terminated name for fstatatNoFollow
-	raw     bool   // fstatat as a raw system call (see fstatatNoFollow)
 }
 
 func (f *freezer) work(w *freezeWorker) {
@@ -356,7 +354,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			continue
 		}
 		w.path = append(append(w.path[:0], name...), 0)
-		if errno := fstatatNoFollow(fd, w.path, &st, w.raw); errno != 0 {
+		if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
 			return &os.PathError{Op: "lstat", Path: p, Err: errno}
 		}
 		kind, ok := kindOf(st.Mode)
@@ -378,7 +376,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			if err := unix.Fchmodat(fd, name, want, 0); err != nil {
 				return &os.PathError{Op: "chmod", Path: p, Err: err}
 			}
-			if errno := fstatatNoFollow(fd, w.path, &st, w.raw); errno != 0 {
+			if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
 				return &os.PathError{Op: "lstat", Path: p, Err: errno}
 			}
 		}
