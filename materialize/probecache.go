@@ -128,11 +128,19 @@ func (c ProbeCache) store(e *cacheEntry) {
 		return
 	}
 	p := c.path(e.Interp.Path)
-	tmp := p + ".tmp-" + hex.EncodeToString(sha256.New().Sum(b)[:4])
-	if os.WriteFile(tmp, b, 0o644) == nil {
-		_ = os.Rename(tmp, p)
+	// A fresh temp file per writer: concurrent creates never share one.
+	f, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".tmp-*")
+	if err != nil {
+		return
 	}
-	os.Remove(tmp)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil && cerr == nil {
+		_ = os.Rename(f.Name(), p)
+	}
+	os.Remove(f.Name())
 }
 
 // Interpreter is ProbeInterpreter through the cache.
