@@ -89,7 +89,7 @@ func Host(ctx context.Context, python string) (*Platform, error) {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return nil, ctx.Err()
 		}
-		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed (%s); pass --python with a working CPython", python, firstLine(stderr.String()))
+		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed (%s); name a working CPython interpreter", python, firstLine(stderr.String()))
 	}
 	return hostFromProbe(ctx, stdout.Bytes())
 }
