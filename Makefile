@@ -13,7 +13,7 @@ CONFORMANCE_DIR ?= $(CURDIR)/../shared/conformance
 FUZZTIME ?= 10s
 CMDS := $(notdir $(wildcard cmd/*))
 
-.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean
+.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean interop
 
 all: build
 
@@ -52,6 +52,11 @@ fixtures: build
 
 demo: build
 	@bash scripts/demo.sh
+
+# cosign interop (not part of make test): a signed image pushed to a local docker-registry,
+# verified by cosign v2 offline (scripts/interop.sh says what it needs).
+interop: build
+	@bash scripts/interop.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi

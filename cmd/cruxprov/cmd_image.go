@@ -1,0 +1,251 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+func init() {
+	register(&cli.Command{
+		Name:      "image",
+		Usage:     "build, sign and verify sealed provider images (OCI, no daemon)",
+		UsageText: "cruxprov image build|verify …",
+		Description: "An image is a pinned base plus three layers: the provider's env at " + image.EnvPath + ",\n" +
+			"cruxshim at " + image.ShimPath + " (the ENTRYPOINT) and the provider's metadata at " + image.MetaDir + ";\n" +
+			"the harness is the CMD. Signed, its signature, SLSA provenance and CycloneDX SBOM are stored\n" +
+			"the way cosign stores them (docs/images.md).\n\n" +
+			"Example:\n   cruxprov image build --wheel acme_echo-1.0-py3-none-any.whl --index http://127.0.0.1:8080/simple/ \\\n" +
+			"     --platform cp311-manylinux_2_36_x86_64 --base oci:base@sha256:<hex> --shim bin/cruxshim --output oci:out\n" +
+			"   cruxprov image verify registry.example/acme/echo@sha256:<hex> --key builder.pub",
+		Subcommands: []*cli.Command{imageBuildCmd(), imageVerifyCmd()},
+	})
+}
+
+func imageBuildCmd() *cli.Command {
+	return &cli.Command{
+		Name:  "build",
+		Usage: "build the provider's image reproducibly on a base pinned by digest; sign it; write or push it",
+		UsageText: "cruxprov image build --wheel W --index URL [--offline] --platform PLATFORM_ID[,…] --base REF@DIGEST|oci:DIR@DIGEST\n" +
+			"     --shim [PLATFORM_ID=]PATH… (--output oci:DIR | --push REPO[:TAG]) [--repo REPO] [--sign-key KEY] [--builder-id ID]\n" +
+			"     [--python PATH_IN_IMAGE] [--no-compile] [--jobs N]",
+		Description: "Resolves the provider's lock for each platform, materializes the env laid out at\n" +
+			image.EnvPath + " for the base's interpreter (found in its files, or --python), and writes\n" +
+			"the layers byte-for-byte reproducibly: every timestamp is SOURCE_DATE_EPOCH (or 0). The\n" +
+			"host needs a CPython of the same X.Y at the image interpreter's path (it lays out the venv\n" +
+			"and compiles the bytecode): interpreter_mismatch otherwise. A base named by a tag alone is\n" +
+			"base_image_unpinned. With --sign-key (password from CRUXPROV_KEY_PASSWORD or a prompt), the\n" +
+			"image gets a cosign signature and signed SLSA v1 provenance and CycloneDX SBOM attestations\n" +
+			"(sha256-<hex>.sig / .att tags), which `cosign verify --key` and `cosign verify-attestation`\n" +
+			"accept. Registry credentials come from the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
+			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0-py3-none-any.whl \\\n" +
+			"     --index http://127.0.0.1:8080/simple/ --platform cp311-manylinux_2_36_x86_64 \\\n" +
+			"     --base registry.example/debian@sha256:<hex> --shim bin/cruxshim --push registry.example/acme/echo:1.0 \\\n" +
+			"     --sign-key builder.key --builder-id https://ci.example/builder",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL`"},
+			&cli.StringFlag{Name: "platform", Usage: "platform preset `ID`s, comma-separated (one image per os/arch; several make an index)"},
+			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
+			&cli.StringFlag{Name: "base", Usage: "the base image pinned by digest: `REF@sha256:…` or oci:DIR@sha256:…"},
+			&cli.StringSliceFlag{Name: "shim", Usage: "cruxshim for a platform: `[PLATFORM_ID=]PATH` (a static build for its architecture; repeatable)"},
+			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR`"},
+			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
+			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's; localhost/<provider> for a layout alone)"},
+			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate or cosign generate-key-pair)"},
+			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`"},
+			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
+			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs"},
+		}, indexFlags()...),
+		Action: imageBuild,
+	}
+}
+
+// imageBuilt is the output of image build.
+type imageBuilt struct {
+	*image.Result
+	Total time.Duration `json:"total_ns"`
+}
+
+func imageBuild(c *cli.Context) error {
+	start := time.Now()
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() > 0 {
+		return usagef("image build takes no arguments (got %q)", c.Args().First())
+	}
+	if c.String("wheel") == "" {
+		return usagef("--wheel W is required")
+	}
+	if c.String("platform") == "" {
+		return usagef("--platform is required (platform preset ids, comma-separated)")
+	}
+	if c.String("base") == "" {
+		return usagef("--base REF@sha256:<hex> or oci:DIR@sha256:<hex> is required")
+	}
+	out, hasOut := strings.CutPrefix(c.String("output"), image.LayoutPrefix)
+	if c.String("output") != "" && (!hasOut || out == "") {
+		return usagef("--output must be oci:DIR")
+	}
+	if out == "" && c.String("push") == "" {
+		return usagef("give --output oci:DIR or --push REPO")
+	}
+	if c.String("index") == "" && !c.Bool("offline") {
+		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	bo := image.Options{
+		Base: c.String("base"), Python: c.String("python"), NoCompile: c.Bool("no-compile"),
+		BuilderID: c.String("builder-id"), Tool: buildinfo.Version + " " + buildinfo.GoVersion(),
+		Output: out, Push: c.String("push"), Repo: c.String("repo"), Jobs: c.Int("jobs"), Warn: o.warn,
+		Shims:  map[string]string{},
+		Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+	}
+	for _, p := range strings.Split(c.String("platform"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			bo.Platforms = append(bo.Platforms, p)
+		}
+	}
+	for _, s := range c.StringSlice("shim") {
+		pid, p, ok := strings.Cut(s, "=")
+		if !ok {
+			pid, p = "", s
+		}
+		if _, dup := bo.Shims[pid]; dup {
+			return usagef("--shim given twice for %q", pid)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return usagef("--shim %s: %v", s, err)
+		}
+		bo.Shims[pid] = p
+	}
+	if len(bo.Shims) == 0 {
+		return usagef("--shim [PLATFORM_ID=]PATH is required (cruxshim built static for the image's architecture)")
+	}
+	if e, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && e != "" {
+		n, err := strconv.ParseInt(e, 10, 64)
+		if err != nil || n < 0 {
+			return usagef("SOURCE_DATE_EPOCH=%q is not a non-negative integer", e)
+		}
+		bo.Epoch = time.Unix(n, 0)
+	}
+	if bo.WheelData, err = inputFile("--wheel", c.String("wheel"), 0); err != nil {
+		return err
+	}
+	bo.WheelName = filepath.Base(c.String("wheel"))
+	if k := c.String("sign-key"); k != "" {
+		if bo.Key, err = loadSigner(o, k); err != nil {
+			return err
+		}
+	}
+	if u := c.String("index"); u != "" && !c.Bool("offline") {
+		if bo.Client, err = newIndexClient(c, u); err != nil {
+			return err
+		}
+	}
+	st, err := o.openStore()
+	if err != nil {
+		return err
+	}
+	res, err := image.Build(c.Context, st, bo)
+	if err != nil {
+		return spaceAdvice(err)
+	}
+	if bo.Key == nil {
+		o.warn("the image is not signed (no --sign-key): verify and executors will refuse it")
+	}
+	return o.emit("cruxprov.image.build/v1", imageBuilt{res, time.Since(start)}, func(w io.Writer) {
+		if o.quiet {
+			fmt.Fprintln(w, res.Digest)
+			return
+		}
+		for _, r := range res.References {
+			fmt.Fprintln(w, r)
+		}
+		for _, p := range res.Platforms {
+			fmt.Fprintf(w, "%s %s/%s %s (base %s@%s, %s %s)\n", p.Platform, p.OS, p.Architecture, p.Digest, p.Base, p.BaseDigest, p.Interpreter.Path, p.Interpreter.Version)
+		}
+		if res.Signed {
+			fmt.Fprintf(w, "signed for %s: signature, SLSA provenance and CycloneDX SBOM\n", res.Repo)
+		}
+	})
+}
+
+func imageVerifyCmd() *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "check an image's digests, signature, provenance and SBOM under a builder key",
+		UsageText: "cruxprov image verify REF@DIGEST|oci:DIR@DIGEST --key PUB… [--repo REPO] [--platform ID] [--skip-blobs]",
+		Description: "Rehashes every manifest, config and layer it reads (image_digest_mismatch), requires a\n" +
+			"cosign signature under one of the keys whose payload names the digest and the repository\n" +
+			"(image_signature_invalid; cosign itself never checks the repository), and a signed SLSA\n" +
+			"provenance and CycloneDX SBOM about the digest whose package, resolution and base agree with\n" +
+			"the image's labels (provenance_mismatch). An index is checked platform by platform.\n\n" +
+			"Example:\n   cruxprov image verify 127.0.0.1:5000/acme/echo@sha256:<hex> --key builder.pub\n" +
+			"   cruxprov image verify oci:out@sha256:<hex> --key builder.pub --repo registry.example/acme/echo --json",
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "key", Usage: "a trusted builder's public `KEY` (PEM; repeatable)"},
+			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature must name (default: the reference's repository; none for a layout)"},
+			&cli.StringFlag{Name: "platform", Usage: "check only this platform `ID` of an index"},
+			&cli.BoolFlag{Name: "skip-blobs", Usage: "do not read and rehash the layers (manifests, configs, signatures still are)"},
+		},
+		Action: imageVerify,
+	}
+}
+
+func imageVerify(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 {
+		return usagef("image verify takes one REF@DIGEST or oci:DIR@DIGEST")
+	}
+	if len(c.StringSlice("key")) == 0 {
+		return usagef("--key PUB is required (a trusted builder's public key)")
+	}
+	vo := image.VerifyOptions{
+		Repo: c.String("repo"), Platform: c.String("platform"), SkipBlobs: c.Bool("skip-blobs"),
+		Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+	}
+	for _, k := range c.StringSlice("key") {
+		b, err := inputFile("--key", k, 1<<20)
+		if err != nil {
+			return err
+		}
+		pk, err := sign.ParsePublicKey(b)
+		if err != nil {
+			return usagef("--key %s: %v", k, err)
+		}
+		vo.Keys = append(vo.Keys, pk)
+	}
+	rep, err := image.Verify(c.Context, c.Args().First(), vo)
+	if err != nil {
+		return err
+	}
+	return o.emit("cruxprov.image.verify/v1", rep, func(w io.Writer) {
+		if o.quiet {
+			return
+		}
+		fmt.Fprintf(w, "ok %s\n", rep.Reference)
+		for _, m := range rep.Manifests {
+			p := m.Provenance
+			fmt.Fprintf(w, "%s %s signed by %s for %s; provenance: package %s, base %s, builder %s; sbom: yes\n",
+				m.Platform, m.Digest, m.Signer, m.SignedRepo, p.BuildDefinition.ExternalParameters.Package.SHA256,
+				p.BuildDefinition.InternalParameters.BaseDigest, p.RunDetails.Builder.ID)
+		}
+	})
+}
