@@ -334,7 +334,7 @@ func writeOnce(fd int, b []byte) (int, error) {
 
 func fdatasync(fd int) error {
 	for {
-		err := unix.Fdatasync(fd)
+		err := datasync(fd)
 		if err == unix.EINTR {
 			continue
 		}

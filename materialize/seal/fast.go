@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -53,17 +52,6 @@ type fastWorker struct {
 	relinked int   // symlinks whose target was read again
 	errAt    int
 	err      error
-}
-
-// fstatatNoFollow is fstatat(dirfd, path, st, AT_SYMLINK_NOFOLLOW); path
-// must end with a NUL byte (no string conversion per call). It is an
-// ordinary, blocking-safe system call: a raw one would keep its thread
-// running through a GC stop-the-world, so one stat hung on a dead network
-// file system would stall an executor that verifies in-process.
-func fstatatNoFollow(dirfd int, path []byte, st *unix.Stat_t) unix.Errno {
-	p, s := uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st))
-	_, _, e := unix.Syscall6(unix.SYS_NEWFSTATAT, uintptr(dirfd), p, s, unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-	return e
 }
 
 // checkTreeFast compares the tree at dir with ix by stat (see above). The
@@ -216,7 +204,7 @@ func (w *fastWorker) add(i int, d Difference) { w.found = append(w.found, fastFi
 
 // compare checks one indexed entry against its stat.
 func (w *fastWorker) compare(rootfd, i int, e *Entry, st *unix.Stat_t) {
-	kind, ok := kindOf(st.Mode)
+	kind, ok := kindOf(uint32(st.Mode))
 	if !ok || kind != e.Kind {
 		got := "special file"
 		if ok {
@@ -225,7 +213,7 @@ func (w *fastWorker) compare(rootfd, i int, e *Entry, st *unix.Stat_t) {
 		w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Kind, Want: kindName(e.Kind), Got: got})
 		return
 	}
-	if mode := st.Mode & 0o7777; mode != e.Mode {
+	if mode := uint32(st.Mode) & 0o7777; mode != e.Mode {
 		w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Mode, Want: fmt.Sprintf("%04o", e.Mode), Got: fmt.Sprintf("%04o", mode)})
 	}
 	size := st.Size
