@@ -216,7 +216,8 @@ func TestEnvCreateCrashSafety(t *testing.T) {
 	took := time.Since(t0)
 	removeEnv()
 	trials := 50
-	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(1, seed))
 	outcomes := map[string]int{}
 	for i := 0; i < trials; i++ {
 		cmd := exec.Command(bin, args...)
@@ -374,7 +375,8 @@ func TestEnvCreateSIGINT(t *testing.T) {
 	createJSON(t, args...)
 	took := time.Since(t0)
 	clear()
-	rng := rand.New(rand.NewPCG(2, uint64(time.Now().UnixNano())))
+	seed := crashSeed(t)
+	rng := rand.New(rand.NewPCG(2, seed))
 	for i := 0; i < 10; i++ {
 		cmd := exec.Command(bin, args...)
 		if err := cmd.Start(); err != nil {
@@ -635,4 +637,18 @@ func verifyAsNobody(t *testing.T, exe, home, env string) {
 			t.Errorf("deep=%v: exit %d, stderr %q", deep, code, msg)
 		}
 	}
+}
+
+// crashSeed is the random seed of a crash test: CRUXPROV_CRASH_SEED when
+// set (to replay a failure), else the clock; it is logged either way.
+func crashSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CRUXPROV_CRASH_SEED"); v != "" {
+		if _, err := fmt.Sscan(v, &seed); err != nil {
+			t.Fatalf("CRUXPROV_CRASH_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("random seed %d (replay with CRUXPROV_CRASH_SEED=%d)", seed, seed)
+	return seed
 }
