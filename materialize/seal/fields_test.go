@@ -235,3 +235,33 @@ func TestV1SealStillVerifies(t *testing.T) {
 		t.Fatalf("a v1 seal relabelled v2: %v", err)
 	}
 }
+
+// TestContentDigestVector: the seal content digest of the known-answer
+// vector in testdata/digests/seal-content.json, whose canonical bytes and
+// digest were computed independently (testdata/digests/gen.mjs, Node.js).
+func TestContentDigestVector(t *testing.T) {
+	b, err := os.ReadFile("../../testdata/digests/seal-content.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []struct {
+		Name   string          `json:"name"`
+		Input  json.RawMessage `json:"input"`
+		Digest string          `json:"digest"`
+	}
+	if err := json.Unmarshal(b, &vs); err != nil || len(vs) == 0 {
+		t.Fatalf("%v", err)
+	}
+	for _, v := range vs {
+		t.Run(v.Name, func(t *testing.T) {
+			s, err := Parse(v.Input)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ContentDigest(s)
+			if err != nil || got.String() != v.Digest {
+				t.Fatalf("got %s (%v), want %s", got, err, v.Digest)
+			}
+		})
+	}
+}

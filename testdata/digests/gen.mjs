@@ -68,6 +68,16 @@ typed("materialization-local-v2.json", (i) => ({
   bytecode: i.bytecode,
 }));
 
+typed("seal-content.json", (i) => {
+  const s = JSON.parse(JSON.stringify(i));
+  delete s.index;
+  delete s.tool;
+  for (const id of [s.interpreter, s.interpreter && s.interpreter.libpython]) {
+    if (id) { delete id.mtime_ns; delete id.ctime_ns; delete id.ino; }
+  }
+  return { type: "cruxprov.seal-content/v1", seal: s };
+});
+
 typed("interface.json", (i) => JSON.parse(i));
 
 // Canonical JSON cases: only the accepted ones get an expected output.
