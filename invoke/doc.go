@@ -26,6 +26,10 @@
 // them and never raises them: the effective value is the smallest of the
 // ones set (0 is unset); with neither set the executor's default applies.
 //
+// An executor that stays up sets Verify to a watch.Verifier's Verify around
+// its full verify, so the check before a call costs O(1) while nothing
+// changed (package watch; docs/executor.md).
+//
 // The exported conformance battery any executor registers in its tests is
 // the sub-package invoketest. This package does not verify pins (the Verify
 // hook is the governance layer's), choose the ledger's path, read the host
