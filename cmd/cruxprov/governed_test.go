@@ -264,3 +264,96 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 	// The tamper step writes as root (an attacker with root, or the owner).
 	governedFlow(t, w, srv.URL+"/simple/")
 }
+
+// TestInstallSources: install by NAME==VERSION --sha256 from the pinned
+// index, with another platform as its resolution alone; an interface
+// registered under another schema refuses; a changed manifest inside an
+// accepted env refuses verify.
+func TestInstallSources(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := t.TempDir()
+	t.Cleanup(func() { chmodTree(base) })
+	w := newGovernedWorld(t, base, fx)
+	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
+	defer srv.Close()
+	idx := srv.URL + "/simple/"
+	home := filepath.Join(base, "home")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	// acme.diagnostics registered with another schema: the wheel's
+	// entrypoints name a digest the registry does not have.
+	other := filepath.Join(base, "other.json")
+	os.WriteFile(other, []byte(`{"type": "object", "title": "not the provider's"}`), 0o644)
+	for _, a := range [][]string{
+		{"interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json")},
+		{"interface", "register", "acme.diagnostics", "--schema", other},
+	} {
+		if r := run(a...); r.code != 0 {
+			t.Fatalf("%v: %+v", a, r)
+		}
+	}
+	sha := strings.TrimPrefix(fx.Echo.SHA256.String(), "sha256:")
+	r := run("install", "acme-echo==1.0.0", "--sha256", sha, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", idx)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: interface_digest_mismatch") {
+		t.Fatalf("another schema: %+v", r)
+	}
+	home = filepath.Join(base, "home2")
+	for _, a := range [][]string{
+		{"interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json")},
+		{"interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json")},
+	} {
+		if r := run(a...); r.code != 0 {
+			t.Fatalf("%v: %+v", a, r)
+		}
+	}
+	if r := run("install", "acme-echo==1.0.0", "--sha256", strings.Repeat("0", 64), "--platform", "host", "--index", idx); r.code != exitRefused || !strings.Contains(r.stderr, "refused: fetch_failed") {
+		t.Fatalf("a sha256 the index does not have: %+v", r)
+	}
+	r = run("install", "acme-echo==1.0.0", "--sha256", sha, "--platform", "host,cp312-musllinux_1_2_aarch64", "--python", "/usr/bin/python3.11", "--index", idx, "--json")
+	if r.code != 0 {
+		t.Fatalf("install by name: %+v", r)
+	}
+	var out struct {
+		Provider struct {
+			Materializations []struct{ Backend, Platform string }
+		}
+		Changeset struct {
+			Metadata struct{ ID string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Provider.Materializations) != 2 ||
+		out.Provider.Materializations[0].Backend != "local" || out.Provider.Materializations[1].Backend != "resolution" {
+		t.Fatalf("%v %s", err, r.stdout)
+	}
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	for _, a := range [][]string{
+		{"key", "generate", "--out", filepath.Join(keys, "k")},
+		{"key", "trust", filepath.Join(keys, "k.pub")},
+		{"changeset", "approve", out.Changeset.Metadata.ID, "--key", filepath.Join(keys, "k.key")},
+		{"verify", "acme-echo", "--platform", "cp311-manylinux_2_36_x86_64"},
+	} {
+		if r := run(a...); r.code != 0 {
+			t.Fatalf("%v: %+v", a, r)
+		}
+	}
+	// The embedded manifest inside the accepted env, edited.
+	v := run("verify", "acme-echo", "--json")
+	var vr struct{ Env string }
+	json.Unmarshal([]byte(v.stdout), &vr)
+	man, _ := filepath.Glob(filepath.Join(vr.Env, "lib/python3.11/site-packages/acme_echo-1.0.0.dist-info/cruxible/provider.toml"))
+	if len(man) != 1 {
+		t.Fatalf("no installed manifest under %s", vr.Env)
+	}
+	os.Chmod(man[0], 0o644)
+	os.WriteFile(man[0], []byte("schema = 1\n"), 0o644)
+	if r := run("verify", "acme-echo"); r.code != exitRefused {
+		t.Fatalf("an edited manifest: %+v", r)
+	}
+}
