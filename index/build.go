@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -161,7 +162,7 @@ func addWheel(src, files, name string) (BuiltFile, error) {
 		return BuiltFile{}, fmt.Errorf("index build: cannot read %s (%w); make it readable or move it out of the input, nothing was changed", name, err)
 	}
 	sum := sha256.Sum256(data)
-	bf := BuiltFile{Project: Normalize(parts[0]), Version: parts[1], Filename: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+	bf := BuiltFile{Project: pep503.Normalize(parts[0]), Version: parts[1], Filename: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
 	meta, err := wheelMetadata(data)
 	if err != nil {
 		return BuiltFile{}, refusal.Wrap(refusal.WheelInvalid, err, "%s", name)

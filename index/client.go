@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -168,7 +169,7 @@ func (c *Client) BaseURL() string { return c.base.String() }
 
 // ProjectURL returns the URL of a project's page.
 func (c *Client) ProjectURL(name string) string {
-	return c.base.JoinPath(Normalize(name)).String() + "/"
+	return c.base.JoinPath(pep503.Normalize(name)).String() + "/"
 }
 
 type ctxKey struct{}
@@ -470,7 +471,7 @@ func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
 			delay *= 2
 		}
 	}
-	return nil, refusal.Wrap(refusal.FetchFailed, last, "project %s: index %s failed %d times; check the index and retry", Normalize(name), c.BaseURL(), c.opts.Attempts)
+	return nil, refusal.Wrap(refusal.FetchFailed, last, "project %s: index %s failed %d times; check the index and retry", pep503.Normalize(name), c.BaseURL(), c.opts.Attempts)
 }
 
 func (c *Client) pageRefusal(name string, err error) error {
@@ -479,12 +480,12 @@ func (c *Client) pageRefusal(name string, err error) error {
 	}
 	var se *StatusError
 	if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
-		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", Normalize(name), c.BaseURL())
+		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", pep503.Normalize(name), c.BaseURL())
 	}
-	if r := c.accessRefused(err, "project "+Normalize(name)); r != nil {
+	if r := c.accessRefused(err, "project "+pep503.Normalize(name)); r != nil {
 		return r
 	}
-	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", Normalize(name), c.BaseURL())
+	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", pep503.Normalize(name), c.BaseURL())
 }
 
 func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, error) {
@@ -515,7 +516,7 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 	if err != nil {
 		return nil, refusal.Wrap(refusal.FetchFailed, err, "page %s is not a valid project page", red)
 	}
-	return &Project{Name: Normalize(name), URL: red, Files: files}, nil
+	return &Project{Name: pep503.Normalize(name), URL: red, Files: files}, nil
 }
 
 // Redact returns u with any password replaced by "xxxxx" and any query or

@@ -70,11 +70,6 @@ const (
 // static server answers with.
 const acceptHeader = ContentTypeJSON + ", " + ContentTypeHTML + ";q=0.2, " + ContentTypeLegacyHTML + ";q=0.01"
 
-var nameRE = regexp.MustCompile(`[-_.]+`)
-
-// Normalize returns the PEP 503 normalized form of a project name.
-func Normalize(name string) string { return strings.ToLower(nameRE.ReplaceAllString(name, "-")) }
-
 var validName = regexp.MustCompile(`^([A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9])$`)
 
 // parseHTML reads a PEP 503 page fetched from page.
@@ -321,3 +316,6 @@ func boolOrHashes(raw json.RawMessage) (bool, map[string]string, error) {
 	}
 	return true, out, nil
 }
+
+// Normalize is pep503.Normalize (kept while callers move to it).
+func Normalize(name string) string { return pep503.Normalize(name) }

@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"reflect"
 	"testing"
+
+	"github.com/cruxible/cruxprov/pep503"
 )
 
 func mustURL(t testing.TB, s string) *url.URL {
@@ -89,8 +91,8 @@ func TestParseJSON(t *testing.T) {
 
 func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{"Foo_Bar": "foo-bar", "foo.-_bar": "foo-bar", "ZOPE.interface": "zope-interface", "a": "a"} {
-		if got := Normalize(in); got != want {
-			t.Errorf("Normalize(%q) = %q, want %q", in, got, want)
+		if got := pep503.Normalize(in); got != want {
+			t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/wheel"
@@ -226,7 +227,7 @@ func Parse(data []byte) (*Lock, []Warning, error) {
 			if !validName(s) {
 				return nil, nil, invalid("%s[%d] %q is not a valid name", list.key, i, s)
 			}
-			*list.out = append(*list.out, wheel.NormalizeName(s))
+			*list.out = append(*list.out, pep503.Normalize(s))
 		}
 	}
 	w.markerIndex = map[string]int32{}
@@ -491,7 +492,7 @@ func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
 		return invalid("packages[%d].name %q is not a valid package name", i, name)
 	}
 	p := &l.Packages[i]
-	p.Name = wheel.NormalizeName(name)
+	p.Name = pep503.Normalize(name)
 	where := "packages[" + strconv.Itoa(i) + "] (" + p.Name + ")"
 	asString := func(key string, v any) (string, error) {
 		if s, ok := v.(string); ok {

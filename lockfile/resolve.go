@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Options select what of a lock is installed.
@@ -113,12 +113,12 @@ func ResolveAll(l *Lock, ps []*platform.Platform, opts Options) ([]Report, error
 func (l *Lock) CheckSelection(extras, groups []string) error {
 	var bad []string
 	for _, e := range extras {
-		if !containsName(l.Extras, wheel.NormalizeName(e)) {
+		if !containsName(l.Extras, pep503.Normalize(e)) {
 			bad = append(bad, fmt.Sprintf("extra %q (the lock offers: %s)", e, listOrNone(l.Extras)))
 		}
 	}
 	for _, g := range groups {
-		if !containsName(l.DependencyGroups, wheel.NormalizeName(g)) && !containsName(l.DefaultGroups, wheel.NormalizeName(g)) {
+		if !containsName(l.DependencyGroups, pep503.Normalize(g)) && !containsName(l.DefaultGroups, pep503.Normalize(g)) {
 			bad = append(bad, fmt.Sprintf("dependency group %q (the lock offers: %s)", g, listOrNone(l.DependencyGroups)))
 		}
 	}
@@ -147,7 +147,7 @@ func containsName(xs []string, x string) bool {
 func normalizeAll(xs []string) []string {
 	out := make([]string, len(xs))
 	for i, x := range xs {
-		out[i] = wheel.NormalizeName(x)
+		out[i] = pep503.Normalize(x)
 	}
 	return out
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Schema is the only manifest schema this package reads.
@@ -176,7 +176,7 @@ func check(data []byte, wheelName string) (*Manifest, *checker, error) {
 	}
 	if v, ok := c.required("", raw, "name"); ok {
 		if s, ok := c.text("name", v); ok {
-			want := wheel.NormalizeName(wheelName)
+			want := pep503.Normalize(wheelName)
 			if s != want {
 				c.add("name", "%q is not the wheel's normalized distribution name %q", s, want)
 			} else {

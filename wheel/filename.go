@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -98,7 +99,7 @@ func ParseFilename(name string) (Filename, error) {
 	if !validDistribution(f.Distribution) {
 		return bad("has an invalid distribution name")
 	}
-	f.Name = NormalizeName(f.Distribution)
+	f.Name = pep503.Normalize(f.Distribution)
 	if err := checkVersion(f.Version); err != nil {
 		return bad("has an invalid PEP 440 version")
 	}
@@ -171,23 +172,5 @@ func validDistribution(s string) bool {
 
 func alnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// NormalizeName returns the PEP 503 normalized form of a distribution
-// name: lower case, every run of "-", "_" and "." replaced by one "-".
-// It does not validate the name.
-func NormalizeName(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	run := false
-	for _, r := range s {
-		if r == '-' || r == '_' || r == '.' {
-			if !run {
-				b.WriteByte('-')
-			}
-			run = true
-			continue
-		}
-		run = false
-		b.WriteString(strings.ToLower(string(r)))
-	}
-	return b.String()
-}
+// NormalizeName is pep503.Normalize (kept while callers move to it).
+func NormalizeName(s string) string { return pep503.Normalize(s) }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -86,8 +87,8 @@ func TestNormalizeName(t *testing.T) {
 		"foo": "foo", "Foo.....Bar": "foo-bar", "foo___bar": "foo-bar", "foo----bar": "foo-bar",
 		"_not_legal": "-not-legal", "hi\n": "hi\n", "Foo.Bar": "foo-bar", "a-_.b": "a-b",
 	} {
-		if got := NormalizeName(in); got != want {
-			t.Errorf("NormalizeName(%q) = %q, want %q", in, got, want)
+		if got := pep503.Normalize(in); got != want {
+			t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -144,12 +145,12 @@ func TestConformanceWheelFilenames(t *testing.T) {
 			}
 		case "canonicalize_name":
 			n++
-			if got := NormalizeName(c.Name); got != c.Expected {
-				t.Errorf("case %d: NormalizeName(%q) = %q, want %q", i, c.Name, got, c.Expected)
+			if got := pep503.Normalize(c.Name); got != c.Expected {
+				t.Errorf("case %d: pep503.Normalize(%q) = %q, want %q", i, c.Name, got, c.Expected)
 			}
 		case "is_normalized_name":
 			n++
-			if got := NormalizeName(c.Name) == c.Name; got != c.Expected {
+			if got := pep503.Normalize(c.Name) == c.Name; got != c.Expected {
 				t.Errorf("case %d: %q normalized = %v, want %v", i, c.Name, got, c.Expected)
 			}
 		}
