@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/cruxible/cruxprov/pep503"
 )
 
 // File is one distribution file a project page lists.
