@@ -86,9 +86,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Name:  "cruxprov",
 		Usage: "govern third-party Python providers on exact, approved pins",
 		Description: "Resolve a provider's embedded pylock.toml for an explicit platform, fetch each wheel\n" +
-			"from a pinned index, materialize a sealed environment, and verify it before every run.\n\n" +
+			"from a pinned index, materialize a sealed environment, propose it as a change-set an\n" +
+			"operator approves with a signature, and verify the accepted pin before every run.\n\n" +
 			"Exit codes: 0 ok, 1 failure, 64 usage error, 78 refused (see docs/refusals.md).\n\n" +
-			"Example:\n   cruxprov inspect provider.whl --json\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex> --deep",
+			"Example:\n   cruxprov install provider.whl --platform host --index http://127.0.0.1:8080/simple/\n   cruxprov verify acme-echo --deep",
 		Flags:                  globalFlags,
 		Commands:               cmds,
 		Writer:                 stdout,
