@@ -22,6 +22,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -214,7 +215,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	// pages of some projects are read while others download.
 	pages := map[string]*page{}
 	for _, i := range todo {
-		name := index.Normalize(res.Packages[i].Name)
+		name := pep503.Normalize(res.Packages[i].Name)
 		if pages[name] == nil {
 			pages[name] = &page{done: make(chan struct{})}
 		}
@@ -245,7 +246,7 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 			case <-ctx.Done():
 				return
 			}
-			name := index.Normalize(w.Name)
+			name := pep503.Normalize(w.Name)
 			p := pages[name]
 			p.once.Do(func() {
 				p.proj, p.err = c.Project(ctx, name)
@@ -400,14 +401,11 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		return nil, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
 	}
 	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
+	// store.Write verifies the body while it streams (the lock's sha256
+	// and size, or at most store.MaxUnsized bytes when the lock gives no
+	// size), so nothing unverified is ever stored.
 	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total, eof: release}
-	var src io.Reader = cr
-	if w.Size <= 0 {
-		// No size in the lock: the hash decides, but an index must not be
-		// able to fill the disk first.
-		src = &capReader{r: cr, left: MaxUnsizedWheel, name: w.Filename}
-	}
-	p, err := st.Write(ctx, w.SHA256, w.Size, src)
+	p, err := st.Write(ctx, w.SHA256, w.Size, cr)
 	if r := (*refusal.Error)(nil); errors.As(err, &r) && (r.Code == refusal.HashMismatch || r.Code == refusal.SizeMismatch) && !strings.HasPrefix(r.Detail, w.Filename) {
 		// The store knows the blob by its digest; the operator, by the
 		// wheel and where it came from.
@@ -416,28 +414,6 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		return nil, &named
 	}
 	return p, err
-}
-
-// MaxUnsizedWheel bounds the download of a wheel whose lock gives no size.
-const MaxUnsizedWheel = 8 << 30
-
-// capReader fails with size_mismatch past its limit.
-type capReader struct {
-	r    io.Reader
-	left int64
-	name string
-}
-
-func (c *capReader) Read(p []byte) (int, error) {
-	if c.left <= 0 {
-		return 0, refusal.New(refusal.SizeMismatch, "%s: more than %d bytes and the lock gives no size; lock it with its size", c.name, int64(MaxUnsizedWheel))
-	}
-	if int64(len(p)) > c.left {
-		p = p[:c.left]
-	}
-	n, err := c.r.Read(p)
-	c.left -= int64(n)
-	return n, err
 }
 
 // countingReader reports progress and calls eof when the body ends.

@@ -12,8 +12,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -151,8 +150,9 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 }
 
 // Put stores the bytes r yields as the blob d: Write, then Commit. More or
-// fewer than size bytes (when size > 0) is size_mismatch, other bytes than
-// d is hash_mismatch, and nothing is stored. A blob already present with
+// fewer than size bytes (when size > 0; more than MaxUnsized when size is
+// not given) is size_mismatch, other bytes than d is hash_mismatch, a zero
+// d is hash_missing, and nothing is stored. A blob already present with
 // the right bytes (Check) is kept and r is not read; a damaged one is
 // replaced. A full disk is a *SpaceError. Errors of r are returned wrapped, so a caller
 // can tell a transport failure (worth a retry) from a refusal.
@@ -195,8 +195,15 @@ func (p *Pending) Discard() {
 // already present gives a Pending that Commit skips. On error nothing is
 // left behind.
 func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Reader) (_ *Pending, err error) {
-	if d.IsZero() {
-		return nil, refusal.New(refusal.HashMissing, "a blob needs a sha256 to be stored")
+	want := verifying.Want{SHA256: d, Size: size}
+	if size <= 0 {
+		// No size given: the hash decides, but a source must not be able
+		// to fill the disk first.
+		want = verifying.Want{SHA256: d, Size: verifying.SizeUnknown, Max: MaxUnsized}
+	}
+	vr, err := verifying.NewReader(r, want)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.HashMissing, verifying.ErrHashMissing, "a blob needs a sha256 to be stored")
 	}
 	// A blob present with the right bytes is kept; a damaged one was
 	// removed by Check and is written anew.
@@ -224,26 +231,27 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 			f.Close()
 		}
 	}()
-	h := sha256.New()
-	src := r
-	if size > 0 {
-		src = io.LimitReader(r, size+1)
-	}
-	n, err := copyCtx(ctx, io.MultiWriter(f, h), src)
-	if err != nil {
+	n, err := copyCtx(ctx, f, vr)
+	var mismatch *verifying.Error
+	switch {
+	case errors.As(err, &mismatch) && mismatch.Over() && size <= 0:
+		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "more than %d bytes for blob %s and no size was given; lock it with its size", int64(MaxUnsized), d)
+	case mismatch != nil && mismatch.SizeDiffers():
+		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(mismatch.GotSize, size), d, size)
+	case mismatch != nil:
+		return nil, refusal.Wrap(refusal.HashMismatch, mismatch, "got %s, the lock says %s; the index serves other bytes than were locked", mismatch.Got, d)
+	case err != nil:
 		return nil, s.failed("writing blob "+d.Hex()[:12], err)
-	}
-	if size > 0 && n != size {
-		return nil, refusal.New(refusal.SizeMismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(n, size), d, size)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex() {
-		return nil, refusal.New(refusal.HashMismatch, "got sha256:%s, the lock says %s; the index serves other bytes than were locked", got, d)
 	}
 	if err = f.Chmod(0o444); err != nil {
 		return nil, s.failed("writing blob "+d.Hex()[:12], err)
 	}
 	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
 }
+
+// MaxUnsized bounds a blob written without a size (Write, Put): an index
+// that sends without end is cut off there.
+const MaxUnsized = 8 << 30
 
 // Commit makes pending blobs durable and visible: it fsyncs their temp
 // files (concurrently, so the journal commits once for many), renames

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -139,17 +138,26 @@ func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 	if b, err := os.ReadFile(s.stampPath(d)); err == nil && string(b) == line {
 		return f, size, nil
 	}
-	h := sha256.New()
-	n, err := io.CopyBuffer(h, f, make([]byte, 256<<10))
-	if err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("store: read %s: %w", path, err)
+	vr, err := verifying.NewReader(f, verifying.Want{SHA256: d, Size: size})
+	if err == nil {
+		// Hidden behind a plain Writer, so that CopyBuffer uses this buffer
+		// (io.Discard would read in 8 KiB pieces).
+		_, err = io.CopyBuffer(struct{ io.Writer }{io.Discard}, vr, make([]byte, 256<<10))
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex() || n != size {
+	var mismatch *verifying.Error
+	if errors.As(err, &mismatch) {
+		got := mismatch.Got.String()
+		if got == "" {
+			got = fmt.Sprintf("more than %d bytes", size) // grown since its stat
+		}
 		var st unix.Stat_t
 		unix.Fstat(int(f.Fd()), &st)
 		f.Close()
-		return nil, 0, s.damaged(d, path, "sha256:"+got, st.Ino, remove)
+		return nil, 0, s.damaged(d, path, got, st.Ino, remove)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("store: read %s: %w", path, err)
 	}
 	if line2, _, err := stampOf(int(f.Fd())); err == nil && line2 == line {
 		s.stamp(d, f) // not when it changed while it was hashed

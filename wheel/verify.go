@@ -4,89 +4,156 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"hash"
 	"io"
 	"io/fs"
 
+	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// verifier streams one member: it never yields more than the declared
-// size, hashes what it yields, and at the end of the member returns a
-// refusal instead of io.EOF when the size or the RECORD hash differs.
-type verifier struct {
-	ctx  context.Context
-	f    File
-	rc   io.ReadCloser
-	h    hash.Hash
-	n    int64
-	err  error
-	done bool
+// MemberReader streams one member and verifies it against its RECORD line
+// (with internal/verifying's reader, the one every verified copy in
+// cruxprov goes through): it never yields more than the declared size,
+// and at the end of the member returns a *refusal.Error instead of io.EOF
+// when the size or the sha256 differs (record_mismatch). A member without
+// a RECORD hash is refused (record_missing) at its first Read, except
+// RECORD itself and the signature files RECORD.jws and RECORD.p7s of a
+// File that Open returned, which the wheel spec exempts: their size alone
+// is checked. Errors are sticky.
+type MemberReader struct {
+	ctx context.Context // nil: not checked
+	f   File
+	v   *verifying.Reader
+	zm  *zipMember // nil when the bytes do not come from the archive
+	err error
 }
 
-func (v *verifier) fail(err error) (int, error) {
-	v.err = err
-	return 0, err
+// OpenMember returns a verifying reader of zf, the archive member that f
+// describes (the File from Files or Extract of the same archive, opened
+// here through another zip.Reader of it, say, to read several members at
+// once). A zip header whose size is not f's is refused (record_mismatch).
+// The caller closes the reader.
+func OpenMember(zf *zip.File, f File) (*MemberReader, error) {
+	if zf.UncompressedSize64 != uint64(f.Size) {
+		return nil, refusal.New(refusal.RecordMismatch, "%q is %d bytes in the zip and %d in RECORD; treat the wheel as tampered", f.Name, zf.UncompressedSize64, f.Size)
+	}
+	rc, err := zf.Open()
+	if err != nil {
+		return nil, refusal.Wrap(refusal.WheelInvalid, err, "cannot open %q in the archive; fetch the wheel again", f.Name)
+	}
+	zm := &zipMember{rc: rc}
+	m := NewMemberReader(zm, f)
+	m.zm = zm
+	return m, nil
+}
+
+// NewMemberReader returns a reader of r, another copy of member f's bytes
+// (an unpacked cache of the wheel), verified as OpenMember's is.
+func NewMemberReader(r io.Reader, f File) *MemberReader {
+	m := &MemberReader{f: f}
+	if f.unhashed {
+		m.v = verifying.NewUnhashed(r, f.Size)
+	} else if m.v, m.err = verifying.NewReader(r, verifying.Want{SHA256: f.SHA256, Size: f.Size}); m.err != nil {
+		m.err = refusal.Wrap(refusal.RecordMissing, verifying.ErrHashMissing, "%q has no RECORD hash; rebuild the wheel", f.Name)
+	}
+	return m
 }
 
 // Read implements io.Reader.
-func (v *verifier) Read(p []byte) (int, error) {
-	if v.err != nil {
-		return 0, v.err
+func (m *MemberReader) Read(p []byte) (int, error) {
+	if m.err != nil {
+		return 0, m.err
 	}
-	if err := v.ctx.Err(); err != nil {
-		v.err = err
-		return 0, err
+	if m.ctx != nil {
+		if err := m.ctx.Err(); err != nil {
+			m.err = err
+			return 0, err
+		}
 	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	// Ask for at most one byte past the declared size, enough to see a
-	// member that inflates further.
-	if rest := v.f.Size - v.n + 1; int64(len(p)) > rest {
-		p = p[:rest]
-	}
-	n, err := v.rc.Read(p)
-	// archive/zip itself returns (0, ErrFormat) once the stream passes the
-	// header's size, which equals RECORD's: that is the same overrun.
-	if v.n+int64(n) > v.f.Size || errors.Is(err, zip.ErrFormat) && v.n+int64(len(p)) > v.f.Size {
-		return v.fail(refusal.New(refusal.RecordMismatch, "%q inflates past its declared %d bytes; treat the wheel as tampered, nothing of it may be used", v.f.Name, v.f.Size))
-	}
-	v.h.Write(p[:n])
-	v.n += int64(n)
+	n, err := m.v.Read(p)
 	switch {
 	case err == nil:
 		return n, nil
-	case err == io.EOF, errors.Is(err, zip.ErrChecksum), errors.Is(err, io.ErrUnexpectedEOF):
-		if v.n != v.f.Size {
-			return v.fail(refusal.New(refusal.RecordMismatch, "%q has %d bytes, RECORD says %d; treat the wheel as tampered", v.f.Name, v.n, v.f.Size))
-		}
-		if !v.f.SHA256.IsZero() {
-			if got := hex.EncodeToString(v.h.Sum(nil)); got != v.f.SHA256.Hex() {
-				return v.fail(refusal.New(refusal.RecordMismatch, "%q has sha256 %s, RECORD says %s; treat the wheel as tampered", v.f.Name, got, v.f.SHA256.Hex()))
-			}
-		}
-		if err != io.EOF {
-			return v.fail(refusal.Wrap(refusal.WheelInvalid, err, "%q fails the zip's CRC check; fetch the wheel again", v.f.Name))
-		}
-		v.done = true
-		v.err = io.EOF
+	case err == io.EOF && m.zm != nil && m.zm.crc != nil:
+		// The bytes are RECORD's, but the zip's own CRC disagrees.
+		m.err = refusal.Wrap(refusal.WheelInvalid, m.zm.crc, "%q fails the zip's CRC check; fetch the wheel again", m.f.Name)
+		return 0, m.err
+	case err == io.EOF:
+		m.err = io.EOF
 		return n, io.EOF
-	default:
-		return v.fail(refusal.Wrap(refusal.WheelInvalid, err, "cannot read %q from the archive; fetch the wheel again", v.f.Name))
 	}
+	m.err = m.refuse(err)
+	return 0, m.err
+}
+
+// refuse names the member in a failure of the verifying reader.
+func (m *MemberReader) refuse(err error) error {
+	var e *verifying.Error
+	switch {
+	case errors.As(err, &e) && e.Over():
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q inflates past its declared %d bytes; treat the wheel as tampered, nothing of it may be used", m.f.Name, m.f.Size)
+	case errors.Is(err, errInflates):
+		return refusal.Wrap(refusal.RecordMismatch, err, "%q inflates past its declared %d bytes; treat the wheel as tampered, nothing of it may be used", m.f.Name, m.f.Size)
+	case e != nil && e.SizeDiffers():
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q has %d bytes, RECORD says %d; treat the wheel as tampered", m.f.Name, e.GotSize, m.f.Size)
+	case e != nil:
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q has sha256 %s, RECORD says %s; treat the wheel as tampered", m.f.Name, e.Got.Hex(), m.f.SHA256.Hex())
+	case refusal.CodeOf(err) != "":
+		return err
+	}
+	return refusal.Wrap(refusal.WheelInvalid, err, "cannot read %q from the archive; fetch the wheel again", m.f.Name)
+}
+
+// Verified reports whether the member was read to its end and matched
+// RECORD.
+func (m *MemberReader) Verified() bool { return m.err == io.EOF }
+
+// Close releases the member's decompressor (a no-op for NewMemberReader).
+func (m *MemberReader) Close() error {
+	if m.zm == nil {
+		return nil
+	}
+	return m.zm.rc.Close()
+}
+
+// errInflates is archive/zip's refusal of a member that inflates past its
+// header's size, which Open held equal to RECORD's.
+var errInflates = errors.New("the member inflates past its declared size")
+
+// zipMember adapts archive/zip's member reader to the verifying reader:
+// zip's own size and CRC checks end the stream as io.EOF, so that the
+// size and the sha256 are what decide (a short member is a size
+// mismatch, not a zip error); a CRC failure is kept for the end, and an
+// overrun (zip stops it with ErrFormat) is reported as one.
+type zipMember struct {
+	rc  io.ReadCloser
+	crc error
+}
+
+func (z *zipMember) Read(p []byte) (int, error) {
+	n, err := z.rc.Read(p)
+	switch {
+	case err == nil, err == io.EOF:
+	case errors.Is(err, zip.ErrChecksum):
+		z.crc = err
+		err = io.EOF
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = io.EOF
+	case errors.Is(err, zip.ErrFormat):
+		err = errInflates
+	}
+	return n, err
 }
 
 // open returns a verifying reader for files[i].
-func (w *Wheel) open(ctx context.Context, i int) (*verifier, error) {
-	rc, err := w.zfiles[i].Open()
+func (w *Wheel) open(ctx context.Context, i int) (*MemberReader, error) {
+	m, err := OpenMember(w.zfiles[i], w.files[i])
 	if err != nil {
-		return nil, refusal.Wrap(refusal.WheelInvalid, err, "cannot open %q in the archive; fetch the wheel again", w.files[i].Name)
+		return nil, err
 	}
-	return &verifier{ctx: ctx, f: w.files[i], rc: rc, h: sha256.New()}, nil
+	m.ctx = ctx
+	return m, nil
 }
 
 // readMember reads files[i] whole, verified.
@@ -95,7 +162,7 @@ func (w *Wheel) readMember(ctx context.Context, i int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer v.rc.Close()
+	defer v.Close()
 	var buf bytes.Buffer
 	buf.Grow(int(min(w.files[i].Size, 1<<20))) // the size is declared, not yet true
 	if _, err := io.Copy(&buf, v); err != nil {
@@ -129,13 +196,13 @@ func (w *Wheel) Verify(ctx context.Context) error {
 }
 
 // Extract calls fn for every regular member, in archive order, with a
-// reader of its bytes. The reader yields at most the declared size and
-// ends with a *refusal.Error instead of io.EOF when the bytes differ from
-// RECORD, so a caller that copies until io.EOF holds a verified file.
-// Whatever fn leaves unread is read and checked after it returns: a
-// member's fault is returned even when fn stopped early. The bytes fn sees
-// before the end of a member are unverified: a caller writing them must
-// discard its output when Extract returns an error.
+// reader of its bytes (a *MemberReader). The reader yields at most the
+// declared size and ends with a *refusal.Error instead of io.EOF when the
+// bytes differ from RECORD, so a caller that copies until io.EOF holds a
+// verified file. Whatever fn leaves unread is read and checked after it
+// returns: a member's fault is returned even when fn stopped early. The
+// bytes fn sees before the end of a member are unverified: a caller
+// writing them must discard its output when Extract returns an error.
 //
 // Extract stops at the first error, from fn, from verification, or from
 // ctx.
@@ -149,10 +216,10 @@ func (w *Wheel) Extract(ctx context.Context, fn func(File, io.Reader) error) err
 			return err
 		}
 		err = fn(w.files[i], v)
-		if err == nil && !v.done {
+		if err == nil && !v.Verified() {
 			_, err = io.Copy(io.Discard, v)
 		}
-		v.rc.Close()
+		v.Close()
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,10 @@ type File struct {
 	// SHA256 is the RECORD hash; zero only for RECORD itself and the
 	// signature files RECORD.jws and RECORD.p7s, which the spec exempts.
 	SHA256 digest.Digest
+
+	// unhashed marks those exempt files (set by Open alone): a File
+	// made elsewhere without a hash is refused when read.
+	unhashed bool
 }
 
 // Wheel is an opened wheel whose structure has been checked: safe member
@@ -304,6 +308,11 @@ func (w *Wheel) checkRecord() error {
 	}
 	if w.files[i].Size > maxMetaFile {
 		return refusal.New(refusal.WheelInvalid, "%s is %d bytes, more than %d", recName, w.files[i].Size, maxMetaFile)
+	}
+	for _, name := range []string{recName, recName + ".jws", recName + ".p7s"} {
+		if j, ok := w.byName[name]; ok {
+			w.files[j].unhashed = true // the spec's exemption: checked by size alone
+		}
 	}
 	b, err := w.readMember(nilContext(), i)
 	if err != nil {
