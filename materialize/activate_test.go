@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
@@ -298,7 +299,7 @@ func TestShlexQuote(t *testing.T) {
 // script is an install conflict, not an overwrite of the venv's own.
 func TestActivateReserved(t *testing.T) {
 	st := newStore(t)
-	w := putWheel(t, st, "shadow-1.0-py3-none-any.whl", buildWheel(t, "shadow-1.0-py3-none-any.whl", files{
+	w := putWheel(t, st, "shadow-1.0-py3-none-any.whl", wheeltest.Build(t, "shadow-1.0-py3-none-any.whl", files{
 		"shadow.py":                        "",
 		"shadow-1.0.data/scripts/activate": "echo not the venv's\n",
 	}))

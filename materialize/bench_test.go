@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/materialize/seal"
 )
@@ -22,7 +23,7 @@ func benchRequest(b *testing.B, n, members int) (remove func(), create func() *R
 		for j := 0; j < members; j++ {
 			fs[fmt.Sprintf("%s/m%d/f%d.py", name, j%10, j)] = strings.Repeat(fmt.Sprintf("value_%d = %d  # padding\n", j, j), 40+j%100)
 		}
-		ws = append(ws, putWheel(b, st, fn, buildWheel(b, fn, fs)))
+		ws = append(ws, putWheel(b, st, fn, wheeltest.Build(b, fn, fs)))
 	}
 	req := request(b, ws...)
 	var last *Result

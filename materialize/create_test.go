@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -110,10 +111,10 @@ func TestCreateInstallsEveryScheme(t *testing.T) {
 
 func TestCreateConflicts(t *testing.T) {
 	st := newStore(t)
-	a := putWheel(t, st, "a-1.0-py3-none-any.whl", buildWheel(t, "a-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/clash.py": "A\n"}))
-	b := putWheel(t, st, "b-1.0-py3-none-any.whl", buildWheel(t, "b-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/clash.py": "B\n"}))
-	c := putWheel(t, st, "c-1.0-py3-none-any.whl", buildWheel(t, "c-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/c.py": "C\n"}))
-	d := putWheel(t, st, "d-1.0-py3-none-any.whl", buildWheel(t, "d-1.0-py3-none-any.whl", files{"d-1.0.data/data/pyvenv.cfg": "home = /evil\n"}))
+	a := putWheel(t, st, "a-1.0-py3-none-any.whl", wheeltest.Build(t, "a-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/clash.py": "A\n"}))
+	b := putWheel(t, st, "b-1.0-py3-none-any.whl", wheeltest.Build(t, "b-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/clash.py": "B\n"}))
+	c := putWheel(t, st, "c-1.0-py3-none-any.whl", wheeltest.Build(t, "c-1.0-py3-none-any.whl", files{"ns/shared.py": "same\n", "ns/c.py": "C\n"}))
+	d := putWheel(t, st, "d-1.0-py3-none-any.whl", wheeltest.Build(t, "d-1.0-py3-none-any.whl", files{"d-1.0.data/data/pyvenv.cfg": "home = /evil\n"}))
 	if _, err := Create(context.Background(), st, request(t, a, b)); !errors.Is(err, refusal.InstallConflict) {
 		t.Fatalf("a+b: %v", err)
 	}
@@ -256,7 +257,7 @@ func TestCreateRefusals(t *testing.T) {
 // archive) is record_mismatch, and nothing is left behind.
 func TestCreateRefusesTamperedMember(t *testing.T) {
 	st := newStore(t)
-	b := buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel)
+	b := wheeltest.Build(t, "demo-1.0-py3-none-any.whl", demoWheel)
 	i := bytes.Index(b, []byte("VALUE = 42"))
 	if i < 0 {
 		t.Fatal("member not found stored in the wheel")
@@ -318,7 +319,7 @@ func TestCreateChecksFreeDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := files{"big/__init__.py": "", "big/blob.bin": strings.Repeat("0123456789abcdef", 220<<10)} // 3.4 MiB, stored
-	w := putWheel(t, st, "big-1.0-py3-none-any.whl", buildWheel(t, "big-1.0-py3-none-any.whl", big))
+	w := putWheel(t, st, "big-1.0-py3-none-any.whl", wheeltest.Build(t, "big-1.0-py3-none-any.whl", big))
 	_, err = Create(context.Background(), st, request(t, w))
 	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "free") {
 		t.Fatalf("want a free-space refusal, got %v", err)

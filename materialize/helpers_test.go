@@ -6,11 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/store"
@@ -60,43 +60,6 @@ func host(t testing.TB) (*platform.Platform, *Interpreter) {
 // files is a wheel's content: member name → data; a name ending in "*"
 // is written executable (the "*" is dropped).
 type files map[string]string
-
-// buildWheel writes a deterministic wheel of dist==version with files plus
-// WHEEL and METADATA, and returns its bytes.
-func buildWheel(t testing.TB, filename string, fs files) []byte {
-	t.Helper()
-	fn, err := wheel.ParseFilename(filename)
-	if err != nil {
-		t.Fatal(err)
-	}
-	di := fn.Distribution + "-" + fn.Version + ".dist-info/"
-	var es []wheel.Entry
-	names := make([]string, 0, len(fs))
-	for n := range fs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	hasWheel := false
-	for _, n := range names {
-		e := wheel.Entry{Name: n, Data: []byte(fs[n])}
-		if n[len(n)-1] == '*' {
-			e.Name, e.Mode = n[:len(n)-1], 0o755
-		}
-		if e.Name == di+"WHEEL" {
-			hasWheel = true
-		}
-		es = append(es, e)
-	}
-	if !hasWheel {
-		es = append(es, wheel.Entry{Name: di + "WHEEL", Data: []byte("Wheel-Version: 1.0\nGenerator: cruxprov-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")})
-	}
-	es = append(es, wheel.Entry{Name: di + "METADATA", Data: []byte("Metadata-Version: 2.1\nName: " + fn.Distribution + "\nVersion: " + fn.Version + "\n")})
-	var buf bytes.Buffer
-	if err := wheel.Write(&buf, filename, es); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
 
 // putWheel stores a wheel's bytes and returns its resolved form.
 func putWheel(t testing.TB, st *store.Store, filename string, b []byte) lockfile.ResolvedWheel {
@@ -153,5 +116,5 @@ func digestOf(s string) digest.Digest { return digest.Sum([]byte(s)) }
 // rule) and returns its resolved form.
 func putDemo(t testing.TB, st *store.Store) lockfile.ResolvedWheel {
 	t.Helper()
-	return putWheel(t, st, "demo-1.0-py3-none-any.whl", buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel))
+	return putWheel(t, st, "demo-1.0-py3-none-any.whl", wheeltest.Build(t, "demo-1.0-py3-none-any.whl", demoWheel))
 }

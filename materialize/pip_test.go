@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 )
 
@@ -136,7 +137,7 @@ func TestPipDifferential(t *testing.T) {
 	}
 	host(t)
 	demo := filepath.Join(t.TempDir(), "demo-1.0-py3-none-any.whl")
-	if err := os.WriteFile(demo, buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel), 0o644); err != nil {
+	if err := os.WriteFile(demo, wheeltest.Build(t, "demo-1.0-py3-none-any.whl", demoWheel), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	debian, _ := filepath.Glob("/usr/share/python-wheels/*.whl")

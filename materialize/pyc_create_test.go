@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/materialize/seal"
 )
 
@@ -133,7 +134,7 @@ func TestCreateBytecodeCache(t *testing.T) {
 	ctx := context.Background()
 	_, in := host(t)
 	st := newStore(t)
-	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", buildWheel(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", wheeltest.Build(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
 	req := request(t, w)
 	req.NoCompile = false
 	create := func(what string) (string, map[string][]byte) {
@@ -275,7 +276,7 @@ func firstKey(m map[string][]byte) string {
 func TestCreateBytecodeNoCache(t *testing.T) {
 	_, in := host(t)
 	st := newStore(t)
-	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", buildWheel(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+	w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", wheeltest.Build(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
 	req := request(t, w)
 	req.NoCompile, req.NoCache = false, true
 	res, err := Create(context.Background(), st, req)
@@ -297,11 +298,11 @@ func TestCreateBytecodeNoCache(t *testing.T) {
 func TestCreateBytecodeCacheConcurrent(t *testing.T) {
 	_, in := host(t)
 	st := newStore(t)
-	shared := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", buildWheel(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+	shared := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", wheeltest.Build(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
 	var reqs []Request
 	for _, n := range []string{"one", "two"} {
 		fn := n + "-1.0-py3-none-any.whl"
-		w := putWheel(t, st, fn, buildWheel(t, fn, files{n + "/__init__.py": "NAME = '" + n + "'\n"}))
+		w := putWheel(t, st, fn, wheeltest.Build(t, fn, files{n + "/__init__.py": "NAME = '" + n + "'\n"}))
 		r := request(t, shared, w)
 		r.NoCompile = false
 		reqs = append(reqs, r)

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -305,7 +306,7 @@ func TestVenvGitignoreReserved(t *testing.T) {
 	if err != nil || !bytes.Equal(b, []byte(venvGitignore)) {
 		t.Fatalf(".gitignore = %q, %v", b, err)
 	}
-	w := putWheel(t, st, "ign-1.0-py3-none-any.whl", buildWheel(t, "ign-1.0-py3-none-any.whl", files{
+	w := putWheel(t, st, "ign-1.0-py3-none-any.whl", wheeltest.Build(t, "ign-1.0-py3-none-any.whl", files{
 		"ign.py":                       "",
 		"ign-1.0.data/data/.gitignore": "!*\n",
 	}))

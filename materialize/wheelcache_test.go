@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -60,7 +61,7 @@ func TestUnpackedCacheRoundTrip(t *testing.T) {
 	for _, c := range demoWheel {
 		want += int64(len(c))
 	}
-	// + METADATA and WHEEL, which buildWheel adds: at least the members.
+	// + METADATA and WHEEL, which wheeltest.Build adds: at least the members.
 	if fi.Size() < want || fi.Mode().Perm() != 0o444 {
 		t.Fatalf("cache entry: %d bytes (members %d), mode %v", fi.Size(), want, fi.Mode())
 	}
@@ -127,7 +128,7 @@ func TestUnpackedCacheDamage(t *testing.T) {
 // leaves no cache entry; NoCache writes none either.
 func TestUnpackedCacheNotWrittenOnRefusal(t *testing.T) {
 	st := newStore(t)
-	b := buildWheel(t, "demo-1.0-py3-none-any.whl", demoWheel)
+	b := wheeltest.Build(t, "demo-1.0-py3-none-any.whl", demoWheel)
 	i := bytes.Index(b, []byte("VALUE = 42"))
 	b = bytes.Clone(b)
 	b[i+9] = '3'

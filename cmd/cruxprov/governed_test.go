@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -47,7 +48,7 @@ func newGovernedWorld(t *testing.T, base string, fx *fixtures.Set) *governedWorl
 	files["DI/cruxible/provider.toml"], files["DI/cruxible/pylock.toml"] = string(fx.Echo.Manifest), string(fx.Echo.Lock)
 	v2dir := filepath.Join(base, "v2")
 	os.MkdirAll(v2dir, 0o755)
-	w.echo2 = writeWheel(t, v2dir, "acme_echo-2.0.0-py3-none-any.whl", files)
+	w.echo2 = wheeltest.Write(t, v2dir, "acme_echo-2.0.0-py3-none-any.whl", files)
 	w.schemas = filepath.Join(base, "interfaces")
 	os.MkdirAll(w.schemas, 0o755)
 	for id, i := range fx.Interfaces {

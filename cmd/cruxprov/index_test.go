@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/treelist"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
 
 // indexTree lists everything below root ("absent" when it is not there):
@@ -34,7 +35,7 @@ func bigWheels(t *testing.T, prefix string, n, size int) string {
 	for i := range n {
 		data := make([]byte, size)
 		rand.Read(data)
-		writeWheel(t, dir, fmt.Sprintf("%s_%03d-1.0-py3-none-any.whl", prefix, i), map[string]string{fmt.Sprintf("%s_%03d/blob.bin", prefix, i): string(data)})
+		wheeltest.Write(t, dir, fmt.Sprintf("%s_%03d-1.0-py3-none-any.whl", prefix, i), map[string]string{fmt.Sprintf("%s_%03d/blob.bin", prefix, i): string(data)})
 	}
 	return dir
 }
@@ -126,7 +127,7 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"aaa", "mmm", "zzz"} {
-		writeWheel(t, in, n+"-1.0-py3-none-any.whl", map[string]string{n + "/__init__.py": ""})
+		wheeltest.Write(t, in, n+"-1.0-py3-none-any.whl", map[string]string{n + "/__init__.py": ""})
 	}
 	if err := os.Chown(base, 65534, 65534); err != nil {
 		t.Fatal(err)
@@ -145,7 +146,7 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 	}
 	want := indexTree(t, out)
 	os.Chmod(filepath.Join(in, "mmm-1.0-py3-none-any.whl"), 0o600)
-	writeWheel(t, in, "nnn-1.0-py3-none-any.whl", map[string]string{"nnn/__init__.py": ""})
+	wheeltest.Write(t, in, "nnn-1.0-py3-none-any.whl", map[string]string{"nnn/__init__.py": ""})
 	r := asNobody("index", "build", out, "--from", in)
 	if r.code == 0 || !strings.Contains(r.stderr, "mmm-1.0-py3-none-any.whl") || !strings.Contains(r.stderr, "permission denied") {
 		t.Fatalf("an unreadable wheel: %+v", r)

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
-	"github.com/cruxible/cruxprov/wheel"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
 
 // inspectPins are the known answers for the fixture wheels: the wheel's
@@ -161,50 +161,24 @@ func refusedCode(t *testing.T, args ...string) string {
 	return v.Refused.Code
 }
 
-// writeWheel builds a wheel with wheel.Write from name → content.
-func writeWheel(t *testing.T, dir, filename string, files map[string]string) string {
-	t.Helper()
-	fn, err := wheel.ParseFilename(filename)
-	if err != nil {
-		t.Fatal(err)
-	}
-	di := fn.Distribution + "-" + fn.Version + ".dist-info/"
-	ents := []wheel.Entry{
-		{Name: di + "METADATA", Data: []byte("Metadata-Version: 2.1\nName: " + fn.Distribution + "\nVersion: " + fn.Version + "\n")},
-		{Name: di + "WHEEL", Data: []byte("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")},
-	}
-	for n, c := range files {
-		ents = append(ents, wheel.Entry{Name: strings.ReplaceAll(n, "DI/", di), Data: []byte(c)})
-	}
-	var buf bytes.Buffer
-	if err := wheel.Write(&buf, filename, ents); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, filename)
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestInspectRefusals(t *testing.T) {
 	s := fixtures.ForTest(t, fixtures.Options{})
 	dir := t.TempDir()
 	if c := refusedCode(t, "inspect", s.Runtime.Path); c != "manifest_missing" {
 		t.Errorf("runtime wheel: %s", c)
 	}
-	noLock := writeWheel(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+	noLock := wheeltest.Write(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
 		"acme_echo/__init__.py": "", "DI/cruxible/provider.toml": string(s.Echo.Manifest)})
 	if c := refusedCode(t, "inspect", noLock); c != "lock_missing" {
 		t.Errorf("no lock: %s", c)
 	}
-	badManifest := writeWheel(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+	badManifest := wheeltest.Write(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
 		"DI/cruxible/provider.toml": strings.Replace(string(s.Echo.Manifest), "schema = 1", "schema = 2", 1),
 		"DI/cruxible/pylock.toml":   string(s.Echo.Lock)})
 	if c := refusedCode(t, "inspect", badManifest); c != "manifest_invalid" {
 		t.Errorf("bad manifest: %s", c)
 	}
-	badLock := writeWheel(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
+	badLock := wheeltest.Write(t, t.TempDir(), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{
 		"DI/cruxible/provider.toml": string(s.Echo.Manifest),
 		"DI/cruxible/pylock.toml":   "lock-version = \"2.0\"\n"})
 	if c := refusedCode(t, "inspect", badLock); c != "lock_version_unsupported" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -44,7 +45,7 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(wheels, e.Name()), b, 0o644)
 	}
-	plain := writeWheel(t, base, "Acme_Plain-2.0.0-py3-none-any.whl", map[string]string{
+	plain := wheeltest.Write(t, base, "Acme_Plain-2.0.0-py3-none-any.whl", map[string]string{
 		"acme_plain/__init__.py": "def run(ctx):\n    return None\n",
 	})
 	mf, lf := embedInputs(t, base, "acme-plain", fx)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
 
 // embedInputs writes a manifest and a lock for the distribution name to dir.
@@ -57,7 +58,7 @@ func members(t *testing.T, path string) map[string][]byte {
 func TestPackageEmbed(t *testing.T) {
 	s := fixtures.ForTest(t, fixtures.Options{})
 	in := t.TempDir()
-	plain := writeWheel(t, in, "Acme_Plain-2.0.0-py3-none-any.whl", map[string]string{
+	plain := wheeltest.Write(t, in, "Acme_Plain-2.0.0-py3-none-any.whl", map[string]string{
 		"acme_plain/__init__.py": "from cruxible_provider_runtime import ProviderResult\n\ndef run(ctx):\n    return ProviderResult.ok(ctx.input)\n",
 	})
 	mf, lf := embedInputs(t, in, "acme-plain", s)

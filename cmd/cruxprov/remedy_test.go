@@ -14,6 +14,7 @@ import (
 
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
 
 // fixRE finds the command a refusal advises.
@@ -42,7 +43,7 @@ func TestRemediesRun(t *testing.T) {
 	fx := fixtures.ForTest(t, fixtures.Options{})
 	t.Run("embed", func(t *testing.T) {
 		dir := t.TempDir()
-		plain := writeWheel(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{"acme_echo/__init__.py": ""})
+		plain := wheeltest.Write(t, dir, "acme_echo-1.0.0-py3-none-any.whl", map[string]string{"acme_echo/__init__.py": ""})
 		os.WriteFile(filepath.Join(dir, "provider.toml"), fx.Echo.Manifest, 0o644)
 		os.WriteFile(filepath.Join(dir, "pylock.toml"), fx.Echo.Lock, 0o644)
 		r := cruxprov(t, "inspect", plain)
