@@ -39,6 +39,11 @@
 //     record_mismatch; an unparseable RECORD, another hash algorithm than
 //     sha256, or a path listed twice is wheel_invalid. Directory entries
 //     are accepted, need no RECORD line, and are not reported by Files.
+//     Members are read through MemberReader (Extract, ReadFile, and an
+//     installer's OpenMember and NewMemberReader alike), which is
+//     internal/verifying's reader with the same rule: a File without a
+//     hash is record_missing when read, unless Open marked it as RECORD
+//     or a signature file, which is checked by size alone.
 //   - Decompression: only stored and deflate members; a member over 1 MiB
 //     whose declared ratio exceeds 200:1 is refused at Open as a
 //     decompression bomb (wheel_invalid); a member that inflates past its
