@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -295,7 +296,7 @@ func (w *Wheel) matchesName(stem string) bool {
 	if i <= 0 {
 		return false
 	}
-	return NormalizeName(stem[:i]) == w.name.Name && sameVersion(stem[i+1:], w.name.Version)
+	return pep503.Normalize(stem[:i]) == w.name.Name && sameVersion(stem[i+1:], w.name.Version)
 }
 
 // checkRecord reads RECORD and holds it to the archive: every file listed
@@ -380,7 +381,7 @@ func (w *Wheel) readMeta() error {
 	if w.meta, err = parseMetadata(b); err != nil {
 		return err
 	}
-	if NormalizeName(w.meta.Name) != w.name.Name || !sameVersion(w.meta.Version, w.name.Version) {
+	if pep503.Normalize(w.meta.Name) != w.name.Name || !sameVersion(w.meta.Version, w.name.Version) {
 		return refusal.New(refusal.WheelInvalid, "METADATA names %s %s, the file name %s %s; rebuild the wheel", w.meta.Name, w.meta.Version, w.name.Distribution, w.name.Version)
 	}
 	return nil
