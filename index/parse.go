@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"golang.org/x/net/html"
-
-	"github.com/cruxible/cruxprov/pep503"
 )
 
 // File is one distribution file a project page lists.
@@ -318,6 +316,3 @@ func boolOrHashes(raw json.RawMessage) (bool, map[string]string, error) {
 	}
 	return true, out, nil
 }
-
-// Normalize is pep503.Normalize (kept while callers move to it).
-func Normalize(name string) string { return pep503.Normalize(name) }

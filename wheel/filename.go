@@ -171,6 +171,3 @@ func validDistribution(s string) bool {
 }
 
 func alnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
-
-// NormalizeName is pep503.Normalize (kept while callers move to it).
-func NormalizeName(s string) string { return pep503.Normalize(s) }
