@@ -43,6 +43,10 @@ type Call struct {
 	// Env is the sealed env's directory; Python is its interpreter link
 	// relative to Env, as the seal names it (seal.Env.Python, "bin/python").
 	Env, Python string
+	// Image is the container image a container executor runs (package
+	// podman), pinned by digest: REF@sha256:… or oci:DIR@sha256:…; Env and
+	// Python are then unused.
+	Image string
 	// Provider, Entrypoint and Object (module:attr) name what runs.
 	Provider, Entrypoint, Object string
 	// ImplementationDigest, MaterializationDigest and SealDigest (the seal

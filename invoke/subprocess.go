@@ -518,6 +518,16 @@ func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
 		fail(CodeExited, "the harness was killed by %v", ws.Signal())
 		return
 	}
+	parseOutput(res, out, attempt)
+}
+
+// parseOutput reads stdout, trimmed, as exactly one result document of
+// this run, after a non-signal exit with res.ExitCode (any backend).
+func parseOutput(res *Result, out []byte, attempt string) {
+	fail := func(code, format string, a ...any) {
+		res.Status, res.Value = StatusError, nil
+		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+	}
 	if res.ExitCode != 0 {
 		fail(CodeExited, "the harness exited %d", res.ExitCode)
 		return

@@ -75,6 +75,8 @@ const (
 	LedgerWriteFailed   Code = "ledger_write_failed"
 	LedgerCorrupt       Code = "ledger_corrupt"
 	IdempotencyConflict Code = "idempotency_conflict"
+	// container
+	ContainerUnavailable Code = "container_unavailable"
 )
 
 var all = []Code{
@@ -131,6 +133,7 @@ var all = []Code{
 	LedgerWriteFailed,
 	LedgerCorrupt,
 	IdempotencyConflict,
+	ContainerUnavailable,
 }
 
 // Codes returns every code, in the order of DESIGN §2.

@@ -63,6 +63,18 @@ type Fixtures struct {
 	Entrypoints map[string]Entrypoint
 	// Manifest is the provider's manifest (budgets, secrets, egress).
 	Manifest *manifest.Manifest
+	// Image, for a container executor, is the provider's image by digest
+	// (REF@sha256:… or oci:DIR@sha256:…; MaterializationDigest is its
+	// manifest digest): Env and Python are then empty, the workdir is the
+	// container's (its freshness is checked, not its host path), and the
+	// container's own removal is the executor's tests' to prove.
+	Image string
+	// Verify is the check before every call (nil: seal.Verify of Env).
+	Verify func(ctx context.Context) error `json:"-"`
+	// RuntimeEnv are variables the runtime sets itself in the child (podman
+	// sets HOME from the image's passwd and HOSTNAME): allowed, as long as
+	// their value is not the host's.
+	RuntimeEnv []string
 }
 
 // Entrypoint is one of the fixture's entrypoints.
@@ -78,8 +90,15 @@ func (fx Fixtures) Call(ep string, input any, secrets map[string]string) *invoke
 	e := fx.Entrypoints[ep]
 	m := fx.Manifest
 	env := fx.Env
+	verify := fx.Verify
+	if verify == nil {
+		verify = func(ctx context.Context) error {
+			_, err := seal.Verify(ctx, env, seal.Options{})
+			return err
+		}
+	}
 	return &invoke.Call{
-		Env: fx.Env, Python: fx.Python, Provider: fx.Provider, Entrypoint: ep, Object: e.Object,
+		Env: fx.Env, Python: fx.Python, Image: fx.Image, Provider: fx.Provider, Entrypoint: ep, Object: e.Object,
 		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: fx.MaterializationDigest,
 		SealDigest: fx.SealDigest, Platform: fx.Platform,
 		Budgets: invoke.Budgets{TimeoutMS: m.Budgets.TimeoutMS, OutputBytes: m.Budgets.OutputBytes},
@@ -91,10 +110,7 @@ func (fx Fixtures) Call(ep string, input any, secrets map[string]string) *invoke
 			}
 			return v, nil
 		},
-		Verify: func(ctx context.Context) error {
-			_, err := seal.Verify(ctx, env, seal.Options{})
-			return err
-		},
+		Verify: verify,
 	}
 }
 
@@ -310,7 +326,17 @@ func (b *battery) hostEnv(t *testing.T) {
 			t.Errorf("child env %s = %q, want %q", k, p.Environ[k], v)
 		}
 	}
-	for k := range p.Environ {
+	runtime := map[string]bool{}
+	for _, k := range b.fx.RuntimeEnv {
+		runtime[k] = true
+	}
+	for k, v := range p.Environ {
+		if runtime[k] {
+			if hv, ok := os.LookupEnv(k); ok && hv == v && v != "" {
+				t.Errorf("child env %s holds the host's value %q", k, v)
+			}
+			continue
+		}
 		if _, ok := want[k]; !ok && k != "LC_CTYPE" { // CPython may set LC_CTYPE (PEP 538)
 			t.Errorf("child env has %s, which is neither allowed nor injected", k)
 		}
@@ -556,6 +582,12 @@ func (b *battery) workdir(t *testing.T) {
 			t.Errorf("call %d: workdir mode %o, want 700", i, p.CwdMode)
 		}
 		dirs = append(dirs, p.Cwd)
+	}
+	if b.fx.Image != "" {
+		// A container's workdir is a path of its own (a tmpfs at the same
+		// place each time): the second call found the first one's file
+		// gone, which is what fresh means there.
+		return
 	}
 	if dirs[0] == dirs[1] {
 		t.Errorf("two calls shared the workdir %s", dirs[0])

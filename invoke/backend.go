@@ -1,0 +1,222 @@
+package invoke
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// Backend is what an executor other than Subprocess (package podman's
+// container executor) gives Dispatch: a check of the call and how to
+// start its process. Dispatch does the rest as Subprocess.Run does.
+type Backend interface {
+	// Name is the receipts' backend ("container").
+	Name() string
+	// Check refuses a call the backend cannot run; it is called after the
+	// Verify hook and before the intent.
+	Check(ctx context.Context, c *Call) error
+	// Start starts one run (a *refusal.Error when the runtime cannot).
+	Start(ctx context.Context, s *Spawn) (Process, error)
+}
+
+// Spawn is one run for a Backend to start: the protocol line for its
+// stdin, the secret bundle for the descriptor shim.SecretChannel names
+// (nil: no secret, the descriptor is not opened; the backend closes its
+// write end once written), and the writers its stdout and stderr go to.
+type Spawn struct {
+	Call           *Call
+	Attempt        string
+	Request        []byte
+	Bundle         []byte
+	Budgets        Budgets
+	Stdout, Stderr io.Writer
+}
+
+// Process is a started run.
+type Process interface {
+	// Wait blocks until every process of the run has ended and the
+	// backend has cleaned up; it returns the exit code (-1 when killed by
+	// a signal) and whether a signal ended it, or a *refusal.Error when the
+	// run never started (container_unavailable). It is called once.
+	Wait() (code int, signaled bool, err error)
+	// Signal asks every process of the run to end: term is true for the
+	// polite request (SIGTERM), false for SIGKILL.
+	Signal(term bool)
+}
+
+// DispatchOptions are what Subprocess's fields are to Run.
+type DispatchOptions struct {
+	Ledger   Ledger
+	Defaults Budgets
+	Grace    time.Duration
+}
+
+// Dispatch runs c on backend b with Subprocess.Run's steps and
+// semantics: the Verify hook, b.Check, the intent (and a replay), the
+// secrets resolved fresh, b.Start with one output budget billed on
+// stdout and stderr, the timeout (Signal(true), then Signal(false) after
+// Grace) and the flood kill, the result parsed from stdout, and the
+// outcome with its redacted stderr tail.
+func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Result, error) {
+	input := c.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("null")
+	}
+	var in bytes.Buffer
+	if err := json.Compact(&in, input); err != nil {
+		return nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
+	}
+	input = in.Bytes()
+	def := o.Defaults
+	if def.TimeoutMS <= 0 {
+		def.TimeoutMS = DefaultBudgets.TimeoutMS
+	}
+	if def.OutputBytes <= 0 {
+		def.OutputBytes = DefaultBudgets.OutputBytes
+	}
+	budgets := Effective(c.Budgets, c.Limits, def)
+	grace := o.Grace
+	if grace <= 0 {
+		grace = 2 * time.Second
+	}
+	attempt := newAttemptID()
+	intent := receipts.Intent{
+		AttemptID: attempt, IdempotencyKey: c.IdempotencyKey,
+		Provider: c.Provider, Entrypoint: c.Entrypoint,
+		ImplementationDigest: str(c.ImplementationDigest), MaterializationDigest: str(c.MaterializationDigest),
+		SealDigest: str(c.SealDigest), Backend: b.Name(), Platform: c.Platform,
+		ProtocolVersion: buildinfo.ProtocolVersion, Tool: buildinfo.Tool(),
+		InputDigest: digest.Sum(input).String(), StartedAt: time.Now().UTC(),
+	}
+	rec := &recorder{l: o.Ledger, attempt: attempt, egress: c.Egress}
+	if c.Verify != nil {
+		if err := c.Verify(ctx); err != nil {
+			return nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
+		}
+	}
+	if c.Object == "" || c.Entrypoint == "" {
+		return nil, rec.refuse(ctx, intent, refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object"))
+	}
+	if err := b.Check(ctx, c); err != nil {
+		return nil, rec.refuse(ctx, intent, err)
+	}
+	if rec.l != nil {
+		dec, err := rec.l.Begin(ctx, intent)
+		if err != nil {
+			return nil, asRefusal(err, refusal.LedgerWriteFailed, "cannot write the intent")
+		}
+		rec.begun = true
+		if dec.Replay != nil {
+			return replayed(dec.Replay, budgets), nil
+		}
+	}
+	secrets, bundle, err := resolveSecrets(ctx, c)
+	if err != nil {
+		return nil, rec.finishRefused(ctx, err)
+	}
+	red := newRedactor(secrets)
+	call := *c
+	call.Input = input
+	line, err := Request(&call, attempt, budgets)
+	if err != nil {
+		return nil, rec.finishRefused(ctx, fmt.Errorf("invoke: cannot encode the request: %w", err))
+	}
+	m := &meter{budget: budgets.OutputBytes, spent: make(chan struct{})}
+	stdout := &sink{m: m}
+	stderr := &sink{m: m, limit: StderrTail + 4096}
+	start := time.Now()
+	p, err := b.Start(ctx, &Spawn{Call: &call, Attempt: attempt, Request: line, Bundle: bundle, Budgets: budgets, Stdout: stdout, Stderr: stderr})
+	if err != nil {
+		return nil, rec.finishRefused(ctx, err)
+	}
+	type exit struct {
+		code     int
+		signaled bool
+		err      error
+	}
+	done := make(chan exit, 1)
+	go func() { c, s, err := p.Wait(); done <- exit{c, s, err} }()
+	timer := time.NewTimer(time.Duration(budgets.TimeoutMS) * time.Millisecond)
+	defer timer.Stop()
+	var why string
+	var ex exit
+	select {
+	case ex = <-done:
+	case <-timer.C:
+		why = CodeTimeout
+	case <-m.spent:
+		why = CodeOutputLimit
+	case <-ctx.Done():
+		why = CodeCancelled
+	}
+	if why == CodeOutputLimit {
+		p.Signal(false)
+		ex = <-done
+	} else if why != "" {
+		p.Signal(true)
+		select {
+		case ex = <-done:
+		case <-time.After(grace):
+			p.Signal(false)
+			ex = <-done
+		}
+	} else {
+		select {
+		case <-m.spent:
+			why = CodeOutputLimit
+		default:
+		}
+	}
+	if ex.err != nil {
+		return nil, rec.finishRefused(ctx, ex.err)
+	}
+	out, outN := stdout.bytes()
+	errb, errN := stderr.bytes()
+	res := &Result{AttemptID: attempt, ExitCode: ex.code, StdoutBytes: outN, StderrBytes: errN, Budgets: budgets, Duration: time.Since(start), Egress: []string{}}
+	switch why {
+	case CodeTimeout:
+		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", budgets.TimeoutMS)}
+	case CodeOutputLimit:
+		res.Status, res.Error = StatusOutputLimit, &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("killed when stdout and stderr passed %d bytes", budgets.OutputBytes)}
+	case CodeCancelled:
+		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "cancelled: " + ctx.Err().Error()}
+	default:
+		if ex.signaled {
+			res.Status = StatusError
+			res.Error = &Error{Code: CodeExited, Message: "the harness was killed by a signal"}
+		} else {
+			parseOutput(res, out, attempt)
+		}
+	}
+	if res.Error != nil {
+		res.Error.Message = red.text(res.Error.Message)
+	}
+	for i := range res.Egress {
+		res.Egress[i] = red.text(res.Egress[i])
+	}
+	tail := ""
+	if res.Status != StatusOK {
+		if len(errb) > StderrTail {
+			errb = errb[len(errb)-StderrTail:]
+		}
+		tail = red.tail(string(errb))
+	}
+	if err := rec.finish(ctx, res, tail); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// CloseInherited marks every descriptor of this process above 2
+// close-on-exec, so that one an embedding program opened without
+// O_CLOEXEC does not reach a child (a Backend calls it before it starts
+// its process).
+func CloseInherited() { cloexecAll() }

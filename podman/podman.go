@@ -1,0 +1,625 @@
+// Package podman is the container executor (DESIGN §10 "Container runs"):
+// Executor implements invoke.Executor by running a provider's image with
+// podman, behind the same interface, steps and receipts as the subprocess
+// executor (invoke.Dispatch), so it passes the same conformance battery
+// (invoke/invoketest).
+//
+// One run, in order: the Call's Verify hook (the pin and the image's
+// digest, signature and provenance: verify.Container); the image, by
+// digest only (Call.Image, REF@sha256:… or oci:DIR@sha256:…, equal to
+// Call.MaterializationDigest): its manifest is read and rehashed for its
+// config digest, and the image podman holds under that config digest is
+// the one run (pulled by digest when podman lacks it, then checked:
+// podman runs its own copy, not the registry's, so its stored config
+// digest must be the verified one: image_digest_mismatch otherwise); the
+// intent; then `podman --runtime runc run` by image id with --network
+// none, --read-only, --cap-drop ALL, --security-opt no-new-privileges,
+// --user 65534:65534, --memory 256m, --cpus 1, --pids-limit 128, --ulimit
+// nofile and nproc 1024, --unsetenv-all, the working directory a tmpfs at
+// /work private to the run, variables forwarded by name only (--env NAME,
+// the value in podman's own environment, never on its argv), and the
+// secret bundle through `cruxshim --secret-pipe-fd 3` with --preserve-fds
+// 1 (or --secret-path on a tmpfs mounted for the run alone: SecretPath).
+// At the timeout the container gets SIGTERM, then SIGKILL after the
+// grace; a flood kills it at once; it is removed afterwards whatever
+// happened. podman missing, or a container that cannot be created or
+// started, is container_unavailable.
+//
+// This package does not verify pins or signatures (the Verify hook is
+// the governance layer's: package verify), read the host environment, or
+// print.
+package podman
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/shim"
+)
+
+// Secret delivery modes.
+const (
+	// SecretPipe delivers the bundle through a pipe on fd 3
+	// (cruxshim --secret-pipe-fd, podman --preserve-fds 1): the default.
+	SecretPipe = "pipe"
+	// SecretPath writes it to a file on a tmpfs mounted for this run alone
+	// and bound into the container (cruxshim --secret-path), for runtimes
+	// that cannot pass a descriptor. Mounting needs root.
+	SecretPath = "path"
+)
+
+// Workdir is the run's working directory inside the container, a tmpfs.
+const Workdir = "/work"
+
+// Defaults are the container's limits where the Executor sets none
+// (the seed executor's).
+var Defaults = Limits{Memory: 256 << 20, CPUs: 1, Pids: 128, NoFile: 1024, NProc: 1024, WorkdirBytes: 64 << 20}
+
+// Limits are a container's resource limits; 0 is unset (Defaults').
+// They may be lowered, never raised above Defaults.
+type Limits struct {
+	Memory       int64   // bytes
+	CPUs         float64 // --cpus
+	Pids         int64
+	NoFile       int64 // RLIMIT_NOFILE, soft and hard
+	NProc        int64 // RLIMIT_NPROC, soft and hard
+	WorkdirBytes int64 // the /work tmpfs's size
+}
+
+// Executor runs calls in containers with podman. The zero value is
+// usable: podman on PATH, runc, pipe delivery, no ledger.
+type Executor struct {
+	// Podman is the podman binary ("": podman, found by os/exec).
+	Podman string
+	// Runtime is the OCI runtime ("": runc; crun fails in some VMs).
+	Runtime string
+	// Ledger records every dispatch (nil: nothing is recorded).
+	Ledger invoke.Ledger
+	// Defaults are the budgets where neither manifest nor caller sets one.
+	Defaults invoke.Budgets
+	// Grace is how long a container has between SIGTERM and SIGKILL
+	// (0: 2s).
+	Grace time.Duration
+	// Limits lower the container's resource limits (zero fields: Defaults).
+	Limits Limits
+	// User is the container's uid:gid ("": 65534:65534); never 0.
+	User string
+	// SecretMode is SecretPipe ("") or SecretPath.
+	SecretMode string
+	// SecretDir is where SecretPath mounts each run's private tmpfs
+	// ("": /run, which must exist).
+	SecretDir string
+	// Environ is podman's own environment ("K=V"; nil:
+	// PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).
+	// Forwarded variables are added to it; none of it reaches the
+	// container but what --env names.
+	Environ []string
+	// InsecureRegistry pulls over plain HTTP without TLS verification (a
+	// local registry on 127.0.0.1).
+	InsecureRegistry bool
+	// Remote are go-containerregistry options for reading a registry's
+	// manifest.
+	Remote []remote.Option
+
+	// command replaces the harness argv after the shim's flags (tests).
+	command []string
+}
+
+// Run implements invoke.Executor.
+func (e *Executor) Run(ctx context.Context, c *invoke.Call) (*invoke.Result, error) {
+	return invoke.Dispatch(ctx, c, &backend{e: e}, invoke.DispatchOptions{Ledger: e.Ledger, Defaults: e.Defaults, Grace: e.Grace})
+}
+
+type backend struct {
+	e  *Executor
+	id string // the image's config digest hex: podman's image id
+}
+
+func (b *backend) Name() string { return "container" }
+
+func (e *Executor) podman() string {
+	if e.Podman != "" {
+		return e.Podman
+	}
+	return "podman"
+}
+
+func (e *Executor) env() []string {
+	if e.Environ != nil {
+		return append([]string(nil), e.Environ...)
+	}
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+// globals are podman's flags before the subcommand.
+func (e *Executor) globals() []string {
+	rt := e.Runtime
+	if rt == "" {
+		rt = "runc"
+	}
+	return []string{"--runtime", rt}
+}
+
+// podmanOut runs one short podman command and returns its stdout.
+func (e *Executor) podmanOut(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.podman(), append(e.globals(), args...)...)
+	cmd.Env = e.env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return out, fmt.Errorf("podman %s: %s", args[0], lastLine(stderr.String()))
+		}
+		return out, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot run podman (%s)", e.podman())
+	}
+	return out, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 512 {
+		s = s[:512]
+	}
+	return s
+}
+
+// Check reads the pinned manifest for its config digest and makes sure
+// podman holds the image under exactly that id (pulling it by digest
+// when it does not).
+func (b *backend) Check(ctx context.Context, c *invoke.Call) error {
+	ref, err := image.ParseRef(c.Image)
+	if err != nil {
+		return refusal.Wrap(refusal.ImageDigestMismatch, err, "the call's image %q is not pinned by digest", c.Image)
+	}
+	if !c.MaterializationDigest.IsZero() && c.MaterializationDigest.String() != ref.Digest.String() {
+		return refusal.New(refusal.ImageDigestMismatch, "the call runs %s, its materialization digest is %s", ref.Digest, c.MaterializationDigest)
+	}
+	cfg, err := b.e.configDigest(ctx, ref)
+	if err != nil {
+		return err
+	}
+	id, err := b.e.ensure(ctx, ref, cfg)
+	if err != nil {
+		return err
+	}
+	b.id = id
+	return nil
+}
+
+// configDigest reads the manifest ref names, checks it hashes to its
+// digest, and returns its config digest. An index is refused: a
+// materialization names one platform's manifest.
+func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, error) {
+	var raw []byte
+	var err error
+	if ref.Repo == nil {
+		raw, err = readCapped(filepath.Join(ref.Layout, "blobs", ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
+	} else {
+		var d *remote.Descriptor
+		d, err = remote.Get(ref.Repo.Digest(ref.Digest.String()), append([]remote.Option{remote.WithContext(ctx)}, e.Remote...)...)
+		if err == nil {
+			raw = d.Manifest
+		}
+	}
+	if err != nil {
+		return v1.Hash{}, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot read the manifest of %s", ref)
+	}
+	sum := sha256.Sum256(raw)
+	if ref.Digest.Algorithm != "sha256" || hex.EncodeToString(sum[:]) != ref.Digest.Hex {
+		return v1.Hash{}, refusal.New(refusal.ImageDigestMismatch, "the manifest read for %s hashes to sha256:%x", ref, sum)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil || m.Config.Digest.Algorithm != "sha256" || m.MediaType.IsIndex() {
+		return v1.Hash{}, refusal.New(refusal.ImageDigestMismatch, "%s is not one platform's image manifest", ref)
+	}
+	return m.Config.Digest, nil
+}
+
+func readCapped(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s is over %d bytes", p, max)
+	}
+	return b, err
+}
+
+// ensure returns podman's id of the image whose config digest is cfg,
+// pulling ref by digest when podman does not hold it, and refuses an
+// image podman stores under another config digest.
+func (e *Executor) ensure(ctx context.Context, ref image.Ref, cfg v1.Hash) (string, error) {
+	if id, err := e.inspectID(ctx, cfg.Hex); err == nil && id == cfg.Hex {
+		return id, nil
+	} else if refusal.CodeOf(err) == refusal.ContainerUnavailable {
+		return "", err
+	}
+	id, err := e.pull(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if id != cfg.Hex {
+		return "", refusal.New(refusal.ImageDigestMismatch, "podman stored %s as image %s, not the verified config sha256:%s", ref, id, cfg.Hex)
+	}
+	got, err := e.inspectID(ctx, cfg.Hex)
+	if err != nil {
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "podman lost the image it pulled")
+	}
+	if got != cfg.Hex {
+		return "", refusal.New(refusal.ImageDigestMismatch, "podman's image %s has config digest sha256:%s, not the verified sha256:%s", ref, got, cfg.Hex)
+	}
+	return got, nil
+}
+
+// inspectID is podman's id (its stored config digest) of image id.
+func (e *Executor) inspectID(ctx context.Context, id string) (string, error) {
+	out, err := e.podmanOut(ctx, "image", "inspect", "--format", "{{.Id}}", id)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// pull brings ref into podman's storage by digest and returns the id it
+// stored it under. A layout is pulled through a private one-entry layout
+// naming exactly that manifest (podman's oci transport takes a tag, not
+// a digest), whose blobs are the original's.
+func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
+	var src string
+	if ref.Repo == nil {
+		dir, err := os.MkdirTemp("", "cruxprov-pull-")
+		if err != nil {
+			return "", fmt.Errorf("podman: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		blobs, err := filepath.Abs(filepath.Join(ref.Layout, "blobs"))
+		if err != nil {
+			return "", fmt.Errorf("podman: %w", err)
+		}
+		st, err := os.Stat(filepath.Join(blobs, ref.Digest.Algorithm, ref.Digest.Hex))
+		if err != nil {
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "%s", ref)
+		}
+		idx := map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+			"manifests": []map[string]any{{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": ref.Digest.String(), "size": st.Size(),
+				"annotations": map[string]string{"org.opencontainers.image.ref.name": "run"}}}}
+		ib, _ := json.Marshal(idx)
+		if err := os.WriteFile(filepath.Join(dir, "index.json"), ib, 0o644); err != nil {
+			return "", fmt.Errorf("podman: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
+			return "", fmt.Errorf("podman: %w", err)
+		}
+		if err := os.Symlink(blobs, filepath.Join(dir, "blobs")); err != nil {
+			return "", fmt.Errorf("podman: %w", err)
+		}
+		src = "oci:" + dir + ":run"
+	} else {
+		src = "docker://" + ref.Repo.Name() + "@" + ref.Digest.String()
+	}
+	args := []string{"pull", "--quiet"}
+	if e.InsecureRegistry {
+		args = append(args, "--tls-verify=false")
+	}
+	out, err := e.podmanOut(ctx, append(args, src)...)
+	if err != nil {
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot pull %s", ref)
+	}
+	id := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(id, '\n'); i >= 0 {
+		id = id[i+1:]
+	}
+	if ref.Repo == nil {
+		// The private layout's path is no name to keep.
+		_, _ = e.podmanOut(ctx, "untag", id)
+	}
+	return id, nil
+}
+
+func (e *Executor) limits() Limits {
+	l := Defaults
+	low := func(d *int64, v int64) {
+		if v > 0 && v < *d {
+			*d = v
+		}
+	}
+	low(&l.Memory, e.Limits.Memory)
+	low(&l.Pids, e.Limits.Pids)
+	low(&l.NoFile, e.Limits.NoFile)
+	low(&l.NProc, e.Limits.NProc)
+	low(&l.WorkdirBytes, e.Limits.WorkdirBytes)
+	if e.Limits.CPUs > 0 && e.Limits.CPUs < l.CPUs {
+		l.CPUs = e.Limits.CPUs
+	}
+	return l
+}
+
+// forward returns the names to pass with --env and podman's environment
+// holding their values: the allowed names from Environ, then Inject.
+func forward(c *invoke.Call, base []string) ([]string, []string) {
+	allow := map[string]bool{}
+	for _, a := range c.Allow {
+		allow[a] = true
+	}
+	vals := map[string]string{}
+	var names []string
+	add := func(kv string) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
+			return
+		}
+		if _, seen := vals[k]; !seen {
+			names = append(names, k)
+		}
+		vals[k] = v
+	}
+	for _, kv := range c.Environ {
+		if k, _, ok := strings.Cut(kv, "="); ok && allow[k] {
+			add(kv)
+		}
+	}
+	for _, kv := range c.Inject {
+		add(kv)
+	}
+	env := make([]string, 0, len(base)+len(names))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); k != "" {
+			if _, fwd := vals[k]; fwd {
+				continue
+			}
+		}
+		env = append(env, kv)
+	}
+	for _, k := range names {
+		env = append(env, k+"="+vals[k])
+	}
+	return names, env
+}
+
+func newName(attempt string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "cruxprov-" + attempt + "-" + hex.EncodeToString(b[:])
+}
+
+// Start runs the container.
+func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, error) {
+	e := b.e
+	l := e.limits()
+	user := e.User
+	if user == "" {
+		user = "65534:65534"
+	}
+	if uid, _, _ := strings.Cut(user, ":"); uid == "0" || uid == "root" {
+		return nil, refusal.New(refusal.ContainerUnavailable, "the container user %q is root: never root inside", user)
+	}
+	uid, gid, _ := strings.Cut(user, ":")
+	if gid == "" {
+		gid = uid
+	}
+	name := newName(s.Attempt)
+	args := append(e.globals(), "run", "--name", name, "--interactive", "--detach-keys", "", "--sig-proxy=false",
+		"--pull", "never", "--unsetenv-all", "--network", "none", "--read-only", "--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges", "--user", user,
+		"--memory", strconv.FormatInt(l.Memory, 10), "--memory-swap", strconv.FormatInt(l.Memory, 10),
+		"--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64),
+		"--pids-limit", strconv.FormatInt(l.Pids, 10),
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", l.NoFile, l.NoFile), "--ulimit", fmt.Sprintf("nproc=%d:%d", l.NProc, l.NProc),
+		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,size=%d,mode=0700,U", Workdir, l.WorkdirBytes),
+		"--workdir", Workdir, "--log-driver", "none")
+	names, env := forward(s.Call, e.env())
+	for _, n := range names {
+		args = append(args, "--env", n)
+	}
+	var shimArgs []string
+	var secretR, secretW *os.File
+	var mount string // SecretPath's private tmpfs
+	cleanupMount := func() {
+		if mount != "" {
+			_ = syscall.Unmount(mount, syscall.MNT_DETACH)
+			_ = os.Remove(mount)
+		}
+	}
+	if s.Bundle != nil {
+		switch e.SecretMode {
+		case "", SecretPipe:
+			var err error
+			if secretR, secretW, err = os.Pipe(); err != nil {
+				return nil, fmt.Errorf("podman: secret pipe: %w", err)
+			}
+			args = append(args, "--preserve-fds", strconv.Itoa(shim.SecretFD-2))
+			shimArgs = []string{"--secret-pipe-fd", strconv.Itoa(shim.SecretFD)}
+		case SecretPath:
+			p, err := privateTmpfs(e.SecretDir, uid, gid, s.Bundle)
+			if err != nil {
+				return nil, err
+			}
+			mount = p
+			args = append(args, "--mount", "type=bind,source="+p+",destination=/run/cruxprov-secret")
+			shimArgs = []string{"--secret-path", "/run/cruxprov-secret/bundle"}
+		default:
+			return nil, fmt.Errorf("podman: unknown secret mode %q", e.SecretMode)
+		}
+	}
+	args = append(args, b.id)
+	args = append(args, shimArgs...)
+	args = append(args, "--")
+	if e.command != nil {
+		args = append(args, e.command...)
+	} else {
+		args = append(args, image.Harness...)
+	}
+	tail := &tailWriter{w: s.Stderr}
+	cmd := exec.Command(e.podman(), args...)
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(s.Request)
+	cmd.Stdout = s.Stdout
+	cmd.Stderr = tail
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	if secretR != nil {
+		extra := make([]*os.File, shim.SecretFD-2)
+		extra[shim.SecretFD-3] = secretR
+		cmd.ExtraFiles = extra
+	}
+	invoke.CloseInherited()
+	if err := cmd.Start(); err != nil {
+		if secretR != nil {
+			secretR.Close()
+			secretW.Close()
+		}
+		cleanupMount()
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot start podman (%s)", e.podman())
+	}
+	if secretR != nil {
+		secretR.Close()
+		go func() {
+			_, _ = secretW.Write(s.Bundle)
+			secretW.Close()
+		}()
+	}
+	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanupMount}, nil
+}
+
+// privateTmpfs mounts a fresh tmpfs for one run in a new directory under
+// parent (writable by uid:gid alone, so that the shim can unlink), writes
+// the bundle there and returns the directory. The executor never deletes
+// the file itself: unmounting after the run drops whatever is left.
+func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
+	if parent == "" {
+		parent = "/run"
+	}
+	dir, err := os.MkdirTemp(parent, "cruxprov-secret-")
+	if err != nil {
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs")
+	}
+	u, err1 := strconv.Atoi(uid)
+	g, err2 := strconv.Atoi(gid)
+	if err1 != nil || err2 != nil {
+		os.Remove(dir)
+		return "", refusal.New(refusal.ContainerUnavailable, "secret path mode needs a numeric container user, not %s:%s", uid, gid)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC,
+		fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", 2*invoke.MaxSecretBundle, u, g)); err != nil {
+		os.Remove(dir)
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)")
+	}
+	p := filepath.Join(dir, "bundle")
+	if err := os.WriteFile(p, bundle, 0o400); err == nil {
+		err = os.Chown(p, u, g)
+	}
+	if err != nil {
+		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		os.Remove(dir)
+		return "", fmt.Errorf("podman: writing the secret bundle: %w", err)
+	}
+	return dir, nil
+}
+
+// tailWriter passes stderr on and keeps its last KiB (podman's own error
+// when the container never started).
+type tailWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 2048 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-1024:]...)
+	}
+	t.mu.Unlock()
+	return t.w.Write(p)
+}
+
+func (t *tailWriter) last() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return lastLine(string(t.buf))
+}
+
+type process struct {
+	e       *Executor
+	cmd     *exec.Cmd
+	name    string
+	tail    *tailWriter
+	cleanup func()
+}
+
+// Signal asks podman to signal the container; SIGKILL also ends the
+// podman client.
+func (p *process) Signal(term bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sig := "KILL"
+	if term {
+		sig = "TERM"
+	}
+	_, err := p.e.podmanOut(ctx, "kill", "--signal", sig, p.name)
+	if !term {
+		if err != nil {
+			_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", p.name)
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Wait waits for podman, reads the container's state (whether it ever
+// started, its exit code), and removes it.
+func (p *process) Wait() (int, bool, error) {
+	defer p.cleanup()
+	werr := p.cmd.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}}", p.name)
+	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
+	if ierr != nil {
+		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", p.tail.last())
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
+	}
+	if f[1] == "true" {
+		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", p.tail.last())
+	}
+	code, err := strconv.Atoi(f[0])
+	if err != nil {
+		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
+	}
+	_ = werr
+	return code, false, nil
+}

@@ -1,0 +1,242 @@
+package podman
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+var (
+	fxOnce sync.Once
+	fx     *invoketest.Container
+	fxErr  error
+	fxDir  string
+)
+
+// usable skips t where podman cannot run containers here.
+func usable(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("podman is not installed (apt-get install podman runc): no container executor to test")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc is not installed (apt-get install runc): crun fails in this VM, the executor uses runc")
+	}
+	if os.Getuid() != 0 {
+		if b, err := os.ReadFile("/etc/subuid"); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			t.Skip("rootless podman needs subordinate ids (/etc/subuid, /etc/subgid) and there are none: run as root")
+		}
+	}
+}
+
+// fixture is the hostile provider's signed image, built once per binary
+// on the cached bookworm base.
+func fixture(t *testing.T) *invoketest.Container {
+	t.Helper()
+	usable(t)
+	dir, h := imagetest.Base(t)
+	shimPath := imagetest.Shim(t)
+	fxOnce.Do(func() {
+		if fxDir, fxErr = os.MkdirTemp("", "cruxprov-podman-fx-"); fxErr != nil {
+			return
+		}
+		fx, fxErr = invoketest.BuildContainer(context.Background(), fxDir, image.LayoutPrefix+dir+"@"+h.String(), shimPath, imagetest.Platform)
+	})
+	if fxErr != nil {
+		t.Fatal(fxErr)
+	}
+	return fx
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fxDir != "" {
+		os.RemoveAll(fxDir)
+	}
+	imagetest.Cleanup()
+	os.Exit(code)
+}
+
+func TestBattery(t *testing.T) {
+	f := fixture(t)
+	invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor { return &Executor{Ledger: l} }, f.Fixtures)
+}
+
+// probe runs the probe entrypoint with the battery's secrets.
+func probe(t *testing.T, e *Executor, f *invoketest.Container) map[string]any {
+	t.Helper()
+	secrets := map[string]string{"acme/alpha": "alpha-value", "acme/beta": "beta-value"}
+	res, err := e.Run(context.Background(), f.Call("probe", nil, secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != invoke.StatusOK {
+		t.Fatalf("probe: %s %+v", res.Status, res.Error)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(res.Value, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSecretPathMode(t *testing.T) {
+	f := fixture(t)
+	if os.Getuid() != 0 {
+		t.Skip("path mode mounts a private tmpfs: it needs root")
+	}
+	p := probe(t, &Executor{SecretMode: SecretPath, SecretDir: t.TempDir()}, f)
+	got, _ := p["secrets"].(map[string]any)
+	if len(got) != 2 {
+		t.Fatalf("secrets delivered by path: %v", p["secrets"])
+	}
+}
+
+// TestContainment proves what only a container can: no network but lo,
+// a read-only root, nothing of the host's file system, no capabilities,
+// not root inside, limits applied. The probe is a script run instead of
+// the harness under exactly the executor's podman flags.
+func TestContainment(t *testing.T) {
+	f := fixture(t)
+	marker := filepath.Join(t.TempDir(), "host-only-marker")
+	if err := os.WriteFile(marker, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import json, os, socket, sys
+req = json.loads(sys.stdin.readline())
+def writable(p):
+    try:
+        with open(p, "w") as f: f.write("x")
+        return True
+    except OSError:
+        return False
+status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+out = {
+  "interfaces": sorted(n for _, n in socket.if_nameindex()),
+  "cap_eff": status["CapEff"].strip(), "cap_bnd": status["CapBnd"].strip(), "no_new_privs": status.get("NoNewPrivs", "").strip(),
+  "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
+  "root_writable": writable("/probe"), "env_writable": writable("/opt/cruxprov/env/probe"),
+  "work_writable": writable("/work/probe"),
+  "marker": os.path.exists(sys.argv[1]), "host_checkout": os.path.exists("/work/main/go.mod"),
+  "pids_max": open("/sys/fs/cgroup/pids/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids/pids.max") else open("/sys/fs/cgroup/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids.max") else "",
+  "mounts": [l.split()[1] + " " + l.split()[3] for l in open("/proc/self/mounts")],
+}
+print(json.dumps({"status": "ok", "run_id": req["run_id"], "result": out, "egress": []}))
+`
+	e := &Executor{command: []string{"/opt/cruxprov/env/bin/python", "-I", "-c", script, marker}}
+	p := probe(t, e, f)
+	if fmtJSON(p["interfaces"]) != `["lo"]` {
+		t.Errorf("network interfaces %v, want lo alone", p["interfaces"])
+	}
+	if p["cap_eff"] != "0000000000000000" || p["cap_bnd"] != "0000000000000000" {
+		t.Errorf("capabilities: effective %v, bounding %v", p["cap_eff"], p["cap_bnd"])
+	}
+	if p["no_new_privs"] != "1" {
+		t.Errorf("NoNewPrivs %v", p["no_new_privs"])
+	}
+	if p["uid"] != 65534.0 || p["euid"] != 65534.0 || p["gid"] != 65534.0 {
+		t.Errorf("uid %v euid %v gid %v, want 65534", p["uid"], p["euid"], p["gid"])
+	}
+	if p["root_writable"] != false || p["env_writable"] != false {
+		t.Errorf("the root file system is writable: / %v, env %v", p["root_writable"], p["env_writable"])
+	}
+	if p["work_writable"] != true {
+		t.Errorf("the workdir is not writable")
+	}
+	if p["marker"] != false || p["host_checkout"] != false {
+		t.Errorf("the host's files are visible: marker %v, checkout %v", p["marker"], p["host_checkout"])
+	}
+	if p["pids_max"] != "128" {
+		t.Errorf("pids.max %v, want 128", p["pids_max"])
+	}
+	for _, m := range p["mounts"].([]any) {
+		s := m.(string)
+		if strings.HasPrefix(s, "/ ") && !strings.Contains(s, "ro") {
+			t.Errorf("root mount %q is not read-only", s)
+		}
+	}
+}
+
+func fmtJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// TestContainerRemoved: nothing of a run is left in podman afterwards.
+func TestContainerRemoved(t *testing.T) {
+	f := fixture(t)
+	probe(t, &Executor{}, f)
+	out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("containers left behind: %s", s)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := fixture(t)
+	for _, tc := range []struct {
+		name string
+		e    *Executor
+		edit func(c *invoke.Call)
+		code refusal.Code
+	}{
+		{"podman missing", &Executor{Podman: "/nonexistent/podman"}, nil, refusal.ContainerUnavailable},
+		{"runtime missing", &Executor{Runtime: "/nonexistent/runtime"}, nil, refusal.ContainerUnavailable},
+		{"image by tag", &Executor{}, func(c *invoke.Call) { c.Image = strings.Split(c.Image, "@")[0] }, refusal.ImageDigestMismatch},
+		{"another digest", &Executor{}, func(c *invoke.Call) {
+			c.Image = strings.Split(c.Image, "@")[0] + "@sha256:" + strings.Repeat("0", 64)
+		}, refusal.ImageDigestMismatch},
+		{"root inside", &Executor{User: "0:0"}, nil, refusal.ContainerUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+			if tc.edit != nil {
+				tc.edit(c)
+			}
+			_, err := tc.e.Run(context.Background(), c)
+			if refusal.CodeOf(err) != tc.code {
+				t.Fatalf("err %v, want %s", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestTamperedLayout: a flipped byte in the pinned manifest is refused
+// before podman sees it.
+func TestTamperedLayout(t *testing.T) {
+	f := fixture(t)
+	dir := t.TempDir()
+	if err := exec.Command("cp", "-a", f.Layout, dir).Run(); err != nil {
+		t.Fatal(err)
+	}
+	layout := filepath.Join(dir, filepath.Base(f.Layout))
+	d := f.MaterializationDigest
+	p := filepath.Join(layout, "blobs", "sha256", d.Hex())
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+	c.Image = image.LayoutPrefix + layout + "@" + d.String()
+	c.Verify = nil
+	if _, err := (&Executor{}).Run(context.Background(), c); refusal.CodeOf(err) != refusal.ImageDigestMismatch {
+		t.Fatalf("err %v, want image_digest_mismatch", err)
+	}
+}
