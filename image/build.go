@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -324,11 +325,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 			return nil, fmt.Errorf("--python %s is not an absolute path in the image", o.Python)
 		}
 	}
-	files, err := scanFS(b.img, want)
-	if err != nil {
-		return nil, baseErr(ref, err)
-	}
-	in, err := findInterpreter(files, want)
+	in, err := baseInterpreter(b, want)
 	if err != nil {
 		return nil, err
 	}
@@ -499,6 +496,32 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		return nil, err
 	}
 	return pi, nil
+}
+
+// scanned memoizes the interpreter found in a base, by the base's
+// manifest digest and the --python asked for: the scan reads (and
+// rehashes) every layer of the base, and a process that builds several
+// images on one base (a test binary, a CI job for several providers)
+// need not read it again. The layers written out are rehashed anyway.
+var scanned sync.Map // key string → *Interpreter
+
+func baseInterpreter(b *base, want string) (*Interpreter, error) {
+	key := b.digest.String() + " " + want
+	if in, ok := scanned.Load(key); ok {
+		c := *in.(*Interpreter)
+		return &c, nil
+	}
+	files, err := scanFS(b.img, want)
+	if err != nil {
+		return nil, baseErr(b.ref, err)
+	}
+	in, err := findInterpreter(files, want)
+	if err != nil {
+		return nil, err
+	}
+	c := *in
+	scanned.Store(key, &c)
+	return in, nil
 }
 
 // layoutTag is the image's ref name in a layout: the --push tag, else

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,14 +60,38 @@ func build(t *testing.T, c buildCase) *Result {
 	return res
 }
 
-func TestBuildLayout(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "oci")
-	if d := os.Getenv("IMAGE_TEST_KEEP"); d != "" {
-		out = d
+var (
+	signedOnce sync.Once
+	signedRes  *Result
+	signedOut  string
+	signedKey  *sign.PrivateKey
+)
+
+// signedBuild is one signed build into a layout, shared by the tests of
+// a test binary (a build reads the whole base: seconds under -race).
+func signedBuild(t *testing.T) (*Result, string, *sign.PrivateKey) {
+	t.Helper()
+	testBase(t)
+	signedOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cruxprov-image-signed-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		signedOut = filepath.Join(dir, "oci")
+		signedKey = testKey(t)
+		signedRes = build(t, buildCase{out: signedOut, key: signedKey})
+	})
+	if signedRes == nil {
+		t.Fatal("the shared signed build failed")
 	}
-	start := time.Now()
-	res := build(t, buildCase{out: out})
-	t.Logf("built %s in %v: %+v", res.Digest, time.Since(start), res.Timings)
+	return signedRes, signedOut, signedKey
+}
+
+// TestBuildLayout: the image in a layout is an OCI manifest on the base,
+// with the base's interpreter found in its files, that skopeo inspects
+// and copies and umoci unpacks (env, shim, metadata in place).
+func TestBuildLayout(t *testing.T) {
+	res, out, _ := signedBuild(t)
 	if res.MediaType != "application/vnd.oci.image.manifest.v1+json" {
 		t.Errorf("media type %s", res.MediaType)
 	}

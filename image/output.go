@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -115,6 +116,19 @@ func writeLayout(dir string, top any, d v1.Hash, refName string, extra []tagged)
 	for _, x := range extra {
 		if err := p.ReplaceImage(x.img, match.Annotation(refNameAnnotation, x.tag), layout.WithAnnotations(map[string]string{refNameAnnotation: x.tag})); err != nil {
 			return err
+		}
+	}
+	// go-containerregistry writes blobs 0600 (a temp file renamed): an
+	// image is no secret, and whoever runs it (podman as another user)
+	// must read it. Blobs owned by someone else are left as they are.
+	blobs := filepath.Join(dir, "blobs", "sha256")
+	ents, err := os.ReadDir(blobs)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			_ = os.Chmod(filepath.Join(blobs, e.Name()), 0o644)
 		}
 	}
 	return nil

@@ -14,7 +14,8 @@ import (
 func TestReproducible(t *testing.T) {
 	fx, _ := testIndex(t)
 	dir, h := testBase(t)
-	first := build(t, buildCase{out: filepath.Join(t.TempDir(), "a")}).Digest
+	signed, _, _ := signedBuild(t)
+	first := signed.Digest
 	if again := build(t, buildCase{out: filepath.Join(t.TempDir(), "b")}).Digest; again != first {
 		t.Fatalf("two builds in separate homes: %s and %s", first, again)
 	}

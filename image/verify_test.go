@@ -45,9 +45,8 @@ func copyDir(t *testing.T, src string) string {
 // TestVerifyLayout: a signed image in a layout verifies under its
 // builder key, and each tampering is refused with its own code.
 func TestVerifyLayout(t *testing.T) {
-	key, other := testKey(t), testKey(t)
-	out := filepath.Join(t.TempDir(), "oci")
-	res := build(t, buildCase{out: out, key: key})
+	res, out, key := signedBuild(t)
+	other := testKey(t)
 	if !res.Signed {
 		t.Fatal("not signed")
 	}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// TestImageCLI: what CI runs, as uid 65534 owning its home: image build
+// into a layout (signed, SOURCE_DATE_EPOCH), the same digest built by
+// root in another home, image verify accepting it and refusing another
+// repository, a base named without a digest, and env sbom of the same env
+// built locally naming the image's materialization.
+func TestImageCLI(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	baseLayout, baseDigest := imagetest.Base(t)
+	base, exe := nobodyBase(t, "cruxprov-image-", debian)
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(base, "index")
+	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	shim := filepath.Join(base, "cruxshim")
+	b, _ := os.ReadFile(imagetest.Shim(t))
+	os.WriteFile(shim, b, 0o755)
+	priv, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(base, "builder.key"), priv, 0o644)
+	os.WriteFile(filepath.Join(base, "builder.pub"), pub, 0o644)
+	baseRef := "oci:" + baseLayout + "@" + baseDigest.String()
+	args := func(home, out string) []string {
+		return []string{"--home", home, "image", "build", "--wheel", fx.Echo.Path, "--index", srv.URL + "/simple/",
+			"--platform", imagetest.Platform, "--base", baseRef, "--shim", shim, "--output", "oci:" + out,
+			"--sign-key", filepath.Join(base, "builder.key"), "--repo", "localhost/acme/echo", "--json"}
+	}
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000"}
+	nobody := func(a ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe}, a...)...)
+		cmd.Env = env
+		return runCmd(t, cmd)
+	}
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	os.Chown(home, 65534, 65534)
+	out := filepath.Join(base, "out")
+	os.Mkdir(out, 0o755)
+	os.Chown(out, 65534, 65534)
+	r := nobody(args(home, filepath.Join(out, "oci"))...)
+	var built struct {
+		Digest    string
+		Signed    bool
+		Platforms []struct {
+			Digest          string
+			Materialization string
+		}
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &built) != nil || !built.Signed || len(built.Platforms) != 1 {
+		t.Fatalf("image build as nobody: %+v", r)
+	}
+	// What nobody wrote is nobody's, and readable by others.
+	for _, p := range []string{filepath.Join(out, "oci", "index.json"), filepath.Join(out, "oci", "blobs", "sha256", strings.TrimPrefix(built.Digest, "sha256:"))} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || fi.Mode().Perm()&0o044 != 0o044 {
+			t.Errorf("%s: uid %d mode %v", p, st.Uid, fi.Mode())
+		}
+	}
+	// Root, another home, the same inputs: the same digest.
+	cmd := exec.Command(exe, args(t.TempDir(), filepath.Join(t.TempDir(), "oci"))...)
+	cmd.Env = env
+	if r2 := runCmd(t, cmd); r2.code != 0 || !strings.Contains(r2.stdout, built.Digest) {
+		t.Errorf("a second build in another home: %+v (want %s)", r2, built.Digest)
+	}
+	ref := "oci:" + filepath.Join(out, "oci") + "@" + built.Digest
+	pubPath := filepath.Join(base, "builder.pub")
+	if r := nobody("image", "verify", ref, "--key", pubPath, "--repo", "localhost/acme/echo"); r.code != 0 {
+		t.Errorf("image verify: %+v", r)
+	}
+	if r := nobody("image", "verify", ref, "--key", pubPath, "--repo", "localhost/acme/other"); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.ImageSignatureInvalid)) {
+		t.Errorf("image verify for another repository: %+v", r)
+	}
+	a := args(home, filepath.Join(out, "tagged"))
+	for i := range a {
+		if a[i] == baseRef {
+			a[i] = "oci:" + baseLayout
+		}
+	}
+	if r := nobody(a...); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.BaseImageUnpinned)) {
+		t.Errorf("a base without a digest: %+v", r)
+	}
+	// The same env built locally: its SBOM names the image's materialization.
+	r = nobody("--home", home, "env", "create", "--wheel", fx.Echo.Path, "--index", srv.URL+"/simple/", "--platform", imagetest.Platform, "--python", debian, "--json")
+	var created envCreated
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &created) != nil {
+		t.Fatalf("env create: %+v", r)
+	}
+	if created.Digest.String() != built.Platforms[0].Materialization {
+		t.Errorf("local env %s, image env %s", created.Digest, built.Platforms[0].Materialization)
+	}
+	r = nobody("--home", home, "env", "sbom", created.Path)
+	var bom struct {
+		BOMFormat  string
+		Components []struct{ Name, Version string }
+		Metadata   struct {
+			Properties []struct{ Name, Value string }
+		}
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &bom) != nil || bom.BOMFormat != "CycloneDX" || len(bom.Components) < 2 {
+		t.Fatalf("env sbom: %+v", r)
+	}
+	if !strings.Contains(r.stdout, `"value": "`+built.Platforms[0].Materialization+`"`) {
+		t.Errorf("env sbom does not name the materialization %s", built.Platforms[0].Materialization)
+	}
+}

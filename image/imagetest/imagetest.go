@@ -1,0 +1,225 @@
+// Package imagetest makes what image tests need and cannot commit: a
+// Debian bookworm base image with python3.11 as an OCI layout (made once
+// by mmdebstrap into a cache dir under os.TempDir() keyed by its inputs,
+// reused by later runs, skipped with a clear message where mmdebstrap
+// cannot run) and cruxshim built static for amd64 once per test binary.
+package imagetest
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Platform is the base's platform as a preset (Debian bookworm's CPython
+// 3.11, glibc 2.36, x86_64).
+const Platform = "cp311-manylinux_2_36_x86_64"
+
+// BaseEpoch is the SOURCE_DATE_EPOCH of the test base image.
+const BaseEpoch = 1700000000
+
+var (
+	baseOnce          sync.Once
+	baseDir, baseSkip string
+	baseDigest        v1.Hash
+)
+
+// Base is a bookworm base image (python3-minimal) as an OCI layout,
+// made once by mmdebstrap into a cache dir under os.TempDir() keyed by
+// its inputs and reused by later runs; the test skips when mmdebstrap is
+// missing or cannot reach apt sources.
+func Base(t testing.TB) (string, v1.Hash) {
+	t.Helper()
+	baseOnce.Do(func() { baseDir, baseDigest, baseSkip = makeBase() })
+	if baseSkip != "" {
+		t.Skip(baseSkip)
+	}
+	return baseDir, baseDigest
+}
+
+func makeBase() (string, v1.Hash, string) {
+	mm, err := exec.LookPath("mmdebstrap")
+	if err != nil {
+		return "", v1.Hash{}, "mmdebstrap is not installed (apt-get install mmdebstrap): no base image to build on"
+	}
+	ver, _ := exec.Command(mm, "--version").Output()
+	args := []string{"--quiet", "--variant=essential", "--include=python3-minimal,libpython3.11-stdlib", "bookworm"}
+	key := sha256.Sum256([]byte(fmt.Sprint(strings.TrimSpace(string(ver)), args, BaseEpoch, slimDirs)))
+	dir := filepath.Join(os.TempDir(), "cruxprov-test-base-"+hex.EncodeToString(key[:8]))
+	if b, err := os.ReadFile(filepath.Join(dir, "digest")); err == nil {
+		if h, err := v1.NewHash(strings.TrimSpace(string(b))); err == nil {
+			readable(dir)
+			return filepath.Join(dir, "oci"), h, ""
+		}
+	}
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	tarPath := filepath.Join(dir, "base.tar")
+	cmd := exec.Command(mm, append(args, tarPath)...)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("SOURCE_DATE_EPOCH=%d", BaseEpoch))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", v1.Hash{}, fmt.Sprintf("mmdebstrap cannot make a base image here (no apt sources reachable?): %v: %s", err, lastLines(out))
+	}
+	slim := filepath.Join(dir, "slim.tar")
+	if err := slimTar(tarPath, slim); err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	os.Remove(tarPath)
+	tarPath = slim
+	l, err := tarball.LayerFromFile(tarPath, tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(1))
+	if err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON),
+		mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: time.Unix(BaseEpoch, 0).UTC()}, CreatedBy: "mmdebstrap"}})
+	if err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Created = v1.Time{Time: time.Unix(BaseEpoch, 0).UTC()}
+	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	p, err := layout.Write(filepath.Join(dir, "oci"), mutate.IndexMediaType(empty.Index, types.OCIImageIndex))
+	if err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	if err := p.AppendImage(img); err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	h, _ := img.Digest()
+	os.Remove(tarPath)
+	readable(dir)
+	if err := os.WriteFile(filepath.Join(dir, "digest"), []byte(h.String()), 0o644); err != nil {
+		return "", v1.Hash{}, err.Error()
+	}
+	return filepath.Join(dir, "oci"), h, ""
+}
+
+func lastLines(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// slimDirs are left out of the test base: nothing of them runs in a
+// test, and they are half its size (reading the base is most of a
+// build's time under the race detector).
+var slimDirs = []string{"./usr/share/locale/", "./usr/share/doc/", "./usr/share/man/", "./usr/share/perl/",
+	"./usr/lib/x86_64-linux-gnu/perl/", "./usr/lib/x86_64-linux-gnu/gconv/", "./usr/share/info/"}
+
+// slimTar copies the tar at src to dst without slimDirs' contents.
+func slimTar(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	tr, tw := tar.NewReader(in), tar.NewWriter(out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		skip := false
+		for _, d := range slimDirs {
+			if strings.HasPrefix(h.Name, d) && h.Name != d {
+				skip = true
+			}
+		}
+		if skip {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// readable makes the tree at dir readable by every user (go-containerregistry
+// writes blobs 0600): tests read the base as uid 65534 too.
+func readable(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			os.Chmod(p, 0o755)
+		} else if d.Type().IsRegular() {
+			os.Chmod(p, 0o644)
+		}
+		return nil
+	})
+}
+
+var (
+	shimOnce sync.Once
+	shimPath string
+	shimErr  error
+)
+
+// Shim is cruxshim built static for linux/amd64 (-trimpath, empty build
+// id), once per test binary, in a directory readable by every user.
+func Shim(t testing.TB) string {
+	t.Helper()
+	shimOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cruxprov-image-shim-")
+		if err != nil {
+			shimErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		shimPath = filepath.Join(dir, "cruxshim")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", shimPath, "github.com/cruxible/cruxprov/cmd/cruxshim")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			shimErr = fmt.Errorf("go build cruxshim: %v: %s", err, out)
+		}
+	})
+	if shimErr != nil {
+		t.Fatal(shimErr)
+	}
+	return shimPath
+}
+
+// Cleanup removes the shim's directory; call it from TestMain.
+func Cleanup() {
+	if shimPath != "" {
+		os.RemoveAll(filepath.Dir(shimPath))
+	}
+}
