@@ -46,6 +46,11 @@ type Options struct {
 	// NoCompile, Jobs: as pipeline.Options.
 	NoCompile bool
 	Jobs      int
+	// Containers are container materializations to propose beside the
+	// platforms' (images verified by the caller: verify.ContainerMaterialization);
+	// each must name the resolution the pipeline gives its platform
+	// (provenance_mismatch otherwise).
+	Containers []registry.Materialization
 	// ProposedBy names who proposes (metadata only).
 	ProposedBy string
 	// Warn and Progress receive warnings and stage names.
@@ -116,6 +121,18 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 		if local {
 			res.Envs[m.Platform] = r.Env.Dir
 		}
+	}
+	for _, c := range o.Containers {
+		i := slices.IndexFunc(prov.Materializations, func(x registry.Materialization) bool {
+			return x.Platform == c.Platform && x.Backend != registry.BackendContainer
+		})
+		if i < 0 {
+			return nil, refusal.New(refusal.PlatformUnsupported, "image %s is for %s, which is not among the platforms installed", c.Image, c.Platform)
+		}
+		if got := prov.Materializations[i].Resolution; got != c.Resolution {
+			return nil, refusal.New(refusal.ProvenanceMismatch, "image %s was built from resolution %s, the lock resolves to %s for %s", c.Image, c.Resolution, got, c.Platform)
+		}
+		prov.Materializations = append(prov.Materializations, c)
 	}
 	action := registry.ActionRegister
 	if pin, err := reg.Pin(ctx, prov.Name); err == nil && pin != nil && !pin.Retired {

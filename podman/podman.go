@@ -115,8 +115,9 @@ type Executor struct {
 	// Forwarded variables are added to it; none of it reaches the
 	// container but what --env names.
 	Environ []string
-	// InsecureRegistry pulls over plain HTTP without TLS verification (a
-	// local registry on 127.0.0.1).
+	// InsecureRegistry pulls without TLS verification; a registry on
+	// localhost or 127.0.0.1 is pulled over plain HTTP anyway (as
+	// go-containerregistry reads it).
 	InsecureRegistry bool
 	// Remote are go-containerregistry options for reading a registry's
 	// manifest.
@@ -329,7 +330,7 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 		src = "docker://" + ref.Repo.Name() + "@" + ref.Digest.String()
 	}
 	args := []string{"pull", "--quiet"}
-	if e.InsecureRegistry {
+	if e.InsecureRegistry || (ref.Repo != nil && ref.Repo.Registry.Scheme() == "http") {
 		args = append(args, "--tls-verify=false")
 	}
 	out, err := e.podmanOut(ctx, append(args, src)...)

@@ -129,6 +129,12 @@ func Diff(old *Pin, cs *ChangeSet) *Plan {
 		if a.Image != b.Image {
 			p.Digests = append(p.Digests, ValueChange{k + " image", a.Image, b.Image})
 		}
+		if a.Base != b.Base {
+			p.Digests = append(p.Digests, ValueChange{k + " base image", a.Base, b.Base})
+		}
+		if a.Builder != b.Builder {
+			p.Digests = append(p.Digests, ValueChange{k + " builder", a.Builder, b.Builder})
+		}
 		p.Packages = append(p.Packages, diffPackages(k, a.Packages, b.Packages)...)
 	}
 	p.Secrets = diffSet(o.Secrets, n.Secrets)

@@ -124,6 +124,11 @@ type Materialization struct {
 	Seal       digest.Digest `json:"seal,omitempty" yaml:"seal,omitempty"`
 	Path       string        `json:"path,omitempty" yaml:"path,omitempty"`
 	Image      string        `json:"image,omitempty" yaml:"image,omitempty"`
+	// Base and Builder are a container image's base image digest and
+	// builder id, as its verified provenance named them when it was
+	// proposed: verify holds the provenance to them.
+	Base    string `json:"base,omitempty" yaml:"base,omitempty"`
+	Builder string `json:"builder,omitempty" yaml:"builder,omitempty"`
 	// Interpreter is the interpreter identity the env points at ("path
 	// version"), shown by Diff; covered by Seal.
 	Interpreter string    `json:"interpreter,omitempty" yaml:"interpreter,omitempty"`

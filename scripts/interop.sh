@@ -97,9 +97,23 @@ step "a rebuild with nothing changed gives the same digest"
 	--base "$base" --shim "$work/cruxshim" --output "oci:$work/out" --json >"$work/rebuild.json"
 [ "$(jq -r .digest "$work/rebuild.json")" = "$digest" ] && echo "same digest $digest"
 
-step "run --backend container"
-# TODO(issue 15 item 5): `cruxprov run --backend container` (podman + cruxshim, a secret on fd 3)
-# comes from the container executor; until it exists this step only checks the image's entrypoint
-# and command.
-skopeo inspect --tls-verify=false --config "docker://$repo@$digest" | jq -c '.config | {Entrypoint, Cmd, User}'
+step "run --backend container: governance (approver root, builder key, interfaces), install --backend container, approve, verify, run with a secret on fd 3"
+show "$bin" key generate --out "$work/alice" --quiet
+show "$bin" key trust "$work/alice.pub" --name alice
+cs=$("$bin" key trust "$work/builder.pub" --name ci --role builder --json | jq -r .changeSet.metadata.id)
+show "$bin" changeset approve "$cs" --key "$work/alice.key" --quiet
+show "$bin" interface register acme.echo --schema "$work/fx/interfaces/acme.echo.json" --quiet
+show "$bin" interface register acme.diagnostics --schema "$work/fx/interfaces/acme.diagnostics.json" --quiet
+cs=$(show "$bin" install "$echo" --index "http://127.0.0.1:$ip/simple/" --backend container --image "$repo@$digest" --python /usr/bin/python3.11 --json | jq -r .changeset.metadata.id)
+show "$bin" changeset approve "$cs" --key "$work/alice.key" --quiet
+show "$bin" verify acme-echo --backend container --state-dir "$work/state"
+printf 'interop-secret' >"$work/token"
+echo '{"hello": "container"}' | show "$bin" run acme-echo echo --backend container --input - --secret acme/api-token=@"$work/token" \
+	--state-dir "$work/state" --ledger "$work/state/receipts.jsonl" --json >"$work/run.json"
+jq -c '{status, result, exit_code}' "$work/run.json"
+[ "$(jq -r .status "$work/run.json")" = ok ] || { echo "interop: the container run did not succeed" >&2; exit 1; }
+want=$(printf 'interop-secret' | sha256sum | cut -d' ' -f1)
+[ "$(jq -r .result.secret_sha256 "$work/run.json")" = "$want" ] && echo "the provider read the secret from fd 3 (sha256 $want)"
+tail -1 "$work/state/receipts.jsonl" | jq -c '{phase, status, attempt_id}'
+"$bin" receipts list --ledger "$work/state/receipts.jsonl" --json | jq -c '.attempts[-1].intent | {backend, materialization_digest, platform}' 2>/dev/null || true
 echo "interop: ok"

@@ -9,14 +9,17 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/verify"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:      "install",
 		Usage:     "propose a provider: root wheel → interfaces checked → envs built and sealed → a change-set",
-		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--offline] [--no-compile] [--jobs N]",
+		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--backend local|container --image REF@DIGEST] [--offline] [--no-compile] [--jobs N]",
 		Description: "Reads the provider's manifest, checks every entrypoint's interface against the registry\n" +
 			"(interface_unregistered, interface_digest_mismatch), runs the pipeline for each platform — a\n" +
 			"sealed local env where the interpreter (--python) runs the platform, the resolution alone\n" +
@@ -28,7 +31,8 @@ func init() {
 			&cli.StringSliceFlag{Name: "platform", Usage: "target `PLATFORM`s: preset ids or host, comma-separated or repeated"},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` local envs point at"},
 			&cli.StringFlag{Name: "sha256", Usage: "the root wheel's sha256 `HEX` (with NAME==VERSION)"},
-			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local (container: see image build)"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container (with --image)"},
+			&cli.StringFlag{Name: "image", Usage: "with --backend container: the image `REF@DIGEST` (or oci:DIR@DIGEST) CI built, signed by a trusted builder key"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
@@ -45,8 +49,40 @@ func installAction(c *cli.Context) error {
 	if err := applyConfig(c, o); err != nil {
 		return err
 	}
-	if c.String("backend") != "local" {
-		return usagef("--backend %s: install proposes local materializations; container images come from 'cruxprov image build'", c.String("backend"))
+	var containers []registry.Materialization
+	switch c.String("backend") {
+	case "local":
+		if c.String("image") != "" {
+			return usagef("--image needs --backend container")
+		}
+	case "container":
+		if c.String("image") == "" {
+			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
+		}
+		var sum digest.Digest
+		if h := c.String("sha256"); h != "" {
+			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
+				return usagef("--sha256: %v", err)
+			}
+		} else if arg := c.Args().First(); strings.HasSuffix(arg, ".whl") {
+			b, err := inputFile("WHEEL", arg, 0)
+			if err != nil {
+				return err
+			}
+			sum = digest.Sum(b)
+		}
+		m, _, err := verify.ContainerMaterialization(c.Context, reg, c.String("image"), sum, digest.Digest{}, image.VerifyOptions{})
+		if err != nil {
+			return err
+		}
+		containers = append(containers, m)
+		if len(c.StringSlice("platform")) == 0 {
+			if err := c.Set("platform", m.Platform); err != nil {
+				return err
+			}
+		}
+	default:
+		return usagef("--backend %s: want local or container", c.String("backend"))
 	}
 	var plats []string
 	for _, p := range c.StringSlice("platform") {
@@ -65,7 +101,7 @@ func installAction(c *cli.Context) error {
 	}
 	iopts := install.Options{
 		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), Jobs: c.Int("jobs"),
-		ProposedBy: operator(), Warn: o.warn,
+		ProposedBy: operator(), Warn: o.warn, Containers: containers,
 	}
 	if !c.Bool("offline") {
 		if iopts.Client, err = newIndexClient(c, c.String("index")); err != nil {
@@ -106,7 +142,9 @@ func installAction(c *cli.Context) error {
 		if !o.quiet {
 			fmt.Fprintf(w, "provider %s %s (%s)\n", p.Name, p.Package.Version, p.Package.SHA256)
 			for _, m := range p.Materializations {
-				if env, ok := res.Envs[m.Platform]; ok {
+				if m.Backend == registry.BackendContainer {
+					fmt.Fprintf(w, "  %-34s image %s\n", m.Platform, m.Image)
+				} else if env, ok := res.Envs[m.Platform]; ok {
 					fmt.Fprintf(w, "  %-34s env %s\n", m.Platform, env)
 				} else {
 					fmt.Fprintf(w, "  %-34s resolution %s (no interpreter here: images build it)\n", m.Platform, m.Digest)

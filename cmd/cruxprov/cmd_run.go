@@ -12,8 +12,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/podman"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
 )
 
@@ -40,7 +42,8 @@ func init() {
 			&cli.StringFlag{Name: "ledger", Usage: "the receipts ledger `PATH` (default $XDG_STATE_HOME/cruxprov/receipts/<host>-<uid>.jsonl)"},
 			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
 			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several local envs are pinned)"},
-			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
+			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "container runs: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
 		},
 		Action: runAction,
@@ -116,8 +119,8 @@ func runAction(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return usagef("run takes NAME ENTRYPOINT")
 	}
-	if c.String("backend") != "local" {
-		return usagef("--backend %s: run starts local envs (container runs are not available in this version)", c.String("backend"))
+	if b := c.String("backend"); b != "local" && b != "container" {
+		return usagef("--backend %s: want local or container", b)
 	}
 	name, ep := c.Args().Get(0), c.Args().Get(1)
 	var input []byte
@@ -153,6 +156,9 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd}
+	if c.String("backend") == "container" {
+		return runContainer(c, o, reg, vo, name, ep, input, resolve, lps[0])
+	}
 	// The pin says what runs. Its verification's outcome is handed to the
 	// executor as its first step, so that a refusal found after the pin
 	// was read (drift) is recorded in the ledger like any outcome.
@@ -188,6 +194,12 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return emitRun(o, res, name, ep, lps[0])
+}
+
+// emitRun prints a run's result (both backends).
+func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
+	lps := []string{ledger}
 	out := struct {
 		*invoke.Result
 		Provider   string `json:"provider"`
@@ -209,4 +221,46 @@ func runAction(c *cli.Context) error {
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, lps[0])}
 	}
 	return nil
+}
+
+// runContainer is run --backend container: the pin and its image are
+// verified before the container starts (verify.VerifyContainer, inside
+// the executor's Verify step so a refusal is recorded), then podman runs
+// the image by digest with the secrets on fd 3 (DESIGN §10).
+func runContainer(c *cli.Context, o *opts, reg registry.Reader, vo verify.Options, name, ep string, input []byte, resolve invoke.SecretResolver, ledger string) error {
+	rep, verr := verify.VerifyContainer(c.Context, reg, name, vo, verify.ContainerOptions{})
+	if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
+		return verr
+	}
+	ex := &podman.Executor{}
+	switch c.String("secret-delivery") {
+	case "pipe":
+	case "path":
+		ex.SecretMode = podman.SecretPath
+	default:
+		return usagef("--secret-delivery %s: want pipe or path", c.String("secret-delivery"))
+	}
+	if c.String("sandbox") != "" {
+		return usagef("--sandbox is for local runs: a container run is contained by podman")
+	}
+	led, err := receipts.Open(c.Context, ledger, receipts.Options{})
+	if err != nil {
+		return err
+	}
+	defer led.Close()
+	ex.Ledger = led
+	spec, m := rep.Spec, rep.Materialization
+	res, err := ex.Run(c.Context, &invoke.Call{
+		Image: m.Image, Provider: name, Entrypoint: ep, Object: rep.Entrypoint.Object,
+		ImplementationDigest: rep.Entrypoint.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,
+		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
+		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
+		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
+		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
+		Verify: func(context.Context) error { return verr },
+	})
+	if err != nil {
+		return err
+	}
+	return emitRun(o, res, name, ep, ledger)
 }

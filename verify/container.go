@@ -1,0 +1,190 @@
+package verify
+
+import (
+	"context"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// ContainerReport is a verified pin and the image its container
+// materialization names.
+type ContainerReport struct {
+	Provider   string               `json:"provider"`
+	Revision   int64                `json:"revision"`
+	Entrypoint *registry.Entrypoint `json:"entrypoint,omitempty"`
+	// Materialization is the pinned container materialization.
+	Materialization registry.Materialization `json:"materialization"`
+	// Image is image.Verify's report (signer, provenance, blobs rehashed).
+	Image *image.Report      `json:"image"`
+	Pin   *registry.Pin      `json:"-"`
+	Spec  *registry.Provider `json:"-"`
+}
+
+// ContainerOptions tune VerifyContainer beyond Options.
+type ContainerOptions struct {
+	// ImageOptions are passed to image.Verify (Remote for a registry's
+	// transport); its Keys, Platform and Expect are set here.
+	Image image.VerifyOptions
+}
+
+// BuilderKeys are the registry's trusted keys of role builder, the only
+// ones an image's signature and provenance count under (DESIGN §8).
+func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, error) {
+	tr, err := reg.Trust(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var keys []*sign.PublicKey
+	if tr != nil {
+		for _, k := range tr.Keys {
+			if k.Role != registry.RoleBuilder {
+				continue
+			}
+			pk, err := sign.ParsePublicKey([]byte(k.PEM))
+			if err != nil {
+				return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "trusted builder key %s", k.Name)
+			}
+			keys = append(keys, pk)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key: trust the CI's key with 'cruxprov key trust PUB --role builder'")
+	}
+	return keys, nil
+}
+
+// VerifyContainer checks the accepted pin of provider name as Verify does
+// (pin, entrypoint, protocol), then its container materialization for
+// o.Platform ("" : the only one): its image reference is pinned by the
+// materialization's digest (image_digest_mismatch), and image.Verify
+// holds the image to it: every manifest, config and (with o.Deep) layer
+// rehashed (image_digest_mismatch), a cosign signature naming that
+// digest and repository under a trusted builder key of the registry
+// (image_signature_invalid), and a signed SLSA provenance that names the
+// pinned package sha256, resolution digest, base image digest and
+// builder id (provenance_mismatch). The report is filled in as far as
+// verification got.
+func VerifyContainer(ctx context.Context, reg registry.Reader, name string, o Options, co ContainerOptions) (*ContainerReport, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	r := &ContainerReport{Provider: name}
+	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
+	if err != nil {
+		return r, err
+	}
+	spec := pin.ProviderSpec()
+	r.Pin, r.Spec, r.Revision = pin, spec, pin.Revision
+	if spec == nil {
+		return r, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
+	}
+	if o.Entrypoint != "" {
+		for i := range spec.Entrypoints {
+			if spec.Entrypoints[i].Name == o.Entrypoint {
+				r.Entrypoint = &spec.Entrypoints[i]
+			}
+		}
+		if r.Entrypoint == nil {
+			return r, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
+		}
+	}
+	if p := spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
+		return r, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
+	}
+	var found []registry.Materialization
+	for _, m := range spec.Materializations {
+		if m.Backend == registry.BackendContainer && (o.Platform == "" || m.Platform == o.Platform) {
+			found = append(found, m)
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return r, refusal.New(refusal.PinUnapproved, "provider %s has no accepted container materialization%s", name, forPlatform(o.Platform))
+	case len(found) > 1:
+		return r, refusal.New(refusal.PlatformUnsupported, "provider %s has %d container materializations; name the platform", name, len(found))
+	}
+	m := found[0]
+	r.Materialization = m
+	ref, err := image.ParseRef(m.Image)
+	if err != nil {
+		return r, refusal.Wrap(refusal.ImageDigestMismatch, err, "the pinned image %q", m.Image)
+	}
+	if ref.Digest.String() != m.Digest.String() {
+		return r, refusal.New(refusal.ImageDigestMismatch, "the pinned image %s is not the pinned digest %s", m.Image, m.Digest)
+	}
+	keys, err := BuilderKeys(ctx, reg)
+	if err != nil {
+		return r, err
+	}
+	vo := co.Image
+	vo.Keys = keys
+	vo.Platform = ""
+	vo.SkipBlobs = !o.Deep
+	vo.Expect = image.Expect{BaseDigest: m.Base, BuilderID: m.Builder, Resolution: m.Resolution}
+	if spec.Package != nil {
+		vo.Expect.PackageSHA256 = spec.Package.SHA256
+	}
+	if m.Resolution.IsZero() || m.Base == "" || m.Builder == "" || vo.Expect.PackageSHA256.IsZero() {
+		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with 'cruxprov install --backend container --image REF@DIGEST'", name)
+	}
+	rep, err := image.Verify(ctx, m.Image, vo)
+	r.Image = rep
+	if err != nil {
+		return r, err
+	}
+	if len(rep.Manifests) != 1 || rep.Manifests[0].Platform != m.Platform {
+		return r, refusal.New(refusal.ImageDigestMismatch, "%s is not one image of platform %s", m.Image, m.Platform)
+	}
+	return r, nil
+}
+
+func forPlatform(p string) string {
+	if p == "" {
+		return ""
+	}
+	return " for " + p
+}
+
+// ContainerMaterialization is what `install --backend container --image
+// REF@DIGEST` proposes for an image: it verifies the image under the
+// registry's builder keys with its provenance held to the package
+// sha256 (and resolution, when known), and returns the container
+// materialization naming its digest, platform, resolution, base and
+// builder as the signed provenance states them. The image must be one
+// platform's manifest.
+func ContainerMaterialization(ctx context.Context, reg registry.Reader, ref string, pkg, resolution digest.Digest, vo image.VerifyOptions) (registry.Materialization, *image.Report, error) {
+	keys, err := BuilderKeys(ctx, reg)
+	if err != nil {
+		return registry.Materialization{}, nil, err
+	}
+	vo.Keys = keys
+	vo.Expect = image.Expect{PackageSHA256: pkg, Resolution: resolution}
+	rep, err := image.Verify(ctx, ref, vo)
+	if err != nil {
+		return registry.Materialization{}, rep, err
+	}
+	if rep.Index || len(rep.Manifests) != 1 || rep.Manifests[0].Provenance == nil {
+		return registry.Materialization{}, rep, refusal.New(refusal.ImageDigestMismatch, "%s is an image index: name one platform's manifest digest", ref)
+	}
+	mr := rep.Manifests[0]
+	p := mr.Provenance
+	res, err := digest.Parse(p.BuildDefinition.InternalParameters.Resolution)
+	if err != nil {
+		return registry.Materialization{}, rep, refusal.Wrap(refusal.ProvenanceMismatch, err, "%s: the provenance's resolution", ref)
+	}
+	d, err := digest.Parse(mr.Digest.String())
+	if err != nil {
+		return registry.Materialization{}, rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
+	}
+	return registry.Materialization{
+		Backend: registry.BackendContainer, Platform: mr.Platform, Digest: d, Image: ref, Resolution: res,
+		Base: p.BuildDefinition.InternalParameters.BaseDigest, Builder: p.RunDetails.Builder.ID,
+	}, rep, nil
+}
