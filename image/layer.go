@@ -18,12 +18,14 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	kgzip "github.com/klauspost/compress/gzip"
 )
 
-// GzipLevel is the fixed deflate level of every layer cruxprov writes: a
-// layer's bytes (and so the image digest) depend on it, and on the Go
-// release's compress/flate, which the provenance names through cruxprov's
-// version.
+// GzipLevel is the fixed deflate level of every layer cruxprov writes,
+// with github.com/klauspost/compress's gzip (about twice as fast as the
+// standard library's at the same ratio): a layer's bytes (and so the
+// image digest) depend on it and on that library's release, which
+// cruxprov's version (in the provenance) pins.
 const GzipLevel = 6
 
 // entry is one member of a layer: a directory, a regular file read from
@@ -95,7 +97,7 @@ func writeLayer(dst string, entries []entry, epoch time.Time) (*fileLayer, error
 	defer f.Close()
 	zsum, tsum := sha256.New(), sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, zsum)}
-	zw, err := gzip.NewWriterLevel(cw, GzipLevel)
+	zw, err := kgzip.NewWriterLevel(cw, GzipLevel)
 	if err != nil {
 		return nil, err
 	}

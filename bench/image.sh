@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# image build on a warm store (wheels fetched), for the --size medium corpus of real wheels
+# (../shared/bench/make-corpus.py, with the fixtures' runtime wheel), on a bookworm base:
+#
+#   1. the whole `image build --offline --output oci:NEW`  vs  tar -c of the same env tree | gzip -6
+#      (target: no slower than the pipe); and the layer writing alone (the build's layers_ns)
+#   2. the env layer's size  vs  the tar | gzip -6 output's size
+#   3. a rebuild with nothing changed (the same layout: every blob is there already)
+#
+# Each runs RUNS times (default 5); medians are printed, with the load average before and after.
+# Needs mmdebstrap and umoci for the base (cached in $TMPDIR like make interop's); skipped otherwise.
+# Usage: bench/image.sh   (env: RUNS, CORPUS_SIZE, CRUXPROV=path to a built binary)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-5}
+SIZE=${CORPUS_SIZE:-medium}
+PY=/usr/bin/python3.11
+MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
+[ -f "$MAKE_CORPUS" ] || { echo "image.sh: no $MAKE_CORPUS; skipped"; exit 0; }
+[ -x "$PY" ] || { echo "image.sh: no $PY (the base's interpreter must exist on the host); skipped"; exit 0; }
+for t in mmdebstrap umoci jq; do command -v $t >/dev/null || { echo "image.sh: $t missing; skipped"; exit 0; }; done
+export SOURCE_DATE_EPOCH=1700000000
+W=$(mktemp -d /tmp/cruxprov-bench-img.XXXXXX)
+SERVER=
+cleanup() {
+	[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
+	chmod -R u+w "$W" 2>/dev/null || true
+	rm -rf "$W"
+}
+trap cleanup EXIT
+BIN=${CRUXPROV:-}
+if [ -z "$BIN" ]; then
+	BIN="$W/cruxprov"
+	CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$BIN" ./cmd/cruxprov
+fi
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim
+
+cache=${TMPDIR:-/tmp}/cruxprov-interop-base-$SOURCE_DATE_EPOCH
+if [ ! -f "$cache/digest" ]; then
+	echo "base: mmdebstrap bookworm (once, cached in $cache)"
+	rm -rf "$cache" && mkdir -p "$cache"
+	mmdebstrap --quiet --variant=essential --include=python3-minimal,libpython3.11-stdlib bookworm "$cache/base.tar"
+	umoci init --layout "$cache/oci" && umoci new --image "$cache/oci:base"
+	umoci raw add-layer --image "$cache/oci:base" "$cache/base.tar" && rm "$cache/base.tar"
+	jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"]=="base") | .digest' "$cache/oci/index.json" >"$cache/digest"
+fi
+BASE="oci:$cache/oci@$(cat "$cache/digest")"
+
+go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
+echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
+python3 "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --runtime-wheel "$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)" | tail -1
+PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+python3 -m http.server "$PORT" --bind 127.0.0.1 -d "$W/corpus" >/dev/null 2>&1 &
+SERVER=$!
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
+PLAT=cp311-manylinux_2_36_x86_64
+
+build() { # build OUT [flags] -> JSON
+	local out=$1; shift
+	"$BIN" --home "$W/home" image build --wheel "$ROOT" --platform "$PLAT" --base "$BASE" --shim "$W/cruxshim" \
+		--index "http://127.0.0.1:$PORT/simple/" --output "oci:$out" --json "$@"
+}
+build "$W/warm" >/dev/null # fetch every wheel: the store is warm from here on
+
+# The env tree of the image, for the peer: the env layer unpacked.
+ENVBLOB=$(jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"]=="bench-provider") | .digest' "$W/warm/index.json")
+MAN="$W/warm/blobs/sha256/${ENVBLOB#sha256:}"
+LAYER=$(jq -r '.layers[-3].digest' "$MAN")
+mkdir "$W/tree" && tar -xzf "$W/warm/blobs/sha256/${LAYER#sha256:}" -C "$W/tree"
+FILES=$(find "$W/tree" -type f | wc -l)
+
+med() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+now() { date +%s%N; }
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+: >"$W/t.build"; : >"$W/t.layers"; : >"$W/t.pipe"; : >"$W/t.rebuild"
+for i in $(seq "$RUNS"); do
+	s=$(now); build "$W/out$i" --offline >"$W/b.json"; e=$(now)
+	echo $(((e - s) / 1000000)) >>"$W/t.build"
+	echo $(($(jq -r .timings.layers_ns "$W/b.json") / 1000000)) >>"$W/t.layers"
+	s=$(now); build "$W/out$i" --offline >/dev/null; e=$(now)
+	echo $(((e - s) / 1000000)) >>"$W/t.rebuild"
+	rm -rf "$W/out$i"
+	s=$(now); tar -c -C "$W/tree" . | gzip -6 >"$W/peer.tar.gz"; e=$(now)
+	echo $(((e - s) / 1000000)) >>"$W/t.pipe"
+done
+echo "load after:  $(cut -d' ' -f1-3 /proc/loadavg)"
+B=$(med <"$W/t.build"); L=$(med <"$W/t.layers"); P=$(med <"$W/t.pipe"); R=$(med <"$W/t.rebuild")
+ENVSIZE=$(stat -c %s "$W/warm/blobs/sha256/${LAYER#sha256:}")
+PEERSIZE=$(stat -c %s "$W/peer.tar.gz")
+printf 'env tree: %d files, %s bytes unpacked\n' "$FILES" "$(du -sb "$W/tree" | cut -f1)"
+printf '%-52s %8s ms\n' "image build --offline (whole, fresh layout)" "$B" \
+	"  its layer writing (env+shim+metadata)" "$L" \
+	"tar -c ENV | gzip -6 (peer)" "$P" \
+	"rebuild, nothing changed (same layout)" "$R"
+awk -v b="$B" -v p="$P" -v l="$L" 'BEGIN {printf "whole build / peer: %.2fx   layers / peer: %.2fx   (target: whole <= 1.0x)\n", b/p, l/p}'
+awk -v a="$ENVSIZE" -v b="$PEERSIZE" 'BEGIN {printf "env layer %d bytes vs tar|gzip -6 %d bytes: %.3fx\n", a, b, a/b}'
