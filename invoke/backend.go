@@ -1,16 +1,11 @@
 package invoke
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/internal/buildinfo"
-	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -66,65 +61,22 @@ type DispatchOptions struct {
 // Grace) and the flood kill, the result parsed from stdout, and the
 // outcome with its redacted stderr tail.
 func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Result, error) {
-	input := c.Input
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = json.RawMessage("null")
+	st, replay, err := begin(ctx, c, b.Name(), o.Ledger, o.Defaults, func() error {
+		if c.Object == "" || c.Entrypoint == "" {
+			return refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
+		}
+		return b.Check(ctx, c)
+	})
+	if st == nil {
+		return replay, err
 	}
-	var in bytes.Buffer
-	if err := json.Compact(&in, input); err != nil {
-		return nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
-	}
-	input = in.Bytes()
-	def := o.Defaults
-	if def.TimeoutMS <= 0 {
-		def.TimeoutMS = DefaultBudgets.TimeoutMS
-	}
-	if def.OutputBytes <= 0 {
-		def.OutputBytes = DefaultBudgets.OutputBytes
-	}
-	budgets := Effective(c.Budgets, c.Limits, def)
 	grace := o.Grace
 	if grace <= 0 {
 		grace = 2 * time.Second
 	}
-	attempt := newAttemptID()
-	intent := receipts.Intent{
-		AttemptID: attempt, IdempotencyKey: c.IdempotencyKey,
-		Provider: c.Provider, Entrypoint: c.Entrypoint,
-		ImplementationDigest: str(c.ImplementationDigest), MaterializationDigest: str(c.MaterializationDigest),
-		SealDigest: str(c.SealDigest), Backend: b.Name(), Platform: c.Platform,
-		ProtocolVersion: buildinfo.ProtocolVersion, Tool: buildinfo.Tool(),
-		InputDigest: digest.Sum(input).String(), StartedAt: time.Now().UTC(),
-	}
-	rec := &recorder{l: o.Ledger, attempt: attempt, egress: c.Egress}
-	if c.Verify != nil {
-		if err := c.Verify(ctx); err != nil {
-			return nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
-		}
-	}
-	if c.Object == "" || c.Entrypoint == "" {
-		return nil, rec.refuse(ctx, intent, refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object"))
-	}
-	if err := b.Check(ctx, c); err != nil {
-		return nil, rec.refuse(ctx, intent, err)
-	}
-	if rec.l != nil {
-		dec, err := rec.l.Begin(ctx, intent)
-		if err != nil {
-			return nil, asRefusal(err, refusal.LedgerWriteFailed, "cannot write the intent")
-		}
-		rec.begun = true
-		if dec.Replay != nil {
-			return replayed(dec.Replay, budgets), nil
-		}
-	}
-	secrets, bundle, err := resolveSecrets(ctx, c)
-	if err != nil {
-		return nil, rec.finishRefused(ctx, err)
-	}
-	red := newRedactor(secrets)
+	rec, red, budgets, attempt, bundle := st.rec, st.red, st.budgets, st.attempt, st.bundle
 	call := *c
-	call.Input = input
+	call.Input = st.input
 	line, err := Request(&call, attempt, budgets)
 	if err != nil {
 		return nil, rec.finishRefused(ctx, fmt.Errorf("invoke: cannot encode the request: %w", err))

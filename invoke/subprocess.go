@@ -69,16 +69,54 @@ func (s *Subprocess) grace() time.Duration {
 
 // Run implements Executor.
 func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
+	var py string
+	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() error {
+		var err error
+		py, err = s.checkEnv(c)
+		return err
+	})
+	if st == nil {
+		return replay, err
+	}
+	res, tail, err := s.spawn(ctx, c, py, st.attempt, st.input, st.budgets, st.bundle, st.red)
+	if err != nil {
+		return nil, st.rec.finishRefused(ctx, err)
+	}
+	if err := st.rec.finish(ctx, res, tail); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// begun is a call both executors have taken through begin: ready to start
+// its process.
+type begun struct {
+	input   json.RawMessage // compacted
+	budgets Budgets
+	attempt string
+	rec     *recorder
+	bundle  []byte // the secret bundle (nil: no secret)
+	red     *redactor
+}
+
+// begin is what every executor does before it starts a run's process
+// (DESIGN §10): compact the input, settle the budgets (the manifest's
+// ceilings, lowered by the caller), run the Verify hook and check (any
+// error refuses, recorded as refused with nothing spawned), write the
+// intent (a recorded ok under the idempotency key is replayed: a nil
+// *begun with the replayed Result), and resolve the secrets fresh. A nil
+// *begun with a nil Result comes with the error.
+func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budgets, check func() error) (*begun, *Result, error) {
 	input := c.Input
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("null")
 	}
 	var in bytes.Buffer
 	if err := json.Compact(&in, input); err != nil {
-		return nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
+		return nil, nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
 	}
 	input = in.Bytes()
-	def := s.Defaults
+	def := defaults
 	if def.TimeoutMS <= 0 {
 		def.TimeoutMS = DefaultBudgets.TimeoutMS
 	}
@@ -86,51 +124,40 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 		def.OutputBytes = DefaultBudgets.OutputBytes
 	}
 	budgets := Effective(c.Budgets, c.Limits, def)
-
 	attempt := newAttemptID()
 	intent := receipts.Intent{
 		AttemptID: attempt, IdempotencyKey: c.IdempotencyKey,
 		Provider: c.Provider, Entrypoint: c.Entrypoint,
 		ImplementationDigest: str(c.ImplementationDigest), MaterializationDigest: str(c.MaterializationDigest),
-		SealDigest: str(c.SealDigest), Backend: "local", Platform: c.Platform,
+		SealDigest: str(c.SealDigest), Backend: backend, Platform: c.Platform,
 		ProtocolVersion: buildinfo.ProtocolVersion, Tool: buildinfo.Tool(),
 		InputDigest: digest.Sum(input).String(), StartedAt: time.Now().UTC(),
 	}
-	rec := &recorder{l: s.Ledger, attempt: attempt, egress: c.Egress}
-
+	rec := &recorder{l: l, attempt: attempt, egress: c.Egress}
 	// Verify first: any error refuses with nothing spawned.
 	if c.Verify != nil {
 		if err := c.Verify(ctx); err != nil {
-			return nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
+			return nil, nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
 		}
 	}
-	py, err := s.checkEnv(c)
-	if err != nil {
-		return nil, rec.refuse(ctx, intent, err)
+	if err := check(); err != nil {
+		return nil, nil, rec.refuse(ctx, intent, err)
 	}
 	if rec.l != nil {
 		dec, err := rec.l.Begin(ctx, intent)
 		if err != nil {
-			return nil, asRefusal(err, refusal.LedgerWriteFailed, "cannot write the intent")
+			return nil, nil, asRefusal(err, refusal.LedgerWriteFailed, "cannot write the intent")
 		}
 		rec.begun = true
 		if dec.Replay != nil {
-			return replayed(dec.Replay, budgets), nil
+			return nil, replayed(dec.Replay, budgets), nil
 		}
 	}
 	secrets, bundle, err := resolveSecrets(ctx, c)
 	if err != nil {
-		return nil, rec.finishRefused(ctx, err)
+		return nil, nil, rec.finishRefused(ctx, err)
 	}
-	red := newRedactor(secrets)
-	res, tail, err := s.spawn(ctx, c, py, attempt, input, budgets, bundle, red)
-	if err != nil {
-		return nil, rec.finishRefused(ctx, err)
-	}
-	if err := rec.finish(ctx, res, tail); err != nil {
-		return res, err
-	}
-	return res, nil
+	return &begun{input: input, budgets: budgets, attempt: attempt, rec: rec, bundle: bundle, red: newRedactor(secrets)}, nil, nil
 }
 
 func str(d digest.Digest) string {
