@@ -44,9 +44,12 @@ const (
 	BuildType = "https://cruxible.dev/cruxprov/image-build/v1"
 )
 
-// SignatureTag and AttestationTag are the tags cosign stores the
-// signature and the attestations of the manifest d under.
-func SignatureTag(d v1.Hash) string   { return d.Algorithm + "-" + d.Hex + ".sig" }
+// SignatureTag is the tag cosign stores the signature of the manifest d
+// under: sha256-<hex>.sig.
+func SignatureTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + ".sig" }
+
+// AttestationTag is the tag cosign stores the attestations of the
+// manifest d under: sha256-<hex>.att.
 func AttestationTag(d v1.Hash) string { return d.Algorithm + "-" + d.Hex + ".att" }
 
 // simpleSigning is cosign's payload for the image d of repository ref.
@@ -263,8 +266,8 @@ type BOMProperty struct {
 // of its resolution with its version, wheel file name and sha256 (as
 // hashes and a pypi purl with a file_name qualifier), the root package as
 // the BOM's subject, the platform, interpreter, resolution and
-// materialization digests as properties, and tool (cruxprov's version). It depends on the
-// seal alone (no time, no random serial number), so `env sbom` and an
+// materialization digests as properties, and tool (cruxprov's
+// version). It depends on the seal alone (no time, no random serial number), so `env sbom` and an
 // image's attestation of the same env are the same bytes.
 func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	comp := func(p seal.Package) BOMComponent {

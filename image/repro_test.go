@@ -54,6 +54,7 @@ func TestReproducible(t *testing.T) {
 		{"shim", buildCase{shim: shim}},
 		{"wheel", buildCase{wheel: fx.Scripts.Path}},
 		{"base", buildCase{base: LayoutPrefix + otherDir + "@" + od.String()}},
+		{"bytecode (--no-compile)", buildCase{noCompile: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.bc.out = filepath.Join(t.TempDir(), "oci")
