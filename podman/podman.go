@@ -46,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -578,6 +579,9 @@ type process struct {
 	name    string
 	tail    *tailWriter
 	cleanup func()
+	// killed is set once Signal(false) ran: the container may be gone
+	// (removed by force) by the time Wait inspects it.
+	killed atomic.Bool
 }
 
 // Signal asks podman to signal the container; SIGKILL also ends the
@@ -588,6 +592,9 @@ func (p *process) Signal(term bool) {
 	sig := "KILL"
 	if term {
 		sig = "TERM"
+	}
+	if !term {
+		p.killed.Store(true)
 	}
 	_, err := p.e.podmanOut(ctx, "kill", "--signal", sig, p.name)
 	if !term {
@@ -607,6 +614,9 @@ func (p *process) Wait() (int, bool, error) {
 	defer cancel()
 	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}}", p.name)
 	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
+	if ierr != nil && p.killed.Load() {
+		return -1, true, nil // the executor killed it (timeout, flood): gone with the force
+	}
 	if ierr != nil {
 		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", p.tail.last())
 	}
