@@ -363,7 +363,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	epoch = epoch.UTC().Truncate(time.Second)
 
 	start = time.Now()
-	envEntries, err := treeEntries(envDir(r.Env.Dir), inImage(EnvPath))
+	envEntries, err := treeEntries(r.Env.Dir, inImage(EnvPath))
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")
 	}
@@ -533,19 +533,6 @@ func layoutTag(pushTag string, _ digest.Digest, provider string) string {
 	return provider
 }
 
-// envDir is the tree materialize.Tree made: its Result names out/env,
-// but its staging directory may have been created as out/env-N (the
-// inode-spreading retry of materialize's mkdirStaging), so the one
-// directory under out is taken when out/env is not there.
-func envDir(named string) string {
-	if _, err := os.Lstat(named); err == nil {
-		return named
-	}
-	if m, _ := filepath.Glob(named + "-*"); len(m) == 1 {
-		return m[0]
-	}
-	return named
-}
 
 // baseName is the base's name as labels and the provenance give it: the
 // repository, or oci:<the layout directory's base name> (a local path

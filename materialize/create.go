@@ -341,7 +341,9 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	if !commit {
 		s.SetTree(ix)
-		res.TreeDigest, res.Seal, res.Index = s.Tree.Digest, s, ix
+		// staging is the directory mkdirStaging made (it may have another
+		// name than the one asked for): the tree's home.
+		res.Dir, res.TreeDigest, res.Seal, res.Index = staging, s.Tree.Digest, s, ix
 		res.Timings.Seal = time.Since(t2)
 		return nil
 	}
@@ -652,6 +654,5 @@ func Tree(ctx context.Context, st *store.Store, req Request, out, final string) 
 		}
 		return nil, err
 	}
-	res.Dir = filepath.Join(out, "env")
 	return res, nil
 }
