@@ -21,7 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"

@@ -1,6 +1,6 @@
 package lockfile
 
-import "github.com/cruxible/cruxprov/lockfile/marker"
+import "github.com/cruxible/cruxprov/marker"
 
 // evalEnv is a platform's marker environment in the PEP 751 lock-file
 // context (extras and dependency_groups are sets).

@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"

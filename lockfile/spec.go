@@ -1,6 +1,6 @@
 package lockfile
 
-import "github.com/cruxible/cruxprov/lockfile/pep440"
+import "github.com/cruxible/cruxprov/pep440"
 
 // compiledSpec is a parsed requires-python specifier set.
 type compiledSpec struct{ set pep440.SpecifierSet }

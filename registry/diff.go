@@ -4,7 +4,7 @@ import (
 	"sort"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 )
 
 // Plan is what approving a change-set would change against the accepted

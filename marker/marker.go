@@ -10,7 +10,7 @@
 // docs/packaging-differences.md. A Marker is parsed once and evaluated
 // without allocating. This package does not probe the host: an Env holds
 // exactly the values it is given (package platform builds them), and it
-// does not own versions (package lockfile/pep440).
+// does not own versions (package pep440).
 package marker
 
 import (
@@ -19,7 +19,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 	"github.com/cruxible/cruxprov/pep503"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 )
 
 // Env is a marker environment: the PEP 508 variables of one platform plus

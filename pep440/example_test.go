@@ -3,7 +3,7 @@ package pep440_test
 import (
 	"fmt"
 
-	"github.com/cruxible/cruxprov/lockfile/pep440"
+	"github.com/cruxible/cruxprov/pep440"
 )
 
 func Example() {

@@ -4,6 +4,6 @@
 // differences are listed in docs/packaging-differences.md).
 //
 // It does not own project names (PEP 503 normalization lives with the lock
-// and index code), markers (package lockfile/marker), or any I/O. Versions
+// and index code), markers (package marker), or any I/O. Versions
 // and specifier sets are immutable values, safe for concurrent use.
 package pep440

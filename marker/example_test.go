@@ -3,7 +3,7 @@ package marker_test
 import (
 	"fmt"
 
-	"github.com/cruxible/cruxprov/lockfile/marker"
+	"github.com/cruxible/cruxprov/marker"
 )
 
 func Example() {
