@@ -1,10 +1,11 @@
 // Package digest owns cruxprov's identities (DESIGN §5): the sha256 Digest
-// value type, RFC 8785 canonical JSON, the typed digests built on it
-// (implementation, resolution, local materialization, interface), and the
-// tree digest of a directory.
+// value type and the typed digests (implementation, resolution, local
+// materialization, interface), each the sha256 of the canonical JSON of a
+// typed object.
 //
-// It does not decide what is hashed where (callers build the typed
-// objects), read configuration, or print.
+// It does not own RFC 8785 itself (package canonical) or the tree digest
+// of a directory (package treehash), decide what is hashed where (callers
+// build the typed objects), read configuration, or print.
 package digest
 
 import (

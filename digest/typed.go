@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cruxible/cruxprov/canonical"
 )
 
 // The type fields of the typed digests (DESIGN §5), their domain separation.
@@ -118,7 +120,7 @@ type localMaterializationV2Doc struct {
 // where object is the "module:attr" reference and distribution the root
 // wheel's sha256. Every argument must be non-empty and valid UTF-8
 // (a *FieldError otherwise); a string I-JSON cannot carry (a noncharacter)
-// is a *CanonicalError.
+// is a *canonical.Error.
 func ImplementationDigest(interfaceID string, interfaceDigest Digest, entrypoint, object string, distribution Digest) (Digest, error) {
 	b, err := implementationJSON(interfaceID, interfaceDigest, entrypoint, object, distribution)
 	if err != nil {
@@ -144,7 +146,7 @@ func implementationJSON(interfaceID string, interfaceDigest Digest, entrypoint, 
 	d.Entrypoint.Name = entrypoint
 	d.Entrypoint.Object = object
 	d.Distribution = distribution
-	return CanonicalJSON(d)
+	return canonical.Marshal(d)
 }
 
 // ResolutionDigest identifies a Resolution (DESIGN §5), the sha256 of the
@@ -190,7 +192,7 @@ func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
 		}
 		d.Packages = append(d.Packages, resolutionPackage(p))
 	}
-	return CanonicalJSON(d)
+	return canonical.Marshal(d)
 }
 
 // LocalMaterializationDigest is the environment pin of the local backend
@@ -262,20 +264,20 @@ func localMaterializationJSON(platformID string, interp Interpreter, resolution 
 		d.Root = &localRoot{Name: root.Name, Version: root.Version, SHA256: root.SHA256}
 	}
 	if bytecode == nil {
-		return CanonicalJSON(d)
+		return canonical.Marshal(d)
 	}
 	v2 := localMaterializationV2Doc{localMaterializationDoc: d}
 	if *bytecode != "" {
 		v2.Bytecode = bytecode
 	}
-	return CanonicalJSON(v2)
+	return canonical.Marshal(v2)
 }
 
 // InterfaceDigest is the sha256 of the RFC 8785 form of an interface's
 // schema document itself (no type wrapper). A document without a canonical
-// form is refused with a *CanonicalError.
+// form is refused with a *canonical.Error.
 func InterfaceDigest(schema []byte) (Digest, error) {
-	b, err := Canonicalize(schema)
+	b, err := canonical.Transform(schema)
 	if err != nil {
 		return Digest{}, err
 	}

@@ -1,10 +1,11 @@
 package digest
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/cruxible/cruxprov/canonical"
 )
 
 func mustDigest(s string) Digest {
@@ -57,7 +58,7 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 			t.Errorf("%s: got %v, want a *FieldError on %s", c.name, c.err, c.field)
 		}
 	}
-	var ce *CanonicalError
+	var ce *canonical.Error
 	if _, err := InterfaceDigest([]byte(`{"a":1,"a":1}`)); !errors.As(err, &ce) {
 		t.Errorf("InterfaceDigest of a duplicate key: %v", err)
 	}
@@ -122,25 +123,4 @@ func ExampleImplementationDigest() {
 	}
 	fmt.Println(d)
 	// Output: sha256:f5c462f4ce315e46930ad0de3f16ff2fa4a2f5cf049698373d6ad489ae6fbd21
-}
-
-func ExampleCanonicalize() {
-	out, err := Canonicalize([]byte(`{"b": 1E3, "a": [0.50, -0, "\u00e9\n"]}`))
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(string(out))
-	// Output: {"a":[0.5,0,"é\n"],"b":1000}
-}
-
-// Records "D- 0 - empty\x00" and "F- 0 e3b0…b855 lib.txt\x00", hashed in
-// path order; printf 'D- 0 - empty\0F- 0 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 lib.txt\0' | sha256sum
-// agrees.
-func ExampleTreeDigestOf() {
-	entries := []TreeEntry{
-		{Path: "lib.txt", Kind: File, Size: 0, SHA256: sha256.Sum256(nil)},
-		{Path: "empty", Kind: Dir},
-	}
-	fmt.Println(TreeDigestOf(entries))
-	// Output: sha256:0554f37aba034431b17a2f20bfc305cf89413f406060653d1f2043f63af8a424
 }

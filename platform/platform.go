@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/canonical"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -160,7 +160,7 @@ func (p *Platform) MarshalJSON() ([]byte, error) {
 	for i, t := range p.Tags {
 		f.Tags[i] = t.String()
 	}
-	return digest.CanonicalJSON(f)
+	return canonical.Marshal(f)
 }
 
 // maxPlatformJSON bounds a platform file; real ones are under 100 KiB.

@@ -3,6 +3,7 @@ package registry
 import (
 	"time"
 
+	"github.com/cruxible/cruxprov/canonical"
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -23,7 +24,7 @@ func ApprovalPayload(spec digest.Digest, provider string, revision int64, expire
 	if expires != nil {
 		exp = expires.UTC().Format(time.RFC3339)
 	}
-	b, err := digest.CanonicalJSON(map[string]any{
+	b, err := canonical.Marshal(map[string]any{
 		"type":     "cruxible.approval/v1",
 		"spec":     spec.String(),
 		"provider": provider,
@@ -41,7 +42,7 @@ func ApprovalPayload(spec digest.Digest, provider string, revision int64, expire
 // change-set's id). The JSON is the spec's field names as documented in
 // docs/governance.md, empty optional fields left out.
 func SpecDigest(s *Spec) (digest.Digest, error) {
-	b, err := digest.CanonicalJSON(s)
+	b, err := canonical.Marshal(s)
 	if err != nil {
 		return digest.Digest{}, refusal.Wrap(refusal.ChangesetInvalid, err, "spec has no canonical JSON")
 	}
@@ -62,7 +63,7 @@ func trustStateDigest(t *Trust) digest.Digest {
 	for _, x := range t.Keys {
 		ks = append(ks, k{x.Name, x.Role, x.Digest})
 	}
-	b, err := digest.CanonicalJSON(map[string]any{
+	b, err := canonical.Marshal(map[string]any{
 		"type":      "cruxible.trust-state/v1",
 		"revision":  t.Revision,
 		"threshold": t.Policy.Threshold,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/cruxible/cruxprov/canonical"
 	"github.com/cruxible/cruxprov/digest"
 )
 
@@ -48,7 +49,7 @@ func ContentDigest(s *Seal) (digest.Digest, error) {
 	if err != nil {
 		return digest.Digest{}, err
 	}
-	c, err := digest.Canonicalize(doc)
+	c, err := canonical.Transform(doc)
 	if err != nil {
 		return digest.Digest{}, fmt.Errorf("the seal has no canonical form: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // An index pins both its own bytes (the seal records their sha256) and,
@@ -16,9 +17,9 @@ import (
 //	       + b"F- 6 " + sha256hex(b"home =") + b" pyvenv.cfg\0")
 func ExampleIndex() {
 	ix := &seal.Index{Entries: []seal.Entry{
-		{Path: "bin", Kind: digest.Dir, Mode: 0o555, MtimeNS: 1700000000000000000, CtimeNS: 1700000000000000001, Ino: 11},
-		{Path: "bin/python", Kind: digest.Symlink, Mode: 0o777, Size: 10, Ino: 12, SHA256: sha256.Sum256([]byte("python3.11"))},
-		{Path: "pyvenv.cfg", Kind: digest.File, Mode: 0o444, Size: 6, Ino: 13, SHA256: sha256.Sum256([]byte("home =")), MtimeNS: 5, CtimeNS: 6},
+		{Path: "bin", Kind: treehash.Dir, Mode: 0o555, MtimeNS: 1700000000000000000, CtimeNS: 1700000000000000001, Ino: 11},
+		{Path: "bin/python", Kind: treehash.Symlink, Mode: 0o777, Size: 10, Ino: 12, SHA256: sha256.Sum256([]byte("python3.11"))},
+		{Path: "pyvenv.cfg", Kind: treehash.File, Mode: 0o444, Size: 6, Ino: 13, SHA256: sha256.Sum256([]byte("home =")), MtimeNS: 5, CtimeNS: 6},
 	}}
 	b, err := ix.MarshalBinary()
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // The fast check (Verify without Deep) is driven by the index, not by a
@@ -107,7 +107,7 @@ func (r *Report) checkTreeFast(ctx context.Context, dir string, ix *Index, also 
 	// removed (its stat may have been taken through a symlink).
 	var bad map[string]bool
 	for _, f := range found {
-		if ents[f.at].Kind == digest.Dir && (f.d.Change == Removed || f.d.Change == Kind) {
+		if ents[f.at].Kind == treehash.Dir && (f.d.Change == Removed || f.d.Change == Kind) {
 			if bad == nil {
 				bad = map[string]bool{}
 			}
@@ -217,22 +217,22 @@ func (w *fastWorker) compare(rootfd, i int, e *Entry, st *unix.Stat_t) {
 		w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Mode, Want: fmt.Sprintf("%04o", e.Mode), Got: fmt.Sprintf("%04o", mode)})
 	}
 	size := st.Size
-	if kind == digest.Dir {
+	if kind == treehash.Dir {
 		size = 0
 	}
 	if size == e.Size && st.Mtim.Nano() == e.MtimeNS && st.Ctim.Nano() == e.CtimeNS && st.Ino == e.Ino {
 		return
 	}
 	switch kind {
-	case digest.Dir:
+	case treehash.Dir:
 		w.list = append(w.list, i)
-	case digest.File:
+	case treehash.File:
 		if size != e.Size {
 			w.add(i, Difference{Code: refusal.EnvDrift, Path: e.Path, Change: Content, Want: fmt.Sprintf("%d bytes", e.Size), Got: fmt.Sprintf("%d bytes", size)})
 			return
 		}
 		w.rehash = append(w.rehash, i)
-	case digest.Symlink:
+	case treehash.Symlink:
 		w.relinked++
 		t, err := readlinkAt(rootfd, e.Path)
 		if err != nil {

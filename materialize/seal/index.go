@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // IndexFormat is the first line of every stat index file.
@@ -22,7 +23,7 @@ const IndexFormat = "cruxprov.statindex/v1"
 // sha256 of a file's bytes or of a symlink's target; zero for a directory).
 type Entry struct {
 	Path    string // relative to the env root, '/'-separated
-	Kind    digest.EntryKind
+	Kind    treehash.Kind
 	Mode    uint32 // permission bits (mode & 07777)
 	Size    int64  // file length, or symlink target length; 0 for a directory
 	MtimeNS int64
@@ -32,8 +33,8 @@ type Entry struct {
 }
 
 // TreeEntry returns e as the tree digest sees it.
-func (e *Entry) TreeEntry() digest.TreeEntry {
-	return digest.TreeEntry{Path: e.Path, Kind: e.Kind, Exec: e.Kind == digest.File && e.Mode&0o111 != 0, Size: e.Size, SHA256: e.SHA256}
+func (e *Entry) TreeEntry() treehash.Entry {
+	return treehash.Entry{Path: e.Path, Kind: e.Kind, Exec: e.Kind == treehash.File && e.Mode&0o111 != 0, Size: e.Size, SHA256: e.SHA256}
 }
 
 // Index is the stat index of a sealed env: every entry below the root,
@@ -44,16 +45,16 @@ type Index struct {
 
 // TreeDigest returns the tree digest (DESIGN §5) of the indexed entries.
 // Sorted entries (as Freeze and ParseIndex return them) are hashed as they
-// are read, each record written as digest.TreeDigestOf writes it (a test
+// are read, each record written as treehash.Of writes it (a test
 // holds the two equal), without a copy of the entries: fast verify runs
 // this on every call, and a fresh copy's pages cost more than the hashing.
 func (ix *Index) TreeDigest() digest.Digest {
 	if !slices.IsSortedFunc(ix.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) }) {
-		te := make([]digest.TreeEntry, len(ix.Entries))
+		te := make([]treehash.Entry, len(ix.Entries))
 		for i := range ix.Entries {
 			te[i] = ix.Entries[i].TreeEntry()
 		}
-		return digest.TreeDigestOf(te)
+		return treehash.Of(te)
 	}
 	h := sha256.New()
 	buf := make([]byte, 0, 32<<10)
@@ -70,7 +71,7 @@ func (ix *Index) TreeDigest() digest.Digest {
 
 // appendTreeRecord appends e's tree-digest record (docs/digests.md).
 func appendTreeRecord(b []byte, e *Entry) []byte {
-	return digest.AppendTreeRecord(b, e.Kind, e.Mode&0o111 != 0, e.Size, &e.SHA256, e.Path)
+	return treehash.AppendRecord(b, e.Kind, e.Mode&0o111 != 0, e.Size, &e.SHA256, e.Path)
 }
 
 // MarshalBinary encodes the index (docs/seal.md):
@@ -105,7 +106,7 @@ func (ix *Index) MarshalBinary() ([]byte, error) {
 		b = binary.AppendVarint(b, e.MtimeNS)
 		b = binary.AppendVarint(b, e.CtimeNS)
 		b = binary.AppendUvarint(b, e.Ino)
-		if e.Kind != digest.Dir {
+		if e.Kind != treehash.Dir {
 			b = append(b, e.SHA256[:]...)
 		}
 		prev = e.Path
@@ -160,7 +161,7 @@ func ParseIndex(b []byte) (*Index, error) {
 		all = append(all, r.bytes(int(suffix))...)
 		p := all[start:]
 		var e Entry
-		e.Kind = digest.EntryKind(r.byte1())
+		e.Kind = treehash.Kind(r.byte1())
 		mode := r.uvarint()
 		size := r.uvarint()
 		e.MtimeNS = r.varint()
@@ -170,9 +171,9 @@ func ParseIndex(b []byte) (*Index, error) {
 			return nil, fmt.Errorf("%w: entry %d (%q): truncated", errIndex, i, p)
 		}
 		switch e.Kind {
-		case digest.File, digest.Symlink:
+		case treehash.File, treehash.Symlink:
 			copy(e.SHA256[:], r.bytes(32))
-		case digest.Dir:
+		case treehash.Dir:
 			if size != 0 {
 				return nil, fmt.Errorf("%w: directory %q has a size", errIndex, p)
 			}

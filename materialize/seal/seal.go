@@ -15,6 +15,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // Format is the format of the seal documents this version writes: v2, whose
@@ -330,7 +331,7 @@ func IdentityOf(path string) (FileIdentity, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return FileIdentity{}, fmt.Errorf("%s is not a regular file", path)
 	}
-	sum, size, err := digest.HashFile(path)
+	sum, size, err := treehash.HashFile(path)
 	if err != nil {
 		return FileIdentity{}, err
 	}
@@ -423,12 +424,12 @@ func (s *Seal) SetTree(ix *Index) {
 	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
 	for i := range ix.Entries {
 		switch ix.Entries[i].Kind {
-		case digest.File:
+		case treehash.File:
 			s.Tree.Files++
 			s.Tree.Bytes += ix.Entries[i].Size
-		case digest.Dir:
+		case treehash.Dir:
 			s.Tree.Dirs++
-		case digest.Symlink:
+		case treehash.Symlink:
 			s.Tree.Symlinks++
 		}
 	}

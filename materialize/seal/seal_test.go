@@ -9,15 +9,16 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 func sampleIndex() *Index {
 	return &Index{Entries: []Entry{
-		{Path: "bin", Kind: digest.Dir, Mode: 0o555, MtimeNS: 1, CtimeNS: 2, Ino: 3},
-		{Path: "bin/python", Kind: digest.Symlink, Mode: 0o777, Size: 9, MtimeNS: -5, CtimeNS: 6, Ino: 7, SHA256: sha256.Sum256([]byte("python3.11"))},
-		{Path: "lib", Kind: digest.Dir, Mode: 0o555},
-		{Path: "lib/a.py", Kind: digest.File, Mode: 0o444, Size: 3, MtimeNS: 1 << 60, CtimeNS: 1 << 61, Ino: 1 << 40, SHA256: sha256.Sum256([]byte("a\n\n"))},
-		{Path: "lib/a.pyc", Kind: digest.File, Mode: 0o555, Size: 0},
+		{Path: "bin", Kind: treehash.Dir, Mode: 0o555, MtimeNS: 1, CtimeNS: 2, Ino: 3},
+		{Path: "bin/python", Kind: treehash.Symlink, Mode: 0o777, Size: 9, MtimeNS: -5, CtimeNS: 6, Ino: 7, SHA256: sha256.Sum256([]byte("python3.11"))},
+		{Path: "lib", Kind: treehash.Dir, Mode: 0o555},
+		{Path: "lib/a.py", Kind: treehash.File, Mode: 0o444, Size: 3, MtimeNS: 1 << 60, CtimeNS: 1 << 61, Ino: 1 << 40, SHA256: sha256.Sum256([]byte("a\n\n"))},
+		{Path: "lib/a.pyc", Kind: treehash.File, Mode: 0o555, Size: 0},
 	}}
 }
 
@@ -57,9 +58,9 @@ func TestParseIndexRefusals(t *testing.T) {
 		"truncated":      good[:len(good)-1],
 		"trailing bytes": append(bytes.Clone(good), 0),
 		"huge count":     append([]byte(IndexFormat+"\n"), 0xff, 0xff, 0xff, 0xff, 0x0f),
-		"dotdot path":    mustIndex(t, Entry{Path: "a/../b", Kind: digest.Dir}),
+		"dotdot path":    mustIndex(t, Entry{Path: "a/../b", Kind: treehash.Dir}),
 		"bad kind":       mustIndex(t, Entry{Path: "a", Kind: 'X'}),
-		"empty path":     mustIndex(t, Entry{Path: "", Kind: digest.Dir}),
+		"empty path":     mustIndex(t, Entry{Path: "", Kind: treehash.Dir}),
 	} {
 		if _, err := ParseIndex(b); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -108,7 +109,7 @@ func FuzzParseIndex(f *testing.F) {
 			t.Fatalf("a parsed index does not marshal: %v", err)
 		}
 		if got, want := ix.TreeDigest(), treeDigestOf(ix); got != want {
-			t.Fatalf("tree digest %s, digest.TreeDigestOf says %s", got, want)
+			t.Fatalf("tree digest %s, treehash.Of says %s", got, want)
 		}
 		if !bytes.Equal(out, b) {
 			// Varints have one canonical form each, so a parsed index
@@ -140,7 +141,7 @@ func FuzzParseSeal(f *testing.F) {
 func BenchmarkParseIndex(b *testing.B) {
 	ix := &Index{}
 	for i := 0; i < 4000; i++ {
-		ix.Entries = append(ix.Entries, Entry{Path: fmt.Sprintf("lib/python3.11/site-packages/pkg%03d/mod%04d.py", i/40, i), Kind: digest.File, Mode: 0o444, Size: int64(i), MtimeNS: int64(i) << 20, CtimeNS: int64(i) << 21, Ino: uint64(i)})
+		ix.Entries = append(ix.Entries, Entry{Path: fmt.Sprintf("lib/python3.11/site-packages/pkg%03d/mod%04d.py", i/40, i), Kind: treehash.File, Mode: 0o444, Size: int64(i), MtimeNS: int64(i) << 20, CtimeNS: int64(i) << 21, Ino: uint64(i)})
 	}
 	raw, err := ix.MarshalBinary()
 	if err != nil {
@@ -156,24 +157,24 @@ func BenchmarkParseIndex(b *testing.B) {
 
 // treeDigestOf is the tree digest as package digest computes it.
 func treeDigestOf(ix *Index) digest.Digest {
-	te := make([]digest.TreeEntry, len(ix.Entries))
+	te := make([]treehash.Entry, len(ix.Entries))
 	for i := range ix.Entries {
 		te[i] = ix.Entries[i].TreeEntry()
 	}
-	return digest.TreeDigestOf(te)
+	return treehash.Of(te)
 }
 
 // TestTreeDigestIsDigests: Index.TreeDigest hashes records as it reads
-// them; it must equal digest.TreeDigestOf on the same entries, sorted or
+// them; it must equal treehash.Of on the same entries, sorted or
 // not, for every kind, mode and size.
 func TestTreeDigestIsDigests(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	kinds := []digest.EntryKind{digest.File, digest.Dir, digest.Symlink}
+	kinds := []treehash.Kind{treehash.File, treehash.Dir, treehash.Symlink}
 	for n := range 200 {
 		ix := &Index{}
 		for i := range n {
 			e := Entry{Path: fmt.Sprintf("d%d/é%03d/%x", rng.IntN(5), i, rng.Uint32()), Kind: kinds[rng.IntN(3)], Mode: uint32(rng.IntN(0o1000))}
-			if e.Kind != digest.Dir {
+			if e.Kind != treehash.Dir {
 				e.Size = rng.Int64N(1 << 40)
 				e.SHA256 = sha256.Sum256([]byte(e.Path))
 			}

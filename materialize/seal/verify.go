@@ -19,6 +19,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // Options select how Verify checks an env.
@@ -303,16 +304,16 @@ func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func
 // symlink in the tree and env.site_packages a directory.
 func (s *Seal) checkTreeCounts(ix *Index) error {
 	var t Tree
-	kinds := map[string]digest.EntryKind{}
+	kinds := map[string]treehash.Kind{}
 	for i := range ix.Entries {
 		e := &ix.Entries[i]
 		switch e.Kind {
-		case digest.File:
+		case treehash.File:
 			t.Files++
 			t.Bytes += e.Size
-		case digest.Dir:
+		case treehash.Dir:
 			t.Dirs++
-		case digest.Symlink:
+		case treehash.Symlink:
 			t.Symlinks++
 		}
 		if e.Path == s.Env.Python || e.Path == s.Env.SitePackages {
@@ -323,10 +324,10 @@ func (s *Seal) checkTreeCounts(ix *Index) error {
 		return fmt.Errorf("the seal states %d files, %d dirs, %d symlinks, %d bytes; the tree has %d, %d, %d, %d",
 			s.Tree.Files, s.Tree.Dirs, s.Tree.Symlinks, s.Tree.Bytes, t.Files, t.Dirs, t.Symlinks, t.Bytes)
 	}
-	if k, ok := kinds[s.Env.Python]; !ok || k != digest.Symlink {
+	if k, ok := kinds[s.Env.Python]; !ok || k != treehash.Symlink {
 		return fmt.Errorf("env.python %q is not a symlink in the sealed tree", s.Env.Python)
 	}
-	if k, ok := kinds[s.Env.SitePackages]; !ok || k != digest.Dir {
+	if k, ok := kinds[s.Env.SitePackages]; !ok || k != treehash.Dir {
 		return fmt.Errorf("env.site_packages %q is not a directory in the sealed tree", s.Env.SitePackages)
 	}
 	return nil
@@ -402,7 +403,7 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 	if !deep && st.Size == id.Size && st.Mtim.Nano() == id.MtimeNS && st.Ctim.Nano() == id.CtimeNS && st.Ino == id.Ino {
 		return d, true
 	}
-	sum, size, err := digest.HashFile(id.Path)
+	sum, size, err := treehash.HashFile(id.Path)
 	if errors.Is(err, fs.ErrPermission) {
 		d.Code, d.Change, d.Got = refusal.InterpreterUnverifiable, Unreadable, "permission denied"
 		return d, false
@@ -481,7 +482,7 @@ func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Opti
 		}
 		same := now.Size == e.Size && now.MtimeNS == e.MtimeNS && now.CtimeNS == e.CtimeNS && now.Ino == e.Ino
 		switch kind {
-		case digest.Symlink:
+		case treehash.Symlink:
 			if !same || opts.Deep {
 				r.Rehashed++
 				t, err := readlinkAt(dirfd, name)
@@ -498,7 +499,7 @@ func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Opti
 			} else {
 				now.SHA256 = e.SHA256
 			}
-		case digest.File:
+		case treehash.File:
 			if !same && now.Size != e.Size {
 				if r.add(Difference{Code: refusal.EnvDrift, Path: rel, Change: Content, Want: fmt.Sprintf("%d bytes", e.Size), Got: fmt.Sprintf("%d bytes", now.Size)}, opts.Explain) {
 					return errStop
@@ -532,11 +533,11 @@ func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Opti
 		return err
 	}
 	if opts.Deep {
-		te := make([]digest.TreeEntry, len(onDisk))
+		te := make([]treehash.Entry, len(onDisk))
 		for i := range onDisk {
 			te[i] = onDisk[i].TreeEntry()
 		}
-		if got := digest.TreeDigestOf(te); got != r.TreeDigest {
+		if got := treehash.Of(te); got != r.TreeDigest {
 			r.add(Difference{Code: refusal.EnvDrift, Path: ".", Change: TreeDigest, Want: r.TreeDigest.String(), Got: got.String()}, opts.Explain)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // testEnv is a tree frozen, indexed and committed the way materialize
@@ -189,7 +190,7 @@ func TestFastVerifySeesEveryEntry(t *testing.T) {
 	}
 	var files []int
 	for i, e := range ix.Entries {
-		if e.Kind == digest.File {
+		if e.Kind == treehash.File {
 			files = append(files, i)
 		}
 	}
@@ -448,7 +449,7 @@ func BenchmarkFreeze(b *testing.B) {
 	}
 	known := map[string]Known{}
 	for _, e := range ix.Entries {
-		if e.Kind == digest.File {
+		if e.Kind == treehash.File {
 			known[e.Path] = Known{Size: e.Size, SHA256: e.SHA256}
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/treehash"
 )
 
 // visitFunc is called for every entry below the root, in directory order,
@@ -115,33 +115,33 @@ func relOrDot(rel string) string {
 
 // kindOf maps a stat mode to a tree entry kind; ok is false for anything
 // but a regular file, directory or symlink.
-func kindOf(mode uint32) (digest.EntryKind, bool) {
+func kindOf(mode uint32) (treehash.Kind, bool) {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		return digest.File, true
+		return treehash.File, true
 	case unix.S_IFDIR:
-		return digest.Dir, true
+		return treehash.Dir, true
 	case unix.S_IFLNK:
-		return digest.Symlink, true
+		return treehash.Symlink, true
 	}
 	return 0, false
 }
 
-func kindName(k digest.EntryKind) string {
+func kindName(k treehash.Kind) string {
 	switch k {
-	case digest.File:
+	case treehash.File:
 		return "file"
-	case digest.Dir:
+	case treehash.Dir:
 		return "directory"
-	case digest.Symlink:
+	case treehash.Symlink:
 		return "symlink"
 	}
 	return "special file"
 }
 
-func entryOf(rel string, st *unix.Stat_t, kind digest.EntryKind) Entry {
+func entryOf(rel string, st *unix.Stat_t, kind treehash.Kind) Entry {
 	e := Entry{Path: rel, Kind: kind, Mode: st.Mode & 0o7777, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(), Ino: st.Ino}
-	if kind != digest.Dir {
+	if kind != treehash.Dir {
 		e.Size = st.Size
 	}
 	return e
@@ -185,7 +185,7 @@ func hashAll(ctx context.Context, root string, paths []string, sums [][32]byte, 
 				}
 				err := ctx.Err()
 				if err == nil {
-					sums[i], sizes[i], err = digest.HashFile(filepath.Join(root, filepath.FromSlash(paths[i])))
+					sums[i], sizes[i], err = treehash.HashFile(filepath.Join(root, filepath.FromSlash(paths[i])))
 				}
 				if err != nil {
 					mu.Lock()
@@ -334,7 +334,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return &os.PathError{Op: "stat", Path: rel, Err: err}
 		}
-		w.entries = append(w.entries, entryOf(rel, &st, digest.Dir))
+		w.entries = append(w.entries, entryOf(rel, &st, treehash.Dir))
 	}
 	var err error
 	if w.dirents, err = readDirents(fd, w.buf, w.dirents[:0]); err != nil {
@@ -361,15 +361,15 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		if !ok {
 			return fmt.Errorf("%q: not a regular file, directory or symlink", p)
 		}
-		if kind == digest.Dir { // a file system that does not report types
+		if kind == treehash.Dir { // a file system that does not report types
 			w.subdirs = append(w.subdirs, p)
 			continue
 		}
 		want := uint32(0o444)
 		switch {
-		case kind == digest.File && st.Mode&0o111 != 0:
+		case kind == treehash.File && st.Mode&0o111 != 0:
 			want = 0o555
-		case kind == digest.Symlink:
+		case kind == treehash.Symlink:
 			want = st.Mode & 0o7777
 		}
 		if st.Mode&0o7777 != want {
@@ -382,18 +382,18 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 		}
 		e := entryOf(p, &st, kind)
 		switch kind {
-		case digest.Symlink:
+		case treehash.Symlink:
 			t, err := readlinkAt(fd, name)
 			if err != nil {
 				return &os.PathError{Op: "readlink", Path: p, Err: err}
 			}
 			e.Size, e.SHA256 = int64(len(t)), sha256.Sum256([]byte(t))
-		case digest.File:
+		case treehash.File:
 			if k, ok := f.known[p]; ok && k.Size == e.Size {
 				e.SHA256 = k.SHA256
 				break
 			}
-			sum, size, err := digest.HashFile(filepath.Join(f.root, filepath.FromSlash(p)))
+			sum, size, err := treehash.HashFile(filepath.Join(f.root, filepath.FromSlash(p)))
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package digest
+package canonical
 
 import (
 	"bytes"
@@ -85,7 +85,7 @@ func TestNumbersAgainstNode(t *testing.T) {
 	want := runNode(t, nodeJCS, inputs)
 	bad := 0
 	for i, in := range inputs {
-		got, err := Canonicalize([]byte(in))
+		got, err := Transform([]byte(in))
 		if err != nil || string(got) != want[i] {
 			t.Errorf("%s: got %s (%v), node %s", in, got, err, want[i])
 			if bad++; bad > 10 {
@@ -147,7 +147,7 @@ func TestDocumentsAgainstNode(t *testing.T) {
 	want := runNode(t, nodeJCS, inputs)
 	bad := 0
 	for i, in := range inputs {
-		got, err := Canonicalize([]byte(in))
+		got, err := Transform([]byte(in))
 		if err != nil || string(got) != want[i] {
 			t.Errorf("%s:\n got %q (%v)\nnode %q", in, got, err, want[i])
 			if bad++; bad > 5 {

@@ -1,4 +1,12 @@
-package digest
+// Package canonical owns RFC 8785 (the JSON Canonicalization Scheme):
+// Transform turns a JSON document into its canonical form, refusing
+// invalid UTF-8, duplicate member names, lone surrogates, numbers outside
+// IEEE 754 doubles and anything else RFC 8785 §3.1 rules out (unlike
+// gowebpki/jcs, which passes such input through); Marshal is encoding/json
+// followed by Transform. Every cruxprov digest hashes its output.
+//
+// It does not hash, know about digests, or print.
+package canonical
 
 import (
 	"bytes"
@@ -11,18 +19,18 @@ import (
 	"unicode/utf8"
 )
 
-// CanonicalError says why a JSON text has no RFC 8785 canonical form: the
+// Error says why a JSON text has no RFC 8785 canonical form: the
 // byte offset in the input where the problem was found and a reason. When
 // CanonicalJSON cannot marshal its value, Offset is -1 and Err is the
 // encoding/json error.
-type CanonicalError struct {
+type Error struct {
 	Offset int
 	Reason string
 	Err    error
 	kind   canonKind
 }
 
-func (e *CanonicalError) Error() string {
+func (e *Error) Error() string {
 	if e.Offset < 0 {
 		return "canonical json: " + e.Reason
 	}
@@ -30,9 +38,9 @@ func (e *CanonicalError) Error() string {
 }
 
 // Unwrap returns the marshalling error, if any.
-func (e *CanonicalError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// canonKind classifies a CanonicalError for tests, which must not compare
+// canonKind classifies a Error for tests, which must not compare
 // strings.
 type canonKind int
 
@@ -60,7 +68,7 @@ const maxDepth = 1000
 // Canonicalize returns the RFC 8785 (JCS) canonical form of the JSON text b.
 //
 // Input is parsed strictly as RFC 8259 JSON restricted to I-JSON (RFC 7493),
-// as RFC 8785 §3.1 requires. It is refused with a *CanonicalError when it is
+// as RFC 8785 §3.1 requires. It is refused with a *Error when it is
 // not valid UTF-8, starts with a byte order mark, has an unescaped control
 // character in a string, a \u escape that is a lone surrogate, a string
 // holding a Unicode noncharacter (I-JSON §2.1), an object with two members
@@ -75,7 +83,7 @@ const maxDepth = 1000
 // character as UTF-8; numbers parsed as IEEE 754 doubles (rounded to
 // nearest, so values that underflow become 0) and written as ECMAScript's
 // Number.prototype.toString does (RFC 8785 §3.2.2.3).
-func Canonicalize(b []byte) ([]byte, error) {
+func Transform(b []byte) ([]byte, error) {
 	p := parser{in: b}
 	if bytes.HasPrefix(b, []byte("\xef\xbb\xbf")) {
 		return nil, p.fail(0, kBOM, "byte order mark is not allowed")
@@ -98,17 +106,17 @@ func Canonicalize(b []byte) ([]byte, error) {
 
 // CanonicalJSON marshals v with encoding/json (without HTML escaping) and
 // returns the RFC 8785 canonical form of the result. Every error is a
-// *CanonicalError. Note that encoding/json replaces invalid UTF-8 in Go
+// *Error. Note that encoding/json replaces invalid UTF-8 in Go
 // strings with U+FFFD: callers hashing identities validate their strings
 // first (the typed digests of this package do).
-func CanonicalJSON(v any) ([]byte, error) {
+func Marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return nil, &CanonicalError{Offset: -1, Reason: "cannot marshal: " + err.Error(), Err: err, kind: kMarshal}
+		return nil, &Error{Offset: -1, Reason: "cannot marshal: " + err.Error(), Err: err, kind: kMarshal}
 	}
-	return Canonicalize(buf.Bytes())
+	return Transform(buf.Bytes())
 }
 
 type parser struct {
@@ -116,11 +124,11 @@ type parser struct {
 	pos int
 }
 
-func (p *parser) fail(off int, k canonKind, format string, args ...any) *CanonicalError {
-	return &CanonicalError{Offset: off, Reason: fmt.Sprintf(format, args...), kind: k}
+func (p *parser) fail(off int, k canonKind, format string, args ...any) *Error {
+	return &Error{Offset: off, Reason: fmt.Sprintf(format, args...), kind: k}
 }
 
-func (p *parser) truncated() *CanonicalError {
+func (p *parser) truncated() *Error {
 	return p.fail(len(p.in), kTruncated, "unexpected end of input")
 }
 
@@ -164,7 +172,7 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 	}
 }
 
-func (p *parser) unexpected(want string) *CanonicalError {
+func (p *parser) unexpected(want string) *Error {
 	if p.pos >= len(p.in) {
 		return p.truncated()
 	}

@@ -1,4 +1,14 @@
-package digest
+// Package treehash owns the tree digest of a directory (DESIGN §5): one
+// record per entry below the root, in byte order of the relative paths
+// ("F<x> <size> <sha256hex> <path>\0" for a file, "D- 0 - <path>\0" for a
+// directory, "L- <len> <sha256hex of the target> <path>\0" for a symlink),
+// hashed with sha256; Walk lists and hashes a tree in parallel without
+// following links, Of digests entries already known (a verifier's stat
+// index), Sum does both. Anything but a regular file, directory or symlink,
+// and a name that is not UTF-8, is refused.
+//
+// It does not seal, compare with an index (package seal does), or print.
+package treehash
 
 import (
 	"context"
@@ -16,32 +26,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/cruxible/cruxprov/digest"
 )
 
-// EntryKind is the kind of a tree entry, the letter its record starts with.
-type EntryKind byte
+// Kind is the kind of a tree entry, the letter its record starts with.
+type Kind byte
 
 // The entry kinds a tree may hold; anything else is refused.
 const (
-	File    EntryKind = 'F'
-	Dir     EntryKind = 'D'
-	Symlink EntryKind = 'L'
+	File    Kind = 'F'
+	Dir     Kind = 'D'
+	Symlink Kind = 'L'
 )
 
-// TreeEntry is one entry below a tree's root. Path is relative to the root,
+// Entry is one entry below a tree's root. Path is relative to the root,
 // '/'-separated, UTF-8. For a File, Exec says whether any execute bit is
 // set, Size is its length and SHA256 the hash of its bytes; for a Symlink,
 // Size is the length of the target and SHA256 the hash of the target bytes
 // (the link is never followed); for a Dir, Size is 0 and SHA256 is zero.
-type TreeEntry struct {
+type Entry struct {
 	Path   string
-	Kind   EntryKind
+	Kind   Kind
 	Exec   bool
 	Size   int64
 	SHA256 [32]byte
 }
 
-// Sentinels a *TreeError wraps; test with errors.Is.
+// Sentinels a *Error wraps; test with errors.Is.
 var (
 	// ErrNonUTF8Name: a name below the root is not valid UTF-8.
 	ErrNonUTF8Name = errors.New("name is not valid UTF-8")
@@ -52,16 +64,16 @@ var (
 	ErrChanged = errors.New("changed while it was hashed")
 )
 
-// TreeError says why a tree cannot be digested: the offending path (relative
+// Error says why a tree cannot be digested: the offending path (relative
 // to the root for entries below it), a reason, and the cause (one of the
 // sentinels above, or an I/O error).
-type TreeError struct {
+type Error struct {
 	Path   string
 	Reason string
 	Err    error
 }
 
-func (e *TreeError) Error() string {
+func (e *Error) Error() string {
 	s := fmt.Sprintf("tree: %q: %s", e.Path, e.Reason)
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
@@ -70,9 +82,9 @@ func (e *TreeError) Error() string {
 }
 
 // Unwrap returns the cause.
-func (e *TreeError) Unwrap() error { return e.Err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// TreeDigestOf returns the tree digest (DESIGN §5) of entries: the sha256 of
+// Of returns the tree digest (DESIGN §5) of entries: the sha256 of
 // the concatenation, in byte order of Path, of one record per entry:
 //
 //	regular file  "F" x " " size " " sha256hex " " path "\x00"
@@ -83,8 +95,8 @@ func (e *TreeError) Unwrap() error { return e.Err }
 // decimal, sha256hex is 64 lowercase hex digits, and path is relative to
 // the root, '/'-separated, without a leading "./". The root itself has no
 // record. It sorts a copy; entries must have distinct, valid paths (as
-// WalkTree returns them).
-func TreeDigestOf(entries []TreeEntry) Digest {
+// Walk returns them).
+func Of(entries []Entry) digest.Digest {
 	sorted := entries
 	if !slices.IsSortedFunc(entries, cmpEntry) {
 		sorted = slices.Clone(entries)
@@ -100,23 +112,23 @@ func TreeDigestOf(entries []TreeEntry) Digest {
 		}
 	}
 	h.Write(buf)
-	return FromBytes(h.Sum(nil))
+	return digest.FromBytes(h.Sum(nil))
 }
 
-func cmpEntry(a, b TreeEntry) int { return strings.Compare(a.Path, b.Path) }
+func cmpEntry(a, b Entry) int { return strings.Compare(a.Path, b.Path) }
 
 // appendRecord appends e's tree record.
-func appendRecord(b []byte, e *TreeEntry) []byte {
-	return AppendTreeRecord(b, e.Kind, e.Exec, e.Size, &e.SHA256, e.Path)
+func appendRecord(b []byte, e *Entry) []byte {
+	return AppendRecord(b, e.Kind, e.Exec, e.Size, &e.SHA256, e.Path)
 }
 
-// AppendTreeRecord appends one entry's record of the tree digest (§5,
+// AppendRecord appends one entry's record of the tree digest (§5,
 // docs/digests.md) to b: "D- 0 - PATH\0" for a directory, else
 // "KX SIZE SHA256HEX PATH\0", K the kind letter and X 'x' for a file with
 // an execute bit (exec is ignored for other kinds), '-' otherwise. It is
 // for callers that keep entries in their own form (the seal's stat index)
-// and hash them in path order without copying them into TreeEntry values.
-func AppendTreeRecord(b []byte, kind EntryKind, exec bool, size int64, sum *[32]byte, path string) []byte {
+// and hash them in path order without copying them into Entry values.
+func AppendRecord(b []byte, kind Kind, exec bool, size int64, sum *[32]byte, path string) []byte {
 	switch kind {
 	case Dir:
 		b = append(b, "D- 0 - "...)
@@ -137,32 +149,32 @@ func AppendTreeRecord(b []byte, kind EntryKind, exec bool, size int64, sum *[32]
 	return append(b, 0)
 }
 
-// TreeDigest walks root with WalkTree and returns the tree digest and the
+// Sum walks root with Walk and returns the tree digest and the
 // entries it was computed from.
-func TreeDigest(ctx context.Context, root string, jobs int) (Digest, []TreeEntry, error) {
-	entries, err := WalkTree(ctx, root, jobs)
+func Sum(ctx context.Context, root string, jobs int) (digest.Digest, []Entry, error) {
+	entries, err := Walk(ctx, root, jobs)
 	if err != nil {
-		return Digest{}, nil, err
+		return digest.Digest{}, nil, err
 	}
-	return TreeDigestOf(entries), entries, nil
+	return Of(entries), entries, nil
 }
 
-// WalkTree lists every entry below the directory root, sorted by Path,
+// Walk lists every entry below the directory root, sorted by Path,
 // hashing regular files with jobs parallel workers (jobs < 1 means
 // GOMAXPROCS). Symbolic links are read, never followed; root itself must
 // be a directory, not a link to one. A name that is not UTF-8, a device,
-// FIFO or socket, or any I/O error is a *TreeError; cancelling ctx stops
+// FIFO or socket, or any I/O error is a *Error; cancelling ctx stops
 // the walk with ctx's error.
-func WalkTree(ctx context.Context, root string, jobs int) ([]TreeEntry, error) {
+func Walk(ctx context.Context, root string, jobs int) ([]Entry, error) {
 	if jobs < 1 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
 	fi, err := os.Lstat(root)
 	if err != nil {
-		return nil, &TreeError{Path: root, Reason: "cannot read the root", Err: err}
+		return nil, &Error{Path: root, Reason: "cannot read the root", Err: err}
 	}
 	if !fi.IsDir() {
-		return nil, &TreeError{Path: root, Reason: "root is not a directory (" + fi.Mode().Type().String() + ")", Err: ErrSpecialFile}
+		return nil, &Error{Path: root, Reason: "root is not a directory (" + fi.Mode().Type().String() + ")", Err: ErrSpecialFile}
 	}
 	w := walker{ctx: ctx, root: root}
 	if err := w.walk(); err != nil {
@@ -186,7 +198,7 @@ func WalkTree(ctx context.Context, root string, jobs int) ([]TreeEntry, error) {
 type walker struct {
 	ctx     context.Context
 	root    string
-	entries []TreeEntry
+	entries []Entry
 	files   []int // scratch, reused for the file indexes
 }
 
@@ -200,7 +212,7 @@ func (w *walker) walk() error {
 		stack = stack[:len(stack)-1]
 		des, err := readDir(w.full(rel))
 		if err != nil {
-			return &TreeError{Path: relOrDot(rel), Reason: "cannot read the directory", Err: err}
+			return &Error{Path: relOrDot(rel), Reason: "cannot read the directory", Err: err}
 		}
 		for _, de := range des {
 			name := de.Name()
@@ -209,22 +221,22 @@ func (w *walker) walk() error {
 				p = rel + "/" + name
 			}
 			if !utf8.ValidString(name) {
-				return &TreeError{Path: p, Reason: "refusing a name that is not UTF-8", Err: ErrNonUTF8Name}
+				return &Error{Path: p, Reason: "refusing a name that is not UTF-8", Err: ErrNonUTF8Name}
 			}
 			switch t := de.Type(); {
 			case t.IsDir():
-				w.entries = append(w.entries, TreeEntry{Path: p, Kind: Dir})
+				w.entries = append(w.entries, Entry{Path: p, Kind: Dir})
 				stack = append(stack, p)
 			case t&fs.ModeSymlink != 0:
 				target, err := os.Readlink(w.full(p))
 				if err != nil {
-					return &TreeError{Path: p, Reason: "cannot read the symlink", Err: err}
+					return &Error{Path: p, Reason: "cannot read the symlink", Err: err}
 				}
-				w.entries = append(w.entries, TreeEntry{Path: p, Kind: Symlink, Size: int64(len(target)), SHA256: sha256.Sum256([]byte(target))})
+				w.entries = append(w.entries, Entry{Path: p, Kind: Symlink, Size: int64(len(target)), SHA256: sha256.Sum256([]byte(target))})
 			case t.IsRegular():
-				w.entries = append(w.entries, TreeEntry{Path: p, Kind: File})
+				w.entries = append(w.entries, Entry{Path: p, Kind: File})
 			default:
-				return &TreeError{Path: p, Reason: "refusing a " + kindName(t), Err: ErrSpecialFile}
+				return &Error{Path: p, Reason: "refusing a " + kindName(t), Err: ErrSpecialFile}
 			}
 		}
 	}
@@ -261,7 +273,7 @@ func kindName(t fs.FileMode) string {
 
 // hashFiles hashes entries[files[i]] with jobs workers, each with its own
 // buffer and hash state, claiming work through an atomic counter.
-func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []int, jobs int) error {
+func hashFiles(ctx context.Context, root string, entries []Entry, files []int, jobs int) error {
 	if jobs > len(files) {
 		jobs = len(files)
 	}
@@ -286,7 +298,7 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 				err := ctx.Err()
 				if err == nil {
 					e.SHA256, e.Size, e.Exec, err = h.hash(ctx, filepath.Join(root, filepath.FromSlash(e.Path)))
-					var te *TreeError
+					var te *Error
 					if errors.As(err, &te) {
 						te.Path = e.Path
 					}
@@ -309,7 +321,7 @@ func hashFiles(ctx context.Context, root string, entries []TreeEntry, files []in
 
 // HashFile returns the sha256 and size of the regular file at path, which
 // is opened without following a symlink. Anything but a regular file is a
-// *TreeError wrapping ErrSpecialFile; I/O errors are *TreeError too.
+// *Error wrapping ErrSpecialFile; I/O errors are *Error too.
 // It reuses buffers across calls, so hashing many small files one call at
 // a time is cheap; it is safe for concurrent use.
 func HashFile(path string) ([32]byte, int64, error) {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package digest
+package treehash
 
 import (
 	"context"
@@ -40,14 +40,14 @@ func newFileHasher() *fileHasher {
 func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size int64, exec bool, err error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return sum, 0, false, &TreeError{Path: path, Reason: "cannot stat", Err: err}
+		return sum, 0, false, &Error{Path: path, Reason: "cannot stat", Err: err}
 	}
 	if !fi.Mode().IsRegular() {
-		return sum, 0, false, &TreeError{Path: path, Reason: "refusing an entry that is not a regular file", Err: ErrSpecialFile}
+		return sum, 0, false, &Error{Path: path, Reason: "refusing an entry that is not a regular file", Err: ErrSpecialFile}
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return sum, 0, false, &TreeError{Path: path, Reason: "cannot open", Err: err}
+		return sum, 0, false, &Error{Path: path, Reason: "cannot open", Err: err}
 	}
 	defer f.Close()
 	if err := ctx.Err(); err != nil {
@@ -56,10 +56,10 @@ func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size
 	fh.h.Reset()
 	size, err = io.CopyBuffer(fh.h, f, fh.buf)
 	if err != nil {
-		return sum, 0, false, &TreeError{Path: path, Reason: "cannot read", Err: err}
+		return sum, 0, false, &Error{Path: path, Reason: "cannot read", Err: err}
 	}
 	if size != fi.Size() {
-		return sum, 0, false, &TreeError{Path: path, Reason: "size changed while hashing", Err: ErrChanged}
+		return sum, 0, false, &Error{Path: path, Reason: "size changed while hashing", Err: ErrChanged}
 	}
 	fh.h.Sum(fh.sum[:0])
 	sum = fh.sum

@@ -1,6 +1,6 @@
 //go:build unix
 
-package digest
+package treehash
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
 )
 
 func writeFile(t *testing.T, p string, b []byte, mode os.FileMode) {
@@ -44,7 +46,7 @@ func TestWalkTreeRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, jobs := range []int{0, 1, 2, 8} {
-		entries, err := WalkTree(context.Background(), root, jobs)
+		entries, err := Walk(context.Background(), root, jobs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,9 +67,9 @@ func TestWalkTreeRecords(t *testing.T) {
 		if strings.Join(recs, "|") != strings.Join(want, "|") {
 			t.Fatalf("jobs=%d records:\n%q\nwant\n%q", jobs, recs, want)
 		}
-		d, _, err := TreeDigest(context.Background(), root, jobs)
-		if err != nil || d != Sum([]byte(strings.Join(want, ""))) {
-			t.Fatalf("TreeDigest = %v, %v", d, err)
+		d, _, err := Sum(context.Background(), root, jobs)
+		if err != nil || d != digest.Sum([]byte(strings.Join(want, ""))) {
+			t.Fatalf("Sum = %v, %v", d, err)
 		}
 	}
 }
@@ -75,7 +77,7 @@ func TestWalkTreeRecords(t *testing.T) {
 func TestTreeDigestChanges(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "f"), []byte("x"), 0o644)
-	base, _, err := TreeDigest(context.Background(), root, 2)
+	base, _, err := Sum(context.Background(), root, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +98,14 @@ func TestTreeDigestChanges(t *testing.T) {
 		if err := c.change(); err != nil {
 			t.Fatal(err)
 		}
-		d, _, err := TreeDigest(context.Background(), root, 2)
+		d, _, err := Sum(context.Background(), root, 2)
 		if err != nil || d == base {
 			t.Errorf("%s: digest unchanged (%v)", c.name, err)
 		}
 		if err := c.undo(); err != nil {
 			t.Fatal(err)
 		}
-		if d, _, _ := TreeDigest(context.Background(), root, 2); d != base {
+		if d, _, _ := Sum(context.Background(), root, 2); d != base {
 			t.Errorf("%s: undoing did not restore the digest", c.name)
 		}
 	}
@@ -111,7 +113,7 @@ func TestTreeDigestChanges(t *testing.T) {
 	if err := os.Chmod(filepath.Join(root, "f"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if d, _, _ := TreeDigest(context.Background(), root, 2); d != base {
+	if d, _, _ := Sum(context.Background(), root, 2); d != base {
 		t.Error("a read-bit change changed the digest")
 	}
 }
@@ -165,10 +167,10 @@ func TestWalkTreeRefuses(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := c.setup(t, t.TempDir())
-			_, err := WalkTree(context.Background(), root, 2)
-			var te *TreeError
+			_, err := Walk(context.Background(), root, 2)
+			var te *Error
 			if !errors.As(err, &te) || !errors.Is(err, c.is) {
-				t.Fatalf("got %v, want a *TreeError wrapping %v", err, c.is)
+				t.Fatalf("got %v, want a *Error wrapping %v", err, c.is)
 			}
 			if c.path != "" && te.Path != c.path {
 				t.Fatalf("path %q, want %q", te.Path, c.path)
@@ -178,8 +180,8 @@ func TestWalkTreeRefuses(t *testing.T) {
 }
 
 func TestWalkTreeMissingRoot(t *testing.T) {
-	_, err := WalkTree(context.Background(), filepath.Join(t.TempDir(), "nope"), 1)
-	var te *TreeError
+	_, err := Walk(context.Background(), filepath.Join(t.TempDir(), "nope"), 1)
+	var te *Error
 	if !errors.As(err, &te) || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("got %v", err)
 	}
@@ -189,10 +191,10 @@ func TestWalkTreeMissingRoot(t *testing.T) {
 // ignores modes) over a tree with an unreadable file and directory.
 func TestWalkTreeUnreadable(t *testing.T) {
 	if os.Getenv("DIGEST_WALK_CHILD") != "" {
-		_, err := WalkTree(context.Background(), os.Args[len(os.Args)-1], 2)
-		var te *TreeError
+		_, err := Walk(context.Background(), os.Args[len(os.Args)-1], 2)
+		var te *Error
 		if !errors.As(err, &te) || !errors.Is(err, os.ErrPermission) {
-			t.Fatalf("got %v, want a *TreeError wrapping a permission error", err)
+			t.Fatalf("got %v, want a *Error wrapping a permission error", err)
 		}
 		fmt.Println("CHILD-PATH=" + te.Path)
 		return
@@ -236,7 +238,7 @@ func TestWalkTreeCancelled(t *testing.T) {
 	writeFile(t, filepath.Join(root, "f"), []byte("x"), 0o644)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := WalkTree(ctx, root, 2); !errors.Is(err, context.Canceled) {
+	if _, err := Walk(ctx, root, 2); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -255,7 +257,7 @@ func TestHashFile(t *testing.T) {
 	if err := os.Symlink("big", filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}
-	var te *TreeError
+	var te *Error
 	if _, _, err := HashFile(filepath.Join(dir, "link")); !errors.As(err, &te) {
 		t.Fatalf("HashFile followed a symlink: %v", err)
 	}
@@ -277,7 +279,7 @@ func TestHashFile(t *testing.T) {
 func makeBenchTree(b *testing.B) (string, int64) {
 	b.Helper()
 	if root := os.Getenv("DIGEST_BENCH_ROOT"); root != "" {
-		entries, err := WalkTree(context.Background(), root, 2)
+		entries, err := Walk(context.Background(), root, 2)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -330,7 +332,7 @@ func BenchmarkWalkTree(b *testing.B) {
 			b.SetBytes(total)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := WalkTree(context.Background(), root, jobs); err != nil {
+				if _, err := Walk(context.Background(), root, jobs); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package digest
+package treehash
 
 import (
 	"context"
@@ -53,17 +53,17 @@ func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size
 	fd, err := openNoFollow(path, 0)
 	if err != nil {
 		if err == syscall.ELOOP {
-			return sum, 0, false, &TreeError{Path: path, Reason: "became a symlink while walking", Err: ErrChanged}
+			return sum, 0, false, &Error{Path: path, Reason: "became a symlink while walking", Err: ErrChanged}
 		}
-		return sum, 0, false, &TreeError{Path: path, Reason: "cannot open", Err: &fs.PathError{Op: "open", Path: path, Err: err}}
+		return sum, 0, false, &Error{Path: path, Reason: "cannot open", Err: &fs.PathError{Op: "open", Path: path, Err: err}}
 	}
 	defer syscall.Close(fd)
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
-		return sum, 0, false, &TreeError{Path: path, Reason: "cannot stat", Err: &fs.PathError{Op: "fstat", Path: path, Err: err}}
+		return sum, 0, false, &Error{Path: path, Reason: "cannot stat", Err: &fs.PathError{Op: "fstat", Path: path, Err: err}}
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return sum, 0, false, &TreeError{Path: path, Reason: "refusing an entry that is not a regular file", Err: ErrSpecialFile}
+		return sum, 0, false, &Error{Path: path, Reason: "refusing an entry that is not a regular file", Err: ErrSpecialFile}
 	}
 	fh.h.Reset()
 	for reads := 1; ; reads++ {
@@ -77,7 +77,7 @@ func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size
 			continue
 		}
 		if err != nil {
-			return sum, 0, false, &TreeError{Path: path, Reason: "cannot read", Err: &fs.PathError{Op: "read", Path: path, Err: err}}
+			return sum, 0, false, &Error{Path: path, Reason: "cannot read", Err: &fs.PathError{Op: "read", Path: path, Err: err}}
 		}
 		if n == 0 {
 			break
@@ -86,7 +86,7 @@ func (fh *fileHasher) hash(ctx context.Context, path string) (sum [32]byte, size
 		size += int64(n)
 	}
 	if size != st.Size {
-		return sum, 0, false, &TreeError{Path: path, Reason: "size changed while hashing", Err: ErrChanged}
+		return sum, 0, false, &Error{Path: path, Reason: "size changed while hashing", Err: ErrChanged}
 	}
 	fh.h.Sum(fh.sum[:0])
 	sum = fh.sum

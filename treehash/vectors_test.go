@@ -1,0 +1,140 @@
+package treehash
+
+import (
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The tree digest's known-answer vector: testdata/digests/tree.txtar (its
+// digest line) and tree.records (the exact bytes hashed), both computed by
+// testdata/digests/gen.mjs, independently of this package.
+const vectorDir = "../testdata/digests"
+
+func TestTreeKnownAnswer(t *testing.T) {
+	tv := loadTree(t)
+	entries, err := Walk(context.Background(), buildTree(t, tv), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records []byte
+	for i := range entries {
+		records = appendRecord(records, &entries[i])
+	}
+	want, err := os.ReadFile(filepath.Join(vectorDir, "tree.records"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(records) != string(want) {
+		t.Errorf("records\n got %q\nwant %q", records, want)
+	}
+	if d := Of(entries); d.String() != tv.digest {
+		t.Errorf("digest %s, want %s", d, tv.digest)
+	}
+}
+
+// TestTreeVectorDoc: docs/digests.md's vector table carries the tree's
+// digest and shows its records.
+func TestTreeVectorDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tv := loadTree(t)
+	if !regexp.MustCompile("(?m)^\\| `tree` \\|.*\\| `" + tv.digest + "` \\|$").Match(doc) {
+		t.Errorf("docs/digests.md: no vector row for the tree with %s", tv.digest)
+	}
+	records, _ := os.ReadFile(filepath.Join(vectorDir, "tree.records"))
+	if shown := strings.ReplaceAll(string(records), "\x00", "\\0\n"); !strings.Contains(string(doc), shown) {
+		t.Errorf("docs/digests.md does not show the tree's records:\n%s", shown)
+	}
+}
+
+// treeVector is tree.txtar: a description of a tree and its digest.
+type treeVector struct {
+	digest  string
+	entries []treeSpec
+}
+
+type treeSpec struct {
+	path, kind string
+	body       []byte
+}
+
+func loadTree(t *testing.T) treeVector {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(vectorDir, "tree.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tv treeVector
+	header := regexp.MustCompile(`(?m)^-- (\S+) (file|exec|dir|symlink) --\n`)
+	locs := header.FindAllSubmatchIndex(b, -1)
+	if len(locs) == 0 {
+		t.Fatal("tree.txtar: no entries")
+	}
+	if m := regexp.MustCompile(`(?m)^digest: (sha256:[0-9a-f]{64})$`).FindSubmatch(b[:locs[0][0]]); m != nil {
+		tv.digest = string(m[1])
+	} else {
+		t.Fatal("tree.txtar: no digest line")
+	}
+	for i, l := range locs {
+		end := len(b)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		tv.entries = append(tv.entries, treeSpec{string(b[l[2]:l[3]]), string(b[l[4]:l[5]]), b[l[1]:end]})
+	}
+	return tv
+}
+
+// buildTree creates tv's tree in a new temporary directory.
+func buildTree(t *testing.T, tv treeVector) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, e := range tv.entries {
+		p := filepath.Join(root, filepath.FromSlash(e.path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch e.kind {
+		case "file":
+			err = os.WriteFile(p, e.body, 0o644)
+		case "exec":
+			err = os.WriteFile(p, e.body, 0o755)
+		case "dir":
+			err = os.Mkdir(p, 0o755)
+		case "symlink":
+			err = os.Symlink(strings.TrimSuffix(string(e.body), "\n"), p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestTreeVectorEntries(t *testing.T) {
+	tv := loadTree(t)
+	entries, err := Walk(context.Background(), buildTree(t, tv), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, string(e.Kind)+" "+e.Path+" "+hex.EncodeToString(e.SHA256[:4]))
+	}
+	want := []string{"D bin 00000000", "F bin/tool bfdeaeb0", "D empty 00000000", "D lib 00000000",
+		"F lib.txt e3b0c442", "L lib/current c396907b", "F lib/data.txt 853ff937"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if !entries[1].Exec || entries[4].Exec || entries[6].Exec {
+		t.Errorf("exec bits wrong: %+v", entries)
+	}
+}
