@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"runtime"
@@ -30,22 +29,27 @@ import (
 // interpreter (docs/seal.md, "Bytecode"). Deleting it is always safe.
 const PycCacheDir = "cache/pyc"
 
-// compileScript compiles the sources named on stdin (NUL-separated pairs:
-// the file to read, the final path to record) exactly as
-// py_compile.compile(file, dfile=…, invalidation_mode=UNCHECKED_HASH)
-// does (SourceFileLoader.source_to_code, importlib.util.source_hash,
-// _code_to_hash_pyc), and writes for each, in order, one record to
-// stdout: a kind byte, the length (4 bytes, little-endian) and the pyc.
+// compileScript compiles the sources it is sent on stdin, batch by
+// batch, exactly as py_compile.compile(file, dfile=…,
+// invalidation_mode=UNCHECKED_HASH) does (SourceFileLoader.source_to_code,
+// importlib.util.source_hash, _code_to_hash_pyc). A batch is a mode byte
+// ("c": cache, "d": direct), a length (4 bytes, little-endian) and that
+// many bytes of NUL-terminated pairs (the file to read, the final path to
+// record). For each pair, in order, it writes one record to stdout: a kind
+// byte, the length (4 bytes, little-endian) and the pyc; it flushes at the
+// end of each batch and exits at the end of stdin. So one process serves
+// a whole create, compiling each wheel's sources as soon as it is
+// installed (compilePool).
 //
-// In "cache" mode (argv[2]) a source is compiled with dfile = the
-// placeholder (argv[1]) and answered "P", unless the placeholder could be
-// anything else than its file name (it is in the source, in a constant,
-// or not exactly once in the pyc): then it is compiled with its final path
-// and answered "D", as every source is in "direct" mode. A source that
-// does not compile is skipped, as pip skips it (Python 2 test data in
-// some wheels): "N" when the failure is a property of the source
-// (SyntaxError, ValueError for null bytes, UnicodeError), "X" otherwise
-// (RecursionError, MemoryError: not cached). An I/O error fails the run.
+// In cache mode a source is compiled with dfile = the placeholder
+// (argv[1]) and answered "P", unless the placeholder could be anything
+// else than its file name (it is in the source, in a constant, or not
+// exactly once in the pyc): then it is compiled with its final path and
+// answered "D", as every source is in direct mode. A source that does not
+// compile is skipped, as pip skips it (Python 2 test data in some wheels):
+// "N" when the failure is a property of the source (SyntaxError,
+// ValueError for null bytes, UnicodeError), "X" otherwise (RecursionError,
+// MemoryError: not cached). An I/O error fails the run.
 //
 // Before 3.11, marshal flags an object for back-references when its
 // reference count is above one, so whether a name used once in a module
@@ -60,9 +64,9 @@ const compileScript = pinStrings + `
 from importlib.machinery import SourceFileLoader
 from importlib.util import source_hash
 from importlib._bootstrap_external import _code_to_hash_pyc
-ph, direct = sys.argv[1], sys.argv[2] == "direct"
+ph = sys.argv[1]
 tok = ph.encode()
-out = sys.stdout.buffer
+inp, out = sys.stdin.buffer, sys.stdout.buffer
 def mentions(k):
     if isinstance(k, str):
         return ph in k
@@ -77,24 +81,29 @@ def pyc(loader, data, dfile):
     code = loader.source_to_code(data, dfile, _optimize=-1)
     keep = pin(code, [])
     return code, _code_to_hash_pyc(code, source_hash(data), False)
-a = sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0")
-for f, final in zip(a[0::2], a[1::2]):
-    loader = SourceFileLoader("<py_compile>", f)
-    data = loader.get_data(f)
-    try:
-        kind = b"D"
-        if not direct and tok not in data:
-            code, b = pyc(loader, data, ph)
-            if b.count(tok) == 1 and not mentions(code):
-                kind = b"P"
-        if kind == b"D":
-            b = pyc(loader, data, final)[1]
-    except (SyntaxError, ValueError, UnicodeError):
-        kind, b = b"N", b""
-    except Exception:
-        kind, b = b"X", b""
-    out.write(kind + len(b).to_bytes(4, "little") + b)
-out.flush()
+while True:
+    head = inp.read(5)
+    if len(head) < 5:
+        break
+    direct = head[:1] == b"d"
+    a = inp.read(int.from_bytes(head[1:], "little")).decode("utf-8", "surrogateescape").split("\0")
+    for f, final in zip(a[0::2], a[1::2]):
+        loader = SourceFileLoader("<py_compile>", f)
+        data = loader.get_data(f)
+        try:
+            kind = b"D"
+            if not direct and tok not in data:
+                code, b = pyc(loader, data, ph)
+                if b.count(tok) == 1 and not mentions(code):
+                    kind = b"P"
+            if kind == b"D":
+                b = pyc(loader, data, final)[1]
+        except (SyntaxError, ValueError, UnicodeError):
+            kind, b = b"N", b""
+        except Exception:
+            kind, b = b"X", b""
+        out.write(kind + len(b).to_bytes(4, "little") + b)
+    out.flush()
 `
 
 // pinStrings defines pin(code, keep): before 3.11 it appends every str
@@ -143,6 +152,20 @@ type bytecode struct {
 	cache          string // cache/pyc/<key hex> below the store's home
 	record         func(rel string, size int64, sum [32]byte)
 	dirs           sync.Map // env-relative __pycache__ directory → *dirOnce
+
+	// claim, when set, claims a pyc's env-relative path before it is
+	// written, and reports false when a wheel claimed it first (a wheel
+	// that ships it): that pyc is kept in deferred and written when the
+	// install is over, replacing the wheel's, as py_compile replaces it.
+	claim    func(rel string) bool
+	mu       sync.Mutex
+	deferred []deferredPyc
+}
+
+// deferredPyc is a pyc to write once the install is over.
+type deferredPyc struct {
+	rel string // the source's
+	pyc []byte
 }
 
 type dirOnce struct {
@@ -150,116 +173,229 @@ type dirOnce struct {
 	err  error
 }
 
+// bytecodeRun is the bytecode stage of one create, run alongside the
+// install: add takes the sources of each batch of members as soon as
+// they are written, installs from the pyc cache those it has (pure Go)
+// and queues the rest on the compile processes, which start at the first
+// miss (so a warm create starts no Python) and compile while the install
+// goes on; finish waits for the last answers. Every pyc is written
+// __pycache__/<name>.<cache tag>.pyc beside its source as the env's
+// interpreter (in) compiles it: unchecked-hash, co_filename the final
+// path (final + "/" + rel), PYTHONHASHSEED=0, no -O; each is reported to
+// record (size and sha256, for the seal). id is the interpreter's
+// identity (part of the cache key). cacheDir is the store's PycCacheDir;
+// "" compiles every source with its final path and neither reads nor
+// writes a cache, as does an interpreter the rewrite is not verified on
+// (pycRewriteVerified).
+type bytecodeRun struct {
+	b        *bytecode
+	ctx      context.Context
+	jobs     int
+	useCache bool
+	initErr  error // why this interpreter cannot compile (refused at the first source)
+	pool     *compilePool
+	mkCache  sync.Once
+
+	mu    sync.Mutex
+	added map[string]bool // sources taken (env-relative)
+	cpu   time.Duration
+}
+
+func newBytecodeRun(ctx context.Context, cacheDir string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
+	b := &bytecode{
+		staging: staging, final: final,
+		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
+		tag: in.CacheTag, record: record,
+	}
+	r := &bytecodeRun{b: b, ctx: ctx, jobs: max(jobs, 1), added: map[string]bool{}}
+	r.pool = newCompilePool(ctx, b.python, b.pyName, staging, compileProcs(jobs, math.MaxInt))
+	if in.CacheTag == "" {
+		r.initErr = refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None); create the env with --no-compile", in.Path)
+		return r
+	}
+	magic, err := pycMagic(in)
+	if err != nil {
+		r.initErr = refusal.Wrap(refusal.MaterializeFailed, err, "cannot compile bytecode for %s; create the env with --no-compile", in.Path)
+		return r
+	}
+	b.magic, b.key = magic, pycCacheKey(in, id)
+	if cacheDir != "" && pycRewriteVerified(in) {
+		r.useCache = true
+		b.cache = filepath.Join(cacheDir, hex.EncodeToString(b.key[:]))
+	}
+	return r
+}
+
 // compileBytecode writes the bytecode of sources (site-packages .py files
-// of the staging env) as the env's interpreter (in) compiles it:
-// unchecked-hash, co_filename the final path (final + "/" + rel),
-// PYTHONHASHSEED=0, no -O. Each pyc written is reported to record (size and sha256, for the
-// seal). id is the interpreter's identity (part of the cache key).
-// cacheDir is the store's PycCacheDir; "" compiles every source with its
-// final path and neither reads nor writes a cache, as does an interpreter
-// the rewrite is not verified on (pycRewriteVerified).
+// of the staging env) in one bytecodeRun.
 func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id seal.Interpreter, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
 	if len(sources) == 0 {
 		return nil
 	}
-	if in.CacheTag == "" {
-		return refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None); create the env with --no-compile", in.Path)
-	}
-	magic, err := pycMagic(in)
-	if err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot compile bytecode for %s; create the env with --no-compile", in.Path)
-	}
-	key := pycCacheKey(in, id)
-	b := &bytecode{
-		staging: staging, final: final,
-		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
-		tag: in.CacheTag, magic: magic, key: key,
-		record: record,
-	}
+	r := newBytecodeRun(ctx, cacheDir, in, id, staging, final, l, jobs, record)
+	r.pool.procs = compileProcs(jobs, len(sources))
 	// Directory order: creating files directory by directory is faster on
 	// ext4 than scattering them.
 	sources = slices.Clone(sources)
 	slices.SortFunc(sources, func(x, y pycSource) int { return strings.Compare(x.rel, y.rel) })
-	if cacheDir == "" || !pycRewriteVerified(in) {
-		res, err := b.compile(ctx, "direct", sources, jobs)
-		if err != nil {
-			return err
-		}
-		return inChunks(ctx, len(res), jobs, func(i int) error {
-			if res[i].kind != 'D' {
-				return nil
-			}
-			return b.write(sources[i].rel, res[i].pyc)
-		})
+	if err := r.add(sources); err != nil {
+		r.abort()
+		return err
 	}
-	b.cache = filepath.Join(cacheDir, hex.EncodeToString(key[:]))
+	return r.finish()
+}
 
-	// Warm: every source whose entry is in the cache.
+// add takes sources written into the staging env (from several
+// goroutines): those in the cache are installed now, the rest queued on
+// the compile processes. The error is a failure to write the env.
+func (r *bytecodeRun) add(sources []pycSource) error {
+	if len(sources) == 0 {
+		return nil
+	}
+	if r.initErr != nil {
+		return r.initErr
+	}
+	r.mu.Lock()
+	for _, s := range sources {
+		r.added[s.rel] = true
+	}
+	r.mu.Unlock()
+	b := r.b
+	if !r.useCache {
+		r.pool.submit('d', b.staging, b.final, sources, r.written)
+		return nil
+	}
 	hit := make([]bool, len(sources))
-	err = inChunks(ctx, len(sources), jobs, func(i int) error {
+	look := func(i int) error {
 		var err error
 		hit[i], err = b.fromCache(sources[i])
 		return err
-	})
+	}
+	var err error
+	if len(sources) < 16 {
+		for i := range sources {
+			if err = look(i); err != nil {
+				break
+			}
+		}
+	} else {
+		err = inChunks(r.ctx, len(sources), r.jobs, look)
+	}
 	if err != nil {
 		return err
 	}
-	var misses, directs []pycSource
+	var misses []pycSource
 	for i, s := range sources {
 		if !hit[i] {
 			misses = append(misses, s)
 		}
 	}
-	// Cold: compile the misses, fill the cache, install from what came back.
 	if len(misses) > 0 {
-		res, err := b.compile(ctx, "cache", misses, jobs)
-		if err != nil {
-			return err
-		}
-		_ = os.MkdirAll(b.cache, 0o755) // a cache that cannot be written only costs speed
-		redo := make([]bool, len(misses))
-		err = inChunks(ctx, len(misses), jobs, func(i int) error {
-			s, r := misses[i], res[i]
-			switch r.kind {
-			case 'P':
-				ok, err := b.install(s, r.pyc)
-				if ok {
-					b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, r.pyc))
-				}
-				redo[i] = !ok
-				return err
-			case 'D':
-				return b.write(s.rel, r.pyc)
-			case 'N':
-				b.store(s.sum, encodePycEntry(pycKindNoSource, b.key, s.sum, nil))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for i, r := range redo {
-			if r {
-				directs = append(directs, misses[i])
-			}
+		r.mkCache.Do(func() { mkdirCache(b.cache) }) // a cache that cannot be written only costs speed
+		r.pool.submit('c', b.staging, b.final, misses, r.cached)
+	}
+	return nil
+}
+
+// mkdirCache creates the cache directory dir (cache/pyc/<key>) if it is
+// missing, placed as a staging env is (mkdirStaging) and renamed into
+// place: a cold cache writes an entry per source into it, and on ext4
+// without a journal each new inode of a block group where the cache was
+// just deleted is found only after a scan past every inode freed there.
+func mkdirCache(dir string) {
+	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if os.MkdirAll(filepath.Dir(dir), 0o755) != nil {
+		return
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	if tmp, err := mkdirStaging(dir + ".tmp-" + hex.EncodeToString(rnd[:])); err == nil {
+		if os.Rename(tmp, dir) != nil {
+			_ = os.Remove(tmp) // another create made it meanwhile
 		}
 	}
-	// The rare rest: compiled with the final path, never cached.
-	if len(directs) > 0 {
-		res, err := b.compile(ctx, "direct", directs, jobs)
-		if err != nil {
-			return err
-		}
-		for i, r := range res {
-			if r.kind == 'D' {
-				if err := b.write(directs[i].rel, r.pyc); err != nil {
-					return err
-				}
+	_ = os.MkdirAll(dir, 0o755)
+}
+
+// taken reports whether add was given the source rel.
+func (r *bytecodeRun) taken(rel string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.added[rel]
+}
+
+// written handles direct-mode answers: each pyc compiled with its final
+// path is written as it is.
+func (r *bytecodeRun) written(src []pycSource, res []compiled) error {
+	for i, c := range res {
+		if c.kind == 'D' {
+			if err := r.b.write(src[i].rel, c.pyc); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
+
+// cached handles cache-mode answers: a placeholder pyc is retargeted,
+// written and stored in the cache (or, when it cannot be retargeted,
+// compiled again with its final path, never cached); a source that does
+// not compile is remembered as such.
+func (r *bytecodeRun) cached(src []pycSource, res []compiled) error {
+	b := r.b
+	var redo []pycSource
+	for i, c := range res {
+		s := src[i]
+		switch c.kind {
+		case 'P':
+			ok, err := b.install(s, c.pyc)
+			if err != nil {
+				return err
+			}
+			if ok {
+				b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, c.pyc))
+			} else {
+				redo = append(redo, s)
+			}
+		case 'D':
+			if err := b.write(s.rel, c.pyc); err != nil {
+				return err
+			}
+		case 'N':
+			b.store(s.sum, encodePycEntry(pycKindNoSource, b.key, s.sum, nil))
+		}
+	}
+	if len(redo) > 0 {
+		r.pool.submit('d', b.staging, b.final, redo, r.written)
+	}
+	return nil
+}
+
+// finish waits for every source added to be compiled and written, then
+// writes the pycs that waited for the install to be over (claim); call it
+// once the install is over. It records the compile processes' CPU time.
+func (r *bytecodeRun) finish() error {
+	cpu, err := r.pool.wait()
+	r.cpu = cpu
+	if err != nil {
+		return err
+	}
+	b := r.b
+	b.claim = nil
+	for _, d := range b.deferred {
+		if err := b.write(d.rel, d.pyc); err != nil {
+			return err
+		}
+	}
+	b.deferred = nil
+	return nil
+}
+
+// abort stops the compile processes and waits for them: nothing is
+// written into the env after it returns.
+func (r *bytecodeRun) abort() { r.pool.abort() }
 
 // fromCache installs s from its cache entry, and reports false when
 // there is no usable entry: none, unreadable, torn, for another source, or
@@ -309,6 +445,12 @@ func (b *bytecode) pycPath(rel string) string {
 // at that path is replaced, as py_compile replaces it.
 func (b *bytecode) writeParts(rel string, r retargeted) error {
 	out := b.pycPath(rel)
+	if b.claim != nil && !b.claim(out) {
+		b.mu.Lock()
+		b.deferred = append(b.deferred, deferredPyc{rel: rel, pyc: r.Bytes()})
+		b.mu.Unlock()
+		return nil
+	}
 	dir := path.Dir(out)
 	d, _ := b.dirs.LoadOrStore(dir, &dirOnce{})
 	do := d.(*dirOnce)
@@ -453,77 +595,25 @@ type compiled struct {
 }
 
 // compile runs the env's interpreter over sources in mode ("cache" or
-// "direct"), split by size over compileProcs(jobs) processes, each
-// compiling its share in-process with -S -s (no site: a wheel's .pth
-// file does not run at install time) and PYTHONHASHSEED=0 (reproducible
-// bytecode). It returns one answer per source, in order.
+// "direct") on compileProcs(jobs) processes of a compilePool (-S -s: no
+// site, so a wheel's .pth file does not run at install time;
+// PYTHONHASHSEED=0: reproducible bytecode) and returns one answer per
+// source, in order. The rels of sources must be distinct.
 func (b *bytecode) compile(ctx context.Context, mode string, sources []pycSource, jobs int) ([]compiled, error) {
-	procs := compileProcs(jobs, len(sources))
-	// Largest first onto the lightest share.
-	order := make([]int, len(sources))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(x, y int) int { return cmpInt64(sources[y].size, sources[x].size) })
-	shares := make([][]int, procs)
-	load := make([]int64, procs)
-	for _, i := range order {
-		k := slices.Index(load, slices.Min(load))
-		shares[k] = append(shares[k], i)
-		load[k] += sources[i].size + 4096
+	at := make(map[string]int, len(sources))
+	for i, s := range sources {
+		at[s.rel] = i
 	}
 	res := make([]compiled, len(sources))
-	errs := make([]error, procs)
-	var wg sync.WaitGroup
-	for k, share := range shares {
-		wg.Go(func() {
-			var in bytes.Buffer
-			for _, i := range share {
-				in.WriteString(filepath.Join(b.staging, filepath.FromSlash(sources[i].rel)))
-				in.WriteByte(0)
-				in.WriteString(b.final + "/" + sources[i].rel)
-				in.WriteByte(0)
-			}
-			cmd := exec.CommandContext(ctx, b.python, "-S", "-s", "-c", compileScript, pycPlaceholder, mode)
-			cmd.Env = []string{"PYTHONHASHSEED=0", "LC_ALL=C.UTF-8"}
-			cmd.Dir = b.staging
-			cmd.Stdin = &in
-			cmd.WaitDelay = 5 * time.Second
-			var out, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &stderr
-			if err := cmd.Run(); err != nil {
-				if ctx.Err() != nil {
-					errs[k] = ctx.Err()
-					return
-				}
-				errs[k] = refusal.Wrap(refusal.MaterializeFailed, err, "compiling bytecode with %s failed (%s); retry with --no-compile to skip it", b.pyName, firstLine(lastLines(stderr.String())))
-				return
-			}
-			rest := out.Bytes()
-			for _, i := range share {
-				if len(rest) < 5 {
-					errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler's answer is short; retry with --no-compile to skip it", b.pyName)
-					return
-				}
-				kind, n := rest[0], binary.LittleEndian.Uint32(rest[1:5])
-				rest = rest[5:]
-				if uint64(n) > uint64(len(rest)) || !bytes.ContainsRune([]byte("PDNX"), rune(kind)) || (kind == 'N' || kind == 'X') != (n == 0) {
-					errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler's answer is malformed; retry with --no-compile to skip it", b.pyName)
-					return
-				}
-				res[i] = compiled{kind: kind, pyc: rest[:n:n]}
-				rest = rest[n:]
-			}
-			if len(rest) != 0 {
-				errs[k] = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: the compiler answered more than it was asked; retry with --no-compile to skip it", b.pyName)
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
+	pool := newCompilePool(ctx, b.python, b.pyName, b.staging, compileProcs(jobs, len(sources)))
+	pool.submit(mode[0], b.staging, b.final, sources, func(src []pycSource, r []compiled) error {
+		for i, s := range src {
+			res[at[s.rel]] = r[i]
 		}
+		return nil
+	})
+	if _, err := pool.wait(); err != nil {
+		return nil, err
 	}
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,11 +64,15 @@ type Event struct {
 	Name  string // the wheel's file name for Stage "wheel"
 }
 
-// Timings are how long each stage of a Create took.
+// Timings are how long each stage of a Create took. Bytecode is compiled
+// while wheels are installed, so Compile is only what is left of it once
+// the install is over; CompileCPU is the compile processes' CPU time
+// (user+sys, 0 when every pyc came from the cache).
 type Timings struct {
-	Install time.Duration `json:"install_ns"` // venv + wheels
-	Compile time.Duration `json:"compile_ns"`
-	Seal    time.Duration `json:"seal_ns"` // freeze, index, commit
+	Install    time.Duration `json:"install_ns"` // venv + wheels
+	Compile    time.Duration `json:"compile_ns"`
+	CompileCPU time.Duration `json:"compile_cpu_ns"`
+	Seal       time.Duration `json:"seal_ns"` // freeze, index, commit
 }
 
 // Result is a sealed env.
@@ -292,7 +295,25 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
-	wheels, err := installWheels(ctx, st, ins, all, req.NoCache, !req.NoCompile, filepath.Dir(staging), jobs, emit)
+	// Bytecode is compiled while the wheels are installed: each batch of
+	// members hands its sources to the stage as soon as they are on disk.
+	var bc *bytecodeRun
+	var written func([]pycSource) error
+	if !req.NoCompile {
+		// The interpreter's identity keys the pyc cache; the seal reuses it.
+		if s.Interpreter, err = interpreterIdentity(in); err != nil {
+			return err
+		}
+		pycCache := filepath.Join(st.Home(), filepath.FromSlash(PycCacheDir))
+		if req.NoCache {
+			pycCache = ""
+		}
+		bc = newBytecodeRun(ctx, pycCache, in, s.Interpreter, staging, dir, l, jobs, ins.record)
+		bc.b.claim = ins.claimPyc
+		written = bc.add
+		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
+	}
+	wheels, err := installWheels(ctx, st, ins, all, req.NoCache, !req.NoCompile, filepath.Dir(staging), jobs, emit, written)
 	defer closeAll(wheels)
 	defer closeCache(wheels)
 	if err != nil {
@@ -301,23 +322,24 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	commitCache(st.Home(), wheels)
 	t1 := time.Now()
 	res.Timings.Install = t1.Sub(t0)
-	if !req.NoCompile {
+	if bc != nil {
 		emit(Event{Stage: "compile"})
-		// The interpreter's identity keys the pyc cache; the seal reuses it.
-		if s.Interpreter, err = interpreterIdentity(in); err != nil {
-			return err
-		}
-		var sources []pycSource
+		// Every source the install wrote went to the stage already; this
+		// only makes sure (a source written otherwise would be here).
+		var rest []pycSource
+		ins.mu.Lock()
 		for rel, k := range ins.known {
-			if strings.HasPrefix(rel, l.SitePackages+"/") && strings.HasSuffix(rel, ".py") {
-				sources = append(sources, pycSource{rel: rel, sum: k.SHA256, size: k.Size})
+			if ins.isSource(rel) && !bc.taken(rel) {
+				rest = append(rest, pycSource{rel: rel, sum: k.SHA256, size: k.Size})
 			}
 		}
-		pycCache := filepath.Join(st.Home(), filepath.FromSlash(PycCacheDir))
-		if req.NoCache {
-			pycCache = ""
+		ins.mu.Unlock()
+		err := bc.add(rest)
+		if err == nil {
+			err = bc.finish()
 		}
-		if err := compileBytecode(ctx, pycCache, in, s.Interpreter, staging, dir, l, sources, jobs, ins.record); err != nil {
+		res.Timings.CompileCPU = bc.cpu
+		if err != nil {
 			return err
 		}
 	}

@@ -79,10 +79,32 @@ func (ins *installer) take(rel string, sum [32]byte, owner string) (bool, error)
 		ins.claims[rel] = claim{sum: sum, owner: owner}
 		return true, nil
 	}
-	if c.sum == sum && c.owner != "the venv itself" {
-		return false, nil
+	if (c.sum == sum && c.owner != "the venv itself") || c.owner == bytecodeOwner {
+		return false, nil // identical bytes, or a pyc the bytecode stage wrote over it (as py_compile would)
 	}
 	return false, refusal.New(refusal.InstallConflict, "%s and %s both write %s with different bytes; the resolution cannot be installed as one env", c.owner, owner, rel)
+}
+
+// bytecodeOwner claims the pycs the bytecode stage writes while wheels
+// are still being installed (claimPyc).
+const bytecodeOwner = "the bytecode stage"
+
+// claimPyc claims rel, a pyc the bytecode stage is about to write, and
+// reports false when a wheel claimed it first (it ships that pyc): the
+// stage then writes it over the wheel's once the install is over.
+func (ins *installer) claimPyc(rel string) bool {
+	ins.mu.Lock()
+	defer ins.mu.Unlock()
+	if _, ok := ins.claims[rel]; ok {
+		return false
+	}
+	ins.claims[rel] = claim{owner: bytecodeOwner}
+	return true
+}
+
+// isSource reports whether rel is a source the bytecode stage compiles.
+func (ins *installer) isSource(rel string) bool {
+	return strings.HasSuffix(rel, ".py") && strings.HasPrefix(rel, ins.l.SitePackages+"/")
 }
 
 func (ins *installer) record(rel string, size int64, sum [32]byte) {
@@ -296,8 +318,9 @@ func (ins *installer) prepare(w *wheel.Wheel) (*wheelJob, error) {
 func (j *wheelJob) isRecord(f wheel.File) bool { return f.Name == j.distInfo+"/RECORD" }
 
 // member installs one archive member read through r (a verifying reader:
-// it fails at the end of a member whose bytes differ from RECORD).
-func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader) error {
+// it fails at the end of a member whose bytes differ from RECORD), and
+// appends to srcs the source it wrote, if any (isSource).
+func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader, srcs *[]pycSource) error {
 	rel, isScript, err := ins.dest(f.Name, j.dataDir, j.headers)
 	if err != nil {
 		return err
@@ -341,6 +364,9 @@ func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader) error {
 				return err
 			}
 			ins.record(rel, size, sum)
+			if ins.isSource(rel) {
+				*srcs = append(*srcs, pycSource{rel: rel, sum: sum, size: size})
+			}
 		} else if _, err := io.Copy(io.Discard, r); err != nil { // identical bytes: verify, write nothing
 			return err
 		}
@@ -467,32 +493,34 @@ func (ins *installer) plan(o opened) (*wheelJob, [][]task, error) {
 }
 
 // installBatch installs one batch's members, in order; buf is the
-// calling worker's read buffer (readBatch).
-func (ins *installer) installBatch(ctx context.Context, b []task, buf *[]byte) error {
+// calling worker's read buffer (readBatch). It returns the sources it
+// wrote (isSource), complete on disk.
+func (ins *installer) installBatch(ctx context.Context, b []task, buf *[]byte) ([]pycSource, error) {
 	release, err := readBatch(b, buf)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer release()
+	var srcs []pycSource
 	for _, t := range b {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
-		if err := ins.installMember(t); err != nil {
-			return err
+		if err := ins.installMember(t, &srcs); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return srcs, nil
 }
 
 // installMember installs one task's member.
-func (ins *installer) installMember(t task) error {
+func (ins *installer) installMember(t task, srcs *[]pycSource) error {
 	r, err := t.open()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if err := ins.member(t.j, t.f, r); err != nil {
+	if err := ins.member(t.j, t.f, r, srcs); err != nil {
 		return err
 	}
 	// A member skipped (a setuptools wrapper) or written from memory

@@ -24,12 +24,15 @@ import (
 // wheels overlaps installing the first. Once every wheel is open, the free
 // space of tmpDir's file system is checked against what the env needs;
 // short of it, the install stops with a refusal. Then each wheel's scripts,
-// INSTALLER and RECORD are written. It returns the opened wheels (for the
-// caller to commit their cache entries and close them, also on error).
+// INSTALLER and RECORD are written. Each batch's sources (isSource) go to
+// written, when set, as soon as they are on disk (the bytecode stage
+// compiles them while the install goes on); its error stops the install.
+// It returns the opened wheels (for the caller to commit their cache
+// entries and close them, also on error).
 //
 // A refusal opening a wheel wins over an error installing another; an
 // error cancels the rest.
-func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, noCache, compile bool, tmpDir string, jobs int, emit func(Event)) ([]opened, error) {
+func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, noCache, compile bool, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) ([]opened, error) {
 	jobs = max(jobs, 1)
 	ws := make([]opened, len(pkgs))
 	js := make([]*wheelJob, len(pkgs))
@@ -90,7 +93,11 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 				if installErrs[w] != nil || ctx.Err() != nil {
 					continue // drain, so the openers never block
 				}
-				if err := ins.installBatch(ctx, b, &buf); err != nil {
+				srcs, err := ins.installBatch(ctx, b, &buf)
+				if err == nil && written != nil {
+					err = written(srcs)
+				}
+				if err != nil {
 					installErrs[w] = err
 					cancel()
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -404,6 +405,55 @@ func TestCompileBytecodeFallbacks(t *testing.T) {
 			if recorded[out] != sha256.Sum256(want[i]) {
 				t.Errorf("run %d: %s: recorded sha256 is not the bytes'", run, out)
 			}
+		}
+	}
+}
+
+// TestCreateBytecodeWhileInstalling: bytecode is compiled while wheels are
+// still being installed, so a pyc one wheel ships for another wheel's
+// source may land before or after the stage writes it. Either way the env
+// holds the stage's pyc (as py_compile replaces a stale one), its seal
+// describes the tree (deep verify), and the shipping wheel's RECORD lists
+// the pyc it shipped. Many sources, so that the stage writes pycs while
+// the second wheel is still being installed.
+func TestCreateBytecodeWhileInstalling(t *testing.T) {
+	ctx := context.Background()
+	_, in := host(t)
+	a, b := files{}, files{}
+	for i := range 200 {
+		a[fmt.Sprintf("shared/m%03d.py", i)] = fmt.Sprintf("def f():\n    return %d\n", i)
+		b[fmt.Sprintf("shared/__pycache__/m%03d.%s.pyc", i, in.CacheTag)] = "stale bytecode another wheel shipped\n"
+		b[fmt.Sprintf("other/o%03d.py", i)] = fmt.Sprintf("X = %d\n", i)
+	}
+	for run := range 3 {
+		st := newStore(t)
+		wa := putWheel(t, st, "sharedsrc-1.0-py3-none-any.whl", wheeltest.Build(t, "sharedsrc-1.0-py3-none-any.whl", a))
+		wb := putWheel(t, st, "sharedpyc-1.0-py3-none-any.whl", wheeltest.Build(t, "sharedpyc-1.0-py3-none-any.whl", b))
+		req := request(t, wa, wb)
+		req.NoCompile = false
+		res, err := Create(ctx, st, req)
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if _, err := seal.Verify(ctx, res.Dir, seal.Options{Deep: true}); err != nil {
+			t.Fatalf("run %d: deep verify: %v", run, err)
+		}
+		sp := filepath.Join(res.Dir, "lib", "python3.11", "site-packages")
+		var pairs [][2]string
+		for i := range 200 {
+			src := filepath.Join(sp, fmt.Sprintf("shared/m%03d.py", i))
+			pairs = append(pairs, [2]string{src, src})
+		}
+		want := pyCompile(t, realPython, pairs)
+		for i := range 200 {
+			p := filepath.Join(sp, "shared", "__pycache__", fmt.Sprintf("m%03d.%s.pyc", i, in.CacheTag))
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want[i]) {
+				t.Fatalf("run %d: %s: %v, or not py_compile's bytes", run, p, err)
+			}
+		}
+		rec, err := os.ReadFile(filepath.Join(sp, "sharedpyc-1.0.dist-info", "RECORD"))
+		if err != nil || !strings.Contains(string(rec), "shared/__pycache__/m000."+in.CacheTag+".pyc,sha256=") {
+			t.Errorf("run %d: the shipping wheel's RECORD lacks its pyc (%v):\n%.400s", run, err, rec)
 		}
 	}
 }

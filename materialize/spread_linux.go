@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux && !cruxprov_nospread
 
 package materialize
 
@@ -23,11 +23,19 @@ const fsTopdirFL = 0x00020000
 // such a recent deletion, for another. Hints only: nothing depends on
 // them, and other file systems ignore them.
 
+// spreadStaging turns the placement hints on; building with the tag
+// cruxprov_nospread leaves them out (spread_other.go), and
+// BenchmarkCreateNoCompile measures both (docs/seal.md, "Tricks").
+var spreadStaging = true
+
 // mkdirStaging creates the staging env directory path, or, when ext4
 // placed it in a block group with inodes freed in the last minute, a
 // sibling path-1, path-2 (at most three more tries); it returns the
 // directory it created.
 func mkdirStaging(path string) (string, error) {
+	if !spreadStaging {
+		return path, os.Mkdir(path, 0o755)
+	}
 	spreadChildren(filepath.Dir(path))
 	ipg := inodesPerGroup(filepath.Dir(path))
 	p := path

@@ -1,0 +1,116 @@
+package materialize
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// A compile process that dies, answers garbage, answers too much or hangs
+// past a cancellation fails the pool with a refusal naming what it said
+// (or ctx's error), without hanging, and nothing is left running.
+func TestCompilePoolFailures(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, script, want string
+		cancel             bool
+	}{
+		{"dies", "echo boom >&2; exit 3", "boom", false},
+		{"malformed", `printf 'Q\000\000\000\000'; cat >/dev/null`, "malformed", false},
+		{"short", `head -c 5 >/dev/null; printf 'P\010\000\000\000ab'`, "short", false},
+		{"more", `head -c 5 >/dev/null; printf 'N\000\000\000\000N\000\000\000\000N\000\000\000\000'`, "more than it was asked", false},
+		{"cancelled", "exec sleep 30", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			py := filepath.Join(dir, tc.name)
+			if err := os.WriteFile(py, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			p := newCompilePool(ctx, py, "bin/python", dir, 2)
+			srcs := []pycSource{{rel: "a.py", size: 1}, {rel: "b.py", size: 1}}
+			p.submit('c', dir, "/final", srcs, func([]pycSource, []compiled) error { return nil })
+			if tc.cancel {
+				time.AfterFunc(100*time.Millisecond, cancel)
+			}
+			start := time.Now()
+			_, err := p.wait()
+			if time.Since(start) > 10*time.Second {
+				t.Errorf("took %v", time.Since(start))
+			}
+			if tc.cancel {
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("err = %v, want context.Canceled", err)
+				}
+				return
+			}
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want materialize_failed mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A callback's error stops the pool and is the one returned; batches a
+// callback submits are compiled before wait returns.
+func TestCompilePoolCallbacks(t *testing.T) {
+	dir := t.TempDir()
+	py := filepath.Join(dir, "python")
+	// Answers "N" to every pair of every batch.
+	script := `import sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+while True:
+    h = inp.read(5)
+    if len(h) < 5:
+        break
+    a = inp.read(int.from_bytes(h[1:], "little")).split(b"\0")
+    for _ in zip(a[0::2], a[1::2]):
+        out.write(b"N" + bytes(4))
+    out.flush()
+`
+	if err := os.WriteFile(py, []byte("#!/bin/sh\nexec "+realPython+" -c '"+script+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var srcs []pycSource
+	for i := range 500 {
+		srcs = append(srcs, pycSource{rel: "m" + strings.Repeat("x", i%7) + ".py", size: 4 << 10})
+	}
+	p := newCompilePool(context.Background(), py, "bin/python", dir, 2)
+	answered, again := 0, 0
+	var mu = make(chan struct{}, 1)
+	p.submit('c', dir, "/final", srcs, func(src []pycSource, res []compiled) error {
+		mu <- struct{}{}
+		defer func() { <-mu }()
+		answered += len(res)
+		if again == 0 {
+			again++
+			p.submit('d', dir, "/final", src[:1], func(_ []pycSource, res []compiled) error {
+				mu <- struct{}{}
+				defer func() { <-mu }()
+				again += len(res)
+				return nil
+			})
+		}
+		return nil
+	})
+	if _, err := p.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if answered != len(srcs) || again != 2 {
+		t.Fatalf("answered %d of %d, resubmitted %d of 1", answered, len(srcs), again-1)
+	}
+
+	p = newCompilePool(context.Background(), py, "bin/python", dir, 2)
+	boom := errors.New("boom")
+	p.submit('c', dir, "/final", srcs, func([]pycSource, []compiled) error { return boom })
+	if _, err := p.wait(); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want the callback's", err)
+	}
+}
