@@ -36,15 +36,26 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.Digest, e.Field, e.Reason)
 }
 
-// ResolvedPackage is one package of a resolution as its digest sees it:
-// the PEP 503 normalized name, the version, the wheel file name and the
-// wheel's sha256. URLs and sizes are deliberately not part of it.
-type ResolvedPackage struct {
-	Name     string
-	Version  string
-	Filename string
-	SHA256   Digest
+// ResolvedWheel is one package of a resolution (DESIGN §4), the one model
+// of a resolved wheel that the lock, the fetcher, the seal and the digests
+// share: the PEP 503 normalized name, the PEP 440 normalized version, the
+// wheel's file name (percent-decoded), where the lock says it was (URL, a
+// hint: the pinned index decides), its size (0 when unknown) and its
+// sha256. The resolution digest hashes name, version, filename and sha256
+// only: URLs and sizes are deliberately not identity.
+type ResolvedWheel struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Filename string `json:"filename"`
+	URL      string `json:"url,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+	SHA256   Digest `json:"sha256"`
 }
+
+// ResolvedPackage is ResolvedWheel (the name callers used before).
+//
+// Deprecated: use ResolvedWheel.
+type ResolvedPackage = ResolvedWheel
 
 // Interpreter is the Python interpreter a local environment points at: the
 // real path of its executable and its full version (e.g. "3.11.7").
@@ -53,11 +64,12 @@ type Interpreter struct {
 	Version string
 }
 
-// Root is the provider's root distribution in a local materialization.
+// Root is the provider's root distribution in a local materialization
+// (the one model: the seal records it as is).
 type Root struct {
-	Name    string // PEP 503 normalized
-	Version string
-	SHA256  Digest // of the root wheel
+	Name    string `json:"name"` // PEP 503 normalized
+	Version string `json:"version"`
+	SHA256  Digest `json:"sha256"` // of the root wheel
 }
 
 type implementationDoc struct {
@@ -158,7 +170,7 @@ func implementationJSON(interfaceID string, interfaceDigest Digest, entrypoint, 
 // with the packages sorted by name (byte order; ResolutionDigest sorts a
 // copy itself). Every field must be non-empty, names PEP 503 normalized and
 // unique; an empty resolution is allowed ("packages":[]).
-func ResolutionDigest(pkgs []ResolvedPackage) (Digest, error) {
+func ResolutionDigest(pkgs []ResolvedWheel) (Digest, error) {
 	b, err := resolutionJSON(pkgs)
 	if err != nil {
 		return Digest{}, err
@@ -179,7 +191,7 @@ func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
 		return nil, v.err
 	}
 	sorted := slices.Clone(pkgs)
-	slices.SortFunc(sorted, func(a, b ResolvedPackage) int {
+	slices.SortFunc(sorted, func(a, b ResolvedWheel) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
 		}
@@ -190,7 +202,7 @@ func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
 		if i > 0 && sorted[i-1].Name == p.Name {
 			return nil, &FieldError{TypeResolution, "packages", fmt.Sprintf("package %q appears twice; a resolution has one wheel per package", p.Name)}
 		}
-		d.Packages = append(d.Packages, resolutionPackage(p))
+		d.Packages = append(d.Packages, resolutionPackage{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256})
 	}
 	return canonical.Marshal(d)
 }

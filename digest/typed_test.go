@@ -22,7 +22,7 @@ var (
 )
 
 func TestTypedDigestsRefuseBadInput(t *testing.T) {
-	okPkg := ResolvedPackage{"certifi", "2024.8.30", "certifi-2024.8.30-py3-none-any.whl", dA}
+	okPkg := ResolvedWheel{Name: "certifi", Version: "2024.8.30", Filename: "certifi-2024.8.30-py3-none-any.whl", SHA256: dA}
 	interp := Interpreter{"/usr/bin/python3.11", "3.11.2"}
 	for _, c := range []struct {
 		name  string
@@ -36,14 +36,14 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 		{"implementation non-UTF-8 entrypoint", "entrypoint.name", second(ImplementationDigest("i", dA, "e\xff", "m:a", dB))},
 		{"local non-UTF-8 platform", "platform", second(LocalMaterializationDigest("p\xff", interp, dA, nil, ""))},
 		{"implementation zero distribution", "distribution", second(ImplementationDigest("i", dA, "e", "m:a", Digest{}))},
-		{"resolution empty name", "packages[1].name", second(ResolutionDigest([]ResolvedPackage{okPkg, {"", "1", "f.whl", dA}}))},
-		{"resolution unnormalized name", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"Foo_Bar", "1", "f.whl", dA}}))},
-		{"resolution double dash", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"foo--bar", "1", "f.whl", dA}}))},
-		{"resolution trailing dash", "packages[0].name", second(ResolutionDigest([]ResolvedPackage{{"foo-", "1", "f.whl", dA}}))},
-		{"resolution empty version", "packages[0].version", second(ResolutionDigest([]ResolvedPackage{{"foo", "", "f.whl", dA}}))},
-		{"resolution empty filename", "packages[0].filename", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "", dA}}))},
-		{"resolution zero sha", "packages[0].sha256", second(ResolutionDigest([]ResolvedPackage{{"foo", "1", "f.whl", Digest{}}}))},
-		{"resolution duplicate package", "packages", second(ResolutionDigest([]ResolvedPackage{okPkg, {"certifi", "2025.1.1", "certifi-2025.1.1-py3-none-any.whl", dB}}))},
+		{"resolution empty name", "packages[1].name", second(ResolutionDigest([]ResolvedWheel{okPkg, {Name: "", Version: "1", Filename: "f.whl", SHA256: dA}}))},
+		{"resolution unnormalized name", "packages[0].name", second(ResolutionDigest([]ResolvedWheel{{Name: "Foo_Bar", Version: "1", Filename: "f.whl", SHA256: dA}}))},
+		{"resolution double dash", "packages[0].name", second(ResolutionDigest([]ResolvedWheel{{Name: "foo--bar", Version: "1", Filename: "f.whl", SHA256: dA}}))},
+		{"resolution trailing dash", "packages[0].name", second(ResolutionDigest([]ResolvedWheel{{Name: "foo-", Version: "1", Filename: "f.whl", SHA256: dA}}))},
+		{"resolution empty version", "packages[0].version", second(ResolutionDigest([]ResolvedWheel{{Name: "foo", Version: "", Filename: "f.whl", SHA256: dA}}))},
+		{"resolution empty filename", "packages[0].filename", second(ResolutionDigest([]ResolvedWheel{{Name: "foo", Version: "1", Filename: "", SHA256: dA}}))},
+		{"resolution zero sha", "packages[0].sha256", second(ResolutionDigest([]ResolvedWheel{{Name: "foo", Version: "1", Filename: "f.whl", SHA256: Digest{}}}))},
+		{"resolution duplicate package", "packages", second(ResolutionDigest([]ResolvedWheel{okPkg, {Name: "certifi", Version: "2025.1.1", Filename: "certifi-2025.1.1-py3-none-any.whl", SHA256: dB}}))},
 		{"local empty platform", "platform", second(LocalMaterializationDigest("", interp, dA, nil, ""))},
 		{"local relative interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"bin/python", "3.11.2"}, dA, nil, ""))},
 		{"local unclean interpreter", "interpreter.path", second(LocalMaterializationDigest("p", Interpreter{"/usr/bin/../bin/python", "3.11.2"}, dA, nil, ""))},
@@ -67,13 +67,13 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 func second(_ Digest, err error) error { return err }
 
 func TestResolutionDigestOrderIndependent(t *testing.T) {
-	a := ResolvedPackage{"alpha", "1", "alpha-1-py3-none-any.whl", dA}
-	b := ResolvedPackage{"beta", "2", "beta-2-py3-none-any.whl", dB}
-	x, err := ResolutionDigest([]ResolvedPackage{a, b})
+	a := ResolvedWheel{Name: "alpha", Version: "1", Filename: "alpha-1-py3-none-any.whl", SHA256: dA}
+	b := ResolvedWheel{Name: "beta", Version: "2", Filename: "beta-2-py3-none-any.whl", SHA256: dB}
+	x, err := ResolutionDigest([]ResolvedWheel{a, b})
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := []ResolvedPackage{b, a}
+	in := []ResolvedWheel{b, a}
 	y, err := ResolutionDigest(in)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestResolutionDigestOrderIndependent(t *testing.T) {
 		t.Fatal("ResolutionDigest reordered its argument")
 	}
 	b.Version = "3"
-	if z, _ := ResolutionDigest([]ResolvedPackage{a, b}); z == x {
+	if z, _ := ResolutionDigest([]ResolvedWheel{a, b}); z == x {
 		t.Fatal("a version change did not change the digest")
 	}
 }

@@ -104,9 +104,9 @@ func computeVectors(t *testing.T) map[string]computed {
 		add(v.Name, b, d, firstErr(err, err2))
 	}
 	for _, v := range loadVectors[resolutionInput](t, "resolution.json") {
-		var pkgs []ResolvedPackage
+		var pkgs []ResolvedWheel
 		for _, p := range v.Input.Packages {
-			pkgs = append(pkgs, ResolvedPackage(p))
+			pkgs = append(pkgs, ResolvedWheel{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256})
 		}
 		b, err := resolutionJSON(pkgs)
 		d, err2 := ResolutionDigest(pkgs)

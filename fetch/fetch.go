@@ -78,14 +78,11 @@ type Event struct {
 
 // Wheel is what happened to one wheel.
 type Wheel struct {
-	Name     string        `json:"name"`
-	Version  string        `json:"version"`
-	Filename string        `json:"filename"`
-	SHA256   digest.Digest `json:"sha256"`
-	Size     int64         `json:"size"`
-	Path     string        `json:"path"`          // the blob in the store
-	Cached   bool          `json:"cached"`        // in the store before this fetch
-	URL      string        `json:"url,omitempty"` // what the index listed (redacted); empty when cached
+	// ResolvedWheel is the wheel (the one model of a resolved wheel);
+	// its URL is what the index listed (redacted), empty when cached.
+	digest.ResolvedWheel
+	Path   string `json:"path"`   // the blob in the store
+	Cached bool   `json:"cached"` // in the store before this fetch
 	// Yanked is set when the index marks the file yanked: it is fetched
 	// anyway (the lock pinned it) and the change-set names it.
 	Yanked       bool   `json:"yanked,omitempty"`
@@ -148,7 +145,8 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 		if w.SHA256.IsZero() {
 			return rep, refusal.New(refusal.HashMissing, "%s has no sha256 in the resolution; lock it with hashes", w.Filename)
 		}
-		rep.Wheels[i] = Wheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size, Path: st.Path(w.SHA256)}
+		rep.Wheels[i] = Wheel{ResolvedWheel: w, Path: st.Path(w.SHA256)}
+		rep.Wheels[i].URL = "" // the lock's hint; set to what the index lists when fetched
 		// A blob whose stat changed since it was last hashed is hashed
 		// again; a damaged one is removed and fetched again.
 		ok, size, err := st.Check(w.SHA256)

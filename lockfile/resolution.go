@@ -6,17 +6,9 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 )
 
-// ResolvedWheel is the one wheel chosen for a package on a platform
-// (DESIGN §4). Its identity is Filename and SHA256; URL is only a hint, as
-// the pinned index decides where the bytes come from.
-type ResolvedWheel struct {
-	Name     string        `json:"name"`     // PEP 503 normalized
-	Version  string        `json:"version"`  // PEP 440 normalized
-	Filename string        `json:"filename"` // percent-decoded wheel file name
-	URL      string        `json:"url,omitempty"`
-	Size     int64         `json:"size,omitempty"` // 0 when the lock gives none
-	SHA256   digest.Digest `json:"sha256"`
-}
+// ResolvedWheel is the one model of a resolved wheel, defined below every
+// package that uses it (digest.ResolvedWheel).
+type ResolvedWheel = digest.ResolvedWheel
 
 // Resolution is a lock resolved for one platform: packages sorted by name.
 type Resolution struct {

@@ -57,11 +57,7 @@ type Materialization struct {
 }
 
 // Root is the provider's root distribution, or null for a bare lock.
-type Root struct {
-	Name    string        `json:"name"`
-	Version string        `json:"version"`
-	SHA256  digest.Digest `json:"sha256"`
-}
+type Root = digest.Root
 
 // Resolution is the resolution the env was built from. The store's gc keeps
 // every blob named by resolution.packages[].sha256 of every seal.
@@ -74,14 +70,10 @@ type Resolution struct {
 	Root *Package `json:"root,omitempty"`
 }
 
-// Package is one installed wheel.
-type Package struct {
-	Name     string        `json:"name"`
-	Version  string        `json:"version"`
-	Filename string        `json:"filename"`
-	SHA256   digest.Digest `json:"sha256"`
-	Size     int64         `json:"size,omitempty"`
-}
+// Package is one installed wheel: the one model of a resolved wheel
+// (digest.ResolvedWheel), whose URL a seal never records (the env does not
+// depend on where the wheel came from; Check refuses a seal naming one).
+type Package = digest.ResolvedWheel
 
 // Tree is the sealed tree: its digest (DESIGN §5) and counts.
 type Tree struct {
@@ -166,11 +158,7 @@ func (s *Seal) V1() bool {
 // says), and checks both against what the seal states; in a v2 seal,
 // env.compiled must agree with the digest's bytecode.
 func (s *Seal) ComputeDigest() (digest.Digest, error) {
-	pk := make([]digest.ResolvedPackage, len(s.Resolution.Packages))
-	for i, p := range s.Resolution.Packages {
-		pk[i] = digest.ResolvedPackage{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256}
-	}
-	rd, err := digest.ResolutionDigest(pk)
+	rd, err := digest.ResolutionDigest(s.Resolution.Packages)
 	if err != nil {
 		return digest.Digest{}, err
 	}
@@ -180,10 +168,7 @@ func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	if r, w := s.Materialization.Root, s.Resolution.Root; w != nil && (r == nil || r.Name != w.Name || r.Version != w.Version || r.SHA256 != w.SHA256) {
 		return digest.Digest{}, errors.New("resolution.root is not the materialization's root")
 	}
-	var root *digest.Root
-	if s.Materialization.Root != nil {
-		root = &digest.Root{Name: s.Materialization.Root.Name, Version: s.Materialization.Root.Version, SHA256: s.Materialization.Root.SHA256}
-	}
+	root := s.Materialization.Root
 	var md digest.Digest
 	if s.V1() {
 		if s.Materialization.Bytecode != nil {
@@ -308,6 +293,14 @@ func Parse(b []byte) (*Seal, error) {
 		return nil, errors.New("env layout paths are invalid")
 	case strings.TrimSpace(s.Tool) == "":
 		return nil, errors.New("tool is missing")
+	}
+	for _, p := range s.Resolution.Packages {
+		if p.URL != "" {
+			return nil, fmt.Errorf("resolution.packages: %s names a URL, which a seal never records", p.Name)
+		}
+	}
+	if r := s.Resolution.Root; r != nil && r.URL != "" {
+		return nil, errors.New("resolution.root names a URL, which a seal never records")
 	}
 	return &s, nil
 }
