@@ -47,14 +47,28 @@ func benchRequest(b *testing.B, n, members int) (remove func(), create func() *R
 	return remove, create
 }
 
-// BenchmarkCreateNoCompile installs and seals 10 wheels of 200 files.
+// BenchmarkCreateNoCompile installs and seals 10 wheels of 200 files,
+// each time right after the previous env was removed (as a rebuild, a
+// create after gc, or bench/materialize.sh does), with the staging env
+// placed in a block group of its own (spread=true, mkdirStaging) and
+// without (spread=false, as the cruxprov_nospread build tag makes it).
 func BenchmarkCreateNoCompile(b *testing.B) {
-	remove, create := benchRequest(b, 10, 200)
-	for b.Loop() {
-		b.StopTimer()
-		remove()
-		b.StartTimer()
-		create()
+	built := spreadStaging
+	for _, spread := range []bool{true, false} {
+		b.Run(fmt.Sprintf("spread=%v", spread), func(b *testing.B) {
+			if spread && !built {
+				b.Skip("the placement hints are not built in (not Linux, or the cruxprov_nospread tag)")
+			}
+			defer func() { spreadStaging = built }()
+			spreadStaging = spread
+			remove, create := benchRequest(b, 10, 200)
+			for b.Loop() {
+				b.StopTimer()
+				remove()
+				b.StartTimer()
+				create()
+			}
+		})
 	}
 }
 
