@@ -52,11 +52,6 @@ type ResolvedWheel struct {
 	SHA256   Digest `json:"sha256"`
 }
 
-// ResolvedPackage is ResolvedWheel (the name callers used before).
-//
-// Deprecated: use ResolvedWheel.
-type ResolvedPackage = ResolvedWheel
-
 // Interpreter is the Python interpreter a local environment points at: the
 // real path of its executable and its full version (e.g. "3.11.7").
 type Interpreter struct {
@@ -178,7 +173,7 @@ func ResolutionDigest(pkgs []ResolvedWheel) (Digest, error) {
 	return Sum(b), nil
 }
 
-func resolutionJSON(pkgs []ResolvedPackage) ([]byte, error) {
+func resolutionJSON(pkgs []ResolvedWheel) ([]byte, error) {
 	v := fieldCheck{typ: TypeResolution}
 	for i, p := range pkgs {
 		f := fmt.Sprintf("packages[%d].", i)

@@ -103,31 +103,9 @@ const EnvsDir = store.EnvsDir
 // bytes are not the resolution's), the wheel codes, install_conflict, and
 // a sealed env that fails verification (its verify code).
 func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) {
-	jobs := req.Jobs
-	if jobs < 1 {
-		jobs = runtime.GOMAXPROCS(0)
-	}
-	emit := func(e Event) {
-		if req.Events != nil {
-			req.Events(e)
-		}
-	}
+	jobs, emit := req.jobsAndEvents()
 	emit(Event{Stage: "probe"})
-	in := req.Interpreter
-	if in == nil {
-		var err error
-		if in, err = ProbeInterpreter(ctx, req.Python); err != nil {
-			return nil, err
-		}
-	}
-	if err := in.CheckPlatform(req.Platform); err != nil {
-		return nil, err
-	}
-	l, err := LayoutFor(req.Platform)
-	if err != nil {
-		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "cannot materialize locally")
-	}
-	s, err := sealInputs(req, in, l)
+	in, l, s, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -228,15 +206,53 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	return res, nil
 }
 
+// jobsAndEvents are req's parallelism (< 1: GOMAXPROCS) and its events
+// callback (a no-op when unset).
+func (req Request) jobsAndEvents() (int, func(Event)) {
+	jobs := req.Jobs
+	if jobs < 1 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	return jobs, func(e Event) {
+		if req.Events != nil {
+			req.Events(e)
+		}
+	}
+}
+
+// prepare is what Create and Tree do before building: the interpreter
+// (probed unless given), checked against the platform, the venv layout,
+// and the seal's inputs (the materialization digest among them).
+func prepare(ctx context.Context, req Request) (*Interpreter, Layout, *seal.Seal, error) {
+	in := req.Interpreter
+	if in == nil {
+		var err error
+		if in, err = ProbeInterpreter(ctx, req.Python); err != nil {
+			return nil, Layout{}, nil, err
+		}
+	}
+	if err := in.CheckPlatform(req.Platform); err != nil {
+		return nil, Layout{}, nil, err
+	}
+	l, err := LayoutFor(req.Platform)
+	if err != nil {
+		return nil, Layout{}, nil, refusal.Wrap(refusal.PlatformUnsupported, err, "cannot materialize locally")
+	}
+	s, err := sealInputs(req, in, l)
+	if err != nil {
+		return nil, Layout{}, nil, err
+	}
+	return in, l, s, nil
+}
+
 // sealInputs fills the seal's materialization and resolution parts.
 func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
-	pk := make([]digest.ResolvedPackage, len(req.Resolution.Packages))
 	s := &seal.Seal{Format: seal.Format, Tool: buildinfo.Tool()}
-	for i, w := range req.Resolution.Packages {
-		pk[i] = digest.ResolvedPackage{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256}
-		s.Resolution.Packages = append(s.Resolution.Packages, seal.Package{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size})
+	for _, w := range req.Resolution.Packages {
+		w.URL = "" // where it came from is not part of the env
+		s.Resolution.Packages = append(s.Resolution.Packages, w)
 	}
-	rd, err := digest.ResolutionDigest(pk)
+	rd, err := digest.ResolutionDigest(s.Resolution.Packages)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.LockInvalid, err, "the resolution cannot be hashed")
 	}
@@ -253,6 +269,9 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 			}
 		}
 		root = &digest.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
+		rw := *r
+		rw.URL = ""
+		s.Resolution.Root = &rw
 	}
 	bytecode := digest.BytecodeUncheckedHash
 	if req.NoCompile {
@@ -267,10 +286,7 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 	if bytecode != "" {
 		s.Materialization.Bytecode = &bytecode
 	}
-	if r := req.RootWheel; r != nil {
-		s.Materialization.Root = &seal.Root{Name: r.Name, Version: r.Version, SHA256: r.SHA256}
-		s.Resolution.Root = &seal.Package{Name: r.Name, Version: r.Version, Filename: r.Filename, SHA256: r.SHA256, Size: r.Size}
-	}
+	s.Materialization.Root = root
 	s.Env = seal.Env{Python: l.Python, SitePackages: l.SitePackages, Compiled: !req.NoCompile}
 	return s, nil
 }
@@ -634,30 +650,8 @@ func sizes(free, need int64) (string, string) {
 // path and X.Y), since the venv links to it and compiles with it. The
 // store's shared lock must be held by the caller (the pipeline holds it).
 func Tree(ctx context.Context, st *store.Store, req Request, out, final string) (*Result, error) {
-	jobs := req.Jobs
-	if jobs < 1 {
-		jobs = runtime.GOMAXPROCS(0)
-	}
-	emit := func(e Event) {
-		if req.Events != nil {
-			req.Events(e)
-		}
-	}
-	in := req.Interpreter
-	if in == nil {
-		var err error
-		if in, err = ProbeInterpreter(ctx, req.Python); err != nil {
-			return nil, err
-		}
-	}
-	if err := in.CheckPlatform(req.Platform); err != nil {
-		return nil, err
-	}
-	l, err := LayoutFor(req.Platform)
-	if err != nil {
-		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "cannot materialize locally")
-	}
-	s, err := sealInputs(req, in, l)
+	jobs, emit := req.jobsAndEvents()
+	in, l, s, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}

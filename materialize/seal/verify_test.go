@@ -43,7 +43,7 @@ func sealTree(t testing.TB, populate func(t testing.TB, root string)) testEnv {
 	// One package (not really installed: the seal only names it), so that
 	// its fields can be edited too (TestSealFieldsCovered).
 	pkg := Package{Name: "example", Version: "1.0", Filename: "example-1.0-py3-none-any.whl", SHA256: digest.Sum([]byte("example")), Size: 123}
-	rd, err := digest.ResolutionDigest([]digest.ResolvedPackage{{Name: pkg.Name, Version: pkg.Version, Filename: pkg.Filename, SHA256: pkg.SHA256}})
+	rd, err := digest.ResolutionDigest([]digest.ResolvedWheel{pkg})
 	if err != nil {
 		t.Fatal(err)
 	}
