@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 )
 

@@ -26,10 +26,10 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/manifest"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
@@ -532,7 +532,6 @@ func layoutTag(pushTag string, _ digest.Digest, provider string) string {
 	}
 	return provider
 }
-
 
 // baseName is the base's name as labels and the provenance give it: the
 // repository, or oci:<the layout directory's base name> (a local path

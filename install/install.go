@@ -20,10 +20,10 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )
@@ -47,7 +47,7 @@ type Options struct {
 	NoCompile bool
 	Jobs      int
 	// Containers are container materializations to propose beside the
-	// platforms' (images verified by the caller: verify.ContainerMaterialization);
+	// platforms' (images verified by the caller: container.Materialization);
 	// each must name the resolution the pipeline gives its platform
 	// (provenance_mismatch otherwise).
 	Containers []registry.Materialization

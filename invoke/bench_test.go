@@ -12,9 +12,9 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/invoke"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/shim"
 	"github.com/cruxible/cruxprov/watch"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // benchRequest stores n synthetic wheels of files members each (a few KiB

@@ -17,9 +17,9 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/lockfile"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )

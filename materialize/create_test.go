@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/wheeltest"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // sealedDemo creates the demo env in a fresh store and returns its path.

@@ -14,8 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // ProbeCache remembers interpreter probes (ProbeInterpreter and

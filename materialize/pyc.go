@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // Bytecode is compiled once per (interpreter, source) and kept in the

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/wheeltest"
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // pycWheel's sources: shared bytes (one cache entry), an empty module, a

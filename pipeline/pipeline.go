@@ -26,9 +26,9 @@ import (
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )

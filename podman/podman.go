@@ -5,7 +5,7 @@
 // (invoke/invoketest).
 //
 // One run, in order: the Call's Verify hook (the pin and the image's
-// digest, signature and provenance: verify.Container); the image, by
+// digest, signature and provenance: verify/container); the image, by
 // digest only (Call.Image, REF@sha256:… or oci:DIR@sha256:…, equal to
 // Call.MaterializationDigest): its manifest is read and rehashed for its
 // config digest, and the image podman holds under that config digest is

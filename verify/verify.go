@@ -20,9 +20,9 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/wheel"
 )
 
@@ -72,33 +72,15 @@ type Report struct {
 // manifest and lock hash to the pinned digests (manifest_drift,
 // lock_drift). The Report is filled in as far as verification got.
 func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*Report, error) {
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 	r := &Report{Provider: name}
-	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
+	acc, err := CheckPin(ctx, reg, name, o)
+	if acc != nil {
+		r.Pin, r.Spec, r.Revision, r.Entrypoint = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint
+	}
 	if err != nil {
 		return r, err
 	}
-	spec := pin.ProviderSpec()
-	r.Pin, r.Spec, r.Revision = pin, spec, pin.Revision
-	if spec == nil {
-		return r, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
-	}
-	if o.Entrypoint != "" {
-		for i := range spec.Entrypoints {
-			if spec.Entrypoints[i].Name == o.Entrypoint {
-				r.Entrypoint = &spec.Entrypoints[i]
-			}
-		}
-		if r.Entrypoint == nil {
-			return r, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
-		}
-	}
-	if p := spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
-		return r, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
-	}
+	spec := acc.Spec
 	m, err := pick(spec, name, o.Platform)
 	if err != nil {
 		return r, err
@@ -121,6 +103,49 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again (install) so that the change is approved", env, rep.ContentDigest, m.Seal)
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
+}
+
+// Accepted is a provider's accepted pin, checked (CheckPin): the pin, the
+// provider it pins, and the entrypoint the caller named (nil when none).
+type Accepted struct {
+	Pin        *registry.Pin
+	Spec       *registry.Provider
+	Entrypoint *registry.Entrypoint
+}
+
+// CheckPin is the part of verification every backend shares: the pin
+// (registry.VerifyPin: present, signed by trusted approvers up to the
+// threshold, not expired, not below the floor), not retired, the named
+// entrypoint in it (entrypoint_unknown), its protocol range including
+// ours (protocol_unsupported). The Accepted is returned as far as it got
+// (nil when the pin itself failed).
+func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) (*Accepted, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
+	if err != nil {
+		return nil, err
+	}
+	acc := &Accepted{Pin: pin, Spec: pin.ProviderSpec()}
+	if acc.Spec == nil {
+		return acc, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
+	}
+	if o.Entrypoint != "" {
+		for i := range acc.Spec.Entrypoints {
+			if acc.Spec.Entrypoints[i].Name == o.Entrypoint {
+				acc.Entrypoint = &acc.Spec.Entrypoints[i]
+			}
+		}
+		if acc.Entrypoint == nil {
+			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
+		}
+	}
+	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
+		return acc, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
+	}
+	return acc, nil
 }
 
 // pick is the pinned local materialization for platform ("" : the only

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/watch"
 )
 

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/invoke"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/watch"
 )
 

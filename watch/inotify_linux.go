@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // changes are the events subscribed: everything that can change what a

@@ -17,8 +17,8 @@ import (
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/watch"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/materialize"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
 

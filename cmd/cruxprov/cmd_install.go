@@ -12,7 +12,7 @@ import (
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/install"
 	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/verify"
+	"github.com/cruxible/cruxprov/verify/container"
 )
 
 func init() {
@@ -71,7 +71,7 @@ func installAction(c *cli.Context) error {
 			}
 			sum = digest.Sum(b)
 		}
-		m, _, err := verify.ContainerMaterialization(c.Context, reg, c.String("image"), sum, digest.Digest{}, image.VerifyOptions{})
+		m, _, err := container.Materialization(c.Context, reg, c.String("image"), sum, digest.Digest{}, image.VerifyOptions{})
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
+	"github.com/cruxible/cruxprov/verify/container"
 )
 
 func init() {
@@ -228,7 +229,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 // the executor's Verify step so a refusal is recorded), then podman runs
 // the image by digest with the secrets on fd 3 (DESIGN §10).
 func runContainer(c *cli.Context, o *opts, reg registry.Reader, vo verify.Options, name, ep string, input []byte, resolve invoke.SecretResolver, ledger string) error {
-	rep, verr := verify.VerifyContainer(c.Context, reg, name, vo, verify.ContainerOptions{})
+	rep, verr := container.Verify(c.Context, reg, name, vo, container.Options{})
 	if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
 		return verr
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // envSbomCmd is `env sbom PATH`: the CycloneDX SBOM of a sealed env, the

@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
+	"github.com/cruxible/cruxprov/verify/container"
 )
 
 func init() {
@@ -120,9 +121,9 @@ func verifyAction(c *cli.Context) error {
 // its container materialization names (digest, builder signature,
 // provenance; --deep rehashes every layer too).
 func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd string) error {
-	rep, err := verify.VerifyContainer(c.Context, reg, name, verify.Options{
+	rep, err := container.Verify(c.Context, reg, name, verify.Options{
 		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"), Deep: c.Bool("deep"), StateDir: sd,
-	}, verify.ContainerOptions{})
+	}, container.Options{})
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd stri
 		mode = "deep"
 	}
 	out := struct {
-		*verify.ContainerReport
+		*container.Report
 		Mode string `json:"mode"`
 		OK   bool   `json:"ok"`
 	}{rep, mode, true}

@@ -20,8 +20,8 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
-	"github.com/cruxible/cruxprov/materialize/seal"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )

@@ -1,20 +1,29 @@
-package verify
+// Package container is `verify --backend container` (DESIGN §9): the
+// accepted pin (verify.CheckPin, the part every backend shares), then its
+// container materialization held to the image itself — the digest, a
+// signature under a trusted builder key, and the signed provenance naming
+// the accepted artifact — through image.Verify. It also makes the
+// materialization `install --backend container` proposes.
+//
+// It is apart from package verify because it reaches the image code
+// (go-containerregistry): an executor that runs local envs imports
+// verify alone. It never writes, prints, or runs a container.
+package container
 
 import (
 	"context"
-	"time"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
-	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/verify"
 )
 
-// ContainerReport is a verified pin and the image its container
+// Report is a verified pin and the image its container
 // materialization names.
-type ContainerReport struct {
+type Report struct {
 	Provider   string               `json:"provider"`
 	Revision   int64                `json:"revision"`
 	Entrypoint *registry.Entrypoint `json:"entrypoint,omitempty"`
@@ -26,8 +35,8 @@ type ContainerReport struct {
 	Spec  *registry.Provider `json:"-"`
 }
 
-// ContainerOptions tune VerifyContainer beyond Options.
-type ContainerOptions struct {
+// Options tune Verify beyond verify.Options.
+type Options struct {
 	// ImageOptions are passed to image.Verify (Remote for a registry's
 	// transport); its Keys, Platform and Expect are set here.
 	Image image.VerifyOptions
@@ -59,7 +68,7 @@ func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, e
 	return keys, nil
 }
 
-// VerifyContainer checks the accepted pin of provider name as Verify does
+// Verify checks the accepted pin of provider name as Verify does
 // (pin, entrypoint, protocol), then its container materialization for
 // o.Platform ("" : the only one): its image reference is pinned by the
 // materialization's digest (image_digest_mismatch), and image.Verify
@@ -70,34 +79,16 @@ func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, e
 // pinned package sha256, resolution digest, base image digest and
 // builder id (provenance_mismatch). The report is filled in as far as
 // verification got.
-func VerifyContainer(ctx context.Context, reg registry.Reader, name string, o Options, co ContainerOptions) (*ContainerReport, error) {
-	now := o.Now
-	if now.IsZero() {
-		now = time.Now()
+func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Options, co Options) (*Report, error) {
+	r := &Report{Provider: name}
+	acc, err := verify.CheckPin(ctx, reg, name, o)
+	if acc != nil {
+		r.Pin, r.Spec, r.Revision, r.Entrypoint = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint
 	}
-	r := &ContainerReport{Provider: name}
-	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
 	if err != nil {
 		return r, err
 	}
-	spec := pin.ProviderSpec()
-	r.Pin, r.Spec, r.Revision = pin, spec, pin.Revision
-	if spec == nil {
-		return r, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
-	}
-	if o.Entrypoint != "" {
-		for i := range spec.Entrypoints {
-			if spec.Entrypoints[i].Name == o.Entrypoint {
-				r.Entrypoint = &spec.Entrypoints[i]
-			}
-		}
-		if r.Entrypoint == nil {
-			return r, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
-		}
-	}
-	if p := spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
-		return r, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
-	}
+	spec := acc.Spec
 	var found []registry.Materialization
 	for _, m := range spec.Materializations {
 		if m.Backend == registry.BackendContainer && (o.Platform == "" || m.Platform == o.Platform) {
@@ -152,14 +143,14 @@ func forPlatform(p string) string {
 	return " for " + p
 }
 
-// ContainerMaterialization is what `install --backend container --image
+// Materialization is what `install --backend container --image
 // REF@DIGEST` proposes for an image: it verifies the image under the
 // registry's builder keys with its provenance held to the package
 // sha256 (and resolution, when known), and returns the container
 // materialization naming its digest, platform, resolution, base and
 // builder as the signed provenance states them. The image must be one
 // platform's manifest.
-func ContainerMaterialization(ctx context.Context, reg registry.Reader, ref string, pkg, resolution digest.Digest, vo image.VerifyOptions) (registry.Materialization, *image.Report, error) {
+func Materialization(ctx context.Context, reg registry.Reader, ref string, pkg, resolution digest.Digest, vo image.VerifyOptions) (registry.Materialization, *image.Report, error) {
 	keys, err := BuilderKeys(ctx, reg)
 	if err != nil {
 		return registry.Materialization{}, nil, err

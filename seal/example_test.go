@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/materialize/seal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/treehash"
 )
 

@@ -240,7 +240,7 @@ func TestV1SealStillVerifies(t *testing.T) {
 // vector in testdata/digests/seal-content.json, whose canonical bytes and
 // digest were computed independently (testdata/digests/gen.mjs, Node.js).
 func TestContentDigestVector(t *testing.T) {
-	b, err := os.ReadFile("../../testdata/digests/seal-content.json")
+	b, err := os.ReadFile("../testdata/digests/seal-content.json")
 	if err != nil {
 		t.Fatal(err)
 	}
