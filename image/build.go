@@ -577,7 +577,7 @@ func stripStats(in seal.Interpreter) seal.Interpreter {
 // that the same inputs give the same bytes anywhere.
 func sealContent(s *seal.Seal) ([]byte, error) {
 	c := *s
-	c.Index = seal.IndexRef{}
+	c.Index = seal.StatIndexRef{}
 	c.Interpreter = stripStats(s.Interpreter)
 	b, err := c.Marshal()
 	if err != nil {

@@ -29,7 +29,7 @@ func benchRequest(b *testing.B, n, members int) (remove func(), create func() *R
 	var last *Result
 	remove = func() {
 		if last != nil {
-			for _, p := range []string{seal.SealPath(last.Dir), seal.IndexPath(last.Dir), last.Dir} {
+			for _, p := range []string{seal.SealPath(last.Dir), seal.StatIndexPath(last.Dir), last.Dir} {
 				if err := removeTree(p); err != nil {
 					b.Fatal(err)
 				}

@@ -84,7 +84,7 @@ type Result struct {
 	Seal       *seal.Seal    `json:"-"`
 	Timings    Timings       `json:"timings"`
 	// Index is the stat index of a tree made by Tree (nil from Create).
-	Index *seal.Index `json:"-"`
+	Index *seal.StatIndex `json:"-"`
 }
 
 // EnvsDir is the directory of sealed envs below the store's home.
@@ -155,7 +155,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	tmps, _ := filepath.Glob(filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".*.tmp-*"))
 	debris := tmps
 	if _, err := os.Lstat(seal.SealPath(dir)); err != nil {
-		debris = append(debris, dir, seal.IndexPath(dir))
+		debris = append(debris, dir, seal.StatIndexPath(dir))
 	}
 	for _, p := range debris {
 		if err := removeTree(p); err != nil {
@@ -559,7 +559,7 @@ func removeTree(p string) error {
 // this process die before it does. It returns the debris path, or ""
 // when there was no tree (deleted by hand).
 func moveAside(dir string) (string, error) {
-	for _, p := range []string{seal.SealPath(dir), seal.IndexPath(dir)} {
+	for _, p := range []string{seal.SealPath(dir), seal.StatIndexPath(dir)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", err
 		}

@@ -204,7 +204,7 @@ func TestCreateIsReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{seal.SealPath(a.Dir), seal.IndexPath(a.Dir), a.Dir} {
+	for _, p := range []string{seal.SealPath(a.Dir), seal.StatIndexPath(a.Dir), a.Dir} {
 		if err := removeTree(p); err != nil {
 			t.Fatal(err)
 		}

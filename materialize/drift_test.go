@@ -113,13 +113,13 @@ func TestVerifyDrift(t *testing.T) {
 			os.Remove(seal.SealPath(env))
 		}, refusal.SealMissing, "", ""},
 		{"index tampered", func(t *testing.T, env string) {
-			b, _ := os.ReadFile(seal.IndexPath(env))
+			b, _ := os.ReadFile(seal.StatIndexPath(env))
 			b[len(b)-1] ^= 1
-			os.Chmod(seal.IndexPath(env), 0o644)
-			os.WriteFile(seal.IndexPath(env), b, 0o644)
+			os.Chmod(seal.StatIndexPath(env), 0o644)
+			os.WriteFile(seal.StatIndexPath(env), b, 0o644)
 		}, refusal.SealInvalid, "", ""},
 		{"index missing", func(t *testing.T, env string) {
-			os.Remove(seal.IndexPath(env))
+			os.Remove(seal.StatIndexPath(env))
 		}, refusal.SealInvalid, "", ""},
 	}
 	for _, c := range cases {

@@ -119,7 +119,7 @@ func cacheEntries(t *testing.T, home string) map[string]entryStat {
 
 func removePycEnv(t *testing.T, dir string) {
 	t.Helper()
-	for _, p := range []string{seal.SealPath(dir), seal.IndexPath(dir), dir} {
+	for _, p := range []string{seal.SealPath(dir), seal.StatIndexPath(dir), dir} {
 		if err := removeTree(p); err != nil {
 			t.Fatal(err)
 		}

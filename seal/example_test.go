@@ -15,8 +15,8 @@ import (
 //
 //	sha256(b"D- 0 - bin\0" + b"L- 10 " + sha256hex(b"python3.11") + b" bin/python\0"
 //	       + b"F- 6 " + sha256hex(b"home =") + b" pyvenv.cfg\0")
-func ExampleIndex() {
-	ix := &seal.Index{Entries: []seal.Entry{
+func ExampleStatIndex() {
+	ix := &seal.StatIndex{Entries: []seal.Entry{
 		{Path: "bin", Kind: treehash.Dir, Mode: 0o555, MtimeNS: 1700000000000000000, CtimeNS: 1700000000000000001, Ino: 11},
 		{Path: "bin/python", Kind: treehash.Symlink, Mode: 0o777, Size: 10, Ino: 12, SHA256: sha256.Sum256([]byte("python3.11"))},
 		{Path: "pyvenv.cfg", Kind: treehash.File, Mode: 0o444, Size: 6, Ino: 13, SHA256: sha256.Sum256([]byte("home =")), MtimeNS: 5, CtimeNS: 6},

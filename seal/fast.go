@@ -57,7 +57,7 @@ type fastWorker struct {
 // checkTreeFast compares the tree at dir with ix by stat (see above). The
 // first worker to start runs also (the index's check against the seal)
 // before taking its share, so that it overlaps the stat pass.
-func (r *Report) checkTreeFast(ctx context.Context, dir string, ix *Index, also func() error, opts Options) error {
+func (r *Report) checkTreeFast(ctx context.Context, dir string, ix *StatIndex, also func() error, opts Options) error {
 	rootfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return refusal.Wrap(refusal.EnvDrift, &os.PathError{Op: "open", Path: dir, Err: err}, "%s: cannot walk the env; check it is intact and readable", dir)

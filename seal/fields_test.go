@@ -218,7 +218,7 @@ func TestV1SealStillVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o555)
-	os.Rename(IndexPath(e.dir), IndexPath(dir))
+	os.Rename(StatIndexPath(e.dir), StatIndexPath(dir))
 	os.Remove(SealPath(e.dir))
 	b, _ := s.Marshal()
 	writeSeal(t, dir, b)

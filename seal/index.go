@@ -15,8 +15,8 @@ import (
 	"github.com/cruxible/cruxprov/treehash"
 )
 
-// IndexFormat is the first line of every stat index file.
-const IndexFormat = "cruxprov.statindex/v1"
+// StatIndexFormat is the first line of every stat index file.
+const StatIndexFormat = "cruxprov.statindex/v1"
 
 // Entry is one entry of the stat index: an entry below the env root with
 // its kind, permission bits, size, timestamps, inode and content hash (the
@@ -37,18 +37,19 @@ func (e *Entry) TreeEntry() treehash.Entry {
 	return treehash.Entry{Path: e.Path, Kind: e.Kind, Exec: e.Kind == treehash.File && e.Mode&0o111 != 0, Size: e.Size, SHA256: e.SHA256}
 }
 
-// Index is the stat index of a sealed env: every entry below the root,
+// StatIndex is the stat index of a sealed env (named apart from the
+// package index of the index package): every entry below the root,
 // sorted by Path in byte order (the tree digest's order).
-type Index struct {
+type StatIndex struct {
 	Entries []Entry
 }
 
 // TreeDigest returns the tree digest (DESIGN §5) of the indexed entries.
-// Sorted entries (as Freeze and ParseIndex return them) are hashed as they
+// Sorted entries (as Freeze and ParseStatIndex return them) are hashed as they
 // are read, each record written as treehash.Of writes it (a test
 // holds the two equal), without a copy of the entries: fast verify runs
 // this on every call, and a fresh copy's pages cost more than the hashing.
-func (ix *Index) TreeDigest() digest.Digest {
+func (ix *StatIndex) TreeDigest() digest.Digest {
 	if !slices.IsSortedFunc(ix.Entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) }) {
 		te := make([]treehash.Entry, len(ix.Entries))
 		for i := range ix.Entries {
@@ -86,9 +87,9 @@ func appendTreeRecord(b []byte, e *Entry) []byte {
 //	          32-byte sha256 (kinds F and L only) }
 //
 // Entries must be sorted and unique (as Freeze returns them).
-func (ix *Index) MarshalBinary() ([]byte, error) {
+func (ix *StatIndex) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 64+len(ix.Entries)*96)
-	b = append(b, IndexFormat+"\n"...)
+	b = append(b, StatIndexFormat+"\n"...)
 	b = binary.AppendUvarint(b, uint64(len(ix.Entries)))
 	prev := ""
 	for i := range ix.Entries {
@@ -127,17 +128,17 @@ func sharedPrefix(a, b string) int {
 // errIndex is the cause of every malformed-index error.
 var errIndex = errors.New("malformed stat index")
 
-// ParseIndex decodes and validates a stat index: the format line, every
+// ParseStatIndex decodes and validates a stat index: the format line, every
 // field in range, paths valid (relative, '/'-separated, UTF-8, no empty,
 // "." or ".." component), sorted and unique, no trailing bytes. An unknown
 // format is an error naming it.
-func ParseIndex(b []byte) (*Index, error) {
+func ParseStatIndex(b []byte) (*StatIndex, error) {
 	nl := bytes.IndexByte(b, '\n')
 	if nl < 0 || nl > 64 {
 		return nil, fmt.Errorf("%w: no format line", errIndex)
 	}
-	if f := string(b[:nl]); f != IndexFormat {
-		return nil, fmt.Errorf("%w: format %q is not %q (written by another version of cruxprov?)", errIndex, f, IndexFormat)
+	if f := string(b[:nl]); f != StatIndexFormat {
+		return nil, fmt.Errorf("%w: format %q is not %q (written by another version of cruxprov?)", errIndex, f, StatIndexFormat)
 	}
 	r := reader{b: b, off: nl + 1}
 	count := r.uvarint()
@@ -145,7 +146,7 @@ func ParseIndex(b []byte) (*Index, error) {
 	if r.err != nil || count > uint64(len(b)-r.off)/9 {
 		return nil, fmt.Errorf("%w: bad entry count", errIndex)
 	}
-	ix := &Index{Entries: make([]Entry, 0, count)}
+	ix := &StatIndex{Entries: make([]Entry, 0, count)}
 	// Paths are built into one buffer and cut from one string at the end:
 	// two allocations instead of one per entry.
 	all := make([]byte, 0, len(b)*2)

@@ -38,7 +38,7 @@ type Seal struct {
 	Resolution      Resolution      `json:"resolution"`
 	Tree            Tree            `json:"tree"`
 	Interpreter     Interpreter     `json:"interpreter"`
-	Index           IndexRef        `json:"index"`
+	Index           StatIndexRef    `json:"index"`
 	Env             Env             `json:"env"`
 	Tool            string          `json:"tool"`
 }
@@ -104,8 +104,8 @@ type Interpreter struct {
 	LibPython      *FileIdentity `json:"libpython"` // null when statically linked
 }
 
-// IndexRef binds the stat index to the seal.
-type IndexRef struct {
+// StatIndexRef binds the stat index to the seal.
+type StatIndexRef struct {
 	Format  string        `json:"format"`
 	SHA256  digest.Digest `json:"sha256"`
 	Entries int           `json:"entries"`
@@ -121,8 +121,8 @@ type Env struct {
 // SealPath returns where the seal of the env at dir lives (dir + ".seal.json").
 func SealPath(dir string) string { return filepath.Clean(dir) + ".seal.json" }
 
-// IndexPath returns where the stat index of the env at dir lives (dir + ".index").
-func IndexPath(dir string) string { return filepath.Clean(dir) + ".index" }
+// StatIndexPath returns where the stat index of the env at dir lives (dir + ".index").
+func StatIndexPath(dir string) string { return filepath.Clean(dir) + ".index" }
 
 // formatVersion splits "cruxprov.seal/vMAJOR[.MINOR]" (decimal digits);
 // ok is false for anything else.
@@ -283,7 +283,7 @@ func Parse(b []byte) (*Seal, error) {
 		return nil, errors.New("materialization.digest is missing")
 	case s.Tree.Digest.IsZero():
 		return nil, errors.New("tree.digest is missing")
-	case s.Index.SHA256.IsZero() || s.Index.Format != IndexFormat:
+	case s.Index.SHA256.IsZero() || s.Index.Format != StatIndexFormat:
 		return nil, fmt.Errorf("index reference is missing or names format %q", s.Index.Format)
 	case s.Interpreter.SHA256.IsZero() || !filepath.IsAbs(s.Interpreter.Path):
 		return nil, errors.New("interpreter identity is incomplete")
@@ -347,7 +347,7 @@ func IdentityOf(path string) (FileIdentity, error) {
 // into place and the parent fsynced again, so that an env reported created is still
 // there after a power loss. The env's own files are not fsynced (as pip
 // does not): see docs/seal.md.
-func Commit(staging, dir string, s *Seal, ix *Index) error {
+func Commit(staging, dir string, s *Seal, ix *StatIndex) error {
 	dir = filepath.Clean(dir)
 	ib, err := ix.MarshalBinary()
 	if err != nil {
@@ -357,7 +357,7 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 	var itmp, stmp string
 	var ierr, serr error
 	var wg sync.WaitGroup
-	wg.Go(func() { itmp, ierr = writeTemp(IndexPath(dir), ib) })
+	wg.Go(func() { itmp, ierr = writeTemp(StatIndexPath(dir), ib) })
 	defer func() {
 		wg.Wait()
 		for _, p := range []string{itmp, stmp} {
@@ -367,7 +367,7 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 		}
 	}()
 	s.SetTree(ix)
-	s.Index = IndexRef{Format: IndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
+	s.Index = StatIndexRef{Format: StatIndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
 	if _, err := s.ComputeDigest(); err != nil {
 		return fmt.Errorf("refusing to write an inconsistent seal: %w", err)
 	}
@@ -398,7 +398,7 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 	}
 	// The index only after the env is in place, so that a failed rename
 	// leaves no index without its env.
-	if err := os.Rename(itmp, IndexPath(dir)); err != nil {
+	if err := os.Rename(itmp, StatIndexPath(dir)); err != nil {
 		return err
 	}
 	if err := syncDir(parent); err != nil {
@@ -412,7 +412,7 @@ func Commit(staging, dir string, s *Seal, ix *Index) error {
 
 // SetTree fills s's format and tree (digest, counts, bytes, root mode)
 // from the stat index of a frozen tree.
-func (s *Seal) SetTree(ix *Index) {
+func (s *Seal) SetTree(ix *StatIndex) {
 	s.Format = Format
 	s.Tree = Tree{Digest: ix.TreeDigest(), RootMode: 0o555}
 	for i := range ix.Entries {

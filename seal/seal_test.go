@@ -12,8 +12,8 @@ import (
 	"github.com/cruxible/cruxprov/treehash"
 )
 
-func sampleIndex() *Index {
-	return &Index{Entries: []Entry{
+func sampleIndex() *StatIndex {
+	return &StatIndex{Entries: []Entry{
 		{Path: "bin", Kind: treehash.Dir, Mode: 0o555, MtimeNS: 1, CtimeNS: 2, Ino: 3},
 		{Path: "bin/python", Kind: treehash.Symlink, Mode: 0o777, Size: 9, MtimeNS: -5, CtimeNS: 6, Ino: 7, SHA256: sha256.Sum256([]byte("python3.11"))},
 		{Path: "lib", Kind: treehash.Dir, Mode: 0o555},
@@ -28,7 +28,7 @@ func TestIndexRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseIndex(b)
+	got, err := ParseStatIndex(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +57,12 @@ func TestParseIndexRefusals(t *testing.T) {
 		"other format":   []byte(strings.Replace(string(good), "v1", "v2", 1)),
 		"truncated":      good[:len(good)-1],
 		"trailing bytes": append(bytes.Clone(good), 0),
-		"huge count":     append([]byte(IndexFormat+"\n"), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"huge count":     append([]byte(StatIndexFormat+"\n"), 0xff, 0xff, 0xff, 0xff, 0x0f),
 		"dotdot path":    mustIndex(t, Entry{Path: "a/../b", Kind: treehash.Dir}),
 		"bad kind":       mustIndex(t, Entry{Path: "a", Kind: 'X'}),
 		"empty path":     mustIndex(t, Entry{Path: "", Kind: treehash.Dir}),
 	} {
-		if _, err := ParseIndex(b); err == nil {
+		if _, err := ParseStatIndex(b); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -70,7 +70,7 @@ func TestParseIndexRefusals(t *testing.T) {
 
 func mustIndex(t *testing.T, e Entry) []byte {
 	t.Helper()
-	b, err := (&Index{Entries: []Entry{e}}).MarshalBinary()
+	b, err := (&StatIndex{Entries: []Entry{e}}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +97,10 @@ func TestParseSealFormats(t *testing.T) {
 func FuzzParseIndex(f *testing.F) {
 	good, _ := sampleIndex().MarshalBinary()
 	f.Add(good)
-	f.Add([]byte(IndexFormat + "\n\x00"))
+	f.Add([]byte(StatIndexFormat + "\n\x00"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ix, err := ParseIndex(b)
+		ix, err := ParseStatIndex(b)
 		if err != nil {
 			return
 		}
@@ -115,7 +115,7 @@ func FuzzParseIndex(f *testing.F) {
 			// Varints have one canonical form each, so a parsed index
 			// re-encodes to its own bytes unless it used a non-minimal
 			// shared-prefix length.
-			if _, err := ParseIndex(out); err != nil {
+			if _, err := ParseStatIndex(out); err != nil {
 				t.Fatalf("re-encoded index does not parse: %v", err)
 			}
 		}
@@ -139,7 +139,7 @@ func FuzzParseSeal(f *testing.F) {
 }
 
 func BenchmarkParseIndex(b *testing.B) {
-	ix := &Index{}
+	ix := &StatIndex{}
 	for i := 0; i < 4000; i++ {
 		ix.Entries = append(ix.Entries, Entry{Path: fmt.Sprintf("lib/python3.11/site-packages/pkg%03d/mod%04d.py", i/40, i), Kind: treehash.File, Mode: 0o444, Size: int64(i), MtimeNS: int64(i) << 20, CtimeNS: int64(i) << 21, Ino: uint64(i)})
 	}
@@ -149,14 +149,14 @@ func BenchmarkParseIndex(b *testing.B) {
 	}
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		if _, err := ParseIndex(raw); err != nil {
+		if _, err := ParseStatIndex(raw); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
 // treeDigestOf is the tree digest as package digest computes it.
-func treeDigestOf(ix *Index) digest.Digest {
+func treeDigestOf(ix *StatIndex) digest.Digest {
 	te := make([]treehash.Entry, len(ix.Entries))
 	for i := range ix.Entries {
 		te[i] = ix.Entries[i].TreeEntry()
@@ -171,7 +171,7 @@ func TestTreeDigestIsDigests(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	kinds := []treehash.Kind{treehash.File, treehash.Dir, treehash.Symlink}
 	for n := range 200 {
-		ix := &Index{}
+		ix := &StatIndex{}
 		for i := range n {
 			e := Entry{Path: fmt.Sprintf("d%d/é%03d/%x", rng.IntN(5), i, rng.Uint32()), Kind: kinds[rng.IntN(3)], Mode: uint32(rng.IntN(0o1000))}
 			if e.Kind != treehash.Dir {

@@ -263,10 +263,10 @@ func (r *Report) indexFirst(ixErr, err error) error {
 // check compares it with the seal (its sha256, entry count, tree digest,
 // counts, bytes and the python link) once, however often it is called:
 // fast verification runs it beside the stat pass.
-func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func(), err error) {
-	b, err := readPrivate(IndexPath(dir))
+func readIndex(dir string, s *Seal) (ix *StatIndex, check func() error, release func(), err error) {
+	b, err := readPrivate(StatIndexPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing", dir, filepath.Base(IndexPath(dir))).WithRemedy(refusal.ActionReplaceEnv, dir)
+		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing", dir, filepath.Base(StatIndexPath(dir))).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
 	if err != nil {
 		return nil, nil, nil, refusal.Wrap(refusal.SealInvalid, err, "%s: cannot read the stat index", dir)
@@ -277,7 +277,7 @@ func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func
 		}
 		return nil
 	}
-	if ix, err = ParseIndex(b); err != nil {
+	if ix, err = ParseStatIndex(b); err != nil {
 		if herr := hashed(); herr != nil {
 			return nil, nil, nil, herr
 		}
@@ -302,7 +302,7 @@ func readIndex(dir string, s *Seal) (ix *Index, check func() error, release func
 // index (whose entries hash to the sealed tree digest): the files, dirs,
 // symlinks and bytes it states are those the index lists, env.python is a
 // symlink in the tree and env.site_packages a directory.
-func (s *Seal) checkTreeCounts(ix *Index) error {
+func (s *Seal) checkTreeCounts(ix *StatIndex) error {
 	var t Tree
 	kinds := map[string]treehash.Kind{}
 	for i := range ix.Entries {
@@ -429,7 +429,7 @@ func short(d digest.Digest) string {
 func shortSum(s [32]byte) string { return hex.EncodeToString(s[:6]) }
 
 // checkTree walks the env once against the index.
-func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Options) error {
+func (r *Report) checkTree(ctx context.Context, dir string, ix *StatIndex, opts Options) error {
 	pos := make(map[string]int32, len(ix.Entries))
 	for i := range ix.Entries {
 		pos[ix.Entries[i].Path] = int32(i)
@@ -546,7 +546,7 @@ func (r *Report) checkTree(ctx context.Context, dir string, ix *Index, opts Opti
 
 // rehash hashes the files at index positions idx in parallel and reports
 // content changes; in deep mode it fills their hashes into onDisk.
-func (r *Report) rehash(ctx context.Context, dir string, ix *Index, idx []int, onDisk []Entry, opts Options) error {
+func (r *Report) rehash(ctx context.Context, dir string, ix *StatIndex, idx []int, onDisk []Entry, opts Options) error {
 	if len(idx) == 0 {
 		return nil
 	}

@@ -123,13 +123,13 @@ func manyEntries(dirs, files int) func(t testing.TB, root string) {
 	}
 }
 
-func indexOf(t testing.TB, dir string) *Index {
+func indexOf(t testing.TB, dir string) *StatIndex {
 	t.Helper()
-	b, err := os.ReadFile(IndexPath(dir))
+	b, err := os.ReadFile(StatIndexPath(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := ParseIndex(b)
+	ix, err := ParseStatIndex(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,8 +366,8 @@ func TestTamperedIndexWinsOverDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(IndexPath(env.dir), 0o644)
-	if err := os.WriteFile(IndexPath(env.dir), b, 0o444); err != nil {
+	os.Chmod(StatIndexPath(env.dir), 0o644)
+	if err := os.WriteFile(StatIndexPath(env.dir), b, 0o444); err != nil {
 		t.Fatal(err)
 	}
 	for _, opts := range []Options{{}, {Explain: true}, {Deep: true}} {

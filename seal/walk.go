@@ -217,7 +217,7 @@ type Known struct {
 // found. Directories are frozen by jobs threads at once (jobs < 1:
 // GOMAXPROCS), each taking the next directory waiting. A name that is not
 // UTF-8 or an entry that is not a file, directory or symlink is an error.
-func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) (*Index, error) {
+func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) (*StatIndex, error) {
 	rootfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: root, Err: err}
@@ -252,7 +252,7 @@ func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) 
 		return nil, &os.PathError{Op: "chmod", Path: root, Err: err}
 	}
 	sortEntries(entries)
-	return &Index{Entries: entries}, nil
+	return &StatIndex{Entries: entries}, nil
 }
 
 // freezer is the shared state of Freeze's workers: the directories

@@ -158,7 +158,7 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 			return w, err
 		}
 	}
-	for _, p := range []string{seal.SealPath(env), seal.IndexPath(env)} {
+	for _, p := range []string{seal.SealPath(env), seal.StatIndexPath(env)} {
 		if err := w.add(p, false, ""); err != nil {
 			return w, err
 		}

@@ -192,7 +192,7 @@ func TestEachChangeMakesAFullVerify(t *testing.T) {
 		}, refusal.SealInvalid},
 		{"the stat index touched", func(t *testing.T, env, _, _ string) {
 			now := time.Now()
-			if err := os.Chtimes(seal.IndexPath(env), now, now); err != nil {
+			if err := os.Chtimes(seal.StatIndexPath(env), now, now); err != nil {
 				t.Fatal(err)
 			}
 		}, ""},

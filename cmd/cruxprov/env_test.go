@@ -204,7 +204,7 @@ func TestEnvCreateCrashSafety(t *testing.T) {
 	ref := createJSON(t, args...) // warms the interpreter probe cache
 	removeEnv := func() {
 		chmodTree(filepath.Join(home, "envs"))
-		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.IndexPath(ref.Path)} {
+		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.StatIndexPath(ref.Path)} {
 			if err := os.RemoveAll(p); err != nil {
 				t.Fatal(err)
 			}
@@ -366,7 +366,7 @@ func TestEnvCreateSIGINT(t *testing.T) {
 	ref := createJSON(t, args...)
 	clear := func() {
 		chmodTree(filepath.Join(home, "envs"))
-		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.IndexPath(ref.Path)} {
+		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.StatIndexPath(ref.Path)} {
 			os.RemoveAll(p)
 		}
 	}
