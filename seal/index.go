@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/treehash"
@@ -208,8 +207,8 @@ func ParseStatIndex(b []byte) (*StatIndex, error) {
 	if r.off != len(b) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", errIndex, len(b)-r.off)
 	}
-	// all is not written again: the paths share its bytes.
-	str := unsafe.String(unsafe.SliceData(all), len(all))
+	// One string for every path (one copy of all; the paths share it).
+	str := string(all)
 	start := 0
 	for i, end := range ends {
 		ix.Entries[i].Path = str[start:end]
