@@ -210,12 +210,12 @@ func newBytecodeRun(ctx context.Context, cacheDir string, in *Interpreter, id se
 	r := &bytecodeRun{b: b, ctx: ctx, jobs: max(jobs, 1), added: map[string]bool{}}
 	r.pool = newCompilePool(ctx, b.python, b.pyName, staging, compileProcs(jobs, math.MaxInt))
 	if in.CacheTag == "" {
-		r.initErr = refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None); create the env with --no-compile", in.Path)
+		r.initErr = refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None): create the env without bytecode", in.Path).WithRemedy(refusal.ActionNoBytecode, "")
 		return r
 	}
 	magic, err := pycMagic(in)
 	if err != nil {
-		r.initErr = refusal.Wrap(refusal.MaterializeFailed, err, "cannot compile bytecode for %s; create the env with --no-compile", in.Path)
+		r.initErr = refusal.Wrap(refusal.MaterializeFailed, err, "cannot compile bytecode for %s", in.Path).WithRemedy(refusal.ActionNoBytecode, "")
 		return r
 	}
 	b.magic, b.key = magic, pycCacheKey(in, id)

@@ -186,7 +186,7 @@ func (p *compilePool) wait() (time.Duration, error) {
 		err = p.weak
 	}
 	if err == nil && p.pending != 0 {
-		err = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: %d batches were never answered; retry with --no-compile to skip it", p.pyName, p.pending)
+		err = refusal.New(refusal.MaterializeFailed, "compiling bytecode with %s: %d batches were never answered", p.pyName, p.pending).WithRemedy(refusal.ActionNoBytecode, "")
 	}
 	return p.cpu, err
 }
@@ -220,7 +220,7 @@ func (p *compilePool) run() {
 		if p.parent.Err() != nil {
 			err = p.parent.Err()
 		} else {
-			err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot start %s to compile bytecode; retry with --no-compile to skip it", p.pyName)
+			err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot start %s to compile bytecode", p.pyName).WithRemedy(refusal.ActionNoBytecode, "")
 		}
 		p.setErr(err, false)
 		p.stop()
@@ -239,7 +239,7 @@ func (p *compilePool) run() {
 			}
 			if _, err := stdin.Write(b.req); err != nil {
 				p.finished(nil)
-				p.setErr(refusal.Wrap(refusal.MaterializeFailed, err, "compiling bytecode with %s: cannot send it sources; retry with --no-compile to skip it", p.pyName), true)
+				p.setErr(refusal.Wrap(refusal.MaterializeFailed, err, "compiling bytecode with %s: cannot send it sources", p.pyName).WithRemedy(refusal.ActionNoBytecode, ""), true)
 				return
 			}
 			flight <- b
@@ -285,7 +285,7 @@ func (p *compilePool) run() {
 		if why == nil {
 			why = werr
 		}
-		p.setErr(refusal.Wrap(refusal.MaterializeFailed, why, "compiling bytecode with %s failed (%s); retry with --no-compile to skip it", p.pyName, firstLine(lastLines(stderr.String()))), false)
+		p.setErr(refusal.Wrap(refusal.MaterializeFailed, why, "compiling bytecode with %s failed (%s)", p.pyName, firstLine(lastLines(stderr.String()))).WithRemedy(refusal.ActionNoBytecode, ""), false)
 	}
 }
 

@@ -508,7 +508,7 @@ func checkDisk(dir string, ws []opened, compile bool) error {
 func lockFile(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; create the env as the store's owner, or in a store of your own (--home)")
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; create the env as the store's owner, or in a store of your own")
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)

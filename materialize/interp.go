@@ -120,14 +120,14 @@ func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) 
 		return nil, fmt.Errorf("interrupted while probing the interpreter %s: %w", python, err)
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); give a working --python", python, firstLine(stderr.String()))
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String()))
 	}
 	var in Interpreter
 	if err := json.Unmarshal(out, &in); err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; give a CPython 3.8+ --python", python)
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; name a CPython 3.8+ interpreter", python)
 	}
 	if !filepath.IsAbs(in.Path) || filepath.Clean(in.Path) != in.Path || in.Version == "" || in.Markers["python_version"] == "" {
-		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported no usable executable path or version (%q, %q); give another --python", python, in.Path, in.Version)
+		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported no usable executable path or version (%q, %q); name another interpreter", python, in.Path, in.Version)
 	}
 	if in.LibPython != "" && !filepath.IsAbs(in.LibPython) {
 		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative libpython %q", python, in.LibPython)
@@ -156,7 +156,7 @@ func firstLine(s string) string {
 // manylinux, musl for musllinux), or a glibc older than the manylinux tag.
 func (in *Interpreter) CheckPlatform(p *platform.Platform) error {
 	mismatch := func(what, got, want string) error {
-		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; give a --python that matches the platform", in.Path, what, got, p.ID(), want)
+		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; name an interpreter that matches the platform", in.Path, what, got, p.ID(), want)
 	}
 	for _, k := range []string{"implementation_name", "python_version", "sys_platform", "os_name", "platform_machine"} {
 		want := p.Markers[k]

@@ -59,7 +59,7 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 			ws[i] = o
 			if !noCache {
 				if err := attachCache(st.Home(), tmpDir, &ws[i], pkgs[i]); err != nil {
-					return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache; retry with --no-cache")
+					return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache").WithRemedy(refusal.ActionNoCache, "")
 				}
 			}
 			j, bs, err := ins.plan(ws[i])

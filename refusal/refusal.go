@@ -41,6 +41,11 @@ const (
 	ActionGC Action = "gc"
 	// ActionEmbed adds a manifest and a lock to a wheel (Target: the wheel).
 	ActionEmbed Action = "embed"
+	// ActionNoBytecode runs the command again without compiling bytecode
+	// (another env: bytecode is part of its identity).
+	ActionNoBytecode Action = "no_bytecode"
+	// ActionNoCache runs the command again without the store's caches.
+	ActionNoCache Action = "no_cache"
 	// ActionPlatformList lists the platform presets.
 	ActionPlatformList Action = "platform_list"
 )

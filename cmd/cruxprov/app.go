@@ -374,12 +374,28 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov " + strings.Join(again, " ")
 	case refusal.ActionGC:
 		return "cruxprov gc"
+	case refusal.ActionNoBytecode:
+		return again(args, "--no-compile")
+	case refusal.ActionNoCache:
+		return again(args, "--no-cache")
 	case refusal.ActionEmbed:
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"
 	}
 	return ""
+}
+
+// again is the refused command line args run again with flag added
+// (without --json, for a person to run).
+func again(args []string, flag string) string {
+	out := []string{"cruxprov"}
+	for _, a := range args[1:] {
+		if a != "--json" && !strings.HasPrefix(a, "--json=") && a != flag {
+			out = append(out, shellQuote(a))
+		}
+	}
+	return strings.Join(append(out, flag), " ")
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

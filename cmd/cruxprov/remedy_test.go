@@ -15,6 +15,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // fixRE finds the command a refusal advises.
@@ -169,5 +170,35 @@ func TestEnvVerifyFollowsALink(t *testing.T) {
 	r = cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", envPython, "--offline", "--no-compile")
 	if r.code != 0 || !strings.Contains(r.stderr, "warning: the lock has no cruxible-provider-runtime") {
 		t.Fatalf("no runtime warning: %+v", r)
+	}
+}
+
+// TestRemediesRunAgain: the no_cache and no_bytecode remedies render the
+// refused command again with --no-cache or --no-compile. Neither refusal
+// can be made to happen for real here (a real CPython's compiler does not
+// fail on wheels it installed; the cache fails only when a temp file in
+// the store's own staging cannot be made, where the create fails first),
+// so each rendering is run from the command line of a create, as the
+// store's owner (uid 65534), and must succeed.
+func TestRemediesRunAgain(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-remedy-", "/usr/bin/python3.11")
+	home := filepath.Join(base, "home")
+	os.MkdirAll(home, 0o755)
+	home, lock := envHomeAt(t, home, 1, 3)
+	lb, _ := os.ReadFile(lock)
+	lock = filepath.Join(base, "pylock.toml")
+	os.WriteFile(lock, lb, 0o644)
+	chownTree(t, home)
+	args := []string{"cruxprov", "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", "/usr/bin/python3.11", "--offline", "--json"}
+	for _, rem := range []*refusal.Remedy{{Action: refusal.ActionNoBytecode}, {Action: refusal.ActionNoCache}} {
+		line := renderRemedy(rem, args)
+		if strings.Contains(line, "--json") || !strings.HasPrefix(line, "cruxprov ") {
+			t.Fatalf("%s renders %q", rem.Action, line)
+		}
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", exe+strings.TrimPrefix(line, "cruxprov"))
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+		if f := runCmd(t, cmd); f.code != 0 {
+			t.Fatalf("%s: %s: %+v", rem.Action, line, f)
+		}
 	}
 }
