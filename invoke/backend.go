@@ -133,34 +133,14 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	out, outN := stdout.bytes()
 	errb, errN := stderr.bytes()
 	res := &Result{AttemptID: attempt, ExitCode: ex.code, StdoutBytes: outN, StderrBytes: errN, Budgets: budgets, Duration: time.Since(start), Egress: []string{}}
-	switch why {
-	case CodeTimeout:
-		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", budgets.TimeoutMS)}
-	case CodeOutputLimit:
-		res.Status, res.Error = StatusOutputLimit, &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("killed when stdout and stderr passed %d bytes", budgets.OutputBytes)}
-	case CodeCancelled:
-		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "cancelled: " + ctx.Err().Error()}
-	default:
+	tail := settle(ctx, res, why, budgets, red, errb, func() {
 		if ex.signaled {
 			res.Status = StatusError
 			res.Error = &Error{Code: CodeExited, Message: "the harness was killed by a signal"}
 		} else {
 			parseOutput(res, out, attempt)
 		}
-	}
-	if res.Error != nil {
-		res.Error.Message = red.text(res.Error.Message)
-	}
-	for i := range res.Egress {
-		res.Egress[i] = red.text(res.Egress[i])
-	}
-	tail := ""
-	if res.Status != StatusOK {
-		if len(errb) > StderrTail {
-			errb = errb[len(errb)-StderrTail:]
-		}
-		tail = red.tail(string(errb))
-	}
+	})
 	if err := rec.finish(ctx, res, tail); err != nil {
 		return res, err
 	}

@@ -508,6 +508,15 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	errb, errN := stderr.bytes()
 	res := &Result{AttemptID: attempt, ExitCode: cmd.ProcessState.ExitCode(), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
 	_ = werr
+	tail := settle(ctx, res, why, b, red, errb, func() { parseResult(res, out, attempt, cmd.ProcessState) })
+	return res, tail, nil
+}
+
+// settle fills res's status for why (a kill the executor made: timeout,
+// output limit, cancelled; "" lets parse read the run's output), redacts
+// its error and egress of every bundle value, and returns the redacted
+// stderr tail the receipt keeps for a run that was not ok.
+func settle(ctx context.Context, res *Result, why string, b Budgets, red *redactor, errb []byte, parse func()) string {
 	switch why {
 	case CodeTimeout:
 		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", b.TimeoutMS)}
@@ -516,7 +525,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	case CodeCancelled:
 		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "cancelled: " + ctx.Err().Error()}
 	default:
-		parseResult(res, out, attempt, cmd.ProcessState)
+		parse()
 	}
 	if res.Error != nil {
 		res.Error.Message = red.text(res.Error.Message)
@@ -524,14 +533,13 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	for i := range res.Egress {
 		res.Egress[i] = red.text(res.Egress[i])
 	}
-	tail := ""
-	if res.Status != StatusOK {
-		if len(errb) > StderrTail {
-			errb = errb[len(errb)-StderrTail:]
-		}
-		tail = red.tail(string(errb))
+	if res.Status == StatusOK {
+		return ""
 	}
-	return res, tail, nil
+	if len(errb) > StderrTail {
+		errb = errb[len(errb)-StderrTail:]
+	}
+	return red.tail(string(errb))
 }
 
 // parseResult reads stdout, trimmed, as exactly one result document of
