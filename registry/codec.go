@@ -23,7 +23,7 @@ func validateChangeShape(c *Change) error {
 			return bad("a %s change carries a provider only", c.Action)
 		}
 		p := c.Provider
-		if p == nil || !nameRE.MatchString(p.Name) {
+		if p == nil || !validName(p.Name) {
 			return bad("a %s change needs a provider with a normalized name", c.Action)
 		}
 		if c.Action == ActionRetire {
@@ -185,7 +185,7 @@ func ParsePin(b []byte) (*Pin, error) {
 	if !majorOK(p.Format, PinFormat) {
 		return nil, refusal.New(refusal.RegistryCorrupt, "accepted pin format %q: this cruxprov reads %s", p.Format, PinFormat)
 	}
-	if !nameRE.MatchString(p.Provider) || p.Revision < 1 {
+	if !validName(p.Provider) || p.Revision < 1 {
 		return nil, refusal.New(refusal.RegistryCorrupt, "accepted pin names provider %q revision %d", p.Provider, p.Revision)
 	}
 	return &p, nil

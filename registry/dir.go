@@ -378,7 +378,7 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !nameRE.MatchString(provider) {
+	if !validName(provider) {
 		return nil, refusal.New(refusal.PinUnapproved, "%q is not a provider name", provider)
 	}
 	b, err := readOptional(d.path("pins", provider+".json"))

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +21,7 @@ func FuzzParsePin(f *testing.F) {
 			}
 			return
 		}
-		if !nameRE.MatchString(p.Provider) || p.Revision < 1 {
+		if !validName(p.Provider) || p.Revision < 1 {
 			t.Fatalf("accepted %+v", p)
 		}
 	})
@@ -78,6 +80,19 @@ func FuzzParseChangeSet(f *testing.F) {
 		again, err := ParseChangeSet(out)
 		if err != nil || again.Metadata.ID != cs.Metadata.ID {
 			t.Fatalf("does not round-trip: %v", err)
+		}
+	})
+}
+
+// FuzzValidName holds validName to the regexp it replaced.
+func FuzzValidName(f *testing.F) {
+	re := regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,126}[a-z0-9])?$`)
+	for _, s := range []string{"acme-echo", "a", "-a", "a.", "A", "a_b.c-d", strings.Repeat("a", 128), strings.Repeat("a", 129), ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if validName(s) != re.MatchString(s) {
+			t.Fatalf("validName(%q) = %v, the regexp says %v", s, validName(s), re.MatchString(s))
 		}
 	})
 }

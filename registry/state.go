@@ -81,7 +81,7 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 
 // parseKey validates k's name, role and PEM and fills in its digest.
 func parseKey(k Key) (Key, error) {
-	if !nameRE.MatchString(k.Name) {
+	if !validName(k.Name) {
 		return k, refusal.New(refusal.ChangesetInvalid, "key name %q: want lowercase letters, digits, '.', '_', '-'", k.Name)
 	}
 	if k.Role == "" {
