@@ -125,7 +125,11 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	must(op("changeset", "approve", id1, "--key", filepath.Join(keys, "alice.key")), "approve v1")
 	v := jsonOf(must(ex("verify", "acme-echo", "--entrypoint", "echo", "--json"), "verify v1"))
 	env1 := v["env"].(string)
-	must(ex("verify", "acme-echo", "--deep"), "verify --deep")
+	// A flag after the positional is honoured (DESIGN §13: an ignored
+	// --deep would fail open).
+	if v := jsonOf(must(ex("verify", "acme-echo", "--deep", "--json"), "verify --deep")); v["mode"] != "deep" {
+		t.Errorf("verify NAME --deep ran %v", v["mode"])
+	}
 	refused(ex("verify", "acme-echo", "--entrypoint", "nope"), refusal.EntrypointUnknown, "unknown entrypoint")
 
 	// Run with a secret; the receipt names both digests, the seal and the
