@@ -20,19 +20,8 @@ MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 [ -x "$PY" ] || { echo "image.sh: no $PY (the base's interpreter must exist on the host); skipped"; exit 0; }
 for t in mmdebstrap umoci jq; do command -v $t >/dev/null || { echo "image.sh: $t missing; skipped"; exit 0; }; done
 export SOURCE_DATE_EPOCH=1700000000
-W=$(mktemp -d /tmp/cruxprov-bench-img.XXXXXX)
-SERVER=
-cleanup() {
-	[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
-	chmod -R u+w "$W" 2>/dev/null || true
-	rm -rf "$W"
-}
-trap cleanup EXIT
-BIN=${CRUXPROV:-}
-if [ -z "$BIN" ]; then
-	BIN="$W/cruxprov"
-	CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$BIN" ./cmd/cruxprov
-fi
+. bench/lib/common.sh
+bench_setup img
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim
 
 cache=${TMPDIR:-/tmp}/cruxprov-interop-base-$SOURCE_DATE_EPOCH

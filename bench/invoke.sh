@@ -27,20 +27,8 @@ MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 [ -x "$PY" ] || { echo "invoke.sh: no $PY; skipped"; exit 0; }
 [ -x "$CPY" ] || CPY=$PY
 
-W=$(mktemp -d /tmp/cruxprov-bench-invoke.XXXXXX)
-chmod 755 "$W"
-SERVER=
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
-  chmod -R u+w "$W" 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-BIN=${CRUXPROV:-}
-if [ -z "$BIN" ]; then
-  BIN="$W/cruxprov"
-  CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$BIN" ./cmd/cruxprov
-fi
+. bench/lib/common.sh
+bench_setup invoke
 go test -c -o "$W/invoke.test" ./invoke
 
 H=$W/home

@@ -25,19 +25,8 @@ MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 [ -x "$PY" ] || PY=$(command -v python3)
 PY=$("$PY" -c 'import os,sys;print(os.path.realpath(sys.executable))')
 
-W=$(mktemp -d /tmp/cruxprov-bench-mat.XXXXXX)
-SERVER=
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
-  chmod -R u+w "$W" 2>/dev/null || true
-  rm -rf "$W"
-}
-trap cleanup EXIT
-BIN=${CRUXPROV:-}
-if [ -z "$BIN" ]; then
-  BIN="$W/cruxprov"
-  CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -o "$BIN" ./cmd/cruxprov
-fi
+. bench/lib/common.sh
+bench_setup mat
 
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$PY" | tail -1
