@@ -49,15 +49,7 @@ func init() {
 			UsageText:   "cruxprov changeset show ID [--json]",
 			Description: "ID is the full digest or a unique prefix of at least 8 hex digits.\n\nExample:\n   cruxprov changeset show 3f2a9c1e",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
-				if err != nil {
-					return err
-				}
-				id, err := changeSetID(c.Context, reg, c.Args().First())
-				if err != nil {
-					return err
-				}
-				cs, err := reg.ChangeSet(c.Context, id)
+				o, _, cs, err := openChangeSet(c)
 				if err != nil {
 					return err
 				}
@@ -76,15 +68,7 @@ func init() {
 				"the interpreter's identity); secrets and egress added or removed; budgets raised.\n\n" +
 				"Example:\n   cruxprov changeset diff 3f2a9c1e",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
-				if err != nil {
-					return err
-				}
-				id, err := changeSetID(c.Context, reg, c.Args().First())
-				if err != nil {
-					return err
-				}
-				cs, err := reg.ChangeSet(c.Context, id)
+				o, reg, cs, err := openChangeSet(c)
 				if err != nil {
 					return err
 				}
@@ -240,4 +224,22 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// openChangeSet opens the registry and the change-set the command's one
+// argument names (a full digest or a unique prefix).
+func openChangeSet(c *cli.Context) (*opts, *registry.Dir, *registry.ChangeSet, error) {
+	o, reg, err := openRegistry(c, 1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	id, err := changeSetID(c.Context, reg, c.Args().First())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cs, err := reg.ChangeSet(c.Context, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return o, reg, cs, nil
 }
