@@ -1,0 +1,136 @@
+package container_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/verify"
+	"github.com/cruxible/cruxprov/verify/container"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	imagetest.Cleanup()
+	os.Exit(code)
+}
+
+// TestVerifyContainer: a signed image proposed with install --backend
+// container and approved verifies; then each way it stops matching what
+// was accepted is refused with its code — its builder key untrusted
+// (image_signature_invalid), a pin naming another base than the signed
+// provenance (provenance_mismatch), a pinned reference whose digest is not
+// the pinned digest (image_digest_mismatch) — and an approver key never
+// counts as the image's signer.
+func TestVerifyContainer(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s (the image's interpreter, on the host)", python)
+	}
+	ctx := context.Background()
+	dir, h := imagetest.Base(t)
+	shim := imagetest.Shim(t)
+	work := t.TempDir()
+	c, err := invoketest.BuildContainer(ctx, work, image.LayoutPrefix+dir+"@"+h.String(), shim, imagetest.Platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provWheel, _ := filepath.Glob(filepath.Join(work, "fixtures", "wheels", "acme_hostile-*.whl"))
+	schema, _ := filepath.Glob(filepath.Join(work, "fixtures", "interfaces", "acme.hostile.json"))
+	if len(provWheel) != 1 || len(schema) != 1 {
+		t.Fatalf("fixtures: %v %v", provWheel, schema)
+	}
+	wb, _ := os.ReadFile(provWheel[0])
+	sb, _ := os.ReadFile(schema[0])
+	st, err := store.Open(filepath.Join(work, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := registry.NewStub()
+	approverPEM, approverPub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, err := sign.LoadPrivateKey(approverPEM, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	approve := func(cs *registry.ChangeSet) {
+		t.Helper()
+		_, err := reg.Approve(ctx, cs.Metadata.ID, approver, nil)
+		must(err)
+	}
+	_, err = reg.TrustKey(ctx, registry.Key{Name: "ops", Role: registry.RoleApprover, PEM: string(approverPub)}, "test")
+	must(err)
+	_, err = reg.RegisterInterface(ctx, "acme.hostile", sb)
+	must(err)
+	// Before the builder is trusted, no key can vouch for the image.
+	if _, _, err := container.Materialization(ctx, reg, c.Image, digest.Sum(wb), digest.Digest{}, image.VerifyOptions{}); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+		t.Fatalf("an image no trusted builder signed: %v", err)
+	}
+	tr, err := reg.TrustKey(ctx, registry.Key{Name: "ci", Role: registry.RoleBuilder, PEM: string(c.Key.Public().PEM())}, "test")
+	must(err)
+	approve(tr.ChangeSet)
+
+	m, _, err := container.Materialization(ctx, reg, c.Image, digest.Sum(wb), digest.Digest{}, image.VerifyOptions{})
+	must(err)
+	propose := func(m registry.Materialization) {
+		t.Helper()
+		res, err := install.Install(ctx, st, reg, install.Options{
+			WheelData: wb, WheelName: filepath.Base(provWheel[0]), Platforms: []string{imagetest.Platform},
+			Python: python, NoCompile: true, Containers: []registry.Materialization{m},
+		})
+		must(err)
+		approve(res.ChangeSet)
+	}
+	propose(m)
+	o := verify.Options{StateDir: t.TempDir()}
+	if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); err != nil {
+		t.Fatalf("the accepted image: %v", err)
+	}
+
+	t.Run("provenance names another base", func(t *testing.T) {
+		other := m
+		other.Base = "sha256:" + strings.Repeat("0", 64)
+		propose(other)
+		if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); refusal.CodeOf(err) != refusal.ProvenanceMismatch {
+			t.Fatalf("%v", err)
+		}
+		propose(m)
+	})
+	t.Run("reference and digest disagree", func(t *testing.T) {
+		other := m
+		other.Image = strings.Replace(m.Image, m.Digest.Hex(), strings.Repeat("1", 64), 1)
+		propose(other)
+		if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); refusal.CodeOf(err) != refusal.ImageDigestMismatch {
+			t.Fatalf("%v", err)
+		}
+		propose(m)
+	})
+	t.Run("builder key untrusted", func(t *testing.T) {
+		cs, err := reg.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci"}}, "test")
+		must(err)
+		approve(cs)
+		if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+			t.Fatalf("%v", err)
+		}
+	})
+}
