@@ -152,44 +152,68 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	local := c.String("backend") == "local"
+	var sandbox invoke.Sandbox
+	switch c.String("sandbox") {
+	case "":
+	case "bwrap":
+		if !local {
+			return usagef("--sandbox is for local runs: a container run is contained by podman")
+		}
+		sandbox = invoke.Bwrap{}
+	default:
+		return usagef("--sandbox %s: the sandbox is bwrap", c.String("sandbox"))
+	}
+	var secretMode string
+	switch c.String("secret-delivery") {
+	case "pipe":
+	case "path":
+		if local {
+			return usagef("--secret-delivery path is for container runs: a local run gets its secrets by pipe")
+		}
+		secretMode = podman.SecretPath
+	default:
+		return usagef("--secret-delivery %s: want pipe or path", c.String("secret-delivery"))
+	}
 	reg, err := readRegistry(c, o, name)
 	if err != nil {
 		return err
 	}
 	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd}
-	if c.String("backend") == "container" {
-		return runContainer(c, o, reg, vo, name, ep, input, resolve, lps[0])
-	}
 	// The pin says what runs. Its verification's outcome is handed to the
 	// executor as its first step, so that a refusal found after the pin
 	// was read (drift) is recorded in the ledger like any outcome.
-	rep, verr := verify.Verify(c.Context, reg, name, vo)
-	if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
-		return verr
+	var (
+		ex   invoke.Executor
+		call *invoke.Call
+		verr error
+	)
+	if local {
+		var rep *verify.Report
+		rep, verr = verify.Verify(c.Context, reg, name, vo)
+		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
+			return verr
+		}
+		call = pinnedCall(c, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
+		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
+	} else {
+		var rep *container.Report
+		rep, verr = container.Verify(c.Context, reg, name, vo, container.Options{})
+		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
+			return verr
+		}
+		call = pinnedCall(c, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
+		call.Image = rep.Materialization.Image
 	}
 	led, err := receipts.Open(c.Context, lps[0], receipts.Options{})
 	if err != nil {
 		return err
 	}
 	defer led.Close()
-	ex := &invoke.Subprocess{Ledger: led}
-	switch c.String("sandbox") {
-	case "":
-	case "bwrap":
-		ex.Sandbox = invoke.Bwrap{}
-	default:
-		return usagef("--sandbox %s: the sandbox is bwrap", c.String("sandbox"))
-	}
-	spec, m := rep.Spec, rep.Materialization
-	call := &invoke.Call{
-		Env: rep.Env, Python: rep.Seal.Seal.Env.Python,
-		Provider: name, Entrypoint: ep, Object: rep.Entrypoint.Object,
-		ImplementationDigest: rep.Entrypoint.ImplementationDigest, MaterializationDigest: m.Digest, SealDigest: m.Seal, Platform: m.Platform,
-		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
-		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
-		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
-		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
-		Verify: func(context.Context) error { return verr },
+	if local {
+		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox}
+	} else {
+		ex = &podman.Executor{Ledger: led, SecretMode: secretMode}
 	}
 	res, err := ex.Run(c.Context, call)
 	if err != nil {
@@ -198,15 +222,30 @@ func runAction(c *cli.Context) error {
 	return emitRun(o, res, name, ep, lps[0])
 }
 
+// pinnedCall is the call both backends make of a verified pin: what the
+// pin names, the caller's lowered budgets, the input, the secrets resolved
+// at the run, the environment allowlist, and the verification's outcome
+// as the executor's first step.
+func pinnedCall(c *cli.Context, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
+	return &invoke.Call{
+		Provider: name, Entrypoint: ep, Object: e.Object,
+		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,
+		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
+		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
+		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
+		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
+		Verify: func(context.Context) error { return verr },
+	}
+}
+
 // emitRun prints a run's result (both backends).
 func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
-	lps := []string{ledger}
 	out := struct {
 		*invoke.Result
 		Provider   string `json:"provider"`
 		Entrypoint string `json:"entrypoint"`
 		Ledger     string `json:"ledger"`
-	}{res, name, ep, lps[0]}
+	}{res, name, ep, ledger}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Status == invoke.StatusOK {
 			w.Write(append(res.Value, '\n'))
@@ -219,49 +258,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 		if res.Error != nil {
 			msg += ": " + res.Error.Code + ": " + res.Error.Message
 		}
-		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, lps[0])}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, ledger)}
 	}
 	return nil
-}
-
-// runContainer is run --backend container: the pin and its image are
-// verified before the container starts (verify.VerifyContainer, inside
-// the executor's Verify step so a refusal is recorded), then podman runs
-// the image by digest with the secrets on fd 3 (DESIGN §10).
-func runContainer(c *cli.Context, o *opts, reg registry.Reader, vo verify.Options, name, ep string, input []byte, resolve invoke.SecretResolver, ledger string) error {
-	rep, verr := container.Verify(c.Context, reg, name, vo, container.Options{})
-	if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
-		return verr
-	}
-	ex := &podman.Executor{}
-	switch c.String("secret-delivery") {
-	case "pipe":
-	case "path":
-		ex.SecretMode = podman.SecretPath
-	default:
-		return usagef("--secret-delivery %s: want pipe or path", c.String("secret-delivery"))
-	}
-	if c.String("sandbox") != "" {
-		return usagef("--sandbox is for local runs: a container run is contained by podman")
-	}
-	led, err := receipts.Open(c.Context, ledger, receipts.Options{})
-	if err != nil {
-		return err
-	}
-	defer led.Close()
-	ex.Ledger = led
-	spec, m := rep.Spec, rep.Materialization
-	res, err := ex.Run(c.Context, &invoke.Call{
-		Image: m.Image, Provider: name, Entrypoint: ep, Object: rep.Entrypoint.Object,
-		ImplementationDigest: rep.Entrypoint.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,
-		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
-		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
-		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
-		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
-		Verify: func(context.Context) error { return verr },
-	})
-	if err != nil {
-		return err
-	}
-	return emitRun(o, res, name, ep, ledger)
 }
