@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/registry"
 )
@@ -45,7 +46,7 @@ func BenchmarkVerifyPinOnly(b *testing.B) {
 	reg, name, state := benchWorld(b)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		if _, err := registry.VerifyPin(ctx, reg, state, name, timeNow()); err != nil {
+		if _, err := registry.VerifyPin(ctx, reg, state, name, time.Now()); err != nil {
 			b.Fatal(err)
 		}
 	}

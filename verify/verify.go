@@ -96,11 +96,11 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	if err != nil {
 		return r, err
 	}
-	if rep.Digest != m.Digest {
-		return r, refusal.New(refusal.PinMismatch, "%s is materialization %s, the pin names %s", env, rep.Digest, m.Digest).WithRemedy(refusal.ActionReplaceEnv, env)
-	}
+	// The env's name is the pinned digest (checked above) and seal.Verify
+	// holds the seal's digest to the name: the materialization is the
+	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again (install) so that the change is approved", env, rep.ContentDigest, m.Seal)
+		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal)
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }
@@ -195,6 +195,3 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 	}
 	return nil
 }
-
-// timeNow is time.Now (benchmarks call it).
-var timeNow = time.Now

@@ -362,3 +362,69 @@ func TestInstallSources(t *testing.T) {
 		t.Fatalf("an edited manifest: %+v", r)
 	}
 }
+
+// TestPinAfterInterpreterUpdate: an interpreter updated in place under an
+// accepted pin is interpreter_drift; the advised rebuild keeps the env's
+// digest but changes its seal content digest, which the pin refuses
+// (pin_mismatch) until the operator proposes it again and approves.
+func TestPinAfterInterpreterUpdate(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := t.TempDir()
+	t.Cleanup(func() { chmodTree(base) })
+	w := newGovernedWorld(t, base, fx)
+	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
+	defer srv.Close()
+	python := filepath.Join(base, "py", "python3.11")
+	os.MkdirAll(filepath.Dir(python), 0o755)
+	b, _ := os.ReadFile(debian)
+	if err := os.WriteFile(python, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	must := func(args ...string) result {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
+	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
+	must("key", "generate", "--out", filepath.Join(keys, "k"))
+	must("key", "trust", filepath.Join(keys, "k.pub"))
+	approveInstall := func() {
+		t.Helper()
+		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", srv.URL+"/simple/", "--no-compile", "--quiet").stdout)
+		must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
+	}
+	approveInstall()
+	must("verify", "acme-echo")
+	f, _ := os.OpenFile(python, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte("security update\n"))
+	f.Close()
+	r := run("verify", "acme-echo")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.InterpreterDrift)) {
+		t.Fatalf("interpreter updated in place: %+v", r)
+	}
+	if fix := runFix(t, r, base, "CRUXPROV_HOME="+home); fix.code != 0 {
+		t.Fatalf("the advised rebuild: %+v", fix)
+	}
+	r = run("verify", "acme-echo")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PinMismatch)) {
+		t.Fatalf("a rebuilt env whose interpreter changed, under the old pin: %+v", r)
+	}
+	approveInstall()
+	must("verify", "acme-echo", "--deep")
+}
