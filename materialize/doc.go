@@ -11,7 +11,7 @@
 // flock per digest and a rename (Create).
 //
 // The seal and stat index formats and verification live in the
-// sub-package materialize/seal, which an executor imports alone.
+// package seal, which an executor imports alone.
 //
 // It does not resolve locks (lockfile/), fetch wheels (fetch/), parse
 // wheels (wheel/), or decide which env an accepted pin names (the

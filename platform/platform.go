@@ -147,7 +147,7 @@ type jsonForm struct {
 	Type           string            `json:"type"`
 }
 
-// MarshalJSON writes the canonical JSON form (RFC 8785, digest.CanonicalJSON):
+// MarshalJSON writes the canonical JSON form (RFC 8785, canonical.Marshal):
 // an object with keys abi, id, implementation, interpreter (host only),
 // lib_dir, markers, python_version, tags (strings, most preferred first)
 // and type ("cruxible.platform/v1").
