@@ -52,11 +52,16 @@ type ResolvedWheel struct {
 	SHA256   Digest `json:"sha256"`
 }
 
-// Interpreter is the Python interpreter a local environment points at: the
-// real path of its executable and its full version (e.g. "3.11.7").
+// Interpreter is the identity of a Python interpreter, the one model of it
+// that the local digest hashes and every other record of an interpreter
+// builds on: the real path of its executable and its full version (e.g.
+// "3.11.7"). What else is known of one is another concept with its own
+// type: what running it reports (materialize.Probe, which embeds this),
+// and the identity of its files a seal records (seal.InterpreterIdentity,
+// whose Interpreter method gives this back).
 type Interpreter struct {
-	Path    string
-	Version string
+	Path    string `json:"path"`
+	Version string `json:"version"`
 }
 
 // Root is the provider's root distribution in a local materialization
@@ -99,14 +104,11 @@ type localRoot struct {
 }
 
 type localMaterializationDoc struct {
-	Type        string `json:"type"`
-	Platform    string `json:"platform"`
-	Interpreter struct {
-		Path    string `json:"path"`
-		Version string `json:"version"`
-	} `json:"interpreter"`
-	Resolution Digest     `json:"resolution"`
-	Root       *localRoot `json:"root"`
+	Type        string      `json:"type"`
+	Platform    string      `json:"platform"`
+	Interpreter Interpreter `json:"interpreter"`
+	Resolution  Digest      `json:"resolution"`
+	Root        *localRoot  `json:"root"`
 }
 
 // localMaterializationV2Doc is localMaterializationDoc with bytecode
@@ -264,9 +266,7 @@ func localMaterializationJSON(platformID string, interp Interpreter, resolution 
 	if v.err != nil {
 		return nil, v.err
 	}
-	d := localMaterializationDoc{Type: typ, Platform: platformID, Resolution: resolution}
-	d.Interpreter.Path = interp.Path
-	d.Interpreter.Version = interp.Version
+	d := localMaterializationDoc{Type: typ, Platform: platformID, Interpreter: interp, Resolution: resolution}
 	if root != nil {
 		d.Root = &localRoot{Name: root.Name, Version: root.Version, SHA256: root.SHA256}
 	}

@@ -60,13 +60,10 @@ type resolutionInput struct {
 }
 
 type localInput struct {
-	Platform    string `json:"platform"`
-	Interpreter struct {
-		Path    string `json:"path"`
-		Version string `json:"version"`
-	} `json:"interpreter"`
-	Resolution Digest `json:"resolution"`
-	Root       *struct {
+	Platform    string      `json:"platform"`
+	Interpreter Interpreter `json:"interpreter"`
+	Resolution  Digest      `json:"resolution"`
+	Root        *struct {
 		Name    string `json:"name"`
 		Version string `json:"version"`
 		SHA256  Digest `json:"sha256"`
@@ -118,7 +115,7 @@ func computeVectors(t *testing.T) map[string]computed {
 		if in.Root != nil {
 			root = &Root{in.Root.Name, in.Root.Version, in.Root.SHA256}
 		}
-		interp := Interpreter(in.Interpreter)
+		interp := in.Interpreter
 		b, err := localMaterializationJSON(in.Platform, interp, in.Resolution, root, nil)
 		d, err2 := LocalMaterializationDigestV1(in.Platform, interp, in.Resolution, root)
 		add(v.Name, b, d, firstErr(err, err2))
@@ -129,7 +126,7 @@ func computeVectors(t *testing.T) map[string]computed {
 		if in.Root != nil {
 			root = &Root{in.Root.Name, in.Root.Version, in.Root.SHA256}
 		}
-		interp := Interpreter(in.Interpreter)
+		interp := in.Interpreter
 		bc := ""
 		if in.Bytecode != nil {
 			bc = *in.Bytecode

@@ -56,6 +56,27 @@ type Materialization struct {
 	Bytecode *string `json:"bytecode,omitempty"`
 }
 
+// MarshalJSON writes m with its interpreter as {"Path":…,"Version":…}:
+// the keys every v1 and v2 seal has (digest.Interpreter had no JSON tags
+// when they were written), which the seal content digest an accepted pin
+// records hashes. A reader accepts them as they are: encoding/json
+// matches "Path" to digest.Interpreter's "path" (no UnmarshalJSON, so that
+// Parse's refusal of unknown fields still reaches into materialization).
+func (m Materialization) MarshalJSON() ([]byte, error) {
+	type sealedInterpreter struct {
+		Path    string `json:"Path"`
+		Version string `json:"Version"`
+	}
+	return json.Marshal(struct {
+		Digest      digest.Digest     `json:"digest"`
+		Platform    string            `json:"platform"`
+		Interpreter sealedInterpreter `json:"interpreter"`
+		Resolution  digest.Digest     `json:"resolution"`
+		Root        *Root             `json:"root"`
+		Bytecode    *string           `json:"bytecode,omitempty"`
+	}{m.Digest, m.Platform, sealedInterpreter(m.Interpreter), m.Resolution, m.Root, m.Bytecode})
+}
+
 // Root is the provider's root distribution, or null for a bare lock.
 type Root = digest.Root
 

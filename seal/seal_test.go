@@ -3,8 +3,11 @@ package seal
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -186,5 +189,60 @@ func TestTreeDigestIsDigests(t *testing.T) {
 		if got, want := ix.TreeDigest(), treeDigestOf(ix); got != want {
 			t.Fatalf("%d entries: %s, digest says %s", n, got, want)
 		}
+	}
+}
+
+// TestMaterializationWireKeys: materialization.interpreter is written
+// with the keys "Path" and "Version" that every seal has had, though
+// digest.Interpreter is tagged "path" and "version" elsewhere, and read
+// back as written; Materialization.MarshalJSON writes every field of
+// Materialization, under its own tag, in its order.
+func TestMaterializationWireKeys(t *testing.T) {
+	bc := digest.BytecodeUncheckedHash
+	m := Materialization{
+		Digest: digest.Sum([]byte("m")), Platform: "cp311-manylinux_2_36_x86_64",
+		Interpreter: digest.Interpreter{Path: "/usr/bin/python3.11", Version: "3.11.2"},
+		Resolution:  digest.Sum([]byte("r")), Root: &Root{Name: "a", Version: "1", SHA256: digest.Sum([]byte("a"))}, Bytecode: &bc,
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for depth := 0; ; {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok {
+		case json.Delim('{'):
+			depth++
+		case json.Delim('}'):
+			depth--
+		default:
+			if k, ok := tok.(string); ok && depth == 1 {
+				keys = append(keys, k)
+				var skip json.RawMessage
+				if err := dec.Decode(&skip); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	var want []string
+	for f := range reflect.TypeFor[Materialization]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		want = append(want, name)
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("MarshalJSON writes %q, Materialization has %q", keys, want)
+	}
+	if !bytes.Contains(b, []byte(`"interpreter":{"Path":"/usr/bin/python3.11","Version":"3.11.2"}`)) {
+		t.Errorf("interpreter keys: %s", b)
+	}
+	var back Materialization
+	if err := json.Unmarshal(b, &back); err != nil || back.Interpreter != m.Interpreter || back.Digest != m.Digest || *back.Bytecode != bc || *back.Root != *m.Root {
+		t.Errorf("read back %+v (%v)", back, err)
 	}
 }
