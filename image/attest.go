@@ -178,8 +178,8 @@ type InternalParameters struct {
 	BaseDigest string `json:"baseDigest"`
 	// Interpreter is the image's; Compiler the host CPython that laid out
 	// the venv and compiled its bytecode.
-	Interpreter Interpreter      `json:"interpreter"`
-	Compiler    seal.Interpreter `json:"compiler"`
+	Interpreter Interpreter              `json:"interpreter"`
+	Compiler    seal.InterpreterIdentity `json:"compiler"`
 }
 
 func statement(subject string, d v1.Hash, predicateType string, predicate any) ([]byte, error) {

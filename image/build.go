@@ -561,7 +561,7 @@ func fileDigest(p string) (digest.Digest, error) {
 	return digest.Sum(b), nil
 }
 
-func stripStats(in seal.Interpreter) seal.Interpreter {
+func stripStats(in seal.InterpreterIdentity) seal.InterpreterIdentity {
 	in.MtimeNS, in.CtimeNS, in.Ino = 0, 0, 0
 	if in.LibPython != nil {
 		lp := *in.LibPython

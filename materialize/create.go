@@ -404,19 +404,19 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 
 // interpreterIdentity is the seal's identity of in: remembered by the
 // probe cache in came from while its files keep their stat, else hashed.
-func interpreterIdentity(in *Interpreter) (seal.Interpreter, error) {
+func interpreterIdentity(in *Interpreter) (seal.InterpreterIdentity, error) {
 	if id, ok := in.cache.identity(in); ok {
 		return id, nil
 	}
 	id, err := seal.IdentityOf(in.Path)
 	if err != nil {
-		return seal.Interpreter{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
+		return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
 	}
-	out := seal.Interpreter{FileIdentity: id, Version: in.Version, Implementation: in.Implementation}
+	out := seal.InterpreterIdentity{FileIdentity: id, Version: in.Version, Implementation: in.Implementation}
 	if in.LibPython != "" {
 		lid, err := seal.IdentityOf(in.LibPython)
 		if err != nil {
-			return seal.Interpreter{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter's libpython")
+			return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter's libpython")
 		}
 		out.LibPython = &lid
 	}

@@ -49,7 +49,7 @@ type cacheEntry struct {
 	Platform json.RawMessage `json:"platform,omitempty"`
 	// Identity is the seal's identity of the interpreter (its sha256 and
 	// its libpython's), valid while Exe and Lib are what it was taken at.
-	Identity *seal.Interpreter `json:"identity,omitempty"`
+	Identity *seal.InterpreterIdentity `json:"identity,omitempty"`
 }
 
 func keyOf(path string) (statKey, bool) {
@@ -220,24 +220,24 @@ func sameFile(id *seal.FileIdentity, k *statKey) bool {
 // libpython have the stat they had when it was taken (the stat trust of
 // fast verify: hashing a 20 MiB libpython on every create costs more than
 // the rest of a warm create's bookkeeping).
-func (c ProbeCache) identity(in *Interpreter) (seal.Interpreter, bool) {
+func (c ProbeCache) identity(in *Interpreter) (seal.InterpreterIdentity, bool) {
 	e, real, ok := c.load(in.Path)
 	if !ok || real != in.Path || e.Identity == nil || e.Interp.Version != in.Version {
-		return seal.Interpreter{}, false
+		return seal.InterpreterIdentity{}, false
 	}
 	id := e.Identity
 	if !sameFile(&id.FileIdentity, &e.Exe) || (e.Lib == nil) != (id.LibPython == nil) || (e.Lib != nil && !sameFile(id.LibPython, e.Lib)) {
-		return seal.Interpreter{}, false
+		return seal.InterpreterIdentity{}, false
 	}
 	if id.Version != in.Version || id.Implementation != in.Implementation || (id.LibPython != nil && id.LibPython.Path != in.LibPython) {
-		return seal.Interpreter{}, false
+		return seal.InterpreterIdentity{}, false
 	}
 	return *id, true
 }
 
 // saveIdentity remembers id for in when the files still have the stat it
 // was taken at.
-func (c ProbeCache) saveIdentity(in *Interpreter, id seal.Interpreter) {
+func (c ProbeCache) saveIdentity(in *Interpreter, id seal.InterpreterIdentity) {
 	e, real, ok := c.load(in.Path)
 	if !ok || real != in.Path {
 		return

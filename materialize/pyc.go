@@ -227,7 +227,7 @@ const pycCacheFormat = "cruxprov-pyc-cache/1"
 // placeholder. Written down exactly, one "name=value" line each:
 //
 //	sha256("cruxprov-pyc-cache/1\npath=…\nversion=…\nimplementation=…\nexe=<sha256 hex> <size>\nlib=<sha256 hex> <size> or -\nmagic=<hex>\ncache_tag=…\noptimize=0\ninvalidation=unchecked-hash\nhashseed=0\nplaceholder=…\n")
-func pycCacheKey(in *Interpreter, id seal.Interpreter) [32]byte {
+func pycCacheKey(in *Interpreter, id seal.InterpreterIdentity) [32]byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\npath=%s\nversion=%s\nimplementation=%s\n", pycCacheFormat, in.Path, in.Version, in.Implementation)
 	fmt.Fprintf(&b, "exe=%s %d\n", id.SHA256.Hex(), id.Size)

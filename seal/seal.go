@@ -33,14 +33,14 @@ const FormatV1 = "cruxprov.seal/v1"
 // the materialization digest and every input to it, so that a verifier
 // recomputes the digest and compares it with the env's name.
 type Seal struct {
-	Format          string          `json:"format"`
-	Materialization Materialization `json:"materialization"`
-	Resolution      Resolution      `json:"resolution"`
-	Tree            Tree            `json:"tree"`
-	Interpreter     Interpreter     `json:"interpreter"`
-	Index           StatIndexRef    `json:"index"`
-	Env             Env             `json:"env"`
-	Tool            string          `json:"tool"`
+	Format          string              `json:"format"`
+	Materialization Materialization     `json:"materialization"`
+	Resolution      Resolution          `json:"resolution"`
+	Tree            Tree                `json:"tree"`
+	Interpreter     InterpreterIdentity `json:"interpreter"`
+	Index           StatIndexRef        `json:"index"`
+	Env             Env                 `json:"env"`
+	Tool            string              `json:"tool"`
 }
 
 // Materialization is the local materialization digest (DESIGN §5) and its
@@ -117,12 +117,22 @@ type FileIdentity struct {
 	SHA256  digest.Digest `json:"sha256"`
 }
 
-// Interpreter is the identity of the interpreter the env points at.
-type Interpreter struct {
+// InterpreterIdentity is what a seal records of the interpreter the env
+// points at: its executable's file identity (whose Path is the real path),
+// its version and implementation, and its libpython's file identity. Its
+// fields are in the order seals have always written them, which embedding
+// digest.Interpreter would change: Interpreter is the conversion.
+type InterpreterIdentity struct {
 	FileIdentity
 	Version        string        `json:"version"`
 	Implementation string        `json:"implementation"`
 	LibPython      *FileIdentity `json:"libpython"` // null when statically linked
+}
+
+// Interpreter is the interpreter id identifies, as the local digest takes
+// it: its real path and version.
+func (id InterpreterIdentity) Interpreter() digest.Interpreter {
+	return digest.Interpreter{Path: id.Path, Version: id.Version}
 }
 
 // StatIndexRef binds the stat index to the seal.
@@ -217,7 +227,7 @@ func (s *Seal) ComputeDigest() (digest.Digest, error) {
 	if s.Materialization.Platform != s.Resolution.Platform {
 		return digest.Digest{}, fmt.Errorf("materialization platform %q differs from the resolution's %q", s.Materialization.Platform, s.Resolution.Platform)
 	}
-	if s.Interpreter.Path != s.Materialization.Interpreter.Path || s.Interpreter.Version != s.Materialization.Interpreter.Version {
+	if s.Interpreter.Interpreter() != s.Materialization.Interpreter {
 		return digest.Digest{}, errors.New("the interpreter identity differs from the materialization's interpreter")
 	}
 	if err := s.checkLayout(); err != nil {

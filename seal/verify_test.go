@@ -55,7 +55,7 @@ func sealTree(t testing.TB, populate func(t testing.TB, root string)) testEnv {
 	s := &Seal{
 		Materialization: Materialization{Digest: md, Platform: platform, Interpreter: di, Resolution: rd},
 		Resolution:      Resolution{Digest: rd, Platform: platform, Packages: []Package{pkg}},
-		Interpreter:     Interpreter{FileIdentity: id, Version: "3.11.7", Implementation: "cpython"},
+		Interpreter:     InterpreterIdentity{FileIdentity: id, Version: "3.11.7", Implementation: "cpython"},
 		Env:             Env{Python: "bin/python", SitePackages: "lib/python3.11/site-packages"},
 		Tool:            "cruxprov/test",
 	}
