@@ -3,8 +3,10 @@ package materialize
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +114,24 @@ while True:
 	p.submit('c', dir, "/final", srcs, func([]pycSource, []compiled) error { return boom })
 	if _, err := p.wait(); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the callback's", err)
+	}
+}
+
+// TestCompileProcsCapped: --jobs bounds installs as given, but the
+// Python compile processes are at most the CPUs and the sources.
+func TestCompileProcsCapped(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct{ jobs, n, want int }{
+		{1000, 100000, cpus},
+		{1, 100, 1},
+		{0, 100, 1},
+		{1000, 1, 1},
+		{cpus, 3, min(cpus, 3)},
+	} {
+		t.Run(fmt.Sprintf("jobs=%d,n=%d", tc.jobs, tc.n), func(t *testing.T) {
+			if got := compileProcs(tc.jobs, tc.n); got != tc.want {
+				t.Errorf("compileProcs(%d, %d) = %d, want %d", tc.jobs, tc.n, got, tc.want)
+			}
+		})
 	}
 }

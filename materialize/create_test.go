@@ -218,6 +218,59 @@ func TestCreateIsReproducible(t *testing.T) {
 	}
 }
 
+// TestCreateTreeDigestDependsOnHome holds what docs/seal.md says: the
+// same request in two stores has one materialization digest (the identity
+// across homes) but two tree digests (the env's absolute path is in
+// pyvenv.cfg, script shebangs and bytecode co_filename).
+func TestCreateTreeDigestDependsOnHome(t *testing.T) {
+	var got []*Result
+	for range 2 {
+		st := newStore(t)
+		w := putDemo(t, st)
+		req := request(t, w)
+		req.NoCompile = false
+		r, err := Create(context.Background(), st, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if got[0].Digest != got[1].Digest {
+		t.Errorf("materialization digests differ across homes: %s, %s", got[0].Digest, got[1].Digest)
+	}
+	if got[0].TreeDigest == got[1].TreeDigest {
+		t.Errorf("tree digests equal across homes (%s): docs/seal.md says they depend on the home", got[0].TreeDigest)
+	}
+}
+
+// TestCreateInterruptedIsNotARefusal: a create cancelled while it
+// installs returns an error wrapping context.Canceled with no refusal
+// code (it is not materialize_failed), and leaves no staging.
+func TestCreateInterruptedIsNotARefusal(t *testing.T) {
+	st := newStore(t)
+	good := putDemo(t, st)
+	for _, stage := range []string{"install", "wheel", "compile", "seal"} {
+		t.Run(stage, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := request(t, good)
+			req.NoCompile = stage != "compile"
+			req.Events = func(e Event) {
+				if e.Stage == stage {
+					cancel()
+				}
+			}
+			_, err := Create(ctx, st, req)
+			if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+				t.Fatalf("cancelled at %s: %v (code %q)", stage, err, refusal.CodeOf(err))
+			}
+			if ents, _ := os.ReadDir(filepath.Join(st.Home(), "tmp")); len(ents) != 0 {
+				t.Errorf("staging left: %v", ents)
+			}
+		})
+	}
+}
+
 func TestCreateRefusals(t *testing.T) {
 	st := newStore(t)
 	good := putDemo(t, st)

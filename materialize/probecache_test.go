@@ -2,10 +2,13 @@ package materialize
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // TestProbeCacheRemembersIdentity: the interpreter's identity (its sha256)
@@ -61,5 +64,29 @@ func TestProbeCacheRemembersIdentity(t *testing.T) {
 	in.cache = ProbeCache{}
 	if id3, err := interpreterIdentity(in); err != nil || id3.SHA256 != id.SHA256 {
 		t.Fatalf("uncached identity: %v", err)
+	}
+}
+
+// TestProbeInterruptedIsNotARefusal: a probe killed because ctx was
+// cancelled does not blame --python.
+func TestProbeInterruptedIsNotARefusal(t *testing.T) {
+	slow := filepath.Join(t.TempDir(), "python")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	time.AfterFunc(200*time.Millisecond, cancel)
+	_, err := ProbeInterpreter(ctx, slow)
+	if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Errorf("ProbeInterpreter: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	_, err = ProbeCache{Dir: t.TempDir()}.Interpreter(ctx, slow)
+	if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Errorf("ProbeCache.Interpreter: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	// A broken interpreter is still refused.
+	if _, err := ProbeInterpreter(context.Background(), "/bin/false"); !errors.Is(err, refusal.MaterializeFailed) {
+		t.Errorf("/bin/false: %v", err)
 	}
 }

@@ -195,6 +195,60 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	}
 }
 
+// TestEnvVerifyNegativeJobs: env verify --jobs -3 is a usage error as it
+// is for fetch and env create; it was accepted silently.
+func TestEnvVerifyNegativeJobs(t *testing.T) {
+	r := cruxprov(t, "env", "verify", t.TempDir(), "--jobs", "-3")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--jobs") {
+		t.Errorf("%+v", r)
+	}
+}
+
+// TestEnvListCountsTheRoot: env list reports the same package count as
+// env create for an env made from a root wheel; it left the root out ("1
+// packages" for an env create called "2 packages").
+func TestEnvListCountsTheRoot(t *testing.T) {
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := t.TempDir()
+	if r := cruxprov(t, "index", "build", idx, "--from", filepath.Dir(fx.Echo.Path), "--quiet"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	home := t.TempDir()
+	t.Cleanup(func() { chmodTree(home) })
+	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--no-compile", "--json")
+	var list struct {
+		Envs []envListed `json:"envs"`
+	}
+	r := cruxprov(t, "--home", home, "env", "list", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Envs) != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if got := list.Envs[0].Packages; got != out.Packages {
+		t.Errorf("env list says %d packages, env create %d", got, out.Packages)
+	}
+}
+
+// TestEnvCreateRefusesNonUTF8Home: an env under a home whose path is not
+// UTF-8 is refused before anything is written: Python cannot start a venv
+// there (site.py cannot decode pyvenv.cfg; python -m venv refuses too).
+// env create reported such an env created and verify called it ok.
+func TestEnvCreateRefusesNonUTF8Home(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "bad\xffdir")
+	r := cruxprov(t, "--home", home, "env", "create", "--lock", "pylock.toml", "--platform", fetchTestPlatform, "--offline", "--json")
+	v := jsonDoc(t, r)
+	if ref, _ := v["refused"].(map[string]any); r.code != exitRefused || ref["code"] != "materialize_failed" || !strings.Contains(r.stderr, "UTF-8") {
+		t.Errorf("%+v", r)
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Errorf("%q was created", home)
+	}
+}
+
 // TestEnvCreateCrashSafety SIGKILLs env create at random points: verify
 // never accepts a partial env, and the next create always completes with
 // the same tree.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -254,6 +255,81 @@ func TestFetchSIGINT(t *testing.T) {
 	}
 }
 
+// TestFetchSIGINTSaysInterrupted: SIGINT in the middle of a fetch says
+// it was interrupted and what to do (exit 1, one line, one JSON document
+// with --json); it used to print "error: context canceled" (and an
+// interrupted interpreter probe blamed --python).
+func TestFetchSIGINTSaysInterrupted(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		name := "text"
+		if asJSON {
+			name = "json"
+		}
+		t.Run(name, func(t *testing.T) { fetchInterrupted(t, asJSON) })
+	}
+}
+
+func fetchInterrupted(t *testing.T, asJSON bool) {
+	started := make(chan struct{}, 8)
+	stop := make(chan struct{})
+	defer close(stop)
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, ".whl") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			body := rec.Body.Bytes()
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+			w.Write(body[:2])
+			w.(http.Flusher).Flush()
+			started <- struct{}{}
+			select { // the rest never comes
+			case <-r.Context().Done():
+			case <-stop:
+			}
+		})
+	})
+	home := t.TempDir()
+	args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
+	if asJSON {
+		args = append(args, "--json")
+	}
+	cmd := exec.Command(bin, args...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitFailure {
+		t.Fatalf("exit after SIGINT: %v (%s)", err, se.String())
+	}
+	r := result{so.String(), se.String(), ee.ExitCode()}
+	if !strings.HasPrefix(r.stderr, "error: interrupted") || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "context canceled") {
+		t.Errorf("json=%v: %+v", asJSON, r)
+	}
+	if asJSON {
+		v := jsonDoc(t, r)
+		if e, _ := v["error"].(map[string]any); v["schema"] != "cruxprov.fetch/v1" || e["kind"] != "interrupted" {
+			t.Errorf("json: %v", v)
+		}
+	} else if r.stdout != "" {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+	if got := fetchBlobs(t, home); len(got) != 0 {
+		t.Errorf("store holds %v after SIGINT", got)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
+		t.Errorf("staging debris: %v", ents)
+	}
+}
+
 // TestFetchWheelFixtures: fetch --wheel reads the root wheel's embedded
 // lock (its URLs name the fixtures' public index) and fetches from a
 // mirror built by index.Build, for two platforms.
@@ -333,6 +409,32 @@ func TestFetchTLSAndCredentials(t *testing.T) {
 			}
 			if strings.Contains(r.stdout+r.stderr, "s3cr3t") || strings.Contains(r.stdout+r.stderr, "nope-pw") {
 				t.Errorf("a password was printed: %+v", r)
+			}
+		})
+	}
+}
+
+// TestFetchIndexURLNeverPrintsSecrets: a malformed --index that carries
+// a credential (no scheme separator, a fragment, no host) is a usage
+// error that never prints the secret; each used to be echoed verbatim.
+func TestFetchIndexURLNeverPrintsSecrets(t *testing.T) {
+	for _, u := range []string{
+		"u:SEKRET@127.0.0.1/simple/",
+		"http:u:SEKRET@127.0.0.1/simple/",
+		"http://127.0.0.1:1/simple/#SEKRET",
+		"http://127.0.0.1:1/simple/?#SEKRET",
+		"http:///u:SEKRET@127.0.0.1/simple/",
+		"http://u:SEKRET@/simple/",
+		"ftp://u:SEKRET@127.0.0.1:1/simple/",
+	} {
+		t.Run(u, func(t *testing.T) {
+			for _, j := range []string{"--quiet", "--json"} {
+				t.Run(j, func(t *testing.T) {
+					r := cruxprov(t, "fetch", "--lock", "pylock.toml", "--platform", fetchTestPlatform, "--index", u, j)
+					if r.code != exitUsage || strings.Contains(r.stdout+r.stderr, "SEKRET") {
+						t.Errorf("%s %s: %+v", u, j, r)
+					}
+				})
 			}
 		})
 	}

@@ -63,3 +63,32 @@ func TestHelpIsHonest(t *testing.T) {
 		})
 	}
 }
+
+// TestHelpBeforePositional: "inspect --help W" shows inspect's help; it
+// used to exit 1 with "No help topic for 'W'".
+func TestHelpBeforePositional(t *testing.T) {
+	for _, args := range [][]string{{"inspect", "--help", "x.whl"}, {"env", "verify", "-h", "x"}, {"inspect", "x.whl", "--help"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != 0 || !strings.Contains(r.stdout, "Example") {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
+	}
+}
+
+// TestGroupHelpHasExample: the help of every command group shows an
+// example too; "package --help" had none (TestEveryCommandHasExampleHelp
+// walks only the leaves).
+func TestGroupHelpHasExample(t *testing.T) {
+	for _, c := range newApp(nil, nil).Commands {
+		if len(c.Subcommands) == 0 {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
+				t.Errorf("%s --help: %+v", c.Name, r)
+			}
+		})
+	}
+}

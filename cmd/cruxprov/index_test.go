@@ -158,3 +158,26 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 		t.Errorf("staging left: %v", left)
 	}
 }
+
+// TestIndexBuildFromNotADirectory: --from naming nothing, or a file, is
+// a usage error naming --from; it used to exit 1 with a bare "index build:
+// open F: not a directory".
+func TestIndexBuildFromNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	for _, tc := range []struct{ name, from string }{{"missing", filepath.Join(dir, "nope")}, {"a file", file}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := cruxprov(t, "index", "build", out, "--from", tc.from)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "--from") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%s: %+v", tc.from, r)
+			}
+		})
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("%s was created", out)
+	}
+}

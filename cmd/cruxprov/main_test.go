@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/urfave/cli/v2"
 )
 
@@ -155,4 +160,263 @@ func TestEveryCommandHasExampleHelp(t *testing.T) {
 		}
 	}
 	walk(nil, newApp(nil, nil).Commands)
+}
+
+// jsonDoc decodes stdout as exactly one JSON object.
+func jsonDoc(t *testing.T, r result) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("stdout is not one JSON document: %v: %+v", err, r)
+	}
+	if dec.More() {
+		t.Fatalf("stdout holds more than one JSON document: %+v", r)
+	}
+	return v
+}
+
+// TestFlagWithoutValueAtEndIsUsage: a flag that takes a value, given
+// last, must be a usage error; it used to swallow the reordered "--" or
+// the command name ("version --home" printed the top-level help and
+// exited 0, "index build X --from" read a directory named "--").
+func TestFlagWithoutValueAtEndIsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"version", "--home"},
+		{"index", "build", "out", "--from"},
+		{"inspect", "x.whl", "--home"},
+		{"env", "verify", "x", "--jobs"},
+		{"platform", "show", "host", "--python"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
+	}
+}
+
+// TestJSONFlagSpellingsAnswerInJSON: --json=1 (and =t, =TRUE) turns JSON
+// output on in the command, so failures must be JSON too; stdout used to
+// be empty for a refusal or a usage error.
+func TestJSONFlagSpellingsAnswerInJSON(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "nope-1.0-py3-none-any.whl")
+	os.WriteFile(junk, []byte("not a zip"), 0o644)
+	for _, j := range []string{"--json=1", "--json=t", "--json=TRUE", "-json"} {
+		t.Run(j, func(t *testing.T) {
+			r := cruxprov(t, j, "inspect", junk)
+			v := jsonDoc(t, r)
+			ref, _ := v["refused"].(map[string]any)
+			if r.code != exitRefused || v["schema"] != "cruxprov.inspect/v1" || ref["code"] != "wheel_invalid" {
+				t.Errorf("%s: %+v", j, r)
+			}
+			r = cruxprov(t, "inspect", j)
+			if v := jsonDoc(t, r); r.code != exitUsage || v["schema"] != "cruxprov.inspect/v1" {
+				t.Errorf("%s usage: %+v", j, r)
+			}
+		})
+	}
+}
+
+// TestRefusalLineWithJSON: a refusal prints its one stderr line with
+// --json too (as usage errors, failures and lock resolve's refusals do);
+// it used to print nothing on stderr.
+func TestRefusalLineWithJSON(t *testing.T) {
+	junk := filepath.Join(t.TempDir(), "nope-1.0-py3-none-any.whl")
+	os.WriteFile(junk, []byte("not a zip"), 0o644)
+	r := cruxprov(t, "inspect", junk, "--json")
+	jsonDoc(t, r)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: wheel_invalid: ") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("%+v", r)
+	}
+}
+
+// TestMissingCommandIsUsage: no command, or a command group without its
+// subcommand, is a usage error (exit 64, and with --json one JSON
+// document); it used to print the help on stdout and exit 0, so
+// "cruxprov env --json" gave a script text instead of JSON.
+func TestMissingCommandIsUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"--json"}, {"env"}, {"env", "--json"}, {"lock", "--quiet"}, {"platform", "--json"}} {
+		t.Run(strings.Join(append([]string{"cruxprov"}, args...), " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%v: %+v", args, r)
+				return
+			}
+			if hasFlag(append([]string{"cruxprov"}, args...), "json") {
+				jsonDoc(t, r)
+			} else if r.stdout != "" {
+				t.Errorf("%v: stdout %q", args, r.stdout)
+			}
+		})
+	}
+	for _, args := range [][]string{{"--help"}, {"env", "--help"}, {"-h"}} {
+		t.Run(strings.Join(append([]string{"cruxprov"}, args...), " "), func(t *testing.T) {
+			if r := cruxprov(t, args...); r.code != 0 || !strings.Contains(r.stdout, "USAGE") {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
+	}
+}
+
+// TestHomeNotADirectory: a --home that is a file, or under one, fails
+// with one line naming --home and what to do (and one JSON document with
+// --json); it used to print "store H: mkdir H: not a directory" (env list:
+// "open H/envs: not a directory") with no next step.
+func TestHomeNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "home")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, lock, _ := fetchFixture(t)
+	for _, h := range []struct{ name, home string }{
+		{"a file", file},
+		{"under a file", filepath.Join(file, "sub")},
+	} {
+		t.Run(h.name, func(t *testing.T) {
+			home := h.home
+			for _, args := range [][]string{
+				{"gc"},
+				{"env", "list"},
+				{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline"},
+			} {
+				t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) {
+					r := cruxprov(t, append(args, "--home", home)...)
+					if r.code != exitFailure || !strings.Contains(r.stderr, "--home") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+						t.Errorf("%s %v: %+v", home, args, r)
+					}
+					r = cruxprov(t, append(args, "--home", home, "--json")...)
+					if v := jsonDoc(t, r); r.code != exitFailure || !strings.Contains(fmt.Sprint(v["error"]), "--home") {
+						t.Errorf("%s %v --json: %+v", home, args, r)
+					}
+				})
+			}
+		})
+	}
+	if b, _ := os.ReadFile(file); string(b) != "x" {
+		t.Errorf("the file given as --home changed: %q", b)
+	}
+}
+
+// TestEmptyArgumentIsUsage: an empty positional argument (an unset shell
+// variable) is a usage error; `index build "" --from W` used to write an
+// index into the current directory, and `env verify ""` verified it.
+func TestEmptyArgumentIsUsage(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	cwd := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"index build", []string{"index", "build", "", "--from", filepath.Dir(s.Echo.Path)}},
+		{"env verify", []string{"env", "verify", ""}},
+		{"inspect", []string{"inspect", ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin, tc.args...)
+			cmd.Dir = cwd
+			cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+			var se bytes.Buffer
+			cmd.Stderr = &se
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || !strings.HasPrefix(se.String(), "usage: ") {
+				t.Errorf("%q: %v %s", tc.args, err, se.String())
+			}
+		})
+	}
+	if ents, _ := os.ReadDir(cwd); len(ents) != 0 {
+		t.Errorf("written into the working directory: %v", ents)
+	}
+}
+
+// TestEmptyFlagValueIsUsage: a flag given an empty value (an unset shell
+// variable) is a usage error; `--python ""` was refused as a broken
+// interpreter after the store was created, and `--home ""` silently used
+// the default store.
+func TestEmptyFlagValueIsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"env", "create", "--lock", "pylock.toml", "--platform", "host", "--offline", "--python", ""},
+		{"platform", "show", "host", "--python="},
+		{"--home", "", "env", "list"},
+		{"env", "list", "--home="},
+	} {
+		t.Run(fmt.Sprintf("%q", args), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "empty") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%q: %+v", args, r)
+			}
+		})
+	}
+}
+
+// TestOutputWriteFailureExits1: a result that cannot be written (stdout
+// on a full disk) fails with exit 1; it exited 0, so "cruxprov ... --json
+// > out.json" on a full disk looked like success with the result lost.
+func TestOutputWriteFailureExits1(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full")
+	}
+	defer full.Close()
+	for _, args := range [][]string{{"version"}, {"version", "--json"}, {"platform", "list"}, {"refusals", "--json"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+			var se bytes.Buffer
+			cmd.Stdout, cmd.Stderr = full, &se
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitFailure || !strings.HasPrefix(se.String(), "error: ") || strings.Count(se.String(), "\n") != 1 {
+				t.Errorf("%v: %v %q", args, err, se.String())
+			}
+		})
+	}
+}
+
+// TestInputNotARegularFile: a FIFO or a device named as an input file
+// fails at once with one line; a FIFO hung the command (even SIGINT did
+// not stop it), /dev/zero read until the Go runtime died "out of memory"
+// with a goroutine dump.
+func TestInputNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := fixtures.ForTest(t, fixtures.Options{})
+	mf, lf := embedInputs(t, t.TempDir(), "acme-echo", s)
+	for _, in := range []struct{ name, bad string }{{"fifo", fifo}, {"dev-zero", "/dev/zero"}} {
+		t.Run(in.name, func(t *testing.T) {
+			bad := in.bad
+			for _, tc := range []struct {
+				name string
+				code int
+				args []string
+			}{
+				{"lock resolve --lock", exitUsage, []string{"lock", "resolve", "--lock", bad, "--platform", fetchTestPlatform}},
+				{"fetch --lock", exitUsage, []string{"fetch", "--lock", bad, "--platform", fetchTestPlatform, "--offline"}},
+				{"env create --lock", exitUsage, []string{"env", "create", "--lock", bad, "--platform", fetchTestPlatform, "--offline"}},
+				{"env create --wheel", exitUsage, []string{"env", "create", "--wheel", bad, "--platform", fetchTestPlatform, "--offline"}},
+				{"inspect", exitUsage, []string{"inspect", bad}},
+				{"lock resolve --platform-file", exitUsage, []string{"lock", "resolve", "--lock", lf, "--platform-file", bad}},
+				{"package embed --manifest", exitUsage, []string{"package", "embed", s.Echo.Path, "--manifest", bad, "--lock", lf, "-o", t.TempDir()}},
+				{"package embed --lock", exitUsage, []string{"package", "embed", s.Echo.Path, "--manifest", mf, "--lock", bad, "-o", t.TempDir()}},
+				{"fetch --ca-bundle", exitUsage, []string{"fetch", "--lock", lf, "--platform", fetchTestPlatform, "--index", "http://127.0.0.1:1/simple/", "--ca-bundle", bad}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					cmd := exec.CommandContext(ctx, bin, tc.args...)
+					cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+					var se bytes.Buffer
+					cmd.Stderr = &se
+					err := cmd.Run()
+					cancel()
+					ee, _ := err.(*exec.ExitError)
+					if ee == nil || ee.ExitCode() != tc.code || strings.Count(se.String(), "\n") != 1 {
+						t.Errorf("%v: %v %.300s", tc.args, err, se.String())
+					}
+				})
+			}
+		})
+	}
 }

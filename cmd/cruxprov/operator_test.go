@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -160,5 +161,57 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	step("verify after gc", 0, "env", "verify", env)
 	if _, err := os.Stat(home); err != nil {
 		t.Fatalf("the default home was not used: %v", err)
+	}
+}
+
+// TestReadOnlyStoreSaysNotWritable: an executor with read access only
+// (DESIGN §14) that runs fetch or gc against the operator's store is told
+// the store is not writable by it and what to do; fetch said only "store:
+// open .../.tmp-…: permission denied", gc "gc: remove …: permission
+// denied".
+func TestReadOnlyStoreSaysNotWritable(t *testing.T) {
+	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and setpriv")
+	}
+	base, err := os.MkdirTemp("", "cruxprov-ro-store-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	exe := filepath.Join(base, "cruxprov")
+	b, _ := os.ReadFile(bin)
+	os.WriteFile(exe, b, 0o755)
+	idx, tlock, _ := fetchFixture(t)
+	lock := filepath.Join(base, "pylock.toml")
+	lb, _ := os.ReadFile(tlock)
+	os.WriteFile(lock, lb, 0o644)
+	home := filepath.Join(base, "home")
+	if r := cruxprov(t, "--home", home, "gc"); r.code != 0 { // creates the layout, as root
+		t.Fatalf("%+v", r)
+	}
+	os.WriteFile(filepath.Join(home, "blobs", "sha256", "junk"), nil, 0o644)
+	nobody := func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		var so, se bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return result{so.String(), se.String(), code}
+	}
+	r := nobody("fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
+	if r.code == 0 || !strings.Contains(r.stderr, "writable") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("fetch: %+v", r)
+	}
+	r = nobody("gc")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "writable") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("gc: %+v", r)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
+		t.Errorf("staging debris: %v", ents)
 	}
 }

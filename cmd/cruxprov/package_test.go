@@ -205,6 +205,22 @@ func TestPackageEmbedRefusals(t *testing.T) {
 	}
 }
 
+// TestPackageEmbedOutputDirMissing: -o into a directory that does not
+// exist is a usage error naming -o (nothing written); it used to exit 1
+// with a bare "stat DIR: no such file or directory".
+func TestPackageEmbedOutputDirMissing(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	mf, lf := embedInputs(t, t.TempDir(), "acme-echo", s)
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	r := cruxprov(t, "package", "embed", s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(missing, s.Echo.Filename))
+	if r.code != exitUsage || !strings.Contains(r.stderr, "-o") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("%+v", r)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("%s was created", missing)
+	}
+}
+
 var (
 	hostPyOnce sync.Once
 	hostPy     string

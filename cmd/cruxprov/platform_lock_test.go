@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +171,76 @@ func TestLockResolveUsageAndRefusals(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
 			t.Errorf("%v: %+v", tc.args, r)
 		}
+	}
+}
+
+// TestLockFlagNotARegularFile: fetch and env create refuse a --lock that
+// is a directory with lock_missing, as lock resolve does; they used to
+// exit 1 with a bare "read D: is a directory".
+func TestLockFlagNotARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, cmd := range [][]string{{"fetch"}, {"env", "create"}} {
+		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
+			r := cruxprov(t, append(cmd, "--lock", dir, "--platform", fetchTestPlatform, "--offline", "--json")...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "not a regular file") {
+				t.Errorf("%v: %+v", cmd, r)
+			}
+		})
+	}
+}
+
+// TestLockResolveRedactsURLs: a lock whose wheel URLs carry a credential
+// (a private index's user:token@) is resolved without printing it; lock
+// resolve --json used to print every url verbatim.
+func TestLockResolveRedactsURLs(t *testing.T) {
+	_, lock, _ := fetchFixture(t)
+	b, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := filepath.Join(t.TempDir(), "pylock.toml")
+	if err := os.WriteFile(cred, []byte(strings.ReplaceAll(string(b), "url = \"https://", "url = \"https://user:SEKRET@")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range []string{"--json", "--quiet"} {
+		t.Run(j, func(t *testing.T) {
+			r := cruxprov(t, "lock", "resolve", "--lock", cred, "--platform", fetchTestPlatform, j)
+			if r.code != 0 || strings.Contains(r.stdout+r.stderr, "SEKRET") || (j == "--json" && !strings.Contains(r.stdout, "user:xxxxx@")) {
+				t.Errorf("%s: %+v", j, r)
+			}
+		})
+	}
+}
+
+// TestLockErrorsNeverPrintSecrets: a lock whose URL carries a credential
+// is refused without printing it; a bad escape, an unparseable URL, a
+// non-http scheme and a VCS source printed the URL verbatim.
+func TestLockErrorsNeverPrintSecrets(t *testing.T) {
+	const head = "lock-version = \"1.0\"\ncreated-by = \"t\"\nrequires-python = \">=3.9\"\n\n[[packages]]\nname = \"a\"\nversion = \"1.0\"\n"
+	const sha = "hashes = { sha256 = \"97a580f79f45eaea31fb43cf7dd287dc66ccf6ac6e2f9287526f67fca6d17724\" }\n"
+	dir := t.TempDir()
+	for i, tc := range []struct{ name, body string }{
+		{"bad escape", "\n[[packages.wheels]]\nurl = \"https://user:SEKRET@h.example/files/a-1.0-py3-none-any%zz.whl\"\n" + sha},
+		{"unparseable url", "\n[[packages.wheels]]\nurl = \"https://user:SEKRET@[::1/a-1.0-py3-none-any.whl\"\n" + sha},
+		{"non-http scheme", "\n[[packages.wheels]]\nurl = \"ftp://user:SEKRET@h.example/a-1.0-py3-none-any.whl\"\n" + sha},
+		{"vcs source", "vcs = { type = \"git\", url = \"https://user:SEKRET@github.com/x/a.git\", commit-id = \"0123456789abcdef0123456789abcdef01234567\" }\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lock := filepath.Join(dir, fmt.Sprintf("l%d.toml", i))
+			if err := os.WriteFile(lock, []byte(head+tc.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"lock", "resolve", "--lock", lock, "--platform", fetchTestPlatform, "--json"},
+				{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline"},
+			} {
+				t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+					r := cruxprov(t, args...)
+					if r.code != exitRefused || strings.Contains(r.stdout+r.stderr, "SEKRET") {
+						t.Errorf("lock %d %v: %+v", i, args[:2], r)
+					}
+				})
+			}
+		})
 	}
 }
