@@ -2,6 +2,7 @@ package marker
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 )
@@ -60,19 +61,21 @@ func TestParseNormalizes(t *testing.T) {
 		{`os_name == ""`, `os_name == ""`},
 		{`"3.9" <= python_version`, `"3.9" <= python_version`},
 	} {
-		m, err := Parse(tc.in)
-		if err != nil {
-			t.Errorf("Parse(%q): %v", tc.in, err)
-			continue
-		}
-		if got := m.String(); got != tc.want {
-			t.Errorf("Parse(%q).String() = %s, want %s", tc.in, got, tc.want)
-			continue
-		}
-		again, err := Parse(tc.want)
-		if err != nil || again.String() != tc.want {
-			t.Errorf("%s does not read back: %q, %v", tc.want, again.String(), err)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			m, err := Parse(tc.in)
+			if err != nil {
+				t.Errorf("Parse(%q): %v", tc.in, err)
+				return
+			}
+			if got := m.String(); got != tc.want {
+				t.Errorf("Parse(%q).String() = %s, want %s", tc.in, got, tc.want)
+				return
+			}
+			again, err := Parse(tc.want)
+			if err != nil || again.String() != tc.want {
+				t.Errorf("%s does not read back: %q, %v", tc.want, again.String(), err)
+			}
+		})
 	}
 }
 
@@ -88,15 +91,17 @@ func TestParseRefuses(t *testing.T) {
 		`"a" notin os_name`, `os_name inx "a"`, `platform.release == "x"`, `python_versionx == "3"`,
 		`extrasx == "a"`, "os_name == \"\xff\"", `os_name == "a" or or os_name == "b"`,
 	} {
-		_, err := Parse(in)
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("Parse(%q) = %v, want *ParseError", in, err)
-			continue
-		}
-		if pe.Input != in || pe.Pos < 0 || pe.Pos > len(in) {
-			t.Errorf("Parse(%q): bad error %+v", in, pe)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			_, err := Parse(in)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Errorf("Parse(%q) = %v, want *ParseError", in, err)
+				return
+			}
+			if pe.Input != in || pe.Pos < 0 || pe.Pos > len(in) {
+				t.Errorf("Parse(%q): bad error %+v", in, pe)
+			}
+		})
 	}
 }
 
@@ -147,14 +152,16 @@ func TestEvaluate(t *testing.T) {
 		{`os_name == platform_system`, false},
 		{`"posix" == "os_name"`, true},
 	} {
-		m, err := Parse(tc.marker)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.marker, err)
-		}
-		got, err := m.Evaluate(env)
-		if err != nil || got != tc.want {
-			t.Errorf("%s = %v, %v; want %v", tc.marker, got, err, tc.want)
-		}
+		t.Run(tc.marker, func(t *testing.T) {
+			m, err := Parse(tc.marker)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.marker, err)
+			}
+			got, err := m.Evaluate(env)
+			if err != nil || got != tc.want {
+				t.Errorf("%s = %v, %v; want %v", tc.marker, got, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -180,15 +187,17 @@ func TestEvaluateErrors(t *testing.T) {
 		{`os_name == "posix" or "a" in extras`, env, UndefinedEnvironmentName},
 		{`os_name == "nt" and os_name ~= "x"`, env, UndefinedComparison},
 	} {
-		m, err := Parse(tc.marker)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.marker, err)
-		}
-		_, err = m.Evaluate(tc.env)
-		var ee *EvalError
-		if !errors.As(err, &ee) || ee.Kind != tc.kind {
-			t.Errorf("%s: err %v, want %v", tc.marker, err, tc.kind)
-		}
+		t.Run(tc.marker, func(t *testing.T) {
+			m, err := Parse(tc.marker)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.marker, err)
+			}
+			_, err = m.Evaluate(tc.env)
+			var ee *EvalError
+			if !errors.As(err, &ee) || ee.Kind != tc.kind {
+				t.Errorf("%s: err %v, want %v", tc.marker, err, tc.kind)
+			}
+		})
 	}
 	// A missing standard variable is undefined too: an Env holds only what it is given.
 	partial, err := NewEnv(map[string]string{"sys_platform": "linux"})
@@ -213,9 +222,11 @@ func TestContexts(t *testing.T) {
 		`"socks" in extra`:       true,
 		`extra != "socks-proxy"`: false,
 	} {
-		if got, err := mustParse(t, marker).Evaluate(withExtra); err != nil || got != want {
-			t.Errorf("%s with extra = %v, %v", marker, got, err)
-		}
+		t.Run("with extra "+marker, func(t *testing.T) {
+			if got, err := mustParse(t, marker).Evaluate(withExtra); err != nil || got != want {
+				t.Errorf("%s with extra = %v, %v", marker, got, err)
+			}
+		})
 	}
 	if got, _ := mustParse(t, `extra == "socks-proxy"`).Evaluate(base); got {
 		t.Error("WithExtra changed the original Env")
@@ -234,9 +245,11 @@ func TestContexts(t *testing.T) {
 		`"socks" != extras`:                        true,
 		`"http2" in extras and os_name == "posix"`: true,
 	} {
-		if got, err := mustParse(t, marker).Evaluate(lock); err != nil || got != want {
-			t.Errorf("%s in lock-file context = %v, %v; want %v", marker, got, err, want)
-		}
+		t.Run("lock file "+marker, func(t *testing.T) {
+			if got, err := mustParse(t, marker).Evaluate(lock); err != nil || got != want {
+				t.Errorf("%s in lock-file context = %v, %v; want %v", marker, got, err, want)
+			}
+		})
 	}
 	empty := base.WithLockFile(nil, nil)
 	if got, err := mustParse(t, `"socks" in extras`).Evaluate(empty); err != nil || got {
@@ -262,9 +275,11 @@ func TestPythonFullVersionUntagged(t *testing.T) {
 		`python_full_version == "3.11.1"`: true,
 		`python_full_version > "3.11.1"`:  false,
 	} {
-		if got, err := mustParse(t, marker).Evaluate(env); err != nil || got != want {
-			t.Errorf("%s = %v, %v", marker, got, err)
-		}
+		t.Run(marker, func(t *testing.T) {
+			if got, err := mustParse(t, marker).Evaluate(env); err != nil || got != want {
+				t.Errorf("%s = %v, %v", marker, got, err)
+			}
+		})
 	}
 	if v, _ := env.Get("python_full_version"); v != "3.11.1+local" {
 		t.Errorf("stored %q", v)
@@ -279,9 +294,11 @@ func TestPrereleaseInterpreter(t *testing.T) {
 		`python_full_version < "3.13"`:  false, // <V excludes V's pre-releases
 		`python_version >= "3.13"`:      true,
 	} {
-		if got, err := mustParse(t, marker).Evaluate(env); err != nil || got != want {
-			t.Errorf("%s = %v, %v; want %v", marker, got, err, want)
-		}
+		t.Run(marker, func(t *testing.T) {
+			if got, err := mustParse(t, marker).Evaluate(env); err != nil || got != want {
+				t.Errorf("%s = %v, %v; want %v", marker, got, err, want)
+			}
+		})
 	}
 }
 
@@ -313,9 +330,11 @@ func TestNormalizeExtra(t *testing.T) {
 		"foo": "foo", "Foo_Bar": "foo-bar", "a.-_b": "a-b", "A--B": "a-b", "-x-": "-x-", "": "",
 		"ÀB_c": "àb-c", "İ": "i\u0307", "ΑΣ": "ας", "ΣΑ": "σα",
 	} {
-		if got := NormalizeExtra(in); got != want {
-			t.Errorf("NormalizeExtra(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			if got := NormalizeExtra(in); got != want {
+				t.Errorf("NormalizeExtra(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }
 

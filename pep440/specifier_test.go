@@ -2,6 +2,7 @@ package pep440
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -42,23 +43,25 @@ func TestSpecifierOperators(t *testing.T) {
 		{">1.0.dev9223372036854775806", nil, []string{"1.0.dev1", "1.0.dev9223372036854775806"}},
 		{"~=1.9223372036854775806", []string{"1.9223372036854775806"}, []string{"2.dev0", "1.1"}},
 	} {
-		s, err := ParseSpecifier(tc.spec)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.spec, err)
-		}
-		for _, v := range tc.in {
-			if !s.Match(v, PrereleasesAllow) {
-				t.Errorf("%s should contain %s", tc.spec, v)
+		t.Run(tc.spec, func(t *testing.T) {
+			s, err := ParseSpecifier(tc.spec)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.spec, err)
 			}
-			if s.Operator() != "===" && !s.Contains(MustParse(v), true) {
-				t.Errorf("%s Contains(%s, true) = false", tc.spec, v)
+			for _, v := range tc.in {
+				if !s.Match(v, PrereleasesAllow) {
+					t.Errorf("%s should contain %s", tc.spec, v)
+				}
+				if s.Operator() != "===" && !s.Contains(MustParse(v), true) {
+					t.Errorf("%s Contains(%s, true) = false", tc.spec, v)
+				}
 			}
-		}
-		for _, v := range tc.out {
-			if s.Match(v, PrereleasesAllow) {
-				t.Errorf("%s should not contain %s", tc.spec, v)
+			for _, v := range tc.out {
+				if s.Match(v, PrereleasesAllow) {
+					t.Errorf("%s should not contain %s", tc.spec, v)
+				}
 			}
-		}
+		})
 	}
 }
 
@@ -67,20 +70,24 @@ func TestSpecifierParse(t *testing.T) {
 		"< 2": "<2", " >=1.0 ": ">=1.0", "== 1.0.*": "==1.0.*", "===  foo": "===foo",
 		"~=2.0": "~=2.0", "==1.0+LOCAL": "==1.0+LOCAL", "!=v1.0": "!=v1.0",
 	} {
-		s, err := ParseSpecifier(in)
-		if err != nil || s.String() != want {
-			t.Errorf("ParseSpecifier(%q) = %q, %v; want %q", in, s, err, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			s, err := ParseSpecifier(in)
+			if err != nil || s.String() != want {
+				t.Errorf("ParseSpecifier(%q) = %q, %v; want %q", in, s, err, want)
+			}
+		})
 	}
 	for _, in := range []string{
 		"", "1.0", "=>1.0", "==", "~=1", "~=1.0+x", ">=1.0+x", "<1.0.*", "~=1.0.*",
 		"==1.0a1.*", "==1.0+x.*", "==1.0.*.1", "=== a b", "===a;b", "===a)", "==1.0 1", ">= 1.0 ,",
 	} {
-		_, err := ParseSpecifier(in)
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("ParseSpecifier(%q) = %v, want *ParseError", in, err)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			_, err := ParseSpecifier(in)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Errorf("ParseSpecifier(%q) = %v, want *ParseError", in, err)
+			}
+		})
 	}
 }
 
@@ -119,20 +126,24 @@ func TestSpecifierPrereleasePolicy(t *testing.T) {
 		{">=1.0", []string{"foobar", "1.5"}, []string{"1.5"}, PrereleasesDefault},
 		{"===foobar", []string{"foobar", "FOOBAR", "1.0"}, []string{"foobar", "FOOBAR"}, PrereleasesDefault},
 	} {
-		s, err := ParseSpecifierSet(tc.spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := s.Filter(tc.in, tc.p); !slices.Equal(got, tc.want) {
-			t.Errorf("%q.Filter(%v, %d) = %v, want %v", tc.spec, tc.in, tc.p, got, tc.want)
-		}
+		t.Run(fmt.Sprintf("%q.Filter(%v,%d)", tc.spec, tc.in, tc.p), func(t *testing.T) {
+			s, err := ParseSpecifierSet(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Filter(tc.in, tc.p); !slices.Equal(got, tc.want) {
+				t.Errorf("%q.Filter(%v, %d) = %v, want %v", tc.spec, tc.in, tc.p, got, tc.want)
+			}
+		})
 	}
 	mentions := map[string]bool{">=1.0.dev1": true, "<1.0a1": true, "==1.0.dev1": true, "!=1.0.dev1": false, "==1.0.*": false, ">=1.0": false, "===1.0a1": true, "===foo": false}
 	for spec, want := range mentions {
-		s, _ := ParseSpecifier(spec)
-		if s.MentionsPrerelease() != want {
-			t.Errorf("%s MentionsPrerelease != %v", spec, want)
-		}
+		t.Run("mentions "+spec, func(t *testing.T) {
+			s, _ := ParseSpecifier(spec)
+			if s.MentionsPrerelease() != want {
+				t.Errorf("%s MentionsPrerelease != %v", spec, want)
+			}
+		})
 	}
 }
 
@@ -146,16 +157,20 @@ func TestSpecifierSet(t *testing.T) {
 		"~=1.0,~=1.0.0":        "~=1.0,~=1.0.0",
 		"<3 , >=3.9 ,!=3.10.*": "!=3.10.*,<3,>=3.9",
 	} {
-		s, err := ParseSpecifierSet(in)
-		if err != nil || s.String() != want {
-			t.Errorf("ParseSpecifierSet(%q) = %q, %v; want %q", in, s, err, want)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			s, err := ParseSpecifierSet(in)
+			if err != nil || s.String() != want {
+				t.Errorf("ParseSpecifierSet(%q) = %q, %v; want %q", in, s, err, want)
+			}
+		})
 	}
 	s, _ := ParseSpecifierSet(">=3.9, <3.13, !=3.10.*")
 	for v, want := range map[string]bool{"3.9": true, "3.10.4": false, "3.12.7": true, "3.13.0": false, "3.13.0rc1": false, "3.8": false} {
-		if got := s.Contains(MustParse(v), true); got != want {
-			t.Errorf("%s contains %s = %v", s, v, got)
-		}
+		t.Run("contains "+v, func(t *testing.T) {
+			if got := s.Contains(MustParse(v), true); got != want {
+				t.Errorf("%s contains %s = %v", s, v, got)
+			}
+		})
 	}
 	if len(s.Specifiers()) != 3 || s.IsEmpty() {
 		t.Error("Specifiers/IsEmpty")

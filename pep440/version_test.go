@@ -2,6 +2,7 @@ package pep440
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 )
@@ -45,18 +46,20 @@ func TestParseNormalizes(t *testing.T) {
 		{"1.0+abc_007.X", "1.0+abc.7.x"},
 		{"1.0+0", "1.0+0"},
 	} {
-		v, err := Parse(tc.in)
-		if err != nil {
-			t.Errorf("Parse(%q): %v", tc.in, err)
-			continue
-		}
-		if got := v.String(); got != tc.want {
-			t.Errorf("Parse(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-		// Normalized forms are fixed points.
-		if w := MustParse(tc.want); w.String() != tc.want || Compare(v, w) != 0 {
-			t.Errorf("%q is not a fixed point", tc.want)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			v, err := Parse(tc.in)
+			if err != nil {
+				t.Errorf("Parse(%q): %v", tc.in, err)
+				return
+			}
+			if got := v.String(); got != tc.want {
+				t.Errorf("Parse(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			// Normalized forms are fixed points.
+			if w := MustParse(tc.want); w.String() != tc.want || Compare(v, w) != 0 {
+				t.Errorf("%q is not a fixed point", tc.want)
+			}
+		})
 	}
 }
 
@@ -68,15 +71,17 @@ func TestParseRefuses(t *testing.T) {
 		"99999999999999999999", // beyond int64: refused (pypa/packaging has no bound)
 		"9223372036854775807",  // 2^63-1: refused, so N+1 bounds cannot overflow
 	} {
-		_, err := Parse(in)
-		var pe *ParseError
-		if !errors.As(err, &pe) {
-			t.Errorf("Parse(%q) = %v, want *ParseError", in, err)
-			continue
-		}
-		if pe.Input != in {
-			t.Errorf("ParseError.Input = %q, want %q", pe.Input, in)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			_, err := Parse(in)
+			var pe *ParseError
+			if !errors.As(err, &pe) {
+				t.Errorf("Parse(%q) = %v, want *ParseError", in, err)
+				return
+			}
+			if pe.Input != in {
+				t.Errorf("ParseError.Input = %q, want %q", pe.Input, in)
+			}
+		})
 	}
 }
 
@@ -113,9 +118,11 @@ func TestEqualities(t *testing.T) {
 		{"1.0", "1.0.0"}, {"1", "1.0.0.0"}, {"1.0rc1", "1.0c1"}, {"1.0+01", "1.0+1"},
 		{"0", "0.0"}, {"1.0-1", "1.0.post1"}, {"v1!2", "1!2.0"},
 	} {
-		if !MustParse(p[0]).Equal(MustParse(p[1])) {
-			t.Errorf("%s != %s", p[0], p[1])
-		}
+		t.Run(p[0]+"=="+p[1], func(t *testing.T) {
+			if !MustParse(p[0]).Equal(MustParse(p[1])) {
+				t.Errorf("%s != %s", p[0], p[1])
+			}
+		})
 	}
 }
 
@@ -146,9 +153,11 @@ func TestAccessors(t *testing.T) {
 		t.Error("Release aliases the version")
 	}
 	for in, pre := range map[string]bool{"1.0": false, "1.0.dev1": true, "1.0.post1.dev1": true, "1.0.post1": false, "1.0b1": true} {
-		if MustParse(in).IsPrerelease() != pre {
-			t.Errorf("%s IsPrerelease != %v", in, pre)
-		}
+		t.Run(in, func(t *testing.T) {
+			if MustParse(in).IsPrerelease() != pre {
+				t.Errorf("%s IsPrerelease != %v", in, pre)
+			}
+		})
 	}
 	var zero Version
 	if zero.String() != "0" || Compare(zero, MustParse("0.0")) != 0 {
