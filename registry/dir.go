@@ -51,7 +51,7 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 			continue
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
 		}
 	}
 	d := &Dir{root: root}
@@ -75,14 +75,16 @@ func (d *Dir) path(elem ...string) string {
 	return filepath.Join(append([]string{d.root}, elem...)...)
 }
 
-// readOptional reads a file, returning nil without error when missing.
+// readOptional reads a file, returning nil without error when missing;
+// a file that cannot be read (its mode, a directory in its place, an I/O
+// error) is registry_corrupt: nothing can be verified from it.
 func readOptional(p string) ([]byte, error) {
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read registry file %s", p)
 	}
 	return b, nil
 }
@@ -125,7 +127,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 	}
 	names, err := os.ReadDir(d.path("changesets"))
 	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's change-sets")
 	}
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
@@ -137,7 +139,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		}
 		b, err := os.ReadFile(d.path("changesets", n.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read changesets/%s", n.Name())
 		}
 		cs, err := ParseChangeSet(b)
 		if err != nil {
@@ -158,7 +160,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 	})
 	pins, err := os.ReadDir(d.path("pins"))
 	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's pins")
 	}
 	for _, n := range pins {
 		name, ok := strings.CutSuffix(n.Name(), ".json")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,15 +35,18 @@ func floorPath(stateDir string, id digest.Digest) string {
 
 // ReadFloor returns the floor kept in stateDir for the registry whose
 // first history entry hashes to id, or nil when there is none yet.
-// An unreadable floor of another format is refused with registry_corrupt
-// (delete it only knowing that this forgets what the verifier saw).
+// A floor that does not parse or is of another format is refused with
+// registry_corrupt (delete it only knowing that this forgets what the
+// verifier saw); one that cannot be read (its mode, an I/O error) with
+// ledger_write_failed, as the receipts ledger it lives beside.
 func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
-	b, err := os.ReadFile(floorPath(stateDir, id))
+	p := floorPath(stateDir, id)
+	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read the verifier floor %s", p)
 	}
 	return parseFloor(b)
 }
@@ -63,17 +65,23 @@ func parseFloor(b []byte) (*Floor, error) {
 	return &f, nil
 }
 
+// writeFloor raises the floor atomically. A floor that cannot be written
+// is ledger_write_failed (the verifier's state directory, where its
+// receipts ledger lives too, is not writable or the disk failed): the
+// verification that would have raised it fails closed, since a floor
+// left behind is a rollback this verifier could no longer see.
 func writeFloor(stateDir string, f *Floor) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("floor: %w", err)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot make the verifier floors directory %s", dir)
 	}
 	b, err := marshalJSON(f)
 	if err != nil {
-		return err
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot encode the verifier floor")
 	}
-	if err := writeAtomic(floorPath(stateDir, f.Registry), b); err != nil {
-		return fmt.Errorf("floor: %w", err)
+	p := floorPath(stateDir, f.Registry)
+	if err := writeAtomic(p, b); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot write the verifier floor %s", p)
 	}
 	return nil
 }
@@ -97,8 +105,10 @@ func writeFloor(stateDir string, f *Floor) error {
 //     signer_untrusted, pin_unapproved when short), unexpired at now
 //     (pin_expired).
 //
-// On success it raises the floor (atomically) and returns the pin. It
-// reads JSON only: no YAML, no network.
+// On success it raises the floor (atomically; ledger_write_failed when
+// the floor cannot be read or written) and returns the pin. Every
+// failure is a *refusal.Error but the context's own (cancelled, past
+// its deadline). It reads JSON only: no YAML, no network.
 func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now time.Time) (*Pin, error) {
 	chain, err := reg.Chain(ctx)
 	if err != nil {
@@ -141,7 +151,7 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 	}
 	tb, err := json.Marshal(t)
 	if err != nil {
-		return nil, err
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the trust state does not encode")
 	}
 	td := digest.Sum(tb)
 	if floor == nil || floor.Trust != td {

@@ -1,0 +1,216 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// floorChildEnv hands TestFloorChild its registry and state directory.
+const floorChildEnv = "CRUXPROV_REGISTRY_FLOOR_CHILD"
+
+// acceptedRegistry is a Dir registry under parent with a root key and
+// acme-echo accepted at revision 1, never verified (no floor anywhere).
+func acceptedRegistry(t *testing.T, parent string) *registry.Dir {
+	t.Helper()
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(parent, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// wantRefusal fails t unless err is a *refusal.Error with code.
+func wantRefusal(t *testing.T, err error, code refusal.Code) {
+	t.Helper()
+	var r *refusal.Error
+	if !errors.As(err, &r) || r.Code != code {
+		t.Fatalf("got %v (%T), want a refusal %s", err, err, code)
+	}
+}
+
+// TestFloorFailuresAreRefusals: a floor VerifyPin cannot read or write
+// fails the verification with a typed refusal (ledger_write_failed, the
+// code of the state directory the floor shares with the receipts ledger),
+// and a registry file it cannot read is registry_corrupt — never a bare
+// error. The read-only directory case runs as an unprivileged user (root
+// writes into a 0555 directory): the test binary re-executed under
+// setpriv as uid 65534 when the test runs as root.
+func TestFloorFailuresAreRefusals(t *testing.T) {
+	ctx := context.Background()
+	t.Run("floor directory read-only", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			d := acceptedRegistry(t, t.TempDir())
+			floorChild(t, d.Root(), t.TempDir())
+			return
+		}
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Skip("setpriv is not installed (util-linux): root writes into a read-only directory, so this needs an unprivileged user")
+		}
+		work, err := os.MkdirTemp("", "cruxprov-registry-floor-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(work)
+		if err := os.Chmod(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		d := acceptedRegistry(t, work)
+		state := filepath.Join(work, "state")
+		if err := os.Mkdir(state, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(state, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(work, "registry.test")
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "-test.run=^TestFloorChild$", "-test.v", "-test.count=1")
+		cmd.Dir = work
+		cmd.Env = []string{"PATH=/usr/bin:/bin", floorChildEnv + "=" + d.Root() + string(os.PathListSeparator) + state}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestFloorChild") {
+			t.Fatalf("as uid 65534: %v\n%s", err, out)
+		}
+	})
+	t.Run("floors is a file", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		state := t.TempDir()
+		if err := os.WriteFile(filepath.Join(state, "floors"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+		wantRefusal(t, err, refusal.LedgerWriteFailed)
+	})
+	t.Run("floor is a directory", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		state := t.TempDir()
+		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		floors, _ := filepath.Glob(filepath.Join(state, "floors", "*.json"))
+		if len(floors) != 1 {
+			t.Fatalf("floors %v", floors)
+		}
+		if err := os.Remove(floors[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(floors[0], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+		wantRefusal(t, err, refusal.LedgerWriteFailed)
+	})
+	t.Run("pin file unreadable", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		pin := filepath.Join(d.Root(), "pins", "acme-echo.json")
+		if err := os.Remove(pin); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(pin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", time.Now())
+		wantRefusal(t, err, refusal.RegistryCorrupt)
+	})
+	t.Run("history unreadable", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		log := filepath.Join(d.Root(), "log.jsonl")
+		if err := os.Remove(log); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(log, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", time.Now())
+		wantRefusal(t, err, refusal.RegistryCorrupt)
+	})
+}
+
+// TestFloorChild is the unprivileged half of TestFloorFailuresAreRefusals.
+func TestFloorChild(t *testing.T) {
+	v := os.Getenv(floorChildEnv)
+	if v == "" {
+		t.Skip("TestFloorFailuresAreRefusals runs it as uid 65534")
+	}
+	reg, state, _ := strings.Cut(v, string(os.PathListSeparator))
+	d, err := registry.OpenDir(context.Background(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floorChild(t, d.Root(), state)
+}
+
+// floorChild, as a user root's privileges do not cover, makes the
+// floors directory read-only and checks that VerifyPin refuses
+// ledger_write_failed and leaves no floor; then that a floor it cannot
+// read is refused the same way.
+func floorChild(t *testing.T, regRoot, state string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		t.Fatal("root ignores the directory's mode: run as another user")
+	}
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, regRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floors := filepath.Join(state, "floors")
+	if err := os.Mkdir(floors, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	if ents, _ := os.ReadDir(floors); len(ents) != 0 {
+		t.Errorf("the read-only floors directory holds %v", ents)
+	}
+	// Writable again: the floor is written; then unreadable.
+	if err := os.Chmod(floors, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(floors)
+	if len(ents) != 1 {
+		t.Fatalf("floors %v", ents)
+	}
+	p := filepath.Join(floors, ents[0].Name())
+	if err := os.Chmod(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	os.Chmod(p, 0o644)
+}
