@@ -3,7 +3,6 @@ package image
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -126,7 +126,7 @@ func scanFS(img v1.Image, want string) (map[string]*node, error) {
 }
 
 func scanLayer(rc io.Reader, fs map[string]*node, want string) error {
-	zr, err := gzip.NewReader(rc)
+	zr, err := kgzip.NewReader(rc)
 	if err != nil {
 		return err
 	}

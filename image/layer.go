@@ -2,7 +2,6 @@ package image
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -19,14 +19,22 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	kgzip "github.com/klauspost/compress/gzip"
+	"github.com/klauspost/pgzip"
 )
 
 // GzipLevel is the fixed deflate level of every layer cruxprov writes,
-// with github.com/klauspost/compress's gzip (about twice as fast as the
+// with github.com/klauspost/compress's deflate (about twice as fast as the
 // standard library's at the same ratio): a layer's bytes (and so the
-// image digest) depend on it and on that library's release, which
-// cruxprov's version (in the provenance) pins.
+// image digest) depend on it, on GzipBlock and on that library's release,
+// which cruxprov's version (in the provenance) pins.
 const GzipLevel = 6
+
+// GzipBlock is the size of the blocks a layer is cut into and compressed
+// in parallel (github.com/klauspost/pgzip: each block is deflated with
+// the 32 KiB before it as its dictionary and ends in a sync flush), so
+// that a build uses every core. The bytes depend on the block size, never
+// on how many cores compressed them: one block size, one digest.
+const GzipBlock = 1 << 20
 
 // entry is one member of a layer: a directory, a regular file read from
 // src (or data), or a symlink.
@@ -67,7 +75,7 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	zr, err := gzip.NewReader(rc)
+	zr, err := kgzip.NewReader(rc)
 	if err != nil {
 		rc.Close()
 		return nil, err
@@ -97,8 +105,13 @@ func writeLayer(dst string, entries []entry, epoch time.Time) (*fileLayer, error
 	defer f.Close()
 	zsum, tsum := sha256.New(), sha256.New()
 	cw := &countWriter{w: io.MultiWriter(f, zsum)}
-	zw, err := kgzip.NewWriterLevel(cw, GzipLevel)
+	zw, err := pgzip.NewWriterLevel(cw, GzipLevel)
 	if err != nil {
+		return nil, err
+	}
+	// An empty header: no name, mtime 0, OS unknown (255), as gzip -n.
+	zw.ModTime, zw.OS = time.Unix(0, 0), 255
+	if err := zw.SetConcurrency(GzipBlock, max(2, runtime.GOMAXPROCS(0))); err != nil {
 		return nil, err
 	}
 	tw := tar.NewWriter(io.MultiWriter(zw, tsum))
