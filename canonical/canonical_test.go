@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -137,15 +138,17 @@ func TestNumberSerialization(t *testing.T) {
 		{math.Float64bits(123.456), "123.456"},
 		{math.Float64bits(-0.5), "-0.5"},
 	} {
-		f := math.Float64frombits(c.bits)
-		if got := string(appendNumber(nil, f)); got != c.want {
-			t.Errorf("%016x (%v): got %s, want %s", c.bits, f, got, c.want)
-		}
-		// The same through the parser, from Go's own spelling of f.
-		in := []byte(strings.Replace(string(appendNumber(nil, f)), "e+", "E", 1))
-		if got, err := Transform(in); err != nil || string(got) != c.want {
-			t.Errorf("Transform(%s) = %s, %v; want %s", in, got, err, c.want)
-		}
+		t.Run(fmt.Sprintf("%016x", c.bits), func(t *testing.T) {
+			f := math.Float64frombits(c.bits)
+			if got := string(appendNumber(nil, f)); got != c.want {
+				t.Errorf("%016x (%v): got %s, want %s", c.bits, f, got, c.want)
+			}
+			// The same through the parser, from Go's own spelling of f.
+			in := []byte(strings.Replace(string(appendNumber(nil, f)), "e+", "E", 1))
+			if got, err := Transform(in); err != nil || string(got) != c.want {
+				t.Errorf("Transform(%s) = %s, %v; want %s", in, got, err, c.want)
+			}
+		})
 	}
 }
 
@@ -164,11 +167,13 @@ func TestCanonicalErrorOffsets(t *testing.T) {
 		{"[\"ab\xff\"]", 4, kUTF8},
 		{`[1e999]`, 1, kRange},
 	} {
-		_, err := Transform([]byte(c.in))
-		var ce *Error
-		if !errors.As(err, &ce) || ce.Offset != c.off || ce.kind != c.kind {
-			t.Errorf("Transform(%q) = %v (%+v); want kind %d at offset %d", c.in, err, ce, c.kind, c.off)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			_, err := Transform([]byte(c.in))
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Offset != c.off || ce.kind != c.kind {
+				t.Errorf("Transform(%q) = %v (%+v); want kind %d at offset %d", c.in, err, ce, c.kind, c.off)
+			}
+		})
 	}
 }
 

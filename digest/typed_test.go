@@ -53,10 +53,12 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 		{"local root version", "root.version", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "", dB}, ""))},
 		{"local root sha", "root.sha256", second(LocalMaterializationDigest("p", interp, dA, &Root{"example", "1", Digest{}}, ""))},
 	} {
-		var fe *FieldError
-		if !errors.As(c.err, &fe) || fe.Field != c.field {
-			t.Errorf("%s: got %v, want a *FieldError on %s", c.name, c.err, c.field)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			var fe *FieldError
+			if !errors.As(c.err, &fe) || fe.Field != c.field {
+				t.Errorf("%s: got %v, want a *FieldError on %s", c.name, c.err, c.field)
+			}
+		})
 	}
 	var ce *canonical.Error
 	if _, err := InterfaceDigest([]byte(`{"a":1,"a":1}`)); !errors.As(err, &ce) {

@@ -464,31 +464,33 @@ func TestTwoProcesses(t *testing.T) {
 func TestUnsized(t *testing.T) {
 	fx := fixtures()
 	for _, mode := range []string{"none", "wrong"} {
-		srv := newFaultServer(t, fx, fx[2].filename, mode)
-		st, err := store.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := resolution(fx)
-		for i := range res.Packages {
-			res.Packages[i].Size = 0
-		}
-		rep, err := Fetch(context.Background(), st, client(t, srv.srv.URL), res, Options{})
-		got := storeContents(t, st)
-		if mode == "none" {
-			if err != nil || len(got) != 3 || rep.Wheels[2].Size != int64(len(fx[2].data)) {
-				t.Fatalf("unsized: %v %v %+v", err, got, rep)
+		t.Run(mode, func(t *testing.T) {
+			srv := newFaultServer(t, fx, fx[2].filename, mode)
+			st, err := store.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		if !errors.Is(err, refusal.HashMismatch) {
-			t.Fatalf("unsized wrong bytes: %v", err)
-		}
-		for _, h := range got {
-			if h == hexOf(fx[2].data) {
-				t.Error("wrong bytes stored")
+			res := resolution(fx)
+			for i := range res.Packages {
+				res.Packages[i].Size = 0
 			}
-		}
+			rep, err := Fetch(context.Background(), st, client(t, srv.srv.URL), res, Options{})
+			got := storeContents(t, st)
+			if mode == "none" {
+				if err != nil || len(got) != 3 || rep.Wheels[2].Size != int64(len(fx[2].data)) {
+					t.Fatalf("unsized: %v %v %+v", err, got, rep)
+				}
+				return
+			}
+			if !errors.Is(err, refusal.HashMismatch) {
+				t.Fatalf("unsized wrong bytes: %v", err)
+			}
+			for _, h := range got {
+				if h == hexOf(fx[2].data) {
+					t.Error("wrong bytes stored")
+				}
+			}
+		})
 	}
 }
 

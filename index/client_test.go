@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -243,9 +244,11 @@ func TestRedirects(t *testing.T) {
 		t.Fatalf("redirect within the index: %v", err)
 	}
 	for _, name := range []string{"offsite", "up"} {
-		if _, err := cl.Project(ctx, name); !errors.Is(err, refusal.IndexNotPinned) {
-			t.Errorf("%s: got %v, want index_not_pinned", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := cl.Project(ctx, name); !errors.Is(err, refusal.IndexNotPinned) {
+				t.Errorf("%s: got %v, want index_not_pinned", name, err)
+			}
+		})
 	}
 	fa, _ := p.Find("a.whl")
 	rc, _, err := cl.Open(ctx, fa)
@@ -329,9 +332,11 @@ func TestPageRetriesAndContentType(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	for _, u := range []string{"", "ftp://x/simple/", "/simple/", "https://x/simple/?q=1"} {
-		if _, err := New(u, Options{}); err == nil {
-			t.Errorf("New(%q) accepted", u)
-		}
+		t.Run(fmt.Sprintf("%q", u), func(t *testing.T) {
+			if _, err := New(u, Options{}); err == nil {
+				t.Errorf("New(%q) accepted", u)
+			}
+		})
 	}
 }
 

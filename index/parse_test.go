@@ -91,9 +91,11 @@ func TestParseJSON(t *testing.T) {
 
 func TestNormalize(t *testing.T) {
 	for in, want := range map[string]string{"Foo_Bar": "foo-bar", "foo.-_bar": "foo-bar", "ZOPE.interface": "zope-interface", "a": "a"} {
-		if got := pep503.Normalize(in); got != want {
-			t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if got := pep503.Normalize(in); got != want {
+				t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }
 
@@ -117,9 +119,11 @@ func TestRedact(t *testing.T) {
 		"https://idx.example/simple/foo/":   "https://idx.example/simple/foo/",
 		"http://[::1:bad/":                  "<unparseable URL>",
 	} {
-		if got := Redact(in); got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(in, func(t *testing.T) {
+			if got := Redact(in); got != want {
+				t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }
 

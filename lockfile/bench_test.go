@@ -99,8 +99,10 @@ func TestBenchLockResolves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range benchPlatforms {
-		if _, err := Resolve(l, preset(t, name), Options{}); err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := Resolve(l, preset(t, name), Options{}); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
 	}
 }

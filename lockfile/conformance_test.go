@@ -147,23 +147,25 @@ func TestConformanceBenchLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []*platform.Platform{host, preset(t, "cp311-manylinux_2_28_x86_64")} {
-		res, err := Resolve(l, p, Options{})
-		if err != nil {
-			t.Fatalf("%s: %v", p.ID(), err)
-		}
-		files, _ := os.ReadDir(filepath.Join(out, "files"))
-		for _, w := range res.Packages {
-			found := false
-			for _, f := range files {
-				found = found || f.Name() == w.Filename
+		t.Run(p.ID(), func(t *testing.T) {
+			res, err := Resolve(l, p, Options{})
+			if err != nil {
+				t.Fatalf("%s: %v", p.ID(), err)
 			}
-			if !found {
-				t.Errorf("%s: %s not in the corpus", p.ID(), w.Filename)
+			files, _ := os.ReadDir(filepath.Join(out, "files"))
+			for _, w := range res.Packages {
+				found := false
+				for _, f := range files {
+					found = found || f.Name() == w.Filename
+				}
+				if !found {
+					t.Errorf("%s: %s not in the corpus", p.ID(), w.Filename)
+				}
 			}
-		}
-		if len(res.Packages) != len(l.Packages) {
-			t.Errorf("%s: %d of %d packages", p.ID(), len(res.Packages), len(l.Packages))
-		}
+			if len(res.Packages) != len(l.Packages) {
+				t.Errorf("%s: %d of %d packages", p.ID(), len(res.Packages), len(l.Packages))
+			}
+		})
 	}
 	// The corpus packs wheels built for this interpreter: another Python
 	// finds the compiled one missing, by name.

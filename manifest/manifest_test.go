@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -36,32 +37,34 @@ digest = "sha256:` + hexA + `"
 
 func TestParseGood(t *testing.T) {
 	for _, wheelName := range []string{"acme_web_fetch", "Acme.Web-Fetch", "acme-web-fetch"} {
-		m, err := Parse([]byte(good), wheelName)
-		if err != nil {
-			t.Fatalf("%s: %v", wheelName, err)
-		}
-		d := digest.Digest{}
-		if err := d.UnmarshalText([]byte("sha256:" + hexA)); err != nil {
-			t.Fatal(err)
-		}
-		want := Manifest{
-			Schema: 1, Name: "acme-web-fetch", Protocol: [2]int{1, 1},
-			Secrets: []string{"acme/api-token"}, Egress: []string{"https://api.acme.example/*"},
-			Budgets: Budgets{TimeoutMS: 30000, OutputBytes: 1048576},
-			Entrypoints: []Entrypoint{
-				{Name: "fetch", Object: "acme_web_fetch.impl:Fetch", Interface: Interface{"web.fetch", d}},
-				{Name: "head", Object: "acme_web_fetch.impl:head", Interface: Interface{"web.head", d}},
-			},
-		}
-		if !equal(*m, want) {
-			t.Fatalf("got %+v\nwant %+v", *m, want)
-		}
-		if e, ok := m.Entrypoint("head"); !ok || e.Interface.ID != "web.head" {
-			t.Fatalf("Entrypoint(head) = %+v %v", e, ok)
-		}
-		if _, ok := m.Entrypoint("nope"); ok {
-			t.Fatal("Entrypoint(nope) found")
-		}
+		t.Run(wheelName, func(t *testing.T) {
+			m, err := Parse([]byte(good), wheelName)
+			if err != nil {
+				t.Fatalf("%s: %v", wheelName, err)
+			}
+			d := digest.Digest{}
+			if err := d.UnmarshalText([]byte("sha256:" + hexA)); err != nil {
+				t.Fatal(err)
+			}
+			want := Manifest{
+				Schema: 1, Name: "acme-web-fetch", Protocol: [2]int{1, 1},
+				Secrets: []string{"acme/api-token"}, Egress: []string{"https://api.acme.example/*"},
+				Budgets: Budgets{TimeoutMS: 30000, OutputBytes: 1048576},
+				Entrypoints: []Entrypoint{
+					{Name: "fetch", Object: "acme_web_fetch.impl:Fetch", Interface: Interface{"web.fetch", d}},
+					{Name: "head", Object: "acme_web_fetch.impl:head", Interface: Interface{"web.head", d}},
+				},
+			}
+			if !equal(*m, want) {
+				t.Fatalf("got %+v\nwant %+v", *m, want)
+			}
+			if e, ok := m.Entrypoint("head"); !ok || e.Interface.ID != "web.head" {
+				t.Fatalf("Entrypoint(head) = %+v %v", e, ok)
+			}
+			if _, ok := m.Entrypoint("nope"); ok {
+				t.Fatal("Entrypoint(nope) found")
+			}
+		})
 	}
 }
 
@@ -178,9 +181,11 @@ func TestParseInvalid(t *testing.T) {
 
 func TestParseNotTOML(t *testing.T) {
 	for _, doc := range []string{"schema = ", "a = 1\na = 2", "[x\n", "\xff = 1", "name = \"\x00\""} {
-		if _, err := Parse([]byte(doc), "x"); !errors.Is(err, refusal.ManifestInvalid) {
-			t.Errorf("%q: %v", doc, err)
-		}
+		t.Run(fmt.Sprintf("%q", doc), func(t *testing.T) {
+			if _, err := Parse([]byte(doc), "x"); !errors.Is(err, refusal.ManifestInvalid) {
+				t.Errorf("%q: %v", doc, err)
+			}
+		})
 	}
 }
 

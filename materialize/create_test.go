@@ -393,9 +393,11 @@ func TestSizesNeverReadTheSame(t *testing.T) {
 	for _, c := range []struct{ free, need int64 }{
 		{5<<20 + 100, 5<<20 + 200}, {5 << 20, 6 << 20}, {0, 1}, {5<<20 - 1, 5 << 20}, {1 << 30, 1<<30 + 1},
 	} {
-		f, n := sizes(c.free, c.need)
-		if f == n {
-			t.Errorf("sizes(%d, %d) = %q twice", c.free, c.need, f)
-		}
+		t.Run(fmt.Sprintf("free=%d,need=%d", c.free, c.need), func(t *testing.T) {
+			f, n := sizes(c.free, c.need)
+			if f == n {
+				t.Errorf("sizes(%d, %d) = %q twice", c.free, c.need, f)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package materialize
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -231,9 +232,11 @@ func TestVerifyInterpreterSwap(t *testing.T) {
 	os.Remove(py)
 	os.WriteFile(py, b, 0o755)
 	for _, deep := range []bool{false, true} {
-		if _, err := seal.Verify(ctx, res.Dir, seal.Options{Deep: deep}); !errors.Is(err, refusal.InterpreterDrift) {
-			t.Fatalf("deep=%v: %v", deep, err)
-		}
+		t.Run(fmt.Sprintf("deep=%v", deep), func(t *testing.T) {
+			if _, err := seal.Verify(ctx, res.Dir, seal.Options{Deep: deep}); !errors.Is(err, refusal.InterpreterDrift) {
+				t.Fatalf("deep=%v: %v", deep, err)
+			}
+		})
 	}
 	os.Remove(py)
 	if _, err := seal.Verify(ctx, res.Dir, seal.Options{}); !errors.Is(err, refusal.InterpreterDrift) {

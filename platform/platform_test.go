@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -26,16 +27,18 @@ func TestParseTag(t *testing.T) {
 		{"2-none-any", nil}, {"py3.2-none-any", nil}, {"py+3-none-any", nil}, {"py3-none", nil},
 		{"py3-none-any-extra", nil}, {"py3-none-lin/../x", nil}, {"py3-none-lin ux", nil}, {"py3-nöne-any", nil},
 	} {
-		got, err := ParseTag(tc.in)
-		if tc.want == nil {
-			if err == nil {
-				t.Errorf("ParseTag(%q) = %v, want error", tc.in, got)
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseTag(tc.in)
+			if tc.want == nil {
+				if err == nil {
+					t.Errorf("ParseTag(%q) = %v, want error", tc.in, got)
+				}
+				return
 			}
-			continue
-		}
-		if err != nil || !reflect.DeepEqual(tagStrings(got), tc.want) {
-			t.Errorf("ParseTag(%q) = %v, %v; want %v", tc.in, tagStrings(got), err, tc.want)
-		}
+			if err != nil || !reflect.DeepEqual(tagStrings(got), tc.want) {
+				t.Errorf("ParseTag(%q) = %v, %v; want %v", tc.in, tagStrings(got), err, tc.want)
+			}
+		})
 	}
 }
 
@@ -130,9 +133,11 @@ func TestPresets(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"", "host", "cp38-manylinux_2_17_x86_64", "cp312-manylinux_2_16_x86_64", "cp312-manylinux_2_40_x86_64", "cp312-manylinux_2_017_x86_64", "cp312-linux_x86_64", "cp312-macosx_10_8_x86_64", "cp312-macosx_11_0_x86_64x", "pp312-manylinux_2_17_x86_64", "cp312-musllinux_1_0_x86_64"} {
-		if _, err := Lookup(n); !errors.Is(err, refusal.PlatformUnsupported) {
-			t.Errorf("Lookup(%q) = %v, want platform_unsupported", n, err)
-		}
+		t.Run(fmt.Sprintf("%q", n), func(t *testing.T) {
+			if _, err := Lookup(n); !errors.Is(err, refusal.PlatformUnsupported) {
+				t.Errorf("Lookup(%q) = %v, want platform_unsupported", n, err)
+			}
+		})
 	}
 	p, _ := Lookup("cp311-win_amd64")
 	if p.Markers["os_name"] != "nt" || p.Markers["sys_platform"] != "win32" || p.Markers["platform_machine"] != "AMD64" || p.LibDir != "Lib" {
@@ -180,29 +185,31 @@ func TestWithLinuxTags(t *testing.T) {
 
 func TestJSONRoundTrip(t *testing.T) {
 	for _, n := range []string{"cp312-manylinux_2_39_x86_64", "cp313-macosx_11_0_arm64", "cp39-win32", "cp310-musllinux_1_1_x86_64"} {
-		p, _ := Lookup(n)
-		b, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q, err := ParseJSON(b)
-		if err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
-		if !reflect.DeepEqual(p, q) {
-			t.Errorf("%s: round trip differs", n)
-		}
-		b2, _ := json.Marshal(q)
-		if string(b) != string(b2) {
-			t.Errorf("%s: canonical form not stable", n)
-		}
-		if !strings.HasPrefix(string(b), `{"abi":"`) || strings.Contains(string(b), "\n") {
-			t.Errorf("%s: not canonical: %.80s", n, b)
-		}
-		wrapped, _ := json.Marshal(map[string]any{"schema": "cruxprov.platform.show/v1", "platform": json.RawMessage(b)})
-		if _, err := ParseJSON(wrapped); err != nil {
-			t.Errorf("wrapped: %v", err)
-		}
+		t.Run(n, func(t *testing.T) {
+			p, _ := Lookup(n)
+			b, err := json.Marshal(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := ParseJSON(b)
+			if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			if !reflect.DeepEqual(p, q) {
+				t.Errorf("%s: round trip differs", n)
+			}
+			b2, _ := json.Marshal(q)
+			if string(b) != string(b2) {
+				t.Errorf("%s: canonical form not stable", n)
+			}
+			if !strings.HasPrefix(string(b), `{"abi":"`) || strings.Contains(string(b), "\n") {
+				t.Errorf("%s: not canonical: %.80s", n, b)
+			}
+			wrapped, _ := json.Marshal(map[string]any{"schema": "cruxprov.platform.show/v1", "platform": json.RawMessage(b)})
+			if _, err := ParseJSON(wrapped); err != nil {
+				t.Errorf("wrapped: %v", err)
+			}
+		})
 	}
 }
 
@@ -237,9 +244,11 @@ func TestParseJSONRefusals(t *testing.T) {
 		"dup tag":         mutate(func(m map[string]any) { m["tags"] = []string{"py3-none-any", "py3-none-any"} }),
 		"id":              mutate(func(m map[string]any) { m["id"] = "cp312-manylinux_2_17_x86_64" }),
 	} {
-		if _, err := ParseJSON(data); !errors.Is(err, refusal.PlatformUnsupported) {
-			t.Errorf("%s: got %v, want platform_unsupported", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseJSON(data); !errors.Is(err, refusal.PlatformUnsupported) {
+				t.Errorf("%s: got %v, want platform_unsupported", name, err)
+			}
+		})
 	}
 }
 
@@ -253,47 +262,49 @@ const realPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
 // last.)
 func TestHostMatchesPip(t *testing.T) {
 	for _, py := range []string{"python3", realPython, "/usr/bin/python3.11"} {
-		if _, err := exec.LookPath(py); err != nil {
-			t.Logf("skip %s: %v", py, err)
-			continue
-		}
-		out, err := exec.Command(py, "-I", "-c", "import json; from pip._vendor.packaging import tags; from pip._internal.utils.compatibility_tags import get_supported; print(json.dumps([[str(t) for t in get_supported()], [str(t) for t in tags.sys_tags()]]))").Output()
-		if err != nil {
-			t.Logf("skip %s: no pip: %v", py, err)
-			continue
-		}
-		var oracle [2][]string
-		if err := json.Unmarshal(out, &oracle); err != nil {
-			t.Fatal(err)
-		}
-		want, sysTags := oracle[0], oracle[1]
-		p, err := Host(context.Background(), py)
-		if err != nil {
-			t.Fatalf("Host(%s): %v", py, err)
-		}
-		if got := tagStrings(p.Tags); !reflect.DeepEqual(got, want) {
-			t.Errorf("Host(%s) vs pip get_supported: %s", py, firstDiff(got, want))
-		}
-		var sub []string
-		for _, tg := range p.Tags {
-			if tg.ABI != "none" || tg.Platform != "any" || !strings.HasPrefix(tg.Interpreter, "cp") {
-				sub = append(sub, tg.String())
+		t.Run(py, func(t *testing.T) {
+			if _, err := exec.LookPath(py); err != nil {
+				t.Logf("skip %s: %v", py, err)
+				return
 			}
-		}
-		if !reflect.DeepEqual(sub, sysTags) {
-			t.Errorf("Host(%s) vs packaging sys_tags: %s", py, firstDiff(sub, sysTags))
-		}
-		if strings.Contains(p.Interpreter, "shims") || !strings.HasPrefix(p.Interpreter, "/") {
-			t.Errorf("interpreter %q is not a real path", p.Interpreter)
-		}
-		if p.Markers["python_version"] != p.PythonVersion || p.LibDir != "lib/python"+p.PythonVersion {
-			t.Errorf("layout %s %s %v", p.PythonVersion, p.LibDir, p.Markers)
-		}
-		b, _ := json.Marshal(p)
-		if q, err := ParseJSON(b); err != nil || q.ID() != p.ID() {
-			t.Errorf("host JSON round trip: %v", err)
-		}
-		t.Logf("%s: %s (%d tags)", py, p.ID(), len(p.Tags))
+			out, err := exec.Command(py, "-I", "-c", "import json; from pip._vendor.packaging import tags; from pip._internal.utils.compatibility_tags import get_supported; print(json.dumps([[str(t) for t in get_supported()], [str(t) for t in tags.sys_tags()]]))").Output()
+			if err != nil {
+				t.Logf("skip %s: no pip: %v", py, err)
+				return
+			}
+			var oracle [2][]string
+			if err := json.Unmarshal(out, &oracle); err != nil {
+				t.Fatal(err)
+			}
+			want, sysTags := oracle[0], oracle[1]
+			p, err := Host(context.Background(), py)
+			if err != nil {
+				t.Fatalf("Host(%s): %v", py, err)
+			}
+			if got := tagStrings(p.Tags); !reflect.DeepEqual(got, want) {
+				t.Errorf("Host(%s) vs pip get_supported: %s", py, firstDiff(got, want))
+			}
+			var sub []string
+			for _, tg := range p.Tags {
+				if tg.ABI != "none" || tg.Platform != "any" || !strings.HasPrefix(tg.Interpreter, "cp") {
+					sub = append(sub, tg.String())
+				}
+			}
+			if !reflect.DeepEqual(sub, sysTags) {
+				t.Errorf("Host(%s) vs packaging sys_tags: %s", py, firstDiff(sub, sysTags))
+			}
+			if strings.Contains(p.Interpreter, "shims") || !strings.HasPrefix(p.Interpreter, "/") {
+				t.Errorf("interpreter %q is not a real path", p.Interpreter)
+			}
+			if p.Markers["python_version"] != p.PythonVersion || p.LibDir != "lib/python"+p.PythonVersion {
+				t.Errorf("layout %s %s %v", p.PythonVersion, p.LibDir, p.Markers)
+			}
+			b, _ := json.Marshal(p)
+			if q, err := ParseJSON(b); err != nil || q.ID() != p.ID() {
+				t.Errorf("host JSON round trip: %v", err)
+			}
+			t.Logf("%s: %s (%d tags)", py, p.ID(), len(p.Tags))
+		})
 	}
 }
 
@@ -308,9 +319,11 @@ func TestHostRefusals(t *testing.T) {
 		"garbage": "not json",
 		"pypy":    `{"implementation_name":"pypy"}`,
 	} {
-		if _, err := hostFromProbe(context.Background(), []byte(out)); !errors.Is(err, refusal.PlatformUnsupported) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := hostFromProbe(context.Background(), []byte(out)); !errors.Is(err, refusal.PlatformUnsupported) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
 	}
 }
 

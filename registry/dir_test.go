@@ -199,9 +199,11 @@ func TestChangeSetFileRoundTrip(t *testing.T) {
 		t.Fatalf("edited spec: %v", err)
 	}
 	for _, bad := range []string{"apiVersion: cruxible.dev/v2\n", "- a\n", "a: [\n", ""} {
-		if _, err := registry.ParseChangeSet([]byte(bad)); !errors.Is(err, refusal.ChangesetInvalid) {
-			t.Errorf("%q: %v", bad, err)
-		}
+		t.Run(fmt.Sprintf("%q", bad), func(t *testing.T) {
+			if _, err := registry.ParseChangeSet([]byte(bad)); !errors.Is(err, refusal.ChangesetInvalid) {
+				t.Errorf("%q: %v", bad, err)
+			}
+		})
 	}
 	st, _ := os.Stat(p)
 	if st.Mode().Perm() != 0o644 {

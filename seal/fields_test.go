@@ -2,6 +2,7 @@ package seal
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 
 	"context"
@@ -223,9 +224,11 @@ func TestV1SealStillVerifies(t *testing.T) {
 	b, _ := s.Marshal()
 	writeSeal(t, dir, b)
 	for _, deep := range []bool{false, true} {
-		if _, err := Verify(context.Background(), dir, Options{Deep: deep}); err != nil {
-			t.Fatalf("v1 seal (deep=%v): %v", deep, err)
-		}
+		t.Run(fmt.Sprintf("deep=%v", deep), func(t *testing.T) {
+			if _, err := Verify(context.Background(), dir, Options{Deep: deep}); err != nil {
+				t.Fatalf("v1 seal (deep=%v): %v", deep, err)
+			}
+		})
 	}
 	// The same document labelled v2 does not hash to the env's name.
 	s.Format = Format

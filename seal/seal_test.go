@@ -65,9 +65,11 @@ func TestParseIndexRefusals(t *testing.T) {
 		"bad kind":       mustIndex(t, Entry{Path: "a", Kind: 'X'}),
 		"empty path":     mustIndex(t, Entry{Path: "", Kind: treehash.Dir}),
 	} {
-		if _, err := ParseStatIndex(b); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := ParseStatIndex(b); err == nil {
+				t.Errorf("%s: accepted", name)
+			}
+		})
 	}
 }
 
@@ -91,9 +93,11 @@ func TestParseSealFormats(t *testing.T) {
 		{`{"format":"cruxprov.seal/v1","surprise":1}`, false},
 		{`{"format":"cruxprov.seal/v1"}`, false}, // fields missing
 	} {
-		if _, err := Parse([]byte(c.doc)); (err == nil) != c.ok {
-			t.Errorf("%s: err %v", c.doc, err)
-		}
+		t.Run(c.doc, func(t *testing.T) {
+			if _, err := Parse([]byte(c.doc)); (err == nil) != c.ok {
+				t.Errorf("%s: err %v", c.doc, err)
+			}
+		})
 	}
 }
 

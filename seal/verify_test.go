@@ -206,28 +206,30 @@ func TestFastVerifySeesEveryEntry(t *testing.T) {
 		}
 	}
 	for _, jobs := range []int{0, 1, 2, 3, 8} {
-		rep, err := Verify(context.Background(), env.dir, Options{Jobs: jobs})
-		if err != nil {
-			t.Fatalf("jobs=%d: %v", jobs, err)
-		}
-		touched := len(picks) // chmod and back: same bytes, stat changed, rehashed
-		if jobs == 0 {
-			touched = 0
-		}
-		if rep.Entries != len(ix.Entries) || rep.Rehashed != touched {
-			t.Errorf("jobs=%d: examined %d entries, rehashed %d; the index has %d", jobs, rep.Entries, rep.Rehashed, len(ix.Entries))
-		}
-		for i := range picks {
-			p := filepath.Join(env.dir, ix.Entries[i].Path)
-			if err := os.Chmod(p, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		t.Run(fmt.Sprintf("jobs=%d", jobs), func(t *testing.T) {
 			rep, err := Verify(context.Background(), env.dir, Options{Jobs: jobs})
-			os.Chmod(p, fs.FileMode(ix.Entries[i].Mode))
-			if !errors.Is(err, refusal.EnvDrift) || len(rep.Differences) != 1 || rep.Differences[0].Change != Mode || rep.Differences[0].Path != ix.Entries[i].Path {
-				t.Errorf("jobs=%d, entry %d: %v %+v", jobs, i, err, rep.Differences)
+			if err != nil {
+				t.Fatalf("jobs=%d: %v", jobs, err)
 			}
-		}
+			touched := len(picks) // chmod and back: same bytes, stat changed, rehashed
+			if jobs == 0 {
+				touched = 0
+			}
+			if rep.Entries != len(ix.Entries) || rep.Rehashed != touched {
+				t.Errorf("jobs=%d: examined %d entries, rehashed %d; the index has %d", jobs, rep.Entries, rep.Rehashed, len(ix.Entries))
+			}
+			for i := range picks {
+				p := filepath.Join(env.dir, ix.Entries[i].Path)
+				if err := os.Chmod(p, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				rep, err := Verify(context.Background(), env.dir, Options{Jobs: jobs})
+				os.Chmod(p, fs.FileMode(ix.Entries[i].Mode))
+				if !errors.Is(err, refusal.EnvDrift) || len(rep.Differences) != 1 || rep.Differences[0].Change != Mode || rep.Differences[0].Path != ix.Entries[i].Path {
+					t.Errorf("jobs=%d, entry %d: %v %+v", jobs, i, err, rep.Differences)
+				}
+			}
+		})
 	}
 }
 
@@ -328,10 +330,12 @@ func TestInterpreterSameStatOtherBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, deep := range []bool{false, true} {
-		rep, err := Verify(context.Background(), env.dir, Options{Deep: deep})
-		if !errors.Is(err, refusal.InterpreterDrift) || rep.Differences[0].Change != Content || rep.Differences[0].Path != env.python {
-			t.Errorf("deep=%v, size and mtime kept: %v", deep, err)
-		}
+		t.Run(fmt.Sprintf("deep=%v", deep), func(t *testing.T) {
+			rep, err := Verify(context.Background(), env.dir, Options{Deep: deep})
+			if !errors.Is(err, refusal.InterpreterDrift) || rep.Differences[0].Change != Content || rep.Differences[0].Path != env.python {
+				t.Errorf("deep=%v, size and mtime kept: %v", deep, err)
+			}
+		})
 	}
 	// The seal now states the edited file's stat with the old sha256.
 	s, err := Load(env.dir)
@@ -441,10 +445,12 @@ func TestTamperedIndexWinsOverDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, opts := range []Options{{}, {Explain: true}, {Deep: true}} {
-		rep, err := Verify(context.Background(), env.dir, opts)
-		if !errors.Is(err, refusal.SealInvalid) || len(rep.Differences) != 0 {
-			t.Errorf("%+v: %v %+v", opts, err, rep.Differences)
-		}
+		t.Run(fmt.Sprintf("%+v", opts), func(t *testing.T) {
+			rep, err := Verify(context.Background(), env.dir, opts)
+			if !errors.Is(err, refusal.SealInvalid) || len(rep.Differences) != 0 {
+				t.Errorf("%+v: %v %+v", opts, err, rep.Differences)
+			}
+		})
 	}
 }
 
@@ -464,26 +470,28 @@ func TestExplainedSaysWhatToDoNext(t *testing.T) {
 		{[]Difference{interp, env}, refusal.InterpreterDrift, []string{"2 differences", "/usr/bin/python3", "a.py", "rebuild the env on it as it is now", "rebuild the env under its digest"}},
 	}
 	for _, c := range cases {
-		r := &Report{Env: "ENV", Differences: c.ds}
-		err := r.Explained()
-		if !errors.Is(err, c.code) {
-			t.Errorf("%+v: %v", c.ds, err)
-			continue
-		}
-		for _, w := range c.wants {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%q lacks %q", err, w)
+		t.Run(c.wants[0], func(t *testing.T) {
+			r := &Report{Env: "ENV", Differences: c.ds}
+			err := r.Explained()
+			if !errors.Is(err, c.code) {
+				t.Errorf("%+v: %v", c.ds, err)
+				return
 			}
-		}
-		if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionReplaceEnv || rem.Target != "ENV" {
-			t.Errorf("%q: remedy %+v, want replace_env ENV", err, rem)
-		}
-		if strings.Count(err.Error(), "rebuild the env under its digest") > 1 {
-			t.Errorf("%q repeats the next step", err)
-		}
-		if e := r.Err(); !strings.Contains(e.Error(), "; ") || !errors.Is(e, c.code) {
-			t.Errorf("Err: %v", e)
-		}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+			if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionReplaceEnv || rem.Target != "ENV" {
+				t.Errorf("%q: remedy %+v, want replace_env ENV", err, rem)
+			}
+			if strings.Count(err.Error(), "rebuild the env under its digest") > 1 {
+				t.Errorf("%q repeats the next step", err)
+			}
+			if e := r.Err(); !strings.Contains(e.Error(), "; ") || !errors.Is(e, c.code) {
+				t.Errorf("Err: %v", e)
+			}
+		})
 	}
 	if (&Report{}).Explained() != nil {
 		t.Error("no difference, yet a refusal")

@@ -85,9 +85,11 @@ func TestParseArgs(t *testing.T) {
 		{"--verbose", "py"},
 	}
 	for _, args := range bad {
-		if o, good := parseArgs(args); good {
-			t.Errorf("parseArgs(%q) = %+v, want usage", args, o)
-		}
+		t.Run(fmt.Sprintf("%q", args), func(t *testing.T) {
+			if o, good := parseArgs(args); good {
+				t.Errorf("parseArgs(%q) = %+v, want usage", args, o)
+			}
+		})
 	}
 }
 
@@ -137,16 +139,18 @@ func TestSecretChannel(t *testing.T) {
 		t.Errorf("SecretChannel changed its argument: %q", in)
 	}
 	for _, refs := range [][]string{nil, {}} {
-		ch := SecretChannel(refs)
-		if ch != nil {
-			t.Errorf("SecretChannel(%q) = %+v, want nil", refs, ch)
-		}
-		b, _ := json.Marshal(struct {
-			C *Channel `json:"secret_channel"`
-		}{ch})
-		if string(b) != `{"secret_channel":null}` {
-			t.Errorf("no refs marshal as %s", b)
-		}
+		t.Run(fmt.Sprintf("%#v", refs), func(t *testing.T) {
+			ch := SecretChannel(refs)
+			if ch != nil {
+				t.Errorf("SecretChannel(%q) = %+v, want nil", refs, ch)
+			}
+			b, _ := json.Marshal(struct {
+				C *Channel `json:"secret_channel"`
+			}{ch})
+			if string(b) != `{"secret_channel":null}` {
+				t.Errorf("no refs marshal as %s", b)
+			}
+		})
 	}
 }
 

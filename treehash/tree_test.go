@@ -46,31 +46,33 @@ func TestWalkTreeRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, jobs := range []int{0, 1, 2, 8} {
-		entries, err := Walk(context.Background(), root, jobs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var recs []string
-		for i := range entries {
-			recs = append(recs, string(appendRecord(nil, &entries[i])))
-		}
-		h := func(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }
-		want := []string{
-			"D- 0 - a\x00",
-			"F- 2 " + h("ab") + " a-b\x00",
-			"F- 1 " + h("b") + " a/b.txt\x00",
-			"L- 19 " + h("/nonexistent/target") + " dangling\x00",
-			"L- 1 " + h("a") + " dirlink\x00", // not followed: a/b.txt appears once
-			"Fx 0 " + h("") + " grp-exec\x00",
-			"D- 0 - é\x00",
-		}
-		if strings.Join(recs, "|") != strings.Join(want, "|") {
-			t.Fatalf("jobs=%d records:\n%q\nwant\n%q", jobs, recs, want)
-		}
-		d, _, err := Sum(context.Background(), root, jobs)
-		if err != nil || d != digest.Sum([]byte(strings.Join(want, ""))) {
-			t.Fatalf("Sum = %v, %v", d, err)
-		}
+		t.Run(fmt.Sprintf("jobs=%d", jobs), func(t *testing.T) {
+			entries, err := Walk(context.Background(), root, jobs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var recs []string
+			for i := range entries {
+				recs = append(recs, string(appendRecord(nil, &entries[i])))
+			}
+			h := func(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }
+			want := []string{
+				"D- 0 - a\x00",
+				"F- 2 " + h("ab") + " a-b\x00",
+				"F- 1 " + h("b") + " a/b.txt\x00",
+				"L- 19 " + h("/nonexistent/target") + " dangling\x00",
+				"L- 1 " + h("a") + " dirlink\x00", // not followed: a/b.txt appears once
+				"Fx 0 " + h("") + " grp-exec\x00",
+				"D- 0 - é\x00",
+			}
+			if strings.Join(recs, "|") != strings.Join(want, "|") {
+				t.Fatalf("jobs=%d records:\n%q\nwant\n%q", jobs, recs, want)
+			}
+			d, _, err := Sum(context.Background(), root, jobs)
+			if err != nil || d != digest.Sum([]byte(strings.Join(want, ""))) {
+				t.Fatalf("Sum = %v, %v", d, err)
+			}
+		})
 	}
 }
 
@@ -95,19 +97,21 @@ func TestTreeDigestChanges(t *testing.T) {
 		{"symlink", func() error { return os.Symlink("f", filepath.Join(root, "l")) },
 			func() error { return os.Remove(filepath.Join(root, "l")) }},
 	} {
-		if err := c.change(); err != nil {
-			t.Fatal(err)
-		}
-		d, _, err := Sum(context.Background(), root, 2)
-		if err != nil || d == base {
-			t.Errorf("%s: digest unchanged (%v)", c.name, err)
-		}
-		if err := c.undo(); err != nil {
-			t.Fatal(err)
-		}
-		if d, _, _ := Sum(context.Background(), root, 2); d != base {
-			t.Errorf("%s: undoing did not restore the digest", c.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.change(); err != nil {
+				t.Fatal(err)
+			}
+			d, _, err := Sum(context.Background(), root, 2)
+			if err != nil || d == base {
+				t.Errorf("%s: digest unchanged (%v)", c.name, err)
+			}
+			if err := c.undo(); err != nil {
+				t.Fatal(err)
+			}
+			if d, _, _ := Sum(context.Background(), root, 2); d != base {
+				t.Errorf("%s: undoing did not restore the digest", c.name)
+			}
+		})
 	}
 	// Non-execute mode bits and mtimes are not part of the digest.
 	if err := os.Chmod(filepath.Join(root, "f"), 0o600); err != nil {

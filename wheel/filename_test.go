@@ -3,6 +3,7 @@ package wheel
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -87,9 +88,11 @@ func TestNormalizeName(t *testing.T) {
 		"foo": "foo", "Foo.....Bar": "foo-bar", "foo___bar": "foo-bar", "foo----bar": "foo-bar",
 		"_not_legal": "-not-legal", "hi\n": "hi\n", "Foo.Bar": "foo-bar", "a-_.b": "a-b",
 	} {
-		if got := pep503.Normalize(in); got != want {
-			t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			if got := pep503.Normalize(in); got != want {
+				t.Errorf("pep503.Normalize(%q) = %q, want %q", in, got, want)
+			}
+		})
 	}
 }
 

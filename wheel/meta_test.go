@@ -2,6 +2,7 @@ package wheel
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -28,9 +29,11 @@ func TestParseWheelInfo(t *testing.T) {
 		"not a field":      "Wheel-Version: 1.0\nRoot-Is-Purelib true\n",
 		"invalid UTF-8":    "Wheel-Version: 1.0\nGenerator: \xff\nRoot-Is-Purelib: true\n",
 	} {
-		if _, err := parseWheelInfo([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseWheelInfo([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
 	}
 }
 
@@ -44,9 +47,11 @@ func TestParseMetadata(t *testing.T) {
 		t.Errorf("%+v", m)
 	}
 	for _, in := range []string{"Version: 1\n", "Name: x\n", "Name: x\nName: y\nVersion: 1\n", " continued\nName: x\n"} {
-		if _, err := parseMetadata([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
-			t.Errorf("%q: %v", in, err)
-		}
+		t.Run(fmt.Sprintf("%q", in), func(t *testing.T) {
+			if _, err := parseMetadata([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
+				t.Errorf("%q: %v", in, err)
+			}
+		})
 	}
 }
 
@@ -75,22 +80,28 @@ func TestParseEntryPoints(t *testing.T) {
 		"unclosed extras":   "[console_scripts]\nfoo = a:b [x\n",
 		"code injection":    "[console_scripts]\nfoo = os:system('rm -rf /')\n",
 	} {
-		if _, err := parseEntryPoints([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
-			t.Errorf("%s: %v", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseEntryPoints([]byte(in)); !errors.Is(err, refusal.WheelInvalid) {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
 	}
 }
 
 func TestCheckMemberName(t *testing.T) {
 	for _, ok := range []string{"a.py", "pkg/mod.py", "pkg/", "pkg/sub/", "pkg/ü.py", "a..b/c", "...x"} {
-		if err := checkMemberName(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
+		t.Run(ok, func(t *testing.T) {
+			if err := checkMemberName(ok); err != nil {
+				t.Errorf("%q: %v", ok, err)
+			}
+		})
 	}
 	for _, bad := range []string{"", "/a", "../a", "a/../b", "a/..", "./a", "a/./b", "a//b", "a\\b", "C:/x", "c:x", "a\x00b", "a\nb", "\xff", "a/b//", "/"} {
-		if err := checkMemberName(bad); !errors.Is(err, refusal.WheelUnsafePath) {
-			t.Errorf("%q: %v", bad, err)
-		}
+		t.Run(fmt.Sprintf("%q", bad), func(t *testing.T) {
+			if err := checkMemberName(bad); !errors.Is(err, refusal.WheelUnsafePath) {
+				t.Errorf("%q: %v", bad, err)
+			}
+		})
 	}
 }
 

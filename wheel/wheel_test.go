@@ -451,9 +451,11 @@ func TestRewrite(t *testing.T) {
 	}
 	// RECORD cannot be replaced, nor files outside dist-info.
 	for _, bad := range []string{di + "/RECORD", "demo_pkg/__init__.py"} {
-		if err := Rewrite(context.Background(), io.Discard, w, map[string][]byte{bad: nil}); !errors.Is(err, refusal.WheelInvalid) {
-			t.Errorf("replace %s: %v", bad, err)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if err := Rewrite(context.Background(), io.Discard, w, map[string][]byte{bad: nil}); !errors.Is(err, refusal.WheelInvalid) {
+				t.Errorf("replace %s: %v", bad, err)
+			}
+		})
 	}
 	// A tampered source is refused, not laundered into a fresh RECORD.
 	ms := demoRaw()

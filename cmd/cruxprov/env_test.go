@@ -182,16 +182,21 @@ func TestEnvCreateVerifyList(t *testing.T) {
 		t.Fatalf("verify after --replace: %+v", r)
 	}
 	// Usage errors.
-	for _, args := range [][]string{
-		{"env", "create", "--platform", "host", "--offline"},
-		{"env", "create", "--lock", lock, "--wheel", "x.whl", "--platform", "host", "--offline"},
-		{"env", "create", "--lock", lock, "--offline"},
-		{"env", "create", "--lock", lock, "--platform", "host"},
-		{"env", "verify"},
+	for _, u := range []struct {
+		name string
+		args []string
+	}{
+		{"create without lock or wheel", []string{"env", "create", "--platform", "host", "--offline"}},
+		{"create with lock and wheel", []string{"env", "create", "--lock", lock, "--wheel", "x.whl", "--platform", "host", "--offline"}},
+		{"create without platform", []string{"env", "create", "--lock", lock, "--offline"}},
+		{"create online without index", []string{"env", "create", "--lock", lock, "--platform", "host"}},
+		{"verify without env", []string{"env", "verify"}},
 	} {
-		if r := cruxprov(t, append([]string{"--home", home}, args...)...); r.code != exitUsage {
-			t.Errorf("%v: %+v", args, r)
-		}
+		t.Run(u.name, func(t *testing.T) {
+			if r := cruxprov(t, append([]string{"--home", home}, u.args...)...); r.code != exitUsage {
+				t.Errorf("%v: %+v", u.args, r)
+			}
+		})
 	}
 }
 
@@ -387,25 +392,35 @@ func TestEnvReadOnlyForOthers(t *testing.T) {
 		o, err := cmd.CombinedOutput()
 		return string(o), err
 	}
-	for _, args := range [][]string{
-		{exe, "--home", home, "env", "verify", out.Path},
-		{exe, "--home", home, "env", "verify", out.Path, "--deep"},
-		{filepath.Join(out.Path, "bin", "python"), "-c", "import pkga; pkga.main()"},
-		{filepath.Join(out.Path, "bin", "pkgb-cli")},
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"verify", []string{exe, "--home", home, "env", "verify", out.Path}},
+		{"verify --deep", []string{exe, "--home", home, "env", "verify", out.Path, "--deep"}},
+		{"import a module", []string{filepath.Join(out.Path, "bin", "python"), "-c", "import pkga; pkga.main()"}},
+		{"run a console script", []string{filepath.Join(out.Path, "bin", "pkgb-cli")}},
 	} {
-		if o, err := nobody(args...); err != nil {
-			t.Errorf("as nobody %v: %v\n%s", args, err, o)
-		}
+		t.Run("can "+c.name, func(t *testing.T) {
+			if o, err := nobody(c.args...); err != nil {
+				t.Errorf("as nobody %v: %v\n%s", c.args, err, o)
+			}
+		})
 	}
-	for _, args := range [][]string{
-		{filepath.Join(out.Path, "bin", "python"), "-c", "open(" + fmt.Sprintf("%q", sp+"/pkga/__init__.py") + ", 'a')"},
-		{"touch", sp + "/evil.pth"},
-		{"mkdir", sp + "/pkga/__pycache__"},
-		{"rm", "-f", filepath.Join(out.Path, "bin", "pkga-cli")},
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"append to a module", []string{filepath.Join(out.Path, "bin", "python"), "-c", "open(" + fmt.Sprintf("%q", sp+"/pkga/__init__.py") + ", 'a')"}},
+		{"add a .pth", []string{"touch", sp + "/evil.pth"}},
+		{"make a __pycache__", []string{"mkdir", sp + "/pkga/__pycache__"}},
+		{"remove a script", []string{"rm", "-f", filepath.Join(out.Path, "bin", "pkga-cli")}},
 	} {
-		if o, err := nobody(args...); err == nil {
-			t.Errorf("as nobody %v succeeded on a sealed env:\n%s", args, o)
-		}
+		t.Run("cannot "+c.name, func(t *testing.T) {
+			if o, err := nobody(c.args...); err == nil {
+				t.Errorf("as nobody %v succeeded on a sealed env:\n%s", c.args, o)
+			}
+		})
 	}
 	if r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep"); r.code != 0 {
 		t.Fatalf("after the attempts: %+v", r)

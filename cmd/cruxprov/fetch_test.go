@@ -343,13 +343,15 @@ func TestFetchWheelFixtures(t *testing.T) {
 	defer srv.Close()
 	home := t.TempDir()
 	for _, plat := range []string{"cp311-manylinux_2_36_x86_64", "cp312-musllinux_1_2_x86_64"} {
-		r := cruxprov(t, "fetch", "--wheel", fx.Native.Path, "--platform", plat, "--index", srv.URL+"/simple/", "--home", home, "--json")
-		var out struct {
-			Wheels []struct{ Filename string } `json:"wheels"`
-		}
-		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || len(out.Wheels) < 2 {
-			t.Fatalf("%s: %+v", plat, r)
-		}
+		t.Run(plat, func(t *testing.T) {
+			r := cruxprov(t, "fetch", "--wheel", fx.Native.Path, "--platform", plat, "--index", srv.URL+"/simple/", "--home", home, "--json")
+			var out struct {
+				Wheels []struct{ Filename string } `json:"wheels"`
+			}
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || len(out.Wheels) < 2 {
+				t.Fatalf("%s: %+v", plat, r)
+			}
+		})
 	}
 	// The runtime is shared; each platform added its own native lib.
 	if got := fetchBlobs(t, home); len(got) != 3 {
@@ -566,18 +568,24 @@ func TestFetchNoSpace(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", home).Run() })
 	idx, lock, _ := fetchFixturePadded(t, func(h http.Handler) http.Handler { return h }, 200<<10)
 	for _, asJSON := range []bool{false, true} {
-		args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
+		name := "text"
 		if asJSON {
-			args = append(args, "--json")
+			name = "json"
 		}
-		r := cruxprov(t, args...)
-		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: no space left for the store "+home) ||
-			!strings.Contains(r.stderr, "cruxprov gc --home "+home) || strings.Contains(r.stderr, "fetch_failed") || strings.Contains(r.stderr, "check the index") {
-			t.Fatalf("json=%v: %+v", asJSON, r)
-		}
-		if asJSON && !strings.Contains(r.stdout, `"kind": "failure"`) {
-			t.Errorf("json: %s", r.stdout)
-		}
+		t.Run(name, func(t *testing.T) {
+			args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
+			if asJSON {
+				args = append(args, "--json")
+			}
+			r := cruxprov(t, args...)
+			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: no space left for the store "+home) ||
+				!strings.Contains(r.stderr, "cruxprov gc --home "+home) || strings.Contains(r.stderr, "fetch_failed") || strings.Contains(r.stderr, "check the index") {
+				t.Fatalf("json=%v: %+v", asJSON, r)
+			}
+			if asJSON && !strings.Contains(r.stdout, `"kind": "failure"`) {
+				t.Errorf("json: %s", r.stdout)
+			}
+		})
 	}
 	if ents, _ := filepath.Glob(filepath.Join(home, "blobs", "sha256", ".tmp-*")); len(ents) != 0 {
 		t.Errorf("temps left: %v", ents)

@@ -192,9 +192,11 @@ func TestInspectRefusals(t *testing.T) {
 		t.Errorf("missing file: %+v", r)
 	}
 	for _, args := range [][]string{{"inspect"}, {"inspect", "a.whl", "b.whl"}} {
-		if r := cruxprov(t, args...); r.code != exitUsage {
-			t.Errorf("%v: %+v", args, r)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if r := cruxprov(t, args...); r.code != exitUsage {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
 	}
 }
 

@@ -71,23 +71,27 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	for _, args := range [][]string{{"version", "--json"}, {"--json", "version"}} {
-		r := cruxprov(t, args...)
-		var v map[string]any
-		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
-			t.Fatalf("%v: %+v %v", args, r, err)
-		}
-		if v["schema"] != "cruxprov.version/v1" || v["protocol_version"] != float64(1) {
-			t.Fatalf("%v: %v", args, v)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			var v map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
+				t.Fatalf("%v: %+v %v", args, r, err)
+			}
+			if v["schema"] != "cruxprov.version/v1" || v["protocol_version"] != float64(1) {
+				t.Fatalf("%v: %v", args, v)
+			}
+		})
 	}
 }
 
 func TestUsageErrorsExit64(t *testing.T) {
 	for _, args := range [][]string{{"no-such-command"}, {"version", "--no-such-flag"}, {"version", "extra"}, {"--bogus", "version"}} {
-		r := cruxprov(t, args...)
-		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
-			t.Errorf("%v: %+v", args, r)
-		}
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
 	}
 }
 
@@ -126,19 +130,23 @@ func TestReorder(t *testing.T) {
 		{"verify", "verify"},
 	}
 	for _, c := range cases {
-		out, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(c.in)...))
-		if err != nil {
-			t.Errorf("%s: %v", c.in, err)
-			continue
-		}
-		if got := strings.Join(out[1:], " "); got != c.want {
-			t.Errorf("%s: got %q want %q", c.in, got, c.want)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			out, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(c.in)...))
+			if err != nil {
+				t.Errorf("%s: %v", c.in, err)
+				return
+			}
+			if got := strings.Join(out[1:], " "); got != c.want {
+				t.Errorf("%s: got %q want %q", c.in, got, c.want)
+			}
+		})
 	}
 	for _, bad := range []string{"verify NAME --nope", "nope", "env nope"} {
-		if _, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(bad)...)); err == nil {
-			t.Errorf("%s: accepted", bad)
-		}
+		t.Run(bad, func(t *testing.T) {
+			if _, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(bad)...)); err == nil {
+				t.Errorf("%s: accepted", bad)
+			}
+		})
 	}
 }
 
@@ -153,10 +161,12 @@ func TestEveryCommandHasExampleHelp(t *testing.T) {
 				walk(p, c.Subcommands)
 				continue
 			}
-			r := cruxprov(t, append(p, "--help")...)
-			if r.code != 0 || !strings.Contains(r.stdout, "Example") {
-				t.Errorf("%v --help: code %d, no Example:\n%s%s", p, r.code, r.stdout, r.stderr)
-			}
+			t.Run(strings.Join(p, " "), func(t *testing.T) {
+				r := cruxprov(t, append(p, "--help")...)
+				if r.code != 0 || !strings.Contains(r.stdout, "Example") {
+					t.Errorf("%v --help: code %d, no Example:\n%s%s", p, r.code, r.stdout, r.stderr)
+				}
+			})
 		}
 	}
 	walk(nil, newApp(nil, nil).Commands)

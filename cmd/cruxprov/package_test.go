@@ -192,16 +192,21 @@ func TestPackageEmbedRefusals(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{
-		{s.Echo.Path, "--lock", lf, "-o", out},
-		{s.Echo.Path, "--manifest", mf, "-o", out},
-		{s.Echo.Path, "--manifest", mf, "--lock", lf},
-		{"--manifest", mf, "--lock", lf, "-o", out},
-		{s.Echo.Path, "--manifest", filepath.Join(in, "nope.toml"), "--lock", lf, "-o", out},
+	for _, u := range []struct {
+		name string
+		args []string
+	}{
+		{"no --manifest", []string{s.Echo.Path, "--lock", lf, "-o", out}},
+		{"no --lock", []string{s.Echo.Path, "--manifest", mf, "-o", out}},
+		{"no -o", []string{s.Echo.Path, "--manifest", mf, "--lock", lf}},
+		{"no wheel", []string{"--manifest", mf, "--lock", lf, "-o", out}},
+		{"manifest missing", []string{s.Echo.Path, "--manifest", filepath.Join(in, "nope.toml"), "--lock", lf, "-o", out}},
 	} {
-		if r := cruxprov(t, append([]string{"package", "embed"}, args...)...); r.code != exitUsage {
-			t.Errorf("%v: %+v", args, r)
-		}
+		t.Run(u.name, func(t *testing.T) {
+			if r := cruxprov(t, append([]string{"package", "embed"}, u.args...)...); r.code != exitUsage {
+				t.Errorf("%v: %+v", u.args, r)
+			}
+		})
 	}
 }
 

@@ -151,26 +151,29 @@ func TestLockResolveUsageAndRefusals(t *testing.T) {
 	v2 := filepath.Join(dir, "v2.toml")
 	os.WriteFile(v2, []byte("lock-version = \"2.0\"\ncreated-by = \"t\"\npackages = []\n"), 0o644)
 	for _, tc := range []struct {
+		name string
 		args []string
 		code int
 		msg  string
 	}{
-		{[]string{"lock", "resolve", "--lock", good}, 64, "--platform"},
-		{[]string{"lock", "resolve", "--platform", "cp312-win_amd64"}, 64, "--wheel"},
-		{[]string{"lock", "resolve", "--lock", good, "--wheel", good, "--platform", "cp312-win_amd64"}, 64, "not both"},
-		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "slow"}, 64, "slow"},
-		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64,"}, 64, "empty platform"},
-		{[]string{"lock", "resolve", "--lock", filepath.Join(dir, "none.toml"), "--platform", "cp312-win_amd64"}, 64, "no such file"},
-		{[]string{"lock", "resolve", "--lock", bad, "--platform", "cp312-win_amd64"}, 78, "lock_invalid"},
-		{[]string{"lock", "resolve", "--lock", v2, "--platform", "cp312-win_amd64"}, 78, "lock_version_unsupported"},
-		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-solaris"}, 78, "platform_unsupported"},
-		{[]string{"lock", "resolve", "--lock", good, "--platform-file", good}, 78, "platform_unsupported"},
-		{[]string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "FAST"}, 0, ""},
+		{"no platform", []string{"lock", "resolve", "--lock", good}, 64, "--platform"},
+		{"no lock or wheel", []string{"lock", "resolve", "--platform", "cp312-win_amd64"}, 64, "--wheel"},
+		{"lock and wheel", []string{"lock", "resolve", "--lock", good, "--wheel", good, "--platform", "cp312-win_amd64"}, 64, "not both"},
+		{"unknown extra", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "slow"}, 64, "slow"},
+		{"empty platform", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64,"}, 64, "empty platform"},
+		{"lock missing", []string{"lock", "resolve", "--lock", filepath.Join(dir, "none.toml"), "--platform", "cp312-win_amd64"}, 64, "no such file"},
+		{"lock invalid", []string{"lock", "resolve", "--lock", bad, "--platform", "cp312-win_amd64"}, 78, "lock_invalid"},
+		{"lock version 2", []string{"lock", "resolve", "--lock", v2, "--platform", "cp312-win_amd64"}, 78, "lock_version_unsupported"},
+		{"unknown platform", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-solaris"}, 78, "platform_unsupported"},
+		{"platform file not a platform", []string{"lock", "resolve", "--lock", good, "--platform-file", good}, 78, "platform_unsupported"},
+		{"extra spelled otherwise", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "FAST"}, 0, ""},
 	} {
-		r := cruxprov(t, tc.args...)
-		if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
-			t.Errorf("%v: %+v", tc.args, r)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			r := cruxprov(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.msg) {
+				t.Errorf("%v: %+v", tc.args, r)
+			}
+		})
 	}
 }
 

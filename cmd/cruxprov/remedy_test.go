@@ -191,14 +191,16 @@ func TestRemediesRunAgain(t *testing.T) {
 	chownTree(t, home)
 	args := []string{"cruxprov", "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", "/usr/bin/python3.11", "--offline", "--json"}
 	for _, rem := range []*refusal.Remedy{{Action: refusal.ActionNoBytecode}, {Action: refusal.ActionNoCache}} {
-		line := renderRemedy(rem, args)
-		if strings.Contains(line, "--json") || !strings.HasPrefix(line, "cruxprov ") {
-			t.Fatalf("%s renders %q", rem.Action, line)
-		}
-		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", exe+strings.TrimPrefix(line, "cruxprov"))
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
-		if f := runCmd(t, cmd); f.code != 0 {
-			t.Fatalf("%s: %s: %+v", rem.Action, line, f)
-		}
+		t.Run(string(rem.Action), func(t *testing.T) {
+			line := renderRemedy(rem, args)
+			if strings.Contains(line, "--json") || !strings.HasPrefix(line, "cruxprov ") {
+				t.Fatalf("%s renders %q", rem.Action, line)
+			}
+			cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", exe+strings.TrimPrefix(line, "cruxprov"))
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+			if f := runCmd(t, cmd); f.code != 0 {
+				t.Fatalf("%s: %s: %+v", rem.Action, line, f)
+			}
+		})
 	}
 }
