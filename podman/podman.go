@@ -25,6 +25,16 @@
 // happened. podman missing, or a container that cannot be created or
 // started, is container_unavailable.
 //
+// Rootless: the executor may run as an operator who is not root (DESIGN
+// §14), with podman's rootless mode (subordinate ids in /etc/subuid and
+// /etc/subgid, newuidmap and newgidmap; docs/executor.md). A rootless
+// podman applies --memory, --cpus and --pids-limit only through cgroups
+// v2 with those controllers delegated to the user; elsewhere (cgroups v1)
+// it ignores them with a warning, so before the first run of a rootless
+// podman the executor asks it (podman info) and refuses
+// container_unavailable where the limits would not hold, unless
+// UnenforcedLimits says to run without them.
+//
 // This package does not verify pins or signatures (the Verify hook is
 // the governance layer's: package verify), read the host environment, or
 // print.
@@ -123,6 +133,13 @@ type Executor struct {
 	// Remote are go-containerregistry options for reading a registry's
 	// manifest.
 	Remote []remote.Option
+	// UnenforcedLimits lets a rootless podman that cannot apply the
+	// memory, CPU and pids limits (cgroups v1, or v2 without the memory,
+	// pids and cpu controllers delegated to the user) run containers
+	// without them: the network, file system, capability, user and ulimit
+	// confinement still holds. false: such a podman is
+	// container_unavailable. A rootful podman applies the limits anyway.
+	UnenforcedLimits bool
 
 	// command replaces the harness argv after the shim's flags (tests).
 	command []string
@@ -197,6 +214,9 @@ func lastLine(s string) string {
 // podman holds the image under exactly that id (pulling it by digest
 // when it does not).
 func (b *backend) Check(ctx context.Context, c *invoke.Call) error {
+	if err := b.e.cgroupLimits(ctx); err != nil {
+		return err
+	}
 	ref, err := image.ParseRef(c.Image)
 	if err != nil {
 		return refusal.Wrap(refusal.ImageDigestMismatch, err, "the call's image %q is not pinned by digest", c.Image)
@@ -213,6 +233,59 @@ func (b *backend) Check(ctx context.Context, c *invoke.Call) error {
 		return err
 	}
 	b.id = id
+	return nil
+}
+
+// limitsChecked holds the podman invocations (binary, globals,
+// environment) found to apply the limits: podman info runs once per
+// process for each.
+var limitsChecked sync.Map
+
+// cgroupLimits refuses a rootless podman that would ignore --memory,
+// --cpus and --pids-limit (container_unavailable), unless
+// UnenforcedLimits. Root's podman is not asked: it applies them.
+func (e *Executor) cgroupLimits(ctx context.Context) error {
+	if os.Geteuid() == 0 || e.UnenforcedLimits {
+		return nil
+	}
+	key := strings.Join(append(append([]string{e.podman()}, e.globals()...), e.env()...), "\x00")
+	if _, ok := limitsChecked.Load(key); ok {
+		return nil
+	}
+	out, err := e.podmanOut(ctx, "info", "--format", "{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}} {{range .Host.CgroupControllers}}{{.}},{{end}}")
+	if err != nil {
+		if refusal.CodeOf(err) == refusal.ContainerUnavailable {
+			return err
+		}
+		return refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot report its cgroups (podman info)")
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 {
+		return refusal.New(refusal.ContainerUnavailable, "podman info said %q", lastLine(string(out)))
+	}
+	if f[0] == "true" {
+		if f[1] != "v2" {
+			return refusal.New(refusal.ContainerUnavailable,
+				"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md)", f[1])
+		}
+		have := map[string]bool{}
+		if len(f) > 2 {
+			for _, c := range strings.Split(f[2], ",") {
+				have[c] = true
+			}
+		}
+		var missing []string
+		for _, c := range []string{"memory", "pids", "cpu"} {
+			if !have[c] {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			return refusal.New(refusal.ContainerUnavailable,
+				"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md)", strings.Join(missing, ", "))
+		}
+	}
+	limitsChecked.Store(key, true)
 	return nil
 }
 
@@ -302,12 +375,12 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 	if ref.Repo == nil {
 		dir, err := os.MkdirTemp("", "cruxprov-pull-")
 		if err != nil {
-			return "", fmt.Errorf("podman: %w", err)
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
 		}
 		defer os.RemoveAll(dir)
 		blobs, err := filepath.Abs(filepath.Join(ref.Layout, "blobs"))
 		if err != nil {
-			return "", fmt.Errorf("podman: %w", err)
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
 		}
 		st, err := os.Stat(filepath.Join(blobs, ref.Digest.Algorithm, ref.Digest.Hex))
 		if err != nil {
@@ -318,13 +391,13 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 				"annotations": map[string]string{"org.opencontainers.image.ref.name": "run"}}}}
 		ib, _ := json.Marshal(idx)
 		if err := os.WriteFile(filepath.Join(dir, "index.json"), ib, 0o644); err != nil {
-			return "", fmt.Errorf("podman: %w", err)
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
-			return "", fmt.Errorf("podman: %w", err)
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
 		}
 		if err := os.Symlink(blobs, filepath.Join(dir, "blobs")); err != nil {
-			return "", fmt.Errorf("podman: %w", err)
+			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
 		}
 		src = "oci:" + dir + ":run"
 	} else {
@@ -458,7 +531,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		case "", SecretPipe:
 			var err error
 			if secretR, secretW, err = os.Pipe(); err != nil {
-				return nil, fmt.Errorf("podman: secret pipe: %w", err)
+				return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the secret pipe")
 			}
 			args = append(args, "--preserve-fds", strconv.Itoa(shim.SecretFD-2))
 			shimArgs = []string{"--secret-pipe-fd", strconv.Itoa(shim.SecretFD)}
@@ -471,7 +544,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			args = append(args, "--mount", "type=bind,source="+p+",destination=/run/cruxprov-secret")
 			shimArgs = []string{"--secret-path", "/run/cruxprov-secret/bundle"}
 		default:
-			return nil, fmt.Errorf("podman: unknown secret mode %q", e.SecretMode)
+			return nil, refusal.New(refusal.ContainerUnavailable, "unknown secret mode %q (pipe or path)", e.SecretMode)
 		}
 	}
 	args = append(args, b.id)
@@ -544,7 +617,7 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
 	if err != nil {
 		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		os.Remove(dir)
-		return "", fmt.Errorf("podman: writing the secret bundle: %w", err)
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot write the bundle to the private tmpfs")
 	}
 	return dir, nil
 }

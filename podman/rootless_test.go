@@ -1,0 +1,302 @@
+package podman
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// rootlessEnv names the file TestRootless hands its child: the
+// fixture as the child runs it.
+const rootlessEnv = "CRUXPROV_PODMAN_ROOTLESS_FIXTURE"
+
+// rootlessFixture is what the rootless child needs of the fixture: the
+// Fixtures (Verify is rebuilt from the builder's public key) and the
+// layout.
+type rootlessFixture struct {
+	Fixtures  invoketest.Fixtures `json:"fixtures"`
+	Layout    string              `json:"layout"`
+	BuilderPK string              `json:"builder_pk"`
+}
+
+// subidUser is a user the machine has subordinate ids for.
+type subidUser struct {
+	name, home string
+	uid, gid   int
+}
+
+// subidCounts reads an /etc/subuid-style file: how many subordinate ids
+// each owner (a name or a numeric uid) has, and the owners in file order.
+func subidCounts(path string) (map[string]int64, []string) {
+	counts := map[string]int64{}
+	var order []string
+	f, err := os.Open(path)
+	if err != nil {
+		return counts, nil
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parts := strings.Split(line, ":")
+		if len(parts) != 3 {
+			continue
+		}
+		n, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil || n <= 0 {
+			continue
+		}
+		if _, seen := counts[parts[0]]; !seen {
+			order = append(order, parts[0])
+		}
+		counts[parts[0]] += n
+	}
+	return counts, order
+}
+
+// rootlessUser is the first user other than root that /etc/subuid and
+// /etc/subgid give at least 65536 ids each (the container's user 65534
+// is mapped into them) and that has a home directory for podman's
+// storage; CRUXPROV_ROOTLESS_USER names one instead. It skips t, naming
+// what is missing, where there is none.
+func rootlessUser(t *testing.T) subidUser {
+	t.Helper()
+	for _, tool := range []string{"newuidmap", "newgidmap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed (apt-get install uidmap): rootless podman cannot map subordinate ids", tool)
+		}
+	}
+	uids, order := subidCounts("/etc/subuid")
+	gids, _ := subidCounts("/etc/subgid")
+	if want := os.Getenv("CRUXPROV_ROOTLESS_USER"); want != "" {
+		order = []string{want}
+	}
+	var why []string
+	for _, owner := range order {
+		u, err := user.Lookup(owner)
+		if err != nil {
+			if u, err = user.LookupId(owner); err != nil {
+				why = append(why, fmt.Sprintf("%s: no such user", owner))
+				continue
+			}
+		}
+		count := func(m map[string]int64) int64 { return m[u.Username] + m[u.Uid] }
+		if u.Uid == "0" {
+			continue
+		}
+		if count(uids) < 65536 || count(gids) < 65536 {
+			why = append(why, fmt.Sprintf("%s: %d subordinate uids and %d gids, fewer than 65536", u.Username, count(uids), count(gids)))
+			continue
+		}
+		if st, err := os.Stat(u.HomeDir); err != nil || !st.IsDir() {
+			why = append(why, fmt.Sprintf("%s: no home directory %s for podman's storage", u.Username, u.HomeDir))
+			continue
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		return subidUser{name: u.Username, home: u.HomeDir, uid: uid, gid: gid}
+	}
+	t.Skipf("no user other than root has subordinate ids in /etc/subuid and /etc/subgid (%s): "+
+		"useradd --create-home cruxprov-rootless && usermod --add-subuids 100000-165535 --add-subgids 100000-165535 cruxprov-rootless (.ci/run does)",
+		strings.Join(why, "; "))
+	return subidUser{}
+}
+
+// TestRootless runs the conformance battery, a secret on fd 3 and the
+// containment probe as a user who is not root, with rootless podman:
+// the test binary re-executed under setpriv as a user the machine has
+// subordinate ids for. Where rootless podman cannot apply the cgroup
+// limits (cgroups v1) the executor's refusal is checked, and the rest
+// runs with UnenforcedLimits.
+func TestRootless(t *testing.T) {
+	usable(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to switch to a rootless user (setpriv); as a user with subordinate ids, TestBattery itself runs rootless")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv is not installed (util-linux): no way to run as the rootless user")
+	}
+	u := rootlessUser(t)
+	f := fixture(t)
+	// The rootless user reads the fixture's layout (podman pulls it).
+	if err := filepath.WalkDir(fxDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		st, err := d.Info()
+		if err != nil {
+			return err
+		}
+		add := fs.FileMode(0o044)
+		if d.IsDir() || st.Mode()&0o100 != 0 {
+			add = 0o055
+		}
+		return os.Chmod(p, st.Mode().Perm()|add)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	work, err := os.MkdirTemp("", "cruxprov-podman-rootless-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	if err := os.Chmod(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(work, "podman.test")
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fj, err := json.Marshal(rootlessFixture{Fixtures: f.Fixtures, Layout: f.Layout, BuilderPK: string(f.Key.Public().PEM())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fxFile := filepath.Join(work, "fixture.json")
+	if err := os.WriteFile(fxFile, fj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--reuid="+strconv.Itoa(u.uid), "--regid="+strconv.Itoa(u.gid), "--init-groups", "--",
+		bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
+	cmd.Dir = u.home
+	cmd.Env = []string{rootlessEnv + "=" + fxFile, "HOME=" + u.home, "USER=" + u.name, "LOGNAME=" + u.name,
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as %s (uid %d, rootless podman): %v\n%s", u.name, u.uid, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestRootlessChild") || strings.Contains(string(out), "--- SKIP") {
+		t.Fatalf("as %s: the rootless run did not pass in full:\n%s", u.name, out)
+	}
+	t.Logf("as %s (uid %d):\n%s", u.name, u.uid, out)
+}
+
+// TestRootlessChild is TestRootless's child, as the rootless user.
+func TestRootlessChild(t *testing.T) {
+	fxFile := os.Getenv(rootlessEnv)
+	if fxFile == "" {
+		t.Skip("TestRootless runs it as a rootless user")
+	}
+	if os.Geteuid() == 0 {
+		t.Fatal("the rootless child runs as root")
+	}
+	b, err := os.ReadFile(fxFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf rootlessFixture
+	if err := json.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sign.ParsePublicKey([]byte(rf.BuilderPK))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := rf.Fixtures.Image
+	rf.Fixtures.Verify = func(ctx context.Context) error {
+		_, err := image.Verify(ctx, ref, image.VerifyOptions{Keys: []*sign.PublicKey{pub}, SkipBlobs: true,
+			Expect: image.Expect{BuilderID: invoketest.BuilderID}})
+		return err
+	}
+	f := &invoketest.Container{Fixtures: rf.Fixtures, Layout: rf.Layout}
+
+	info, err := exec.Command("podman", "--runtime", "runc", "info", "--format",
+		"{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}} {{.Store.GraphDriverName}}").Output()
+	if err != nil {
+		t.Fatalf("podman info as uid %d: %v", os.Getuid(), err)
+	}
+	fields := strings.Fields(string(info))
+	if len(fields) != 3 || fields[0] != "true" {
+		t.Fatalf("podman is not rootless here: %q", info)
+	}
+	limits := (&Executor{}).cgroupLimits(context.Background()) == nil
+	t.Logf("uid %d, rootless podman, cgroups %s, storage %s, limits enforced: %v", os.Getuid(), fields[1], fields[2], limits)
+
+	// By default the executor refuses a rootless podman that would
+	// ignore the limits, before any container.
+	t.Run("LimitsOrRefusal", func(t *testing.T) {
+		_, err := (&Executor{}).Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		switch {
+		case limits && err != nil:
+			t.Fatalf("limits hold, yet: %v", err)
+		case !limits && refusal.CodeOf(err) != refusal.ContainerUnavailable:
+			t.Fatalf("rootless podman on cgroups %s ignores the limits; err %v, want container_unavailable", fields[1], err)
+		}
+	})
+	ex := &Executor{UnenforcedLimits: !limits}
+	t.Run("SecretOnFD3", func(t *testing.T) {
+		secrets := map[string]string{"acme/alpha": "alpha-value", "acme/beta": "beta-value"}
+		p := probe(t, ex, f)
+		got, _ := p["secrets"].(map[string]any)
+		for ref, v := range secrets {
+			h := sha256.Sum256([]byte(v))
+			if got[ref] != hex.EncodeToString(h[:]) {
+				t.Errorf("secret %s: the provider got %v", ref, got[ref])
+			}
+		}
+	})
+	t.Run("Containment", func(t *testing.T) { containment(t, ex, f, limits) })
+	t.Run("Battery", func(t *testing.T) {
+		invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor {
+			return &Executor{Ledger: l, UnenforcedLimits: !limits}
+		}, f.Fixtures)
+	})
+	t.Run("ContainerRemoved", func(t *testing.T) {
+		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.TrimSpace(string(out)); s != "" {
+			t.Errorf("containers left behind: %s", s)
+		}
+	})
+	// A ledger the rootless executor owns records its runs.
+	t.Run("Ledger", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "receipts.jsonl")
+		l, err := receipts.Open(context.Background(), path, receipts.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		res, err := (&Executor{Ledger: l, UnenforcedLimits: !limits}).Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		if err != nil || res.Status != invoke.StatusOK {
+			t.Fatalf("probe: %v %+v", err, res)
+		}
+		st, err := os.Stat(path)
+		if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
+			t.Errorf("the ledger %s is not the rootless user's: %v", path, err)
+		}
+	})
+}
