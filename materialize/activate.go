@@ -187,7 +187,7 @@ func (f venvForm) fill(text, src string, vals [][2]string) string {
 // returns their env-relative paths. It writes nothing (and no error) when
 // the interpreter has no venv templates or a venv form not known here; a
 // template that exists but cannot be read is an error.
-func writeActivate(dir, final string, in *Interpreter, l Layout) ([]string, error) {
+func writeActivate(dir, final string, in *Probe, l Layout) ([]string, error) {
 	src, ok, err := venvSource(in)
 	if err != nil || !ok {
 		return nil, err

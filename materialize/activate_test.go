@@ -31,7 +31,7 @@ var activateInterpreters = []struct{ name, python string }{
 
 // interpreterFor probes python and its host platform, skipping the test
 // when it is not installed here.
-func interpreterFor(t *testing.T, python string) (*Interpreter, *platform.Platform) {
+func interpreterFor(t *testing.T, python string) (*Probe, *platform.Platform) {
 	t.Helper()
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("no %s here", python)

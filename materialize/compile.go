@@ -201,7 +201,7 @@ type bytecodeRun struct {
 	cpu   time.Duration
 }
 
-func newBytecodeRun(ctx context.Context, cacheDir string, in *Interpreter, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
+func newBytecodeRun(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
 	b := &bytecode{
 		staging: staging, final: final,
 		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
@@ -228,7 +228,7 @@ func newBytecodeRun(ctx context.Context, cacheDir string, in *Interpreter, id se
 
 // compileBytecode writes the bytecode of sources (site-packages .py files
 // of the staging env) in one bytecodeRun.
-func compileBytecode(ctx context.Context, cacheDir string, in *Interpreter, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
+func compileBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
 	if len(sources) == 0 {
 		return nil
 	}

@@ -32,8 +32,8 @@ type Request struct {
 	// Python is the interpreter to probe (a path; a pyenv shim is fine:
 	// the env links to the real executable). Ignored when Interpreter is set.
 	Python string
-	// Interpreter is an interpreter probed before (optional).
-	Interpreter *Interpreter
+	// Interpreter is the probe of an interpreter made before (optional).
+	Interpreter *Probe
 	// Resolution lists the wheels; each must be in the store.
 	Resolution lockfile.Resolution
 	// RootWheel is the provider's root wheel, installed with the
@@ -223,7 +223,7 @@ func (req Request) jobsAndEvents() (int, func(Event)) {
 // prepare is what Create and Tree do before building: the interpreter
 // (probed unless given), checked against the platform, the venv layout,
 // and the seal's inputs (the materialization digest among them).
-func prepare(ctx context.Context, req Request) (*Interpreter, Layout, *seal.Seal, error) {
+func prepare(ctx context.Context, req Request) (*Probe, Layout, *seal.Seal, error) {
 	in := req.Interpreter
 	if in == nil {
 		var err error
@@ -246,7 +246,7 @@ func prepare(ctx context.Context, req Request) (*Interpreter, Layout, *seal.Seal
 }
 
 // sealInputs fills the seal's materialization and resolution parts.
-func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
+func sealInputs(req Request, in *Probe, l Layout) (*seal.Seal, error) {
 	s := &seal.Seal{Format: seal.Format, Tool: buildinfo.Tool()}
 	for _, w := range req.Resolution.Packages {
 		w.URL = "" // where it came from is not part of the env
@@ -260,7 +260,6 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 	if req.Resolution.Platform != "" && req.Resolution.Platform != pid {
 		return nil, refusal.New(refusal.PlatformUnsupported, "the resolution is for %s, not %s; resolve the lock for this platform", req.Resolution.Platform, pid)
 	}
-	di := digest.Interpreter{Path: in.Path, Version: in.Version}
 	var root *digest.Root
 	if r := req.RootWheel; r != nil {
 		for _, p := range req.Resolution.Packages {
@@ -277,12 +276,12 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 	if req.NoCompile {
 		bytecode = ""
 	}
-	md, err := digest.LocalMaterializationDigest(pid, di, rd, root, bytecode)
+	md, err := digest.LocalMaterializationDigest(pid, in.Interpreter, rd, root, bytecode)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the materialization digest cannot be computed")
 	}
 	s.Resolution.Digest, s.Resolution.Platform = rd, pid
-	s.Materialization = seal.Materialization{Digest: md, Platform: pid, Interpreter: di, Resolution: rd}
+	s.Materialization = seal.Materialization{Digest: md, Platform: pid, Interpreter: in.Interpreter, Resolution: rd}
 	if bytecode != "" {
 		s.Materialization.Bytecode = &bytecode
 	}
@@ -292,7 +291,7 @@ func sealInputs(req Request, in *Interpreter, l Layout) (*seal.Seal, error) {
 }
 
 // build does the work of Create in staging, then commits it to dir.
-func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
+func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
 	t0 := time.Now()
 	emit(Event{Stage: "install"})
 	all := req.Resolution.Packages
@@ -400,28 +399,6 @@ func build(ctx context.Context, st *store.Store, req Request, in *Interpreter, l
 	res.Timings.Seal = time.Since(t2)
 	res.TreeDigest, res.Seal = s.Tree.Digest, s
 	return nil
-}
-
-// interpreterIdentity is the seal's identity of in: remembered by the
-// probe cache in came from while its files keep their stat, else hashed.
-func interpreterIdentity(in *Interpreter) (seal.InterpreterIdentity, error) {
-	if id, ok := in.cache.identity(in); ok {
-		return id, nil
-	}
-	id, err := seal.IdentityOf(in.Path)
-	if err != nil {
-		return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
-	}
-	out := seal.InterpreterIdentity{FileIdentity: id, Version: in.Version, Implementation: in.Implementation}
-	if in.LibPython != "" {
-		lid, err := seal.IdentityOf(in.LibPython)
-		if err != nil {
-			return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter's libpython")
-		}
-		out.LibPython = &lid
-	}
-	in.cache.saveIdentity(in, out)
-	return out, nil
 }
 
 // opened is a wheel and the store file it reads (OpenReader does not own it).

@@ -34,12 +34,12 @@ func firstExisting(paths ...string) string {
 var (
 	hostOnce sync.Once
 	hostPlat *platform.Platform
-	hostIn   *Interpreter
+	hostIn   *Probe
 	hostErr  error
 )
 
 // host returns the platform and interpreter of realPython, probed once.
-func host(t testing.TB) (*platform.Platform, *Interpreter) {
+func host(t testing.TB) (*platform.Platform, *Probe) {
 	t.Helper()
 	if _, err := os.Stat(realPython); err != nil {
 		t.Skipf("no %s here", realPython)

@@ -11,18 +11,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 )
 
-// Interpreter is what an env needs to know about the Python it points at,
-// probed once by running it (`python -I -c …`).
-type Interpreter struct {
-	// Path is the real path of sys.executable (python3 on PATH may be a
-	// pyenv shim script; the env links to the real binary).
-	Path string `json:"path"`
-	// Version is the full version, e.g. "3.11.7" or "3.13.0rc1".
-	Version string `json:"version"`
+// Probe is what an env needs to know about the Python it points at, as
+// running it once reports it (`python -I -c …`): the interpreter's
+// identity, which the materialization digest takes as it is, and the rest
+// of the report. ProbeCache stores it as JSON, "path" and "version" (the
+// embedded identity) first.
+type Probe struct {
+	// Interpreter is the real path of sys.executable (python3 on PATH may
+	// be a pyenv shim script; the env links to the real binary) and the
+	// full version, e.g. "3.11.7" or "3.13.0rc1".
+	digest.Interpreter
 	// VenvVersion is what python -m venv writes to pyvenv.cfg: "X.Y.Z".
 	VenvVersion string `json:"venv_version"`
 	// Implementation is sys.implementation.name, e.g. "cpython".
@@ -102,12 +106,12 @@ print(json.dumps({
 }))
 `
 
-// ProbeInterpreter runs python once in isolated mode and returns its
-// identity. An interpreter that cannot run or answers nonsense is
+// ProbeInterpreter runs python once in isolated mode and returns what it
+// reports. An interpreter that cannot run or answers nonsense is
 // materialize_failed; a probe stopped because ctx was cancelled returns
 // an error wrapping ctx.Err() (an interruption, not a refusal: the
 // interpreter is not at fault).
-func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) {
+func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -122,7 +126,7 @@ func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) 
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String()))
 	}
-	var in Interpreter
+	var in Probe
 	if err := json.Unmarshal(out, &in); err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; name a CPython 3.8+ interpreter", python)
 	}
@@ -136,6 +140,29 @@ func ProbeInterpreter(ctx context.Context, python string) (*Interpreter, error) 
 		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative venv package directory %q", python, in.VenvDir)
 	}
 	return &in, nil
+}
+
+// interpreterIdentity is the seal's record of in (the one conversion of a
+// probe into a seal.InterpreterIdentity): remembered by the probe cache in
+// came from while its files keep their stat, else hashed.
+func interpreterIdentity(in *Probe) (seal.InterpreterIdentity, error) {
+	if id, ok := in.cache.identity(in); ok {
+		return id, nil
+	}
+	id, err := seal.IdentityOf(in.Path)
+	if err != nil {
+		return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter")
+	}
+	out := seal.InterpreterIdentity{FileIdentity: id, Version: in.Version, Implementation: in.Implementation}
+	if in.LibPython != "" {
+		lid, err := seal.IdentityOf(in.LibPython)
+		if err != nil {
+			return seal.InterpreterIdentity{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot identify the interpreter's libpython")
+		}
+		out.LibPython = &lid
+	}
+	in.cache.saveIdentity(in, out)
+	return out, nil
 }
 
 func firstLine(s string) string {
@@ -154,7 +181,7 @@ func firstLine(s string) string {
 // operating system or machine, a free-threaded build for a GIL platform or
 // the reverse, a C library other than the platform tag's (glibc for
 // manylinux, musl for musllinux), or a glibc older than the manylinux tag.
-func (in *Interpreter) CheckPlatform(p *platform.Platform) error {
+func (in *Probe) CheckPlatform(p *platform.Platform) error {
 	mismatch := func(what, got, want string) error {
 		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; name an interpreter that matches the platform", in.Path, what, got, p.ID(), want)
 	}

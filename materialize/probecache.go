@@ -45,7 +45,7 @@ type cacheEntry struct {
 	Format   int             `json:"format"`
 	Exe      statKey         `json:"exe"`
 	Lib      *statKey        `json:"lib,omitempty"`
-	Interp   *Interpreter    `json:"interpreter"`
+	Interp   *Probe          `json:"interpreter"`
 	Platform json.RawMessage `json:"platform,omitempty"`
 	// Identity is the seal's identity of the interpreter (its sha256 and
 	// its libpython's), valid while Exe and Lib are what it was taken at.
@@ -144,7 +144,7 @@ func (c ProbeCache) store(e *cacheEntry) {
 }
 
 // Interpreter is ProbeInterpreter through the cache.
-func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Interpreter, error) {
+func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Probe, error) {
 	e, real, ok := c.load(python)
 	if ok {
 		e.Interp.cache = c
@@ -163,7 +163,7 @@ func (c ProbeCache) Interpreter(ctx context.Context, python string) (*Interprete
 }
 
 // Host is platform.Host for the probed interpreter in, through the cache.
-func (c ProbeCache) Host(ctx context.Context, in *Interpreter) (*platform.Platform, error) {
+func (c ProbeCache) Host(ctx context.Context, in *Probe) (*platform.Platform, error) {
 	if e, _, ok := c.load(in.Path); ok && len(e.Platform) > 0 {
 		if p, err := platform.ParseJSON(e.Platform); err == nil {
 			return p, nil
@@ -177,7 +177,7 @@ func (c ProbeCache) Host(ctx context.Context, in *Interpreter) (*platform.Platfo
 	return p, nil
 }
 
-func (c ProbeCache) save(in *Interpreter, p *platform.Platform) {
+func (c ProbeCache) save(in *Probe, p *platform.Platform) {
 	if c.Dir == "" {
 		return
 	}
@@ -220,16 +220,16 @@ func sameFile(id *seal.FileIdentity, k *statKey) bool {
 // libpython have the stat they had when it was taken (the stat trust of
 // fast verify: hashing a 20 MiB libpython on every create costs more than
 // the rest of a warm create's bookkeeping).
-func (c ProbeCache) identity(in *Interpreter) (seal.InterpreterIdentity, bool) {
+func (c ProbeCache) identity(in *Probe) (seal.InterpreterIdentity, bool) {
 	e, real, ok := c.load(in.Path)
-	if !ok || real != in.Path || e.Identity == nil || e.Interp.Version != in.Version {
+	if !ok || real != in.Path || e.Identity == nil || e.Interp.Interpreter != in.Interpreter {
 		return seal.InterpreterIdentity{}, false
 	}
 	id := e.Identity
 	if !sameFile(&id.FileIdentity, &e.Exe) || (e.Lib == nil) != (id.LibPython == nil) || (e.Lib != nil && !sameFile(id.LibPython, e.Lib)) {
 		return seal.InterpreterIdentity{}, false
 	}
-	if id.Version != in.Version || id.Implementation != in.Implementation || (id.LibPython != nil && id.LibPython.Path != in.LibPython) {
+	if id.Interpreter() != in.Interpreter || id.Implementation != in.Implementation || (id.LibPython != nil && id.LibPython.Path != in.LibPython) {
 		return seal.InterpreterIdentity{}, false
 	}
 	return *id, true
@@ -237,7 +237,7 @@ func (c ProbeCache) identity(in *Interpreter) (seal.InterpreterIdentity, bool) {
 
 // saveIdentity remembers id for in when the files still have the stat it
 // was taken at.
-func (c ProbeCache) saveIdentity(in *Interpreter, id seal.InterpreterIdentity) {
+func (c ProbeCache) saveIdentity(in *Probe, id seal.InterpreterIdentity) {
 	e, real, ok := c.load(in.Path)
 	if !ok || real != in.Path {
 		return

@@ -227,7 +227,7 @@ const pycCacheFormat = "cruxprov-pyc-cache/1"
 // placeholder. Written down exactly, one "name=value" line each:
 //
 //	sha256("cruxprov-pyc-cache/1\npath=…\nversion=…\nimplementation=…\nexe=<sha256 hex> <size>\nlib=<sha256 hex> <size> or -\nmagic=<hex>\ncache_tag=…\noptimize=0\ninvalidation=unchecked-hash\nhashseed=0\nplaceholder=…\n")
-func pycCacheKey(in *Interpreter, id seal.InterpreterIdentity) [32]byte {
+func pycCacheKey(in *Probe, id seal.InterpreterIdentity) [32]byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\npath=%s\nversion=%s\nimplementation=%s\n", pycCacheFormat, in.Path, in.Version, in.Implementation)
 	fmt.Fprintf(&b, "exe=%s %d\n", id.SHA256.Hex(), id.Size)
@@ -241,7 +241,7 @@ func pycCacheKey(in *Interpreter, id seal.InterpreterIdentity) [32]byte {
 }
 
 // pycMagic decodes the interpreter's pyc magic (hex of 4 bytes).
-func pycMagic(in *Interpreter) ([]byte, error) {
+func pycMagic(in *Probe) ([]byte, error) {
 	m, err := hex.DecodeString(in.PycMagic)
 	if err != nil || len(m) != 4 || m[2] != '\r' || m[3] != '\n' {
 		return nil, fmt.Errorf("the interpreter reported pyc magic %q", in.PycMagic)
@@ -255,7 +255,7 @@ func pycMagic(in *Interpreter) ([]byte, error) {
 // marshal may differ, PyPy, a free-threaded build) have every source
 // compiled with its final path: slower, always right. Add a version here
 // once the differential test passes on it.
-func pycRewriteVerified(in *Interpreter) bool {
+func pycRewriteVerified(in *Probe) bool {
 	if in.Implementation != "cpython" || in.GILDisabled {
 		return false
 	}

@@ -421,7 +421,7 @@ func TestPycRewriteVerified(t *testing.T) {
 		{"cpython", "3.7", false, false},
 		{"pypy", "3.10", false, false},
 	} {
-		in := &Interpreter{Implementation: c.impl, GILDisabled: c.ft, Markers: map[string]string{"python_version": c.ver}}
+		in := &Probe{Implementation: c.impl, GILDisabled: c.ft, Markers: map[string]string{"python_version": c.ver}}
 		if got := pycRewriteVerified(in); got != c.want {
 			t.Errorf("%s %s free-threaded=%v: %v, want %v", c.impl, c.ver, c.ft, got, c.want)
 		}

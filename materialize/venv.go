@@ -64,7 +64,7 @@ func LayoutFor(p *platform.Platform) (Layout, error) {
 // real path (a venv run as /usr/bin/python3 links bin/python3 to that link
 // and writes it into pyvenv.cfg; the env links bin/python3.11 to the file
 // the link resolves to): the env is bound to the binary the probe saw.
-func writeVenv(dir, final string, in *Interpreter, l Layout) ([]string, error) {
+func writeVenv(dir, final string, in *Probe, l Layout) ([]string, error) {
 	shape, err := readVenvShape(in)
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ var (
 // venv/__init__.py where that is one of the forms CPython has shipped
 // (distributions patch venv, and backport fixes across versions), else
 // from its version.
-func readVenvShape(in *Interpreter) (venvShape, error) {
+func readVenvShape(in *Probe) (venvShape, error) {
 	maj, min, ok := venvXY(in.VenvVersion)
 	if !ok {
 		return venvShape{}, fmt.Errorf("the interpreter %s reported the version %q, not X.Y.Z", in.Path, in.VenvVersion)
@@ -261,7 +261,7 @@ func normalizeSpaces(src string) string {
 
 // pyvenvCfg is what python -m venv --without-pip of in writes at final,
 // with the interpreter's real path in place of sys.executable.
-func pyvenvCfg(final string, in *Interpreter, s venvShape) []byte {
+func pyvenvCfg(final string, in *Probe, s venvShape) []byte {
 	b := fmt.Appendf(nil, "home = %s\ninclude-system-site-packages = false\nversion = %s\n", filepath.Dir(in.Path), in.VenvVersion)
 	if s.command {
 		b = fmt.Appendf(b, "executable = %s\ncommand = %s -m venv --without-pip %s\n", in.Path, in.Path, final)
@@ -272,7 +272,7 @@ func pyvenvCfg(final string, in *Interpreter, s venvShape) []byte {
 // venvSource reads the interpreter's venv/__init__.py (the source the
 // venv layout and the activate scripts are derived from); ok is false
 // when the interpreter has no venv package or the file is missing.
-func venvSource(in *Interpreter) (src []byte, ok bool, err error) {
+func venvSource(in *Probe) (src []byte, ok bool, err error) {
 	if in.VenvDir == "" {
 		return nil, false, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
@@ -233,7 +234,7 @@ func TestVenvShape(t *testing.T) {
 		}, venvShape{minorLink: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := &Interpreter{Path: "/opt/py/bin/python3", VenvVersion: tc.version}
+			in := &Probe{Interpreter: digest.Interpreter{Path: "/opt/py/bin/python3"}, VenvVersion: tc.version}
 			if tc.venvDir != nil {
 				in.VenvDir = tc.venvDir(t)
 			}
@@ -247,7 +248,7 @@ func TestVenvShape(t *testing.T) {
 		})
 	}
 	for _, v := range []string{"", "3.11", "3.11.", "3.x.1", "3.11.7rc1"} {
-		if _, err := readVenvShape(&Interpreter{Path: "/opt/py/bin/python3", VenvVersion: v}); err == nil {
+		if _, err := readVenvShape(&Probe{Interpreter: digest.Interpreter{Path: "/opt/py/bin/python3"}, VenvVersion: v}); err == nil {
 			t.Errorf("version %q: no error", v)
 		}
 	}

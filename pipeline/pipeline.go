@@ -142,7 +142,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	r := &Result{}
 	var (
 		plat      *platform.Platform
-		in        *materialize.Interpreter
+		in        *materialize.Probe
 		noCompile = o.NoCompile
 	)
 	if o.Source.Env != "" {
@@ -217,7 +217,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 
 // probe finds the interpreter and the platform of o. A fetch for a
 // preset or a platform file runs no interpreter (in is nil).
-func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *materialize.Interpreter, plat *platform.Platform, err error) {
+func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *materialize.Probe, plat *platform.Platform, err error) {
 	if !(o.FetchOnly || o.ResolveOnly) || (o.PlatformData == nil && o.Platform == "host") {
 		if in, err = cache.Interpreter(ctx, o.Python); err != nil {
 			return nil, nil, err
@@ -239,7 +239,7 @@ func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *ma
 
 // platformOf is the platform an env was sealed for: the interpreter's
 // host platform when its id is the sealed one, else the preset of that id.
-func platformOf(ctx context.Context, cache materialize.ProbeCache, in *materialize.Interpreter, id string) (*platform.Platform, error) {
+func platformOf(ctx context.Context, cache materialize.ProbeCache, in *materialize.Probe, id string) (*platform.Platform, error) {
 	if p, err := cache.Host(ctx, in); err == nil && p.ID() == id {
 		return p, nil
 	}
