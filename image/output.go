@@ -2,19 +2,11 @@ package image
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/match"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -84,54 +76,48 @@ type rawJSON []byte
 func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // writeLayout writes top (an image or an index) and the cosign images
-// into the layout dir, each index.json entry replaced rather than
-// duplicated: the image by digest, a signature or attestation by its tag
-// (org.opencontainers.image.ref.name); the image's own ref name is
-// refName (its tag: skopeo and umoci address it as oci:DIR:refName), and an
-// older image under that name is replaced.
+// into the layout dir (created when missing) with a layoutWriter, each
+// index.json entry replaced rather than duplicated: the image by digest,
+// a signature or attestation by its tag (org.opencontainers.image.ref.name);
+// the image's own ref name is refName (its tag: skopeo and umoci address it
+// as oci:DIR:refName), and an older image under that name is replaced.
+// Blobs are 0644: an image is no secret, and whoever runs it (podman as
+// another user) must read it.
 func writeLayout(dir string, top any, d v1.Hash, refName string, extra []tagged) error {
-	p, err := layout.FromPath(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		p, err = layout.Write(dir, mutate.IndexMediaType(empty.Index, types.OCIImageIndex))
-	}
+	w, err := newLayoutWriter(dir)
 	if err != nil {
 		return err
 	}
-	same := func(desc v1.Descriptor) bool {
-		return desc.Digest == d || desc.Annotations[refNameAnnotation] == refName
-	}
-	ann := layout.WithAnnotations(map[string]string{refNameAnnotation: refName})
+	var desc v1.Descriptor
 	switch t := top.(type) {
 	case v1.ImageIndex:
-		err = p.ReplaceIndex(t, same, ann)
+		desc, err = w.index(t)
 	case v1.Image:
-		err = p.ReplaceImage(t, same, ann)
+		desc, err = w.image(t)
+	default:
+		err = fmt.Errorf("cannot write a %T", top)
 	}
 	if err != nil {
 		return err
 	}
+	if desc.Digest != d {
+		return fmt.Errorf("wrote %s, expected %s", desc.Digest, d)
+	}
+	desc.Annotations = map[string]string{refNameAnnotation: refName}
+	adds := []v1.Descriptor{desc}
+	names := map[string]bool{refName: true}
 	for _, x := range extra {
-		if err := p.ReplaceImage(x.img, match.Annotation(refNameAnnotation, x.tag), layout.WithAnnotations(map[string]string{refNameAnnotation: x.tag})); err != nil {
+		xd, err := w.image(x.img)
+		if err != nil {
 			return err
 		}
+		xd.Annotations = map[string]string{refNameAnnotation: x.tag}
+		adds = append(adds, xd)
+		names[x.tag] = true
 	}
-	// go-containerregistry writes blobs 0600 (a temp file renamed): an
-	// image is no secret, and whoever runs it (podman as another user)
-	// must read it. Blobs owned by someone else are left as they are.
-	blobs := filepath.Join(dir, "blobs", "sha256")
-	ents, err := os.ReadDir(blobs)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if e.Type().IsRegular() {
-			_ = os.Chmod(filepath.Join(blobs, e.Name()), 0o644)
-		}
-	}
-	return nil
+	return w.commit(func(e v1.Descriptor) bool {
+		return e.Digest == d || names[e.Annotations[refNameAnnotation]]
+	}, adds)
 }
 
 // pushAll pushes top by digest (and under tag unless it is "") and the

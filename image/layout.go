@@ -1,0 +1,265 @@
+package image
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// layoutWriter writes images into an OCI image layout (image-spec's
+// image-layout.md) crash-safely, which go-containerregistry's layout
+// package does not: it writes a blob whose digest it knows straight to
+// its final name and index.json in place, neither synced, so a crash
+// leaves a layout whose index names a blob that is not all there.
+//
+// Here every blob is written to a temp file in blobs/sha256, hashed as it
+// is written (other bytes than its digest are refused), synced, and
+// renamed into place; a blob already there is rehashed and kept only if it
+// is right (otherwise rewritten). index.json is written last, the same way,
+// once every blob it names is synced and the directory too: after a crash
+// the layout is the old one or the new one. One writer at a time per
+// layout (as with any layout tool).
+type layoutWriter struct {
+	dir   string
+	blobs string
+	done  map[v1.Hash]bool
+	buf   []byte
+}
+
+func newLayoutWriter(dir string) (*layoutWriter, error) {
+	w := &layoutWriter{dir: dir, blobs: filepath.Join(dir, "blobs", "sha256"), done: map[v1.Hash]bool{}, buf: make([]byte, 1<<20)}
+	if err := os.MkdirAll(w.blobs, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, fs.ErrNotExist) {
+		if err := atomicWrite(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// image writes an image's blobs: its layers, config and manifest.
+func (w *layoutWriter) image(img v1.Image) (v1.Descriptor, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return v1.Descriptor{}, err
+		}
+		size, err := l.Size()
+		if err != nil {
+			return v1.Descriptor{}, err
+		}
+		if err := w.blob(d, size, l.Compressed); err != nil {
+			return v1.Descriptor{}, err
+		}
+	}
+	cfg, err := img.RawConfigFile()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	cd, err := img.ConfigName()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	if err := w.bytes(cd, cfg); err != nil {
+		return v1.Descriptor{}, err
+	}
+	raw, err := img.RawManifest()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return w.manifest(raw, mt)
+}
+
+// index writes an index's blobs: every image it lists, then itself.
+func (w *layoutWriter) index(ix v1.ImageIndex) (v1.Descriptor, error) {
+	im, err := ix.IndexManifest()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	for _, d := range im.Manifests {
+		if !d.MediaType.IsImage() {
+			return v1.Descriptor{}, fmt.Errorf("index entry %s is a %s, not an image", d.Digest, d.MediaType)
+		}
+		img, err := ix.Image(d.Digest)
+		if err != nil {
+			return v1.Descriptor{}, err
+		}
+		if _, err := w.image(img); err != nil {
+			return v1.Descriptor{}, err
+		}
+	}
+	raw, err := ix.RawManifest()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	mt, err := ix.MediaType()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return w.manifest(raw, mt)
+}
+
+func (w *layoutWriter) manifest(raw []byte, mt types.MediaType) (v1.Descriptor, error) {
+	sum := sha256.Sum256(raw)
+	d := v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+	if err := w.bytes(d, raw); err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: mt, Size: int64(len(raw)), Digest: d}, nil
+}
+
+func (w *layoutWriter) bytes(d v1.Hash, b []byte) error {
+	return w.blob(d, int64(len(b)), func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+}
+
+// blob makes blobs/sha256/<hex> hold the size bytes of digest d, read
+// from open only when the blob is not there with those bytes already.
+func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, error)) error {
+	if d.Algorithm != "sha256" || !hexRE.MatchString(d.Hex) {
+		return fmt.Errorf("blob digest %s is not a sha256", d)
+	}
+	if w.done[d] {
+		return nil
+	}
+	final := filepath.Join(w.blobs, d.Hex)
+	if f, err := os.Open(final); err == nil {
+		got, n, err := w.hash(f, io.Discard)
+		f.Close()
+		if err == nil && got == d.Hex && n == size {
+			_ = os.Chmod(final, 0o644) // a blob owned by someone else stays as it is
+			w.done[d] = true
+			return nil
+		}
+	}
+	rc, err := open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	tmp, err := os.CreateTemp(w.blobs, ".tmp-"+d.Hex+"-*")
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	got, n, err := w.hash(rc, tmp)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", d, err)
+	}
+	if got != d.Hex || n != size {
+		return fmt.Errorf("blob %s: the bytes given are %d bytes of sha256:%s", d, n, got)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return err
+	}
+	committed = true
+	w.done[d] = true
+	return nil
+}
+
+func (w *layoutWriter) hash(r io.Reader, dst io.Writer) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.CopyBuffer(io.MultiWriter(h, dst), r, w.buf)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// commit syncs the blob directory, then replaces index.json: entries for
+// which drop is true go, adds come after the rest (each with its ref name
+// annotation), and the file is written atomically.
+func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descriptor) error {
+	if err := syncDir(w.blobs); err != nil {
+		return err
+	}
+	file := filepath.Join(w.dir, "index.json")
+	ix := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
+	raw, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &ix); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	ix.Manifests = slices.DeleteFunc(ix.Manifests, drop)
+	ix.Manifests = append(ix.Manifests, adds...)
+	out, err := json.Marshal(ix)
+	if err != nil {
+		return err
+	}
+	return atomicWrite(file, out)
+}
+
+// atomicWrite replaces file by data: a temp file beside it, synced,
+// renamed, and the directory synced.
+func atomicWrite(file string, data []byte) error {
+	dir := filepath.Dir(file)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err2 := tmp.Close(); err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,123 @@
+package image
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+)
+
+// TestLayoutWriter: what the layout writer leaves behind. A reader that
+// gives other bytes than a blob's digest leaves no blob, no temp file
+// and the old index.json; a blob already there with other bytes of the
+// right size (a crash before its pages reached the disk) is rewritten,
+// not trusted for its name and size as go-containerregistry's writer
+// does; a second write replaces the ref name's entry instead of adding
+// one; and go-containerregistry reads the result back.
+func TestLayoutWriter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "oci")
+	img, err := random.Image(4096, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	if err := writeLayout(dir, img, d, "one", nil); err != nil {
+		t.Fatal(err)
+	}
+	index0, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+
+	w, err := newLayoutWriter(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("ab", 32)}
+	err = w.blob(bogus, 5, func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("other")), nil })
+	if err == nil || !strings.Contains(err.Error(), "the bytes given are") {
+		t.Fatalf("a blob of other bytes: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "blobs", "sha256", bogus.Hex)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused blob is there: %v", err)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(dir, "blobs", "sha256", ".tmp-*")); len(tmp) != 0 {
+		t.Errorf("temp files left: %v", tmp)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "index.json")); string(b) != string(index0) {
+		t.Errorf("index.json changed by a failed write")
+	}
+
+	// A layer blob of the right size with zeros in it is rewritten.
+	layers, _ := img.Layers()
+	ld, _ := layers[0].Digest()
+	blob := filepath.Join(dir, "blobs", "sha256", ld.Hex)
+	fi, _ := os.Stat(blob)
+	if err := os.WriteFile(blob, make([]byte, fi.Size()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayout(dir, img, d, "one", nil); err != nil {
+		t.Fatal(err)
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := ix.IndexManifest()
+	if len(im.Manifests) != 1 || im.Manifests[0].Digest != d || im.Manifests[0].Annotations[refNameAnnotation] != "one" {
+		t.Fatalf("index.json after a rewrite: %+v", im.Manifests)
+	}
+	back, err := lp.Image(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := verifiedLayer(back, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		t.Errorf("the rewritten blob: %v", err)
+	}
+	rc.Close()
+	if fi, _ := os.Stat(blob); fi.Mode().Perm() != 0o644 {
+		t.Errorf("blob mode %v", fi.Mode())
+	}
+
+	// Another image under the same name replaces it; a second name adds one.
+	img2, _ := random.Image(1024, 1)
+	d2, _ := img2.Digest()
+	if err := writeLayout(dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}); err != nil {
+		t.Fatal(err)
+	}
+	ix, _ = lp.ImageIndex()
+	im, _ = ix.IndexManifest()
+	names := map[string]v1.Hash{}
+	for _, m := range im.Manifests {
+		names[m.Annotations[refNameAnnotation]] = m.Digest
+	}
+	if len(im.Manifests) != 2 || names["one"] != d2 || names["sig"] != d {
+		t.Errorf("index.json: %v", names)
+	}
+}
+
+// verifiedLayer opens layer i of img, rehashed as it is read.
+func verifiedLayer(img v1.Image, i int) (io.ReadCloser, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	d, _ := layers[i].Digest()
+	size, _ := layers[i].Size()
+	rc, err := layers[i].Compressed()
+	if err != nil {
+		return nil, err
+	}
+	return verifyReader(rc, d, size), nil
+}
