@@ -347,7 +347,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	r, err := pipeline.Run(ctx, st, pipeline.Options{
 		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
 		Platform: pid, Python: in.Path, Client: o.Client,
-		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath},
+		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
 		NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: o.Warn,
 	})
 	if err != nil {

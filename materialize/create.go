@@ -54,6 +54,12 @@ type Request struct {
 	NoCache bool
 	// Jobs bounds parallel work (< 1: GOMAXPROCS).
 	Jobs int
+	// AnyMachine lets the interpreter's machine differ from the
+	// platform's (Tree only: an image for another architecture, whose
+	// interpreter is another build at the same path; the host's lays out
+	// the venv and compiles bytecode, which do not depend on the
+	// machine). Everything else must still match.
+	AnyMachine bool
 	// Events, when set, receives progress (from several goroutines).
 	Events func(Event)
 }
@@ -105,6 +111,7 @@ const EnvsDir = store.EnvsDir
 func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) {
 	jobs, emit := req.jobsAndEvents()
 	emit(Event{Stage: "probe"})
+	req.AnyMachine = false // an env of the store runs here
 	in, l, s, err := prepare(ctx, req)
 	if err != nil {
 		return nil, err
@@ -220,6 +227,18 @@ func (req Request) jobsAndEvents() (int, func(Event)) {
 	}
 }
 
+// Digest is the materialization digest Create or Tree would seal for
+// req, computed without building: the interpreter probed (unless given)
+// and checked against the platform (with req.AnyMachine as Tree takes
+// it), the seal's inputs hashed. Nothing is read from the store.
+func Digest(ctx context.Context, req Request) (digest.Digest, error) {
+	_, _, s, err := prepare(ctx, req)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	return s.Materialization.Digest, nil
+}
+
 // prepare is what Create and Tree do before building: the interpreter
 // (probed unless given), checked against the platform, the venv layout,
 // and the seal's inputs (the materialization digest among them).
@@ -231,7 +250,7 @@ func prepare(ctx context.Context, req Request) (*Probe, Layout, *seal.Seal, erro
 			return nil, Layout{}, nil, err
 		}
 	}
-	if err := in.CheckPlatform(req.Platform); err != nil {
+	if err := in.checkPlatform(req.Platform, req.AnyMachine); err != nil {
 		return nil, Layout{}, nil, err
 	}
 	l, err := LayoutFor(req.Platform)

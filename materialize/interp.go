@@ -181,7 +181,12 @@ func firstLine(s string) string {
 // operating system or machine, a free-threaded build for a GIL platform or
 // the reverse, a C library other than the platform tag's (glibc for
 // manylinux, musl for musllinux), or a glibc older than the manylinux tag.
-func (in *Probe) CheckPlatform(p *platform.Platform) error {
+func (in *Probe) CheckPlatform(p *platform.Platform) error { return in.checkPlatform(p, false) }
+
+// checkPlatform is CheckPlatform; anyMachine accepts another machine (an
+// image's tree for another architecture: the host interpreter only lays
+// out the venv and compiles bytecode, neither of which depends on it).
+func (in *Probe) checkPlatform(p *platform.Platform, anyMachine bool) error {
 	mismatch := func(what, got, want string) error {
 		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; name an interpreter that matches the platform", in.Path, what, got, p.ID(), want)
 	}
@@ -189,6 +194,9 @@ func (in *Probe) CheckPlatform(p *platform.Platform) error {
 		want := p.Markers[k]
 		got := in.Markers[k]
 		if k == "platform_machine" {
+			if anyMachine {
+				continue
+			}
 			got, want = normMachine(got), normMachine(want)
 		}
 		if got != want {

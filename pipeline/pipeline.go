@@ -88,7 +88,12 @@ type Options struct {
 
 // TreeTarget is where a tree for elsewhere (an image) is made: Out, a new
 // directory here, laid out as if at Final.
-type TreeTarget struct{ Out, Final string }
+type TreeTarget struct {
+	Out, Final string
+	// AnyMachine builds for a platform of another machine (an image for
+	// another architecture, see materialize.Request.AnyMachine).
+	AnyMachine bool
+}
 
 // Result is what the pipeline did.
 type Result struct {
@@ -106,6 +111,8 @@ type Result struct {
 	LockDigest digest.Digest           `json:"-"` // sha256 of the lock's bytes
 	// ManifestData is the root wheel's provider.toml, as its bytes.
 	ManifestData []byte `json:"-"`
+
+	planned digest.Digest
 }
 
 // InputError is an input the caller named that cannot be used as given
@@ -124,6 +131,28 @@ func (e *InputError) Unwrap() error { return e.Err }
 // from the first read to the seal, so that a gc (which takes it
 // exclusively) can never delete the wheels between fetch and install.
 func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
+	return run(ctx, st, o, false)
+}
+
+// Plan is the materialization digest Run would seal for o (a Tree or an
+// env of the store), computed without fetching or building anything: the
+// source read and resolved, the interpreter probed (from the probe cache)
+// and checked against the platform. A caller that keeps what it built by
+// that digest (image build's layer cache) looks it up with Plan first.
+// The Result has no Env.
+func Plan(ctx context.Context, st *store.Store, o Options) (*Result, digest.Digest, error) {
+	if o.FetchOnly || o.ResolveOnly {
+		return nil, digest.Digest{}, errors.New("pipeline.Plan: FetchOnly and ResolveOnly build nothing to plan")
+	}
+	r, err := run(ctx, st, o, true)
+	if err != nil {
+		return nil, digest.Digest{}, err
+	}
+	return r, r.planned, nil
+}
+
+// run is Run, or Plan with plan (which stops before fetching).
+func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, error) {
 	start := time.Now()
 	warn := o.Warn
 	if warn == nil {
@@ -166,7 +195,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		lockData := o.Source.LockData
 		if o.Source.WheelData != nil {
-			if lockData, r.Root, r.Manifest, r.ManifestData, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly && !o.ResolveOnly); err != nil {
+			if lockData, r.Root, r.Manifest, r.ManifestData, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly && !o.ResolveOnly && !plan); err != nil {
 				return nil, err
 			}
 		}
@@ -193,6 +222,17 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		r.Prepare = time.Since(start)
 		return r, nil
 	}
+	if plan {
+		req := materialize.Request{Platform: plat, Interpreter: in, Resolution: r.Resolution, RootWheel: r.Root, NoCompile: noCompile}
+		if o.Tree != nil {
+			req.AnyMachine = o.Tree.AnyMachine
+		}
+		if r.planned, err = materialize.Digest(ctx, req); err != nil {
+			return nil, err
+		}
+		r.Prepare = time.Since(start)
+		return r, nil
+	}
 	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
 		return nil, err
 	}
@@ -205,6 +245,7 @@ func Run(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		NoCompile: noCompile, NoCache: o.NoCache, Jobs: o.Jobs, Events: o.Events, Replace: o.Replace,
 	}
 	if o.Tree != nil {
+		req.AnyMachine = o.Tree.AnyMachine
 		r.Env, err = materialize.Tree(ctx, st, req, o.Tree.Out, o.Tree.Final)
 	} else {
 		r.Env, err = materialize.Create(ctx, st, req)

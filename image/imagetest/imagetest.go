@@ -117,6 +117,59 @@ func makeBase() (string, v1.Hash, string) {
 	return filepath.Join(dir, "oci"), h, ""
 }
 
+// PlatformARM is Platform's aarch64 twin, the arm64 entry of MultiArchBase.
+const PlatformARM = "cp311-manylinux_2_36_aarch64"
+
+// MultiArchBase is Base as an image index of two platforms, written into
+// a layout under t.TempDir(): the bookworm image for linux/amd64, and the
+// same layers under a config that says linux/arm64 (an image build reads
+// a base's files and never runs them, so the arm64 entry only has to be
+// an arm64 image by its config for a build to take it as one). It returns
+// the index's reference (oci:DIR@sha256:…) and each architecture's
+// manifest digest.
+func MultiArchBase(t testing.TB, out string) (string, map[string]v1.Hash) {
+	t.Helper()
+	dir, h := Base(t)
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amd, err := lp.Image(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := amd.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture = "arm64"
+	arm, err := mutate.ConfigFile(amd, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex),
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}},
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{MediaType: types.OCIManifestSchema1, Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}})
+	p, err := layout.Write(out, mutate.IndexMediaType(empty.Index, types.OCIImageIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendIndex(ix); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ix.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	armDigest, err := arm.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable(out)
+	return "oci:" + out + "@" + d.String(), map[string]v1.Hash{"amd64": h, "arm64": armDigest}
+}
+
 func lastLines(b []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > 5 {
