@@ -26,13 +26,14 @@ func init() {
 			"elsewhere (images build it) — and proposes a change-set. Nothing an executor runs changes\n" +
 			"until it is approved (cruxprov changeset approve ID --key KEY).\n\n" +
 			"Example:\n   cruxprov install acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --index http://127.0.0.1:8080/simple/\n" +
-			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --platform host,cp312-manylinux_2_17_aarch64 --json",
+			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --platform host,cp312-manylinux_2_17_aarch64 --json\n" +
+			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --backend container --image registry.example/acme/echo@sha256:<index digest>",
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "platform", Usage: "target `PLATFORM`s: preset ids or host, comma-separated or repeated"},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` local envs point at"},
 			&cli.StringFlag{Name: "sha256", Usage: "the root wheel's sha256 `HEX` (with NAME==VERSION)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container (with --image)"},
-			&cli.StringFlag{Name: "image", Usage: "with --backend container: the image `REF@DIGEST` (or oci:DIR@DIGEST) CI built, signed by a trusted builder key"},
+			&cli.StringSliceFlag{Name: "image", Usage: "with --backend container: the image `REF@DIGEST` (or oci:DIR@DIGEST) CI built, signed by a trusted builder key; an image index gives every platform's manifest (repeatable)"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
@@ -52,11 +53,11 @@ func installAction(c *cli.Context) error {
 	var containers []registry.Materialization
 	switch c.String("backend") {
 	case "local":
-		if c.String("image") != "" {
+		if len(c.StringSlice("image")) != 0 {
 			return usagef("--image needs --backend container")
 		}
 	case "container":
-		if c.String("image") == "" {
+		if len(c.StringSlice("image")) == 0 {
 			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
 		}
 		var sum digest.Digest
@@ -71,14 +72,18 @@ func installAction(c *cli.Context) error {
 			}
 			sum = digest.Sum(b)
 		}
-		m, _, err := container.Materialization(c.Context, reg, c.String("image"), sum, digest.Digest{}, image.VerifyOptions{})
-		if err != nil {
-			return err
-		}
-		containers = append(containers, m)
-		if len(c.StringSlice("platform")) == 0 {
-			if err := c.Set("platform", m.Platform); err != nil {
+		for _, ref := range c.StringSlice("image") {
+			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{})
+			if err != nil {
 				return err
+			}
+			containers = append(containers, ms...)
+		}
+		if len(c.StringSlice("platform")) == 0 {
+			for _, m := range containers {
+				if err := c.Set("platform", m.Platform); err != nil {
+					return err
+				}
 			}
 		}
 	default:

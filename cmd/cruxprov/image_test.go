@@ -134,3 +134,110 @@ func TestImageCLI(t *testing.T) {
 		t.Errorf("env sbom does not name the materialization %s", built.Platforms[0].Materialization)
 	}
 }
+
+// TestImageMultiPlatformInstall: CI builds one provider for two
+// architectures into an image index on a multi-platform base; an
+// operator (uid 65534 owning its home) trusts the builder key, installs
+// --backend container naming the index, and the change-set pins each
+// platform's own manifest digest (the reference rewritten to it); once
+// approved, verify --backend container accepts each platform, and asks
+// for the platform when none is named.
+func TestImageMultiPlatformInstall(t *testing.T) {
+	const debian = "/usr/bin/python3.11"
+	base, exe := nobodyBase(t, "cruxprov-image-multi-", debian)
+	baseRef, _ := imagetest.MultiArchBase(t, filepath.Join(base, "base"))
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(base, "index")
+	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	defer srv.Close()
+	shim := filepath.Join(base, "cruxshim")
+	b, _ := os.ReadFile(imagetest.Shim(t))
+	os.WriteFile(shim, b, 0o755)
+	priv, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(base, "builder.key"), priv, 0o644)
+	os.WriteFile(filepath.Join(base, "builder.pub"), pub, 0o644)
+	for _, d := range []string{"home", "out", "keys", "state"} {
+		os.Mkdir(filepath.Join(base, d), 0o755)
+		os.Chown(filepath.Join(base, d), 65534, 65534)
+	}
+	home := filepath.Join(base, "home")
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000"}
+	nobody := func(a ...string) result {
+		t.Helper()
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, a...)...)
+		cmd.Env = env
+		return runCmd(t, cmd)
+	}
+	ok := func(r result, what string) string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r.stdout
+	}
+	idOf := func(out, field string) string {
+		t.Helper()
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		cs, _ := doc[field].(map[string]any)
+		md, _ := cs["metadata"].(map[string]any)
+		id, _ := md["id"].(string)
+		if id == "" {
+			t.Fatalf("no %s.metadata.id in %s", field, out)
+		}
+		return id
+	}
+
+	out := filepath.Join(base, "out", "oci")
+	var built struct {
+		Digest    string
+		MediaType string `json:"media_type"`
+		Platforms []struct{ Platform, Digest string }
+	}
+	r := nobody("image", "build", "--wheel", fx.Echo.Path, "--index", srv.URL+"/simple/",
+		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef, "--shim", shim,
+		"--output", "oci:"+out, "--sign-key", filepath.Join(base, "builder.key"), "--json")
+	if json.Unmarshal([]byte(ok(r, "image build")), &built) != nil || len(built.Platforms) != 2 || !strings.Contains(built.MediaType, "index") {
+		t.Fatalf("image build: %s", r.stdout)
+	}
+
+	alice := filepath.Join(base, "keys", "alice")
+	ok(nobody("key", "generate", "--out", alice, "--quiet"), "key generate")
+	ok(nobody("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	cs := idOf(ok(nobody("key", "trust", filepath.Join(base, "builder.pub"), "--name", "ci", "--role", "builder", "--json"), "key trust ci"), "changeSet")
+	ok(nobody("changeset", "approve", cs, "--key", alice+".key", "--quiet"), "approve the builder")
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		ok(nobody("interface", "register", i, "--schema", filepath.Join(base, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
+	}
+	r = nobody("install", fx.Echo.Path, "--index", srv.URL+"/simple/", "--backend", "container",
+		"--image", "oci:"+out+"@"+built.Digest, "--python", debian, "--json")
+	installed := ok(r, "install --backend container --image INDEX")
+	for _, p := range built.Platforms {
+		if !strings.Contains(installed, "oci:"+out+"@"+p.Digest) {
+			t.Errorf("the change-set does not pin %s by its manifest %s: %s", p.Platform, p.Digest, installed)
+		}
+	}
+	ok(nobody("changeset", "approve", idOf(installed, "changeset"), "--key", alice+".key", "--quiet"), "approve the install")
+
+	state := filepath.Join(base, "state")
+	for _, p := range built.Platforms {
+		v := ok(nobody("verify", "acme-echo", "--backend", "container", "--platform", p.Platform, "--state-dir", state, "--json"), "verify "+p.Platform)
+		if !strings.Contains(v, p.Digest) {
+			t.Errorf("verify %s does not name %s: %s", p.Platform, p.Digest, v)
+		}
+	}
+	if r := nobody("verify", "acme-echo", "--backend", "container", "--state-dir", state); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.PlatformUnsupported)) {
+		t.Errorf("verify without a platform, two pinned: %+v", r)
+	}
+}

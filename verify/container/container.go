@@ -12,6 +12,7 @@ package container
 
 import (
 	"context"
+	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
@@ -149,33 +150,57 @@ func forPlatform(p string) string {
 // sha256 (and resolution, when known), and returns the container
 // materialization naming its digest, platform, resolution, base and
 // builder as the signed provenance states them. The image must be one
-// platform's manifest.
+// platform's manifest; Materializations takes an index too.
 func Materialization(ctx context.Context, reg registry.Reader, ref string, pkg, resolution digest.Digest, vo image.VerifyOptions) (registry.Materialization, *image.Report, error) {
+	ms, rep, err := Materializations(ctx, reg, ref, pkg, resolution, vo)
+	if err != nil {
+		return registry.Materialization{}, rep, err
+	}
+	if rep.Index {
+		return registry.Materialization{}, rep, refusal.New(refusal.ImageDigestMismatch, "%s is an image index: name one platform's manifest digest", ref)
+	}
+	return ms[0], rep, nil
+}
+
+// Materializations is Materialization for a reference to one image or to
+// a multi-platform image index. An index is verified whole (its own
+// signature, and every platform manifest's signature, provenance and
+// SBOM) and gives one materialization per platform, each pinned by that
+// platform's manifest digest (REF@<manifest digest>): an executor pulls
+// and runs one platform's image, and the pin names exactly that one.
+func Materializations(ctx context.Context, reg registry.Reader, ref string, pkg, resolution digest.Digest, vo image.VerifyOptions) ([]registry.Materialization, *image.Report, error) {
 	keys, err := BuilderKeys(ctx, reg)
 	if err != nil {
-		return registry.Materialization{}, nil, err
+		return nil, nil, err
 	}
 	vo.Keys = keys
 	vo.Expect = image.Expect{PackageSHA256: pkg, Resolution: resolution}
 	rep, err := image.Verify(ctx, ref, vo)
 	if err != nil {
-		return registry.Materialization{}, rep, err
+		return nil, rep, err
 	}
-	if rep.Index || len(rep.Manifests) != 1 || rep.Manifests[0].Provenance == nil {
-		return registry.Materialization{}, rep, refusal.New(refusal.ImageDigestMismatch, "%s is an image index: name one platform's manifest digest", ref)
+	at := strings.LastIndex(ref, "@")
+	if len(rep.Manifests) == 0 || at < 0 {
+		return nil, rep, refusal.New(refusal.ImageDigestMismatch, "%s holds no platform image", ref)
 	}
-	mr := rep.Manifests[0]
-	p := mr.Provenance
-	res, err := digest.Parse(p.BuildDefinition.InternalParameters.Resolution)
-	if err != nil {
-		return registry.Materialization{}, rep, refusal.Wrap(refusal.ProvenanceMismatch, err, "%s: the provenance's resolution", ref)
+	var out []registry.Materialization
+	for _, mr := range rep.Manifests {
+		if mr.Provenance == nil {
+			return nil, rep, refusal.New(refusal.ProvenanceMismatch, "%s: the manifest %s has no provenance", ref, mr.Digest)
+		}
+		p := mr.Provenance
+		res, err := digest.Parse(p.BuildDefinition.InternalParameters.Resolution)
+		if err != nil {
+			return nil, rep, refusal.Wrap(refusal.ProvenanceMismatch, err, "%s: the provenance's resolution", ref)
+		}
+		d, err := digest.Parse(mr.Digest.String())
+		if err != nil {
+			return nil, rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
+		}
+		out = append(out, registry.Materialization{
+			Backend: registry.BackendContainer, Platform: mr.Platform, Digest: d, Image: ref[:at] + "@" + mr.Digest.String(), Resolution: res,
+			Base: p.BuildDefinition.InternalParameters.BaseDigest, Builder: p.RunDetails.Builder.ID,
+		})
 	}
-	d, err := digest.Parse(mr.Digest.String())
-	if err != nil {
-		return registry.Materialization{}, rep, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
-	}
-	return registry.Materialization{
-		Backend: registry.BackendContainer, Platform: mr.Platform, Digest: d, Image: ref, Resolution: res,
-		Base: p.BuildDefinition.InternalParameters.BaseDigest, Builder: p.RunDetails.Builder.ID,
-	}, rep, nil
+	return out, rep, nil
 }
