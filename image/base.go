@@ -13,10 +13,11 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	kgzip "github.com/klauspost/compress/gzip"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -208,13 +209,11 @@ func resolve(fs map[string]*node, p string) (string, error) {
 }
 
 // Interpreter is the base image's Python interpreter as read from its
-// files.
-type Interpreter struct {
-	// Path is its real path in the image; Version its full version
-	// ("3.11.2"), read from the interpreter or its libpython.
-	Path    string `json:"path"`
-	Version string `json:"version"`
-}
+// files: its real path in the image and its full version ("3.11.2"),
+// read from the interpreter or its libpython. It is the one interpreter
+// identity of digest (the local digest's input), as the env built for it
+// names the same path and version.
+type Interpreter = digest.Interpreter
 
 // interpreterCandidates are tried in order when --python is not given.
 var interpreterCandidates = []string{"/usr/local/bin/python3", "/usr/bin/python3"}

@@ -90,6 +90,9 @@ type Options struct {
 	Python string
 	// NoCompile leaves bytecode out.
 	NoCompile bool
+	// NoCache neither reads nor writes the store's caches: the layer
+	// cache (store.ImageLayersDir), the unpacked-wheel and bytecode caches.
+	NoCache bool
 	// Epoch is every timestamp of the image (SOURCE_DATE_EPOCH, read by
 	// the caller); the zero Time means the Unix epoch.
 	Epoch time.Time
@@ -143,6 +146,9 @@ type Timings struct {
 	Materialize time.Duration `json:"materialize_ns"`
 	Layers      time.Duration `json:"layers_ns"`
 	Write       time.Duration `json:"write_ns"`
+	// CachedLayers counts the env layers taken from the store's layer
+	// cache (store.ImageLayersDir) instead of being built.
+	CachedLayers int `json:"cached_layers"`
 }
 
 // PlatformImage is one platform's image.
@@ -222,6 +228,13 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if repo == "" {
 		repo = "localhost/" + m.Name
 	}
+	// The store lock, shared, for the whole build: a gc waits rather than
+	// remove a cached layer or a wheel the build is using.
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+	}
+	defer unlock()
 	stg, err := st.Stage("image")
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot stage the image")
@@ -343,24 +356,6 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot stage the image")
 	}
-	start = time.Now()
-	r, err := pipeline.Run(ctx, st, pipeline.Options{
-		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
-		Platform: pid, Python: in.Path, Client: o.Client,
-		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
-		NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: o.Warn,
-	})
-	if err != nil {
-		return nil, err
-	}
-	tm.Materialize += time.Since(start)
-	s := r.Env.Seal
-	if s.Interpreter.Path != in.Path || xy(s.Interpreter.Version) != xy(in.Version) {
-		return nil, refusal.New(refusal.InterpreterMismatch, "the host's interpreter %s %s is not the image's %s %s", s.Interpreter.Path, s.Interpreter.Version, in.Path, in.Version)
-	}
-	if s.Interpreter.Version != in.Version && o.Warn != nil {
-		o.Warn(fmt.Sprintf("the host's %s is %s, the image's is %s: same X.Y, so the bytecode is the same; pyvenv.cfg names %s", in.Path, s.Interpreter.Version, in.Version, s.Interpreter.Version))
-	}
 	epoch := o.Epoch
 	if epoch.IsZero() {
 		epoch = time.Unix(0, 0)
@@ -368,13 +363,50 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	epoch = epoch.UTC().Truncate(time.Second)
 
 	start = time.Now()
-	envEntries, err := treeEntries(r.Env.Dir, inImage(EnvPath))
-	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")
+	po := pipeline.Options{
+		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
+		Platform: pid, Python: in.Path, Client: o.Client,
+		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
+		NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: o.Warn,
 	}
-	envLayer, err := writeLayer(filepath.Join(dir, "env.tar.gz"), envEntries, epoch)
-	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the env layer")
+	var (
+		s        *seal.Seal
+		envLayer *fileLayer
+		cache    layerCache
+	)
+	if !o.NoCache {
+		_, md, err := pipeline.Plan(ctx, st, po)
+		if err != nil {
+			return nil, err
+		}
+		cache = newLayerCache(st.Home(), md, epoch)
+		if s, envLayer = cache.load(); envLayer != nil {
+			tm.CachedLayers++
+		}
+	}
+	if envLayer == nil {
+		r, err := pipeline.Run(ctx, st, po)
+		if err != nil {
+			return nil, err
+		}
+		s = r.Env.Seal
+		tm.Materialize += time.Since(start)
+		start = time.Now()
+		envEntries, err := treeEntries(r.Env.Dir, inImage(EnvPath))
+		if err != nil {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")
+		}
+		if envLayer, err = cache.write(filepath.Join(dir, "env.tar.gz"), envEntries, epoch, s); err != nil {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the env layer")
+		}
+		tm.Layers += time.Since(start)
+	}
+	start = time.Now()
+	if s.Interpreter.Path != in.Path || xy(s.Interpreter.Version) != xy(in.Version) {
+		return nil, refusal.New(refusal.InterpreterMismatch, "the host's interpreter %s %s is not the image's %s %s", s.Interpreter.Path, s.Interpreter.Version, in.Path, in.Version)
+	}
+	if s.Interpreter.Version != in.Version && o.Warn != nil {
+		o.Warn(fmt.Sprintf("the host's %s is %s, the image's is %s: same X.Y, so the bytecode is the same; pyvenv.cfg names %s", in.Path, s.Interpreter.Version, in.Version, s.Interpreter.Version))
 	}
 	shimEntries := append(parents(inImage(ShimPath)), entry{name: inImage(ShimPath), typeflag: tar.TypeReg, mode: 0o755, src: shim})
 	shimLayer, err := writeLayer(filepath.Join(dir, "shim.tar.gz"), shimEntries, epoch)
@@ -510,14 +542,13 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 // need not read it again. The layers written out are rehashed anyway.
 var scanned sync.Map // key string → *Interpreter
 
-// BaseCacheDir is where a store remembers the interpreter found in a base
-// (one small JSON file per base manifest digest and --python), so that the
-// next build on that base does not decompress its layers again (about 2 s
-// for a 60 MB Debian base). An entry is a pure function of the base's
-// content, named by its digest: it is the store owner's data, at the trust
-// level of the probe cache, and always safe to delete.
-const BaseCacheDir = "cache/image-base-v1"
-
+// baseInterpreter is the interpreter of base b (want, or a candidate),
+// remembered in the process and in the store (store.ImageBaseDir: one
+// small file per base manifest digest and --python), so that the next
+// build on that base does not decompress its layers again (about 2 s for
+// a 60 MB Debian base). An entry is a pure function of the base's
+// content, named by its digest: the store owner's data, at the trust of
+// the probe cache, and always safe to delete.
 func baseInterpreter(home string, b *base, want string) (*Interpreter, error) {
 	key := b.digest.String() + " " + want
 	if in, ok := scanned.Load(key); ok {
@@ -526,7 +557,7 @@ func baseInterpreter(home string, b *base, want string) (*Interpreter, error) {
 	}
 	file := ""
 	if home != "" {
-		file = filepath.Join(home, BaseCacheDir, b.digest.Hex+"-"+hexOf(digest.Sum([]byte(want)))[:16]+".json")
+		file = filepath.Join(home, store.ImageBaseDir, b.digest.Hex+"-"+hexOf(digest.Sum([]byte(want)))[:16]+".json")
 		if raw, err := os.ReadFile(file); err == nil {
 			var in Interpreter
 			if json.Unmarshal(raw, &in) == nil && path.IsAbs(in.Path) && in.Version != "" {

@@ -22,6 +22,7 @@ type buildCase struct {
 	key       *sign.PrivateKey
 	push      string
 	noCompile bool
+	noCache   bool
 }
 
 // build runs Build with the fixture index for testPlatform.
@@ -53,7 +54,7 @@ func build(t *testing.T, c buildCase) *Result {
 		WheelData: data, WheelName: filepath.Base(c.wheel), Platforms: []string{testPlatform},
 		Client: client, Base: c.base, Shims: map[string]string{"": c.shim},
 		Epoch: time.Unix(1700000000, 0), Key: c.key, BuilderID: "https://ci.example/builder", Tool: testTool,
-		Output: c.out, Push: c.push, NoCompile: c.noCompile,
+		Output: c.out, Push: c.push, NoCompile: c.noCompile, NoCache: c.noCache,
 	})
 	if err != nil {
 		t.Fatalf("Build: %v", err)

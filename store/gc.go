@@ -187,6 +187,24 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			}
 		}
 	}
+	// The image layer cache goes whole: it only saves a rebuild time.
+	if ents, err := os.ReadDir(filepath.Join(s.home, ImageLayersDir)); err == nil {
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			rep.Removed = append(rep.Removed, filepath.ToSlash(filepath.Join(ImageLayersDir, e.Name())))
+			rep.RemovedBytes += fi.Size()
+			if !opts.DryRun {
+				if err := os.Remove(filepath.Join(s.home, ImageLayersDir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return rep, fmt.Errorf("gc: %w", err)
+				}
+			}
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
 	debris, err := s.clean(ctx, opts.DryRun)
 	rep.Removed = append(rep.Removed, debris...)
 	sort.Strings(rep.Removed)

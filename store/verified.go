@@ -21,6 +21,16 @@ import (
 // blobs it removes.
 const UnpackedDir = "cache/unpacked-v1"
 
+// ImageLayersDir holds the env layers image build wrote, by a key of
+// everything their bytes depend on (<key>.tar.gz and its <key>.json), so
+// that a rebuild with nothing changed neither materializes nor compresses
+// again. A cache: gc removes it all, and deleting it is always safe.
+const ImageLayersDir = "cache/image-layers-v1"
+
+// ImageBaseDir holds what image build found in a base image (its
+// interpreter), one small file per base manifest digest.
+const ImageBaseDir = "cache/image-base-v1"
+
 // StampsDir holds one stamp per verified blob: the stat (device, inode,
 // size, mtime and ctime in ns) the blob had when its bytes were last
 // hashed and found equal to its name. Like an env's stat index (DESIGN §7),

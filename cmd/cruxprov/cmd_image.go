@@ -40,7 +40,7 @@ func imageBuildCmd() *cli.Command {
 		Usage: "build the provider's image reproducibly on a base pinned by digest; sign it; write or push it",
 		UsageText: "cruxprov image build --wheel W --index URL [--offline] --platform PLATFORM_ID[,…] --base REF@DIGEST|oci:DIR@DIGEST\n" +
 			"     --shim [PLATFORM_ID=]PATH… (--output oci:DIR | --push REPO[:TAG]) [--repo REPO] [--sign-key KEY] [--builder-id ID]\n" +
-			"     [--python PATH_IN_IMAGE] [--no-compile] [--jobs N]",
+			"     [--python PATH_IN_IMAGE] [--no-compile] [--no-cache] [--jobs N]",
 		Description: "Resolves the provider's lock for each platform, materializes the env laid out at\n" +
 			image.EnvPath + " for the base's interpreter (found in its files, or --python), and writes\n" +
 			"the layers byte-for-byte reproducibly: every timestamp is SOURCE_DATE_EPOCH (or 0). The\n" +
@@ -67,6 +67,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`"},
 			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.BoolFlag{Name: "no-cache", Usage: "build every layer: neither read nor write the store's layer, wheel and bytecode caches (docs/store.md)"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs"},
 		}, indexFlags()...),
 		Action: imageBuild,
@@ -108,7 +109,7 @@ func imageBuild(c *cli.Context) error {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
 	}
 	bo := image.Options{
-		Base: c.String("base"), Python: c.String("python"), NoCompile: c.Bool("no-compile"),
+		Base: c.String("base"), Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"),
 		BuilderID: c.String("builder-id"), Tool: buildinfo.Version + " " + buildinfo.GoVersion(),
 		Output: out, Push: c.String("push"), Repo: c.String("repo"), Jobs: c.Int("jobs"), Warn: o.warn,
 		Shims:  map[string]string{},

@@ -1,0 +1,64 @@
+package image
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cruxible/cruxprov/store"
+)
+
+// TestLayerCache: a rebuild in the same home takes the env layer from the
+// store's layer cache (no materialization) and gives the same digest; so
+// does a build that skips the cache, and one after the cached layer was
+// damaged (the damaged entry is a miss, rebuilt and replaced, never used);
+// another epoch is another entry; gc removes them all.
+func TestLayerCache(t *testing.T) {
+	home := t.TempDir()
+	first := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")})
+	if first.Timings.CachedLayers != 0 || first.Timings.Materialize == 0 {
+		t.Fatalf("first build: %+v", first.Timings)
+	}
+	again := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")})
+	if again.Timings.CachedLayers != 1 || again.Timings.Materialize != 0 || again.Digest != first.Digest {
+		t.Fatalf("rebuild: %+v, %s vs %s", again.Timings, again.Digest, first.Digest)
+	}
+	fresh := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci"), noCache: true})
+	if fresh.Timings.CachedLayers != 0 || fresh.Digest != first.Digest {
+		t.Fatalf("--no-cache: %+v, %s", fresh.Timings, fresh.Digest)
+	}
+
+	layers, _ := filepath.Glob(filepath.Join(home, store.ImageLayersDir, "*.tar.gz"))
+	if len(layers) != 1 {
+		t.Fatalf("cache entries: %v", layers)
+	}
+	b, err := os.ReadFile(layers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(layers[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	healed := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")})
+	if healed.Timings.CachedLayers != 0 || healed.Digest != first.Digest {
+		t.Fatalf("after damage: %+v, %s", healed.Timings, healed.Digest)
+	}
+	if again := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")}); again.Timings.CachedLayers != 1 || again.Digest != first.Digest {
+		t.Fatalf("the rewritten entry: %+v", again.Timings)
+	}
+
+	st, err := store.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := st.GC(context.Background(), store.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(filepath.Join(home, store.ImageLayersDir))
+	if len(left) != 0 || len(rep.Removed) < 2 {
+		t.Errorf("after gc: %v left, removed %v", left, rep.Removed)
+	}
+}
