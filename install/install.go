@@ -13,8 +13,6 @@ package install
 
 import (
 	"context"
-	"io"
-	"path"
 	"slices"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -25,7 +23,6 @@ import (
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Options is one install.
@@ -81,7 +78,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	}
 	if o.WheelData == nil {
 		progress("fetch root wheel", "")
-		b, name, err := fetchRoot(ctx, o)
+		b, name, err := pipeline.FetchRoot(ctx, o.Client, o.Name, o.Version, o.SHA256)
 		if err != nil {
 			return nil, err
 		}
@@ -234,49 +231,6 @@ func materialization(r *pipeline.Result, local bool) (registry.Materialization, 
 		Interpreter: s.Interpreter.Path + " " + s.Interpreter.Version + " sha256:" + s.Interpreter.SHA256.Hex()[:12],
 		Packages:    pkgs,
 	}, nil
-}
-
-// fetchRoot downloads NAME==VERSION from the pinned index: the file the
-// index lists for that name and version whose sha256 is o.SHA256.
-func fetchRoot(ctx context.Context, o Options) ([]byte, string, error) {
-	if o.Client == nil {
-		return nil, "", refusal.New(refusal.OfflineMiss, "%s==%s is not a file here and there is no index to fetch it from", o.Name, o.Version)
-	}
-	if o.SHA256.IsZero() {
-		return nil, "", refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", o.Name, o.Version)
-	}
-	proj, err := o.Client.Project(ctx, o.Name)
-	if err != nil {
-		return nil, "", err
-	}
-	var listed []string
-	for _, f := range proj.Files {
-		fn, err := wheel.ParseFilename(f.Filename)
-		if err != nil || fn.Name != proj.Name {
-			continue
-		}
-		listed = append(listed, f.Filename)
-		if fn.Version != o.Version {
-			continue
-		}
-		if h := f.Hashes["sha256"]; h != "" && h != o.SHA256.Hex() {
-			continue
-		}
-		rc, _, err := o.Client.Open(ctx, f)
-		if err != nil {
-			return nil, "", err
-		}
-		b, err := io.ReadAll(io.LimitReader(rc, 1<<30))
-		rc.Close()
-		if err != nil {
-			return nil, "", refusal.Wrap(refusal.FetchFailed, err, "downloading %s from %s", f.Filename, index.Redact(f.URL))
-		}
-		if digest.Sum(b) != o.SHA256 {
-			continue
-		}
-		return b, path.Base(f.Filename), nil
-	}
-	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (it lists %d wheel(s) of %s)", index.Redact(o.Client.BaseURL()), o.Name, o.Version, o.SHA256, len(listed), proj.Name)
 }
 
 // ProtocolVersion is the protocol this cruxprov speaks (DESIGN §5).

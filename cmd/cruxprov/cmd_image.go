@@ -13,8 +13,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -38,14 +40,15 @@ func imageBuildCmd() *cli.Command {
 	return &cli.Command{
 		Name:  "build",
 		Usage: "build the provider's image reproducibly on a base pinned by digest; sign it; write or push it",
-		UsageText: "cruxprov image build --wheel W --index URL [--offline] --platform PLATFORM_ID[,…] --base REF@DIGEST|oci:DIR@DIGEST\n" +
+		UsageText: "cruxprov image build (--wheel W | NAME==VERSION --sha256 HEX) --index URL [--offline] --platform PLATFORM_ID[,…] --base REF@DIGEST|oci:DIR@DIGEST\n" +
 			"     --shim [PLATFORM_ID=]PATH… (--output oci:DIR | --push REPO[:TAG]) [--repo REPO] [--sign-key KEY] [--builder-id ID]\n" +
 			"     [--python PATH_IN_IMAGE] [--no-compile] [--no-cache] [--jobs N]",
 		Description: "Resolves the provider's lock for each platform, materializes the env laid out at\n" +
 			image.EnvPath + " for the base's interpreter (found in its files, or --python), and writes\n" +
 			"the layers byte-for-byte reproducibly: every timestamp is SOURCE_DATE_EPOCH (or 0). The\n" +
 			"host needs a CPython of the same X.Y at the image interpreter's path (it lays out the venv\n" +
-			"and compiles the bytecode): interpreter_mismatch otherwise. A base named by a tag alone is\n" +
+			"and compiles the bytecode, neither of which depends on the machine: an aarch64 image builds\n" +
+			"on an x86_64 host): interpreter_mismatch otherwise. A base named by a tag alone is\n" +
 			"base_image_unpinned. With --sign-key (password from CRUXPROV_KEY_PASSWORD or a prompt), the\n" +
 			"image gets a cosign signature and signed SLSA v1 provenance and CycloneDX SBOM attestations\n" +
 			"(sha256-<hex>.sig / .att tags), which `cosign verify --key` and `cosign verify-attestation`\n" +
@@ -53,9 +56,13 @@ func imageBuildCmd() *cli.Command {
 			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0-py3-none-any.whl \\\n" +
 			"     --index http://127.0.0.1:8080/simple/ --platform cp311-manylinux_2_36_x86_64 \\\n" +
 			"     --base registry.example/debian@sha256:<hex> --shim bin/cruxshim --push registry.example/acme/echo:1.0 \\\n" +
-			"     --sign-key builder.key --builder-id https://ci.example/builder",
+			"     --sign-key builder.key --builder-id https://ci.example/builder\n" +
+			"   cruxprov image build acme-echo==1.0 --sha256 <hex> --index https://mirror/simple/ \\\n" +
+			"     --platform cp311-manylinux_2_36_x86_64,cp311-manylinux_2_36_aarch64 --base registry.example/debian@sha256:<index hex> \\\n" +
+			"     --shim cp311-manylinux_2_36_x86_64=bin/cruxshim-amd64 --shim cp311-manylinux_2_36_aarch64=bin/cruxshim-arm64 --output oci:out",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL`"},
+			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (or NAME==VERSION --sha256 HEX)"},
+			&cli.StringFlag{Name: "sha256", Usage: "with NAME==VERSION: the root wheel's sha256 `HEX` (only those bytes are built)"},
 			&cli.StringFlag{Name: "platform", Usage: "platform preset `ID`s, comma-separated (one image per os/arch; several make an index)"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.StringFlag{Name: "base", Usage: "the base image pinned by digest: `REF@sha256:…` or oci:DIR@sha256:…"},
@@ -86,11 +93,25 @@ func imageBuild(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.NArg() > 0 {
-		return usagef("image build takes no arguments (got %q)", c.Args().First())
-	}
-	if c.String("wheel") == "" {
-		return usagef("--wheel W is required")
+	var name, version string
+	switch arg := c.Args().First(); {
+	case c.NArg() > 1:
+		return usagef("image build takes one NAME==VERSION at most (got %q)", c.Args().Slice())
+	case c.NArg() == 1:
+		var ok bool
+		if name, version, ok = strings.Cut(arg, "=="); !ok || name == "" || version == "" {
+			return usagef("%q is not NAME==VERSION (or give --wheel W)", arg)
+		}
+		if c.String("wheel") != "" {
+			return usagef("give --wheel W or NAME==VERSION, not both")
+		}
+		if c.String("sha256") == "" {
+			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes are built")
+		}
+	case c.String("wheel") == "":
+		return usagef("--wheel W or NAME==VERSION --sha256 HEX is required")
+	case c.String("sha256") != "":
+		return usagef("--sha256 goes with NAME==VERSION (the root wheel from the index), not --wheel")
 	}
 	if c.String("platform") == "" {
 		return usagef("--platform is required (platform preset ids, comma-separated)")
@@ -143,10 +164,12 @@ func imageBuild(c *cli.Context) error {
 		}
 		bo.Epoch = time.Unix(n, 0)
 	}
-	if bo.WheelData, err = inputFile("--wheel", c.String("wheel"), 0); err != nil {
-		return err
+	if name == "" {
+		if bo.WheelData, err = inputFile("--wheel", c.String("wheel"), 0); err != nil {
+			return err
+		}
+		bo.WheelName = filepath.Base(c.String("wheel"))
 	}
-	bo.WheelName = filepath.Base(c.String("wheel"))
 	if k := c.String("sign-key"); k != "" {
 		if bo.Key, err = loadSigner(o, k); err != nil {
 			return err
@@ -154,6 +177,15 @@ func imageBuild(c *cli.Context) error {
 	}
 	if u := c.String("index"); u != "" && !c.Bool("offline") {
 		if bo.Client, err = newIndexClient(c, u); err != nil {
+			return err
+		}
+	}
+	if name != "" {
+		sum, err := digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:"))
+		if err != nil {
+			return usagef("--sha256: %v", err)
+		}
+		if bo.WheelData, bo.WheelName, err = pipeline.FetchRoot(c.Context, bo.Client, name, version, sum); err != nil {
 			return err
 		}
 	}

@@ -135,8 +135,9 @@ func TestImageCLI(t *testing.T) {
 	}
 }
 
-// TestImageMultiPlatformInstall: CI builds one provider for two
-// architectures into an image index on a multi-platform base; an
+// TestImageMultiPlatformInstall: CI builds one provider (named
+// NAME==VERSION --sha256, fetched from the index) for two architectures
+// into an image index on a multi-platform base; an
 // operator (uid 65534 owning its home) trusts the builder key, installs
 // --backend container naming the index, and the change-set pins each
 // platform's own manifest digest (the reference rewritten to it); once
@@ -205,7 +206,13 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 		MediaType string `json:"media_type"`
 		Platforms []struct{ Platform, Digest string }
 	}
-	r := nobody("image", "build", "--wheel", fx.Echo.Path, "--index", srv.URL+"/simple/",
+	// The root wheel named as install takes it: NAME==VERSION, only the
+	// bytes of --sha256 (another sha256 is refused first).
+	if r := nobody("image", "build", "acme-echo==1.0.0", "--sha256", strings.Repeat("0", 64), "--index", srv.URL+"/simple/",
+		"--platform", imagetest.Platform, "--base", baseRef, "--shim", shim, "--output", "oci:"+filepath.Join(base, "out", "x")); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.FetchFailed)) {
+		t.Errorf("image build NAME==VERSION with another sha256: %+v", r)
+	}
+	r := nobody("image", "build", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--index", srv.URL+"/simple/",
 		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef, "--shim", shim,
 		"--output", "oci:"+out, "--sign-key", filepath.Join(base, "builder.key"), "--json")
 	if json.Unmarshal([]byte(ok(r, "image build")), &built) != nil || len(built.Platforms) != 2 || !strings.Contains(built.MediaType, "index") {
