@@ -25,6 +25,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
@@ -578,38 +579,12 @@ func baseInterpreter(home string, b *base, want string) (*Interpreter, error) {
 	c := *in
 	scanned.Store(key, &c)
 	if file != "" {
-		saveJSON(file, in)
+		// Best effort: a cache that cannot be written is only slower next time.
+		if raw, err := json.Marshal(in); err == nil && os.MkdirAll(filepath.Dir(file), 0o755) == nil {
+			_ = atomicfile.WriteFile(file, raw, 0o644)
+		}
 	}
 	return in, nil
-}
-
-// saveJSON writes v to file atomically (a temp file renamed), best
-// effort: a cache that cannot be written is only slower next time.
-func saveJSON(file string, v any) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return
-	}
-	f, err := os.CreateTemp(filepath.Dir(file), ".tmp-*")
-	if err != nil {
-		return
-	}
-	_, err = f.Write(raw)
-	if err2 := f.Close(); err == nil {
-		err = err2
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), file)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
 }
 
 // layoutTag is the image's ref name in a layout: the --push tag, else

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -124,7 +125,7 @@ func (c layerCache) write(staged string, entries []entry, epoch time.Time, s *se
 	l.path = lp
 	e, err := json.Marshal(layerEntry{Digest: l.digest, DiffID: l.diffID, Size: l.size, Seal: sealDoc})
 	if err == nil {
-		_ = atomicWrite(ep, e)
+		_ = atomicfile.WriteFile(ep, e, 0o644)
 	}
 	return l, nil
 }

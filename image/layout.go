@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -43,7 +44,7 @@ func newLayoutWriter(dir string) (*layoutWriter, error) {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, fs.ErrNotExist) {
-		if err := atomicWrite(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -204,7 +205,7 @@ func (w *layoutWriter) hash(r io.Reader, dst io.Writer) (string, int64, error) {
 // which drop is true go, adds come after the rest (each with its ref name
 // annotation), and the file is written atomically.
 func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descriptor) error {
-	if err := syncDir(w.blobs); err != nil {
+	if err := atomicfile.SyncDir(w.blobs); err != nil {
 		return err
 	}
 	file := filepath.Join(w.dir, "index.json")
@@ -224,42 +225,5 @@ func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descripto
 	if err != nil {
 		return err
 	}
-	return atomicWrite(file, out)
-}
-
-// atomicWrite replaces file by data: a temp file beside it, synced,
-// renamed, and the directory synced.
-func atomicWrite(file string, data []byte) error {
-	dir := filepath.Dir(file)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(file)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err2 := tmp.Close(); err == nil {
-		err = err2
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.WriteFile(file, out, 0o644)
 }

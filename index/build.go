@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -325,16 +326,8 @@ func writeNew(path string, data []byte) error {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("index build: %w", err)
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("index build: %w", err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("index build: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -378,12 +379,7 @@ func mkdirs(dir string) error {
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -279,48 +280,16 @@ func (d *Dir) writeJSON(p string, v any) error {
 	return writeAtomic(p, b)
 }
 
-// writeAtomic writes b to p: a temp file in p's directory, fsync, rename,
-// fsync of the directory. Mode 0644.
+// writeAtomic writes b to p durably (internal/atomicfile), mode 0644.
 func writeAtomic(p string, b []byte) error {
-	dir := filepath.Dir(p)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(p)+"-*")
-	if err != nil {
+	if err := atomicfile.WriteFile(p, b, 0o644); err != nil {
 		return fmt.Errorf("registry: %w", err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	ok = true
-	return syncDir(dir)
+	return nil
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("registry: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("registry: fsync %s: %w", dir, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -483,11 +484,4 @@ func writeTemp(path string, b []byte) (string, error) {
 	return f.Name(), nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }

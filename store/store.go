@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -439,12 +440,7 @@ func createTemp(dir, stem string) (*os.File, error) {
 }
 
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("store: fsync %s: %w", dir, err)
 	}
 	return nil
