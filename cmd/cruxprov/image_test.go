@@ -19,15 +19,15 @@ import (
 	"github.com/cruxible/cruxprov/sign"
 )
 
-// TestImageCLI: what CI runs, as uid 65534 owning its home: image build
-// into a layout (signed, SOURCE_DATE_EPOCH), the same digest built by
-// root in another home, image verify accepting it and refusing another
-// repository, a base named without a digest, and env sbom of the same env
-// built locally naming the image's materialization.
-func TestImageCLI(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
-	baseLayout, baseDigest := imagetest.Base(t)
-	base, exe := nobodyBase(t, "cruxprov-image-", debian)
+const debian = "/usr/bin/python3.11"
+
+// imageSetup is what the image CLI tests share: a directory nobody can
+// read (base) with a copy of the binary (exe), the fixtures served as a
+// pinned index (srv, closed at the end of the test), cruxshim (shim), and
+// a builder key pair at base/builder.key (password "pw") and .pub.
+func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set, srv *httptest.Server, shim string) {
+	t.Helper()
+	base, exe = nobodyBase(t, prefix, debian)
 	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -36,17 +36,33 @@ func TestImageCLI(t *testing.T) {
 	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
-	shim := filepath.Join(base, "cruxshim")
-	b, _ := os.ReadFile(imagetest.Shim(t))
-	os.WriteFile(shim, b, 0o755)
+	srv = httptest.NewServer(http.FileServer(http.Dir(idx)))
+	t.Cleanup(srv.Close)
+	shim = filepath.Join(base, "cruxshim")
+	b, err := os.ReadFile(imagetest.Shim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shim, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	priv, pub, err := sign.Generate([]byte("pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(base, "builder.key"), priv, 0o644)
 	os.WriteFile(filepath.Join(base, "builder.pub"), pub, 0o644)
+	return base, exe, fx, srv, shim
+}
+
+// TestImageCLI: what CI runs, as uid 65534 owning its home: image build
+// into a layout (signed, SOURCE_DATE_EPOCH), the same digest built by
+// root in another home, image verify accepting it and refusing another
+// repository, a base named without a digest, and env sbom of the same env
+// built locally naming the image's materialization.
+func TestImageCLI(t *testing.T) {
+	baseLayout, baseDigest := imagetest.Base(t)
+	base, exe, fx, srv, shim := imageSetup(t, "cruxprov-image-")
 	baseRef := "oci:" + baseLayout + "@" + baseDigest.String()
 	args := func(home, out string) []string {
 		return []string{"--home", home, "image", "build", "--wheel", fx.Echo.Path, "--index", srv.URL + "/simple/",
@@ -144,28 +160,8 @@ func TestImageCLI(t *testing.T) {
 // approved, verify --backend container accepts each platform, and asks
 // for the platform when none is named.
 func TestImageMultiPlatformInstall(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
-	base, exe := nobodyBase(t, "cruxprov-image-multi-", debian)
+	base, exe, fx, srv, shim := imageSetup(t, "cruxprov-image-multi-")
 	baseRef, _ := imagetest.MultiArchBase(t, filepath.Join(base, "base"))
-	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := filepath.Join(base, "index")
-	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
-	shim := filepath.Join(base, "cruxshim")
-	b, _ := os.ReadFile(imagetest.Shim(t))
-	os.WriteFile(shim, b, 0o755)
-	priv, pub, err := sign.Generate([]byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(base, "builder.key"), priv, 0o644)
-	os.WriteFile(filepath.Join(base, "builder.pub"), pub, 0o644)
 	for _, d := range []string{"home", "out", "keys", "state"} {
 		os.Mkdir(filepath.Join(base, d), 0o755)
 		os.Chown(filepath.Join(base, d), 65534, 65534)
