@@ -361,7 +361,6 @@ func TestEnvCreateConcurrent(t *testing.T) {
 // nobody, through setpriv) can verify and use a sealed env but not change
 // it. Debian's python3.11 is used because /root (pyenv's home) is 0700.
 func TestEnvReadOnlyForOthers(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv")
 	}
@@ -580,7 +579,6 @@ func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
 // store's owner; it said only "cannot open the env lock …: permission
 // denied".
 func TestEnvCreateAsNonOwner(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
 	base, exe := nobodyBase(t, "cruxprov-nonowner-", debian)
 	home := filepath.Join(base, "home")
 	os.Mkdir(home, 0o755)
@@ -624,7 +622,6 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 // says it cannot read it and to verify as a user who can; it said the
 // interpreter was "removed (… now permission denied)".
 func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
 	base, exe := nobodyBase(t, "cruxprov-unreadable-", debian)
 	py := filepath.Join(base, "py")
 	os.Mkdir(py, 0o755)

@@ -368,7 +368,6 @@ func TestInstallSources(t *testing.T) {
 // digest but changes its seal content digest, which the pin refuses
 // (pin_mismatch) until the operator proposes it again and approves.
 func TestPinAfterInterpreterUpdate(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
 	if _, err := os.Stat(debian); err != nil {
 		t.Skipf("needs %s", debian)
 	}

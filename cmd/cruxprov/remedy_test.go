@@ -123,7 +123,6 @@ func serveFixtures(t *testing.T, fx *fixtures.Set, dir string) string {
 // interpreter_drift whose advice rebuilds the env on it, under the same
 // digest, with a new seal content digest (issue 11 item 3).
 func TestInterpreterUpdatedInPlace(t *testing.T) {
-	const debian = "/usr/bin/python3.11"
 	if _, err := os.Stat(debian); err != nil {
 		t.Skipf("needs %s", debian)
 	}
