@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/manifest"
@@ -119,6 +120,11 @@ type Options struct {
 	Jobs int
 	// Warn receives warnings.
 	Warn func(string)
+	// FetchEvents receives the wheel downloads' progress; Progress each
+	// step as it starts (stage: base, materialize, layers, cached, sign,
+	// write; platform "" for what is not one platform's).
+	FetchEvents func(fetch.Event)
+	Progress    func(stage, platform string)
 }
 
 // Result is what Build made.
@@ -244,6 +250,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		makeWritable(stg.Path)
 		stg.Release()
 	}()
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string, string) {}
+	}
+	o.Progress = progress
 	res := &Result{Repo: repo}
 	seen := map[string]string{}
 	for i, pid := range o.Platforms {
@@ -279,12 +290,14 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	var extra []tagged
 	if o.Key != nil {
+		o.Progress("sign", "")
 		if extra, err = signAll(o.Key, repo, res); err != nil {
 			return nil, err
 		}
 		res.Signed = true
 	}
 	start := time.Now()
+	o.Progress("write", "")
 	if o.Output != "" {
 		if err := writeLayout(o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
 			return nil, fmt.Errorf("cannot write the layout %s: %w", o.Output, err)
@@ -333,6 +346,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		return nil, &pipeline.InputError{What: "cruxshim for", Path: pid, Err: errors.New("is not given: --shim " + pid + "=PATH (a static build for " + arch + ")")}
 	}
 	start := time.Now()
+	o.Progress("base", pid)
 	b, err := loadBase(ctx, ref, osName, arch, o.Remote)
 	if err != nil {
 		return nil, err
@@ -368,7 +382,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
 		Platform: pid, Python: in.Path, Client: o.Client,
 		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
-		NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: o.Warn,
+		NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: o.Warn, FetchEvents: o.FetchEvents,
 	}
 	var (
 		s        *seal.Seal
@@ -383,9 +397,11 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		cache = newLayerCache(st.Home(), md, epoch)
 		if s, envLayer = cache.load(); envLayer != nil {
 			tm.CachedLayers++
+			o.Progress("cached", pid)
 		}
 	}
 	if envLayer == nil {
+		o.Progress("materialize", pid)
 		r, err := pipeline.Run(ctx, st, po)
 		if err != nil {
 			return nil, err
@@ -393,6 +409,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		s = r.Env.Seal
 		tm.Materialize += time.Since(start)
 		start = time.Now()
+		o.Progress("layers", pid)
 		envEntries, err := treeEntries(r.Env.Dir, inImage(EnvPath))
 		if err != nil {
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")

@@ -193,7 +193,20 @@ func imageBuild(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var bars *progress
+	if o.progressOn() {
+		bars = newProgress(c, o.stderr)
+		bo.Progress = func(stage, pid string) {
+			line := map[string]string{"base": "reading the base for", "materialize": "materializing the env for", "layers": "writing the layers for",
+				"cached": "the env layer from the store's cache for", "sign": "signing", "write": "writing the image"}[stage]
+			fmt.Fprintln(bars.p, strings.TrimSpace(line+" "+pid))
+		}
+	}
+	bo.FetchEvents = fetchEvents(o, bars)
 	res, err := image.Build(c.Context, st, bo)
+	if bars != nil {
+		bars.wait(err == nil)
+	}
 	if err != nil {
 		return spaceAdvice(err)
 	}
