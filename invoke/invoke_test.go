@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
@@ -185,34 +186,12 @@ func TestEffectiveBudgets(t *testing.T) {
 // which can only read the store: the test binary re-executed under setpriv.
 func TestAsUnprivilegedExecutor(t *testing.T) {
 	f := fixture(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to uid 65534")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("needs setpriv")
-	}
-	work, err := os.MkdirTemp("", "cruxprov-invoke-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	os.Chmod(work, 0o755)
+	asuser.Require(t, "switch to uid 65534")
+	work := asuser.Dir(t, "cruxprov-invoke-nobody-")
 	os.Chown(work, 65534, 65534)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The test binary must be readable by nobody.
-	bin := filepath.Join(work, "invoke.test")
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := asuser.CopySelf(t, work)
 	fxj, _ := json.Marshal(f)
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "-test.run=^$")
+	cmd := asuser.Command(65534, 65534, bin, "-test.run=^$")
 	cmd.Env = []string{"CRUXPROV_INVOKE_CHILD=1", "CRUXPROV_INVOKE_FIXTURES=" + string(fxj), "CRUXPROV_INVOKE_WORK=" + work, "PATH=/usr/bin:/bin"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

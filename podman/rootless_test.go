@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
@@ -132,12 +133,7 @@ func rootlessUser(t *testing.T) subidUser {
 // runs with UnenforcedLimits.
 func TestRootless(t *testing.T) {
 	usable(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch to a rootless user (setpriv); as a user with subordinate ids, TestBattery itself runs rootless")
-	}
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("setpriv is not installed (util-linux): no way to run as the rootless user")
-	}
+	asuser.Require(t, "switch to a rootless user (as a user with subordinate ids, TestBattery itself runs rootless)")
 	u := rootlessUser(t)
 	f := fixture(t)
 	// The rootless user reads the fixture's layout (podman pulls it).
@@ -160,26 +156,8 @@ func TestRootless(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	work, err := os.MkdirTemp("", "cruxprov-podman-rootless-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(work)
-	if err := os.Chmod(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(work, "podman.test")
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	work := asuser.Dir(t, "cruxprov-podman-rootless-")
+	bin := asuser.CopySelf(t, work)
 	fj, err := json.Marshal(rootlessFixture{Fixtures: f.Fixtures, Layout: f.Layout, BuilderPK: string(f.Key.Public().PEM())})
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +166,7 @@ func TestRootless(t *testing.T) {
 	if err := os.WriteFile(fxFile, fj, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("setpriv", "--reuid="+strconv.Itoa(u.uid), "--regid="+strconv.Itoa(u.gid), "--init-groups", "--",
-		bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
+	cmd := asuser.CommandInitGroups(u.uid, u.gid, bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
 	cmd.Dir = u.home
 	cmd.Env = []string{rootlessEnv + "=" + fxFile, "HOME=" + u.home, "USER=" + u.name, "LOGNAME=" + u.name,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}

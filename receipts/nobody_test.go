@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/cruxible/cruxprov/internal/asuser"
 )
 
 // TestAsUnprivilegedExecutor runs Open, append, repair and scan as uid
@@ -15,28 +16,9 @@ import (
 // ignores file modes): the ledger's directories are created 0700, the
 // file 0600, and the repair's lock and journal work in that directory.
 func TestAsUnprivilegedExecutor(t *testing.T) {
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv to run as uid 65534")
-	}
-	base, err := os.MkdirTemp("", "receipts-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(base, "receipts.test")
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	asuser.Require(t, "run as uid 65534")
+	base := asuser.Dir(t, "receipts-nobody-")
+	exe := asuser.CopySelf(t, base)
 	state := filepath.Join(base, "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
 		t.Fatal(err)
@@ -45,7 +27,7 @@ func TestAsUnprivilegedExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := DefaultPath(state, "exec-host", 65534)
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe)
+	cmd := asuser.Command(65534, 65534, exe)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "GORACE=atexit_sleep_ms=0", childEnv + "=nobody", ledgerEnv + "=" + path}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -65,17 +65,8 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 			floorChild(t, d.Root(), t.TempDir())
 			return
 		}
-		if _, err := exec.LookPath("setpriv"); err != nil {
-			t.Skip("setpriv is not installed (util-linux): root writes into a read-only directory, so this needs an unprivileged user")
-		}
-		work, err := os.MkdirTemp("", "cruxprov-registry-floor-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer os.RemoveAll(work)
-		if err := os.Chmod(work, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		asuser.Require(t, "run as an unprivileged user (root writes into a read-only directory)")
+		work := asuser.Dir(t, "cruxprov-registry-floor-")
 		d := acceptedRegistry(t, work)
 		state := filepath.Join(work, "state")
 		if err := os.Mkdir(state, 0o755); err != nil {
@@ -84,19 +75,8 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 		if err := os.Chown(state, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(work, "registry.test")
-		if err := os.WriteFile(bin, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "-test.run=^TestFloorChild$", "-test.v", "-test.count=1")
+		bin := asuser.CopySelf(t, work)
+		cmd := asuser.Command(65534, 65534, bin, "-test.run=^TestFloorChild$", "-test.v", "-test.count=1")
 		cmd.Dir = work
 		cmd.Env = []string{"PATH=/usr/bin:/bin", floorChildEnv + "=" + d.Root() + string(os.PathListSeparator) + state}
 		out, err := cmd.CombinedOutput()

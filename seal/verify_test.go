@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -390,21 +390,11 @@ func TestUnreadableInterpreterIsNotRemoved(t *testing.T) {
 		}
 		return
 	}
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv")
-	}
-	base, err := os.MkdirTemp("", "cruxprov-seal-unreadable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Chmod(filepath.Join(base, "py"), 0o755); os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	self, _ := os.ReadFile(os.Args[0])
-	exe := filepath.Join(base, "seal.test")
-	if err := os.WriteFile(exe, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	asuser.Require(t, "run as uid 65534")
+	base := asuser.Dir(t, "cruxprov-seal-unreadable-")
+	exe := asuser.CopySelf(t, base)
 	py := filepath.Join(base, "py")
+	t.Cleanup(func() { os.Chmod(py, 0o755) }) // before Dir's removal
 	os.Mkdir(py, 0o755)
 	python := filepath.Join(py, "python3")
 	if err := os.WriteFile(python, []byte("not really an interpreter\n"), 0o755); err != nil {
@@ -420,7 +410,7 @@ func TestUnreadableInterpreterIsNotRemoved(t *testing.T) {
 			locked := tc.locked
 			os.Chmod(locked, 0o700)
 			defer os.Chmod(locked, 0o755)
-			cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "-test.run=^TestUnreadableInterpreterIsNotRemoved$", "-test.v")
+			cmd := asuser.Command(65534, 65534, exe, "-test.run=^TestUnreadableInterpreterIsNotRemoved$", "-test.v")
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "CRUXPROV_SEAL_UNREADABLE_CHILD=" + string(b)}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("%s unreadable: %v\n%s", locked, err, out)

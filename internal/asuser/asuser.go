@@ -1,0 +1,87 @@
+// Package asuser runs a test's own binary as another user: the one helper
+// for the tests that must not be root (root ignores file modes) or must
+// be a particular user (rootless podman), which re-execute the test
+// binary under setpriv with a child environment variable.
+//
+// It owns the steps those tests shared: skipping unless the test runs as
+// root with setpriv on PATH, a world-readable temporary directory, a copy
+// of the running test binary there (the go test cache's copy is not
+// readable by other users), and the setpriv command line. What the child
+// does, its environment and what the parent asserts stay with each test.
+// Only tests import it.
+package asuser
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// Require skips t unless it runs as root with setpriv (util-linux) on
+// PATH. purpose completes "needs root to …" and "no way to …", e.g.
+// "run as uid 65534".
+func Require(t testing.TB, purpose string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to " + purpose)
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("setpriv is not installed (util-linux): no way to " + purpose)
+	}
+}
+
+// Dir returns a new directory under the system temporary directory, named
+// prefix and a random suffix, mode 0755 so another user can enter it; it
+// is removed when the test and its subtests finish.
+func Dir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// CopySelf copies the running test binary into dir (a directory from Dir)
+// under its own name ("<package>.test"), mode 0755, and returns its path.
+func CopySelf(t testing.TB, dir string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(exe))
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Command returns bin with args run as uid and gid with no supplementary
+// groups: setpriv --reuid=uid --regid=gid --clear-groups -- bin args….
+// The caller sets its Env (the child inherits root's otherwise), Dir and
+// streams.
+func Command(uid, gid int, bin string, args ...string) *exec.Cmd {
+	return setpriv("--clear-groups", uid, gid, bin, args)
+}
+
+// CommandInitGroups is Command with the supplementary groups of uid's
+// user from the group database (--init-groups), for a named user such as
+// one rootless podman runs as.
+func CommandInitGroups(uid, gid int, bin string, args ...string) *exec.Cmd {
+	return setpriv("--init-groups", uid, gid, bin, args)
+}
+
+func setpriv(groups string, uid, gid int, bin string, args []string) *exec.Cmd {
+	return exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), groups, "--", bin}, args...)...)
+}
