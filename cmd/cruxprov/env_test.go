@@ -19,6 +19,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
@@ -654,31 +655,20 @@ func TestEnvVerifyUnreadableInterpreter(t *testing.T) {
 }
 
 // nobodyBase skips unless the test can run commands as uid 65534 (root
-// and setpriv) and python exists, and returns a fresh world-readable
-// directory (outside root-only temp dirs) holding a copy of the binary.
+// and setpriv) and python exists (unless it is ""), and returns a fresh
+// world-readable directory (outside root-only temp dirs) holding a copy
+// of the binary.
 func nobodyBase(t *testing.T, prefix, python string) (base, exe string) {
 	t.Helper()
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv")
+	asuser.Require(t, "run as uid 65534")
+	if python != "" {
+		if _, err := os.Stat(python); err != nil {
+			t.Skipf("needs %s", python)
+		}
 	}
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
-	base, err := os.MkdirTemp("", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	exe = filepath.Join(base, "cruxprov")
-	b, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return base, exe
+	base = asuser.Dir(t, prefix)
+	t.Cleanup(func() { chmodTree(base) }) // before Dir's removal
+	return base, asuser.Copy(t, base, bin)
 }
 
 // verifyAsNobody runs env verify (fast and deep) as nobody and expects

@@ -215,43 +215,9 @@ func TestFetchCLIRefusals(t *testing.T) {
 // TestFetchSIGINT: a real SIGINT in the middle of downloads stops the
 // fetch promptly and leaves no partial blob or temp file in the store.
 func TestFetchSIGINT(t *testing.T) {
-	started := make(chan struct{}, 8)
-	stop := make(chan struct{})
-	defer close(stop)
-	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !strings.HasSuffix(r.URL.Path, ".whl") {
-				h.ServeHTTP(w, r)
-				return
-			}
-			w.Header().Set("Content-Length", "100000")
-			w.Write([]byte("PK"))
-			w.(http.Flusher).Flush()
-			started <- struct{}{}
-			select { // drip nothing more until the client goes away
-			case <-r.Context().Done():
-			case <-stop:
-			}
-		})
-	})
-	home := t.TempDir()
-	cmd := exec.Command(bin, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
-	var se bytes.Buffer
-	cmd.Stderr = &se
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	cmd.Process.Signal(syscall.SIGINT)
-	err := cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
-		t.Fatalf("exit after SIGINT: %v (%s)", err, se.String())
-	}
-	if got := fetchBlobs(t, home); len(got) != 0 {
-		t.Errorf("store holds %v after SIGINT", got)
-	}
-	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
-		t.Errorf("staging debris: %v", ents)
+	r, err := fetchSIGINT(t)
+	if r.code == 0 {
+		t.Fatalf("exit after SIGINT: %v (%s)", err, r.stderr)
 	}
 }
 
@@ -270,9 +236,37 @@ func TestFetchSIGINTSaysInterrupted(t *testing.T) {
 }
 
 func fetchInterrupted(t *testing.T, asJSON bool) {
+	var args []string
+	if asJSON {
+		args = append(args, "--json")
+	}
+	r, err := fetchSIGINT(t, args...)
+	if r.code != exitFailure {
+		t.Fatalf("exit after SIGINT: %v (%s)", err, r.stderr)
+	}
+	if !strings.HasPrefix(r.stderr, "error: interrupted") || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "context canceled") {
+		t.Errorf("json=%v: %+v", asJSON, r)
+	}
+	if asJSON {
+		v := jsonDoc(t, r)
+		if e, _ := v["error"].(map[string]any); v["schema"] != "cruxprov.fetch/v1" || e["kind"] != "interrupted" {
+			t.Errorf("json: %v", v)
+		}
+	} else if r.stdout != "" {
+		t.Errorf("stdout: %q", r.stdout)
+	}
+}
+
+// fetchSIGINT runs fetch (with extra arguments) against an index whose
+// wheel downloads send the wheel's first two bytes, announced whole, and
+// then nothing until the client goes away; once a download has started
+// it sends fetch SIGINT, checks the store holds no blob and no staging
+// debris, and returns what fetch printed and how it exited (code -1 when
+// it did not exit on its own) with its Wait error.
+func fetchSIGINT(t *testing.T, extra ...string) (result, error) {
+	t.Helper()
 	started := make(chan struct{}, 8)
 	stop := make(chan struct{})
-	defer close(stop)
 	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !strings.HasSuffix(r.URL.Path, ".whl") {
@@ -292,12 +286,9 @@ func fetchInterrupted(t *testing.T, asJSON bool) {
 			}
 		})
 	})
+	t.Cleanup(func() { close(stop) }) // before the server's Close, which waits for the handlers
 	home := t.TempDir()
-	args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}
-	if asJSON {
-		args = append(args, "--json")
-	}
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(bin, append([]string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home}, extra...)...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
@@ -306,28 +297,13 @@ func fetchInterrupted(t *testing.T, asJSON bool) {
 	<-started
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
-	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != exitFailure {
-		t.Fatalf("exit after SIGINT: %v (%s)", err, se.String())
-	}
-	r := result{so.String(), se.String(), ee.ExitCode()}
-	if !strings.HasPrefix(r.stderr, "error: interrupted") || strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stderr, "context canceled") {
-		t.Errorf("json=%v: %+v", asJSON, r)
-	}
-	if asJSON {
-		v := jsonDoc(t, r)
-		if e, _ := v["error"].(map[string]any); v["schema"] != "cruxprov.fetch/v1" || e["kind"] != "interrupted" {
-			t.Errorf("json: %v", v)
-		}
-	} else if r.stdout != "" {
-		t.Errorf("stdout: %q", r.stdout)
-	}
 	if got := fetchBlobs(t, home); len(got) != 0 {
 		t.Errorf("store holds %v after SIGINT", got)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(home, "tmp")); len(ents) != 0 {
 		t.Errorf("staging debris: %v", ents)
 	}
+	return result{so.String(), se.String(), cmd.ProcessState.ExitCode()}, err
 }
 
 // TestFetchWheelFixtures: fetch --wheel reads the root wheel's embedded
@@ -380,17 +356,10 @@ func TestFetchTLSAndCredentials(t *testing.T) {
 	netrc := filepath.Join(t.TempDir(), "netrc")
 	os.WriteFile(netrc, []byte("machine 127.0.0.1 login ci password s3cr3t-pw\n"), 0o600)
 	idx := srv.URL + "/simple/"
-	run := func(env []string, args ...string) result {
+	run := func(t *testing.T, env []string, args ...string) result {
 		cmd := exec.Command(bin, append([]string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", t.TempDir()}, args...)...)
 		cmd.Env = append(os.Environ(), append([]string{"NETRC=" + filepath.Join(t.TempDir(), "none")}, env...)...)
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return result{so.String(), se.String(), code}
+		return runCmd(t, cmd)
 	}
 	for _, tt := range []struct {
 		name string
@@ -405,7 +374,7 @@ func TestFetchTLSAndCredentials(t *testing.T) {
 		{"wrong password", []string{"CRUXPROV_INDEX_USERNAME=ci", "CRUXPROV_INDEX_PASSWORD=nope-pw"}, []string{"--ca-bundle", ca}, 78},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := run(tt.env, tt.args...)
+			r := run(t, tt.env, tt.args...)
 			if r.code != tt.code {
 				t.Fatalf("exit %d, want %d: %+v", r.code, tt.code, r)
 			}

@@ -105,20 +105,7 @@ func TestIndexBuildSIGKILL(t *testing.T) {
 // the middle of the input, the build fails, naming it, and the previous
 // index that user built stays as it was.
 func TestIndexBuildUnreadableWheel(t *testing.T) {
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv to run as another user")
-	}
-	root, err := os.MkdirTemp("", "cruxprov-index-unreadable-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	os.Chmod(root, 0o755)
-	exe := filepath.Join(root, "cruxprov")
-	b, _ := os.ReadFile(bin)
-	if err := os.WriteFile(exe, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	root, exe := nobodyBase(t, "cruxprov-index-unreadable-", "")
 	in := filepath.Join(root, "wheels")
 	base := filepath.Join(root, "srv")
 	for _, d := range []string{in, base} {

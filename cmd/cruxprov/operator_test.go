@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -170,18 +169,7 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 // open .../.tmp-…: permission denied", gc "gc: remove …: permission
 // denied".
 func TestReadOnlyStoreSaysNotWritable(t *testing.T) {
-	if _, err := exec.LookPath("setpriv"); err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and setpriv")
-	}
-	base, err := os.MkdirTemp("", "cruxprov-ro-store-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	os.Chmod(base, 0o755)
-	exe := filepath.Join(base, "cruxprov")
-	b, _ := os.ReadFile(bin)
-	os.WriteFile(exe, b, 0o755)
+	base, exe := nobodyBase(t, "cruxprov-ro-store-", "")
 	idx, tlock, _ := fetchFixture(t)
 	lock := filepath.Join(base, "pylock.toml")
 	lb, _ := os.ReadFile(tlock)
@@ -194,14 +182,7 @@ func TestReadOnlyStoreSaysNotWritable(t *testing.T) {
 	nobody := func(args ...string) result {
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		}
-		return result{so.String(), se.String(), code}
+		return runCmd(t, cmd)
 	}
 	r := nobody("fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
 	if r.code == 0 || !strings.Contains(r.stderr, "writable") || strings.Count(r.stderr, "\n") != 1 {

@@ -6,7 +6,8 @@
 // It owns the steps those tests shared: skipping unless the test runs as
 // root with setpriv on PATH, a world-readable temporary directory, a copy
 // of the running test binary there (the go test cache's copy is not
-// readable by other users), and the setpriv command line. What the child
+// readable by other users) or of a program the test built, and the
+// setpriv command line. What the child
 // does, its environment and what the parent asserts stay with each test.
 // Only tests import it.
 package asuser
@@ -56,11 +57,19 @@ func CopySelf(t testing.TB, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(exe)
+	return Copy(t, dir, exe)
+}
+
+// Copy copies the program src (one a test built, say, in a directory
+// only root can enter) into dir under its own name, mode 0755, and
+// returns its path.
+func Copy(t testing.TB, dir, src string) string {
+	t.Helper()
+	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, filepath.Base(exe))
+	bin := filepath.Join(dir, filepath.Base(src))
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
