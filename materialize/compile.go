@@ -3,7 +3,6 @@ package materialize
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"io/fs"
@@ -15,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,8 +25,9 @@ import (
 )
 
 // PycCacheDir is the bytecode cache below the store's home:
-// cache/pyc/<cache key hex>/<source sha256 hex>, one entry per source and
-// interpreter (docs/seal.md, "Bytecode"). Deleting it is always safe.
+// cache/pyc/<cache key hex>/<distribution>/<wheel file name>.pycs, one
+// pack per wheel and interpreter holding the pycs of its sources
+// (pycpack.go; docs/seal.md, "Bytecode"). Deleting it is always safe.
 const PycCacheDir = "cache/pyc"
 
 // compileScript compiles the sources it is sent on stdin, batch by
@@ -35,9 +36,9 @@ const PycCacheDir = "cache/pyc"
 // importlib.util.source_hash, _code_to_hash_pyc). A batch is a mode byte
 // ("c": cache, "d": direct), a length (4 bytes, little-endian) and that
 // many bytes of NUL-terminated pairs (the file to read, the final path to
-// record). For each pair, in order, it writes one record to stdout: a kind
-// byte, the length (4 bytes, little-endian) and the pyc; it flushes at the
-// end of each batch and exits at the end of stdin. So one process serves
+// record). For each pair, in order, it answers one record: a kind byte,
+// the length (4 bytes, little-endian) and the pyc; a batch's answers go to
+// stdout in one write, and it exits at the end of stdin. So one process serves
 // a whole create, compiling each wheel's sources as soon as it is
 // installed (compilePool).
 //
@@ -87,6 +88,7 @@ while True:
         break
     direct = head[:1] == b"d"
     a = inp.read(int.from_bytes(head[1:], "little")).decode("utf-8", "surrogateescape").split("\0")
+    ans = []
     for f, final in zip(a[0::2], a[1::2]):
         loader = SourceFileLoader("<py_compile>", f)
         data = loader.get_data(f)
@@ -102,7 +104,9 @@ while True:
             kind, b = b"N", b""
         except Exception:
             kind, b = b"X", b""
-        out.write(kind + len(b).to_bytes(4, "little") + b)
+        ans.append(kind + len(b).to_bytes(4, "little"))
+        ans.append(b)
+    out.write(b"".join(ans))
     out.flush()
 `
 
@@ -135,6 +139,16 @@ type pycSource struct {
 	rel  string   // env-relative path
 	sum  [32]byte // sha256 of its bytes (the installer's, checked against RECORD)
 	size int64
+	pack string // its wheel's pack below the cache key's directory ("" keeps none)
+}
+
+// packName is the pack of wheel fn: <distribution>/<file name>.pycs, or
+// "" for a name that would not be a plain file name.
+func packName(dist, file string) string {
+	if dist == "" || file == "" || dist == "." || dist == ".." || strings.ContainsAny(dist+file, "/\\\x00") {
+		return ""
+	}
+	return dist + "/" + file + pycPackExt
 }
 
 // bytecode is the bytecode stage of one create: it writes
@@ -150,8 +164,10 @@ type bytecode struct {
 	magic          []byte
 	key            [32]byte
 	cache          string // cache/pyc/<key hex> below the store's home
+	tmpDir         string // where packs are written before they are renamed into the cache
 	record         func(rel string, size int64, sum [32]byte)
-	dirs           sync.Map // env-relative __pycache__ directory → *dirOnce
+	dirs           sync.Map     // env-relative __pycache__ directory → *dirOnce
+	dirFDs         atomic.Int32 // descriptors the dirs hold
 
 	// claim, when set, claims a pyc's env-relative path before it is
 	// written, and reports false when a wheel claimed it first (a wheel
@@ -168,25 +184,31 @@ type deferredPyc struct {
 	pyc []byte
 }
 
+// dirOnce is a __pycache__ directory, made once, and an O_PATH
+// descriptor of it (fd < 0: none kept) to create its pycs relative to.
 type dirOnce struct {
 	once sync.Once
+	fd   int
 	err  error
 }
+
+// maxPycDirFDs bounds the __pycache__ descriptors a create keeps open.
+const maxPycDirFDs = 2048
 
 // bytecodeRun is the bytecode stage of one create, run alongside the
 // install: add takes the sources of each batch of members as soon as
 // they are written, installs from the pyc cache those it has (pure Go)
 // and queues the rest on the compile processes, which start at the first
 // miss (so a warm create starts no Python) and compile while the install
-// goes on; finish waits for the last answers. Every pyc is written
-// __pycache__/<name>.<cache tag>.pyc beside its source as the env's
-// interpreter (in) compiles it: unchecked-hash, co_filename the final
-// path (final + "/" + rel), PYTHONHASHSEED=0, no -O; each is reported to
-// record (size and sha256, for the seal). id is the interpreter's
-// identity (part of the cache key). cacheDir is the store's PycCacheDir;
-// "" compiles every source with its final path and neither reads nor
-// writes a cache, as does an interpreter the rewrite is not verified on
-// (pycRewriteVerified).
+// goes on; finish waits for the last answers and writes the packs that
+// gained entries. Every pyc is written __pycache__/<name>.<cache tag>.pyc
+// beside its source as the env's interpreter (in) compiles it:
+// unchecked-hash, co_filename the final path (final + "/" + rel),
+// PYTHONHASHSEED=0, no -O; each is reported to record (size and sha256,
+// for the seal). id is the interpreter's identity (part of the cache
+// key). cacheDir is the store's PycCacheDir; "" compiles every source
+// with its final path and neither reads nor writes a cache, as does an
+// interpreter the rewrite is not verified on (pycRewriteVerified).
 type bytecodeRun struct {
 	b        *bytecode
 	ctx      context.Context
@@ -194,20 +216,46 @@ type bytecodeRun struct {
 	useCache bool
 	initErr  error // why this interpreter cannot compile (refused at the first source)
 	pool     *compilePool
-	mkCache  sync.Once
 
 	mu    sync.Mutex
-	added map[string]bool // sources taken (env-relative)
+	added map[string]bool       // sources taken (env-relative)
+	packs map[string]*packState // by pack name
+	done  bool                  // finished or aborted: packs closed
 	cpu   time.Duration
 }
 
-func newBytecodeRun(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
+// packState is one wheel's pack in a create: the pack as it was (own),
+// the packs of the distribution's other versions (searched when own
+// lacks a source), the entries taken from either, and the new pack
+// (w), started at the first entry compiled.
+type packState struct {
+	name    string
+	ownOnce sync.Once
+	own     *pycPack
+	sibOnce sync.Once
+	sibs    []*pycPack
+
+	mu    sync.Mutex
+	hits  []packHit
+	w     *packWriter
+	wErr  bool // a new pack could not be started: keep none
+	known map[[32]byte]bool
+}
+
+// packHit is an entry a create took from a pack.
+type packHit struct {
+	p   *pycPack
+	src [32]byte
+	e   packEntry
+}
+
+func newBytecodeRun(ctx context.Context, cacheDir, tmpDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
 	b := &bytecode{
 		staging: staging, final: final,
 		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
-		tag: in.CacheTag, record: record,
+		tag: in.CacheTag, record: record, tmpDir: tmpDir,
 	}
-	r := &bytecodeRun{b: b, ctx: ctx, jobs: max(jobs, 1), added: map[string]bool{}}
+	r := &bytecodeRun{b: b, ctx: ctx, jobs: max(jobs, 1), added: map[string]bool{}, packs: map[string]*packState{}}
 	r.pool = newCompilePool(ctx, b.python, b.pyName, staging, compileProcs(jobs, math.MaxInt))
 	if in.CacheTag == "" {
 		r.initErr = refusal.New(refusal.MaterializeFailed, "the interpreter %s writes no bytecode (sys.implementation.cache_tag is None): create the env without bytecode", in.Path).WithRemedy(refusal.ActionNoBytecode, "")
@@ -227,23 +275,42 @@ func newBytecodeRun(ctx context.Context, cacheDir string, in *Probe, id seal.Int
 }
 
 // compileBytecode writes the bytecode of sources (site-packages .py files
-// of the staging env) in one bytecodeRun.
+// of the staging env) in one bytecodeRun; sources of no wheel share the
+// pack "sources".
 func compileBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
+	_, err := runBytecode(ctx, cacheDir, in, id, staging, final, l, sources, jobs, record)
+	return err
+}
+
+// runBytecode is compileBytecode, returning the finished run.
+func runBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) (*bytecodeRun, error) {
 	if len(sources) == 0 {
-		return nil
+		return nil, nil
 	}
-	r := newBytecodeRun(ctx, cacheDir, in, id, staging, final, l, jobs, record)
+	r := newBytecodeRun(ctx, cacheDir, filepath.Dir(staging), in, id, staging, final, l, jobs, record)
 	r.pool.procs = compileProcs(jobs, len(sources))
 	// Directory order: creating files directory by directory is faster on
 	// ext4 than scattering them.
 	sources = slices.Clone(sources)
 	slices.SortFunc(sources, func(x, y pycSource) int { return strings.Compare(x.rel, y.rel) })
+	for i := range sources {
+		if sources[i].pack == "" {
+			sources[i].pack = packName("sources", "sources")
+		}
+	}
 	if err := r.add(sources); err != nil {
 		r.abort()
-		return err
+		return nil, err
 	}
-	return r.finish()
+	return r, r.finish()
 }
+
+// Outcomes of a cache lookup.
+const (
+	pycMiss   = iota // compile it
+	pycDone          // installed from the cache (or known not to compile)
+	pycDirect        // compile it with its final path
+)
 
 // add takes sources written into the staging env (from several
 // goroutines): those in the cache are installed now, the rest queued on
@@ -265,58 +332,142 @@ func (r *bytecodeRun) add(sources []pycSource) error {
 		r.pool.submit('d', b.staging, b.final, sources, r.written)
 		return nil
 	}
-	hit := make([]bool, len(sources))
-	look := func(i int) error {
+	out := make([]byte, len(sources))
+	look := func(i int, bp *[]byte) error {
 		var err error
-		hit[i], err = b.fromCache(sources[i])
+		out[i], err = r.fromCache(sources[i], bp)
 		return err
 	}
 	var err error
 	if len(sources) < 16 {
+		bp := readBufs.Get().(*[]byte)
 		for i := range sources {
-			if err = look(i); err != nil {
+			if err = look(i, bp); err != nil {
 				break
 			}
 		}
+		readBufs.Put(bp)
 	} else {
-		err = inChunks(r.ctx, len(sources), r.jobs, look)
+		err = inChunks(r.ctx, len(sources), r.jobs, func(i int) error {
+			bp := readBufs.Get().(*[]byte)
+			defer readBufs.Put(bp)
+			return look(i, bp)
+		})
 	}
 	if err != nil {
 		return err
 	}
-	var misses []pycSource
+	var misses, direct []pycSource
 	for i, s := range sources {
-		if !hit[i] {
+		switch out[i] {
+		case pycMiss:
 			misses = append(misses, s)
+		case pycDirect:
+			direct = append(direct, s)
 		}
 	}
 	if len(misses) > 0 {
-		r.mkCache.Do(func() { mkdirCache(b.cache) }) // a cache that cannot be written only costs speed
 		r.pool.submit('c', b.staging, b.final, misses, r.cached)
+	}
+	if len(direct) > 0 {
+		r.pool.submit('d', b.staging, b.final, direct, r.written)
 	}
 	return nil
 }
 
-// mkdirCache creates the cache directory dir (cache/pyc/<key>) if it is
-// missing, placed as a staging env is (mkdirStaging) and renamed into
-// place: a cold cache writes an entry per source into it, and on ext4
-// without a journal each new inode of a block group where the cache was
-// just deleted is found only after a scan past every inode freed there.
-func mkdirCache(dir string) {
-	if _, err := os.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
-		return
+// pack returns the state of the pack name ("": none).
+func (r *bytecodeRun) pack(name string) *packState {
+	if name == "" {
+		return nil
 	}
-	if os.MkdirAll(filepath.Dir(dir), 0o755) != nil {
-		return
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps := r.packs[name]
+	if ps == nil && !r.done {
+		ps = &packState{name: name}
+		r.packs[name] = ps
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	if tmp, err := mkdirStaging(dir + ".tmp-" + hex.EncodeToString(rnd[:])); err == nil {
-		if os.Rename(tmp, dir) != nil {
-			_ = os.Remove(tmp) // another create made it meanwhile
+	return ps
+}
+
+// lookup finds src's entry in the pack, or in the packs of the
+// distribution's other versions.
+func (r *bytecodeRun) lookup(ps *packState, src [32]byte) (*pycPack, packEntry, bool) {
+	p := filepath.Join(r.b.cache, filepath.FromSlash(ps.name))
+	ps.ownOnce.Do(func() {
+		if own, err := openPycPack(p, r.b.key); err == nil {
+			ps.own = own
+		}
+	})
+	if ps.own != nil {
+		if e, ok := ps.own.index[src]; ok {
+			return ps.own, e, true
 		}
 	}
-	_ = os.MkdirAll(dir, 0o755)
+	ps.sibOnce.Do(func() {
+		ps.sibs = siblingPacks(filepath.Dir(p), filepath.Base(p), r.b.key)
+	})
+	for _, sp := range ps.sibs {
+		if e, ok := sp.index[src]; ok {
+			return sp, e, true
+		}
+	}
+	return nil, packEntry{}, false
+}
+
+// fromCache installs s from its pack entry when there is a usable one
+// (pycDone), or says to compile it (pycMiss: no entry, or a damaged one,
+// which the pack written at the end replaces) or to compile it with its
+// final path (pycDirect). The error is a failure to write the env.
+func (r *bytecodeRun) fromCache(s pycSource, bp *[]byte) (byte, error) {
+	ps := r.pack(s.pack)
+	if ps == nil {
+		return pycMiss, nil
+	}
+	p, e, ok := r.lookup(ps, s.sum)
+	if !ok {
+		return pycMiss, nil
+	}
+	out := byte(pycDone)
+	switch e.kind {
+	case pycKindDirect:
+		out = pycDirect
+	case pycKindPyc:
+		pyc, err := p.read(e, bp)
+		if err != nil {
+			return pycMiss, nil
+		}
+		err = r.b.install(s, pyc)
+		switch {
+		case errors.Is(err, errPycName):
+			out = pycDirect
+		case errors.Is(err, errPycShape):
+			return pycMiss, nil // not this interpreter's: compiled again, replaced
+		case err != nil:
+			return 0, err
+		}
+	}
+	ps.mu.Lock()
+	ps.hits = append(ps.hits, packHit{p: p, src: s.sum, e: e})
+	ps.mu.Unlock()
+	return out, nil
+}
+
+// store adds the entry of source src to its wheel's new pack.
+func (r *bytecodeRun) store(ps *packState, src [32]byte, kind byte, pyc []byte) {
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	if ps.w == nil && !ps.wErr {
+		w, err := newPackWriter(r.b.tmpDir, r.b.key)
+		ps.w, ps.wErr = w, err != nil
+	}
+	w := ps.w
+	ps.mu.Unlock()
+	if w != nil {
+		w.add(src, kind, pyc)
+	}
 }
 
 // taken reports whether add was given the source rel.
@@ -340,31 +491,40 @@ func (r *bytecodeRun) written(src []pycSource, res []compiled) error {
 }
 
 // cached handles cache-mode answers: a placeholder pyc is retargeted,
-// written and stored in the cache (or, when it cannot be retargeted,
-// compiled again with its final path, never cached); a source that does
-// not compile is remembered as such.
+// written and added to its wheel's pack (when it cannot take this
+// source's final path, the source is compiled again with it); a source
+// that does not compile, or that must be compiled with its final path, is
+// remembered as such.
 func (r *bytecodeRun) cached(src []pycSource, res []compiled) error {
 	b := r.b
 	var redo []pycSource
+	var ps *packState
 	for i, c := range res {
 		s := src[i]
+		if ps == nil || ps.name != s.pack {
+			ps = r.pack(s.pack)
+		}
 		switch c.kind {
 		case 'P':
-			ok, err := b.install(s, c.pyc)
-			if err != nil {
+			err := b.install(s, c.pyc)
+			switch {
+			case err == nil:
+			case errors.Is(err, errPycName):
+				redo = append(redo, s)
+			case errors.Is(err, errPycShape):
+				redo = append(redo, s)
+				continue // not a pyc to keep
+			default:
 				return err
 			}
-			if ok {
-				b.store(s.sum, encodePycEntry(pycKindPyc, b.key, s.sum, c.pyc))
-			} else {
-				redo = append(redo, s)
-			}
+			r.store(ps, s.sum, pycKindPyc, c.pyc)
 		case 'D':
 			if err := b.write(s.rel, c.pyc); err != nil {
 				return err
 			}
+			r.store(ps, s.sum, pycKindDirect, nil)
 		case 'N':
-			b.store(s.sum, encodePycEntry(pycKindNoSource, b.key, s.sum, nil))
+			r.store(ps, s.sum, pycKindNoSource, nil)
 		}
 	}
 	if len(redo) > 0 {
@@ -374,58 +534,100 @@ func (r *bytecodeRun) cached(src []pycSource, res []compiled) error {
 }
 
 // finish waits for every source added to be compiled and written, then
-// writes the pycs that waited for the install to be over (claim); call it
-// once the install is over. It records the compile processes' CPU time.
+// writes the pycs that waited for the install to be over (claim) and the
+// packs that gained entries; call it once the install is over. It records
+// the compile processes' CPU time.
 func (r *bytecodeRun) finish() error {
 	cpu, err := r.pool.wait()
 	r.cpu = cpu
-	if err != nil {
-		return err
-	}
 	b := r.b
 	b.claim = nil
 	for _, d := range b.deferred {
-		if err := b.write(d.rel, d.pyc); err != nil {
-			return err
+		if err != nil {
+			break
 		}
+		err = b.write(d.rel, d.pyc)
 	}
 	b.deferred = nil
-	return nil
+	r.closeDirs()
+	r.closePacks(err == nil)
+	return err
 }
 
 // abort stops the compile processes and waits for them: nothing is
-// written into the env after it returns.
-func (r *bytecodeRun) abort() { r.pool.abort() }
-
-// fromCache installs s from its cache entry, and reports false when
-// there is no usable entry: none, unreadable, torn, for another source, or
-// one whose pyc cannot be retargeted (a wrong magic); compiling it again
-// replaces the entry. The error is a failure to write the env.
-func (b *bytecode) fromCache(s pycSource) (bool, error) {
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	data, err := readFileInto(filepath.Join(b.cache, hex.EncodeToString(s.sum[:])), bp)
-	if err != nil {
-		return false, nil
-	}
-	kind, pyc, err := decodePycEntry(data, b.key, s.sum)
-	if err != nil {
-		return false, nil
-	}
-	if kind == pycKindNoSource {
-		return true, nil
-	}
-	return b.install(s, pyc)
+// written into the env after it returns. New packs are dropped.
+func (r *bytecodeRun) abort() {
+	r.pool.abort()
+	r.closeDirs()
+	r.closePacks(false)
 }
 
-// install writes s's pyc from a placeholder pyc; false when pyc cannot be
-// retargeted to s's final path.
-func (b *bytecode) install(s pycSource, pyc []byte) (bool, error) {
+// closePacks commits the new packs (when commit is set; else drops them)
+// and closes the packs read. A new pack gets the entries this create took
+// from the old ones (read again and checked), so that it holds every
+// source its wheel installed.
+func (r *bytecodeRun) closePacks(commit bool) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return
+	}
+	r.done = true
+	packs := r.packs
+	r.mu.Unlock()
+	var buf []byte
+	for _, ps := range packs {
+		if ps.w != nil {
+			if commit {
+				for _, h := range ps.hits {
+					if ps.w.has(h.src) {
+						continue
+					}
+					var pyc []byte
+					if h.e.kind == pycKindPyc {
+						var err error
+						if pyc, err = h.p.read(h.e, &buf); err != nil {
+							continue
+						}
+					}
+					ps.w.add(h.src, h.e.kind, pyc)
+				}
+				_ = ps.w.commit(filepath.Join(r.b.cache, filepath.FromSlash(ps.name)), r.b.key)
+			} else {
+				ps.w.discard()
+			}
+		}
+		if ps.own != nil {
+			ps.own.close()
+		}
+		for _, sp := range ps.sibs {
+			sp.close()
+		}
+	}
+}
+
+// closeDirs closes the __pycache__ descriptors (once nothing writes).
+func (r *bytecodeRun) closeDirs() {
+	r.b.dirs.Range(func(k, v any) bool {
+		d := v.(*dirOnce)
+		d.once.Do(func() { d.fd = -1 }) // none can be made after this
+		if d.fd >= 0 {
+			unix.Close(d.fd)
+			d.fd = -1
+		}
+		return true
+	})
+}
+
+// install writes s's pyc from a placeholder pyc: errPycName when pyc
+// cannot take s's final path, errPycShape when it is not a placeholder
+// pyc of this interpreter; any other error is a failure to write the env.
+func (b *bytecode) install(s pycSource, pyc []byte) error {
 	r, err := retargetPyc(pyc, b.magic, b.final+"/"+s.rel)
 	if err != nil {
-		return false, nil
+		return err
 	}
-	return true, b.writeParts(s.rel, r)
+	return b.writeParts(s.rel, r)
 }
 
 // write writes pyc, compiled with its final path, as rel's bytecode.
@@ -451,24 +653,36 @@ func (b *bytecode) writeParts(rel string, r retargeted) error {
 		b.mu.Unlock()
 		return nil
 	}
-	dir := path.Dir(out)
-	d, _ := b.dirs.LoadOrStore(dir, &dirOnce{})
+	dir, name := path.Split(out)
+	d, _ := b.dirs.LoadOrStore(dir, &dirOnce{fd: -1})
 	do := d.(*dirOnce)
 	do.once.Do(func() {
-		err := os.Mkdir(filepath.Join(b.staging, filepath.FromSlash(dir)), 0o755)
-		if err != nil && !errors.Is(err, fs.ErrExist) {
-			do.err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s in the env; check the store's disk", dir)
+		p := filepath.Join(b.staging, filepath.FromSlash(dir))
+		err := unix.Mkdir(p, 0o755)
+		if err != nil && err != unix.EEXIST {
+			do.err = refusal.Wrap(refusal.MaterializeFailed, &fs.PathError{Op: "mkdir", Path: p, Err: err}, "cannot create %s in the env; check the store's disk", dir)
+			return
+		}
+		if b.dirFDs.Add(1) <= maxPycDirFDs {
+			if fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
+				do.fd = fd
+			}
 		}
 	})
 	if do.err != nil {
 		return do.err
 	}
-	p := filepath.Join(b.staging, filepath.FromSlash(out))
-	err := writeNew(p, r)
+	at, p := do.fd, name
+	if at < 0 {
+		at, p = unix.AT_FDCWD, filepath.Join(b.staging, filepath.FromSlash(out))
+	}
+	err := writeNew(at, p, r)
 	if errors.Is(err, fs.ErrExist) {
-		tmp := p + ".tmp-cruxprov"
-		if err = writeNew(tmp, r); err == nil {
-			err = os.Rename(tmp, p)
+		// A pyc a wheel shipped, once the install is over.
+		full := filepath.Join(b.staging, filepath.FromSlash(out))
+		tmp := full + ".tmp-cruxprov"
+		if err = writeNew(unix.AT_FDCWD, tmp, r); err == nil {
+			err = os.Rename(tmp, full)
 		}
 	}
 	if err != nil {
@@ -478,11 +692,12 @@ func (b *bytecode) writeParts(rel string, r retargeted) error {
 	return nil
 }
 
-// writeNew creates p exclusively, mode 0444, and writes r to it.
-func writeNew(p string, r retargeted) error {
-	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
+// writeNew creates p (relative to the directory at), exclusively, mode
+// 0444, and writes r to it.
+func writeNew(at int, p string, r retargeted) error {
+	fd, err := unix.Openat(at, p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
 	for err == unix.EINTR {
-		fd, err = unix.Open(p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
+		fd, err = unix.Openat(at, p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
 	}
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: p, Err: err}
@@ -519,74 +734,11 @@ func writeNew(p string, r retargeted) error {
 	return nil
 }
 
-// store writes a cache entry for the source sum: a temporary file, then a
-// rename, so a reader sees a whole entry or none, and two processes
-// writing one entry write the same bytes. Not fsynced: an entry torn by a
-// crash fails its checksum and reads as a miss. Failing to write it only
-// costs a compile next time, so the error is dropped.
-func (b *bytecode) store(sum [32]byte, entry []byte) {
-	p := filepath.Join(b.cache, hex.EncodeToString(sum[:]))
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := p + ".tmp-" + hex.EncodeToString(rnd[:])
-	if writeNew(tmp, retargeted{head: entry}) != nil {
-		_ = os.Remove(tmp)
-		return
-	}
-	if os.Rename(tmp, p) != nil {
-		_ = os.Remove(tmp)
-	}
-}
-
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
-// maxPycEntry bounds what is read from the cache (CPython's largest
+// maxPycEntry bounds a pyc a compile process answers (CPython's largest
 // stdlib pyc is well under 1 MiB).
 const maxPycEntry = 256 << 20
-
-// readFileInto reads the regular file p (not through a symlink) into
-// *bp, growing it, and returns the bytes: as many as fstat said it has.
-func readFileInto(p string, bp *[]byte) ([]byte, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	for err == unix.EINTR {
-		fd, err = unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxPycEntry {
-		return nil, errors.New("not a regular file of a sane size")
-	}
-	// A file that changes while it is read fails its entry's checksum.
-	want := int(st.Size)
-	if cap(*bp) < want {
-		*bp = make([]byte, 0, want)
-	}
-	buf := (*bp)[:want]
-	n := 0
-	for n < len(buf) {
-		m, err := unix.Read(fd, buf[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	if n != want {
-		return nil, errors.New("the file changed size while it was read")
-	}
-	return buf[:n], nil
-}
 
 // compiled is what the compile script answered for one source.
 type compiled struct {
@@ -608,7 +760,7 @@ func (b *bytecode) compile(ctx context.Context, mode string, sources []pycSource
 	pool := newCompilePool(ctx, b.python, b.pyName, b.staging, compileProcs(jobs, len(sources)))
 	pool.submit(mode[0], b.staging, b.final, sources, func(src []pycSource, r []compiled) error {
 		for i, s := range src {
-			res[at[s.rel]] = r[i]
+			res[at[s.rel]] = compiled{kind: r[i].kind, pyc: bytes.Clone(r[i].pyc)}
 		}
 		return nil
 	})

@@ -7,10 +7,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -39,6 +42,7 @@ type compilePool struct {
 	queue   []*compileBatch
 	started int  // processes started
 	pending int  // batches submitted whose callback has not returned
+	sources int  // sources submitted
 	closed  bool // no more batches, but for those callbacks submit
 	stopped bool // every process killed or being killed
 	err     error
@@ -56,6 +60,11 @@ type compileBatch struct {
 // flightDepth is how many batches a compile process is sent before it
 // answers the first: with two, it never waits for Go between batches.
 const flightDepth = 2
+
+// answerPipeSize is the capacity asked for the pipe of a compile
+// process's answers (1 MiB is what an unprivileged process may ask on
+// Linux by default; less is fine).
+const answerPipeSize = 1 << 20
 
 // Batch bounds (by source bytes and files): small enough that the
 // processes finish together (the last batch is the only one a core may
@@ -96,6 +105,7 @@ func (p *compilePool) submit(mode byte, staging, final string, sources []pycSour
 		p.mu.Lock()
 		p.queue = append(p.queue, b)
 		p.pending++
+		p.sources += n
 		// One more process while batches wait (none yet, or the ones
 		// started have not taken them all): a small env starts one.
 		more := p.started < p.procs && (p.started == 0 || len(p.queue) > 1)
@@ -213,6 +223,13 @@ func (p *compilePool) run() {
 	if err == nil {
 		stdout, err = cmd.StdoutPipe()
 	}
+	if f, ok := stdout.(*os.File); ok && err == nil {
+		// Room for a few batches' answers: the process goes on to the
+		// next batch while this side still writes the pycs of the last.
+		if rc, err := f.SyscallConn(); err == nil {
+			_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, answerPipeSize) })
+		}
+	}
 	if err == nil {
 		err = cmd.Start()
 	}
@@ -246,12 +263,13 @@ func (p *compilePool) run() {
 		}
 	}()
 	r := bufio.NewReaderSize(stdout, 256<<10)
+	var buf []byte // the answers of one batch, reused once its callback returns
 	var readErr error
 	first := false // this process's failure stopped the pool
 	for b := range flight {
 		var res []compiled
 		if readErr == nil {
-			if res, readErr = readAnswers(r, len(b.sources)); readErr != nil {
+			if res, readErr = readAnswers(r, len(b.sources), &buf); readErr != nil {
 				first = p.stop()
 			}
 		}
@@ -289,9 +307,12 @@ func (p *compilePool) run() {
 	}
 }
 
-// readAnswers reads n answers of the compile script.
-func readAnswers(r *bufio.Reader, n int) ([]compiled, error) {
+// readAnswers reads n answers of the compile script into *buf (grown as
+// needed; the pycs returned share it, so they are good until the next
+// call with buf).
+func readAnswers(r *bufio.Reader, n int, buf *[]byte) ([]compiled, error) {
 	res := make([]compiled, n)
+	b := (*buf)[:0]
 	var head [5]byte
 	for i := range res {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -301,10 +322,16 @@ func readAnswers(r *bufio.Reader, n int) ([]compiled, error) {
 		if !bytes.ContainsRune([]byte("PDNX"), rune(kind)) || (kind == 'N' || kind == 'X') != (size == 0) || size > maxPycEntry {
 			return nil, errors.New("the compiler's answer is malformed")
 		}
-		pyc := make([]byte, size)
+		if cap(b)-len(b) < int(size) {
+			// A bigger buffer; the pycs read so far keep the old one.
+			b = make([]byte, 0, max(2*cap(b), int(size), 256<<10))
+			*buf = b
+		}
+		pyc := b[len(b) : len(b)+int(size)]
 		if _, err := io.ReadFull(r, pyc); err != nil {
 			return nil, errors.New("the compiler's answer is short")
 		}
+		b = b[:len(b)+int(size)]
 		res[i] = compiled{kind: kind, pyc: pyc}
 	}
 	return res, nil

@@ -342,7 +342,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if req.NoCache {
 			pycCache = ""
 		}
-		bc = newBytecodeRun(ctx, pycCache, in, s.Interpreter, staging, dir, l, jobs, ins.record)
+		bc = newBytecodeRun(ctx, pycCache, filepath.Dir(staging), in, s.Interpreter, staging, dir, l, jobs, ins.record)
 		bc.b.claim = ins.claimPyc
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns

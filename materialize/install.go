@@ -284,6 +284,7 @@ type row struct {
 type wheelJob struct {
 	w        *wheel.Wheel
 	owner    string // the wheel's file name, for messages
+	pack     string // its sources' pyc pack (packName)
 	distInfo string
 	dataDir  string
 	headers  string
@@ -302,7 +303,7 @@ func (ins *installer) prepare(w *wheel.Wheel) (*wheelJob, error) {
 		return nil, err
 	}
 	j := &wheelJob{
-		w: w, owner: fn.String(), distInfo: w.DistInfo(), dataDir: w.DataDir(), eps: eps,
+		w: w, owner: fn.String(), pack: packName(fn.Name, fn.String()), distInfo: w.DistInfo(), dataDir: w.DataDir(), eps: eps,
 		headers: "include/site/python" + ins.l.PythonVer + "/" + strings.ReplaceAll(fn.Distribution, "_", "-"),
 		scripts: map[string]bool{},
 	}
@@ -365,7 +366,7 @@ func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader, srcs *[]pyc
 			}
 			ins.record(rel, size, sum)
 			if ins.isSource(rel) {
-				*srcs = append(*srcs, pycSource{rel: rel, sum: sum, size: size})
+				*srcs = append(*srcs, pycSource{rel: rel, sum: sum, size: size, pack: j.pack})
 			}
 		} else if _, err := io.Copy(io.Discard, r); err != nil { // identical bytes: verify, write nothing
 			return err

@@ -55,6 +55,11 @@ const pycUncheckedHash = 0b01
 // errPycShape is why retargetPyc refuses a pyc it does not recognize.
 var errPycShape = errors.New("not an unchecked-hash pyc with exactly one placeholder file name")
 
+// errPycName is why retargetPyc refuses a file name a placeholder pyc
+// cannot take (not UTF-8, or already in the pyc): that source is
+// compiled with its final path, while the pyc stays good for others.
+var errPycName = fmt.Errorf("%w: the file name cannot replace the placeholder", errPycShape)
+
 // retargeted is a pyc whose file name was rewritten, in three parts: the
 // bytes before the file name object, the new object, the bytes after (so
 // that it can be written with one writev, without a copy).
@@ -93,23 +98,21 @@ func (r retargeted) Sum() [32]byte {
 // with the placeholder's FLAG_REF bit. It refuses (errPycShape) anything
 // else: another magic, a pyc that is not unchecked-hash, a placeholder
 // that occurs other than exactly once as a whole short-ASCII string
-// object, a filename that is not UTF-8 or that occurs in pyc already (3.13
-// would share one interned object between it and an equal constant). The
-// result shares memory with pyc.
+// object; and (errPycName, which wraps it) a filename that is not UTF-8
+// or that occurs in pyc already (3.13 would share one interned object
+// between it and an equal constant). The result shares memory with pyc.
 func retargetPyc(pyc, magic []byte, filename string) (retargeted, error) {
 	if len(magic) != 4 || len(pyc) < pycHeaderLen || !bytes.Equal(pyc[:4], magic) ||
 		binary.LittleEndian.Uint32(pyc[4:8]) != pycUncheckedHash {
 		return retargeted{}, errPycShape
 	}
-	if !utf8.ValidString(filename) || len(filename) > 1<<30 || filename == pycPlaceholder {
-		return retargeted{}, errPycShape
-	}
 	ph := pycPlaceholder
-	i := bytes.Index(pyc[pycHeaderLen:], []byte(ph))
-	if i < 2 || bytes.Count(pyc, []byte(ph)) != 1 || bytes.Contains(pyc, []byte(filename)) {
+	// Exactly one occurrence, after the header and its type and length
+	// bytes: the first, with none after it (they never overlap).
+	i := bytes.Index(pyc, []byte(ph))
+	if i < pycHeaderLen+2 || bytes.Contains(pyc[i+len(ph):], []byte(ph)) {
 		return retargeted{}, errPycShape
 	}
-	i += pycHeaderLen
 	t, n := pyc[i-2], pyc[i-1]
 	if int(n) != len(ph) {
 		return retargeted{}, errPycShape
@@ -121,6 +124,9 @@ func retargetPyc(pyc, magic []byte, filename string) (retargeted, error) {
 		interned = true
 	default:
 		return retargeted{}, errPycShape
+	}
+	if !utf8.ValidString(filename) || len(filename) > 1<<30 || filename == pycPlaceholder || bytes.Contains(pyc, []byte(filename)) {
+		return retargeted{}, errPycName
 	}
 	return retargeted{head: pyc[:i-2], name: marshalStr(filename, interned, t&marshalFlagRef != 0), tail: pyc[i+len(ph):]}, nil
 }
@@ -161,63 +167,9 @@ func pick(c bool, a, b byte) byte {
 	return b
 }
 
-// pycEntry is a pyc cache entry as stored: a header naming what it holds,
-// the pyc (empty when the source does not compile), and the sha256 of all
-// that, so that a truncated, torn or altered entry reads as a miss:
-//
-//	"crxpyc\x00\x01" | kind (1 byte) | cache key (32) | source sha256 (32) | pyc | sha256 of the preceding bytes (32)
-const (
-	pycEntryMagic   = "crxpyc\x00\x01"
-	pycEntryHeadLen = len(pycEntryMagic) + 1 + 32 + 32
-	pycEntryMinLen  = pycEntryHeadLen + 32
-)
-
-// Entry kinds.
-const (
-	pycKindPyc      = 'P' // the source compiled; a placeholder pyc follows
-	pycKindNoSource = 'N' // the source does not compile (SyntaxError, …): no pyc, as pip
-)
-
-// encodePycEntry returns the entry for source sum under key.
-func encodePycEntry(kind byte, key, sum [32]byte, pyc []byte) []byte {
-	b := make([]byte, 0, pycEntryMinLen+len(pyc))
-	b = append(b, pycEntryMagic...)
-	b = append(b, kind)
-	b = append(b, key[:]...)
-	b = append(b, sum[:]...)
-	b = append(b, pyc...)
-	h := sha256.Sum256(b)
-	return append(b, h[:]...)
-}
-
-// decodePycEntry checks an entry read from the cache against key and the
-// source's sum and returns its kind and pyc (sharing b's memory).
-func decodePycEntry(b []byte, key, sum [32]byte) (byte, []byte, error) {
-	if len(b) < pycEntryMinLen || string(b[:len(pycEntryMagic)]) != pycEntryMagic {
-		return 0, nil, errors.New("not a pyc cache entry")
-	}
-	n := len(b) - 32
-	if h := sha256.Sum256(b[:n]); !bytes.Equal(h[:], b[n:]) {
-		return 0, nil, errors.New("pyc cache entry does not match its checksum")
-	}
-	k := b[len(pycEntryMagic)]
-	o := len(pycEntryMagic) + 1
-	if !bytes.Equal(b[o:o+32], key[:]) || !bytes.Equal(b[o+32:o+64], sum[:]) {
-		return 0, nil, errors.New("pyc cache entry is for another interpreter or source")
-	}
-	pyc := b[pycEntryHeadLen:n]
-	switch {
-	case k == pycKindPyc && len(pyc) >= pycHeaderLen:
-	case k == pycKindNoSource && len(pyc) == 0:
-	default:
-		return 0, nil, fmt.Errorf("pyc cache entry of kind %q with %d bytes", k, len(pyc))
-	}
-	return k, pyc, nil
-}
-
-// pycCacheFormat names the cache's layout and entry format; a change of
-// either makes a new key, so old entries are never read.
-const pycCacheFormat = "cruxprov-pyc-cache/1"
+// pycCacheFormat names the cache's layout and pack format (pycpack.go);
+// a change of either makes a new key, so old packs are never read.
+const pycCacheFormat = "cruxprov-pyc-cache/2"
 
 // pycCacheKey is what a cached pyc's bytes depend on besides the source:
 // the cache format, the interpreter (real path, full version,
@@ -226,7 +178,7 @@ const pycCacheFormat = "cruxprov-pyc-cache/1"
 // invalidation mode (unchecked-hash), the hash seed (0) and the
 // placeholder. Written down exactly, one "name=value" line each:
 //
-//	sha256("cruxprov-pyc-cache/1\npath=…\nversion=…\nimplementation=…\nexe=<sha256 hex> <size>\nlib=<sha256 hex> <size> or -\nmagic=<hex>\ncache_tag=…\noptimize=0\ninvalidation=unchecked-hash\nhashseed=0\nplaceholder=…\n")
+//	sha256("cruxprov-pyc-cache/2\npath=…\nversion=…\nimplementation=…\nexe=<sha256 hex> <size>\nlib=<sha256 hex> <size> or -\nmagic=<hex>\ncache_tag=…\noptimize=0\ninvalidation=unchecked-hash\nhashseed=0\nplaceholder=…\n")
 func pycCacheKey(in *Probe, id seal.InterpreterIdentity) [32]byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\npath=%s\nversion=%s\nimplementation=%s\n", pycCacheFormat, in.Path, in.Version, in.Implementation)

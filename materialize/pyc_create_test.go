@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path"
@@ -99,10 +100,10 @@ type entryStat struct {
 	mtime, ctime int64
 }
 
-// cacheEntries returns the pyc cache's entries: path → stat.
-func cacheEntries(t *testing.T, home string) map[string]entryStat {
+// cachePacks returns the pyc cache's packs: path → stat.
+func cachePacks(t *testing.T, home string) map[string]entryStat {
 	t.Helper()
-	ms, err := filepath.Glob(filepath.Join(home, PycCacheDir, "*", "*"))
+	ms, err := filepath.Glob(filepath.Join(home, PycCacheDir, "*", "*", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +116,35 @@ func cacheEntries(t *testing.T, home string) map[string]entryStat {
 		out[m] = entryStat{st.Ino, st.Mtim.Nano(), st.Ctim.Nano()}
 	}
 	return out
+}
+
+// packEntries reads every entry of the pack at p: source sha256 → kind
+// and pyc.
+func packEntries(t *testing.T, p string) (key [32]byte, _ map[[32]byte]packTestEntry) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < pycPackHeadLen {
+		t.Fatalf("%s: %d bytes", p, len(b))
+	}
+	key = [32]byte(b[len(pycPackMagic):pycPackHeadLen])
+	pk, err := openPycPack(p, key)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	defer pk.close()
+	out := map[[32]byte]packTestEntry{}
+	for src, e := range pk.index {
+		var buf []byte
+		pyc, err := pk.read(e, &buf)
+		if err != nil {
+			t.Fatalf("%s: entry %x: %v", p, src[:4], err)
+		}
+		out[src] = packTestEntry{e.kind, pyc}
+	}
+	return key, out
 }
 
 func removePycEnv(t *testing.T, dir string) {
@@ -154,11 +184,23 @@ func TestCreateBytecodeCache(t *testing.T) {
 	}
 
 	env, cold := create("cold")
-	entries := cacheEntries(t, st.Home())
-	// __init__ (empty), mod = same, ünï, bad (does not compile), deep/__init__,
-	// deep/x; token.py is compiled with its final path, never cached.
-	if len(entries) != 6 {
-		t.Fatalf("%d cache entries, want 6: %v", len(entries), entries)
+	packs := cachePacks(t, st.Home())
+	if len(packs) != 1 {
+		t.Fatalf("%d packs, want 1: %v", len(packs), packs)
+	}
+	pack := firstKey(packs)
+	if want := filepath.Join(st.Home(), PycCacheDir, "*", "pycdemo", "pycdemo-1.0-py3-none-any.whl"+pycPackExt); !matches(want, pack) {
+		t.Errorf("pack %s, want %s", pack, want)
+	}
+	// __init__ (empty), mod = same, ünï, token (to compile with its final
+	// path), bad (does not compile), deep/__init__, deep/x.
+	key, entries := packEntries(t, pack)
+	kinds := map[byte]int{}
+	for _, e := range entries {
+		kinds[e.kind]++
+	}
+	if len(entries) != 7 || kinds[pycKindPyc] != 5 || kinds[pycKindDirect] != 1 || kinds[pycKindNoSource] != 1 {
+		t.Fatalf("%d entries (%v), want 7: 5 P, 1 D, 1 N", len(entries), kinds)
 	}
 
 	// Python uses the pycs as they are, with the final path.
@@ -194,78 +236,71 @@ func TestCreateBytecodeCache(t *testing.T) {
 			t.Errorf("warm %s differs from cold", p)
 		}
 	}
-	if again := cacheEntries(t, st.Home()); len(again) != len(entries) {
-		t.Errorf("warm create changed the cache: %d entries, then %d", len(entries), len(again))
-	} else {
-		for p, s := range entries {
-			if again[p] != s {
-				t.Errorf("warm create rewrote %s", p)
-			}
-		}
+	if again := cachePacks(t, st.Home()); len(again) != 1 || again[pack] != packs[pack] {
+		t.Errorf("warm create changed the cache: %v, then %v", packs, again)
 	}
 
-	// Damaged entries: truncated, garbage, a valid entry whose pyc has
-	// another magic. Each is compiled again, installed right, replaced.
-	key := [32]byte{}
-	var damaged []string
-	for p := range entries {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	// Damage: the pack truncated, garbage, a pyc flipped in place (its
+	// entry fails its checksum), a valid pack whose pyc has another magic.
+	// Each time the env is right and the pack is written again, whole.
+	b, err := os.ReadFile(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first [32]byte
+	for src, e := range entries {
+		if e.kind == pycKindPyc && (first == [32]byte{} || bytes.Compare(src[:], first[:]) < 0) {
+			first = src
 		}
-		kind, pyc, err := decodePycEntry(b, *(*[32]byte)(b[9:41]), *(*[32]byte)(b[41:73]))
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		copy(key[:], b[9:41])
-		if err := os.Remove(p); err != nil {
-			t.Fatal(err)
-		}
-		var nb []byte
-		switch len(damaged) {
-		case 0:
-			nb = b[:len(b)/2]
-		case 1:
-			nb = []byte("garbage")
-		case 2:
-			if kind != pycKindPyc {
-				continue
-			}
-			bad := bytes.Clone(pyc)
+	}
+	otherMagic := map[[32]byte]packTestEntry{}
+	for src, e := range entries {
+		if src == first {
+			bad := bytes.Clone(e.pyc)
 			bad[0] ^= 0xff
-			nb = encodePycEntry(kind, key, *(*[32]byte)(b[41:73]), bad)
-		default:
-			continue
+			e.pyc = bad
 		}
-		if err := os.WriteFile(p, nb, 0o444); err != nil {
+		otherMagic[src] = e
+	}
+	flipped := bytes.Clone(b)
+	flipped[pycPackHeadLen+20] ^= 1
+	for name, nb := range map[string][]byte{
+		"truncated":   b[:len(b)/2],
+		"garbage":     []byte("garbage"),
+		"flipped pyc": flipped,
+		"other magic": writePack(t, t.TempDir(), "p", key, otherMagic),
+	} {
+		if err := os.Remove(pack); err != nil {
 			t.Fatal(err)
 		}
-		damaged = append(damaged, p)
-	}
-	if len(damaged) != 3 {
-		t.Fatalf("damaged %d entries", len(damaged))
-	}
-	removePycEnv(t, env)
-	_, repaired := create("after damage")
-	for p, b := range cold {
-		if !bytes.Equal(repaired[p], b) {
-			t.Errorf("%s differs after damage", p)
-		}
-	}
-	for _, p := range damaged {
-		b, err := os.ReadFile(p)
-		if err != nil {
+		if err := os.WriteFile(pack, nb, 0o444); err != nil {
 			t.Fatal(err)
 		}
-		if len(b) < pycEntryMinLen {
-			t.Errorf("%s not replaced: %d bytes", p, len(b))
-		} else if _, pyc, err := decodePycEntry(b, key, *(*[32]byte)(b[41:73])); err != nil || len(pyc) > 0 && pyc[0] != cold[firstKey(cold)][0] {
-			t.Errorf("%s not replaced: %v", p, err)
+		removePycEnv(t, env)
+		_, repaired := create("after damage: " + name)
+		for p, b := range cold {
+			if !bytes.Equal(repaired[p], b) {
+				t.Errorf("%s: %s differs", name, p)
+			}
+		}
+		if _, again := packEntries(t, pack); len(again) != len(entries) {
+			t.Errorf("%s: the pack was not written again whole: %d entries", name, len(again))
+		} else {
+			for src, e := range entries {
+				if g := again[src]; g.kind != e.kind || !bytes.Equal(g.pyc, e.pyc) {
+					t.Errorf("%s: entry %x differs", name, src[:4])
+				}
+			}
 		}
 	}
 }
 
-func firstKey(m map[string][]byte) string {
+func matches(pattern, name string) bool {
+	ok, _ := filepath.Match(pattern, name)
+	return ok
+}
+
+func firstKey[V any](m map[string]V) string {
 	for k := range m {
 		return k
 	}
@@ -326,17 +361,15 @@ func TestCreateBytecodeCacheConcurrent(t *testing.T) {
 		}
 		checkPycs(t, res[i].Dir, in.CacheTag)
 	}
-	for p := range cacheEntries(t, st.Home()) {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
+	packs := cachePacks(t, st.Home())
+	if len(packs) != 3 {
+		t.Errorf("%d packs, want 3 (pycdemo, one, two): %v", len(packs), packs)
+	}
+	for p := range packs {
+		if strings.Contains(filepath.Base(p), "pycs-") {
+			t.Errorf("%s: a temporary pack", p)
 		}
-		if len(b) < pycEntryMinLen {
-			t.Fatalf("%s: %d bytes", p, len(b))
-		}
-		if _, _, err := decodePycEntry(b, *(*[32]byte)(b[9:41]), *(*[32]byte)(b[41:73])); err != nil || strings.Contains(filepath.Base(p), ".tmp-") {
-			t.Errorf("%s: %v", p, err)
-		}
+		packEntries(t, p)
 	}
 }
 
@@ -456,4 +489,92 @@ func TestCreateBytecodeWhileInstalling(t *testing.T) {
 			t.Errorf("run %d: the shipping wheel's RECORD lacks its pyc (%v):\n%.400s", run, err, rec)
 		}
 	}
+}
+
+// stageSources writes srcs (name → source) into a new staging env under
+// root (its python a link to in) and returns it and its sources, all of
+// the pack named pack.
+func stageSources(t *testing.T, root, name string, l Layout, in *Probe, srcs map[string]string, pack string) (string, []pycSource) {
+	t.Helper()
+	staging := filepath.Join(root, "env", name)
+	sp := filepath.Join(staging, filepath.FromSlash(l.SitePackages))
+	py := filepath.Join(staging, filepath.FromSlash(l.Python))
+	for _, d := range []string{sp, filepath.Dir(py)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(in.Path, py); err != nil {
+		t.Fatal(err)
+	}
+	var sources []pycSource
+	for n, s := range srcs {
+		if err := os.WriteFile(filepath.Join(sp, n), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sources = append(sources, pycSource{rel: l.SitePackages + "/" + n, sum: sha256.Sum256([]byte(s)), size: int64(len(s)), pack: pack})
+	}
+	return staging, sources
+}
+
+// TestBytecodeCacheAcrossVersions: a wheel without a pack takes what it
+// can from the packs of its distribution's other versions, so a new
+// version compiles only the sources that changed, and its own pack holds
+// them all; a warm run compiles nothing and leaves the pack alone.
+func TestBytecodeCacheAcrossVersions(t *testing.T) {
+	ctx := context.Background()
+	p, in := host(t)
+	l, err := LayoutFor(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := interpreterIdentity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	cache := filepath.Join(root, "home", PycCacheDir)
+	v1 := map[string]string{"a.py": "def a():\n    return 1\n", "b.py": "def b():\n    return 2\n"}
+	v2 := map[string]string{"a.py": v1["a.py"], "c.py": "def c():\n    return 3\n"}
+	pack2 := packName("demo", "demo-2.0-py3-none-any.whl")
+	for i, run := range []struct {
+		srcs     map[string]string
+		pack     string
+		compiled int
+	}{
+		{v1, packName("demo", "demo-1.0-py3-none-any.whl"), 2},
+		{v2, pack2, 1}, // a.py from 1.0's pack
+		{v2, pack2, 0},
+	} {
+		staging, sources := stageSources(t, root, strconv.Itoa(i), l, in, run.srcs, run.pack)
+		r, err := runBytecode(ctx, cache, in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.pool.sources != run.compiled {
+			t.Errorf("run %d: %d sources compiled, want %d", i, r.pool.sources, run.compiled)
+		}
+		var pairs [][2]string
+		var pycs []string
+		for _, s := range sources {
+			pairs = append(pairs, [2]string{filepath.Join(staging, filepath.FromSlash(s.rel)), "/srv/envs/final/" + s.rel})
+			pycs = append(pycs, filepath.Join(staging, filepath.FromSlash(r.b.pycPath(s.rel))))
+		}
+		want := pyCompile(t, realPython, pairs)
+		for k, p := range pycs {
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want[k]) {
+				t.Errorf("run %d: %s: %v, or not py_compile's bytes", i, p, err)
+			}
+		}
+	}
+	_, e2 := packEntries(t, filepath.Join(cache, hex.EncodeToString(pycCacheKeyOf(t, in, id)), filepath.FromSlash(pack2)))
+	if len(e2) != 2 || e2[sha256.Sum256([]byte(v1["a.py"]))].kind != pycKindPyc || e2[sha256.Sum256([]byte(v2["c.py"]))].kind != pycKindPyc {
+		t.Errorf("2.0's pack: %d entries, want a and c", len(e2))
+	}
+}
+
+func pycCacheKeyOf(t *testing.T, in *Probe, id seal.InterpreterIdentity) []byte {
+	t.Helper()
+	k := pycCacheKey(in, id)
+	return k[:]
 }
