@@ -1,0 +1,182 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/materialize"
+	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// setup builds the fixtures, serves them as a pinned index and opens a
+// store; it skips where there is no python3.
+func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	dir := t.TempDir()
+	fx, err := fixtures.Build(filepath.Join(dir, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, "index")
+	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	t.Cleanup(srv.Close)
+	c, err := index.New(srv.URL+"/simple/", index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx, c, st, py
+}
+
+// TestRunHoldsTheStoreLock: the pipeline holds the store lock from the
+// fetch to the seal, so a gc between the fetch and the create (the wheels
+// fetched, the env that roots them not yet sealed) cannot remove them: a gc that will not wait is told the store is busy, one that waits
+// runs only after the env is sealed, and keeps every wheel the seal
+// names. (Before the pipeline was one call, fetch released the lock and
+// create took it again: a gc in that gap deleted the wheels just fetched.)
+func TestRunHoldsTheStoreLock(t *testing.T) {
+	fx, c, st, py := setup(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var (
+		once     sync.Once
+		busyErr  error
+		waited   = make(chan error, 1)
+		gcReport store.GCReport
+		gcAt     time.Time
+	)
+	events := func(e materialize.Event) {
+		// "probe" is the first step after the fetch, before materialize
+		// takes the lock of its own: only the pipeline's holds it here.
+		if e.Stage != "probe" {
+			return
+		}
+		once.Do(func() {
+			_, busyErr = st.GC(ctx, store.GCOptions{})
+			go func() {
+				rep, err := st.GC(ctx, store.GCOptions{Wait: true})
+				gcReport, gcAt = rep, time.Now()
+				waited <- err
+			}()
+			time.Sleep(200 * time.Millisecond) // the waiting gc is waiting
+		})
+	}
+	r, err := pipeline.Run(ctx, st, pipeline.Options{
+		Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py,
+		Client: c, NoCompile: true, Events: events,
+	})
+	sealedAt := time.Now()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !errors.Is(busyErr, store.ErrBusy) {
+		t.Errorf("a gc during the create: %v, want ErrBusy", busyErr)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiting gc: %v", err)
+	}
+	if gcAt.Before(sealedAt.Add(-50 * time.Millisecond)) {
+		t.Errorf("the waiting gc finished %v before the create", sealedAt.Sub(gcAt))
+	}
+	for _, w := range append(r.Resolution.Packages, *r.Root) {
+		if ok, _ := st.Has(w.SHA256); !ok {
+			t.Errorf("%s was removed (gc removed %v)", w.Filename, gcReport.Removed)
+		}
+	}
+	if len(gcReport.Removed) != 0 {
+		t.Errorf("gc removed %v", gcReport.Removed)
+	}
+}
+
+// TestPlan: the materialization digest Plan computes without fetching or
+// building is the one Run seals, for an env of the store and for a tree;
+// Plan fetches nothing (a store without the wheels stays empty).
+func TestPlan(t *testing.T) {
+	fx, c, st, py := setup(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o := pipeline.Options{Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py, Client: c, NoCompile: true}
+	_, planned, err := pipeline.Plan(ctx, st, o)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	blobs, _ := os.ReadDir(filepath.Join(st.Home(), store.BlobsDir))
+	if len(blobs) != 0 {
+		t.Errorf("Plan stored %d blobs", len(blobs))
+	}
+	r, err := pipeline.Run(ctx, st, o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Env.Digest != planned || planned.IsZero() {
+		t.Errorf("planned %s, sealed %s", planned, r.Env.Digest)
+	}
+	o.Tree = &pipeline.TreeTarget{Out: filepath.Join(t.TempDir(), "tree"), Final: "/opt/env"}
+	if _, tp, err := pipeline.Plan(ctx, st, o); err != nil || tp != planned {
+		t.Errorf("a tree's plan: %s, %v (want %s: the digest does not name the path)", tp, err, planned)
+	}
+	if _, _, err := pipeline.Plan(ctx, st, pipeline.Options{FetchOnly: true}); err == nil {
+		t.Error("Plan of a fetch")
+	}
+}
+
+// TestFetchRoot: NAME==VERSION comes from the index only as the bytes of
+// the given sha256; without an index, a sha256 or a matching file it is
+// refused with its code.
+func TestFetchRoot(t *testing.T) {
+	fx, c, _, _ := setup(t)
+	ctx := context.Background()
+	b, name, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+	if err != nil || name != fx.Echo.Filename || digest.Sum(b) != fx.Echo.SHA256 {
+		t.Fatalf("FetchRoot: %s, %v", name, err)
+	}
+	for _, tc := range []struct {
+		name    string
+		c       *index.Client
+		version string
+		sum     digest.Digest
+		code    refusal.Code
+	}{
+		{"no index", nil, fx.Echo.Version, fx.Echo.SHA256, refusal.OfflineMiss},
+		{"no sha256", c, fx.Echo.Version, digest.Digest{}, refusal.HashMissing},
+		{"other bytes", c, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed},
+		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := pipeline.FetchRoot(ctx, tc.c, fx.Echo.Name, tc.version, tc.sum)
+			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) {
+				t.Errorf("%v, want %s", err, tc.code)
+			}
+		})
+	}
+}
