@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/refusal"
@@ -460,18 +461,7 @@ func (l *lockedBuffer) String() string {
 // plants a file in the env once the child is ready.
 func child(t *testing.T, mode, env string, attr *syscall.SysProcAttr) (string, error) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := os.MkdirTemp("", "cruxprov-watch-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	bin := filepath.Join(dir, "watch.test")
-	copyFile(t, exe, bin, 0o755)
+	bin := asuser.CopySelf(t, asuser.Dir(t, "cruxprov-watch-bin-"))
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = []string{"CRUXPROV_WATCH_CHILD=" + mode, "CRUXPROV_WATCH_ENV=" + env, "PATH=/usr/bin:/bin"}
 	cmd.SysProcAttr = attr
