@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 )
@@ -272,6 +273,27 @@ func newBytecodeRun(ctx context.Context, cacheDir, tmpDir string, in *Probe, id 
 		b.cache = filepath.Join(cacheDir, hex.EncodeToString(b.key[:]))
 	}
 	return r
+}
+
+// prestart starts the compile processes at once when some wheel of ws
+// has no pack in the cache (or there is no cache): the create will
+// compile, and the processes' start-up then overlaps its first files
+// instead of following the first batch. A warm create starts none.
+func (r *bytecodeRun) prestart(ws []lockfile.ResolvedWheel) {
+	if r.initErr != nil {
+		return
+	}
+	for _, w := range ws {
+		name := packName(w.Name, w.Filename)
+		if !r.useCache || name == "" {
+			r.pool.start()
+			return
+		}
+		if _, err := os.Lstat(filepath.Join(r.b.cache, filepath.FromSlash(name))); err != nil {
+			r.pool.start()
+			return
+		}
+	}
 }
 
 // compileBytecode writes the bytecode of sources (site-packages .py files
@@ -565,7 +587,7 @@ func (r *bytecodeRun) abort() {
 // closePacks commits the new packs (when commit is set; else drops them)
 // and closes the packs read. A new pack gets the entries this create took
 // from the old ones (read again and checked), so that it holds every
-// source its wheel installed.
+// source its wheel installed. Packs are committed on jobs goroutines.
 func (r *bytecodeRun) closePacks(commit bool) {
 	r.mu.Lock()
 	if r.done {
@@ -573,29 +595,31 @@ func (r *bytecodeRun) closePacks(commit bool) {
 		return
 	}
 	r.done = true
-	packs := r.packs
+	packs := make([]*packState, 0, len(r.packs))
+	for _, ps := range r.packs {
+		packs = append(packs, ps)
+	}
 	r.mu.Unlock()
-	var buf []byte
-	for _, ps := range packs {
-		if ps.w != nil {
-			if commit {
-				for _, h := range ps.hits {
-					if ps.w.has(h.src) {
+	_ = parallel(context.Background(), len(packs), r.jobs, func(i int) error {
+		ps := packs[i]
+		if ps.w != nil && commit {
+			var buf []byte
+			for _, h := range ps.hits {
+				if ps.w.has(h.src) {
+					continue
+				}
+				var pyc []byte
+				if h.e.kind == pycKindPyc {
+					var err error
+					if pyc, err = h.p.read(h.e, &buf); err != nil {
 						continue
 					}
-					var pyc []byte
-					if h.e.kind == pycKindPyc {
-						var err error
-						if pyc, err = h.p.read(h.e, &buf); err != nil {
-							continue
-						}
-					}
-					ps.w.add(h.src, h.e.kind, pyc)
 				}
-				_ = ps.w.commit(filepath.Join(r.b.cache, filepath.FromSlash(ps.name)), r.b.key)
-			} else {
-				ps.w.discard()
+				ps.w.add(h.src, h.e.kind, pyc)
 			}
+			_ = ps.w.commit(filepath.Join(r.b.cache, filepath.FromSlash(ps.name)), r.b.key)
+		} else if ps.w != nil {
+			ps.w.discard()
 		}
 		if ps.own != nil {
 			ps.own.close()
@@ -603,7 +627,8 @@ func (r *bytecodeRun) closePacks(commit bool) {
 		for _, sp := range ps.sibs {
 			sp.close()
 		}
-	}
+		return nil
+	})
 }
 
 // closeDirs closes the __pycache__ descriptors (once nothing writes).

@@ -3,6 +3,7 @@ package materialize
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +55,7 @@ type compilePool struct {
 // compileBatch is a run of sources compiled together in one mode.
 type compileBatch struct {
 	sources []pycSource
+	bytes   int64  // of source
 	req     []byte // the request: mode, length, pairs
 	done    func(res []compiled) error
 }
@@ -91,7 +94,7 @@ func (p *compilePool) submit(mode byte, staging, final string, sources []pycSour
 			size += sources[n].size
 			n++
 		}
-		b := &compileBatch{sources: sources[:n:n]}
+		b := &compileBatch{sources: sources[:n:n], bytes: size}
 		b.req = append(b.req, mode, 0, 0, 0, 0)
 		for _, s := range b.sources {
 			b.req = append(b.req, filepath.Join(staging, filepath.FromSlash(s.rel))...)
@@ -121,6 +124,22 @@ func (p *compilePool) submit(mode byte, staging, final string, sources []pycSour
 				p.run()
 			}()
 		}
+	}
+}
+
+// start starts the processes now, before any batch is submitted (a
+// create that will compile: their start-up overlaps its first files).
+func (p *compilePool) start() {
+	p.mu.Lock()
+	n := p.procs - p.started
+	p.started = p.procs
+	p.wg.Add(n)
+	p.mu.Unlock()
+	for range n {
+		go func() {
+			defer p.wg.Done()
+			p.run()
+		}()
 	}
 }
 
@@ -185,6 +204,9 @@ func (p *compilePool) stop() bool {
 func (p *compilePool) wait() (time.Duration, error) {
 	p.mu.Lock()
 	p.closed = true
+	// Longest first from here on: every batch still queued is ready, and
+	// the last ones sent decide how long one process waits for the other.
+	slices.SortStableFunc(p.queue, func(a, b *compileBatch) int { return cmp.Compare(b.bytes, a.bytes) })
 	p.mu.Unlock()
 	p.cond.Broadcast()
 	p.wg.Wait()

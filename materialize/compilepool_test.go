@@ -109,6 +109,23 @@ while True:
 		t.Fatalf("answered %d of %d, resubmitted %d of 1", answered, len(srcs), again-1)
 	}
 
+	// Started before any batch: the processes wait for batches, and
+	// exit at wait when none came.
+	for _, n := range []int{len(srcs), 0} {
+		p = newCompilePool(context.Background(), py, "bin/python", dir, 2)
+		p.start()
+		got := 0
+		p.submit('c', dir, "/final", srcs[:n], func(_ []pycSource, res []compiled) error {
+			mu <- struct{}{}
+			defer func() { <-mu }()
+			got += len(res)
+			return nil
+		})
+		if _, err := p.wait(); err != nil || got != n || p.started != 2 {
+			t.Fatalf("started early, %d sources: %v, %d answered, %d processes", n, err, got, p.started)
+		}
+	}
+
 	p = newCompilePool(context.Background(), py, "bin/python", dir, 2)
 	boom := errors.New("boom")
 	p.submit('c', dir, "/final", srcs, func([]pycSource, []compiled) error { return boom })

@@ -344,6 +344,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		}
 		bc = newBytecodeRun(ctx, pycCache, filepath.Dir(staging), in, s.Interpreter, staging, dir, l, jobs, ins.record)
 		bc.b.claim = ins.claimPyc
+		bc.prestart(all)
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
