@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
@@ -25,6 +26,7 @@ const testPlatformARM = imagetest.PlatformARM
 // aarch64) on a multi-platform base give an OCI image index of two
 // manifests, each on its own architecture's base manifest, with that
 // platform's wheels (the native provider has one wheel per machine);
+// each manifest has its architecture's cruxshim (named in its provenance);
 // the index and both manifests are signed, both carry their attestations,
 // Verify accepts the index and each platform on its own with that
 // platform's expectations, and skopeo reads the layout for either
@@ -44,7 +46,7 @@ func TestBuildMultiPlatform(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "oci")
 	opts := Options{
 		WheelData: data, WheelName: filepath.Base(fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
-		Client: client, Base: baseRef, Shims: map[string]string{"": testShim(t)},
+		Client: client, Base: baseRef, Shims: map[string]string{testPlatform: testShim(t), testPlatformARM: imagetest.ShimFor(t, "arm64")},
 		Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
 		Output: out,
 	}
@@ -125,6 +127,13 @@ func TestBuildMultiPlatform(t *testing.T) {
 		}
 		if cf.Architecture != arch || cf.Config.Labels[LabelPlatform] != p.Platform {
 			t.Errorf("%s: config says %s, platform label %s", arch, cf.Architecture, cf.Config.Labels[LabelPlatform])
+		}
+		shim, err := os.ReadFile(opts.Shims[p.Platform])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(p.prov), hexOf(digest.Sum(shim))) {
+			t.Errorf("%s: the provenance does not name its architecture's cruxshim", arch)
 		}
 		m := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
 		if prov := string(p.prov); !strings.Contains(prov, "manylinux_2_17_"+m) || strings.Contains(prov, "manylinux_2_17_"+map[string]string{"amd64": "aarch64", "arm64": "x86_64"}[arch]) {

@@ -241,38 +241,47 @@ func readable(dir string) {
 }
 
 var (
-	shimOnce sync.Once
-	shimPath string
-	shimErr  error
+	shimMu   sync.Mutex
+	shimDir  string
+	shimPath = map[string]string{} // GOARCH → path
 )
 
 // Shim is cruxshim built static for linux/amd64 (-trimpath, empty build
 // id), once per test binary, in a directory readable by every user.
-func Shim(t testing.TB) string {
+func Shim(t testing.TB) string { return ShimFor(t, "amd64") }
+
+// ShimFor is Shim for the GOARCH arch (amd64, arm64).
+func ShimFor(t testing.TB, arch string) string {
 	t.Helper()
-	shimOnce.Do(func() {
+	shimMu.Lock()
+	defer shimMu.Unlock()
+	if p, ok := shimPath[arch]; ok {
+		return p
+	}
+	if shimDir == "" {
 		dir, err := os.MkdirTemp("", "cruxprov-image-shim-")
 		if err != nil {
-			shimErr = err
-			return
+			t.Fatal(err)
 		}
 		os.Chmod(dir, 0o755)
-		shimPath = filepath.Join(dir, "cruxshim")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", shimPath, "github.com/cruxible/cruxprov/cmd/cruxshim")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			shimErr = fmt.Errorf("go build cruxshim: %v: %s", err, out)
-		}
-	})
-	if shimErr != nil {
-		t.Fatal(shimErr)
+		shimDir = dir
 	}
-	return shimPath
+	p := filepath.Join(shimDir, "cruxshim-"+arch)
+	if arch == "amd64" {
+		p = filepath.Join(shimDir, "cruxshim")
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", p, "github.com/cruxible/cruxprov/cmd/cruxshim")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build cruxshim for %s: %v: %s", arch, err, out)
+	}
+	shimPath[arch] = p
+	return p
 }
 
 // Cleanup removes the shim's directory; call it from TestMain.
 func Cleanup() {
-	if shimPath != "" {
-		os.RemoveAll(filepath.Dir(shimPath))
+	if shimDir != "" {
+		os.RemoveAll(shimDir)
 	}
 }
