@@ -3,6 +3,7 @@ package materialize
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -289,9 +290,11 @@ func TestShlexQuote(t *testing.T) {
 	}
 	want := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 	for i, c := range cases {
-		if got := shlexQuote(c); got != want[i] {
-			t.Errorf("shlexQuote(%q) = %q, Python %q", c, got, want[i])
-		}
+		t.Run(fmt.Sprintf("%q", c), func(t *testing.T) {
+			if got := shlexQuote(c); got != want[i] {
+				t.Errorf("shlexQuote(%q) = %q, Python %q", c, got, want[i])
+			}
+		})
 	}
 }
 
