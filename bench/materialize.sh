@@ -7,7 +7,9 @@
 #      with bytecode twice: the store's pyc cache (cache/pyc) deleted first (cold), and warm;
 #      the cold one also against its own compile processes' CPU time (user+sys, from the
 #      create's timings) divided by the cores (target: <= 1.15x: everything but compiling,
-#      probe, install, seal and process starts, is hidden under the compiling)
+#      probe, install, seal and process starts, is hidden under the compiling), with cruxprov's
+#      own CPU in that create (user+sys of the create, from /usr/bin/time, minus its compile
+#      processes'): what two cores cannot hide under a compile that already fills them
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
@@ -43,8 +45,19 @@ for f in "$W"/corpus/files/*.whl; do
   echo "$f --hash=sha256:$(sha256sum "$f" | cut -d' ' -f1)" >>"$W/req.txt"
 done
 
-create() { # create [--no-compile] -> prints the JSON
-  "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
+# timed CMD...: runs CMD, and writes its CPU time (user+sys, its children's
+# included) in ns to $W/cpu when /usr/bin/time is there (else leaves it empty)
+timed() {
+  : >"$W/cpu"
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f '%U %S' -o "$W/cpu.raw" "$@" || return
+    awk '{printf "%.0f\n", ($1 + $2) * 1e9}' "$W/cpu.raw" >"$W/cpu"
+  else
+    "$@"
+  fi
+}
+create() { # create [--no-compile] -> prints the JSON (and its CPU time, see timed)
+  timed "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
     --index "http://127.0.0.1:$PORT/simple/" --offline --json "$@"
 }
 rm_env() { chmod -R u+w "$HOME_/envs" 2>/dev/null || true; rm -rf "$HOME_"/envs/[0-9a-f]*; }
@@ -84,6 +97,7 @@ for i in $(seq "$RUNS"); do
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
     s=$(now); out=$(create "${flag[@]}"); e=$(now)
     add "crux_$mode" $((e - s))
+    [ -s "$W/cpu" ] && add "ccpu_$mode" "$(cat "$W/cpu")"
     add "install_$mode" "$(jq -r .timings.install_ns <<<"$out")"
     add "compile_$mode" "$(jq -r .timings.compile_ns <<<"$out")"
     add "seal_$mode" "$(jq -r .timings.seal_ns <<<"$out")"
@@ -120,6 +134,13 @@ row "create --no-compile (sealed) vs cp -a" crux_nocompile cp "(target: ratio <=
 row "env verify (fast) vs find -printf" verify find "(target: ratio <= 1.5)"
 row "env verify --deep vs find|xargs -P2 sha256sum" deep sha "(target: ratio <= 1.3)"
 echo
+if [ -n "${T[ccpu_coldpyc]:-}" ]; then
+  # What two cores cannot hide under a compile that fills them: cruxprov's own CPU.
+  c=$(median "${T[ccpu_coldpyc]}"); p=$(median "${T[cpu_coldpyc]}")
+  own=$(median "$(paste -d' ' <(tr ' ' '\n' <<<"${T[ccpu_coldpyc]}" | grep .) <(tr ' ' '\n' <<<"${T[cpu_coldpyc]}" | grep .) | awk '{print $1 - $2}' | tr '\n' ' ')")
+  echo "create (coldpyc) CPU, medians: all $(ms "$c") ms, compile processes $(ms "$p") ms," \
+    "cruxprov itself $(ms "$own") ms ($(awk -v a="$own" -v b="$p" 'BEGIN {printf "%.2f", a/b}') of the compile CPU)"
+fi
 for mode in coldpyc compile nocompile; do
   echo "create ($mode) stages, medians: install $(ms "$(median "${T[install_$mode]}")") ms," \
     "compile $(ms "$(median "${T[compile_$mode]}")") ms after it (compile CPU $(ms "$(median "${T[cpu_$mode]}")") ms)," \

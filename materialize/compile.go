@@ -23,6 +23,7 @@ import (
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
+	"github.com/cruxible/cruxprov/wheel"
 )
 
 // PycCacheDir is the bytecode cache below the store's home:
@@ -143,8 +144,9 @@ type pycSource struct {
 	pack string // its wheel's pack below the cache key's directory ("" keeps none)
 }
 
-// packName is the pack of wheel fn: <distribution>/<file name>.pycs, or
-// "" for a name that would not be a plain file name.
+// packName is the pack of the wheel named file of the distribution dist
+// (normalized): <dist>/<file>.pycs, or "" for names that would not be
+// plain file names.
 func packName(dist, file string) string {
 	if dist == "" || file == "" || dist == "." || dist == ".." || strings.ContainsAny(dist+file, "/\\\x00") {
 		return ""
@@ -200,8 +202,8 @@ const maxPycDirFDs = 2048
 // install: add takes the sources of each batch of members as soon as
 // they are written, installs from the pyc cache those it has (pure Go)
 // and queues the rest on the compile processes, which start at the first
-// miss (so a warm create starts no Python) and compile while the install
-// goes on; finish waits for the last answers and writes the packs that
+// miss or before it (prestart; a warm create starts no Python) and
+// compile while the install goes on; finish waits for the last answers and writes the packs that
 // gained entries. Every pyc is written __pycache__/<name>.<cache tag>.pyc
 // beside its source as the env's interpreter (in) compiles it:
 // unchecked-hash, co_filename the final path (final + "/" + rel),
@@ -218,11 +220,12 @@ type bytecodeRun struct {
 	initErr  error // why this interpreter cannot compile (refused at the first source)
 	pool     *compilePool
 
-	mu    sync.Mutex
-	added map[string]bool       // sources taken (env-relative)
-	packs map[string]*packState // by pack name
-	done  bool                  // finished or aborted: packs closed
-	cpu   time.Duration
+	mu      sync.Mutex
+	added   map[string]bool       // sources taken (env-relative)
+	packs   map[string]*packState // by pack name
+	missing []string              // packs prestart did not find
+	done    bool                  // finished or aborted: packs closed
+	cpu     time.Duration
 }
 
 // packState is one wheel's pack in a create: the pack as it was (own),
@@ -236,11 +239,10 @@ type packState struct {
 	sibOnce sync.Once
 	sibs    []*pycPack
 
-	mu    sync.Mutex
-	hits  []packHit
-	w     *packWriter
-	wErr  bool // a new pack could not be started: keep none
-	known map[[32]byte]bool
+	mu   sync.Mutex
+	hits []packHit
+	w    *packWriter
+	wErr bool // a new pack could not be started: keep none
 }
 
 // packHit is an entry a create took from a pack.
@@ -278,21 +280,28 @@ func newBytecodeRun(ctx context.Context, cacheDir, tmpDir string, in *Probe, id 
 // prestart starts the compile processes at once when some wheel of ws
 // has no pack in the cache (or there is no cache): the create will
 // compile, and the processes' start-up then overlaps its first files
-// instead of following the first batch. A warm create starts none.
+// instead of following the first batch. A warm create starts none. A
+// wheel without a pack that turns out to install no source gets an empty
+// one (closePacks), so that it does not start Python on every create.
 func (r *bytecodeRun) prestart(ws []lockfile.ResolvedWheel) {
 	if r.initErr != nil {
 		return
 	}
+	start := !r.useCache
 	for _, w := range ws {
-		name := packName(w.Name, w.Filename)
-		if !r.useCache || name == "" {
-			r.pool.start()
-			return
+		name := ""
+		if fn, err := wheel.ParseFilename(w.Filename); err == nil {
+			name = packName(fn.Name, fn.String()) // as the installer names it
 		}
-		if _, err := os.Lstat(filepath.Join(r.b.cache, filepath.FromSlash(name))); err != nil {
-			r.pool.start()
-			return
+		if name == "" {
+			start = true
+		} else if _, err := os.Lstat(filepath.Join(r.b.cache, filepath.FromSlash(name))); err != nil && r.useCache {
+			start = true
+			r.missing = append(r.missing, name)
 		}
+	}
+	if start {
+		r.pool.start()
 	}
 }
 
@@ -415,9 +424,8 @@ func (r *bytecodeRun) pack(name string) *packState {
 // lookup finds src's entry in the pack, or in the packs of the
 // distribution's other versions.
 func (r *bytecodeRun) lookup(ps *packState, src [32]byte) (*pycPack, packEntry, bool) {
-	p := filepath.Join(r.b.cache, filepath.FromSlash(ps.name))
 	ps.ownOnce.Do(func() {
-		if own, err := openPycPack(p, r.b.key); err == nil {
+		if own, err := openPycPack(filepath.Join(r.b.cache, filepath.FromSlash(ps.name)), r.b.key); err == nil {
 			ps.own = own
 		}
 	})
@@ -427,6 +435,7 @@ func (r *bytecodeRun) lookup(ps *packState, src [32]byte) (*pycPack, packEntry, 
 		}
 	}
 	ps.sibOnce.Do(func() {
+		p := filepath.Join(r.b.cache, filepath.FromSlash(ps.name))
 		ps.sibs = siblingPacks(filepath.Dir(p), filepath.Base(p), r.b.key)
 	})
 	for _, sp := range ps.sibs {
@@ -451,12 +460,13 @@ func (r *bytecodeRun) fromCache(s pycSource, bp *[]byte) (byte, error) {
 		return pycMiss, nil
 	}
 	out := byte(pycDone)
+	var pyc []byte
 	switch e.kind {
 	case pycKindDirect:
 		out = pycDirect
 	case pycKindPyc:
-		pyc, err := p.read(e, bp)
-		if err != nil {
+		var err error
+		if pyc, err = p.read(e, bp); err != nil {
 			return pycMiss, nil
 		}
 		err = r.b.install(s, pyc)
@@ -468,6 +478,11 @@ func (r *bytecodeRun) fromCache(s pycSource, bp *[]byte) (byte, error) {
 		case err != nil:
 			return 0, err
 		}
+	}
+	if p != ps.own {
+		// Another version's: this wheel gets a pack of its own.
+		r.store(ps, s.sum, e.kind, pyc)
+		return out, nil
 	}
 	ps.mu.Lock()
 	ps.hits = append(ps.hits, packHit{p: p, src: s.sum, e: e})
@@ -586,8 +601,9 @@ func (r *bytecodeRun) abort() {
 
 // closePacks commits the new packs (when commit is set; else drops them)
 // and closes the packs read. A new pack gets the entries this create took
-// from the old ones (read again and checked), so that it holds every
-// source its wheel installed. Packs are committed on jobs goroutines.
+// from the wheel's old pack (read again and checked) as well as those it
+// took from other versions' and compiled, so that it holds every source
+// its wheel installed. Packs are committed on jobs goroutines.
 func (r *bytecodeRun) closePacks(commit bool) {
 	r.mu.Lock()
 	if r.done {
@@ -598,6 +614,14 @@ func (r *bytecodeRun) closePacks(commit bool) {
 	packs := make([]*packState, 0, len(r.packs))
 	for _, ps := range r.packs {
 		packs = append(packs, ps)
+	}
+	for _, name := range r.missing {
+		if r.packs[name] == nil && commit {
+			// A wheel without sources: an empty pack says so.
+			if w, err := newPackWriter(r.b.tmpDir, r.b.key); err == nil {
+				packs = append(packs, &packState{name: name, w: w})
+			}
+		}
 	}
 	r.mu.Unlock()
 	_ = parallel(context.Background(), len(packs), r.jobs, func(i int) error {

@@ -545,6 +545,9 @@ func TestBytecodeCacheAcrossVersions(t *testing.T) {
 		{v1, packName("demo", "demo-1.0-py3-none-any.whl"), 2},
 		{v2, pack2, 1}, // a.py from 1.0's pack
 		{v2, pack2, 0},
+		// A wheel whose sources are all another version's gets a pack too.
+		{v1, packName("demo", "demo-1.0-py3-none-manylinux1_x86_64.whl"), 0},
+		{v1, packName("demo", "demo-1.0-py3-none-manylinux1_x86_64.whl"), 0},
 	} {
 		staging, sources := stageSources(t, root, strconv.Itoa(i), l, in, run.srcs, run.pack)
 		r, err := runBytecode(ctx, cache, in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {})
@@ -567,9 +570,13 @@ func TestBytecodeCacheAcrossVersions(t *testing.T) {
 			}
 		}
 	}
-	_, e2 := packEntries(t, filepath.Join(cache, hex.EncodeToString(pycCacheKeyOf(t, in, id)), filepath.FromSlash(pack2)))
+	dir := filepath.Join(cache, hex.EncodeToString(pycCacheKeyOf(t, in, id)))
+	_, e2 := packEntries(t, filepath.Join(dir, filepath.FromSlash(pack2)))
 	if len(e2) != 2 || e2[sha256.Sum256([]byte(v1["a.py"]))].kind != pycKindPyc || e2[sha256.Sum256([]byte(v2["c.py"]))].kind != pycKindPyc {
 		t.Errorf("2.0's pack: %d entries, want a and c", len(e2))
+	}
+	if _, e3 := packEntries(t, filepath.Join(dir, filepath.FromSlash(packName("demo", "demo-1.0-py3-none-manylinux1_x86_64.whl")))); len(e3) != 2 {
+		t.Errorf("the manylinux wheel's pack: %d entries, want a and b", len(e3))
 	}
 }
 
@@ -577,4 +584,34 @@ func pycCacheKeyOf(t *testing.T, in *Probe, id seal.InterpreterIdentity) []byte 
 	t.Helper()
 	k := pycCacheKey(in, id)
 	return k[:]
+}
+
+// TestCreateBytecodeWarmStartsNoPython: a warm create starts no compile
+// process, also when a wheel installs no source (it gets an empty pack).
+func TestCreateBytecodeWarmStartsNoPython(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	src := putWheel(t, st, "withsrc-1.0-py3-none-any.whl", wheeltest.Build(t, "withsrc-1.0-py3-none-any.whl", files{"withsrc/__init__.py": "X = 1\n"}))
+	data := putWheel(t, st, "nosrc-1.0-py3-none-any.whl", wheeltest.Build(t, "nosrc-1.0-py3-none-any.whl", files{"nosrc/data.txt": "data\n"}))
+	req := request(t, src, data)
+	req.NoCompile = false
+	for i, want := range []string{"cold", "warm", "warm again"} {
+		res, err := Create(ctx, st, req)
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if cpu := res.Timings.CompileCPU; (i == 0) != (cpu > 0) {
+			t.Errorf("%s: compile processes' CPU %v", want, cpu)
+		}
+		removePycEnv(t, res.Dir)
+	}
+	packs := cachePacks(t, st.Home())
+	if len(packs) != 2 {
+		t.Fatalf("%d packs, want 2: %v", len(packs), packs)
+	}
+	for p := range packs {
+		if _, es := packEntries(t, p); strings.Contains(p, "nosrc") != (len(es) == 0) {
+			t.Errorf("%s: %d entries", p, len(es))
+		}
+	}
 }
