@@ -31,9 +31,9 @@ import (
 // read from the old one carried over) once the compiling is over: one
 // file per wheel, not one per source, which on a cold cache was a third
 // of the Go side's CPU (ext4 allocating an inode per entry, and a rename).
-// When a wheel has no pack yet, the packs of the distribution's other
-// versions (the newest few) are searched too, so an upgrade compiles only
-// the sources that changed.
+// A source its wheel's pack lacks (a wheel with no pack yet) is looked for
+// in the packs of the distribution's other versions too (the newest few),
+// so an upgrade compiles only the sources that changed.
 //
 // A pack, every integer little-endian:
 //
@@ -46,9 +46,9 @@ import (
 // Nothing is fsynced: a pack torn by a crash fails its index's checksum
 // (and reads as absent), or a pyc its own (and that source is compiled
 // again, and the pack rewritten). The pycs' checksums are CRC-32C: they
-// are there to catch a torn or damaged write, as in the unpacked-wheel
-// cache, not tampering (the cache is the store owner's, trusted as a
-// sealed env is), and cost a tenth of a sha256.
+// are there to catch a torn or damaged write, not tampering (the cache is
+// the store owner's, trusted as a sealed env is), and cost a tenth of a
+// sha256.
 const (
 	pycPackMagic   = "crxpycpk"
 	pycPackHeadLen = len(pycPackMagic) + 32
