@@ -466,34 +466,40 @@ func (st *Staging) Release() error {
 // Stage creates a staging directory under tmp/ named after prefix. While
 // it is held (until Release or the process's end), CleanStaging leaves it
 // alone; after a crash, the next CleanStaging removes it.
+//
+// The lock file is created and flocked before the directory exists, so a
+// directory whose lock file is missing can only be a dead owner's: made
+// the other way round, a cleaner could find the new directory before its
+// lock and remove it under its owner.
 func (s *Store) Stage(prefix string) (*Staging, error) {
 	dir := filepath.Join(s.home, TmpDir)
 	for i := 0; i < 100; i++ {
-		p, err := os.MkdirTemp(dir, strings.ReplaceAll(prefix, "/", "_")+"-*")
+		lf, err := os.CreateTemp(dir, strings.ReplaceAll(prefix, "/", "_")+"-*.lock")
 		if err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		lf, err := os.OpenFile(p+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			os.Remove(p)
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
 			lf.Close()
-			os.Remove(p)
+			os.Remove(lf.Name())
 			return nil, fmt.Errorf("store: %w", err)
 		}
-		// A cleaner may have taken the unheld lock between MkdirTemp and
-		// Flock and removed both: then start again.
-		if _, err := os.Stat(p); err == nil {
-			var st unix.Stat_t
-			if unix.Fstat(int(lf.Fd()), &st) == nil && st.Nlink > 0 {
-				return &Staging{Path: p, lock: lf}, nil
-			}
+		// A cleaner may have taken the lock before we did and removed the
+		// file (a lock without its directory is debris): start again.
+		var st unix.Stat_t
+		if unix.Fstat(int(lf.Fd()), &st) != nil || st.Nlink == 0 {
+			lf.Close()
+			continue
 		}
-		os.Remove(p + ".lock")
-		lf.Close()
-		os.RemoveAll(p)
+		p := strings.TrimSuffix(lf.Name(), ".lock")
+		if err := os.Mkdir(p, 0o700); err != nil {
+			os.Remove(lf.Name())
+			lf.Close()
+			if errors.Is(err, fs.ErrExist) {
+				continue // debris of that name: another name
+			}
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return &Staging{Path: p, lock: lf}, nil
 	}
 	return nil, errors.New("store: cannot create a staging directory")
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,5 +404,72 @@ func TestWriteNoSpace(t *testing.T) {
 	}
 	if got := blobDir(t, s); len(got) != 0 {
 		t.Errorf("left in the store: %v", got)
+	}
+}
+
+// TestStageRacesClean: stagings made while CleanStaging runs in a loop
+// beside them are never removed under their owners (a cleaner that found
+// a new directory before its lock file once removed it), and the cleaner
+// still removes what a dead owner left.
+func TestStageRacesClean(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stop := make(chan struct{})
+	cleaned := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				cleaned <- n
+				return
+			default:
+			}
+			if _, err := s.CleanStaging(ctx); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				st, err := s.Stage("race")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				f := filepath.Join(st.Path, "work")
+				if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+					t.Errorf("staging %d removed under its owner: %v", i, err)
+				} else if _, err := os.Stat(f); err != nil {
+					t.Errorf("staging %d emptied under its owner: %v", i, err)
+				}
+				st.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	t.Logf("%d cleanings ran beside 1,200 stagings", <-cleaned)
+	// A dead owner's staging (no lock held) goes.
+	dead := filepath.Join(s.Home(), TmpDir, "dead-1")
+	if err := os.Mkdir(dead, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dead+".lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CleanStaging(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a dead owner's staging is still there: %v", err)
 	}
 }
