@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -407,7 +408,8 @@ func firstDiff(a, b []byte) int {
 
 func sha256Of(b []byte) [32]byte { return sha256.Sum256(b) }
 
-// TestMarshalStr pins the encodings CPython's marshal (version 4) chooses.
+// TestPycRewriteVerified: the pyc retargeting is used only for the
+// CPython versions its byte-for-byte test against py_compile covers.
 func TestPycRewriteVerified(t *testing.T) {
 	for _, c := range []struct {
 		impl, ver string
@@ -420,13 +422,16 @@ func TestPycRewriteVerified(t *testing.T) {
 		{"cpython", "3.7", false, false},
 		{"pypy", "3.10", false, false},
 	} {
-		in := &Probe{Implementation: c.impl, GILDisabled: c.ft, Markers: map[string]string{"python_version": c.ver}}
-		if got := pycRewriteVerified(in); got != c.want {
-			t.Errorf("%s %s free-threaded=%v: %v, want %v", c.impl, c.ver, c.ft, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%s %s free-threaded=%v", c.impl, c.ver, c.ft), func(t *testing.T) {
+			in := &Probe{Implementation: c.impl, GILDisabled: c.ft, Markers: map[string]string{"python_version": c.ver}}
+			if got := pycRewriteVerified(in); got != c.want {
+				t.Errorf("%v, want %v", got, c.want)
+			}
+		})
 	}
 }
 
+// TestMarshalStr pins the encodings CPython's marshal (version 4) chooses.
 func TestMarshalStr(t *testing.T) {
 	for _, c := range []struct {
 		s             string
@@ -442,9 +447,11 @@ func TestMarshalStr(t *testing.T) {
 		{"é", true, true, "\xf4\x02\x00\x00\x00é"},
 		{"", false, true, "\xfa\x00"},
 	} {
-		if got := string(marshalStr(c.s, c.interned, c.ref)); got != c.want {
-			t.Errorf("marshalStr(%.10q, %v, %v) = %.20q, want %.20q", c.s, c.interned, c.ref, got, c.want)
-		}
+		t.Run(fmt.Sprintf("%.10q interned=%v ref=%v", c.s, c.interned, c.ref), func(t *testing.T) {
+			if got := string(marshalStr(c.s, c.interned, c.ref)); got != c.want {
+				t.Errorf("marshalStr(%.10q, %v, %v) = %.20q, want %.20q", c.s, c.interned, c.ref, got, c.want)
+			}
+		})
 	}
 }
 
@@ -461,6 +468,8 @@ func seedPyc(magic string, nameType byte) []byte {
 	return b
 }
 
+// TestRetargetPycRefuses: every shape the retargeting does not know is
+// errPycShape (then the source is compiled with its final path instead).
 func TestRetargetPycRefuses(t *testing.T) {
 	magic := []byte("\xa7\r\r\n")
 	ok := seedPyc(string(magic), 0xfa)
@@ -489,9 +498,11 @@ func TestRetargetPycRefuses(t *testing.T) {
 		"filename not UTF-8": {ok, "/e/\xff.py"},
 		"filename in pyc":    {append(bytes.Clone(ok), "/e/m.py"...), "/e/m.py"},
 	} {
-		if _, err := retargetPyc(c.pyc, magic, c.filename); !errors.Is(err, errPycShape) {
-			t.Errorf("%s: %v, want errPycShape", name, err)
-		}
+		t.Run(name, func(t *testing.T) {
+			if _, err := retargetPyc(c.pyc, magic, c.filename); !errors.Is(err, errPycShape) {
+				t.Errorf("%v, want errPycShape", err)
+			}
+		})
 	}
 }
 
