@@ -1,9 +1,6 @@
 package image
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +11,7 @@ import (
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 )
 
 const testPlatform = imagetest.Platform
@@ -26,6 +24,7 @@ var (
 	fx           *fixtures.Set
 	fxDir        string
 	idxURL       string
+	closeIdx     func()
 )
 
 // testIndex serves the fixture wheels as a pinned index, once per binary.
@@ -36,15 +35,9 @@ func testIndex(t *testing.T) (*fixtures.Set, *index.Client) {
 		if fxDir, err = os.MkdirTemp("", "cruxprov-image-fx-"); err != nil {
 			panic(err)
 		}
-		if fx, err = fixtures.Build(filepath.Join(fxDir, "fx"), fixtures.Options{}); err != nil {
+		if fx, idxURL, closeIdx, err = fixtureindex.Start(fxDir); err != nil {
 			panic(err)
 		}
-		idx := filepath.Join(fxDir, "index")
-		if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-			panic(err)
-		}
-		srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-		idxURL = srv.URL + "/simple/"
 	})
 	c, err := index.New(idxURL, index.Options{})
 	if err != nil {
@@ -55,6 +48,9 @@ func testIndex(t *testing.T) (*fixtures.Set, *index.Client) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if closeIdx != nil {
+		closeIdx()
+	}
 	if fxDir != "" {
 		os.RemoveAll(fxDir)
 	}

@@ -3,8 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
@@ -31,17 +30,8 @@ func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
 		t.Skip("needs python3")
 	}
 	dir := t.TempDir()
-	fx, err := fixtures.Build(filepath.Join(dir, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := filepath.Join(dir, "index")
-	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	t.Cleanup(srv.Close)
-	c, err := index.New(srv.URL+"/simple/", index.Options{})
+	fx, url := fixtureindex.Serve(t, dir)
+	c, err := index.New(url, index.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

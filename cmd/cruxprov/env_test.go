@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
@@ -480,17 +480,11 @@ func TestEnvCreateFixtureProviders(t *testing.T) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("no %s", envPython)
 	}
-	fx := fixtures.ForTest(t, fixtures.Options{})
-	idx := t.TempDir()
-	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
+	fx, idx := fixtureindex.Serve(t, t.TempDir())
 	home := t.TempDir()
 	t.Cleanup(func() { chmodTree(home) })
 	for _, p := range fx.Providers() {
-		out := createJSON(t, "--home", home, "env", "create", "--wheel", p.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--json")
+		out := createJSON(t, "--home", home, "env", "create", "--wheel", p.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
 		if out.Reused || out.Packages < 2 { // the root and the runtime at least (acme-native: one lib of its five)
 			t.Errorf("%s: %+v", p.Name, out)
 		}

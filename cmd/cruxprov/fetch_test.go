@@ -3,7 +3,6 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,8 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cruxible/cruxprov/index"
-	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 )
 
 // fetchFixture writes two small wheels, builds a static index of them
@@ -310,17 +308,11 @@ func fetchSIGINT(t *testing.T, extra ...string) (result, error) {
 // lock (its URLs name the fixtures' public index) and fetches from a
 // mirror built by index.Build, for two platforms.
 func TestFetchWheelFixtures(t *testing.T) {
-	fx := fixtures.ForTest(t, fixtures.Options{})
-	idx := t.TempDir()
-	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
+	fx, idx := fixtureindex.Serve(t, t.TempDir())
 	home := t.TempDir()
 	for _, plat := range []string{"cp311-manylinux_2_36_x86_64", "cp312-musllinux_1_2_x86_64"} {
 		t.Run(plat, func(t *testing.T) {
-			r := cruxprov(t, "fetch", "--wheel", fx.Native.Path, "--platform", plat, "--index", srv.URL+"/simple/", "--home", home, "--json")
+			r := cruxprov(t, "fetch", "--wheel", fx.Native.Path, "--platform", plat, "--index", idx, "--home", home, "--json")
 			var out struct {
 				Wheels []struct{ Filename string } `json:"wheels"`
 			}

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
-	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -23,21 +20,13 @@ const debian = "/usr/bin/python3.11"
 
 // imageSetup is what the image CLI tests share: a directory nobody can
 // read (base) with a copy of the binary (exe), the fixtures served as a
-// pinned index (srv, closed at the end of the test), cruxshim (shim), and
-// a builder key pair at base/builder.key (password "pw") and .pub.
-func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set, srv *httptest.Server, shim string) {
+// pinned index under base (its URL idx, served until the test ends),
+// cruxshim (shim), and a builder key pair at base/builder.key (password
+// "pw") and .pub.
+func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set, idx, shim string) {
 	t.Helper()
 	base, exe = nobodyBase(t, prefix, debian)
-	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := filepath.Join(base, "index")
-	if _, err := index.Build(context.Background(), idx, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv = httptest.NewServer(http.FileServer(http.Dir(idx)))
-	t.Cleanup(srv.Close)
+	fx, idx = fixtureindex.Serve(t, base)
 	shim = filepath.Join(base, "cruxshim")
 	b, err := os.ReadFile(imagetest.Shim(t))
 	if err != nil {
@@ -52,7 +41,7 @@ func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set
 	}
 	os.WriteFile(filepath.Join(base, "builder.key"), priv, 0o644)
 	os.WriteFile(filepath.Join(base, "builder.pub"), pub, 0o644)
-	return base, exe, fx, srv, shim
+	return base, exe, fx, idx, shim
 }
 
 // TestImageCLI: what CI runs, as uid 65534 owning its home: image build
@@ -62,10 +51,10 @@ func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set
 // built locally naming the image's materialization.
 func TestImageCLI(t *testing.T) {
 	baseLayout, baseDigest := imagetest.Base(t)
-	base, exe, fx, srv, shim := imageSetup(t, "cruxprov-image-")
+	base, exe, fx, idx, shim := imageSetup(t, "cruxprov-image-")
 	baseRef := "oci:" + baseLayout + "@" + baseDigest.String()
 	args := func(home, out string) []string {
-		return []string{"--home", home, "image", "build", "--wheel", fx.Echo.Path, "--index", srv.URL + "/simple/",
+		return []string{"--home", home, "image", "build", "--wheel", fx.Echo.Path, "--index", idx,
 			"--platform", imagetest.Platform, "--base", baseRef, "--shim", shim, "--output", "oci:" + out,
 			"--sign-key", filepath.Join(base, "builder.key"), "--repo", "localhost/acme/echo", "--json"}
 	}
@@ -127,7 +116,7 @@ func TestImageCLI(t *testing.T) {
 		t.Errorf("a base without a digest: %+v", r)
 	}
 	// The same env built locally: its SBOM names the image's materialization.
-	r = nobody("--home", home, "env", "create", "--wheel", fx.Echo.Path, "--index", srv.URL+"/simple/", "--platform", imagetest.Platform, "--python", debian, "--json")
+	r = nobody("--home", home, "env", "create", "--wheel", fx.Echo.Path, "--index", idx, "--platform", imagetest.Platform, "--python", debian, "--json")
 	var created envCreated
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &created) != nil {
 		t.Fatalf("env create: %+v", r)
@@ -160,7 +149,7 @@ func TestImageCLI(t *testing.T) {
 // approved, verify --backend container accepts each platform, and asks
 // for the platform when none is named.
 func TestImageMultiPlatformInstall(t *testing.T) {
-	base, exe, fx, srv, shim := imageSetup(t, "cruxprov-image-multi-")
+	base, exe, fx, idx, shim := imageSetup(t, "cruxprov-image-multi-")
 	baseRef, _ := imagetest.MultiArchBase(t, filepath.Join(base, "base"))
 	for _, d := range []string{"home", "out", "keys", "state"} {
 		os.Mkdir(filepath.Join(base, d), 0o755)
@@ -204,11 +193,11 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	}
 	// The root wheel named as install takes it: NAME==VERSION, only the
 	// bytes of --sha256 (another sha256 is refused first).
-	if r := nobody("image", "build", "acme-echo==1.0.0", "--sha256", strings.Repeat("0", 64), "--index", srv.URL+"/simple/",
+	if r := nobody("image", "build", "acme-echo==1.0.0", "--sha256", strings.Repeat("0", 64), "--index", idx,
 		"--platform", imagetest.Platform, "--base", baseRef, "--shim", shim, "--output", "oci:"+filepath.Join(base, "out", "x")); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.FetchFailed)) {
 		t.Errorf("image build NAME==VERSION with another sha256: %+v", r)
 	}
-	r := nobody("image", "build", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--index", srv.URL+"/simple/",
+	r := nobody("image", "build", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--index", idx,
 		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef, "--shim", shim,
 		"--output", "oci:"+out, "--sign-key", filepath.Join(base, "builder.key"), "--json")
 	if json.Unmarshal([]byte(ok(r, "image build")), &built) != nil || len(built.Platforms) != 2 || !strings.Contains(built.MediaType, "index") {
@@ -223,7 +212,7 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
 		ok(nobody("interface", "register", i, "--schema", filepath.Join(base, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
 	}
-	r = nobody("install", fx.Echo.Path, "--index", srv.URL+"/simple/", "--backend", "container",
+	r = nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container",
 		"--image", "oci:"+out+"@"+built.Digest, "--python", debian, "--json")
 	installed := ok(r, "install --backend container --image INDEX")
 	for _, p := range built.Platforms {

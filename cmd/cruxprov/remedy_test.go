@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -67,8 +64,7 @@ func TestRemediesRun(t *testing.T) {
 	t.Run("fetch_offline", func(t *testing.T) {
 		dir := t.TempDir()
 		home := filepath.Join(dir, "home")
-		idx := t.TempDir()
-		srv := serveFixtures(t, fx, idx)
+		idx := fixtureindex.ServeSet(t, fx, t.TempDir())
 		r := cruxprov(t, "--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", "cp311-manylinux_2_36_x86_64", "--offline")
 		if r.code != exitRefused {
 			t.Fatalf("%+v", r)
@@ -77,7 +73,7 @@ func TestRemediesRun(t *testing.T) {
 			t.Fatalf("the advice does not ask for the index: %s", r.stderr)
 		}
 		// The advice names the index to give; give it.
-		r.stderr = strings.Replace(r.stderr, "--index URL", "--index "+srv+"/simple/", 1)
+		r.stderr = strings.Replace(r.stderr, "--index URL", "--index "+idx, 1)
 		if f := runFix(t, r, dir); f.code != 0 {
 			t.Fatalf("%+v", f)
 		}
@@ -104,18 +100,6 @@ func TestRemediesRun(t *testing.T) {
 			t.Fatalf("%+v", f)
 		}
 	})
-}
-
-// serveFixtures serves a static index of the fixture wheels (built in
-// dir) on loopback until the test ends, and returns its base URL.
-func serveFixtures(t *testing.T, fx *fixtures.Set, dir string) string {
-	t.Helper()
-	if _, err := index.Build(context.Background(), dir, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(dir)))
-	t.Cleanup(srv.Close)
-	return srv.URL
 }
 
 // TestInterpreterUpdatedInPlace: an interpreter replaced in place (same
