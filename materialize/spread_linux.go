@@ -3,6 +3,7 @@
 package materialize
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,9 +30,9 @@ const fsTopdirFL = 0x00020000
 var spreadStaging = true
 
 // mkdirStaging creates the staging env directory path, or, when ext4
-// placed it in a block group with inodes freed in the last minute, a
-// sibling path-1, path-2 (at most three more tries); it returns the
-// directory it created.
+// placed it in a block group that is not fresh (inodes freed in the last
+// minutes, or in use), a sibling path-<random hex> (at most fifteen more
+// tries, each a mkdir and an rmdir); it returns the directory it created.
 func mkdirStaging(path string) (string, error) {
 	if !spreadStaging {
 		return path, os.Mkdir(path, 0o755)
@@ -47,13 +48,18 @@ func mkdirStaging(path string) (string, error) {
 		// A directory placed by the TOPDIR hint takes the first inode of
 		// its group that is free and not freed a moment ago: the group is
 		// fresh when that is the group's very first inode.
-		if ipg == 0 || try == 4 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 {
+		if ipg == 0 || try == 16 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 {
 			return p, nil
 		}
 		if err := os.Remove(p); err != nil {
 			return "", err
 		}
-		p = fmt.Sprintf("%s-%d", path, try)
+		// A random name: ext4 places a TOPDIR child by a hash of its name,
+		// so fixed names (a tree's "env", "env-1", …) would try the same
+		// groups in every build, the ones the last builds just freed.
+		var rnd [4]byte
+		_, _ = rand.Read(rnd[:])
+		p = fmt.Sprintf("%s-%x", path, rnd)
 	}
 }
 

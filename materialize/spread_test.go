@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// mkdirStaging always creates one directory, named path or path-N, and
+// mkdirStaging always creates one directory, named path or path-<hex>, and
 // leaves no other behind.
 func TestMkdirStaging(t *testing.T) {
 	parent := t.TempDir()
