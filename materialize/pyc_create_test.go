@@ -379,17 +379,7 @@ func TestCreateBytecodeCacheConcurrent(t *testing.T) {
 // warm, and gets py_compile's bytes.
 func TestCompileBytecodeFallbacks(t *testing.T) {
 	ctx := context.Background()
-	p, in := host(t)
-	l, err := LayoutFor(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := interpreterIdentity(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cache := filepath.Join(root, "home", PycCacheDir)
+	in, l, id, root, cache := pycHost(t)
 	final := "/srv/envs/final"
 	srcs := map[string]string{
 		"own.py":   "P = '" + final + "/" + l.SitePackages + "/own.py'\ndef f():\n    return P\n",
@@ -523,17 +513,7 @@ func stageSources(t *testing.T, root, name string, l Layout, in *Probe, srcs map
 // them all; a warm run compiles nothing and leaves the pack alone.
 func TestBytecodeCacheAcrossVersions(t *testing.T) {
 	ctx := context.Background()
-	p, in := host(t)
-	l, err := LayoutFor(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := interpreterIdentity(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	cache := filepath.Join(root, "home", PycCacheDir)
+	in, l, id, root, cache := pycHost(t)
 	v1 := map[string]string{"a.py": "def a():\n    return 1\n", "b.py": "def b():\n    return 2\n"}
 	v2 := map[string]string{"a.py": v1["a.py"], "c.py": "def c():\n    return 3\n"}
 	pack2 := packName("demo", "demo-2.0-py3-none-any.whl")
@@ -614,4 +594,22 @@ func TestCreateBytecodeWarmStartsNoPython(t *testing.T) {
 			t.Errorf("%s: %d entries", p, len(es))
 		}
 	}
+}
+
+// pycHost is what the bytecode cache tests start from: the host
+// interpreter, its layout and identity, a temp root and the pyc cache
+// directory of a home under it.
+func pycHost(t *testing.T) (*Probe, Layout, seal.InterpreterIdentity, string, string) {
+	t.Helper()
+	p, in := host(t)
+	l, err := LayoutFor(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := interpreterIdentity(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	return in, l, id, root, filepath.Join(root, "home", PycCacheDir)
 }
