@@ -85,7 +85,7 @@ try:
 except Exception:
     venv = ""
 print(json.dumps({
-    "path": os.path.realpath(sys.executable),
+    "path": os.path.realpath(sys.executable) if sys.executable else "",
     "version": v,
     "venv_version": "%d.%d.%d" % sys.version_info[:3],
     "implementation": sys.implementation.name,
@@ -115,6 +115,17 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// A bare name is looked up on PATH here: the probe runs with an
+	// environment of its own (no PATH), where CPython cannot find itself
+	// from argv[0] and reports sys.executable as "" (realpath: the
+	// working directory).
+	if !strings.Contains(python, "/") {
+		lp, err := exec.LookPath(python)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot find the interpreter %s on PATH; name a CPython 3.8+ interpreter by its path", python)
+		}
+		python = lp
+	}
 	cmd := exec.CommandContext(ctx, python, "-I", "-c", interpProbe)
 	cmd.Env = []string{"LC_ALL=C.UTF-8"}
 	var stderr bytes.Buffer

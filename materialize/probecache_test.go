@@ -90,3 +90,27 @@ func TestProbeInterruptedIsNotARefusal(t *testing.T) {
 		t.Errorf("/bin/false: %v", err)
 	}
 }
+
+// TestProbeBareName: an interpreter named by a bare name (install's
+// default --python python3) is the one on PATH, by its real path. The
+// probe runs with an environment of its own, without PATH, where a
+// CPython started as "python3" cannot find itself and reports
+// sys.executable as "" (realpath: the working directory, which the
+// platform probe then tried to run); Debian's /usr/bin/python3 does.
+func TestProbeBareName(t *testing.T) {
+	want, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Skip("needs /usr/bin/python3")
+	}
+	t.Setenv("PATH", "/usr/bin:/bin")
+	in, err := ProbeInterpreter(context.Background(), "python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Path != want {
+		t.Errorf("python3 probed as %q, want %q", in.Path, want)
+	}
+	if _, err := ProbeInterpreter(context.Background(), "no-such-python-here"); refusal.CodeOf(err) != refusal.MaterializeFailed {
+		t.Errorf("a name not on PATH: %v", err)
+	}
+}
