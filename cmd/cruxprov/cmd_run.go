@@ -42,7 +42,7 @@ func init() {
 			&cli.StringFlag{Name: "idempotency-key", Usage: "replay a recorded ok outcome for the same `K`ey and input; refuse another input"},
 			&cli.StringFlag{Name: "ledger", Usage: "the receipts ledger `PATH` (default $XDG_STATE_HOME/cruxprov/receipts/<host>-<uid>.jsonl)"},
 			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
-			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several local envs are pinned)"},
+			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several envs or images are pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "container runs: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
