@@ -250,11 +250,9 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		makeWritable(stg.Path)
 		stg.Release()
 	}()
-	progress := o.Progress
-	if progress == nil {
-		progress = func(string, string) {}
+	if o.Progress == nil {
+		o.Progress = func(string, string) {}
 	}
-	o.Progress = progress
 	res := &Result{Repo: repo}
 	seen := map[string]string{}
 	for i, pid := range o.Platforms {
