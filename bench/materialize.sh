@@ -88,6 +88,25 @@ pip_install() { # pip_install DIR [--no-compile]
 mkdir -p "$W/cpdst" "$W/pipdst"
 chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 
+# skipped ENV: how many inodes ext4 skipped in the block group of ENV's directory, between
+# the directory's inode and the last the env took there (inodes freed minutes ago, which the
+# allocator scans past one by one: docs/seal.md, "Tricks"); 0 on a fresh group, "-" when the
+# inodes per group are unknown (not ext4, or ambiguous: spread_linux.go's inodesPerGroup).
+skipped() {
+  "$PY" - "$1" <<'PYEOF'
+import os, sys
+s = os.statvfs(sys.argv[1]); per = s.f_bsize * 8
+n = [g for g in range(-(-s.f_blocks // per), -(-(s.f_blocks + s.f_blocks // 12) // per) + 1) if s.f_files % g == 0]
+if len(n) != 1:
+    print("-"); sys.exit()
+ipg = s.f_files // n[0]
+top = os.lstat(sys.argv[1]).st_ino; g = (top - 1) // ipg
+mine = [top] + [os.lstat(os.path.join(r, x)).st_ino for r, ds, fs in os.walk(sys.argv[1]) for x in ds + fs]
+mine = [i for i in mine if (i - 1) // ipg == g]
+print(max(mine) - top + 1 - len(mine))
+PYEOF
+}
+
 CORES=$(nproc)
 echo "running $RUNS alternating rounds… (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 for i in $(seq "$RUNS"); do
@@ -104,7 +123,10 @@ for i in $(seq "$RUNS"); do
     add "cpu_$mode" "$(jq -r '.timings.compile_cpu_ns // 0' <<<"$out")"
     [ $mode = coldpyc ] && add "cpucores_$mode" "$(jq -r --argjson c "$CORES" '(.timings.compile_cpu_ns // 0) / $c | floor' <<<"$out")"
     ENV=$(jq -r .path <<<"$out")
-    [ $mode = coldpyc ] && continue   # its peer is the "compile" round's pip
+    if [ $mode = coldpyc ]; then
+      add holes "$(skipped "$ENV")"
+      continue   # its peer is the "compile" round's pip
+    fi
     sync
     s=$(now); pip_install "$W/pipdst/env-$i-$mode" "${flag[@]}"; e=$(now)
     add "pip_$mode" $((e - s))
@@ -141,6 +163,8 @@ if [ -n "${T[ccpu_coldpyc]:-}" ]; then
   echo "create (coldpyc) CPU, medians: all $(ms "$c") ms, compile processes $(ms "$p") ms," \
     "cruxprov itself $(ms "$own") ms ($(awk -v a="$own" -v b="$p" 'BEGIN {printf "%.2f", a/b}') of the compile CPU)"
 fi
+echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
+  "inodes skipped in the env's block group:${T[holes]}"
 for mode in coldpyc compile nocompile; do
   echo "create ($mode) stages, medians: install $(ms "$(median "${T[install_$mode]}")") ms," \
     "compile $(ms "$(median "${T[compile_$mode]}")") ms after it (compile CPU $(ms "$(median "${T[cpu_$mode]}")") ms)," \

@@ -47,8 +47,10 @@ func mkdirStaging(path string) (string, error) {
 		var st unix.Stat_t
 		// A directory placed by the TOPDIR hint takes the first inode of
 		// its group that is free and not freed a moment ago: the group is
-		// fresh when that is the group's very first inode.
-		if ipg == 0 || try == 16 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 {
+		// fresh when that is the group's very first inode, and the next
+		// one is free and was not freed in the last minutes either
+		// (nextSlotFresh).
+		if ipg == 0 || try == 16 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 && nextSlotFresh(p, st.Ino) {
 			return p, nil
 		}
 		if err := os.Remove(p); err != nil {
@@ -61,6 +63,31 @@ func mkdirStaging(path string) (string, error) {
 		_, _ = rand.Read(rnd[:])
 		p = fmt.Sprintf("%s-%x", path, rnd)
 	}
+}
+
+// nextSlotFresh reports whether a file created in dir, whose inode is the
+// first of its block group, takes the inode after it. The kernel counts an
+// inode as freed recently for a minute, and for six while the block of the
+// inode table holding it has unwritten changes: a group an env left one to
+// six minutes ago passes the first-inode test (its blocks were written),
+// then every inode the new env takes dirties a block and turns the freed
+// inodes beside it recent again, and the scan grows with each file (seconds
+// of kernel time; an env that lands there spans twice the inodes it uses).
+// The directory's own inode dirtied the block of the next one: a probe
+// file skips that inode exactly when it was freed in those minutes. The
+// probe is removed (one recently freed inode costs each later allocation
+// one lookup).
+func nextSlotFresh(dir string, ino uint64) bool {
+	probe := filepath.Join(dir, ".placement")
+	fd, err := unix.Open(probe, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return true // no answer: keep the group
+	}
+	var st unix.Stat_t
+	serr := unix.Fstat(fd, &st)
+	_ = unix.Close(fd)
+	_ = unix.Unlink(probe)
+	return serr != nil || st.Ino == ino+1
 }
 
 // spreadChildren asks ext2/3/4 to place each directory created in dir in a

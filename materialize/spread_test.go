@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// mkdirStaging always creates one directory, named path or path-<hex>, and
-// leaves no other behind.
+// mkdirStaging always creates one empty directory, named path or
+// path-<hex>, and leaves no other behind (nor its placement probe).
 func TestMkdirStaging(t *testing.T) {
 	parent := t.TempDir()
 	for i := 0; i < 5; i++ {
@@ -22,6 +22,9 @@ func TestMkdirStaging(t *testing.T) {
 		}
 		if fi, err := os.Stat(got); err != nil || !fi.IsDir() {
 			t.Fatalf("%s: %v", got, err)
+		}
+		if ents, err := os.ReadDir(got); err != nil || len(ents) != 0 {
+			t.Fatalf("%s holds %v (%v), want nothing", got, ents, err)
 		}
 	}
 	if ents, _ := os.ReadDir(parent); len(ents) != 5 {
