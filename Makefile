@@ -28,8 +28,9 @@ gotest:
 
 pytest:
 	@if [ -d python/tests ]; then \
-	  PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s python/tests -t python >/tmp/cruxprov-pytest.log 2>&1; rc=$$?; \
-	  tail -n 3 /tmp/cruxprov-pytest.log; [ $$rc -eq 0 ] || { cat /tmp/cruxprov-pytest.log; exit $$rc; }; fi
+	  log=$$(mktemp "$${TMPDIR:-/tmp}/cruxprov-pytest.XXXXXX"); \
+	  PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s python/tests -t python >"$$log" 2>&1; rc=$$?; \
+	  tail -n 3 "$$log"; [ $$rc -eq 0 ] || cat "$$log"; rm -f "$$log"; exit $$rc; fi
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m ./...
@@ -37,9 +38,10 @@ bench: build
 
 # Every Fuzz target in every package, each for $(FUZZTIME).
 fuzz:
-	@set -e; for p in $$($(GO) list ./...); do \
+	@set -e; log=$$(mktemp "$${TMPDIR:-/tmp}/cruxprov-fuzz.XXXXXX"); trap 'rm -f "$$log"' EXIT; \
+	for p in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz' || true); do \
-	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$p >/tmp/cruxprov-fuzz.log 2>&1 || { cat /tmp/cruxprov-fuzz.log; exit 1; }; \
+	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$p >"$$log" 2>&1 || { cat "$$log"; exit 1; }; \
 	  done; done
 
 # Vectors from peers' test suites (../shared/conformance); the project's own tests do not need them.

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -133,12 +134,20 @@ func oracles(t *testing.T, ref, digest string, unpack bool) {
 		t.Log("skopeo is not installed: no oracle")
 		return
 	}
-	out, err := exec.Command(skopeo, "inspect", "--tls-verify=false", ref).CombinedOutput()
+	// An auth file of its own: skopeo otherwise reads
+	// $XDG_RUNTIME_DIR/containers/auth.json, or /run/containers/<uid>/,
+	// which a user without a login session cannot read.
+	auth := []string{"REGISTRY_AUTH_FILE=" + filepath.Join(t.TempDir(), "auth.json")}
+	inspect := exec.Command(skopeo, "inspect", "--tls-verify=false", ref)
+	inspect.Env = append(os.Environ(), auth...)
+	out, err := inspect.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), digest) || !strings.Contains(string(out), LabelPackage) {
 		t.Fatalf("skopeo inspect %s: %v: %s", ref, err, out)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	if out, err := exec.Command(skopeo, "copy", "--src-tls-verify=false", "--preserve-digests", ref, "oci:"+dir+":img").CombinedOutput(); err != nil {
+	cp := exec.Command(skopeo, "copy", "--src-tls-verify=false", "--preserve-digests", ref, "oci:"+dir+":img")
+	cp.Env = append(os.Environ(), auth...)
+	if out, err := cp.CombinedOutput(); err != nil {
 		t.Fatalf("skopeo copy: %v: %s", err, out)
 	}
 	if !unpack {
@@ -149,8 +158,12 @@ func oracles(t *testing.T, ref, digest string, unpack bool) {
 		t.Log("umoci is not installed: no unpack oracle")
 		return
 	}
-	bundle := filepath.Join(t.TempDir(), "bundle")
-	if out, err := exec.Command(umoci, "unpack", "--image", dir+":img", bundle).CombinedOutput(); err != nil {
+	bundle := filepath.Join(testdir.New(t), "bundle") // the env in it is read-only
+	args := []string{"unpack", "--image", dir + ":img", bundle}
+	if os.Geteuid() != 0 {
+		args = append(args[:1], append([]string{"--rootless"}, args[1:]...)...) // no chown
+	}
+	if out, err := exec.Command(umoci, args...).CombinedOutput(); err != nil {
 		t.Fatalf("umoci unpack: %v: %s", err, out)
 	}
 	for _, p := range []string{ShimPath, EnvPath + "/pyvenv.cfg", MetaDir + "/seal.json", MetaDir + "/provider.toml"} {

@@ -41,6 +41,22 @@ func writable(t *testing.T, p string) {
 	reopened = append(reopened, filepath.Dir(p))
 }
 
+// overwrite replaces the sealed (0444) file p's bytes as its owner would
+// have to, write permission given and taken back, so that the content is
+// what changed.
+func overwrite(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o444); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func restoreDirs() {
 	for _, d := range reopened {
 		os.Chmod(d, 0o555)
@@ -58,12 +74,12 @@ func TestVerifyDrift(t *testing.T) {
 		path   string
 	}{
 		{"edit", func(t *testing.T, env string) {
-			os.WriteFile(env+"/"+sp+"demo/__init__.py", []byte("VALUE = 43  # edited\n"), 0o444)
+			overwrite(t, env+"/"+sp+"demo/__init__.py", []byte("VALUE = 43  # edited\n"))
 		}, refusal.EnvDrift, seal.Content, sp + "demo/__init__.py"},
 		{"edit keeping size and mtime", func(t *testing.T, env string) {
 			p := env + "/" + sp + "demo/__init__.py"
 			fi, _ := os.Stat(p)
-			os.WriteFile(p, []byte("VALUE = 43\n"), 0o444)
+			overwrite(t, p, []byte("VALUE = 43\n"))
 			if err := os.Chtimes(p, fi.ModTime(), fi.ModTime()); err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +179,7 @@ func TestVerifyAcceptsStatOnlyChanges(t *testing.T) {
 func TestVerifyExplainCollectsEverything(t *testing.T) {
 	env := sealedDemo(t)
 	sp := env + "/lib/python3.11/site-packages/"
-	os.WriteFile(sp+"demo/__init__.py", []byte("changed\n"), 0o444)
+	overwrite(t, sp+"demo/__init__.py", []byte("changed\n"))
 	os.Chmod(sp+"demo/cli.py", 0o600)
 	os.Chmod(sp+"demo", 0o755)
 	os.Remove(sp + "demo/tool.sh")

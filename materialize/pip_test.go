@@ -128,6 +128,13 @@ func corpusWheels(t *testing.T) []string {
 			keep = append(keep, w)
 		}
 	}
+	if len(keep) == 0 {
+		// make-corpus packs the distributions installed for realPython:
+		// Debian's python3 (what a user who cannot read /root's pyenv gets)
+		// has none of the small set.
+		t.Logf("make-corpus found none of its distributions installed for %s", realPython)
+		return nil
+	}
 	return append(keep, filepath.Join(out, "files", "bench_provider-1.0.0-py3-none-any.whl"))
 }
 
@@ -163,7 +170,7 @@ func TestPipDifferential(t *testing.T) {
 			run     []string
 		}{"corpus-small", cw, "import requests, attrs, six, idna, certifi, charset_normalizer, urllib3, bench_provider", []string{"normalizer --version"}})
 	} else {
-		t.Log("no ../shared/bench/make-corpus.py: the corpus set is skipped")
+		t.Log("no ../shared/bench/make-corpus.py, or no corpus for this python: the corpus set is skipped")
 	}
 	for _, set := range sets {
 		t.Run(set.name, func(t *testing.T) {

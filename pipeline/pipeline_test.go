@@ -15,6 +15,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
@@ -29,7 +30,7 @@ func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
 	if err != nil {
 		t.Skip("needs python3")
 	}
-	dir := t.TempDir()
+	dir := testdir.New(t) // the env is sealed read-only
 	fx, url := fixtureindex.Serve(t, dir)
 	c, err := index.New(url, index.Options{})
 	if err != nil {
@@ -131,7 +132,7 @@ func TestPlan(t *testing.T) {
 	if r.Env.Digest != planned || planned.IsZero() {
 		t.Errorf("planned %s, sealed %s", planned, r.Env.Digest)
 	}
-	o.Tree = &pipeline.TreeTarget{Out: filepath.Join(t.TempDir(), "tree"), Final: "/opt/env"}
+	o.Tree = &pipeline.TreeTarget{Out: filepath.Join(testdir.New(t), "tree"), Final: "/opt/env"}
 	if _, tp, err := pipeline.Plan(ctx, st, o); err != nil || tp != planned {
 		t.Errorf("a tree's plan: %s, %v (want %s: the digest does not name the path)", tp, err, planned)
 	}

@@ -412,8 +412,13 @@ func damageBlob(t *testing.T, home, hex string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)        // past the coarse clock tick of the stamp's ctime
-	f, err := os.OpenFile(p, os.O_WRONLY, 0) // root ignores the 0444
+	time.Sleep(20 * time.Millisecond) // past the coarse clock tick of the stamp's ctime
+	// The owner's write permission first (root ignores the 0444; an
+	// operator damaging it by mistake would have to give it), then back.
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +426,9 @@ func damageBlob(t *testing.T, home, hex string) {
 		t.Fatal(err)
 	}
 	f.Close()
+	if err := os.Chmod(p, fi.Mode().Perm()); err != nil {
+		t.Fatal(err)
+	}
 	os.Chtimes(p, fi.ModTime(), fi.ModTime())
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -41,7 +42,7 @@ func TestVerifyContainer(t *testing.T) {
 	ctx := context.Background()
 	dir, h := imagetest.Base(t)
 	shim := imagetest.Shim(t)
-	work := t.TempDir()
+	work := testdir.New(t) // the store holds a sealed env
 	c, err := invoketest.BuildContainer(ctx, work, image.LayoutPrefix+dir+"@"+h.String(), shim, imagetest.Platform)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,37 @@
+// Package testdir gives tests temporary directories that a user who is
+// not root can remove: a sealed env, a store's blobs and an image tree are
+// read-only (directories 0555), and testing's own cleanup of t.TempDir
+// then fails with "permission denied" for everyone but root, who ignores
+// the modes. Tests import it; nothing else does.
+package testdir
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// New returns t.TempDir(), registering a cleanup that runs before
+// testing's removal of it and gives the owner write permission on every
+// directory below it.
+func New(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { Writable(dir) })
+	return dir
+}
+
+// Writable gives the owner read, write and search permission on every
+// directory below root (root included), so that it can be removed.
+// Errors are ignored: what cannot be changed is reported by the removal.
+func Writable(root string) {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			if fi, e := d.Info(); e == nil && fi.Mode().Perm()&0o700 != 0o700 {
+				_ = os.Chmod(p, fi.Mode().Perm()|0o700)
+			}
+		}
+		return nil
+	})
+}
