@@ -15,6 +15,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/asuser"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -31,8 +32,7 @@ type testEnv struct {
 // real digests of an empty resolution and the stand-in interpreter.
 func sealTree(t testing.TB, populate func(t testing.TB, root string)) testEnv {
 	t.Helper()
-	home := t.TempDir()
-	t.Cleanup(func() { makeWritable(home) })
+	home := testdir.New(t)
 	python := filepath.Join(home, "python3.11")
 	if err := os.WriteFile(python, bytes.Repeat([]byte("not really an interpreter\n"), 100), 0o755); err != nil {
 		t.Fatal(err)
@@ -89,15 +89,6 @@ func sealTree(t testing.TB, populate func(t testing.TB, root string)) testEnv {
 		t.Fatal(err)
 	}
 	return testEnv{dir: dir, python: python}
-}
-
-func makeWritable(root string) {
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o755)
-		}
-		return nil
-	})
 }
 
 // manyEntries populates a tree of dirs×files files (and a nested
@@ -508,8 +499,7 @@ func BenchmarkVerify(b *testing.B) {
 // whose files the builder already hashed (known), as env create does.
 func BenchmarkFreeze(b *testing.B) {
 	populate := manyEntries(150, 24)
-	tmp := b.TempDir()
-	b.Cleanup(func() { makeWritable(tmp) })
+	tmp := testdir.New(b)
 	populate(b, filepath.Join(tmp, "template"))
 	ix, err := Freeze(context.Background(), filepath.Join(tmp, "template"), nil, 0)
 	if err != nil {
