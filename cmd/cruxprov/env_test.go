@@ -21,6 +21,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
@@ -51,7 +52,7 @@ func envHomeAt(t *testing.T, home string, n, filesPer int) (string, string) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("no %s", envPython)
 	}
-	t.Cleanup(func() { chmodTree(home) })
+	t.Cleanup(func() { testdir.Writable(home) })
 	st, err := store.Open(home)
 	if err != nil {
 		t.Fatal(err)
@@ -85,16 +86,6 @@ func envHomeAt(t *testing.T, home string, n, filesPer int) (string, string) {
 		t.Fatal(err)
 	}
 	return home, lock
-}
-
-// chmodTree makes a sealed tree removable by t.TempDir's cleanup.
-func chmodTree(dir string) {
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			os.Chmod(p, 0o755)
-		}
-		return nil
-	})
 }
 
 func createArgs(home, lock string, extra ...string) []string {
@@ -224,8 +215,7 @@ func TestEnvListCountsTheRoot(t *testing.T) {
 	}
 	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
 	defer srv.Close()
-	home := t.TempDir()
-	t.Cleanup(func() { chmodTree(home) })
+	home := testdir.New(t)
 	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--no-compile", "--json")
 	var list struct {
 		Envs []envListed `json:"envs"`
@@ -263,7 +253,7 @@ func TestEnvCreateCrashSafety(t *testing.T) {
 	args := createArgs(home, lock, "--no-compile")
 	ref := createJSON(t, args...) // warms the interpreter probe cache
 	removeEnv := func() {
-		chmodTree(filepath.Join(home, "envs"))
+		testdir.Writable(filepath.Join(home, "envs"))
 		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.StatIndexPath(ref.Path)} {
 			if err := os.RemoveAll(p); err != nil {
 				t.Fatal(err)
@@ -372,7 +362,7 @@ func TestEnvReadOnlyForOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { chmodTree(base); os.RemoveAll(base) })
+	t.Cleanup(func() { testdir.Writable(base); os.RemoveAll(base) })
 	os.Chmod(base, 0o755)
 	home := filepath.Join(base, "home")
 	os.Mkdir(home, 0o755)
@@ -434,7 +424,7 @@ func TestEnvCreateSIGINT(t *testing.T) {
 	args := createArgs(home, lock, "--no-compile")
 	ref := createJSON(t, args...)
 	clear := func() {
-		chmodTree(filepath.Join(home, "envs"))
+		testdir.Writable(filepath.Join(home, "envs"))
 		for _, p := range []string{ref.Path, seal.SealPath(ref.Path), seal.StatIndexPath(ref.Path)} {
 			os.RemoveAll(p)
 		}
@@ -481,8 +471,7 @@ func TestEnvCreateFixtureProviders(t *testing.T) {
 		t.Skipf("no %s", envPython)
 	}
 	fx, idx := fixtureindex.Serve(t, t.TempDir())
-	home := t.TempDir()
-	t.Cleanup(func() { chmodTree(home) })
+	home := testdir.New(t)
 	for _, p := range fx.Providers() {
 		out := createJSON(t, "--home", home, "env", "create", "--wheel", p.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
 		if out.Reused || out.Packages < 2 { // the root and the runtime at least (acme-native: one lib of its five)
@@ -661,7 +650,7 @@ func nobodyBase(t *testing.T, prefix, python string) (base, exe string) {
 		}
 	}
 	base = asuser.Dir(t, prefix)
-	t.Cleanup(func() { chmodTree(base) }) // before Dir's removal
+	t.Cleanup(func() { testdir.Writable(base) }) // before Dir's removal
 	return base, asuser.Copy(t, base, bin)
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -20,6 +21,7 @@ import (
 type governedWorld struct {
 	base, index, echo, echo2 string
 	schemas                  string
+	url                      string // the index served on loopback (…/simple/)
 	// operator owns the store; executor only reads it and has its own
 	// state directory (floors, receipts).
 	operator, executor func(args ...string) result
@@ -62,6 +64,9 @@ func newGovernedWorld(t *testing.T, base string, fx *fixtures.Set) *governedWorl
 	if r := cruxprov(t, "index", "build", w.index, "--from", wheels, "--quiet"); r.code != 0 {
 		t.Fatalf("index build: %+v", r)
 	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
+	t.Cleanup(srv.Close)
+	w.url = srv.URL + "/simple/"
 	return w
 }
 
@@ -212,11 +217,8 @@ func TestGovernedFlow(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
 		t.Skip("needs /usr/bin/python3.11")
 	}
-	base := t.TempDir()
-	t.Cleanup(func() { chmodTree(base) })
+	base := testdir.New(t)
 	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
-	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
-	defer srv.Close()
 	home := filepath.Join(base, "home")
 	state := filepath.Join(base, "state")
 	os.MkdirAll(filepath.Join(base, "keys"), 0o700)
@@ -226,7 +228,7 @@ func TestGovernedFlow(t *testing.T) {
 		return runCmd(t, cmd)
 	}
 	w.operator, w.executor = run, run
-	governedFlow(t, w, srv.URL+"/simple/")
+	governedFlow(t, w, w.url)
 	// Verification makes no network call: it works in a network
 	// namespace with nothing in it (DESIGN §8).
 	if _, err := exec.LookPath("unshare"); err != nil {
@@ -254,8 +256,6 @@ func TestGovernedFlow(t *testing.T) {
 func TestGovernedFlowUnprivileged(t *testing.T) {
 	base, exe := nobodyBase(t, "cruxprov-governed-", "/usr/bin/python3.11")
 	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
-	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
-	defer srv.Close()
 	home := filepath.Join(base, "home")
 	os.MkdirAll(filepath.Join(base, "keys"), 0o700)
 	for _, d := range []string{home, filepath.Join(base, "keys")} {
@@ -276,7 +276,7 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 	w.operator = as("65534", "XDG_STATE_HOME="+filepath.Join(home, ".state"))
 	w.executor = as("65533", "XDG_STATE_HOME="+exState)
 	// The tamper step writes as root (an attacker with root, or the owner).
-	governedFlow(t, w, srv.URL+"/simple/")
+	governedFlow(t, w, w.url)
 }
 
 // TestInstallSources: install by NAME==VERSION --sha256 from the pinned
@@ -288,12 +288,9 @@ func TestInstallSources(t *testing.T) {
 		t.Skip("needs /usr/bin/python3.11")
 	}
 	fx := fixtures.ForTest(t, fixtures.Options{})
-	base := t.TempDir()
-	t.Cleanup(func() { chmodTree(base) })
+	base := testdir.New(t)
 	w := newGovernedWorld(t, base, fx)
-	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
-	defer srv.Close()
-	idx := srv.URL + "/simple/"
+	idx := w.url
 	home := filepath.Join(base, "home")
 	run := func(args ...string) result {
 		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
@@ -381,11 +378,8 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 		t.Skipf("needs %s", debian)
 	}
 	fx := fixtures.ForTest(t, fixtures.Options{})
-	base := t.TempDir()
-	t.Cleanup(func() { chmodTree(base) })
+	base := testdir.New(t)
 	w := newGovernedWorld(t, base, fx)
-	srv := httptest.NewServer(http.FileServer(http.Dir(w.index)))
-	defer srv.Close()
 	python := filepath.Join(base, "py", "python3.11")
 	os.MkdirAll(filepath.Dir(python), 0o755)
 	b, _ := os.ReadFile(debian)
@@ -414,7 +408,7 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 	must("key", "trust", filepath.Join(keys, "k.pub"))
 	approveInstall := func() {
 		t.Helper()
-		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", srv.URL+"/simple/", "--no-compile", "--quiet").stdout)
+		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile", "--quiet").stdout)
 		must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
 	}
 	approveInstall()
