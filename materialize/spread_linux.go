@@ -50,7 +50,14 @@ func mkdirStaging(path string) (string, error) {
 		// fresh when that is the group's very first inode, and the next
 		// one is free and was not freed in the last minutes either
 		// (nextSlotFresh).
-		if ipg == 0 || try == 16 || unix.Lstat(p, &st) != nil || (st.Ino-1)%ipg == 0 && nextSlotFresh(p, st.Ino) {
+		fresh := ipg == 0 || try == 16 || unix.Lstat(p, &st) != nil
+		if !fresh && (st.Ino-1)%ipg == 0 {
+			var err error
+			if fresh, err = nextSlotFresh(p, st.Ino); err != nil {
+				return "", err
+			}
+		}
+		if fresh {
 			return p, nil
 		}
 		if err := os.Remove(p); err != nil {
@@ -76,18 +83,21 @@ func mkdirStaging(path string) (string, error) {
 // The directory's own inode dirtied the block of the next one: a probe
 // file skips that inode exactly when it was freed in those minutes. The
 // probe is removed (one recently freed inode costs each later allocation
-// one lookup).
-func nextSlotFresh(dir string, ino uint64) bool {
+// one lookup). A probe that cannot be created leaves the group kept; one
+// that cannot be removed is an error, since it would be sealed into the env.
+func nextSlotFresh(dir string, ino uint64) (bool, error) {
 	probe := filepath.Join(dir, ".placement")
 	fd, err := unix.Open(probe, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return true // no answer: keep the group
+		return true, nil
 	}
 	var st unix.Stat_t
 	serr := unix.Fstat(fd, &st)
 	_ = unix.Close(fd)
-	_ = unix.Unlink(probe)
-	return serr != nil || st.Ino == ino+1
+	if err := unix.Unlink(probe); err != nil {
+		return false, &os.PathError{Op: "remove", Path: probe, Err: err}
+	}
+	return serr != nil || st.Ino == ino+1, nil
 }
 
 // spreadChildren asks ext2/3/4 to place each directory created in dir in a
