@@ -168,7 +168,7 @@ type bytecode struct {
 	key            [32]byte
 	cache          string // cache/pyc/<key hex> below the store's home
 	tmpDir         string // where packs are written before they are renamed into the cache
-	record         func(rel string, size int64, sum [32]byte)
+	record         func(rel string, k seal.Known)
 	dirs           sync.Map     // env-relative __pycache__ directory → *dirOnce
 	dirFDs         atomic.Int32 // descriptors the dirs hold
 
@@ -252,7 +252,7 @@ type packHit struct {
 	e   packEntry
 }
 
-func newBytecodeRun(ctx context.Context, cacheDir, tmpDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, size int64, sum [32]byte)) *bytecodeRun {
+func newBytecodeRun(ctx context.Context, cacheDir, tmpDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, jobs int, record func(rel string, k seal.Known)) *bytecodeRun {
 	b := &bytecode{
 		staging: staging, final: final,
 		python: filepath.Join(staging, filepath.FromSlash(l.Python)), pyName: l.Python,
@@ -308,13 +308,13 @@ func (r *bytecodeRun) prestart(ws []lockfile.ResolvedWheel) {
 // compileBytecode writes the bytecode of sources (site-packages .py files
 // of the staging env) in one bytecodeRun; sources of no wheel share the
 // pack "sources".
-func compileBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) error {
+func compileBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, k seal.Known)) error {
 	_, err := runBytecode(ctx, cacheDir, in, id, staging, final, l, sources, jobs, record)
 	return err
 }
 
 // runBytecode is compileBytecode, returning the finished run.
-func runBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, size int64, sum [32]byte)) (*bytecodeRun, error) {
+func runBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.InterpreterIdentity, staging, final string, l Layout, sources []pycSource, jobs int, record func(rel string, k seal.Known)) (*bytecodeRun, error) {
 	if len(sources) == 0 {
 		return nil, nil
 	}
@@ -725,31 +725,33 @@ func (b *bytecode) writeParts(rel string, r retargeted) error {
 	if at < 0 {
 		at, p = unix.AT_FDCWD, filepath.Join(b.staging, filepath.FromSlash(out))
 	}
-	err := writeNew(at, p, r)
+	stamp, err := writeNew(at, p, r)
 	if errors.Is(err, fs.ErrExist) {
-		// A pyc a wheel shipped, once the install is over.
+		// A pyc a wheel shipped, once the install is over. The rename
+		// changes the file's ctime: Freeze takes its stat.
 		full := filepath.Join(b.staging, filepath.FromSlash(out))
 		tmp := full + ".tmp-cruxprov"
-		if err = writeNew(unix.AT_FDCWD, tmp, r); err == nil {
+		if _, err = writeNew(unix.AT_FDCWD, tmp, r); err == nil {
 			err = os.Rename(tmp, full)
 		}
+		stamp = seal.Stamp{}
 	}
 	if err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", out)
 	}
-	b.record(out, int64(r.Len()), r.Sum())
+	b.record(out, seal.Known{Size: int64(r.Len()), SHA256: r.Sum(), Stamp: stamp})
 	return nil
 }
 
 // writeNew creates p (relative to the directory at), exclusively, mode
-// 0444, and writes r to it.
-func writeNew(at int, p string, r retargeted) error {
+// 0444, writes r to it and returns its stamp for the seal.
+func writeNew(at int, p string, r retargeted) (seal.Stamp, error) {
 	fd, err := unix.Openat(at, p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
 	for err == unix.EINTR {
 		fd, err = unix.Openat(at, p, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o444)
 	}
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: p, Err: err}
+		return seal.Stamp{}, &fs.PathError{Op: "open", Path: p, Err: err}
 	}
 	iov := [][]byte{r.head, r.name, r.tail}
 	for len(iov) > 0 {
@@ -766,7 +768,7 @@ func writeNew(at int, p string, r retargeted) error {
 		}
 		if err != nil {
 			unix.Close(fd)
-			return &fs.PathError{Op: "write", Path: p, Err: err}
+			return seal.Stamp{}, &fs.PathError{Op: "write", Path: p, Err: err}
 		}
 		for n > 0 {
 			k := min(n, len(iov[0]))
@@ -777,10 +779,11 @@ func writeNew(at int, p string, r retargeted) error {
 			}
 		}
 	}
+	stamp, _ := seal.StampOf(fd) // none: Freeze takes a stat of its own
 	if err := unix.Close(fd); err != nil {
-		return &fs.PathError{Op: "close", Path: p, Err: err}
+		return seal.Stamp{}, &fs.PathError{Op: "close", Path: p, Err: err}
 	}
-	return nil
+	return stamp, nil
 }
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}

@@ -357,7 +357,25 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	commitCache(st.Home(), wheels)
 	t1 := time.Now()
 	res.Timings.Install = t1.Sub(t0)
+	// What the install wrote is final but where bytecode goes: it is
+	// frozen while the bytecode is compiled, so that sealing the env once
+	// that is over only has the sources' directories left to do.
+	fz := seal.NewFreezer(staging, jobs)
+	frozen := func() error { return nil }
 	if bc != nil {
+		if roots, known := ins.finalSubtrees(); len(roots) > 0 {
+			done := make(chan error, 1)
+			go func() { done <- fz.Subtrees(ctx, roots, known) }()
+			var err error
+			waited := false
+			frozen = func() error {
+				if !waited {
+					err, waited = <-done, true
+				}
+				return err
+			}
+			defer frozen() // nothing touches staging after build returns
+		}
 		emit(Event{Stage: "compile"})
 		// Every source the install wrote went to the stage already; this
 		// only makes sure (a source written otherwise would be here).
@@ -386,7 +404,11 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 			return err
 		}
 	}
-	ix, err := seal.Freeze(ctx, staging, ins.known, jobs)
+	err = frozen()
+	var ix *seal.StatIndex
+	if err == nil {
+		ix, err = fz.Finish(ctx, ins.known)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

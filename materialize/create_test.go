@@ -102,6 +102,7 @@ func TestCreateInstallsEveryScheme(t *testing.T) {
 	if _, err := seal.Verify(context.Background(), env, seal.Options{Deep: true}); err != nil {
 		t.Fatal(err)
 	}
+	checkStats(t, env)
 	// A second create finds it sealed.
 	again, err := Create(context.Background(), st, req)
 	if err != nil || !again.Reused || again.TreeDigest != res.TreeDigest {

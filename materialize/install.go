@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -107,9 +108,36 @@ func (ins *installer) isSource(rel string) bool {
 	return strings.HasSuffix(rel, ".py") && strings.HasPrefix(rel, ins.l.SitePackages+"/")
 }
 
-func (ins *installer) record(rel string, size int64, sum [32]byte) {
+// finalSubtrees returns, once the install is over, the roots of the parts
+// of the tree nothing is written in any more: the directories the install
+// made that hold no source, nor any directory that does (bytecode goes to
+// a source's __pycache__, made next to it), below one that does. It also
+// returns a copy of what the install wrote, for freezing them while the
+// bytecode is written elsewhere.
+func (ins *installer) finalSubtrees() ([]string, map[string]seal.Known) {
 	ins.mu.Lock()
-	ins.known[rel] = seal.Known{Size: size, SHA256: sum}
+	defer ins.mu.Unlock()
+	open := map[string]bool{".": true}
+	for rel := range ins.known {
+		if ins.isSource(rel) {
+			for d := path.Dir(rel) + "/__pycache__"; !open[d]; d = path.Dir(d) {
+				open[d] = true
+			}
+		}
+	}
+	var roots []string
+	for d := range ins.dirs {
+		if !open[d] && open[path.Dir(d)] {
+			roots = append(roots, d)
+		}
+	}
+	return roots, maps.Clone(ins.known)
+}
+
+// record notes what was written at rel, for the seal.
+func (ins *installer) record(rel string, k seal.Known) {
+	ins.mu.Lock()
+	ins.known[rel] = k
 	ins.mu.Unlock()
 }
 
@@ -253,6 +281,16 @@ func (f file) Write(p []byte) (int, error) {
 // Close closes the descriptor.
 func (f file) Close() error { return unix.Close(int(f)) }
 
+// stamp is the file's stamp for the seal once its last write returned err:
+// none after a failed write or stat (Freeze then takes a stat of its own).
+func (f file) stamp(err error) seal.Stamp {
+	if err != nil {
+		return seal.Stamp{}
+	}
+	s, _ := seal.StampOf(int(f))
+	return s
+}
+
 // writeBytes writes b to rel (claimed already).
 func (ins *installer) writeBytes(rel string, b []byte, exec bool) error {
 	f, err := ins.create(rel, exec)
@@ -260,13 +298,14 @@ func (ins *installer) writeBytes(rel string, b []byte, exec bool) error {
 		return err
 	}
 	_, err = f.Write(b)
+	stamp := f.stamp(err)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
 	}
-	ins.record(rel, int64(len(b)), sha256.Sum256(b))
+	ins.record(rel, seal.Known{Size: int64(len(b)), SHA256: sha256.Sum256(b), Stamp: stamp})
 	return nil
 }
 
@@ -361,10 +400,11 @@ func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader, srcs *[]pyc
 			return err
 		}
 		if write {
-			if err := ins.copyFile(rel, r, exec); err != nil {
+			stamp, err := ins.copyFile(rel, r, exec)
+			if err != nil {
 				return err
 			}
-			ins.record(rel, size, sum)
+			ins.record(rel, seal.Known{Size: size, SHA256: sum, Stamp: stamp})
 			if ins.isSource(rel) {
 				*srcs = append(*srcs, pycSource{rel: rel, sum: sum, size: size, pack: j.pack})
 			}
@@ -540,26 +580,28 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
-// copyFile streams a verified member to rel; the verifying reader fails at
-// the end of a member whose bytes differ from RECORD.
-func (ins *installer) copyFile(rel string, r io.Reader, exec bool) error {
+// copyFile streams a verified member to rel and returns the file's stamp;
+// the verifying reader fails at the end of a member whose bytes differ
+// from RECORD.
+func (ins *installer) copyFile(rel string, r io.Reader, exec bool) (seal.Stamp, error) {
 	f, err := ins.create(rel, exec)
 	if err != nil {
-		return err
+		return seal.Stamp{}, err
 	}
 	bp := copyBufs.Get().(*[]byte)
 	_, err = io.CopyBuffer(f, r, *bp)
 	copyBufs.Put(bp)
+	stamp := f.stamp(err)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = refusal.Wrap(refusal.MaterializeFailed, cerr, "cannot write %s in the env; check the store's disk", rel)
 	}
 	if err != nil {
 		if refusal.CodeOf(err) == "" {
-			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
+			return seal.Stamp{}, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", rel)
 		}
-		return err
+		return seal.Stamp{}, err
 	}
-	return nil
+	return stamp, nil
 }
 
 // dest maps an archive member to its env-relative path per the wheel spec:

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // BenchmarkBytecodeWarm is the bytecode stage of a create whose sources
@@ -81,7 +83,7 @@ func benchBytecode(b *testing.B, warm bool) {
 		b.Fatal(err)
 	}
 	run := func() {
-		if err := compileBytecode(ctx, filepath.Join(home, PycCacheDir), in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {}); err != nil {
+		if err := compileBytecode(ctx, filepath.Join(home, PycCacheDir), in, id, staging, "/srv/envs/final", l, sources, 2, func(string, seal.Known) {}); err != nil {
 			b.Fatal(err)
 		}
 	}

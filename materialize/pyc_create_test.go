@@ -180,6 +180,7 @@ func TestCreateBytecodeCache(t *testing.T) {
 		if _, err := seal.Verify(ctx, res.Dir, seal.Options{Deep: true}); err != nil {
 			t.Fatalf("%s: deep verify: %v", what, err)
 		}
+		checkStats(t, res.Dir)
 		return res.Dir, checkPycs(t, res.Dir, in.CacheTag)
 	}
 
@@ -410,9 +411,9 @@ func TestCompileBytecodeFallbacks(t *testing.T) {
 		}
 		recorded := map[string][32]byte{}
 		var mu sync.Mutex
-		err := compileBytecode(ctx, cache, in, id, staging, final, l, sources, 2, func(rel string, size int64, sum [32]byte) {
+		err := compileBytecode(ctx, cache, in, id, staging, final, l, sources, 2, func(rel string, k seal.Known) {
 			mu.Lock()
-			recorded[rel] = sum
+			recorded[rel] = k.SHA256
 			mu.Unlock()
 		})
 		if err != nil {
@@ -530,7 +531,7 @@ func TestBytecodeCacheAcrossVersions(t *testing.T) {
 		{v1, packName("demo", "demo-1.0-py3-none-manylinux1_x86_64.whl"), 0},
 	} {
 		staging, sources := stageSources(t, root, strconv.Itoa(i), l, in, run.srcs, run.pack)
-		r, err := runBytecode(ctx, cache, in, id, staging, "/srv/envs/final", l, sources, 2, func(string, int64, [32]byte) {})
+		r, err := runBytecode(ctx, cache, in, id, staging, "/srv/envs/final", l, sources, 2, func(string, seal.Known) {})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -204,31 +206,163 @@ func hashAll(ctx context.Context, root string, paths []string, sums [][32]byte, 
 }
 
 // Known is what the builder already knows about a file it wrote: its size
-// and sha256, so that Freeze need not read it back.
+// and sha256, so that Freeze need not read it back, and, when Stamp.Ino is
+// set, the stat it took of the file once written, so that Freeze need not
+// stat it either.
 type Known struct {
 	Size   int64
 	SHA256 [32]byte
+	Stamp  Stamp
+}
+
+// Stamp is what a writer saw of a regular file it created, on the open
+// descriptor after its last write: what Freeze would record for the file.
+// Freeze takes it instead of a stat of its own only while the directory
+// still lists that inode and the stamp shows the sealed mode (0444, or
+// 0555 when executable) and the known size; a change made to the file
+// after the stamp was taken changes its ctime, which verify sees.
+type Stamp struct {
+	Ino     uint64
+	Mode    uint32 // permission bits (mode & 07777)
+	Size    int64
+	MtimeNS int64
+	CtimeNS int64
+}
+
+// StampOf stats the open regular file fd.
+func StampOf(fd int) (Stamp, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Stamp{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return Stamp{}, fmt.Errorf("not a regular file")
+	}
+	return Stamp{Ino: st.Ino, Mode: st.Mode & 0o7777, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}, nil
+}
+
+// entry is the stat index entry of the file at p with the known k, when
+// its stamp can stand for a stat: the directory lists inode ino there.
+func (k *Known) entry(p string, ino uint64) (Entry, bool) {
+	s := &k.Stamp
+	if s.Ino == 0 || s.Ino != ino || s.Size != k.Size || s.Mode != sealedFileMode(s.Mode) {
+		return Entry{}, false
+	}
+	return Entry{Path: p, Kind: treehash.File, Mode: s.Mode, Size: s.Size, MtimeNS: s.MtimeNS, CtimeNS: s.CtimeNS, Ino: ino, SHA256: k.SHA256}, true
+}
+
+// sealedFileMode is the mode Freeze gives a regular file of mode m.
+func sealedFileMode(m uint32) uint32 {
+	if m&0o111 != 0 {
+		return 0o555
+	}
+	return 0o444
 }
 
 // Freeze makes the tree at root read-only (regular files 0444, or 0555 when
 // any execute bit is set; directories 0555; the root last) and returns its
 // stat index, taken after the modes changed. Files listed in known with a
-// matching size are not read again; every other file is hashed as it is
-// found. Directories are frozen by jobs threads at once (jobs < 1:
-// GOMAXPROCS), each taking the next directory waiting. A name that is not
-// UTF-8 or an entry that is not a file, directory or symlink is an error.
+// matching size are not read again (nor stat'ed, when their stamp stands:
+// Known); every other file is hashed as it is found. Directories are frozen
+// by jobs threads at once (jobs < 1: GOMAXPROCS), each taking the next
+// directory waiting. A name that is not UTF-8 or an entry that is not a
+// file, directory or symlink is an error.
 func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) (*StatIndex, error) {
-	rootfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
-	}
-	defer unix.Close(rootfd)
+	return NewFreezer(root, jobs).Finish(ctx, known)
+}
+
+// A Freezer freezes a tree in parts, as Freeze does at once: Subtrees
+// freezes directories whose contents are final while files are still
+// being written elsewhere in the tree (a builder's bytecode), and Finish
+// freezes the rest and returns the stat index of the whole tree. A
+// directory's stat is taken after its entries and its mode are final, so
+// that an entry added to a frozen directory later is seen by verify as a
+// change of the directory. Its methods are called one at a time.
+type Freezer struct {
+	root  string
+	jobs  int
+	pre   []Entry           // the entries of the frozen subtrees
+	roots map[string]uint64 // each frozen subtree's root → its inode
+}
+
+// NewFreezer returns a Freezer of the tree at root, freezing with jobs
+// threads at once (jobs < 1: GOMAXPROCS).
+func NewFreezer(root string, jobs int) *Freezer {
 	if jobs < 1 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
-	f := &freezer{ctx: ctx, root: root, rootfd: rootfd, known: known, queue: []string{""}}
+	return &Freezer{root: root, jobs: min(jobs, 64), roots: map[string]uint64{}}
+}
+
+// Subtrees freezes the directories rels (relative to the root, none below
+// another, none frozen already) and everything below them, as Finish would:
+// nothing may be written in them afterwards. known is read while it runs.
+func (fz *Freezer) Subtrees(ctx context.Context, rels []string, known map[string]Known) error {
+	queue := slices.Clone(rels)
+	slices.Sort(queue)
+	for i, r := range queue {
+		if r == "" || r == "." || !validPath(r) {
+			return fmt.Errorf("%q: not a directory below the root", r)
+		}
+		if _, ok := fz.roots[r]; ok || (i > 0 && strings.HasPrefix(r, queue[i-1]+"/")) {
+			return fmt.Errorf("%q: frozen twice", r)
+		}
+	}
+	entries, err := fz.freeze(ctx, known, queue, nil)
+	if err != nil {
+		return err
+	}
+	n := len(fz.roots)
+	for i := range entries {
+		if e := &entries[i]; e.Kind == treehash.Dir && slices.Contains(rels, e.Path) {
+			fz.roots[e.Path] = e.Ino
+		}
+	}
+	if len(fz.roots) != n+len(rels) {
+		return errors.New("a subtree's root is not a directory")
+	}
+	fz.pre = append(fz.pre, entries...)
+	return nil
+}
+
+// Finish freezes the rest of the tree, the root last, and returns the stat
+// index of the whole tree. A frozen subtree must still be where Subtrees
+// found it (the same directory, by inode): else the tree changed while it
+// was sealed, an error.
+func (fz *Freezer) Finish(ctx context.Context, known map[string]Known) (*StatIndex, error) {
+	seen := map[string]bool{}
+	entries, err := fz.freeze(ctx, known, []string{""}, seen)
+	if err != nil {
+		return nil, err
+	}
+	if len(seen) != len(fz.roots) {
+		return nil, errors.New("a frozen subtree is gone: the tree changed while it was sealed")
+	}
+	rootfd, err := unix.Open(fz.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: fz.root, Err: err}
+	}
+	defer unix.Close(rootfd)
+	if err := unix.Fchmod(rootfd, 0o555); err != nil {
+		return nil, &os.PathError{Op: "chmod", Path: fz.root, Err: err}
+	}
+	entries = append(entries, fz.pre...)
+	sortEntries(entries)
+	return &StatIndex{Entries: entries}, nil
+}
+
+// freeze freezes the directories queue and everything below them but the
+// frozen subtrees (each one listed is added to seen; nil: none may be
+// listed) and returns their entries.
+func (fz *Freezer) freeze(ctx context.Context, known map[string]Known, queue []string, seen map[string]bool) ([]Entry, error) {
+	rootfd, err := unix.Open(fz.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: fz.root, Err: err}
+	}
+	defer unix.Close(rootfd)
+	f := &freezer{ctx: ctx, root: fz.root, rootfd: rootfd, known: known, queue: queue, frozen: fz.roots, seen: seen}
 	f.cond = sync.NewCond(&f.mu)
-	ws := make([]freezeWorker, min(jobs, 64))
+	ws := make([]freezeWorker, fz.jobs)
 	var wg sync.WaitGroup
 	for i := range ws {
 		wg.Go(func() { f.work(&ws[i]) })
@@ -248,11 +382,7 @@ func Freeze(ctx context.Context, root string, known map[string]Known, jobs int) 
 	for i := range ws {
 		entries = append(entries, ws[i].entries...)
 	}
-	if err := unix.Fchmod(rootfd, 0o555); err != nil {
-		return nil, &os.PathError{Op: "chmod", Path: root, Err: err}
-	}
-	sortEntries(entries)
-	return &StatIndex{Entries: entries}, nil
+	return entries, nil
 }
 
 // freezer is the shared state of Freeze's workers: the directories
@@ -262,6 +392,9 @@ type freezer struct {
 	root   string
 	rootfd int
 	known  map[string]Known
+
+	frozen map[string]uint64 // subtrees frozen already (Freezer.roots): not entered again
+	seen   map[string]bool   // the frozen subtrees listed (under mu)
 
 	mu    sync.Mutex
 	cond  *sync.Cond
@@ -350,8 +483,17 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			return fmt.Errorf("%q: name is not UTF-8", p)
 		}
 		if de.typ == unix.DT_DIR {
-			w.subdirs = append(w.subdirs, p) // frozen and recorded by whoever lists it
+			if err := f.subdir(w, p, de.ino); err != nil {
+				return err
+			}
 			continue
+		}
+		k, isKnown := f.known[p]
+		if de.typ == unix.DT_REG && isKnown {
+			if e, ok := k.entry(p, de.ino); ok {
+				w.entries = append(w.entries, e)
+				continue
+			}
 		}
 		w.path = append(append(w.path[:0], name...), 0)
 		if errno := fstatatNoFollow(fd, w.path, &st); errno != 0 {
@@ -362,7 +504,9 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			return fmt.Errorf("%q: not a regular file, directory or symlink", p)
 		}
 		if kind == treehash.Dir { // a file system that does not report types
-			w.subdirs = append(w.subdirs, p)
+			if err := f.subdir(w, p, st.Ino); err != nil {
+				return err
+			}
 			continue
 		}
 		want := uint32(0o444)
@@ -389,7 +533,7 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 			}
 			e.Size, e.SHA256 = int64(len(t)), sha256.Sum256([]byte(t))
 		case treehash.File:
-			if k, ok := f.known[p]; ok && k.Size == e.Size {
+			if isKnown && k.Size == e.Size {
 				e.SHA256 = k.SHA256
 				break
 			}
@@ -407,10 +551,28 @@ func (f *freezer) freezeDir(w *freezeWorker, rel string) error {
 	return nil
 }
 
+// subdir queues the directory p (inode ino) found in a listing, unless it
+// is a subtree frozen already: that one is only noted as seen, and must be
+// the same directory.
+func (f *freezer) subdir(w *freezeWorker, p string, ino uint64) error {
+	if want, ok := f.frozen[p]; ok {
+		if f.seen == nil || want != ino {
+			return fmt.Errorf("%q changed while it was sealed", p)
+		}
+		f.mu.Lock()
+		f.seen[p] = true
+		f.mu.Unlock()
+		return nil
+	}
+	w.subdirs = append(w.subdirs, p) // frozen and recorded by whoever lists it
+	return nil
+}
+
 // dirent is a directory entry's name and type (unix.DT_*; DT_UNKNOWN when
 // the file system does not say).
 type dirent struct {
 	name string
+	ino  uint64
 	typ  uint8
 }
 
@@ -442,7 +604,7 @@ func readDirents(fd int, buf []byte, out []dirent) ([]dirent, error) {
 				name = name[:i]
 			}
 			if ino := binary.NativeEndian.Uint64(b[0:8]); ino != 0 && string(name) != "." && string(name) != ".." {
-				out = append(out, dirent{name: string(name), typ: b[18]})
+				out = append(out, dirent{name: string(name), ino: ino, typ: b[18]})
 			}
 			b = b[reclen:]
 		}
