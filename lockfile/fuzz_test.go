@@ -49,3 +49,15 @@ func FuzzParseLock(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSimpleURLName holds the fast path of a file URL to net/url: where
+// simpleURLName answers, url.Parse accepts the URL as http(s) with a
+// host and an escaped path whose last segment is that answer.
+func FuzzSimpleURLName(f *testing.F) {
+	for _, s := range simpleURLCases {
+		f.Add(s.url)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkSimpleURLName(t, s)
+	})
+}

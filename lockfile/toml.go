@@ -91,6 +91,40 @@ type tparser struct {
 	sect  int // current section id
 	nsect int
 	keys  []string // scratch for a dotted key
+	strs  []string // the slab string values are carved from (str)
+	tabs  []tTable // and tables (table)
+}
+
+// table returns a new table of the kind, carved from a slab: a lock has a
+// table for every wheel and its hashes.
+func (p *tparser) table(kind uint8) *tTable {
+	if len(p.tabs) == cap(p.tabs) {
+		p.tabs = make([]tTable, 0, 64)
+	}
+	p.tabs = append(p.tabs, tTable{kind: kind})
+	return &p.tabs[len(p.tabs)-1]
+}
+
+// A string value is held as a *string carved from a slab, not as a
+// string in an interface (which allocates each one): a lock of thousands
+// of wheels has tens of thousands of them. tString reads one.
+func (p *tparser) str(s string, ok bool) (any, bool) {
+	if !ok {
+		return nil, false
+	}
+	if len(p.strs) == cap(p.strs) {
+		p.strs = make([]string, 0, 512)
+	}
+	p.strs = append(p.strs, s)
+	return &p.strs[len(p.strs)-1], true
+}
+
+// tString is a decoded value as a string, and whether it is one.
+func tString(v any) (string, bool) {
+	if p, ok := v.(*string); ok {
+		return *p, true
+	}
+	return "", false
 }
 
 // parseTOML reads s with the fast reader; ok is false when it gives up.
@@ -263,7 +297,7 @@ func (p *tparser) header() (*tTable, bool) {
 	for _, k := range keys[:len(keys)-1] {
 		v, ok := t.get(k)
 		if !ok {
-			nt := &tTable{kind: tImplicit}
+			nt := p.table(tImplicit)
 			t.set(k, nt)
 			t = nt
 			continue
@@ -286,7 +320,7 @@ func (p *tparser) header() (*tTable, bool) {
 	last := keys[len(keys)-1]
 	v, exists := t.get(last)
 	if array {
-		nt := &tTable{kind: tElem}
+		nt := p.table(tElem)
 		if !exists {
 			t.set(last, &tArray{elems: []any{nt}, tables: true})
 			return nt, true
@@ -299,7 +333,7 @@ func (p *tparser) header() (*tTable, bool) {
 		return nt, true
 	}
 	if !exists {
-		nt := &tTable{kind: tHeader}
+		nt := p.table(tHeader)
 		t.set(last, nt)
 		return nt, true
 	}
@@ -334,11 +368,11 @@ func (p *tparser) keyval(t *tTable) bool {
 	if !ok {
 		return false
 	}
-	return place(t, sect, k0, more, v)
+	return p.place(t, sect, k0, more, v)
 }
 
 // place sets t.k0.more… = v, creating dotted tables of section sect.
-func place(t *tTable, sect int, k0 string, more []string, v any) bool {
+func (p *tparser) place(t *tTable, sect int, k0 string, more []string, v any) bool {
 	path := k0
 	for i := 0; ; i++ {
 		if i == len(more) {
@@ -350,7 +384,8 @@ func place(t *tTable, sect int, k0 string, more []string, v any) bool {
 		}
 		x, ok := t.get(path)
 		if !ok {
-			nt := &tTable{kind: tDotted, sect: sect}
+			nt := p.table(tDotted)
+			nt.sect = sect
 			t.set(path, nt)
 			t = nt
 		} else if nt, isT := x.(*tTable); isT && nt.kind == tDotted && nt.sect == sect {
@@ -369,9 +404,9 @@ func (p *tparser) value() (any, bool) {
 	}
 	switch c := p.s[p.i]; {
 	case c == '"':
-		return p.basicString()
+		return p.str(p.basicString())
 	case c == '\'':
-		return p.literalString()
+		return p.str(p.literalString())
 	case c == '[':
 		return p.array()
 	case c == '{':
@@ -637,7 +672,7 @@ func (p *tparser) inlineTable() (any, bool) {
 }
 
 func (p *tparser) inlineBody() (any, bool) {
-	t := &tTable{kind: tInline}
+	t := p.table(tInline)
 	p.ws()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
@@ -691,6 +726,8 @@ func fromBurntSushi(v any) any {
 			a.elems[i] = fromBurntSushi(x)
 		}
 		return a
+	case string:
+		return &v
 	}
 	return v
 }

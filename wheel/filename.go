@@ -91,7 +91,14 @@ func ParseFilename(name string) (Filename, error) {
 	if !ok {
 		return bad("does not end in .whl")
 	}
-	parts := strings.Split(stem, "-")
+	var buf [6]string // the dash-separated parts, without a slice of them on the heap
+	parts := buf[:0]
+	for part := range strings.SplitSeq(stem, "-") {
+		if len(parts) == len(buf) {
+			return bad("does not have 5 or 6 dash-separated parts")
+		}
+		parts = append(parts, part)
+	}
 	if len(parts) != 5 && len(parts) != 6 {
 		return bad("does not have 5 or 6 dash-separated parts")
 	}
@@ -110,12 +117,16 @@ func ParseFilename(name string) (Filename, error) {
 		}
 	}
 	n := len(parts)
-	pys, ok1 := splitTagSet(parts[n-3], true)
-	abis, ok2 := splitTagSet(parts[n-2], false)
-	plats, ok3 := splitTagSet(parts[n-1], false)
+	// The sets are split into arrays on the stack (a set of up to four
+	// components, as nearly every wheel has); only Tags is allocated.
+	var pyBuf, abiBuf, platBuf [4]string
+	pys, ok1 := splitTagSet(pyBuf[:0], parts[n-3], true)
+	abis, ok2 := splitTagSet(abiBuf[:0], parts[n-2], false)
+	plats, ok3 := splitTagSet(platBuf[:0], parts[n-1], false)
 	if !ok1 || !ok2 || !ok3 {
 		return bad("has an invalid tag (components are ASCII letters, digits and '_', sets joined by '.')")
 	}
+	f.Tags = make([]platform.Tag, 0, len(pys)*len(abis)*len(plats))
 	for _, py := range pys {
 		for _, abi := range abis {
 			for _, plat := range plats {
@@ -128,9 +139,9 @@ func ParseFilename(name string) (Filename, error) {
 
 // splitTagSet splits a compressed tag set "a.b.c", refusing components
 // that do not match interpRE (ident) or tagPartRE. It tests bytes, not the
-// regexps, which took a third of parsing a 1,000-package lock.
-func splitTagSet(s string, ident bool) ([]string, bool) {
-	var xs []string
+// regexps, which took a third of parsing a 1,000-package lock. The
+// components are appended to xs.
+func splitTagSet(xs []string, s string, ident bool) ([]string, bool) {
 	for x := range strings.SplitSeq(s, ".") {
 		if !tagComponent(x, ident) {
 			return nil, false

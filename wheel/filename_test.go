@@ -41,6 +41,10 @@ func TestParseFilename(t *testing.T) {
 			"py3-none-manylinux_2_17_x86_64", "py3-none-manylinux2014_x86_64"}},
 		{"foo-1.2.3-cp315-abi3.abi3t-manylinux_2_17_x86_64.whl", "foo", "foo", "1.2.3", "", []string{
 			"cp315-abi3-manylinux_2_17_x86_64", "cp315-abi3t-manylinux_2_17_x86_64"}},
+		// more components in a set than ParseFilename's arrays on the stack hold
+		{"foo-1-py3-none-manylinux1_x86_64.manylinux2010_x86_64.manylinux_2_12_x86_64.manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "foo", "foo", "1", "", []string{
+			"py3-none-manylinux1_x86_64", "py3-none-manylinux2010_x86_64", "py3-none-manylinux_2_12_x86_64",
+			"py3-none-manylinux_2_17_x86_64", "py3-none-manylinux2014_x86_64"}},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			f, err := ParseFilename(tc.in)
