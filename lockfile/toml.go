@@ -19,6 +19,10 @@ import (
 // BurntSushi/toml, which decides (and words the error). So it must never
 // accept a document BurntSushi rejects, and must build the same values
 // BurntSushi does; FuzzTOMLDifferential holds it to that.
+//
+// A value is a *string (tString reads it), int64, float64, bool,
+// time.Time, *tTable or *tArray, whichever reader built it; plain turns a
+// tree into the maps and slices BurntSushi would give.
 
 // tTable is a TOML table with its keys in document order.
 type tTable struct {
