@@ -868,9 +868,10 @@ func (w *walker) file(pkgWhere, part string, j int, v any, archive bool) (File, 
 
 // fileURLName checks the URL s of a file (parseURLAt) and, when
 // wantName, returns the last segment of its path, unescaped: the file's
-// name when the lock does not give it. A plain http(s) URL takes a fast path (simpleURLName) that
-// gives the same answer as net/url without parsing, since a lock of
-// thousands of wheels spent a sixth of its parse in url.Parse.
+// name when the lock does not give it. A plain http(s) URL takes a fast
+// path (simpleURLName) that gives the same answer as net/url without
+// parsing, since a lock of thousands of wheels spent a sixth of its
+// parse in url.Parse.
 func fileURLName(where func() string, s string, wantName bool) (string, error) {
 	if name, ok := simpleURLName(s); ok {
 		return name, nil
@@ -891,14 +892,6 @@ func fileURLName(where func() string, s string, wantName bool) (string, error) {
 	return name, nil
 }
 
-// simpleURLName returns the last path segment of s when s is an
-// "http://" or "https://" URL whose host is letters, digits, '.' and '-'
-// with an optional numeric port, and whose path holds only letters,
-// digits and "-._~/:" (nothing escaped, no query, fragment or user
-// information): for such a URL url.Parse succeeds, the escaped path is
-// the path as written, and nothing needs unescaping. Anything else is
-// not ok and goes through url.Parse; FuzzSimpleURLName holds the two to
-// the same answer.
 // simplePathByte holds the bytes a path of simpleURLName may have.
 var simplePathByte = func() (t [256]bool) {
 	for c := range 256 {
@@ -907,6 +900,14 @@ var simplePathByte = func() (t [256]bool) {
 	return t
 }()
 
+// simpleURLName returns the last path segment of s when s is an
+// "http://" or "https://" URL whose host is letters, digits, '.' and '-'
+// with an optional numeric port, and whose path holds only letters,
+// digits and "-._~/:" (nothing escaped, no query, fragment or user
+// information): for such a URL url.Parse succeeds, the escaped path is
+// the path as written, and nothing needs unescaping. Anything else is
+// not ok and goes through url.Parse; FuzzSimpleURLName holds the two to
+// the same answer.
 func simpleURLName(s string) (string, bool) {
 	rest, ok := strings.CutPrefix(s, "https://")
 	if !ok {
