@@ -40,7 +40,8 @@ const PycCacheDir = "cache/pyc"
 // many bytes of NUL-terminated pairs (the file to read, the final path to
 // record). For each pair, in order, it answers one record: a kind byte,
 // the length (4 bytes, little-endian) and the pyc; a batch's answers go to
-// stdout in one write, and it exits at the end of stdin. So one process serves
+// stdout in one write, and it exits at the end of stdin (os._exit: a create
+// need not wait for the interpreter's teardown). So one process serves
 // a whole create, compiling each wheel's sources as soon as it is
 // installed (compilePool).
 //
@@ -110,6 +111,11 @@ while True:
         ans.append(b)
     out.write(b"".join(ans))
     out.flush()
+# Every answer is written: exit without tearing the interpreter down (its
+# heap of code objects), which the create would wait for.
+sys.stderr.flush()
+import os
+os._exit(0)
 `
 
 // pinStrings defines pin(code, keep): before 3.11 it appends every str
@@ -226,6 +232,8 @@ type bytecodeRun struct {
 	missing []string              // packs prestart did not find
 	done    bool                  // finished or aborted: packs closed
 	cpu     time.Duration
+
+	packing sync.WaitGroup // the packs finish writes
 }
 
 // packState is one wheel's pack in a create: the pack as it was (own),
@@ -333,7 +341,9 @@ func runBytecode(ctx context.Context, cacheDir string, in *Probe, id seal.Interp
 		r.abort()
 		return nil, err
 	}
-	return r, r.finish()
+	err := r.finish()
+	r.wait()
+	return r, err
 }
 
 // Outcomes of a cache lookup.
@@ -571,9 +581,11 @@ func (r *bytecodeRun) cached(src []pycSource, res []compiled) error {
 }
 
 // finish waits for every source added to be compiled and written, then
-// writes the pycs that waited for the install to be over (claim) and the
-// packs that gained entries; call it once the install is over. It records
-// the compile processes' CPU time.
+// writes the pycs that waited for the install to be over (claim), and
+// starts writing the packs that gained entries, which the caller's sealing
+// of the env overlaps (they are in the cache, not the env): wait (or
+// abort) waits for them. Call it once the install is over. It records the
+// compile processes' CPU time.
 func (r *bytecodeRun) finish() error {
 	cpu, err := r.pool.wait()
 	r.cpu = cpu
@@ -587,15 +599,21 @@ func (r *bytecodeRun) finish() error {
 	}
 	b.deferred = nil
 	r.closeDirs()
-	r.closePacks(err == nil)
+	commit := err == nil
+	r.packing.Go(func() { r.closePacks(commit) })
 	return err
 }
 
-// abort stops the compile processes and waits for them: nothing is
-// written into the env after it returns. New packs are dropped.
+// wait waits for the packs finish started to be written.
+func (r *bytecodeRun) wait() { r.packing.Wait() }
+
+// abort stops the compile processes and waits for them, and for the packs
+// finish started: nothing is written into the env or the cache after it
+// returns. New packs not started are dropped.
 func (r *bytecodeRun) abort() {
 	r.pool.abort()
 	r.closeDirs()
+	r.packing.Wait()
 	r.closePacks(false)
 }
 

@@ -418,11 +418,18 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The packs were written while the env was sealed.
+	packed := func() {
+		if bc != nil {
+			bc.wait()
+		}
+	}
 	if !commit {
 		s.SetTree(ix)
 		// staging is the directory mkdirStaging made (it may have another
 		// name than the one asked for): the tree's home.
 		res.Dir, res.TreeDigest, res.Seal, res.Index = staging, s.Tree.Digest, s, ix
+		packed()
 		res.Timings.Seal = time.Since(t2)
 		return nil
 	}
@@ -438,6 +445,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if aside != "" {
 		_ = removeTree(aside) // debris the next create removes if this fails
 	}
+	packed()
 	res.Timings.Seal = time.Since(t2)
 	res.TreeDigest, res.Seal = s.Tree.Digest, s
 	return nil
