@@ -88,10 +88,12 @@ pip_install() { # pip_install DIR [--no-compile]
 mkdir -p "$W/cpdst" "$W/pipdst"
 chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 
-# skipped ENV: how many inodes ext4 skipped in the block group of ENV's directory, between
-# the directory's inode and the last the env took there (inodes freed minutes ago, which the
-# allocator scans past one by one: docs/seal.md, "Tricks"); 0 on a fresh group, "-" when the
-# inodes per group are unknown (not ext4, or ambiguous: spread_linux.go's inodesPerGroup).
+# skipped ENV: how many inodes ext4 skipped in the block groups ENV's inodes are in: in each
+# group, the inodes between the env's first and last there that are not the env's (inodes freed
+# minutes ago, which the allocator scans past one by one: docs/seal.md, "Tricks"), summed; 0 when
+# every group was fresh, "-" when the inodes per group are unknown (not ext4, or ambiguous:
+# spread_linux.go's inodesPerGroup). The placement hint checks the group of the env's directory
+# only; ext4 spreads the env's directories over the next few groups too.
 skipped() {
   "$PY" - "$1" <<'PYEOF'
 import os, sys
@@ -100,10 +102,11 @@ n = [g for g in range(-(-s.f_blocks // per), -(-(s.f_blocks + s.f_blocks // 12) 
 if len(n) != 1:
     print("-"); sys.exit()
 ipg = s.f_files // n[0]
-top = os.lstat(sys.argv[1]).st_ino; g = (top - 1) // ipg
-mine = [top] + [os.lstat(os.path.join(r, x)).st_ino for r, ds, fs in os.walk(sys.argv[1]) for x in ds + fs]
-mine = [i for i in mine if (i - 1) // ipg == g]
-print(max(mine) - top + 1 - len(mine))
+mine = [os.lstat(sys.argv[1]).st_ino] + [os.lstat(os.path.join(r, x)).st_ino for r, ds, fs in os.walk(sys.argv[1]) for x in ds + fs]
+groups = {}
+for i in mine:
+    groups.setdefault((i - 1) // ipg, []).append(i)
+print(sum(max(v) - min(v) + 1 - len(v) for v in groups.values()))
 PYEOF
 }
 
@@ -164,7 +167,7 @@ if [ -n "${T[ccpu_coldpyc]:-}" ]; then
     "cruxprov itself $(ms "$own") ms ($(awk -v a="$own" -v b="$p" 'BEGIN {printf "%.2f", a/b}') of the compile CPU)"
 fi
 echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
-  "inodes skipped in the env's block group:${T[holes]}"
+  "inodes skipped in the env's block groups:${T[holes]}"
 for mode in coldpyc compile nocompile; do
   echo "create ($mode) stages, medians: install $(ms "$(median "${T[install_$mode]}")") ms," \
     "compile $(ms "$(median "${T[compile_$mode]}")") ms after it (compile CPU $(ms "$(median "${T[cpu_$mode]}")") ms)," \
