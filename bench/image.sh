@@ -39,10 +39,7 @@ BASE="oci:$cache/oci@$(cat "$cache/digest")"
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
 python3 "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --runtime-wheel "$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)" | tail -1
-PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-python3 -m http.server "$PORT" --bind 127.0.0.1 -d "$W/corpus" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+bench_serve "$W/corpus"
 ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
 PLAT=cp311-manylinux_2_36_x86_64
 

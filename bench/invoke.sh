@@ -41,15 +41,13 @@ print(v)' "$1"; }
 # The corpus (the runtime wheel in its lock), the fixture wheels, one mirror of both on loopback.
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
 RT=$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)
-PORT=$("$PY" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+PORT=$(bench_free_port)
 INDEX=http://127.0.0.1:$PORT/simple/
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size medium --python "$CPY" --runtime-wheel "$RT" --index-url "$INDEX" | tail -1
 mkdir "$W/wheels"
 cp "$W"/corpus/files/*.whl "$W"/fx/wheels/acme_echo-*.whl "$W/wheels/"
 cx index build "$W/index" --from "$W/wheels" --quiet
-"$PY" -m http.server "$PORT" --bind 127.0.0.1 -d "$W/index" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 50); do curl -fs "$INDEX" >/dev/null && break; sleep 0.1; done
+bench_serve "$W/index" "$PORT"
 
 # Governance, so that `cruxprov run` has accepted pins: one approver key, the interfaces, an
 # install change-set per provider, approved.

@@ -32,10 +32,7 @@ bench_setup mat
 
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$PY" | tail -1
-PORT=$("$PY" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$PY" -m http.server "$PORT" --bind 127.0.0.1 -d "$W/corpus" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+bench_serve "$W/corpus"
 
 HOME_=$W/home
 ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)

@@ -23,12 +23,10 @@ export CRUXPROV_HOME=$W/home XDG_STATE_HOME=$W/state CRUXPROV_KEY_PASSWORD=bench
 
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
 RUNTIME=$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)
-PORT=$("$PY" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+PORT=$(bench_free_port)
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size medium --python "$PY" --runtime-wheel "$RUNTIME" \
   --index-url "http://127.0.0.1:$PORT/simple/" | tail -1
-"$PY" -m http.server --bind 127.0.0.1 --directory "$W/corpus" "$PORT" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$PORT/simple/" >/dev/null 2>&1 && break; sleep 0.1; done
+bench_serve "$W/corpus" "$PORT"
 ROOT=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("root_wheel") or c.get("provider",{}).get("wheel",""))' "$W/corpus/corpus.json")
 [ -n "$ROOT" ] || ROOT=$(ls "$W"/corpus/files/*provider*.whl 2>/dev/null | head -1)
 case "$ROOT" in /*) ;; *) ROOT="$W/corpus/files/$ROOT" ;; esac

@@ -30,10 +30,7 @@ CRUXPROV=$A
 . bench/lib/common.sh
 bench_setup coldab
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "${CORPUS_SIZE:-medium}" --python "$PY" | tail -1
-PORT=$("$PY" -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-"$PY" -m http.server "$PORT" --bind 127.0.0.1 -d "$W/corpus" >/dev/null 2>&1 &
-SERVER=$!
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+bench_serve "$W/corpus"
 ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
 H=$W/home
 args=(--home "$H" env create --wheel "$ROOT" --platform host --python "$PY" --index "http://127.0.0.1:$PORT/simple/")
@@ -57,8 +54,8 @@ run() { # run LABEL BIN ENVSPEC: one cold create, one line of figures
 echo "A: $A ${ENV_A:-}"; echo "B: $B ${ENV_B:-}"
 echo "$N alternating pairs… (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
 for _ in $(seq "$N"); do
-  run A "$A" "X_COLD_AB=A ${ENV_A:-}"
-  run B "$B" "X_COLD_AB=B ${ENV_B:-}"
+  run A "$A" "${ENV_A:-}"
+  run B "$B" "${ENV_B:-}"
 done >"$W/runs"
 "$PY" - "$W/runs" <<'PYEOF'
 import statistics as st, sys
