@@ -9,7 +9,9 @@
 #      create's timings) divided by the cores (target: <= 1.15x: everything but compiling,
 #      probe, install, seal and process starts, is hidden under the compiling), with cruxprov's
 #      own CPU in that create (user+sys of the create, from /usr/bin/time, minus its compile
-#      processes'): what two cores cannot hide under a compile that already fills them
+#      processes'): what two cores cannot hide under a compile that already fills them. The
+#      row divides the medians; the line below it gives each cold create against its own
+#      compile CPU, and then the core-ms the machine was idle and the hypervisor stole in each
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
@@ -59,6 +61,8 @@ create() { # create [--no-compile] -> prints the JSON (and its CPU time, see tim
 }
 rm_env() { chmod -R u+w "$HOME_/envs" 2>/dev/null || true; rm -rf "$HOME_"/envs/[0-9a-f]*; }
 now() { date +%s%N; }
+# cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
+cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
 
 # Warm the store (the fetch) and the interpreter probe cache.
 "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
@@ -114,7 +118,12 @@ for i in $(seq "$RUNS"); do
     flag=(); [ $mode = nocompile ] && flag=(--no-compile)
     [ $mode = coldpyc ] && rm -rf "$HOME_/cache/pyc"   # every source compiled; "compile" then finds them cached
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
+    read -r i0 st0 < <(cpustat)
     s=$(now); out=$(create "${flag[@]}"); e=$(now)
+    read -r i1 st1 < <(cpustat)
+    # What took the cores besides the creates' CPU: nothing (idle, and iowait), or the
+    # hypervisor (steal: the VM's CPU given to other guests, wall clock no process is charged)
+    [ $mode = coldpyc ] && add idle_coldpyc $((i1 - i0)) && add steal_coldpyc $((st1 - st0))
     add "crux_$mode" $((e - s))
     [ -s "$W/cpu" ] && add "ccpu_$mode" "$(cat "$W/cpu")"
     add "install_$mode" "$(jq -r .timings.install_ns <<<"$out")"
@@ -122,6 +131,10 @@ for i in $(seq "$RUNS"); do
     add "seal_$mode" "$(jq -r .timings.seal_ns <<<"$out")"
     add "cpu_$mode" "$(jq -r '.timings.compile_cpu_ns // 0' <<<"$out")"
     [ $mode = coldpyc ] && add "cpucores_$mode" "$(jq -r --argjson c "$CORES" '(.timings.compile_cpu_ns // 0) / $c | floor' <<<"$out")"
+    # and the create against its own compile CPU (x 10,000): the row's ratio divides medians
+    # that may come from different creates
+    [ $mode = coldpyc ] && add rcold "$(jq -r --argjson c "$CORES" --argjson w $((e - s)) \
+      'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$out")"
     ENV=$(jq -r .path <<<"$out")
     if [ $mode = coldpyc ]; then
       add holes "$(skipped "$ENV")"
@@ -163,6 +176,11 @@ if [ -n "${T[ccpu_coldpyc]:-}" ]; then
   echo "create (coldpyc) CPU, medians: all $(ms "$c") ms, compile processes $(ms "$p") ms," \
     "cruxprov itself $(ms "$own") ms ($(awk -v a="$own" -v b="$p" 'BEGIN {printf "%.2f", a/b}') of the compile CPU)"
 fi
+echo "cold creates, each against its own compile CPU / $CORES cores: median" \
+  "$(awk -v r="$(median "${T[rcold]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
+  "$(for x in ${T[rcold]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done) (target: <= 1.15)"
+echo "cold creates, core-ms the machine's cores were idle: ${T[idle_coldpyc]# }; stolen by the hypervisor:" \
+  "${T[steal_coldpyc]# } (each a wall clock of that / $CORES; /proc/stat, 10 ms ticks)"
 echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
   "inodes skipped in the env's block groups:${T[holes]}"
 for mode in coldpyc compile nocompile; do
