@@ -11,14 +11,18 @@
 #      own CPU in that create (user+sys of the create, from /usr/bin/time, minus its compile
 #      processes'): what two cores cannot hide under a compile that already fills them. The
 #      row divides the medians; the line below it gives each cold create against its own
-#      compile CPU, and then the core-ms the machine was idle and the hypervisor stole in each
+#      compile CPU, and then the core-ms the machine was idle and the hypervisor stole in each;
+#      as root, each round also makes one cold create with the home on a tmpfs mounted for it:
+#      the same create without the disk file system's work, so the difference of the two
+#      ratios is that file system's share (TMPFS=0 leaves it out)
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
 #
 # Each pair runs alternately RUNS times (default 7, at least 5); medians and ratios are printed,
 # with the load average before and after (the figures are only as quiet as the machine).
-# Usage: bench/materialize.sh   (env: RUNS, PYTHON, CORPUS_SIZE, CRUXPROV=path to a built binary)
+# Usage: bench/materialize.sh   (env: RUNS, PYTHON, CORPUS_SIZE, CRUXPROV=path to a built binary,
+#   TMPFS=0 to leave out the tmpfs creates)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
@@ -55,11 +59,14 @@ timed() {
     "$@"
   fi
 }
-create() { # create [--no-compile] -> prints the JSON (and its CPU time, see timed)
-  timed "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
+create() { # create [--no-compile] -> prints the JSON (and its CPU time, see timed); H=home
+  timed "$BIN" --home "${H:-$HOME_}" env create --wheel "$ROOT" --platform host --python "$PY" \
     --index "http://127.0.0.1:$PORT/simple/" --offline --json "$@"
 }
-rm_env() { chmod -R u+w "$HOME_/envs" 2>/dev/null || true; rm -rf "$HOME_"/envs/[0-9a-f]*; }
+rm_env() { # rm_env [HOME]
+  chmod -R u+w "${1:-$HOME_}/envs" 2>/dev/null || true
+  rm -rf "${1:-$HOME_}"/envs/[0-9a-f]*
+}
 now() { date +%s%N; }
 # cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
 cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
@@ -68,6 +75,20 @@ cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
 "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
   --index "http://127.0.0.1:$PORT/simple/" --no-compile --json >/dev/null
 rm_env
+
+# The file system's share: a second home on a tmpfs (memory only: no block or inode allocator,
+# no page to write back), as root only, and where mounting is allowed.
+TMPH=
+if [ "${TMPFS:-1}" = 1 ] && [ "$(id -u)" = 0 ] && mkdir "$W/tmpfs" &&
+  mount -t tmpfs -o size=4g,mode=0755 cruxprov-bench "$W/tmpfs" 2>/dev/null; then
+  trap 'umount "$W/tmpfs" 2>/dev/null || true; bench_cleanup' EXIT
+  TMPH=$W/tmpfs/home
+  "$BIN" --home "$TMPH" env create --wheel "$ROOT" --platform host --python "$PY" \
+    --index "http://127.0.0.1:$PORT/simple/" --no-compile --json >/dev/null
+  rm_env "$TMPH"
+else
+  echo "tmpfs round skipped: needs root and a mountable tmpfs (TMPFS=${TMPFS:-1}, uid $(id -u))"
+fi
 
 declare -A T
 add() { T[$1]="${T[$1]:-} $2"; }
@@ -138,6 +159,15 @@ for i in $(seq "$RUNS"); do
     ENV=$(jq -r .path <<<"$out")
     if [ $mode = coldpyc ]; then
       add holes "$(skipped "$ENV")"
+      if [ -n "$TMPH" ]; then   # the same cold create, its home on the tmpfs
+        rm_env "$TMPH"; rm -rf "$TMPH/cache/pyc"; sync
+        s=$(now); out=$(H=$TMPH create); e=$(now)
+        add rtmpfs "$(jq -r --argjson c "$CORES" --argjson w $((e - s)) \
+          'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$out")"
+        [ -s "$W/cpu" ] && add owntmpfs "$(jq -r --argjson a "$(cat "$W/cpu")" \
+          '1e4 * ($a - .timings.compile_cpu_ns) / .timings.compile_cpu_ns | floor' <<<"$out")"
+        rm_env "$TMPH"
+      fi
       continue   # its peer is the "compile" round's pip
     fi
     sync
@@ -179,6 +209,13 @@ fi
 echo "cold creates, each against its own compile CPU / $CORES cores: median" \
   "$(awk -v r="$(median "${T[rcold]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
   "$(for x in ${T[rcold]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done) (target: <= 1.15)"
+if [ -n "${T[rtmpfs]:-}" ]; then
+  echo "cold creates with the home on a tmpfs, each against its own compile CPU / $CORES cores: median" \
+    "$(awk -v r="$(median "${T[rtmpfs]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
+    "$(for x in ${T[rtmpfs]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done);" \
+    "cruxprov's own CPU there: $(awk -v r="$(median "${T[owntmpfs]:-0}")" 'BEGIN {printf "%.3f", r / 1e4}')" \
+    "of the compile CPU (the difference to the line above is the disk file system's work)"
+fi
 echo "cold creates, core-ms the machine's cores were idle: ${T[idle_coldpyc]# }; stolen by the hypervisor:" \
   "${T[steal_coldpyc]# } (each a wall clock of that / $CORES; /proc/stat, 10 ms ticks)"
 echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
