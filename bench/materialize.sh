@@ -68,6 +68,11 @@ rm_env() { # rm_env [HOME]
   rm -rf "${1:-$HOME_}"/envs/[0-9a-f]*
 }
 now() { date +%s%N; }
+# selfratio WALL_NS JSON: a create's wall clock against its own compile CPU / cores, x 10,000
+selfratio() {
+  jq -r --argjson c "$CORES" --argjson w "$1" \
+    'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$2"
+}
 # cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
 cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
 
@@ -154,16 +159,14 @@ for i in $(seq "$RUNS"); do
     [ $mode = coldpyc ] && add "cpucores_$mode" "$(jq -r --argjson c "$CORES" '(.timings.compile_cpu_ns // 0) / $c | floor' <<<"$out")"
     # and the create against its own compile CPU (x 10,000): the row's ratio divides medians
     # that may come from different creates
-    [ $mode = coldpyc ] && add rcold "$(jq -r --argjson c "$CORES" --argjson w $((e - s)) \
-      'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$out")"
+    [ $mode = coldpyc ] && add rcold "$(selfratio $((e - s)) "$out")"
     ENV=$(jq -r .path <<<"$out")
     if [ $mode = coldpyc ]; then
       add holes "$(skipped "$ENV")"
       if [ -n "$TMPH" ]; then   # the same cold create, its home on the tmpfs
         rm_env "$TMPH"; rm -rf "$TMPH/cache/pyc"; sync
         s=$(now); out=$(H=$TMPH create); e=$(now)
-        add rtmpfs "$(jq -r --argjson c "$CORES" --argjson w $((e - s)) \
-          'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$out")"
+        add rtmpfs "$(selfratio $((e - s)) "$out")"
         [ -s "$W/cpu" ] && add owntmpfs "$(jq -r --argjson a "$(cat "$W/cpu")" \
           '1e4 * ($a - .timings.compile_cpu_ns) / .timings.compile_cpu_ns | floor' <<<"$out")"
         rm_env "$TMPH"
