@@ -20,7 +20,9 @@ trap cleanup EXIT
 export CRUXPROV_HOME=$work/home
 export SOURCE_DATE_EPOCH=1700000000
 python=${PYTHON:-python3}
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# headings in bold on a terminal only (a pipe or a log gets plain text), and never with NO_COLOR
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD= PLAIN=; fi
+step() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 show() { printf '$ %s\n' "$*" | sed "s#$work#\$WORK#g; s#$root/##g" >&2; "$@"; }
 need() { command -v "$1" >/dev/null || { echo "interop: $1 is missing ($2)" >&2; exit 1; }; }
 port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
