@@ -213,11 +213,13 @@ echo "cold creates, each against its own compile CPU / $CORES cores: median" \
   "$(awk -v r="$(median "${T[rcold]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
   "$(for x in ${T[rcold]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done) (target: <= 1.15)"
 if [ -n "${T[rtmpfs]:-}" ]; then
+  owntxt=   # cruxprov's own CPU there, when /usr/bin/time measured it
+  [ -n "${T[owntmpfs]:-}" ] && owntxt="; cruxprov's own CPU there: $(awk -v r="$(median "${T[owntmpfs]}")" \
+    'BEGIN {printf "%.3f", r / 1e4}') of the compile CPU"
   echo "cold creates with the home on a tmpfs, each against its own compile CPU / $CORES cores: median" \
     "$(awk -v r="$(median "${T[rtmpfs]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
-    "$(for x in ${T[rtmpfs]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done);" \
-    "cruxprov's own CPU there: $(awk -v r="$(median "${T[owntmpfs]:-0}")" 'BEGIN {printf "%.3f", r / 1e4}')" \
-    "of the compile CPU (the difference to the line above is the disk file system's work)"
+    "$(for x in ${T[rtmpfs]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done)$owntxt" \
+    "(the difference to the line above is the disk file system's work)"
 fi
 echo "cold creates, core-ms the machine's cores were idle: ${T[idle_coldpyc]# }; stolen by the hypervisor:" \
   "${T[steal_coldpyc]# } (each a wall clock of that / $CORES; /proc/stat, 10 ms ticks)"
