@@ -122,6 +122,13 @@ func TestCreateConflicts(t *testing.T) {
 	if _, err := Create(context.Background(), st, request(t, c, d)); !errors.Is(err, refusal.InstallConflict) {
 		t.Fatalf("c+d: %v", err)
 	}
+	// A directory of one wheel that is a file of another, below a directory
+	// both write files in (its descriptor is where the mkdir starts).
+	e := putWheel(t, st, "e-1.0-py3-none-any.whl", wheeltest.Build(t, "e-1.0-py3-none-any.whl", files{"ns/e.py": "E\n", "ns/deep/sub": "a file\n"}))
+	f := putWheel(t, st, "f-1.0-py3-none-any.whl", wheeltest.Build(t, "f-1.0-py3-none-any.whl", files{"ns/f.py": "F\n", "ns/deep/sub/x/y.py": "Y\n"}))
+	if _, err := Create(context.Background(), st, request(t, e, f)); !errors.Is(err, refusal.InstallConflict) {
+		t.Fatalf("e+f: %v", err)
+	}
 	res, err := Create(context.Background(), st, request(t, a, c))
 	if err != nil {
 		t.Fatalf("identical bytes from two wheels must install: %v", err)

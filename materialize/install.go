@@ -168,16 +168,33 @@ func (ins *installer) mkdirFor(rel string) (int, error) {
 	for d := dir; d != "." && !ins.dirs[d]; d = path.Dir(d) {
 		missing = append(missing, d)
 	}
+	// The walks start at the nearest ancestor whose descriptor is kept
+	// (it exists, so it is above every missing directory), not at the
+	// file system's root: a third of the components, for each mkdir and
+	// the open below.
+	at, base := unix.AT_FDCWD, ""
+	for d := path.Dir(dir); d != "."; d = path.Dir(d) {
+		if fd, has := ins.dirfds[d]; has {
+			at, base = fd, d
+			break
+		}
+	}
 	ins.mu.Unlock()
 	if ok && full {
 		return -1, nil
 	}
+	name := func(d string) string { // d's path from at
+		if at == unix.AT_FDCWD {
+			return filepath.Join(ins.root, filepath.FromSlash(d))
+		}
+		return filepath.FromSlash(d[len(base)+1:])
+	}
 	for i := len(missing) - 1; i >= 0; i-- {
 		p := filepath.Join(ins.root, filepath.FromSlash(missing[i]))
-		err := unix.Mkdir(p, 0o755)
+		err := unix.Mkdirat(at, name(missing[i]), 0o755)
 		if err == unix.EEXIST { // another worker's, or a file: only a directory will do
 			var st unix.Stat_t
-			if err = unix.Lstat(p, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err = unix.Fstatat(at, name(missing[i]), &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				err = unix.EEXIST
 			}
 		}
@@ -189,7 +206,7 @@ func (ins *installer) mkdirFor(rel string) (int, error) {
 			return -1, refusal.Wrap(refusal.MaterializeFailed, perr, "cannot create %s in the env; check the store's disk", missing[i])
 		}
 	}
-	d, err := unix.Open(filepath.Join(ins.root, filepath.FromSlash(dir)), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	d, err := unix.Openat(at, name(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		d = -1
 	}
