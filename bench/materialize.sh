@@ -14,7 +14,9 @@
 #      compile CPU, and then the core-ms the machine was idle and the hypervisor stole in each;
 #      as root, each round also makes one cold create with the home on a tmpfs mounted for it:
 #      the same create without the disk file system's work, so the difference of the two
-#      ratios is that file system's share (TMPFS=0 leaves it out)
+#      ratios is that file system's share (TMPFS=0 leaves it out); and the Go collector's
+#      collections and CPU in each cold create, with one more cold create at Go's default
+#      GOGC=100 for the gain of the command's GOGC=400
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
@@ -72,6 +74,12 @@ now() { date +%s%N; }
 selfratio() {
   jq -r --argjson c "$CORES" --argjson w "$1" \
     'if (.timings.compile_cpu_ns // 0) > 0 then 1e4 * $w / (.timings.compile_cpu_ns / $c) | floor else 0 end' <<<"$2"
+}
+# gcstat FILE: the collections a run's GODEBUG=gctrace=1 lines report, and their CPU (ns:
+# the stop-the-world phases and the assist, background and idle marking)
+gcstat() {
+  awk '/^gc [0-9]+ @/ {n++; sub(/.* ms clock, /, ""); sub(/ ms cpu.*/, ""); gsub(/[+\/]/, " ");
+    for (i = 1; i <= NF; i++) c += $i} END {printf "%d %d\n", n, c * 1e6}' "$1"
 }
 # cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
 cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
@@ -145,8 +153,9 @@ for i in $(seq "$RUNS"); do
     [ $mode = coldpyc ] && rm -rf "$HOME_/cache/pyc"   # every source compiled; "compile" then finds them cached
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
     read -r i0 st0 < <(cpustat)
-    s=$(now); out=$(create "${flag[@]}"); e=$(now)
+    s=$(now); out=$(GODEBUG=gctrace=1 create "${flag[@]}" 2>"$W/gc.txt"); e=$(now)
     read -r i1 st1 < <(cpustat)
+    [ $mode = coldpyc ] && read -r n c < <(gcstat "$W/gc.txt") && add gcn_coldpyc "$n" && add gccpu_coldpyc "$c"
     # What took the cores besides the creates' CPU: nothing (idle, and iowait), or the
     # hypervisor (steal: the VM's CPU given to other guests, wall clock no process is charged)
     [ $mode = coldpyc ] && add idle_coldpyc $((i1 - i0)) && add steal_coldpyc $((st1 - st0))
@@ -187,6 +196,14 @@ for i in $(seq "$RUNS"); do
 done
 
 FILES=$(find "$ENV" -type f | wc -l); BYTES=$(du -sb "$ENV" | cut -f1)
+# The collector's setting (cmd/cruxprov/main.go: GOGC=400 unless the environment sets one), its
+# gain shown: one more cold create at Go's default, GOGC=100, which is also how to turn it off.
+rm_env; rm -rf "$HOME_/cache/pyc"; sync
+s=$(now); out=$(GOGC=100 GODEBUG=gctrace=1 create 2>"$W/gc.txt"); e=$(now)
+read -r gcn100 gccpu100 < <(gcstat "$W/gc.txt")
+r100=$(selfratio $((e - s)) "$out")
+rm_env
+
 echo
 echo "env: $FILES files, $((BYTES / 1048576)) MiB (no bytecode); medians of $RUNS runs, milliseconds"
 row() { # row label a b target-description
@@ -221,6 +238,9 @@ if [ -n "${T[rtmpfs]:-}" ]; then
     "$(for x in ${T[rtmpfs]}; do awk -v r="$x" 'BEGIN {printf " %.3f", r / 1e4}'; done)$owntxt" \
     "(the difference to the line above is the disk file system's work)"
 fi
+echo "cold creates, the collector: $(median "${T[gcn_coldpyc]}") collections, $(ms "$(median "${T[gccpu_coldpyc]}")") ms of CPU" \
+  "(medians; GOGC=400, the default here); one at GOGC=100 (Go's default): $gcn100 collections," \
+  "$(ms "$gccpu100") ms, ratio $(awk -v r="$r100" 'BEGIN {printf "%.3f", r / 1e4}')"
 echo "cold creates, core-ms the machine's cores were idle: ${T[idle_coldpyc]# }; stolen by the hypervisor:" \
   "${T[steal_coldpyc]# } (each a wall clock of that / $CORES; /proc/stat, 10 ms ticks)"
 echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
