@@ -81,6 +81,8 @@ gcstat() {
   awk '/^gc [0-9]+ @/ {n++; sub(/.* ms clock, /, ""); sub(/ ms cpu.*/, ""); gsub(/[+\/]/, " ");
     for (i = 1; i <= NF; i++) c += $i} END {printf "%d %d\n", n, c * 1e6}' "$1"
 }
+# gcfail: a create whose stderr went to $W/gc.txt failed: show what it said, and stop
+gcfail() { cat "$W/gc.txt" >&2; echo "materialize.sh: env create failed" >&2; exit 1; }
 # cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
 cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
 
@@ -153,7 +155,7 @@ for i in $(seq "$RUNS"); do
     [ $mode = coldpyc ] && rm -rf "$HOME_/cache/pyc"   # every source compiled; "compile" then finds them cached
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
     read -r i0 st0 < <(cpustat)
-    s=$(now); out=$(GODEBUG=gctrace=1 create "${flag[@]}" 2>"$W/gc.txt"); e=$(now)
+    s=$(now); out=$(GODEBUG=gctrace=1 create "${flag[@]}" 2>"$W/gc.txt") || gcfail; e=$(now)
     read -r i1 st1 < <(cpustat)
     [ $mode = coldpyc ] && read -r n c < <(gcstat "$W/gc.txt") && add gcn_coldpyc "$n" && add gccpu_coldpyc "$c"
     # What took the cores besides the creates' CPU: nothing (idle, and iowait), or the
@@ -199,7 +201,7 @@ FILES=$(find "$ENV" -type f | wc -l); BYTES=$(du -sb "$ENV" | cut -f1)
 # The collector's setting (cmd/cruxprov/main.go: GOGC=400 unless the environment sets one), its
 # gain shown: one more cold create at Go's default, GOGC=100, which is also how to turn it off.
 rm_env; rm -rf "$HOME_/cache/pyc"; sync
-s=$(now); out=$(GOGC=100 GODEBUG=gctrace=1 create 2>"$W/gc.txt"); e=$(now)
+s=$(now); out=$(GOGC=100 GODEBUG=gctrace=1 create 2>"$W/gc.txt") || gcfail; e=$(now)
 read -r gcn100 gccpu100 < <(gcstat "$W/gc.txt")
 r100=$(selfratio $((e - s)) "$out")
 rm_env
