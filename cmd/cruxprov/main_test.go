@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/urfave/cli/v2"
 )
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	imagetest.Cleanup() // the cruxshim the image tests built
 	os.Exit(code)
 }
 
