@@ -190,16 +190,16 @@ func (ins *installer) mkdirFor(rel string) (int, error) {
 		return filepath.FromSlash(d[len(base)+1:])
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		p := filepath.Join(ins.root, filepath.FromSlash(missing[i]))
-		err := unix.Mkdirat(at, name(missing[i]), 0o755)
+		n := name(missing[i])
+		err := unix.Mkdirat(at, n, 0o755)
 		if err == unix.EEXIST { // another worker's, or a file: only a directory will do
 			var st unix.Stat_t
-			if err = unix.Fstatat(at, name(missing[i]), &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err = unix.Fstatat(at, n, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
 				err = unix.EEXIST
 			}
 		}
 		if err != nil {
-			perr := &fs.PathError{Op: "mkdir", Path: p, Err: err}
+			perr := &fs.PathError{Op: "mkdir", Path: filepath.Join(ins.root, filepath.FromSlash(missing[i])), Err: err}
 			if err == unix.ENOTDIR || err == unix.EEXIST {
 				return -1, refusal.Wrap(refusal.InstallConflict, perr, "%s is a directory for one wheel and a file for another", missing[i])
 			}
