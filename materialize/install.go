@@ -153,18 +153,12 @@ func (ins *installer) mkdirFor(rel string) (int, error) {
 		return -1, nil
 	}
 	ins.mu.Lock()
-	ok, fd, full := ins.dirs[dir], -1, len(ins.dirfds) >= maxDirFDs
-	if ok {
-		if d, has := ins.dirfds[dir]; has {
-			fd = d
-		}
-	}
-	ins.mu.Unlock()
-	if ok && fd >= 0 {
+	ok, full := ins.dirs[dir], len(ins.dirfds) >= maxDirFDs
+	if fd, has := ins.dirfds[dir]; has {
+		ins.mu.Unlock()
 		return fd, nil
 	}
 	var missing []string // from dir up to the first known ancestor
-	ins.mu.Lock()
 	for d := dir; d != "." && !ins.dirs[d]; d = path.Dir(d) {
 		missing = append(missing, d)
 	}
