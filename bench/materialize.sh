@@ -11,7 +11,8 @@
 #      own CPU in that create (user+sys of the create, from /usr/bin/time, minus its compile
 #      processes'): what two cores cannot hide under a compile that already fills them. The
 #      row divides the medians; the line below it gives each cold create against its own
-#      compile CPU, and then the core-ms the machine was idle and the hypervisor stole in each;
+#      compile CPU, and then the core-ms the machine was idle, the hypervisor stole and other
+#      processes took in each (with cruxprov's own CPU, the parts of the ratio above 1);
 #      as root, each round also makes one cold create with the home on a tmpfs mounted for it:
 #      the same create without the disk file system's work, so the difference of the two
 #      ratios is that file system's share (TMPFS=0 leaves it out); and the Go collector's
@@ -24,7 +25,7 @@
 # Each pair runs alternately RUNS times (default 7, at least 5); medians and ratios are printed,
 # with the load average before and after (the figures are only as quiet as the machine).
 # Usage: bench/materialize.sh   (env: RUNS, PYTHON, CORPUS_SIZE, CRUXPROV=path to a built binary,
-#   TMPFS=0 to leave out the tmpfs creates)
+#   TMPFS=0 to leave out the tmpfs creates, BENCH_TMPDIR=a directory on the file system to measure)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
@@ -83,8 +84,9 @@ gcstat() {
 }
 # gcfail: a create whose stderr went to $W/gc.txt failed: show what it said, and stop
 gcfail() { cat "$W/gc.txt" >&2; echo "materialize.sh: env create failed" >&2; exit 1; }
-# cpustat: the machine's idle and steal (ms of any core, /proc/stat's 10 ms ticks) so far
-cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10}' /proc/stat; }
+# cpustat: the machine's idle, steal and busy time (user, nice, system, irq, softirq: ms of any
+# core, /proc/stat's 10 ms ticks) so far
+cpustat() { awk '/^cpu / {print ($5 + $6) * 10, $9 * 10, ($2 + $3 + $4 + $7 + $8) * 10}' /proc/stat; }
 
 # Warm the store (the fetch) and the interpreter probe cache.
 "$BIN" --home "$HOME_" env create --wheel "$ROOT" --platform host --python "$PY" \
@@ -132,6 +134,7 @@ chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 # spread_linux.go's inodesPerGroup). The placement hint checks the group of the env's directory
 # only; ext4 spreads the env's directories over the next few groups too.
 skipped() {
+  [ "$(stat -f -c %T "$1")" = ext2/ext3 ] || { echo -; return; }
   "$PY" - "$1" <<'PYEOF'
 import os, sys
 s = os.statvfs(sys.argv[1]); per = s.f_bsize * 8
@@ -154,13 +157,15 @@ for i in $(seq "$RUNS"); do
     flag=(); [ $mode = nocompile ] && flag=(--no-compile)
     [ $mode = coldpyc ] && rm -rf "$HOME_/cache/pyc"   # every source compiled; "compile" then finds them cached
     rm_env; sync   # every timed run starts with nothing dirty (cp -a too)
-    read -r i0 st0 < <(cpustat)
+    read -r i0 st0 b0 < <(cpustat)
     s=$(now); out=$(GODEBUG=gctrace=1 create "${flag[@]}" 2>"$W/gc.txt") || gcfail; e=$(now)
-    read -r i1 st1 < <(cpustat)
+    read -r i1 st1 b1 < <(cpustat)
     [ $mode = coldpyc ] && read -r n c < <(gcstat "$W/gc.txt") && add gcn_coldpyc "$n" && add gccpu_coldpyc "$c"
     # What took the cores besides the creates' CPU: nothing (idle, and iowait), or the
     # hypervisor (steal: the VM's CPU given to other guests, wall clock no process is charged)
     [ $mode = coldpyc ] && add idle_coldpyc $((i1 - i0)) && add steal_coldpyc $((st1 - st0))
+    # or other processes (kernel threads, this script): the machine's busy time less the create's
+    [ $mode = coldpyc ] && [ -s "$W/cpu" ] && add other_coldpyc $((b1 - b0 - $(cat "$W/cpu") / 1000000))
     add "crux_$mode" $((e - s))
     [ -s "$W/cpu" ] && add "ccpu_$mode" "$(cat "$W/cpu")"
     add "install_$mode" "$(jq -r .timings.install_ns <<<"$out")"
@@ -243,8 +248,10 @@ fi
 echo "cold creates, the collector: $(median "${T[gcn_coldpyc]}") collections, $(ms "$(median "${T[gccpu_coldpyc]}")") ms of CPU" \
   "(medians; GOGC=400, the default here); one at GOGC=100 (Go's default): $gcn100 collections," \
   "$(ms "$gccpu100") ms, ratio $(awk -v r="$r100" 'BEGIN {printf "%.3f", r / 1e4}')"
+others=${T[other_coldpyc]:-" -"}
 echo "cold creates, core-ms the machine's cores were idle: ${T[idle_coldpyc]# }; stolen by the hypervisor:" \
-  "${T[steal_coldpyc]# } (each a wall clock of that / $CORES; /proc/stat, 10 ms ticks)"
+  "${T[steal_coldpyc]# }; taken by other processes: ${others# } (each a wall clock of that / $CORES;" \
+  "/proc/stat, 10 ms ticks)"
 echo "cold creates, each run: wall ms$(for x in ${T[crux_coldpyc]}; do printf ' %s' $((x / 1000000)); done);" \
   "inodes skipped in the env's block groups:${T[holes]}"
 for mode in coldpyc compile nocompile; do

@@ -1,13 +1,14 @@
 # Sourced by bench/*.sh (not a benchmark itself: make bench runs bench/*.sh only).
 #
-#   bench_setup NAME   a work directory $W (removed on exit, with the loopback server $SERVER
-#                      a script starts killed), and $BIN: $CRUXPROV, or cruxprov built into $W
+#   bench_setup NAME   a work directory $W under $BENCH_TMPDIR (default /tmp: set it to measure
+#                      on another file system), removed on exit, with the loopback server
+#                      $SERVER a script starts killed; and $BIN: $CRUXPROV, or cruxprov built into $W
 #   bench_free_port    prints a free TCP port of 127.0.0.1
 #   bench_serve DIR [PORT]
 #                      serves DIR on 127.0.0.1:$PORT (PORT, or a free port) as $SERVER and
 #                      waits until /simple/ answers
 bench_setup() {
-	W=$(mktemp -d "/tmp/cruxprov-bench-$1.XXXXXX")
+	W=$(mktemp -d "${BENCH_TMPDIR:-/tmp}/cruxprov-bench-$1.XXXXXX")
 	chmod 755 "$W"
 	SERVER=
 	trap bench_cleanup EXIT
