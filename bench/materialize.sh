@@ -17,7 +17,9 @@
 #      the same create without the disk file system's work, so the difference of the two
 #      ratios is that file system's share (TMPFS=0 leaves it out); and the Go collector's
 #      collections and CPU in each cold create, with one more cold create at Go's default
-#      GOGC=100 for the gain of the command's GOGC=400
+#      GOGC=100 for the gain of the command's GOGC=400; and the physical limit besides compiling:
+#      the CPU of writing that env's tree alone from memory (materialize's BenchmarkTreeWriteFloor,
+#      one thread, nothing else), against the compile CPU
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
 #   3. env verify (fast)  vs  find ENV -printf '%s %T@\n'  (target: <= 1.5x)
 #   4. env verify --deep  vs  find ENV -type f -print0 | xargs -0 -P2 sha256sum  (target: <= 1.3x)
@@ -209,6 +211,27 @@ rm_env; rm -rf "$HOME_/cache/pyc"; sync
 s=$(now); out=$(GOGC=100 GODEBUG=gctrace=1 create 2>"$W/gc.txt") || gcfail; e=$(now)
 read -r gcn100 gccpu100 < <(gcstat "$W/gc.txt")
 r100=$(selfratio $((e - s)) "$out")
+# The physical limit besides compiling: the kernel's work of writing that env's tree (its pycs
+# included) and nothing else, one thread, placed as a staging env is (materialize's
+# BenchmarkTreeWriteFloor), the least of FLOORS trees: no installer of this tree needs less CPU.
+# On the disk and, when mounted, on the tmpfs (no block or inode allocator: the disk's floor is
+# as high as its allocator's state makes it, see the creates' inodes skipped).
+FLOORS=$((RUNS > 5 ? RUNS : 5))
+floor() { # floor TMPDIR: prints "least-cpu-ns files dirs bytes", or nothing
+  CRUXPROV_FLOOR_ENV=$(jq -r .path <<<"$out") CRUXPROV_FLOOR_TMP=$1 \
+    "$W/materialize.test" -test.run '^$' -test.bench TreeWriteFloor -test.benchtime "${FLOORS}x" |
+    awk '/^BenchmarkTreeWriteFloor/ {for (i = 2; i < NF; i++) {
+      if ($(i + 1) == "min-cpu-ms") m = $i; if ($(i + 1) == "files") f = $i
+      if ($(i + 1) == "dirs") d = $i; if ($(i + 1) == "bytes") b = $i}}
+      END {if (m != "") printf "%.0f %d %d %d", m * 1e6, f, d, b}'
+}
+floordisk= floortmpfs=
+if command -v go >/dev/null && go test -c -o "$W/materialize.test" ./materialize/ 2>"$W/floor.err"; then
+  floordisk=$(floor "$HOME_/tmp")
+  if [ -n "$TMPH" ]; then mkdir -p "$W/tmpfs/floor" && floortmpfs=$(floor "$W/tmpfs/floor"); fi
+else
+  echo "floor skipped: no Go toolchain to build materialize's benchmark ($(head -1 "$W/floor.err" 2>/dev/null))"
+fi
 rm_env
 
 echo
@@ -232,6 +255,21 @@ if [ -n "${T[ccpu_coldpyc]:-}" ]; then
   own=$(median "$(paste -d' ' <(tr ' ' '\n' <<<"${T[ccpu_coldpyc]}" | grep .) <(tr ' ' '\n' <<<"${T[cpu_coldpyc]}" | grep .) | awk '{print $1 - $2}' | tr '\n' ' ')")
   echo "create (coldpyc) CPU, medians: all $(ms "$c") ms, compile processes $(ms "$p") ms," \
     "cruxprov itself $(ms "$own") ms ($(awk -v a="$own" -v b="$p" 'BEGIN {printf "%.2f", a/b}') of the compile CPU)"
+  if [ -n "$floordisk" ]; then
+    read -r fcpu ffiles fdirs fbytes <<<"$floordisk"
+    echo "writing the env's tree alone ($ffiles files, $fdirs directories, $((fbytes / 1048576)) MiB from memory," \
+      "one thread, nothing else; the least of $FLOORS): $(ms "$fcpu") ms of CPU, $(awk -v a="$fcpu" -v b="$p" \
+      'BEGIN {printf "%.3f", a/b}') of the compile CPU (the cold ratio's floor is 1 + that);" \
+      "cruxprov's own CPU is $(awk -v a="$own" -v b="$fcpu" 'BEGIN {printf "%.1f", a/b}')x it"
+  fi
+  if [ -n "$floortmpfs" ]; then
+    read -r fcpu _ <<<"$floortmpfs"
+    ftxt=   # cruxprov's own CPU on the tmpfs (a share of the compile CPU) against it
+    [ -n "${T[owntmpfs]:-}" ] && ftxt="; cruxprov's own CPU there is $(awk -v r="$(median "${T[owntmpfs]}")" \
+      -v a="$fcpu" -v b="$p" 'BEGIN {printf "%.1f", r / 1e4 * b / a}')x it"
+    echo "the same on the tmpfs: $(ms "$fcpu") ms, $(awk -v a="$fcpu" -v b="$p" 'BEGIN {printf "%.3f", a/b}')" \
+      "of the compile CPU$ftxt"
+  fi
 fi
 echo "cold creates, each against its own compile CPU / $CORES cores: median" \
   "$(awk -v r="$(median "${T[rcold]}")" 'BEGIN {printf "%.3f", r / 1e4}'), runs:" \
