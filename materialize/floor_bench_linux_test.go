@@ -25,9 +25,12 @@ import (
 // least. Any installer of the tree pays at least this much CPU besides
 // compiling, so a cold create cannot take less than (compile CPU + this)
 // ÷ cores: bench/materialize.sh prints the least against the compile CPU
-// as the cold ratio's floor. The trees are removed at the end, not one by
-// one: a tree written where the last was just removed would pay ext4's
-// scan past recently freed inodes (see spread_linux.go).
+// as the cold ratio's floor. Each tree is removed once measured, so that
+// the next is written as the bench's cold creates are, right after the
+// last was removed: among inodes ext4 freed a moment ago, unless
+// mkdirStaging finds a fresh group, and into memory just freed (keeping
+// the trees instead made tmpfs's floor a third higher, fresh memory
+// costing this VM more).
 //
 //	CRUXPROV_FLOOR_ENV=$HOME/envs/<hex> go test -run '^$' -bench TreeWriteFloor -benchtime 5x ./materialize/
 func BenchmarkTreeWriteFloor(b *testing.B) {
@@ -44,25 +47,21 @@ func BenchmarkTreeWriteFloor(b *testing.B) {
 		b.Fatal(err)
 	}
 	var cpu []time.Duration
-	var trees []string
-	defer func() {
-		for _, dst := range trees {
-			if err := removeTree(dst); err != nil {
-				b.Error(err)
-			}
-		}
-	}()
 	for b.Loop() {
 		dst, err := mkdirStaging(filepath.Join(tmp, "floor"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		trees = append(trees, dst)
 		d, err := tree.write(dst)
 		if err != nil {
 			b.Fatal(err)
 		}
 		cpu = append(cpu, d)
+		b.StopTimer()
+		if err := removeTree(dst); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 	var sum time.Duration
 	for _, d := range cpu {
