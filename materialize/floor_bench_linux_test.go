@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/treelist"
 )
 
 // BenchmarkTreeWriteFloor measures what writing an env's tree costs the
@@ -194,7 +196,7 @@ func threadCPU() time.Duration {
 }
 
 // TestTreeWriteFloorCopies checks that the floor writes the tree it
-// loaded: the same directories, files (bytes) and symlinks.
+// loaded: the same directories, files (modes and bytes) and symlinks.
 func TestTreeWriteFloorCopies(t *testing.T) {
 	src := t.TempDir()
 	for p, data := range map[string]string{"a/b/c.py": "x = 1\n", "a/empty": "", "d/e/f/g.txt": "g", "top": "t"} {
@@ -202,7 +204,7 @@ func TestTreeWriteFloorCopies(t *testing.T) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		if err := os.WriteFile(p, []byte(data), 0o444); err != nil { // as the floor writes them
 			t.Fatal(err)
 		}
 	}
@@ -226,14 +228,15 @@ func TestTreeWriteFloorCopies(t *testing.T) {
 	if _, err := tree.write(dst); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadTree(dst)
+	want, err := treelist.Of(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.EqualFunc(tree.ents, got.ents, func(a, b floorEnt) bool {
-		return a.rel == b.rel && a.kind == b.kind && string(a.data) == string(b.data)
-	}) {
-		t.Fatalf("wrote %v, want %v", got.ents, tree.ents)
+	if got, err := treelist.Of(dst); err != nil || got != want {
+		t.Fatalf("wrote (%v)\n%s\nwant\n%s", err, got, want)
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "a", "link")); err != nil || l != "b/c.py" {
+		t.Fatalf("the symlink's target is %q (%v), want b/c.py", l, err)
 	}
 	if _, err := tree.write(dst); err == nil {
 		t.Fatal("writing over an existing tree succeeded")
