@@ -135,9 +135,9 @@ chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 # every group was fresh, "-" when the inodes per group are unknown (not ext4, or ambiguous:
 # spread_linux.go's inodesPerGroup). The placement hint checks the group of the env's directory
 # only; ext4 spreads the env's directories over the next few groups too. Blind spot: inodes
-# skipped outside the env's groups (in the groups before them in their flex group, where ext4
-# starts a new file's search) are not counted, though each allocation pays for them (docs/seal.md,
-# sixteenth session).
+# skipped before the env's first inode in a group (a group the env spilled into, where an env
+# removed a minute ago had begun) are not counted, though each allocation there pays for them
+# (docs/seal.md, sixteenth session).
 skipped() {
   [ "$(stat -f -c %T "$1")" = ext2/ext3 ] || { echo -; return; }
   "$PY" - "$1" <<'PYEOF'
