@@ -137,7 +137,7 @@ chattr +T "$W/cpdst" "$W/pipdst" 2>/dev/null || true
 # only; ext4 spreads the env's directories over the next few groups too. Blind spot: inodes
 # skipped before the env's first inode in a group (a group the env spilled into, where an env
 # removed a minute ago had begun) are not counted, though each allocation there pays for them
-# (docs/seal.md, sixteenth session).
+# (docs/seal.md, "The disk file system's share, measured", its sixteenth-session paragraph).
 skipped() {
   [ "$(stat -f -c %T "$1")" = ext2/ext3 ] || { echo -; return; }
   "$PY" - "$1" <<'PYEOF'
