@@ -33,6 +33,10 @@ const (
 	// ActionReplaceEnv rebuilds a drifted env under its own digest,
 	// from its seal (Target: the env).
 	ActionReplaceEnv Action = "replace_env"
+	// ActionRebuildEnv rebuilds an env whose seal is missing or cannot be
+	// trusted to name its inputs, under the same digest, from the wheel
+	// (or lock), platform and interpreter that made it (Target: the env).
+	ActionRebuildEnv Action = "rebuild_env"
 	// ActionFetch runs the command again online: the wheels it needs are
 	// fetched from the index (again, for a damaged blob that was removed).
 	ActionFetch Action = "fetch"

@@ -268,21 +268,21 @@ func Load(dir string) (*Seal, error) {
 	dir = filepath.Clean(dir)
 	b, err := os.ReadFile(SealPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir)))
+		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir))).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SealMissing, err, "cannot read the seal of %s", dir)
 	}
 	s, err := Parse(b)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s is unreadable", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s is unreadable", dir).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}
 	md, err := s.ComputeDigest()
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s does not hash to its stated digest (tampered?)", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "the seal of %s does not hash to its stated digest (tampered?)", dir).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}
 	if md.Hex() != filepath.Base(dir) {
-		return nil, refusal.New(refusal.SealInvalid, "the seal of %s names materialization %s, not the env's name", dir, md).WithRemedy(refusal.ActionReplaceEnv, dir)
+		return nil, refusal.New(refusal.SealInvalid, "the seal of %s names materialization %s, not the env's name", dir, md).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}
 	return s, nil
 }

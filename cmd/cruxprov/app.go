@@ -361,6 +361,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	switch rem.Action {
 	case refusal.ActionReplaceEnv:
 		return "cruxprov env create --replace " + t
+	case refusal.ActionRebuildEnv:
+		// The seal cannot name the env's inputs: the operator names them.
+		r := "cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON"
+		if !indexFromConfig {
+			r += " --index URL"
+		}
+		return r
 	case refusal.ActionFetch:
 		var again []string
 		for _, a := range args[1:] {

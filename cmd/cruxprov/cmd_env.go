@@ -94,6 +94,14 @@ func envCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// An env rebuilt from its seal keeps the seal's platform, interpreter
+	// and bytecode: config.yaml's defaults for them do not apply, and only
+	// the operator's own flags are an error (checked before the config
+	// sets them).
+	fromSeal := c.NArg() == 1 && c.Bool("replace")
+	if fromSeal && (c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile")) {
+		return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
+	}
 	if err := applyConfig(c, o); err != nil {
 		return err
 	}
@@ -113,9 +121,7 @@ func envCreate(c *cli.Context) error {
 		if po.Source.Env, err = envArg(o, c.Args().First()); err != nil {
 			return err
 		}
-		if c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile") {
-			return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
-		}
+		po.Platform, po.Python = "", ""
 		// The wheels a seal names are in the store (its seal keeps them
 		// from gc): the store alone, unless --index fetches what is missing.
 		if c.String("index") != "" && !c.Bool("offline") {

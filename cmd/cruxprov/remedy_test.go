@@ -187,3 +187,62 @@ func TestRemediesRunAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestRebuildWithConfigAndBrokenSeal: the two rebuilds an operator is
+// told to run after drift work as printed on a store with the config.yaml
+// of docs/operator.md (whose python and platforms must not turn
+// `env create --replace ENV` into a usage error), and a seal that cannot
+// be trusted or is gone advises a rebuild from the inputs the operator
+// names, which works, instead of a --replace that reads that seal again.
+func TestRebuildWithConfigAndBrokenSeal(t *testing.T) {
+	home, lock := envHomeAt(t, t.TempDir(), 1, 3)
+	env := createJSON(t, createArgs(home, lock)...).Path
+	cfg := "format: cruxprov.config/v1\nplatforms: [host]\npython: " + envPython + "\n"
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := cruxprov(t, "--home", home, "env", "create", "--replace", env, "--offline"); r.code != 0 {
+		t.Fatalf("--replace ENV with config.yaml's python and platforms: %+v", r)
+	}
+	if r := cruxprov(t, "--home", home, "env", "create", "--replace", env, "--offline", "--python", envPython); r.code != exitUsage {
+		t.Fatalf("--replace ENV --python: %+v", r)
+	}
+	seal := strings.TrimSuffix(env, "/") + ".seal.json"
+	for _, c := range []struct {
+		name   string
+		code   string
+		damage func() error
+	}{
+		{"tampered", "seal_invalid", func() error {
+			b, err := os.ReadFile(seal)
+			if err != nil {
+				return err
+			}
+			os.Chmod(seal, 0o644)
+			return os.WriteFile(seal, b[:len(b)/2], 0o644)
+		}},
+		{"missing", "seal_missing", func() error { return os.Remove(seal) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.damage(); err != nil {
+				t.Fatal(err)
+			}
+			r := cruxprov(t, "--home", home, "env", "verify", env)
+			if r.code != exitRefused || !strings.Contains(r.stderr, c.code) {
+				t.Fatalf("%+v", r)
+			}
+			if r := cruxprov(t, "--home", home, "env", "create", "--replace", env, "--offline"); r.code == 0 {
+				t.Fatalf("--replace from a %s seal succeeded: %+v", c.name, r)
+			}
+			// The advice names the inputs to give; give them (this env
+			// was made from a bare lock).
+			r.stderr = strings.NewReplacer("--wheel WHEEL", "--lock "+lock, "PLATFORM", "host", "PYTHON", envPython, "--index URL", "--offline").Replace(r.stderr)
+			if f := runFix(t, r, t.TempDir(), "CRUXPROV_HOME="+home); f.code != 0 {
+				t.Fatalf("%+v", f)
+			}
+			if r := cruxprov(t, "--home", home, "env", "verify", env, "--deep"); r.code != 0 {
+				t.Fatalf("after the advised rebuild: %+v", r)
+			}
+		})
+	}
+}
