@@ -44,7 +44,23 @@ func init() {
 				if err != nil {
 					return err
 				}
-				out := map[string]any{"entries": log, "verified": false}
+				// The JSON carries each entry's chain (prev, hash) and the
+				// registry's identity, its first entry's hash, which a
+				// verifier that must not trust on first use pins.
+				type chained struct {
+					registry.Entry
+					Prev digest.Digest `json:"prev"`
+					Hash digest.Digest `json:"hash"`
+				}
+				lines := make([]chained, len(log))
+				var id digest.Digest
+				for i, e := range log {
+					lines[i] = chained{e, e.Prev, e.Hash}
+				}
+				if len(log) > 0 {
+					id = log[0].Hash
+				}
+				out := map[string]any{"registry_id": id, "entries": lines, "verified": false}
 				if c.Bool("verify") {
 					pins, err := reg.Pins(c.Context)
 					if err != nil {
@@ -61,6 +77,9 @@ func init() {
 					out["verified"] = true
 				}
 				return o.emit("cruxprov.registry.log/v1", out, func(w io.Writer) {
+					if len(log) > 0 {
+						fmt.Fprintf(w, "registry id %s\n", id)
+					}
 					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(tw, "SEQ\tAT\tEVENT\tSUBJECT\tDIGEST\tREV\tHASH")
 					for _, e := range log {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +112,21 @@ func govFlow(t *testing.T, home string, run func(args ...string) result) {
 	}
 	if v := ok("registry", "log", "--verify"); v["verified"] != true || len(v["entries"].([]any)) < 10 {
 		t.Fatalf("%v", v)
+	} else {
+		// The chain is in the JSON: each entry's prev is the hash before
+		// it, and the registry's id is the first entry's hash.
+		es := v["entries"].([]any)
+		prev := "sha256:" + strings.Repeat("0", 64)
+		for _, e := range es {
+			m := e.(map[string]any)
+			if m["prev"] != prev || len(fmt.Sprint(m["hash"])) != 71 {
+				t.Fatalf("entry %v after %s", m, prev)
+			}
+			prev = m["hash"].(string)
+		}
+		if v["registry_id"] != es[0].(map[string]any)["hash"] {
+			t.Fatalf("registry_id %v", v["registry_id"])
+		}
 	}
 	for _, p := range []string{"trust.json", "log.jsonl", "interfaces.json"} {
 		if st, err := os.Stat(filepath.Join(home, "registry", p)); err != nil || st.Mode().Perm() != 0o644 {
