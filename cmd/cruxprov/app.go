@@ -105,11 +105,44 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	setUsage = func(cs []*cli.Command) {
 		for _, c := range cs {
 			c.OnUsageError = app.OnUsageError
+			requireFlags(c)
 			setUsage(c.Subcommands)
 		}
 	}
 	setUsage(cmds)
 	return app
+}
+
+// requireFlags makes c's required flags a usage error (exit 64, one line,
+// the JSON error document with --json) checked by its action: the
+// library's own check exits 1 and prints the help on stdout.
+func requireFlags(c *cli.Command) {
+	var names []string
+	for _, f := range c.Flags {
+		if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+			switch f := f.(type) {
+			case *cli.StringFlag:
+				f.Required = false
+			case *cli.IntFlag:
+				f.Required = false
+			default:
+				panic(fmt.Sprintf("requireFlags: %T", f)) // a programming error, caught by every test
+			}
+			names = append(names, f.Names()[0])
+		}
+	}
+	if len(names) == 0 || c.Action == nil {
+		return
+	}
+	action := c.Action
+	c.Action = func(ctx *cli.Context) error {
+		for _, n := range names {
+			if !ctx.IsSet(n) {
+				return usagef("--%s is required", n)
+			}
+		}
+		return action(ctx)
+	}
 }
 
 // run parses args (after reordering them, DESIGN §13), runs the command and

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
@@ -88,6 +89,32 @@ func TestGroupHelpHasExample(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
 				t.Errorf("%s --help: %+v", c.Name, r)
+			}
+		})
+	}
+}
+
+// TestMissingRequiredFlagIsUsage: a command run without a flag it needs
+// is a usage error (exit 64, one line on stderr, the JSON error document
+// and nothing else on stdout), as every other usage error is.
+func TestMissingRequiredFlagIsUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"policy", "set"},
+		{"changeset", "reject", "abcdef12"},
+		{"changeset", "approve", "abcdef12"},
+		{"key", "generate"},
+		{"interface", "register", "acme.echo"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, append(args, "--json")...)
+			var doc struct {
+				Error struct{ Kind, Message string }
+			}
+			if r.code != exitUsage || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Error.Kind != "usage" || !strings.Contains(doc.Error.Message, "is required") {
+				t.Fatalf("%+v", r)
+			}
+			if strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.HasPrefix(r.stderr, "usage: --") {
+				t.Fatalf("stderr: %q", r.stderr)
 			}
 		})
 	}
