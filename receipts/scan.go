@@ -51,40 +51,40 @@ type Attempt struct {
 
 // Located is a value with the ledger line it was read from.
 type Located[T any] struct {
-	Value T
-	Path  string
-	Line  int   // from 1
-	Off   int64 // byte offset of the line
+	Value T      `json:"value"`
+	Path  string `json:"path"`
+	Line  int    `json:"line"`   // from 1
+	Off   int64  `json:"offset"` // byte offset of the line
 }
 
 // Torn is a fragment quarantined by a writer's repair: the exact bytes
 // that stood after the ledger's last newline, and their digest.
 type Torn struct {
-	Path       string
-	Line       int   // the torn row's line, from 1
-	Offset     int64 // where the fragment began (the torn row replaced it there)
-	Bytes      []byte
-	SHA256     string // "sha256:<hex>" of Bytes
-	RepairedAt time.Time
+	Path       string    `json:"path"`
+	Line       int       `json:"line"`   // the torn row's line, from 1
+	Offset     int64     `json:"offset"` // where the fragment began (the torn row replaced it there)
+	Bytes      []byte    `json:"bytes"`  // base64 in JSON
+	SHA256     string    `json:"sha256"` // "sha256:<hex>" of Bytes
+	RepairedAt time.Time `json:"repaired_at"`
 }
 
 // Fragment is an unterminated ledger tail.
 type Fragment struct {
-	Path   string
-	Offset int64
-	Bytes  []byte
-	SHA256 string
+	Path   string `json:"path"`
+	Offset int64  `json:"offset"`
+	Bytes  []byte `json:"bytes"` // base64 in JSON
+	SHA256 string `json:"sha256"`
 }
 
 // CorruptLine is one bad line of a ledger.
 type CorruptLine struct {
-	Path   string
-	Line   int    // from 1
-	Offset int64  // byte offset of the line's first byte
-	Length int64  // bytes, without the newline
-	SHA256 string // "sha256:<hex>" of those bytes
-	Reason string
-	Bytes  []byte // the bad bytes (nil when the line is longer than a row can be)
+	Path   string `json:"path"`
+	Line   int    `json:"line"`   // from 1
+	Offset int64  `json:"offset"` // byte offset of the line's first byte
+	Length int64  `json:"length"` // bytes, without the newline
+	SHA256 string `json:"sha256"` // "sha256:<hex>" of those bytes
+	Reason string `json:"reason"`
+	Bytes  []byte `json:"bytes"` // the bad bytes, base64 in JSON (nil when the line is longer than a row can be)
 }
 
 // CorruptError is a strict scan's failure: the first bad line. It is

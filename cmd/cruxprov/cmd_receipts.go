@@ -70,7 +70,8 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	}
 	v := map[string]any{"ledgers": paths, "attempts": rows(res.Attempts), "orphans": rows(res.Orphans)}
 	if scan {
-		v["torn"], v["corrupt"], v["unmatched"] = res.Torn, res.Corrupt, res.Unmatched
+		// Empty lists are [] (not null), as attempts and orphans are.
+		v["torn"], v["corrupt"], v["unmatched"], v["tails"] = nonNil(res.Torn), nonNil(res.Corrupt), nonNil(res.Unmatched), nonNil(res.Tails)
 	}
 	return o.emit("cruxprov.receipts."+c.Command.Name+"/v1", v, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -87,9 +88,17 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 		tw.Flush()
 		if scan {
-			fmt.Fprintf(w, "%d attempts, %d orphaned intents, %d torn rows, %d corrupt lines in %d ledger(s)\n", len(res.Attempts), len(res.Orphans), len(res.Torn), len(res.Corrupt), len(paths))
+			fmt.Fprintf(w, "%d attempts, %d orphaned intents, %d torn rows, %d corrupt lines, %d unterminated tails in %d ledger(s)\n", len(res.Attempts), len(res.Orphans), len(res.Torn), len(res.Corrupt), len(res.Tails), len(paths))
 		}
 	})
+}
+
+// nonNil is s, or an empty slice for JSON's [] where s is nil.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 func dash(s string) string {

@@ -162,6 +162,11 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if len(atts) < 4 {
 		t.Fatalf("receipts: %v", rec)
 	}
+	for _, k := range []string{"torn", "corrupt", "unmatched", "tails", "orphans"} {
+		if l, ok := rec[k].([]any); !ok || len(l) != 0 {
+			t.Errorf("receipts scan %s: %v, want []", k, rec[k])
+		}
+	}
 	first := atts[0].(map[string]any)
 	in := first["intent"].(map[string]any)
 	if first["outcome"].(map[string]any)["status"] != "ok" || in["materialization_digest"] == "" || in["implementation_digest"] == "" || in["seal_digest"] == "" || in["protocol_version"] != float64(1) {
