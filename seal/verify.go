@@ -99,10 +99,11 @@ type Report struct {
 
 // Err returns nil when the env matches its seal, the refusal that stopped
 // verification (seal_missing, seal_invalid), or the refusal for the first
-// difference (interpreter_drift or env_drift) naming the path, what changed
-// and how many more differences there are. An interpreter this user cannot
-// read (Unreadable) is interpreter_drift with a detail saying so and to
-// verify as a user who can read it, never "removed".
+// difference (interpreter_drift, interpreter_unverifiable or env_drift)
+// naming the path, what changed and how many more differences there are. An
+// interpreter this user cannot read (Unreadable) is interpreter_unverifiable
+// with a detail saying so and to verify as a user who can read it, never
+// "removed".
 func (r *Report) Err() error {
 	if r.fatal != nil {
 		return r.fatal
