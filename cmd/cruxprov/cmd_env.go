@@ -322,18 +322,12 @@ func envVerify(c *cli.Context) error {
 				}
 				return err
 			}
-			var r *refusal.Error
-			errors.As(err, &r)
-			ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
-			if cmdline := renderRemedy(refusal.RemedyOf(err), os.Args); cmdline != "" {
-				ref["remedy"] = map[string]string{"action": string(r.Remedy.Action), "target": r.Remedy.Target, "command": cmdline}
-			}
 			rep.Differences = ds
 			out := struct {
 				*seal.Report
 				OK      bool           `json:"ok"`
 				Refused map[string]any `json:"refused"`
-			}{rep, false, ref}
+			}{rep, false, refusedDoc(err)}
 			if jerr := o.emit("cruxprov.env.verify/v1", out, nil); jerr != nil {
 				return jerr
 			}
@@ -431,6 +425,18 @@ func envList(c *cli.Context) error {
 			fmt.Fprintf(w, "%s  %s  %s  %d packages  %d files  %s\n", l.Path, l.Platform, root, l.Packages, l.Files, l.Interpreter)
 		}
 	})
+}
+
+// refusedDoc is the "refused" object of a --json report that carries a
+// refusal beside what was found (verify --explain).
+func refusedDoc(err error) map[string]any {
+	var r *refusal.Error
+	errors.As(err, &r)
+	ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
+	if cmdline := renderRemedy(refusal.RemedyOf(err), os.Args); cmdline != "" {
+		ref["remedy"] = map[string]string{"action": string(r.Remedy.Action), "target": r.Remedy.Target, "command": cmdline}
+	}
+	return ref
 }
 
 // explainDifferences is ds sorted by path (then change), without the

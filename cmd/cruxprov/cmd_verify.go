@@ -94,11 +94,27 @@ func verifyAction(c *cli.Context) error {
 		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd,
 	})
 	if err != nil {
-		if c.Bool("explain") && rep.Seal != nil && len(rep.Seal.Differences) > 1 && !o.json {
-			for _, d := range explainDifferences(rep.Seal.Differences) {
-				fmt.Fprintf(o.stdout, "drift: %s\n", d)
+		if c.Bool("explain") && rep.Seal != nil && len(rep.Seal.Differences) > 0 {
+			err = rep.Seal.Explained()
+			ds := explainDifferences(rep.Seal.Differences)
+			if !o.json {
+				if len(ds) > 1 {
+					for _, d := range ds {
+						fmt.Fprintf(o.stdout, "drift: %s\n", d)
+					}
+				}
+				return err
 			}
-			return rep.Seal.Explained()
+			rep.Seal.Differences = ds
+			out := struct {
+				*verify.Report
+				OK      bool           `json:"ok"`
+				Refused map[string]any `json:"refused"`
+			}{rep, false, refusedDoc(err)}
+			if jerr := o.emit("cruxprov.verify/v1", out, nil); jerr != nil {
+				return jerr
+			}
+			return &reportedError{code: exitRefused, err: err}
 		}
 		return err
 	}

@@ -185,6 +185,22 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if !strings.Contains(r.stderr, "cruxprov env create --replace "+env1) {
 		t.Errorf("no remedy: %s", r.stderr)
 	}
+	// --explain --json lists the differences beside the refusal.
+	if r := ex("verify", "acme-echo", "--explain", "--json"); r.code != exitRefused {
+		t.Errorf("verify --explain --json: %+v", r)
+	} else {
+		var doc struct {
+			OK   *bool `json:"ok"`
+			Seal struct {
+				Differences []struct{ Path string } `json:"differences"`
+			} `json:"seal"`
+			Refused struct{ Code string } `json:"refused"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.OK == nil || *doc.OK || doc.Refused.Code != "env_drift" ||
+			len(doc.Seal.Differences) == 0 || doc.Seal.Differences[0].Path != "pyvenv.cfg" {
+			t.Errorf("verify --explain --json: %v %s", err, r.stdout)
+		}
+	}
 	refused(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret), refusal.EnvDrift, "run a tampered env")
 	r = must(ex("receipts", "list", "--json"), "receipts list")
 	if !strings.Contains(r.stdout, `"refused"`) {
