@@ -219,15 +219,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		pushTag string
 	)
 	if o.Push != "" {
-		t, err := name.NewTag(o.Push, name.StrictValidation)
+		r, tag, err := ParsePush(o.Push)
 		if err != nil {
-			return nil, fmt.Errorf("push to %s: %w", o.Push, err)
+			return nil, err
 		}
-		r := t.Context()
-		push = &r
-		if slash := strings.LastIndex(o.Push, "/"); strings.Contains(o.Push[slash+1:], ":") {
-			pushTag = t.TagStr()
-		}
+		push, pushTag = &r, tag
 		if repo == "" {
 			repo = r.Name()
 		}
@@ -310,6 +306,23 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	res.Timings.Write = time.Since(start)
 	return res, nil
+}
+
+// ParsePush parses a --push value, REPO or REPO:TAG, into the repository
+// and the tag ("" when none is given: the image is pushed by digest
+// only). go-containerregistry decides what is a tag, so a registry's
+// port (127.0.0.1:5000/acme/echo) is not taken for one. A digest, or
+// anything else that is neither form, is an error that says what is
+// expected.
+func ParsePush(s string) (name.Repository, string, error) {
+	if r, err := name.NewRepository(s, name.StrictValidation); err == nil {
+		return r, "", nil
+	}
+	t, err := name.NewTag(s, name.StrictValidation)
+	if err != nil {
+		return name.Repository{}, "", fmt.Errorf("--push %q is not REPO or REPO:TAG (e.g. registry.example/acme/echo or registry.example/acme/echo:1.0; the image is always pushed by digest): %v", s, err)
+	}
+	return t.Context(), t.TagStr(), nil
 }
 
 // archOf is the OCI os and architecture of a platform.

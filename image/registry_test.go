@@ -19,10 +19,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // startDockerRegistry runs Debian's docker-registry (distribution) on
@@ -174,4 +177,79 @@ func oracles(t *testing.T, ref, digest string, unpack bool) {
 	if cfg, err := os.ReadFile(filepath.Join(bundle, "rootfs", EnvPath, "pyvenv.cfg")); err != nil || !strings.Contains(string(cfg), "home = /usr/bin\n") {
 		t.Errorf("pyvenv.cfg: %q (%v)", cfg, err)
 	}
+}
+
+// TestPushByDigest: --push REPO without a tag pushes by digest alone (a
+// single-platform image and an index, to a real docker-registry on
+// host:port, whose colon is no tag): the image verifies and pulls by its
+// digest, and the repository has no tag but the signature's and
+// attestation's.
+func TestPushByDigest(t *testing.T) {
+	if _, err := exec.LookPath("docker-registry"); err != nil {
+		t.Skip("docker-registry is not installed (apt-get install docker-registry): no real registry to test against")
+	}
+	host := startDockerRegistry(t)
+	key := testKey(t)
+	ctx := context.Background()
+	check := func(t *testing.T, repo string, res *Result) {
+		t.Helper()
+		d := res.Digest
+		if res.Repo != repo || len(res.References) != 1 || res.References[0] != repo+"@"+d.String() {
+			t.Errorf("repo %s, references %v", res.Repo, res.References)
+		}
+		ref, err := name.NewDigest(repo+"@"+d.String(), name.StrictValidation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := remote.Get(ref)
+		if err != nil {
+			t.Fatalf("pull by digest: %v", err)
+		}
+		if desc.Digest != d || desc.MediaType != res.MediaType {
+			t.Errorf("pulled %s %s, built %s %s", desc.MediaType, desc.Digest, res.MediaType, d)
+		}
+		if _, err := Verify(ctx, repo+"@"+d.String(), VerifyOptions{Keys: []*sign.PublicKey{key.Public()}}); err != nil {
+			t.Errorf("verify: %v", err)
+		}
+		r, _ := name.NewRepository(repo)
+		tags, err := remote.List(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tag := range tags {
+			if !strings.HasPrefix(tag, "sha256-") {
+				t.Errorf("pushed without a tag, the repository has the tag %q (%v)", tag, tags)
+			}
+		}
+	}
+	t.Run("image", func(t *testing.T) {
+		repo := host + "/acme/echo"
+		check(t, repo, build(t, buildCase{push: repo, key: key}))
+	})
+	t.Run("index", func(t *testing.T) {
+		fx, client := testIndex(t)
+		baseRef, _ := imagetest.MultiArchBase(t, filepath.Join(t.TempDir(), "base"))
+		data, err := os.ReadFile(fx.Native.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo := host + "/acme/native"
+		res, err := Build(ctx, st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
+			Client: client, Base: baseRef, Shims: map[string]string{testPlatform: testShim(t), testPlatformARM: imagetest.ShimFor(t, "arm64")},
+			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
+			Push: repo,
+		})
+		if err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		if res.MediaType != types.OCIImageIndex {
+			t.Fatalf("a %s", res.MediaType)
+		}
+		check(t, repo, res)
+	})
 }

@@ -29,7 +29,7 @@ func init() {
 			"cruxshim at " + image.ShimPath + " (the ENTRYPOINT) and the provider's metadata at " + image.MetaDir + ";\n" +
 			"the harness is the CMD. Signed, its signature, SLSA provenance and CycloneDX SBOM are stored\n" +
 			"the way cosign stores them (docs/images.md).\n\n" +
-			"Example:\n   cruxprov image build --wheel acme_echo-1.0-py3-none-any.whl --index http://127.0.0.1:8080/simple/ \\\n" +
+			"Example:\n   cruxprov image build --wheel acme_echo-1.0.0-py3-none-any.whl --index http://127.0.0.1:8080/simple/ \\\n" +
 			"     --platform cp311-manylinux_2_36_x86_64 --base oci:base@sha256:<hex> --shim bin/cruxshim --output oci:out\n" +
 			"   cruxprov image verify registry.example/acme/echo@sha256:<hex> --key builder.pub",
 		Subcommands: []*cli.Command{imageBuildCmd(), imageVerifyCmd()},
@@ -53,11 +53,11 @@ func imageBuildCmd() *cli.Command {
 			"image gets a cosign signature and signed SLSA v1 provenance and CycloneDX SBOM attestations\n" +
 			"(sha256-<hex>.sig / .att tags), which `cosign verify --key` and `cosign verify-attestation`\n" +
 			"accept. Registry credentials come from the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
-			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0-py3-none-any.whl \\\n" +
+			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0.0-py3-none-any.whl \\\n" +
 			"     --index http://127.0.0.1:8080/simple/ --platform cp311-manylinux_2_36_x86_64 \\\n" +
 			"     --base registry.example/debian@sha256:<hex> --shim bin/cruxshim --push registry.example/acme/echo:1.0 \\\n" +
 			"     --sign-key builder.key --builder-id https://ci.example/builder\n" +
-			"   cruxprov image build acme-echo==1.0 --sha256 <hex> --index https://mirror/simple/ \\\n" +
+			"   cruxprov image build acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ \\\n" +
 			"     --platform cp311-manylinux_2_36_x86_64,cp311-manylinux_2_36_aarch64 --base registry.example/debian@sha256:<index hex> \\\n" +
 			"     --shim cp311-manylinux_2_36_x86_64=bin/cruxshim-amd64 --shim cp311-manylinux_2_36_aarch64=bin/cruxshim-arm64 --output oci:out",
 		Flags: append([]cli.Flag{
@@ -125,6 +125,11 @@ func imageBuild(c *cli.Context) error {
 	}
 	if out == "" && c.String("push") == "" {
 		return usagef("give --output oci:DIR or --push REPO")
+	}
+	if p := c.String("push"); p != "" {
+		if _, _, err := image.ParsePush(p); err != nil {
+			return usagef("%v", err)
+		}
 	}
 	if c.String("index") == "" && !c.Bool("offline") {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
