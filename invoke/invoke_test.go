@@ -270,8 +270,23 @@ func TestBwrap(t *testing.T) {
 	if _, err := os.Stat("/usr/lib64"); err == nil {
 		ro = append(ro, "/usr/lib64")
 	}
+	// BwrapFor derives as much from what a seal records of the
+	// interpreter, without running it.
+	version, err := exec.Command(python, "-I", "-c", "import platform; print(platform.python_version())").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string]invoke.Bwrap{
+		"ReadOnly": {Path: bwrap, ReadOnly: ro},
+		"BwrapFor": invoke.BwrapFor(bwrap, real, strings.TrimSpace(string(version)), ""),
+	} {
+		t.Run(name, func(t *testing.T) { bwrapProbe(t, f, b) })
+	}
+}
+
+func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {
 	l, path := openLedger(t)
-	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: invoke.Bwrap{Path: bwrap, ReadOnly: ro}}
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: b}
 	res, err := ex.Run(context.Background(), f.Call("probe", map[string]bool{"touch": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
 	if err != nil {
 		t.Fatal(err)

@@ -153,14 +153,14 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	local := c.String("backend") == "local"
-	var sandbox invoke.Sandbox
+	bwrap := false
 	switch c.String("sandbox") {
 	case "":
 	case "bwrap":
 		if !local {
 			return usagef("--sandbox is for local runs: a container run is contained by podman")
 		}
-		sandbox = invoke.Bwrap{}
+		bwrap = true
 	default:
 		return usagef("--sandbox %s: the sandbox is bwrap", c.String("sandbox"))
 	}
@@ -184,9 +184,10 @@ func runAction(c *cli.Context) error {
 	// executor as its first step, so that a refusal found after the pin
 	// was read (drift) is recorded in the ledger like any outcome.
 	var (
-		ex   invoke.Executor
-		call *invoke.Call
-		verr error
+		ex      invoke.Executor
+		call    *invoke.Call
+		verr    error
+		sandbox invoke.Sandbox
 	)
 	if local {
 		var rep *verify.Report
@@ -196,6 +197,16 @@ func runAction(c *cli.Context) error {
 		}
 		call = pinnedCall(c, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
+		if bwrap {
+			// The sandbox shows the env and what its sealed interpreter
+			// needs: its real path, stdlib, libpython and loader.
+			in := rep.Seal.Seal.Interpreter
+			var lib string
+			if in.LibPython != nil {
+				lib = in.LibPython.Path
+			}
+			sandbox = invoke.BwrapFor("", in.Path, in.Version, lib)
+		}
 	} else {
 		var rep *container.Report
 		rep, verr = container.Verify(c.Context, reg, name, vo, container.Options{})

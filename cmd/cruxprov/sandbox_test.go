@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
+)
+
+// TestRunSandboxBwrap: `run --sandbox bwrap` of an approved pin runs the
+// provider under bubblewrap with the env, its sealed interpreter's files
+// (real path, stdlib, libpython, loader and system libraries) and the
+// workdir visible, and the provider answers. It runs with the system
+// interpreter and, when python3.11 on PATH is another one (a pyenv or
+// uv build under its own prefix, perhaps with a shared libpython), with
+// that one too.
+func TestRunSandboxBwrap(t *testing.T) {
+	var pythons []string
+	if _, err := os.Stat(debian); err == nil {
+		pythons = append(pythons, debian)
+	}
+	if out, err := exec.Command("python3.11", "-I", "-c", "import os, sys; print(os.path.realpath(sys.executable))").Output(); err == nil {
+		if p := strings.TrimSpace(string(out)); p != debian {
+			pythons = append(pythons, p)
+		}
+	}
+	if len(pythons) == 0 {
+		t.Skipf("needs %s or python3.11 on PATH", debian)
+	}
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here (it needs user namespaces, or to be setuid): %v %s", err, out)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	for _, python := range pythons {
+		t.Run(python, func(t *testing.T) { runSandboxBwrap(t, fx, python) })
+	}
+}
+
+func runSandboxBwrap(t *testing.T, fx *fixtures.Set, python string) {
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	must := func(args ...string) result {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
+	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
+	must("key", "generate", "--out", filepath.Join(keys, "k"))
+	must("key", "trust", filepath.Join(keys, "k.pub"))
+	id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile", "--quiet").stdout)
+	must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
+	secret := filepath.Join(base, "token")
+	os.WriteFile(secret, []byte("s3cr3t"), 0o644)
+	input := filepath.Join(base, "input.json")
+	os.WriteFile(input, []byte(`{"hello": "world"}`), 0o644)
+	r := must("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--sandbox", "bwrap")
+	t.Logf("interpreter %s, sandboxed run: %s", python, strings.TrimSpace(r.stdout))
+	if !strings.Contains(r.stdout, `"hello":"world"`) {
+		t.Errorf("run --sandbox bwrap answered %+v", r)
+	}
+}
