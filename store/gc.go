@@ -40,6 +40,10 @@ type GCOptions struct {
 	// Wait makes GC wait for the store lock instead of failing at once
 	// when another process holds it.
 	Wait bool
+	// Unrooted names envs (their hex digests) whose seals are not roots:
+	// a dry run that would also remove those envs lists what removing them
+	// would free.
+	Unrooted []string
 }
 
 // ErrBusy is returned by GC when another process holds the store lock.
@@ -87,7 +91,14 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	unrooted := map[string]bool{}
+	for _, h := range opts.Unrooted {
+		unrooted[h+".seal.json"] = true
+	}
 	for _, p := range seals {
+		if unrooted[filepath.Base(p)] {
+			continue
+		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return rep, fmt.Errorf("gc: read seal %s: %w", p, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -68,7 +69,15 @@ func gcAction(c *cli.Context) error {
 			return err
 		}
 	}
-	rep, err := st.GC(c.Context, store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait"), Keep: names.Blobs})
+	gco := store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait"), Keep: names.Blobs}
+	if gco.DryRun {
+		// The envs listed are still there: their seals must not keep
+		// what removing them would free.
+		for _, e := range removedEnvs {
+			gco.Unrooted = append(gco.Unrooted, path.Base(e))
+		}
+	}
+	rep, err := st.GC(c.Context, gco)
 	rep.Removed = append(removedEnvs, rep.Removed...)
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -227,9 +228,20 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 		t.Errorf("after v2: %v", v)
 	}
 	must(op("env", "verify", env1), "the v1 env is intact")
-	r = must(op("gc", "--envs", "--json"), "gc --envs")
-	if !strings.Contains(r.stdout, filepath.Base(env1)) {
-		t.Errorf("gc --envs kept the unpinned v1 env: %s", r.stdout)
+	removed := func(r result) []any {
+		v := jsonOf(r)
+		l, _ := v["removed"].([]any)
+		return l
+	}
+	dry := removed(must(op("gc", "--envs", "--dry-run", "--json"), "gc --envs --dry-run"))
+	real := removed(must(op("gc", "--envs", "--json"), "gc --envs"))
+	if !strings.Contains(fmt.Sprint(real), filepath.Base(env1)) {
+		t.Errorf("gc --envs kept the unpinned v1 env: %v", real)
+	}
+	// The dry run lists what the run removes: the env, and the blobs
+	// (and caches) only its seal kept.
+	if fmt.Sprint(dry) != fmt.Sprint(real) || len(real) < 2 {
+		t.Errorf("gc --envs --dry-run listed %v, gc --envs removed %v", dry, real)
 	}
 	must(ex("verify", "acme-echo", "--deep"), "verify v2 after gc")
 }
