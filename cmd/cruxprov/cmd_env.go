@@ -30,7 +30,7 @@ func init() {
 		UsageText: "cruxprov env create|verify|list|remove …",
 		Description: "A local env is a venv built in Go from a resolution's wheels, sealed read-only under\n" +
 			"$CRUXPROV_HOME/envs/<materialization digest>, with a seal and a stat index beside it.\n\n" +
-			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
+			"Example:\n   cruxprov env create --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env verify ~/.local/share/cruxprov/envs/<hex> --deep",
 		Subcommands: []*cli.Command{envCreateCmd(), envVerifyCmd(), envListCmd(), envRemoveCmd(), envSbomCmd()},
 	})
@@ -49,7 +49,7 @@ func envCreateCmd() *cli.Command {
 			"interpreter updated in place): the old tree is removed only once the new one is sealed.\n" +
 			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal,\n" +
 			"from the wheels in the store (--index URL fetches any that are missing).\n\n" +
-			"Example:\n   cruxprov env create --wheel acme_echo-1.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
+			"Example:\n   cruxprov env create --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json\n" +
 			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex>",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),

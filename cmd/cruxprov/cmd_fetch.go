@@ -33,7 +33,7 @@ func init() {
 			"($NETRC or ~/.netrc), or CRUXPROV_INDEX_USERNAME / CRUXPROV_INDEX_PASSWORD; proxies from\n" +
 			"HTTPS_PROXY / HTTP_PROXY / NO_PROXY; TLS roots: the system pool plus --ca-bundle.\n\n" +
 			"Example:\n   cruxprov fetch --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --index https://pypi.org/simple/\n" +
-			"   cruxprov fetch --wheel acme_echo-1.0-py3-none-any.whl --platform host --offline --json",
+			"   cruxprov fetch --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --offline --json",
 		Flags: append(sourceFlags("the interpreter `PATH` probed for --platform host"),
 			&cli.IntFlag{Name: "jobs", Usage: fmt.Sprintf("parallel downloads `N` (default %d)", fetch.DefaultJobs)}),
 		Action: fetchAction,

@@ -24,7 +24,7 @@ func init() {
 		Usage:     "work with PEP 751 locks: resolve one for platforms",
 		UsageText: "cruxprov lock resolve (--wheel W | --lock F) --platform P[,P…] [--platform-file F]",
 		Description: "Example:\n   cruxprov lock resolve --lock pylock.toml --platform cp312-manylinux_2_39_x86_64,cp312-macosx_14_0_arm64\n" +
-			"   cruxprov lock resolve --wheel acme_echo-1.0-py3-none-any.whl --platform host --json",
+			"   cruxprov lock resolve --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --json",
 		Subcommands: []*cli.Command{{
 			Name:      "resolve",
 			Usage:     "the chosen wheel per package, per platform, and each platform's resolution digest",
@@ -35,7 +35,7 @@ func init() {
 				"where the lock does not cover it. Then each platform's resolution digest or refusal.\n" +
 				"Exit 78 when any platform is refused (after the table).\n\n" +
 				"Example:\n   cruxprov lock resolve --lock pylock.toml --platform cp312-manylinux_2_39_x86_64,cp312-macosx_14_0_arm64,cp312-win_amd64\n" +
-				"   cruxprov lock resolve --wheel acme_echo-1.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --json\n" +
+				"   cruxprov lock resolve --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --json\n" +
 				"   cruxprov lock resolve --lock pylock.toml --platform-file host.json --extra fast --group dev",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded cruxible/pylock.toml)"},
