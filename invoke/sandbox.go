@@ -106,6 +106,9 @@ func InterpreterPaths(python, version, libpython string) []string {
 			if p.Type != elf.PT_INTERP {
 				continue
 			}
+			if p.Filesz > 4096 { // PATH_MAX: not a loader's name
+				break
+			}
 			b := make([]byte, p.Filesz)
 			if _, err := p.ReadAt(b, 0); err != nil {
 				break
