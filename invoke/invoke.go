@@ -133,6 +133,10 @@ type Result struct {
 	// Replayed is set when a recorded ok outcome was returned without
 	// spawning.
 	Replayed bool `json:"replayed,omitempty"`
+	// ResultDigest is set on a replay: the recorded result's digest
+	// ("sha256:<hex>"). A ledger keeps no result values, so a replay has
+	// no Value.
+	ResultDigest string `json:"result_digest,omitempty"`
 	// Budgets are the limits the run had.
 	Budgets Budgets `json:"budgets"`
 	// Duration is the spawn's wall clock.

@@ -258,6 +258,11 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 		Ledger     string `json:"ledger"`
 	}{res, name, ep, ledger}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
+		if res.Replayed {
+			// The ledger keeps the result's digest, not its value.
+			fmt.Fprintf(o.stderr, "replayed: attempt %s ran ok earlier under this idempotency key and input; its result (%s) is not kept, only recorded in %s\n", res.AttemptID, res.ResultDigest, ledger)
+			return
+		}
 		if res.Status == invoke.StatusOK {
 			w.Write(append(res.Value, '\n'))
 		}

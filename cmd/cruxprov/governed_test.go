@@ -155,6 +155,15 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 			t.Errorf("run %d with a key: replayed %v", i, replayed)
 		}
 	}
+	if d, _ := jsonOf(r)["result_digest"].(string); !strings.HasPrefix(d, "sha256:") {
+		t.Errorf("a replay without the recorded result's digest: %s", r.stdout)
+	}
+	// On a terminal or a pipe, a replay says what it is on stderr and
+	// prints no value (the ledger keeps none): never a bare empty line.
+	r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1"), "replayed run")
+	if r.stdout != "" || !strings.HasPrefix(r.stderr, "replayed: attempt ") || !strings.Contains(r.stderr, "sha256:") {
+		t.Errorf("a replay's output: %+v", r)
+	}
 	if r = ex("run", "acme-echo", "fail", "--input", input, "--secret", "acme/api-token=@"+secret); r.code != exitFailure || !strings.Contains(r.stderr, "provider_error") {
 		t.Errorf("a failing entrypoint: %+v", r)
 	}
