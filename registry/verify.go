@@ -72,7 +72,7 @@ func parseFloor(b []byte) (*Floor, error) {
 // left behind is a rollback this verifier could no longer see.
 func writeFloor(stateDir string, f *Floor) error {
 	dir := filepath.Join(stateDir, "floors")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot make the verifier floors directory %s", dir)
 	}
 	b, err := marshalJSON(f)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -50,6 +53,13 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	paths, err := ledgerPaths(c, true)
 	if err != nil {
 		return err
+	}
+	if !c.IsSet("ledger") {
+		// No run has written the default ledger yet: nothing to list, not
+		// an error (a --ledger that is not there still is one).
+		if _, err := os.Stat(paths[0]); errors.Is(err, fs.ErrNotExist) {
+			paths = []string{}
+		}
 	}
 	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: scan && c.Bool("tolerate-corrupt")})
 	if err != nil {

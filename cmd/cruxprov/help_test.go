@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -117,5 +120,24 @@ func TestMissingRequiredFlagIsUsage(t *testing.T) {
 				t.Fatalf("stderr: %q", r.stderr)
 			}
 		})
+	}
+}
+
+// TestReceiptsBeforeAnyRun: before any run has written this host's
+// default ledger, receipts list and scan list nothing and succeed; a
+// --ledger that is not there is still an error.
+func TestReceiptsBeforeAnyRun(t *testing.T) {
+	state := t.TempDir()
+	for _, sub := range []string{"list", "scan"} {
+		cmd := exec.Command(bin, "receipts", sub, "--json")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+		r := runCmd(t, cmd)
+		var doc struct{ Attempts, Ledgers []any }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Attempts == nil || doc.Ledgers == nil || len(doc.Attempts) != 0 {
+			t.Errorf("receipts %s: %+v", sub, r)
+		}
+	}
+	if r := cruxprov(t, "receipts", "list", "--ledger", filepath.Join(state, "nope.jsonl")); r.code == 0 {
+		t.Errorf("a missing --ledger: %+v", r)
 	}
 }
