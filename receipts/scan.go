@@ -106,7 +106,7 @@ func (e *CorruptError) Is(target error) bool { return target == refusal.LedgerCo
 
 func corrupt(cl CorruptLine) error {
 	return refusal.Wrap(refusal.LedgerCorrupt, &CorruptError{cl},
-		"receipts ledger %s is corrupt (inspect it with receipts scan --tolerate-corrupt; move it aside to start a new one)", cl.Path)
+		"receipts ledger %s is corrupt (list its bad lines with a tolerant scan; move it aside to start a new one)", cl.Path).WithRemedy(refusal.ActionScanLedger, cl.Path)
 }
 
 // Scan reads the ledgers at paths, in order, and joins every intent with

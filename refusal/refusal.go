@@ -52,6 +52,9 @@ const (
 	ActionNoCache Action = "no_cache"
 	// ActionPlatformList lists the platform presets.
 	ActionPlatformList Action = "platform_list"
+	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
+	// scanning on past them (Target: the ledger).
+	ActionScanLedger Action = "scan_ledger"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

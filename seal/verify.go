@@ -114,7 +114,7 @@ func (r *Report) Err() error {
 	d := r.Differences[0]
 	more := ""
 	if n := len(r.Differences) - 1; n > 0 {
-		more = fmt.Sprintf(" (and %d more difference(s); see --explain)", n)
+		more = fmt.Sprintf(" (and %d more difference(s))", n)
 	}
 	return withRemedy(refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d)), d, r.Env)
 }

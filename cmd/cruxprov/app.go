@@ -420,6 +420,8 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return again(args, "--no-cache")
 	case refusal.ActionEmbed:
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
+	case refusal.ActionScanLedger:
+		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"
 	}

@@ -246,3 +246,22 @@ func TestRebuildWithConfigAndBrokenSeal(t *testing.T) {
 		})
 	}
 }
+
+// TestCorruptLedgerAdviceRuns: a corrupt ledger's refusal advises the
+// tolerant scan of that ledger (not of the default one), which runs as
+// printed and lists the bad line.
+func TestCorruptLedgerAdviceRuns(t *testing.T) {
+	dir := t.TempDir()
+	led := filepath.Join(dir, "ledger.jsonl")
+	if err := os.WriteFile(led, []byte("not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cruxprov(t, "receipts", "list", "--ledger", led)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "ledger_corrupt") {
+		t.Fatalf("%+v", r)
+	}
+	f := runFix(t, r, dir, "XDG_STATE_HOME="+dir)
+	if f.code != 0 || !strings.Contains(f.stdout, "1 corrupt lines") {
+		t.Fatalf("%+v", f)
+	}
+}
