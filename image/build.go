@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,6 +341,28 @@ func archOf(p *platform.Platform) (string, string, error) {
 	}
 }
 
+// shimMachines is the ELF machine of a cruxshim for each OCI architecture.
+var shimMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// checkShimMachine refuses (platform_unsupported) a cruxshim that is an
+// ELF executable for another machine than the platform's: the image's
+// ENTRYPOINT could not start. A file that is not ELF is left alone.
+func checkShimMachine(shim, pid, arch string) error {
+	r, err := os.Open(shim)
+	if err != nil {
+		return &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
+	}
+	defer r.Close()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil // not ELF (or too short to be): left to whoever runs it
+	}
+	if want, ok := shimMachines[arch]; ok && f.Machine != want {
+		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF executable for %s, the platform %s is %s (%s): give the platform a cruxshim built for it (a static build with GOARCH=%s)", shim, f.Machine, pid, arch, want, arch)
+	}
+	return nil
+}
+
 func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir string, m *manifest.Manifest, manifestRaw, lockRaw []byte, tm *Timings) (*PlatformImage, error) {
 	plat, err := platform.Lookup(pid)
 	if err != nil {
@@ -355,6 +378,9 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	}
 	if shim == "" {
 		return nil, &pipeline.InputError{What: "cruxshim for", Path: pid, Err: errors.New("is not given: --shim " + pid + "=PATH (a static build for " + arch + ")")}
+	}
+	if err := checkShimMachine(shim, pid, arch); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	o.Progress("base", pid)

@@ -1,6 +1,17 @@
 package image
 
-import "testing"
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+)
 
 // TestParsePush: a --push value with or without a tag; a registry's
 // port is not a tag; a digest or a malformed name is an error.
@@ -20,6 +31,35 @@ func TestParsePush(t *testing.T) {
 	for _, bad := range []string{"", "registry.example/acme/echo@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "Registry.example/ACME/echo", "registry.example/acme/echo:", "registry.example/acme/echo:a:b"} {
 		if r, tag, err := ParsePush(bad); err == nil {
 			t.Errorf("%q: %s %q", bad, r.Name(), tag)
+		}
+	}
+}
+
+// TestShimForAnotherMachine: a cruxshim built for arm64 given for an
+// x86_64 platform (and the reverse) is platform_unsupported, before the
+// base is read.
+func TestShimForAnotherMachine(t *testing.T) {
+	fx, client := testIndex(t)
+	dir, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ pid, shim string }{
+		{testPlatform, imagetest.ShimFor(t, "arm64")},
+		{testPlatformARM, testShim(t)},
+	} {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Build(context.Background(), st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{c.pid},
+			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
+			Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
+		})
+		if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim") {
+			t.Errorf("%s with the other machine's cruxshim: %v", c.pid, err)
 		}
 	}
 }

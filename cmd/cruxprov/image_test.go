@@ -198,7 +198,8 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 		t.Errorf("image build NAME==VERSION with another sha256: %+v", r)
 	}
 	r := nobody("image", "build", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--index", idx,
-		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef, "--shim", shim,
+		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef,
+		"--shim", imagetest.Platform+"="+shim, "--shim", imagetest.PlatformARM+"="+imagetest.ShimFor(t, "arm64"),
 		"--output", "oci:"+out, "--sign-key", filepath.Join(base, "builder.key"), "--json")
 	if json.Unmarshal([]byte(ok(r, "image build")), &built) != nil || len(built.Platforms) != 2 || !strings.Contains(built.MediaType, "index") {
 		t.Fatalf("image build: %s", r.stdout)
