@@ -32,7 +32,8 @@ import (
 // is <key>.tar.gz and <key>.json (the layer's digests and size, and the
 // seal it was built under), written after the layer is synced. A hit must
 // have a seal of this format whose recomputed materialization digest is
-// the planned one, and a layer file whose bytes hash to the recorded
+// the planned one, whose interpreter (and libpython) still hash as sealed,
+// and a layer file whose bytes hash to the recorded
 // digest (and they are rehashed again wherever they are read:
 // fileLayer.Compressed, the layout writer, a push). The entries are the store owner's data at the trust of
 // the pyc cache; gc removes them all. The zero layerCache caches nothing.
@@ -85,6 +86,18 @@ func (c layerCache) load() (*seal.Seal, *fileLayer) {
 	}
 	if d, err := s.ComputeDigest(); err != nil || d != c.md {
 		return nil, nil
+	}
+	// The materialization digest names the interpreter by path and version
+	// only: one updated in place (a distro fix, same version) compiles and
+	// seals differently, so the layer and its seal are the old build's. A
+	// miss then, as a --no-cache build would differ.
+	for _, id := range []*seal.FileIdentity{&s.Interpreter.FileIdentity, s.Interpreter.LibPython} {
+		if id == nil {
+			continue
+		}
+		if now, err := seal.IdentityOf(id.Path); err != nil || now.SHA256 != id.SHA256 || now.Size != id.Size {
+			return nil, nil
+		}
 	}
 	// Rehashed here (a few tens of ms), so that a damaged entry is a miss
 	// that rebuilds, not a build that fails later.

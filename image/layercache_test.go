@@ -2,8 +2,10 @@ package image
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/store"
@@ -47,6 +49,31 @@ func TestLayerCache(t *testing.T) {
 	}
 	if again := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")}); again.Timings.CachedLayers != 1 || again.Digest != first.Digest {
 		t.Fatalf("the rewritten entry: %+v", again.Timings)
+	}
+
+	// An interpreter updated in place since (same path and version, other
+	// bytes: here, the entry's seal says other bytes) is a miss.
+	entries, _ := filepath.Glob(filepath.Join(home, store.ImageLayersDir, "*.json"))
+	if len(entries) != 1 {
+		t.Fatalf("cache entries: %v", entries)
+	}
+	raw, err := os.ReadFile(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatal(err)
+	}
+	e["seal"].(map[string]any)["interpreter"].(map[string]any)["sha256"] = "sha256:" + strings.Repeat("0", 64)
+	if raw, err = json.Marshal(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entries[0], raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if again := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")}); again.Timings.CachedLayers != 0 || again.Digest != first.Digest {
+		t.Fatalf("an entry sealed with another interpreter: %+v, %s", again.Timings, again.Digest)
 	}
 
 	st, err := store.Open(home)
