@@ -52,6 +52,12 @@ const (
 	ActionNoCache Action = "no_cache"
 	// ActionPlatformList lists the platform presets.
 	ActionPlatformList Action = "platform_list"
+	// ActionReviewChangesets lists the open change-sets, the proposals
+	// an approval would accept.
+	ActionReviewChangesets Action = "review_changesets"
+	// ActionPropose proposes the provider again (install), so that what
+	// changed is reviewed and approved (Target: the provider).
+	ActionPropose Action = "propose"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).
 	ActionScanLedger Action = "scan_ledger"

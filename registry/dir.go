@@ -357,7 +357,7 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 		return nil, err
 	}
 	if b == nil {
-		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin", provider)
+		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
 	p, err := ParsePin(b)
 	if err != nil {

@@ -167,7 +167,7 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 		case why != nil:
 			return nil, why
 		default:
-			return nil, refusal.New(refusal.PinUnapproved, "provider %s: %d of %d approvals", provider, n, th)
+			return nil, refusal.New(refusal.PinUnapproved, "provider %s: %d of %d approvals (a pin approved below the current threshold is proposed and approved again)", provider, n, th).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 	}
 	if stateDir != "" && len(chain) > 0 {

@@ -100,7 +100,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	// holds the seal's digest to the name: the materialization is the
 	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal)
+		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, proposeTarget(spec, name))
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }
@@ -194,4 +194,14 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 		}
 	}
 	return nil
+}
+
+// proposeTarget is what install takes to propose the pinned package again:
+// "NAME==VERSION --sha256 HEX" (the provider's name when the pin names no
+// package).
+func proposeTarget(spec *registry.Provider, name string) string {
+	if spec == nil || spec.Package == nil {
+		return name
+	}
+	return spec.Package.Name + "==" + spec.Package.Version + " --sha256 " + spec.Package.SHA256.Hex()
 }

@@ -420,6 +420,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return again(args, "--no-cache")
 	case refusal.ActionEmbed:
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
+	case refusal.ActionReviewChangesets:
+		return "cruxprov changeset list"
+	case refusal.ActionPropose:
+		r := "cruxprov install " + rem.Target + " --platform PLATFORM --python PYTHON"
+		if !indexFromConfig {
+			r += " --index URL"
+		}
+		return r
 	case refusal.ActionScanLedger:
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:

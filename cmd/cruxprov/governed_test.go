@@ -124,7 +124,11 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "+ cruxible-provider-runtime") {
 		t.Errorf("diff v1: %s", r.stdout)
 	}
-	refused(ex("verify", "acme-echo"), refusal.PinUnapproved, "verify before approval")
+	if r := refused(ex("verify", "acme-echo"), refusal.PinUnapproved, "verify before approval"); !strings.Contains(r.stderr, "to fix: cruxprov changeset list") {
+		t.Errorf("pin_unapproved without its advice: %s", r.stderr)
+	} else if f := op("changeset", "list"); f.code != 0 || !strings.Contains(f.stdout, strings.TrimPrefix(id1, "sha256:")[:12]) {
+		t.Errorf("the advised changeset list, as the operator: %+v (want %s)", f, id1)
+	}
 	keys := filepath.Join(w.base, "keys")
 	must(op("key", "generate", "--out", filepath.Join(keys, "alice")), "key generate")
 	must(op("key", "trust", filepath.Join(keys, "alice.pub"), "--name", "alice"), "key trust")
@@ -469,6 +473,13 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PinMismatch)) {
 		t.Fatalf("a rebuilt env whose interpreter changed, under the old pin: %+v", r)
 	}
-	approveInstall()
+	// The advice proposes the pinned package again; its change-set,
+	// approved, is the new pin.
+	r.stderr = strings.NewReplacer("PLATFORM", "host", "PYTHON", python, "--index URL", "--index "+w.url+" --no-compile --quiet").Replace(r.stderr)
+	fix := runFix(t, r, base, "CRUXPROV_HOME="+home)
+	if fix.code != 0 {
+		t.Fatalf("the advised proposal: %+v", fix)
+	}
+	must("changeset", "approve", strings.TrimSpace(fix.stdout), "--key", filepath.Join(keys, "k.key"))
 	must("verify", "acme-echo", "--deep")
 }
