@@ -433,30 +433,8 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := filepath.Join(base, "home")
-	run := func(args ...string) result {
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
-		return runCmd(t, cmd)
-	}
-	must := func(args ...string) result {
-		t.Helper()
-		r := run(args...)
-		if r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return r
-	}
 	keys := filepath.Join(base, "keys")
-	os.MkdirAll(keys, 0o700)
-	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
-	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
-	must("key", "generate", "--out", filepath.Join(keys, "k"))
-	must("key", "trust", filepath.Join(keys, "k.pub"))
-	approveInstall := func() {
-		t.Helper()
-		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile", "--quiet").stdout)
-		must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
-	}
+	run, must, approveInstall := approvingStore(t, w, base, python)
 	approveInstall()
 	must("verify", "acme-echo")
 	f, _ := os.OpenFile(python, os.O_APPEND|os.O_WRONLY, 0)
@@ -482,4 +460,39 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 	}
 	must("changeset", "approve", strings.TrimSpace(fix.stdout), "--key", filepath.Join(keys, "k.key"))
 	must("verify", "acme-echo", "--deep")
+}
+
+// approvingStore is a store under base/home with acme.echo and
+// acme.diagnostics registered and one trusted approver key (base/keys/k):
+// run and must run the CLI on it (must fails the test on a non-zero
+// exit), approveInstall proposes w's acme-echo on python (no bytecode)
+// and approves it.
+func approvingStore(t *testing.T, w *governedWorld, base, python string) (run, must func(args ...string) result, approveInstall func()) {
+	t.Helper()
+	home := filepath.Join(base, "home")
+	run = func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	must = func(args ...string) result {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
+	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
+	must("key", "generate", "--out", filepath.Join(keys, "k"))
+	must("key", "trust", filepath.Join(keys, "k.pub"))
+	approveInstall = func() {
+		t.Helper()
+		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile", "--quiet").stdout)
+		must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
+	}
+	return run, must, approveInstall
 }

@@ -47,28 +47,8 @@ func TestRunSandboxBwrap(t *testing.T) {
 func runSandboxBwrap(t *testing.T, fx *fixtures.Set, python string) {
 	base := testdir.New(t)
 	w := newGovernedWorld(t, base, fx)
-	home := filepath.Join(base, "home")
-	run := func(args ...string) result {
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
-		return runCmd(t, cmd)
-	}
-	must := func(args ...string) result {
-		t.Helper()
-		r := run(args...)
-		if r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return r
-	}
-	keys := filepath.Join(base, "keys")
-	os.MkdirAll(keys, 0o700)
-	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
-	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
-	must("key", "generate", "--out", filepath.Join(keys, "k"))
-	must("key", "trust", filepath.Join(keys, "k.pub"))
-	id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile", "--quiet").stdout)
-	must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
+	_, must, approveInstall := approvingStore(t, w, base, python)
+	approveInstall()
 	secret := filepath.Join(base, "token")
 	os.WriteFile(secret, []byte("s3cr3t"), 0o644)
 	input := filepath.Join(base, "input.json")
