@@ -268,6 +268,14 @@ func envRemoveCmd() *cli.Command {
 					return usagef("env %s is named by an accepted pin or an open change-set: retire the provider (cruxprov provider retire NAME) or reject the change-set first", dir)
 				}
 			}
+			_, errDir := os.Lstat(dir)
+			_, errSeal := os.Lstat(seal.SealPath(dir))
+			if errors.Is(errDir, fs.ErrNotExist) && errors.Is(errSeal, fs.ErrNotExist) {
+				// Already gone (a second remove, a gc): say so, not "removed".
+				return o.emit("cruxprov.env.remove/v1", map[string]any{"path": dir, "removed": false}, func(w io.Writer) {
+					fmt.Fprintf(w, "no env %s in the store: nothing removed\n", dir)
+				})
+			}
 			if err := materialize.Remove(c.Context, st, dir); err != nil {
 				return err
 			}

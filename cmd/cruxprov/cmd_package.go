@@ -79,6 +79,10 @@ func init() {
 					Report *manifest.Report `json:"inspect"`
 				}{out, r}
 				return o.emit("cruxprov.package.embed/v1", v, func(w io.Writer) {
+					if o.quiet { // the result alone: the wheel written
+						fmt.Fprintln(w, out)
+						return
+					}
 					fmt.Fprintf(w, "wrote %s\n\n", out)
 					printInspect(w, r)
 				})

@@ -152,6 +152,9 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	if _, err := os.Lstat(plainEnv.Path); err == nil {
 		t.Errorf("env remove left %s", plainEnv.Path)
 	}
+	if r := step("env remove again", 0, "env", "remove", plainEnv.Digest.String()); !strings.Contains(r.stdout, "nothing removed") {
+		t.Errorf("a second env remove: %+v", r)
+	}
 	r = step("verify removed", exitRefused, "env", "verify", plainEnv.Path)
 	if !strings.Contains(r.stderr, "refused: "+string(refusal.SealMissing)) {
 		t.Errorf("removed: %+v", r)

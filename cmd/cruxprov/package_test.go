@@ -108,8 +108,8 @@ func TestPackageEmbed(t *testing.T) {
 
 	// The same inputs give the same bytes; embedding again replaces.
 	again := filepath.Join(t.TempDir(), "Acme_Plain-2.0.0-py3-none-any.whl")
-	if r := cruxprov(t, "package", "embed", outPath, "--manifest", mf, "--lock", lf, "-o", again); r.code != 0 {
-		t.Fatalf("%+v", r)
+	if r := cruxprov(t, "package", "embed", outPath, "--manifest", mf, "--lock", lf, "-o", again, "--quiet"); r.code != 0 || strings.TrimSpace(r.stdout) != again {
+		t.Fatalf("--quiet prints the wheel written alone: %+v", r)
 	}
 	x, _ := os.ReadFile(outPath)
 	y, _ := os.ReadFile(again)
