@@ -309,7 +309,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	return res, nil
 }
 
-// ParsePush parses a --push value, REPO or REPO:TAG, into the repository
+// ParsePush parses a push destination (Options.Push), REPO or REPO:TAG, into the repository
 // and the tag ("" when none is given: the image is pushed by digest
 // only). go-containerregistry decides what is a tag, so a registry's
 // port (127.0.0.1:5000/acme/echo) is not taken for one. A digest, or
@@ -321,7 +321,7 @@ func ParsePush(s string) (name.Repository, string, error) {
 	}
 	t, err := name.NewTag(s, name.StrictValidation)
 	if err != nil {
-		return name.Repository{}, "", fmt.Errorf("--push %q is not REPO or REPO:TAG (e.g. registry.example/acme/echo or registry.example/acme/echo:1.0; the image is always pushed by digest): %v", s, err)
+		return name.Repository{}, "", fmt.Errorf("push destination %q is not REPO or REPO:TAG (e.g. registry.example/acme/echo or registry.example/acme/echo:1.0; the image is always pushed by digest): %v", s, err)
 	}
 	return t.Context(), t.TagStr(), nil
 }

@@ -55,8 +55,9 @@ const (
 	// ActionReviewChangesets lists the open change-sets, the proposals
 	// an approval would accept.
 	ActionReviewChangesets Action = "review_changesets"
-	// ActionPropose proposes the provider again (install), so that what
-	// changed is reviewed and approved (Target: the provider).
+	// ActionPropose proposes the provider's package again (install), so
+	// that what changed is reviewed and approved (Target: the package,
+	// "NAME==VERSION@sha256:HEX", or the provider's name).
 	ActionPropose Action = "propose"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).

@@ -98,7 +98,7 @@ func (r *Stub) Pin(ctx context.Context, provider string) (out *Pin, err error) {
 	err = r.read(ctx, func(s *state) error {
 		p := s.pins[provider]
 		if p == nil {
-			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin", provider)
+			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 		out = clonePin(p)
 		return nil

@@ -196,12 +196,12 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 	return nil
 }
 
-// proposeTarget is what install takes to propose the pinned package again:
-// "NAME==VERSION --sha256 HEX" (the provider's name when the pin names no
+// proposeTarget names the pinned package to propose again,
+// "NAME==VERSION@sha256:HEX" (the provider's name when the pin names no
 // package).
 func proposeTarget(spec *registry.Provider, name string) string {
 	if spec == nil || spec.Package == nil {
 		return name
 	}
-	return spec.Package.Name + "==" + spec.Package.Version + " --sha256 " + spec.Package.SHA256.Hex()
+	return spec.Package.Name + "==" + spec.Package.Version + "@" + spec.Package.SHA256.String()
 }

@@ -423,7 +423,15 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list"
 	case refusal.ActionPropose:
-		r := "cruxprov install " + rem.Target + " --platform PLATFORM --python PYTHON"
+		pkg, sha, ok := strings.Cut(rem.Target, "@sha256:")
+		if !ok {
+			pkg, sha = "WHEEL", ""
+		}
+		r := "cruxprov install " + shellQuote(pkg)
+		if sha != "" {
+			r += " --sha256 " + shellQuote(sha)
+		}
+		r += " --platform PLATFORM --python PYTHON"
 		if !indexFromConfig {
 			r += " --index URL"
 		}

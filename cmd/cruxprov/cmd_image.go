@@ -128,7 +128,7 @@ func imageBuild(c *cli.Context) error {
 	}
 	if p := c.String("push"); p != "" {
 		if _, _, err := image.ParsePush(p); err != nil {
-			return usagef("%v", err)
+			return usagef("--push: %v", err)
 		}
 	}
 	if c.String("index") == "" && !c.Bool("offline") {

@@ -141,3 +141,13 @@ func TestReceiptsBeforeAnyRun(t *testing.T) {
 		t.Errorf("a missing --ledger: %+v", r)
 	}
 }
+
+// TestImagePushBadDestinationIsUsage: a --push that is neither REPO nor
+// REPO:TAG is a usage error before anything is read or built.
+func TestImagePushBadDestinationIsUsage(t *testing.T) {
+	r := cruxprov(t, "image", "build", "--wheel", filepath.Join(t.TempDir(), "absent.whl"), "--push", "Bad Repo",
+		"--index", "http://127.0.0.1:9/simple/", "--platform", "cp311-manylinux_2_36_x86_64", "--base", "oci:x@sha256:"+strings.Repeat("0", 64), "--shim", "cruxshim")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "usage: --push: push destination \"Bad Repo\" is not REPO or REPO:TAG") {
+		t.Fatalf("%+v", r)
+	}
+}
