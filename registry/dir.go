@@ -410,6 +410,24 @@ func (d *Dir) Chain(ctx context.Context) ([]digest.Digest, error) {
 	return h, err
 }
 
+// PinHistory implements Reader: the log is read once, its chain checked,
+// and only the lines that can be the provider's pin events are decoded.
+func (d *Dir) PinHistory(ctx context.Context, provider string) ([]digest.Digest, *Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	b, err := readOptional(d.path("log.jsonl"))
+	if err != nil {
+		return nil, nil, err
+	}
+	hashes, raws, err := chainLines(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	last, err := lastPinEntry(hashes, raws, provider)
+	return hashes, last, err
+}
+
 // RegisterInterface implements Writer.
 func (d *Dir) RegisterInterface(ctx context.Context, id string, schema []byte) (out *Interface, err error) {
 	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.registerInterface(d.now(), id, schema); return })

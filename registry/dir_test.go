@@ -3,6 +3,7 @@ package registry_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +82,31 @@ func editPin(t *testing.T, f *fixture, fn func(m map[string]any)) {
 	})
 }
 
+// appendEntry appends e to the history as an attacker can: the chain's
+// hashes take no key.
+func appendEntry(t *testing.T, f *fixture, e registry.Entry) {
+	t.Helper()
+	b, err := os.ReadFile(f.logPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lines(b)
+	var last struct{ Hash string }
+	if err := json.Unmarshal(l[len(l)-1], &last); err != nil {
+		t.Fatal(err)
+	}
+	e.Seq, e.At = int64(len(l)), time.Now().UTC()
+	raw, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte(last.Hash + "\n" + string(raw)))
+	line := fmt.Sprintf(`{"v":1,"prev":%q,"hash":"sha256:%x","entry":%s}`+"\n", last.Hash, h, raw)
+	if err := os.WriteFile(f.logPath(), append(b, line...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func lines(b []byte) [][]byte {
 	return bytes.SplitAfter(bytes.TrimSuffix(b, []byte("\n")), []byte("\n"))
 }
@@ -89,35 +115,45 @@ func lines(b []byte) [][]byte {
 // happen for real, on its files.
 func TestTamperRefusals(t *testing.T) {
 	ctx := context.Background()
+	retire := func(t *testing.T, f *fixture) {
+		cs, err := f.dir.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
-		name   string
-		tamper func(t *testing.T, f *fixture)
-		want   refusal.Code
+		name    string
+		tamper  func(t *testing.T, f *fixture)
+		want    refusal.Code
+		noFloor bool // verified by a verifier that has no floor yet
 	}{
 		{"a tampered byte in the pin's spec", func(t *testing.T, f *fixture) {
 			edit(t, f.pinPath(), func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"2.1"`), 1) })
-		}, refusal.SignatureInvalid},
+		}, refusal.SignatureInvalid, false},
 		{"a byte breaking the pin's JSON", func(t *testing.T, f *fixture) {
 			edit(t, f.pinPath(), func(b []byte) []byte { return b[1:] })
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
 		{"the pin's revision edited", func(t *testing.T, f *fixture) {
 			editPin(t, f, func(m map[string]any) {
 				m["revision"] = 7
 				m["spec"].(map[string]any)["revision"] = 7
 			})
-		}, refusal.SignatureInvalid},
+		}, refusal.SignatureInvalid, false},
 		{"an expiry edited under a valid signature", func(t *testing.T, f *fixture) {
 			editPin(t, f, func(m map[string]any) {
 				m["approvals"].([]any)[0].(map[string]any)["expires"] = "2999-01-01T00:00:00Z"
 			})
-		}, refusal.SignatureInvalid},
+		}, refusal.SignatureInvalid, false},
 		{"a signature from an untrusted key", func(t *testing.T, f *fixture) {
 			mallory := registrytest.NewKey(t, "mallory", registry.RoleApprover)
 			editPin(t, f, func(m map[string]any) {
 				a := m["approvals"].([]any)[0].(map[string]any)
 				a["signer"] = mallory.Key.Digest.String()
 			})
-		}, refusal.SignerUntrusted},
+		}, refusal.SignerUntrusted, false},
 		{"a key added to trust.json without approval", func(t *testing.T, f *fixture) {
 			mallory := registrytest.NewKey(t, "mallory", registry.RoleApprover)
 			edit(t, filepath.Join(f.dir.Root(), "trust.json"), func(b []byte) []byte {
@@ -131,34 +167,65 @@ func TestTamperRefusals(t *testing.T) {
 				out, _ := json.Marshal(m)
 				return out
 			})
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
 		{"an older pin copied back", func(t *testing.T, f *fixture) {
 			os.WriteFile(f.pinPath(), f.pin1, 0o644)
-		}, refusal.PinRollback},
+		}, refusal.PinRollback, false},
+		// The history names the pin it accepted last: a verifier sees an
+		// older pin put back on its first run too, and after a retirement
+		// (its floor holds the revision it ran, not the retirement's).
+		{"an older pin copied back, to a verifier without a floor", func(t *testing.T, f *fixture) {
+			os.WriteFile(f.pinPath(), f.pin1, 0o644)
+		}, refusal.PinRollback, true},
+		{"a retired provider's last pin copied back, to the verifier that ran it", func(t *testing.T, f *fixture) {
+			pin2, _ := os.ReadFile(f.pinPath())
+			retire(t, f)
+			os.WriteFile(f.pinPath(), pin2, 0o644)
+		}, refusal.PinRollback, false},
+		{"a retired provider's older pin copied back, to a verifier without a floor", func(t *testing.T, f *fixture) {
+			retire(t, f)
+			os.WriteFile(f.pinPath(), f.pin1, 0o644)
+		}, refusal.PinRollback, true},
+		// Anyone who can write the registry can append to the chain (its
+		// hashes have no key), but not raise an old pin's signed revision:
+		// the history's revisions of a provider only go up.
+		{"an older pin put back with a history entry appended to match it", func(t *testing.T, f *fixture) {
+			os.WriteFile(f.pinPath(), f.pin1, 0o644)
+			var p registry.Pin
+			json.Unmarshal(f.pin1, &p)
+			appendEntry(t, f, registry.Entry{Event: registry.EventPinAccepted, Subject: "acme-echo", Digest: p.SpecDigest, Revision: 1})
+		}, refusal.PinRollback, true},
 		{"the history's tail cut off", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); return bytes.Join(l[:len(l)-1], nil) })
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
+		{"the history's tail cut off, to a verifier without a floor", func(t *testing.T, f *fixture) {
+			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); return bytes.Join(l[:len(l)-1], nil) })
+		}, refusal.RegistryCorrupt, true},
 		{"a history entry deleted", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); return bytes.Join(append(l[:1:1], l[2:]...), nil) })
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
 		{"history entries reordered", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); l[1], l[2] = l[2], l[1]; return bytes.Join(l, nil) })
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
 		{"a history entry rewritten", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"event":"pin-accepted"`), []byte(`"event":"pin-retired"`), 1)
 			})
-		}, refusal.RegistryCorrupt},
+		}, refusal.RegistryCorrupt, false},
 		{"an unknown pin format major", func(t *testing.T, f *fixture) {
 			editPin(t, f, func(m map[string]any) { m["format"] = "cruxible.pin/v2" })
-		}, refusal.RegistryCorrupt},
-		{"the pin deleted", func(t *testing.T, f *fixture) { os.Remove(f.pinPath()) }, refusal.PinUnapproved},
+		}, refusal.RegistryCorrupt, false},
+		{"the pin deleted", func(t *testing.T, f *fixture) { os.Remove(f.pinPath()) }, refusal.PinUnapproved, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			c.tamper(t, f)
-			_, err := registry.VerifyPin(ctx, f.dir, f.state, "acme-echo", time.Now())
+			state := f.state
+			if c.noFloor {
+				state = t.TempDir()
+			}
+			_, err := registry.VerifyPin(ctx, f.dir, state, "acme-echo", time.Now())
 			if !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %s", err, c.want)
 			}

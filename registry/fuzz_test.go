@@ -37,6 +37,13 @@ func FuzzLogLines(f *testing.F) {
 		b = append(b, r.line()...)
 	}
 	f.Add(b)
+	s.record(now, EventPinAccepted, "acme", digest.Sum([]byte("b")), 2, "")
+	s.record(now, EventPinAccepted, "acme", digest.Sum([]byte("a")), 1, "")
+	var down []byte
+	for _, r := range s.log {
+		down = append(down, r.line()...)
+	}
+	f.Add(down)
 	f.Add([]byte("{}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		recs, err := parseLog(b)
@@ -52,6 +59,32 @@ func FuzzLogLines(f *testing.F) {
 		}
 		if string(out) != string(b) {
 			t.Fatalf("a verified log does not render back to itself")
+		}
+		// The pin-event scan decodes only the lines that can match; it
+		// finds what decoding every entry finds, and refuses a provider's
+		// revisions going down.
+		hashes, raws, _ := chainLines(b)
+		got, err := lastPinEntry(hashes, raws, "acme")
+		var want, top *Entry
+		for i := range recs {
+			if e := recs[i].e; isPinEvent(e, "acme") {
+				want = &e
+				if top == nil || e.Revision > top.Revision {
+					top = want
+				}
+			}
+		}
+		if want != nil && want.Revision < top.Revision {
+			if refusal.CodeOf(err) != refusal.PinRollback {
+				t.Fatalf("revisions going down (%d after %d): %v", want.Revision, top.Revision, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("lastPinEntry on a decoded log: %v", err)
+		}
+		if (got == nil) != (want == nil) || (got != nil && (got.Seq != want.Seq || got.Hash != want.Hash || got.Prev != want.Prev)) {
+			t.Fatalf("lastPinEntry %+v, decoding every entry %+v", got, want)
 		}
 	})
 }

@@ -114,6 +114,9 @@ func chainLines(b []byte) ([]digest.Digest, [][]byte, error) {
 			return nil, nil, refusal.New(refusal.RegistryCorrupt, "history entry %d is not a log line", n)
 		}
 		var pv, hv [32]byte
+		if !lowerHex(ln[prevOff:prevOff+64]) || !lowerHex(ln[hashOff:hashOff+64]) {
+			return nil, nil, refusal.New(refusal.RegistryCorrupt, "history entry %d: prev or hash is not lower-case hex", n)
+		}
 		if _, err := hex.Decode(pv[:], ln[prevOff:prevOff+64]); err != nil {
 			return nil, nil, refusal.New(refusal.RegistryCorrupt, "history entry %d: prev is not hex", n)
 		}
@@ -135,6 +138,17 @@ func chainLines(b []byte) ([]digest.Digest, [][]byte, error) {
 	return hashes, raws, nil
 }
 
+// lowerHex reports whether b is lower-case hex digits, as line writes
+// them (hex.Decode also takes upper case: a line in another form).
+func lowerHex(b []byte) bool {
+	for _, c := range b {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // parseLog checks the chain and decodes every entry.
 func parseLog(b []byte) ([]logRec, error) {
 	hashes, raws, err := chainLines(b)
@@ -151,11 +165,68 @@ func parseLog(b []byte) ([]logRec, error) {
 		if e.Seq != int64(i) {
 			return nil, refusal.New(refusal.RegistryCorrupt, "history entry %d says it is entry %d", i, e.Seq)
 		}
+		// An entry is stored as json.Marshal wrote it: no other spelling
+		// of a key or a value (encoding/json matches keys in any case and
+		// reads \u escapes), so the bytes a reader scans are what it means.
+		if b, err := json.Marshal(e); err != nil || !bytes.Equal(b, raw) {
+			return nil, refusal.New(refusal.RegistryCorrupt, "history entry %d is not in the form cruxprov writes", i)
+		}
 		e.Prev, e.Hash = prev, hashes[i]
 		recs[i] = logRec{e: e, raw: append([]byte(nil), raw...), hash: hashes[i]}
 		prev = hashes[i]
 	}
 	return recs, nil
+}
+
+// isPinEvent reports whether e accepted or retired provider's pin.
+func isPinEvent(e Entry, provider string) bool {
+	return e.Subject == provider && (e.Event == EventPinAccepted || e.Event == EventPinRetired)
+}
+
+// lastPinEntry finds provider's last pin event in a checked chain
+// (chainLines' hashes and entry bytes), decoding only the entries whose
+// bytes name a pin event and the provider as json.Marshal writes them
+// (parseLog refuses an entry in any other form). The revisions of a
+// provider's pin events only go up, as approvals make them: a last
+// event below an earlier one is an entry appended to put an older pin
+// back (pin_rollback), since the approvals' signatures cover the
+// revision and no older pin can be raised to match. An entry that does
+// not decode is registry_corrupt.
+func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entry, error) {
+	subject, err := json.Marshal(provider)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.PinUnapproved, err, "%q is not a provider name", provider)
+	}
+	subject = append([]byte(`"subject":`), subject...)
+	event := []byte(`"event":"pin-`)
+	var last, top *Entry
+	for i := range raws {
+		if !bytes.Contains(raws[i], subject) || !bytes.Contains(raws[i], event) {
+			continue
+		}
+		var e Entry
+		if err := strictJSON(raws[i], &e); err != nil {
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "history entry %d", i)
+		}
+		if e.Seq != int64(i) {
+			return nil, refusal.New(refusal.RegistryCorrupt, "history entry %d says it is entry %d", i, e.Seq)
+		}
+		if !isPinEvent(e, provider) {
+			continue
+		}
+		e.Hash = hashes[i]
+		if e.Prev = zeroPrev; i > 0 {
+			e.Prev = hashes[i-1]
+		}
+		last = &e
+		if top == nil || e.Revision > top.Revision {
+			top = last
+		}
+	}
+	if last != nil && last.Revision < top.Revision {
+		return nil, refusal.New(refusal.PinRollback, "the registry's history accepted %s revision %d (entry %d), then revision %d (entry %d): revisions only go up, so an older pin was put back with an entry appended", provider, top.Revision, top.Seq, last.Revision, last.Seq)
+	}
+	return last, nil
 }
 
 func entries(recs []logRec) []Entry {

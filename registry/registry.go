@@ -29,6 +29,12 @@ type Reader interface {
 	// Chain returns the hash of every history entry in order, the chain
 	// checked (registry_corrupt), without decoding the entries.
 	Chain(ctx context.Context) ([]digest.Digest, error)
+	// PinHistory returns what Chain returns and the last pin-accepted or
+	// pin-retired entry of provider (nil when the history has none),
+	// decoding that entry alone: the pin a verifier reads must be the
+	// one the history accepted last, or it was put back or written
+	// outside an approval.
+	PinHistory(ctx context.Context, provider string) ([]digest.Digest, *Entry, error)
 }
 
 // Writer changes the registry. Each mutation is appended to the history.

@@ -124,6 +124,20 @@ func (r *Stub) Chain(ctx context.Context) (out []digest.Digest, err error) {
 	return out, err
 }
 
+// PinHistory implements Reader.
+func (r *Stub) PinHistory(ctx context.Context, provider string) (hashes []digest.Digest, last *Entry, err error) {
+	err = r.read(ctx, func(s *state) (err error) {
+		hashes = hashesOf(s.log)
+		raws := make([][]byte, len(s.log))
+		for i, rec := range s.log {
+			raws[i] = rec.raw
+		}
+		last, err = lastPinEntry(hashes, raws, provider)
+		return err
+	})
+	return hashes, last, err
+}
+
 // RegisterInterface implements Writer.
 func (r *Stub) RegisterInterface(ctx context.Context, id string, schema []byte) (out *Interface, err error) {
 	err = r.do(ctx, func(s *state) (err error) { out, err = s.registerInterface(r.now(), id, schema); return })

@@ -96,6 +96,11 @@ func writeFloor(stateDir string, f *Floor) error {
 //   - its revision is not below the floor's (pin_rollback);
 //   - its spec hashes to its spec digest and its revision is the spec's
 //     (signature_invalid: the signatures cover both);
+//   - it is the pin the history accepted or retired last for the
+//     provider, and the provider's revisions in the history never go
+//     down (pin_rollback: an older pin put back, for a verifier without
+//     a floor or after a retirement too; registry_corrupt: a pin the
+//     history never accepted);
 //   - the trust state replays from the root of trust named in the
 //     history, each governance step approved at the threshold then in
 //     force (registry_corrupt, signature_invalid) — skipped when the
@@ -110,7 +115,7 @@ func writeFloor(stateDir string, f *Floor) error {
 // failure is a *refusal.Error but the context's own (cancelled, past
 // its deadline). It reads JSON only: no YAML, no network.
 func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now time.Time) (*Pin, error) {
-	chain, err := reg.Chain(ctx)
+	chain, last, err := reg.PinHistory(ctx, provider)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +146,9 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 	sd, err := SpecDigest(&p.Spec)
 	if err != nil || sd != p.SpecDigest || p.Revision != p.Spec.Revision || p.Spec.scope() != provider || p.Provider != provider {
 		return nil, refusal.New(refusal.SignatureInvalid, "provider %s pin: its spec, revision or name is not what was signed (spec digest %s, recorded %s)", provider, sd, p.SpecDigest)
+	}
+	if err := matchHistory(p, last); err != nil {
+		return nil, err
 	}
 	t, err := reg.Trust(ctx)
 	if err != nil {
@@ -188,6 +196,25 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 		}
 	}
 	return p, nil
+}
+
+// matchHistory checks that p is the pin the history accepted (or
+// retired) last for its provider. A pin below that revision is an older,
+// validly signed pin file put back: pin_rollback, even for a verifier
+// without a floor (its first run, or a provider it never verified) and
+// for a provider retired since. Any other difference is a pin file no
+// approval wrote: registry_corrupt.
+func matchHistory(p *Pin, last *Entry) error {
+	if last == nil {
+		return refusal.New(refusal.RegistryCorrupt, "provider %s has a pin file (revision %d) but the registry's history never accepted a pin of it: propose it again and approve it", p.Provider, p.Revision)
+	}
+	if p.Revision < last.Revision {
+		return refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; the registry's history %s revision %d (entry %d): an older pin file was put back", p.Provider, p.Revision, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Seq)
+	}
+	if p.Revision != last.Revision || p.SpecDigest != last.Digest || p.Retired != (last.Event == EventPinRetired) {
+		return refusal.New(refusal.RegistryCorrupt, "provider %s pin (revision %d, spec %s) is not the one the registry's history %s last (revision %d, spec %s, entry %d): propose it again and approve it", p.Provider, p.Revision, p.SpecDigest, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
+	}
+	return nil
 }
 
 // replayTrust rebuilds the trust state from its root and its governance

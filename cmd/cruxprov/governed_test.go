@@ -277,23 +277,65 @@ func TestGovernedFlow(t *testing.T) {
 	governedFlow(t, w, w.url)
 	// Verification makes no network call: it works in a network
 	// namespace with nothing in it (DESIGN §8).
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
+	t.Run("no network", func(t *testing.T) {
+		if _, err := exec.LookPath("unshare"); err != nil {
+			t.Skip("no unshare")
+		}
+		// An unprivileged user gets a network namespace inside a user
+		// namespace of its own (-r: mapped to root there).
+		netns := []string{"-n"}
+		if os.Geteuid() != 0 {
+			netns = []string{"-r", "-n"}
+			if out, err := exec.Command("unshare", append(netns, "true")...).CombinedOutput(); err != nil {
+				t.Skipf("unshare -r -n: %v: %s (no user namespaces for this user here)", err, out)
+			}
+		}
+		cmd := exec.Command("unshare", append(netns, bin, "--home", home, "verify", "acme-echo", "--deep")...)
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Errorf("verify under unshare -n: %+v", r)
+		}
+	})
+	retireAndRestore(t, w, home)
+}
+
+// retireAndRestore retires the provider governedFlow left accepted, then
+// puts its last pin file back (a backup restored, or an attacker): the
+// executor that ran that pin refuses it (its floor holds the revision it
+// ran, not the retirement's), and so do a verifier that never ran it and
+// registry log --verify, by the history's last pin entry.
+func retireAndRestore(t *testing.T, w *governedWorld, home string) {
+	t.Helper()
+	pinFile := filepath.Join(home, "registry", "pins", "acme-echo.json")
+	last, err := os.ReadFile(pinFile)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// An unprivileged user gets a network namespace inside a user
-	// namespace of its own (-r: mapped to root there).
-	netns := []string{"-n"}
-	if os.Geteuid() != 0 {
-		netns = []string{"-r", "-n"}
-		if out, err := exec.Command("unshare", append(netns, "true")...).CombinedOutput(); err != nil {
-			t.Skipf("unshare -r -n: %v: %s (no user namespaces for this user here)", err, out)
+	r := w.operator("provider", "retire", "acme-echo", "--json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil {
+		t.Fatalf("retire: %v %+v", err, r)
+	}
+	id, _ := v["changeSet"].(map[string]any)["metadata"].(map[string]any)["id"].(string)
+	if r := w.operator("changeset", "approve", id, "--key", filepath.Join(w.base, "keys", "alice.key")); r.code != 0 {
+		t.Fatalf("approve the retirement: %+v", r)
+	}
+	wantRefused := func(r result, code refusal.Code, what string) {
+		t.Helper()
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") {
+			t.Errorf("%s: want %s: %+v", what, code, r)
 		}
 	}
-	cmd := exec.Command("unshare", append(netns, bin, "--home", home, "verify", "acme-echo", "--deep")...)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
-	if r := runCmd(t, cmd); r.code != 0 {
-		t.Errorf("verify under unshare -n: %+v", r)
+	wantRefused(w.executor("verify", "acme-echo"), refusal.PinUnapproved, "verify a retired provider")
+	if err := os.WriteFile(pinFile, last, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	wantRefused(w.executor("verify", "acme-echo"), refusal.PinRollback, "verify the last pin put back after retirement")
+	fresh := filepath.Join(w.base, "fresh-state") // any executor's to write
+	os.Mkdir(fresh, 0o777)
+	os.Chmod(fresh, 0o777)
+	wantRefused(w.executor("verify", "acme-echo", "--state-dir", fresh), refusal.PinRollback, "the same, by a verifier without a floor")
+	wantRefused(w.operator("registry", "log", "--verify"), refusal.PinRollback, "registry log --verify with the pin put back")
 }
 
 // TestGovernedFlowUnprivileged: the same, with the operator an ordinary
@@ -323,6 +365,7 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 	w.executor = as("65533", "XDG_STATE_HOME="+exState)
 	// The tamper step writes as root (an attacker with root, or the owner).
 	governedFlow(t, w, w.url)
+	retireAndRestore(t, w, home)
 }
 
 // TestInstallSources: install by NAME==VERSION --sha256 from the pinned

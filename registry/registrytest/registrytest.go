@@ -327,5 +327,16 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 				t.Errorf("entry %d: %+v", i, e)
 			}
 		}
+		// PinHistory: the same chain and the provider's last pin entry.
+		hashes, last, err := r.PinHistory(ctx, "acme-echo")
+		if err != nil || len(hashes) != len(chain) || hashes[len(hashes)-1] != chain[len(chain)-1] {
+			t.Fatalf("PinHistory: %v, %d hashes", err, len(hashes))
+		}
+		if last == nil || *last != log[len(log)-1] {
+			t.Errorf("PinHistory's last pin entry %+v, want %+v", last, log[len(log)-1])
+		}
+		if _, none, err := r.PinHistory(ctx, "acme-other"); err != nil || none != nil {
+			t.Errorf("PinHistory of a provider never accepted: %+v %v", none, err)
+		}
 	})
 }
