@@ -83,10 +83,7 @@ func loadBase(ctx context.Context, ref Ref, os, arch string, opts []remote.Optio
 }
 
 func baseErr(ref Ref, err error) error {
-	if refusal.CodeOf(err) != "" {
-		return err
-	}
-	return fmt.Errorf("cannot read the base image %s: %w", ref, err)
+	return readFailed(refusal.ImageDigestMismatch, err, "cannot read the base image %s", ref)
 }
 
 // node is one path of the base's merged file system.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,6 +151,34 @@ func (r *remoteSource) manifest(ctx context.Context, h v1.Hash) ([]byte, error) 
 		return nil, err
 	}
 	return desc.Manifest, checkBytes(desc.Manifest, h, "manifest")
+}
+
+// notReached reports whether err is a registry that could not be asked
+// or would not answer — the network, DNS, TLS, a timeout, credentials,
+// the registry's own failure (any HTTP status but 404) — rather than an
+// answer that differs from the pinned digest or a pinned image it does
+// not hold (404): fetch_failed, not image_digest_mismatch.
+func notReached(err error) bool {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode != http.StatusNotFound
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne)
+}
+
+// readFailed types an error reading ref that carries no refusal yet:
+// fetch_failed when the registry was not reached (notReached), else
+// code (what the read was to check).
+func readFailed(code refusal.Code, err error, format string, args ...any) error {
+	if refusal.CodeOf(err) != "" {
+		return err
+	}
+	if notReached(err) {
+		return refusal.Wrap(refusal.FetchFailed, err, format+" (the registry was not reached: check its host, the network and credentials)", args...)
+	}
+	return refusal.Wrap(code, err, format, args...)
 }
 
 func (r *remoteSource) tag(ctx context.Context, tag string) (v1.Hash, bool, error) {

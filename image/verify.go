@@ -168,10 +168,7 @@ func Verify(ctx context.Context, ref string, o VerifyOptions) (*Report, error) {
 }
 
 func readErr(r Ref, err error) error {
-	if refusal.CodeOf(err) != "" {
-		return err
-	}
-	return refusal.Wrap(refusal.ImageDigestMismatch, err, "cannot read %s", r)
+	return readFailed(refusal.ImageDigestMismatch, err, "cannot read %s", r)
 }
 
 // checkSignature finds the cosign signature of d under a trusted key; it
@@ -230,14 +227,14 @@ type cosignLayer struct {
 func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaType) ([]cosignLayer, error) {
 	h, ok, err := src.tag(ctx, tag)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.ImageSignatureInvalid, err, "cannot read %s", tag)
+		return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s", tag)
 	}
 	if !ok {
 		return nil, nil
 	}
 	raw, err := src.manifest(ctx, h)
 	if err != nil {
-		return nil, err
+		return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s", tag)
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
@@ -253,11 +250,11 @@ func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaTyp
 		}
 		rc, err := src.blob(ctx, l.Digest, l.Size)
 		if err != nil {
-			return nil, err
+			return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s: layer %s", tag, l.Digest)
 		}
 		b, err := readAllCapped(rc, maxManifest)
 		if err != nil {
-			return nil, err
+			return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s: layer %s", tag, l.Digest)
 		}
 		out = append(out, cosignLayer{desc: l, body: b})
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,4 +197,47 @@ func TestVerifyLayout(t *testing.T) {
 func fxEcho(t *testing.T) digest.Digest {
 	fx, _ := testIndex(t)
 	return fx.Echo.SHA256
+}
+
+// TestVerifyRegistryNotReached: a registry that cannot be asked, or that
+// fails, is fetch_failed (check the host and the network), not
+// image_digest_mismatch; one that answers it does not hold the pinned
+// image still is image_digest_mismatch (pull or rebuild it).
+func TestVerifyRegistryNotReached(t *testing.T) {
+	ctx := context.Background()
+	keys := []*sign.PublicKey{testKey(t).Public()}
+	pinned := "/acme/echo@sha256:" + strings.Repeat("ab", 32)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	serve := func(manifest int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v2/" {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			w.WriteHeader(manifest)
+		}))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	for _, c := range []struct {
+		name, host string
+		want       refusal.Code
+	}{
+		{"connection refused", closed, refusal.FetchFailed},
+		{"the registry fails", serve(http.StatusServiceUnavailable), refusal.FetchFailed},
+		{"credentials refused", serve(http.StatusForbidden), refusal.FetchFailed},
+		{"the pinned image is not there", serve(http.StatusNotFound), refusal.ImageDigestMismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Verify(ctx, c.host+pinned, VerifyOptions{Keys: keys})
+			if got := refusal.CodeOf(err); got != c.want {
+				t.Fatalf("got %v (%s), want %s", err, got, c.want)
+			}
+		})
+	}
 }
