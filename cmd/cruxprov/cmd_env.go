@@ -228,6 +228,9 @@ func envArg(o *opts, arg string) (string, error) {
 	if d, err := digest.ParseHex(arg); err == nil {
 		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
 	}
+	if p, ok := strings.CutPrefix(arg, digest.Prefix); ok {
+		return envByPrefix(o, p)
+	}
 	abs, err := filepath.Abs(arg)
 	if err != nil {
 		return "", usagef("%v", err)
@@ -235,14 +238,41 @@ func envArg(o *opts, arg string) (string, error) {
 	return abs, nil
 }
 
+// envByPrefix finds the one env of the store whose digest starts with
+// the hex prefix p (at least 8 digits), as change-set ids are found.
+func envByPrefix(o *opts, p string) (string, error) {
+	if len(p) < 8 || strings.Trim(p, "0123456789abcdef") != "" {
+		return "", usagef("env digest sha256:%s: give the digest, or at least 8 of its lower-case hex digits", p)
+	}
+	dir := filepath.Join(o.home, store.EnvsDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var found []string
+	for _, e := range ents {
+		if _, err := digest.ParseHex(e.Name()); err == nil && e.IsDir() && strings.HasPrefix(e.Name(), p) {
+			found = append(found, filepath.Join(dir, e.Name()))
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", usagef("no env sha256:%s… in the store %s (cruxprov env list shows them)", p, o.home)
+	}
+	return "", usagef("env digest sha256:%s is ambiguous (%d envs match): give more digits", p, len(found))
+}
+
 func envRemoveCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "remove",
 		Usage:     "delete a sealed env (its seal first, then its tree and stat index)",
-		UsageText: "cruxprov env remove PATH|DIGEST",
+		UsageText: "cruxprov env remove PATH|DIGEST|sha256:PREFIX",
 		Description: "Deletes an env of the store whatever its state (drifted, half-removed). Nothing can\n" +
-			"use it afterwards; create it again with env create.\n\n" +
-			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json",
+			"use it afterwards; create it again with env create. A digest prefix (8 hex digits or\n" +
+			"more) names the one env it matches.\n\n" +
+			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json\n   cruxprov env remove sha256:3f2a9c1d",
 		Action: func(c *cli.Context) error {
 			o, err := globals(c)
 			if err != nil {

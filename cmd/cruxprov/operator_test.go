@@ -148,7 +148,10 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	step("verify rebuilt", 0, "env", "verify", env)
 
 	// env remove, then gc.
-	step("env remove", 0, "env", "remove", plainEnv.Digest.String())
+	// By a digest prefix, as change-set ids (a short one is a usage error).
+	step("env remove by a short prefix", exitUsage, "env", "remove", plainEnv.Digest.String()[:12])
+	step("env remove", 0, "env", "remove", plainEnv.Digest.String()[:19])
+	step("env remove by a prefix now unknown", exitUsage, "env", "remove", plainEnv.Digest.String()[:19])
 	if _, err := os.Lstat(plainEnv.Path); err == nil {
 		t.Errorf("env remove left %s", plainEnv.Path)
 	}
