@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -381,4 +382,33 @@ func indexOf(xs []string, x string) int {
 		}
 	}
 	return -1
+}
+
+// TestPresetsOrder: platform list reads as a person counts, not as bytes.
+func TestPresetsOrder(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"cp39-manylinux_2_17_x86_64", "cp310-manylinux_2_17_x86_64", -1},
+		{"cp311-macosx_10_9_x86_64", "cp311-macosx_10_10_x86_64", -1},
+		{"cp311-macosx_11_0_arm64", "cp311-macosx_11_0_x86_64", -1},
+		{"cp311-win32", "cp311-win_amd64", -1},
+		{"a07", "a7", -1},
+		{"x", "x", 0},
+		{"x1", "x", 1},
+	} {
+		t.Run(c.a+" "+c.b, func(t *testing.T) {
+			if got := naturalCompare(c.a, c.b); got != c.want {
+				t.Errorf("got %d, want %d", got, c.want)
+			}
+			if got := naturalCompare(c.b, c.a); got != -c.want {
+				t.Errorf("reversed: got %d, want %d", got, -c.want)
+			}
+		})
+	}
+	p := Presets()
+	if !slices.IsSortedFunc(p, naturalCompare) || slices.Index(p, "cp39-manylinux_2_17_x86_64") > slices.Index(p, "cp310-manylinux_2_17_x86_64") {
+		t.Errorf("presets out of order: %v…", p[:5])
+	}
 }

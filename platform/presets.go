@@ -1,9 +1,11 @@
 package platform
 
 import (
+	"cmp"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -43,8 +45,48 @@ func Presets() []string {
 			out = append(out, cp+w)
 		}
 	}
-	sort.Strings(out)
+	slices.SortFunc(out, naturalCompare)
 	return out
+}
+
+// naturalCompare orders IDs as a reader does: runs of digits by their
+// value (cp39 before cp310, macosx_10_9 before macosx_10_10), the rest
+// byte by byte; equal so (leading zeros), byte by byte in full.
+func naturalCompare(a, b string) int {
+	if c := naturalRuns(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func naturalRuns(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			x, y := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Compare(len(x), len(y)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(x, y); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+func digitRun(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 var presetRE = regexp.MustCompile(`^cp3(\d+)-(?:manylinux_2_(\d+)_(x86_64|aarch64)|musllinux_1_(\d+)_(x86_64|aarch64)|macosx_(\d+)_(\d+)_(arm64|x86_64)|(win_amd64|win_arm64|win32))$`)
