@@ -176,7 +176,7 @@ func envCreate(c *cli.Context) error {
 			verb = "replaced"
 		}
 		if !o.quiet {
-			fmt.Fprintf(w, "%s %s (%d packages, %d files, %s)\n", verb, out.Path, out.Packages, out.Files, out.Platform)
+			fmt.Fprintf(w, "%s %s (%s, %s, %s)\n", verb, out.Path, count(out.Packages, "package"), count(out.Files, "file"), out.Platform)
 			fmt.Fprintf(w, "materialization_digest %s\ntree_digest %s\nseal_content_digest %s\n", out.Digest, out.TreeDigest, out.ContentDigest)
 		} else {
 			fmt.Fprintln(w, out.Path)
@@ -384,7 +384,7 @@ func envVerify(c *cli.Context) error {
 		OK   bool   `json:"ok"`
 	}{rep, mode, true}
 	return o.emit("cruxprov.env.verify/v1", out, func(w io.Writer) {
-		fmt.Fprintf(w, "ok %s (%s: %d entries, %d rehashed)\nmaterialization_digest %s\ntree_digest %s\n", dir, mode, rep.Entries, rep.Rehashed, rep.Digest, rep.TreeDigest)
+		fmt.Fprintf(w, "ok %s (%s: %s, %d rehashed)\nmaterialization_digest %s\ntree_digest %s\n", dir, mode, count(rep.Entries, "entry", "entries"), rep.Rehashed, rep.Digest, rep.TreeDigest)
 	})
 }
 
@@ -460,7 +460,7 @@ func envList(c *cli.Context) error {
 			if l.Root != nil {
 				root = l.Root.Name + "==" + l.Root.Version
 			}
-			fmt.Fprintf(w, "%s  %s  %s  %d packages  %d files  %s\n", l.Path, l.Platform, root, l.Packages, l.Files, l.Interpreter)
+			fmt.Fprintf(w, "%s  %s  %s  %s  %s  %s\n", l.Path, l.Platform, root, count(l.Packages, "package"), count(l.Files, "file"), l.Interpreter)
 		}
 	})
 }

@@ -219,8 +219,8 @@ func fetchAction(c *cli.Context) error {
 			}
 			fmt.Fprintf(w, "%-8s %s %s\n", state, wh.SHA256.Hex()[:12], wh.Filename)
 		}
-		fmt.Fprintf(w, "%d wheels for %s: %d fetched (%s), %d already in the store %s\n",
-			len(rep.Wheels), res.Platform, rep.Downloaded, humanBytes(rep.Bytes), cached, st.Home())
+		fmt.Fprintf(w, "%s for %s: %d fetched (%s), %d already in the store %s\n",
+			count(len(rep.Wheels), "wheel"), res.Platform, rep.Downloaded, humanBytes(rep.Bytes), cached, st.Home())
 	})
 }
 
@@ -348,4 +348,16 @@ func (pr *progress) wait(ok bool) {
 	}
 	pr.mu.Unlock()
 	pr.p.Wait()
+}
+
+// count says n of a noun: "1 wheel", "2 wheels"; an irregular plural is
+// given after the noun ("entry", "entries").
+func count[N int | int64](n N, noun string, plural ...string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if len(plural) > 0 {
+		return fmt.Sprintf("%d %s", n, plural[0])
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

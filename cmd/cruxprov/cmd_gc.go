@@ -106,8 +106,8 @@ func gcAction(c *cli.Context) error {
 				fmt.Fprintf(w, "%s %s\n", verb, p)
 			}
 		}
-		fmt.Fprintf(w, "%s %d entries (%s); kept %d blobs (%s) referenced by %d roots\n",
-			verb, len(rep.Removed), humanBytes(rep.RemovedBytes), rep.KeptBlobs, humanBytes(rep.KeptBytes), len(rep.Roots))
+		fmt.Fprintf(w, "%s %s (%s); kept %s (%s) referenced by %s\n",
+			verb, count(len(rep.Removed), "entry", "entries"), humanBytes(rep.RemovedBytes), count(rep.KeptBlobs, "blob"), humanBytes(rep.KeptBytes), count(len(rep.Roots), "root"))
 	})
 }
 

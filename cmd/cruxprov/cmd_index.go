@@ -63,6 +63,6 @@ func indexBuild(c *cli.Context) error {
 		for _, f := range rep.Files {
 			fmt.Fprintf(w, "%s %s\n", f.SHA256[:12], f.Filename)
 		}
-		fmt.Fprintf(w, "%d wheels of %d projects indexed in %s (serve it; the index URL ends in /simple/)\n", len(rep.Files), rep.Projects, rep.Dir)
+		fmt.Fprintf(w, "%s of %s indexed in %s (serve it; the index URL ends in /simple/)\n", count(len(rep.Files), "wheel"), count(rep.Projects, "project"), rep.Dir)
 	})
 }

@@ -69,7 +69,7 @@ func printInspect(out io.Writer, r *manifest.Report) {
 	}
 	fmt.Fprintf(w, "budgets\t%s\n", inspectList(budgets))
 	l := r.Lock
-	fmt.Fprintf(w, "lock\tlock-version %s, %d packages, %d wheels, %s\n", l.LockVersion, len(l.Packages), l.Wheels, l.Digest)
+	fmt.Fprintf(w, "lock\tlock-version %s, %s, %s, %s\n", l.LockVersion, count(len(l.Packages), "package"), count(l.Wheels, "wheel"), l.Digest)
 	fmt.Fprintf(w, "platforms\t%s\n", inspectList(l.Platforms))
 	w.Flush()
 

@@ -257,7 +257,7 @@ func printLockTable(w io.Writer, o *opts, warns []string, lock *lockfile.Lock, r
 		if pj.Refused != nil {
 			fmt.Fprintf(bw, "%s: refused: %s: %s\n", pj.Platform, pj.Refused.Code, pj.Refused.Detail)
 		} else {
-			fmt.Fprintf(bw, "%s: %d packages, resolution_digest %s\n", pj.Platform, len(pj.Packages), pj.ResolutionDigest)
+			fmt.Fprintf(bw, "%s: %s, resolution_digest %s\n", pj.Platform, count(len(pj.Packages), "package"), pj.ResolutionDigest)
 		}
 	}
 }

@@ -98,7 +98,7 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 		tw.Flush()
 		if scan {
-			fmt.Fprintf(w, "%d attempts, %d orphaned intents, %d torn rows, %d corrupt lines, %d unterminated tails in %d ledger(s)\n", len(res.Attempts), len(res.Orphans), len(res.Torn), len(res.Corrupt), len(res.Tails), len(paths))
+			fmt.Fprintf(w, "%s, %s, %s, %s, %s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"), count(len(res.Torn), "torn row"), count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), count(len(paths), "ledger"))
 		}
 	})
 }

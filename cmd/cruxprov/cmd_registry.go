@@ -87,7 +87,7 @@ func init() {
 					}
 					tw.Flush()
 					if c.Bool("verify") {
-						fmt.Fprintf(w, "history chain, trust state and accepted pins verified (%d entries)\n", len(log))
+						fmt.Fprintf(w, "history chain, trust state and accepted pins verified (%s)\n", count(len(log), "entry", "entries"))
 					}
 				})
 			},

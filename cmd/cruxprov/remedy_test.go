@@ -261,7 +261,7 @@ func TestCorruptLedgerAdviceRuns(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	f := runFix(t, r, dir, "XDG_STATE_HOME="+dir)
-	if f.code != 0 || !strings.Contains(f.stdout, "1 corrupt lines") {
+	if f.code != 0 || !strings.Contains(f.stdout, "1 corrupt line,") {
 		t.Fatalf("%+v", f)
 	}
 }
