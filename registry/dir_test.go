@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -317,5 +318,33 @@ func BenchmarkVerifyPin(b *testing.B) {
 		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestApproveCrashBeforeHistory: an approval that crashed after writing
+// the pin and before appending its history entries leaves a pin the
+// history never accepted. Every verifier refuses it (registry_corrupt),
+// and the advice — propose it again and approve it — works.
+func TestApproveCrashBeforeHistory(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	// The crash: the last approval's two entries (approved, accepted)
+	// never reached the history.
+	edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); return bytes.Join(l[:len(l)-2], nil) })
+	_, err := registry.VerifyPin(ctx, f.dir, t.TempDir(), "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.RegistryCorrupt)
+	if !strings.Contains(err.Error(), "propose it again and approve it") {
+		t.Errorf("no advice: %v", err)
+	}
+	cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := registry.VerifyPin(ctx, f.dir, t.TempDir(), "acme-echo", time.Now())
+	if err != nil || p.Revision != 3 {
+		t.Fatalf("after proposing again: %v %+v", err, p)
 	}
 }
