@@ -27,14 +27,17 @@ import (
 //	interfaces.json          registered interfaces (JSON)
 //	changesets/<hex>.yaml    one change-set per file, named by its id
 //	pins/<provider>.json     accepted pins (JSON: verify reads no YAML)
-//	.lock                    flock(2) held by every mutation
+//	.lock                    flock(2): exclusive in every mutation, shared in VerifyPin
 //
 // Every file is written atomically (a temp file in the same directory,
 // fsync, rename, fsync of the directory); a mutation holds the exclusive
 // lock, loads the whole state, applies the rule, writes what changed and
-// then appends its history entries. Reads take no lock: every file is
-// replaced whole. Directories are 0755 and files 0644, so an executor
-// that is not the operator can read.
+// then appends its history entries. Other reads take no lock (every file
+// is replaced whole); VerifyPin, which reads a pin, the history and the
+// trust state and checks them against each other, holds the lock shared
+// (ReadLock), so it never sees a pin whose history entry is not written
+// yet. Directories are 0755 and files 0644, so an executor that is not
+// the operator can read (and take the lock shared, read-only).
 type Dir struct {
 	// Now is the clock (time.Now when nil).
 	Now  func() time.Time
@@ -187,11 +190,13 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	if err != nil {
 		return fmt.Errorf("registry: cannot open the lock (an executor cannot change the registry): %w", err)
 	}
-	defer lf.Close()
-	if err := flock(ctx, int(lf.Fd())); err != nil {
-		return err
+	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("registry: lock: %w", err)
 	}
-	defer unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	defer lf.Close() // closing the file releases the lock
 	s, err := d.load(ctx)
 	if err != nil {
 		return err
@@ -203,21 +208,64 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	return d.persist(s)
 }
 
-// flock takes the exclusive lock, polling so that ctx can stop the wait.
-func flock(ctx context.Context, fd int) error {
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return nil
+// ReadLock takes the registry's lock shared, so that what a reader reads
+// in several calls (a pin, the history, the trust state) is the result of
+// whole mutations, never of one half-written: a writer holds the lock
+// exclusively from reading the state to its last write (pins before the
+// history entries that accept them). release gives it back. A registry
+// never written has no lock file and nothing to wait for. The lock file
+// is opened read-only: an executor that may only read the store can
+// take it.
+func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lf, err := os.Open(d.path(".lock"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot open the registry's lock")
+	}
+	if err := lockFile(ctx, lf, unix.LOCK_SH); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("registry: lock: %w", err)
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot take the registry's lock")
+	}
+	return func() { lf.Close() }, nil
+}
+
+// lockFile takes f's flock (how: LOCK_EX or LOCK_SH), blocking: a waiter
+// that polled would be starved by one that takes the lock again within
+// the polling interval (an approval is a propose and an approve, and an
+// executor verifies before every run). When ctx ends first, lockFile
+// returns its error and f belongs to the waiting goroutine, which closes
+// it once the lock comes; otherwise the caller closes f to release it.
+func lockFile(ctx context.Context, f *os.File, how int) error {
+	fd := int(f.Fd())
+	if err := unix.Flock(fd, how|unix.LOCK_NB); err == nil {
+		return nil // not held the other way: the usual case
+	}
+	got := make(chan error, 1)
+	go func() {
+		for {
+			err := unix.Flock(fd, how)
+			if !errors.Is(err, unix.EINTR) {
+				got <- err
+				return
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			f.Close()
 		}
+		return err
+	case <-ctx.Done():
+		go func() { <-got; f.Close() }()
+		return ctx.Err()
 	}
 }
 

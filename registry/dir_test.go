@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -346,5 +348,95 @@ func TestApproveCrashBeforeHistory(t *testing.T) {
 	p, err := registry.VerifyPin(ctx, f.dir, t.TempDir(), "acme-echo", time.Now())
 	if err != nil || p.Revision != 3 {
 		t.Fatalf("after proposing again: %v %+v", err, p)
+	}
+}
+
+// TestVerifyWhileApproving: a verifier reading while an operator approves
+// new revisions sees one whole approval or the one before, never the pin
+// written and its history entry not yet (Dir.ReadLock): no spurious
+// refusal in an executor that runs while the operator works.
+func TestVerifyWhileApproving(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	done := make(chan error, 1)
+	go func() {
+		for i := 3; i < 23; i++ {
+			cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", fmt.Sprintf("%d.0", i)), "t")
+			if err == nil {
+				_, err = f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	// A second handle, as an executor's process has its own.
+	reader, err := registry.OpenDir(ctx, f.dir.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verified := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if verified == 0 {
+				t.Fatal("no verification ran during the approvals")
+			}
+			t.Logf("%d verifications during 20 approvals", verified)
+			return
+		default:
+		}
+		if _, err := registry.VerifyPin(ctx, reader, "", "acme-echo", time.Now()); err != nil {
+			t.Fatalf("verification %d during an approval: %v", verified, err)
+		}
+		verified++
+	}
+}
+
+// TestLockWaitEndsWithContext: a reader or a writer waiting for the
+// registry's lock gives up when its context ends, and the lock it was
+// waiting for is not left taken.
+func TestLockWaitEndsWithContext(t *testing.T) {
+	f := newFixture(t)
+	held, err := os.OpenFile(filepath.Join(f.dir.Root(), ".lock"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(held.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func(ctx context.Context) error{
+		"verify": func(ctx context.Context) error {
+			_, err := registry.VerifyPin(ctx, f.dir, "", "acme-echo", time.Now())
+			return err
+		},
+		"propose": func(ctx context.Context) error {
+			_, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			if err := call(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("got %v, want the context's deadline", err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("gave up after %v", d)
+			}
+		})
+	}
+	held.Close()
+	// The abandoned waiters take the lock and let it go.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
+		t.Fatalf("after the waits: %v", err)
 	}
 }

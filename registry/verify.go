@@ -115,6 +115,13 @@ func writeFloor(stateDir string, f *Floor) error {
 // failure is a *refusal.Error but the context's own (cancelled, past
 // its deadline). It reads JSON only: no YAML, no network.
 func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now time.Time) (*Pin, error) {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	chain, last, err := reg.PinHistory(ctx, provider)
 	if err != nil {
 		return nil, err
@@ -196,6 +203,11 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 		}
 	}
 	return p, nil
+}
+
+// readLocker is a Reader whose reads can be made one snapshot (Dir).
+type readLocker interface {
+	ReadLock(ctx context.Context) (release func(), err error)
 }
 
 // matchHistory checks that p is the pin the history accepted (or
