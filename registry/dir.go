@@ -190,6 +190,7 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	if err != nil {
 		return fmt.Errorf("registry: cannot open the lock (an executor cannot change the registry): %w", err)
 	}
+	lf.Chmod(0o644) // whatever the umask: readers take it shared (best effort: another owner's stays as it is)
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -215,13 +216,16 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 // history entries that accept them). release gives it back. A registry
 // never written has no lock file and nothing to wait for. The lock file
 // is opened read-only: an executor that may only read the store can
-// take it.
+// take it (one that may not open it reads without it).
 func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	lf, err := os.Open(d.path(".lock"))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		// Never written, or a lock this reader may not open (an operator's
+		// umask): read without it. That can only cost a refusal during a
+		// mutation, never accept anything: the checks are the same.
 		return func() {}, nil
 	}
 	if err != nil {
