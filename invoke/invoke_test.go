@@ -1,6 +1,7 @@
 package invoke_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
@@ -29,7 +33,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("CRUXPROV_INVOKE_CHILD") != "" {
+	switch os.Getenv("CRUXPROV_INVOKE_CHILD") {
+	case "":
+	case "killed":
+		os.Exit(killedMain())
+	default:
 		os.Exit(childMain())
 	}
 	code := func() int {
@@ -379,4 +387,91 @@ func TestRefusedRunUnderKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExecutorKilled: an executor killed with SIGKILL mid-run (it cannot
+// signal anything then) takes its run with it: the harness gets SIGKILL
+// when its parent dies, and the kernel kills the rest of its pid
+// namespace, so nothing runs on past the timeout the dead executor would
+// have enforced, and a retry under the same key (receipts.md) does not
+// run beside the orphan.
+func TestExecutorKilled(t *testing.T) {
+	f := fixture(t)
+	token := fmt.Sprintf("cruxprov-killed-%d-%d", os.Getpid(), time.Now().UnixNano())
+	fxj, _ := json.Marshal(f)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = []string{"CRUXPROV_INVOKE_CHILD=killed", "CRUXPROV_INVOKE_FIXTURES=" + string(fxj),
+		"CRUXPROV_INVOKE_WORK=" + t.TempDir(), "CRUXPROV_INVOKE_TOKEN=" + token, "PATH=/usr/bin:/bin"}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, p := range procsWith(token) {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}()
+	// Wait for the run's processes: the harness, the tool's child and its
+	// setsid() grandchild.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(procsWith(token)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(procsWith(token)); n < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("saw %d of the run's processes (the test proves nothing)", n)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline = time.Now().Add(3 * time.Second)
+	for len(procsWith(token)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := procsWith(token); len(left) > 0 {
+		t.Errorf("processes of the run outlived the executor killed with SIGKILL: %v", left)
+	}
+}
+
+// killedMain is the executor TestExecutorKilled kills: it runs acme-hostile's
+// term (a child and a setsid() grandchild, SIGTERM ignored) with a long
+// timeout, and is killed before the run ends.
+func killedMain() int {
+	var f invoketest.Fixtures
+	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ex := &invoke.Subprocess{WorkdirParent: os.Getenv("CRUXPROV_INVOKE_WORK")}
+	c := f.Call("term", map[string]string{"token": os.Getenv("CRUXPROV_INVOKE_TOKEN")}, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+	c.Limits.TimeoutMS = 60_000
+	_, err := ex.Run(context.Background(), c)
+	fmt.Fprintln(os.Stderr, err)
+	return 1
+}
+
+// procsWith returns the live pids whose argv holds token.
+func procsWith(token string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(b, []byte(token)) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && bytes.HasPrefix(bytes.TrimSpace(st[i+1:]), []byte("Z")) {
+				continue // a zombie is dead
+			}
+		}
+		out = append(out, pid)
+	}
+	return out
 }

@@ -13,9 +13,12 @@ import (
 // user namespace (the caller's uid and gid mapped to themselves, so file
 // access is unchanged) and pid namespace, whose first process is the
 // harness (or the sandbox launcher): when it dies the kernel kills every
-// process left in the namespace, setsid() ones included.
+// process left in the namespace, setsid() ones included. The child gets
+// SIGKILL when the executor dies (Pdeathsig): an executor killed mid-run
+// cannot enforce the timeout, and a retry under the same key must not run
+// beside the orphan.
 func sysProcAttr(ns bool) *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Setpgid: true}
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if ns {
 		uid, gid := os.Geteuid(), os.Getegid()
 		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID

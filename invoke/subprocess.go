@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -435,6 +436,11 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 		return cmd
 	}
 	cloexecAll()
+	// The child's parent-death signal fires when the thread that forked it
+	// ends (go.dev/issue/27505): hold this thread until the run is over,
+	// so that no other goroutine can lock it and end it under the run.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	ns := !s.NoNamespaces
 	cmd := build(ns)
 	start := time.Now()
