@@ -413,8 +413,12 @@ func checkIdentity(id *FileIdentity, deep bool) (Difference, bool) {
 		d.Want, d.Got = "sha256 "+short(id.SHA256), "unreadable: "+err.Error()
 		return d, false
 	}
-	if got := digest.FromBytes(sum[:]); got != id.SHA256 || size != id.Size {
+	if got := digest.FromBytes(sum[:]); got != id.SHA256 {
 		d.Change, d.Want, d.Got = Content, "sha256 "+short(id.SHA256), "sha256 "+short(got)
+		return d, false
+	}
+	if size != id.Size { // the same bytes: the seal's size was edited
+		d.Change, d.Want, d.Got = Content, fmt.Sprintf("%d bytes", id.Size), fmt.Sprintf("%d bytes (its sha256 is the sealed one)", size)
 		return d, false
 	}
 	return d, true

@@ -555,3 +555,27 @@ func TestReadPrivate(t *testing.T) {
 		t.Errorf("empty file: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestInterpreterSizeEdited: a seal whose interpreter size was edited (the
+// bytes still hash to the sealed sha256) says so in sizes, not as two
+// equal hashes.
+func TestInterpreterSizeEdited(t *testing.T) {
+	env := sealTree(t, manyEntries(1, 2))
+	s, err := Load(env.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Interpreter.Size++
+	sb, _ := s.Marshal()
+	os.Chmod(SealPath(env.dir), 0o644)
+	if err := os.WriteFile(SealPath(env.dir), sb, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(context.Background(), env.dir, Options{})
+	if !errors.Is(err, refusal.InterpreterDrift) || len(rep.Differences) == 0 {
+		t.Fatalf("got %v", err)
+	}
+	if d := rep.Differences[0]; d.Want == d.Got || !strings.Contains(d.Want, "bytes") {
+		t.Errorf("difference %+v", d)
+	}
+}
