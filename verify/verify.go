@@ -16,6 +16,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -57,6 +58,21 @@ type Report struct {
 	Pin  *registry.Pin `json:"-"`
 	// Provider spec of the pin.
 	Spec *registry.Provider `json:"-"`
+	// ValidUntil is when the pin stops verifying by time alone (its
+	// approvals expiring below the threshold); zero when it does not.
+	// An executor that verifies once and then watches (package watch)
+	// checks it on every call: an expiry changes no file (Unexpired).
+	ValidUntil time.Time `json:"-"`
+}
+
+// Unexpired refuses pin_expired when the pin verified in r is past its
+// ValidUntil at now: what a watched executor checks on every call,
+// whatever the files say (docs/executor.md).
+func (r *Report) Unexpired(now time.Time) error {
+	if r == nil || r.ValidUntil.IsZero() || now.Before(r.ValidUntil) {
+		return nil
+	}
+	return refusal.New(refusal.PinExpired, "provider %s revision %d: its approvals expired below the threshold at %s", r.Provider, r.Revision, r.ValidUntil.UTC().Format(time.RFC3339))
 }
 
 // Verify checks the accepted pin of provider name in reg and the local env
@@ -75,7 +91,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	r := &Report{Provider: name}
 	acc, err := CheckPin(ctx, reg, name, o)
 	if acc != nil {
-		r.Pin, r.Spec, r.Revision, r.Entrypoint = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint
+		r.Pin, r.Spec, r.Revision, r.Entrypoint, r.ValidUntil = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint, acc.ValidUntil
 	}
 	if err != nil {
 		return r, err
@@ -111,6 +127,9 @@ type Accepted struct {
 	Pin        *registry.Pin
 	Spec       *registry.Provider
 	Entrypoint *registry.Entrypoint
+	// ValidUntil is when the pin stops verifying by time alone; zero
+	// when enough of its approvals never expire.
+	ValidUntil time.Time
 }
 
 // CheckPin is the part of verification every backend shares: the pin
@@ -129,6 +148,9 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 		return nil, err
 	}
 	acc := &Accepted{Pin: pin, Spec: pin.ProviderSpec()}
+	if acc.ValidUntil, err = validUntil(ctx, reg, name, pin, now); err != nil {
+		return acc, err
+	}
 	if acc.Spec == nil {
 		return acc, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
 	}
@@ -146,6 +168,42 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 		return acc, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
 	}
 	return acc, nil
+}
+
+// validUntil is the earliest approval expiry after now at which the pin,
+// as the registry holds it, no longer verifies (registry.VerifyPin, its
+// own count of distinct trusted approvals against the threshold, asked at
+// that time without a floor, so nothing is written); zero when it still
+// verifies past every expiry. Only time changes between the calls, and
+// approvals only expire, so the first failure is found by bisection.
+func validUntil(ctx context.Context, reg registry.Reader, name string, pin *registry.Pin, now time.Time) (time.Time, error) {
+	var ts []time.Time
+	for _, a := range pin.Approvals {
+		if a.Expires != nil && a.Expires.After(now) {
+			ts = append(ts, *a.Expires)
+		}
+	}
+	if len(ts) == 0 {
+		return time.Time{}, nil
+	}
+	slices.SortFunc(ts, time.Time.Compare)
+	ts = slices.CompactFunc(ts, time.Time.Equal)
+	lo, hi := 0, len(ts)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, err := registry.VerifyPin(ctx, reg, "", name, ts[mid]); err != nil {
+			if ctx.Err() != nil {
+				return time.Time{}, ctx.Err()
+			}
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo == len(ts) {
+		return time.Time{}, nil
+	}
+	return ts[lo], nil
 }
 
 // pick is the pinned local materialization for platform ("" : the only

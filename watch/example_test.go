@@ -17,11 +17,11 @@ func ExampleVerifier() {
 	ctx := context.Background()
 	env := "/home/op/.local/share/cruxprov/envs/0f3a…" // as the accepted pin names it
 	registryDir := "/home/op/.local/share/cruxprov/registry"
-	var validUntil time.Time // set by each full verify from the accepted pin's approvals
+	var validUntil time.Time // set by each full verify: verify.Report.ValidUntil (zero: no expiry)
 
 	v := watch.NewVerifier(watch.Spec{Env: env, Extra: []string{registryDir}}, func(ctx context.Context) error {
-		// The pin-level verify goes here (registry.VerifyPin, then the
-		// seal): it also sets validUntil.
+		// The pin-level verify goes here (verify.Verify, which checks the
+		// seal too): it also sets validUntil from its report.
 		_, err := seal.Verify(ctx, env, seal.Options{})
 		return err
 	})
@@ -30,7 +30,7 @@ func ExampleVerifier() {
 		if err := v.Verify(ctx); err != nil {
 			return err
 		}
-		if !time.Now().Before(validUntil) {
+		if !validUntil.IsZero() && !time.Now().Before(validUntil) {
 			return refusal.New(refusal.PinExpired, "the accepted pin expired at %s", validUntil.Format(time.RFC3339))
 		}
 		return nil

@@ -1,0 +1,94 @@
+package verify_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+	"github.com/cruxible/cruxprov/verify"
+)
+
+// TestValidUntil: CheckPin says when the pin stops verifying by time
+// alone, which is what an executor that watches instead of verifying
+// (package watch) must check on every call, since an expiry changes no
+// file. It is when too few approvals remain for the threshold, not the
+// first approval's expiry, and it agrees with registry.VerifyPin.
+func TestValidUntil(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := registrytest.NewKey(t, "root", registry.RoleApprover)
+	k2 := registrytest.NewKey(t, "k2", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	approve := func(c registry.Change, exp []*time.Time, keys ...registrytest.Key) {
+		t.Helper()
+		cs, err := d.Propose(ctx, c, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, k := range keys {
+			if _, err := d.Approve(ctx, cs.Metadata.ID, k.Priv, exp[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tr, err := d.TrustKey(ctx, k2.Key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, root.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	policy := func(n int) registry.Change {
+		return registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: n}}
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	t1, t2 := now.Add(time.Hour), now.Add(2*time.Hour)
+	state := t.TempDir()
+	check := func(want time.Time) {
+		t.Helper()
+		acc, err := verify.CheckPin(ctx, d, "acme-echo", verify.Options{StateDir: state, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !acc.ValidUntil.Equal(want) {
+			t.Fatalf("ValidUntil %v, want %v", acc.ValidUntil, want)
+		}
+		if want.IsZero() {
+			return
+		}
+		if _, err := registry.VerifyPin(ctx, d, "", "acme-echo", want.Add(-time.Second)); err != nil {
+			t.Errorf("VerifyPin just before ValidUntil: %v", err)
+		}
+		if _, err := registry.VerifyPin(ctx, d, "", "acme-echo", want); !errors.Is(err, refusal.PinExpired) {
+			t.Errorf("VerifyPin at ValidUntil: %v, want pin_expired", err)
+		}
+		rep := &verify.Report{Provider: "acme-echo", ValidUntil: acc.ValidUntil}
+		if err := rep.Unexpired(want.Add(-time.Second)); err != nil {
+			t.Errorf("Unexpired before: %v", err)
+		}
+		if err := rep.Unexpired(want); !errors.Is(err, refusal.PinExpired) {
+			t.Errorf("Unexpired at ValidUntil: %v, want pin_expired", err)
+		}
+	}
+
+	// Threshold 2, approvals expiring at t1 and t2: valid until t1.
+	approve(policy(2), []*time.Time{nil}, root)
+	approve(registrytest.Change("acme-echo", "1.0"), []*time.Time{&t1, &t2}, root, k2)
+	check(t1)
+	// The threshold lowered to 1: the same pin is valid until t2.
+	approve(policy(1), []*time.Time{nil, nil}, root, k2)
+	check(t2)
+	// An approval without expiry: valid with no end.
+	approve(registrytest.Change("acme-echo", "2.0"), []*time.Time{nil}, root)
+	check(time.Time{})
+}
