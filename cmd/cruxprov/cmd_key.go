@@ -31,7 +31,8 @@ func init() {
 			UsageText: "cruxprov key generate --out PREFIX",
 			Description: "Writes PREFIX.key (mode 0600, \"ENCRYPTED SIGSTORE PRIVATE KEY\": scrypt + NaCl secretbox,\n" +
 				"readable by cosign) and PREFIX.pub (PEM \"PUBLIC KEY\"). The password comes from\n" +
-				"CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files are not overwritten.\n\n" +
+				"CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files are not overwritten;\n" +
+				"a missing directory of PREFIX is made (mode 0700).\n\n" +
 				"Example:\n   CRUXPROV_KEY_PASSWORD=… cruxprov key generate --out ~/keys/alice\n   cruxprov key trust ~/keys/alice.pub",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "file `PREFIX`", Required: true}},
 			Action: func(c *cli.Context) error {
@@ -42,19 +43,24 @@ func init() {
 				if c.NArg() != 0 {
 					return usagef("key generate takes no arguments")
 				}
-				pw, err := keyPassword(o, true)
-				if err != nil {
-					return err
-				}
-				priv, pub, err := sign.Generate(pw)
-				if err != nil {
-					return err
-				}
 				prefix := c.String("out")
 				for _, p := range []string{prefix + ".key", prefix + ".pub"} {
 					if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
 						return fmt.Errorf("%s exists: not overwriting a key", p)
 					}
+				}
+				pw, err := keyPassword(o, true)
+				if err != nil {
+					return err
+				}
+				// The example's --out ~/keys/alice works on a new host: a
+				// missing directory is made, private (it holds the key).
+				if err := os.MkdirAll(filepath.Dir(prefix), 0o700); err != nil {
+					return fmt.Errorf("--out %s: %w", prefix, err)
+				}
+				priv, pub, err := sign.Generate(pw)
+				if err != nil {
+					return err
 				}
 				if err := writeNew(prefix+".key", priv, 0o600); err != nil {
 					return err

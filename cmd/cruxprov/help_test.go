@@ -151,3 +151,25 @@ func TestImagePushBadDestinationIsUsage(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestKeyGenerateMakesItsDirectory: key generate's example,
+// --out ~/keys/alice, on a host without ~/keys: the directory is made,
+// private; it used to fail "open …/keys/alice.key: no such file or
+// directory".
+func TestKeyGenerateMakesItsDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keys")
+	cmd := exec.Command(bin, "--home", t.TempDir(), "key", "generate", "--out", filepath.Join(dir, "alice"))
+	cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+	if r := runCmd(t, cmd); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%v %v", fi, err)
+	}
+	for _, f := range []string{"alice.key", "alice.pub"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
