@@ -514,25 +514,31 @@ func (s *Store) CleanStaging(ctx context.Context) ([]string, error) {
 
 func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
 	var removed []string
-	blobs := filepath.Join(s.home, BlobsDir)
-	ents, err := os.ReadDir(blobs)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	for _, e := range ents {
-		if ctx.Err() != nil {
-			return removed, ctx.Err()
+	// Blob temps, and stamp temps (a process killed while it recorded a
+	// stamp leaves one): each flocked by its writer while it lives.
+	for _, sub := range []string{BlobsDir, StampsDir} {
+		ents, err := os.ReadDir(filepath.Join(s.home, sub))
+		if errors.Is(err, fs.ErrNotExist) && sub == StampsDir {
+			continue // made by the first stamp
 		}
-		if !strings.HasPrefix(e.Name(), tempPrefix) {
-			continue
+		if err != nil {
+			return removed, fmt.Errorf("store: %w", err)
 		}
-		p := filepath.Join(blobs, e.Name())
-		if removeIfUnlocked(p, p, dryRun) {
-			removed = append(removed, filepath.ToSlash(filepath.Join(BlobsDir, e.Name())))
+		for _, e := range ents {
+			if ctx.Err() != nil {
+				return removed, ctx.Err()
+			}
+			if !strings.HasPrefix(e.Name(), tempPrefix) {
+				continue
+			}
+			p := filepath.Join(s.home, sub, e.Name())
+			if removeIfUnlocked(p, p, dryRun) {
+				removed = append(removed, filepath.ToSlash(filepath.Join(sub, e.Name())))
+			}
 		}
 	}
 	tmp := filepath.Join(s.home, TmpDir)
-	ents, err = os.ReadDir(tmp)
+	ents, err := os.ReadDir(tmp)
 	if err != nil {
 		return removed, fmt.Errorf("store: %w", err)
 	}

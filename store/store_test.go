@@ -134,6 +134,17 @@ func TestCleanStaging(t *testing.T) {
 	defer held.Close()
 	stale := filepath.Join(s.Home(), BlobsDir, tempPrefix+"bb-123")
 	os.WriteFile(stale, []byte("partial"), 0o644)
+	// A stamp being recorded, and one a process SIGKILLed while it
+	// recorded it left (found by chaos runs of env create --replace: it
+	// stayed there forever, gc included).
+	os.MkdirAll(filepath.Join(s.Home(), StampsDir), 0o755)
+	heldStamp, err := createTemp(filepath.Join(s.Home(), StampsDir), "stamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heldStamp.Close()
+	staleStamp := filepath.Join(s.Home(), StampsDir, tempPrefix+"stamp-456")
+	os.WriteFile(staleStamp, []byte("v1 1 2 3 4"), 0o444)
 	live, err := s.Stage("env")
 	if err != nil {
 		t.Fatal(err)
@@ -153,19 +164,21 @@ func TestCleanStaging(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{BlobsDir + "/" + filepath.Base(stale), TmpDir + "/" + filepath.Base(dead.Path), TmpDir + "/crashed-before-lock"}
+	want := []string{BlobsDir + "/" + filepath.Base(stale), StampsDir + "/" + filepath.Base(staleStamp), TmpDir + "/" + filepath.Base(dead.Path), TmpDir + "/crashed-before-lock"}
 	sort.Strings(want)
 	sort.Strings(removed)
 	if strings.Join(removed, ",") != strings.Join(want, ",") {
 		t.Errorf("removed %v, want %v", removed, want)
 	}
-	if _, err := os.Stat(held.Name()); err != nil {
-		t.Errorf("held temp removed: %v", err)
+	for _, f := range []*os.File{held, heldStamp} {
+		if _, err := os.Stat(f.Name()); err != nil {
+			t.Errorf("held temp removed: %v", err)
+		}
 	}
 	if _, err := os.Stat(live.Path); err != nil {
 		t.Errorf("live staging removed: %v", err)
 	}
-	for _, p := range []string{stale, dead.Path, dead.Path + ".lock", lockless} {
+	for _, p := range []string{stale, staleStamp, dead.Path, dead.Path + ".lock", lockless} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still there", p)
 		}

@@ -66,7 +66,9 @@ func (s *Store) stamp(d digest.Digest, f *os.File) {
 	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), tempPrefix+"stamp-*")
+	// Flocked like a blob's temp, so that CleanStaging removes the temp
+	// of a writer killed before its rename, and only that one.
+	tmp, err := createTemp(filepath.Dir(p), "stamp")
 	if err != nil {
 		return
 	}
