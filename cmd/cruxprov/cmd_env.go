@@ -271,7 +271,8 @@ func envRemoveCmd() *cli.Command {
 		UsageText: "cruxprov env remove PATH|DIGEST|sha256:PREFIX",
 		Description: "Deletes an env of the store whatever its state (drifted, half-removed). Nothing can\n" +
 			"use it afterwards; create it again with env create. A digest prefix (8 hex digits or\n" +
-			"more) names the one env it matches.\n\n" +
+			"more) names the one env it matches. An env an accepted pin or an open change-set names\n" +
+			"is not removed (exit 64): retire the provider or reject the change-set first.\n\n" +
 			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json\n   cruxprov env remove sha256:3f2a9c1d",
 		Action: func(c *cli.Context) error {
 			o, err := globals(c)
@@ -320,11 +321,12 @@ func envVerifyCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
 		Usage:     "check a sealed env against its seal (fast by default)",
-		UsageText: "cruxprov env verify PATH [--deep] [--explain]",
+		UsageText: "cruxprov env verify PATH|DIGEST|sha256:PREFIX [--deep] [--explain] [--jobs N]",
 		Description: "Fast: the seal, the interpreter, then one lstat per entry against the stat index,\n" +
 			"rehashing only what changed. --deep rehashes everything and recomputes the tree digest.\n" +
-			"--explain reports every difference instead of the first.\n\n" +
-			"Example:\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env verify ENV --deep --explain --json",
+			"--explain reports every difference instead of the first. The env is its path, or its\n" +
+			"digest (or 8 hex digits or more of it) in the store, as env remove and env sbom take it.\n\n" +
+			"Example:\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env verify sha256:3f2a9c1d --deep --explain --json",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file and recompute the tree digest"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference, not only the first"},
@@ -340,14 +342,14 @@ func envVerify(c *cli.Context) error {
 		return err
 	}
 	if c.NArg() != 1 {
-		return usagef("env verify takes one PATH (an env directory)")
+		return usagef("env verify takes one PATH or DIGEST (an env)")
 	}
 	if c.Int("jobs") < 0 {
 		return usagef("--jobs must be positive (or 0, the default)")
 	}
-	dir, err := filepath.Abs(c.Args().First())
+	dir, err := envArg(o, c.Args().First())
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	rep, err := seal.Verify(c.Context, dir, seal.Options{Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs")})
 	if err != nil {

@@ -173,3 +173,24 @@ func TestKeyGenerateMakesItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvVerifyByDigest: env verify's example names the env by a digest
+// prefix, as env remove and env sbom take it; env verify took a PATH only
+// and refused a digest, seal_missing ("…/sha256:… is not a sealed env").
+func TestEnvVerifyByDigest(t *testing.T) {
+	home, lock := envHome(t, 1, 1)
+	out := createJSON(t, createArgs(home, lock, "--no-compile")...)
+	for _, arg := range []string{out.Digest.String(), out.Digest.Hex(), "sha256:" + out.Digest.Hex()[:8]} {
+		r := cruxprov(t, "--home", home, "env", "verify", arg, "--deep", "--explain", "--json")
+		var v struct {
+			OK  bool
+			Env string
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || !v.OK {
+			t.Errorf("env verify %s: %+v", arg, r)
+		}
+	}
+	if r := cruxprov(t, "--home", home, "env", "verify", "sha256:0000000"); r.code != exitUsage {
+		t.Errorf("a short prefix: %+v", r)
+	}
+}
