@@ -2,7 +2,6 @@ package invoke
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -79,7 +78,7 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	call.Input = st.input
 	line, err := Request(&call, attempt, budgets)
 	if err != nil {
-		return nil, rec.finishRefused(ctx, fmt.Errorf("invoke: cannot encode the request: %w", err))
+		return nil, rec.finishRefused(ctx, refusal.Wrap(refusal.InvokeFailed, err, "cannot encode the request"))
 	}
 	m := &meter{budget: budgets.OutputBytes, spent: make(chan struct{})}
 	stdout := &sink{m: m}

@@ -126,12 +126,22 @@ func TestRefusals(t *testing.T) {
 		{"bundle too large", func(c *invoke.Call) {
 			c.Resolve = func(context.Context, string) (string, error) { return strings.Repeat("x", 40<<10), nil }
 		}, refusal.SecretBundleTooLarge, true},
+		{"input not JSON", func(c *invoke.Call) { c.Input = json.RawMessage(`{"a":`) }, refusal.InputInvalid, false},
+		// The run's working directory cannot be made (WorkdirParent is a
+		// file, below): the receipt names invoke_failed, a code of the
+		// closed set, as every receipt's error_code is.
+		{"no working directory", func(*invoke.Call) {}, refusal.InvokeFailed, true},
 	}
+	notDir := filepath.Join(t.TempDir(), "not-a-dir")
+	os.WriteFile(notDir, nil, 0o644)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l, path := openLedger(t)
 			work := t.TempDir()
 			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
+			if tc.code == refusal.InvokeFailed {
+				ex.WorkdirParent = notDir
+			}
 			c := f.Call("probe", nil, ok)
 			tc.edit(c)
 			res, err := ex.Run(context.Background(), c)
@@ -144,6 +154,12 @@ func TestRefusals(t *testing.T) {
 			r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !tc.ledger {
+				if len(r.Attempts) != 0 {
+					t.Errorf("a call refused before its intent left %+v", r.Attempts)
+				}
+				return
 			}
 			if len(r.Attempts) != 1 || r.Attempts[0].Outcome == nil || r.Attempts[0].Outcome.Status != receipts.StatusRefused ||
 				r.Attempts[0].Outcome.ErrorCode != string(tc.code) {

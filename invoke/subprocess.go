@@ -114,7 +114,7 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 	}
 	var in bytes.Buffer
 	if err := json.Compact(&in, input); err != nil {
-		return nil, nil, fmt.Errorf("invoke: the call's input is not one JSON value: %w", err)
+		return nil, nil, refusal.Wrap(refusal.InputInvalid, err, "the call's input is not one JSON value")
 	}
 	input = in.Bytes()
 	def := defaults
@@ -202,7 +202,7 @@ func (s *Subprocess) checkEnv(c *Call) (string, error) {
 	}
 	env, err := filepath.Abs(c.Env)
 	if err != nil {
-		return "", fmt.Errorf("invoke: %w", err)
+		return "", refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
 	}
 	return filepath.Join(env, rel), nil
 }
@@ -385,7 +385,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	call.Input = input
 	line, err := Request(&call, attempt, b)
 	if err != nil {
-		return nil, "", fmt.Errorf("invoke: cannot encode the request: %w", err)
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot encode the request")
 	}
 	parent := s.WorkdirParent
 	if parent == "" {
@@ -393,17 +393,17 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	}
 	work, err := os.MkdirTemp(parent, "cruxprov-run-")
 	if err != nil {
-		return nil, "", fmt.Errorf("invoke: cannot make the run's working directory in %s: %w", parent, err)
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory in %s (the executor's WorkdirParent must be a directory it can write)", parent)
 	}
 	defer removeAll(work)
 	if err := os.Chmod(work, 0o700); err != nil {
-		return nil, "", fmt.Errorf("invoke: %w", err)
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory private")
 	}
 
 	var argv []string
 	if s.Sandbox != nil {
 		if argv, err = s.Sandbox.Argv(c, work); err != nil {
-			return nil, "", fmt.Errorf("invoke: sandbox: %w", err)
+			return nil, "", typed(err, "the sandbox")
 		}
 	}
 	argv = append(argv, py, "-I", "-m", python.HarnessModule)
@@ -414,7 +414,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	var secretR, secretW *os.File
 	if bundle != nil {
 		if secretR, secretW, err = os.Pipe(); err != nil {
-			return nil, "", fmt.Errorf("invoke: secret pipe: %w", err)
+			return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the secret pipe")
 		}
 		defer secretR.Close()
 		defer secretW.Close()
@@ -452,7 +452,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 		err = cmd.Start()
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("invoke: cannot start %s: %w", argv[0], err)
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot start %s", argv[0])
 	}
 	pid := cmd.Process.Pid
 	nsID := ""
@@ -679,7 +679,17 @@ func (r *recorder) refuse(ctx context.Context, in receipts.Intent, err error) er
 	return r.finishRefused(ctx, err)
 }
 
+// typed returns err when it carries a refusal code or is the context's
+// own, and otherwise an invoke_failed refusal saying what failed.
+func typed(err error, what string) error {
+	if refusal.CodeOf(err) != "" || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return refusal.Wrap(refusal.InvokeFailed, err, "%s", what)
+}
+
 func (r *recorder) finishRefused(ctx context.Context, err error) error {
+	err = typed(err, "the run could not start")
 	if r.l == nil || !r.begun {
 		return err
 	}
@@ -690,8 +700,8 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 	o := receipts.Outcome{AttemptID: r.attempt, Status: receipts.StatusRefused, ExitCode: -1,
 		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: msg,
 		EgressDeclared: nonNil(r.egress), EgressObserved: []string{}, EndedAt: time.Now().UTC()}
-	if o.ErrorCode == "" {
-		o.ErrorCode = "executor_failed"
+	if o.ErrorCode == "" { // the context ended: the receipt still names a code of the closed set
+		o.ErrorCode = string(refusal.InvokeFailed)
 	}
 	_ = r.l.Finish(context.WithoutCancel(ctx), o)
 	return err

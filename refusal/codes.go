@@ -64,6 +64,8 @@ const (
 	RegistryCorrupt  Code = "registry_corrupt"
 	// run
 	RuntimeMissing       Code = "runtime_missing"
+	InputInvalid         Code = "input_invalid"
+	InvokeFailed         Code = "invoke_failed"
 	SecretUnresolved     Code = "secret_unresolved"
 	SecretBundleTooLarge Code = "secret_bundle_too_large"
 	// image
@@ -124,6 +126,8 @@ var all = []Code{
 	PinExpired,
 	RegistryCorrupt,
 	RuntimeMissing,
+	InputInvalid,
+	InvokeFailed,
 	SecretUnresolved,
 	SecretBundleTooLarge,
 	BaseImageUnpinned,
