@@ -260,7 +260,9 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Replayed {
 			// The ledger keeps the result's digest, not its value.
-			fmt.Fprintf(o.stderr, "replayed: attempt %s ran ok earlier under this idempotency key and input; its result (%s) is not kept, only recorded in %s\n", res.AttemptID, res.ResultDigest, ledger)
+			// AttemptID is this replay's own attempt, not the earlier
+			// one that ran (its outcome's replay_of names that one).
+			fmt.Fprintf(o.stderr, "replayed: attempt %s returned the recorded ok outcome of an earlier run under this idempotency key and input; its result (%s) is not kept, only its digest, in %s\n", res.AttemptID, res.ResultDigest, ledger)
 			return
 		}
 		if res.Status == invoke.StatusOK {
