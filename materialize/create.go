@@ -629,6 +629,11 @@ func syncParent(p string) error {
 // its stat index and tree, under the env's lock so that no create of the
 // same digest runs meanwhile. Whether an accepted pin still names it is
 // the caller's to check. A dir that is not below st's envs is refused.
+// Once ctx is cancelled nothing more is removed (an error wrapping
+// ctx.Err(), the env left as it was): a caller removing many envs stops
+// at the next one. Removing a tree that was begun is finished (it takes
+// as long as the file system needs to unlink one env), so an interruption
+// leaves no half-removed tree.
 func Remove(ctx context.Context, st *store.Store, dir string) error {
 	envs := filepath.Join(st.Home(), EnvsDir)
 	dir = filepath.Clean(dir)
@@ -643,6 +648,9 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 		return err
 	}
 	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted; the env %s was not removed: %w", dir, err)
+	}
 	aside, err := moveAside(dir)
 	if err == nil && aside != "" {
 		err = removeTree(aside)

@@ -200,6 +200,37 @@ func TestCreateRecoversFromCrashDebris(t *testing.T) {
 	}
 }
 
+// TestRemoveInterrupted: Remove with its context cancelled removes
+// nothing (found by SIGINT to gc --envs, which went on removing every env,
+// ~0.7 s each, before it stopped), and then removes the env once asked
+// again with a live context.
+func TestRemoveInterrupted(t *testing.T) {
+	st := newStore(t)
+	w := putDemo(t, st)
+	res, err := Create(context.Background(), st, request(t, w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = Remove(ctx, st, res.Dir)
+	if !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Fatalf("Remove with a cancelled context: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	if _, err := seal.Verify(context.Background(), res.Dir, seal.Options{Deep: true}); err != nil {
+		t.Fatalf("the env was touched: %v", err)
+	}
+	if err := Remove(context.Background(), st, res.Dir); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(st.Home(), EnvsDir))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") || strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("left in envs/: %s", e.Name())
+		}
+	}
+}
+
 // TestCreateIsReproducible: the same inputs in the same store give the same
 // tree digest, bytecode included (unchecked-hash pycs, PYTHONHASHSEED=0).
 func TestCreateIsReproducible(t *testing.T) {
