@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -60,11 +61,17 @@ var globalFlags = []cli.Flag{
 }
 
 // flagString is urfave/cli's flag line without a "(default: …)" that
-// says nothing (false) or that the usage text already gave in its own
-// words ("(default: the CPUs) (default: 0)").
+// says nothing (false, or any on a required flag) or that the usage text
+// already gave in its own words ("(default: the CPUs) (default: 0)").
 func flagString(f cli.Flag) string {
 	s := defaultFlagStringer(f)
 	s = strings.TrimSuffix(s, " (default: false)")
+	// A required flag has no default ("--threshold K … (default: 0)").
+	if _, ok := requiredFlags.Load(f); ok {
+		if i := strings.LastIndex(s, " (default: "); i >= 0 && strings.HasSuffix(s, ")") {
+			s = s[:i]
+		}
+	}
 	if strings.Count(s, "(default") > 1 {
 		if i := strings.LastIndex(s, " (default: "); i >= 0 {
 			if j := strings.Index(s[i:], ")"); j >= 0 {
@@ -76,6 +83,10 @@ func flagString(f cli.Flag) string {
 }
 
 var defaultFlagStringer = cli.FlagStringer
+
+// requiredFlags holds the flags requireFlags checks itself (their
+// Required is cleared, so the help cannot tell them from the others).
+var requiredFlags sync.Map
 
 func init() { cli.FlagStringer = flagString }
 
@@ -129,6 +140,7 @@ func requireFlags(c *cli.Command) {
 				panic(fmt.Sprintf("requireFlags: %T", f)) // a programming error, caught by every test
 			}
 			names = append(names, f.Names()[0])
+			requiredFlags.Store(f, true)
 		}
 	}
 	if len(names) == 0 || c.Action == nil {

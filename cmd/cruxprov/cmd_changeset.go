@@ -94,7 +94,7 @@ func init() {
 				"Example:\n   cruxprov changeset approve 3f2a9c1e --key ~/keys/alice.key --expires 2160h",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "key", Usage: "the private key `FILE`", Required: true},
-				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h)"},
+				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h) (default: never)"},
 			},
 			Action: func(c *cli.Context) error {
 				o, reg, err := openRegistry(c, 1)
@@ -138,7 +138,7 @@ func init() {
 			Usage:       "close a proposed change-set with a reason",
 			UsageText:   "cruxprov changeset reject ID --reason TEXT",
 			Description: "Example:\n   cruxprov changeset reject 3f2a9c1e --reason 'egress to an unknown host'",
-			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why (recorded in the history)", Required: true}},
+			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why: `TEXT` recorded in the history", Required: true}},
 			Action: func(c *cli.Context) error {
 				o, reg, err := openRegistry(c, 1)
 				if err != nil {

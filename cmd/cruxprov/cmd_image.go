@@ -75,7 +75,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "build every layer: neither read nor write the store's layer, wheel and bytecode caches (docs/store.md)"},
-			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs"},
+			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
 		}, indexFlags()...),
 		Action: imageBuild,
 	}

@@ -32,7 +32,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "platform", Usage: "target `PLATFORM`s: preset ids or host, comma-separated or repeated"},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` local envs point at"},
 			&cli.StringFlag{Name: "sha256", Usage: "the root wheel's sha256 `HEX` (with NAME==VERSION)"},
-			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container (with --image)"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (with --image)"},
 			&cli.StringSliceFlag{Name: "image", Usage: "with --backend container: the image `REF@DIGEST` (or oci:DIR@DIGEST) CI built, signed by a trusted builder key; an image index gives every platform's manifest (repeatable)"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},

@@ -87,7 +87,7 @@ func init() {
 				"Example:\n   cruxprov key trust alice.pub\n   cruxprov key trust ci.pub --name ci --role builder",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "name", Usage: "the key's `NAME` (default: PUB's file name without .pub)"},
-				&cli.StringFlag{Name: "role", Value: registry.RoleApprover, Usage: "approver (counts toward approvals) or builder"},
+				&cli.StringFlag{Name: "role", Value: registry.RoleApprover, Usage: "`ROLE`: approver (counts toward approvals) or builder"},
 			},
 			Action: func(c *cli.Context) error {
 				o, reg, err := openRegistry(c, 1)

@@ -29,7 +29,7 @@ func init() {
 			"Example:\n   cruxprov verify acme-echo\n   cruxprov verify acme-echo --entrypoint echo --deep --json",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "entrypoint", Usage: "the `E`ntrypoint that will run (must be pinned)"},
-			&cli.StringFlag{Name: "backend", Value: "local", Usage: "local, or container: the pinned image's digest, builder signature and provenance"},
+			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container: the pinned image's digest, builder signature and provenance"},
 			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several envs or images are pinned)"},
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file of the env"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference of the env, not only the first"},

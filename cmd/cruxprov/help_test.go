@@ -14,17 +14,30 @@ import (
 )
 
 // TestHelpIsHonest: every command's --help shows an example, every example
-// runs a command that exists, and no flag line says "(default …)" twice
-// (issue 11 item 9).
+// runs a command that exists with flags it has, and no flag line says
+// "(default …)" twice (issue 11 item 9), shows a zero default or the
+// placeholder "value".
 func TestHelpIsHonest(t *testing.T) {
 	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
 	exists := map[string]bool{"": true}
 	var paths [][]string
 	var walk func(prefix []string, cs []*cli.Command)
+	flagsOf := map[string]map[string]bool{"": {}}
+	for _, f := range app.Flags {
+		for _, n := range f.Names() {
+			flagsOf[""][n] = true
+		}
+	}
 	walk = func(prefix []string, cs []*cli.Command) {
 		for _, c := range cs {
 			p := append(append([]string{}, prefix...), c.Name)
 			exists[strings.Join(p, " ")] = true
+			flagsOf[strings.Join(p, " ")] = map[string]bool{"help": true, "h": true}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					flagsOf[strings.Join(p, " ")][n] = true
+				}
+			}
 			paths = append(paths, p)
 			walk(p, c.Subcommands)
 		}
@@ -59,9 +72,46 @@ func TestHelpIsHonest(t *testing.T) {
 					t.Errorf("example names no command: cruxprov%s", m[1])
 				}
 			}
+			// Every flag an example passes is one its command (or the
+			// app) has: the rest of the example's line, up to a pipe or
+			// a redirection, continued lines joined.
+			ex := strings.ReplaceAll(help[strings.Index(help, "Example:"):], "\\\n", " ")
+			if i := strings.Index(ex, "\nOPTIONS:"); i >= 0 {
+				ex = ex[:i]
+			}
+			if i := strings.Index(ex, "\nCOMMANDS:"); i >= 0 {
+				ex = ex[:i]
+			}
+			for _, line := range strings.Split(ex, "\n") {
+				i := strings.Index(line, "cruxprov ")
+				if i < 0 {
+					continue
+				}
+				words := strings.Fields(strings.FieldsFunc(line[i:], func(r rune) bool { return r == '|' || r == '>' || r == '#' })[0])[1:]
+				var cmd []string
+				for _, w := range words {
+					if !exists[strings.Join(append(append([]string{}, cmd...), w), " ")] {
+						break
+					}
+					cmd = append(cmd, w)
+				}
+				for _, w := range words[len(cmd):] {
+					name, _, _ := strings.Cut(w, "=")
+					if !strings.HasPrefix(name, "-") || name == "-" || flagsOf[strings.Join(cmd, " ")][strings.TrimLeft(name, "-")] || flagsOf[""][strings.TrimLeft(name, "-")] {
+						continue
+					}
+					t.Errorf("example passes %s, which cruxprov %s has not: %s", name, strings.Join(cmd, " "), strings.TrimSpace(line))
+				}
+			}
 			for _, line := range strings.Split(help, "\n") {
 				if strings.Count(line, "(default") > 1 {
 					t.Errorf("doubled default: %s", line)
+				}
+				// A zero default says nothing a person can use, and a
+				// flag line showing urfave/cli's placeholder "value"
+				// does not say what the value is.
+				if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[0], "--") && (f[1] == "value" || strings.Contains(line, "(default: 0)") || strings.Contains(line, "(default: 0s)")) {
+					t.Errorf("flag line without a meaningful placeholder or default: %s", line)
 				}
 			}
 		})
