@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 )
 
@@ -218,6 +220,10 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	debris, err := s.clean(ctx, opts.DryRun)
 	rep.Removed = append(rep.Removed, debris...)
+	if err == nil {
+		debris, err = s.cleanEnvs(ctx, opts.DryRun)
+		rep.Removed = append(rep.Removed, debris...)
+	}
 	sort.Strings(rep.Removed)
 	if err != nil {
 		return rep, err
@@ -242,4 +248,98 @@ func rel(home, p string) string {
 		return p
 	}
 	return filepath.ToSlash(r)
+}
+
+// cleanEnvs removes what a process killed while it committed, replaced or
+// removed an env left in envs/ (GC holds the store lock exclusive, so no
+// create is running): a tree moved aside (".<hex>.old.tmp-*"), a seal's or
+// stat index's temp file (".<hex>.seal.json.tmp-*"), and a tree or stat
+// index without its seal (no seal, no env: verify refuses it). Each only
+// when the env's own lock (envs/.<hex>.lock, held while an env is created,
+// replaced or removed) can be taken. The next create of the same digest
+// removes that debris too, but an env removed (env remove, gc --envs) is
+// seldom created again: without this its debris stayed for ever.
+func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) ([]string, error) {
+	envs := filepath.Join(s.home, EnvsDir)
+	ents, err := os.ReadDir(envs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	byDigest := map[string][]string{}
+	for _, e := range ents {
+		n := e.Name()
+		var hex string
+		switch {
+		case strings.HasPrefix(n, ".") && len(n) > 66 && n[65] == '.' && strings.Contains(n[66:], ".tmp-"):
+			hex = n[1:65]
+		case isHexName(n) && e.IsDir(), strings.HasSuffix(n, ".index") && isHexName(strings.TrimSuffix(n, ".index")):
+			hex = n[:64]
+			if names[hex+".seal.json"] {
+				continue
+			}
+		default:
+			continue
+		}
+		if isHexName(hex) {
+			byDigest[hex] = append(byDigest[hex], n)
+		}
+	}
+	hexes := make([]string, 0, len(byDigest))
+	for h := range byDigest {
+		hexes = append(hexes, h)
+	}
+	sort.Strings(hexes)
+	var removed []string
+	for _, h := range hexes {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		// Not run while another process holds the env's lock: an env
+		// being created, replaced or removed, whose owner cleans up.
+		_, err := withEnvLock(filepath.Join(envs, "."+h+".lock"), func() error {
+			for _, n := range byDigest[h] {
+				if !dryRun {
+					if err := makeWritableAndRemove(filepath.Join(envs, n)); err != nil {
+						return fmt.Errorf("gc: %w", err)
+					}
+				}
+				removed = append(removed, filepath.ToSlash(filepath.Join(EnvsDir, n)))
+			}
+			return nil
+		})
+		if err != nil {
+			return removed, err
+		}
+	}
+	if !dryRun && len(removed) > 0 {
+		if err := syncDir(envs); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// withEnvLock runs fn holding the env lock at path (flock, not waiting),
+// and reports whether it ran: not when another process holds the lock. A
+// missing lock file is nobody's.
+func withEnvLock(path string, fn func() error) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, fn()
+	}
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false, nil
+	}
+	return true, fn()
 }

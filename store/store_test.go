@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -484,5 +486,79 @@ func TestStageRacesClean(t *testing.T) {
 	}
 	if _, err := os.Stat(dead); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a dead owner's staging is still there: %v", err)
+	}
+}
+
+// TestGCEnvDebris: what a process killed while it committed, replaced or
+// removed an env leaves in envs/ (found by SIGKILLing gc --envs: the tree
+// it had moved aside stayed there, gc after gc) is removed by gc when the
+// env's lock is free, and left to its owner when another process holds it.
+func TestGCEnvDebris(t *testing.T) {
+	s := open(t)
+	envs := filepath.Join(s.Home(), EnvsDir)
+	dead, busy, sealed := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	tree := func(p string) { // a frozen tree, as an env is
+		os.MkdirAll(filepath.Join(p, "lib", "sub"), 0o755)
+		os.WriteFile(filepath.Join(p, "lib", "sub", "x.py"), []byte("x"), 0o444)
+		os.Chmod(filepath.Join(p, "lib", "sub"), 0o555)
+		os.Chmod(filepath.Join(p, "lib"), 0o555)
+		os.Chmod(p, 0o555)
+	}
+	var wantDebris []string
+	for _, h := range []string{dead, busy} {
+		tree(filepath.Join(envs, "."+h+".old.tmp-123", "env")) // moved aside by env remove / gc --envs / --replace
+		tree(filepath.Join(envs, h))                           // renamed into place, killed before its seal
+		os.WriteFile(filepath.Join(envs, h+".index"), []byte("ix"), 0o444)
+		os.WriteFile(filepath.Join(envs, "."+h+".seal.json.tmp-456"), []byte("{"), 0o644)
+		os.WriteFile(filepath.Join(envs, "."+h+".lock"), nil, 0o644)
+	}
+	for _, n := range []string{"." + dead + ".old.tmp-123", dead, dead + ".index", "." + dead + ".seal.json.tmp-456"} {
+		wantDebris = append(wantDebris, EnvsDir+"/"+n)
+	}
+	sort.Strings(wantDebris)
+	// A sealed env is no debris, nor is its lock.
+	tree(filepath.Join(envs, sealed))
+	os.WriteFile(filepath.Join(envs, sealed+".index"), []byte("ix"), 0o444)
+	os.WriteFile(filepath.Join(envs, sealed+".seal.json"), []byte(`{}`), 0o444)
+	os.WriteFile(filepath.Join(envs, "."+sealed+".lock"), nil, 0o644)
+	// busy's lock is held, as by a create, a replace or a remove running.
+	lf, err := os.Open(filepath.Join(envs, "."+busy+".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		ents, _ := os.ReadDir(envs)
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	before := list()
+	rep, err := s.GC(context.Background(), GCOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rep.Removed, ",") != strings.Join(wantDebris, ",") {
+		t.Errorf("dry run lists %v, want %v", rep.Removed, wantDebris)
+	}
+	if got := list(); strings.Join(got, ",") != strings.Join(before, ",") {
+		t.Fatalf("dry run removed something: %v", got)
+	}
+	if rep, err = s.GC(context.Background(), GCOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(rep.Removed, ",") != strings.Join(wantDebris, ",") {
+		t.Errorf("removed %v, want %v", rep.Removed, wantDebris)
+	}
+	want := []string{"." + busy + ".lock", "." + busy + ".old.tmp-123", "." + busy + ".seal.json.tmp-456", "." + sealed + ".lock", "." + dead + ".lock",
+		busy, busy + ".index", sealed, sealed + ".index", sealed + ".seal.json"}
+	sort.Strings(want)
+	if got := list(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("envs/ after gc:\n %v\nwant\n %v", got, want)
 	}
 }
