@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -216,7 +215,7 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		}
 		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
 	}
-	fmt.Fprintf(w, "Plan: %d change(s).%s\n", n, strings.Repeat("", 0))
+	fmt.Fprintf(w, "Plan: %s.\n", count(n, "change"))
 }
 
 func orDash(s string) string {

@@ -105,7 +105,7 @@ func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
 		return nil, nil, err
 	}
 	if c.NArg() != nargs {
-		return nil, nil, usagef("%s takes %d argument(s), got %d", c.Command.Name, nargs, c.NArg())
+		return nil, nil, usagef("%s takes %s, got %d", c.Command.Name, count(nargs, "argument"), c.NArg())
 	}
 	reg, err := registry.OpenDir(c.Context, filepath.Join(o.home, "registry"))
 	if err != nil {

@@ -121,7 +121,7 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	must(op("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json")), "register acme.diagnostics")
 	id1 := csID(must(install(w.echo), "install v1"))
 	r := must(op("changeset", "diff", id1), "diff v1")
-	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "+ cruxible-provider-runtime") {
+	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "+ cruxible-provider-runtime") || !strings.Contains(r.stdout, " changes.\n") {
 		t.Errorf("diff v1: %s", r.stdout)
 	}
 	if r := refused(ex("verify", "acme-echo"), refusal.PinUnapproved, "verify before approval"); !strings.Contains(r.stderr, "to fix: cruxprov changeset list") {

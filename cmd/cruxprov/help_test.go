@@ -244,3 +244,12 @@ func TestEnvVerifyByDigest(t *testing.T) {
 		t.Errorf("a short prefix: %+v", r)
 	}
 }
+
+// TestArgumentCountSaysItsNoun: "show takes 1 argument, got 0", not
+// "1 argument(s)" (counts agree with their nouns, as elsewhere).
+func TestArgumentCountSaysItsNoun(t *testing.T) {
+	r := cruxprov(t, "changeset", "show")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "show takes 1 argument, got 0") {
+		t.Errorf("%+v", r)
+	}
+}
