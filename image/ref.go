@@ -163,9 +163,12 @@ func notReached(err error) bool {
 	if errors.As(err, &te) {
 		return te.StatusCode != http.StatusNotFound
 	}
+	// Not the net.Error interface: *fs.PathError has its methods too, and
+	// a layout's missing file is no network's doing.
 	var ue *url.Error
-	var ne net.Error
-	return errors.As(err, &ue) || errors.As(err, &ne)
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de)
 }
 
 // readFailed types an error reading ref that carries no refusal yet:

@@ -241,3 +241,12 @@ func TestVerifyRegistryNotReached(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyMissingLayout: a layout directory that is not there is not a
+// registry out of reach.
+func TestVerifyMissingLayout(t *testing.T) {
+	_, err := Verify(context.Background(), "oci:"+filepath.Join(t.TempDir(), "none")+"@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	if refusal.CodeOf(err) != refusal.ImageDigestMismatch || strings.Contains(err.Error(), "registry") {
+		t.Fatalf("got %v", err)
+	}
+}
