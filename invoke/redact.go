@@ -12,7 +12,10 @@ import (
 const redacted = "[redacted]"
 
 // redactor replaces every text form of a set of secret values.
-type redactor struct{ forms []string } // longest first
+type redactor struct {
+	forms []string // longest first
+	rep   *strings.Replacer
+}
 
 func newRedactor(values []string) *redactor {
 	set := map[string]bool{}
@@ -36,15 +39,23 @@ func newRedactor(values []string) *redactor {
 		}
 		return r.forms[i] < r.forms[j]
 	})
+	pairs := make([]string, 0, 2*len(r.forms))
+	for _, f := range r.forms {
+		pairs = append(pairs, f, redacted)
+	}
+	r.rep = strings.NewReplacer(pairs...)
 	return r
 }
 
-// text redacts every whole occurrence of every form.
+// text redacts every whole occurrence of every form, in one pass: at each
+// position the longest form that matches, and never inside a
+// "[redacted]" it wrote (replacing form after form redacted a short
+// secret's letters in the marker a longer form had left).
 func (r *redactor) text(s string) string {
-	for _, f := range r.forms {
-		s = strings.ReplaceAll(s, f, redacted)
+	if len(r.forms) == 0 {
+		return s
 	}
-	return s
+	return r.rep.Replace(s)
 }
 
 // tail redacts s, a window cut out of a longer stream: besides whole

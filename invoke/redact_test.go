@@ -1,0 +1,27 @@
+package invoke
+
+import "testing"
+
+// TestRedactText: every text form of every secret goes, each in one
+// pass: a one-letter secret beside a longer one does not redact the
+// letters of the marker the longer one left.
+func TestRedactText(t *testing.T) {
+	r := newRedactor([]string{"t", "s3cr3t"})
+	for in, want := range map[string]string{
+		"https://x/?token=s3cr3t": "h[redacted][redacted]ps://x/?[redacted]oken=[redacted]",
+		"no secret here":          "no secre[redacted] here",
+		"s3cr3ts3cr3t":            "[redacted][redacted]",
+		"":                        "",
+	} {
+		if got := r.text(in); got != want {
+			t.Errorf("text(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := newRedactor(nil).text("as it is"); got != "as it is" {
+		t.Errorf("no secrets: %q", got)
+	}
+	// The JSON-escaped form of a value is redacted too.
+	if got := newRedactor([]string{`a"b`}).text(`{"v":"a\"b"}`); got != `{"v":"[redacted]"}` {
+		t.Errorf("escaped form: %q", got)
+	}
+}
