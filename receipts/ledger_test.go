@@ -261,6 +261,31 @@ func TestScanMerges(t *testing.T) {
 	}
 }
 
+// TestScanLedgerAndCopy: a ledger named twice is read once; a ledger and
+// its copy given together hold the same attempts, and the refusal says
+// so (and that each can be scanned alone), not that one is corrupt.
+func TestScanLedgerAndCopy(t *testing.T) {
+	dir := t.TempDir()
+	p, cp := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "copy.jsonl")
+	l := openT(t, p)
+	begin(t, l, testIntent("x1", "", "in"))
+	finish(t, l, testOutcome("x1", StatusOK))
+	if res := scanT(t, p, p); len(res.Attempts) != 1 || len(res.Corrupt) != 0 {
+		t.Fatalf("the same ledger twice: %+v", res)
+	}
+	b, _ := os.ReadFile(p)
+	os.WriteFile(cp, b, 0o600)
+	_, err := Scan(context.Background(), []string{p, cp}, ScanOptions{})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.AlsoIn != p || ce.Path != cp || !strings.Contains(err.Error(), "hold the same attempt") {
+		t.Fatalf("a ledger and its copy: %v", err)
+	}
+	res, err := Scan(context.Background(), []string{p, cp}, ScanOptions{TolerateCorrupt: true})
+	if err != nil || len(res.Corrupt) == 0 || res.Corrupt[0].AlsoIn != p {
+		t.Fatalf("tolerant: %v %+v", err, res)
+	}
+}
+
 func appendFile(t testing.TB, path, s string) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)

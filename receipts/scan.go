@@ -85,6 +85,10 @@ type CorruptLine struct {
 	SHA256 string `json:"sha256"` // "sha256:<hex>" of those bytes
 	Reason string `json:"reason"`
 	Bytes  []byte `json:"bytes"` // the bad bytes, base64 in JSON (nil when the line is longer than a row can be)
+	// AlsoIn is the other ledger given to the same scan that holds this
+	// line's attempt too (a ledger and its copy), when that is what is
+	// wrong: each alone may be sound.
+	AlsoIn string `json:"also_in,omitempty"`
 }
 
 // CorruptError is a strict scan's failure: the first bad line. It is
@@ -105,6 +109,10 @@ func (e *CorruptError) Error() string {
 func (e *CorruptError) Is(target error) bool { return target == refusal.LedgerCorrupt }
 
 func corrupt(cl CorruptLine) error {
+	if cl.AlsoIn != "" {
+		return refusal.Wrap(refusal.LedgerCorrupt, &CorruptError{cl},
+			"receipts ledgers %s and %s hold the same attempt (one a copy of the other?): scan them one at a time", cl.AlsoIn, cl.Path).WithRemedy(refusal.ActionScanLedger, cl.Path)
+	}
 	return refusal.Wrap(refusal.LedgerCorrupt, &CorruptError{cl},
 		"receipts ledger %s is corrupt (list its bad lines with a tolerant scan; move it aside to start a new one)", cl.Path).WithRemedy(refusal.ActionScanLedger, cl.Path)
 }
@@ -116,8 +124,9 @@ func corrupt(cl CorruptLine) error {
 func Scan(ctx context.Context, paths []string, opts ScanOptions) (*ScanResult, error) {
 	j := newJoiner()
 	res := &ScanResult{}
+	var seen []os.FileInfo // a ledger named twice is read once
 	for _, p := range paths {
-		if err := scanFile(ctx, p, j, res, opts); err != nil {
+		if err := scanFile(ctx, p, j, res, opts, &seen); err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +134,7 @@ func Scan(ctx context.Context, paths []string, opts ScanOptions) (*ScanResult, e
 	return res, nil
 }
 
-func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts ScanOptions) error {
+func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts ScanOptions, seen *[]os.FileInfo) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
@@ -135,6 +144,12 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
 	}
+	for _, o := range *seen {
+		if os.SameFile(o, st) {
+			return nil
+		}
+	}
+	*seen = append(*seen, st)
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("receipts: %s is not a regular file", path)
 	}
@@ -307,8 +322,12 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 	switch {
 	case r.intent != nil:
 		id := r.intent.AttemptID
-		if _, dup := j.attempts[id]; dup {
-			return bad(fmt.Sprintf("a second intent for attempt %s", id))
+		if first, dup := j.attempts[id]; dup {
+			cl := bad(fmt.Sprintf("a second intent for attempt %s (the first: %s line %d)", id, first.Path, first.Line))
+			if first.Path != path {
+				cl.AlsoIn = first.Path
+			}
+			return cl
 		}
 		a := &Attempt{Intent: *r.intent, Path: path, Line: ln.no}
 		j.attempts[id] = a
