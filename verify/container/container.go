@@ -13,6 +13,7 @@ package container
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
@@ -34,6 +35,19 @@ type Report struct {
 	Image *image.Report      `json:"image"`
 	Pin   *registry.Pin      `json:"-"`
 	Spec  *registry.Provider `json:"-"`
+	// ValidUntil is when the pin stops verifying by time alone (zero
+	// when it does not), as verify.Report's: a container executor that
+	// does not verify before every call checks it (Unexpired).
+	ValidUntil time.Time `json:"-"`
+}
+
+// Unexpired refuses pin_expired once the pin verified in r is past its
+// ValidUntil at now (verify.Report.Unexpired).
+func (r *Report) Unexpired(now time.Time) error {
+	if r == nil {
+		return nil
+	}
+	return (&verify.Report{Provider: r.Provider, Revision: r.Revision, ValidUntil: r.ValidUntil}).Unexpired(now)
 }
 
 // Options tune Verify beyond verify.Options.
@@ -84,7 +98,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 	r := &Report{Provider: name}
 	acc, err := verify.CheckPin(ctx, reg, name, o)
 	if acc != nil {
-		r.Pin, r.Spec, r.Revision, r.Entrypoint = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint
+		r.Pin, r.Spec, r.Revision, r.Entrypoint, r.ValidUntil = acc.Pin, acc.Spec, acc.Pin.Revision, acc.Entrypoint, acc.ValidUntil
 	}
 	if err != nil {
 		return r, err
