@@ -283,6 +283,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		top = ix
 		res.MediaType = types.OCIImageIndex
 	}
+	// Nothing is written outside the store's staging before this point: a
+	// signal that came while the layers were built stops here.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("interrupted; no image was written: %w", err)
+	}
 	var extra []tagged
 	if o.Key != nil {
 		o.Progress("sign", "")
@@ -294,7 +299,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	start := time.Now()
 	o.Progress("write", "")
 	if o.Output != "" {
-		if err := writeLayout(o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
+		if err := writeLayout(ctx, o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
 			return nil, fmt.Errorf("cannot write the layout %s: %w", o.Output, err)
 		}
 		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())
@@ -451,7 +456,10 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		if err != nil {
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot list the env")
 		}
-		if envLayer, err = cache.write(filepath.Join(dir, "env.tar.gz"), envEntries, epoch, s); err != nil {
+		if envLayer, err = cache.write(ctx, filepath.Join(dir, "env.tar.gz"), envEntries, epoch, s); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the env layer")
 		}
 		tm.Layers += time.Since(start)
@@ -464,7 +472,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		o.Warn(fmt.Sprintf("the host's %s is %s, the image's is %s: same X.Y, so the bytecode is the same; pyvenv.cfg names %s", in.Path, s.Interpreter.Version, in.Version, s.Interpreter.Version))
 	}
 	shimEntries := append(parents(inImage(ShimPath)), entry{name: inImage(ShimPath), typeflag: tar.TypeReg, mode: 0o755, src: shim})
-	shimLayer, err := writeLayer(filepath.Join(dir, "shim.tar.gz"), shimEntries, epoch)
+	shimLayer, err := writeLayer(ctx, filepath.Join(dir, "shim.tar.gz"), shimEntries, epoch)
 	if err != nil {
 		return nil, &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}
@@ -481,7 +489,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		entry{name: meta + "/provider.toml", typeflag: tar.TypeReg, mode: 0o644, data: manifestRaw},
 		entry{name: meta + "/pylock.toml", typeflag: tar.TypeReg, mode: 0o644, data: lockRaw},
 		entry{name: meta + "/seal.json", typeflag: tar.TypeReg, mode: 0o644, data: sealDoc})
-	metaLayer, err := writeLayer(filepath.Join(dir, "meta.tar.gz"), metaEntries, epoch)
+	metaLayer, err := writeLayer(ctx, filepath.Join(dir, "meta.tar.gz"), metaEntries, epoch)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the metadata layer")
 	}

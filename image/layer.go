@@ -2,6 +2,7 @@ package image
 
 import (
 	"archive/tar"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -91,7 +92,7 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 // names, no PAX records (USTAR or GNU format only as the names need), a
 // fixed gzip level and an empty gzip header, so that the same entries
 // always give the same bytes.
-func writeLayer(dst string, entries []entry, epoch time.Time) (*fileLayer, error) {
+func writeLayer(ctx context.Context, dst string, entries []entry, epoch time.Time) (*fileLayer, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	for i := 1; i < len(entries); i++ {
 		if entries[i].name == entries[i-1].name {
@@ -117,6 +118,11 @@ func writeLayer(dst string, entries []entry, epoch time.Time) (*fileLayer, error
 	tw := tar.NewWriter(io.MultiWriter(zw, tsum))
 	buf := make([]byte, 256<<10)
 	for _, e := range entries {
+		// An env layer takes seconds to compress: a signal stops it
+		// between two files (the caller removes dst).
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("interrupted while the layer was written: %w", err)
+		}
 		h := &tar.Header{
 			Name: e.name, Typeflag: e.typeflag, Mode: e.mode, ModTime: epoch,
 			Format: tar.FormatGNU, Linkname: e.link,

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -115,15 +116,15 @@ func (c layerCache) load() (*seal.Seal, *fileLayer) {
 
 // write writes the env layer: into the cache (then recorded with s), or
 // at staged when there is no cache or it cannot be written to.
-func (c layerCache) write(staged string, entries []entry, epoch time.Time, s *seal.Seal) (*fileLayer, error) {
+func (c layerCache) write(ctx context.Context, staged string, entries []entry, epoch time.Time, s *seal.Seal) (*fileLayer, error) {
 	if c.key == "" || os.MkdirAll(c.dir, 0o755) != nil {
-		return writeLayer(staged, entries, epoch)
+		return writeLayer(ctx, staged, entries, epoch)
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	lp, ep := c.paths()
 	tmp := filepath.Join(c.dir, ".tmp-"+c.key+"-"+hex.EncodeToString(rnd[:]))
-	l, err := writeLayer(tmp, entries, epoch)
+	l, err := writeLayer(ctx, tmp, entries, epoch)
 	if err != nil {
 		os.Remove(tmp)
 		return nil, err

@@ -2,6 +2,7 @@ package image
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -31,18 +35,26 @@ import (
 // once every blob it names is synced and the directory too: after a crash
 // the layout is the old one or the new one. One writer at a time per
 // layout (as with any layout tool).
+//
+// A blob's temp file is flocked by its writer, and a writer opening the
+// layout removes the temps nobody holds: those of a build killed while it
+// wrote (an env layer's is tens of MB). A cancelled ctx stops the writing
+// between two reads and before index.json is replaced: the layout stays
+// the old one (with the new blobs written so far, correct and unnamed).
 type layoutWriter struct {
+	ctx   context.Context
 	dir   string
 	blobs string
 	done  map[v1.Hash]bool
 	buf   []byte
 }
 
-func newLayoutWriter(dir string) (*layoutWriter, error) {
-	w := &layoutWriter{dir: dir, blobs: filepath.Join(dir, "blobs", "sha256"), done: map[v1.Hash]bool{}, buf: make([]byte, 1<<20)}
+func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
+	w := &layoutWriter{ctx: ctx, dir: dir, blobs: filepath.Join(dir, "blobs", "sha256"), done: map[v1.Hash]bool{}, buf: make([]byte, 1<<20)}
 	if err := os.MkdirAll(w.blobs, 0o755); err != nil {
 		return nil, err
 	}
+	w.removeDeadTemps()
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, fs.ErrNotExist) {
 		if err := atomicfile.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644); err != nil {
 			return nil, err
@@ -155,12 +167,15 @@ func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, e
 			return nil
 		}
 	}
+	if err := w.ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted: %w", err)
+	}
 	rc, err := open()
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	tmp, err := os.CreateTemp(w.blobs, ".tmp-"+d.Hex+"-*")
+	tmp, err := os.CreateTemp(w.blobs, tempPrefix+d.Hex+"-*")
 	if err != nil {
 		return err
 	}
@@ -171,7 +186,12 @@ func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, e
 			os.Remove(tmp.Name())
 		}
 	}()
-	got, n, err := w.hash(rc, tmp)
+	// Owned while it lives (removeDeadTemps); a name removed before the
+	// lock was taken only makes the rename fail.
+	if err := unix.Flock(int(tmp.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	got, n, err := w.hash(ctxReader{w.ctx, rc}, tmp)
 	if err != nil {
 		return fmt.Errorf("blob %s: %w", d, err)
 	}
@@ -195,6 +215,45 @@ func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, e
 	return nil
 }
 
+// tempPrefix starts the name of a blob being written.
+const tempPrefix = ".tmp-"
+
+// removeDeadTemps removes the blob temps in the layout that no writer
+// holds (flock): a killed build's.
+func (w *layoutWriter) removeDeadTemps() {
+	ents, err := os.ReadDir(w.blobs)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), tempPrefix) || !e.Type().IsRegular() {
+			continue
+		}
+		p := filepath.Join(w.blobs, e.Name())
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+			os.Remove(p)
+		}
+		f.Close()
+	}
+}
+
+// ctxReader is r that fails once ctx is cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("interrupted: %w", err)
+	}
+	return c.r.Read(p)
+}
+
 func (w *layoutWriter) hash(r io.Reader, dst io.Writer) (string, int64, error) {
 	h := sha256.New()
 	n, err := io.CopyBuffer(io.MultiWriter(h, dst), r, w.buf)
@@ -205,6 +264,9 @@ func (w *layoutWriter) hash(r io.Reader, dst io.Writer) (string, int64, error) {
 // which drop is true go, adds come after the rest (each with its ref name
 // annotation), and the file is written atomically.
 func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descriptor) error {
+	if err := w.ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted; index.json was left as it was: %w", err)
+	}
 	if err := atomicfile.SyncDir(w.blobs); err != nil {
 		return err
 	}

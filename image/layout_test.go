@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -27,12 +28,12 @@ func TestLayoutWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
-	if err := writeLayout(dir, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
 		t.Fatal(err)
 	}
 	index0, _ := os.ReadFile(filepath.Join(dir, "index.json"))
 
-	w, err := newLayoutWriter(dir)
+	w, err := newLayoutWriter(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestLayoutWriter(t *testing.T) {
 	if err := os.WriteFile(blob, make([]byte, fi.Size()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeLayout(dir, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
 		t.Fatal(err)
 	}
 	lp, err := layout.FromPath(dir)
@@ -93,7 +94,7 @@ func TestLayoutWriter(t *testing.T) {
 	// Another image under the same name replaces it; a second name adds one.
 	img2, _ := random.Image(1024, 1)
 	d2, _ := img2.Digest()
-	if err := writeLayout(dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}); err != nil {
+	if err := writeLayout(context.Background(), dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}); err != nil {
 		t.Fatal(err)
 	}
 	ix, _ = lp.ImageIndex()

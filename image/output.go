@@ -83,8 +83,8 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 // as oci:DIR:refName), and an older image under that name is replaced.
 // Blobs are 0644: an image is no secret, and whoever runs it (podman as
 // another user) must read it.
-func writeLayout(dir string, top any, d v1.Hash, refName string, extra []tagged) error {
-	w, err := newLayoutWriter(dir)
+func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName string, extra []tagged) error {
+	w, err := newLayoutWriter(ctx, dir)
 	if err != nil {
 		return err
 	}
