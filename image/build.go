@@ -239,6 +239,15 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
 	}
 	defer unlock()
+	// What a killed build left (its staging, a half-compressed layer in
+	// it): a build whose env layer comes from the cache runs no fetch,
+	// which cleans it otherwise.
+	if _, err := st.CleanStaging(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot clean the staging of the store %s", st.Home())
+	}
 	stg, err := st.Stage("image")
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot stage the image")

@@ -137,6 +137,46 @@ func TestLayoutWriterInterruptedAndDebris(t *testing.T) {
 	}
 }
 
+// TestBuildCleansKilledBuildsDebris: a build whose env layer comes from
+// the cache (no fetch runs) still removes what a killed build left in the
+// store's staging (found by SIGKILLing image build: its staging, and the
+// half-compressed layer it wrote beside the cache, stayed after the next
+// builds); a cancelled write into a layout that did not exist leaves no
+// directory.
+func TestBuildCleansKilledBuildsDebris(t *testing.T) {
+	home := t.TempDir()
+	build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci"), noCompile: true})
+	dead := filepath.Join(home, store.TmpDir, "image-123")
+	os.MkdirAll(filepath.Join(dead, "0"), 0o700)
+	os.WriteFile(filepath.Join(dead, "0", "env.tar.gz"), []byte("half a layer"), 0o600)
+	os.WriteFile(dead+".lock", nil, 0o600) // its owner is gone: nobody holds it
+	again := build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci"), noCompile: true})
+	if again.Timings.CachedLayers != 1 {
+		t.Fatalf("the rebuild missed the layer cache: %+v", again.Timings)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, store.TmpDir)); len(ents) != 0 {
+		t.Errorf("staging left: %v", ents)
+	}
+	ents, _ := os.ReadDir(filepath.Join(home, store.ImageLayersDir))
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".tar.gz") && !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("the layer cache holds %s", e.Name())
+		}
+	}
+
+	img, _ := random.Image(1024, 1)
+	d, _ := img.Digest()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	fresh := filepath.Join(t.TempDir(), "new")
+	if err := writeLayout(ctx, fresh, img, d, "one", nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled write: %v", err)
+	}
+	if _, err := os.Lstat(fresh); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a cancelled write left the layout it made: %v", err)
+	}
+}
+
 // cancelAfter cancels its context after the first read.
 type cancelAfter struct {
 	io.ReadCloser

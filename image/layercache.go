@@ -2,7 +2,6 @@ package image
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -120,21 +119,21 @@ func (c layerCache) write(ctx context.Context, staged string, entries []entry, e
 	if c.key == "" || os.MkdirAll(c.dir, 0o755) != nil {
 		return writeLayer(ctx, staged, entries, epoch)
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
+	// Written in the build's staging (in the store, so the rename is
+	// atomic), not beside the cache: a build killed while it compressed
+	// leaves its temp where the next build's CleanStaging removes it.
 	lp, ep := c.paths()
-	tmp := filepath.Join(c.dir, ".tmp-"+c.key+"-"+hex.EncodeToString(rnd[:]))
-	l, err := writeLayer(ctx, tmp, entries, epoch)
+	l, err := writeLayer(ctx, staged, entries, epoch)
 	if err != nil {
-		os.Remove(tmp)
+		os.Remove(staged)
 		return nil, err
 	}
 	sealDoc, err := s.Marshal()
 	if err == nil {
-		err = os.Rename(tmp, lp)
+		err = os.Rename(staged, lp)
 	}
 	if err != nil {
-		return l, nil // the layer is written (at tmp); only the cache entry is missing
+		return l, nil // the layer is written (at staged); only the cache entry is missing
 	}
 	l.path = lp
 	e, err := json.Marshal(layerEntry{Digest: l.digest, DiffID: l.diffID, Size: l.size, Seal: sealDoc})

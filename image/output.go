@@ -2,7 +2,10 @@ package image
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -83,7 +86,16 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 // as oci:DIR:refName), and an older image under that name is replaced.
 // Blobs are 0644: an image is no secret, and whoever runs it (podman as
 // another user) must read it.
-func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName string, extra []tagged) error {
+func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName string, extra []tagged) (err error) {
+	// A layout this write makes goes again when the write fails (an
+	// interruption, say): no directory that is not a layout is left.
+	if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
+		defer func() {
+			if err != nil {
+				os.RemoveAll(dir)
+			}
+		}()
+	}
 	w, err := newLayoutWriter(ctx, dir)
 	if err != nil {
 		return err
