@@ -188,13 +188,13 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	sort.SliceStable(todo, func(a, b int) bool { return res.Packages[todo[a]].Size > res.Packages[todo[b]].Size })
 	if opts.Offline {
 		if len(damaged) > 0 {
-			return rep, refusal.Wrap(refusal.OfflineMiss, errors.Join(damaged...), "offline, and the store held damaged bytes for %d wheel(s), which were removed: they must be fetched again online", len(damaged)).WithRemedy(refusal.ActionFetch, "")
+			return rep, refusal.Wrap(refusal.OfflineMiss, errors.Join(damaged...), "offline, and the store held damaged bytes for %d %s, now removed: fetch again online", len(damaged), wheels(len(damaged))).WithRemedy(refusal.ActionFetch, "")
 		}
 		var names []string
 		for _, i := range todo {
 			names = append(names, res.Packages[i].Filename)
 		}
-		return rep, refusal.New(refusal.OfflineMiss, "%d wheel(s) not in the store %s: %v; fetch them online once", len(names), st.Home(), names).WithRemedy(refusal.ActionFetch, "")
+		return rep, refusal.New(refusal.OfflineMiss, "%d %s not in the store %s: %v; fetch online once", len(names), wheels(len(names)), st.Home(), names).WithRemedy(refusal.ActionFetch, "")
 	}
 	if c == nil {
 		return rep, errors.New("fetch: no index client and not offline")
@@ -439,4 +439,12 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // String renders an event for logs.
 func (e Event) String() string {
 	return fmt.Sprintf("%s %s %d/%d", e.Kind, e.Filename, e.Bytes, e.Total)
+}
+
+// wheels is the noun for n wheels.
+func wheels(n int) string {
+	if n == 1 {
+		return "wheel"
+	}
+	return "wheels"
 }

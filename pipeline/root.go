@@ -56,5 +56,5 @@ func FetchRoot(ctx context.Context, c *index.Client, name, version string, sum d
 		}
 		return b, path.Base(f.Filename), nil
 	}
-	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (it lists %d wheel(s) of %s)", index.Redact(c.BaseURL()), name, version, sum, len(listed), proj.Name)
+	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
 }
