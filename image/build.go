@@ -198,6 +198,21 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if o.Output == "" && o.Push == "" {
 		return nil, errors.New("neither an output layout nor a repository to push to")
 	}
+	if warn := o.Warn; warn != nil {
+		// A platform's plan (for the layer cache) and its run resolve
+		// the same lock: say each warning once.
+		var mu sync.Mutex
+		said := map[string]bool{}
+		o.Warn = func(s string) {
+			mu.Lock()
+			first := !said[s]
+			said[s] = true
+			mu.Unlock()
+			if first {
+				warn(s)
+			}
+		}
+	}
 	ref, err := ParseRef(o.Base)
 	if err != nil {
 		return nil, err
