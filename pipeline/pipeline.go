@@ -33,10 +33,6 @@ import (
 	"github.com/cruxible/cruxprov/wheel"
 )
 
-// RuntimePackage is the distribution that carries the harness every
-// provider runs under (DESIGN §10); a lock without it makes an env no
-// provider can run in.
-const RuntimePackage = "cruxible-provider-runtime"
 
 // Source is where the resolution comes from: exactly one of its fields.
 type Source struct {
@@ -210,8 +206,8 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		if r.Resolution, err = lockfile.Resolve(lock, plat, lockfile.Options{}); err != nil {
 			return nil, err
 		}
-		if !o.FetchOnly && !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == RuntimePackage }) {
-			warn(fmt.Sprintf("the lock has no %s for %s: the env will build, but no provider can run in it (the harness is missing); add the runtime to the provider's lock", RuntimePackage, plat.ID()))
+		if !o.FetchOnly && !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == manifest.RuntimePackage }) {
+			warn(fmt.Sprintf("the lock has no %s for %s: the env will build, but no provider can run in it (the harness is missing); add the runtime to the provider's lock", manifest.RuntimePackage, plat.ID()))
 		}
 	}
 	r.Platform = plat.ID()
