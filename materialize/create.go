@@ -505,13 +505,19 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 	return ctx.Err()
 }
 
-// checkDisk refuses when the file system holding dir has less free space
-// than the wheels unpack to (plus bytecode when compiling).
+// checkDisk refuses when the file system holding dir (the store's home,
+// where the env is staged) has less free space than the wheels unpack to,
+// in whole blocks (plus bytecode when compiling).
 func checkDisk(dir string, ws []opened, compile bool) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
+	}
+	bs := max(sfs.Bsize, 512)
 	var need int64
 	for _, o := range ws {
 		for _, f := range o.w.Files() {
-			need += f.Size + 512 // a little for the inode and the block tail
+			need += (f.Size+bs-1)/bs*bs + 256 // whole blocks, and a little for the inode and the entry
 		}
 		if o.cache != nil && o.cache.tee != nil {
 			need += o.cache.total // the cache entry written beside
@@ -520,13 +526,9 @@ func checkDisk(dir string, ws []opened, compile bool) error {
 	if compile {
 		need += need / 2
 	}
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(dir, &sfs); err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
-	}
 	if free := int64(sfs.Bavail) * sfs.Bsize; free < need {
 		f, n := sizes(free, need)
-		return refusal.New(refusal.MaterializeFailed, "%s has %s free but the env needs about %s; free some space and retry", dir, f, n).WithRemedy(refusal.ActionGC, "")
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry", dir, f, n).WithRemedy(refusal.ActionGC, "")
 	}
 	return nil
 }

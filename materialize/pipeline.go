@@ -78,7 +78,7 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 			return nil
 		})
 		if err == nil {
-			err = checkDisk(tmpDir, ws, compile)
+			err = checkDisk(st.Home(), ws, compile)
 		}
 		if err != nil {
 			openErr = err
@@ -111,7 +111,7 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	}
 	for _, err := range installErrs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return ws, diskFull(tmpDir, err)
+			return ws, diskFull(st.Home(), err)
 		}
 	}
 	if err := errors.Join(openErr, errors.Join(installErrs...)); err != nil {
@@ -132,7 +132,7 @@ func diskFull(dir string, err error) error {
 	if unix.Statfs(dir, &sfs) == nil {
 		free = fmt.Sprintf("%d MiB", int64(sfs.Bavail)*sfs.Bsize>>20)
 	}
-	return refusal.Wrap(refusal.MaterializeFailed, err, "%s ran out of space while the env was installed (%s free now); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
+	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of space while the env was installed (%s free now, its staging not yet removed); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
 }
 
 // openWheel opens p's blob, checked against p's sha256 (by its store stamp
