@@ -64,6 +64,13 @@ func FuzzLogLines(f *testing.F) {
 		// finds what decoding every entry finds, and refuses a provider's
 		// revisions going down.
 		hashes, raws, _ := chainLines(b)
+		pe, _ := newPinEvents("acme")
+		for i, raw := range raws {
+			rev, ok, err := pe.revision(raw, i)
+			if e := recs[i].e; err != nil || ok != isPinEvent(e, "acme") || (ok && rev != e.Revision) {
+				t.Fatalf("entry %d read as revision %d, %v, %v; decoded %+v", i, rev, ok, err, e)
+			}
+		}
 		got, err := lastPinEntry(hashes, raws, "acme")
 		var want, top *Entry
 		for i := range recs {

@@ -184,49 +184,129 @@ func isPinEvent(e Entry, provider string) bool {
 }
 
 // lastPinEntry finds provider's last pin event in a checked chain
-// (chainLines' hashes and entry bytes), decoding only the entries whose
-// bytes name a pin event and the provider as json.Marshal writes them
-// (parseLog refuses an entry in any other form). The revisions of a
-// provider's pin events only go up, as approvals make them: a last
-// event below an earlier one is an entry appended to put an older pin
-// back (pin_rollback), since the approvals' signatures cover the
-// revision and no older pin can be raised to match. An entry that does
-// not decode is registry_corrupt.
+// (chainLines' hashes and entry bytes). The revisions of a provider's pin
+// events only go up, as approvals make them: a last event below an
+// earlier one is an entry appended to put an older pin back
+// (pin_rollback), since the approvals' signatures cover the revision and
+// no older pin can be raised to match. Each entry is read without
+// decoding it (pinEvents); the last one is decoded whole and must say the
+// same. An entry that does not decode is registry_corrupt.
 func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entry, error) {
-	subject, err := json.Marshal(provider)
+	pe, err := newPinEvents(provider)
+	if err != nil {
+		return nil, err
+	}
+	lastI, topI := -1, -1
+	var lastRev, topRev int64
+	for i, raw := range raws {
+		rev, ok, err := pe.revision(raw, i)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		lastI, lastRev = i, rev
+		if topI < 0 || rev > topRev {
+			topI, topRev = i, rev
+		}
+	}
+	if lastI < 0 {
+		return nil, nil
+	}
+	e, err := decodeEntry(raws[lastI], lastI)
+	if err != nil {
+		return nil, err
+	}
+	if !isPinEvent(e, provider) || e.Revision != lastRev {
+		return nil, refusal.New(refusal.RegistryCorrupt, "history entry %d reads as %s of %s revision %d, and decoded as %s of %s revision %d", lastI, "a pin event", provider, lastRev, e.Event, e.Subject, e.Revision)
+	}
+	e.Hash = hashes[lastI]
+	if e.Prev = zeroPrev; lastI > 0 {
+		e.Prev = hashes[lastI-1]
+	}
+	if lastRev < topRev {
+		return nil, refusal.New(refusal.PinRollback, "the registry's history accepted %s revision %d (entry %d), then revision %d (entry %d): revisions only go up, so an older pin was put back with an entry appended", provider, topRev, topI, lastRev, lastI)
+	}
+	return &e, nil
+}
+
+// decodeEntry decodes entry i's bytes strictly.
+func decodeEntry(raw []byte, i int) (Entry, error) {
+	var e Entry
+	if err := strictJSON(raw, &e); err != nil {
+		return e, refusal.Wrap(refusal.RegistryCorrupt, err, "history entry %d", i)
+	}
+	if e.Seq != int64(i) {
+		return e, refusal.New(refusal.RegistryCorrupt, "history entry %d says it is entry %d", i, e.Seq)
+	}
+	return e, nil
+}
+
+// pinEvents reads a provider's pin events out of history entries. An
+// entry as json.Marshal writes it (the keys in Entry's order, no spaces)
+// is read from its bytes — the event and subject, the digest skipped, the
+// revision's digits — with no decoding: a provider's whole history is
+// scanned on every verify. In those bytes the needles can only be keys
+// (inside a JSON string every quote is escaped). A line that names the
+// provider and a pin event in any other way is decoded.
+type pinEvents struct {
+	provider          string
+	accepted, retired []byte // `"event":"pin-…","subject":NAME,"digest":`
+	subject, event    []byte // the loose test: both somewhere in the line
+}
+
+func newPinEvents(provider string) (*pinEvents, error) {
+	name, err := json.Marshal(provider)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.PinUnapproved, err, "%q is not a provider name", provider)
 	}
-	subject = append([]byte(`"subject":`), subject...)
-	event := []byte(`"event":"pin-`)
-	var last, top *Entry
-	for i := range raws {
-		if !bytes.Contains(raws[i], subject) || !bytes.Contains(raws[i], event) {
+	tail := `","subject":` + string(name) + `,"digest":`
+	return &pinEvents{
+		provider: provider,
+		accepted: []byte(`"event":"` + EventPinAccepted + tail),
+		retired:  []byte(`"event":"` + EventPinRetired + tail),
+		subject:  append([]byte(`"subject":`), name...),
+		event:    []byte(`"event":"pin-`),
+	}, nil
+}
+
+// revision reports whether entry i (raw) is a pin event of the provider,
+// and its revision.
+func (p *pinEvents) revision(raw []byte, i int) (int64, bool, error) {
+	if !bytes.Contains(raw, p.subject) || !bytes.Contains(raw, p.event) {
+		return 0, false, nil
+	}
+	for _, needle := range [][]byte{p.accepted, p.retired} {
+		k := bytes.Index(raw, needle)
+		if k < 0 {
 			continue
 		}
-		var e Entry
-		if err := strictJSON(raws[i], &e); err != nil {
-			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "history entry %d", i)
+		rest := raw[k+len(needle):]
+		switch {
+		case bytes.HasPrefix(rest, []byte("null")):
+			rest = rest[4:]
+		case len(rest) >= 73 && rest[0] == '"' && bytes.HasPrefix(rest[1:], []byte("sha256:")) && rest[72] == '"':
+			rest = rest[73:]
+		default:
+			rest = nil
 		}
-		if e.Seq != int64(i) {
-			return nil, refusal.New(refusal.RegistryCorrupt, "history entry %d says it is entry %d", i, e.Seq)
+		if d, ok := bytes.CutPrefix(rest, []byte(`,"revision":`)); ok {
+			n, j := int64(0), 0
+			for ; j < len(d) && j < 18 && d[j] >= '0' && d[j] <= '9'; j++ {
+				n = n*10 + int64(d[j]-'0')
+			}
+			if j > 0 && j < len(d) && (d[j] == ',' || d[j] == '}') && (d[0] != '0' || j == 1) {
+				return n, true, nil
+			}
 		}
-		if !isPinEvent(e, provider) {
-			continue
-		}
-		e.Hash = hashes[i]
-		if e.Prev = zeroPrev; i > 0 {
-			e.Prev = hashes[i-1]
-		}
-		last = &e
-		if top == nil || e.Revision > top.Revision {
-			top = last
-		}
+		break
 	}
-	if last != nil && last.Revision < top.Revision {
-		return nil, refusal.New(refusal.PinRollback, "the registry's history accepted %s revision %d (entry %d), then revision %d (entry %d): revisions only go up, so an older pin was put back with an entry appended", provider, top.Revision, top.Seq, last.Revision, last.Seq)
+	e, err := decodeEntry(raw, i)
+	if err != nil {
+		return 0, false, err
 	}
-	return last, nil
+	return e.Revision, isPinEvent(e, p.provider), nil
 }
 
 func entries(recs []logRec) []Entry {
