@@ -426,7 +426,7 @@ func TestExecutorKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		for _, p := range procsWith(token) {
+		for _, p := range invoketest.ProcsWith(token) {
 			// the harness, whose argv has no token, is the child's parent
 			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p)); err == nil {
 				if i := bytes.LastIndexByte(st, ')'); i > 0 {
@@ -443,10 +443,10 @@ func TestExecutorKilled(t *testing.T) {
 	// Wait for the run's processes: the harness, the tool's child and its
 	// setsid() grandchild.
 	deadline := time.Now().Add(20 * time.Second)
-	for len(procsWith(token)) < 2 && time.Now().Before(deadline) {
+	for len(invoketest.ProcsWith(token)) < 2 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := len(procsWith(token)); n < 2 {
+	if n := len(invoketest.ProcsWith(token)); n < 2 {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatalf("saw %d of the run's processes (the test proves nothing)", n)
@@ -454,10 +454,10 @@ func TestExecutorKilled(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 	deadline = time.Now().Add(3 * time.Second)
-	for len(procsWith(token)) > 0 && time.Now().Before(deadline) {
+	for len(invoketest.ProcsWith(token)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := procsWith(token); len(left) > 0 {
+	if left := invoketest.ProcsWith(token); len(left) > 0 {
 		t.Errorf("processes of the run outlived the executor killed with SIGKILL: %v", left)
 	}
 }
@@ -477,27 +477,4 @@ func killedMain() int {
 	_, err := ex.Run(context.Background(), c)
 	fmt.Fprintln(os.Stderr, err)
 	return 1
-}
-
-// procsWith returns the live pids whose argv holds token.
-func procsWith(token string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(b, []byte(token)) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i > 0 && bytes.HasPrefix(bytes.TrimSpace(st[i+1:]), []byte("Z")) {
-				continue // a zombie is dead
-			}
-		}
-		out = append(out, pid)
-	}
-	return out
 }

@@ -419,8 +419,9 @@ func readablePipes(t *testing.T, p probe) {
 	}
 }
 
-// procsWith returns the pids whose argv holds token.
-func procsWith(token string) []int {
+// ProcsWith returns the live pids (not zombies) whose argv holds token:
+// what a run left behind, when its processes carry a token of the test.
+func ProcsWith(token string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
@@ -459,7 +460,7 @@ func (b *battery) timeout(t *testing.T) {
 				seen <- most
 				return
 			case <-time.After(50 * time.Millisecond):
-				if n := len(procsWith(token)); n > most {
+				if n := len(ProcsWith(token)); n > most {
 					most = n
 				}
 			}
@@ -479,10 +480,10 @@ func (b *battery) timeout(t *testing.T) {
 		t.Errorf("saw %d of the tool's 2 children running (the test proves nothing)", most)
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for len(procsWith(token)) > 0 && time.Now().Before(deadline) {
+	for len(ProcsWith(token)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if left := procsWith(token); len(left) > 0 {
+	if left := ProcsWith(token); len(left) > 0 {
 		for _, p := range left {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
