@@ -70,16 +70,7 @@ func TestBuildInterruptedWhileLayering(t *testing.T) {
 // flock on it) is removed by the next writer, one a live writer holds is
 // not.
 func TestLayoutWriterInterruptedAndDebris(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "oci")
-	img, err := random.Image(4096, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
-		t.Fatal(err)
-	}
-	index0, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	dir, _, index0 := randomLayout(t)
 	blobs := filepath.Join(dir, "blobs", "sha256")
 	dead := filepath.Join(blobs, tempPrefix+strings.Repeat("cd", 32)+"-1")
 	os.WriteFile(dead, []byte("half a layer"), 0o600)

@@ -14,14 +14,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 )
 
-// TestLayoutWriter: what the layout writer leaves behind. A reader that
-// gives other bytes than a blob's digest leaves no blob, no temp file
-// and the old index.json; a blob already there with other bytes of the
-// right size (a crash before its pages reached the disk) is rewritten,
-// not trusted for its name and size as go-containerregistry's writer
-// does; a second write replaces the ref name's entry instead of adding
-// one; and go-containerregistry reads the result back.
-func TestLayoutWriter(t *testing.T) {
+// randomLayout writes a random image of two layers to a new layout dir,
+// tagged "one", and returns the dir, the image and its index.json.
+func randomLayout(t *testing.T) (string, v1.Image, []byte) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "oci")
 	img, err := random.Image(4096, 2)
 	if err != nil {
@@ -32,6 +28,19 @@ func TestLayoutWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	index0, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	return dir, img, index0
+}
+
+// TestLayoutWriter: what the layout writer leaves behind. A reader that
+// gives other bytes than a blob's digest leaves no blob, no temp file
+// and the old index.json; a blob already there with other bytes of the
+// right size (a crash before its pages reached the disk) is rewritten,
+// not trusted for its name and size as go-containerregistry's writer
+// does; a second write replaces the ref name's entry instead of adding
+// one; and go-containerregistry reads the result back.
+func TestLayoutWriter(t *testing.T) {
+	dir, img, index0 := randomLayout(t)
+	d, _ := img.Digest()
 
 	w, err := newLayoutWriter(context.Background(), dir)
 	if err != nil {
