@@ -33,7 +33,6 @@ import (
 	"github.com/cruxible/cruxprov/wheel"
 )
 
-
 // Source is where the resolution comes from: exactly one of its fields.
 type Source struct {
 	// WheelData is the provider's root wheel (its bytes; the caller read
