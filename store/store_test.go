@@ -497,6 +497,14 @@ func TestGCEnvDebris(t *testing.T) {
 	s := open(t)
 	envs := filepath.Join(s.Home(), EnvsDir)
 	dead, busy, sealed := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	t.Cleanup(func() { // the frozen trees gc keeps, writable again for TempDir's removal (not root)
+		filepath.WalkDir(envs, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+	})
 	tree := func(p string) { // a frozen tree, as an env is
 		os.MkdirAll(filepath.Join(p, "lib", "sub"), 0o755)
 		os.WriteFile(filepath.Join(p, "lib", "sub", "x.py"), []byte("x"), 0o444)
