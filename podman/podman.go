@@ -150,6 +150,10 @@ func (e *Executor) Run(ctx context.Context, c *invoke.Call) (*invoke.Result, err
 	return invoke.Dispatch(ctx, c, &backend{e: e}, invoke.DispatchOptions{Ledger: e.Ledger, Defaults: e.Defaults, Grace: e.Grace})
 }
 
+// backstopSeconds is how long after a run's timeout podman itself kills
+// its container (run --timeout), for an executor that died before it.
+const backstopSeconds = 5
+
 type backend struct {
 	e  *Executor
 	id string // the image's config digest hex: podman's image id
@@ -513,6 +517,12 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", l.NoFile, l.NoFile), "--ulimit", fmt.Sprintf("nproc=%d:%d", l.NProc, l.NProc),
 		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,size=%d,mode=0700,U", Workdir, l.WorkdirBytes),
 		"--workdir", Workdir, "--log-driver", "none")
+	if s.Budgets.TimeoutMS > 0 {
+		// conmon kills the container at its budget even when no executor
+		// is left to (one killed mid-run): a backstop a few seconds after
+		// the executor's own kill, which records the timeout.
+		args = append(args, "--timeout", strconv.FormatInt((s.Budgets.TimeoutMS+999)/1000+backstopSeconds, 10))
+	}
 	names, env := forward(s.Call, e.env())
 	for _, n := range names {
 		args = append(args, "--env", n)

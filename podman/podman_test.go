@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
@@ -251,5 +252,40 @@ func TestTamperedLayout(t *testing.T) {
 	c.Verify = nil
 	if _, err := (&Executor{}).Run(context.Background(), c); refusal.CodeOf(err) != refusal.ImageDigestMismatch {
 		t.Fatalf("err %v, want image_digest_mismatch", err)
+	}
+}
+
+// TestContainerOutlivesNoBudget: a run whose executor never signals it
+// (killed mid-run) still ends at its budget: podman kills the container
+// itself (run --timeout), backstopSeconds after the executor would have.
+func TestContainerOutlivesNoBudget(t *testing.T) {
+	f := fixture(t)
+	e := &Executor{}
+	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(600)"}
+	b := &backend{e: e}
+	c := f.Call("probe", nil, nil)
+	ctx := context.Background()
+	if err := b.Check(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	start := time.Now()
+	p, err := b.Start(ctx, &invoke.Spawn{Call: c, Attempt: "att_backstop", Request: []byte("{}\n"), Budgets: invoke.Budgets{TimeoutMS: 1000}, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { p.Wait(); close(done) }()
+	limit := time.Duration(1+backstopSeconds+20) * time.Second
+	select {
+	case <-done:
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("ended after %v, before its budget", d)
+		}
+		t.Logf("ended by podman after %v (budget 1 s)", time.Since(start).Round(100*time.Millisecond))
+	case <-time.After(limit):
+		p.Signal(false)
+		<-done
+		t.Fatalf("the container ran %v past its 1 s budget with no executor to kill it", limit)
 	}
 }
