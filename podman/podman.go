@@ -520,8 +520,14 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	if s.Budgets.TimeoutMS > 0 {
 		// conmon kills the container at its budget even when no executor
 		// is left to (one killed mid-run): a backstop a few seconds after
-		// the executor's own kill, which records the timeout.
-		args = append(args, "--timeout", strconv.FormatInt((s.Budgets.TimeoutMS+999)/1000+backstopSeconds, 10))
+		// the executor's own SIGKILL (the timeout, then the grace), which
+		// records the timeout.
+		grace := e.Grace
+		if grace <= 0 {
+			grace = 2 * time.Second // invoke.Dispatch's default
+		}
+		ms := s.Budgets.TimeoutMS + grace.Milliseconds()
+		args = append(args, "--timeout", strconv.FormatInt((ms+999)/1000+backstopSeconds, 10))
 	}
 	names, env := forward(s.Call, e.env())
 	for _, n := range names {
