@@ -36,12 +36,20 @@ bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 -timeout 60m ./...
 	@for s in bench/*.sh; do [ -f "$$s" ] || continue; echo "== $$s"; bash "$$s" || exit 1; done
 
-# Every Fuzz target in every package, each for $(FUZZTIME).
+# Every Fuzz target in every package, each for $(FUZZTIME). Go 1.26's fuzz coordinator can fail a
+# target with a bare "context deadline exceeded" as -fuzztime ends (go.dev/issue/75804, fixed in
+# Go 1.27): a run that failed so without writing a failing input is run once more.
 fuzz:
 	@set -e; log=$$(mktemp "$${TMPDIR:-/tmp}/cruxprov-fuzz.XXXXXX"); trap 'rm -f "$$log"' EXIT; \
 	for p in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz' || true); do \
-	    echo "fuzz $$p $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$p >"$$log" 2>&1 || { cat "$$log"; exit 1; }; \
+	    echo "fuzz $$p $$f"; \
+	    for try in 1 2; do \
+	      if $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=2s $$p >"$$log" 2>&1; then break; fi; \
+	      if [ $$try = 1 ] && grep -q 'context deadline exceeded' "$$log" && ! grep -q 'Failing input written' "$$log"; then \
+	        echo "  the fuzztime deadline race (go.dev/issue/75804), no failing input: once more"; continue; fi; \
+	      cat "$$log"; exit 1; \
+	    done; \
 	  done; done
 
 # Vectors from peers' test suites (../shared/conformance); the project's own tests do not need them.
