@@ -13,6 +13,7 @@ package install
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -63,7 +64,9 @@ type Result struct {
 	Envs map[string]string `json:"envs"`
 }
 
-// Install runs o against st and proposes the change-set in reg.
+// Install runs o against st and proposes the change-set in reg, holding
+// the store shared from the first env built until the proposal names it
+// (store.GC takes it exclusive, so no gc removes an env in between).
 func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Options) (*Result, error) {
 	warn := o.Warn
 	if warn == nil {
@@ -88,6 +91,17 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	if !o.SHA256.IsZero() && o.SHA256 != sum {
 		return nil, refusal.New(refusal.HashMismatch, "%s hashes to %s, not %s", o.WheelName, sum, o.SHA256)
 	}
+	// The store stays held, shared, until the change-set is proposed: a gc
+	// (which holds it exclusive) never sees the envs built here before a
+	// proposal names them.
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+		}
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+	}
+	defer unlock()
 	res := &Result{Envs: map[string]string{}}
 	var prov *registry.Provider
 	for _, p := range o.Platforms {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,6 +47,19 @@ type GCOptions struct {
 	// a dry run that would also remove those envs lists what removing them
 	// would free.
 	Unrooted []string
+	// Prepare, when set, runs once the lock is held and before anything is
+	// read: what it decides cannot race a process that holds the store
+	// (an install between building its env and proposing it). It may
+	// remove envs; its Keep and Unrooted add to the options', and its
+	// Removed come first in the report. An error ends the collection.
+	Prepare func(ctx context.Context) (GCPlan, error)
+}
+
+// GCPlan is what GCOptions.Prepare decided under the lock.
+type GCPlan struct {
+	Keep     []digest.Digest
+	Unrooted []string
+	Removed  []string // paths relative to the store root
 }
 
 // ErrBusy is returned by GC when another process holds the store lock.
@@ -57,7 +71,7 @@ var hexRE = regexp.MustCompile(`[0-9a-f]{64}`)
 
 // GC removes every blob no root references, and staging debris, holding
 // the store lock exclusive (ErrBusy when another process holds it, unless
-// opts.Wait). The roots are, per docs/store.md: every envs/*.seal.json
+// opts.Wait), and runs opts.Prepare first under it. The roots are, per docs/store.md: every envs/*.seal.json
 // (sealed envs) and opts.Keep (what the caller's registry says accepted
 // pins and open change-sets name: the store never reads registry files,
 // whose history names every proposal ever made); any 64-hex sha256
@@ -85,6 +99,15 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	defer unlock()
 
+	if opts.Prepare != nil {
+		plan, err := opts.Prepare(ctx)
+		rep.Removed = append(rep.Removed, plan.Removed...)
+		if err != nil {
+			return rep, err
+		}
+		opts.Keep = append(slices.Clip(opts.Keep), plan.Keep...)
+		opts.Unrooted = append(slices.Clip(opts.Unrooted), plan.Unrooted...)
+	}
 	keep := map[string]bool{}
 	for _, d := range opts.Keep {
 		keep[d.Hex()] = true

@@ -290,7 +290,23 @@ func envRemoveCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
-			names, err := registryNames(c, o)
+			// Held exclusive, as gc holds it: an install holds the store
+			// from building its env until its change-set names it, so
+			// the registry's answer below stays true until the env is gone.
+			unlock, ok, err := st.TryLockExclusive()
+			if err != nil {
+				return fmt.Errorf("store lock: %w", err)
+			}
+			if !ok {
+				if !o.quiet && !o.json {
+					fmt.Fprintf(o.stderr, "waiting for the processes using the store %s to finish (an install, a create, a fetch)…\n", o.home)
+				}
+				if unlock, err = st.LockExclusive(c.Context); err != nil {
+					return err
+				}
+			}
+			defer unlock()
+			names, err := registryNames(c.Context, o)
 			if err != nil {
 				return err
 			}

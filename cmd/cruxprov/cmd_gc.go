@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -59,26 +60,30 @@ func gcAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := registryNames(c, o)
-	if err != nil {
-		return err
-	}
-	var removedEnvs []string
-	if c.Bool("envs") {
-		if removedEnvs, err = removeUnnamedEnvs(c, o, st, names, c.Bool("dry-run")); err != nil {
-			return err
+	dry := c.Bool("dry-run")
+	gco := store.GCOptions{DryRun: dry, Wait: c.Bool("wait")}
+	// The registry is asked, and unnamed envs removed, only once gc holds
+	// the store: an install holds it from building its env until its
+	// change-set is proposed, so no env is taken between the two.
+	gco.Prepare = func(ctx context.Context) (store.GCPlan, error) {
+		names, err := registryNames(ctx, o)
+		if err != nil {
+			return store.GCPlan{}, err
 		}
-	}
-	gco := store.GCOptions{DryRun: c.Bool("dry-run"), Wait: c.Bool("wait"), Keep: names.Blobs}
-	if gco.DryRun {
-		// The envs listed are still there: their seals must not keep
-		// what removing them would free.
-		for _, e := range removedEnvs {
-			gco.Unrooted = append(gco.Unrooted, path.Base(e))
+		plan := store.GCPlan{Keep: names.Blobs}
+		if c.Bool("envs") {
+			plan.Removed, err = removeUnnamedEnvs(ctx, o, st, names, dry)
+			if dry {
+				// The envs listed are still there: their seals must not
+				// keep what removing them would free.
+				for _, e := range plan.Removed {
+					plan.Unrooted = append(plan.Unrooted, path.Base(e))
+				}
+			}
 		}
+		return plan, err
 	}
 	rep, err := st.GC(c.Context, gco)
-	rep.Removed = append(removedEnvs, rep.Removed...)
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)
 	}
@@ -113,21 +118,21 @@ func gcAction(c *cli.Context) error {
 
 // registryNames asks the store's registry what accepted pins and open
 // change-sets name (nothing when the store has no registry).
-func registryNames(c *cli.Context, o *opts) (*registry.Names, error) {
+func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
 	root := filepath.Join(o.home, "registry")
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 		return &registry.Names{}, nil
 	}
-	reg, err := registry.OpenDir(c.Context, root)
+	reg, err := registry.OpenDir(ctx, root)
 	if err != nil {
 		return nil, err
 	}
-	return registry.NamedBy(c.Context, reg)
+	return registry.NamedBy(ctx, reg)
 }
 
 // removeUnnamedEnvs removes (or lists, dry) every env of the store that no
 // accepted pin or open change-set names.
-func removeUnnamedEnvs(c *cli.Context, o *opts, st *store.Store, names *registry.Names, dry bool) ([]string, error) {
+func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *registry.Names, dry bool) ([]string, error) {
 	keep := map[string]bool{}
 	for _, d := range names.Envs {
 		keep[d.Hex()] = true
@@ -151,7 +156,7 @@ func removeUnnamedEnvs(c *cli.Context, o *opts, st *store.Store, names *registry
 		}
 		out = append(out, filepath.ToSlash(filepath.Join(store.EnvsDir, n)))
 		if !dry {
-			if err := materialize.Remove(c.Context, st, filepath.Join(dir, n)); err != nil {
+			if err := materialize.Remove(ctx, st, filepath.Join(dir, n)); err != nil {
 				return out, err
 			}
 		}

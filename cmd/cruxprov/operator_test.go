@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -9,7 +10,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
@@ -150,7 +153,29 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	// env remove, then gc.
 	// By a digest prefix, as change-set ids (a short one is a usage error).
 	step("env remove by a short prefix", exitUsage, "env", "remove", plainEnv.Digest.String()[:12])
-	step("env remove", 0, "env", "remove", plainEnv.Digest.String()[:19])
+	// While another process holds the store (an install between its env
+	// and its proposal), env remove waits for it, and says so.
+	lock, err := os.Open(filepath.Join(home, ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	rm := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "env", "remove", plainEnv.Digest.String()[:19])
+	rm.Env, rm.Stderr = []string{"PATH=/usr/bin:/bin", "HOME=" + user}, &stderr
+	if err := rm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, err := os.Lstat(plainEnv.Path); err != nil {
+		t.Errorf("env remove went on while the store was held: %v", err)
+	}
+	lock.Close()
+	if err := rm.Wait(); err != nil || !strings.Contains(stderr.String(), "waiting for the processes using the store") {
+		t.Fatalf("env remove once the store was released: %v, stderr %q", err, stderr.String())
+	}
 	step("env remove by a prefix now unknown", exitUsage, "env", "remove", plainEnv.Digest.String()[:19])
 	if _, err := os.Lstat(plainEnv.Path); err == nil {
 		t.Errorf("env remove left %s", plainEnv.Path)

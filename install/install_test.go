@@ -1,0 +1,82 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// TestGCWaitsForTheProposal: a gc that comes between an install's env and
+// its proposal (the moment gc --envs would take the env nothing names
+// yet) finds the store held, decides nothing, and removes nothing; once
+// the install is over, the proposal keeps the env.
+func TestGCWaitsForTheProposal(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	ctx := context.Background()
+	dir := testdir.New(t)
+	fx, url := fixtureindex.Serve(t, dir)
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.NewStub()
+	for id, in := range fx.Interfaces {
+		b, err := os.ReadFile(in.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.RegisterInterface(ctx, id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client, err := index.New(url, index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepared := false
+	gc := func() error {
+		_, err := st.GC(ctx, store.GCOptions{Prepare: func(context.Context) (store.GCPlan, error) {
+			prepared = true
+			return store.GCPlan{}, nil
+		}})
+		return err
+	}
+	var during error
+	res, err := Install(ctx, st, reg, Options{
+		WheelData: wb, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{"host"},
+		Python: python, NoCompile: true, Client: client,
+		Progress: func(stage, _ string) {
+			if stage == "propose" {
+				during = gc()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(during, store.ErrBusy) || prepared {
+		t.Fatalf("gc between the env and its proposal: %v (prepared: %v), want store.ErrBusy before anything is decided", during, prepared)
+	}
+	env := res.Envs[res.Provider.Materializations[0].Platform]
+	if _, err := os.Stat(env); err != nil {
+		t.Fatalf("the env built: %v", err)
+	}
+	if err := gc(); err != nil || !prepared {
+		t.Fatalf("gc once the install is over: %v (prepared: %v)", err, prepared)
+	}
+}
