@@ -62,7 +62,13 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 	}
 	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: scan && c.Bool("tolerate-corrupt")})
-	if err != nil {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
+		return usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot read the ledger %s: permission denied; run as the user whose runs wrote it, or have it give read access", pe.Path)
+	case err != nil:
 		return err
 	}
 	type row struct {

@@ -187,8 +187,21 @@ func TestReceiptsBeforeAnyRun(t *testing.T) {
 			t.Errorf("receipts %s: %+v", sub, r)
 		}
 	}
-	if r := cruxprov(t, "receipts", "list", "--ledger", filepath.Join(state, "nope.jsonl")); r.code == 0 {
+	if r := cruxprov(t, "receipts", "list", "--ledger", filepath.Join(state, "nope.jsonl")); r.code != exitUsage || !strings.Contains(r.stderr, "usage: no ledger at "+filepath.Join(state, "nope.jsonl")+": check the path") {
 		t.Errorf("a missing --ledger: %+v", r)
+	}
+	// One the user cannot read: what to do, as that user (root reads all).
+	led := filepath.Join(state, "other.jsonl")
+	os.WriteFile(led, nil, 0o000)
+	cmd := exec.Command(bin, "receipts", "scan", "--ledger", led)
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "receipts", "scan", "--ledger", led)
+		os.Chmod(state, 0o755)
+		os.Chmod(filepath.Dir(state), 0o755)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the ledger "+led+": permission denied; run as the user whose runs wrote it") {
+		t.Errorf("an unreadable --ledger: %+v", r)
 	}
 }
 
