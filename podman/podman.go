@@ -22,7 +22,8 @@
 // 1 (or --secret-path on a tmpfs mounted for the run alone: SecretPath).
 // At the timeout the container gets SIGTERM, then SIGKILL after the
 // grace; a flood kills it at once; it is removed afterwards whatever
-// happened. podman missing, or a container that cannot be created or
+// happened (what an executor killed mid-run leaves, Prune removes later).
+// podman missing, or a container that cannot be created or
 // started, is container_unavailable.
 //
 // Rootless: the executor may run as an operator who is not root (DESIGN
@@ -145,8 +146,20 @@ type Executor struct {
 	command []string
 }
 
+// pruneOnce starts Prune at a process's first run.
+var pruneOnce sync.Once
+
 // Run implements invoke.Executor.
 func (e *Executor) Run(ctx context.Context, c *invoke.Call) (*invoke.Result, error) {
+	pruneOnce.Do(func() {
+		// What executors killed before this one left: best effort, beside
+		// the run (its errors are podman's, which the run reports itself).
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, _ = e.Prune(ctx)
+		}()
+	})
 	return invoke.Dispatch(ctx, c, &backend{e: e}, invoke.DispatchOptions{Ledger: e.Ledger, Defaults: e.Defaults, Grace: e.Grace})
 }
 
@@ -517,6 +530,9 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", l.NoFile, l.NoFile), "--ulimit", fmt.Sprintf("nproc=%d:%d", l.NProc, l.NProc),
 		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,size=%d,mode=0700,U", Workdir, l.WorkdirBytes),
 		"--workdir", Workdir, "--log-driver", "none")
+	if id := ownerID(); id != "" {
+		args = append(args, "--label", LabelExecutor+"="+id)
+	}
 	if s.Budgets.TimeoutMS > 0 {
 		// conmon kills the container at its budget even when no executor
 		// is left to (one killed mid-run): a backstop a few seconds after

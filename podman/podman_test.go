@@ -3,9 +3,11 @@ package podman
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,5 +289,84 @@ func TestContainerOutlivesNoBudget(t *testing.T) {
 		p.Signal(false)
 		<-done
 		t.Fatalf("the container ran %v past its 1 s budget with no executor to kill it", limit)
+	}
+}
+
+// TestPruneRemovesWhatDeadExecutorsLeft: a run's container carries its
+// executor's id; Prune removes the stopped containers of executors that
+// have exited, and keeps those of a live executor (this process) and of
+// one it cannot judge (another pid namespace).
+func TestPruneRemovesWhatDeadExecutorsLeft(t *testing.T) {
+	f := fixture(t)
+	ctx := context.Background()
+	e := &Executor{}
+	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(600)"}
+	b := &backend{e: e}
+	c := f.Call("probe", nil, nil)
+	if err := b.Check(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	p, err := b.Start(ctx, &invoke.Spawn{Call: c, Attempt: "att_label", Request: []byte("{}\n"), Budgets: invoke.Budgets{TimeoutMS: 60000}, Stdout: &out, Stderr: &errb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err = e.podmanOut(ctx, "container", "inspect", "--format", "{{index .Config.Labels \""+LabelExecutor+"\"}}", p.(*process).name)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	p.Signal(false)
+	p.Wait()
+	if err != nil || strings.TrimSpace(string(got)) != ownerID() || ownerID() == "" {
+		t.Fatalf("a run's label %q (%v), want this executor's %q", got, err, ownerID())
+	}
+
+	// An executor that has exited: a process started, read and reaped.
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, ok := startTime(sleeper.Process.Pid)
+	sleeper.Process.Kill()
+	sleeper.Wait()
+	ns, _, _ := strings.Cut(ownerID(), ":")
+	if !ok {
+		t.Fatal("no start time for a child")
+	}
+	owners := map[string]string{
+		"dead":  fmt.Sprintf("%s:%d:%s", ns, sleeper.Process.Pid, start),
+		"live":  ownerID(),
+		"other": "1:1:1",                                 // another pid namespace
+		"reuse": fmt.Sprintf("%s:%d:1", ns, os.Getpid()), // this pid, another start
+	}
+	names := map[string]string{}
+	for k, id := range owners {
+		names[k] = newName("att_prune_" + k)
+		if _, err := e.podmanOut(ctx, "create", "--name", names[k], "--label", LabelExecutor+"="+id, "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "--network", "none", "--entrypoint", "/opt/cruxprov/env/bin/python", b.id, "-c", "pass"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.podmanOut(context.Background(), "rm", "--force", "--ignore", names[k]) })
+	}
+	// One of them has run and exited.
+	if _, err := e.podmanOut(ctx, "start", "--attach", names["dead"]); err != nil {
+		t.Fatal(err)
+	}
+	gone, err := e.Prune(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{names["dead"], names["reuse"]}
+	slices.Sort(gone)
+	slices.Sort(want)
+	if !slices.Equal(gone, want) {
+		t.Fatalf("pruned %v, want %v", gone, want)
+	}
+	for _, k := range []string{"live", "other"} {
+		if _, err := e.podmanOut(ctx, "container", "exists", names[k]); err != nil {
+			t.Errorf("the %s executor's container was removed: %v", k, err)
+		}
 	}
 }

@@ -1,0 +1,101 @@
+package podman
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+)
+
+// LabelExecutor labels every container a run starts with the executor
+// process that started it (its pid namespace, pid and start time, as
+// ownerID writes them): Prune tells by it whose container is left over.
+const LabelExecutor = "dev.cruxible.cruxprov.executor"
+
+// ownerID is this process as LabelExecutor names it: "<pid namespace
+// inode>:<pid>:<start time in clock ticks since boot>" ("" when /proc
+// cannot say: such containers are never pruned).
+var ownerID = sync.OnceValue(func() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	pid := os.Getpid()
+	start, ok := startTime(pid)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%s", strings.Trim(strings.TrimPrefix(ns, "pid:"), "[]"), pid, start)
+})
+
+// startTime is field 22 of /proc/PID/stat: when the process started.
+func startTime(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold anything
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(s[i+1:]) // from field 3, the state
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// ownerGone reports whether the executor id names a process of this pid
+// namespace that is no longer running (a pid reused since has another
+// start time). An id from another namespace, or one this process cannot
+// read, is never gone: its executor may still inspect its container.
+func ownerGone(id string) bool {
+	self := ownerID()
+	ns, rest, ok := strings.Cut(id, ":")
+	selfNS, _, _ := strings.Cut(self, ":")
+	if !ok || self == "" || ns != selfNS {
+		return false
+	}
+	pidS, start, ok := strings.Cut(rest, ":")
+	var pid int
+	if _, err := fmt.Sscanf(pidS, "%d", &pid); !ok || err != nil || pid <= 0 || start == "" {
+		return false
+	}
+	now, alive := startTime(pid)
+	if !alive {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(err)
+	}
+	return now != start
+}
+
+// Prune removes the containers that runs of executors no longer running
+// left behind: an executor killed mid-run cannot remove its container,
+// which ends at its budget (run --timeout) and stays, stopped, for
+// `podman ps --all` to show. Only containers that are not running and whose
+// executor (LabelExecutor) was a process of this pid namespace that has
+// exited are removed; it returns their names. Run calls it once per
+// process, in the background, at the first run; an executor may call it
+// when it starts.
+func (e *Executor) Prune(ctx context.Context) ([]string, error) {
+	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc",
+		"--filter", "label="+LabelExecutor, "--filter", "status=exited", "--filter", "status=created",
+		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
+	if err != nil {
+		return nil, err
+	}
+	var gone []string
+	for _, ln := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, id, ok := strings.Cut(ln, "\t")
+		if !ok || !strings.HasPrefix(name, "cruxprov-") || !ownerGone(id) {
+			continue
+		}
+		if _, err := e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", name); err != nil {
+			return gone, err
+		}
+		gone = append(gone, name)
+	}
+	return gone, nil
+}
