@@ -57,9 +57,10 @@ type GCOptions struct {
 
 // GCPlan is what GCOptions.Prepare decided under the lock.
 type GCPlan struct {
-	Keep     []digest.Digest
-	Unrooted []string
-	Removed  []string // paths relative to the store root
+	Keep         []digest.Digest
+	Unrooted     []string
+	Removed      []string // paths relative to the store root
+	RemovedBytes int64    // what the Removed held
 }
 
 // ErrBusy is returned by GC when another process holds the store lock.
@@ -102,6 +103,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	if opts.Prepare != nil {
 		plan, err := opts.Prepare(ctx)
 		rep.Removed = append(rep.Removed, plan.Removed...)
+		rep.RemovedBytes += plan.RemovedBytes
 		if err != nil {
 			return rep, err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -72,7 +73,7 @@ func gcAction(c *cli.Context) error {
 		}
 		plan := store.GCPlan{Keep: names.Blobs}
 		if c.Bool("envs") {
-			plan.Removed, err = removeUnnamedEnvs(ctx, o, st, names, dry)
+			plan.Removed, plan.RemovedBytes, err = removeUnnamedEnvs(ctx, o, st, names, dry)
 			if dry {
 				// The envs listed are still there: their seals must not
 				// keep what removing them would free.
@@ -131,8 +132,9 @@ func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
 }
 
 // removeUnnamedEnvs removes (or lists, dry) every env of the store that no
-// accepted pin or open change-set names.
-func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *registry.Names, dry bool) ([]string, error) {
+// accepted pin or open change-set names, and says how many bytes their
+// files held (the seal and stat index with them).
+func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *registry.Names, dry bool) ([]string, int64, error) {
 	keep := map[string]bool{}
 	for _, d := range names.Envs {
 		keep[d.Hex()] = true
@@ -140,12 +142,15 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 	dir := filepath.Join(o.home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var out []string
+	var (
+		out   []string
+		bytes int64
+	)
 	for _, e := range ents {
 		n := e.Name()
 		if !e.IsDir() || keep[n] {
@@ -154,12 +159,32 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 		if _, err := digest.ParseHex(n); err != nil {
 			continue
 		}
+		p := filepath.Join(dir, n)
+		size := treeBytes(p, seal.SealPath(p), seal.StatIndexPath(p))
 		out = append(out, filepath.ToSlash(filepath.Join(store.EnvsDir, n)))
 		if !dry {
-			if err := materialize.Remove(ctx, st, filepath.Join(dir, n)); err != nil {
-				return out, err
+			if err := materialize.Remove(ctx, st, p); err != nil {
+				return out, bytes, err
 			}
 		}
+		bytes += size
 	}
-	return out, nil
+	return out, bytes, nil
+}
+
+// treeBytes is the size of the regular files under each root (a file
+// root counts itself); what cannot be read counts nothing.
+func treeBytes(roots ...string) int64 {
+	var n int64
+	for _, r := range roots {
+		_ = filepath.WalkDir(r, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					n += fi.Size()
+				}
+			}
+			return nil
+		})
+	}
+	return n
 }

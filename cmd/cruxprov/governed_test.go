@@ -246,8 +246,13 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 		l, _ := v["removed"].([]any)
 		return l
 	}
-	dry := removed(must(op("gc", "--envs", "--dry-run", "--json"), "gc --envs --dry-run"))
-	real := removed(must(op("gc", "--envs", "--json"), "gc --envs"))
+	drun, rrun := must(op("gc", "--envs", "--dry-run", "--json"), "gc --envs --dry-run"), must(op("gc", "--envs", "--json"), "gc --envs")
+	dry, real := removed(drun), removed(rrun)
+	// The bytes count the env's files (its tree alone is over 10 KiB), and
+	// the dry run says the same.
+	if db, rb := jsonOf(drun)["removed_bytes"], jsonOf(rrun)["removed_bytes"]; db != rb || rb.(float64) < 10<<10 {
+		t.Errorf("gc --envs removed_bytes: dry run %v, run %v", db, rb)
+	}
 	if !strings.Contains(fmt.Sprint(real), filepath.Base(env1)) {
 		t.Errorf("gc --envs kept the unpinned v1 env: %v", real)
 	}
