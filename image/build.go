@@ -251,7 +251,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	// remove a cached layer or a wheel the build is using.
 	unlock, err := st.LockShared(ctx)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+		return nil, err
 	}
 	defer unlock()
 	// What a killed build left (its staging, a half-compressed layer in

@@ -13,7 +13,6 @@ package install
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -96,10 +95,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	// proposal names them.
 	unlock, err := st.LockShared(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
-		}
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+		return nil, err
 	}
 	defer unlock()
 	res := &Result{Envs: map[string]string{}}

@@ -120,11 +120,8 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	dir := filepath.Join(envs, s.Materialization.Digest.Hex())
 
 	unlockStore, err := st.LockShared(ctx) // gc must not remove blobs under us
-	if ctx.Err() != nil {
-		return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
-	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store")
+		return nil, err
 	}
 	defer unlockStore()
 	reuse := func() (*Result, bool, error) {

@@ -155,10 +155,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 	}
 	unlock, err := st.LockShared(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
-		}
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", st.Home())
+		return nil, err
 	}
 	defer unlock()
 

@@ -100,8 +100,20 @@ type Unlock func()
 
 // LockShared takes the store lock shared: every process that reads or
 // writes blobs or envs holds it, so GC (which takes it exclusive) never
-// runs beside them. It waits until ctx is done.
-func (s *Store) LockShared(ctx context.Context) (Unlock, error) { return s.lock(ctx, unix.LOCK_SH) }
+// runs beside them. It waits until ctx is done (an error wrapping
+// ctx.Err(), never a refusal); a lock that cannot be taken is
+// materialize_failed.
+func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
+	u, err := s.lock(ctx, unix.LOCK_SH)
+	switch {
+	case err == nil:
+		return u, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+	default:
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", s.home)
+	}
+}
 
 // LockExclusive takes the store lock exclusive (GC does), waiting until
 // every shared holder is gone or ctx is done.
