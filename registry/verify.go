@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -169,7 +170,11 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the trust state does not encode")
 	}
 	td := digest.Sum(tb)
-	if floor == nil || floor.Trust != td {
+	// The replay is skipped only for the trust document this floor
+	// replayed against this very history: a history grown since may
+	// record a trust change (a key untrusted) that the document, put back
+	// as it was, does not have.
+	if floor == nil || floor.Trust != td || floor.Length != len(chain) {
 		if err := replayTrust(ctx, reg, t); err != nil {
 			return nil, err
 		}
@@ -252,6 +257,21 @@ func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
 	if err != nil || rk.Role != RoleApprover {
 		return refusal.New(refusal.RegistryCorrupt, "the root of trust is not a valid approver key")
 	}
+	// Every governance step the history records after the root (a key
+	// trusted or untrusted, the policy changed) must be a step of the
+	// trust document, in order: a document put back from before a step
+	// (a key untrusted since, trusted again) replays cleanly by itself.
+	var steps []*Entry
+	for i := range log {
+		switch e := &log[i]; {
+		case e == root:
+		case e.Event == EventKeyTrusted, e.Event == EventKeyUntrusted, e.Event == EventPolicyChanged:
+			steps = append(steps, e)
+		}
+	}
+	if len(steps) != len(t.History) || t.Revision != int64(len(t.History)) {
+		return refusal.New(refusal.RegistryCorrupt, "the trust state is at revision %d with %d governance steps; the history records %d: a trust document from before (or after) the history was put back", t.Revision, len(t.History), len(steps))
+	}
 	cur := &Trust{Root: rk, Keys: []Key{rk}, Policy: Policy{Threshold: 1}}
 	for i, st := range t.History {
 		sd, err := SpecDigest(&st.Spec)
@@ -272,9 +292,27 @@ func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
 		if cur, err = applyTrust(cur, &c); err != nil {
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "governance step %d", i+1)
 		}
+		if e := steps[i]; e.Revision != cur.Revision || !stepEntry(e, &c, cur) {
+			return refusal.New(refusal.RegistryCorrupt, "governance step %d (%s) is not the one the history records at entry %d (%s %s, revision %d)", i+1, c.Action, e.Seq, e.Event, e.Subject, e.Revision)
+		}
 	}
 	if trustStateDigest(cur) != trustStateDigest(t) {
 		return refusal.New(refusal.RegistryCorrupt, "the trust state's keys or policy are not what its approved steps make")
 	}
 	return nil
+}
+
+// stepEntry reports whether history entry e is the one recorded when
+// change c made the trust state t.
+func stepEntry(e *Entry, c *Change, t *Trust) bool {
+	switch c.Action {
+	case ActionTrustKey:
+		k, err := parseKey(*c.Key)
+		return err == nil && e.Event == EventKeyTrusted && e.Subject == k.Name && e.Digest == k.Digest
+	case ActionUntrustKey:
+		return e.Event == EventKeyUntrusted && e.Subject == c.Key.Name && e.Digest == c.Key.Digest
+	case ActionSetPolicy:
+		return e.Event == EventPolicyChanged && c.Policy != nil && e.Detail == fmt.Sprintf("threshold %d", c.Policy.Threshold) && t.Policy.Threshold == c.Policy.Threshold
+	}
+	return false
 }
