@@ -132,30 +132,32 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 	}, adds)
 }
 
-// pushAll pushes top by digest (and under tag unless it is "") and the
-// cosign images under their tags.
+// pushAll pushes top by digest, then the cosign images under their tags,
+// and moves tag (unless it is "") last: a tag never names an image whose
+// signature and attestations are not in the registry yet, so a push that
+// fails or is interrupted leaves the tag where it was (an image pushed
+// by digest alone is named by nothing a consumer pulls).
 func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v1.Hash, extra []tagged, opts []remote.Option) error {
 	opts = append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))
-	refs := []name.Reference{repo.Digest(d.String())}
-	if tag != "" {
-		refs = append(refs, repo.Tag(tag))
-	}
-	for _, r := range refs {
-		var err error
+	write := func(r name.Reference) error {
 		switch x := top.(type) {
 		case v1.ImageIndex:
-			err = remote.WriteIndex(r, x, opts...)
+			return remote.WriteIndex(r, x, opts...)
 		case v1.Image:
-			err = remote.Write(r, x, opts...)
+			return remote.Write(r, x, opts...)
 		}
-		if err != nil {
-			return err
-		}
+		return fmt.Errorf("cannot push a %T", top)
+	}
+	if err := write(repo.Digest(d.String())); err != nil {
+		return err
 	}
 	for _, e := range extra {
 		if err := remote.Write(repo.Tag(e.tag), e.img, opts...); err != nil {
 			return err
 		}
+	}
+	if tag != "" {
+		return write(repo.Tag(tag))
 	}
 	return nil
 }

@@ -1,0 +1,91 @@
+package image
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cruxible/cruxprov/store"
+)
+
+// TestPushTagLast: a push that fails after the image is in the registry
+// but before its attestations are (a real docker-registry behind a
+// loopback proxy that denies the .att manifest) leaves the tag where it
+// was: a tag is moved only once the signature and attestations it needs
+// are there, so `cosign verify REPO:TAG` never meets an image that a
+// failed or interrupted CI job left unsigned under its release tag.
+func TestPushTagLast(t *testing.T) {
+	host := startDockerRegistry(t)
+	target, _ := url.Parse("http://" + host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	att := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.att$`)
+	var deny atomic.Bool
+	deny.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if deny.Load() && r.Method == http.MethodPut && att.MatchString(r.URL.Path) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden) // not retried by the client
+			w.Write([]byte(`{"errors":[{"code":"DENIED","message":"denied by the test"}]}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+
+	fx, client := testIndex(t)
+	dir, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func() (*Result, error) {
+		return Build(context.Background(), st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
+			Push: repo + ":1.0",
+		})
+	}
+	if _, err := push(); err == nil || !strings.Contains(err.Error(), "cannot push") {
+		t.Fatalf("a push whose attestations were denied: %v", err)
+	}
+	r, err := name.NewRepository(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := remote.List(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(tags, "1.0") {
+		t.Errorf("the failed push moved the tag 1.0 to an image without its attestations (tags %v)", tags)
+	}
+	// The registry taking them again, the same build tags it.
+	deny.Store(false)
+	res, err := push()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := remote.Head(r.Tag("1.0"))
+	if err != nil || d.Digest != res.Digest {
+		t.Errorf("tag 1.0 after the retried push: %v %v, want %s", d, err, res.Digest)
+	}
+}
