@@ -316,3 +316,36 @@ func stepEntry(e *Entry, c *Change, t *Trust) bool {
 	}
 	return false
 }
+
+// VerifyTrust replays the trust state from the root of trust the history
+// names (as VerifyPin does, without a floor): each governance step
+// approved at the threshold then in force and recorded in the history,
+// and the keys and policy what those steps make (registry_corrupt,
+// signature_invalid, signer_untrusted). A registry that trusts no key
+// yet passes, unless its history trusted one.
+func VerifyTrust(ctx context.Context, reg Reader) error {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	t, err := reg.Trust(ctx)
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		log, err := reg.Log(ctx)
+		if err != nil {
+			return err
+		}
+		for _, e := range log {
+			if e.Event == EventKeyTrusted {
+				return refusal.New(refusal.RegistryCorrupt, "the history trusts key %s (entry %d) but the registry has no trust state", e.Subject, e.Seq)
+			}
+		}
+		return nil
+	}
+	return replayTrust(ctx, reg, t)
+}

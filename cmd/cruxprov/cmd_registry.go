@@ -62,6 +62,11 @@ func init() {
 				}
 				out := map[string]any{"registry_id": id, "entries": lines, "verified": false}
 				if c.Bool("verify") {
+					// The trust state is replayed even when no pin would
+					// replay it (none accepted yet, or all retired).
+					if err := registry.VerifyTrust(c.Context, reg); err != nil {
+						return err
+					}
 					pins, err := reg.Pins(c.Context)
 					if err != nil {
 						return err

@@ -85,3 +85,48 @@ func TestGovWalkTrustPutBack(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(base, "state"))
 	wantRefusal(t, runCmd(t, cmd), "registry_corrupt", "run with the trust document put back")
 }
+
+// TestGovWalkLogVerifyWithoutPins: registry log --verify says "trust
+// state verified", and it must replay the trust state even when no pin
+// would (none accepted yet): a second name for the root key and the
+// policy written into trust.json by hand are not what any approved step
+// made.
+func TestGovWalkLogVerifyWithoutPins(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "trust", filepath.Join(keys, "a.pub")}, {"registry", "log", "--verify"}} {
+		if r := run(args...); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	tf := filepath.Join(home, "registry", "trust.json")
+	b, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	ks := doc["keys"].([]any)
+	k2 := map[string]any{}
+	for n, v := range ks[0].(map[string]any) {
+		k2[n] = v
+	}
+	k2["name"] = "zz"
+	doc["keys"] = append(ks, k2)
+	b, _ = json.Marshal(doc)
+	if err := os.WriteFile(tf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, run("registry", "log", "--verify"), "registry_corrupt", "registry log --verify with a key written into trust.json")
+	if err := os.Remove(tf); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, run("registry", "log", "--verify"), "registry_corrupt", "registry log --verify with trust.json gone")
+}
