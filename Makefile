@@ -5,10 +5,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 PKG := github.com/cruxible/cruxprov
 LDFLAGS := -buildid= -X $(PKG)/internal/buildinfo.Version=$(VERSION) -X $(PKG)/internal/buildinfo.Commit=$(COMMIT)
-# CGO off: both binaries are static; -trimpath and an empty build id keep them reproducible (§14).
+# CGO off: both binaries are static; -trimpath, an empty build id and no VCS stamp keep them
+# reproducible (§14): Go otherwise stamps the revision, its time and vcs.modified when the
+# environment's GOFLAGS allow it, so the same commit gave other bytes on another runner.
 # urfave_cli_no_docs leaves out urfave/cli's man/markdown generators (unused): their package
 # init (regexps, a markdown engine) was ~3 ms of every command's start.
-BUILD := CGO_ENABLED=0 $(GO) build -trimpath -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)'
+BUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags urfave_cli_no_docs -ldflags '$(LDFLAGS)'
 CONFORMANCE_DIR ?= $(CURDIR)/../shared/conformance
 FUZZTIME ?= 10s
 CMDS := $(notdir $(wildcard cmd/*))

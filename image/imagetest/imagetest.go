@@ -270,7 +270,7 @@ func ShimFor(t testing.TB, arch string) string {
 	if arch == "amd64" {
 		p = filepath.Join(shimDir, "cruxshim")
 	}
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-buildid=", "-o", p, "github.com/cruxible/cruxprov/cmd/cruxshim")
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=", "-o", p, "github.com/cruxible/cruxprov/cmd/cruxshim")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build cruxshim for %s: %v: %s", arch, err, out)

@@ -1,0 +1,63 @@
+package main
+
+// What a CI pipeline author meets following docs/ci.md and docs/images.md
+// word for word.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMakeBuildReproducible: `make build` gives the same cruxshim bytes
+// (which every image embeds, so its digest depends on them) whatever the
+// builder's GOFLAGS say about VCS stamping (ci.md, "Binaries"). Go stamps
+// the git revision, its time and whether the tree is modified into a
+// binary unless -buildvcs=false: root's go env here sets it, a CI
+// runner's or another user's does not, and the same commit then gave
+// other bytes and another image digest.
+func TestMakeBuildReproducible(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Makefile's own build command, as `make build` runs it.
+	mk := exec.Command("make", "-s", "--no-print-directory", "--eval", "print-build: ; @echo \"$(BUILD)\"", "print-build")
+	mk.Dir = root
+	out, err := mk.Output()
+	if err != nil {
+		t.Fatalf("make print-build: %v", err)
+	}
+	build := strings.TrimSpace(string(out))
+	if !strings.Contains(build, " build ") {
+		t.Fatalf("the Makefile's BUILD: %q", build)
+	}
+	dir := t.TempDir()
+	sum := map[string][32]byte{}
+	for _, vcs := range []string{"auto", "false"} {
+		p := filepath.Join(dir, "cruxshim-vcs-"+vcs)
+		cmd := exec.Command("bash", "-c", build+" -o "+p+" ./cmd/cruxshim")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs="+vcs)
+		var se bytes.Buffer
+		cmd.Stderr = &se
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%s (GOFLAGS=-buildvcs=%s): %v: %s", build, vcs, err, se.String())
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum[vcs] = sha256.Sum256(b)
+	}
+	if sum["auto"] != sum["false"] {
+		t.Errorf("make build's cruxshim differs with GOFLAGS=-buildvcs=auto and =false (%x, %x): the Makefile leaves VCS stamping to the environment", sum["auto"], sum["false"])
+	}
+}
