@@ -12,16 +12,20 @@ import (
 // digests old → new, interpreter identity (the seal content digest),
 // secrets and egress added or removed, budgets raised or lowered.
 type Plan struct {
-	Provider     string          `json:"provider"`
-	Action       string          `json:"action"`
-	FromRevision int64           `json:"fromRevision"`
-	ToRevision   int64           `json:"toRevision"`
-	Packages     []PackageChange `json:"packages"`
-	Digests      []ValueChange   `json:"digests"`
-	Entrypoints  []ValueChange   `json:"entrypoints"`
-	Secrets      SetChange       `json:"secrets"`
-	Egress       SetChange       `json:"egress"`
-	Budgets      []BudgetChange  `json:"budgets"`
+	Provider     string `json:"provider"`
+	Action       string `json:"action"`
+	FromRevision int64  `json:"fromRevision"`
+	ToRevision   int64  `json:"toRevision"`
+	// Stale is true for a proposed change-set whose base is no longer
+	// the accepted pin (or trust state): approving it is refused
+	// (changeset_stale); it is proposed again.
+	Stale       bool            `json:"stale"`
+	Packages    []PackageChange `json:"packages"`
+	Digests     []ValueChange   `json:"digests"`
+	Entrypoints []ValueChange   `json:"entrypoints"`
+	Secrets     SetChange       `json:"secrets"`
+	Egress      SetChange       `json:"egress"`
+	Budgets     []BudgetChange  `json:"budgets"`
 }
 
 // PackageChange is one package of one materialization: Change is added,

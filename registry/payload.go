@@ -49,6 +49,10 @@ func SpecDigest(s *Spec) (digest.Digest, error) {
 	return digest.Sum(b), nil
 }
 
+// StateDigest is the trust-state digest: the base of a governance
+// change-set proposed against t (docs/governance.md).
+func (t *Trust) StateDigest() digest.Digest { return trustStateDigest(t) }
+
 // trustStateDigest is the base of a governance change-set: the sha256 of
 // the canonical JSON of {"type":"cruxible.trust-state/v1","revision":R,
 // "threshold":T,"keys":[{"name","role","digest"}…]} (keys in stored

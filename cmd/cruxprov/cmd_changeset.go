@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 )
@@ -72,13 +73,32 @@ func init() {
 					return err
 				}
 				var old *registry.Pin
+				var base digest.Digest
+				from := int64(0)
 				if cs.Scope() != registry.TrustScope {
 					old, err = reg.Pin(c.Context, cs.Scope())
 					if err != nil && !errors.Is(err, refusal.PinUnapproved) {
 						return err
 					}
+					if old != nil {
+						base, from = old.SpecDigest, old.Revision
+					}
+				} else {
+					t, err := reg.Trust(c.Context)
+					if err != nil {
+						return err
+					}
+					if t != nil {
+						base, from = t.StateDigest(), t.Revision
+					}
 				}
 				plan := registry.Diff(old, cs)
+				// The plan is against what is current now: a governance
+				// change from the trust state's revision, and a proposal
+				// whose base is no longer current says so (its approval
+				// would be refused: changeset_stale).
+				plan.FromRevision = from
+				plan.Stale = cs.Status.State == registry.StateProposed && (cs.Spec.Base != base || cs.Spec.Revision != from+1)
 				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan) })
 			},
 		}, {
@@ -163,6 +183,9 @@ func init() {
 // ~ changed.
 func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 	fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d\n", cs.Metadata.ID, p.Action, p.Provider, p.FromRevision, p.ToRevision)
+	if p.Stale {
+		fmt.Fprintf(w, "  STALE: it replaces %s at revision %d, no longer current: approving it is refused (changeset_stale); propose it again\n", orDash(cs.Spec.Base.String()), cs.Spec.Revision-1)
+	}
 	if p.Provider == registry.TrustScope {
 		c := cs.Spec.Changes[0]
 		switch {

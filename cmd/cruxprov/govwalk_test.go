@@ -130,3 +130,56 @@ func TestGovWalkLogVerifyWithoutPins(t *testing.T) {
 	}
 	wantRefusal(t, run("registry", "log", "--verify"), "registry_corrupt", "registry log --verify with trust.json gone")
 }
+
+// TestGovWalkDiffStale: changeset diff shows the plan against what is
+// current. A governance change-set is diffed from the trust state's
+// revision (it said "revision 0 → N" for every one), and a proposal made
+// stale by another approval says so (its approval is refused
+// changeset_stale) instead of a plan an approval would never apply.
+func TestGovWalkDiffStale(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	must := func(args ...string) result {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		must("key", "generate", "--out", filepath.Join(keys, n))
+	}
+	must("key", "trust", filepath.Join(keys, "a.pub"))
+	b := csOf(t, must("key", "trust", filepath.Join(keys, "b.pub"), "--json"))
+	c := csOf(t, must("key", "trust", filepath.Join(keys, "c.pub"), "--json"))
+	plan := func(id string) map[string]any {
+		t.Helper()
+		var v map[string]any
+		if err := json.Unmarshal([]byte(must("changeset", "diff", id, "--json").stdout), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := plan(b); v["fromRevision"] != float64(0) || v["toRevision"] != float64(1) || v["stale"] != false {
+		t.Fatalf("diff of a fresh trust change: %v", v)
+	}
+	must("changeset", "approve", b, "--key", filepath.Join(keys, "a.key"))
+	if v := plan(c); v["fromRevision"] != float64(1) || v["toRevision"] != float64(1) || v["stale"] != true {
+		t.Fatalf("diff of a trust change made stale: %v", v)
+	}
+	if r := must("changeset", "diff", c); !strings.Contains(r.stdout, "STALE") || !strings.Contains(r.stdout, "changeset_stale") {
+		t.Errorf("diff of a stale change-set does not say so: %s", r.stdout)
+	}
+	wantRefusal(t, run("changeset", "approve", c, "--key", filepath.Join(keys, "a.key")), "changeset_stale", "approve the stale change-set")
+	// Proposed again, it is current.
+	c2 := csOf(t, must("key", "trust", filepath.Join(keys, "c.pub"), "--json"))
+	if v := plan(c2); v["fromRevision"] != float64(1) || v["toRevision"] != float64(2) || v["stale"] != false {
+		t.Fatalf("diff of the change proposed again: %v", v)
+	}
+}
