@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -140,19 +142,21 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v1.Hash, extra []tagged, opts []remote.Option) error {
 	opts = append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))
 	write := func(r name.Reference) error {
-		switch x := top.(type) {
-		case v1.ImageIndex:
-			return remote.WriteIndex(r, x, opts...)
-		case v1.Image:
-			return remote.Write(r, x, opts...)
-		}
-		return fmt.Errorf("cannot push a %T", top)
+		return againOnBlobRace(ctx, func() error {
+			switch x := top.(type) {
+			case v1.ImageIndex:
+				return remote.WriteIndex(r, x, opts...)
+			case v1.Image:
+				return remote.Write(r, x, opts...)
+			}
+			return fmt.Errorf("cannot push a %T", top)
+		})
 	}
 	if err := write(repo.Digest(d.String())); err != nil {
 		return err
 	}
 	for _, e := range extra {
-		if err := remote.Write(repo.Tag(e.tag), e.img, opts...); err != nil {
+		if err := againOnBlobRace(ctx, func() error { return remote.Write(repo.Tag(e.tag), e.img, opts...) }); err != nil {
 			return err
 		}
 	}
@@ -160,4 +164,46 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 		return write(repo.Tag(tag))
 	}
 	return nil
+}
+
+// blobRaceAttempts bounds againOnBlobRace.
+const blobRaceAttempts = 4
+
+// againOnBlobRace runs write again (it checks which blobs the registry
+// holds, uploads the missing ones and puts the manifest) when the
+// registry answers that a manifest names a blob it does not hold, or a
+// blob whose digest it cannot read back. Two builds pushing the same
+// content at once (two CI jobs of one commit) meet this in Debian's
+// docker-registry: a manifest checked while the other push links the
+// same blob is answered DIGEST_INVALID and MANIFEST_BLOB_UNKNOWN, and a
+// moment later the blob is there.
+func againOnBlobRace(ctx context.Context, write func() error) error {
+	var err error
+	for i := 0; i < blobRaceAttempts; i++ {
+		if err = write(); err == nil || !blobRace(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(i+1) * 100 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// blobRace reports whether err is a registry's answer that a manifest's
+// blob is unknown or unreadable.
+func blobRace(err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	for _, d := range te.Errors {
+		switch d.Code {
+		case transport.ManifestBlobUnknownErrorCode, transport.BlobUnknownErrorCode, transport.DigestInvalidErrorCode:
+			return true
+		}
+	}
+	return false
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -87,5 +88,39 @@ func TestPushTagLast(t *testing.T) {
 	d, err := remote.Head(r.Tag("1.0"))
 	if err != nil || d.Digest != res.Digest {
 		t.Errorf("tag 1.0 after the retried push: %v %v, want %s", d, err, res.Digest)
+	}
+}
+
+// TestPushAgainOnBlobRace: Debian's docker-registry answers a manifest
+// PUT with DIGEST_INVALID and MANIFEST_BLOB_UNKNOWN when another push of
+// the same blob links it at that moment (two CI jobs of one commit
+// pushing at once: one of them failed, exit 1, about one round in eight
+// with three builds). The push writes the manifest again, and the build
+// succeeds. The loopback proxy in front of the real registry answers the
+// first .sig manifest PUT the way the registry answered it in that race.
+func TestPushAgainOnBlobRace(t *testing.T) {
+	host := startDockerRegistry(t)
+	target, _ := url.Parse("http://" + host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
+	var raced atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && sig.MatchString(r.URL.Path) && raced.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"errors":[{"code":"DIGEST_INVALID","message":"provided digest did not match uploaded content"},{"code":"MANIFEST_BLOB_UNKNOWN","message":"blob unknown to registry","detail":"sha256:a5c0a0de36adfe765397df7d5333a2a3a21d46d357538fc95fbf93e3cbbc9eb2"}]}`))
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+	key := testKey(t)
+	res := build(t, buildCase{push: repo + ":1.0", key: key})
+	if raced.Load() < 2 {
+		t.Fatalf("the .sig manifest was put %d times", raced.Load())
+	}
+	if _, err := Verify(context.Background(), repo+"@"+res.Digest.String(), VerifyOptions{Keys: []*sign.PublicKey{key.Public()}}); err != nil {
+		t.Errorf("verify after the retried push: %v", err)
 	}
 }
