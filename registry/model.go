@@ -48,6 +48,9 @@ const (
 // since provider names are normalized Python names.
 const TrustScope = "@trust"
 
+// ValidKeyName reports whether s may name a trusted key (validName).
+func ValidKeyName(s string) bool { return validName(s) }
+
 // validName reports whether s is a provider or key name: 1 to 128 of
 // [a-z0-9._-], starting and ending with a letter or digit. (A compiled
 // regexp of this shape cost 0.5 ms of every command's start.)

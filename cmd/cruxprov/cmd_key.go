@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -102,6 +103,24 @@ func init() {
 				if name == "" {
 					name = strings.ToLower(strings.TrimSuffix(filepath.Base(c.Args().First()), ".pub"))
 				}
+				// What the person typed is checked here, as usage: the
+				// registry's refusals are for change-set documents.
+				if !registry.ValidKeyName(name) {
+					return usagef("key name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit (give --name)", name)
+				}
+				if r := c.String("role"); r != registry.RoleApprover && r != registry.RoleBuilder {
+					return usagef("--role %q: want approver or builder", r)
+				}
+				if _, err := sign.ParsePublicKey(pub); err != nil {
+					var re *refusal.Error
+					if errors.As(err, &re) {
+						err = errors.New(re.Detail)
+					}
+					if strings.Contains(string(pub), "PRIVATE KEY-----") {
+						return usagef("%s is a private key: trust its public key (the PREFIX.pub that key generate wrote beside it)", c.Args().First())
+					}
+					return usagef("%s is not a public key (PEM \"PUBLIC KEY\", ECDSA P-256, as key generate writes PREFIX.pub): %v", c.Args().First(), err)
+				}
 				res, err := reg.TrustKey(c.Context, registry.Key{Name: name, Role: c.String("role"), PEM: string(pub)}, operator())
 				if err != nil {
 					return err
@@ -130,7 +149,7 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.key.untrust/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					fmt.Fprintf(w, "proposed untrusting %s\nchange-set %s\n", c.Args().First(), cs.Metadata.ID)
+					fmt.Fprintf(w, "proposed untrusting %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", c.Args().First(), cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
 				})
 			},
 		}, {

@@ -50,12 +50,15 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if k := c.Int("threshold"); k < 1 || k > 100 {
+					return usagef("--threshold %d: want 1 to 100 distinct approver keys", k)
+				}
 				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
 				if err != nil {
 					return err
 				}
 				return o.emit("cruxprov.policy.set/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					fmt.Fprintf(w, "proposed threshold %d\nchange-set %s\n", c.Int("threshold"), cs.Metadata.ID)
+					fmt.Fprintf(w, "proposed threshold %d\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", c.Int("threshold"), cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
 				})
 			},
 		}},

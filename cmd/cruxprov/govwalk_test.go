@@ -183,3 +183,58 @@ func TestGovWalkDiffStale(t *testing.T) {
 		t.Fatalf("diff of the change proposed again: %v", v)
 	}
 }
+
+// TestGovWalkTrustMistakes: what a person mistypes in key trust and
+// policy set is a usage error (exit 64) naming the mistake, not a
+// refusal of a change-set nobody wrote (changeset_invalid), and giving
+// the private key file for the public one is not signer_untrusted (a
+// code that means a signature by an untrusted key). Nothing is proposed.
+func TestGovWalkTrustMistakes(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}} {
+		if r := run(args...); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	notKey := filepath.Join(home, "notes.txt")
+	os.WriteFile(notKey, []byte("hello\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"key", "trust", filepath.Join(keys, "b.key")}, "is a private key"},
+		{[]string{"key", "trust", notKey, "--name", "n"}, "is not a public key"},
+		{[]string{"key", "trust", filepath.Join(keys, "b.pub"), "--role", "admin"}, "--role"},
+		{[]string{"key", "trust", filepath.Join(keys, "b.pub"), "--name", "Bob Smith"}, "key name"},
+		{[]string{"policy", "set", "--threshold", "0"}, "--threshold"},
+		{[]string{"policy", "set", "--threshold", "101"}, "--threshold"},
+	} {
+		r := run(c.args...)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: want a usage error naming %q: %+v", c.args, c.want, r)
+		}
+	}
+	r := run("changeset", "list", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"changeSets": []`) {
+		t.Errorf("a mistake proposed a change-set: %+v", r)
+	}
+	// A proposal says how to approve it, whichever command made it.
+	for _, args := range [][]string{{"key", "trust", filepath.Join(keys, "b.pub")}, {"policy", "set", "--threshold", "1"}, {"key", "untrust", "a"}} {
+		r := run(args...)
+		if !strings.Contains(r.stdout, "approve with: cruxprov changeset approve ") {
+			t.Errorf("%v does not say how to approve: %+v", args, r)
+		}
+		if args[1] == "trust" {
+			id := strings.Fields(strings.SplitAfter(r.stdout, "approve with: cruxprov changeset approve ")[1])[0]
+			if r := run("changeset", "approve", id, "--key", filepath.Join(keys, "a.key")); r.code != 0 {
+				t.Fatalf("approve %s: %+v", id, r)
+			}
+		}
+	}
+}
