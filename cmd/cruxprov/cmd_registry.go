@@ -144,6 +144,10 @@ func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Dig
 	if len(s) < 8 {
 		return digest.Digest{}, usagef("change-set id %q: give at least 8 hex digits", s)
 	}
+	s = strings.ToLower(s)
+	if strings.Trim(s, "0123456789abcdef") != "" {
+		return digest.Digest{}, usagef("change-set id %q: not hex digits (a typo?): cruxprov changeset list shows the ids", s)
+	}
 	all, err := reg.ChangeSets(ctx)
 	if err != nil {
 		return digest.Digest{}, err

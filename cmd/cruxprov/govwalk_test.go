@@ -238,3 +238,29 @@ func TestGovWalkTrustMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestGovWalkChangesetIDTypo: a change-set id with a character that is
+// not a hex digit is a typo (usage, exit 64), as one too short is; a
+// prefix in capitals finds the change-set.
+func TestGovWalkChangesetIDTypo(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}} {
+		if r := run(args...); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	id := csOf(t, run("key", "trust", filepath.Join(keys, "b.pub"), "--json"))
+	typo := id[7:14] + "x"
+	if r := run("changeset", "approve", typo, "--key", filepath.Join(keys, "a.key")); r.code != exitUsage || !strings.Contains(r.stderr, "not hex digits") {
+		t.Errorf("approve %s: want a usage error: %+v", typo, r)
+	}
+	if r := run("changeset", "show", strings.ToUpper(id[7:19])); r.code != 0 {
+		t.Errorf("show by a capital prefix: %+v", r)
+	}
+}
