@@ -329,7 +329,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())
 	}
 	if push != nil {
-		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, o.Remote); err != nil {
+		var pub *sign.PublicKey
+		if o.Key != nil {
+			pub = o.Key.Public()
+		}
+		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, o.Remote); err != nil {
 			return nil, fmt.Errorf("cannot push to %s: %w", o.Push, err)
 		}
 		res.References = append(res.References, push.Name()+"@"+res.Digest.String())

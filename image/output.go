@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -134,12 +137,13 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 	}, adds)
 }
 
-// pushAll pushes top by digest, then the cosign images under their tags,
+// pushAll pushes top by digest, then the cosign images under their tags
+// (added to those already there, mergeCosign),
 // and moves tag (unless it is "") last: a tag never names an image whose
 // signature and attestations are not in the registry yet, so a push that
 // fails or is interrupted leaves the tag where it was (an image pushed
 // by digest alone is named by nothing a consumer pulls).
-func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v1.Hash, extra []tagged, opts []remote.Option) error {
+func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v1.Hash, extra []tagged, pub *sign.PublicKey, opts []remote.Option) error {
 	opts = append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))
 	write := func(r name.Reference) error {
 		return againOnBlobRace(ctx, func() error {
@@ -156,7 +160,13 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 		return err
 	}
 	for _, e := range extra {
-		if err := againOnBlobRace(ctx, func() error { return remote.Write(repo.Tag(e.tag), e.img, opts...) }); err != nil {
+		if err := againOnBlobRace(ctx, func() error {
+			img, err := mergeCosign(repo.Tag(e.tag), e.img, pub, opts)
+			if err != nil || img == nil {
+				return err
+			}
+			return remote.Write(repo.Tag(e.tag), img, opts...)
+		}); err != nil {
 			return err
 		}
 	}
@@ -202,6 +212,118 @@ func blobRace(err error) bool {
 	for _, d := range te.Errors {
 		switch d.Code {
 		case transport.ManifestBlobUnknownErrorCode, transport.BlobUnknownErrorCode, transport.DigestInvalidErrorCode:
+			return true
+		}
+	}
+	return false
+}
+
+// mergeCosign is what to push under the cosign tag t: img's layers (its
+// signature, or its attestations) added to those of the image already
+// there, as cosign adds a signature, so that a rebuild of the same digest
+// signed by another builder key (a rotated key, a second runner) leaves
+// the signatures executors already check in place. A layer pub already
+// signed there with the same payload is not added again (signatures are
+// randomized: a rerun would add one each time); nil when nothing is new.
+func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Option) (v1.Image, error) {
+	old, err := remote.Image(t, opts...)
+	if notThere(err) {
+		return img, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s to add to it: %w", t, err)
+	}
+	om, err := old.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	nm, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	// What pub signed in the old image: simple-signing payload digests,
+	// and DSSE statements.
+	signed := map[string]bool{}
+	for _, l := range om.Layers {
+		switch l.MediaType {
+		case SimpleSigningMediaType:
+			// The payload's digest is its name; its signature is checked
+			// below against the new layer's body, which has that digest.
+		case DSSEMediaType:
+			if l.Size > maxManifest {
+				continue
+			}
+			ol, err := old.LayerByDigest(l.Digest)
+			if err != nil {
+				return nil, err
+			}
+			rc, err := ol.Compressed()
+			if err != nil {
+				return nil, fmt.Errorf("cannot read %s: %w", t, err)
+			}
+			b, err := readAllCapped(verifyReader(rc, l.Digest, l.Size), maxManifest)
+			if err != nil {
+				return nil, fmt.Errorf("cannot read %s: %w", t, err)
+			}
+			if body, _, err := openEnvelope(b, []*sign.PublicKey{pub}); err == nil {
+				signed[string(body)] = true
+			}
+		}
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	var adds []mutate.Addendum
+	for i, l := range layers {
+		desc := nm.Layers[i]
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, err
+		}
+		b, err := readAllCapped(rc, maxManifest)
+		if err != nil {
+			return nil, err
+		}
+		dup := false
+		switch desc.MediaType {
+		case SimpleSigningMediaType:
+			for _, ol := range om.Layers {
+				if ol.MediaType != desc.MediaType || ol.Digest != desc.Digest {
+					continue
+				}
+				if sig, err := base64.StdEncoding.DecodeString(ol.Annotations[SignatureAnnotation]); err == nil && pub.Verify(b, sig) == nil {
+					dup = true
+				}
+			}
+		case DSSEMediaType:
+			if body, _, err := openEnvelope(b, []*sign.PublicKey{pub}); err == nil && signed[string(body)] {
+				dup = true
+			}
+		}
+		if !dup {
+			adds = append(adds, mutate.Addendum{Layer: static.NewLayer(b, desc.MediaType), Annotations: desc.Annotations})
+		}
+	}
+	if len(adds) == 0 {
+		return nil, nil
+	}
+	return mutate.Append(old, adds...)
+}
+
+// notThere reports whether err is a registry's answer that a tag (or the
+// repository) does not exist.
+func notThere(err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	if te.StatusCode == 404 {
+		return true
+	}
+	for _, d := range te.Errors {
+		switch d.Code {
+		case transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode:
 			return true
 		}
 	}

@@ -124,3 +124,84 @@ func TestPushAgainOnBlobRace(t *testing.T) {
 		t.Errorf("verify after the retried push: %v", err)
 	}
 }
+
+// TestPushKeepsOtherSignatures: the same build (the same digest: it is
+// reproducible) pushed again by another builder key, as a second runner
+// or a rotated CI key does, adds its signature and attestations to those
+// in the registry instead of replacing them (cosign adds signatures the
+// same way), so an executor whose accepted pin trusts the first builder
+// still verifies the image; a rerun under a key that already signed adds
+// nothing. It replaced them: every run of the accepted pin was refused
+// image_signature_invalid after a CI rerun.
+func TestPushKeepsOtherSignatures(t *testing.T) {
+	host := startDockerRegistry(t)
+	repo := host + "/acme/echo"
+	fx, client := testIndex(t)
+	dir, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	push := func(key *sign.PrivateKey, builder string) *Result {
+		t.Helper()
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Build(ctx, st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: builder, Tool: testTool, Push: repo + ":1.0",
+		})
+		if err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		return res
+	}
+	a, b := testKey(t), testKey(t)
+	const idA, idB = "https://ci-a.example/builder", "https://ci-b.example/builder"
+	ra := push(a, idA)
+	rb := push(b, idB)
+	if ra.Digest != rb.Digest {
+		t.Fatalf("the two builds differ: %s %s", ra.Digest, rb.Digest)
+	}
+	ref := repo + "@" + ra.Digest.String()
+	for _, c := range []struct {
+		keys    []*sign.PublicKey
+		builder string
+	}{
+		{[]*sign.PublicKey{a.Public()}, idA},
+		{[]*sign.PublicKey{b.Public()}, idB},
+		{[]*sign.PublicKey{a.Public(), b.Public()}, idA},
+		{[]*sign.PublicKey{a.Public(), b.Public()}, idB},
+	} {
+		if _, err := Verify(ctx, ref, VerifyOptions{Keys: c.keys, Expect: Expect{BuilderID: c.builder}}); err != nil {
+			t.Errorf("%d keys, builder %s: %v", len(c.keys), c.builder, err)
+		}
+	}
+	count := func(tag string) int {
+		t.Helper()
+		r, err := name.NewTag(repo + ":" + tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := remote.Image(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m.Layers)
+	}
+	sigs, atts := count(SignatureTag(ra.Digest)), count(AttestationTag(ra.Digest))
+	if sigs != 2 || atts != 4 {
+		t.Errorf("after two builders: %d signatures, %d attestations (want 2, 4)", sigs, atts)
+	}
+	push(a, idA) // a rerun: its signature and attestations are there already
+	if s, at := count(SignatureTag(ra.Digest)), count(AttestationTag(ra.Digest)); s != sigs || at != atts {
+		t.Errorf("a rerun under the same key: %d signatures, %d attestations (were %d, %d)", s, at, sigs, atts)
+	}
+}

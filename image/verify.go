@@ -270,6 +270,11 @@ func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions,
 	if err != nil {
 		return err
 	}
+	// Several builders may have attested the same digest (a rebuild
+	// signed by another key adds its attestations to the earlier ones):
+	// the provenance taken is the first that agrees with the labels and
+	// the expectation; when none does, the first one's differences.
+	var provs []*Provenance
 	for _, l := range layers {
 		body, _, err := openEnvelope(l.body, o.Keys)
 		if err != nil {
@@ -282,8 +287,8 @@ func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions,
 		switch st.PredicateType {
 		case SLSAProvenanceType:
 			var p Provenance
-			if json.Unmarshal(st.Predicate, &p) == nil && mr.Provenance == nil {
-				mr.Provenance = &p
+			if json.Unmarshal(st.Predicate, &p) == nil {
+				provs = append(provs, &p)
 			}
 		case CycloneDXType:
 			var b BOM
@@ -292,13 +297,25 @@ func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions,
 			}
 		}
 	}
-	if mr.Provenance == nil {
+	if len(provs) == 0 {
 		return refusal.New(refusal.ProvenanceMismatch, "%s has no SLSA provenance signed by a trusted key about it", d)
 	}
 	if !mr.SBOM {
 		return refusal.New(refusal.ProvenanceMismatch, "%s has no CycloneDX SBOM signed by a trusted key about it", d)
 	}
-	return checkProvenance(mr.Provenance, mr.Labels, o.Expect)
+	var first error
+	for _, p := range provs {
+		err := checkProvenance(p, mr.Labels, o.Expect)
+		if err == nil {
+			mr.Provenance = p
+			return nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	mr.Provenance = provs[0]
+	return first
 }
 
 func aboutDigest(subjects []Subject, d v1.Hash) bool {
