@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // TestMakeBuildReproducible: `make build` gives the same cruxshim bytes
@@ -59,5 +61,31 @@ func TestMakeBuildReproducible(t *testing.T) {
 	}
 	if sum["auto"] != sum["false"] {
 		t.Errorf("make build's cruxshim differs with GOFLAGS=-buildvcs=auto and =false (%x, %x): the Makefile leaves VCS stamping to the environment", sum["auto"], sum["false"])
+	}
+}
+
+// TestImageVerifyPrivateKey: the builder's private key given to image
+// verify --key (a CI author swapping builder.key and builder.pub) is a
+// usage error that says so, exit 64; it printed the refusal code
+// signer_untrusted inside a usage line ("usage: --key builder.key:
+// signer_untrusted: not a PEM \"PUBLIC KEY\" block").
+func TestImageVerifyPrivateKey(t *testing.T) {
+	dir := t.TempDir()
+	priv, _, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "builder.key")
+	os.WriteFile(key, priv, 0o600)
+	junk := filepath.Join(dir, "junk.pub")
+	os.WriteFile(junk, []byte("not a key\n"), 0o644)
+	ref := "oci:" + dir + "@sha256:" + strings.Repeat("0", 64)
+	r := cruxprov(t, "image", "verify", ref, "--key", key)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is a private key") || !strings.Contains(r.stderr, ".pub") || strings.Contains(r.stderr, "signer_untrusted") {
+		t.Errorf("a private key: %+v", r)
+	}
+	r = cruxprov(t, "image", "verify", ref, "--key", junk)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is not a public key") || strings.Contains(r.stderr, "signer_untrusted") {
+		t.Errorf("not a key: %+v", r)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -279,7 +282,15 @@ func imageVerify(c *cli.Context) error {
 		}
 		pk, err := sign.ParsePublicKey(b)
 		if err != nil {
-			return usagef("--key %s: %v", k, err)
+			why := err.Error()
+			var re *refusal.Error
+			if errors.As(err, &re) {
+				why = re.Detail // a usage error, not a refusal: no code in it
+			}
+			if blk, _ := pem.Decode(b); blk != nil && strings.Contains(blk.Type, "PRIVATE KEY") {
+				return usagef("--key %s is a private key: give the builder's public key (the .pub beside it)", k)
+			}
+			return usagef("--key %s is not a public key: %s", k, why)
 		}
 		vo.Keys = append(vo.Keys, pk)
 	}
