@@ -226,10 +226,17 @@ func blobRace(err error) bool {
 // signed there with the same payload is not added again (signatures are
 // randomized: a rerun would add one each time); nil when nothing is new.
 func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Option) (v1.Image, error) {
-	old, err := remote.Image(t, opts...)
+	desc, err := remote.Get(t, opts...)
 	if notThere(err) {
 		return img, nil
 	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s to add to it: %w", t, err)
+	}
+	if !desc.MediaType.IsImage() {
+		return img, nil // no cosign image: nothing under the tag to keep
+	}
+	old, err := desc.Image()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s to add to it: %w", t, err)
 	}
