@@ -6,12 +6,15 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -87,5 +90,52 @@ func TestImageVerifyPrivateKey(t *testing.T) {
 	r = cruxprov(t, "image", "verify", ref, "--key", junk)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "is not a public key") || strings.Contains(r.stderr, "signer_untrusted") {
 		t.Errorf("not a key: %+v", r)
+	}
+}
+
+// TestInstallImageSignedByApprover: CI signed the image with an
+// approver's key (the operator's, trusted as approver) instead of its
+// builder key. install --backend container refuses it,
+// image_signature_invalid, naming the key and its role; it said only "no
+// valid signature under a trusted key ([a signature under no trusted
+// key])" of a key the operator does trust.
+func TestInstallImageSignedByApprover(t *testing.T) {
+	baseLayout, baseDigest := imagetest.Base(t)
+	base, _, fx, idx, shim := imageSetup(t, "cruxprov-ciwalk-")
+	home := t.TempDir()
+	run := func(a ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, a...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000")
+		return runCmd(t, cmd)
+	}
+	ok := func(r result, what string) string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	alice := filepath.Join(t.TempDir(), "alice")
+	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
+	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	var cs struct {
+		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
+	}
+	if err := json.Unmarshal([]byte(ok(run("key", "trust", filepath.Join(base, "builder.pub"), "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &cs); err != nil || cs.ChangeSet.Metadata.ID == "" {
+		t.Fatalf("key trust ci: %v", err)
+	}
+	ok(run("changeset", "approve", cs.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		ok(run("interface", "register", i, "--schema", filepath.Join(base, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
+	}
+	out := filepath.Join(t.TempDir(), "oci")
+	d := ok(run("image", "build", "--wheel", fx.Echo.Path, "--index", idx, "--platform", imagetest.Platform,
+		"--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", shim, "--output", "oci:"+out,
+		"--sign-key", alice+".key", "--repo", "localhost/acme/echo", "--quiet"), "image build signed by alice")
+	r := run("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+d, "--python", debian)
+	if r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.ImageSignatureInvalid)) ||
+		!strings.Contains(r.stderr, "alice") || !strings.Contains(r.stderr, "approver") || !strings.Contains(r.stderr, "--role builder") {
+		t.Errorf("install of an image an approver signed: %+v", r)
 	}
 }

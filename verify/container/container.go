@@ -191,7 +191,7 @@ func Materializations(ctx context.Context, reg registry.Reader, ref string, pkg,
 	vo.Expect = image.Expect{PackageSHA256: pkg, Resolution: resolution}
 	rep, err := image.Verify(ctx, ref, vo)
 	if err != nil {
-		return nil, rep, err
+		return nil, rep, otherRole(ctx, reg, ref, vo, err)
 	}
 	at := strings.LastIndex(ref, "@")
 	if len(rep.Manifests) == 0 || at < 0 {
@@ -217,4 +217,34 @@ func Materializations(ctx context.Context, reg registry.Reader, ref string, pkg,
 		})
 	}
 	return out, rep, nil
+}
+
+// otherRole explains an image_signature_invalid refusal of an image that
+// a trusted key of another role than builder signed (a CI that signed
+// with an approver's key): "no valid signature under a trusted key" told
+// an operator who trusts that key nothing. Any other error is returned
+// as it is.
+func otherRole(ctx context.Context, reg registry.Reader, ref string, vo image.VerifyOptions, err error) error {
+	if refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+		return err
+	}
+	tr, terr := reg.Trust(ctx)
+	if terr != nil || tr == nil {
+		return err
+	}
+	for _, k := range tr.Keys {
+		if k.Role == registry.RoleBuilder {
+			continue
+		}
+		pk, perr := sign.ParsePublicKey([]byte(k.PEM))
+		if perr != nil {
+			continue
+		}
+		o := vo
+		o.Keys, o.SkipBlobs = []*sign.PublicKey{pk}, true
+		if _, verr := image.Verify(ctx, ref, o); refusal.CodeOf(verr) != refusal.ImageSignatureInvalid {
+			return refusal.New(refusal.ImageSignatureInvalid, "%s is signed by %s, a key this registry trusts as %s, under no builder key: only builder keys sign images; sign it with the CI's builder key (trusted with 'cruxprov key trust PUB --role builder')", ref, k.Name, k.Role)
+		}
+	}
+	return err
 }
