@@ -334,7 +334,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			pub = o.Key.Public()
 		}
 		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, o.Remote); err != nil {
-			return nil, fmt.Errorf("cannot push to %s: %w", o.Push, err)
+			return nil, fmt.Errorf("cannot push to %s%s: %w", o.Push, pushAdvice(*push, err), err)
 		}
 		res.References = append(res.References, push.Name()+"@"+res.Digest.String())
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -335,4 +337,20 @@ func notThere(err error) bool {
 		}
 	}
 	return false
+}
+
+// pushAdvice is what a push failure means for the one who runs the
+// build, when go-containerregistry's error does not say it ("unexpected
+// status code 401 Unauthorized (HEAD responses have no body, use GET
+// for details)"): "" otherwise.
+func pushAdvice(repo name.Repository, err error) string {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return fmt.Sprintf(" (the registry refused the credentials, or none were given: write them for %s in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)", repo.RegistryStr())
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return " (the registry was not reached: check its host and the network)"
+	}
+	return ""
 }

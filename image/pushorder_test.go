@@ -2,11 +2,15 @@ package image
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -203,5 +209,80 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 	push(a, idA) // a rerun: its signature and attestations are there already
 	if s, at := count(SignatureTag(ra.Digest)), count(AttestationTag(ra.Digest)); s != sigs || at != atts {
 		t.Errorf("a rerun under the same key: %d signatures, %d attestations (were %d, %d)", s, at, sigs, atts)
+	}
+}
+
+// TestPushAdvice: a push the registry refuses for want of credentials (a
+// real docker-registry with htpasswd auth) says what to do about it; it
+// said "unexpected status code 401 Unauthorized (HEAD responses have no
+// body, use GET for details)". With the credentials in the docker config
+// (DOCKER_CONFIG, read through the default keychain as cmd/ does) the
+// push succeeds.
+func TestPushAdvice(t *testing.T) {
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		t.Skip("docker-registry is not installed (apt-get install docker-registry): no real registry to test against")
+	}
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "htpasswd"), []byte("ci:"+string(hash)+"\n"), 0o644)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	l.Close()
+	cfg := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: test\n    path: %s\n",
+		filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))), 0o644)
+	cmd := exec.Command(bin, "serve", cfg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		if resp, err := c.Get("http://" + host + "/v2/"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("docker-registry did not start")
+		}
+	}
+	docker := filepath.Join(dir, "docker")
+	os.Mkdir(docker, 0o700)
+	t.Setenv("DOCKER_CONFIG", docker)
+
+	fx, client := testIndex(t)
+	base, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func() error {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Build(context.Background(), st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
+			Push: host + "/acme/echo", Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+		})
+		return err
+	}
+	err = push()
+	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "docker config") || !strings.Contains(err.Error(), host) {
+		t.Errorf("a push without credentials: %v", err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
+	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600)
+	if err := push(); err != nil {
+		t.Errorf("a push with the credentials in the docker config: %v", err)
 	}
 }
