@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -348,8 +349,12 @@ func pushAdvice(repo name.Repository, err error) string {
 	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
 		return fmt.Sprintf(" (the registry refused the credentials, or none were given: write them for %s in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)", repo.RegistryStr())
 	}
-	var ne net.Error
-	if errors.As(err, &ne) {
+	// Not the net.Error interface: a layout's missing file (the base's
+	// layers are read as they are pushed) has its methods too.
+	var ue *url.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	if errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) {
 		return " (the registry was not reached: check its host and the network)"
 	}
 	return ""

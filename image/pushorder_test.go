@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -279,6 +280,11 @@ func TestPushAdvice(t *testing.T) {
 	err = push()
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "docker config") || !strings.Contains(err.Error(), host) {
 		t.Errorf("a push without credentials: %v", err)
+	}
+	_, err = Verify(context.Background(), host+"/acme/echo@sha256:"+strings.Repeat("0", 64), VerifyOptions{
+		Keys: []*sign.PublicKey{testKey(t).Public()}, Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}})
+	if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), "refused the credentials") || strings.Contains(err.Error(), "not reached") {
+		t.Errorf("verify without credentials: %v", err)
 	}
 	auth := base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
 	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600)

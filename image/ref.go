@@ -178,6 +178,10 @@ func readFailed(code refusal.Code, err error, format string, args ...any) error 
 	if refusal.CodeOf(err) != "" {
 		return err
 	}
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return refusal.Wrap(refusal.FetchFailed, err, format+" (the registry refused the credentials, or none were given: write them in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)", args...)
+	}
 	if notReached(err) {
 		return refusal.Wrap(refusal.FetchFailed, err, format+" (the registry was not reached: check its host, the network and credentials)", args...)
 	}
