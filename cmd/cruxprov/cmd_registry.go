@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -179,14 +182,14 @@ func keyPassword(o *opts, confirm bool) ([]byte, error) {
 		return nil, usagef("no key password: set CRUXPROV_KEY_PASSWORD or run on a terminal to be prompted")
 	}
 	fmt.Fprint(o.stderr, "key password: ")
-	p, err := term.ReadPassword(fd)
+	p, err := readPassword(fd)
 	fmt.Fprintln(o.stderr)
 	if err != nil {
 		return nil, err
 	}
 	if confirm {
 		fmt.Fprint(o.stderr, "again: ")
-		q, err := term.ReadPassword(fd)
+		q, err := readPassword(fd)
 		fmt.Fprintln(o.stderr)
 		if err != nil {
 			return nil, err
@@ -196,6 +199,37 @@ func keyPassword(o *opts, confirm bool) ([]byte, error) {
 		}
 	}
 	return p, nil
+}
+
+// readPassword reads a password from the terminal fd without echo. The
+// terminal keeps ISIG, so Ctrl-C at the prompt is a SIGINT, which the
+// command's signal context takes and term.ReadPassword never sees: it
+// would read on. So the prompt gives up on SIGINT or SIGTERM, restoring
+// the terminal's echo, and the command ends as interrupted.
+func readPassword(fd int) ([]byte, error) {
+	st, err := term.GetState(fd)
+	if err != nil {
+		return nil, err
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	type read struct {
+		p   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		p, err := term.ReadPassword(fd)
+		done <- read{p, err}
+	}()
+	select {
+	case r := <-done:
+		return r.p, r.err
+	case <-sig:
+		term.Restore(fd, st)
+		return nil, errors.New("interrupted at the password prompt: nothing was signed")
+	}
 }
 
 // loadSigner reads and decrypts a private key file.

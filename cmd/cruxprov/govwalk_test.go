@@ -2,11 +2,17 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
@@ -262,5 +268,102 @@ func TestGovWalkChangesetIDTypo(t *testing.T) {
 	}
 	if r := run("changeset", "show", strings.ToUpper(id[7:19])); r.code != 0 {
 		t.Errorf("show by a capital prefix: %+v", r)
+	}
+}
+
+// TestGovWalkCtrlCAtPasswordPrompt: Ctrl-C at the key password prompt
+// (a terminal: no CRUXPROV_KEY_PASSWORD) stops the command promptly
+// (DESIGN §14), as interrupted (exit 1), signing nothing. The signal
+// context took the SIGINT and the prompt read on: the command hung.
+func TestGovWalkCtrlCAtPasswordPrompt(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	env := func(withPassword bool) []string {
+		var e []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "CRUXPROV_KEY_PASSWORD=") {
+				e = append(e, kv)
+			}
+		}
+		if withPassword {
+			e = append(e, "CRUXPROV_KEY_PASSWORD=pw")
+		}
+		return e
+	}
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}} {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = env(true)
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	cmd := exec.Command(bin, "--home", home, "key", "trust", filepath.Join(keys, "b.pub"), "--json")
+	cmd.Env = env(true)
+	id := csOf(t, runCmd(t, cmd))
+	for _, args := range [][]string{
+		{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")},
+		{"key", "generate", "--out", filepath.Join(keys, "c")},
+	} {
+		t.Run(args[0]+" "+args[1], func(t *testing.T) {
+			ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+			if err != nil {
+				t.Skipf("no pty: %v", err)
+			}
+			defer ptmx.Close()
+			if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+				t.Skipf("unlockpt: %v", err)
+			}
+			n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+			if err != nil {
+				t.Skipf("ptsname: %v", err)
+			}
+			pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+			if err != nil {
+				t.Skipf("open pts: %v", err)
+			}
+			defer pts.Close()
+			errFile := filepath.Join(t.TempDir(), "stderr")
+			ef, _ := os.Create(errFile)
+			defer ef.Close()
+			cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+			cmd.Env = env(false)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, io.Discard, ef
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			for i := 0; ; i++ {
+				if b, _ := os.ReadFile(errFile); strings.Contains(string(b), "password: ") {
+					break
+				}
+				if i > 200 {
+					cmd.Process.Kill()
+					t.Fatal("no password prompt")
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+			ptmx.Write([]byte{3}) // Ctrl-C
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("%v: still waiting at the password prompt 5 s after Ctrl-C", args)
+			}
+			b, _ := os.ReadFile(errFile)
+			if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(string(b), "interrupted") {
+				t.Errorf("%v after Ctrl-C: exit %d, stderr %q", args, code, b)
+			}
+		})
+	}
+	cmd = exec.Command(bin, "--home", home, "changeset", "show", id, "--json")
+	if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, `"approvals": []`) {
+		t.Errorf("an interrupted approval signed: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(keys, "c.key")); err == nil {
+		t.Errorf("an interrupted key generate wrote a key")
 	}
 }
