@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -36,7 +37,10 @@ type VerifyOptions struct {
 	// signatures and attestations are still rehashed. Without it every
 	// layer blob is read and rehashed too.
 	SkipBlobs bool
-	// Remote are go-containerregistry options for a registry.
+	// Remote are go-containerregistry options for a registry (nil: the
+	// credentials of the docker config, authn.DefaultKeychain, as docker
+	// and podman read them: $DOCKER_CONFIG/config.json or
+	// ~/.docker/config.json, anonymous without one).
 	Remote []remote.Option
 }
 
@@ -89,6 +93,9 @@ func Verify(ctx context.Context, ref string, o VerifyOptions) (*Report, error) {
 	repo := o.Repo
 	if repo == "" && r.Repo != nil {
 		repo = r.Repo.Name()
+	}
+	if o.Remote == nil {
+		o.Remote = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	}
 	src := openSource(r, o.Remote)
 	rep := &Report{Reference: r.String(), Digest: r.Digest}

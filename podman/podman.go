@@ -61,6 +61,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -123,7 +124,9 @@ type Executor struct {
 	// ("": /run, which must exist).
 	SecretDir string
 	// Environ is podman's own environment ("K=V"; nil:
-	// PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin).
+	// PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
+	// and DOCKER_CONFIG and REGISTRY_AUTH_FILE when this process has them:
+	// where podman pull finds a registry's credentials).
 	// Forwarded variables are added to it; none of it reaches the
 	// container but what --env names.
 	Environ []string
@@ -132,7 +135,7 @@ type Executor struct {
 	// go-containerregistry reads it).
 	InsecureRegistry bool
 	// Remote are go-containerregistry options for reading a registry's
-	// manifest.
+	// manifest (nil: the docker config's credentials, as image.Verify).
 	Remote []remote.Option
 	// UnenforcedLimits lets a rootless podman that cannot apply the
 	// memory, CPU and pids limits (cgroups v1, or v2 without the memory,
@@ -185,7 +188,13 @@ func (e *Executor) env() []string {
 	if e.Environ != nil {
 		return append([]string(nil), e.Environ...)
 	}
-	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for _, k := range []string{"DOCKER_CONFIG", "REGISTRY_AUTH_FILE"} {
+		if v, ok := os.LookupEnv(k); ok && v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // globals are podman's flags before the subcommand.
@@ -316,7 +325,11 @@ func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, er
 		raw, err = readCapped(filepath.Join(ref.Layout, "blobs", ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
 	} else {
 		var d *remote.Descriptor
-		d, err = remote.Get(ref.Repo.Digest(ref.Digest.String()), append([]remote.Option{remote.WithContext(ctx)}, e.Remote...)...)
+		ro := e.Remote
+		if ro == nil {
+			ro = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+		}
+		d, err = remote.Get(ref.Repo.Digest(ref.Digest.String()), append([]remote.Option{remote.WithContext(ctx)}, ro...)...)
 		if err == nil {
 			raw = d.Manifest
 		}

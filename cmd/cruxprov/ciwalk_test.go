@@ -6,12 +6,19 @@ package main
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/refusal"
@@ -137,5 +144,127 @@ func TestInstallImageSignedByApprover(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.ImageSignatureInvalid)) ||
 		!strings.Contains(r.stderr, "alice") || !strings.Contains(r.stderr, "approver") || !strings.Contains(r.stderr, "--role builder") {
 		t.Errorf("install of an image an approver signed: %+v", r)
+	}
+}
+
+// TestContainerPrivateRegistry: the CI pushes to a registry that wants
+// credentials (a real docker-registry with htpasswd auth), given in the
+// docker config (DOCKER_CONFIG) as images.md says; the operator's
+// install --backend container and the executor's run --backend container
+// (verify, then podman pull, then the run) use the same docker config.
+// Only image build and image verify read it: install was refused
+// fetch_failed ("the registry was not reached"), and podman ran with
+// PATH alone, so its pull could not find DOCKER_CONFIG either.
+func TestContainerPrivateRegistry(t *testing.T) {
+	for _, b := range []string{"docker-registry", "podman", "runc"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s is not installed", b)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("runs podman as root (rootless podman here cannot hold the run's limits: executor.md)")
+	}
+	imagetest.Base(t)
+	base, _, fx, idx, shim := imageSetup(t, "cruxprov-ciwalk-auth-")
+	host := authRegistry(t, "ci", "s3cret")
+	docker := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
+	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600)
+	home, state := t.TempDir(), t.TempDir()
+	// An epoch of this run's own: an image podman cannot have already.
+	epoch := fmt.Sprint(1700000000 + time.Now().UnixNano()%1000000)
+	env := append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH="+epoch, "XDG_STATE_HOME="+state)
+	run := func(creds bool, a ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, a...)...)
+		cmd.Env = env
+		if creds {
+			cmd.Env = append(cmd.Env, "DOCKER_CONFIG="+docker)
+		}
+		return runCmd(t, cmd)
+	}
+	ok := func(r result, what string) string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	var doc struct {
+		ChangeSet  struct{ Metadata struct{ ID string } } `json:"changeSet"`
+		ChangeSet2 struct{ Metadata struct{ ID string } } `json:"changeset"`
+	}
+	repo := host + "/acme/echo"
+	baseLayout, baseDigest := imagetest.Base(t)
+	d := ok(run(true, "image", "build", "--wheel", fx.Echo.Path, "--index", idx, "--platform", imagetest.Platform,
+		"--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", shim, "--push", repo,
+		"--sign-key", filepath.Join(base, "builder.key"), "--builder-id", "https://ci.example/builder", "--quiet"), "image build --push")
+	t.Cleanup(func() {
+		out, _ := exec.Command("podman", "images", "--quiet", "--no-trunc", "--filter", "reference="+repo).Output()
+		for _, id := range strings.Fields(string(out)) {
+			exec.Command("podman", "rmi", id).Run() // not --force: a container of it is not ours to remove
+		}
+	})
+	alice := filepath.Join(t.TempDir(), "alice")
+	ok(run(false, "key", "generate", "--out", alice, "--quiet"), "key generate")
+	ok(run(false, "key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	if err := json.Unmarshal([]byte(ok(run(false, "key", "trust", filepath.Join(base, "builder.pub"), "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ok(run(false, "changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		ok(run(false, "interface", "register", i, "--schema", filepath.Join(base, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
+	}
+	install := []string{"install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", repo + "@" + d, "--python", debian, "--json"}
+	if r := run(false, install...); r.code != exitRefused || !strings.Contains(r.stdout+r.stderr, "credentials") {
+		t.Errorf("install without credentials: %+v", r)
+	}
+	if err := json.Unmarshal([]byte(ok(run(true, install...), "install with the docker config")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ok(run(false, "changeset", "approve", doc.ChangeSet2.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	input := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(input, []byte(`{"private": "registry"}`), 0o644)
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("tok"), 0o600)
+	out := ok(run(true, "run", "acme-echo", "echo", "--input", input, "--backend", "container", "--secret", "acme/api-token=@"+token), "run --backend container with the docker config")
+	if !strings.Contains(out, `"private":"registry"`) {
+		t.Errorf("run: %s", out)
+	}
+}
+
+// authRegistry runs Debian's docker-registry on 127.0.0.1 with htpasswd
+// auth for user:password and returns host:port.
+func authRegistry(t *testing.T, user, password string) string {
+	t.Helper()
+	dir := t.TempDir()
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "htpasswd"), []byte(user+":"+string(hash)+"\n"), 0o644)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := l.Addr().String()
+	l.Close()
+	cfg := filepath.Join(dir, "config.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: test\n    path: %s\n",
+		filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))), 0o644)
+	cmd := exec.Command("docker-registry", "serve", cfg)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		if resp, err := c.Get("http://" + host + "/v2/"); err == nil {
+			resp.Body.Close()
+			return host
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("docker-registry did not start")
+		}
 	}
 }
