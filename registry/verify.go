@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -71,10 +73,47 @@ func parseFloor(b []byte) (*Floor, error) {
 // receipts ledger lives too, is not writable or the disk failed): the
 // verification that would have raised it fails closed, since a floor
 // left behind is a rollback this verifier could no longer see.
-func writeFloor(stateDir string, f *Floor) error {
+//
+// Verifications of one verifier run at once (runs in parallel), each
+// reading the floor first and writing it last: a write of what an older
+// snapshot of the registry showed, after a newer one's, would lower the
+// floor. So the write holds flock(2) on the floors directory, reads the floor again and only
+// raises it: the longer history seen (its head and trust document), the
+// higher revision per provider; a floor written meanwhile whose head is
+// not in chain (the history this verification read) is a fork,
+// registry_corrupt.
+func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.Digest) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot make the verifier floors directory %s", dir)
+	}
+	lf, err := os.Open(dir) // flock(2) on the directory itself: no lock file beside the floors
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the verifier floors directory %s", dir)
+	}
+	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot lock the verifier floors directory %s", dir)
+	}
+	defer lf.Close()
+	cur, err := ReadFloor(stateDir, f.Registry)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		if cur.Length <= len(chain) && chain[cur.Length-1] != cur.Head {
+			return refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d", cur.Length-1)
+		}
+		if cur.Length > f.Length {
+			f.Length, f.Head, f.Trust = cur.Length, cur.Head, cur.Trust
+		}
+		for k, v := range cur.Providers {
+			if v > f.Providers[k] {
+				f.Providers[k] = v
+			}
+		}
 	}
 	b, err := marshalJSON(f)
 	if err != nil {
@@ -202,7 +241,7 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 			nf.Providers[provider] = p.Revision
 		}
 		if floor == nil || nf.Length != floor.Length || nf.Trust != floor.Trust || nf.Providers[provider] != floor.Providers[provider] {
-			if err := writeFloor(stateDir, nf); err != nil {
+			if err := writeFloor(ctx, stateDir, nf, chain); err != nil {
 				return nil, err
 			}
 		}
