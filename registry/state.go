@@ -303,9 +303,12 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	if err := s.record(now, EventChangeSetApproved, key.Name, id, cs.Spec.Revision, "signature by "+key.Digest.String()); err != nil {
 		return nil, err
 	}
-	n, _, err := countApprovals(s.trust, id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	// The count is what decides: an approval that no longer counts (it
+	// expired, or its key was untrusted since) stays recorded but does
+	// not keep the others from reaching the threshold.
+	n, _, _ := countApprovals(s.trust, id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
 	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold}
-	if err == nil && n >= s.trust.Policy.Threshold {
+	if n >= s.trust.Policy.Threshold {
 		res.Accepted = true
 		if err := s.accept(now, cs); err != nil {
 			return nil, err

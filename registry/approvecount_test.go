@@ -1,0 +1,103 @@
+package registry_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// TestApprovalNoLongerCountingDoesNotBlock: threshold 2; a's approval
+// of a change-set expires, then b and c approve it: two valid approvals
+// reach the threshold and the pin is accepted. The expired approval's
+// refusal kept the change-set proposed for ever ("2 of 2 approvals, not
+// accepted yet: more approver keys must sign"). The same for an approval
+// by a key untrusted since.
+func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	d.Now = func() time.Time { return clock }
+	a := registrytest.NewKey(t, "a", registry.RoleApprover)
+	b := registrytest.NewKey(t, "b", registry.RoleApprover)
+	c := registrytest.NewKey(t, "c", registry.RoleApprover)
+	x := registrytest.NewKey(t, "x", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	approve := func(id any, k registrytest.Key, exp *time.Time) *registry.ApproveResult {
+		t.Helper()
+		var cs *registry.ChangeSet
+		switch v := id.(type) {
+		case *registry.ChangeSet:
+			cs = v
+		case registry.Change:
+			if cs, err = d.Propose(ctx, v, "t"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := d.Approve(ctx, cs.Metadata.ID, k.Priv, exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	trust := func(k registrytest.Key, signers ...registrytest.Key) {
+		t.Helper()
+		tr, err := d.TrustKey(ctx, k.Key, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range signers {
+			approve(tr.ChangeSet, s, nil)
+		}
+	}
+	trust(b, a)
+	trust(c, a)
+	trust(x, a)
+	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, a, nil)
+
+	// An approval that expired.
+	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon := clock.Add(time.Minute)
+	if r := approve(cs, a, &soon); r.Accepted {
+		t.Fatalf("one of two accepted")
+	}
+	clock = clock.Add(time.Hour)
+	approve(cs, b, nil)
+	if r := approve(cs, c, nil); !r.Accepted || r.Approvals != 2 {
+		t.Fatalf("b and c approved, a's approval expired: %d of %d, accepted %v", r.Approvals, r.Threshold, r.Accepted)
+	}
+	if _, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+
+	// An approval by a key untrusted since.
+	cs, err = d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(cs, x, nil)
+	un, err := d.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "x"}}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(un, a, nil)
+	approve(un, b, nil)
+	approve(cs, b, nil)
+	if r := approve(cs, c, nil); !r.Accepted || r.Approvals != 2 {
+		t.Fatalf("b and c approved, x untrusted since: %d of %d, accepted %v", r.Approvals, r.Threshold, r.Accepted)
+	}
+	if p, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock); err != nil || p.Revision != 2 {
+		t.Fatalf("verify: %v", err)
+	}
+}
