@@ -268,3 +268,32 @@ func authRegistry(t *testing.T, user, password string) string {
 		}
 	}
 }
+
+// TestImageBuildShimPlatforms: a --shim naming a platform that is not
+// built was ignored (exit 0: an ignored flag fails open, DESIGN §13), and
+// a platform left without a cruxshim was "error: cruxshim for P: is not
+// given: …", exit 1, after the base was read; both are usage errors,
+// exit 64, before anything is read.
+func TestImageBuildShimPlatforms(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("\x7fELF"), 0o755)
+	wheel := filepath.Join(dir, "acme_echo-1.0.0-py3-none-any.whl")
+	os.WriteFile(wheel, []byte("PK"), 0o644)
+	const x86, arm = "cp311-manylinux_2_36_x86_64", "cp311-manylinux_2_36_aarch64"
+	common := []string{"image", "build", "--wheel", wheel, "--index", "http://127.0.0.1:9/simple/",
+		"--base", "oci:" + dir + "@sha256:" + strings.Repeat("0", 64), "--output", "oci:" + filepath.Join(dir, "out")}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"a shim for a platform not built", []string{"--platform", x86, "--shim", x86 + "=" + shim, "--shim", arm + "=" + shim}, arm + " is not a platform of --platform"},
+		{"a platform without a shim", []string{"--platform", x86 + "," + arm, "--shim", arm + "=" + shim}, "no cruxshim for " + x86},
+	} {
+		r := cruxprov(t, append(common, c.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: %+v", c.name, r)
+		}
+	}
+}

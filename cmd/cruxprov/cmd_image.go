@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,6 +165,20 @@ func imageBuild(c *cli.Context) error {
 	}
 	if len(bo.Shims) == 0 {
 		return usagef("--shim [PLATFORM_ID=]PATH is required (cruxshim built static for the image's architecture)")
+	}
+	// A --shim for no platform built would be ignored, and a platform
+	// with no cruxshim found out only after the base was read.
+	for pid := range bo.Shims {
+		if pid != "" && !slices.Contains(bo.Platforms, pid) {
+			return usagef("--shim %s=…: %s is not a platform of --platform %s", pid, pid, c.String("platform"))
+		}
+	}
+	if _, all := bo.Shims[""]; !all {
+		for _, pid := range bo.Platforms {
+			if _, ok := bo.Shims[pid]; !ok {
+				return usagef("no cruxshim for %s: give --shim %s=PATH (a static build for its architecture), or --shim PATH for every platform", pid, pid)
+			}
+		}
 	}
 	if e, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && e != "" {
 		n, err := strconv.ParseInt(e, 10, 64)
