@@ -2,10 +2,13 @@ package registry_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
 )
@@ -99,5 +102,48 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	}
 	if p, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock); err != nil || p.Revision != 2 {
 		t.Fatalf("verify: %v", err)
+	}
+}
+
+// TestExpiredApprovalNamed: a key trusted under two names (a, a2) signs
+// as a; once its approval expires, pin_expired names it a, as the pin
+// does, and says its code once ("pin_expired: provider …: approval by
+// a2 expired …: pin_expired: …" named the other name and the code twice).
+func TestExpiredApprovalNamed(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	d.Now = func() time.Time { return clock }
+	a := registrytest.NewKey(t, "a", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	a2 := a.Key
+	a2.Name = "a2"
+	tr, err := d.TrustKey(ctx, a2, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, a.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon := clock.Add(time.Minute)
+	if _, err := d.Approve(ctx, cs.Metadata.ID, a.Priv, &soon); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock.Add(time.Hour))
+	var r *refusal.Error
+	if !errors.As(err, &r) || r.Code != refusal.PinExpired {
+		t.Fatalf("got %v, want pin_expired", err)
+	}
+	if msg := err.Error(); strings.Count(msg, "pin_expired") != 1 || !strings.Contains(msg, "approval by a expired") {
+		t.Errorf("pin_expired says %q", msg)
 	}
 }

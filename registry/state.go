@@ -351,6 +351,13 @@ func countApprovals(t *Trust, id digest.Digest, scope string, rev int64, aps []A
 			}
 			continue
 		}
+		// Name the key as the approval does when that name is trusted
+		// with this key (one key may be trusted under several names).
+		for _, x := range t.Keys {
+			if x.Name == a.Name && x.Digest == a.Signer && x.Role == RoleApprover {
+				k = x
+			}
+		}
 		pk, err := sign.ParsePublicKey([]byte(k.PEM))
 		if err != nil {
 			note(err)

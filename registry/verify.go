@@ -222,7 +222,12 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 	if th := t.Policy.Threshold; n < th {
 		switch {
 		case n+expired >= th:
-			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %v", provider, n, th, why)
+			detail := fmt.Sprint(why)
+			var r *refusal.Error
+			if errors.As(why, &r) && r.Code == refusal.PinExpired {
+				detail = r.Detail
+			}
+			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %s", provider, n, th, detail)
 		case why != nil:
 			return nil, why
 		default:
