@@ -54,6 +54,9 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if len(pw) == 0 {
+					return usagef("an empty key password: the private key is always encrypted (set CRUXPROV_KEY_PASSWORD to the password, or type one at the prompt)")
+				}
 				// The example's --out ~/keys/alice works on a new host: a
 				// missing directory is made, private (it holds the key).
 				if err := os.MkdirAll(filepath.Dir(prefix), 0o700); err != nil {

@@ -367,3 +367,19 @@ func TestGovWalkCtrlCAtPasswordPrompt(t *testing.T) {
 		t.Errorf("an interrupted key generate wrote a key")
 	}
 }
+
+// TestGovWalkEmptyPassword: CRUXPROV_KEY_PASSWORD set but empty (an unset
+// shell variable exported) is what the person gave wrong: usage (64), and
+// no key file is written.
+func TestGovWalkEmptyPassword(t *testing.T) {
+	home := t.TempDir()
+	cmd := exec.Command(bin, "--home", home, "key", "generate", "--out", filepath.Join(home, "keys", "a"))
+	cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=")
+	r := runCmd(t, cmd)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "empty key password") {
+		t.Errorf("key generate with an empty password: %+v", r)
+	}
+	if m, _ := filepath.Glob(filepath.Join(home, "keys", "a.*")); len(m) != 0 {
+		t.Errorf("wrote %v", m)
+	}
+}
