@@ -46,6 +46,7 @@ func init() {
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "how a container run gets its secrets, `MODE`: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
+			registryIDFlag,
 		},
 		Action: runAction,
 	})
@@ -179,7 +180,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd}
+	rid, err := registryID(c)
+	if err != nil {
+		return err
+	}
+	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd, RegistryID: rid}
 	// The pin says what runs. Its verification's outcome is handed to the
 	// executor as its first step, so that a refusal found after the pin
 	// was read (drift) is recorded in the ledger like any outcome.
@@ -273,8 +278,11 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 	}
 	if res.Status != invoke.StatusOK {
 		msg := string(res.Status)
-		if res.Error != nil {
-			msg += ": " + res.Error.Code + ": " + res.Error.Message
+		if e := res.Error; e != nil {
+			if e.Code != msg { // "timeout: killed after…", not "timeout: timeout: …"
+				msg += ": " + e.Code
+			}
+			msg += ": " + e.Message
 		}
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, ledger)}
 	}

@@ -171,6 +171,10 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if r = ex("run", "acme-echo", "fail", "--input", input, "--secret", "acme/api-token=@"+secret); r.code != exitFailure || !strings.Contains(r.stderr, "provider_error") {
 		t.Errorf("a failing entrypoint: %+v", r)
 	}
+	// A timeout says so once ("ended timeout: killed after…", not "timeout: timeout:").
+	if r = ex("run", "acme-echo", "sleep", "--input", input, "--secret", "acme/api-token=@"+secret, "--timeout", "300ms"); r.code != exitFailure || !strings.Contains(r.stderr, "ended timeout: killed after the 300 ms timeout (attempt ") {
+		t.Errorf("a run past its timeout: %+v", r)
+	}
 	rec := jsonOf(must(ex("receipts", "scan", "--json"), "receipts scan"))
 	atts := rec["attempts"].([]any)
 	if len(atts) < 4 {
