@@ -155,6 +155,16 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 // failure is a *refusal.Error but the context's own (cancelled, past
 // its deadline). It reads JSON only: no YAML, no network.
 func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now time.Time) (*Pin, error) {
+	return VerifyPinFrom(ctx, reg, digest.Digest{}, stateDir, provider, now)
+}
+
+// VerifyPinFrom is VerifyPin for a verifier that does not trust on first
+// use: the registry's id (its first history entry's hash, which
+// `registry log` prints) must be id, when id is not zero. A registry
+// rewritten from its first entry (a new root of trust, its own history)
+// has another id: registry_corrupt, where VerifyPin would start a fresh
+// floor for it and accept it.
+func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time) (*Pin, error) {
 	if l, ok := reg.(readLocker); ok {
 		release, err := l.ReadLock(ctx)
 		if err != nil {
@@ -165,6 +175,14 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 	chain, last, err := reg.PinHistory(ctx, provider)
 	if err != nil {
 		return nil, err
+	}
+	if !id.IsZero() {
+		if len(chain) == 0 {
+			return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no history; this verifier expects registry %s", id)
+		}
+		if chain[0] != id {
+			return nil, refusal.New(refusal.RegistryCorrupt, "the registry is %s; this verifier expects registry %s (a registry rewritten from its first entry, or another store)", chain[0], id)
+		}
 	}
 	var floor *Floor
 	if stateDir != "" && len(chain) > 0 {

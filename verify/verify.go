@@ -43,6 +43,11 @@ type Options struct {
 	StateDir string
 	// Now is the time expiry is checked at (zero: time.Now()).
 	Now time.Time
+	// RegistryID, when not zero, is the registry this verifier expects
+	// (its first history entry's hash): another is registry_corrupt
+	// (registry.VerifyPinFrom) instead of a fresh floor trusted on first
+	// use.
+	RegistryID digest.Digest
 }
 
 // Report is a verified pin and env.
@@ -143,7 +148,7 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 	if now.IsZero() {
 		now = time.Now()
 	}
-	pin, err := registry.VerifyPin(ctx, reg, o.StateDir, name, now)
+	pin, err := registry.VerifyPinFrom(ctx, reg, o.RegistryID, o.StateDir, name, now)
 	if err != nil {
 		return nil, err
 	}

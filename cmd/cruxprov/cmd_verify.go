@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
@@ -34,10 +35,29 @@ func init() {
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file of the env"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference of the env, not only the first"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this verifier's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov or ~/.local/state/cruxprov)"},
+			registryIDFlag,
 			&cli.IntFlag{Name: "jobs", Usage: "parallel hashing and stat threads `N` (default: the CPUs)"},
 		},
 		Action: verifyAction,
 	})
+}
+
+// registryIDFlag pins the registry a verifier expects, so that it does
+// not trust a registry rewritten from its first entry on first use.
+var registryIDFlag = &cli.StringFlag{Name: "registry-id", EnvVars: []string{"CRUXPROV_REGISTRY_ID"},
+	Usage: "the registry `ID` this verifier expects (sha256:…, `cruxprov registry log` prints it): another is registry_corrupt"}
+
+// registryID is --registry-id (or CRUXPROV_REGISTRY_ID), zero when unset.
+func registryID(c *cli.Context) (digest.Digest, error) {
+	s := c.String("registry-id")
+	if s == "" {
+		return digest.Digest{}, nil
+	}
+	d, err := digest.Parse(s)
+	if err != nil {
+		return digest.Digest{}, usagef("--registry-id %q: want sha256:<64 hex digits>, as cruxprov registry log prints it", s)
+	}
+	return d, nil
 }
 
 // stateDir is the executor's own state directory (DESIGN §10): --state-dir,
@@ -81,17 +101,21 @@ func verifyAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	rid, err := registryID(c)
+	if err != nil {
+		return err
+	}
 	name := c.Args().First()
 	reg, err := readRegistry(c, o, name)
 	if err != nil {
 		return err
 	}
 	if c.String("backend") == "container" {
-		return verifyContainer(c, o, reg, name, sd)
+		return verifyContainer(c, o, reg, name, sd, rid)
 	}
 	rep, err := verify.Verify(c.Context, reg, name, verify.Options{
 		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"),
-		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd,
+		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd, RegistryID: rid,
 	})
 	if err != nil {
 		if c.Bool("explain") && rep.Seal != nil && len(rep.Seal.Differences) > 0 {
@@ -136,9 +160,9 @@ func verifyAction(c *cli.Context) error {
 // verifyContainer is verify --backend container: the pin, then the image
 // its container materialization names (digest, builder signature,
 // provenance; --deep rehashes every layer too).
-func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd string) error {
+func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd string, rid digest.Digest) error {
 	rep, err := container.Verify(c.Context, reg, name, verify.Options{
-		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"), Deep: c.Bool("deep"), StateDir: sd,
+		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"), Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
 	}, container.Options{})
 	if err != nil {
 		return err

@@ -383,3 +383,49 @@ func TestGovWalkEmptyPassword(t *testing.T) {
 		t.Errorf("wrote %v", m)
 	}
 }
+
+// TestGovWalkRegistryID: whoever can write the registry can rewrite it
+// from a first entry of their own (their key the root of trust,
+// threshold 1): it has another id, so every verifier starts a fresh
+// floor and trusts it on first use. governance.md says a verifier that
+// must not "pins the registry id it expects": verify and run take it
+// (--registry-id, CRUXPROV_REGISTRY_ID) and refuse another registry.
+func TestGovWalkRegistryID(t *testing.T) {
+	base, w, run, must := govWalkStore(t)
+	keys := filepath.Join(base, "keys")
+	install := func(key string) {
+		t.Helper()
+		id := strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile", "--quiet").stdout)
+		must("changeset", "approve", id, "--key", key)
+	}
+	install(filepath.Join(keys, "k.key"))
+	var lg struct {
+		ID string `json:"registry_id"`
+	}
+	if err := json.Unmarshal([]byte(must("registry", "log", "--json").stdout), &lg); err != nil || !strings.HasPrefix(lg.ID, "sha256:") {
+		t.Fatalf("registry id: %v %q", err, lg.ID)
+	}
+	must("verify", "acme-echo", "--registry-id", lg.ID)
+	if r := run("verify", "acme-echo", "--registry-id", "sha256:12"); r.code != exitUsage {
+		t.Errorf("a malformed --registry-id: %+v", r)
+	}
+	// The registry rewritten from scratch by one writer.
+	reg := filepath.Join(base, "home", "registry")
+	if err := os.Rename(reg, reg+".orig"); err != nil {
+		t.Fatal(err)
+	}
+	must("interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
+	must("interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
+	must("key", "generate", "--out", filepath.Join(keys, "mallory"))
+	must("key", "trust", filepath.Join(keys, "mallory.pub"))
+	install(filepath.Join(keys, "mallory.key"))
+	must("verify", "acme-echo") // trusted on first use: what the pin prevents
+	wantRefusal(t, run("verify", "acme-echo", "--registry-id", lg.ID), "registry_corrupt", "verify --registry-id of a registry rewritten from its first entry")
+	cmd := exec.Command(bin, "--home", filepath.Join(base, "home"), "verify", "acme-echo", "--state-dir", filepath.Join(base, "fresh"))
+	cmd.Env = append(os.Environ(), "CRUXPROV_REGISTRY_ID="+lg.ID)
+	wantRefusal(t, runCmd(t, cmd), "registry_corrupt", "verify with CRUXPROV_REGISTRY_ID")
+	cmd = exec.Command(bin, "--home", filepath.Join(base, "home"), "run", "acme-echo", "echo", "--input", "-", "--registry-id", lg.ID, "--secret", "acme/api-token=env:HOME")
+	cmd.Stdin = strings.NewReader(`{"hello":"world"}`)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(base, "state"))
+	wantRefusal(t, runCmd(t, cmd), "registry_corrupt", "run --registry-id of the rewritten registry")
+}
