@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -104,10 +105,23 @@ func (l layoutSource) blobPath(h v1.Hash) string {
 	return filepath.Join(string(l), "blobs", h.Algorithm, h.Hex)
 }
 
+// noLayout turns a read that found no file into fetch_failed when the
+// directory is no OCI layout at all (a mistyped path): the image was not
+// reached, rather than its digest missing from a layout that exists.
+func (l layoutSource) noLayout(err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if _, serr := os.Stat(filepath.Join(string(l), "oci-layout")); errors.Is(serr, fs.ErrNotExist) {
+		return refusal.Wrap(refusal.FetchFailed, err, "no OCI image layout at %s (no oci-layout file there): check the path", string(l))
+	}
+	return err
+}
+
 func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
 	b, err := readCapped(l.blobPath(h), maxManifest)
 	if err != nil {
-		return nil, err
+		return nil, l.noLayout(err)
 	}
 	return b, checkBytes(b, h, "manifest")
 }
@@ -115,7 +129,7 @@ func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
 func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) {
 	b, err := readCapped(filepath.Join(string(l), "index.json"), maxManifest)
 	if err != nil {
-		return v1.Hash{}, false, err
+		return v1.Hash{}, false, l.noLayout(err)
 	}
 	var ix v1.IndexManifest
 	if err := json.Unmarshal(b, &ix); err != nil {
@@ -135,7 +149,7 @@ func (l layoutSource) blob(_ context.Context, h v1.Hash, size int64) (io.ReadClo
 	}
 	f, err := os.Open(l.blobPath(h))
 	if err != nil {
-		return nil, err
+		return nil, l.noLayout(err)
 	}
 	return verifyReader(f, h, size), nil
 }

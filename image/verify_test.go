@@ -242,11 +242,20 @@ func TestVerifyRegistryNotReached(t *testing.T) {
 	}
 }
 
-// TestVerifyMissingLayout: a layout directory that is not there is not a
-// registry out of reach.
+// TestVerifyMissingLayout: a layout directory that is not there (a
+// mistyped path) is not a registry out of reach, nor a digest missing
+// from a layout: it says there is no layout there. A layout that exists
+// but lacks the digest is image_digest_mismatch.
 func TestVerifyMissingLayout(t *testing.T) {
-	_, err := Verify(context.Background(), "oci:"+filepath.Join(t.TempDir(), "none")+"@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
-	if refusal.CodeOf(err) != refusal.ImageDigestMismatch || strings.Contains(err.Error(), "registry") {
-		t.Fatalf("got %v", err)
+	dir := filepath.Join(t.TempDir(), "none")
+	_, err := Verify(context.Background(), "oci:"+dir+"@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	if refusal.CodeOf(err) != refusal.FetchFailed || strings.Contains(err.Error(), "registry") || !strings.Contains(err.Error(), "no OCI image layout at "+dir) {
+		t.Fatalf("no layout: %v", err)
+	}
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o644)
+	_, err = Verify(context.Background(), "oci:"+dir+"@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	if refusal.CodeOf(err) != refusal.ImageDigestMismatch {
+		t.Fatalf("a layout without the digest: %v", err)
 	}
 }
