@@ -51,11 +51,22 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 		return nil, err
 	}
 	for _, d := range []string{root, filepath.Join(root, "changesets"), filepath.Join(root, "pins")} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
+		st, err := os.Stat(d)
+		if err == nil && st.IsDir() {
 			continue
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			// There, but this user cannot reach it (an executor, a
+			// registry made under the operator's umask 077): say so,
+			// rather than that it is missing.
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read the registry directory %s (its mode or a parent's: the registry's files are 0644 in 0755 directories for the executors that read them)", d)
 		}
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
+		}
+		// 0755 whatever the umask: executors (other users) read it.
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot make the registry directory %s readable", d)
 		}
 	}
 	d := &Dir{root: root}
@@ -309,6 +320,9 @@ func (d *Dir) persist(s *state) error {
 	f, err := os.OpenFile(d.path("log.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("registry: history: %w", err)
+	}
+	if s.dirty.logFrom == 0 {
+		f.Chmod(0o644) // made now: 0644 whatever the umask, as every registry file
 	}
 	if _, err := f.Write(buf); err != nil {
 		f.Close()

@@ -429,3 +429,32 @@ func TestGovWalkRegistryID(t *testing.T) {
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(base, "state"))
 	wantRefusal(t, runCmd(t, cmd), "registry_corrupt", "run --registry-id of the rewritten registry")
 }
+
+// TestGovWalkUmask077: an operator whose umask is 077 still makes a
+// registry the executors (other users) can read: 0644 files in 0755
+// directories (governance.md), not a 0700 registry, pins and changesets
+// and a 0600 history that every verify then refused as "no directory".
+func TestGovWalkUmask077(t *testing.T) {
+	home := t.TempDir()
+	os.Chmod(home, 0o755)
+	keys := filepath.Join(t.TempDir(), "keys")
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}, {"key", "trust", filepath.Join(keys, "b.pub")}} {
+		cmd := exec.Command("sh", append([]string{"-c", `umask 077 && exec "$@"`, "sh", bin, "--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	reg := filepath.Join(home, "registry")
+	for p, want := range map[string]os.FileMode{reg: 0o755, filepath.Join(reg, "pins"): 0o755, filepath.Join(reg, "changesets"): 0o755, filepath.Join(reg, "log.jsonl"): 0o644, filepath.Join(reg, "trust.json"): 0o644} {
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v, want %v (%v)", p, st.Mode().Perm(), want, err)
+		}
+	}
+	ms, _ := filepath.Glob(filepath.Join(reg, "changesets", "*.yaml"))
+	for _, m := range ms {
+		if st, err := os.Stat(m); err != nil || st.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v", m, st.Mode().Perm())
+		}
+	}
+}
