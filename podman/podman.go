@@ -292,7 +292,7 @@ func (e *Executor) cgroupLimits(ctx context.Context) error {
 	if f[0] == "true" {
 		if f[1] != "v2" {
 			return refusal.New(refusal.ContainerUnavailable,
-				"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md)", f[1])
+				"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md), or choose to run without those limits", f[1]).WithRemedy(refusal.ActionUnenforcedLimits, "")
 		}
 		have := map[string]bool{}
 		if len(f) > 2 {
@@ -308,7 +308,7 @@ func (e *Executor) cgroupLimits(ctx context.Context) error {
 		}
 		if len(missing) > 0 {
 			return refusal.New(refusal.ContainerUnavailable,
-				"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md)", strings.Join(missing, ", "))
+				"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md), or choose to run without those limits", strings.Join(missing, ", ")).WithRemedy(refusal.ActionUnenforcedLimits, "")
 		}
 	}
 	limitsChecked.Store(key, true)

@@ -230,6 +230,12 @@ func TestRootlessChild(t *testing.T) {
 			t.Fatalf("limits hold, yet: %v", err)
 		case !limits && refusal.CodeOf(err) != refusal.ContainerUnavailable:
 			t.Fatalf("rootless podman on cgroups %s ignores the limits; err %v, want container_unavailable", fields[1], err)
+		case !limits:
+			// The refusal offers the choice (cmd/ renders it as run
+			// --unenforced-limits), which SecretOnFD3 on makes.
+			if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionUnenforcedLimits {
+				t.Fatalf("the refusal carries remedy %+v, want %s", rem, refusal.ActionUnenforcedLimits)
+			}
 		}
 	})
 	ex := &Executor{UnenforcedLimits: !limits}

@@ -62,6 +62,11 @@ const (
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).
 	ActionScanLedger Action = "scan_ledger"
+	// ActionUnenforcedLimits runs a container again where a rootless
+	// podman cannot apply the memory, CPU and pids limits, without them
+	// (the network, file system, capability, user and ulimit confinement
+	// still holds): the executor's explicit choice.
+	ActionUnenforcedLimits Action = "unenforced_limits"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

@@ -448,6 +448,8 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			r += " --index URL"
 		}
 		return r
+	case refusal.ActionUnenforcedLimits:
+		return again(args, "--unenforced-limits")
 	case refusal.ActionScanLedger:
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:

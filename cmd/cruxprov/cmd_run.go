@@ -44,6 +44,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
 			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several envs or images are pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
+			&cli.BoolFlag{Name: "unenforced-limits", Usage: "container: run even where a rootless podman cannot apply the memory, CPU and pids limits (cgroups v1); the network, file system, capability and user confinement still holds"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "how a container run gets its secrets, `MODE`: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
 			registryIDFlag,
@@ -176,6 +177,9 @@ func runAction(c *cli.Context) error {
 	default:
 		return usagef("--secret-delivery %s: want pipe or path", c.String("secret-delivery"))
 	}
+	if local && c.Bool("unenforced-limits") {
+		return usagef("--unenforced-limits is for container runs (--backend container)")
+	}
 	reg, err := readRegistry(c, o, name)
 	if err != nil {
 		return err
@@ -229,7 +233,7 @@ func runAction(c *cli.Context) error {
 	if local {
 		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox}
 	} else {
-		ex = &podman.Executor{Ledger: led, SecretMode: secretMode}
+		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits")}
 	}
 	res, err := ex.Run(c.Context, call)
 	if err != nil {

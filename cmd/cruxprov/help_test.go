@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // TestHelpIsHonest: every command's --help shows an example, every example
@@ -264,5 +266,20 @@ func TestArgumentCountSaysItsNoun(t *testing.T) {
 	r := cruxprov(t, "changeset", "show")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "show takes 1 argument, got 0") {
 		t.Errorf("%+v", r)
+	}
+}
+
+// TestUnenforcedLimitsIsForContainers: the choice to run without the
+// limits a rootless podman cannot apply is a container run's, and the
+// refusal that offers it renders as the same command with the flag.
+func TestUnenforcedLimitsIsForContainers(t *testing.T) {
+	cmd := exec.Command(bin, "--home", t.TempDir(), "run", "acme-echo", "echo", "--input", "-", "--unenforced-limits")
+	cmd.Stdin = strings.NewReader("{}")
+	if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "--unenforced-limits is for container runs") {
+		t.Errorf("a local run with --unenforced-limits: %+v", r)
+	}
+	args := []string{"cruxprov", "run", "acme-echo", "echo", "--input", "in.json", "--backend", "container", "--json"}
+	if got, want := renderRemedy(&refusal.Remedy{Action: refusal.ActionUnenforcedLimits}, args), "cruxprov run acme-echo echo --input in.json --backend container --unenforced-limits"; got != want {
+		t.Errorf("the remedy renders %q, want %q", got, want)
 	}
 }
