@@ -220,7 +220,9 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		return nil, err
 	}
 	if t == nil {
-		return nil, refusal.New(refusal.SignerUntrusted, "the registry trusts no key")
+		// A pin the history accepted (matchHistory) was approved by a
+		// trusted key: a registry with no trust state lost its trust.json.
+		return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no trust state (trust.json) but its history accepted provider %s's pin: restore the registry from a trusted copy", provider)
 	}
 	tb, err := json.Marshal(t)
 	if err != nil {
