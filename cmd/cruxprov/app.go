@@ -185,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ctx.Err() != nil && !errors.As(err, &u) && !errors.As(err, &done) {
 		// A signal stopped the command: whatever error the work returned
 		// (context canceled, a killed probe) is a consequence of it.
-		msg := "interrupted by a signal; nothing partial was kept (what finished before it stays done: downloads in the store, envs gc removed): run the command again to complete it"
+		msg := "interrupted by a signal; nothing partial was kept (what finished before it stays done: downloads in the store, envs gc removed, blobs and manifests already pushed to a registry, untagged): run the command again to complete it"
 		fmt.Fprintf(stderr, "error: %s\n", msg)
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}})
