@@ -87,4 +87,8 @@ type ApproveResult struct {
 	// then the accepted pin (nil for a governance change).
 	Accepted bool `json:"accepted"`
 	Pin      *Pin `json:"pin,omitempty"`
+	// Replaced is true when this key had approved the change-set
+	// already: its new approval replaced the earlier one (one key
+	// counts once).
+	Replaced bool `json:"replaced"`
 }

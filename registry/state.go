@@ -293,9 +293,12 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	ap := Approval{Signer: key.Digest, Name: key.Name, Signature: base64.StdEncoding.EncodeToString(sig), At: now.UTC().Truncate(time.Second), Expires: expires}
 	kept := cs.Status.Approvals[:0:0]
+	replaced := false
 	for _, a := range cs.Status.Approvals {
 		if a.Signer != ap.Signer {
 			kept = append(kept, a)
+		} else {
+			replaced = true
 		}
 	}
 	cs.Status.Approvals = append(kept, ap)
@@ -307,7 +310,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	// expired, or its key was untrusted since) stays recorded but does
 	// not keep the others from reaching the threshold.
 	n, _, _ := countApprovals(s.trust, id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
-	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold}
+	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced}
 	if n >= s.trust.Policy.Threshold {
 		res.Accepted = true
 		if err := s.accept(now, cs); err != nil {

@@ -142,6 +142,9 @@ func init() {
 				}
 				return o.emit("cruxprov.changeset.approve/v1", res, func(w io.Writer) {
 					fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
+					if res.Replaced {
+						fmt.Fprintln(w, "this key had approved it already: its new approval replaces the earlier one (a key counts once; another approver key must sign)")
+					}
 					switch {
 					case res.Accepted && res.Pin != nil:
 						fmt.Fprintf(w, "accepted: %s at revision %d\n", res.Pin.Provider, res.Pin.Revision)

@@ -458,3 +458,41 @@ func TestGovWalkUmask077(t *testing.T) {
 		}
 	}
 }
+
+// TestGovWalkApproveTwice: the same key approving a change-set twice
+// (threshold 2) says that its new approval replaced its first one, and
+// the change-set stays one approval short; it said "approved" as if
+// another approval had counted.
+func TestGovWalkApproveTwice(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		r := runCmd(t, cmd)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	run("key", "generate", "--out", filepath.Join(keys, "a"))
+	run("key", "generate", "--out", filepath.Join(keys, "b"))
+	run("key", "trust", filepath.Join(keys, "a.pub"))
+	b := csOf(t, run("key", "trust", filepath.Join(keys, "b.pub"), "--json"))
+	run("changeset", "approve", b, "--key", filepath.Join(keys, "a.key"))
+	p := csOf(t, run("policy", "set", "--threshold", "2", "--json"))
+	run("changeset", "approve", p, "--key", filepath.Join(keys, "a.key"))
+	c := csOf(t, run("policy", "set", "--threshold", "1", "--json"))
+	if r := run("changeset", "approve", c, "--key", filepath.Join(keys, "a.key")); strings.Contains(r.stdout, "already") {
+		t.Errorf("a first approval says replaced: %s", r.stdout)
+	}
+	r := run("changeset", "approve", c, "--key", filepath.Join(keys, "a.key"), "--json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || v["replaced"] != true || v["accepted"] != false || v["approvals"] != float64(1) {
+		t.Errorf("the second approval by the same key: %v %s", err, r.stdout)
+	}
+	if r := run("changeset", "approve", c, "--key", filepath.Join(keys, "a.key")); !strings.Contains(r.stdout, "had approved it already") {
+		t.Errorf("the human line does not say so: %s", r.stdout)
+	}
+}
