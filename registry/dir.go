@@ -61,12 +61,10 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 			// rather than that it is missing.
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read the registry directory %s (its mode or a parent's: the registry's files are 0644 in 0755 directories for the executors that read them)", d)
 		}
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		// 0755 whatever the umask, the store's home above it too:
+		// executors (other users) read them.
+		if err := atomicfile.MkdirAll(d, 0o755); err != nil {
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
-		}
-		// 0755 whatever the umask: executors (other users) read it.
-		if err := os.Chmod(d, 0o755); err != nil {
-			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot make the registry directory %s readable", d)
 		}
 	}
 	d := &Dir{root: root}

@@ -59,15 +59,21 @@ func Open(home string) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w", home, err)
 	}
 	for _, d := range []string{BlobsDir, EnvsDir, OCIDir, RegistryDir, ReceiptsDir, TmpDir} {
-		if err := os.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+		if err := atomicfile.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
 			return nil, fmt.Errorf("store %s: %w", abs, err)
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(abs, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	// The lock file too is the executors': 0644 whatever the umask.
+	f, err := os.OpenFile(filepath.Join(abs, lockName), os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		err = f.Chmod(0o644)
+		f.Close()
+	} else if errors.Is(err, fs.ErrExist) {
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: lock file: %w", abs, err)
 	}
-	f.Close()
 	st := &Store{home: abs}
 	st.blobs.dir = filepath.Join(abs, BlobsDir)
 	st.blobs.cond = sync.NewCond(&st.blobs.mu)

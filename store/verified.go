@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -63,7 +64,7 @@ func (s *Store) stamp(d digest.Digest, f *os.File) {
 		return
 	}
 	p := s.stampPath(d)
-	if os.MkdirAll(filepath.Dir(p), 0o755) != nil {
+	if atomicfile.MkdirAll(filepath.Dir(p), 0o755) != nil {
 		return
 	}
 	// Flocked like a blob's temp, so that CleanStaging removes the temp

@@ -435,10 +435,11 @@ func TestGovWalkRegistryID(t *testing.T) {
 // directories (governance.md), not a 0700 registry, pins and changesets
 // and a 0600 history that every verify then refused as "no directory".
 func TestGovWalkUmask077(t *testing.T) {
-	home := t.TempDir()
-	os.Chmod(home, 0o755)
+	parent := t.TempDir()
+	os.Chmod(parent, 0o755)
+	home := filepath.Join(parent, "home") // the store makes it
 	keys := filepath.Join(t.TempDir(), "keys")
-	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}, {"key", "trust", filepath.Join(keys, "b.pub")}} {
+	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}, {"key", "trust", filepath.Join(keys, "b.pub")}, {"gc", "--dry-run"}} {
 		cmd := exec.Command("sh", append([]string{"-c", `umask 077 && exec "$@"`, "sh", bin, "--home", home}, args...)...)
 		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
 		if r := runCmd(t, cmd); r.code != 0 {
@@ -446,6 +447,21 @@ func TestGovWalkUmask077(t *testing.T) {
 		}
 	}
 	reg := filepath.Join(home, "registry")
+	// The store an executor reads too (its envs, the lock file).
+	for _, d := range []string{"", "blobs", "blobs/sha256", "envs", "tmp"} {
+		if st, err := os.Stat(filepath.Join(home, d)); err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("store %q: %v, want 0755", d, err)
+			if err == nil {
+				t.Errorf("store %q: %v", d, st.Mode().Perm())
+			}
+		}
+	}
+	if st, err := os.Stat(filepath.Join(home, ".lock")); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("store lock: %v, want 0644", err)
+		if err == nil {
+			t.Errorf("store lock: %v", st.Mode().Perm())
+		}
+	}
 	for p, want := range map[string]os.FileMode{reg: 0o755, filepath.Join(reg, "pins"): 0o755, filepath.Join(reg, "changesets"): 0o755, filepath.Join(reg, "log.jsonl"): 0o644, filepath.Join(reg, "trust.json"): 0o644} {
 		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != want {
 			t.Errorf("%s: %v, want %v (%v)", p, st.Mode().Perm(), want, err)

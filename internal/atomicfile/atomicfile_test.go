@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -37,5 +38,28 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := SyncDir(filepath.Join(dir, "missing")); err == nil {
 		t.Error("synced a missing directory")
+	}
+}
+
+// TestMkdirAllIgnoresUmask: what MkdirAll makes has the mode asked for
+// under umask 077; what was there keeps its own.
+func TestMkdirAllIgnoresUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	base := t.TempDir()
+	os.Chmod(base, 0o700)
+	dir := filepath.Join(base, "a", "b")
+	if err := MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{base: 0o700, filepath.Join(base, "a"): 0o755, dir: 0o755} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v (%v), want %v", p, fi, err, want)
+		}
+	}
+	f := filepath.Join(base, "f")
+	os.WriteFile(f, nil, 0o644)
+	if err := MkdirAll(filepath.Join(f, "x"), 0o755); err == nil {
+		t.Error("a directory below a file was made")
 	}
 }
