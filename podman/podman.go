@@ -123,10 +123,9 @@ type Executor struct {
 	// SecretDir is where SecretPath mounts each run's private tmpfs
 	// ("": /run, which must exist).
 	SecretDir string
-	// Environ is podman's own environment ("K=V"; nil:
-	// PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
-	// and DOCKER_CONFIG and REGISTRY_AUTH_FILE when this process has them:
-	// where podman pull finds a registry's credentials).
+	// Environ is podman's own environment ("K=V"; nil: DefaultPath
+	// alone). A caller whose registry needs credentials adds AuthVars
+	// from its own environment: where podman pull finds them.
 	// Forwarded variables are added to it; none of it reaches the
 	// container but what --env names.
 	Environ []string
@@ -188,14 +187,16 @@ func (e *Executor) env() []string {
 	if e.Environ != nil {
 		return append([]string(nil), e.Environ...)
 	}
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	for _, k := range []string{"DOCKER_CONFIG", "REGISTRY_AUTH_FILE"} {
-		if v, ok := os.LookupEnv(k); ok && v != "" {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
+	return []string{DefaultPath}
 }
+
+// DefaultPath is podman's PATH where Executor.Environ is nil.
+const DefaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// AuthVars are the variables that tell podman where registry credentials
+// are: a caller that reads its environment passes them on in Environ
+// (this package reads none).
+var AuthVars = []string{"DOCKER_CONFIG", "REGISTRY_AUTH_FILE"}
 
 // globals are podman's flags before the subcommand.
 func (e *Executor) globals() []string {

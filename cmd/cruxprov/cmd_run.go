@@ -233,7 +233,15 @@ func runAction(c *cli.Context) error {
 	if local {
 		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox}
 	} else {
-		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits")}
+		// podman pulls with the registry credentials this command's
+		// environment names, as image build and verify read them.
+		penv := []string{podman.DefaultPath}
+		for _, k := range podman.AuthVars {
+			if v := os.Getenv(k); v != "" {
+				penv = append(penv, k+"="+v)
+			}
+		}
+		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv}
 	}
 	res, err := ex.Run(c.Context, call)
 	if err != nil {
