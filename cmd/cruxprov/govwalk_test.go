@@ -98,17 +98,9 @@ func TestGovWalkTrustPutBack(t *testing.T) {
 // policy written into trust.json by hand are not what any approved step
 // made.
 func TestGovWalkLogVerifyWithoutPins(t *testing.T) {
-	home := t.TempDir()
-	keys := filepath.Join(home, "keys")
-	run := func(args ...string) result {
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
-		return runCmd(t, cmd)
-	}
-	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "trust", filepath.Join(keys, "a.pub")}, {"registry", "log", "--verify"}} {
-		if r := run(args...); r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
+	home, _, run := keyedHome(t, "a")
+	if r := run("registry", "log", "--verify"); r.code != 0 {
+		t.Fatalf("registry log --verify: %+v", r)
 	}
 	tf := filepath.Join(home, "registry", "trust.json")
 	b, err := os.ReadFile(tf)
@@ -196,18 +188,7 @@ func TestGovWalkDiffStale(t *testing.T) {
 // the private key file for the public one is not signer_untrusted (a
 // code that means a signature by an untrusted key). Nothing is proposed.
 func TestGovWalkTrustMistakes(t *testing.T) {
-	home := t.TempDir()
-	keys := filepath.Join(home, "keys")
-	run := func(args ...string) result {
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
-		return runCmd(t, cmd)
-	}
-	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}} {
-		if r := run(args...); r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-	}
+	home, keys, run := keyedHome(t, "a", "b")
 	notKey := filepath.Join(home, "notes.txt")
 	os.WriteFile(notKey, []byte("hello\n"), 0o644)
 	for _, c := range []struct {
@@ -249,18 +230,7 @@ func TestGovWalkTrustMistakes(t *testing.T) {
 // not a hex digit is a typo (usage, exit 64), as one too short is; a
 // prefix in capitals finds the change-set.
 func TestGovWalkChangesetIDTypo(t *testing.T) {
-	home := t.TempDir()
-	keys := filepath.Join(home, "keys")
-	run := func(args ...string) result {
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
-		return runCmd(t, cmd)
-	}
-	for _, args := range [][]string{{"key", "generate", "--out", filepath.Join(keys, "a")}, {"key", "generate", "--out", filepath.Join(keys, "b")}, {"key", "trust", filepath.Join(keys, "a.pub")}} {
-		if r := run(args...); r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-	}
+	_, keys, run := keyedHome(t, "a", "b")
 	id := csOf(t, run("key", "trust", filepath.Join(keys, "b.pub"), "--json"))
 	typo := id[7:14] + "x"
 	if r := run("changeset", "approve", typo, "--key", filepath.Join(keys, "a.key")); r.code != exitUsage || !strings.Contains(r.stderr, "not hex digits") {
@@ -511,4 +481,27 @@ func TestGovWalkApproveTwice(t *testing.T) {
 	if r := run("changeset", "approve", c, "--key", filepath.Join(keys, "a.key")); !strings.Contains(r.stdout, "had approved it already") {
 		t.Errorf("the human line does not say so: %s", r.stdout)
 	}
+}
+
+// keyedHome is a fresh home whose registry trusts the first of the keys
+// it generates (password "pw") in keys as its root of trust; run runs the
+// binary against that home.
+func keyedHome(t *testing.T, names ...string) (home, keys string, run func(args ...string) result) {
+	t.Helper()
+	home = t.TempDir()
+	keys = filepath.Join(home, "keys")
+	run = func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	for _, n := range names {
+		if r := run("key", "generate", "--out", filepath.Join(keys, n)); r.code != 0 {
+			t.Fatalf("key generate %s: %+v", n, r)
+		}
+	}
+	if r := run("key", "trust", filepath.Join(keys, names[0]+".pub")); r.code != 0 {
+		t.Fatalf("key trust %s: %+v", names[0], r)
+	}
+	return home, keys, run
 }
