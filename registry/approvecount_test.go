@@ -154,24 +154,10 @@ func TestExpiredApprovalNamed(t *testing.T) {
 // signer_untrusted (a signature by a key it does not trust).
 func TestTrustFileGone(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := registrytest.NewKey(t, "a", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Approve(ctx, cs.Metadata.ID, a.Priv, nil); err != nil {
-		t.Fatal(err)
-	}
+	d := acceptedRegistry(t, t.TempDir())
 	if err := os.Remove(filepath.Join(d.Root(), "trust.json")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", time.Now())
+	_, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.RegistryCorrupt)
 }
