@@ -3,14 +3,11 @@ package image
 import (
 	"context"
 	"encoding/base64"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,8 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"golang.org/x/crypto/bcrypt"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -220,40 +217,8 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 // (DOCKER_CONFIG, read through the default keychain as cmd/ does) the
 // push succeeds.
 func TestPushAdvice(t *testing.T) {
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Skip("docker-registry is not installed (apt-get install docker-registry): no real registry to test against")
-	}
+	host := imagetest.DockerRegistry(t, "ci", "s3cret")
 	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "htpasswd"), []byte("ci:"+string(hash)+"\n"), 0o644)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	l.Close()
-	cfg := filepath.Join(dir, "config.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: test\n    path: %s\n",
-		filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))), 0o644)
-	cmd := exec.Command(bin, "serve", cfg)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		if resp, err := c.Get("http://" + host + "/v2/"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("docker-registry did not start")
-		}
-	}
 	docker := filepath.Join(dir, "docker")
 	os.Mkdir(docker, 0o700)
 	t.Setenv("DOCKER_CONFIG", docker)

@@ -2,11 +2,8 @@ package image
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -28,46 +25,11 @@ import (
 	"github.com/cruxible/cruxprov/store"
 )
 
-// startDockerRegistry runs Debian's docker-registry (distribution) on
-// 127.0.0.1 with a config of its own and a temp storage dir; it returns
-// host:port, or skips when the package is missing.
+// startDockerRegistry runs a docker-registry without auth for the test
+// (imagetest.DockerRegistry); it returns host:port.
 func startDockerRegistry(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		t.Skip("docker-registry is not installed (apt-get install docker-registry): no real registry to test against")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)), 0o644)
-	cmd := exec.Command(bin, "serve", cfg)
-	logf, _ := os.Create(filepath.Join(dir, "log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("docker-registry log:\n%s", b)
-		}
-	})
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		if resp, err := c.Get("http://" + addr + "/v2/"); err == nil {
-			resp.Body.Close()
-			return addr
-		}
-	}
-	t.Fatal("docker-registry did not start")
-	return ""
+	return imagetest.DockerRegistry(t, "", "")
 }
 
 // TestRegistries: the signed image pushed to go-containerregistry's

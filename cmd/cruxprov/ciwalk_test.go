@@ -9,16 +9,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/refusal"
@@ -166,7 +162,7 @@ func TestContainerPrivateRegistry(t *testing.T) {
 	}
 	imagetest.Base(t)
 	base, _, fx, idx, shim := imageSetup(t, "cruxprov-ciwalk-auth-")
-	host := authRegistry(t, "ci", "s3cret")
+	host := imagetest.DockerRegistry(t, "ci", "s3cret")
 	docker := t.TempDir()
 	auth := base64.StdEncoding.EncodeToString([]byte("ci:s3cret"))
 	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600)
@@ -230,42 +226,6 @@ func TestContainerPrivateRegistry(t *testing.T) {
 	out := ok(run(true, "run", "acme-echo", "echo", "--input", input, "--backend", "container", "--secret", "acme/api-token=@"+token), "run --backend container with the docker config")
 	if !strings.Contains(out, `"private":"registry"`) {
 		t.Errorf("run: %s", out)
-	}
-}
-
-// authRegistry runs Debian's docker-registry on 127.0.0.1 with htpasswd
-// auth for user:password and returns host:port.
-func authRegistry(t *testing.T, user, password string) string {
-	t.Helper()
-	dir := t.TempDir()
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "htpasswd"), []byte(user+":"+string(hash)+"\n"), 0o644)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := l.Addr().String()
-	l.Close()
-	cfg := filepath.Join(dir, "config.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: %s\nauth:\n  htpasswd:\n    realm: test\n    path: %s\n",
-		filepath.Join(dir, "data"), host, filepath.Join(dir, "htpasswd"))), 0o644)
-	cmd := exec.Command("docker-registry", "serve", cfg)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		if resp, err := c.Get("http://" + host + "/v2/"); err == nil {
-			resp.Body.Close()
-			return host
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("docker-registry did not start")
-		}
 	}
 }
 
