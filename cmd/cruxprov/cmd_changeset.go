@@ -141,6 +141,10 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.changeset.approve/v1", res, func(w io.Writer) {
+					if o.quiet { // the result alone: the change-set's state now
+						fmt.Fprintln(w, res.ChangeSet.Status.State)
+						return
+					}
 					fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
 					if res.Replaced {
 						fmt.Fprintln(w, "this key had approved it already: its new approval replaces the earlier one (a key counts once; another approver key must sign)")
@@ -175,6 +179,9 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.changeset.reject/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
+					if o.quiet {
+						return
+					}
 					fmt.Fprintf(w, "rejected %s: %s\n", id, c.String("reason"))
 				})
 			},
@@ -267,4 +274,14 @@ func openChangeSet(c *cli.Context) (*opts, *registry.Dir, *registry.ChangeSet, e
 		return nil, nil, nil, err
 	}
 	return o, reg, cs, nil
+}
+
+// printProposed says what a command proposed and how to approve it; with
+// --quiet, the change-set id alone (as install prints it), for a script.
+func printProposed(w io.Writer, o *opts, what string, cs *registry.ChangeSet) {
+	if o.quiet {
+		fmt.Fprintln(w, cs.Metadata.ID)
+		return
+	}
+	fmt.Fprintf(w, "proposed %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
 }

@@ -78,6 +78,10 @@ func init() {
 				}
 				r := map[string]any{"private_key": prefix + ".key", "public_key": prefix + ".pub", "digest": pk.Digest()}
 				return o.emit("cruxprov.key.generate/v1", r, func(w io.Writer) {
+					if o.quiet { // the result alone: the key's digest
+						fmt.Fprintln(w, pk.Digest())
+						return
+					}
 					fmt.Fprintf(w, "private key %s.key (0600)\npublic key  %s.pub\ndigest      %s\n", prefix, prefix, pk.Digest())
 				})
 			},
@@ -130,11 +134,14 @@ func init() {
 				}
 				return o.emit("cruxprov.key.trust/v1", res, func(w io.Writer) {
 					if res.Root {
+						if o.quiet {
+							fmt.Fprintln(w, res.Key.Digest)
+							return
+						}
 						fmt.Fprintf(w, "trusted %s (%s, %s) as the ROOT OF TRUST of this registry\n", res.Key.Name, res.Key.Role, res.Key.Digest)
 						return
 					}
-					fmt.Fprintf(w, "proposed trusting %s (%s, %s)\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n",
-						res.Key.Name, res.Key.Role, res.Key.Digest, res.ChangeSet.Metadata.ID, res.ChangeSet.Metadata.ID.Hex()[:12])
+					printProposed(w, o, fmt.Sprintf("trusting %s (%s, %s)", res.Key.Name, res.Key.Role, res.Key.Digest), res.ChangeSet)
 				})
 			},
 		}, {
@@ -152,7 +159,7 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.key.untrust/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					fmt.Fprintf(w, "proposed untrusting %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", c.Args().First(), cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
+					printProposed(w, o, "untrusting "+c.Args().First(), cs)
 				})
 			},
 		}, {

@@ -58,7 +58,7 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.policy.set/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					fmt.Fprintf(w, "proposed threshold %d\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", c.Int("threshold"), cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
+					printProposed(w, o, fmt.Sprintf("threshold %d", c.Int("threshold")), cs)
 				})
 			},
 		}},

@@ -74,7 +74,7 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.provider.retire/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					fmt.Fprintf(w, "proposed retiring %s\nchange-set %s\n", c.Args().First(), cs.Metadata.ID)
+					printProposed(w, o, "retiring "+c.Args().First(), cs)
 				})
 			},
 		}},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -504,4 +505,50 @@ func keyedHome(t *testing.T, names ...string) (home, keys string, run func(args 
 		t.Fatalf("key trust %s: %+v", names[0], r)
 	}
 	return home, keys, run
+}
+
+// TestGovWalkQuiet: with --quiet the governance commands print their
+// result alone, one line a script can capture (as install prints its
+// change-set id): a key's digest, a proposal's change-set id, an
+// approval's state; it printed the whole story.
+func TestGovWalkQuiet(t *testing.T) {
+	home := t.TempDir()
+	keys := filepath.Join(home, "keys")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home, "--quiet"}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		r := runCmd(t, cmd)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r.stdout
+	}
+	digest := regexp.MustCompile(`^sha256:[0-9a-f]{64}\n$`)
+	for _, n := range []string{"a", "b"} {
+		if out := run("key", "generate", "--out", filepath.Join(keys, n)); !digest.MatchString(out) {
+			t.Errorf("key generate: %q", out)
+		}
+	}
+	if out := run("key", "trust", filepath.Join(keys, "a.pub")); !digest.MatchString(out) {
+		t.Errorf("key trust (the root): %q", out)
+	}
+	cs := run("key", "trust", filepath.Join(keys, "b.pub"))
+	if !digest.MatchString(cs) {
+		t.Fatalf("key trust (a proposal): %q", cs)
+	}
+	if out := run("changeset", "approve", strings.TrimSpace(cs), "--key", filepath.Join(keys, "a.key")); out != "approved\n" {
+		t.Errorf("changeset approve: %q", out)
+	}
+	for _, args := range [][]string{{"policy", "set", "--threshold", "2"}, {"key", "untrust", "b"}} {
+		out := run(args...)
+		if !digest.MatchString(out) {
+			t.Errorf("%v: %q", args, out)
+		}
+		if args[0] == "key" {
+			if r := run("changeset", "reject", strings.TrimSpace(out), "--reason", "no"); r != "" {
+				t.Errorf("changeset reject: %q", r)
+			}
+		}
+	}
 }
