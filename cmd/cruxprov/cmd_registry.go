@@ -35,7 +35,10 @@ func init() {
 			Description: "Prints every history entry: interface registered, key trusted or untrusted, policy\n" +
 				"changed, change-set proposed, approved or rejected, pin accepted or retired. The chain is\n" +
 				"always checked (registry_corrupt when an entry was rewritten, reordered or deleted);\n" +
-				"--verify also replays the trust state and checks every accepted pin's signatures.\n\n" +
+				"--verify also replays the trust state and checks every accepted pin's signatures; a pin\n" +
+				"whose approval expired, or below a threshold raised since, is listed as not runnable\n" +
+				"(runs refuse it) and the audit holds: it fails only on what breaks the history, the\n" +
+				"trust state or a pin.\n\n" +
 				"Example:\n   cruxprov registry log\n   cruxprov registry log --verify --json",
 			Flags: []cli.Flag{&cli.BoolFlag{Name: "verify", Usage: "also check the trust state and every accepted pin"}},
 			Action: func(c *cli.Context) error {
@@ -64,6 +67,13 @@ func init() {
 					id = log[0].Hash
 				}
 				out := map[string]any{"registry_id": id, "entries": lines, "verified": false}
+				type unrunnable struct {
+					Provider string `json:"provider"`
+					Revision int64  `json:"revision"`
+					Code     string `json:"code"`
+					Detail   string `json:"detail"`
+				}
+				notRunnable := []unrunnable{}
 				if c.Bool("verify") {
 					// The trust state is replayed even when no pin would
 					// replay it (none accepted yet, or all retired).
@@ -74,15 +84,29 @@ func init() {
 					if err != nil {
 						return err
 					}
+					// An approval that expired, or a threshold raised since
+					// the pin was accepted, leaves the history intact: the
+					// pin is listed as not runnable (runs refuse it), and
+					// the audit holds. Any other refusal fails it.
 					for _, p := range pins {
 						if p.Retired {
 							continue
 						}
-						if _, err := registry.VerifyPin(c.Context, reg, "", p.Provider, nowFunc()); err != nil {
+						_, err := registry.VerifyPin(c.Context, reg, "", p.Provider, nowFunc())
+						switch code := refusal.CodeOf(err); {
+						case err == nil:
+						case code == refusal.PinExpired || code == refusal.PinUnapproved:
+							var r *refusal.Error
+							detail := err.Error()
+							if errors.As(err, &r) {
+								detail = r.Message()
+							}
+							notRunnable = append(notRunnable, unrunnable{p.Provider, p.Revision, string(code), detail})
+						default:
 							return err
 						}
 					}
-					out["verified"] = true
+					out["verified"], out["not_runnable"] = true, notRunnable
 				}
 				return o.emit("cruxprov.registry.log/v1", out, func(w io.Writer) {
 					if len(log) > 0 {
@@ -96,6 +120,9 @@ func init() {
 					tw.Flush()
 					if c.Bool("verify") {
 						fmt.Fprintf(w, "history chain, trust state and accepted pins verified (%s)\n", count(len(log), "entry", "entries"))
+						for _, u := range notRunnable {
+							fmt.Fprintf(w, "not runnable: %s revision %d (%s: %s)\n", u.Provider, u.Revision, u.Code, u.Detail)
+						}
 					}
 				})
 			},

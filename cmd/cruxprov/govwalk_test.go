@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // govWalkStore is approvingStore's store with a fixture world, skipped
@@ -550,5 +553,54 @@ func TestGovWalkQuiet(t *testing.T) {
 				t.Errorf("changeset reject: %q", r)
 			}
 		}
+	}
+}
+
+// TestGovWalkLogVerifyExpired: a pin whose approval expired is a state of
+// the governance, not a break in it: registry log --verify lists it as
+// not runnable and the audit holds (exit 0); it failed pin_expired, so a
+// CI job auditing the registry went red at the first expiry.
+func TestGovWalkLogVerifyExpired(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	d, err := registry.OpenDir(ctx, filepath.Join(home, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	then := time.Now().Add(-2 * time.Hour)
+	d.Now = func() time.Time { return then }
+	a := registrytest.NewKey(t, "a", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := then.Add(time.Hour) // an hour ago
+	if _, err := d.Approve(ctx, cs.Metadata.ID, a.Priv, &expires); err != nil {
+		t.Fatal(err)
+	}
+	r := cruxprov(t, "--home", home, "registry", "log", "--verify")
+	if r.code != 0 || !strings.Contains(r.stdout, "accepted pins verified") || !strings.Contains(r.stdout, "not runnable: acme-echo revision 1 (pin_expired: ") {
+		t.Fatalf("registry log --verify with an expired pin: %+v", r)
+	}
+	r = cruxprov(t, "--home", home, "registry", "log", "--verify", "--json")
+	var doc struct {
+		Verified    bool `json:"verified"`
+		NotRunnable []struct {
+			Provider, Code string
+			Revision       int64
+		} `json:"not_runnable"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || !doc.Verified || len(doc.NotRunnable) != 1 || doc.NotRunnable[0].Code != "pin_expired" {
+		t.Fatalf("--json: %v %+v", err, r)
+	}
+	// A break in the history still fails the audit.
+	log := filepath.Join(home, "registry", "log.jsonl")
+	b, _ := os.ReadFile(log)
+	os.WriteFile(log, b[:len(b)-1], 0o644)
+	if r := cruxprov(t, "--home", home, "registry", "log", "--verify"); r.code != exitRefused || !strings.Contains(r.stderr, "registry_corrupt") {
+		t.Fatalf("a history without its last newline: %+v", r)
 	}
 }
