@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -43,24 +44,22 @@ type GCOptions struct {
 	// Wait makes GC wait for the store lock instead of failing at once
 	// when another process holds it.
 	Wait bool
-	// Unrooted names envs (their hex digests) whose seals are not roots:
-	// a dry run that would also remove those envs lists what removing them
-	// would free.
-	Unrooted []string
 	// Prepare, when set, runs once the lock is held and before anything is
 	// read: what it decides cannot race a process that holds the store
 	// (an install between building its env and proposing it). It may
-	// remove envs; its Keep and Unrooted add to the options', and its
-	// Removed come first in the report. An error ends the collection.
+	// remove envs; its Keep adds to the options', and its Removed come
+	// first in the report. An error ends the collection.
 	Prepare func(ctx context.Context) (GCPlan, error)
 }
 
 // GCPlan is what GCOptions.Prepare decided under the lock.
 type GCPlan struct {
-	Keep         []digest.Digest
-	Unrooted     []string
-	Removed      []string // paths relative to the store root
-	RemovedBytes int64    // what the Removed held
+	Keep []digest.Digest
+	// Removed are paths relative to the store root. An env among them
+	// (envs/<hex>) is no root: a dry run, which leaves it there, lists
+	// what removing it would free.
+	Removed      []string
+	RemovedBytes int64 // what the Removed held
 }
 
 // ErrBusy is returned by GC when another process holds the store lock.
@@ -72,7 +71,8 @@ var hexRE = regexp.MustCompile(`[0-9a-f]{64}`)
 
 // GC removes every blob no root references, and staging debris, holding
 // the store lock exclusive (ErrBusy when another process holds it, unless
-// opts.Wait), and runs opts.Prepare first under it. The roots are, per docs/store.md: every envs/*.seal.json
+// opts.Wait), and runs opts.Prepare first under it. The roots are, per
+// docs/store.md: every envs/*.seal.json
 // (sealed envs) and opts.Keep (what the caller's registry says accepted
 // pins and open change-sets name: the store never reads registry files,
 // whose history names every proposal ever made); any 64-hex sha256
@@ -108,7 +108,6 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			return rep, err
 		}
 		opts.Keep = append(slices.Clip(opts.Keep), plan.Keep...)
-		opts.Unrooted = append(slices.Clip(opts.Unrooted), plan.Unrooted...)
 	}
 	keep := map[string]bool{}
 	for _, d := range opts.Keep {
@@ -119,8 +118,10 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		return rep, err
 	}
 	unrooted := map[string]bool{}
-	for _, h := range opts.Unrooted {
-		unrooted[h+".seal.json"] = true
+	for _, r := range rep.Removed {
+		if dir, name := path.Split(r); dir == EnvsDir+"/" {
+			unrooted[name+".seal.json"] = true
+		}
 	}
 	for _, p := range seals {
 		if unrooted[filepath.Base(p)] {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -74,13 +73,6 @@ func gcAction(c *cli.Context) error {
 		plan := store.GCPlan{Keep: names.Blobs}
 		if c.Bool("envs") {
 			plan.Removed, plan.RemovedBytes, err = removeUnnamedEnvs(ctx, o, st, names, dry)
-			if dry {
-				// The envs listed are still there: their seals must not
-				// keep what removing them would free.
-				for _, e := range plan.Removed {
-					plan.Unrooted = append(plan.Unrooted, path.Base(e))
-				}
-			}
 		}
 		return plan, err
 	}
@@ -149,7 +141,7 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 	}
 	var (
 		out   []string
-		bytes int64
+		total int64
 	)
 	for _, e := range ents {
 		n := e.Name()
@@ -164,12 +156,12 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 		out = append(out, filepath.ToSlash(filepath.Join(store.EnvsDir, n)))
 		if !dry {
 			if err := materialize.Remove(ctx, st, p); err != nil {
-				return out, bytes, err
+				return out, total, err
 			}
 		}
-		bytes += size
+		total += size
 	}
-	return out, bytes, nil
+	return out, total, nil
 }
 
 // treeBytes is the size of the regular files under each root (a file
