@@ -50,8 +50,12 @@ type Process interface {
 type DispatchOptions struct {
 	Ledger   Ledger
 	Defaults Budgets
-	Grace    time.Duration
+	Grace    time.Duration // 0: DefaultGrace
 }
+
+// DefaultGrace is how long a run has between SIGTERM and SIGKILL where
+// its executor sets no Grace.
+const DefaultGrace = 2 * time.Second
 
 // Dispatch runs c on backend b with Subprocess.Run's steps and
 // semantics: the Verify hook, b.Check, the intent (and a replay), the
@@ -71,7 +75,7 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	}
 	grace := o.Grace
 	if grace <= 0 {
-		grace = 2 * time.Second
+		grace = DefaultGrace
 	}
 	rec, red, budgets, attempt, bundle := st.rec, st.red, st.budgets, st.attempt, st.bundle
 	call := *c

@@ -44,7 +44,7 @@ type Subprocess struct {
 	// Sandbox gives a launcher argv prepended to the interpreter's (Bwrap
 	// is the bubblewrap preset, Launcher a fixed argv); nil: none.
 	Sandbox Sandbox
-	// Grace is how long a run has between SIGTERM and SIGKILL (0: 2s).
+	// Grace is how long a run has between SIGTERM and SIGKILL (0: DefaultGrace, 2s).
 	Grace time.Duration
 	// WorkdirParent is where each run's working directory is made
 	// ("": /tmp). It must be writable by the executor.
@@ -65,7 +65,7 @@ func (s *Subprocess) grace() time.Duration {
 	if s.Grace > 0 {
 		return s.Grace
 	}
-	return 2 * time.Second
+	return DefaultGrace
 }
 
 // Run implements Executor.

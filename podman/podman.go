@@ -112,7 +112,7 @@ type Executor struct {
 	// Defaults are the budgets where neither manifest nor caller sets one.
 	Defaults invoke.Budgets
 	// Grace is how long a container has between SIGTERM and SIGKILL
-	// (0: 2s).
+	// (0: invoke.DefaultGrace, 2s).
 	Grace time.Duration
 	// Limits lower the container's resource limits (zero fields: Defaults).
 	Limits Limits
@@ -554,7 +554,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		// records the timeout.
 		grace := e.Grace
 		if grace <= 0 {
-			grace = 2 * time.Second // invoke.Dispatch's default
+			grace = invoke.DefaultGrace
 		}
 		ms := s.Budgets.TimeoutMS + grace.Milliseconds()
 		args = append(args, "--timeout", strconv.FormatInt((ms+999)/1000+backstopSeconds, 10))
