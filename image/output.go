@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -345,17 +342,11 @@ func notThere(err error) bool {
 // status code 401 Unauthorized (HEAD responses have no body, use GET
 // for details)"): "" otherwise.
 func pushAdvice(repo name.Repository, err error) string {
-	var te *transport.Error
-	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
-		return fmt.Sprintf(" (the registry refused the credentials, or none were given: write them for %s in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)", repo.RegistryStr())
-	}
-	// Not the net.Error interface: a layout's missing file (the base's
-	// layers are read as they are pushed) has its methods too.
-	var ue *url.Error
-	var oe *net.OpError
-	var de *net.DNSError
-	if errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de) {
-		return " (the registry was not reached: check its host and the network)"
+	switch {
+	case credentialsRefused(err):
+		return credentialsAdvice(repo.RegistryStr())
+	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed
+		return notReachedAdvice
 	}
 	return ""
 }

@@ -177,27 +177,48 @@ func notReached(err error) bool {
 	if errors.As(err, &te) {
 		return te.StatusCode != http.StatusNotFound
 	}
-	// Not the net.Error interface: *fs.PathError has its methods too, and
-	// a layout's missing file is no network's doing.
+	return netFailure(err)
+}
+
+// netFailure reports whether err is the network's: a URL, a connection,
+// a name that did not resolve. Not the net.Error interface: *fs.PathError
+// has its methods too, and a layout's missing file is no network's doing.
+func netFailure(err error) bool {
 	var ue *url.Error
 	var oe *net.OpError
 	var de *net.DNSError
 	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de)
 }
 
+// credentialsRefused reports whether err is a registry's 401 or 403.
+func credentialsRefused(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden)
+}
+
+// credentialsAdvice is what to do about refused credentials, for host
+// when it is known.
+func credentialsAdvice(host string) string {
+	if host != "" {
+		host = "for " + host + " "
+	}
+	return " (the registry refused the credentials, or none were given: write them " + host + "in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)"
+}
+
+// notReachedAdvice is what to do about a registry not reached.
+const notReachedAdvice = " (the registry was not reached: check its host, the network and credentials)"
+
 // readFailed types an error reading ref that carries no refusal yet:
 // fetch_failed when the registry was not reached (notReached), else
 // code (what the read was to check).
 func readFailed(code refusal.Code, err error, format string, args ...any) error {
-	if refusal.CodeOf(err) != "" {
+	switch {
+	case refusal.CodeOf(err) != "":
 		return err
-	}
-	var te *transport.Error
-	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
-		return refusal.Wrap(refusal.FetchFailed, err, format+" (the registry refused the credentials, or none were given: write them in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)", args...)
-	}
-	if notReached(err) {
-		return refusal.Wrap(refusal.FetchFailed, err, format+" (the registry was not reached: check its host, the network and credentials)", args...)
+	case credentialsRefused(err):
+		return refusal.Wrap(refusal.FetchFailed, err, format+credentialsAdvice(""), args...)
+	case notReached(err):
+		return refusal.Wrap(refusal.FetchFailed, err, format+notReachedAdvice, args...)
 	}
 	return refusal.Wrap(code, err, format, args...)
 }
