@@ -570,3 +570,29 @@ func TestGCEnvDebris(t *testing.T) {
 		t.Errorf("envs/ after gc:\n %v\nwant\n %v", got, want)
 	}
 }
+
+// TestLockSharedErrors: a store lock that cannot be taken is
+// materialize_failed naming the store; a wait ended by the caller is an
+// interruption wrapping ctx.Err(), never a refusal.
+func TestLockSharedErrors(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := s.LockExclusive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.LockShared(ctx); !errors.Is(err, context.Canceled) || refusal.CodeOf(err) != "" {
+		t.Errorf("a wait the caller ended: %v", err)
+	}
+	ex()
+	lock := filepath.Join(s.Home(), lockName)
+	os.Remove(lock)
+	os.Symlink(filepath.Join(t.TempDir(), "gone", "lock"), lock) // cannot be opened, even by root
+	if _, err := s.LockShared(context.Background()); refusal.CodeOf(err) != refusal.MaterializeFailed || !strings.Contains(err.Error(), s.Home()) {
+		t.Errorf("a lock that cannot be taken: %v", err)
+	}
+}
