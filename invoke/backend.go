@@ -15,8 +15,10 @@ type Backend interface {
 	// Name is the receipts' backend ("container").
 	Name() string
 	// Check refuses a call the backend cannot run; it is called after the
-	// Verify hook and before the intent.
-	Check(ctx context.Context, c *Call) error
+	// Verify hook and before the intent. unenforced names the limits it
+	// cannot apply and was told to run without (the intent records them,
+	// receipts.Intent.Unenforced); nil when every limit holds.
+	Check(ctx context.Context, c *Call) (unenforced []string, err error)
 	// Start starts one run (a *refusal.Error when the runtime cannot).
 	Start(ctx context.Context, s *Spawn) (Process, error)
 }
@@ -64,9 +66,9 @@ const DefaultGrace = 2 * time.Second
 // Grace) and the flood kill, the result parsed from stdout, and the
 // outcome with its redacted stderr tail.
 func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Result, error) {
-	st, replay, err := begin(ctx, c, b.Name(), o.Ledger, o.Defaults, func() error {
+	st, replay, err := begin(ctx, c, b.Name(), o.Ledger, o.Defaults, func() ([]string, error) {
 		if c.Object == "" || c.Entrypoint == "" {
-			return refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
+			return nil, refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
 		}
 		return b.Check(ctx, c)
 	})

@@ -71,10 +71,10 @@ func (s *Subprocess) grace() time.Duration {
 // Run implements Executor.
 func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	var py string
-	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() error {
+	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
 		py, err = s.checkEnv(c)
-		return err
+		return nil, err
 	})
 	if st == nil {
 		return replay, err
@@ -107,7 +107,7 @@ type begun struct {
 // intent (a recorded ok under the idempotency key is replayed: a nil
 // *begun with the replayed Result), and resolve the secrets fresh. A nil
 // *begun with a nil Result comes with the error.
-func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budgets, check func() error) (*begun, *Result, error) {
+func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budgets, check func() ([]string, error)) (*begun, *Result, error) {
 	input := c.Input
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("null")
@@ -141,9 +141,11 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 			return nil, nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
 		}
 	}
-	if err := check(); err != nil {
+	unenforced, err := check()
+	if err != nil {
 		return nil, nil, rec.refuse(ctx, intent, err)
 	}
+	intent.Unenforced = unenforced
 	if rec.l != nil {
 		dec, err := rec.l.Begin(ctx, intent)
 		if err != nil {

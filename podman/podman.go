@@ -240,80 +240,107 @@ func lastLine(s string) string {
 // Check reads the pinned manifest for its config digest and makes sure
 // podman holds the image under exactly that id (pulling it by digest
 // when it does not).
-func (b *backend) Check(ctx context.Context, c *invoke.Call) error {
-	if err := b.e.cgroupLimits(ctx); err != nil {
-		return err
+func (b *backend) Check(ctx context.Context, c *invoke.Call) ([]string, error) {
+	unenforced, err := b.e.cgroupLimits(ctx)
+	if err != nil {
+		return nil, err
 	}
 	ref, err := image.ParseRef(c.Image)
 	if err != nil {
-		return refusal.Wrap(refusal.ImageDigestMismatch, err, "the call's image %q is not pinned by digest", c.Image)
+		return nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "the call's image %q is not pinned by digest", c.Image)
 	}
 	if !c.MaterializationDigest.IsZero() && c.MaterializationDigest.String() != ref.Digest.String() {
-		return refusal.New(refusal.ImageDigestMismatch, "the call runs %s, its materialization digest is %s", ref.Digest, c.MaterializationDigest)
+		return nil, refusal.New(refusal.ImageDigestMismatch, "the call runs %s, its materialization digest is %s", ref.Digest, c.MaterializationDigest)
 	}
 	cfg, err := b.e.configDigest(ctx, ref)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, err := b.e.ensure(ctx, ref, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.id = id
-	return nil
+	return unenforced, nil
 }
 
-// limitsChecked holds the podman invocations (binary, globals,
-// environment) found to apply the limits: podman info runs once per
-// process for each.
+// limitsChecked holds, for each podman invocation (binary, globals,
+// environment), the limits it was found unable to apply: podman info
+// runs once per process for each.
 var limitsChecked sync.Map
 
 // cgroupLimits refuses a rootless podman that would ignore --memory,
 // --cpus and --pids-limit (container_unavailable), unless
-// UnenforcedLimits. Root's podman is not asked: it applies them.
-func (e *Executor) cgroupLimits(ctx context.Context) error {
-	if os.Geteuid() == 0 || e.UnenforcedLimits {
-		return nil
+// UnenforcedLimits; then it returns the limits that will not hold
+// ("memory", "cpus", "pids"), for the receipt. Root's podman is not
+// asked: it applies them.
+func (e *Executor) cgroupLimits(ctx context.Context) ([]string, error) {
+	if os.Geteuid() == 0 {
+		return nil, nil
 	}
 	key := strings.Join(append(append([]string{e.podman()}, e.globals()...), e.env()...), "\x00")
-	if _, ok := limitsChecked.Load(key); ok {
-		return nil
+	v, ok := limitsChecked.Load(key)
+	if !ok {
+		lost, err := e.unappliedLimits(ctx)
+		if err != nil {
+			return nil, err
+		}
+		limitsChecked.Store(key, lost)
+		v = lost
 	}
+	lost := v.(unapplied)
+	if len(lost.limits) == 0 || e.UnenforcedLimits {
+		return lost.limits, nil
+	}
+	return nil, refusal.New(refusal.ContainerUnavailable, "%s", lost.why).WithRemedy(refusal.ActionUnenforcedLimits, "")
+}
+
+// unapplied is what podman info said of the limits: the ones a run
+// would go without, and why, as the refusal says it.
+type unapplied struct {
+	limits []string
+	why    string
+}
+
+// unappliedLimits asks podman info whether it is rootless, on which
+// cgroups version, with which controllers delegated.
+func (e *Executor) unappliedLimits(ctx context.Context) (unapplied, error) {
 	out, err := e.podmanOut(ctx, "info", "--format", "{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}} {{range .Host.CgroupControllers}}{{.}},{{end}}")
 	if err != nil {
 		if refusal.CodeOf(err) == refusal.ContainerUnavailable {
-			return err
+			return unapplied{}, err
 		}
-		return refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot report its cgroups (podman info)")
+		return unapplied{}, refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot report its cgroups (podman info)")
 	}
 	f := strings.Fields(string(out))
 	if len(f) < 2 {
-		return refusal.New(refusal.ContainerUnavailable, "podman info said %q", lastLine(string(out)))
+		return unapplied{}, refusal.New(refusal.ContainerUnavailable, "podman info said %q", lastLine(string(out)))
 	}
-	if f[0] == "true" {
-		if f[1] != "v2" {
-			return refusal.New(refusal.ContainerUnavailable,
-				"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md), or choose to run without those limits", f[1]).WithRemedy(refusal.ActionUnenforcedLimits, "")
-		}
-		have := map[string]bool{}
-		if len(f) > 2 {
-			for _, c := range strings.Split(f[2], ",") {
-				have[c] = true
-			}
-		}
-		var missing []string
-		for _, c := range []string{"memory", "pids", "cpu"} {
-			if !have[c] {
-				missing = append(missing, c)
-			}
-		}
-		if len(missing) > 0 {
-			return refusal.New(refusal.ContainerUnavailable,
-				"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md), or choose to run without those limits", strings.Join(missing, ", ")).WithRemedy(refusal.ActionUnenforcedLimits, "")
+	if f[0] != "true" {
+		return unapplied{}, nil
+	}
+	if f[1] != "v2" {
+		return unapplied{[]string{"memory", "cpus", "pids"}, fmt.Sprintf(
+			"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md), or choose to run without those limits", f[1])}, nil
+	}
+	have := map[string]bool{}
+	if len(f) > 2 {
+		for _, c := range strings.Split(f[2], ",") {
+			have[c] = true
 		}
 	}
-	limitsChecked.Store(key, true)
-	return nil
+	var missing, limits []string
+	for _, c := range []struct{ controller, limit string }{{"memory", "memory"}, {"cpu", "cpus"}, {"pids", "pids"}} {
+		if !have[c.controller] {
+			missing = append(missing, c.controller)
+			limits = append(limits, c.limit)
+		}
+	}
+	if len(missing) == 0 {
+		return unapplied{}, nil
+	}
+	return unapplied{limits, fmt.Sprintf(
+		"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md), or choose to run without those limits", strings.Join(missing, ", "))}, nil
 }
 
 // configDigest reads the manifest ref names, checks it hashes to its

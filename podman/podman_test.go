@@ -43,7 +43,7 @@ func usable(t *testing.T) {
 		// Where rootless podman would ignore the limits the executor
 		// refuses every run; TestRootless (as root) runs the battery
 		// rootless with UnenforcedLimits.
-		if err := (&Executor{}).cgroupLimits(context.Background()); err != nil {
+		if _, err := (&Executor{}).cgroupLimits(context.Background()); err != nil {
 			t.Skipf("%v: run as root (TestRootless then runs the battery as a rootless user)", err)
 		}
 	}
@@ -267,7 +267,7 @@ func TestContainerOutlivesNoBudget(t *testing.T) {
 	b := &backend{e: e}
 	c := f.Call("probe", nil, nil)
 	ctx := context.Background()
-	if err := b.Check(ctx, c); err != nil {
+	if _, err := b.Check(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb strings.Builder
@@ -303,7 +303,7 @@ func TestPruneRemovesWhatDeadExecutorsLeft(t *testing.T) {
 	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(600)"}
 	b := &backend{e: e}
 	c := f.Call("probe", nil, nil)
-	if err := b.Check(ctx, c); err != nil {
+	if _, err := b.Check(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb strings.Builder

@@ -1,18 +1,15 @@
 package podman
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,92 +36,6 @@ type rootlessFixture struct {
 	BuilderPK string              `json:"builder_pk"`
 }
 
-// subidUser is a user the machine has subordinate ids for.
-type subidUser struct {
-	name, home string
-	uid, gid   int
-}
-
-// subidCounts reads an /etc/subuid-style file: how many subordinate ids
-// each owner (a name or a numeric uid) has, and the owners in file order.
-func subidCounts(path string) (map[string]int64, []string) {
-	counts := map[string]int64{}
-	var order []string
-	f, err := os.Open(path)
-	if err != nil {
-		return counts, nil
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		parts := strings.Split(line, ":")
-		if len(parts) != 3 {
-			continue
-		}
-		n, err := strconv.ParseInt(parts[2], 10, 64)
-		if err != nil || n <= 0 {
-			continue
-		}
-		if _, seen := counts[parts[0]]; !seen {
-			order = append(order, parts[0])
-		}
-		counts[parts[0]] += n
-	}
-	return counts, order
-}
-
-// rootlessUser is the first user other than root that /etc/subuid and
-// /etc/subgid give at least 65536 ids each (the container's user 65534
-// is mapped into them) and that has a home directory for podman's
-// storage; CRUXPROV_ROOTLESS_USER names one instead. It skips t, naming
-// what is missing, where there is none.
-func rootlessUser(t *testing.T) subidUser {
-	t.Helper()
-	for _, tool := range []string{"newuidmap", "newgidmap"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (apt-get install uidmap): rootless podman cannot map subordinate ids", tool)
-		}
-	}
-	uids, order := subidCounts("/etc/subuid")
-	gids, _ := subidCounts("/etc/subgid")
-	if want := os.Getenv("CRUXPROV_ROOTLESS_USER"); want != "" {
-		order = []string{want}
-	}
-	var why []string
-	for _, owner := range order {
-		u, err := user.Lookup(owner)
-		if err != nil {
-			if u, err = user.LookupId(owner); err != nil {
-				why = append(why, fmt.Sprintf("%s: no such user", owner))
-				continue
-			}
-		}
-		count := func(m map[string]int64) int64 { return m[u.Username] + m[u.Uid] }
-		if u.Uid == "0" {
-			continue
-		}
-		if count(uids) < 65536 || count(gids) < 65536 {
-			why = append(why, fmt.Sprintf("%s: %d subordinate uids and %d gids, fewer than 65536", u.Username, count(uids), count(gids)))
-			continue
-		}
-		if st, err := os.Stat(u.HomeDir); err != nil || !st.IsDir() {
-			why = append(why, fmt.Sprintf("%s: no home directory %s for podman's storage", u.Username, u.HomeDir))
-			continue
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		return subidUser{name: u.Username, home: u.HomeDir, uid: uid, gid: gid}
-	}
-	t.Skipf("no user other than root has subordinate ids in /etc/subuid and /etc/subgid (%s): "+
-		"useradd --create-home cruxprov-rootless && usermod --add-subuids 100000-165535 --add-subgids 100000-165535 cruxprov-rootless (.ci/run does)",
-		strings.Join(why, "; "))
-	return subidUser{}
-}
-
 // TestRootless runs the conformance battery, a secret on fd 3 and the
 // containment probe as a user who is not root, with rootless podman:
 // the test binary re-executed under setpriv as a user the machine has
@@ -134,7 +45,7 @@ func rootlessUser(t *testing.T) subidUser {
 func TestRootless(t *testing.T) {
 	usable(t)
 	asuser.Require(t, "switch to a rootless user (as a user with subordinate ids, TestBattery itself runs rootless)")
-	u := rootlessUser(t)
+	u := asuser.Subid(t, os.Getenv("CRUXPROV_ROOTLESS_USER"))
 	f := fixture(t)
 	// The rootless user reads the fixture's layout (podman pulls it).
 	if err := filepath.WalkDir(fxDir, func(p string, d fs.DirEntry, err error) error {
@@ -166,18 +77,18 @@ func TestRootless(t *testing.T) {
 	if err := os.WriteFile(fxFile, fj, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := asuser.CommandInitGroups(u.uid, u.gid, bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
-	cmd.Dir = u.home
-	cmd.Env = []string{rootlessEnv + "=" + fxFile, "HOME=" + u.home, "USER=" + u.name, "LOGNAME=" + u.name,
+	cmd := asuser.CommandInitGroups(u.UID, u.GID, bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
+	cmd.Dir = u.Home
+	cmd.Env = []string{rootlessEnv + "=" + fxFile, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("as %s (uid %d, rootless podman): %v\n%s", u.name, u.uid, err, out)
+		t.Fatalf("as %s (uid %d, rootless podman): %v\n%s", u.Name, u.UID, err, out)
 	}
 	if !strings.Contains(string(out), "--- PASS: TestRootlessChild") || strings.Contains(string(out), "--- SKIP") {
-		t.Fatalf("as %s: the rootless run did not pass in full:\n%s", u.name, out)
+		t.Fatalf("as %s: the rootless run did not pass in full:\n%s", u.Name, out)
 	}
-	t.Logf("as %s (uid %d):\n%s", u.name, u.uid, out)
+	t.Logf("as %s (uid %d):\n%s", u.Name, u.UID, out)
 }
 
 // TestRootlessChild is TestRootless's child, as the rootless user.
@@ -218,7 +129,8 @@ func TestRootlessChild(t *testing.T) {
 	if len(fields) != 3 || fields[0] != "true" {
 		t.Fatalf("podman is not rootless here: %q", info)
 	}
-	limits := (&Executor{}).cgroupLimits(context.Background()) == nil
+	_, lerr := (&Executor{}).cgroupLimits(context.Background())
+	limits := lerr == nil
 	t.Logf("uid %d, rootless podman, cgroups %s, storage %s, limits enforced: %v", os.Getuid(), fields[1], fields[2], limits)
 
 	// By default the executor refuses a rootless podman that would
@@ -280,6 +192,18 @@ func TestRootlessChild(t *testing.T) {
 		st, err := os.Stat(path)
 		if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != os.Getuid() {
 			t.Errorf("the ledger %s is not the rootless user's: %v", path, err)
+		}
+		// The receipt says which limits the run went without.
+		sr, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+		if err != nil || len(sr.Attempts) != 1 {
+			t.Fatalf("scan: %v %+v", err, sr)
+		}
+		want := []string{"memory", "cpus", "pids"}
+		if limits {
+			want = nil
+		}
+		if got := sr.Attempts[0].Intent.Unenforced; !slices.Equal(got, want) {
+			t.Errorf("the intent's unenforced limits: %q, want %q", got, want)
 		}
 	})
 }

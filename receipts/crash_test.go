@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,7 +121,7 @@ func TestKillBetweenIntentAndOutcome(t *testing.T) {
 		t.Fatalf("orphans %+v", res.Orphans)
 	}
 	o := res.Orphans[0]
-	if o.Intent != testIntent("crash-1", "k", "in") || o.Path != path || o.Line != 1 {
+	if !reflect.DeepEqual(o.Intent, testIntent("crash-1", "k", "in")) || o.Path != path || o.Line != 1 {
 		t.Fatalf("orphan %+v", o)
 	}
 	l := openT(t, path)

@@ -5,13 +5,14 @@
 //
 // The format (docs/receipts.md is the reference):
 //
-//   - One JSON object per line, each with "format" ("cruxprov.receipt/v1";
+//   - One JSON object per line, each with "format" ("cruxprov.receipt/v1.1";
 //     a reader accepts any v1.N and refuses another major with
 //     ledger_corrupt) and "phase": "intent", "outcome" or "torn".
 //   - An intent names the attempt (attempt_id), the idempotency key, the
 //     provider, entrypoint, implementation, materialization and seal
 //     digests, backend, platform, protocol version, the tool's version, the
-//     input digest and started_at. An outcome names its attempt_id and
+//     input digest and started_at, and the limits the run went without
+//     (unenforced, optional, since v1.1). An outcome names its attempt_id and
 //     carries status, exit code, byte counts, result digest, error, the
 //     caller-redacted stderr tail, egress declared and observed, and
 //     ended_at. A torn row quarantines the bytes of an interrupted write.

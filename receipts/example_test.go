@@ -55,6 +55,6 @@ func Example() {
 	fmt.Print(strings.ReplaceAll(string(b), sha, "sha256:ab…"))
 	// Output:
 	// exec-1-1000.jsonl 1 0 ok
-	// {"format":"cruxprov.receipt/v1","phase":"intent","attempt_id":"run-1","idempotency_key":"order-42","provider":"acme-echo","entrypoint":"echo","implementation_digest":"sha256:ab…","materialization_digest":"sha256:ab…","seal_digest":"sha256:ab…","backend":"local","platform":"linux-x86_64-cp312","protocol_version":1,"tool":"cruxprov 0.1","input_digest":"sha256:ab…","started_at":"2026-03-01T12:00:00Z"}
-	// {"format":"cruxprov.receipt/v1","phase":"outcome","attempt_id":"run-1","status":"ok","exit_code":0,"stdout_bytes":42,"stderr_bytes":0,"result_digest":"sha256:ab…","error_code":"","error_message":"","stderr_tail":"","egress_declared":[],"egress_observed":[],"replayed":false,"ended_at":"2026-03-01T12:00:00.15Z"}
+	// {"format":"cruxprov.receipt/v1.1","phase":"intent","attempt_id":"run-1","idempotency_key":"order-42","provider":"acme-echo","entrypoint":"echo","implementation_digest":"sha256:ab…","materialization_digest":"sha256:ab…","seal_digest":"sha256:ab…","backend":"local","platform":"linux-x86_64-cp312","protocol_version":1,"tool":"cruxprov 0.1","input_digest":"sha256:ab…","started_at":"2026-03-01T12:00:00Z"}
+	// {"format":"cruxprov.receipt/v1.1","phase":"outcome","attempt_id":"run-1","status":"ok","exit_code":0,"stdout_bytes":42,"stderr_bytes":0,"result_digest":"sha256:ab…","error_code":"","error_message":"","stderr_tail":"","egress_declared":[],"egress_observed":[],"replayed":false,"ended_at":"2026-03-01T12:00:00.15Z"}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +88,30 @@ func TestBeginFinishScan(t *testing.T) {
 	}
 	if _, err := l.Begin(context.Background(), testIntent("", "", "x")); !errors.Is(err, refusal.LedgerWriteFailed) {
 		t.Fatalf("Begin after Close: %v", err)
+	}
+}
+
+// TestUnenforcedRoundTrip: the limits a run went without reach the
+// ledger and come back from a scan, and an intent with none carries no
+// field at all.
+func TestUnenforcedRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	l := openT(t, path)
+	in := testIntent("a1", "", "in")
+	in.Unenforced = []string{"memory", "cpus", "pids"}
+	begin(t, l, in)
+	begin(t, l, testIntent("a2", "", "in"))
+	res := scanT(t, path)
+	if len(res.Orphans) != 2 || !reflect.DeepEqual(res.Orphans[0].Intent, in) || res.Orphans[1].Intent.Unenforced != nil {
+		t.Fatalf("orphans %+v", res.Orphans)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if !strings.Contains(lines[0], `"unenforced":["memory","cpus","pids"]`) || strings.Contains(lines[1], "unenforced") {
+		t.Errorf("ledger:\n%s", b)
 	}
 }
 

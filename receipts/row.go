@@ -19,8 +19,10 @@ import (
 // Format is the format of the rows this version writes. A reader accepts
 // cruxprov.receipt/v1 and any v1.N (fields a later minor adds are ignored;
 // a v1 or v1.0 row with an unknown field is corrupt) and refuses another
-// major with ledger_corrupt (DESIGN §14).
-const Format = "cruxprov.receipt/v1"
+// major with ledger_corrupt (DESIGN §14). v1.1 added the intent's
+// optional "unenforced", so a reader from before it ignores the field
+// rather than calling the ledger corrupt.
+const Format = "cruxprov.receipt/v1.1"
 
 // The phases of a row.
 const (
@@ -68,6 +70,11 @@ type Intent struct {
 	Tool                  string    `json:"tool"`         // cruxprov's version
 	InputDigest           string    `json:"input_digest"` // "sha256:<hex>"
 	StartedAt             time.Time `json:"started_at"`
+	// Unenforced names the limits the backend could not apply and the
+	// caller chose to run without (a rootless podman on cgroups v1:
+	// "memory", "cpus", "pids"); omitted when every limit holds. Since
+	// v1.1.
+	Unenforced []string `json:"unenforced,omitempty"`
 }
 
 // Outcome is the second phase of a receipt: how the attempt AttemptID
@@ -107,21 +114,22 @@ type tornRow struct {
 
 // The JSON shapes written, fields in a fixed order.
 type intentJSON struct {
-	Format                string `json:"format"`
-	Phase                 string `json:"phase"`
-	AttemptID             string `json:"attempt_id"`
-	IdempotencyKey        string `json:"idempotency_key"`
-	Provider              string `json:"provider"`
-	Entrypoint            string `json:"entrypoint"`
-	ImplementationDigest  string `json:"implementation_digest"`
-	MaterializationDigest string `json:"materialization_digest"`
-	SealDigest            string `json:"seal_digest"`
-	Backend               string `json:"backend"`
-	Platform              string `json:"platform"`
-	ProtocolVersion       int    `json:"protocol_version"`
-	Tool                  string `json:"tool"`
-	InputDigest           string `json:"input_digest"`
-	StartedAt             string `json:"started_at"`
+	Format                string   `json:"format"`
+	Phase                 string   `json:"phase"`
+	AttemptID             string   `json:"attempt_id"`
+	IdempotencyKey        string   `json:"idempotency_key"`
+	Provider              string   `json:"provider"`
+	Entrypoint            string   `json:"entrypoint"`
+	ImplementationDigest  string   `json:"implementation_digest"`
+	MaterializationDigest string   `json:"materialization_digest"`
+	SealDigest            string   `json:"seal_digest"`
+	Backend               string   `json:"backend"`
+	Platform              string   `json:"platform"`
+	ProtocolVersion       int      `json:"protocol_version"`
+	Tool                  string   `json:"tool"`
+	InputDigest           string   `json:"input_digest"`
+	StartedAt             string   `json:"started_at"`
+	Unenforced            []string `json:"unenforced,omitempty"`
 }
 
 type outcomeJSON struct {
@@ -171,7 +179,7 @@ func encodeIntent(in Intent) ([]byte, error) {
 		ImplementationDigest: in.ImplementationDigest, MaterializationDigest: in.MaterializationDigest,
 		SealDigest: in.SealDigest, Backend: in.Backend, Platform: in.Platform,
 		ProtocolVersion: in.ProtocolVersion, Tool: in.Tool, InputDigest: in.InputDigest,
-		StartedAt: formatTime(in.StartedAt),
+		StartedAt: formatTime(in.StartedAt), Unenforced: in.Unenforced,
 	}, in.StartedAt)
 }
 
@@ -252,6 +260,9 @@ func parseRow(line []byte) (row, error) {
 	}
 	if o.err != nil {
 		return row{}, o.err
+	}
+	if minor == 0 && r.intent != nil && r.intent.Unenforced != nil {
+		return row{}, fmt.Errorf("field \"unenforced\" in a %s row (it is v1.1's)", f)
 	}
 	if minor == 0 {
 		for _, fl := range o.fields {
@@ -527,6 +538,24 @@ func (o *object) strs(name string) []string {
 	return out
 }
 
+// optStrs reads an optional array of non-empty strings; present, it has
+// at least one (an empty one is written as no field).
+func (o *object) optStrs(name string) []string {
+	if o.find(name) < 0 {
+		return nil
+	}
+	v := o.strs(name)
+	if o.err == nil && len(v) == 0 {
+		o.fail("field %q is empty (omitted when there is nothing to say)", name)
+	}
+	for _, s := range v {
+		if s == "" {
+			o.fail("field %q holds an empty string", name)
+		}
+	}
+	return v
+}
+
 func (o *object) time(name string) time.Time {
 	s := o.str(name, true)
 	if s == "" {
@@ -554,6 +583,7 @@ func (o *object) intent() *Intent {
 		Tool:                  o.str("tool", true),
 		InputDigest:           o.digest("input_digest", false),
 		StartedAt:             o.time("started_at"),
+		Unenforced:            o.optStrs("unenforced"),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -99,6 +100,9 @@ func receiptsAction(c *cli.Context, scan bool) error {
 				if a.Outcome.Replayed {
 					st += " (replayed)"
 				}
+			}
+			if len(a.Intent.Unenforced) > 0 {
+				st += " (no " + strings.Join(a.Intent.Unenforced, ", ") + " limits)"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, a.Intent.Provider, a.Intent.Entrypoint, st, code, dash(a.Intent.IdempotencyKey))
 		}

@@ -6,8 +6,9 @@
 // It owns the steps those tests shared: skipping unless the test runs as
 // root with setpriv on PATH, a world-readable temporary directory, a copy
 // of the running test binary there (the go test cache's copy is not
-// readable by other users) or of a program the test built, and the
-// setpriv command line. What the child
+// readable by other users) or of a program the test built, the setpriv
+// command line, and finding a user with subordinate ids for rootless
+// podman (Subid). What the child
 // does, its environment and what the parent asserts stay with each test.
 // Only tests import it.
 package asuser
