@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,10 @@ func FuzzParseRow(f *testing.F) {
 	in, _ := encodeIntent(testIntent("a1", "k", "in"))
 	out, _ := encodeOutcome(testOutcome("a1", StatusOK))
 	f.Add(bytes.TrimSpace(in))
+	limited := testIntent("a2", "", "in")
+	limited.Unenforced = []string{"memory", "pids"}
+	lim, _ := encodeIntent(limited)
+	f.Add(bytes.TrimSpace(lim))
 	f.Add(bytes.TrimSpace(out))
 	f.Add(bytes.TrimSpace(encodeTorn(7, []byte("frag\xff"), t0)))
 	f.Add([]byte(`{"format":"cruxprov.receipt/v1","phase":"intent","a":{"b":[1,2]}}`))
@@ -193,7 +198,7 @@ func FuzzParseRow(f *testing.F) {
 				t.Fatalf("parsed intent does not encode: %v", err)
 			}
 			r2, err := parseRow(bytes.TrimSuffix(b, []byte("\n")))
-			if err != nil || !sameInstant(r2.intent.StartedAt, r.intent.StartedAt) {
+			if err != nil || !sameInstant(r2.intent.StartedAt, r.intent.StartedAt) || !slices.Equal(r2.intent.Unenforced, r.intent.Unenforced) {
 				t.Fatalf("re-encoded intent: %v", err)
 			}
 		case r.outcome != nil:
