@@ -99,6 +99,18 @@ step "a rebuild with nothing changed gives the same digest"
 	--base "$base" --shim "$work/cruxshim" --output "oci:$work/out" --json >"$work/rebuild.json"
 [ "$(jq -r .digest "$work/rebuild.json")" = "$digest" ] && echo "same digest $digest"
 
+step "a second builder pushes the same digest under its own key: both signatures stand (cosign adds, never replaces)"
+show "$bin" key generate --out "$work/builder2" --quiet
+show "$bin" image build --wheel "$echo" --index "http://127.0.0.1:$ip/simple/" --platform cp311-manylinux_2_36_x86_64 \
+	--base "$base" --shim "$work/cruxshim" --push "$repo:1.0" --sign-key "$work/builder2.key" \
+	--builder-id https://ci.example/interop-2 --json >"$work/build2.json"
+[ "$(jq -r .digest "$work/build2.json")" = "$digest" ] || { echo "interop: the second builder's digest differs" >&2; exit 1; }
+for k in builder builder2; do
+	show "$cosign" verify --key "$work/$k.pub" --insecure-ignore-tlog=true --allow-insecure-registry "$repo@$digest" >"$work/verify-$k.json"
+	show "$cosign" verify-attestation --key "$work/$k.pub" --type slsaprovenance1 --insecure-ignore-tlog=true --allow-insecure-registry "$repo@$digest" >/dev/null
+	show "$bin" image verify "$repo@$digest" --key "$work/$k.pub" --quiet
+done
+
 step "run --backend container: governance (approver root, builder key, interfaces), install --backend container, approve, verify, run with a secret on fd 3"
 show "$bin" key generate --out "$work/alice" --quiet
 show "$bin" key trust "$work/alice.pub" --name alice
