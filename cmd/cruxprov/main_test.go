@@ -223,6 +223,10 @@ func TestJSONFlagSpellingsAnswerInJSON(t *testing.T) {
 			if r.code != exitRefused || v["schema"] != "cruxprov.inspect/v1" || ref["code"] != "wheel_invalid" {
 				t.Errorf("%s: %+v", j, r)
 			}
+			// The human line stays on stderr, for a job's log (docs/refusals.md).
+			if !strings.HasPrefix(r.stderr, "refused: wheel_invalid: ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%s: stderr %q", j, r.stderr)
+			}
 			r = cruxprov(t, "inspect", j)
 			if v := jsonDoc(t, r); r.code != exitUsage || v["schema"] != "cruxprov.inspect/v1" {
 				t.Errorf("%s usage: %+v", j, r)
