@@ -54,6 +54,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,7 +291,7 @@ func (e *Executor) cgroupLimits(ctx context.Context) ([]string, error) {
 	}
 	lost := v.(unapplied)
 	if len(lost.limits) == 0 || e.UnenforcedLimits {
-		return lost.limits, nil
+		return slices.Clone(lost.limits), nil
 	}
 	return nil, refusal.New(refusal.ContainerUnavailable, "%s", lost.why).WithRemedy(refusal.ActionUnenforcedLimits, "")
 }
