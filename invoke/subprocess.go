@@ -35,6 +35,20 @@ const MaxSecretBundle = 64 << 10
 // StderrTail is how much of the end of stderr a receipt keeps, in bytes.
 const StderrTail = 4 << 10
 
+// What a receipt keeps of a run's own words, so that its outcome always
+// fits a ledger row (receipts.MaxRow; JSON may write a byte as six), and
+// a provider cannot leave its run unrecorded by saying too much: the first
+// ReceiptMessage bytes of the error message (and 128 of its code), and the
+// first observed egress URLs (each cut to 2 KiB) while they add up to at
+// most ReceiptEgress bytes; the outcome counts the URLs dropped. A cut
+// text ends with " … (N bytes more)". The Result keeps them whole.
+const (
+	ReceiptMessage = 4 << 10
+	ReceiptEgress  = 64 << 10
+	receiptCode    = 128
+	receiptURL     = 2 << 10
+)
+
 // Defaults applied where neither the manifest nor the caller sets a budget.
 var DefaultBudgets = Budgets{TimeoutMS: 30_000, OutputBytes: 1 << 20}
 
@@ -700,7 +714,7 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 		msg += fmt.Sprintf(" (refused before idempotency key %q was consulted: the key is not used)", r.key)
 	}
 	o := receipts.Outcome{AttemptID: r.attempt, Status: receipts.StatusRefused, ExitCode: -1,
-		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: msg,
+		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: clip(msg, ReceiptMessage),
 		EgressDeclared: nonNil(r.egress), EgressObserved: []string{}, EndedAt: time.Now().UTC()}
 	if o.ErrorCode == "" { // the context ended: the receipt still names a code of the closed set
 		o.ErrorCode = string(refusal.InvokeFailed)
@@ -720,12 +734,40 @@ func (r *recorder) finish(ctx context.Context, res *Result, tail string) error {
 		o.ResultDigest = digest.Sum(res.Value).String()
 	}
 	if res.Error != nil {
-		o.ErrorCode, o.ErrorMessage = res.Error.Code, res.Error.Message
+		o.ErrorCode, o.ErrorMessage = clip(res.Error.Code, receiptCode), clip(res.Error.Message, ReceiptMessage)
 	}
+	o.EgressObserved, o.EgressObservedDropped = keptEgress(o.EgressObserved)
 	if err := r.l.Finish(context.WithoutCancel(ctx), o); err != nil {
 		return asRefusal(err, refusal.LedgerWriteFailed, "cannot write the outcome")
 	}
 	return nil
+}
+
+// clip is s cut to at most n bytes at a character boundary, saying how
+// much was cut; s itself when it fits.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return fmt.Sprintf("%s … (%d bytes more)", s[:i], len(s)-i)
+}
+
+// keptEgress is what a receipt keeps of the observed egress (see
+// ReceiptEgress) and how many URLs it drops.
+func keptEgress(urls []string) ([]string, int) {
+	kept, size := make([]string, 0, len(urls)), 0
+	for i, u := range urls {
+		u = clip(u, receiptURL)
+		if size+len(u) > ReceiptEgress {
+			return kept, len(urls) - i
+		}
+		kept, size = append(kept, u), size+len(u)
+	}
+	return kept, 0
 }
 
 func nonNil(xs []string) []string {

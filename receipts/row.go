@@ -81,20 +81,24 @@ type Intent struct {
 // ended. ReplayOf is set only on a replayed outcome (Replayed), naming the
 // attempt whose ok outcome was returned.
 type Outcome struct {
-	AttemptID      string    `json:"attempt_id"`
-	Status         string    `json:"status"` // one of the Status constants
-	ExitCode       int       `json:"exit_code"`
-	StdoutBytes    int64     `json:"stdout_bytes"`
-	StderrBytes    int64     `json:"stderr_bytes"`
-	ResultDigest   string    `json:"result_digest"` // "sha256:<hex>"; required when Status is ok
-	ErrorCode      string    `json:"error_code,omitempty"`
-	ErrorMessage   string    `json:"error_message,omitempty"`
-	StderrTail     string    `json:"stderr_tail,omitempty"` // already redacted by the caller
-	EgressDeclared []string  `json:"egress_declared"`
-	EgressObserved []string  `json:"egress_observed"`
-	Replayed       bool      `json:"replayed,omitempty"`
-	ReplayOf       string    `json:"replay_of,omitempty"`
-	EndedAt        time.Time `json:"ended_at"`
+	AttemptID      string   `json:"attempt_id"`
+	Status         string   `json:"status"` // one of the Status constants
+	ExitCode       int      `json:"exit_code"`
+	StdoutBytes    int64    `json:"stdout_bytes"`
+	StderrBytes    int64    `json:"stderr_bytes"`
+	ResultDigest   string   `json:"result_digest"` // "sha256:<hex>"; required when Status is ok
+	ErrorCode      string   `json:"error_code,omitempty"`
+	ErrorMessage   string   `json:"error_message,omitempty"`
+	StderrTail     string   `json:"stderr_tail,omitempty"` // already redacted by the caller
+	EgressDeclared []string `json:"egress_declared"`
+	EgressObserved []string `json:"egress_observed"`
+	// EgressObservedDropped counts the observed URLs past what a receipt
+	// keeps (the executor keeps the first ones, up to a size); omitted
+	// when none were dropped. Since v1.1.
+	EgressObservedDropped int       `json:"egress_observed_dropped,omitempty"`
+	Replayed              bool      `json:"replayed,omitempty"`
+	ReplayOf              string    `json:"replay_of,omitempty"`
+	EndedAt               time.Time `json:"ended_at"`
 }
 
 // row is one parsed ledger line: exactly one of its pointers is set.
@@ -146,6 +150,7 @@ type outcomeJSON struct {
 	StderrTail     string   `json:"stderr_tail"`
 	EgressDeclared []string `json:"egress_declared"`
 	EgressObserved []string `json:"egress_observed"`
+	EgressDropped  int      `json:"egress_observed_dropped,omitempty"`
 	Replayed       bool     `json:"replayed"`
 	ReplayOf       string   `json:"replay_of,omitempty"`
 	EndedAt        string   `json:"ended_at"`
@@ -189,7 +194,8 @@ func encodeOutcome(out Outcome) ([]byte, error) {
 		ExitCode: out.ExitCode, StdoutBytes: out.StdoutBytes, StderrBytes: out.StderrBytes,
 		ResultDigest: out.ResultDigest, ErrorCode: out.ErrorCode, ErrorMessage: out.ErrorMessage,
 		StderrTail: out.StderrTail, EgressDeclared: nonNil(out.EgressDeclared),
-		EgressObserved: nonNil(out.EgressObserved), Replayed: out.Replayed, ReplayOf: out.ReplayOf,
+		EgressObserved: nonNil(out.EgressObserved), EgressDropped: out.EgressObservedDropped,
+		Replayed: out.Replayed, ReplayOf: out.ReplayOf,
 		EndedAt: formatTime(out.EndedAt),
 	}, out.EndedAt)
 }
@@ -263,6 +269,9 @@ func parseRow(line []byte) (row, error) {
 	}
 	if minor == 0 && r.intent != nil && r.intent.Unenforced != nil {
 		return row{}, fmt.Errorf("field \"unenforced\" in a %s row (it is v1.1's)", f)
+	}
+	if minor == 0 && r.outcome != nil && o.find("egress_observed_dropped") >= 0 {
+		return row{}, fmt.Errorf("field \"egress_observed_dropped\" in a %s row (it is v1.1's)", f)
 	}
 	if minor == 0 {
 		for _, fl := range o.fields {
@@ -538,6 +547,15 @@ func (o *object) strs(name string) []string {
 	return out
 }
 
+// optCount reads an optional positive integer (absent: 0; an explicit 0
+// is written as no field).
+func (o *object) optCount(name string) int {
+	if o.find(name) < 0 {
+		return 0
+	}
+	return int(o.int(name, 1, 1<<31-1))
+}
+
 // optStrs reads an optional array of non-empty strings; present, it has
 // at least one (an empty one is written as no field).
 func (o *object) optStrs(name string) []string {
@@ -589,20 +607,21 @@ func (o *object) intent() *Intent {
 
 func (o *object) outcome() *Outcome {
 	out := &Outcome{
-		AttemptID:      o.attemptID("attempt_id"),
-		Status:         o.str("status", true),
-		ExitCode:       int(o.int("exit_code", -1<<31, 1<<31-1)),
-		StdoutBytes:    o.int("stdout_bytes", 0, 1<<62),
-		StderrBytes:    o.int("stderr_bytes", 0, 1<<62),
-		ResultDigest:   o.digest("result_digest", true),
-		ErrorCode:      o.str("error_code", false),
-		ErrorMessage:   o.str("error_message", false),
-		StderrTail:     o.str("stderr_tail", false),
-		EgressDeclared: o.strs("egress_declared"),
-		EgressObserved: o.strs("egress_observed"),
-		Replayed:       o.bool("replayed"),
-		ReplayOf:       o.optStr("replay_of"),
-		EndedAt:        o.time("ended_at"),
+		AttemptID:             o.attemptID("attempt_id"),
+		Status:                o.str("status", true),
+		ExitCode:              int(o.int("exit_code", -1<<31, 1<<31-1)),
+		StdoutBytes:           o.int("stdout_bytes", 0, 1<<62),
+		StderrBytes:           o.int("stderr_bytes", 0, 1<<62),
+		ResultDigest:          o.digest("result_digest", true),
+		ErrorCode:             o.str("error_code", false),
+		ErrorMessage:          o.str("error_message", false),
+		StderrTail:            o.str("stderr_tail", false),
+		EgressDeclared:        o.strs("egress_declared"),
+		EgressObserved:        o.strs("egress_observed"),
+		EgressObservedDropped: o.optCount("egress_observed_dropped"),
+		Replayed:              o.bool("replayed"),
+		ReplayOf:              o.optStr("replay_of"),
+		EndedAt:               o.time("ended_at"),
 	}
 	switch out.Status {
 	case StatusOK, StatusError, StatusTimeout, StatusOutputLimit, StatusRefused:

@@ -200,6 +200,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	t.Run("OutputBudgetKillsAFlood", b.flood)
 	t.Run("NonZeroExitRedactedTail", b.crash)
 	t.Run("UnparseableOutput", b.garbage)
+	t.Run("OversizedResultRecorded", b.oversized)
 	t.Run("FreshWorkdir", b.workdir)
 	t.Run("KilledBetweenIntentAndOutcome", b.orphan)
 }
@@ -566,6 +567,52 @@ func (b *battery) garbage(t *testing.T) {
 			}
 			if o := recorded(t, path, res); o.Status != receipts.StatusError {
 				t.Errorf("a protocol failure recorded as %s", o.Status)
+			}
+		})
+	}
+}
+
+// oversized: a well-formed result within the output budget whose
+// message or egress list, as the ledger encodes it (JSON escapes each '<'
+// into six bytes), would pass a receipt row's limit. The run must still
+// leave its outcome, with those fields cut to what a receipt keeps; an
+// outcome that cannot be written leaves the run an orphan intent.
+func (b *battery) oversized(t *testing.T) {
+	ex, path := b.open(t)
+	urls := make([]string, 16000)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("https://e.example/%05d/<<<<<<<<<<<<<<<<<<<<<<", i)
+	}
+	egress, _ := json.Marshal(urls)
+	for name, tc := range map[string]struct {
+		message string
+		egress  string
+	}{
+		"a long message": {strings.Repeat("<", 600<<10), "[]"},
+		"many URLs":      {"boom", strings.ReplaceAll(string(egress), `\u003c`, "<")},
+		"a long URL":     {"boom", `["https://e.example/` + strings.Repeat("<", 600<<10) + `"]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			msg, _ := json.Marshal(tc.message)
+			out := `{"status":"error","run_id":"{run_id}","error":{"code":"provider_error","message":` +
+				strings.ReplaceAll(string(msg), `\u003c`, "<") + `},"egress":` + tc.egress + "}\n"
+			res := b.run(t, ex, b.fx.Call("garbage", map[string]string{"stdout": out}, secrets))
+			if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != "provider_error" {
+				t.Fatalf("status %s %+v, want the provider's error", res.Status, res.Error)
+			}
+			o := recorded(t, path, res)
+			if len(o.ErrorMessage) > invoke.ReceiptMessage+64 || !strings.HasPrefix(o.ErrorMessage, res.Error.Message[:min(64, len(res.Error.Message))]) {
+				t.Errorf("the receipt's message: %d bytes: %.80q…", len(o.ErrorMessage), o.ErrorMessage)
+			}
+			kept := 0
+			for _, u := range o.EgressObserved {
+				kept += len(u)
+			}
+			if kept > invoke.ReceiptEgress {
+				t.Errorf("the receipt keeps %d bytes of egress in %d URLs", kept, len(o.EgressObserved))
+			}
+			if len(res.Egress) > 0 && (len(o.EgressObserved) == 0 || o.EgressObservedDropped+len(o.EgressObserved) != len(res.Egress)) {
+				t.Errorf("egress: the run saw %d URLs, the receipt keeps %d and says %d were dropped", len(res.Egress), len(o.EgressObserved), o.EgressObservedDropped)
 			}
 		})
 	}
