@@ -603,6 +603,12 @@ func parseOutput(res *Result, out []byte, attempt string) {
 		fail(CodeProtocolError, "the harness wrote no result on stdout")
 		return
 	}
+	if !utf8.Valid(trimmed) {
+		// JSON is UTF-8 (RFC 8259 §8.1); encoding/json would keep such
+		// bytes in the result, and hand them to the caller's JSON.
+		fail(CodeProtocolError, "stdout is not valid UTF-8")
+		return
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {

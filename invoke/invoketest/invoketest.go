@@ -554,14 +554,18 @@ func (b *battery) crash(t *testing.T) {
 
 func (b *battery) garbage(t *testing.T) {
 	ex, path := b.open(t)
-	for name, out := range map[string]string{
-		"empty":         "",
-		"not JSON":      "this is not JSON\n",
-		"two documents": `{"status":"ok","run_id":"x","result":1,"egress":[]}` + "\n" + `{"status":"ok"}` + "\n",
-		"a JSON array":  "[1, 2, 3]\n",
+	for name, input := range map[string]any{
+		"empty":         map[string]string{"stdout": ""},
+		"not JSON":      map[string]string{"stdout": "this is not JSON\n"},
+		"two documents": map[string]string{"stdout": `{"status":"ok","run_id":"x","result":1,"egress":[]}` + "\n" + `{"status":"ok"}` + "\n"},
+		"a JSON array":  map[string]string{"stdout": "[1, 2, 3]\n"},
+		// A result otherwise well-formed whose string holds bytes that
+		// are not UTF-8 (JSON is UTF-8, RFC 8259 §8.1): the hostile tool
+		// writes the lone surrogate of its input as such bytes.
+		"not UTF-8": json.RawMessage(`{"stdout":"{\"status\":\"ok\",\"run_id\":\"{run_id}\",\"result\":\"\ud800\",\"egress\":[]}"}`),
 	} {
 		t.Run(name, func(t *testing.T) {
-			res := b.run(t, ex, b.fx.Call("garbage", map[string]string{"stdout": out}, secrets))
+			res := b.run(t, ex, b.fx.Call("garbage", input, secrets))
 			if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeProtocolError {
 				t.Fatalf("status %s %+v, want error %s", res.Status, res.Error, invoke.CodeProtocolError)
 			}
