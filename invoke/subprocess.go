@@ -733,20 +733,26 @@ func (r *recorder) finish(ctx context.Context, res *Result, tail string) error {
 	if r.l == nil {
 		return nil
 	}
+	if err := r.l.Finish(context.WithoutCancel(ctx), r.outcome(res, tail)); err != nil {
+		return asRefusal(err, refusal.LedgerWriteFailed, "cannot write the outcome")
+	}
+	return nil
+}
+
+// outcome is the receipt of a run that ended as res, with what a receipt
+// keeps of the provider's words.
+func (r *recorder) outcome(res *Result, tail string) receipts.Outcome {
 	o := receipts.Outcome{AttemptID: r.attempt, Status: string(res.Status), ExitCode: res.ExitCode,
 		StdoutBytes: res.StdoutBytes, StderrBytes: res.StderrBytes, StderrTail: tail,
-		EgressDeclared: nonNil(r.egress), EgressObserved: nonNil(res.Egress), EndedAt: time.Now().UTC()}
+		EgressDeclared: nonNil(r.egress), EndedAt: time.Now().UTC()}
 	if res.Status == StatusOK {
 		o.ResultDigest = digest.Sum(res.Value).String()
 	}
 	if res.Error != nil {
 		o.ErrorCode, o.ErrorMessage = clip(res.Error.Code, receiptCode), clip(res.Error.Message, ReceiptMessage)
 	}
-	o.EgressObserved, o.EgressObservedDropped = keptEgress(o.EgressObserved)
-	if err := r.l.Finish(context.WithoutCancel(ctx), o); err != nil {
-		return asRefusal(err, refusal.LedgerWriteFailed, "cannot write the outcome")
-	}
-	return nil
+	o.EgressObserved, o.EgressObservedDropped = keptEgress(res.Egress)
+	return o
 }
 
 // clip is s cut to at most n bytes at a character boundary, saying how
