@@ -720,7 +720,7 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 		msg += fmt.Sprintf(" (refused before idempotency key %q was consulted: the key is not used)", r.key)
 	}
 	o := receipts.Outcome{AttemptID: r.attempt, Status: receipts.StatusRefused, ExitCode: -1,
-		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: clip(msg, ReceiptMessage),
+		ErrorCode: string(refusal.CodeOf(err)), ErrorMessage: Clip(msg, ReceiptMessage),
 		EgressDeclared: nonNil(r.egress), EgressObserved: []string{}, EndedAt: time.Now().UTC()}
 	if o.ErrorCode == "" { // the context ended: the receipt still names a code of the closed set
 		o.ErrorCode = string(refusal.InvokeFailed)
@@ -749,15 +749,16 @@ func (r *recorder) outcome(res *Result, tail string) receipts.Outcome {
 		o.ResultDigest = digest.Sum(res.Value).String()
 	}
 	if res.Error != nil {
-		o.ErrorCode, o.ErrorMessage = clip(res.Error.Code, receiptCode), clip(res.Error.Message, ReceiptMessage)
+		o.ErrorCode, o.ErrorMessage = Clip(res.Error.Code, receiptCode), Clip(res.Error.Message, ReceiptMessage)
 	}
 	o.EgressObserved, o.EgressObservedDropped = keptEgress(res.Egress)
 	return o
 }
 
-// clip is s cut to at most n bytes at a character boundary, saying how
-// much was cut; s itself when it fits.
-func clip(s string, n int) string {
+// Clip is a provider's text s cut to at most n bytes at a character
+// boundary, saying how much was cut: what a receipt keeps of it, and what
+// a caller shows a person; s itself when it fits.
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -773,7 +774,7 @@ func clip(s string, n int) string {
 func keptEgress(urls []string) ([]string, int) {
 	kept, size := make([]string, 0, len(urls)), 0
 	for i, u := range urls {
-		u = clip(u, receiptURL)
+		u = Clip(u, receiptURL)
 		if size+len(u) > ReceiptEgress {
 			return kept, len(urls) - i
 		}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -282,7 +284,47 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine is s as one line for a terminal: each run of white space is one
+// space, and what a terminal would act on rather than show (C0 and C1
+// controls, DEL, Unicode's bidirectional controls, bytes that are not
+// UTF-8) is written as an escape (\x1b, \u202e). Error details carry
+// what others wrote (a provider's error message, a file name), which must
+// not move the cursor, recolour the screen or reorder the line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	clean := true
+	for _, r := range s {
+		if shown(r) {
+			continue
+		}
+		clean = false
+		break
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case shown(r):
+			b.WriteString(s[i : i+n])
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// shown says whether a terminal shows r as itself.
+func shown(r rune) bool {
+	return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Bidi_Control, r)
+}
 
 func hasFlag(args []string, name string) bool {
 	for _, a := range args[1:] {

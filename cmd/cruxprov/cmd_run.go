@@ -294,7 +294,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 			if e.Code != msg { // "timeout: killed after…", not "timeout: timeout: …"
 				msg += ": " + e.Code
 			}
-			msg += ": " + e.Message
+			msg += ": " + invoke.Clip(e.Message, invoke.ReceiptMessage)
 		}
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, ledger)}
 	}

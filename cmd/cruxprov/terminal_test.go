@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/invoke"
+)
+
+// TestOneLineShowsNoControls: an error line carries what others wrote (a
+// provider's error message above all); nothing in it may act on the
+// terminal: no newline, escape sequence, C1 control, bidirectional
+// override or byte that is not UTF-8 reaches stderr as itself.
+func TestOneLineShowsNoControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain words, é and ☃":              "plain words, é and ☃",
+		"two\nlines\t and  spaces":          "two lines and spaces",
+		"clear\x1b[2J\x1b[1;1Hok: all good": `clear\x1b[2J\x1b[1;1Hok: all good`,
+		"bell\x07 del\x7f nul\x00":          `bell\x07 del\x7f nul\x00`,
+		"csi\u009b31m c1":                   `csi\u009b31m c1`,
+		"abc\u202eexe.txt":                  `abc\u202eexe.txt`,
+		"bad \xff\xfe bytes":                `bad \xff\xfe bytes`,
+		"cut rune \xe2\x98":                 `cut rune \xe2\x98`,
+		"":                                  "",
+	} {
+		if got := oneLine(in); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRunFailureLine: the line a failed run leaves on stderr holds at most
+// what a receipt keeps of the provider's message, and (through oneLine,
+// as the CLI prints every error) nothing a terminal acts on.
+func TestRunFailureLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	o := &opts{stdout: &out, stderr: &errb}
+	msg := "\x1b[2K\rok: acme-echo echo\n" + strings.Repeat("<", 100_000)
+	res := &invoke.Result{AttemptID: "att_1", Status: invoke.StatusError, Error: &invoke.Error{Code: "provider_error", Message: msg}, Egress: []string{}}
+	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl")
+	if err == nil {
+		t.Fatal("a failed run returned no error")
+	}
+	line := oneLine(err.Error())
+	if strings.ContainsAny(line, "\x1b\r\n") || len(line) > invoke.ReceiptMessage+300 {
+		t.Errorf("the failure line (%d bytes): %.200q", len(line), line)
+	}
+	if !strings.Contains(line, "ended error: provider_error: \\x1b[2K ok: acme-echo echo <<<") || !strings.Contains(line, "bytes more)") {
+		t.Errorf("the failure line: %.300q", line)
+	}
+}
