@@ -291,14 +291,19 @@ func (e *errWriter) Write(p []byte) (int, error) {
 // what others wrote (a provider's error message, a file name), which must
 // not move the cursor, recolour the screen or reorder the line.
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	return escapeControls(strings.Join(strings.Fields(s), " "))
+}
+
+// escapeControls is s with what a terminal would act on written as
+// escapes, as oneLine does, keeping its spaces and tabs (a line of a
+// provider's stderr keeps its indentation).
+func escapeControls(s string) string {
 	clean := true
 	for _, r := range s {
-		if shown(r) {
-			continue
+		if !shown(r) && r != '\t' {
+			clean = false
+			break
 		}
-		clean = false
-		break
 	}
 	if clean {
 		return s
@@ -309,7 +314,7 @@ func oneLine(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case shown(r):
+		case shown(r) || r == '\t':
 			b.WriteString(s[i : i+n])
 		case r < 0x80:
 			fmt.Fprintf(&b, `\x%02x`, r)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,8 +20,8 @@ func init() {
 	register(&cli.Command{
 		Name:        "receipts",
 		Usage:       "read receipts ledgers: every run's intent and outcome",
-		UsageText:   "cruxprov receipts scan|list …",
-		Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts scan --ledger a.jsonl --ledger b.jsonl --json",
+		UsageText:   "cruxprov receipts scan|list|show …",
+		Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts scan --ledger a.jsonl --ledger b.jsonl --json",
 		Subcommands: []*cli.Command{{
 			Name:      "scan",
 			Usage:     "check ledgers strictly and report attempts, orphaned intents, torn and corrupt rows",
@@ -33,12 +34,26 @@ func init() {
 			Flags:  []cli.Flag{ledgerFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
 			Action: func(c *cli.Context) error { return receiptsAction(c, true) },
 		}, {
-			Name:        "list",
-			Usage:       "list the runs a ledger recorded",
-			UsageText:   "cruxprov receipts list [--ledger PATH]…",
-			Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'",
-			Flags:       []cli.Flag{ledgerFlag},
-			Action:      func(c *cli.Context) error { return receiptsAction(c, false) },
+			Name:      "list",
+			Usage:     "list the runs a ledger recorded",
+			UsageText: "cruxprov receipts list [--ledger PATH]… [--provider NAME] [--status S] [--last N]",
+			Description: "Oldest first, as the ledger holds them; the filters apply to the orphaned intents too.\n\n" +
+				"Example:\n   cruxprov receipts list --last 20\n   cruxprov receipts list --provider acme-echo --status error\n" +
+				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'",
+			Flags: []cli.Flag{ledgerFlag,
+				&cli.StringFlag{Name: "provider", Usage: "only the runs of provider `NAME`"},
+				&cli.StringFlag{Name: "status", Usage: "only the runs that ended `S`: ok, error, timeout, output_limit, refused, or orphan (no outcome)"},
+				&cli.IntFlag{Name: "last", Usage: "only the last `N` runs (default: all)"},
+			},
+			Action: func(c *cli.Context) error { return receiptsAction(c, false) },
+		}, {
+			Name:      "show",
+			Usage:     "show one run's receipt: what ran, how it ended, its error, stderr tail and egress",
+			UsageText: "cruxprov receipts show ATTEMPT [--ledger PATH]…",
+			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n\n" +
+				"Example:\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts show att_3f2a9c1d --ledger worker1.jsonl --json",
+			Flags:  []cli.Flag{ledgerFlag},
+			Action: receiptsShow,
 		}},
 	})
 }
@@ -51,26 +66,16 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	if c.NArg() > 0 {
 		return usagef("receipts %s takes no arguments", c.Command.Name)
 	}
-	paths, err := ledgerPaths(c, true)
+	keep, err := listFilter(c)
 	if err != nil {
 		return err
 	}
-	if !c.IsSet("ledger") {
-		// No run has written the default ledger yet: nothing to list, not
-		// an error (a --ledger that is not there still is one).
-		if _, err := os.Stat(paths[0]); errors.Is(err, fs.ErrNotExist) {
-			paths = []string{}
-		}
-	}
-	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: scan && c.Bool("tolerate-corrupt")})
-	var pe *fs.PathError
-	switch {
-	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
-		return usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
-	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("cannot read the ledger %s: permission denied; run as the user whose runs wrote it, or have it give read access", pe.Path)
-	case err != nil:
+	paths, res, err := scanLedgers(c, scan && c.Bool("tolerate-corrupt"))
+	if err != nil {
 		return err
+	}
+	if keep != nil {
+		res.Attempts, res.Orphans = keep(res.Attempts), keep(res.Orphans)
 	}
 	type row struct {
 		Intent  receipts.Intent   `json:"intent"`
@@ -104,11 +109,163 @@ func receiptsAction(c *cli.Context, scan bool) error {
 			if len(a.Intent.Unenforced) > 0 {
 				st += " (no " + strings.Join(a.Intent.Unenforced, ", ") + " limits)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, a.Intent.Provider, a.Intent.Entrypoint, st, code, dash(a.Intent.IdempotencyKey))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, a.Intent.Provider, a.Intent.Entrypoint, st, code, dash(oneLine(a.Intent.IdempotencyKey)))
 		}
 		tw.Flush()
 		if scan {
 			fmt.Fprintf(w, "%s, %s, %s, %s, %s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"), count(len(res.Torn), "torn row"), count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), count(len(paths), "ledger"))
+		}
+	})
+}
+
+// scanLedgers scans the --ledger paths (default: this host and user's;
+// none there yet is an empty result, a named one missing a usage error).
+func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult, error) {
+	paths, err := ledgerPaths(c, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !c.IsSet("ledger") {
+		// No run has written the default ledger yet: nothing to list, not
+		// an error (a --ledger that is not there still is one).
+		if _, err := os.Stat(paths[0]); errors.Is(err, fs.ErrNotExist) {
+			paths = []string{}
+		}
+	}
+	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: tolerate})
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
+		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
+		return nil, nil, fmt.Errorf("cannot read the ledger %s: permission denied; run as the user whose runs wrote it, or have it give read access", pe.Path)
+	case err != nil:
+		return nil, nil, err
+	}
+	return paths, res, nil
+}
+
+// listFilter is receipts list's --provider, --status and --last as one
+// filter (nil: none given).
+func listFilter(c *cli.Context) (func([]receipts.Attempt) []receipts.Attempt, error) {
+	if c.Command.Name != "list" || (!c.IsSet("provider") && !c.IsSet("status") && !c.IsSet("last")) {
+		return nil, nil
+	}
+	provider, status, last := c.String("provider"), c.String("status"), c.Int("last")
+	switch status {
+	case "", receipts.StatusOK, receipts.StatusError, receipts.StatusTimeout, receipts.StatusOutputLimit, receipts.StatusRefused, "orphan":
+	default:
+		return nil, usagef("--status %q: one of ok, error, timeout, output_limit, refused, orphan", status)
+	}
+	if c.IsSet("last") && last < 1 {
+		return nil, usagef("--last must be 1 or more")
+	}
+	return func(as []receipts.Attempt) []receipts.Attempt {
+		out := make([]receipts.Attempt, 0, len(as))
+		for _, a := range as {
+			st := "orphan"
+			if a.Outcome != nil {
+				st = a.Outcome.Status
+			}
+			if (provider == "" || a.Intent.Provider == provider) && (status == "" || st == status) {
+				out = append(out, a)
+			}
+		}
+		if last > 0 && len(out) > last {
+			out = out[len(out)-last:]
+		}
+		return out
+	}, nil
+}
+
+// receiptsShow prints one attempt's intent and outcome.
+func receiptsShow(c *cli.Context) error {
+	o, err := globals(c)
+	if err != nil {
+		return err
+	}
+	if c.NArg() != 1 || c.Args().First() == "" {
+		return usagef("receipts show takes one ATTEMPT (an attempt id, or a prefix of one)")
+	}
+	id := c.Args().First()
+	paths, res, err := scanLedgers(c, false)
+	if err != nil {
+		return err
+	}
+	var found []receipts.Attempt
+	for _, a := range res.Attempts {
+		if a.Intent.AttemptID == id {
+			found = []receipts.Attempt{a}
+			break
+		}
+		if strings.HasPrefix(a.Intent.AttemptID, id) {
+			found = append(found, a)
+		}
+	}
+	where := "this host and user's ledger"
+	if c.IsSet("ledger") {
+		where = strings.Join(paths, ", ")
+	}
+	switch {
+	case len(found) == 0:
+		return fmt.Errorf("no attempt %s in %s; cruxprov receipts list shows the attempts (--ledger names another ledger)", oneLine(id), where)
+	case len(found) > 1:
+		return usagef("%s is the start of %d attempts (%s, …): give more of it", id, len(found), found[0].Intent.AttemptID)
+	}
+	a := found[0]
+	v := map[string]any{"intent": a.Intent, "outcome": a.Outcome, "ledger": a.Path, "line": a.Line}
+	return o.emit("cruxprov.receipts.show/v1", v, func(w io.Writer) {
+		in := a.Intent
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
+		row("attempt", "%s (%s, line %d)", in.AttemptID, a.Path, a.Line)
+		row("run", "%s %s, backend %s, platform %s", in.Provider, in.Entrypoint, in.Backend, in.Platform)
+		if len(in.Unenforced) > 0 {
+			row("limits", "ran without the %s limits (--unenforced-limits)", strings.Join(in.Unenforced, ", "))
+		}
+		row("started", "%s", in.StartedAt.Format(time.RFC3339Nano))
+		if in.IdempotencyKey != "" {
+			row("idempotency key", "%s", oneLine(in.IdempotencyKey))
+		}
+		row("implementation", "%s", in.ImplementationDigest)
+		row("materialization", "%s", in.MaterializationDigest)
+		if in.SealDigest != "" {
+			row("seal", "%s", in.SealDigest)
+		}
+		row("input", "%s", in.InputDigest)
+		row("tool", "%s, protocol %d", in.Tool, in.ProtocolVersion)
+		out := a.Outcome
+		if out == nil {
+			row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going)")
+			tw.Flush()
+			return
+		}
+		st := out.Status
+		if out.Replayed {
+			st += " (replayed: the recorded ok outcome of " + out.ReplayOf + ")"
+		}
+		row("status", "%s, exit %d, after %s", st, out.ExitCode, out.EndedAt.Sub(in.StartedAt).Round(time.Millisecond))
+		row("ended", "%s", out.EndedAt.Format(time.RFC3339Nano))
+		row("output", "%d bytes on stdout, %d on stderr", out.StdoutBytes, out.StderrBytes)
+		if out.ResultDigest != "" {
+			row("result", "%s (the ledger keeps the digest, not the value)", out.ResultDigest)
+		}
+		if out.ErrorCode != "" || out.ErrorMessage != "" {
+			// A refusal's message is the refusal's own line ("code: detail").
+			row("error", "%s: %s", oneLine(out.ErrorCode), oneLine(strings.TrimPrefix(out.ErrorMessage, out.ErrorCode+": ")))
+		}
+		row("egress declared", "%s", dash(oneLine(strings.Join(out.EgressDeclared, " "))))
+		obs := dash(oneLine(strings.Join(out.EgressObserved, " ")))
+		if out.EgressObservedDropped > 0 {
+			obs += fmt.Sprintf(" (and %d more the receipt does not keep)", out.EgressObservedDropped)
+		}
+		row("egress observed", "%s", obs)
+		tw.Flush()
+		if out.StderrTail != "" {
+			fmt.Fprintln(w, "stderr (its end, secrets redacted):")
+			for _, l := range strings.Split(strings.TrimRight(out.StderrTail, "\n"), "\n") {
+				fmt.Fprintf(w, "  %s\n", escapeControls(l))
+			}
 		}
 	})
 }

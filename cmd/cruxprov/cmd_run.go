@@ -247,7 +247,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return emitRun(o, res, name, ep, lps[0])
+	show := "cruxprov receipts show " + res.AttemptID
+	if c.IsSet("ledger") {
+		show += " --ledger " + lps[0]
+	}
+	return emitRun(o, res, name, ep, lps[0], show)
 }
 
 // pinnedCall is the call both backends make of a verified pin: what the
@@ -267,7 +271,7 @@ func pinnedCall(c *cli.Context, name, ep string, spec *registry.Provider, e *reg
 }
 
 // emitRun prints a run's result (both backends).
-func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
+func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string) error {
 	out := struct {
 		*invoke.Result
 		Provider   string `json:"provider"`
@@ -296,7 +300,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string) error {
 			}
 			msg += ": " + invoke.Clip(e.Message, invoke.ReceiptMessage)
 		}
-		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s)", name, ep, msg, res.AttemptID, ledger)}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)", name, ep, msg, res.AttemptID, ledger, show)}
 	}
 	return nil
 }

@@ -171,6 +171,39 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if r = ex("run", "acme-echo", "fail", "--input", input, "--secret", "acme/api-token=@"+secret); r.code != exitFailure || !strings.Contains(r.stderr, "provider_error") {
 		t.Errorf("a failing entrypoint: %+v", r)
 	}
+	// The failure line says how to see the receipt; receipts show shows
+	// it, and list's filters find it.
+	_, show, _ := strings.Cut(strings.TrimSpace(r.stderr), "its stderr and egress: ")
+	show = strings.TrimSuffix(show, ")")
+	att := strings.TrimPrefix(show, "cruxprov receipts show ")
+	if !strings.HasPrefix(att, "att_") || strings.Contains(att, " ") {
+		t.Fatalf("the failure line names no receipts show: %q", r.stderr)
+	}
+	r = must(ex("receipts", "show", att[:12]), "receipts show (a prefix)")
+	for _, want := range []string{"attempt          " + att, "run              acme-echo fail, backend local", "status           error, exit 0", "error            provider_error: ", "egress observed  -"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("receipts show lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if doc := jsonOf(must(ex("receipts", "show", att, "--json"), "receipts show --json")); doc["schema"] != "cruxprov.receipts.show/v1" || doc["outcome"].(map[string]any)["status"] != "error" {
+		t.Errorf("receipts show --json: %v", doc)
+	}
+	if r := ex("receipts", "show", "att_nope"); r.code != exitFailure || !strings.Contains(r.stderr, "no attempt att_nope in this host and user's ledger") {
+		t.Errorf("receipts show of an unknown attempt: %+v", r)
+	}
+	if r := ex("receipts", "show", "att_"); r.code != exitUsage || !strings.Contains(r.stderr, "give more of it") {
+		t.Errorf("receipts show of an ambiguous prefix: %+v", r)
+	}
+	last := jsonOf(must(ex("receipts", "list", "--status", "error", "--last", "1", "--json"), "receipts list --status error --last 1"))
+	if as := last["attempts"].([]any); len(as) != 1 || as[0].(map[string]any)["intent"].(map[string]any)["attempt_id"] != att {
+		t.Errorf("receipts list --status error --last 1: %v", last)
+	}
+	if r := must(ex("receipts", "list", "--provider", "acme-other"), "receipts list --provider"); strings.Count(r.stdout, "\n") != 1 {
+		t.Errorf("receipts list --provider of another provider: %q", r.stdout)
+	}
+	if r := ex("receipts", "list", "--status", "fine"); r.code != exitUsage {
+		t.Errorf("receipts list --status fine: %+v", r)
+	}
 	// A timeout says so once ("ended timeout: killed after…", not "timeout: timeout:").
 	if r = ex("run", "acme-echo", "sleep", "--input", input, "--secret", "acme/api-token=@"+secret, "--timeout", "300ms"); r.code != exitFailure || !strings.Contains(r.stderr, "ended timeout: killed after the 300 ms timeout (attempt ") {
 		t.Errorf("a run past its timeout: %+v", r)
