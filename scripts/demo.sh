@@ -105,5 +105,7 @@ echo "exit $rc, run exit $rc2"
 show "$bin" env create --replace "$env" --offline
 show "$bin" verify acme-echo --deep
 show "$bin" receipts list
+att=$("$bin" receipts list --status refused --last 1 --json | "$python" -c 'import json,sys; print(json.load(sys.stdin)["attempts"][0]["intent"]["attempt_id"])')
+show "$bin" receipts show "$att"
 echo
 echo "demo: ok"
