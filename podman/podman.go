@@ -313,9 +313,15 @@ func (e *Executor) unappliedLimits(ctx context.Context) (unapplied, error) {
 		}
 		return unapplied{}, refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot report its cgroups (podman info)")
 	}
-	f := strings.Fields(string(out))
-	if len(f) < 2 {
-		return unapplied{}, refusal.New(refusal.ContainerUnavailable, "podman info said %q", lastLine(string(out)))
+	return readCgroups(string(out))
+}
+
+// readCgroups reads podman info's "ROOTLESS VERSION CONTROLLER,…" line.
+func readCgroups(out string) (unapplied, error) {
+	f := strings.Fields(out)
+	if len(f) < 2 || (f[0] != "true" && f[0] != "false") || (f[1] != "v1" && f[1] != "v2") {
+		// Not the answer asked for: whether the limits hold is unknown.
+		return unapplied{}, refusal.New(refusal.ContainerUnavailable, "podman info said %q, not whether it is rootless and which cgroups version it has", lastLine(out))
 	}
 	if f[0] != "true" {
 		return unapplied{}, nil

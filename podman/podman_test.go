@@ -370,3 +370,40 @@ func TestPruneRemovesWhatDeadExecutorsLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCgroups: which limits a rootless podman would run without,
+// read from podman info (this machine is cgroups v1, so the v2 answers
+// are written out here as podman 4 prints them).
+func TestReadCgroups(t *testing.T) {
+	for _, tc := range []struct {
+		info, lost string // lost: "" when every limit holds, "!" for a refusal of the answer itself
+	}{
+		{"false v1 cpuset,cpu,memory,pids,", ""},
+		{"false v2 ", ""},
+		{"true v1 ", "memory cpus pids"},
+		{"true v2 cpuset,cpu,io,memory,hugetlb,pids,rdma,misc,", ""},
+		{"true v2 memory,pids,", "cpus"},
+		{"true v2 cpu,", "memory pids"},
+		{"true v2", "memory cpus pids"},
+		{"", "!"},
+		{"Error: something", "!"},
+		{"yes v2 memory,cpu,pids,", "!"},
+		{"true v3 ", "!"},
+	} {
+		t.Run(tc.info, func(t *testing.T) {
+			u, err := readCgroups(tc.info)
+			if tc.lost == "!" {
+				if refusal.CodeOf(err) != refusal.ContainerUnavailable {
+					t.Fatalf("err %v, want container_unavailable", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(u.limits, " "); got != tc.lost || (got != "" && u.why == "") {
+				t.Errorf("limits %q (why %q), want %q", got, u.why, tc.lost)
+			}
+		})
+	}
+}
