@@ -374,7 +374,7 @@ func envVerify(c *cli.Context) error {
 			ds := explainDifferences(rep.Differences)
 			if !o.json {
 				for _, d := range ds {
-					fmt.Fprintf(o.stdout, "drift: %s\n", d)
+					fmt.Fprintf(o.stdout, "drift: %s\n", oneLine(d.String()))
 				}
 				return err
 			}

@@ -124,7 +124,7 @@ func verifyAction(c *cli.Context) error {
 			if !o.json {
 				if len(ds) > 1 {
 					for _, d := range ds {
-						fmt.Fprintf(o.stdout, "drift: %s\n", d)
+						fmt.Fprintf(o.stdout, "drift: %s\n", oneLine(d.String()))
 					}
 				}
 				return err

@@ -134,7 +134,9 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	// Drift is refused with exit 78 and its code, and --explain lists all.
 	sp := filepath.Join(out.Path, "lib", "python3.11", "site-packages")
 	os.Chmod(sp+"/pkga", 0o755)
-	os.WriteFile(sp+"/pkga/extra.py", []byte("x\n"), 0o644)
+	// Its name is the tamperer's to choose: a terminal escape in it
+	// (set the window title, ring the bell) must be shown, not obeyed.
+	os.WriteFile(sp+"/pkga/extra\x1b]0;owned\x07.py", []byte("x\n"), 0o644)
 	os.Chmod(sp+"/pkga/__init__.py", 0o644)
 	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--json")
 	var ref struct {
@@ -146,6 +148,9 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--explain")
 	if r.code != exitRefused || strings.Count(r.stdout, "drift: ") != 3 || !strings.Contains(r.stderr, "env_drift") {
 		t.Fatalf("explain: %+v", r)
+	}
+	if strings.ContainsAny(r.stdout+r.stderr, "\x1b\x07") || !strings.Contains(r.stdout, `drift: lib/python3.11/site-packages/pkga/extra\x1b]0;owned\x07.py: added`) {
+		t.Errorf("explain shows the tamperer's name as it is: %q", r.stdout)
 	}
 	if !strings.Contains(r.stderr, "3 differences") || !strings.Contains(r.stderr, "to fix: cruxprov env create --replace "+out.Path) { // what to do next, too
 		t.Fatalf("explain does not say what to do next: %+v", r)
