@@ -471,7 +471,8 @@ func envList(c *cli.Context) error {
 	}{list}, func(w io.Writer) {
 		for _, l := range list {
 			if !l.Sealed {
-				fmt.Fprintf(w, "%s  UNSEALED: %s\n", l.Path, l.Problem)
+				// Anyone who can write envs/ names such a directory.
+				fmt.Fprintf(w, "%s  UNSEALED: %s\n", escapeControls(l.Path), oneLine(l.Problem))
 				continue
 			}
 			root := "-"

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,5 +50,18 @@ func TestRunFailureLine(t *testing.T) {
 	}
 	if !strings.Contains(line, "ended error: provider_error: \\x1b[2K ok: acme-echo echo <<<") || !strings.Contains(line, "bytes more)") {
 		t.Errorf("the failure line: %.300q", line)
+	}
+}
+
+// TestEnvListShowsJunkNames: a directory in envs/ is named by whoever
+// could write there; env list shows it UNSEALED, escaped.
+func TestEnvListShowsJunkNames(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "envs", "junk\x1b[31mred"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := cruxprov(t, "--home", home, "env", "list")
+	if r.code != 0 || strings.ContainsRune(r.stdout, 0x1b) || !strings.Contains(r.stdout, `junk\x1b[31mred  UNSEALED: `) {
+		t.Errorf("env list: %+v", r)
 	}
 }
