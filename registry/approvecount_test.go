@@ -22,12 +22,8 @@ import (
 // by a key untrusted since.
 func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
-	d.Now = func() time.Time { return clock }
+	d, clock := clockedDir(t)
+	var err error
 	a := registrytest.NewKey(t, "a", registry.RoleApprover)
 	b := registrytest.NewKey(t, "b", registry.RoleApprover)
 	c := registrytest.NewKey(t, "c", registry.RoleApprover)
@@ -76,12 +72,12 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	if r := approve(cs, a, &soon); r.Accepted {
 		t.Fatalf("one of two accepted")
 	}
-	clock = clock.Add(time.Hour)
+	*clock = clock.Add(time.Hour)
 	approve(cs, b, nil)
 	if r := approve(cs, c, nil); !r.Accepted || r.Approvals != 2 {
 		t.Fatalf("b and c approved, a's approval expired: %d of %d, accepted %v", r.Approvals, r.Threshold, r.Accepted)
 	}
-	if _, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock); err != nil {
+	if _, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", *clock); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 
@@ -101,7 +97,7 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	if r := approve(cs, c, nil); !r.Accepted || r.Approvals != 2 {
 		t.Fatalf("b and c approved, x untrusted since: %d of %d, accepted %v", r.Approvals, r.Threshold, r.Accepted)
 	}
-	if p, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock); err != nil || p.Revision != 2 {
+	if p, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", *clock); err != nil || p.Revision != 2 {
 		t.Fatalf("verify: %v", err)
 	}
 }
@@ -112,12 +108,8 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 // a2 expired …: pin_expired: …" named the other name and the code twice).
 func TestExpiredApprovalNamed(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
-	d.Now = func() time.Time { return clock }
+	d, clock := clockedDir(t)
+	var err error
 	a := registrytest.NewKey(t, "a", registry.RoleApprover)
 	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
 		t.Fatal(err)
@@ -160,4 +152,17 @@ func TestTrustFileGone(t *testing.T) {
 	}
 	_, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.RegistryCorrupt)
+}
+
+// clockedDir is an empty Dir registry whose clock is the returned time,
+// which the test moves.
+func clockedDir(t *testing.T) (*registry.Dir, *time.Time) {
+	t.Helper()
+	d, err := registry.OpenDir(context.Background(), filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := time.Date(2026, 1, 2, 15, 0, 0, 0, time.UTC)
+	d.Now = func() time.Time { return clock }
+	return d, &clock
 }
