@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,11 +30,13 @@ import (
 //	changesets/<hex>.yaml    one change-set per file, named by its id
 //	pins/<provider>.json     accepted pins (JSON: verify reads no YAML)
 //	.lock                    flock(2): exclusive in every mutation, shared in VerifyPin
+//	journal.json             a mutation committed and not finished (journal.go)
 //
 // Every file is written atomically (a temp file in the same directory,
 // fsync, rename, fsync of the directory); a mutation holds the exclusive
-// lock, loads the whole state, applies the rule, writes what changed and
-// then appends its history entries. Other reads take no lock (every file
+// lock, finishes a change left unfinished, loads the whole state, applies
+// the rule, and commits what changed through the journal: the files, then
+// its history entries. Other reads take no lock (every file
 // is replaced whole); VerifyPin, which reads a pin, the history and the
 // trust state and checks them against each other, holds the lock shared
 // (ReadLock), so it never sees a pin whose history entry is not written
@@ -68,6 +72,9 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 		}
 	}
 	d := &Dir{root: root}
+	if err := d.finishPending(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := d.Chain(ctx); err != nil {
 		return nil, err
 	}
@@ -117,6 +124,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 	if s.log, err = parseLog(b); err != nil {
 		return nil, err
 	}
+	s.logBytes = int64(len(b))
 	if b, err = readOptional(d.path("interfaces.json")); err != nil {
 		return nil, err
 	} else if b != nil {
@@ -207,6 +215,9 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 		return fmt.Errorf("registry: lock: %w", err)
 	}
 	defer lf.Close() // closing the file releases the lock
+	if err := d.finish(); err != nil {
+		return err
+	}
 	s, err := d.load(ctx)
 	if err != nil {
 		return err
@@ -230,6 +241,9 @@ func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := d.finishPending(ctx); err != nil {
+		return nil, err
+	}
 	lf, err := os.Open(d.path(".lock"))
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		// Never written, or a lock this reader may not open (an operator's
@@ -245,6 +259,14 @@ func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 			return nil, ctx.Err()
 		}
 		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot take the registry's lock")
+	}
+	if p, err := d.pending(); err != nil || p {
+		// A writer died after finishPending looked.
+		lf.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, d.unfinished(nil)
 	}
 	return func() { lf.Close() }, nil
 }
@@ -282,66 +304,47 @@ func lockFile(ctx context.Context, f *os.File, how int) error {
 	}
 }
 
+// persist writes what the mutation changed, through the journal
+// (journal.go): every file whole, then the history entries.
 func (d *Dir) persist(s *state) error {
+	j := &journal{Format: JournalFormat}
+	add := func(p string, b []byte) { j.Files = append(j.Files, journalFile{Path: p, Data: b}) }
 	if s.dirty.ifaces {
-		f := ifaceFile{Format: IfaceFormat, Interfaces: s.interfaces()}
-		if err := d.writeJSON(d.path("interfaces.json"), f); err != nil {
+		b, err := marshalJSON(ifaceFile{Format: IfaceFormat, Interfaces: s.interfaces()})
+		if err != nil {
 			return err
 		}
+		add("interfaces.json", b)
 	}
 	if s.dirty.trust {
-		if err := d.writeJSON(d.path("trust.json"), s.trust); err != nil {
+		b, err := marshalJSON(s.trust)
+		if err != nil {
 			return err
 		}
+		add("trust.json", b)
 	}
-	for id := range s.dirty.changesets {
+	for _, id := range slices.SortedFunc(maps.Keys(s.dirty.changesets), func(a, b digest.Digest) int { return strings.Compare(a.Hex(), b.Hex()) }) {
 		b, err := MarshalChangeSet(s.changesets[id])
 		if err != nil {
 			return err
 		}
-		if err := writeAtomic(d.path("changesets", id.Hex()+".yaml"), b); err != nil {
+		add("changesets/"+id.Hex()+".yaml", b)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.dirty.pins)) {
+		b, err := marshalJSON(s.pins[name])
+		if err != nil {
 			return err
 		}
+		add("pins/"+name+".json", b)
 	}
-	for name := range s.dirty.pins {
-		if err := d.writeJSON(d.path("pins", name+".json"), s.pins[name]); err != nil {
-			return err
-		}
+	for _, r := range s.log[s.dirty.logFrom:] {
+		j.Log = append(j.Log, r.line()...)
 	}
-	if len(s.log) == s.dirty.logFrom {
+	if len(j.Files) == 0 && len(j.Log) == 0 {
 		return nil
 	}
-	var buf []byte
-	for _, r := range s.log[s.dirty.logFrom:] {
-		buf = append(buf, r.line()...)
-	}
-	f, err := os.OpenFile(d.path("log.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("registry: history: %w", err)
-	}
-	if s.dirty.logFrom == 0 {
-		f.Chmod(0o644) // made now: 0644 whatever the umask, as every registry file
-	}
-	if _, err := f.Write(buf); err != nil {
-		f.Close()
-		return fmt.Errorf("registry: history: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("registry: history: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("registry: history: %w", err)
-	}
-	return syncDir(d.root)
-}
-
-func (d *Dir) writeJSON(p string, v any) error {
-	b, err := marshalJSON(v)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(p, b)
+	j.LogSize = s.logBytes
+	return d.commit(j)
 }
 
 // writeAtomic writes b to p durably (internal/atomicfile), mode 0644.

@@ -323,9 +323,10 @@ func BenchmarkVerifyPin(b *testing.B) {
 	}
 }
 
-// TestApproveCrashBeforeHistory: an approval that crashed after writing
-// the pin and before appending its history entries leaves a pin the
-// history never accepted. Every verifier refuses it (registry_corrupt),
+// TestApproveCrashBeforeHistory: a history that lost an approval's last
+// entries (cut by hand, or by a crash of a cruxprov from before the
+// journal, which TestMutationCrashes covers) leaves a pin the history
+// never accepted. Every verifier refuses it (registry_corrupt),
 // and the advice — propose it again and approve it — works.
 func TestApproveCrashBeforeHistory(t *testing.T) {
 	ctx := context.Background()

@@ -21,6 +21,7 @@ type state struct {
 	order      []digest.Digest
 	pins       map[string]*Pin
 	log        []logRec
+	logBytes   int64 // Dir: the history's size in bytes as loaded
 	// dirty records what a mutation changed, for Dir to write.
 	dirty dirtySet
 }

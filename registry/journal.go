@@ -1,0 +1,258 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// A mutation writes several files (a change-set, a pin, the trust state)
+// and appends to the history; a crash or a full disk between two of those
+// writes would leave a state no verifier accepts, or a change-set marked
+// approved with no pin. So a mutation first writes what it will write,
+// whole, to journal.json (atomically: that rename is the commit point),
+// then the files, then the history, and removes the journal last. A
+// journal found later is a mutation committed but not finished: it is
+// applied again from the start (every step is idempotent: files are
+// replaced whole, and the history is cut back to its length before the
+// mutation and appended again), by the next process that can take the
+// lock exclusively. Until then, readers refuse (registry_corrupt), since
+// what they would read is half of a change.
+
+// journalName is the journal's file under the registry's root.
+const journalName = "journal.json"
+
+// JournalFormat is journal.json's format.
+const JournalFormat = "cruxprov.registry-journal/v1"
+
+type journal struct {
+	Format string `json:"format"`
+	// LogSize is the history's length in bytes before the mutation.
+	LogSize int64 `json:"log_size"`
+	// Log is what the mutation appends to the history.
+	Log   []byte        `json:"log"`
+	Files []journalFile `json:"files"`
+}
+
+type journalFile struct {
+	Path string `json:"path"` // relative to the root, slash-separated
+	Data []byte `json:"data"`
+}
+
+// changesetFile is a change-set's file name.
+var changesetFile = regexp.MustCompile(`^changesets/[0-9a-f]{64}\.yaml$`)
+
+// journalPath reports whether p is a file a mutation writes.
+func journalPath(p string) bool {
+	if p == "interfaces.json" || p == "trust.json" || changesetFile.MatchString(p) {
+		return true
+	}
+	name, ok := strings.CutPrefix(p, "pins/")
+	if !ok {
+		return false
+	}
+	name, ok = strings.CutSuffix(name, ".json")
+	return ok && validName(name)
+}
+
+// crashAt, when a test sets it, is called at each step of a commit
+// ("journal", "file", "history-torn", "history"); the crash tests kill
+// their process there.
+var crashAt func(step string)
+
+func step(name string) {
+	if crashAt != nil {
+		crashAt(name)
+	}
+}
+
+// commit writes j as the journal, then applies it.
+func (d *Dir) commit(j *journal) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(d.path(journalName), b); err != nil {
+		// Not committed: nothing of the mutation was written.
+		return fmt.Errorf("registry: cannot record the change: %w", err)
+	}
+	step("journal")
+	if err := d.apply(j); err != nil {
+		return fmt.Errorf("registry: the change is recorded but not all written (%w): the next cruxprov command that opens this registry with write access finishes it", err)
+	}
+	return nil
+}
+
+// apply writes j's files and history, then removes the journal. It is
+// idempotent: a journal applied in part is applied again whole.
+func (d *Dir) apply(j *journal) error {
+	for _, f := range j.Files {
+		if err := writeAtomic(d.path(filepath.FromSlash(f.Path)), f.Data); err != nil {
+			return err
+		}
+		step("file")
+	}
+	if len(j.Log) > 0 {
+		lf, err := os.OpenFile(d.path("log.jsonl"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		err = appendLog(lf, j.LogSize, j.Log)
+		if cerr := lf.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		step("history")
+	}
+	if err := os.Remove(d.path(journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(d.root)
+}
+
+// appendLog writes b at offset size of the history f (cutting off
+// whatever an interrupted append left past it) and syncs it. A history
+// shorter than size lost entries since the journal was written:
+// registry_corrupt.
+func appendLog(f *os.File, size int64, b []byte) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < size {
+		return refusal.New(refusal.RegistryCorrupt, "the history is %d bytes, shorter than the %d it had when the unfinished change was recorded", st.Size(), size)
+	}
+	if size == 0 {
+		f.Chmod(0o644) // made now: 0644 whatever the umask, as every registry file
+	}
+	if st.Size() > size {
+		if err := f.Truncate(size); err != nil {
+			return err
+		}
+	}
+	if crashAt != nil && len(b) > 1 {
+		// A test's crash in the middle of the append.
+		if _, err := f.WriteAt(b[:len(b)/2], size); err != nil {
+			return err
+		}
+		step("history-torn")
+	}
+	if _, err := f.WriteAt(b, size); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// readJournal reads the journal, nil when there is none. One that does
+// not parse, or names a file a mutation never writes, is registry_corrupt
+// (the journal is renamed into place whole, so it is never cut off).
+func (d *Dir) readJournal() (*journal, error) {
+	b, err := readOptional(d.path(journalName))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var j journal
+	if err := strictJSON(b, &j); err != nil {
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "%s (an unfinished change)", journalName)
+	}
+	if j.Format != JournalFormat {
+		return nil, refusal.New(refusal.RegistryCorrupt, "%s format %q: this cruxprov reads %s", journalName, j.Format, JournalFormat)
+	}
+	if j.LogSize < 0 {
+		return nil, refusal.New(refusal.RegistryCorrupt, "%s: a negative history length", journalName)
+	}
+	for _, f := range j.Files {
+		if !journalPath(f.Path) {
+			return nil, refusal.New(refusal.RegistryCorrupt, "%s names %q, not a registry file", journalName, f.Path)
+		}
+	}
+	return &j, nil
+}
+
+// finish applies an unfinished change's journal, and removes the temp
+// files of interrupted writes; the caller holds the lock exclusively.
+func (d *Dir) finish() error {
+	j, err := d.readJournal()
+	if err != nil {
+		return err
+	}
+	if j != nil {
+		if err := d.apply(j); err != nil {
+			if refusal.CodeOf(err) != "" {
+				return err
+			}
+			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot finish the registry change left unfinished in %s", d.path(journalName))
+		}
+	}
+	for _, dir := range []string{d.root, d.path("changesets"), d.path("pins")} {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue // load says what is wrong with it
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".tmp-") && e.Type().IsRegular() {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	return nil
+}
+
+// pending reports whether a change is recorded and not finished.
+func (d *Dir) pending() (bool, error) {
+	_, err := os.Lstat(d.path(journalName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read registry file %s", d.path(journalName))
+	}
+	return true, nil
+}
+
+// unfinished is the refusal of a reader that finds a change recorded and
+// not finished, which it may not finish itself.
+func (d *Dir) unfinished(why error) error {
+	msg := "a registry change was interrupted and is not finished (%s); the registry's owner finishes it with any cruxprov command that opens it, for example `cruxprov registry log --verify`"
+	if why != nil {
+		return refusal.Wrap(refusal.RegistryCorrupt, why, msg, d.path(journalName))
+	}
+	return refusal.New(refusal.RegistryCorrupt, msg, d.path(journalName))
+}
+
+// finishPending finishes an unfinished change when there is one and this
+// process may write the registry: it takes the lock exclusively (waiting
+// for a live writer, whose journal is then gone). A process that may not
+// write it gets the refusal a reader gets.
+func (d *Dir) finishPending(ctx context.Context) error {
+	if p, err := d.pending(); err != nil || !p {
+		return err
+	}
+	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR, 0)
+	if err != nil {
+		return d.unfinished(err)
+	}
+	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return d.unfinished(err)
+	}
+	defer lf.Close()
+	if err := unix.Access(d.root, unix.W_OK); err != nil {
+		return d.unfinished(err)
+	}
+	return d.finish()
+}
