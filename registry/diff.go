@@ -26,6 +26,19 @@ type Plan struct {
 	Secrets     SetChange       `json:"secrets"`
 	Egress      SetChange       `json:"egress"`
 	Budgets     []BudgetChange  `json:"budgets"`
+	// Key is the key a trust-key change adds or an untrust-key change
+	// removes (with every name it is trusted under), Policy the policy a
+	// set-policy change sets; both are absent for a provider change.
+	Key    *KeyChange `json:"key,omitempty"`
+	Policy *Policy    `json:"policy,omitempty"`
+}
+
+// KeyChange is the key of a governance change: its name, role (empty
+// for an untrust) and digest.
+type KeyChange struct {
+	Name   string        `json:"name"`
+	Role   string        `json:"role,omitempty"`
+	Digest digest.Digest `json:"digest"`
 }
 
 // PackageChange is one package of one materialization: Change is added,
@@ -69,7 +82,15 @@ func Diff(old *Pin, cs *ChangeSet) *Plan {
 		Packages: []PackageChange{}, Digests: []ValueChange{}, Entrypoints: []ValueChange{},
 		Secrets: SetChange{Added: []string{}, Removed: []string{}}, Egress: SetChange{Added: []string{}, Removed: []string{}}, Budgets: []BudgetChange{}}
 	if len(cs.Spec.Changes) == 1 {
-		p.Action = cs.Spec.Changes[0].Action
+		c := cs.Spec.Changes[0]
+		p.Action = c.Action
+		if c.Key != nil {
+			p.Key = &KeyChange{Name: c.Key.Name, Role: c.Key.Role, Digest: c.Key.Digest}
+		}
+		if c.Policy != nil {
+			pol := *c.Policy
+			p.Policy = &pol
+		}
 	}
 	var o, n *Provider
 	if old != nil {

@@ -3,6 +3,7 @@ package registry
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -138,6 +139,18 @@ func (s *state) current(scope string) (digest.Digest, int64) {
 }
 
 func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) {
+	if c.Action == ActionUntrustKey && c.Key != nil && c.Key.Digest.IsZero() && s.trust != nil {
+		// Untrusting a key by name removes its key material: the spec
+		// names the digest, so the approvers sign which key goes, and
+		// every name it is trusted under goes with it (applyTrust).
+		for _, x := range s.trust.Keys {
+			if x.Name == c.Key.Name {
+				k := *c.Key
+				k.Digest = x.Digest
+				c.Key = &k
+			}
+		}
+	}
 	spec := Spec{Changes: []Change{c}}
 	scope := spec.scope()
 	if err := s.validateChange(&c); err != nil {
@@ -150,10 +163,20 @@ func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) 
 		return nil, err
 	}
 	if old, ok := s.changesets[id]; ok {
-		if old.Status.State == StateProposed {
+		switch old.Status.State {
+		case StateProposed:
 			return cloneCS(old), nil
+		case StateRejected:
+			// Proposed again after a rejection: open again, with no
+			// approvals (the rejection withdrew them); the history keeps
+			// the rejection and records the new proposal.
+			old.Metadata.ProposedAt, old.Metadata.ProposedBy = now.UTC().Truncate(time.Second), by
+			old.Status = Status{State: StateProposed, Approvals: []Approval{}}
+			s.dirty.changesets[id] = true
+			s.order = append(slices.DeleteFunc(s.order, func(o digest.Digest) bool { return o == id }), id)
+			return cloneCS(old), s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
 		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s was already %s", id, old.Status.State)
+		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s was already approved at revision %d: it is what the registry holds now for %s", id, spec.Revision, scope)
 	}
 	cs := &ChangeSet{
 		APIVersion: APIVersion, Kind: KindChangeSet,
@@ -216,10 +239,16 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		if i < 0 {
 			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s", c.Key.Name)
 		}
-		if !c.Key.Digest.IsZero() && c.Key.Digest != n.Keys[i].Digest {
+		if c.Key.Digest.IsZero() {
+			// A step from before untrusting named the key by name only.
+			n.Keys = append(n.Keys[:i], n.Keys[i+1:]...)
+			break
+		}
+		if c.Key.Digest != n.Keys[i].Digest {
 			return nil, refusal.New(refusal.ChangesetInvalid, "key %s is %s, not %s", c.Key.Name, n.Keys[i].Digest, c.Key.Digest)
 		}
-		n.Keys = append(n.Keys[:i], n.Keys[i+1:]...)
+		// The key material goes, under every name it is trusted as.
+		n.Keys = slices.DeleteFunc(n.Keys, func(x Key) bool { return x.Digest == c.Key.Digest })
 	case ActionSetPolicy:
 		n.Policy = *c.Policy
 	}

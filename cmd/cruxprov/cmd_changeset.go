@@ -197,12 +197,13 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		fmt.Fprintf(w, "  STALE: it replaces %s at revision %d, no longer current: approving it is refused (changeset_stale); propose it again\n", orDash(cs.Spec.Base.String()), cs.Spec.Revision-1)
 	}
 	if p.Provider == registry.TrustScope {
-		c := cs.Spec.Changes[0]
 		switch {
-		case c.Key != nil:
-			fmt.Fprintf(w, "  key %s %s %s\n", c.Key.Name, c.Key.Role, c.Key.Digest)
-		case c.Policy != nil:
-			fmt.Fprintf(w, "  threshold → %d\n", c.Policy.Threshold)
+		case p.Key != nil && p.Action == registry.ActionUntrustKey:
+			fmt.Fprintf(w, "  - key %s %s (under every name it is trusted as)\n", p.Key.Name, orDash(p.Key.Digest.String()))
+		case p.Key != nil:
+			fmt.Fprintf(w, "  + key %s %s %s\n", p.Key.Name, p.Key.Role, p.Key.Digest)
+		case p.Policy != nil:
+			fmt.Fprintf(w, "  threshold → %d\n", p.Policy.Threshold)
 		}
 		return
 	}

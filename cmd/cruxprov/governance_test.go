@@ -70,11 +70,17 @@ func govFlow(t *testing.T, home string, run func(args ...string) result) {
 	}
 	bob := csID(ok("key", "trust", filepath.Join(keys, "bob.pub")))
 	refused("signer_untrusted", "changeset", "approve", bob, "--key", filepath.Join(keys, "bob.key"))
+	// The JSON diff says which key a trust change adds, as the text does.
+	if k, _ := ok("changeset", "diff", bob)["key"].(map[string]any); k["role"] != "approver" || !strings.HasPrefix(fmt.Sprint(k["digest"]), "sha256:") {
+		t.Fatalf("the diff of a trust change does not name the key: %v", k)
+	}
 	if v := ok("changeset", "approve", bob[7:19], "--key", filepath.Join(keys, "alice.key")); v["accepted"] != true {
 		t.Fatalf("%v", v)
 	}
 	pol := csID(ok("policy", "set", "--threshold", "2"))
-	ok("changeset", "diff", pol)
+	if p, _ := ok("changeset", "diff", pol)["policy"].(map[string]any); p["threshold"] != float64(2) {
+		t.Fatalf("the diff of a policy change does not show it: %v", p)
+	}
 	ok("changeset", "approve", pol, "--key", filepath.Join(keys, "alice.key"))
 	if v := ok("policy", "show"); v["threshold"] != float64(2) {
 		t.Fatalf("%v", v)

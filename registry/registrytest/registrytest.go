@@ -195,6 +195,20 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		codeIs(t, err, refusal.ChangesetInvalid)
 		_, err = r.ChangeSet(ctx, digest.Sum([]byte("none")))
 		codeIs(t, err, refusal.ChangesetInvalid)
+		// Proposed again (the command that made it, run again): open
+		// again, without the approvals the rejection withdrew, and it
+		// can be approved.
+		again := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "carol"))
+		if again.Metadata.ID != cs.Metadata.ID || again.Status.State != registry.StateProposed || again.Status.Reason != "" || len(again.Status.Approvals) != 0 || again.Metadata.ProposedBy != "carol" {
+			t.Fatalf("proposed again: %+v %+v", again.Metadata, again.Status)
+		}
+		if res := must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, root.Priv, nil)); !res.Accepted {
+			t.Fatalf("%+v", res)
+		}
+		_, err = r.Propose(ctx, Change("acme-echo", "1.0"), "carol")
+		if err != nil {
+			t.Fatalf("the same change again is a new revision: %v", err)
+		}
 	})
 	t.Run("untrusted and builder keys never approve", func(t *testing.T) {
 		r, root := setup(t)
@@ -265,6 +279,33 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		accept(t, r, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, root)
 		_, err := registry.VerifyPin(ctx, r, "", "acme-echo", now)
 		codeIs(t, err, refusal.SignerUntrusted)
+	})
+	t.Run("untrust removes the key under every name", func(t *testing.T) {
+		r, root := setup(t)
+		bob := NewKey(t, "bob", registry.RoleApprover)
+		trust(t, r, bob, root)
+		alias := bob
+		alias.Key.Name = "bob-laptop"
+		trust(t, r, alias, root)
+		accept(t, r, Change("acme-echo", "1.0"), bob)
+		must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now))
+		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "alice"))
+		if k := cs.Spec.Changes[0].Key; k.Digest != bob.Key.Digest {
+			t.Fatalf("the untrust change does not name the key material: %+v", k)
+		}
+		must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, root.Priv, nil))
+		tr := must[*registry.Trust](t)(r.Trust(ctx))
+		for _, k := range tr.Keys {
+			if k.Digest == bob.Key.Digest {
+				t.Fatalf("bob's key is still trusted as %s", k.Name)
+			}
+		}
+		_, err := registry.VerifyPin(ctx, r, "", "acme-echo", now)
+		codeIs(t, err, refusal.SignerUntrusted)
+		must[*registry.Trust](t)(r.Trust(ctx))
+		if err := registry.VerifyTrust(ctx, r); err != nil {
+			t.Fatalf("the trust state does not replay: %v", err)
+		}
 	})
 	t.Run("expiry", func(t *testing.T) {
 		r, root := setup(t)
