@@ -2,6 +2,7 @@ package invoke
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"unicode/utf8"
 
@@ -15,6 +16,7 @@ import (
 func FuzzParseOutput(f *testing.F) {
 	f.Add([]byte(`{"status":"ok","run_id":"run-1","result":{"a":[1,"<>"]},"egress":["https://x.example/"]}`))
 	f.Add([]byte(`{"status":"error","run_id":"run-1","error":{"code":"boom","message":"<<<<"},"egress":[]}`))
+	f.Add([]byte(`{"status":"error","run_id":"run-1","error":{"code":"provider_error","message":"<<<<"},"egress":[]}`))
 	f.Add([]byte(`{"status":"ok","run_id":"run-2","result":1,"egress":[]}`))
 	f.Add([]byte(`{"status":"ok","run_id":"run-1","result":"\xed\xa0\x80","egress":[]}`))
 	f.Add([]byte(`{"status":"ok","run_id":"run-1","result":1,"egress":[]} {}`))
@@ -32,6 +34,9 @@ func FuzzParseOutput(f *testing.F) {
 		case StatusError:
 			if res.Error == nil || res.Error.Code == "" || res.Value != nil {
 				t.Fatalf("an error result without a code, or with a value: %+v", res)
+			}
+			if c := res.Error.Code; c != CodeProtocolError && c != CodeExited && !slices.Contains(ResultCodes, c) {
+				t.Fatalf("the provider's own code %q passed", c)
 			}
 		default:
 			t.Fatalf("status %q", res.Status)

@@ -88,9 +88,12 @@ const (
 	StatusOutputLimit Status = receipts.StatusOutputLimit
 )
 
+// ResultCodes is the closed set of error codes a result from the harness
+// may carry (DESIGN §10); a result with another is a protocol_error.
+var ResultCodes = []string{"bad_request", "import_failed", "provider_error", "result_invalid", "secret_unavailable"}
+
 // The error codes an executor gives (Result.Error.Code) besides the
-// harness's own (bad_request, import_failed, provider_error,
-// result_invalid, secret_unavailable).
+// harness's own (ResultCodes).
 const (
 	// CodeProtocolError: the harness exited 0 but stdout, trimmed, was not
 	// exactly one JSON result for this run.

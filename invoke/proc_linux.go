@@ -9,7 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sysProcAttr is the child's: its own process group and, with ns, its own
+// sysProcAttr is the child's: its own session (so its own process group,
+// and no controlling terminal: a provider cannot open /dev/tty to write
+// past the output budget onto the operator's screen, or push keystrokes
+// into the operator's shell with TIOCSTI, which the kernel allows only on
+// one's controlling terminal) and, with ns, its own
 // user namespace (the caller's uid and gid mapped to themselves, so file
 // access is unchanged) and pid namespace, whose first process is the
 // harness (or the sandbox launcher): when it dies the kernel kills every
@@ -18,7 +22,7 @@ import (
 // cannot enforce the timeout, and a retry under the same key must not run
 // beside the orphan.
 func sysProcAttr(ns bool) *syscall.SysProcAttr {
-	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	a := &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if ns {
 		uid, gid := os.Geteuid(), os.Getegid()
 		a.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID

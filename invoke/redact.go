@@ -2,6 +2,8 @@ package invoke
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -85,14 +87,30 @@ func (r *redactor) tail(s string) string {
 // as Go's encoding/json does, and Python's repr and ascii (either quote),
 // each without its surrounding quotes.
 func secretForms(v string) []string {
-	return []string{
+	return append([]string{
 		v,
 		pyJSON(v, true), pyJSON(v, false),
 		pyRepr(v, '\'', false), pyRepr(v, '"', false),
 		pyRepr(v, '\'', true), pyRepr(v, '"', true),
 		goJSON(v),
-	}
+	}, urlForms(v)...)
 }
+
+// urlForms are v percent-encoded as a URL's query or path carries it (a
+// token in an egress URL): Go's and Python's query escaping (space as
+// "+" or "%20"), path escaping with and without "/", each with upper- and
+// lower-case hex.
+func urlForms(v string) []string {
+	q, p := url.QueryEscape(v), url.PathEscape(v)
+	var out []string
+	for _, f := range []string{q, strings.ReplaceAll(q, "+", "%20"), p, strings.ReplaceAll(p, "%2F", "/")} {
+		out = append(out, f, pctLower.ReplaceAllStringFunc(f, strings.ToLower))
+	}
+	return out
+}
+
+// pctLower finds a percent-escape.
+var pctLower = regexp.MustCompile(`%[0-9A-F]{2}`)
 
 func pyJSON(v string, ascii bool) string {
 	var b strings.Builder

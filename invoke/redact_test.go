@@ -1,6 +1,9 @@
 package invoke
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestRedactText: every text form of every secret goes, each in one
 // pass: a one-letter secret beside a longer one does not redact the
@@ -23,5 +26,18 @@ func TestRedactText(t *testing.T) {
 	// The JSON-escaped form of a value is redacted too.
 	if got := newRedactor([]string{`a"b`}).text(`{"v":"a\"b"}`); got != `{"v":"[redacted]"}` {
 		t.Errorf("escaped form: %q", got)
+	}
+	// Percent-encoded, as a token rides in an egress URL.
+	r = newRedactor([]string{"tok+AbC/xyz== ü"})
+	for _, in := range []string{
+		"https://api.example/v1?token=tok%2BAbC%2Fxyz%3D%3D+%C3%BC",
+		"https://api.example/v1?token=tok%2BAbC%2Fxyz%3D%3D%20%C3%BC",
+		"https://api.example/v1?token=tok%2bAbC%2fxyz%3d%3d+%c3%bc",
+		"https://api.example/v1/tok+AbC%2Fxyz==%20%C3%BC/x",
+		"https://api.example/v1/tok+AbC/xyz==%20%C3%BC/x",
+	} {
+		if got := r.text(in); got == in || !strings.Contains(got, redacted) {
+			t.Errorf("text(%q) = %q", in, got)
+		}
 	}
 }

@@ -41,7 +41,7 @@ func (b Bwrap) Argv(c *Call, workdir string) ([]string, error) {
 	if path == "" {
 		path = "bwrap"
 	}
-	argv := []string{path, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+	argv := []string{path, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
 		"--proc", "/proc", "--dev", "/dev"}
 	links := map[string]string{}
 	for _, top := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {

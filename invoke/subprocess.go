@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -578,6 +580,9 @@ func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
 	parseOutput(res, out, attempt)
 }
 
+// codeWord is what an error code looks like.
+var codeWord = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
 // parseOutput reads stdout, trimmed, as exactly one result document of
 // this run, after a non-signal exit with res.ExitCode (any backend).
 func parseOutput(res *Result, out []byte, attempt string) {
@@ -633,6 +638,19 @@ func parseOutput(res *Result, out []byte, attempt string) {
 	case "error":
 		if doc.Error == nil || doc.Error.Code == "" || doc.Result != nil {
 			fail(CodeProtocolError, "an error result must carry error {code, message} and no result")
+			return
+		}
+		if !slices.Contains(ResultCodes, doc.Error.Code) {
+			// Not one the harness writes: the provider wrote stdout
+			// itself, and a code of its own would pass for the harness's
+			// or the executor's (cancelled, timeout), or carry anything.
+			what := "a code that is not a word"
+			if codeWord.MatchString(doc.Error.Code) {
+				// Shown as it is, so a secret value here is redacted
+				// like one in any message (an escaped form would not be).
+				what = doc.Error.Code
+			}
+			fail(CodeProtocolError, "the result's error code (%s) is not one of %s", what, strings.Join(ResultCodes, ", "))
 			return
 		}
 		res.Status, res.Error = StatusError, doc.Error

@@ -563,17 +563,35 @@ func (b *battery) garbage(t *testing.T) {
 		// are not UTF-8 (JSON is UTF-8, RFC 8259 §8.1): the hostile tool
 		// writes the lone surrogate of its input as such bytes.
 		"not UTF-8": json.RawMessage(`{"stdout":"{\"status\":\"ok\",\"run_id\":\"{run_id}\",\"result\":\"\ud800\",\"egress\":[]}"}`),
+		// Error codes are a closed set: one of the provider's own would
+		// pass for the executor's (a cancel), or carry a secret past the
+		// redaction of the message.
+		"an executor's code": map[string]string{"stdout": `{"status":"error","run_id":"{run_id}","error":{"code":"cancelled","message":"the caller cancelled the run"},"egress":[]}`},
+		"a secret as code":   map[string]string{"stdout": errorDoc(secrets["acme/beta"], "m")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := b.run(t, ex, b.fx.Call("garbage", input, secrets))
 			if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeProtocolError {
 				t.Fatalf("status %s %+v, want error %s", res.Status, res.Error, invoke.CodeProtocolError)
 			}
-			if o := recorded(t, path, res); o.Status != receipts.StatusError {
+			o := recorded(t, path, res)
+			if o.Status != receipts.StatusError {
 				t.Errorf("a protocol failure recorded as %s", o.Status)
+			}
+			for _, v := range secrets {
+				if strings.Contains(res.Error.Message, v) || strings.Contains(o.ErrorMessage, v) || strings.Contains(o.ErrorCode, v) {
+					t.Errorf("a secret in the error: %+v / %q %q", res.Error, o.ErrorCode, o.ErrorMessage)
+				}
 			}
 		})
 	}
+}
+
+// errorDoc is an error result document for the garbage entrypoint (its
+// {run_id} filled in by the tool).
+func errorDoc(code, message string) string {
+	b, _ := json.Marshal(map[string]any{"status": "error", "run_id": "{run_id}", "error": map[string]string{"code": code, "message": message}, "egress": []string{}})
+	return string(b)
 }
 
 // oversized: a well-formed result within the output budget whose
