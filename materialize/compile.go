@@ -85,6 +85,12 @@ def pyc(loader, data, dfile):
     code = loader.source_to_code(data, dfile, _optimize=-1)
     keep = pin(code, [])
     return code, _code_to_hash_pyc(code, source_hash(data), False)
+# No code object outlives its answer: marshal marks an object shared
+# (FLAG_REF) by its reference count, and one left alive changes the
+# counts the next compile sees (a frozenset constant written without the
+# flag), so a pyc would depend on what was compiled before it in this
+# process, as py_compile's, which drops each, does not.
+code = None
 while True:
     head = inp.read(5)
     if len(head) < 5:
@@ -101,6 +107,7 @@ while True:
                 code, b = pyc(loader, data, ph)
                 if b.count(tok) == 1 and not mentions(code):
                     kind = b"P"
+                code = None
             if kind == b"D":
                 b = pyc(loader, data, final)[1]
         except (SyntaxError, ValueError, UnicodeError):
