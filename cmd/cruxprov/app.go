@@ -249,7 +249,7 @@ func readInputFile(path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
 	if max > 0 && st.Size() > max {
-		return nil, fmt.Errorf("%s is larger than %d MiB", path, max>>20)
+		return nil, fmt.Errorf("%s is larger than %s", path, sizeText(max))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -262,9 +262,17 @@ func readInputFile(path string, max int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(r)
 	if err == nil && max > 0 && int64(len(b)) > max {
-		err = fmt.Errorf("%s is larger than %d MiB", path, max>>20)
+		err = fmt.Errorf("%s is larger than %s", path, sizeText(max))
 	}
 	return b, err
+}
+
+// sizeText is a limit in MiB or KiB, whichever is whole.
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // errWriter remembers the first error writing to w.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -126,13 +128,29 @@ func runAction(c *cli.Context) error {
 		return usagef("--backend %s: want local or container", b)
 	}
 	name, ep := c.Args().Get(0), c.Args().Get(1)
+	// A limit that would be ignored (0, negative, under a millisecond)
+	// would run with the manifest's: refused rather than failing open.
+	if d := c.Duration("timeout"); c.IsSet("timeout") && d < time.Millisecond {
+		return usagef("--timeout %v: give at least 1ms (for example --timeout 30s)", d)
+	}
+	if n := c.Int64("output-bytes"); c.IsSet("output-bytes") && n <= 0 {
+		return usagef("--output-bytes %d: give a positive number of bytes", n)
+	}
+	if k := c.String("idempotency-key"); !utf8.ValidString(k) {
+		// The ledger keeps keys as UTF-8: such a key would never match
+		// itself, and would match its own U+FFFD spelling.
+		return usagef("--idempotency-key: not valid UTF-8")
+	}
 	var input []byte
 	switch in := c.String("input"); in {
 	case "":
 		return usagef("--input FILE or --input - is required")
 	case "-":
-		if input, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20)); err != nil {
+		if input, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20+1)); err != nil {
 			return usagef("--input -: %v", err)
+		}
+		if len(input) > 64<<20 {
+			return usagef("--input -: larger than 64 MiB")
 		}
 	default:
 		if input, err = inputFile("--input", in, 64<<20); err != nil {

@@ -283,3 +283,28 @@ func TestUnenforcedLimitsIsForContainers(t *testing.T) {
 		t.Errorf("the remedy renders %q, want %q", got, want)
 	}
 }
+
+// TestRunLimitsThatWouldBeIgnored: a limit the executor would ignore
+// (under a millisecond, zero, negative) or a key the ledger cannot keep
+// as given is a usage error, not a run with the manifest's budgets.
+func TestRunLimitsThatWouldBeIgnored(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--timeout", "999us"}, "--timeout 999µs: give at least 1ms"},
+		{[]string{"--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"--output-bytes", "0"}, "--output-bytes 0: give a positive"},
+		{[]string{"--output-bytes", "-5"}, "--output-bytes -5"},
+		{[]string{"--idempotency-key", "k\xff"}, "--idempotency-key: not valid UTF-8"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin, append([]string{"--home", t.TempDir(), "run", "acme-echo", "echo", "--input", "-"}, c.args...)...)
+			cmd.Stdin = strings.NewReader("{}")
+			if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%+v", r)
+			}
+		})
+	}
+}
