@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -71,9 +72,13 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 	}
 	var wheels []string
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".whl") && e.Type().IsRegular() {
-			wheels = append(wheels, e.Name())
+		if !strings.HasSuffix(e.Name(), ".whl") {
+			continue
 		}
+		if err := checkWheelFile(from, e); err != nil {
+			return rep, err
+		}
+		wheels = append(wheels, e.Name())
 	}
 	if len(wheels) == 0 {
 		return rep, fmt.Errorf("index build: no .whl files in %s", from)
@@ -91,6 +96,51 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// checkWheelFile refuses an entry of from named *.whl that is not a
+// regular file once symbolic links are followed: a link is followed (a
+// directory of links, as a Nix store or stow tree gives, is a normal
+// input), and a dangling link, a link to a directory or a device, a
+// directory or a FIFO named *.whl fails the build, naming it — a .whl is
+// never left out silently.
+func checkWheelFile(from string, e fs.DirEntry) error {
+	p := filepath.Join(from, e.Name())
+	if e.Type().IsRegular() {
+		return nil
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		if e.Type()&fs.ModeSymlink != 0 {
+			if target, lerr := os.Readlink(p); lerr == nil {
+				return fmt.Errorf("index build: %s is a symbolic link to %s, which cannot be read (%w); fix the link or move it out of the input, nothing was changed", p, target, err)
+			}
+		}
+		return fmt.Errorf("index build: cannot read %s (%w); make it readable or move it out of the input, nothing was changed", p, err)
+	}
+	if !st.Mode().IsRegular() {
+		what := "is not a regular file"
+		if e.Type()&fs.ModeSymlink != 0 {
+			what = "is a symbolic link to something that is not a regular file"
+		}
+		return fmt.Errorf("index build: %s %s (a %s); only wheel files are read, move it out of the input, nothing was changed", p, what, fileKind(st.Mode()))
+	}
+	return nil
+}
+
+// fileKind names the type of a file that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // writeIndex writes the whole index of wheels (names in from) into dir.

@@ -59,6 +59,17 @@ func TestBuildFailsClosed(t *testing.T) {
 		{"two METADATA", func(t *testing.T, dir string) {
 			writeZip(t, filepath.Join(dir, "mid-1.0-py3-none-any.whl"), "mid-1.0.dist-info/METADATA", "other-1.0.dist-info/METADATA")
 		}, refusal.WheelInvalid},
+		// Never left out silently: a .whl that is not a regular file
+		// once links are followed fails the build.
+		{"dangling link", func(t *testing.T, dir string) {
+			os.Symlink(filepath.Join(dir, "gone.whl"), filepath.Join(dir, "mid-1.0-py3-none-any.whl"))
+		}, nil},
+		{"link to a directory", func(t *testing.T, dir string) {
+			os.Symlink(t.TempDir(), filepath.Join(dir, "mid-1.0-py3-none-any.whl"))
+		}, nil},
+		{"directory", func(t *testing.T, dir string) {
+			os.Mkdir(filepath.Join(dir, "mid-1.0-py3-none-any.whl"), 0o755)
+		}, nil},
 	}
 	before := []struct {
 		name    string
@@ -300,4 +311,86 @@ func TestBuildConcurrent(t *testing.T) {
 		t.Errorf("output is neither index:\n%s", got)
 	}
 	noDebris(t, out)
+}
+
+// TestBuildFollowsSymlinks: a directory of symbolic links to wheels (a
+// Nix- or stow-style tree), absolute or relative, builds the same index as
+// the wheels themselves, under the links' names; a .whl that is not a
+// regular file once links are followed fails the build, naming it.
+func TestBuildFollowsSymlinks(t *testing.T) {
+	real := t.TempDir()
+	writeWheel(t, real, "alpha", "1.0", "")
+	writeWheel(t, real, "beta", "2.0", ">=3.9")
+	want := filepath.Join(t.TempDir(), "want")
+	if _, err := Build(context.Background(), want, real); err != nil {
+		t.Fatal(err)
+	}
+	// Every wheel a link: one absolute, one relative, through a link
+	// to a link.
+	links := t.TempDir()
+	if err := os.Symlink(filepath.Join(real, "alpha-1.0-py3-none-any.whl"), filepath.Join(links, "alpha-1.0-py3-none-any.whl")); err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(links, filepath.Join(real, "beta-2.0-py3-none-any.whl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(rel, filepath.Join(links, "hop")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("hop", filepath.Join(links, "beta-2.0-py3-none-any.whl")); err != nil {
+		t.Fatal(err)
+	}
+	got := filepath.Join(t.TempDir(), "got")
+	rep, err := Build(context.Background(), got, links)
+	if err != nil {
+		t.Fatalf("a directory of links: %v", err)
+	}
+	if len(rep.Files) != 2 || rep.Projects != 2 {
+		t.Errorf("report %+v, want both wheels", rep)
+	}
+	if g, w := tree(t, got), tree(t, want); g != w {
+		t.Errorf("index from links:\n%s\nwant (from the files):\n%s", g, w)
+	}
+	// One regular wheel beside the links is read too.
+	writeWheel(t, links, "gamma", "1.0", "")
+	if rep, err = Build(context.Background(), got, links); err != nil || len(rep.Files) != 3 {
+		t.Fatalf("links and a file: %+v, %v", rep, err)
+	}
+
+	for _, c := range []struct {
+		name, want string
+		make       func(t *testing.T, p string)
+	}{
+		{"dangling link", "symbolic link to", func(t *testing.T, p string) {
+			os.Symlink(filepath.Join(t.TempDir(), "gone.whl"), p)
+		}},
+		{"link to a directory", "not a regular file (a directory)", func(t *testing.T, p string) {
+			os.Symlink(t.TempDir(), p)
+		}},
+		{"directory", "not a regular file (a directory)", func(t *testing.T, p string) {
+			os.Mkdir(p, 0o755)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			from := t.TempDir()
+			writeWheel(t, from, "alpha", "1.0", "")
+			bad := filepath.Join(from, "mid-1.0-py3-none-any.whl")
+			c.make(t, bad)
+			out := filepath.Join(t.TempDir(), "mirror")
+			_, err := Build(context.Background(), out, from)
+			if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Build: %v, want an error naming %s (%q)", err, bad, c.want)
+			}
+			if _, serr := os.Lstat(out); !errors.Is(serr, os.ErrNotExist) {
+				t.Errorf("the failed build made %s: %v", out, serr)
+			}
+			noDebris(t, out)
+			// All of them bad: the same error, not "no .whl files".
+			os.Remove(filepath.Join(from, "alpha-1.0-py3-none-any.whl"))
+			if _, err := Build(context.Background(), out, from); err == nil || !strings.Contains(err.Error(), bad) {
+				t.Fatalf("only the bad entry: %v, want an error naming %s", err, bad)
+			}
+		})
+	}
 }
