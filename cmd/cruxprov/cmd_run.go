@@ -262,14 +262,17 @@ func runAction(c *cli.Context) error {
 		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv}
 	}
 	res, err := ex.Run(c.Context, call)
-	if err != nil {
+	if err != nil && res == nil {
 		return err
 	}
+	// A Result with an error: the run happened, and its outcome could not
+	// be written (the ledger keeps the intent, an orphan). Not a refusal:
+	// the result is shown, and the exit is a failure.
 	show := "cruxprov receipts show " + res.AttemptID
 	if c.IsSet("ledger") {
 		show += " --ledger " + lps[0]
 	}
-	return emitRun(o, res, name, ep, lps[0], show)
+	return emitRun(o, res, name, ep, lps[0], show, err)
 }
 
 // pinnedCall is the call both backends make of a verified pin: what the
@@ -289,13 +292,27 @@ func pinnedCall(c *cli.Context, name, ep string, spec *registry.Provider, e *reg
 }
 
 // emitRun prints a run's result (both backends).
-func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string) error {
+func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecorded error) error {
+	type receiptError struct {
+		Code   string `json:"code"`
+		Detail string `json:"detail"`
+	}
 	out := struct {
 		*invoke.Result
-		Provider   string `json:"provider"`
-		Entrypoint string `json:"entrypoint"`
-		Ledger     string `json:"ledger"`
-	}{res, name, ep, ledger}
+		Provider     string        `json:"provider"`
+		Entrypoint   string        `json:"entrypoint"`
+		Ledger       string        `json:"ledger"`
+		ReceiptError *receiptError `json:"receipt_error,omitempty"`
+	}{res, name, ep, ledger, nil}
+	lost := ""
+	if unrecorded != nil {
+		code := string(refusal.CodeOf(unrecorded))
+		if code == "" {
+			code = string(refusal.LedgerWriteFailed)
+		}
+		out.ReceiptError = &receiptError{Code: code, Detail: unrecorded.Error()}
+		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %v), which shows the attempt as an orphan", code, unrecorded)
+	}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Replayed {
 			// The ledger keeps the result's digest, not its value.
@@ -318,7 +335,10 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string) error {
 			}
 			msg += ": " + invoke.Clip(e.Message, invoke.ReceiptMessage)
 		}
-		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)", name, ep, msg, res.AttemptID, ledger, show)}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)%s", name, ep, msg, res.AttemptID, ledger, show, lost)}
+	}
+	if unrecorded != nil {
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended ok (attempt %s)%s: free the ledger's file system or fix its mode; the result above is the run's", name, ep, res.AttemptID, lost)}
 	}
 	return nil
 }

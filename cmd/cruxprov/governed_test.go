@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
@@ -336,6 +338,57 @@ func TestGovernedFlow(t *testing.T) {
 		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
 		if r := runCmd(t, cmd); r.code != 0 {
 			t.Errorf("verify under unshare -n: %+v", r)
+		}
+	})
+	// A run whose outcome cannot be written after it ran (its ledger's
+	// file system filled up meanwhile) is not a refusal: nothing was
+	// refused, it ran. It exits 1, says so, and the ledger shows the
+	// attempt as an orphan.
+	t.Run("outcome unrecorded", func(t *testing.T) {
+		// The ledger made immutable while the run runs (chattr +i stops
+		// root too): its outcome cannot be appended.
+		if os.Geteuid() != 0 {
+			t.Skip("makes the ledger immutable: needs root")
+		}
+		if _, err := exec.LookPath("chattr"); err != nil {
+			t.Skip("no chattr (e2fsprogs)")
+		}
+		in, tok := filepath.Join(base, "unrec-in.json"), filepath.Join(base, "unrec-tok")
+		os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+		os.WriteFile(tok, []byte("s3cr3t-token"), 0o600)
+		ledger := filepath.Join(base, "unrec", "l.jsonl")
+		cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--timeout", "1500ms", "--ledger", ledger, "--json")
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if st, err := os.Stat(ledger); err == nil && st.Size() > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no intent in the ledger")
+			}
+		}
+		if out, err := exec.Command("chattr", "+i", ledger).CombinedOutput(); err != nil {
+			cmd.Wait()
+			t.Skipf("chattr +i: %v %s (the file system has no immutable flag)", err, out)
+		}
+		defer exec.Command("chattr", "-i", ledger).Run()
+		err := cmd.Wait()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		var doc map[string]any
+		if code != exitFailure || !strings.Contains(stderr.String(), "ended timeout") || !strings.Contains(stderr.String(), "its outcome could not be written to the ledger (ledger_write_failed") || json.Unmarshal(stdout.Bytes(), &doc) != nil || doc["receipt_error"] == nil || doc["status"] != "timeout" {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+		}
+		r := run("receipts", "list", "--ledger", ledger)
+		if r.code != 0 || !strings.Contains(r.stdout, "ORPHAN") {
+			t.Errorf("receipts list: %+v", r)
 		}
 	})
 	retireAndRestore(t, w, home)

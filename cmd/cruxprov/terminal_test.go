@@ -40,7 +40,7 @@ func TestRunFailureLine(t *testing.T) {
 	o := &opts{stdout: &out, stderr: &errb}
 	msg := "\x1b[2K\rok: acme-echo echo\n" + strings.Repeat("<", 100_000)
 	res := &invoke.Result{AttemptID: "att_1", Status: invoke.StatusError, Error: &invoke.Error{Code: "provider_error", Message: msg}, Egress: []string{}}
-	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", "cruxprov receipts show att_1")
+	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", "cruxprov receipts show att_1", nil)
 	if err == nil {
 		t.Fatal("a failed run returned no error")
 	}
