@@ -111,7 +111,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run() maps errors to exit codes
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &usageError{err.Error()}
+			msg := err.Error()
+			if strings.HasSuffix(msg, ": parse error") {
+				// flag's "parse error" says nothing of what it wants.
+				msg += durationHint(msg)
+			}
+			return &usageError{msg}
 		},
 	}
 	var setUsage func([]*cli.Command)
@@ -265,6 +270,17 @@ func readInputFile(path string, max int64) ([]byte, error) {
 		err = fmt.Errorf("%s is larger than %s", path, sizeText(max))
 	}
 	return b, err
+}
+
+// durationHint is what a flag's parse error lacks when the flag takes a
+// duration ("" for other flags).
+func durationHint(msg string) string {
+	for _, f := range []string{"-expires", "-timeout", "-stall"} {
+		if strings.Contains(msg, " for flag "+f+":") {
+			return ": give a duration with its unit, for example 30s, 15m or 720h"
+		}
+	}
+	return ""
 }
 
 // sizeText is a limit in MiB or KiB, whichever is whole.

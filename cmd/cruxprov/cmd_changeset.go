@@ -124,17 +124,24 @@ func init() {
 				if err != nil {
 					return err
 				}
-				var exp *time.Time
 				if c.IsSet("expires") {
 					if c.Duration("expires") <= 0 {
 						return usagef("--expires must be a positive duration")
 					}
-					e := nowFunc().Add(c.Duration("expires"))
-					exp = &e
+					if cs, err := reg.ChangeSet(c.Context, id); err == nil && cs.Scope() == registry.TrustScope {
+						return usagef("--expires is for provider pins: a trust or policy change does not expire (approve it without --expires)")
+					}
 				}
 				signer, err := loadSigner(o, c.String("key"))
 				if err != nil {
 					return err
+				}
+				// The expiry counts from the signature, after the password
+				// prompt, not from the command's start.
+				var exp *time.Time
+				if c.IsSet("expires") {
+					e := nowFunc().Add(c.Duration("expires"))
+					exp = &e
 				}
 				res, err := reg.Approve(c.Context, id, signer, exp)
 				if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/cruxible/cruxprov/digest"
 	"io"
 	"text/tabwriter"
 
@@ -30,6 +31,11 @@ func init() {
 				b, err := readInputFile(c.String("schema"), maxInputFile)
 				if err != nil {
 					return err
+				}
+				if _, err := digest.InterfaceDigest(b); err != nil {
+					// Not a schema at all: the wrong file, not another
+					// schema under a registered id.
+					return usagef("--schema %s is not a JSON document RFC 8785 can canonicalize: %v", c.String("schema"), err)
 				}
 				it, err := reg.RegisterInterface(c.Context, c.Args().First(), b)
 				if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -264,6 +265,14 @@ func loadSigner(o *opts, path string) (*sign.PrivateKey, error) {
 	b, err := readInputFile(path, 1<<20)
 	if err != nil {
 		return nil, err
+	}
+	// The wrong file is a mistake in the command line, as key trust's
+	// mirror mistake (a private key to trust) is.
+	switch blk, _ := pem.Decode(b); {
+	case blk == nil:
+		return nil, usagef("--key %s is not a PEM private key (PREFIX.key, as key generate writes it)", path)
+	case blk.Type == "PUBLIC KEY":
+		return nil, usagef("--key %s is a public key: sign with the private key (the PREFIX.key beside it)", path)
 	}
 	pw, err := keyPassword(o, false)
 	if err != nil {

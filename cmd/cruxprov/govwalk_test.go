@@ -510,6 +510,41 @@ func keyedHome(t *testing.T, names ...string) (home, keys string, run func(args 
 	return home, keys, run
 }
 
+// TestGovWalkSigningMistakes: the wrong key file for approve (the public
+// half, or not a key) is a usage error as key trust's mirror mistake is,
+// not a failure; --expires means nothing for a trust change (the trust
+// state's replay ignores it) and is refused rather than ignored; a
+// duration flag's parse error shows what it wants; a schema that is not
+// JSON is the wrong file, not another schema under a registered id.
+func TestGovWalkSigningMistakes(t *testing.T) {
+	home, keys, run := keyedHome(t, "a", "b")
+	r := run("--quiet", "key", "trust", filepath.Join(keys, "b.pub"))
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("propose b: %+v", r)
+	}
+	notKey := filepath.Join(home, "notes.txt")
+	os.WriteFile(notKey, []byte("hello\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.pub")}, "is a public key"},
+		{[]string{"changeset", "approve", id, "--key", notKey}, "is not a PEM private key"},
+		{[]string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key"), "--expires", "1h"}, "a trust or policy change does not expire"},
+		{[]string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key"), "--expires", "10"}, "for example 30s, 15m or 720h"},
+		{[]string{"interface", "register", "x.y/v1", "--schema", notKey}, "is not a JSON document"},
+	} {
+		r := run(c.args...)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: want a usage error naming %q: %+v", c.args, c.want, r)
+		}
+	}
+	if r := run("changeset", "approve", id, "--key", filepath.Join(keys, "a.key")); r.code != 0 {
+		t.Fatalf("the approval itself: %+v", r)
+	}
+}
+
 // TestGovWalkQuiet: with --quiet the governance commands print their
 // result alone, one line a script can capture (as install prints its
 // change-set id): a key's digest, a proposal's change-set id, an
