@@ -74,6 +74,8 @@ func runChild(role, path, name string) error {
 		return l.Close()
 	case "nobody":
 		return nobodyChild(ctx, path)
+	case "begin-key-and-hang", "same-key":
+		return keyChild(ctx, role, path, name)
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

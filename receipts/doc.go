@@ -36,7 +36,11 @@
 // with a recorded ok outcome is replayed without spawning (an intent and a
 // replayed outcome are written for the replay); after an error, a timeout,
 // an output_limit, a refusal or an orphan intent the request runs again as
-// a new attempt under the same key (at-least-once).
+// a new attempt under the same key (at-least-once). An attempt still
+// running under the key, in this process or another, is refused
+// idempotency_conflict: while it runs its Ledger holds a lock on the key's
+// byte of <path>.inflight, which the kernel drops when the process dies,
+// so an orphan is an intent without outcome whose key lock nobody holds.
 //
 // Reading (Scan) is strict: valid UTF-8, JSON objects with no duplicate
 // keys, required fields of the right types, a known phase and format

@@ -66,6 +66,7 @@ type Ledger struct {
 	line     int   // lines folded
 	j        *joiner
 	inflight map[string]string // attempts begun here and not finished -> their key
+	keys     *os.File          // <path>.inflight, the key locks (inflight.go); nil until a key is used
 	broken   error             // set after a failed fsync or Close: the Ledger writes no more
 }
 
@@ -118,13 +119,18 @@ func (l *Ledger) Path() string { return l.path }
 // spawns anything. With an idempotency key (DESIGN §10):
 //   - a key whose first intent has another input digest, provider or
 //     entrypoint is refused idempotency_conflict, and so is a key with an
-//     attempt this Ledger began and has not finished; nothing is written;
+//     attempt still running: one this Ledger began and has not finished,
+//     or one whose key lock another Ledger holds (another process's, see
+//     inflight.go); nothing is written;
 //   - a key with a recorded ok outcome is a replay: Begin writes this
 //     attempt's intent and a replayed copy of that outcome (Replayed,
 //     ReplayOf naming the original attempt, EndedAt now) in one write,
 //     syncs, and returns the copy in Decision.Replay;
 //   - otherwise (no attempt yet, or only errors, timeouts, output limits,
-//     refusals and orphans) it is a new attempt under the same key.
+//     refusals and orphans) it is a new attempt under the same key, and
+//     this Ledger holds the key's lock until Finish (or Close). An orphan
+//     is an intent without outcome whose key lock nobody holds: its
+//     writer died.
 //
 // A zero StartedAt is set to now, an empty AttemptID to a random one. An
 // intent that would not be a valid row (a missing digest, say) and any
@@ -154,8 +160,10 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 			return refusal.New(refusal.LedgerWriteFailed, "attempt %s is already in receipts ledger %s", in.AttemptID, l.path)
 		}
 		dec = Decision{AttemptID: in.AttemptID, Attempt: 1}
-		if k := in.IdempotencyKey; k != "" {
-			if ks := l.j.keys[k]; ks != nil {
+		k := in.IdempotencyKey
+		if k != "" {
+			ks := l.j.keys[k]
+			if ks != nil {
 				first := ks.first.Intent
 				if first.InputDigest != in.InputDigest || first.Provider != in.Provider || first.Entrypoint != in.Entrypoint {
 					return refusal.New(refusal.IdempotencyConflict,
@@ -181,11 +189,25 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 					return nil
 				}
 			}
+			// Taken under the flock: no other writer can begin or
+			// finish an attempt under k until the intent is written.
+			got, err := l.lockKey(k)
+			if err != nil {
+				return err
+			}
+			if !got {
+				running := "an attempt of another writer"
+				if ks != nil && ks.last.Outcome == nil {
+					running = "attempt " + ks.last.Intent.AttemptID
+				}
+				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (another process holds the key's lock in %s.inflight)", k, running, l.path)
+			}
 		}
 		if err := l.append(ctx, b); err != nil {
+			l.unlockKey(k)
 			return err
 		}
-		l.inflight[in.AttemptID] = in.IdempotencyKey
+		l.inflight[in.AttemptID] = k
 		return nil
 	})
 	if err != nil {
@@ -213,11 +235,22 @@ func replayOf(a Attempt, id string, now time.Time) Outcome {
 // outcome is not a valid row or the write or sync fails, it is refused
 // ledger_write_failed. A zero EndedAt is set to now. Whatever it returns,
 // the attempt no longer counts as running in this Ledger: one whose
-// outcome could not be written is an orphan, and its key runs again.
+// outcome could not be written is an orphan, and its key runs again. The
+// key lock is released under the flock, after the outcome is written, so
+// that another writer never sees the attempt finished and its key locked.
 func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	key := l.inflight[out.AttemptID]
 	delete(l.inflight, out.AttemptID)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			l.unlockKey(key)
+		}
+	}
+	defer release()
 	if l.broken != nil {
 		return l.broken
 	}
@@ -229,6 +262,7 @@ func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "the outcome of attempt %s is not a valid receipt", out.AttemptID)
 	}
 	return l.locked(ctx, func() error {
+		defer release()
 		if err := l.sync(ctx); err != nil {
 			return err
 		}
@@ -243,12 +277,18 @@ func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 	})
 }
 
-// Close closes the ledger file. Every row already returned was synced.
+// Close closes the ledger file and releases the key locks: an attempt
+// begun and not finished is an orphan from then on. Every row already
+// returned was synced.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
 		return nil
+	}
+	if l.keys != nil {
+		l.keys.Close()
+		l.keys = nil
 	}
 	err := l.f.Close()
 	l.f = nil

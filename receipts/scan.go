@@ -308,6 +308,7 @@ type joiner struct {
 type keyState struct {
 	first    *Attempt // the first intent under the key
 	ok       *Attempt // the first attempt with an ok outcome
+	last     *Attempt // the latest intent under the key
 	attempts int
 }
 
@@ -343,6 +344,7 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 				j.keys[k] = ks
 			}
 			ks.attempts++
+			ks.last = a
 			j.noteOK(a)
 		}
 	case r.outcome != nil:

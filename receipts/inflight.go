@@ -1,0 +1,95 @@
+package receipts
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// The key locks (DESIGN §10: an attempt still running under a key must
+// not run twice). While an attempt with an idempotency key is running,
+// the Ledger that began it holds a write lock on one byte of the sidecar
+// <path>.inflight, at an offset taken from the sha256 of the key. The
+// kernel drops the lock when the Ledger is closed or its process dies,
+// SIGKILL included, so Begin, holding the ledger's flock, tells a running
+// attempt of another process (an intent without outcome whose key lock is
+// held: idempotency_conflict) from an orphan (one whose key lock nobody
+// holds: a new attempt). On Linux the locks are open file description
+// locks (F_OFD_SETLK): two Ledgers on one path, even in one process,
+// exclude each other. The file stays empty; it holds no data and is never
+// synced.
+
+// keyOffset is the byte of the sidecar that stands for key: the first 6
+// bytes of its sha256, so that two keys meet with odds of 2^-48.
+func keyOffset(key string) int64 {
+	h := sha256.Sum256([]byte(key))
+	var b [8]byte
+	copy(b[2:], h[:6])
+	return int64(binary.BigEndian.Uint64(b[:]))
+}
+
+// inflightFile opens the sidecar on first use, creating it 0600. The
+// caller holds l.mu.
+func (l *Ledger) inflightFile() (*os.File, error) {
+	if l.keys != nil {
+		return l.keys, nil
+	}
+	p := l.path + ".inflight"
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, l.path)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, l.path)
+	}
+	l.keys = f
+	return f, nil
+}
+
+// lockKey takes the key lock of key without waiting. It reports false
+// when another Ledger (another process, or another Ledger of this one)
+// holds it. The caller holds l.mu.
+func (l *Ledger) lockKey(key string) (bool, error) {
+	f, err := l.inflightFile()
+	if err != nil {
+		return false, err
+	}
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: keyOffset(key), Len: 1}
+	for {
+		err = unix.FcntlFlock(f.Fd(), setLockCmd, &lk)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES):
+		return false, nil
+	}
+	return false, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot lock idempotency key %q in %s", key, f.Name())
+}
+
+// unlockKey releases the key lock of key, unless another attempt this
+// Ledger runs needs the same byte. The caller holds l.mu and has already
+// removed the attempt from l.inflight.
+func (l *Ledger) unlockKey(key string) {
+	if key == "" || l.keys == nil {
+		return
+	}
+	off := keyOffset(key)
+	for _, k := range l.inflight {
+		if k != "" && keyOffset(k) == off {
+			return
+		}
+	}
+	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: off, Len: 1}
+	for unix.FcntlFlock(l.keys.Fd(), setLockCmd, &lk) == unix.EINTR {
+	}
+}

@@ -1,0 +1,7 @@
+package receipts
+
+import "golang.org/x/sys/unix"
+
+// setLockCmd takes and releases key locks: open file description locks,
+// owned by the Ledger's descriptor, not by the process.
+const setLockCmd = unix.F_OFD_SETLK

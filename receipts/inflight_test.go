@@ -1,0 +1,180 @@
+package receipts
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// keyChild is the child side of the key lock tests.
+//   - begin-key-and-hang: begins attempt "held-1" under key "k", says
+//     "begun" and waits to be killed;
+//   - same-key: waits for the parent's go, begins under key "k" and, when
+//     the decision is to run, runs for a while and records ok; it says
+//     "ran", "replayed" or "conflict".
+func keyChild(ctx context.Context, role, path, name string) error {
+	if role == "same-key" {
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return err
+		}
+	}
+	l, err := Open(ctx, path, Options{})
+	if err != nil {
+		return err
+	}
+	if role == "begin-key-and-hang" {
+		if _, err := l.Begin(ctx, testIntent("held-1", "k", "in")); err != nil {
+			return err
+		}
+		fmt.Println("begun")
+		select {}
+	}
+	d, err := l.Begin(ctx, testIntent(name, "k", "in"))
+	switch {
+	case errors.Is(err, refusal.IdempotencyConflict):
+		fmt.Println("conflict")
+		return l.Close()
+	case err != nil:
+		return err
+	case d.Replay != nil:
+		fmt.Println("replayed")
+		return l.Close()
+	}
+	time.Sleep(200 * time.Millisecond) // the provider runs
+	if err := l.Finish(ctx, testOutcome(d.AttemptID, StatusOK)); err != nil {
+		return err
+	}
+	fmt.Println("ran")
+	return l.Close()
+}
+
+// TestRunningAttemptOfAnotherProcessConflicts: an attempt that another
+// live process began under a key is running, not an orphan: Begin with
+// the key is refused idempotency_conflict and writes nothing. Once that
+// process is SIGKILLed its intent is an orphan and the key runs again as
+// a new attempt, whose lock in turn keeps the key from running twice.
+func TestRunningAttemptOfAnotherProcessConflicts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	cmd := child(t, "begin-key-and-hang", path, "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "begun\n" {
+		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
+	}
+	before, _ := os.ReadFile(path)
+	l := openT(t, path)
+	_, err = l.Begin(context.Background(), testIntent("", "k", "in"))
+	if !errors.Is(err, refusal.IdempotencyConflict) || !strings.Contains(err.Error(), "attempt held-1 is still running") {
+		t.Fatalf("while the child runs held-1: %v", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("a refused Begin wrote to the ledger")
+	}
+	// Another key, and no key, are not held up.
+	finish(t, l, testOutcome(begin(t, l, testIntent("", "k2", "other")).AttemptID, StatusOK))
+	finish(t, l, testOutcome(begin(t, l, testIntent("", "", "in")).AttemptID, StatusOK))
+
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die of SIGKILL: %v", cmd.ProcessState)
+	}
+	d := begin(t, l, testIntent("", "k", "in"))
+	if d.Attempt != 2 || d.Replay != nil {
+		t.Fatalf("after the child died: %+v", d)
+	}
+	res := scanT(t, path)
+	if len(res.Orphans) != 2 || res.Orphans[0].Intent.AttemptID != "held-1" || res.Orphans[1].Intent.AttemptID != d.AttemptID {
+		t.Fatalf("orphans %+v", res.Orphans)
+	}
+	// The new attempt holds the key: a second Ledger on the path (in this
+	// very process) is refused too, until the attempt finishes.
+	l2 := openT(t, path)
+	if _, err := l2.Begin(context.Background(), testIntent("", "k", "in")); !errors.Is(err, refusal.IdempotencyConflict) ||
+		!strings.Contains(err.Error(), "attempt "+d.AttemptID+" is still running") {
+		t.Fatalf("second Ledger while the attempt runs: %v", err)
+	}
+	finish(t, l, testOutcome(d.AttemptID, StatusError))
+	d2 := begin(t, l2, testIntent("", "k", "in"))
+	if d2.Attempt != 3 || d2.Replay != nil {
+		t.Fatalf("after the error: %+v", d2)
+	}
+	// Closing a Ledger releases its keys: the attempt is an orphan.
+	l2.Close()
+	if d3 := begin(t, l, testIntent("", "k", "in")); d3.Attempt != 4 || d3.Replay != nil {
+		t.Fatalf("after Close: %+v", d3)
+	}
+	if st, err := os.Stat(path + ".inflight"); err != nil || st.Mode() != 0o600 || st.Size() != 0 {
+		t.Fatalf("sidecar: %v %v", st, err)
+	}
+}
+
+// TestSameKeyRunsOnce: processes that begin the same request under one
+// key at the same moment (the CLI opens one Ledger per process) run it
+// once; each other one either is refused while it runs or replays it.
+func TestSameKeyRunsOnce(t *testing.T) {
+	n := 8
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	cmds := make([]*exec.Cmd, n)
+	outs := make([]bytes.Buffer, n)
+	errs := make([]bytes.Buffer, n)
+	gos := make([]io.WriteCloser, n)
+	for i := range cmds {
+		c := child(t, "same-key", path, fmt.Sprintf("c%d", i))
+		c.Stdout, c.Stderr = &outs[i], &errs[i]
+		w, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i], gos[i] = c, w
+	}
+	var wg sync.WaitGroup
+	for i := range gos {
+		wg.Go(func() { io.WriteString(gos[i], "go\n"); gos[i].Close() })
+	}
+	wg.Wait()
+	said := map[string]int{}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("child %d: %v: %s", i, err, errs[i].String())
+		}
+		said[strings.TrimSpace(outs[i].String())]++
+	}
+	if said["ran"] != 1 || said["ran"]+said["replayed"]+said["conflict"] != n {
+		t.Fatalf("children said %v", said)
+	}
+	res := scanT(t, path)
+	ran := 0
+	for _, a := range res.Attempts {
+		if a.Outcome != nil && a.Outcome.Status == StatusOK && !a.Outcome.Replayed {
+			ran++
+		}
+	}
+	if ran != 1 || len(res.Orphans) != 0 || len(res.Attempts) != 1+said["replayed"] {
+		t.Fatalf("%d runs recorded, %d orphans, %d attempts", ran, len(res.Orphans), len(res.Attempts))
+	}
+}
