@@ -127,6 +127,9 @@ func TestRefusals(t *testing.T) {
 			c.Resolve = func(context.Context, string) (string, error) { return strings.Repeat("x", 40<<10), nil }
 		}, refusal.SecretBundleTooLarge, true},
 		{"input not JSON", func(c *invoke.Call) { c.Input = json.RawMessage(`{"a":`) }, refusal.InputInvalid, false},
+		{"input nested deeper than the harness reads", func(c *invoke.Call) {
+			c.Input = json.RawMessage(strings.Repeat(`{"a":[`, 300) + `"]}[{"` + strings.Repeat(`]}`, 300))
+		}, refusal.InputInvalid, false},
 		// The run's working directory cannot be made (WorkdirParent is a
 		// file, below): the receipt names invoke_failed, a code of the
 		// closed set, as every receipt's error_code is.

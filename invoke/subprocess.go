@@ -133,6 +133,9 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 		return nil, nil, refusal.Wrap(refusal.InputInvalid, err, "the call's input is not one JSON value")
 	}
 	input = in.Bytes()
+	if d := jsonDepth(input); d > MaxInputDepth {
+		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input nests %d levels deep: the harness's JSON parser (CPython's) reads at most %d", d, MaxInputDepth)
+	}
 	def := defaults
 	if def.TimeoutMS <= 0 {
 		def.TimeoutMS = DefaultBudgets.TimeoutMS
@@ -578,6 +581,39 @@ func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
 		return
 	}
 	parseOutput(res, out, attempt)
+}
+
+// MaxInputDepth is how deeply a call's input may nest arrays and objects.
+// CPython's json stops at its recursion limit (1000 frames, less what the
+// harness's own stack takes): deeper input would leave the harness unable
+// to read its request, or even its run_id.
+const MaxInputDepth = 512
+
+// jsonDepth is how deeply the valid JSON text b nests arrays and objects.
+func jsonDepth(b []byte) int {
+	depth, max, inStr, esc := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				max = depth
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return max
 }
 
 // codeWord is what an error code looks like.
