@@ -49,7 +49,10 @@ type Dir struct {
 }
 
 // OpenDir opens (creating when missing) the registry under root and
-// checks its history chain (registry_corrupt).
+// checks its history chain (registry_corrupt). A directory of it that is
+// missing and that this user may not create (its parent is not writable
+// by it, or the file system is read-only) is left missing: no writer
+// ever opened the registry, which is not damage.
 func OpenDir(ctx context.Context, root string) (*Dir, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -68,6 +71,15 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 		// 0755 whatever the umask, the store's home above it too:
 		// executors (other users) read them.
 		if err := atomicfile.MkdirAll(d, 0o755); err != nil {
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+				// Missing, and this user may not make it (an executor, a
+				// read-only store): no writer ever opened the registry, so
+				// nothing was written there. That is not damage: opening
+				// and reading need no write access (a missing file reads
+				// as nothing), and a mutation fails on its lock, saying
+				// this user cannot change the registry.
+				continue
+			}
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
 		}
 	}

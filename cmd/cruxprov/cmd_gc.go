@@ -110,7 +110,9 @@ func gcAction(c *cli.Context) error {
 }
 
 // registryNames asks the store's registry what accepted pins and open
-// change-sets name (nothing when the store has no registry).
+// change-sets name (nothing when the store has no registry, or one no
+// writer ever opened). It writes nothing: gc --dry-run and env remove
+// ask it as users who may not write the store.
 func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
 	root := filepath.Join(o.home, "registry")
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
@@ -120,7 +122,29 @@ func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A registry whose directories this user could not make (env create
+	// leaves registry/ empty; this user cannot write the store) was
+	// never written: no pin, no change-set. With a history it has lost
+	// them, and NamedBy refuses it.
+	if neverWritten(root) {
+		if chain, err := reg.Chain(ctx); err != nil {
+			return nil, err
+		} else if len(chain) == 0 {
+			return &registry.Names{}, nil
+		}
+	}
 	return registry.NamedBy(ctx, reg)
+}
+
+// neverWritten reports whether the registry at root has neither of the
+// directories every writer makes when it opens the registry.
+func neverWritten(root string) bool {
+	for _, d := range []string{"changesets", "pins"} {
+		if _, err := os.Lstat(filepath.Join(root, d)); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // removeUnnamedEnvs removes (or lists, dry) every env of the store that no

@@ -1,0 +1,124 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/internal/asuser"
+	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// unwritableChildEnv hands TestOpenDirUnwritableChild its directory.
+const unwritableChildEnv = "CRUXPROV_REGISTRY_UNWRITABLE_CHILD"
+
+// TestOpenDirUnwritable: a registry no writer ever opened, in a store
+// this user cannot write (an executor; `env create` leaves registry/
+// empty), opens and reads as empty: it was refused registry_corrupt
+// ("treat as tampering") because OpenDir could not make changesets/ and
+// pins/. A mutation fails saying this user cannot change the registry,
+// never registry_corrupt, and writes nothing. A directory this user
+// cannot reach stays the registry_corrupt refusal it is. Runs as uid
+// 65534 when the test runs as root (root ignores modes).
+func TestOpenDirUnwritable(t *testing.T) {
+	var base string
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "run as an unprivileged user (root writes into a read-only directory)")
+		base = asuser.Dir(t, "cruxprov-registry-unwritable-")
+	} else {
+		base = t.TempDir()
+	}
+	// empty/registry: there, empty, read-only (what env create leaves).
+	// absent/: read-only, no registry in it.
+	// hidden/registry: under a directory this user cannot enter.
+	for _, d := range []string{"empty/registry", "absent", "hidden/registry"} {
+		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { testdir.Writable(base) })
+	for d, mode := range map[string]os.FileMode{"empty/registry": 0o555, "empty": 0o555, "absent": 0o555, "hidden": 0} {
+		if err := os.Chmod(filepath.Join(base, d), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		unwritableChild(t, base)
+		return
+	}
+	bin := asuser.CopySelf(t, base)
+	cmd := asuser.Command(65534, 65534, bin, "-test.run=^TestOpenDirUnwritableChild$", "-test.v", "-test.count=1")
+	cmd.Dir = base
+	cmd.Env = []string{"PATH=/usr/bin:/bin", unwritableChildEnv + "=" + base}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestOpenDirUnwritableChild") {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+}
+
+// TestOpenDirUnwritableChild is the unprivileged half of
+// TestOpenDirUnwritable.
+func TestOpenDirUnwritableChild(t *testing.T) {
+	base := os.Getenv(unwritableChildEnv)
+	if base == "" {
+		t.Skip("TestOpenDirUnwritable runs it as uid 65534")
+	}
+	unwritableChild(t, base)
+}
+
+func unwritableChild(t *testing.T, base string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		t.Fatal("root ignores the directories' modes: run as another user")
+	}
+	ctx := context.Background()
+	for _, root := range []string{filepath.Join(base, "empty", "registry"), filepath.Join(base, "absent", "registry")} {
+		t.Run(filepath.Base(filepath.Dir(root)), func(t *testing.T) {
+			d, err := registry.OpenDir(ctx, root)
+			if err != nil {
+				t.Fatalf("OpenDir of a registry never written, read-only: %v", err)
+			}
+			if c, err := d.Chain(ctx); err != nil || len(c) != 0 {
+				t.Errorf("Chain: %v, %v", c, err)
+			}
+			if l, err := d.Log(ctx); err != nil || len(l) != 0 {
+				t.Errorf("Log: %v, %v", l, err)
+			}
+			if tr, err := d.Trust(ctx); err != nil || tr != nil {
+				t.Errorf("Trust: %v, %v", tr, err)
+			}
+			if _, err := d.Pin(ctx, "acme-echo"); refusal.CodeOf(err) != refusal.PinUnapproved {
+				t.Errorf("Pin: %v, want pin_unapproved (no pin)", err)
+			}
+			// A mutation cannot be made, and says so: not tampering.
+			key := registrytest.NewKey(t, "root", registry.RoleApprover)
+			_, err = d.TrustKey(ctx, key.Key, "t")
+			if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot change the registry") {
+				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want a plain failure saying it cannot change the registry", err, refusal.CodeOf(err))
+			}
+			ents, err := os.ReadDir(filepath.Dir(root))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(ents); filepath.Base(filepath.Dir(root)) == "absent" && n != 0 {
+				t.Errorf("the failed mutation wrote %v", ents)
+			}
+			if ents, _ := os.ReadDir(root); len(ents) != 0 {
+				t.Errorf("the failed mutation wrote %v", ents)
+			}
+		})
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		_, err := registry.OpenDir(ctx, filepath.Join(base, "hidden", "registry"))
+		var r *refusal.Error
+		if !errors.As(err, &r) || r.Code != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "cannot read the registry directory") {
+			t.Errorf("OpenDir of a registry this user cannot reach: %v, want registry_corrupt (cannot read)", err)
+		}
+	})
+}
