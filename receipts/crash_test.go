@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,6 +75,18 @@ func runChild(role, path, name string) error {
 		return l.Close()
 	case "nobody":
 		return nobodyChild(ctx, path)
+	case "repair-lock-and-hang":
+		// Killed holding the repair lock, as a writer that dies mid-repair.
+		l, err := Open(ctx, path, Options{})
+		if err != nil {
+			return err
+		}
+		return l.locked(ctx, func() error {
+			return l.withRepairLock(ctx, func() error {
+				fmt.Println("locked")
+				select {}
+			})
+		})
 	case "begin-key-and-hang", "same-key":
 		return keyChild(ctx, role, path, name)
 	}
@@ -219,4 +232,55 @@ func TestTwoWritersOnTornLedger(t *testing.T) {
 		}
 	}
 	t.Logf("%d iterations in %v", n, time.Since(start).Round(time.Millisecond))
+}
+
+// TestRepairLockOfDeadWriter: a writer SIGKILLed while it holds the repair
+// lock leaves the lock file behind, fresh; the next writer that must
+// repair takes it over at once instead of waiting out a TTL, while the
+// dying writer's ledger flock kept it out as long as that one lived.
+func TestRepairLockOfDeadWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	os.WriteFile(path, []byte(rows(t, "a")), 0o600)
+	cmd := child(t, "repair-lock-and-hang", path, "")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
+		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
+	}
+	appendFile(t, path, "{frag")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Open(ctx, path, Options{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("while the repairer lives: %v", err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if _, err := os.Stat(path + ".lock"); err != nil {
+		t.Fatalf("the dead writer left no lock: %v", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatalf("after the repairer died: %v", err)
+	}
+	l.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the dead writer's lock cost %v", d)
+	}
+	if res := scanT(t, path); len(res.Torn) != 1 || string(res.Torn[0].Bytes) != "{frag" {
+		t.Fatalf("torn %+v", res.Torn)
+	}
+	if _, err := os.Stat(path + ".lock"); err == nil {
+		t.Fatal("lock left behind")
+	}
 }

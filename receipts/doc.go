@@ -22,8 +22,9 @@
 // Writing (Ledger): every row is one write(2) on an O_APPEND descriptor
 // followed by fdatasync, under an exclusive flock of the ledger that also
 // covers the check that the file ends with a newline. Before an append the
-// writer repairs a torn tail under the O_EXCL repair lock <path>.lock (a
-// lock older than Options.LockTTL is stale and broken): a tail that is a
+// writer repairs a torn tail under the O_EXCL repair lock <path>.lock,
+// which its holder also flocks (one that no one flocks was left by a dead
+// writer and is taken over at once; one held is waited for): a tail that is a
 // complete record is terminated with "\n"; any other fragment is first
 // journaled in <path>.repair (synced, renamed, directory synced), then
 // overwritten in place by a torn row holding its exact bytes in base64 and

@@ -22,14 +22,22 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// DefaultLockTTL is the age past which a repair lock is stale.
+// DefaultLockTTL was the age past which a repair lock was stale.
+//
+// Deprecated: a repair lock is judged by whether a live writer holds it,
+// not by its age (see Options.LockTTL).
 const DefaultLockTTL = 30 * time.Second
 
 // Options tune a Ledger.
 type Options struct {
-	// LockTTL is the age (by its mtime) past which the repair lock
-	// <path>.lock is taken as left by a dead writer and broken. Zero means
-	// DefaultLockTTL.
+	// LockTTL is ignored. The repair lock <path>.lock used to be broken
+	// once its mtime was older than this, so that every run after a dead
+	// writer's lock waited for it, and one with an mtime in the future
+	// waited until then. Its holder now flocks it: one no one holds was
+	// left by a dead writer and is taken over at once, one held is waited
+	// for (repair.go).
+	//
+	// Deprecated: kept so that callers that set it still compile.
 	LockTTL time.Duration
 	// Now is the clock for the times the ledger fills in itself (a zero
 	// StartedAt or EndedAt, a replay's EndedAt, a torn row's repaired_at).
@@ -78,9 +86,6 @@ type Ledger struct {
 func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if path == "" {
 		return nil, refusal.New(refusal.LedgerWriteFailed, "no receipts ledger path given")
-	}
-	if opts.LockTTL <= 0 {
-		opts.LockTTL = DefaultLockTTL
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

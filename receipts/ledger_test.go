@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -491,33 +492,60 @@ func TestJournalRecovery(t *testing.T) {
 	}
 }
 
-// TestRepairLock: a live repair lock makes the writer wait (here until its
-// context ends); one older than the TTL is broken.
+// TestRepairLock: a repair lock that a live writer holds (its flock; here
+// a writer of the ledger file that was renamed aside, the only one that
+// can repair beside this one) makes the writer wait, here until its
+// context ends; whatever its mtime, one that no one holds is taken over
+// at once.
 func TestRepairLock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.jsonl")
 	os.WriteFile(path, []byte(rows(t, "a")+"{frag"), 0o600)
 	os.WriteFile(path+".lock", []byte("1\n"), 0o600)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if _, err := Open(ctx, path, Options{LockTTL: time.Hour}); !errors.Is(err, refusal.LedgerWriteFailed) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("with a live lock: %v", err)
-	}
-	old := time.Now().Add(-time.Minute)
-	os.Chtimes(path+".lock", old, old)
-	l, err := Open(context.Background(), path, Options{LockTTL: time.Second})
+	holder, err := os.Open(path + ".lock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
-	if res := scanT(t, path); len(res.Torn) != 1 {
-		t.Fatalf("torn %+v", res.Torn)
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(path + ".lock"); err == nil {
-		t.Fatal("lock left behind")
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(path+".lock", old, old) // however old
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Open(ctx, path, Options{}); !errors.Is(err, refusal.LedgerWriteFailed) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with a live lock: %v", err)
+	}
+	holder.Close()
+	for round, mtime := range []time.Time{time.Now(), time.Now().Add(time.Hour)} {
+		os.Chtimes(path+".lock", mtime, mtime)
+		// Every call is bounded: the old rule waited for such a lock for
+		// the TTL (30 s), or until its mtime plus the TTL.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		l, err := Open(ctx, path, Options{})
+		cancel()
+		if err != nil {
+			t.Fatalf("with an unheld lock of mtime %v: %v", mtime, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("an unheld lock cost %v", d)
+		}
+		l.Close()
+		if _, err := os.Stat(path + ".lock"); err == nil {
+			t.Fatal("lock left behind")
+		}
+		if res := scanT(t, path); len(res.Torn) != round+1 {
+			t.Fatalf("torn %+v", res.Torn)
+		}
+		// Tear the tail again for the next round.
+		appendFile(t, path, "{frag")
+		os.WriteFile(path+".lock", []byte("1\n"), 0o600)
 	}
 	// A clean ledger needs no repair lock at all.
+	path = filepath.Join(t.TempDir(), "clean.jsonl")
+	os.WriteFile(path, []byte(rows(t, "a")), 0o600)
 	os.WriteFile(path+".lock", []byte("1\n"), 0o600)
-	l = openT(t, path)
+	l := openT(t, path)
 	begin(t, l, testIntent("", "", "in"))
 }
 

@@ -283,33 +283,119 @@ func (l *Ledger) writeAt(b []byte, off int64) error {
 	return nil
 }
 
-// withRepairLock runs fn holding the repair lock <path>.lock, created with
-// O_EXCL. A lock whose mtime is older than the TTL was left by a dead
-// writer and is removed; while the flock is held no other writer of this
-// package can be repairing, so breaking it races with no one.
+// withRepairLock runs fn holding the repair lock <path>.lock: a file its
+// holder creates with O_EXCL and flocks for as long as it holds it.
+//
+// Every repairer holds the ledger's flock (sync runs only under it), so a
+// lock file found here is no repairer of this ledger file: it was left by a
+// writer that died (the kernel dropped its flock), whatever its mtime says
+// (an old one, or one in the future after a clock step or a touch), and
+// is taken over at once. The flock on the lock file itself keeps that
+// fail-closed where the ledger's flock cannot: a writer that still holds
+// a ledger file since renamed aside, repairing it under the same lock
+// path, is alive, and is waited for (until ctx ends).
 func (l *Ledger) withRepairLock(ctx context.Context, fn func() error) error {
 	lp := l.path + ".lock"
 	for {
-		f, err := os.OpenFile(lp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if err == nil {
+			held, err := holdRepairLock(f, lp)
+			if err != nil {
+				f.Close()
+				return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot take the repair lock %s", lp)
+			}
+			if !held {
+				// Taken for a dead writer's between its create and its
+				// flock: start again.
+				f.Close()
+				continue
+			}
 			fmt.Fprintf(f, "%d %s\n", os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano))
-			f.Close()
-			break
+			// Removed while still flocked, so that no one takes the
+			// path's next lock for a dead one's.
+			defer func() { os.Remove(lp); f.Close() }()
+			return fn()
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot take the repair lock %s", lp)
 		}
-		st, err := os.Lstat(lp)
-		if err == nil && time.Since(st.ModTime()) > l.opts.LockTTL {
-			os.Remove(lp)
+		broken, err := breakRepairLock(lp)
+		if err != nil {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err,
+				"cannot tell whether the repair lock %s is held; remove it if no cruxprov writes this ledger", lp)
+		}
+		if broken {
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return refusal.Wrap(refusal.LedgerWriteFailed, ctx.Err(), "waiting for the repair lock %s", lp)
+			return refusal.Wrap(refusal.LedgerWriteFailed, ctx.Err(), "waiting for the repair lock %s, which a live writer holds", lp)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	defer os.Remove(lp)
-	return fn()
+}
+
+// holdRepairLock flocks f, the lock file just created at lp, and reports
+// whether lp still names it (a writer that found it before the flock
+// may have taken it for a dead writer's and removed it). A breaker
+// holds the flock only while it checks, so waiting for it is brief.
+func holdRepairLock(f *os.File, lp string) (bool, error) {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if err == nil {
+			break
+		}
+		if err != unix.EINTR {
+			return false, err
+		}
+	}
+	return sameFile(f, lp)
+}
+
+// breakRepairLock removes the lock file at lp when no one holds its
+// flock, and reports whether the caller should try to create it again
+// (it was removed, or was already gone).
+func breakRepairLock(lp string) (bool, error) {
+	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EWOULDBLOCK {
+		return false, nil // a live writer holds it
+	}
+	if err != nil {
+		return false, err
+	}
+	if same, err := sameFile(f, lp); err != nil || !same {
+		return true, err // someone else broke it, or took it anew
+	}
+	if err := os.Remove(lp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
+}
+
+// sameFile reports whether path names the file f has open.
+func sameFile(f *os.File, path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		if err == unix.ENOENT {
+			return false, nil
+		}
+		return false, err
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
