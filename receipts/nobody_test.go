@@ -81,6 +81,7 @@ func nobodyChild(ctx context.Context, path string) error {
 	}
 	want := map[string]os.FileMode{
 		path:                             os.FileMode(0o600),
+		path + ".inflight":               os.FileMode(0o600),
 		filepath.Dir(path):               os.ModeDir | 0o700,
 		filepath.Dir(filepath.Dir(path)): os.ModeDir | 0o700,
 	}
