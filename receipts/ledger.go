@@ -205,7 +205,7 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 				if ks != nil && ks.last.Outcome == nil {
 					running = "attempt " + ks.last.Intent.AttemptID
 				}
-				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (another process holds the key's lock in %s.inflight)", k, running, l.path)
+				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (its writer holds the key's lock in %s.inflight)", k, running, l.path)
 			}
 		}
 		if err := l.append(ctx, b); err != nil {
