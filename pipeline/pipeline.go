@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -285,12 +286,19 @@ func platformOf(ctx context.Context, cache materialize.ProbeCache, in *materiali
 
 // sealOf loads the seal of the env at dir for a rebuild. The env itself
 // may be drifted or gone: only the seal is needed, and it must be one
-// this version can read whose digest matches its name.
+// this version can read whose digest matches its name. An env with no
+// seal is refused seal_missing, as env verify refuses it, with the remedy
+// of naming its inputs (a seal that cannot be trusted is seal_invalid,
+// with the same remedy): nothing else can say what it was made from.
 func sealOf(dir string) (*seal.Seal, error) {
 	s, err := seal.Load(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || refusal.CodeOf(err) == refusal.SealMissing {
-			return nil, &InputError{What: "the env", Path: dir, Err: errors.New("has no seal to rebuild it from; create it from its wheel or lock")}
+		if _, serr := os.Lstat(seal.SealPath(dir)); errors.Is(serr, fs.ErrNotExist) {
+			what := "the env " + dir
+			if _, derr := os.Lstat(dir); errors.Is(derr, fs.ErrNotExist) {
+				what += " (its directory is gone too)"
+			}
+			return nil, refusal.New(refusal.SealMissing, "%s has no seal to rebuild it from: name its inputs, the wheel (or --lock LOCK for a bare lock), platform and interpreter it was made from (--offline builds from the wheels in the store, --index URL fetches what it lacks)", what).WithRemedy(refusal.ActionRebuildEnv, dir)
 		}
 		return nil, err
 	}

@@ -48,7 +48,9 @@ func envCreateCmd() *cli.Command {
 			"--replace rebuilds it under the same digest even when it exists (drifted, or its\n" +
 			"interpreter updated in place): the old tree is removed only once the new one is sealed.\n" +
 			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal,\n" +
-			"from the wheels in the store (--index URL fetches any that are missing).\n\n" +
+			"from the wheels in the store (--index URL fetches any that are missing). One without a\n" +
+			"seal is refused seal_missing: name its inputs instead (--replace --wheel W --platform P\n" +
+			"--python PATH --offline).\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json\n" +
 			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex>",
