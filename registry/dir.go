@@ -158,9 +158,9 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 			return nil, err
 		}
 	}
-	names, err := os.ReadDir(d.path("changesets"))
+	names, err := d.listDir("changesets", len(s.log))
 	if err != nil {
-		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's change-sets")
+		return nil, err
 	}
 	for _, n := range names {
 		if err := ctx.Err(); err != nil {
@@ -176,7 +176,14 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		}
 		cs, err := ParseChangeSet(b)
 		if err != nil {
-			return nil, refusal.Wrap(refusal.ChangesetInvalid, err, "changesets/%s", n.Name())
+			// Every mutation loads every change-set: one that does not
+			// parse stops them all, so say which file and what to do.
+			detail := err.Error()
+			var r *refusal.Error
+			if errors.As(err, &r) {
+				detail = r.Message()
+			}
+			return nil, refusal.New(refusal.RegistryCorrupt, "%s does not parse (%s), and no change to the registry can be made while it is there: if this registry did not write it (a newer cruxprov's format, a file copied in by hand), move it out of changesets/; if it did, restore it from a trusted copy", d.path("changesets", n.Name()), detail)
 		}
 		if cs.Metadata.ID.Hex() != hexID {
 			return nil, refusal.New(refusal.RegistryCorrupt, "changesets/%s holds change-set %s", n.Name(), cs.Metadata.ID)
@@ -191,9 +198,9 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		}
 		return a.Metadata.ID.Hex() < b.Metadata.ID.Hex()
 	})
-	pins, err := os.ReadDir(d.path("pins"))
+	pins, err := d.listDir("pins", len(s.log))
 	if err != nil {
-		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's pins")
+		return nil, err
 	}
 	for _, n := range pins {
 		name, ok := strings.CutSuffix(n.Name(), ".json")
@@ -207,6 +214,21 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		s.pins[name] = p
 	}
 	return s, nil
+}
+
+// listDir lists the registry's directory name (changesets or pins). One
+// that is missing in a registry with no history was never made (OpenDir
+// leaves it to the first writer when this user cannot make it): it holds
+// nothing. Missing with a history, it was lost: registry_corrupt.
+func (d *Dir) listDir(name string, history int) ([]os.DirEntry, error) {
+	ents, err := os.ReadDir(d.path(name))
+	if errors.Is(err, fs.ErrNotExist) && history == 0 {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's %s", name)
+	}
+	return ents, nil
 }
 
 // mutate runs f on the loaded state under the exclusive lock and writes

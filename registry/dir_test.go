@@ -441,3 +441,33 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("after the waits: %v", err)
 	}
 }
+
+// TestUnparseableChangeSetFile: a change-set file that does not parse
+// (a newer format, a file copied in) stops every mutation, since each
+// loads them all; the refusal names the file and what to do about it,
+// once (no code printed twice). And a registry with a history whose
+// pins/ directory is gone names nothing it could be trusted for: refused.
+func TestUnparseableChangeSetFile(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	bad := filepath.Join(f.dir.Root(), "changesets", strings.Repeat("0", 63)+"1.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: cruxible.dev/v1\nkind: ChangeSet\nfuture: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+	wantRefusal(t, err, refusal.RegistryCorrupt)
+	if msg := err.Error(); !strings.Contains(msg, bad) || !strings.Contains(msg, "move it out of changesets/") || strings.Count(msg, "changeset_invalid") > 0 || strings.Count(msg, "registry_corrupt") != 1 {
+		t.Errorf("the refusal: %v", err)
+	}
+	if err := os.Remove(bad); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
+		t.Fatalf("with the file moved out: %v", err)
+	}
+	if err := os.RemoveAll(filepath.Join(f.dir.Root(), "pins")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.NamedBy(ctx, f.dir)
+	wantRefusal(t, err, refusal.RegistryCorrupt)
+}

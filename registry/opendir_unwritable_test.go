@@ -96,6 +96,16 @@ func unwritableChild(t *testing.T, base string) {
 			if _, err := d.Pin(ctx, "acme-echo"); refusal.CodeOf(err) != refusal.PinUnapproved {
 				t.Errorf("Pin: %v, want pin_unapproved (no pin)", err)
 			}
+			// What changeset list, provider list and gc read: nothing.
+			if cs, err := d.ChangeSets(ctx); err != nil || len(cs) != 0 {
+				t.Errorf("ChangeSets: %v, %v", cs, err)
+			}
+			if ps, err := d.Pins(ctx); err != nil || len(ps) != 0 {
+				t.Errorf("Pins: %v, %v", ps, err)
+			}
+			if n, err := registry.NamedBy(ctx, d); err != nil || len(n.Envs)+len(n.Blobs) != 0 {
+				t.Errorf("NamedBy: %+v, %v", n, err)
+			}
 			// A mutation cannot be made, and says so: not tampering.
 			key := registrytest.NewKey(t, "root", registry.RoleApprover)
 			_, err = d.TrustKey(ctx, key.Key, "t")

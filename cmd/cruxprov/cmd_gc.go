@@ -123,28 +123,9 @@ func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
 		return nil, err
 	}
 	// A registry whose directories this user could not make (env create
-	// leaves registry/ empty; this user cannot write the store) was
-	// never written: no pin, no change-set. With a history it has lost
-	// them, and NamedBy refuses it.
-	if neverWritten(root) {
-		if chain, err := reg.Chain(ctx); err != nil {
-			return nil, err
-		} else if len(chain) == 0 {
-			return &registry.Names{}, nil
-		}
-	}
+	// leaves registry/ empty; this user cannot write the store) names
+	// nothing; one with a history that lost them is refused (Dir.load).
 	return registry.NamedBy(ctx, reg)
-}
-
-// neverWritten reports whether the registry at root has neither of the
-// directories every writer makes when it opens the registry.
-func neverWritten(root string) bool {
-	for _, d := range []string{"changesets", "pins"} {
-		if _, err := os.Lstat(filepath.Join(root, d)); !errors.Is(err, fs.ErrNotExist) {
-			return false
-		}
-	}
-	return true
 }
 
 // removeUnnamedEnvs removes (or lists, dry) every env of the store that no
