@@ -314,9 +314,21 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if req.RootWheel != nil {
 		all = append(slices.Clone(all), *req.RootWheel)
 	}
-	// The staging env and the venv first: wheels are installed while
-	// they are still being opened (installWheels).
-	staging, err := mkdirStaging(staging)
+	// Every wheel is opened (its central directory, RECORD and metadata:
+	// no member is inflated) and the free space checked against what
+	// they unpack to before anything is written (DESIGN §14); a create
+	// the check refuses leaves the disk as it found it.
+	wheels, order, err := openWheels(ctx, st, all, req.NoCache, jobs)
+	defer closeAll(wheels)
+	defer closeCache(wheels)
+	if err != nil {
+		return err
+	}
+	if err := checkDisk(st.Home(), wheels, !req.NoCompile); err != nil {
+		return err
+	}
+	// The staging env and the venv, then the wheels' members.
+	staging, err = mkdirStaging(staging)
 	if err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
 	}
@@ -345,10 +357,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
-	wheels, err := installWheels(ctx, st, ins, all, req.NoCache, !req.NoCompile, filepath.Dir(staging), jobs, emit, written)
-	defer closeAll(wheels)
-	defer closeCache(wheels)
-	if err != nil {
+	if err := installWheels(ctx, st, ins, all, wheels, order, filepath.Dir(staging), jobs, emit, written); err != nil {
 		return err
 	}
 	commitCache(st.Home(), wheels)
@@ -503,8 +512,10 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 }
 
 // checkDisk refuses when the file system holding dir (the store's home,
-// where the env is staged) has less free space than the wheels unpack to,
-// in whole blocks (plus bytecode when compiling).
+// where the env is staged) has less free space than the opened wheels ws
+// unpack to, in whole blocks (plus bytecode when compiling), and the
+// unpacked-cache entries the install will write (a slot without an entry:
+// lookupCache). It runs before anything is written (build).
 func checkDisk(dir string, ws []opened, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
@@ -516,7 +527,7 @@ func checkDisk(dir string, ws []opened, compile bool) error {
 		for _, f := range o.w.Files() {
 			need += (f.Size+bs-1)/bs*bs + 256 // whole blocks, and a little for the inode and the entry
 		}
-		if o.cache != nil && o.cache.tee != nil {
+		if o.cache != nil && o.cache.src == nil {
 			need += o.cache.total // the cache entry written beside
 		}
 	}

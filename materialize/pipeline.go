@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,24 +19,75 @@ import (
 	"github.com/cruxible/cruxprov/wheel"
 )
 
-// installWheels installs every wheel of pkgs into ins as a pipeline:
-// openers check and open the wheels (the biggest first), attach each its
-// unpacked-cache slot (unless noCache) and cut its members into batches,
-// which jobs workers install as soon as they come, so opening the last
-// wheels overlaps installing the first. Once every wheel is open, the free
-// space of tmpDir's file system is checked against what the env needs;
-// short of it, the install stops with a refusal. Then each wheel's scripts,
+// openWheels opens every wheel of pkgs, the biggest first, on jobs
+// goroutines: its blob checked against the resolution (openWheel) and its
+// central directory, RECORD and metadata read; no member is inflated.
+// Unless noCache, each also gets its unpacked-cache slot (lookupCache).
+// Nothing is written: this is what the free-space check (checkDisk) reads
+// before the create writes its first byte. It returns the opened wheels,
+// also on error (for the caller to close them), in pkgs's order, and the
+// order to install them in.
+func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, jobs int) ([]opened, []int, error) {
+	ws := make([]opened, len(pkgs))
+	order := make([]int, len(pkgs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(pkgs[b].Size, pkgs[a].Size) })
+	err := parallel(ctx, len(pkgs), jobs, func(k int) error {
+		i := order[k]
+		o, err := openWheel(st, pkgs[i])
+		if err != nil {
+			return err
+		}
+		ws[i] = o
+		if !noCache {
+			lookupCache(st.Home(), &ws[i], pkgs[i])
+		}
+		return nil
+	})
+	return ws, order, err
+}
+
+// lookupCache gives an opened wheel its unpacked-cache slot without
+// writing anything: the entry to read when it exists with the right size,
+// else a slot with neither entry nor temp file, which the install fills
+// (attachCache, once the free space is checked: checkDisk counts it). An
+// unreadable entry leaves the wheel without a slot (installed from the
+// archive, nothing written), as attachCache does.
+func lookupCache(home string, o *opened, p lockfile.ResolvedWheel) {
+	s := slotOf(o.w, filepath.Join(home, filepath.FromSlash(UnpackedCacheDir), p.SHA256.Hex()))
+	f, err := os.Open(s.path)
+	if err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
+			s.src = f
+			o.cache = s
+			return
+		}
+		f.Close() // the wrong size: attachCache removes it and writes it again
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	o.cache = s
+}
+
+// installWheels installs the opened wheels ws (of pkgs, openWheels) into
+// ins as a pipeline: openers attach each wheel a temp file for the
+// unpacked-cache entry it will write (attachCache: a slot without an
+// entry) and cut its members into batches, in order (the biggest first),
+// which jobs workers install as soon as they come, so cutting the last
+// wheels overlaps installing the first. Then each wheel's scripts,
 // INSTALLER and RECORD are written. Each batch's sources (isSource) go to
 // written, when set, as soon as they are on disk (the bytecode stage
 // compiles them while the install goes on); its error stops the install.
-// It returns the opened wheels (for the caller to commit their cache
-// entries and close them, also on error).
+// The free space was checked before (checkDisk): a disk that fills anyway
+// (another process wrote to it) is reported as such (diskFull).
 //
-// A refusal opening a wheel wins over an error installing another; an
+// A refusal preparing a wheel wins over an error installing another; an
 // error cancels the rest.
-func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, noCache, compile bool, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) ([]opened, error) {
+func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, ws []opened, order []int, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) error {
 	jobs = max(jobs, 1)
-	ws := make([]opened, len(pkgs))
 	js := make([]*wheelJob, len(pkgs))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -45,19 +98,9 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	)
 	wg.Go(func() {
 		defer close(batches)
-		order := make([]int, len(pkgs))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(pkgs[b].Size, pkgs[a].Size) })
 		err := parallel(ctx, len(pkgs), jobs, func(k int) error {
 			i := order[k]
-			o, err := openWheel(st, pkgs[i])
-			if err != nil {
-				return err
-			}
-			ws[i] = o
-			if !noCache {
+			if c := ws[i].cache; c != nil && c.src == nil {
 				if err := attachCache(st.Home(), tmpDir, &ws[i], pkgs[i]); err != nil {
 					return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache").WithRemedy(refusal.ActionNoCache, "")
 				}
@@ -77,9 +120,6 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 			}
 			return nil
 		})
-		if err == nil {
-			err = checkDisk(st.Home(), ws, compile)
-		}
 		if err != nil {
 			openErr = err
 			cancel()
@@ -107,24 +147,24 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	wg.Wait()
 	defer ins.closeDirs()
 	if openErr != nil && !errors.Is(openErr, context.Canceled) {
-		return ws, openErr
+		return openErr
 	}
 	for _, err := range installErrs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return ws, diskFull(st.Home(), err)
+			return diskFull(st.Home(), err)
 		}
 	}
 	if err := errors.Join(openErr, errors.Join(installErrs...)); err != nil {
-		return ws, err
+		return err
 	}
-	return ws, parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) })
+	return diskFull(st.Home(), parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) }))
 }
 
-// diskFull rewords an install error caused by a full disk (which can come
-// before the free-space check, since installing starts while wheels are
-// still being opened) as that check's refusal.
+// diskFull rewords an install error caused by a full disk as such. The
+// free space was checked before the install started (checkDisk), so this
+// is a disk another process filled meanwhile, or one the estimate missed.
 func diskFull(dir string, err error) error {
-	if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
 	var sfs unix.Statfs_t

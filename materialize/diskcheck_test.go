@@ -1,0 +1,233 @@
+package materialize
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// deflatedWheel builds a pure-Python wheel whose members are deflated (as
+// real wheels' are, unlike wheeltest's stored ones), so that a few KiB of
+// blob can unpack to many MiB.
+func deflatedWheel(t *testing.T, name string, members map[string]string) []byte {
+	t.Helper()
+	di := name + "-1.0.dist-info/"
+	all := map[string]string{
+		di + "WHEEL":    "Wheel-Version: 1.0\nGenerator: cruxprov-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+		di + "METADATA": "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\n",
+	}
+	for n, d := range members {
+		all[n] = d
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var buf bytes.Buffer
+	var rec strings.Builder
+	zw := zip.NewWriter(&buf)
+	for _, n := range names {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: n, Method: zip.Deflate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(all[n])); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(all[n]))
+		fmt.Fprintf(&rec, "%s,sha256=%s,%d\n", n, base64.RawURLEncoding.EncodeToString(sum[:]), len(all[n]))
+	}
+	rec.WriteString(di + "RECORD,,\n")
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: di + "RECORD", Method: zip.Deflate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(rec.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// tmpfsHome mounts a tmpfs of size on a new directory (unmounted at
+// cleanup) and opens a store there: a real small disk.
+func tmpfsHome(t *testing.T, size string) (*store.Store, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, dir
+}
+
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	return int64(sfs.Bavail) * sfs.Bsize
+}
+
+// listing is every path below dir.
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	var ps []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		ps = append(ps, strings.TrimPrefix(p, dir))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// TestCreateRefusesShortDiskBeforeWriting: a resolution that unpacks to
+// more than the store's file system has free is refused with the
+// free-space refusal before the create writes anything (DESIGN §14), with
+// the cache, without it (--no-cache) and with bytecode: the file system
+// never loses a byte of free space (it used to fill to 0 before the check
+// came, which ran only once every wheel was open while the first ones
+// were already being installed), and nothing is left behind.
+func TestCreateRefusesShortDiskBeforeWriting(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		noCache, compile bool
+	}{{"cache", false, false}, {"no-cache", true, false}, {"compile", false, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			st, mnt := tmpfsHome(t, "16m")
+			// Three wheels of a few KiB each, every one of which alone
+			// unpacks to more than the tmpfs holds (20 × 1 MiB).
+			var ws []lockfile.ResolvedWheel
+			for i := range 3 {
+				name := fmt.Sprintf("fat%d", i)
+				ms := map[string]string{name + "/__init__.py": "x = 1\n"}
+				for j := range 20 {
+					ms[fmt.Sprintf("%s/data/d%02d.txt", name, j)] = strings.Repeat(fmt.Sprintf("line %d of %s\n", j, name), (1<<20)/16)
+				}
+				ws = append(ws, putWheel(t, st, name+"-1.0-py3-none-any.whl", deflatedWheel(t, name, ms)))
+			}
+			req := request(t, ws...)
+			req.NoCache, req.NoCompile = c.noCache, !c.compile
+			// Installing while wheels are still being opened races the
+			// check; with real wheels the install wins every time. Hold
+			// every wheel but the first at its "wheel" event (the point
+			// where its batches are queued) so that a create that
+			// installs before it checks loses that race here too.
+			var first atomic.Bool
+			req.Events = func(e Event) {
+				if e.Stage == "wheel" && !first.CompareAndSwap(false, true) {
+					time.Sleep(time.Second)
+				}
+			}
+			before, tree := freeBytes(t, mnt), listing(t, st.Home())
+			// The lowest free space seen while the create runs.
+			low := atomic.Int64{}
+			low.Store(before)
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				var sfs unix.Statfs_t
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if unix.Statfs(mnt, &sfs) == nil {
+						if f := int64(sfs.Bavail) * sfs.Bsize; f < low.Load() {
+							low.Store(f)
+						}
+					}
+				}
+			})
+			_, err := Create(context.Background(), st, req)
+			close(stop)
+			wg.Wait()
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "free but the env needs about") {
+				t.Fatalf("want the up-front free-space refusal, got %v", err)
+			}
+			if l := low.Load(); l != before {
+				t.Errorf("free space fell from %d to %d bytes during a create the check refused", before, l)
+			}
+			if after := freeBytes(t, mnt); after != before {
+				t.Errorf("free space %d bytes after the refusal, %d before", after, before)
+			}
+			// Nothing left but the per-digest lock file of envs/.
+			var left []string
+			for _, p := range listing(t, st.Home()) {
+				if !slices.Contains(tree, p) && !(strings.HasPrefix(p, "/envs/.") && strings.HasSuffix(p, ".lock")) {
+					left = append(left, p)
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("the refused create left %v", left)
+			}
+		})
+	}
+}
+
+// TestCreateDiskCheckCountsTheCache: the unpacked-cache entries a create
+// writes are part of what it needs. A wheel that fits the store's file
+// system once but not twice is refused with the cache and installed
+// without it.
+func TestCreateDiskCheckCountsTheCache(t *testing.T) {
+	st, mnt := tmpfsHome(t, "16m")
+	ms := map[string]string{"mid/__init__.py": ""}
+	for j := range 10 {
+		ms[fmt.Sprintf("mid/d%02d.txt", j)] = strings.Repeat(fmt.Sprintf("row %d\n", j), (1<<20)/6)
+	}
+	w := putWheel(t, st, "mid-1.0-py3-none-any.whl", deflatedWheel(t, "mid", ms))
+	req := request(t, w)
+	before := freeBytes(t, mnt)
+	_, err := Create(context.Background(), st, req)
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "free but the env needs about") {
+		t.Fatalf("with the cache: want the up-front free-space refusal, got %v", err)
+	}
+	if after := freeBytes(t, mnt); after != before {
+		t.Errorf("free space %d bytes after the refusal, %d before", after, before)
+	}
+	req.NoCache = true
+	r, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatalf("without the cache: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Dir, "lib")); err != nil {
+		t.Error(err)
+	}
+}
