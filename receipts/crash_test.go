@@ -105,12 +105,12 @@ func child(t *testing.T, role, path, name string) *exec.Cmd {
 	return cmd
 }
 
-// TestKillBetweenIntentAndOutcome SIGKILLs a writer process after its
-// intent was synced and finds the orphan, whole, in the scan; the next
-// writer runs the key again as a new attempt.
-func TestKillBetweenIntentAndOutcome(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "l.jsonl")
-	cmd := child(t, "begin-and-hang", path, "")
+// started starts the child of mode on path and waits for its line want
+// ("begun\n", "locked\n"); the child is killed when the test ends, if
+// the test has not killed it before.
+func started(t *testing.T, mode, path, want string) *exec.Cmd {
+	t.Helper()
+	cmd := child(t, mode, path, "")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +120,21 @@ func TestKillBetweenIntentAndOutcome(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "begun\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != want {
 		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
 	}
+	return cmd
+}
+
+// TestKillBetweenIntentAndOutcome SIGKILLs a writer process after its
+// intent was synced and finds the orphan, whole, in the scan; the next
+// writer runs the key again as a new attempt.
+func TestKillBetweenIntentAndOutcome(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	cmd := started(t, "begin-and-hang", path, "begun\n")
 	cmd.Process.Signal(syscall.SIGKILL)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child did not die of SIGKILL: %v", err)
 	}
@@ -241,20 +248,7 @@ func TestTwoWritersOnTornLedger(t *testing.T) {
 func TestRepairLockOfDeadWriter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.jsonl")
 	os.WriteFile(path, []byte(rows(t, "a")), 0o600)
-	cmd := child(t, "repair-lock-and-hang", path, "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "locked\n" {
-		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
-	}
+	cmd := started(t, "repair-lock-and-hang", path, "locked\n")
 	appendFile(t, path, "{frag")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

@@ -68,23 +68,10 @@ func keyChild(ctx context.Context, role, path, name string) error {
 // a new attempt, whose lock in turn keeps the key from running twice.
 func TestRunningAttemptOfAnotherProcessConflicts(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "l.jsonl")
-	cmd := child(t, "begin-key-and-hang", path, "")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "begun\n" {
-		t.Fatalf("child said %q (%v): %s", line, err, stderr.String())
-	}
+	cmd := started(t, "begin-key-and-hang", path, "begun\n")
 	before, _ := os.ReadFile(path)
 	l := openT(t, path)
-	_, err = l.Begin(context.Background(), testIntent("", "k", "in"))
+	_, err := l.Begin(context.Background(), testIntent("", "k", "in"))
 	if !errors.Is(err, refusal.IdempotencyConflict) || !strings.Contains(err.Error(), "attempt held-1 is still running") {
 		t.Fatalf("while the child runs held-1: %v", err)
 	}

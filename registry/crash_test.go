@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -24,28 +23,11 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
-	"github.com/cruxible/cruxprov/sign"
 )
 
 // crashChildEnv carries a crash case to TestCrashChild:
 // "MUTATION,STEP,N,REGISTRY,ROOTKEYHEX[,BOBKEYHEX]".
 const crashChildEnv = "CRUXPROV_TEST_REGISTRY_CRASH"
-
-// keyFrom is a registrytest.Key made from an ECDSA key, so that the
-// parent and the child of a crash test hold the same signer.
-func keyFrom(t *testing.T, name string, ek *ecdsa.PrivateKey) registrytest.Key {
-	t.Helper()
-	pk, err := sign.FromECDSA(ek)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKIXPublicKey(&ek.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	return registrytest.Key{Priv: pk, Key: registry.Key{Name: name, Role: registry.RoleApprover, PEM: string(p), Digest: pk.Public().Digest()}}
-}
 
 func newECDSA(t *testing.T) (*ecdsa.PrivateKey, string) {
 	t.Helper()
@@ -96,7 +78,7 @@ func TestMutationCrashes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s#%d", mutation, s.step, s.n), func(t *testing.T) {
 				root, rootHex := newECDSA(t)
 				bob, bobHex := newECDSA(t)
-				rk, bk := keyFrom(t, "root", root), keyFrom(t, "bob", bob)
+				rk, bk := registrytest.KeyFrom(t, "root", registry.RoleApprover, root), registrytest.KeyFrom(t, "bob", registry.RoleApprover, bob)
 				regRoot := filepath.Join(t.TempDir(), "registry")
 				state := t.TempDir() // the verifier's floor
 				d, err := registry.OpenDir(ctx, regRoot)
@@ -217,7 +199,7 @@ func TestCrashChild(t *testing.T) {
 	mutation, stepName, regRoot := f[0], f[1], f[3]
 	n, _ := strconv.Atoi(f[2])
 	ctx := context.Background()
-	rk, bk := keyFrom(t, "root", parseECDSA(t, f[4])), keyFrom(t, "bob", parseECDSA(t, f[5]))
+	rk, bk := registrytest.KeyFrom(t, "root", registry.RoleApprover, parseECDSA(t, f[4])), registrytest.KeyFrom(t, "bob", registry.RoleApprover, parseECDSA(t, f[5]))
 	d, err := registry.OpenDir(ctx, regRoot)
 	if err != nil {
 		t.Fatal(err)

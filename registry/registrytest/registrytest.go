@@ -38,6 +38,14 @@ func NewKey(t testing.TB, name, role string) Key {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return KeyFrom(t, name, role, ek)
+}
+
+// KeyFrom is the signer of the ECDSA P-256 key ek, named name with role
+// (a test that hands one key to a child process makes both halves' from
+// it).
+func KeyFrom(t testing.TB, name, role string, ek *ecdsa.PrivateKey) Key {
+	t.Helper()
 	pk, err := sign.FromECDSA(ek)
 	if err != nil {
 		t.Fatal(err)
