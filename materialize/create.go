@@ -314,17 +314,29 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if req.RootWheel != nil {
 		all = append(slices.Clone(all), *req.RootWheel)
 	}
-	// Every wheel is opened (its central directory, RECORD and metadata:
-	// no member is inflated) and the free space checked against what
-	// they unpack to before anything is written (DESIGN §14); a create
-	// the check refuses leaves the disk as it found it.
-	wheels, order, err := openWheels(ctx, st, all, req.NoCache, jobs)
+	// What the wheels unpack to (their central directories: no member is
+	// read) is checked against the free space before anything is written
+	// (DESIGN §14); a create the check refuses leaves the disk as it found
+	// it. The wheels are opened in full while the first are installed.
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(st.Home(), &sfs); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", st.Home())
+	}
+	wheels, order, need, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
 	defer closeAll(wheels)
 	defer closeCache(wheels)
 	if err != nil {
 		return err
 	}
-	if err := checkDisk(st.Home(), wheels, !req.NoCompile); err != nil {
+	if err := checkDisk(st.Home(), need, !req.NoCompile); err != nil {
+		// A wheel that is none (a bomb declaring sizes it cannot have) is
+		// refused as such, not for the disk those sizes would take.
+		if werr := parallel(ctx, len(all), jobs, func(i int) error {
+			_, err := readWheel(wheels[i].f, wheels[i].size, all[i])
+			return err
+		}); werr != nil {
+			return werr
+		}
 		return err
 	}
 	// The staging env and the venv, then the wheels' members.
@@ -357,7 +369,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
-	if err := installWheels(ctx, st, ins, all, wheels, order, filepath.Dir(staging), jobs, emit, written); err != nil {
+	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, filepath.Dir(staging), jobs, emit, written); err != nil {
 		return err
 	}
 	commitCache(st.Home(), wheels)
@@ -512,24 +524,14 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 }
 
 // checkDisk refuses when the file system holding dir (the store's home,
-// where the env is staged) has less free space than the opened wheels ws
-// unpack to, in whole blocks (plus bytecode when compiling), and the
-// unpacked-cache entries the install will write (a slot without an entry:
-// lookupCache). It runs before anything is written (build).
-func checkDisk(dir string, ws []opened, compile bool) error {
+// where the env is staged) has less free space than need, what the
+// wheels unpack to in whole blocks with the unpacked-cache entries the
+// install will write (sizeWheels), plus half again for bytecode when
+// compiling. It runs before anything is written (build).
+func checkDisk(dir string, need int64, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
-	}
-	bs := max(sfs.Bsize, 512)
-	var need int64
-	for _, o := range ws {
-		for _, f := range o.w.Files() {
-			need += (f.Size+bs-1)/bs*bs + 256 // whole blocks, and a little for the inode and the entry
-		}
-		if o.cache != nil && o.cache.src == nil {
-			need += o.cache.total // the cache entry written beside
-		}
 	}
 	if compile {
 		need += need / 2

@@ -231,3 +231,15 @@ func TestCreateDiskCheckCountsTheCache(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCreateDiskCheckLeavesBombsToTheWheel: a wheel whose central
+// directory declares more than the disk holds because it is a
+// decompression bomb is refused as an invalid wheel, not for its sizes.
+func TestCreateDiskCheckLeavesBombsToTheWheel(t *testing.T) {
+	st, _ := tmpfsHome(t, "16m")
+	w := putWheel(t, st, "boom-1.0-py3-none-any.whl", deflatedWheel(t, "boom", map[string]string{"boom/zeros.bin": strings.Repeat("\x00", 32<<20)}))
+	_, err := Create(context.Background(), st, request(t, w))
+	if !errors.Is(err, refusal.WheelInvalid) || !strings.Contains(err.Error(), "bomb") {
+		t.Fatalf("want the wheel's bomb refusal, got %v", err)
+	}
+}

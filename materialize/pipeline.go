@@ -1,6 +1,7 @@
 package materialize
 
 import (
+	"archive/zip"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -19,74 +21,91 @@ import (
 	"github.com/cruxible/cruxprov/wheel"
 )
 
-// openWheels opens every wheel of pkgs, the biggest first, on jobs
-// goroutines: its blob checked against the resolution (openWheel) and its
-// central directory, RECORD and metadata read; no member is inflated.
-// Unless noCache, each also gets its unpacked-cache slot (lookupCache).
-// Nothing is written: this is what the free-space check (checkDisk) reads
-// before the create writes its first byte. It returns the opened wheels,
-// also on error (for the caller to close them), in pkgs's order, and the
-// order to install them in.
-func openWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, jobs int) ([]opened, []int, error) {
+// sizeWheels opens the blob of every wheel of pkgs (checked against the
+// resolution: store.OpenVerified), the biggest first, on jobs goroutines,
+// and reads its zip central directory, and nothing else, for what
+// installing it writes: every member in whole blocks of bs, plus 256
+// bytes for its inode and entry, and, unless noCache, the unpacked-cache
+// entry it will write when it has none of the right size yet (its members
+// but RECORD, as slotOf lays them out). Nothing is written and no member
+// is read: this is what the free-space check (checkDisk) weighs before the
+// create writes its first byte, at the price of one more read of the
+// central directories (wheel.OpenReader reads them again, while the first
+// wheels are installed: installWheels). It returns the blobs (as opened
+// wheels with neither wheel nor cache slot, in pkgs's order; the caller
+// closes them, also on error), the order to install them in, and the need.
+func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, bs int64, jobs int) ([]opened, []int, int64, error) {
 	ws := make([]opened, len(pkgs))
+	needs := make([]int64, len(pkgs))
 	order := make([]int, len(pkgs))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(pkgs[b].Size, pkgs[a].Size) })
+	bs = max(bs, 512)
+	const most = 1 << 50 // a member's or an entry's size as counted: no sum overflows
 	err := parallel(ctx, len(pkgs), jobs, func(k int) error {
 		i := order[k]
-		o, err := openWheel(st, pkgs[i])
+		p := pkgs[i]
+		f, size, err := st.OpenVerified(p.SHA256, p.Filename)
 		if err != nil {
 			return err
 		}
-		ws[i] = o
-		if !noCache {
-			lookupCache(st.Home(), &ws[i], pkgs[i])
+		ws[i] = opened{f: f, size: size}
+		zr, err := zip.NewReader(f, size)
+		if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // wheel.OpenReader checks names
+			if _, werr := wheel.OpenReader(f, size, p.Filename); werr != nil {
+				return werr // its refusal
+			}
+			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive; fetch it again", p.Filename)
 		}
+		var need, entry int64
+		for _, zf := range zr.File {
+			if strings.HasSuffix(zf.Name, "/") {
+				continue // a directory entry: no member
+			}
+			u := int64(min(zf.UncompressedSize64, most))
+			need += (u+bs-1)/bs*bs + 256
+			if !(strings.Count(zf.Name, "/") == 1 && strings.HasSuffix(zf.Name, ".dist-info/RECORD")) {
+				entry += u
+			}
+		}
+		if !noCache {
+			fi, err := os.Stat(filepath.Join(st.Home(), filepath.FromSlash(UnpackedCacheDir), p.SHA256.Hex()))
+			switch {
+			case err == nil && fi.Mode().IsRegular() && fi.Size() == entry:
+				// there: read, not written
+			case err == nil || errors.Is(err, fs.ErrNotExist):
+				need += min(entry, most) // written beside the env (attachCache)
+			default:
+				// unreadable: attachCache writes none
+			}
+		}
+		needs[i] = min(need, most)
 		return nil
 	})
-	return ws, order, err
-}
-
-// lookupCache gives an opened wheel its unpacked-cache slot without
-// writing anything: the entry to read when it exists with the right size,
-// else a slot with neither entry nor temp file, which the install fills
-// (attachCache, once the free space is checked: checkDisk counts it). An
-// unreadable entry leaves the wheel without a slot (installed from the
-// archive, nothing written), as attachCache does.
-func lookupCache(home string, o *opened, p lockfile.ResolvedWheel) {
-	s := slotOf(o.w, filepath.Join(home, filepath.FromSlash(UnpackedCacheDir), p.SHA256.Hex()))
-	f, err := os.Open(s.path)
-	if err == nil {
-		var st unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
-			s.src = f
-			o.cache = s
-			return
-		}
-		f.Close() // the wrong size: attachCache removes it and writes it again
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return
+	var need int64
+	for _, n := range needs {
+		need += n
 	}
-	o.cache = s
+	return ws, order, need, err
 }
 
-// installWheels installs the opened wheels ws (of pkgs, openWheels) into
-// ins as a pipeline: openers attach each wheel a temp file for the
-// unpacked-cache entry it will write (attachCache: a slot without an
-// entry) and cut its members into batches, in order (the biggest first),
-// which jobs workers install as soon as they come, so cutting the last
-// wheels overlaps installing the first. Then each wheel's scripts,
-// INSTALLER and RECORD are written. Each batch's sources (isSource) go to
-// written, when set, as soon as they are on disk (the bytecode stage
-// compiles them while the install goes on); its error stops the install.
-// The free space was checked before (checkDisk): a disk that fills anyway
-// (another process wrote to it) is reported as such (diskFull).
+// installWheels installs the wheels of pkgs, whose blobs ws holds
+// (sizeWheels), into ins as a pipeline: openers open each wheel (the
+// biggest first: readWheel), attach it its unpacked-cache slot (unless
+// noCache: attachCache) and cut its members into batches, which jobs
+// workers install as soon as they come, so opening the last wheels
+// overlaps installing the first. Then each wheel's scripts, INSTALLER and
+// RECORD are written. Each batch's sources (isSource) go to written, when
+// set, as soon as they are on disk (the bytecode stage compiles them
+// while the install goes on); its error stops the install. The free space
+// was checked before (checkDisk): a disk that fills anyway (another
+// process wrote to it) is reported as such (diskFull).
 //
-// A refusal preparing a wheel wins over an error installing another; an
+// A refusal opening a wheel wins over an error installing another; an
 // error cancels the rest.
-func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, ws []opened, order []int, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) error {
+func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, ws []opened, order []int, noCache bool, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) error {
 	jobs = max(jobs, 1)
 	js := make([]*wheelJob, len(pkgs))
 	ctx, cancel := context.WithCancel(ctx)
@@ -100,7 +119,12 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 		defer close(batches)
 		err := parallel(ctx, len(pkgs), jobs, func(k int) error {
 			i := order[k]
-			if c := ws[i].cache; c != nil && c.src == nil {
+			w, err := readWheel(ws[i].f, ws[i].size, pkgs[i])
+			if err != nil {
+				return err
+			}
+			ws[i].w = w
+			if !noCache {
 				if err := attachCache(st.Home(), tmpDir, &ws[i], pkgs[i]); err != nil {
 					return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache").WithRemedy(refusal.ActionNoCache, "")
 				}
@@ -175,21 +199,15 @@ func diskFull(dir string, err error) error {
 	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of space while the env was installed (%s free now, its staging not yet removed); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
 }
 
-// openWheel opens p's blob, checked against p's sha256 (by its store stamp
-// when its stat is unchanged, store.OpenVerified), as a wheel of p.
-func openWheel(st *store.Store, p lockfile.ResolvedWheel) (opened, error) {
-	f, size, err := st.OpenVerified(p.SHA256, p.Filename)
-	if err != nil {
-		return opened{}, err
-	}
+// readWheel opens f, p's blob of size bytes (checked against p's sha256:
+// sizeWheels), as a wheel of p. The caller closes f.
+func readWheel(f *os.File, size int64, p lockfile.ResolvedWheel) (*wheel.Wheel, error) {
 	w, err := wheel.OpenReader(f, size, p.Filename)
 	if err != nil {
-		f.Close()
-		return opened{}, err
+		return nil, err
 	}
 	if w.Filename().Name != p.Name {
-		f.Close()
-		return opened{}, refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
+		return nil, refusal.New(refusal.WheelInvalid, "%s is not a wheel of %s", p.Filename, p.Name)
 	}
-	return opened{w: w, f: f, size: size}, nil
+	return w, nil
 }
