@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"io"
 	"net"
 	"net/http"
@@ -598,14 +599,7 @@ func TestDamagedBlobRefetched(t *testing.T) {
 // *store.SpaceError naming the store, not a refusal that blames the
 // index, and nothing is retried or left behind.
 func TestNoSpace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
+	dir := testdir.Tmpfs(t, "64k")
 	fx := fixtures()
 	srv := newFaultServer(t, fx, "", "none")
 	st, err := store.Open(filepath.Join(dir, "home"))

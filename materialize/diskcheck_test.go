@@ -8,9 +8,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -76,14 +76,7 @@ func deflatedWheel(t *testing.T, name string, members map[string]string) []byte 
 // cleanup) and opens a store there: a real small disk.
 func tmpfsHome(t *testing.T, size string) (*store.Store, string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	dir := testdir.Tmpfs(t, size)
 	st, err := store.Open(filepath.Join(dir, "home"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -392,15 +393,7 @@ func TestWriteCommit(t *testing.T) {
 // cleanup): a real full disk.
 func smallDisk(t *testing.T, size string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", dir).Run() })
-	return dir
+	return testdir.Tmpfs(t, size)
 }
 
 // TestWriteNoSpace: a blob that does not fit on the store's file system

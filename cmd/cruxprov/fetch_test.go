@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -527,14 +528,7 @@ func TestFetchStalledIndex(t *testing.T) {
 // failure (exit 1, one line) naming the store and what frees space, not a
 // refusal blaming the index. The store is a real small tmpfs.
 func TestFetchNoSpace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs needs root")
-	}
-	home := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", home).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", home).Run() })
+	home := testdir.Tmpfs(t, "256k")
 	idx, lock, _ := fetchFixturePadded(t, func(h http.Handler) http.Handler { return h }, 200<<10)
 	for _, asJSON := range []bool{false, true} {
 		name := "text"

@@ -8,6 +8,7 @@ package testdir
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -34,4 +35,22 @@ func Writable(root string) {
 		}
 		return nil
 	})
+}
+
+// Tmpfs mounts a tmpfs of size (mount's -o size=, e.g. "64k", "16m") on a
+// new directory, mode 0755, and returns it; it is unmounted (lazily)
+// when the test ends. A real small disk, for what a full one does. It
+// skips t, saying why, where it cannot mount one (not root, or a
+// machine that forbids it).
+func Tmpfs(t testing.TB, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0755", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	return dir
 }
