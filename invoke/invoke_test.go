@@ -422,9 +422,10 @@ func TestExecutorKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	workParent := t.TempDir()
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = []string{"CRUXPROV_INVOKE_CHILD=killed", "CRUXPROV_INVOKE_FIXTURES=" + string(fxj),
-		"CRUXPROV_INVOKE_WORK=" + t.TempDir(), "CRUXPROV_INVOKE_TOKEN=" + token, "PATH=/usr/bin:/bin"}
+		"CRUXPROV_INVOKE_WORK=" + workParent, "CRUXPROV_INVOKE_TOKEN=" + token, "PATH=/usr/bin:/bin"}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -462,6 +463,39 @@ func TestExecutorKilled(t *testing.T) {
 	}
 	if left := invoketest.ProcsWith(token); len(left) > 0 {
 		t.Errorf("processes of the run outlived the executor killed with SIGKILL: %v", left)
+	}
+
+	// The killed executor left its run's working directory. The next run
+	// in that parent removes it once it is older than a run's first
+	// moment, and leaves one a live run holds, and a young one.
+	left, _ := filepath.Glob(filepath.Join(workParent, "cruxprov-run-*"))
+	if len(left) != 1 {
+		t.Fatalf("the killed run's working directory: %v", left)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	os.Mkdir(filepath.Join(left[0], "ro"), 0o500)
+	live, young := filepath.Join(workParent, "cruxprov-run-live"), filepath.Join(workParent, "cruxprov-run-young")
+	os.Mkdir(live, 0o700)
+	os.Mkdir(young, 0o700)
+	held, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{left[0], live} {
+		os.Chtimes(p, old, old)
+	}
+	ex := &invoke.Subprocess{WorkdirParent: workParent}
+	if res, err := ex.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"})); err != nil || res.Status != invoke.StatusOK {
+		t.Fatalf("the next run: %+v %v", res, err)
+	}
+	for p, want := range map[string]bool{left[0]: false, live: true, young: true} {
+		if _, err := os.Stat(p); (err == nil) != want {
+			t.Errorf("%s: there %v, want %v", filepath.Base(p), err == nil, want)
+		}
 	}
 }
 

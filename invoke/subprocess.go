@@ -412,13 +412,28 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	if parent == "" {
 		parent = "/tmp"
 	}
-	work, err := os.MkdirTemp(parent, "cruxprov-run-")
+	// Beside the run, not before it (a busy /tmp takes milliseconds to
+	// list); done before the run returns.
+	swept := make(chan struct{})
+	go func() { sweepWorkdirs(parent); close(swept) }()
+	defer func() { <-swept }()
+	work, err := os.MkdirTemp(parent, workdirPrefix)
 	if err != nil {
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory in %s (the executor's WorkdirParent must be a directory it can write)", parent)
 	}
 	defer removeAll(work)
 	if err := os.Chmod(work, 0o700); err != nil {
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory private")
+	}
+	// Held for the run (close-on-exec: the provider does not get it), so
+	// that a later run can tell this directory from one an executor killed
+	// mid-run left behind (sweepWorkdirs).
+	if held, err := os.Open(work); err == nil {
+		if syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			defer held.Close()
+		} else {
+			held.Close()
+		}
 	}
 
 	var argv []string
@@ -705,6 +720,42 @@ func replayed(o *receipts.Outcome, b Budgets) *Result {
 
 // removeAll removes a run's working directory, making directories the
 // provider left read-only writable first.
+// workdirPrefix names the runs' working directories in WorkdirParent.
+const workdirPrefix = "cruxprov-run-"
+
+// workdirGrace is how old a working directory must be before a sweep may
+// take it: a run locks its directory right after making it, and this
+// covers the moment between.
+const workdirGrace = time.Minute
+
+// sweepWorkdirs removes the working directories an executor killed
+// mid-run (SIGKILL, a crash) left in parent: this user's, older than
+// workdirGrace, and locked by no live run. Best effort: a run does not
+// fail for what it could not sweep.
+func sweepWorkdirs(parent string) {
+	names, err := filepath.Glob(filepath.Join(parent, workdirPrefix+"*"))
+	if err != nil {
+		return
+	}
+	for _, p := range names {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < workdirGrace {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+			continue
+		}
+		d, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			removeAll(p) // the lock goes with d: nobody runs in it
+		}
+		d.Close()
+	}
+}
+
 func removeAll(dir string) {
 	if os.RemoveAll(dir) == nil {
 		return
