@@ -40,7 +40,7 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P --index URL [--python PATH] [--offline] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL]",
+		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P (--index URL | --offline) [--python PATH] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
