@@ -90,7 +90,52 @@ def pyc(loader, data, dfile):
 # counts the next compile sees (a frozenset constant written without the
 # flag), so a pyc would depend on what was compiled before it in this
 # process, as py_compile's, which drops each, does not.
-code = None
+def answer(f, final, direct):
+    loader = SourceFileLoader("<py_compile>", f)
+    data = loader.get_data(f)
+    try:
+        if not direct and tok not in data:
+            code, b = pyc(loader, data, ph)
+            if b.count(tok) == 1 and not mentions(code):
+                return b"P", b
+            code = None
+            if FORK:
+                return b"R", b""  # compiled again directly, in a fresh child
+        return b"D", pyc(loader, data, final)[1]
+    except (SyntaxError, ValueError, UnicodeError):
+        return b"N", b""
+    except Exception:
+        return b"X", b""
+# CPython 3.12 keeps state across compiles that outlives the code
+# objects (a frozenset constant two functions share is merged or not
+# depending on what this process compiled before), so there each source
+# is compiled in a child forked from this process, which compiles
+# nothing itself: every compile starts from the same state.
+import os
+FORK = sys.version_info[:2] == (3, 12)
+def forked(f, final, direct):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        kind, b = answer(f, final, direct)
+        m = memoryview(kind + b)
+        while m:
+            m = m[os.write(w, m):]
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        c = os.read(r, 1 << 20)
+        if not c:
+            break
+        chunks.append(c)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    res = b"".join(chunks)
+    if status != 0 or not res:
+        return b"X", b""
+    return res[:1], res[1:]
 while True:
     head = inp.read(5)
     if len(head) < 5:
@@ -99,21 +144,12 @@ while True:
     a = inp.read(int.from_bytes(head[1:], "little")).decode("utf-8", "surrogateescape").split("\0")
     ans = []
     for f, final in zip(a[0::2], a[1::2]):
-        loader = SourceFileLoader("<py_compile>", f)
-        data = loader.get_data(f)
-        try:
-            kind = b"D"
-            if not direct and tok not in data:
-                code, b = pyc(loader, data, ph)
-                if b.count(tok) == 1 and not mentions(code):
-                    kind = b"P"
-                code = None
-            if kind == b"D":
-                b = pyc(loader, data, final)[1]
-        except (SyntaxError, ValueError, UnicodeError):
-            kind, b = b"N", b""
-        except Exception:
-            kind, b = b"X", b""
+        if FORK:
+            kind, b = forked(f, final, direct)
+            if kind == b"R":
+                kind, b = forked(f, final, True)
+        else:
+            kind, b = answer(f, final, direct)
         ans.append(kind + len(b).to_bytes(4, "little"))
         ans.append(b)
     out.write(b"".join(ans))
@@ -121,7 +157,6 @@ while True:
 # Every answer is written: exit without tearing the interpreter down (its
 # heap of code objects), which the create would wait for.
 sys.stderr.flush()
-import os
 os._exit(0)
 `
 
