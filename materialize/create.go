@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -318,9 +319,13 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	// read) is checked against the free space before anything is written
 	// (DESIGN §14); a create the check refuses leaves the disk as it found
 	// it. The wheels are opened in full while the first are installed.
+	// The tree goes where staging is: the store for an env, the output
+	// directory for an image's tree (Tree), which may be another file
+	// system.
+	where := filepath.Dir(staging)
 	var sfs unix.Statfs_t
-	if err := unix.Statfs(st.Home(), &sfs); err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", st.Home())
+	if err := unix.Statfs(where, &sfs); err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", where)
 	}
 	wheels, order, need, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
 	defer closeAll(wheels)
@@ -328,7 +333,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err != nil {
 		return err
 	}
-	if err := checkDisk(st.Home(), need, !req.NoCompile); err != nil {
+	if err := checkDisk(where, st.Home(), need, !req.NoCompile); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
 		// refused as such, not for the disk those sizes would take.
 		if werr := parallel(ctx, len(all), jobs, func(i int) error {
@@ -528,7 +533,7 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 // wheels unpack to in whole blocks with the unpacked-cache entries the
 // install will write (sizeWheels), plus half again for bytecode when
 // compiling. It runs before anything is written (build).
-func checkDisk(dir string, need int64, compile bool) error {
+func checkDisk(dir, home string, need int64, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
@@ -538,7 +543,11 @@ func checkDisk(dir string, need int64, compile bool) error {
 	}
 	if free := int64(sfs.Bavail) * sfs.Bsize; free < need {
 		f, n := sizes(free, need)
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry", dir, f, n).WithRemedy(refusal.ActionGC, "")
+		if rel, err := filepath.Rel(home, dir); err != nil || strings.HasPrefix(rel, "..") {
+			// An image's tree outside the store: gc frees nothing there.
+			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s; free some space there or build elsewhere", dir, f, n)
+		}
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry", home, f, n).WithRemedy(refusal.ActionGC, "")
 	}
 	return nil
 }

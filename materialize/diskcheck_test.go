@@ -236,3 +236,31 @@ func TestCreateDiskCheckLeavesBombsToTheWheel(t *testing.T) {
 		t.Fatalf("want the wheel's bomb refusal, got %v", err)
 	}
 }
+
+// TestTreeChecksItsOwnDisk: an image's tree (Tree) is built under its
+// output directory, which may be another file system than the store's:
+// the free-space check weighs that one. With the store roomy and the
+// output on a small tmpfs, the build is refused up front, saying where,
+// without the store's gc remedy (it frees nothing there); it used to
+// weigh the store and run out of space half-way.
+func TestTreeChecksItsOwnDisk(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := testdir.Tmpfs(t, "8m")
+	ms := map[string]string{"fat/__init__.py": "x = 1\n"}
+	for j := range 20 {
+		ms[fmt.Sprintf("fat/data/d%02d.txt", j)] = strings.Repeat(fmt.Sprintf("line %d\n", j), (1<<20)/8)
+	}
+	req := request(t, putWheel(t, st, "fat-1.0-py3-none-any.whl", deflatedWheel(t, "fat", ms)))
+	req.NoCompile = true
+	before := freeBytes(t, out)
+	_, err = Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env")
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "the file system of "+out) || !strings.Contains(err.Error(), "free but the tree needs about") || refusal.RemedyOf(err) != nil {
+		t.Fatalf("want the up-front refusal naming the output's file system, got %v (remedy %v)", err, refusal.RemedyOf(err))
+	}
+	if after := freeBytes(t, out); after != before {
+		t.Errorf("free space %d bytes after the refusal, %d before", after, before)
+	}
+}

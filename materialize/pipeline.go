@@ -175,19 +175,19 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	}
 	for _, err := range installErrs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return diskFull(st.Home(), err)
+			return diskFull(filepath.Dir(ins.root), st.Home(), err)
 		}
 	}
 	if err := errors.Join(openErr, errors.Join(installErrs...)); err != nil {
 		return err
 	}
-	return diskFull(st.Home(), parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) }))
+	return diskFull(filepath.Dir(ins.root), st.Home(), parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) }))
 }
 
 // diskFull rewords an install error caused by a full disk as such. The
 // free space was checked before the install started (checkDisk), so this
 // is a disk another process filled meanwhile, or one the estimate missed.
-func diskFull(dir string, err error) error {
+func diskFull(dir, home string, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
@@ -196,6 +196,11 @@ func diskFull(dir string, err error) error {
 	if unix.Statfs(dir, &sfs) == nil {
 		free = fmt.Sprintf("%d MiB", int64(sfs.Bavail)*sfs.Bsize>>20)
 	}
+	if rel, rerr := filepath.Rel(home, dir); rerr != nil || strings.HasPrefix(rel, "..") {
+		// An image's tree outside the store (Tree): gc frees nothing there.
+		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of space while the tree was built (%s free now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), free)
+	}
+	dir = home
 	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of space while the env was installed (%s free now, its staging not yet removed); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
 }
 
