@@ -599,8 +599,12 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	}
 	var shimArgs []string
 	var secretR, secretW *os.File
-	var mount string // SecretPath's private tmpfs
+	var mount string       // SecretPath's private tmpfs
+	var mountLock *os.File // its root, flocked while the run lasts (pruneSecretMounts)
 	cleanupMount := func() {
+		if mountLock != nil {
+			mountLock.Close()
+		}
 		if mount != "" {
 			_ = syscall.Unmount(mount, syscall.MNT_DETACH)
 			_ = os.Remove(mount)
@@ -621,6 +625,16 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 				return nil, err
 			}
 			mount = p
+			// Held for the run, so that a later Prune can tell this
+			// mount from one an executor killed mid-run left, with the
+			// bundle in it if the shim had not read it yet.
+			if f, err := os.Open(p); err == nil {
+				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+					mountLock = f
+				} else {
+					f.Close()
+				}
+			}
 			args = append(args, "--mount", "type=bind,source="+p+",destination=/run/cruxprov-secret")
 			shimArgs = []string{"--secret-path", "/run/cruxprov-secret/bundle"}
 		default:
@@ -665,6 +679,44 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		}()
 	}
 	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanupMount}, nil
+}
+
+// secretMountGrace is how old a private secret tmpfs must be before a
+// prune may take it: a run locks it right after mounting it, and this
+// covers the moment between.
+const secretMountGrace = time.Minute
+
+// pruneSecretMounts unmounts and removes the private secret tmpfs mounts
+// (path mode) that executors killed mid-run left under parent ("":
+// /run): older than secretMountGrace, and locked by no live run. They can
+// hold a secret bundle the shim never read. Best effort (it needs root,
+// as path mode does); it returns what it removed.
+func pruneSecretMounts(parent string) []string {
+	if parent == "" {
+		parent = "/run"
+	}
+	names, _ := filepath.Glob(filepath.Join(parent, "cruxprov-secret-*"))
+	var gone []string
+	for _, p := range names {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < secretMountGrace {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			f.Close()
+			_ = syscall.Unmount(p, syscall.MNT_DETACH)
+			if os.Remove(p) == nil {
+				gone = append(gone, p)
+			}
+			continue
+		}
+		f.Close()
+	}
+	return gone
 }
 
 // privateTmpfs mounts a fresh tmpfs for one run in a new directory under

@@ -76,10 +76,13 @@ func ownerGone(id string) bool {
 // which ends at its budget (run --timeout) and stays, stopped, for
 // `podman ps --all` to show. Only containers that are not running and whose
 // executor (LabelExecutor) was a process of this pid namespace that has
-// exited are removed; it returns their names. Run calls it once per
+// exited are removed; it returns their names. It also unmounts the
+// private secret tmpfs mounts (path mode) such executors left, which can
+// hold a bundle the shim never read (pruneSecretMounts). Run calls it once per
 // process, in the background, at the first run; an executor may call it
 // when it starts.
 func (e *Executor) Prune(ctx context.Context) ([]string, error) {
+	pruneSecretMounts(e.SecretDir)
 	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc",
 		"--filter", "label="+LabelExecutor, "--filter", "status=exited", "--filter", "status=created",
 		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
