@@ -220,13 +220,14 @@ func TestCrashChild(t *testing.T) {
 		id = res.ChangeSet.Metadata.ID
 	}
 	seen := 0
-	registry.SetCrashAt(func(s string) {
+	registry.SetCrashAt(func(s string) error {
 		if s == stepName {
 			if seen++; seen == n {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {}
 			}
 		}
+		return nil
 	})
 	defer registry.SetCrashAt(nil)
 	if mutation == "root" {
@@ -284,5 +285,48 @@ func unfinishedReader(t *testing.T, root string) {
 	wantRefusal(t, err, refusal.RegistryCorrupt)
 	if !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "registry log --verify") {
 		t.Errorf("does not say what happened and who finishes it: %v", err)
+	}
+}
+
+// TestMutationFailsAfterCommit: a write that fails once the journal is in
+// place (the disk full by then, ENOSPC, at the pin) does not leave half a
+// change either: the approval says the change is recorded and finished by
+// the next command, and the next open, with the disk writable again,
+// finishes it whole (a reader that cannot write meanwhile refuses:
+// TestUnfinishedChangeForAReader).
+func TestMutationFailsAfterCommit(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	registry.SetCrashAt(func(s string) error {
+		if s == "file" {
+			if files++; files == 1 {
+				return syscall.ENOSPC
+			}
+		}
+		return nil
+	})
+	_, err = f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil)
+	registry.SetCrashAt(nil)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "recorded but not all written") {
+		t.Fatalf("the approval: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir.Root(), "journal.json")); err != nil {
+		t.Fatalf("no journal after the failed write: %v", err)
+	}
+	d, err := registry.OpenDir(ctx, f.dir.Root())
+	if err != nil {
+		t.Fatalf("open after the failed write: %v", err)
+	}
+	p, err := registry.VerifyPin(ctx, d, f.state, "acme-echo", time.Now())
+	if err != nil || p.Revision != 3 {
+		t.Fatalf("verify: %+v %v", p, err)
+	}
+	if st, err := d.ChangeSet(ctx, cs.Metadata.ID); err != nil || st.Status.State != registry.StateApproved {
+		t.Fatalf("the change-set: %+v %v", st, err)
 	}
 }

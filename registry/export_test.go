@@ -1,5 +1,6 @@
 package registry
 
 // SetCrashAt sets the hook a commit calls at each of its steps
-// ("journal", "file", "history-torn", "history"), for the crash tests.
-func SetCrashAt(f func(step string)) { crashAt = f }
+// ("journal", "file", "history-torn", "history"), for the crash tests;
+// an error it returns is that step's.
+func SetCrashAt(f func(step string) error) { crashAt = f }

@@ -67,13 +67,15 @@ func journalPath(p string) bool {
 
 // crashAt, when a test sets it, is called at each step of a commit
 // ("journal", "file", "history-torn", "history"); the crash tests kill
-// their process there.
-var crashAt func(step string)
+// their process there, and an error it returns is the step's (a full
+// disk at that point).
+var crashAt func(step string) error
 
-func step(name string) {
+func step(name string) error {
 	if crashAt != nil {
-		crashAt(name)
+		return crashAt(name)
 	}
+	return nil
 }
 
 // commit writes j as the journal, then applies it.
@@ -86,8 +88,11 @@ func (d *Dir) commit(j *journal) error {
 		// Not committed: nothing of the mutation was written.
 		return fmt.Errorf("registry: cannot record the change: %w", err)
 	}
-	step("journal")
-	if err := d.apply(j); err != nil {
+	err = step("journal")
+	if err == nil {
+		err = d.apply(j)
+	}
+	if err != nil {
 		return fmt.Errorf("registry: the change is recorded but not all written (%w): the next cruxprov command that opens this registry with write access finishes it", err)
 	}
 	return nil
@@ -100,7 +105,9 @@ func (d *Dir) apply(j *journal) error {
 		if err := writeAtomic(d.path(filepath.FromSlash(f.Path)), f.Data); err != nil {
 			return err
 		}
-		step("file")
+		if err := step("file"); err != nil {
+			return err
+		}
 	}
 	if len(j.Log) > 0 {
 		lf, err := os.OpenFile(d.path("log.jsonl"), os.O_RDWR|os.O_CREATE, 0o644)
@@ -114,7 +121,9 @@ func (d *Dir) apply(j *journal) error {
 		if err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
-		step("history")
+		if err := step("history"); err != nil {
+			return err
+		}
 	}
 	if err := os.Remove(d.path(journalName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -147,7 +156,9 @@ func appendLog(f *os.File, size int64, b []byte) error {
 		if _, err := f.WriteAt(b[:len(b)/2], size); err != nil {
 			return err
 		}
-		step("history-torn")
+		if err := step("history-torn"); err != nil {
+			return err
+		}
 	}
 	if _, err := f.WriteAt(b, size); err != nil {
 		return err
