@@ -291,6 +291,11 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	if cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
 		return nil, refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev)
 	}
+	if expires != nil && scope == TrustScope {
+		// The trust state replays without expiries: one here would be a
+		// promise nothing keeps.
+		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s changes the trust state, which does not expire: approve it without an expiry", id)
+	}
 	if s.trust == nil {
 		return nil, refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust the root key first (cruxprov key trust)")
 	}

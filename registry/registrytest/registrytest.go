@@ -301,6 +301,10 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		if k := cs.Spec.Changes[0].Key; k.Digest != bob.Key.Digest {
 			t.Fatalf("the untrust change does not name the key material: %+v", k)
 		}
+		// A trust change does not expire: an expiry is refused, not ignored.
+		exp := now.Add(time.Hour)
+		_, err := r.Approve(ctx, cs.Metadata.ID, root.Priv, &exp)
+		codeIs(t, err, refusal.ChangesetInvalid)
 		must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, root.Priv, nil))
 		tr := must[*registry.Trust](t)(r.Trust(ctx))
 		for _, k := range tr.Keys {
@@ -308,9 +312,8 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 				t.Fatalf("bob's key is still trusted as %s", k.Name)
 			}
 		}
-		_, err := registry.VerifyPin(ctx, r, "", "acme-echo", now)
+		_, err = registry.VerifyPin(ctx, r, "", "acme-echo", now)
 		codeIs(t, err, refusal.SignerUntrusted)
-		must[*registry.Trust](t)(r.Trust(ctx))
 		if err := registry.VerifyTrust(ctx, r); err != nil {
 			t.Fatalf("the trust state does not replay: %v", err)
 		}
