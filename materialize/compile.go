@@ -215,7 +215,7 @@ type bytecode struct {
 	magic          []byte
 	key            [32]byte
 	cache          string // cache/pyc/<key hex> below the store's home
-	tmpDir         string // where packs are written before they are renamed into the cache
+	tmpDir         string // where packs are written before they are renamed into the cache: in the store ("": none)
 	record         func(rel string, k seal.Known)
 	dirs           sync.Map     // env-relative __pycache__ directory → *dirOnce
 	dirFDs         atomic.Int32 // descriptors the dirs hold

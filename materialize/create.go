@@ -183,7 +183,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// (mkdirStaging) from a hash of its name.
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
-	err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res, true)
+	err = build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
 	var damaged *cacheDamaged
 	if errors.As(err, &damaged) && ctx.Err() == nil {
 		// A damaged cache entry costs a rebuild from the archives alone.
@@ -197,7 +197,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		}
 		req.NoCache = true
 		*res = Result{Dir: dir, Digest: s.Materialization.Digest}
-		err = build(ctx, st, req, in, l, s, staging, dir, jobs, emit, res, true)
+		err = build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -307,8 +307,11 @@ func sealInputs(req Request, in *Probe, l Layout) (*seal.Seal, error) {
 	return s, nil
 }
 
-// build does the work of Create in staging, then commits it to dir.
-func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layout, s *seal.Seal, staging, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
+// build does the work of Create in staging, then commits it to dir. The
+// caches' new entries are written in cacheTmp, a directory of the store
+// (so that they are renamed into the cache on its file system; "" when
+// the store cannot be written: they are read, none is written).
+func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layout, s *seal.Seal, staging, cacheTmp, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
 	t0 := time.Now()
 	emit(Event{Stage: "install"})
 	all := req.Resolution.Packages
@@ -327,13 +330,16 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err := unix.Statfs(where, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", where)
 	}
-	wheels, order, need, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
+	wheels, order, need, cacheNeed, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
 	defer closeAll(wheels)
 	defer closeCache(wheels)
 	if err != nil {
 		return err
 	}
-	if err := checkDisk(where, st.Home(), need, !req.NoCompile); err != nil {
+	if cacheTmp == "" {
+		cacheNeed = 0
+	}
+	if err := checkDisks(where, cacheTmp, st.Home(), need, cacheNeed, !req.NoCompile && !req.NoCache); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
 		// refused as such, not for the disk those sizes would take.
 		if werr := parallel(ctx, len(all), jobs, func(i int) error {
@@ -368,13 +374,13 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if req.NoCache {
 			pycCache = ""
 		}
-		bc = newBytecodeRun(ctx, pycCache, filepath.Dir(staging), in, s.Interpreter, staging, dir, l, jobs, ins.record)
+		bc = newBytecodeRun(ctx, pycCache, cacheTmp, in, s.Interpreter, staging, dir, l, jobs, ins.record)
 		bc.b.claim = ins.claimPyc
 		bc.prestart(all)
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
-	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, filepath.Dir(staging), jobs, emit, written); err != nil {
+	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, cacheTmp, jobs, emit, written); err != nil {
 		return err
 	}
 	commitCache(st.Home(), wheels)
@@ -526,6 +532,31 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// checkDisks checks the free space for a tree staged in dir (need) and
+// for the cache entries written in cacheTmp (cacheNeed): as one need when
+// both are on one file system (an env staged in the store), else each on
+// its own (an image's tree on another file system than the store's).
+func checkDisks(dir, cacheTmp, home string, need, cacheNeed int64, compile bool) error {
+	if cacheNeed == 0 || sameFS(dir, cacheTmp) {
+		return checkDisk(dir, home, need+cacheNeed, compile)
+	}
+	if err := checkDisk(dir, home, need, compile); err != nil {
+		return err
+	}
+	return checkDisk(cacheTmp, home, cacheNeed, compile)
+}
+
+// sameFS reports whether a and b are on one file system (true when either
+// cannot be stat'ed: the check then weighs both needs together, as before
+// the cache had a directory of its own).
+func sameFS(a, b string) bool {
+	var sa, sb unix.Stat_t
+	if unix.Stat(a, &sa) != nil || unix.Stat(b, &sb) != nil {
+		return true
+	}
+	return sa.Dev == sb.Dev
 }
 
 // checkDisk refuses when the file system holding dir (the store's home,
@@ -717,8 +748,20 @@ func Tree(ctx context.Context, st *store.Store, req Request, out, final string) 
 	if err := os.Mkdir(out, 0o700); err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create %s", out)
 	}
+	// The caches' new entries are written in the store, to be renamed into
+	// it: out may be on another file system (a rename cannot cross one). A
+	// store this process cannot write gets none.
+	cacheTmp := ""
+	if stg, err := st.Stage("tree-caches"); err == nil {
+		defer func() {
+			if err := stg.Release(); err != nil {
+				_ = removeTree(stg.Path)
+			}
+		}()
+		cacheTmp = stg.Path
+	}
 	res := &Result{Dir: out, Digest: s.Materialization.Digest}
-	err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), final, jobs, emit, res, false)
+	err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
 	if err != nil {
 		_ = removeTree(out)
 		if ctx.Err() != nil {

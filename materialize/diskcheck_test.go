@@ -264,3 +264,78 @@ func TestTreeChecksItsOwnDisk(t *testing.T) {
 		t.Errorf("free space %d bytes after the refusal, %d before", after, before)
 	}
 }
+
+// An image's tree written to another file system than the store's (CI's
+// output on a tmpfs, the store in a home on disk) still fills the store's
+// caches: their entries are written in the store and renamed into place
+// there, never renamed across file systems (which fails, and used to leave
+// every later build to inflate and compile everything again).
+func TestTreeOnAnotherFileSystemFillsTheCaches(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := testdir.Tmpfs(t, "64m")
+	w := putWheel(t, st, "cached-1.0-py3-none-any.whl", deflatedWheel(t, "cached", map[string]string{
+		"cached/__init__.py": "x = 1\n",
+		"cached/mod.py":      "def f():\n    return 2\n",
+	}))
+	req := request(t, w)
+	req.NoCompile = false
+	if _, err := Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(st.Home(), filepath.FromSlash(UnpackedCacheDir), w.SHA256.Hex())); err != nil {
+		t.Errorf("the unpacked-wheel cache has no entry for the wheel: %v", err)
+	}
+	var packs []string
+	_ = filepath.WalkDir(filepath.Join(st.Home(), filepath.FromSlash(PycCacheDir)), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			packs = append(packs, p)
+		}
+		return nil
+	})
+	if len(packs) == 0 {
+		t.Error("the pyc cache has no pack after a tree compiled two sources")
+	}
+	if left, _ := os.ReadDir(out); len(left) != 1 {
+		t.Errorf("the output directory holds %d entries, want the tree alone", len(left))
+	}
+	if left, _ := st.CleanStaging(context.Background()); len(left) != 0 {
+		t.Errorf("the store's staging holds debris: %v", left)
+	}
+}
+
+// The other way round: a store too full for the cache entries an image's
+// tree will write there is refused before anything is written, naming the
+// store, as an env's create is.
+func TestTreeChecksTheStoresDiskForItsCaches(t *testing.T) {
+	home := testdir.Tmpfs(t, "8m")
+	st, err := store.Open(filepath.Join(home, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := map[string]string{"fat/__init__.py": "x = 1\n"}
+	for j := range 20 {
+		ms[fmt.Sprintf("fat/data/d%02d.txt", j)] = strings.Repeat(fmt.Sprintf("line %d\n", j), (1<<20)/8)
+	}
+	req := request(t, putWheel(t, st, "fat-1.0-py3-none-any.whl", deflatedWheel(t, "fat", ms)))
+	req.NoCompile = true
+	out := t.TempDir()
+	before := freeBytes(t, home)
+	_, err = Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env")
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "the file system of the store") || refusal.RemedyOf(err) == nil {
+		t.Fatalf("want the up-front refusal naming the store's file system, got %v (remedy %v)", err, refusal.RemedyOf(err))
+	}
+	if after := freeBytes(t, home); after != before {
+		t.Errorf("free space %d bytes after the refusal, %d before", after, before)
+	}
+	if _, err := os.Lstat(filepath.Join(out, "tree")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the output's tree is left after the refusal: %v", err)
+	}
+	// --no-cache writes nothing in the store: the tree fits its own disk.
+	req.NoCache = true
+	if _, err := Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -27,16 +27,19 @@ import (
 // installing it writes: every member in whole blocks of bs, plus 256
 // bytes for its inode and entry, and, unless noCache, the unpacked-cache
 // entry it will write when it has none of the right size yet (its members
-// but RECORD, as slotOf lays them out). Nothing is written and no member
-// is read: this is what the free-space check (checkDisk) weighs before the
+// but RECORD, as slotOf lays them out), counted apart (it is written in
+// the store, the tree where it is staged). Nothing is written and no member
+// is read: this is what the free-space check (checkDisks) weighs before the
 // create writes its first byte, at the price of one more read of the
 // central directories (wheel.OpenReader reads them again, while the first
 // wheels are installed: installWheels). It returns the blobs (as opened
 // wheels with neither wheel nor cache slot, in pkgs's order; the caller
-// closes them, also on error), the order to install them in, and the need.
-func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, bs int64, jobs int) ([]opened, []int, int64, error) {
+// closes them, also on error), the order to install them in, the need of
+// the tree and that of the unpacked-cache entries it will write.
+func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, bs int64, jobs int) ([]opened, []int, int64, int64, error) {
 	ws := make([]opened, len(pkgs))
 	needs := make([]int64, len(pkgs))
+	cacheNeeds := make([]int64, len(pkgs))
 	order := make([]int, len(pkgs))
 	for i := range order {
 		order[i] = i
@@ -76,7 +79,7 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			case err == nil && fi.Mode().IsRegular() && fi.Size() == entry:
 				// there: read, not written
 			case err == nil || errors.Is(err, fs.ErrNotExist):
-				need += min(entry, most) // written beside the env (attachCache)
+				cacheNeeds[i] = min(entry, most) // written in the store (attachCache)
 			default:
 				// unreadable: attachCache writes none
 			}
@@ -84,11 +87,12 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 		needs[i] = min(need, most)
 		return nil
 	})
-	var need int64
-	for _, n := range needs {
-		need += n
+	var need, cacheNeed int64
+	for i := range needs {
+		need += needs[i]
+		cacheNeed += cacheNeeds[i]
 	}
-	return ws, order, need, err
+	return ws, order, need, cacheNeed, err
 }
 
 // installWheels installs the wheels of pkgs, whose blobs ws holds

@@ -183,8 +183,13 @@ type packWriter struct {
 	err   error // a failed write: the pack is not committed
 }
 
-// newPackWriter starts a pack for key in a temporary file of dir.
+// newPackWriter starts a pack for key in a temporary file of dir (in the
+// store, so that it can be renamed into the cache; "" when the store
+// cannot be written: no pack).
 func newPackWriter(dir string, key [32]byte) (*packWriter, error) {
+	if dir == "" {
+		return nil, errors.New("no directory in the store for the pyc cache's packs")
+	}
 	var rnd [6]byte
 	_, _ = rand.Read(rnd[:])
 	f, err := os.OpenFile(filepath.Join(dir, "pycs-"+hex.EncodeToString(rnd[:])), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)

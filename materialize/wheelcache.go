@@ -90,9 +90,10 @@ func slotOf(w *wheel.Wheel, path string) *cacheSlot {
 }
 
 // attachCache gives an opened wheel its cache slot: the entry to read
-// when it exists with the right size, else a temp file in tmpDir (the
-// store's staging directory of this Create, removed with it) to fill while
-// the wheel is installed from its archive. An entry of the wrong size is
+// when it exists with the right size, else a temp file in tmpDir (a
+// staging directory of the store, removed with it) to fill while
+// the wheel is installed from its archive (none when tmpDir is "": a
+// store this process cannot write). An entry of the wrong size is
 // removed; an unreadable one is left alone and not used.
 func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error {
 	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
@@ -109,6 +110,9 @@ func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error
 		_ = os.Remove(s.path)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil // unreadable: install from the archive, write nothing
+	}
+	if tmpDir == "" {
+		return nil
 	}
 	t, err := os.CreateTemp(tmpDir, "unpacked-"+p.SHA256.Hex()[:16]+"-*")
 	if err != nil {
