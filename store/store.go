@@ -49,7 +49,10 @@ type Store struct {
 	blobs groupSync // fsyncs of blobs/sha256, shared by concurrent Puts
 }
 
-// Open opens the store at home, creating its layout when missing.
+// Open opens the store at home, creating its layout when missing. In an
+// existing store this user cannot write (an executor reading an
+// operator's), a missing part it cannot make is left missing: reading
+// goes on, and whatever needs that part fails when it is used.
 func Open(home string) (*Store, error) {
 	if home == "" {
 		return nil, errors.New("store: no home directory given")
@@ -59,7 +62,7 @@ func Open(home string) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w", home, err)
 	}
 	for _, d := range []string{BlobsDir, EnvsDir, OCIDir, RegistryDir, ReceiptsDir, TmpDir} {
-		if err := atomicfile.MkdirAll(filepath.Join(abs, d), 0o755); err != nil {
+		if err := atomicfile.MkdirAll(filepath.Join(abs, d), 0o755); err != nil && !readOnly(abs, err) {
 			return nil, fmt.Errorf("store %s: %w", abs, err)
 		}
 	}
@@ -68,7 +71,7 @@ func Open(home string) (*Store, error) {
 	if err == nil {
 		err = f.Chmod(0o644)
 		f.Close()
-	} else if errors.Is(err, fs.ErrExist) {
+	} else if errors.Is(err, fs.ErrExist) || readOnly(abs, err) {
 		err = nil
 	}
 	if err != nil {
@@ -78,6 +81,16 @@ func Open(home string) (*Store, error) {
 	st.blobs.dir = filepath.Join(abs, BlobsDir)
 	st.blobs.cond = sync.NewCond(&st.blobs.mu)
 	return st, nil
+}
+
+// readOnly reports whether err is this user's lack of write access (or a
+// read-only file system) in a store whose home exists.
+func readOnly(home string, err error) bool {
+	if !errors.Is(err, fs.ErrPermission) && !errors.Is(err, unix.EROFS) {
+		return false
+	}
+	fi, serr := os.Stat(home)
+	return serr == nil && fi.IsDir()
 }
 
 // Home returns the store's absolute root directory.

@@ -42,6 +42,17 @@ func TestUnwrittenRegistryReadOnlyStore(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "would remove envs/"+filepath.Base(out.Path)) {
 		t.Errorf("gc --dry-run --envs as a user who cannot write the store: %+v", r)
 	}
+	// A store missing a directory this user cannot make (an operator
+	// removed the unused oci/, a store from before receipts/) still reads.
+	for _, d := range []string{"oci", "receipts"} {
+		if err := os.Remove(filepath.Join(home, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = nobody("gc", "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, "would remove") {
+		t.Errorf("gc --dry-run as a user who cannot write a store missing oci/ and receipts/: %+v", r)
+	}
 	r = nobody("env", "remove", out.Path)
 	if r.code == 0 || strings.Contains(r.stderr, string(refusal.RegistryCorrupt)) || !strings.Contains(r.stderr, "writable") {
 		t.Errorf("env remove as a user who cannot write the store: %+v", r)
