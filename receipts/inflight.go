@@ -39,7 +39,7 @@ func (l *Ledger) inflightFile() (*os.File, error) {
 	if l.keys != nil {
 		return l.keys, nil
 	}
-	p := l.path + ".inflight"
+	p := l.side + ".inflight"
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, l.path)

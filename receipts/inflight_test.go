@@ -165,3 +165,40 @@ func TestSameKeyRunsOnce(t *testing.T) {
 		t.Fatalf("%d runs recorded, %d orphans, %d attempts", ran, len(res.Orphans), len(res.Attempts))
 	}
 }
+
+// A ledger reached through a symbolic link (the link named in one
+// executor's configuration, the target in another's, or a linked
+// directory) has one set of sidecars: the key locks, the repair lock and
+// journal are found beside the file itself, so a key held through one
+// path is held through the other, and nothing is written beside a link.
+func TestLedgerThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real", "l.jsonl")
+	if err := os.Mkdir(filepath.Dir(real), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fileLink := filepath.Join(dir, "link.jsonl")
+	dirLink := filepath.Join(dir, "alias")
+	l := openT(t, real)
+	if err := os.Symlink(real, fileLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", dirLink); err != nil {
+		t.Fatal(err)
+	}
+	d := begin(t, l, testIntent("", "k", "in"))
+	for _, p := range []string{fileLink, filepath.Join(dirLink, "l.jsonl")} {
+		l2 := openT(t, p)
+		if _, err := l2.Begin(context.Background(), testIntent("", "k", "in")); !errors.Is(err, refusal.IdempotencyConflict) {
+			t.Errorf("Begin through %s while the attempt runs through the target: %v", p, err)
+		}
+		if l2.Path() != p {
+			t.Errorf("Path() = %s, want the path given, %s", l2.Path(), p)
+		}
+		l2.Close()
+	}
+	finish(t, l, testOutcome(d.AttemptID, StatusOK))
+	if side, _ := filepath.Glob(fileLink + ".*"); len(side) != 0 {
+		t.Errorf("sidecars beside the link: %v", side)
+	}
+}

@@ -66,7 +66,8 @@ type Decision struct {
 // never interleave and a torn tail is repaired once.
 type Ledger struct {
 	mu       sync.Mutex
-	path     string
+	path     string // as given (messages)
+	side     string // the file's own path, symbolic links resolved: its sidecars' stem
 	f        *os.File
 	fd       int
 	opts     Options
@@ -105,11 +106,25 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		}
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
 		return nil, refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is not a regular file", path)
 	}
-	l := &Ledger{path: path, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
+	// The sidecars (key locks, repair lock and journal) go beside the file
+	// itself, so that every path to it finds the same ones.
+	side, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		var at os.FileInfo
+		if at, err = os.Stat(side); err == nil && !os.SameFile(at, st) {
+			err = errors.New("it was replaced while it was opened")
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
+	}
+	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
 	if err := l.locked(ctx, func() error { return l.sync(ctx) }); err != nil {
 		f.Close()
 		return nil, err
@@ -205,7 +220,7 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 				if ks != nil && ks.last.Outcome == nil {
 					running = "attempt " + ks.last.Intent.AttemptID
 				}
-				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (its writer holds the key's lock in %s.inflight)", k, running, l.path)
+				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (its writer holds the key's lock in %s.inflight)", k, running, l.side)
 			}
 		}
 		if err := l.append(ctx, b); err != nil {

@@ -38,7 +38,7 @@ func (l *Ledger) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Lstat(l.path + ".repair"); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(l.side + ".repair"); errors.Is(err, fs.ErrNotExist) {
 		torn, err := l.fold(ctx, size, true)
 		if err != nil || !torn {
 			return err
@@ -171,7 +171,7 @@ func errOr(err, alt error) error {
 // row is put in place at its offset (unless it already is), then the
 // journal is removed. The repair lock is held.
 func (l *Ledger) recoverJournal() error {
-	jp := l.path + ".repair"
+	jp := l.side + ".repair"
 	b, err := os.ReadFile(jp)
 	if errors.Is(err, fs.ErrNotExist) {
 		os.Remove(jp + ".tmp") // a journal never renamed: nothing was overwritten
@@ -220,7 +220,7 @@ func (l *Ledger) recoverJournal() error {
 }
 
 func (l *Ledger) writeJournal(b []byte) error {
-	jp := l.path + ".repair"
+	jp := l.side + ".repair"
 	f, err := os.OpenFile(jp+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -236,16 +236,16 @@ func (l *Ledger) writeJournal(b []byte) error {
 		err = os.Rename(jp+".tmp", jp)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(l.path))
+		err = syncDir(filepath.Dir(l.side))
 	}
 	return err
 }
 
 func (l *Ledger) removeJournal() error {
-	if err := os.Remove(l.path + ".repair"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(l.side + ".repair"); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot remove the repair journal of receipts ledger %s", l.path)
 	}
-	if err := syncDir(filepath.Dir(l.path)); err != nil {
+	if err := syncDir(filepath.Dir(l.side)); err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s", l.path)
 	}
 	return nil
@@ -258,7 +258,7 @@ func (l *Ledger) writeAt(b []byte, off int64) error {
 	fail := func(err error) error {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot repair receipts ledger %s", l.path)
 	}
-	f, err := os.OpenFile(l.path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(l.side, os.O_WRONLY, 0)
 	if err != nil {
 		return fail(err)
 	}
@@ -295,7 +295,7 @@ func (l *Ledger) writeAt(b []byte, off int64) error {
 // a ledger file since renamed aside, repairing it under the same lock
 // path, is alive, and is waited for (until ctx ends).
 func (l *Ledger) withRepairLock(ctx context.Context, fn func() error) error {
-	lp := l.path + ".lock"
+	lp := l.side + ".lock"
 	for {
 		f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 		if err == nil {
