@@ -8,7 +8,11 @@
 // watches, after the kernel's event queue overflowed, and whenever a watch
 // could not be placed (then every call verifies fully, and WatchErr says
 // why). Otherwise it returns nil after one non-blocking read(2) of the
-// inotify descriptor. A full verify re-arms first: every watch is placed
+// inotify descriptor and one stat(2) of each path it was given (the env,
+// the interpreters, each Spec.Extra): one that resolves to another file
+// than when it was armed (a directory renamed or replaced above it, a
+// symlink there re-pointed, which raise no event on anything watched) is
+// a change. A full verify re-arms first: every watch is placed
 // before the verify function runs, so a change made during or after the
 // verify is an event, and nothing slips between the two.
 //
@@ -35,10 +39,9 @@
 // What raises no inotify event, and so is not seen until something else
 // makes the Verifier dirty (docs/executor.md): writes through a shared
 // writable mmap, changes made by another host on a network file system,
-// changes to an overlay's lower layer, a mount over a watched path, a
-// symlink changed in a directory component above a watched path, and a
-// write through a hard link made outside the env (materialization makes
-// none).
+// changes to an overlay's lower layer, a mount over a watched path other
+// than those the check stats, and a write through a hard link made outside
+// the env (materialization makes none).
 //
 // The pin's expiry, or anything else that must be checked on every call
 // whatever the files say, is not this package's: the caller composes it

@@ -40,6 +40,39 @@ type watcher struct {
 	fd      int
 	targets map[int32]*target
 	buf     []byte
+	// roots are the paths the Spec and the seal name, each with the file
+	// it resolved to when armed. A directory renamed or replaced above a
+	// watched path (the store moved aside and a copy put in its place, a
+	// symlink above it re-pointed) raises no event on any watch, so each
+	// check stats them too: one that resolves elsewhere is a change.
+	roots []root
+}
+
+// root is a path and the file (device, inode) it resolved to.
+type root struct {
+	path     string
+	dev, ino uint64
+}
+
+// pin records the file path resolves to now (following symlinks).
+func (w *watcher) pin(path string) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("watch: cannot watch %s: %w", path, err)
+	}
+	w.roots = append(w.roots, root{path, uint64(st.Dev), st.Ino})
+	return nil
+}
+
+// moved reports whether a root resolves to another file than when armed.
+func (w *watcher) moved() bool {
+	var st unix.Stat_t
+	for _, r := range w.roots {
+		if err := unix.Stat(r.path, &st); err != nil || uint64(st.Dev) != r.dev || st.Ino != r.ino {
+			return true
+		}
+	}
+	return false
 }
 
 func newWatcher() (*watcher, error) {
@@ -89,8 +122,9 @@ func (w *watcher) add(path string, dir bool, name string) error {
 
 // changed drains the queue without blocking and reports whether any event
 // concerns what is watched: an overflow, a watch gone, an event on a watch
-// whose every event counts, or one naming a watched entry. A failed read
-// counts as a change.
+// whose every event counts, or one naming a watched entry; or whether a
+// root resolves to another file than when armed. A failed read counts as
+// a change.
 func (w *watcher) changed() bool {
 	if w.fd < 0 {
 		return true
@@ -105,7 +139,7 @@ func (w *watcher) changed() bool {
 			continue
 		}
 		if errors.Is(err, unix.EAGAIN) {
-			return dirty
+			return dirty || w.moved()
 		}
 		if err != nil || n < unix.SizeofInotifyEvent {
 			return true
@@ -152,6 +186,11 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 	if err != nil {
 		return w, err
 	}
+	// The env's path resolving to the same directory covers its seal
+	// and index too: they cannot leave the watched envs/ without an event.
+	if err := w.pin(spec.Env); err != nil {
+		return w, err
+	}
 	parent, base := filepath.Dir(env), filepath.Base(env)
 	for _, n := range []string{base, base + ".seal.json", base + ".index"} {
 		if err := w.add(parent, true, n); err != nil {
@@ -188,6 +227,9 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 		if _, _, err := w.follow(p); err != nil {
 			return w, err
 		}
+		if err := w.pin(p); err != nil {
+			return w, err
+		}
 	}
 	for _, p := range spec.Extra {
 		if p == "" {
@@ -195,6 +237,9 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 		}
 		real, fi, err := w.follow(p)
 		if err != nil {
+			return w, err
+		}
+		if err := w.pin(p); err != nil {
 			return w, err
 		}
 		if fi.IsDir() {

@@ -222,6 +222,21 @@ func TestEachChangeMakesAFullVerify(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, refusal.EnvDrift},
+		{"the store renamed, a tampered copy in its place", func(t *testing.T, env, _, _ string) {
+			// No watched inode changes: the store (an ancestor of envs/)
+			// is renamed, and a copy made at its path.
+			store := filepath.Dir(filepath.Dir(env))
+			if err := os.Rename(store, store+".old"); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-a", store+".old", store).CombinedOutput(); err != nil {
+				t.Fatalf("cp -a: %v: %s", err, out)
+			}
+			t.Cleanup(func() { removeTree(store + ".old") })
+			if err := os.Chmod(anyFile(t, env), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, refusal.EnvDrift},
 		{"a file in the registry directory", func(t *testing.T, _, _, reg string) {
 			if err := os.WriteFile(filepath.Join(reg, "pins", "p.json"), []byte("{}"), 0o644); err != nil {
 				t.Fatal(err)
