@@ -77,6 +77,12 @@ func (w *watcher) moved() bool {
 
 func newWatcher() (*watcher, error) {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if errors.Is(err, unix.EMFILE) {
+		// Also this process's open-file limit, but first the per-user
+		// instance limit: strerror's "too many open files" sends one to
+		// ulimit -n, which does not raise it.
+		return nil, fmt.Errorf("watch: inotify_init1: the inotify instance limit of this user is reached (fs.inotify.max_user_instances; each Verifier holds one instance, every process of the user counts), or this process's open-file limit (ulimit -n): %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("watch: inotify_init1: %w", err)
 	}

@@ -30,7 +30,9 @@ const python = "/usr/bin/python3.11"
 func TestMain(m *testing.M) {
 	switch os.Getenv("CRUXPROV_WATCH_CHILD") {
 	case "limit":
-		os.Exit(limitChild())
+		os.Exit(limitChild("max_inotify_watches"))
+	case "instances":
+		os.Exit(limitChild("max_inotify_instances"))
 	case "nobody":
 		os.Exit(nobodyChild())
 	}
@@ -379,8 +381,21 @@ func TestUnwatchable(t *testing.T) {
 // whose max_inotify_watches is 5: the host's limit is not touched), every
 // check is a full verify and WatchErr names the limit.
 func TestWatchLimit(t *testing.T) {
+	testLimit(t, "limit", "max_user_watches")
+}
+
+// TestInstanceLimit: with the inotify instance limit reached (each
+// Verifier holds one; a user namespace whose max_inotify_instances is 0),
+// every check is a full verify and WatchErr names that limit. It said
+// "too many open files" before, which sent one to raise ulimit -n, to no
+// effect.
+func TestInstanceLimit(t *testing.T) {
+	testLimit(t, "instances", "max_user_instances")
+}
+
+func testLimit(t *testing.T, mode, knob string) {
 	f, _ := env(t)
-	out, err := child(t, "limit", f.Env, &syscall.SysProcAttr{
+	out, err := child(t, mode, f.Env, &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
@@ -391,14 +406,20 @@ func TestWatchLimit(t *testing.T) {
 		}
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if !strings.Contains(out, "ok 3 full verifies") || !strings.Contains(out, "max_user_watches") {
+	if !strings.Contains(out, "ok 3 full verifies") || !strings.Contains(out, knob) {
 		t.Fatalf("child: %s", out)
 	}
 }
 
-func limitChild() int {
+// limitChild sets the user namespace's knob (5 watches, or no instance at
+// all) and checks three times.
+func limitChild(knob string) int {
 	env := os.Getenv("CRUXPROV_WATCH_ENV")
-	if err := os.WriteFile("/proc/sys/user/max_inotify_watches", []byte("5"), 0); err != nil {
+	val := "5"
+	if knob == "max_inotify_instances" {
+		val = "0"
+	}
+	if err := os.WriteFile("/proc/sys/user/"+knob, []byte(val), 0); err != nil {
 		fmt.Println("skip:", err)
 		return 1
 	}
