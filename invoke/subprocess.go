@@ -23,6 +23,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/python"
@@ -592,7 +594,7 @@ func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
 		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		fail(CodeExited, "the harness was killed by %v", ws.Signal())
+		fail(CodeExited, "the harness was killed by %s (%v)", unix.SignalName(ws.Signal()), ws.Signal())
 		return
 	}
 	parseOutput(res, out, attempt)
