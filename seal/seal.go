@@ -261,6 +261,15 @@ func (s *Seal) checkLayout() error {
 // the env root (the venv layout on POSIX).
 const PythonLink = "bin/python"
 
+// unreadable is what a detail adds for err: what to do about a permission
+// denied (another user's store), nothing otherwise.
+func unreadable(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return " (permission denied: verify as a user who can read the env, its seal and the directories above them; a store's envs/ is 0755, its seals 0444)"
+	}
+	return ""
+}
+
 // Load reads and checks the seal of the env at dir: it must exist
 // (seal_missing), parse, carry a known format, and its recomputed
 // materialization digest must equal the env directory's name (seal_invalid).
@@ -271,7 +280,9 @@ func Load(dir string) (*Seal, error) {
 		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir))).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SealMissing, err, "cannot read the seal of %s", dir)
+		// There is a seal (or something at its name): one this user cannot
+		// read is not missing, and rebuilding would not make it readable.
+		return nil, refusal.Wrap(refusal.SealInvalid, err, "cannot read the seal of %s%s", dir, unreadable(err))
 	}
 	s, err := Parse(b)
 	if err != nil {

@@ -207,6 +207,9 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		dir, r.Env = real, real
 		fi, err = os.Lstat(dir)
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return refusal.Wrap(refusal.SealInvalid, err, "cannot examine %s%s", dir, unreadable(err))
+	}
 	if err != nil || !fi.IsDir() {
 		if _, serr := os.Lstat(SealPath(dir)); serr == nil {
 			return refusal.New(refusal.EnvDrift, "%s: the sealed env directory is missing or not a directory", dir).WithRemedy(refusal.ActionReplaceEnv, dir)

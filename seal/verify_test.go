@@ -579,3 +579,45 @@ func TestInterpreterSizeEdited(t *testing.T) {
 		t.Errorf("difference %+v", d)
 	}
 }
+
+// TestUnreadableEnvIsNotMissing: as uid 65534, an env whose envs/ it
+// cannot search, or whose seal it cannot read, is seal_invalid saying
+// permission was denied and to verify as a user who can read it; before,
+// it was seal_missing ("no such directory and no seal"), whose advice is a
+// rebuild, which leaves it as unreadable. The test re-runs its own binary
+// under setpriv.
+func TestUnreadableEnvIsNotMissing(t *testing.T) {
+	if dir := os.Getenv("CRUXPROV_SEAL_UNREADABLE_ENV_CHILD"); dir != "" {
+		_, err := Verify(context.Background(), dir, Options{})
+		if msg := fmt.Sprint(err); !errors.Is(err, refusal.SealInvalid) || strings.Contains(msg, "no such directory") ||
+			!strings.Contains(msg, "permission denied: verify as a user who can read the env") {
+			t.Errorf("Verify = %v, want seal_invalid saying permission was denied", err)
+		}
+		return
+	}
+	asuser.Require(t, "run as uid 65534")
+	exe := asuser.CopySelf(t, asuser.Dir(t, "cruxprov-seal-unreadable-env-"))
+	env := sealTree(t, manyEntries(1, 1))
+	envs := filepath.Dir(env.dir)
+	for d := filepath.Dir(envs); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		os.Chmod(d, 0o755) // t.TempDir's directories are 0700
+	}
+	for _, tc := range []struct {
+		name, locked string
+		mode         os.FileMode
+	}{{"envs/ not searchable", envs, 0o700}, {"the seal not readable", SealPath(env.dir), 0o400}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fi, err := os.Stat(tc.locked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(tc.locked, tc.mode)
+			defer os.Chmod(tc.locked, fi.Mode().Perm())
+			cmd := asuser.Command(65534, 65534, exe, "-test.run=^TestUnreadableEnvIsNotMissing$", "-test.v")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "CRUXPROV_SEAL_UNREADABLE_ENV_CHILD=" + env.dir}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s: %v\n%s", tc.name, err, out)
+			}
+		})
+	}
+}
