@@ -202,7 +202,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &done):
 		if errors.As(err, &r) {
-			fmt.Fprintf(stderr, "refused: %s\n", oneLine(r.Error()))
+			// The document on stdout was written already (with the
+			// remedy); the line says what to do next as any refusal's.
+			line := oneLine(r.Error())
+			if cmdline := renderRemedy(refusal.RemedyOf(err), args); cmdline != "" {
+				line += "; to fix: " + cmdline
+			}
+			fmt.Fprintf(stderr, "refused: %s\n", line)
 		} else {
 			fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
 		}

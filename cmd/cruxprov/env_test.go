@@ -166,6 +166,10 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &exp) != nil || exp.OK || exp.Refused.Code != string(refusal.EnvDrift) || len(exp.Differences) != 3 {
 		t.Fatalf("explain --json: %+v", r)
 	}
+	// Its stderr line says what to do next, as without --json.
+	if !strings.Contains(r.stderr, "to fix: cruxprov env create --replace "+out.Path) {
+		t.Errorf("explain --json: the refusal line on stderr has no \"to fix\": %q", r.stderr)
+	}
 	for i := 1; i < len(exp.Differences); i++ {
 		if exp.Differences[i-1].Path > exp.Differences[i].Path {
 			t.Errorf("differences not sorted by path: %+v", exp.Differences)
