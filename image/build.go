@@ -73,6 +73,11 @@ const (
 	LabelBaseDigest     = "org.opencontainers.image.base.digest"
 )
 
+// MaxEpoch is the latest SOURCE_DATE_EPOCH an image takes: a USTAR
+// header's mtime is 11 octal digits (2242-03-16T12:56:31Z), and the
+// layers are USTAR, never PAX.
+const MaxEpoch = 1<<33 - 1
+
 // Options is one image build.
 type Options struct {
 	// WheelData and WheelName are the provider's root wheel.
@@ -97,7 +102,8 @@ type Options struct {
 	// cache (store.ImageLayersDir), the unpacked-wheel and bytecode caches.
 	NoCache bool
 	// Epoch is every timestamp of the image (SOURCE_DATE_EPOCH, read by
-	// the caller); the zero Time means the Unix epoch.
+	// the caller); the zero Time means the Unix epoch. It is at most
+	// MaxEpoch.
 	Epoch time.Time
 	// Key signs the image and its attestations; nil leaves it unsigned.
 	Key *sign.PrivateKey
@@ -194,6 +200,9 @@ type PlatformImage struct {
 func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if len(o.Platforms) == 0 {
 		return nil, errors.New("no platform")
+	}
+	if !o.Epoch.IsZero() && (o.Epoch.Unix() < 0 || o.Epoch.Unix() > MaxEpoch) {
+		return nil, fmt.Errorf("SOURCE_DATE_EPOCH %d is outside what a layer's tar headers hold (0 to %d)", o.Epoch.Unix(), MaxEpoch)
 	}
 	if o.Output == "" && o.Push == "" {
 		return nil, errors.New("neither an output layout nor a repository to push to")

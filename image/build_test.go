@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,4 +103,18 @@ func TestBuildLayout(t *testing.T) {
 		t.Errorf("interpreter %+v", p.Interpreter)
 	}
 	oracles(t, "oci:"+out+":acme-echo", res.Digest.String(), true)
+}
+
+// TestBuildEpochPastTar: an epoch a USTAR header cannot hold is refused
+// before anything is read or materialized.
+func TestBuildEpochPastTar(t *testing.T) {
+	for _, e := range []int64{MaxEpoch + 1, -1} {
+		_, err := Build(context.Background(), nil, Options{
+			Platforms: []string{testPlatform}, Output: t.TempDir(), Base: "oci:/nonexistent@sha256:" + strings.Repeat("0", 64),
+			Shims: map[string]string{"": "/nonexistent"}, Epoch: time.Unix(e, 0),
+		})
+		if err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
+			t.Errorf("epoch %d: %v", e, err)
+		}
+	}
 }

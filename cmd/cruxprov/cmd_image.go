@@ -185,6 +185,9 @@ func imageBuild(c *cli.Context) error {
 		if err != nil || n < 0 {
 			return usagef("SOURCE_DATE_EPOCH=%q is not a non-negative integer", e)
 		}
+		if n > image.MaxEpoch {
+			return usagef("SOURCE_DATE_EPOCH=%q is past %d (2242-03-16), the latest time a layer's tar headers hold", e, int64(image.MaxEpoch))
+		}
 		bo.Epoch = time.Unix(n, 0)
 	}
 	if name == "" {

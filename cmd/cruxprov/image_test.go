@@ -234,3 +234,21 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 		t.Errorf("verify without a platform, two pinned: %+v", r)
 	}
 }
+
+// TestImageBuildEpochPastTar: a SOURCE_DATE_EPOCH a USTAR header cannot
+// hold is a usage error before anything is read, not a refusal
+// (materialize_failed) once the env was built.
+func TestImageBuildEpochPastTar(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	for _, e := range []string{"8589934592", "9999999999"} {
+		cmd := exec.Command(bin, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"))
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+e)
+		if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "SOURCE_DATE_EPOCH") {
+			t.Errorf("SOURCE_DATE_EPOCH=%s: %+v", e, r)
+		}
+	}
+}
