@@ -132,7 +132,7 @@ func init() {
 						return usagef("--expires is for provider pins: a trust or policy change does not expire (approve it without --expires)")
 					}
 				}
-				signer, err := loadSigner(o, c.String("key"))
+				signer, err := loadSigner(o, "--key", c.String("key"))
 				if err != nil {
 					return err
 				}

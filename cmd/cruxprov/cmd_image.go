@@ -197,7 +197,7 @@ func imageBuild(c *cli.Context) error {
 		bo.WheelName = filepath.Base(c.String("wheel"))
 	}
 	if k := c.String("sign-key"); k != "" {
-		if bo.Key, err = loadSigner(o, k); err != nil {
+		if bo.Key, err = loadSigner(o, "--sign-key", k); err != nil {
 			return err
 		}
 	}

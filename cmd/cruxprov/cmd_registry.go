@@ -260,8 +260,9 @@ func readPassword(fd int) ([]byte, error) {
 	}
 }
 
-// loadSigner reads and decrypts a private key file.
-func loadSigner(o *opts, path string) (*sign.PrivateKey, error) {
+// loadSigner reads and decrypts the private key file path, given as flag
+// (--key, --sign-key: the name a mistake is reported under).
+func loadSigner(o *opts, flag, path string) (*sign.PrivateKey, error) {
 	b, err := readInputFile(path, 1<<20)
 	if err != nil {
 		return nil, err
@@ -270,9 +271,9 @@ func loadSigner(o *opts, path string) (*sign.PrivateKey, error) {
 	// mirror mistake (a private key to trust) is.
 	switch blk, _ := pem.Decode(b); {
 	case blk == nil:
-		return nil, usagef("--key %s is not a PEM private key (PREFIX.key, as key generate writes it)", path)
+		return nil, usagef("%s %s is not a PEM private key (PREFIX.key, as key generate writes it)", flag, path)
 	case blk.Type == "PUBLIC KEY":
-		return nil, usagef("--key %s is a public key: sign with the private key (the PREFIX.key beside it)", path)
+		return nil, usagef("%s %s is a public key: sign with the private key (the PREFIX.key beside it)", flag, path)
 	}
 	pw, err := keyPassword(o, false)
 	if err != nil {

@@ -252,3 +252,30 @@ func TestImageBuildEpochPastTar(t *testing.T) {
 		}
 	}
 }
+
+// TestImageBuildSignKeyMistakeNamesTheFlag: a public key (or no PEM key)
+// given to image build's --sign-key is reported under --sign-key, the
+// flag the user typed, not changeset approve's --key.
+func TestImageBuildSignKeyMistakeNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	whl := filepath.Join(dir, "acme_echo-1.0.0-py3-none-any.whl")
+	os.WriteFile(whl, []byte("not read before the key"), 0o644)
+	_, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubPath := filepath.Join(dir, "builder.pub")
+	os.WriteFile(pubPath, pub, 0o644)
+	for _, k := range []string{pubPath, shim} {
+		cmd := exec.Command(bin, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", whl,
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"),
+			"--sign-key", k)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		if r := runCmd(t, cmd); r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --sign-key "+k+" ") {
+			t.Errorf("--sign-key %s: %+v", k, r)
+		}
+	}
+}
