@@ -168,6 +168,11 @@ func TestFetchRoot(t *testing.T) {
 			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) {
 				t.Errorf("%v, want %s", err, tc.code)
 			}
+			// Offline, the advice that works: the file (a fetch done
+			// before does not make NAME==VERSION resolvable offline).
+			if tc.c == nil && !strings.Contains(err.Error(), "give the root wheel as its file") {
+				t.Errorf("offline: %v does not say to give the wheel file", err)
+			}
 		})
 	}
 }

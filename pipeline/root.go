@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path"
+	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
@@ -20,7 +21,10 @@ import (
 // build take NAME==VERSION --sha256 HEX through it.
 func FetchRoot(ctx context.Context, c *index.Client, name, version string, sum digest.Digest) ([]byte, string, error) {
 	if c == nil {
-		return nil, "", refusal.New(refusal.OfflineMiss, "%s==%s is not a file here and there is no index to fetch it from", name, version)
+		// The store keeps wheels by content, not by the file name the
+		// index published, which the image's provenance records: offline,
+		// the root wheel is given as its file.
+		return nil, "", refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and --offline has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex())
 	}
 	if sum.IsZero() {
 		return nil, "", refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", name, version)
