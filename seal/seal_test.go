@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
 
@@ -248,5 +251,24 @@ func TestMaterializationWireKeys(t *testing.T) {
 	var back Materialization
 	if err := json.Unmarshal(b, &back); err != nil || back.Interpreter != m.Interpreter || back.Digest != m.Digest || *back.Bytecode != bc || *back.Root != *m.Root {
 		t.Errorf("read back %+v (%v)", back, err)
+	}
+}
+
+// TestLoadNoSuchEnv: Load of a path that is neither an env nor a seal (a
+// typo given to env sbom, say) says so, without the rebuild remedy an env
+// whose seal was lost gets; env verify already said so.
+func TestLoadNoSuchEnv(t *testing.T) {
+	dir := t.TempDir()
+	gone := filepath.Join(dir, "nonexistent")
+	_, err := Load(gone)
+	if refusal.CodeOf(err) != refusal.SealMissing || !strings.Contains(err.Error(), "no such directory and no seal") || refusal.RemedyOf(err) != nil {
+		t.Errorf("a path that does not exist: %v (remedy %+v)", err, refusal.RemedyOf(err))
+	}
+	env := filepath.Join(dir, strings.Repeat("a", 64))
+	if err := os.Mkdir(env, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = Load(env); refusal.CodeOf(err) != refusal.SealMissing || refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionRebuildEnv {
+		t.Errorf("an env without its seal: %v (remedy %+v)", err, refusal.RemedyOf(err))
 	}
 }
