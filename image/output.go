@@ -159,22 +159,54 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 	if err := write(repo.Digest(d.String())); err != nil {
 		return err
 	}
-	for _, e := range extra {
-		if err := againOnBlobRace(ctx, func() error {
+	// addCosign adds e's layers to its tag, reporting whether any were
+	// missing there.
+	addCosign := func(e tagged) (added bool, err error) {
+		err = againOnBlobRace(ctx, func() error {
 			img, err := mergeCosign(repo.Tag(e.tag), e.img, pub, opts)
 			if err != nil || img == nil {
 				return err
 			}
+			added = true
 			return remote.Write(repo.Tag(e.tag), img, opts...)
-		}); err != nil {
+		})
+		return added, err
+	}
+	for _, e := range extra {
+		if _, err := addCosign(e); err != nil {
 			return err
 		}
 	}
 	if tag != "" {
-		return write(repo.Tag(tag))
+		if err := write(repo.Tag(tag)); err != nil {
+			return err
+		}
 	}
-	return nil
+	// A registry has no compare-and-swap for a tag: another builder
+	// pushing the same digest under its own key that read a .sig or .att
+	// tag before this push wrote it, and wrote its merge after, dropped
+	// what this push added (one round in two with two keys at once), and
+	// the build still said it was signed. Read them again and add what
+	// is missing, until nothing is.
+	for round := 0; round < cosignRounds; round++ {
+		lost := false
+		for _, e := range extra {
+			added, err := addCosign(e)
+			if err != nil {
+				return err
+			}
+			lost = lost || added
+		}
+		if !lost {
+			return nil
+		}
+	}
+	return fmt.Errorf("the signature or attestations of %s under this key were replaced by another push %d times in a row: run the build again", d, cosignRounds)
 }
+
+// cosignRounds bounds how often pushAll adds its signature and
+// attestations again after a concurrent push replaced them.
+const cosignRounds = 4
 
 // blobRaceAttempts bounds againOnBlobRace.
 const blobRaceAttempts = 4

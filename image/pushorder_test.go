@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,5 +256,106 @@ func TestPushAdvice(t *testing.T) {
 	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600)
 	if err := push(); err != nil {
 		t.Errorf("a push with the credentials in the docker config: %v", err)
+	}
+}
+
+// TestPushConcurrentKeysKeepBoth: two builders push the same digest at
+// once under their own keys, and one reads the .sig tag before the other
+// writes it and writes its merge after (a loopback proxy in front of a
+// real docker-registry holds B's .sig PUT until A's is done, and A's
+// next request until B's is done). A registry has no compare-and-swap,
+// so B's write drops A's signature; A reads the tags again after its
+// push and adds it back. Before, A's build said it was signed while the
+// registry held only B's signature (one round in two with two CI keys at
+// once), and every verify under A's key was refused.
+func TestPushConcurrentKeysKeepBoth(t *testing.T) {
+	host := startDockerRegistry(t)
+	target, _ := url.Parse("http://" + host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
+	bRead, aWrote, bWrote := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	wait := func(c chan struct{}) {
+		select {
+		case <-c:
+		case <-time.After(2 * time.Minute):
+		}
+	}
+	var mu sync.Mutex
+	gets, puts := 0, 0
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sig.MatchString(r.URL.Path) && (r.Method == http.MethodGet || r.Method == http.MethodPut) {
+			mu.Lock()
+			n := 0
+			if r.Method == http.MethodGet {
+				gets++
+				n = gets
+			} else {
+				puts++
+				n = puts
+			}
+			mu.Unlock()
+			switch {
+			case r.Method == http.MethodGet && n == 1: // B reads
+				proxy.ServeHTTP(w, r)
+				close(bRead)
+				return
+			case r.Method == http.MethodPut && n == 1: // B writes, after A
+				wait(aWrote)
+				proxy.ServeHTTP(w, r)
+				close(bWrote)
+				return
+			case r.Method == http.MethodPut && n == 2: // A writes
+				proxy.ServeHTTP(w, r)
+				close(aWrote)
+				return
+			}
+		}
+		select {
+		case <-aWrote: // A goes on once B has written
+			wait(bWrote)
+		default:
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+
+	fx, client := testIndex(t)
+	dir, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(key *sign.PrivateKey) (*Result, error) {
+		st, err := store.Open(t.TempDir())
+		if err != nil {
+			return nil, err
+		}
+		return Build(context.Background(), st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
+			Push: repo + ":1.0",
+		})
+	}
+	a, b := testKey(t), testKey(t)
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := push(b)
+		bDone <- err
+	}()
+	wait(bRead)
+	ra, err := push(a)
+	if err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	ref := repo + "@" + ra.Digest.String()
+	for name, k := range map[string]*sign.PrivateKey{"A": a, "B": b} {
+		if _, err := Verify(context.Background(), ref, VerifyOptions{Keys: []*sign.PublicKey{k.Public()}}); err != nil {
+			t.Errorf("verify under %s's key: %v", name, err)
+		}
 	}
 }
