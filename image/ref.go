@@ -129,7 +129,12 @@ func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
 func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) {
 	b, err := readCapped(filepath.Join(string(l), "index.json"), maxManifest)
 	if err != nil {
-		return v1.Hash{}, false, l.noLayout(err)
+		if err = l.noLayout(err); errors.Is(err, fs.ErrNotExist) && refusal.CodeOf(err) == "" {
+			// oci-layout and blobs but no index: a build into the
+			// directory that did not finish (its index is written last).
+			return v1.Hash{}, false, refusal.Wrap(refusal.FetchFailed, err, "the OCI image layout at %s has no index.json, so no tag can be read (a build into it did not finish): build it again", string(l))
+		}
+		return v1.Hash{}, false, err
 	}
 	var ix v1.IndexManifest
 	if err := json.Unmarshal(b, &ix); err != nil {

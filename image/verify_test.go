@@ -87,6 +87,12 @@ func TestVerifyLayout(t *testing.T) {
 		want   refusal.Code
 	}{
 		{"ok", func(t *testing.T, dir string) VerifyOptions { return ok }, ""},
+		{"no index.json (a build into the layout that did not finish)", func(t *testing.T, dir string) VerifyOptions {
+			if err := os.Remove(filepath.Join(dir, "index.json")); err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}, refusal.FetchFailed},
 		{"untrusted key", func(t *testing.T, dir string) VerifyOptions {
 			o := ok
 			o.Keys = []*sign.PublicKey{other.Public()}
