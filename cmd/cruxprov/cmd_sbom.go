@@ -19,7 +19,7 @@ func envSbomCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "sbom",
 		Usage:     "print the CycloneDX SBOM of a sealed env (every package, version, wheel file and sha256)",
-		UsageText: "cruxprov env sbom PATH|DIGEST",
+		UsageText: "cruxprov env sbom PATH|DIGEST|sha256:PREFIX",
 		Description: "Reads the env's seal (not its tree) and prints a CycloneDX 1.5 JSON SBOM: every package\n" +
 			"of the resolution with its version, wheel file name and sha256, the root package as the\n" +
 			"subject, the platform, interpreter, resolution and materialization digest as properties.\n" +
@@ -32,7 +32,7 @@ func envSbomCmd() *cli.Command {
 				return err
 			}
 			if c.NArg() != 1 {
-				return usagef("env sbom takes one env PATH or DIGEST")
+				return usagef("env sbom takes one env: its PATH, DIGEST or sha256:PREFIX")
 			}
 			dir, err := envArg(o, c.Args().First())
 			if err != nil {
