@@ -70,6 +70,9 @@ func init() {
 					return err
 				}
 				if err := writeNew(prefix+".pub", pub, 0o644); err != nil {
+					// Half a pair is no key, and it would make the
+					// command, run again, refuse to overwrite it.
+					os.Remove(prefix + ".key")
 					return err
 				}
 				pk, err := sign.ParsePublicKey(pub)
@@ -198,19 +201,24 @@ func init() {
 	})
 }
 
-// writeNew writes a file that must not exist yet, with mode.
+// writeNew writes a file that must not exist yet, with mode. A write that
+// fails (a full disk) removes the file it created: left empty, it made the
+// command, run again once there was room, refuse "exists: not overwriting
+// a key" until the user removed it.
 func writeNew(path string, b []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return f.Close()
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
 }
