@@ -12,10 +12,12 @@ import (
 // digests old → new, interpreter identity (the seal content digest),
 // secrets and egress added or removed, budgets raised or lowered.
 type Plan struct {
-	Provider     string `json:"provider"`
-	Action       string `json:"action"`
-	FromRevision int64  `json:"fromRevision"`
-	ToRevision   int64  `json:"toRevision"`
+	// ID is the change-set's id, which the text plan's first line names.
+	ID           digest.Digest `json:"id"`
+	Provider     string        `json:"provider"`
+	Action       string        `json:"action"`
+	FromRevision int64         `json:"fromRevision"`
+	ToRevision   int64         `json:"toRevision"`
 	// Stale is true for a proposed change-set whose base is no longer
 	// the accepted pin (or trust state): approving it is refused
 	// (changeset_stale); it is proposed again.
@@ -78,7 +80,7 @@ type BudgetChange struct {
 // or a retired pin: everything is added). A governance change-set gives
 // a plan with only its action and revisions.
 func Diff(old *Pin, cs *ChangeSet) *Plan {
-	p := &Plan{Provider: cs.Scope(), ToRevision: cs.Spec.Revision,
+	p := &Plan{ID: cs.Metadata.ID, Provider: cs.Scope(), ToRevision: cs.Spec.Revision,
 		Packages: []PackageChange{}, Digests: []ValueChange{}, Entrypoints: []ValueChange{},
 		Secrets: SetChange{Added: []string{}, Removed: []string{}}, Egress: SetChange{Added: []string{}, Removed: []string{}}, Budgets: []BudgetChange{}}
 	if len(cs.Spec.Changes) == 1 {

@@ -20,7 +20,8 @@ func TestDiff(t *testing.T) {
 		registry.Package{Name: "idna", Version: "3.7", Filename: "idna-3.7-py3-none-any.whl", SHA256: digest.Sum([]byte("idna"))},
 		registry.Package{Name: "gone", Version: "1", Filename: "gone-1-py3-none-any.whl", SHA256: digest.Sum([]byte("gone"))})
 	cs1, _ := r.Propose(ctx, v1, "t")
-	if p := registry.Diff(nil, cs1); len(p.Packages) != 4 || p.Packages[0].Change != "added" || p.FromRevision != 0 || p.ToRevision != 1 {
+	// The JSON plan names the change-set, as the text's first line does.
+	if p := registry.Diff(nil, cs1); p.ID != cs1.Metadata.ID || len(p.Packages) != 4 || p.Packages[0].Change != "added" || p.FromRevision != 0 || p.ToRevision != 1 {
 		t.Fatalf("first plan: %+v", p)
 	}
 	res, err := r.Approve(ctx, cs1.Metadata.ID, root.Priv, nil)
