@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -164,6 +166,32 @@ func requireFlags(c *cli.Command) {
 	}
 }
 
+// signalGrace bounds how long a command whose child process failed waits
+// for a signal that may be why (awaitSignal).
+const signalGrace = 250 * time.Millisecond
+
+// awaitSignal waits up to signalGrace for ctx to be cancelled when err comes
+// from a child process that failed (the interpreter probe, the bytecode
+// compilers: materialize_failed). Ctrl-C signals the whole process group:
+// the child dies of it, and its failure can come back before the signal has
+// cancelled ctx (a goroutine does that), so a Ctrl-C at the probe was
+// refused materialize_failed ("name a working CPython interpreter", exit 78)
+// instead of reported as the interruption it was. Only failing commands of
+// that kind wait, and only when no signal came.
+func awaitSignal(ctx context.Context, err error) {
+	var ee *exec.ExitError
+	var r *refusal.Error
+	if ctx.Err() != nil || !errors.As(err, &ee) && !(errors.As(err, &r) && r.Code == refusal.MaterializeFailed) {
+		return
+	}
+	t := time.NewTimer(signalGrace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
 // run parses args (after reordering them, DESIGN §13), runs the command and
 // maps its error to an exit code, printing the one-line error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -189,6 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var r *refusal.Error
 	var u *usageError
 	var done *reportedError
+	awaitSignal(ctx, err)
 	if ctx.Err() != nil && !errors.As(err, &u) && !errors.As(err, &done) {
 		// A signal stopped the command: whatever error the work returned
 		// (context canceled, a killed probe) is a consequence of it.

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+)
+
+// TestInterruptKillsTheProbe: Ctrl-C signals the whole process group, so
+// the interpreter probe dies of it too, and its failure can come back
+// before the signal has cancelled the command's context (a goroutine does
+// that). Such a command is interrupted (exit 1), not refused
+// materialize_failed with "name a working CPython interpreter" (exit 78),
+// which it was when the probe's exit won the race (seen with
+// `timeout -s INT 0.04 cruxprov env create …`, about one run in ten). Here
+// the interpreter exits 1 at once, and the signal's cancellation comes
+// 20 ms after it died.
+func TestInterruptKillsTheProbe(t *testing.T) {
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	dir := t.TempDir()
+	died := filepath.Join(dir, "died")
+	py := filepath.Join(dir, "python3")
+	if err := os.WriteFile(py, []byte("#!/bin/sh\ntouch '"+died+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			if _, err := os.Stat(died); err == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		cancel()
+	}()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"cruxprov", "--home", t.TempDir(), "env", "create", "--wheel", fx.Echo.Path,
+		"--platform", "cp311-manylinux_2_36_x86_64", "--python", py, "--offline"}, &stdout, &stderr)
+	if code != exitFailure || !strings.HasPrefix(stderr.String(), "error: interrupted by a signal") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
