@@ -318,6 +318,20 @@ func TestMutationFailsAfterCommit(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.dir.Root(), "journal.json")); err != nil {
 		t.Fatalf("no journal after the failed write: %v", err)
 	}
+	// An open while the disk is still full cannot finish it: that is the
+	// full disk, not registry_corrupt (whose advice is to restore the
+	// registry from a trusted copy).
+	registry.SetCrashAt(func(s string) error {
+		if s == "file" {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	_, err = registry.OpenDir(ctx, f.dir.Root())
+	registry.SetCrashAt(nil)
+	if !errors.Is(err, syscall.ENOSPC) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("open on a full disk: %v (code %q)", err, refusal.CodeOf(err))
+	}
 	d, err := registry.OpenDir(ctx, f.dir.Root())
 	if err != nil {
 		t.Fatalf("open after the failed write: %v", err)

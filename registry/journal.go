@@ -204,6 +204,13 @@ func (d *Dir) finish() error {
 			if refusal.CodeOf(err) != "" {
 				return err
 			}
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				// A full disk is not a damaged registry: registry_corrupt
+				// said to restore it from a trusted copy, while any command
+				// finishes the change once there is room (as a full
+				// store's, this is a failure, not a refusal).
+				return fmt.Errorf("no space left to finish the registry change recorded in %s (%w): free space on its file system and run the command again, which finishes it; the change is kept", d.path(journalName), err)
+			}
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot finish the registry change left unfinished in %s", d.path(journalName))
 		}
 	}
