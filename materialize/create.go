@@ -464,7 +464,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	}
 	var aside string
 	if req.Replace {
-		if aside, err = moveAside(dir); err != nil {
+		if aside, err = moveAside(dir, false); err != nil {
 			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot move the env being replaced out of the way")
 		}
 	}
@@ -631,20 +631,29 @@ func removeTree(p string) error {
 	return nil
 }
 
-// moveAside unseals the env at dir and moves its tree out of the way for a
-// replacement: the seal goes first (from then on nothing verifies the old
-// tree as sealed), then the stat index, then the tree is renamed to a
-// debris name (".<hex>.old.tmp-*") that the next create removes should
-// this process die before it does. It returns the debris path, or ""
-// when there was no tree (deleted by hand).
-func moveAside(dir string) (string, error) {
-	for _, p := range []string{seal.SealPath(dir), seal.StatIndexPath(dir)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// moveAside moves the tree of the env at dir out of the way: it is
+// renamed to a debris name (".<hex>.old.tmp-*") that the next create
+// removes should this process die before it does. It returns the debris
+// path, or "" when there was no tree (deleted by hand).
+//
+// For a removal (unseal), the seal goes first (from then on nothing
+// verifies the old tree as sealed), then the stat index. A replacement
+// keeps both until seal.Commit renames the new ones over them: the seal
+// names what to rebuild, so a process killed in between leaves an env
+// that `env create --replace` still rebuilds (and that verify refuses
+// while its tree is missing; once the new tree is in place, the old seal
+// describes it, since both are of one materialization digest, and its
+// index's stats differ: verify rehashes).
+func moveAside(dir string, unseal bool) (string, error) {
+	if unseal {
+		for _, p := range []string{seal.SealPath(dir), seal.StatIndexPath(dir)} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", err
+			}
+		}
+		if err := syncParent(dir); err != nil {
 			return "", err
 		}
-	}
-	if err := syncParent(dir); err != nil {
-		return "", err
 	}
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -703,7 +712,7 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupted; the env %s was not removed: %w", dir, err)
 	}
-	aside, err := moveAside(dir)
+	aside, err := moveAside(dir, true)
 	if err == nil && aside != "" {
 		err = removeTree(aside)
 	}
