@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/pem"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -248,7 +250,7 @@ func readPassword(fd int) ([]byte, error) {
 	}
 	done := make(chan read, 1)
 	go func() {
-		p, err := term.ReadPassword(fd)
+		p, err := readLineNoEcho(fd)
 		done <- read{p, err}
 	}()
 	select {
@@ -257,6 +259,47 @@ func readPassword(fd int) ([]byte, error) {
 	case <-sig:
 		term.Restore(fd, st)
 		return nil, errors.New("interrupted at the password prompt: nothing was signed")
+	}
+}
+
+// readLineNoEcho reads one line from the terminal fd with its echo off
+// (canonical mode and signals kept: the terminal edits the line, Ctrl-C
+// is a SIGINT), restoring the terminal's settings after. A read of
+// nothing (Ctrl-D at the empty prompt: the end of input) ends it with an
+// error; term.ReadPassword reads on at that, and the prompt hung.
+func readLineNoEcho(fd int) ([]byte, error) {
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, err
+	}
+	t := *old
+	t.Lflag &^= unix.ECHO
+	t.Lflag |= unix.ICANON | unix.ISIG
+	t.Iflag |= unix.ICRNL
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &t); err != nil {
+		return nil, err
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	var line []byte
+	var b [256]byte
+	for {
+		n, err := unix.Read(fd, b[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			if len(line) == 0 {
+				return nil, usagef("end of input at the password prompt: no key password given (set CRUXPROV_KEY_PASSWORD, or type it and press Enter)")
+			}
+			return line, nil // Ctrl-D after some text, twice: what was typed
+		}
+		line = append(line, b[:n]...)
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			return line[:i], nil
+		}
 	}
 }
 

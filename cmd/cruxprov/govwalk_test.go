@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // govWalkStore is approvingStore's store with a fixture world, skipped
@@ -274,64 +276,57 @@ func TestGovWalkCtrlCAtPasswordPrompt(t *testing.T) {
 	cmd := exec.Command(bin, "--home", home, "key", "trust", filepath.Join(keys, "b.pub"), "--json")
 	cmd.Env = env(true)
 	id := csOf(t, runCmd(t, cmd))
-	for _, args := range [][]string{
-		{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")},
-		{"key", "generate", "--out", filepath.Join(keys, "c")},
-	} {
-		t.Run(args[0]+" "+args[1], func(t *testing.T) {
-			ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-			if err != nil {
-				t.Skipf("no pty: %v", err)
-			}
-			defer ptmx.Close()
-			if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-				t.Skipf("unlockpt: %v", err)
-			}
-			n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-			if err != nil {
-				t.Skipf("ptsname: %v", err)
-			}
-			pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-			if err != nil {
-				t.Skipf("open pts: %v", err)
-			}
-			defer pts.Close()
-			errFile := filepath.Join(t.TempDir(), "stderr")
-			ef, _ := os.Create(errFile)
-			defer ef.Close()
-			cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-			cmd.Env = env(false)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, io.Discard, ef
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			for i := 0; ; i++ {
-				if b, _ := os.ReadFile(errFile); strings.Contains(string(b), "password: ") {
-					break
+	// Ctrl-C is a SIGINT; Ctrl-D at the empty prompt is the end of input
+	// (x/term's ReadPassword read on at it, and the prompt hung).
+	for _, k := range []struct {
+		name string
+		b    byte
+		code int
+		says string
+	}{{"Ctrl-C", 3, exitFailure, "interrupted"}, {"Ctrl-D", 4, exitUsage, "end of input at the password prompt"}} {
+		for _, args := range [][]string{
+			{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")},
+			{"key", "generate", "--out", filepath.Join(keys, "c")},
+		} {
+			t.Run(k.name+" "+args[0]+" "+args[1], func(t *testing.T) {
+				ptmx, pts := ptyPair(t)
+				errFile := filepath.Join(t.TempDir(), "stderr")
+				ef, _ := os.Create(errFile)
+				defer ef.Close()
+				cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+				cmd.Env = env(false)
+				cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, io.Discard, ef
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
 				}
-				if i > 200 {
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				for i := 0; ; i++ {
+					if b, _ := os.ReadFile(errFile); strings.Contains(string(b), "password: ") {
+						break
+					}
+					if i > 200 {
+						cmd.Process.Kill()
+						t.Fatal("no password prompt")
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+				time.Sleep(100 * time.Millisecond)
+				ptmx.Write([]byte{k.b})
+				select {
+				case <-exited:
+				case <-time.After(5 * time.Second):
 					cmd.Process.Kill()
-					t.Fatal("no password prompt")
+					<-exited
+					t.Fatalf("%v: still waiting at the password prompt 5 s after %s", args, k.name)
 				}
-				time.Sleep(25 * time.Millisecond)
-			}
-			time.Sleep(100 * time.Millisecond)
-			ptmx.Write([]byte{3}) // Ctrl-C
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				cmd.Process.Kill()
-				<-exited
-				t.Fatalf("%v: still waiting at the password prompt 5 s after Ctrl-C", args)
-			}
-			b, _ := os.ReadFile(errFile)
-			if code := cmd.ProcessState.ExitCode(); code != exitFailure || !strings.Contains(string(b), "interrupted") {
-				t.Errorf("%v after Ctrl-C: exit %d, stderr %q", args, code, b)
-			}
-		})
+				b, _ := os.ReadFile(errFile)
+				if code := cmd.ProcessState.ExitCode(); code != k.code || !strings.Contains(string(b), k.says) {
+					t.Errorf("%v after %s: exit %d, stderr %q", args, k.name, code, b)
+				}
+			})
+		}
 	}
 	cmd = exec.Command(bin, "--home", home, "changeset", "show", id, "--json")
 	if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, `"approvals": []`) {
@@ -339,6 +334,89 @@ func TestGovWalkCtrlCAtPasswordPrompt(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(keys, "c.key")); err == nil {
 		t.Errorf("an interrupted key generate wrote a key")
+	}
+}
+
+// ptyPair opens a pseudo-terminal: its controlling side and the terminal
+// a command gets as its stdin (closed when t ends).
+func ptyPair(t *testing.T) (ptmx, pts *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Skipf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Skipf("ptsname: %v", err)
+	}
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("open pts: %v", err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return ptmx, pts
+}
+
+// TestPasswordTypedAtThePrompt: key generate on a terminal reads the
+// password twice without echo (Enter sends a carriage return, which the
+// prompt takes as the end of the line), and the key opens with it.
+func TestPasswordTypedAtThePrompt(t *testing.T) {
+	ptmx, pts := ptyPair(t)
+	out := filepath.Join(t.TempDir(), "typed")
+	var e []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CRUXPROV_KEY_PASSWORD=") {
+			e = append(e, kv)
+		}
+	}
+	errFile := filepath.Join(t.TempDir(), "stderr")
+	ef, err := os.Create(errFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	stderr := func() string { b, _ := os.ReadFile(errFile); return string(b) }
+	cmd := exec.Command(bin, "--home", t.TempDir(), "key", "generate", "--out", out)
+	cmd.Env = e
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, io.Discard, ef
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	echoed := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(ptmx); echoed <- b }()
+	for _, prompt := range []string{"key password: ", "again: "} {
+		for i := 0; !strings.Contains(stderr(), prompt); i++ {
+			if i > 200 {
+				cmd.Process.Kill()
+				t.Fatalf("no prompt %q: %q", prompt, stderr())
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond) // the prompt turns the echo off after it prints
+		ptmx.Write([]byte("s3cret pw\r"))
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("key generate: %v: %s", err, stderr())
+	}
+	pts.Close()
+	select {
+	case b := <-echoed:
+		if bytes.Contains(b, []byte("s3cret")) {
+			t.Errorf("the terminal echoed the password: %q", b)
+		}
+	case <-time.After(5 * time.Second):
+	}
+	b, err := os.ReadFile(out + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.LoadPrivateKey(b, []byte("s3cret pw")); err != nil {
+		t.Errorf("the key does not open with the typed password: %v", err)
 	}
 }
 
