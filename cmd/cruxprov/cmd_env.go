@@ -222,7 +222,8 @@ func unwrapPath(err error) error {
 }
 
 // envArg resolves an env given by path or by its digest (hex or
-// sha256:hex) in the store of o.
+// sha256:hex) or a prefix of it (sha256:PREFIX, or the bare hex prefix
+// when no file of that name is here) in the store of o.
 func envArg(o *opts, arg string) (string, error) {
 	if d, err := digest.Parse(arg); err == nil {
 		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
@@ -232,6 +233,14 @@ func envArg(o *opts, arg string) (string, error) {
 	}
 	if p, ok := strings.CutPrefix(arg, digest.Prefix); ok {
 		return envByPrefix(o, p)
+	}
+	// A short hex digest as env list shows it, when no file of that name
+	// is here: the env it starts (it was taken for a path, and env remove
+	// said "nothing removed").
+	if len(arg) >= 8 && strings.Trim(arg, "0123456789abcdef") == "" {
+		if _, err := os.Lstat(arg); errors.Is(err, fs.ErrNotExist) {
+			return envByPrefix(o, arg)
+		}
 	}
 	abs, err := filepath.Abs(arg)
 	if err != nil {

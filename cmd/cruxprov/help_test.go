@@ -245,7 +245,9 @@ func TestKeyGenerateMakesItsDirectory(t *testing.T) {
 func TestEnvVerifyByDigest(t *testing.T) {
 	home, lock := envHome(t, 1, 1)
 	out := createJSON(t, createArgs(home, lock, "--no-compile")...)
-	for _, arg := range []string{out.Digest.String(), out.Digest.Hex(), "sha256:" + out.Digest.Hex()[:8]} {
+	// The bare prefix too (as env list's digests read), when no file of
+	// that name is in the working directory: it was taken for a path.
+	for _, arg := range []string{out.Digest.String(), out.Digest.Hex(), "sha256:" + out.Digest.Hex()[:8], out.Digest.Hex()[:10]} {
 		r := cruxprov(t, "--home", home, "env", "verify", arg, "--deep", "--explain", "--json")
 		var v struct {
 			OK  bool
@@ -257,6 +259,11 @@ func TestEnvVerifyByDigest(t *testing.T) {
 	}
 	if r := cruxprov(t, "--home", home, "env", "verify", "sha256:0000000"); r.code != exitUsage {
 		t.Errorf("a short prefix: %+v", r)
+	}
+	// env remove of a bare prefix no env has says so (it said "nothing
+	// removed" and exited 0, as for a path that is not there).
+	if r := cruxprov(t, "--home", home, "env", "remove", "00000000"); r.code != exitUsage || !strings.Contains(r.stderr, "no env sha256:00000000") {
+		t.Errorf("env remove of a prefix no env has: %+v", r)
 	}
 }
 
