@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -180,8 +181,13 @@ const signalGrace = 250 * time.Millisecond
 // that kind wait, and only when no signal came.
 func awaitSignal(ctx context.Context, err error) {
 	var ee *exec.ExitError
-	var r *refusal.Error
-	if ctx.Err() != nil || !errors.As(err, &ee) && !(errors.As(err, &r) && r.Code == refusal.MaterializeFailed) {
+	if ctx.Err() != nil || !errors.As(err, &ee) {
+		return
+	}
+	// Only a child that a terminal's signal killed: any other failure
+	// is reported at once.
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT && ws.Signal() != syscall.SIGTERM && ws.Signal() != syscall.SIGHUP && ws.Signal() != syscall.SIGQUIT {
 		return
 	}
 	t := time.NewTimer(signalGrace)
