@@ -149,9 +149,11 @@ def _short(msg: str) -> str:
 
 
 def _describe(exc: BaseException) -> str:
+    """"Type: message", redacted before it is cut to MAX_MESSAGE (a value
+    cut first would keep its start)."""
     text = str(exc)
     name = type(exc).__name__
-    return _short("%s: %s" % (name, text) if text else name)
+    return _short(_redact("%s: %s" % (name, text) if text else name))
 
 
 def _protect_stdout() -> int:

@@ -110,6 +110,10 @@ PROVIDERS = {
             ctx.egress.record("https://api.acme.example/?key=" + ctx.secret("acme/api-token"))
             return ProviderResult.ok("sent")
 
+        def leaks_secret_at_the_cut(ctx):
+            # The value straddles the harness's 2000-character message limit.
+            raise ValueError("x" * (1990 - len("ValueError: ")) + ctx.secrets["acme/api-token"])
+
         def leaks_secret_in_error(ctx):
             return ProviderResult.error("provider_error", "denied for " + ctx.secrets["acme/api-token"])
 
@@ -345,6 +349,16 @@ class HarnessTest(unittest.TestCase):
         run = harness(request("tp_basic:leaks_secret_in_error", secret_channel=ch), secret=bundle)
         self.refused(run, "provider_error")
         self.assertNotIn("s3cr3t-value", run.stdout)
+
+    def test_a_secret_cut_by_the_message_limit_is_redacted(self):
+        # The message was cut to 2000 characters before it was redacted: a
+        # value straddling the cut kept its first characters ("s3cr3t-v").
+        bundle = json.dumps({"acme/api-token": "s3cr3t-value"}).encode()
+        ch = {"fd": 3, "refs": ["acme/api-token"]}
+        run = harness(request("tp_basic:leaks_secret_at_the_cut", secret_channel=ch), secret=bundle)
+        msg = self.refused(run, "provider_error")
+        self.assertNotIn("s3cr", run.stdout)
+        self.assertTrue(msg.startswith("ValueError: xxx"), msg)
 
     def test_secret_values_are_redacted_from_stderr(self):
         # Issue 11 item 7: the traceback the harness itself prints carried
