@@ -151,7 +151,10 @@ def _short(msg: str) -> str:
 def _describe(exc: BaseException) -> str:
     """"Type: message", redacted before it is cut to MAX_MESSAGE (a value
     cut first would keep its start)."""
-    text = str(exc)
+    try:
+        text = str(exc)
+    except BaseException:  # a provider's __str__ that raises: name the type still
+        text = "<exception str() failed>"
     name = type(exc).__name__
     return _short(_redact("%s: %s" % (name, text) if text else name))
 

@@ -114,6 +114,13 @@ PROVIDERS = {
             # The value straddles the harness's 2000-character message limit.
             raise ValueError("x" * (1990 - len("ValueError: ")) + ctx.secrets["acme/api-token"])
 
+        class Unprintable(Exception):
+            def __str__(self):
+                raise ValueError("str() of this exception fails")
+
+        def unprintable(ctx):
+            raise Unprintable()
+
         def leaks_secret_in_error(ctx):
             return ProviderResult.error("provider_error", "denied for " + ctx.secrets["acme/api-token"])
 
@@ -125,6 +132,12 @@ PROVIDERS = {
     ''',
     "tp_import_error": '''
         raise ImportError("this module refuses to load")
+    ''',
+    "tp_unprintable_import": '''
+        class Unprintable(Exception):
+            def __str__(self):
+                raise ValueError("str() of this exception fails")
+        raise Unprintable()
     ''',
     "tp_prints_on_import": '''
         import os
@@ -349,6 +362,14 @@ class HarnessTest(unittest.TestCase):
         run = harness(request("tp_basic:leaks_secret_in_error", secret_channel=ch), secret=bundle)
         self.refused(run, "provider_error")
         self.assertNotIn("s3cr3t-value", run.stdout)
+
+    def test_an_exception_whose_str_fails(self):
+        # str(exc) raised inside the harness's own handler: the harness
+        # wrote no result and exited 1 (harness_exited), not provider_error.
+        msg = self.refused(harness(request("tp_basic:unprintable")), "provider_error")
+        self.assertIn("Unprintable", msg)
+        msg = self.refused(harness(request("tp_unprintable_import:run")), "import_failed")
+        self.assertIn("Unprintable", msg)
 
     def test_a_secret_cut_by_the_message_limit_is_redacted(self):
         # The message was cut to 2000 characters before it was redacted: a
