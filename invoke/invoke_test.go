@@ -130,6 +130,13 @@ func TestRefusals(t *testing.T) {
 		{"input nested deeper than the harness reads", func(c *invoke.Call) {
 			c.Input = json.RawMessage(strings.Repeat(`{"a":[`, 300) + `"]}[{"` + strings.Repeat(`]}`, 300))
 		}, refusal.InputInvalid, false},
+		// CPython reads neither: its json stops at 4300 digits (the run
+		// ended protocol_error, the harness unable to read even its run_id)
+		// and makes 1e400 an infinity no result can carry.
+		{"input integer longer than the harness reads", func(c *invoke.Call) {
+			c.Input = json.RawMessage(`{"n":[-` + strings.Repeat("7", invoke.MaxInputIntDigits+1) + `]}`)
+		}, refusal.InputInvalid, false},
+		{"input number beyond a float64", func(c *invoke.Call) { c.Input = json.RawMessage(`{"x":1e400}`) }, refusal.InputInvalid, false},
 		// The run's working directory cannot be made (WorkdirParent is a
 		// file, below): the receipt names invoke_failed, a code of the
 		// closed set, as every receipt's error_code is.
@@ -169,6 +176,19 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("ledger: %+v", r.Attempts)
 			}
 		})
+	}
+}
+
+// TestInputNumbersTheHarnessReads: numbers at the limits pass, and reach
+// the provider as they were written (strings that look like numbers too).
+func TestInputNumbersTheHarnessReads(t *testing.T) {
+	f := fixture(t)
+	l, _ := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+	in := `[-` + strings.Repeat("9", invoke.MaxInputIntDigits) + `,1e308,1e-400,1.` + strings.Repeat("5", 5000) + `,"1e400"]`
+	res, err := ex.Run(context.Background(), f.Call("probe", json.RawMessage(in), map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil || res.Status != invoke.StatusOK {
+		t.Fatalf("Run = %+v, %v", res, err)
 	}
 }
 

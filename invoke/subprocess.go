@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,6 +139,9 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 	input = in.Bytes()
 	if d := jsonDepth(input); d > MaxInputDepth {
 		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input nests %d levels deep: the harness's JSON parser (CPython's) reads at most %d", d, MaxInputDepth)
+	}
+	if why := pythonNumbers(input); why != "" {
+		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input has %s", why)
 	}
 	def := defaults
 	if def.TimeoutMS <= 0 {
@@ -631,6 +636,58 @@ func jsonDepth(b []byte) int {
 		}
 	}
 	return max
+}
+
+// MaxInputIntDigits is how many digits an integer in a call's input may
+// have: CPython's json refuses longer ones (sys.int_info.default_max_str_digits),
+// so the harness could not read its request, or even its run_id.
+const MaxInputIntDigits = 4300
+
+// pythonNumbers says which number in the valid JSON text b the harness's
+// CPython cannot take as it is ("" when none): an integer longer than
+// MaxInputIntDigits digits, or a number beyond a float64's range, which
+// CPython reads as an infinity that no result may carry.
+func pythonNumbers(b []byte) string {
+	inStr, esc := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		case c == '"':
+			inStr = true
+			continue
+		case c != '-' && (c < '0' || c > '9'):
+			continue
+		}
+		j, integer := i, true
+		for j < len(b) && strings.IndexByte("-+0123456789.eE", b[j]) >= 0 {
+			if b[j] == '.' || b[j] == 'e' || b[j] == 'E' {
+				integer = false
+			}
+			j++
+		}
+		num := string(b[i:j])
+		i = j - 1
+		if integer {
+			if n := len(strings.TrimPrefix(num, "-")); n > MaxInputIntDigits {
+				return fmt.Sprintf("an integer of %d digits: the harness's JSON parser (CPython's) reads at most %d", n, MaxInputIntDigits)
+			}
+			continue
+		}
+		if f, err := strconv.ParseFloat(num, 64); err != nil && math.IsInf(f, 0) {
+			return fmt.Sprintf("the number %s, beyond a float64's range: the harness (CPython) would read it as an infinity", Clip(num, 40))
+		}
+	}
+	return ""
 }
 
 // codeWord is what an error code looks like.
