@@ -47,7 +47,8 @@ MAX_NESTING = 200
 def check_json_value(value: Any, where: str = "result") -> None:
     """Raise ValueError unless value is plain JSON.
 
-    Plain JSON is None, bool, int, finite float, str (no lone surrogates),
+    Plain JSON is None, bool, int (of no more digits than
+    sys.get_int_max_str_digits() allows), finite float, str (no lone surrogates),
     list or tuple of plain JSON, and dict with str keys and plain JSON
     values, nested at most MAX_NESTING deep. Cycles are refused by the
     depth bound.
@@ -61,6 +62,13 @@ def check_json_value(value: Any, where: str = "result") -> None:
             continue
         t = type(v)
         if t is int:
+            # json.dumps cannot write an int of more digits than
+            # sys.get_int_max_str_digits() (4300 by default, Python 3.11+).
+            if v.bit_length() > 14000:
+                try:
+                    int.__repr__(v)
+                except ValueError as e:
+                    raise ValueError("%s is an integer too long to write as JSON (%s)" % (path, e)) from None
             continue
         if t is float:
             if not math.isfinite(v):

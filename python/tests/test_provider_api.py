@@ -44,6 +44,18 @@ class ProviderResultTest(unittest.TestCase):
                 with self.assertRaises(ValueError):
                     r.check()
 
+    def test_integers_json_cannot_write(self):
+        # check() passed an integer of 5000 digits that the harness's
+        # json.dumps then refused (result_invalid): a provider's own test of
+        # check() did not see what the harness would refuse.
+        if not hasattr(sys, "get_int_max_str_digits") or sys.get_int_max_str_digits() == 0:
+            self.skipTest("this interpreter writes integers of any length")
+        limit = sys.get_int_max_str_digits()
+        check_json_value([-(10 ** limit - 1)])
+        with self.assertRaises(ValueError) as cm:
+            ProviderResult.ok({"n": [10 ** limit]}).check()
+        self.assertIn("result['n'][0]", str(cm.exception))
+
     def test_deep_and_cyclic_values(self):
         deep = []
         cur = deep
