@@ -205,8 +205,10 @@ func fetchAction(c *cli.Context) error {
 			if wh.Cached {
 				cached++
 			}
-			if wh.Yanked && !o.quiet {
-				fmt.Fprintf(o.stderr, "warning: %s is yanked on the index (%s); it was fetched because the lock pins it\n", wh.Filename, orNone(wh.YankedReason))
+			if wh.Yanked {
+				// The reason is the index's text: o.warn keeps it to one
+				// line, its control characters escaped.
+				o.warn(fmt.Sprintf("%s is yanked on the index (%s); it was fetched because the lock pins it", wh.Filename, orNone(wh.YankedReason)))
 			}
 		}
 		if o.quiet {

@@ -732,3 +732,31 @@ func chownTree(t *testing.T, root string) {
 		return nil
 	})
 }
+
+// TestFetchYankedReasonOneLine: the reason a hostile index gives for a
+// yanked file (a newline, a terminal's escape sequence) is shown on one
+// line with its controls escaped, like every other warning; before, the
+// fetch printed it raw: the warning broke over two lines and the escape
+// reached the operator's terminal.
+func TestFetchYankedReasonOneLine(t *testing.T) {
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/simple/alpha/") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			page := strings.Replace(rec.Body.String(), "<a href=", "<a data-yanked=\"bad\n\x1b[2Jbuild\" href=", 1)
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			w.Write([]byte(page))
+		})
+	})
+	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
+	if r.code != 0 {
+		t.Fatalf("fetch: %+v", r)
+	}
+	if strings.ContainsAny(r.stderr, "\x1b") || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "warning: alpha-1.0-py3-none-any.whl is yanked on the index (bad ") {
+		t.Fatalf("the yanked warning is not one clean line: %q", r.stderr)
+	}
+}
