@@ -229,6 +229,15 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
 		return nil, err
 	}
+	for _, w := range r.Fetch.Wheels {
+		if w.Yanked {
+			reason := w.YankedReason
+			if reason == "" {
+				reason = "no reason given"
+			}
+			warn(fmt.Sprintf("%s is yanked on the index (%s); it was fetched because the lock pins it", w.Filename, reason))
+		}
+	}
 	r.Prepare = time.Since(start)
 	if o.FetchOnly {
 		return r, nil

@@ -3,6 +3,8 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,5 +176,60 @@ func TestFetchRoot(t *testing.T) {
 				t.Errorf("offline: %v does not say to give the wheel file", err)
 			}
 		})
+	}
+}
+
+// TestRunWarnsOfYankedWheels: a wheel the index marks yanked is fetched
+// (the lock pins it) and the pipeline says so through Warn, for env
+// create and install as for fetch; before, only the fetch command said
+// it, and an env create or install from that index was silent.
+func TestRunWarnsOfYankedWheels(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	dir := testdir.New(t)
+	fx, err := fixtures.Build(filepath.Join(dir, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := filepath.Join(dir, "index")
+	if _, err := index.Build(context.Background(), mirror, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	files := http.FileServer(http.Dir(mirror))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.URL.Path, "/simple/cruxible-provider-runtime/") {
+			files.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		files.ServeHTTP(rec, r)
+		w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+		w.Write([]byte(strings.ReplaceAll(rec.Body.String(), "<a href=", `<a data-yanked="broken build" href=`)))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := index.New(srv.URL+"/simple/", index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	if _, err := pipeline.Run(context.Background(), st, pipeline.Options{
+		Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py,
+		Client: c, NoCompile: true, Warn: func(s string) { warnings = append(warnings, s) },
+	}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := fx.Runtime.Filename + " is yanked on the index (broken build)"
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
+		t.Fatalf("warnings %q, want one starting %q", warnings, want)
 	}
 }

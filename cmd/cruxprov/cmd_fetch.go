@@ -205,11 +205,6 @@ func fetchAction(c *cli.Context) error {
 			if wh.Cached {
 				cached++
 			}
-			if wh.Yanked {
-				// The reason is the index's text: o.warn keeps it to one
-				// line, its control characters escaped.
-				o.warn(fmt.Sprintf("%s is yanked on the index (%s); it was fetched because the lock pins it", wh.Filename, orNone(wh.YankedReason)))
-			}
 		}
 		if o.quiet {
 			return
@@ -256,13 +251,6 @@ func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
 		}
 		fmt.Fprintln(o.stderr, line)
 	}
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "no reason given"
-	}
-	return s
 }
 
 func humanBytes(n int64) string {
