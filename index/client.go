@@ -164,6 +164,10 @@ func New(baseURL string, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Emit passes e to Options.Events: a caller that retries a download of
+// its own (pipeline.FetchRoot) reports it where the client's own retries go.
+func (c *Client) Emit(e Event) { c.opts.Events(e) }
+
 // BaseURL returns the index URL, ending in "/", without credentials.
 func (c *Client) BaseURL() string { return c.base.String() }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,30 +190,18 @@ func TestRunWarnsOfYankedWheels(t *testing.T) {
 		t.Skip("needs python3")
 	}
 	dir := testdir.New(t)
-	fx, err := fixtures.Build(filepath.Join(dir, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mirror := filepath.Join(dir, "index")
-	if _, err := index.Build(context.Background(), mirror, filepath.Dir(fx.Runtime.Path)); err != nil {
-		t.Fatal(err)
-	}
-	files := http.FileServer(http.Dir(mirror))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/simple/cruxible-provider-runtime/") {
-			files.ServeHTTP(w, r)
-			return
-		}
-		rec := httptest.NewRecorder()
-		files.ServeHTTP(rec, r)
-		w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
-		w.Write([]byte(strings.ReplaceAll(rec.Body.String(), "<a href=", `<a data-yanked="broken build" href=`)))
-	}))
-	t.Cleanup(srv.Close)
-	c, err := index.New(srv.URL+"/simple/", index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx, c := serveWrapped(t, dir, index.Options{}, func(files http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/simple/cruxible-provider-runtime/") {
+				files.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			files.ServeHTTP(rec, r)
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			w.Write([]byte(strings.ReplaceAll(rec.Body.String(), "<a href=", `<a data-yanked="broken build" href=`)))
+		})
+	})
 	st, err := store.Open(filepath.Join(dir, "home"))
 	if err != nil {
 		t.Fatal(err)
@@ -231,5 +220,83 @@ func TestRunWarnsOfYankedWheels(t *testing.T) {
 	want := fx.Runtime.Filename + " is yanked on the index (broken build)"
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
 		t.Fatalf("warnings %q, want one starting %q", warnings, want)
+	}
+}
+
+// serveWrapped builds the fixtures and their index under dir and serves
+// the index through wrap (a misbehaving index), returning a client of it.
+func serveWrapped(t *testing.T, dir string, opts index.Options, wrap func(http.Handler) http.Handler) (*fixtures.Set, *index.Client) {
+	t.Helper()
+	fx, err := fixtures.Build(filepath.Join(dir, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := filepath.Join(dir, "index")
+	if _, err := index.Build(context.Background(), mirror, filepath.Dir(fx.Runtime.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(wrap(http.FileServer(http.Dir(mirror))))
+	t.Cleanup(srv.Close)
+	c, err := index.New(srv.URL+"/simple/", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx, c
+}
+
+// TestFetchRootHostileIndex: the root wheel of NAME==VERSION is downloaded
+// as every wheel is: a 5xx is retried (and each retry reported), a 404 is
+// a fetch_failed refusal, other bytes than the sha256 the page lists are
+// hash_mismatch naming the file and where it came from. Before, a 500 was
+// a bare error (exit 1) with no retry, a 404 too, and other bytes were
+// "the index lists no wheel … with sha256", which the index did list.
+func TestFetchRootHostileIndex(t *testing.T) {
+	var mode atomic.Value
+	var failures, retries atomic.Int32
+	opts := index.Options{Backoff: time.Millisecond, Events: func(e index.Event) {
+		if e.Kind == index.EventRetry {
+			retries.Add(1)
+		}
+	}}
+	fx, c := serveWrapped(t, testdir.New(t), opts, func(files http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.URL.Path, "/files/") {
+				files.ServeHTTP(w, r)
+				return
+			}
+			switch mode.Load().(string) {
+			case "500 twice":
+				if failures.Add(1) <= 2 {
+					http.Error(w, "busy", http.StatusInternalServerError)
+					return
+				}
+			case "404":
+				http.NotFound(w, r)
+				return
+			case "other bytes":
+				w.Write([]byte("not the wheel"))
+				return
+			}
+			files.ServeHTTP(w, r)
+		})
+	})
+	ctx := context.Background()
+	mode.Store("500 twice")
+	b, name, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+	if err != nil || name != fx.Echo.Filename || digest.Sum(b) != fx.Echo.SHA256 {
+		t.Fatalf("after two 500s: %s, %v", name, err)
+	}
+	if n := retries.Load(); n != 2 {
+		t.Errorf("%d retries reported, want 2", n)
+	}
+	for _, tc := range []struct {
+		mode string
+		code refusal.Code
+	}{{"404", refusal.FetchFailed}, {"other bytes", refusal.HashMismatch}} {
+		mode.Store(tc.mode)
+		_, _, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+		if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Filename) || !strings.Contains(err.Error(), "/files/") {
+			t.Errorf("%s: %v, want %s naming the file and its URL", tc.mode, err, tc.code)
+		}
 	}
 }

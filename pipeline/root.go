@@ -1,10 +1,13 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"io"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
@@ -46,19 +49,112 @@ func FetchRoot(ctx context.Context, c *index.Client, name, version string, sum d
 		if h := f.Hashes["sha256"]; h != "" && h != sum.Hex() {
 			continue
 		}
-		rc, _, err := c.Open(ctx, f)
+		b, err := downloadRoot(ctx, c, f, sum)
 		if err != nil {
 			return nil, "", err
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, 1<<30))
-		rc.Close()
-		if err != nil {
-			return nil, "", refusal.Wrap(refusal.FetchFailed, err, "downloading %s from %s", f.Filename, index.Redact(f.URL))
-		}
-		if digest.Sum(b) != sum {
-			continue
+		if b == nil {
+			continue // other bytes, and the page listed no sha256 for them: another file may be the one
 		}
 		return b, path.Base(f.Filename), nil
 	}
 	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
+}
+
+// maxRoot bounds a root wheel fetched as NAME==VERSION: its bytes are
+// held in memory, and a hostile index must not make that unbounded.
+const maxRoot = 1 << 30
+
+// rootAttempts and rootBackoff are the fetch's: transient failures of
+// the root's download are retried as any wheel's (docs/index.md).
+const (
+	rootAttempts = 4
+	rootBackoff  = 250 * time.Millisecond
+)
+
+// downloadRoot downloads the root wheel candidate f, retrying transport
+// failures. It returns nil bytes when they are not sum's and the page
+// listed no sha256 for f (another candidate may be the one); other bytes
+// than the sha256 the page listed is hash_mismatch.
+func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Digest) ([]byte, error) {
+	delay := rootBackoff
+	var last error
+	for attempt := 1; attempt <= rootAttempts; attempt++ {
+		b, got, err := readRoot(ctx, c, f, sum)
+		if err == nil {
+			if got != sum {
+				if f.Hashes["sha256"] == sum.Hex() {
+					return nil, refusal.New(refusal.HashMismatch, "%s from %s: got %s, but the index lists it with sha256 %s, as --sha256 says; the index serves other bytes than it lists", f.Filename, index.Redact(f.URL), got, sum)
+				}
+				return nil, nil
+			}
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if refusal.CodeOf(err) != "" {
+			return nil, err
+		}
+		if !index.Retryable(err) {
+			return nil, refusal.Wrap(refusal.FetchFailed, err, "downloading %s from %s", f.Filename, index.Redact(f.URL))
+		}
+		last = err
+		if attempt < rootAttempts {
+			c.Emit(index.Event{Kind: index.EventRetry, URL: index.Redact(f.URL), Attempt: attempt, Attempts: rootAttempts, Wait: delay, Err: err})
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(delay):
+			}
+			delay *= 2
+		}
+	}
+	return nil, refusal.Wrap(refusal.FetchFailed, last, "downloading %s from %s failed %d times; check the index and retry", f.Filename, index.Redact(f.URL), rootAttempts)
+}
+
+// readRoot reads one download of f, at most maxRoot bytes, and returns
+// them with their digest; bytes that are not sum's are dropped unjoined,
+// so a hostile body costs at most maxRoot of memory.
+func readRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Digest) ([]byte, digest.Digest, error) {
+	rc, n, err := c.Open(ctx, f)
+	if err != nil {
+		return nil, digest.Digest{}, err
+	}
+	defer rc.Close()
+	tooBig := refusal.New(refusal.FetchFailed, "%s from %s is larger than %d bytes, more than a root wheel fetched as NAME==VERSION may be; download it and give it as its file", f.Filename, index.Redact(f.URL), int64(maxRoot))
+	if n > maxRoot {
+		return nil, digest.Digest{}, tooBig
+	}
+	if n >= 0 { // the transport holds the body to its declared length
+		b := make([]byte, n)
+		if _, err := io.ReadFull(rc, b); err != nil {
+			return nil, digest.Digest{}, err
+		}
+		return b, digest.Sum(b), nil
+	}
+	h := sha256.New()
+	var chunks [][]byte
+	var total int64
+	for {
+		chunk := make([]byte, 1<<20)
+		k, err := io.ReadFull(rc, chunk)
+		total += int64(k)
+		if total > maxRoot {
+			return nil, digest.Digest{}, tooBig
+		}
+		h.Write(chunk[:k])
+		chunks = append(chunks, chunk[:k])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, digest.Digest{}, err
+		}
+	}
+	got := digest.FromBytes(h.Sum(nil))
+	if got != sum {
+		return nil, got, nil
+	}
+	return bytes.Join(chunks, nil), got, nil
 }
