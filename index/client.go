@@ -498,12 +498,23 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 		return nil, err
 	}
 	defer b.Close()
-	data, err := io.ReadAll(io.LimitReader(b, maxPage+1))
+	final := resp.Request.URL
+	red := Redact(final.String())
+	if resp.ContentLength > maxPage {
+		// Said before a byte is read: reading it first held up to
+		// maxPage (times ReadAll's growth) per page for nothing.
+		return nil, refusal.New(refusal.FetchFailed, "page %s declares %d bytes, more than a project page may have (%d); check the index URL", red, resp.ContentLength, maxPage)
+	}
+	var data []byte
+	if resp.ContentLength >= 0 { // the transport holds the body to it
+		data = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(b, data)
+	} else {
+		data, err = io.ReadAll(io.LimitReader(b, maxPage+1))
+	}
 	if err != nil {
 		return nil, err
 	}
-	final := resp.Request.URL
-	red := Redact(final.String())
 	if len(data) > maxPage {
 		return nil, refusal.New(refusal.FetchFailed, "page %s is larger than %d bytes", red, maxPage)
 	}

@@ -444,3 +444,28 @@ func TestPageRetryEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestPageTooLargeByItsLength: a page whose Content-Length is over the
+// bound is refused at once, before its body is read; before, the client
+// read up to 64 MiB of it first (about 180 MB of memory per page, for
+// each of the pages read at once) and, from an index that then stalls,
+// waited out the stall deadline before refusing.
+func TestPageTooLargeByItsLength(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", fmt.Sprint(maxPage+1))
+		io.WriteString(w, "<a ")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	cl, _ := New(srv.URL+"/simple/", Options{StallTimeout: 5 * time.Second, Attempts: 1})
+	start := time.Now()
+	_, err := cl.Project(context.Background(), "huge")
+	if !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "declares") {
+		t.Fatalf("%v, want fetch_failed saying what the page declares", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refused after %v, want before reading the body", d)
+	}
+}
