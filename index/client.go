@@ -182,7 +182,9 @@ type ctxKey struct{}
 // scheme, host and path prefix) or to the very URL the index listed.
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
-		return refusal.New(refusal.IndexNotPinned, "%s redirected more than 10 times; check the index at %s", Redact(via[0].URL.String()), c.BaseURL())
+		// A loop, wherever it points: the index is broken, not unpinned
+		// (index_not_pinned means a redirect off the index).
+		return refusal.New(refusal.FetchFailed, "%s redirected more than 10 times; check the index at %s", Redact(via[0].URL.String()), c.BaseURL())
 	}
 	if within(req.URL, c.base) {
 		return nil

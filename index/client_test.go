@@ -222,6 +222,8 @@ func TestRedirects(t *testing.T) {
 			io.WriteString(w, `<a href="../../files/a.whl">a</a><a href="../../away/b.whl">b</a>`)
 		case "/simple/offsite/":
 			http.Redirect(w, r, off.URL+"/simple/offsite/", http.StatusFound)
+		case "/simple/loop/":
+			http.Redirect(w, r, "/simple/loop/", http.StatusFound)
 		case "/simple/up/":
 			http.Redirect(w, r, srvURL+"/elsewhere/up/", http.StatusMovedPermanently)
 		case "/files/a.whl":
@@ -249,6 +251,11 @@ func TestRedirects(t *testing.T) {
 				t.Errorf("%s: got %v, want index_not_pinned", name, err)
 			}
 		})
+	}
+	// A redirect loop within the index is a broken index (fetch_failed),
+	// not one off it; before, it was refused index_not_pinned.
+	if _, err := cl.Project(ctx, "loop"); !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "more than 10 times") {
+		t.Errorf("redirect loop: got %v, want fetch_failed", err)
 	}
 	fa, _ := p.Find("a.whl")
 	rc, _, err := cl.Open(ctx, fa)
