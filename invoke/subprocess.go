@@ -137,10 +137,7 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 		return nil, nil, refusal.Wrap(refusal.InputInvalid, err, "the call's input is not one JSON value")
 	}
 	input = in.Bytes()
-	if d := jsonDepth(input); d > MaxInputDepth {
-		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input nests %d levels deep: the harness's JSON parser (CPython's) reads at most %d", d, MaxInputDepth)
-	}
-	if why := pythonNumbers(input); why != "" {
+	if why := pythonCannotRead(input); why != "" {
 		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input has %s", why)
 	}
 	def := defaults
@@ -611,44 +608,18 @@ func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
 // to read its request, or even its run_id.
 const MaxInputDepth = 512
 
-// jsonDepth is how deeply the valid JSON text b nests arrays and objects.
-func jsonDepth(b []byte) int {
-	depth, max, inStr, esc := 0, 0, false, false
-	for _, c := range b {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '[' || c == '{':
-			if depth++; depth > max {
-				max = depth
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return max
-}
-
 // MaxInputIntDigits is how many digits an integer in a call's input may
 // have: CPython's json refuses longer ones (sys.int_info.default_max_str_digits),
 // so the harness could not read its request, or even its run_id.
 const MaxInputIntDigits = 4300
 
-// pythonNumbers says which number in the valid JSON text b the harness's
-// CPython cannot take as it is ("" when none): an integer longer than
-// MaxInputIntDigits digits, or a number beyond a float64's range, which
-// CPython reads as an infinity that no result may carry.
-func pythonNumbers(b []byte) string {
-	inStr, esc := false, false
+// pythonCannotRead says what in the valid, compact JSON text b the
+// harness's CPython cannot take as it is ("" when nothing): nesting deeper
+// than MaxInputDepth, an integer longer than MaxInputIntDigits digits, or
+// a number beyond a float64's range, which CPython reads as an infinity
+// that no result may carry. One pass, outside strings.
+func pythonCannotRead(b []byte) string {
+	depth, inStr, esc := 0, false, false
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch {
@@ -664,6 +635,14 @@ func pythonNumbers(b []byte) string {
 			continue
 		case c == '"':
 			inStr = true
+			continue
+		case c == '[' || c == '{':
+			if depth++; depth > MaxInputDepth {
+				return fmt.Sprintf("nesting deeper than %d levels: the harness's JSON parser (CPython's) reads at most %d", MaxInputDepth, MaxInputDepth)
+			}
+			continue
+		case c == ']' || c == '}':
+			depth--
 			continue
 		case c != '-' && (c < '0' || c > '9'):
 			continue
