@@ -41,7 +41,9 @@ type Options struct {
 	// Timeout bounds one request, body included (default 30 minutes: a
 	// multi-GB wheel on a slow link; StallTimeout catches a dead one sooner).
 	Timeout time.Duration
-	// StallTimeout bounds the wait for the next bytes of a body (default 30s).
+	// StallTimeout bounds the wait for the next StallBytes of a body
+	// (default 30s): an index that drips a body a few bytes at a time is
+	// stalled too, so that a command never waits silent past it.
 	StallTimeout time.Duration
 	// Attempts is how many times Project tries a page (default 4).
 	Attempts int
@@ -261,7 +263,7 @@ type TimeoutError struct {
 
 func (e *TimeoutError) Error() string {
 	if e.Stall {
-		return fmt.Sprintf("GET %s: no bytes for %s", e.URL, e.After)
+		return fmt.Sprintf("GET %s: stalled: under %d bytes in %s", e.URL, StallBytes, e.After)
 	}
 	return fmt.Sprintf("GET %s: not done after %s", e.URL, e.After)
 }
@@ -313,6 +315,11 @@ var (
 	errStall   = errors.New("request stalled")
 )
 
+// StallBytes is how many bytes of a body must come within each stall
+// deadline (Options.StallTimeout): 4 KiB in 30 s is 137 bytes a second,
+// which any live link passes and a drip does not.
+const StallBytes = 4 << 10
+
 // body is a response body bound to its request's deadlines.
 type body struct {
 	rc     io.ReadCloser
@@ -321,6 +328,7 @@ type body struct {
 	total  *time.Timer
 	stall  *time.Timer
 	stallD time.Duration
+	got    int // bytes since the stall timer was last reset
 	opts   *Options
 	url    string
 	once   sync.Once
@@ -328,8 +336,9 @@ type body struct {
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if n > 0 {
+	if b.got += n; b.got >= StallBytes {
 		b.stall.Reset(b.stallD)
+		b.got = 0
 	}
 	if err != nil && err != io.EOF {
 		err = b.wrap(err)

@@ -416,7 +416,10 @@ func TestNetrcUnreadable(t *testing.T) {
 
 // TestPageRetryEvents (issue 11 item 9): a stalled index (it accepts and
 // answers slowly, or not at all) reports each retry through Events, so a
-// command can print a line per retry instead of hanging silently.
+// command can print a line per retry instead of hanging silently. One
+// that drips its page a byte at a time is stalled too: a stall deadline
+// needs StallBytes, not one byte (a byte each 20 ms kept the client
+// waiting, silent, until the whole-request deadline).
 func TestPageRetryEvents(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -425,10 +428,23 @@ func TestPageRetryEvents(t *testing.T) {
 		case "/simple/slow/":
 			time.Sleep(50 * time.Millisecond)
 			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/simple/drip/":
+			w.Header().Set("Content-Type", "text/html")
+			for i := 0; i < 1000; i++ {
+				if _, err := w.Write([]byte(" ")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 		}
 	}))
 	defer srv.Close()
-	for _, name := range []string{"silent", "slow"} {
+	for _, name := range []string{"silent", "slow", "drip"} {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
 			var retries []Event
