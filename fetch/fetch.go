@@ -377,7 +377,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 			select {
 			case <-ctx.Done():
 				return out, nil, context.Cause(ctx)
-			case <-time.After(delay):
+			case <-time.After(index.RetryDelay(err, delay)):
 			}
 			delay *= 2
 		}

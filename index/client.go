@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -247,6 +248,38 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type StatusError struct {
 	URL        string // redacted
 	StatusCode int
+	RetryAfter time.Duration // a 429's or 503's Retry-After (0: none given)
+}
+
+// MaxRetryAfter bounds how long a retry waits for an index's Retry-After.
+const MaxRetryAfter = time.Minute
+
+// RetryDelay is the wait before retrying after err, whose attempt's
+// backoff is backoff: longer when the index asked for it (Retry-After on
+// a 429 or 503), up to MaxRetryAfter.
+func RetryDelay(err error, backoff time.Duration) time.Duration {
+	var se *StatusError
+	if errors.As(err, &se) && se.RetryAfter > backoff {
+		return min(se.RetryAfter, MaxRetryAfter)
+	}
+	return backoff
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(h string, now time.Time) time.Duration {
+	if h == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(MaxRetryAfter/time.Second)+1)) * time.Second
+	}
+	if t, err := http.ParseTime(h); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func (e *StatusError) Error() string {
@@ -407,7 +440,11 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		return fail(&StatusError{URL: red, StatusCode: resp.StatusCode})
+		se := &StatusError{URL: red, StatusCode: resp.StatusCode}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+			se.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		}
+		return fail(se)
 	}
 	b.rc = resp.Body
 	return resp, b, nil
@@ -477,11 +514,12 @@ func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
 		}
 		last = err
 		if attempt < c.opts.Attempts {
-			c.opts.Events(Event{Kind: EventRetry, URL: Redact(pageURL), Attempt: attempt, Attempts: c.opts.Attempts, Wait: delay, Err: err})
+			wait := RetryDelay(err, delay)
+			c.opts.Events(Event{Kind: EventRetry, URL: Redact(pageURL), Attempt: attempt, Attempts: c.opts.Attempts, Wait: wait, Err: err})
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-time.After(delay):
+			case <-time.After(wait):
 			}
 			delay *= 2
 		}

@@ -492,3 +492,38 @@ func TestPageTooLargeByItsLength(t *testing.T) {
 		t.Errorf("refused after %v, want before reading the body", d)
 	}
 }
+
+// TestRetryAfter: a 429 or 503 with Retry-After (seconds or an HTTP date)
+// waits as long as the index asks, up to MaxRetryAfter, and says so in the
+// retry event; before, the client retried after its own backoff (250 ms,
+// then 500 ms and 1 s), hammering an index that asked for an hour.
+func TestRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name, header string
+		status       int
+		want         time.Duration
+	}{
+		{"seconds", "2", http.StatusTooManyRequests, 2 * time.Second},
+		{"an hour, capped", "3600", http.StatusServiceUnavailable, MaxRetryAfter},
+		{"an HTTP date", time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat), http.StatusTooManyRequests, MaxRetryAfter},
+		{"not a number", "soon", http.StatusTooManyRequests, time.Millisecond},
+		{"on a 500 (not read)", "2", http.StatusInternalServerError, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", tc.header)
+				w.WriteHeader(tc.status)
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var got []time.Duration
+			cl, _ := New(srv.URL+"/simple/", Options{Attempts: 2, Backoff: time.Millisecond,
+				Events: func(e Event) { got = append(got, e.Wait); cancel() }}) // no need to wait it out
+			cl.Project(ctx, "p")
+			if len(got) != 1 || got[0] > tc.want || got[0] < tc.want-2*time.Second {
+				t.Errorf("retry waits %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

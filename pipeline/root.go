@@ -101,11 +101,12 @@ func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest
 		}
 		last = err
 		if attempt < rootAttempts {
-			c.Emit(index.Event{Kind: index.EventRetry, URL: index.Redact(f.URL), Attempt: attempt, Attempts: rootAttempts, Wait: delay, Err: err})
+			wait := index.RetryDelay(err, delay)
+			c.Emit(index.Event{Kind: index.EventRetry, URL: index.Redact(f.URL), Attempt: attempt, Attempts: rootAttempts, Wait: wait, Err: err})
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
-			case <-time.After(delay):
+			case <-time.After(wait):
 			}
 			delay *= 2
 		}
