@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:8d23203114f07feaf8f5a6ffc707661eff5c86bc6b072edaff7826ded06df2e4",
-	"acme-echo/echo":     "sha256:f55e2f89e87671e64df25715a5b53822c04b373812f9f80c89c3b62c3df8deb4",
-	"acme-echo/fail":     "sha256:4afebecb2f721039c9d34723b27f76105c6c7f73ec4a56cefbcc4586ce5d6070",
-	"acme-echo/flood":    "sha256:bd7832095f79edfa1329de0dc7b40278a286393084c3a520e6db44bc961dea0c",
-	"acme-echo/sleep":    "sha256:82121d90fed73f3c6af0c28c8e870e2cabdfe7cff3220abf90438491442d4ecc",
-	"acme-native":        "sha256:0ecb559cc77a598c4863c85d638278171873109f08eec51bae4cf5785eff4774",
-	"acme-native/which":  "sha256:0a8a158a91193fbee3a62178e16f87bec02937c66345c1bf11de46c2c5563b0b",
-	"acme-scripts":       "sha256:6d8ccb80b2c29bacc9970bd29edce17a92636607728b50047da43736631e8c35",
-	"acme-scripts/hello": "sha256:7d56b702e9f7e4248e68a0883db57a8732cb9586a07206b70afb8fdea5a11b68",
+	"acme-echo":          "sha256:238abeb6aefdb1c9720fced64d9614af80cf52d6f1d02c85c06f85be72939548",
+	"acme-echo/echo":     "sha256:dca03c72ccbae5957a39058f72dddf6014ab9e3947adcd10a94129e93ba642bd",
+	"acme-echo/fail":     "sha256:aa015edbe52128c91eceb8de8c2911f85ac3b685cfbafc2d47360f046157a829",
+	"acme-echo/flood":    "sha256:4c8466179df3e8f7d54c1e6fb769fe0338943bbc4941bf32746c95b5d2b92d40",
+	"acme-echo/sleep":    "sha256:673479af8a1b85a1c1791d108297428fa5c023892fc7ca7d4e2dbb3ad87fb685",
+	"acme-native":        "sha256:c6f86a70894e90a51c55ea098c5ad9c7e18902a7974a91f8bd49a9629fc9cfc5",
+	"acme-native/which":  "sha256:0ad99ade81f692d8dd41dc92b4606e6daa7bc591913632e9857729a6d6c91cef",
+	"acme-scripts":       "sha256:3280e2a18f573e8dcce3f24ef87d189a3aa16e70c60e3bb2aeeba806e89082c6",
+	"acme-scripts/hello": "sha256:68e3e0b2839d6012ed7e2a53adfba42a16ac15bd62a4a3463ad5ab9aa3f2e9c1",
 }
 
 type inspectDoc struct {
