@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -429,6 +430,17 @@ type opts struct {
 	noProgress bool
 	stdout     io.Writer
 	stderr     io.Writer
+	bars       atomic.Pointer[progress] // the progress bars on stderr, while they are drawn
+}
+
+// line prints s on stderr: above the progress bars while they are drawn
+// (a line written under them would be drawn over).
+func (o *opts) line(s string) {
+	if pr := o.bars.Load(); pr != nil {
+		fmt.Fprintln(pr.p, s)
+		return
+	}
+	fmt.Fprintln(o.stderr, s)
 }
 
 func globals(c *cli.Context) (*opts, error) {

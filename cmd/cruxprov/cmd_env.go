@@ -147,7 +147,7 @@ func envCreate(c *cli.Context) error {
 	}
 	var bars *progress
 	if o.progressOn() {
-		bars = newProgress(c, o.stderr)
+		bars = newProgress(c, o)
 	}
 	po.FetchEvents = fetchEvents(o, bars)
 	res, err := pipeline.Run(c.Context, st, po)

@@ -102,15 +102,18 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 		return nil, err
 	}
 	// An unreadable netrc (HOME still root's after sudo -u) is a warning;
-	// the index's 401 or 403, if it comes, names it. Page retries get a
-	// line each where no progress bar shows them.
-	retries := !o.quiet && !o.progressOn()
+	// the index's 401 or 403, if it comes, names it. Page and root wheel
+	// retries get a line each (no bar shows them), above the bars when
+	// they are drawn.
 	events := func(e index.Event) {
-		switch {
-		case e.Kind == index.EventWarning && !o.quiet:
-			fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(e.Err.Error()))
-		case e.Kind == index.EventRetry && retries:
-			fmt.Fprintf(o.stderr, "retry: %s: attempt %d of %d failed: %s; trying again in %s\n", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait)
+		if o.quiet {
+			return
+		}
+		switch e.Kind {
+		case index.EventWarning:
+			o.line("warning: " + oneLine(e.Err.Error()))
+		case index.EventRetry:
+			o.line(fmt.Sprintf("retry: %s: attempt %d of %d failed: %s; trying again in %s", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait))
 		}
 	}
 	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds, Netrc: netrc, Events: events})
@@ -181,7 +184,7 @@ func fetchAction(c *cli.Context) error {
 	}
 	var bars *progress
 	if o.progressOn() {
-		bars = newProgress(c, o.stderr)
+		bars = newProgress(c, o)
 	}
 	pr, err := pipeline.Run(c.Context, st, pipeline.Options{
 		Source: src, Platform: c.String("platform"), Python: c.String("python"), Client: client,
@@ -271,10 +274,15 @@ type progress struct {
 	bars    map[string]*mpb.Bar
 	current map[string]int64
 	done    int64
+	o       *opts
 }
 
-func newProgress(c *cli.Context, w io.Writer) *progress {
-	return &progress{p: mpb.NewWithContext(c.Context, mpb.WithOutput(w), mpb.WithWidth(32)), bars: map[string]*mpb.Bar{}, current: map[string]int64{}}
+// newProgress starts the bars on o's stderr; o.line writes above them
+// until wait.
+func newProgress(c *cli.Context, o *opts) *progress {
+	pr := &progress{p: mpb.NewWithContext(c.Context, mpb.WithOutput(o.stderr), mpb.WithWidth(32)), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
+	o.bars.Store(pr)
+	return pr
 }
 
 func (pr *progress) event(e fetch.Event) {
@@ -338,6 +346,7 @@ func (pr *progress) wait(ok bool) {
 	}
 	pr.mu.Unlock()
 	pr.p.Wait()
+	pr.o.bars.CompareAndSwap(pr, nil)
 }
 
 // count says n of a noun: "1 wheel", "2 wheels"; an irregular plural is

@@ -221,7 +221,7 @@ func imageBuild(c *cli.Context) error {
 	}
 	var bars *progress
 	if o.progressOn() {
-		bars = newProgress(c, o.stderr)
+		bars = newProgress(c, o)
 		bo.Progress = func(stage, pid string) {
 			line := map[string]string{"base": "reading the base for", "materialize": "materializing the env for", "layers": "writing the layers for",
 				"cached": "the env layer from the store's cache for", "sign": "signing", "write": "writing the image"}[stage]

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -521,6 +522,47 @@ func TestFetchStalledIndex(t *testing.T) {
 				t.Errorf("first retry line: %q", retries[0])
 			}
 		})
+	}
+}
+
+// TestFetchStalledIndexOnATerminal: on a terminal, where progress bars are
+// drawn, a page's retries still get a line each (no bar shows a page):
+// they were printed only without bars, so an index that failed its pages
+// kept fetch, env create and install silent on a terminal.
+func TestFetchStalledIndexOnATerminal(t *testing.T) {
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/simple/alpha") {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	ptmx, pts := ptyPair(t)
+	cmd := exec.Command(bin, "--home", t.TempDir(), "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
+	cmd.Stdout, cmd.Stderr = io.Discard, pts
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	shown := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(ptmx); shown <- string(b) }()
+	cmd.Wait()
+	pts.Close()
+	var out string
+	select {
+	case out = <-shown:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the terminal's output did not end")
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, "\r"), "retry: ") {
+			n++
+		}
+	}
+	if cmd.ProcessState.ExitCode() != 78 || n < 3 || !strings.Contains(out, "attempt 1 of 4 failed") {
+		t.Fatalf("exit %d, %d retry lines on the terminal, want 3: %q", cmd.ProcessState.ExitCode(), n, out)
 	}
 }
 
