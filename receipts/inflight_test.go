@@ -202,3 +202,30 @@ func TestLedgerThroughALink(t *testing.T) {
 		t.Errorf("sidecars beside the link: %v", side)
 	}
 }
+
+// TestLedgerMovedAsideWhileOpen: a ledger moved aside (as docs/receipts.md
+// advises for a corrupt one) or replaced while a process has it open gets
+// nothing more from that process, which is told to open it again; before,
+// it went on appending rows to the moved file, which nobody reads, and
+// its repair journal was the new file's.
+func TestLedgerMovedAsideWhileOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	l := openT(t, path)
+	finish(t, l, testOutcome(begin(t, l, testIntent("", "", "in")).AttemptID, StatusOK))
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path + ".old")
+	if _, err := l.Begin(context.Background(), testIntent("", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) || !strings.Contains(err.Error(), "moved or replaced") {
+		t.Fatalf("Begin after the ledger was moved aside: %v", err)
+	}
+	if after, _ := os.ReadFile(path + ".old"); !bytes.Equal(before, after) {
+		t.Error("a row was written to the ledger moved aside")
+	}
+	// A new ledger at the path is another file: the old Ledger stays out.
+	l2 := openT(t, path)
+	finish(t, l2, testOutcome(begin(t, l2, testIntent("", "", "in")).AttemptID, StatusOK))
+	if _, err := l.Begin(context.Background(), testIntent("", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("Begin of the old Ledger beside a new file: %v", err)
+	}
+}

@@ -358,6 +358,15 @@ func (l *Ledger) locked(ctx context.Context, fn func() error) error {
 		wait = min(2*wait, 5*time.Millisecond)
 	}
 	defer unix.Flock(l.fd, unix.LOCK_UN)
+	// The path must still name the file this Ledger has open: one moved
+	// aside (a corrupt ledger, as docs/receipts.md advises) or replaced
+	// would get rows nobody reads, and its sidecars (the repair journal)
+	// are the new file's.
+	var at, open unix.Stat_t
+	if err := unix.Stat(l.side, &at); err != nil || unix.Fstat(l.fd, &open) != nil || at.Dev != open.Dev || at.Ino != open.Ino {
+		l.broken = refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s was moved or replaced while this process had it open: nothing more is written to the file it had; open the ledger again", l.path)
+		return l.broken
+	}
 	return fn()
 }
 
