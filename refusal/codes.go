@@ -16,6 +16,7 @@ const (
 	EntrypointUnknown       Code = "entrypoint_unknown"
 	InterfaceUnregistered   Code = "interface_unregistered"
 	InterfaceDigestMismatch Code = "interface_digest_mismatch"
+	InterfaceInvalid        Code = "interface_invalid"
 	// lock
 	LockMissing            Code = "lock_missing"
 	LockInvalid            Code = "lock_invalid"
@@ -87,6 +88,7 @@ var all = []Code{
 	EntrypointUnknown,
 	InterfaceUnregistered,
 	InterfaceDigestMismatch,
+	InterfaceInvalid,
 	LockMissing,
 	LockInvalid,
 	LockVersionUnsupported,

@@ -63,11 +63,11 @@ func (s *state) record(now time.Time, event, subject string, d digest.Digest, re
 
 func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Interface, error) {
 	if id == "" || len(id) > 256 || strings.ContainsAny(id, " \t\r\n\x00") {
-		return nil, refusal.New(refusal.InterfaceUnregistered, "interface id %q is empty, too long or has whitespace", id)
+		return nil, refusal.New(refusal.InterfaceInvalid, "interface id %q is empty, too long or has whitespace", id)
 	}
 	d, err := digest.InterfaceDigest(schema)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.InterfaceDigestMismatch, err, "schema of %s is not canonicalizable JSON", id)
+		return nil, refusal.Wrap(refusal.InterfaceInvalid, err, "schema of %s is not canonicalizable JSON", id)
 	}
 	if old, ok := s.ifaces[id]; ok {
 		if old.Digest != d {

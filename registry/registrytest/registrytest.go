@@ -143,7 +143,9 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		_, err := r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":3}`))
 		codeIs(t, err, refusal.InterfaceDigestMismatch)
 		_, err = r.RegisterInterface(ctx, "x", []byte(`{"a":`))
-		codeIs(t, err, refusal.InterfaceDigestMismatch)
+		codeIs(t, err, refusal.InterfaceInvalid)
+		_, err = r.RegisterInterface(ctx, "has space", []byte(`{}`))
+		codeIs(t, err, refusal.InterfaceInvalid)
 		l := must[[]registry.Interface](t)(r.Interfaces(ctx))
 		if len(l) != 1 || l[0].Digest != want {
 			t.Fatalf("%+v", l)
