@@ -330,16 +330,16 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err := unix.Statfs(where, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", where)
 	}
-	wheels, order, need, cacheNeed, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
+	wheels, order, need, err := sizeWheels(ctx, st, all, req.NoCache, sfs.Bsize, jobs)
 	defer closeAll(wheels)
 	defer closeCache(wheels)
 	if err != nil {
 		return err
 	}
 	if cacheTmp == "" {
-		cacheNeed = 0
+		need.cacheBytes, need.cacheFiles = 0, 0
 	}
-	if err := checkDisks(where, cacheTmp, st.Home(), need, cacheNeed, !req.NoCompile && !req.NoCache); err != nil {
+	if err := checkDisks(where, cacheTmp, st.Home(), need, !req.NoCompile && !req.NoCache); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
 		// refused as such, not for the disk those sizes would take.
 		if werr := parallel(ctx, len(all), jobs, func(i int) error {
@@ -534,18 +534,22 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 	return ctx.Err()
 }
 
-// checkDisks checks the free space for a tree staged in dir (need) and
-// for the cache entries written in cacheTmp (cacheNeed): as one need when
-// both are on one file system (an env staged in the store), else each on
-// its own (an image's tree on another file system than the store's).
-func checkDisks(dir, cacheTmp, home string, need, cacheNeed int64, compile bool) error {
-	if cacheNeed == 0 || sameFS(dir, cacheTmp) {
-		return checkDisk(dir, home, need+cacheNeed, compile)
+// checkDisks checks the free space for a tree staged in dir and for the
+// cache entries written in cacheTmp: as one need when both are on one
+// file system (an env staged in the store), else each on its own (an
+// image's tree on another file system than the store's).
+func checkDisks(dir, cacheTmp, home string, need diskNeed, compile bool) error {
+	tree := diskNeed{bytes: need.bytes, files: need.files, modules: need.modules}
+	cache := diskNeed{bytes: need.cacheBytes, files: need.cacheFiles}
+	if cache.bytes == 0 && cache.files == 0 || sameFS(dir, cacheTmp) {
+		tree.bytes += cache.bytes
+		tree.files += cache.files
+		return checkDisk(dir, home, tree, compile)
 	}
-	if err := checkDisk(dir, home, need, compile); err != nil {
+	if err := checkDisk(dir, home, tree, compile); err != nil {
 		return err
 	}
-	return checkDisk(cacheTmp, home, cacheNeed, compile)
+	return checkDisk(cacheTmp, home, cache, compile)
 }
 
 // sameFS reports whether a and b are on one file system (true when either
@@ -560,25 +564,39 @@ func sameFS(a, b string) bool {
 }
 
 // checkDisk refuses when the file system holding dir (the store's home,
-// where the env is staged) has less free space than need, what the
+// where the env is staged) has less free space than need.bytes, what the
 // wheels unpack to in whole blocks with the unpacked-cache entries the
 // install will write (sizeWheels), plus half again for bytecode when
-// compiling. It runs before anything is written (build).
-func checkDisk(dir, home string, need int64, compile bool) error {
+// compiling, or fewer free inodes than the files and directories it
+// makes, with a pyc and a __pycache__ per module when compiling (a file
+// system that reports no inode count, as btrfs, is not checked for
+// them). It runs before anything is written (build).
+func checkDisk(dir, home string, need diskNeed, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
 	}
+	bytes, files := need.bytes, need.files
 	if compile {
-		need += need / 2
+		bytes += bytes / 2
+		files += need.modules
 	}
-	if free := int64(sfs.Bavail) * sfs.Bsize; free < need {
-		f, n := sizes(free, need)
-		if rel, err := filepath.Rel(home, dir); err != nil || strings.HasPrefix(rel, "..") {
-			// An image's tree outside the store: gc frees nothing there.
+	outside := false // an image's tree outside the store: gc frees nothing there
+	if rel, err := filepath.Rel(home, dir); err != nil || strings.HasPrefix(rel, "..") {
+		outside = true
+	}
+	if free := int64(sfs.Bavail) * sfs.Bsize; free < bytes {
+		f, n := sizes(free, bytes)
+		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s; free some space there or build elsewhere", dir, f, n)
 		}
 		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry", home, f, n).WithRemedy(refusal.ActionGC, "")
+	}
+	if sfs.Files > 0 && int64(min(sfs.Ffree, 1<<62)) < files {
+		if outside {
+			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %d inodes free but the tree makes about %d files and directories; remove files there or build elsewhere (df -i shows inodes)", dir, sfs.Ffree, files)
+		}
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes)", home, sfs.Ffree, files).WithRemedy(refusal.ActionGC, "")
 	}
 	return nil
 }

@@ -339,3 +339,102 @@ func TestTreeChecksTheStoresDiskForItsCaches(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func freeInodes(t *testing.T, dir string) uint64 {
+	t.Helper()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	return sfs.Ffree
+}
+
+// manyFilesWheel is a wheel of n small modules in one package.
+func manyFilesWheel(t *testing.T, st *store.Store, name string, n int) lockfile.ResolvedWheel {
+	t.Helper()
+	ms := map[string]string{name + "/__init__.py": ""}
+	for j := range n {
+		ms[fmt.Sprintf("%s/sub%d/m%03d.py", name, j%8, j)] = fmt.Sprintf("x = %d\n", j)
+	}
+	return putWheel(t, st, name+"-1.0-py3-none-any.whl", deflatedWheel(t, name, ms))
+}
+
+// TestCreateRefusesTooFewInodesBeforeWriting: a file system with blocks to
+// spare but fewer free inodes than the env has files and directories (a
+// store on a volume of many small files) is refused up front, saying so,
+// and loses no inode; before, the check weighed bytes alone, the install
+// ran out of inodes half-way and the refusal said the disk had run out of
+// space with 60 MiB free.
+func TestCreateRefusesTooFewInodesBeforeWriting(t *testing.T) {
+	for _, compile := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compile=%v", compile), func(t *testing.T) {
+			st, mnt := tmpfsHome(t, "64m,nr_inodes=400")
+			w := manyFilesWheel(t, st, "many", 600)
+			req := request(t, w)
+			req.NoCompile = !compile
+			before, tree := freeInodes(t, mnt), listing(t, st.Home())
+			if before < 100 {
+				t.Fatalf("only %d inodes left for the test", before)
+			}
+			_, err := Create(context.Background(), st, req)
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "inodes free but the env makes about") {
+				t.Fatalf("want the up-front inode refusal, got %v", err)
+			}
+			if refusal.RemedyOf(err) == nil {
+				t.Error("the refusal has no remedy (gc)")
+			}
+			var left []string
+			for _, p := range listing(t, st.Home()) {
+				if !slices.Contains(tree, p) && !(strings.HasPrefix(p, "/envs/.") && strings.HasSuffix(p, ".lock")) {
+					left = append(left, p)
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("the refused create left %v", left)
+			}
+			if after := freeInodes(t, mnt); after+1 < before { // the env's lock file
+				t.Errorf("%d inodes free after the refusal, %d before", after, before)
+			}
+		})
+	}
+}
+
+// TestCreateOutOfInodesMidway: inodes another process takes while the
+// create installs (after the check passed) end it with a refusal that
+// says inodes ran out, not space (blocks are left), and no staging stays
+// accepted as an env.
+func TestCreateOutOfInodesMidway(t *testing.T) {
+	st, mnt := tmpfsHome(t, "64m,nr_inodes=2000")
+	w := manyFilesWheel(t, st, "many", 300)
+	req := request(t, w)
+	var once sync.Once
+	req.Events = func(e Event) {
+		if e.Stage == "wheel" { // past the check: the wheel's batches are queued
+			once.Do(func() {
+				fill := filepath.Join(mnt, "filler")
+				if err := os.Mkdir(fill, 0o755); err != nil {
+					t.Error(err)
+					return
+				}
+				for i := 0; ; i++ {
+					f, err := os.Create(filepath.Join(fill, fmt.Sprint(i)))
+					if err != nil {
+						if !errors.Is(err, unix.ENOSPC) {
+							t.Error(err)
+						}
+						return
+					}
+					f.Close()
+				}
+			})
+		}
+	}
+	r, err := Create(context.Background(), st, req)
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "ran out of inodes") || !strings.Contains(err.Error(), "but no inode") {
+		t.Fatalf("want the out-of-inodes refusal, got %v (result %+v)", err, r)
+	}
+	envs, _ := filepath.Glob(filepath.Join(st.Home(), "envs", "*.seal.json"))
+	if len(envs) > 0 {
+		t.Errorf("a seal was written: %v", envs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,14 +33,14 @@ import (
 // is read: this is what the free-space check (checkDisks) weighs before the
 // create writes its first byte, at the price of one more read of the
 // central directories (wheel.OpenReader reads them again, while the first
-// wheels are installed: installWheels). It returns the blobs (as opened
-// wheels with neither wheel nor cache slot, in pkgs's order; the caller
-// closes them, also on error), the order to install them in, the need of
-// the tree and that of the unpacked-cache entries it will write.
-func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, bs int64, jobs int) ([]opened, []int, int64, int64, error) {
+// wheels are installed: installWheels). Files and directories are counted
+// too, for file systems whose inodes run out before their blocks. It
+// returns the blobs (as opened wheels with neither wheel nor cache slot,
+// in pkgs's order; the caller closes them, also on error), the order to
+// install them in, and the need of the tree and of the cache entries.
+func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, noCache bool, bs int64, jobs int) ([]opened, []int, diskNeed, error) {
 	ws := make([]opened, len(pkgs))
-	needs := make([]int64, len(pkgs))
-	cacheNeeds := make([]int64, len(pkgs))
+	needs := make([]diskNeed, len(pkgs))
 	order := make([]int, len(pkgs))
 	for i := range order {
 		order[i] = i
@@ -62,15 +63,38 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			}
 			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive; fetch it again", p.Filename)
 		}
-		var need, entry int64
+		var n diskNeed
+		var entry int64
+		dirs := map[string]bool{} // each directory made: whether a module is in it
+		addDirs := func(d string) {
+			for ; d != "." && d != "/"; d = path.Dir(d) {
+				if _, ok := dirs[d]; ok {
+					return
+				}
+				dirs[d] = false
+			}
+		}
 		for _, zf := range zr.File {
 			if strings.HasSuffix(zf.Name, "/") {
+				addDirs(strings.TrimSuffix(zf.Name, "/"))
 				continue // a directory entry: no member
 			}
+			addDirs(path.Dir(zf.Name))
 			u := int64(min(zf.UncompressedSize64, most))
-			need += (u+bs-1)/bs*bs + 256
+			n.bytes += (u+bs-1)/bs*bs + 256
+			n.files++
+			if strings.HasSuffix(zf.Name, ".py") {
+				n.modules++
+				dirs[path.Dir(zf.Name)] = true
+			}
 			if !(strings.Count(zf.Name, "/") == 1 && strings.HasSuffix(zf.Name, ".dist-info/RECORD")) {
 				entry += u
+			}
+		}
+		for _, py := range dirs {
+			n.files++
+			if py {
+				n.modules++ // its __pycache__
 			}
 		}
 		if !noCache {
@@ -79,20 +103,34 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			case err == nil && fi.Mode().IsRegular() && fi.Size() == entry:
 				// there: read, not written
 			case err == nil || errors.Is(err, fs.ErrNotExist):
-				cacheNeeds[i] = min(entry, most) // written in the store (attachCache)
+				n.cacheBytes, n.cacheFiles = min(entry, most), 1 // written in the store (attachCache)
 			default:
 				// unreadable: attachCache writes none
 			}
 		}
-		needs[i] = min(need, most)
+		n.bytes = min(n.bytes, most)
+		needs[i] = n
 		return nil
 	})
-	var need, cacheNeed int64
-	for i := range needs {
-		need += needs[i]
-		cacheNeed += cacheNeeds[i]
+	var need diskNeed
+	for _, n := range needs {
+		need.bytes += n.bytes
+		need.files += n.files
+		need.modules += n.modules
+		need.cacheBytes += n.cacheBytes
+		need.cacheFiles += n.cacheFiles
 	}
-	return ws, order, need, cacheNeed, err
+	return ws, order, need, err
+}
+
+// diskNeed is what a create writes, as sizeWheels counts it from the
+// wheels' central directories: the tree's bytes in whole blocks and its
+// files and directories (inodes), the modules and __pycache__
+// directories compiling adds files for, and the unpacked-cache entries
+// written in the store.
+type diskNeed struct {
+	bytes, files, modules  int64
+	cacheBytes, cacheFiles int64
 }
 
 // installWheels installs the wheels of pkgs, whose blobs ws holds
@@ -196,16 +234,20 @@ func diskFull(dir, home string, err error) error {
 		return err
 	}
 	var sfs unix.Statfs_t
-	free := "no"
+	space, free := "space", "free space unknown"
 	if unix.Statfs(dir, &sfs) == nil {
-		free = fmt.Sprintf("%d MiB", int64(sfs.Bavail)*sfs.Bsize>>20)
+		free = fmt.Sprintf("%d MiB free", int64(sfs.Bavail)*sfs.Bsize>>20)
+		if sfs.Files > 0 && sfs.Ffree == 0 {
+			// Blocks left, no inode: a file system of many small files.
+			space, free = "inodes (df -i)", free+" but no inode"
+		}
 	}
 	if rel, rerr := filepath.Rel(home, dir); rerr != nil || strings.HasPrefix(rel, "..") {
 		// An image's tree outside the store (Tree): gc frees nothing there.
-		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of space while the tree was built (%s free now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), free)
+		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), space, free)
 	}
 	dir = home
-	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of space while the env was installed (%s free now, its staging not yet removed); free some space and retry", filepath.Clean(dir), free).WithRemedy(refusal.ActionGC, "")
+	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was installed (%s now, its staging not yet removed); free some space and retry", filepath.Clean(dir), space, free).WithRemedy(refusal.ActionGC, "")
 }
 
 // readWheel opens f, p's blob of size bytes (checked against p's sha256:
