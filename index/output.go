@@ -44,10 +44,10 @@ func openOutput(ctx context.Context, dir string) (*output, error) {
 		return nil, fmt.Errorf("index build: %s is the root directory; give a directory of its own for the index", dir)
 	}
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, fmt.Errorf("index build: %w", err)
+		return nil, unwritableParent(dir, parent, fmt.Errorf("index build: %w", err))
 	}
 	if o.lock, err = lockFile(ctx, filepath.Join(parent, "."+base+".lock")); err != nil {
-		return nil, err
+		return nil, unwritableParent(dir, parent, err)
 	}
 	fail := func(err error) (*output, error) {
 		o.lock.Close()
@@ -86,7 +86,7 @@ func openOutput(ctx context.Context, dir string) (*output, error) {
 		}
 	}
 	if err != nil {
-		return fail(fmt.Errorf("index build: cannot make a staging directory beside %s: %w", dir, err))
+		return fail(unwritableParent(dir, parent, fmt.Errorf("index build: cannot make a staging directory beside %s: %w", dir, err)))
 	}
 	if o.exists {
 		// The new index keeps the permissions the operator gave the old.
@@ -96,6 +96,18 @@ func openOutput(ctx context.Context, dir string) (*output, error) {
 		}
 	}
 	return o, nil
+}
+
+// unwritableParent is err, or, when err says that parent cannot be
+// written, an error that says why the build writes there and what to do:
+// an index is built beside dir and renamed into its place, so a dir this
+// user may write is not enough when its parent is not (a mirror under
+// /srv, say, made by root and given to the operator).
+func unwritableParent(dir, parent string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) && !errors.Is(err, unix.EROFS) {
+		return err
+	}
+	return fmt.Errorf("index build: cannot write in %s (%w): the index is built beside %s (a lock and a staging directory) and renamed into its place, so its parent directory must be writable too; give a directory in a place you can write, e.g. ./mirror, or make %s writable for this user", parent, errors.Unwrap(err), dir, parent)
 }
 
 // lockFile takes an exclusive flock on path (created if needed), waiting
