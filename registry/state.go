@@ -254,7 +254,14 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 	}
 	sort.Slice(n.Keys, func(i, j int) bool { return n.Keys[i].Name < n.Keys[j].Name })
 	if a := len(approverDigests(&n)); a < n.Policy.Threshold {
-		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver keys for a threshold of %d: nothing could be approved again", a, n.Policy.Threshold)
+		// What to do first depends on the change: a threshold is raised
+		// after the keys that meet it are trusted; a key goes after the
+		// threshold is lowered (or another key trusted in its place).
+		next := "lower the threshold first (cruxprov policy set --threshold N) or trust another approver key (cruxprov key trust)"
+		if c.Action == ActionSetPolicy {
+			next = "trust another approver key first (cruxprov key trust), then set the threshold"
+		}
+		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver keys for a threshold of %d: nothing could be approved again; %s", a, n.Policy.Threshold, next)
 	}
 	n.Revision++
 	return &n, nil
