@@ -555,6 +555,15 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionNoCache:
 		return again(args, "--no-cache")
 	case refusal.ActionEmbed:
+		// The target is the wheel's file name; the refused command named
+		// its path (wheels/X.whl, dist/X.whl), which is what works here.
+		for _, a := range args[1:] {
+			a = strings.TrimPrefix(a, "--wheel=")
+			if a != rem.Target && filepath.Base(a) == rem.Target {
+				t = shellQuote(a)
+				break
+			}
+		}
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list"

@@ -55,6 +55,29 @@ func TestRemediesRun(t *testing.T) {
 			t.Fatalf("the embedded wheel: %+v", r)
 		}
 	})
+	t.Run("embed a wheel named by its path", func(t *testing.T) {
+		// The advice named the wheel by its file name alone, so from the
+		// directory the refused command ran in (`cruxprov inspect
+		// wheels/X.whl`) it failed: no such file.
+		dir := t.TempDir()
+		os.Mkdir(filepath.Join(dir, "wheels"), 0o755)
+		plain := wheeltest.Write(t, filepath.Join(dir, "wheels"), "acme_echo-1.0.0-py3-none-any.whl", map[string]string{"acme_echo/__init__.py": ""})
+		os.WriteFile(filepath.Join(dir, "provider.toml"), fx.Echo.Manifest, 0o644)
+		os.WriteFile(filepath.Join(dir, "pylock.toml"), fx.Echo.Lock, 0o644)
+		for _, args := range [][]string{{"inspect", plain}, {"lock", "resolve", "--platform", "cp311-manylinux_2_36_x86_64", "--wheel=" + plain}} {
+			r := cruxprov(t, args...)
+			if r.code != exitRefused {
+				t.Fatalf("%v: %+v", args, r)
+			}
+			os.RemoveAll(filepath.Join(dir, "embedded"))
+			if f := runFix(t, r, dir); f.code != 0 {
+				t.Fatalf("%v: %+v", args, f)
+			}
+			if r := cruxprov(t, "inspect", filepath.Join(dir, "embedded", filepath.Base(plain))); r.code != 0 {
+				t.Fatalf("%v: the embedded wheel: %+v", args, r)
+			}
+		}
+	})
 	t.Run("platform_list", func(t *testing.T) {
 		r := cruxprov(t, "lock", "resolve", "--wheel", fx.Echo.Path, "--platform", "cp311-bogus")
 		if f := runFix(t, r, t.TempDir()); f.code != 0 || !strings.Contains(f.stdout, "cp311-manylinux") {
