@@ -14,6 +14,7 @@ package install
 import (
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
@@ -195,11 +196,23 @@ func providerOf(ctx context.Context, reg registry.Reader, r *pipeline.Result, su
 	if m.Budgets.OutputBytes > 0 {
 		p.Budgets["output_bytes"] = m.Budgets.OutputBytes
 	}
+	// Every interface the registry lacks, at once: one at a time, an
+	// operator registered, installed and was refused again per interface.
+	var missing []string
 	for _, e := range m.Entrypoints {
-		d, ok := known[e.Interface.ID]
-		if !ok {
-			return nil, refusal.New(refusal.InterfaceUnregistered, "entrypoint %q implements interface %s, which the registry does not know; register its schema first", e.Name, e.Interface.ID)
+		if _, ok := known[e.Interface.ID]; !ok && !slices.Contains(missing, e.Interface.ID) {
+			missing = append(missing, e.Interface.ID)
 		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return nil, refusal.New(refusal.InterfaceUnregistered, "%s implements interface %s, which the registry does not know; register its schema first (cruxprov interface register %s --schema FILE)", m.Name, missing[0], missing[0])
+	default:
+		return nil, refusal.New(refusal.InterfaceUnregistered, "%s implements interfaces the registry does not know: %s; register each one's schema first (cruxprov interface register ID --schema FILE)", m.Name, strings.Join(missing, ", "))
+	}
+	for _, e := range m.Entrypoints {
+		d := known[e.Interface.ID]
 		if d != e.Interface.Digest {
 			return nil, refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d)
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -78,5 +80,45 @@ func TestGCWaitsForTheProposal(t *testing.T) {
 	}
 	if err := gc(); err != nil || !prepared {
 		t.Fatalf("gc once the install is over: %v (prepared: %v)", err, prepared)
+	}
+}
+
+// TestInstallNamesEveryUnregisteredInterface: an install into a registry
+// that knows none of acme-echo's interfaces is refused naming both
+// (acme.echo and acme.diagnostics) and the command that registers one; it
+// named the first entrypoint's alone, so an operator following
+// operator.md registered it, installed, and was refused again for the
+// next.
+func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	ctx := context.Background()
+	dir := testdir.New(t)
+	fx, url := fixtureindex.Serve(t, dir)
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := index.New(url, index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Install(ctx, st, registry.NewStub(), Options{
+		WheelData: wb, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{"host"},
+		Python: python, NoCompile: true, Client: client,
+	})
+	if refusal.CodeOf(err) != refusal.InterfaceUnregistered {
+		t.Fatalf("Install: %v, want interface_unregistered", err)
+	}
+	for _, want := range []string{"acme.echo", "acme.diagnostics", "cruxprov interface register"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
 	}
 }
