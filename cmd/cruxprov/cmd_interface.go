@@ -28,7 +28,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				b, err := readInputFile(c.String("schema"), maxInputFile)
+				b, err := inputFile("--schema", c.String("schema"), maxInputFile)
 				if err != nil {
 					return err
 				}

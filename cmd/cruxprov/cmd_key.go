@@ -47,7 +47,7 @@ func init() {
 				prefix := c.String("out")
 				for _, p := range []string{prefix + ".key", prefix + ".pub"} {
 					if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
-						return fmt.Errorf("%s exists: not overwriting a key", p)
+						return fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", p)
 					}
 				}
 				pw, err := keyPassword(o, true)
@@ -105,7 +105,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				pub, err := readInputFile(c.Args().First(), 1<<20)
+				pub, err := inputFile("key trust", c.Args().First(), 1<<20)
 				if err != nil {
 					return err
 				}

@@ -306,7 +306,7 @@ func readLineNoEcho(fd int) ([]byte, error) {
 // loadSigner reads and decrypts the private key file path, given as flag
 // (--key, --sign-key: the name a mistake is reported under).
 func loadSigner(o *opts, flag, path string) (*sign.PrivateKey, error) {
-	b, err := readInputFile(path, 1<<20)
+	b, err := inputFile(flag, path, 1<<20)
 	if err != nil {
 		return nil, err
 	}

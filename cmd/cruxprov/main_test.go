@@ -436,3 +436,26 @@ func TestInputNotARegularFile(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingInputFileIsUsage: a file named on the command line that does
+// not exist is a usage error (exit 64) naming the flag or argument it was
+// given as; interface register, key trust and approve's --key printed a
+// bare "error: stat nope.json: no such file or directory" (exit 1).
+func TestMissingInputFileIsUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		name string
+	}{
+		{[]string{"interface", "register", "acme.echo", "--schema", filepath.Join(dir, "nope.json")}, "--schema"},
+		{[]string{"key", "trust", filepath.Join(dir, "nope.pub"), "--name", "nope"}, "key trust"},
+		{[]string{"changeset", "approve", "sha256:" + strings.Repeat("ab", 32), "--key", filepath.Join(dir, "nope.key")}, "--key"},
+	} {
+		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
+			r := cruxprov(t, c.args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: "+c.name+" ") || !strings.Contains(r.stderr, "nope.") || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%v: %+v", c.args, r)
+			}
+		})
+	}
+}
