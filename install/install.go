@@ -56,9 +56,10 @@ type Options struct {
 	Progress func(stage, platform string)
 }
 
-// Result is a proposed change-set and what went into it.
+// Result is a proposed change-set and what went into it. Its JSON names
+// the change-set "changeSet", as registry.TrustResult and ApproveResult do.
 type Result struct {
-	ChangeSet *registry.ChangeSet `json:"changeset"`
+	ChangeSet *registry.ChangeSet `json:"changeSet"`
 	Provider  *registry.Provider  `json:"provider"`
 	// Envs are the sealed local envs built, by platform.
 	Envs map[string]string `json:"envs"`

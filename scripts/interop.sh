@@ -118,7 +118,7 @@ cs=$("$bin" key trust "$work/builder.pub" --name ci --role builder --json | jq -
 show "$bin" changeset approve "$cs" --key "$work/alice.key" --quiet
 show "$bin" interface register acme.echo --schema "$work/fx/interfaces/acme.echo.json" --quiet
 show "$bin" interface register acme.diagnostics --schema "$work/fx/interfaces/acme.diagnostics.json" --quiet
-cs=$(show "$bin" install "$echo" --index "http://127.0.0.1:$ip/simple/" --backend container --image "$repo@$digest" --python /usr/bin/python3.11 --json | jq -r .changeset.metadata.id)
+cs=$(show "$bin" install "$echo" --index "http://127.0.0.1:$ip/simple/" --backend container --image "$repo@$digest" --python /usr/bin/python3.11 --json | jq -r .changeSet.metadata.id)
 show "$bin" changeset approve "$cs" --key "$work/alice.key" --quiet
 show "$bin" verify acme-echo --backend container --state-dir "$work/state"
 printf 'interop-secret' >"$work/token"

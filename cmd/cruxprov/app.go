@@ -219,7 +219,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	schema := "cruxprov.error/v1"
 	if len(path) > 0 {
-		schema = "cruxprov." + strings.Join(path, ".") + "/v1"
+		schema = schemaName(path...)
 	}
 	var r *refusal.Error
 	var u *usageError
@@ -420,6 +420,25 @@ func writeJSON(w io.Writer, v any) {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v)
+}
+
+// schemaMajors holds the commands whose --json document is past v1
+// (DESIGN §13: "cruxprov.<command>/v1"), by command path. A document's
+// major moves when a key a consumer reads is renamed or removed, so that
+// a pipeline checking "schema" sees the change instead of a missing key:
+// install's change-set moved from "changeset" to "changeSet", the key
+// every other command that proposes or approves one uses.
+var schemaMajors = map[string]int{"install": 2}
+
+// schemaName is the schema of the --json document (result, refusal or
+// error alike) of the command at path: "cruxprov.env.create/v1".
+func schemaName(path ...string) string {
+	p := strings.Join(path, ".")
+	major := 1
+	if m, ok := schemaMajors[p]; ok {
+		major = m
+	}
+	return fmt.Sprintf("cruxprov.%s/v%d", p, major)
 }
 
 // opts is what every command reads from the global flags.

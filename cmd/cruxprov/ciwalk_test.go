@@ -187,8 +187,7 @@ func TestContainerPrivateRegistry(t *testing.T) {
 		return strings.TrimSpace(r.stdout)
 	}
 	var doc struct {
-		ChangeSet  struct{ Metadata struct{ ID string } } `json:"changeSet"`
-		ChangeSet2 struct{ Metadata struct{ ID string } } `json:"changeset"`
+		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
 	}
 	repo := host + "/acme/echo"
 	baseLayout, baseDigest := imagetest.Base(t)
@@ -218,7 +217,7 @@ func TestContainerPrivateRegistry(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(run(true, install...), "install with the docker config")), &doc); err != nil {
 		t.Fatal(err)
 	}
-	ok(run(false, "changeset", "approve", doc.ChangeSet2.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	ok(run(false, "changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
 	input := filepath.Join(t.TempDir(), "in.json")
 	os.WriteFile(input, []byte(`{"private": "registry"}`), 0o644)
 	token := filepath.Join(t.TempDir(), "token")

@@ -142,7 +142,7 @@ func installAction(c *cli.Context) error {
 	if err != nil {
 		return spaceAdvice(err)
 	}
-	return o.emit("cruxprov.install/v1", res, func(w io.Writer) {
+	return o.emit(schemaName("install"), res, func(w io.Writer) {
 		p := res.Provider
 		if !o.quiet {
 			fmt.Fprintf(w, "provider %s %s (%s)\n", p.Name, p.Package.Version, p.Package.SHA256)

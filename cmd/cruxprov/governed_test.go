@@ -107,10 +107,8 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	csID := func(r result) string {
 		t.Helper()
 		v := jsonOf(r)
-		for _, k := range []string{"changeset", "changeSet"} {
-			if cs, ok := v[k].(map[string]any); ok {
-				return cs["metadata"].(map[string]any)["id"].(string)
-			}
+		if cs, ok := v["changeSet"].(map[string]any); ok {
+			return cs["metadata"].(map[string]any)["id"].(string)
 		}
 		t.Fatalf("no change-set in %v", v)
 		return ""
@@ -518,9 +516,9 @@ func TestInstallSources(t *testing.T) {
 		Provider struct {
 			Materializations []struct{ Backend, Platform string }
 		}
-		Changeset struct {
+		ChangeSet struct {
 			Metadata struct{ ID string }
-		}
+		} `json:"changeSet"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Provider.Materializations) != 2 ||
 		out.Provider.Materializations[0].Backend != "local" || out.Provider.Materializations[1].Backend != "resolution" {
@@ -531,7 +529,7 @@ func TestInstallSources(t *testing.T) {
 	for _, a := range [][]string{
 		{"key", "generate", "--out", filepath.Join(keys, "k")},
 		{"key", "trust", filepath.Join(keys, "k.pub")},
-		{"changeset", "approve", out.Changeset.Metadata.ID, "--key", filepath.Join(keys, "k.key")},
+		{"changeset", "approve", out.ChangeSet.Metadata.ID, "--key", filepath.Join(keys, "k.key")},
 		{"verify", "acme-echo", "--platform", "cp311-manylinux_2_36_x86_64"},
 	} {
 		if r := run(a...); r.code != 0 {
@@ -633,4 +631,82 @@ func approvingStore(t *testing.T, w *governedWorld, base, python string) (run, m
 		must("changeset", "approve", id, "--key", filepath.Join(keys, "k.key"))
 	}
 	return run, must, approveInstall
+}
+
+// TestChangeSetKeyAcrossCommands: every command whose --json document
+// carries a change-set carries it under "changeSet" (install said
+// "changeset"), and no other spelling of it; install's document, whose
+// key moved, is cruxprov.install/v2, its refusals too.
+func TestChangeSetKeyAcrossCommands(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	home := filepath.Join(base, "home")
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	doc := func(schema string, args ...string) map[string]any {
+		t.Helper()
+		r := run(append(args, "--json")...)
+		var v map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil {
+			t.Fatalf("%v: %v %+v", args, err, r)
+		}
+		if v["schema"] != schema {
+			t.Errorf("%v: schema %v, want %s", args, v["schema"], schema)
+		}
+		return v
+	}
+	// proposed is the id of the change-set doc v carries under
+	// "changeSet", after checking that no other key names one.
+	proposed := func(v map[string]any, what string) string {
+		t.Helper()
+		for k := range v {
+			if k != "changeSet" && strings.EqualFold(strings.NewReplacer("_", "", "-", "").Replace(k), "changeset") {
+				t.Errorf("%s: a change-set under %q, not \"changeSet\"", what, k)
+			}
+		}
+		cs, _ := v["changeSet"].(map[string]any)
+		md, _ := cs["metadata"].(map[string]any)
+		id, _ := md["id"].(string)
+		if !strings.HasPrefix(id, "sha256:") {
+			t.Fatalf("%s: no change-set under \"changeSet\": %v", what, v)
+		}
+		return id
+	}
+	for _, n := range []string{"alice", "bob"} {
+		doc("cruxprov.key.generate/v1", "key", "generate", "--out", filepath.Join(keys, n))
+	}
+	doc("cruxprov.key.trust/v1", "key", "trust", filepath.Join(keys, "alice.pub"), "--name", "alice")
+	approve := func(id, what string) {
+		t.Helper()
+		v := doc("cruxprov.changeset.approve/v1", "changeset", "approve", id, "--key", filepath.Join(keys, "alice.key"))
+		if got := proposed(v, "changeset approve ("+what+")"); got != id {
+			t.Errorf("changeset approve (%s) names %s, approved %s", what, got, id)
+		}
+	}
+	approve(proposed(doc("cruxprov.key.trust/v1", "key", "trust", filepath.Join(keys, "bob.pub"), "--name", "bob"), "key trust"), "key trust")
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		doc("cruxprov.interface.register/v1", "interface", "register", i, "--schema", filepath.Join(w.schemas, i+".json"))
+	}
+	install := []string{"install", w.echo, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url}
+	approve(proposed(doc("cruxprov.install/v2", install...), "install"), "install")
+	retire := proposed(doc("cruxprov.provider.retire/v1", "provider", "retire", "acme-echo"), "provider retire")
+	if got := proposed(doc("cruxprov.changeset.reject/v1", "changeset", "reject", retire, "--reason", "not yet"), "changeset reject"); got != retire {
+		t.Errorf("changeset reject names %s, rejected %s", got, retire)
+	}
+	proposed(doc("cruxprov.key.untrust/v1", "key", "untrust", "bob"), "key untrust")
+	proposed(doc("cruxprov.policy.set/v1", "policy", "set", "--threshold", "2"), "policy set")
+	// A refusal of install carries install's schema.
+	r := run("install", w.echo, "--platform", "no-such-platform", "--index", w.url, "--json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != exitRefused || v["schema"] != "cruxprov.install/v2" {
+		t.Errorf("a failed install's document: %v %+v", err, r)
+	}
 }

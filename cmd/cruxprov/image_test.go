@@ -221,7 +221,7 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 			t.Errorf("the change-set does not pin %s by its manifest %s: %s", p.Platform, p.Digest, installed)
 		}
 	}
-	ok(nobody("changeset", "approve", idOf(installed, "changeset"), "--key", alice+".key", "--quiet"), "approve the install")
+	ok(nobody("changeset", "approve", idOf(installed, "changeSet"), "--key", alice+".key", "--quiet"), "approve the install")
 
 	state := filepath.Join(base, "state")
 	for _, p := range built.Platforms {
