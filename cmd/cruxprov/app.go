@@ -206,7 +206,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(out, stderr)
 	reordered, path, err := reorder(app, args)
 	asJSON := hasFlag(args, "json")
-	if err == nil {
+	if err == nil && asJSON && helpAsked(reordered) {
+		// --help --json: the help text inside the one document stdout
+		// may carry, not the text alone (DESIGN §13).
+		var help bytes.Buffer
+		app.Writer = &help
+		if err = app.RunContext(ctx, reordered); err == nil {
+			writeJSON(out, map[string]any{"schema": "cruxprov.help/v1", "command": strings.Join(path, " "), "help": help.String()})
+		}
+	} else if err == nil {
 		err = app.RunContext(ctx, reordered)
 	}
 	if err == nil && out.err != nil {
@@ -278,6 +286,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailure
 	}
+}
+
+// helpAsked reports whether reordered (reorder's argv) asks for a
+// command's help: reorder ends it with --help then, with no positional
+// arguments (so no "--").
+func helpAsked(reordered []string) bool {
+	return len(reordered) > 0 && reordered[len(reordered)-1] == "--help" && !slices.Contains(reordered, "--")
 }
 
 // maxInputFile bounds a text file named on the command line (a lock, a

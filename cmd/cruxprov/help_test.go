@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,80 @@ func TestGroupHelpHasExample(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
 				t.Errorf("%s --help: %+v", c.Name, r)
+			}
+		})
+	}
+}
+
+// oneJSONDocument decodes stdout as exactly one JSON object (nothing
+// before or after it), as --json promises (DESIGN §13).
+func oneJSONDocument(t *testing.T, stdout string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var v map[string]any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v: %q", err, stdout)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Fatalf("stdout has more than one JSON document: %q", stdout)
+	}
+	return v
+}
+
+// TestHelpJSON: --help with --json prints the help inside one JSON
+// document (schema cruxprov.help/v1, the command path, the text) and
+// exits 0, wherever the flags are; it printed the text alone, which no
+// JSON reader can take. --quiet changes nothing there.
+func TestHelpJSON(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		command string
+	}{
+		{[]string{"--help", "--json"}, ""},
+		{[]string{"--json", "-h"}, ""},
+		{[]string{"env", "create", "--help", "--json"}, "env create"},
+		{[]string{"--json", "verify", "acme-echo", "-h"}, "verify"},
+		{[]string{"changeset", "--json", "--quiet", "--help"}, "changeset"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := cruxprov(t, tc.args...)
+			if r.code != 0 || r.stderr != "" {
+				t.Fatalf("%+v", r)
+			}
+			v := oneJSONDocument(t, r.stdout)
+			help, _ := v["help"].(string)
+			if v["schema"] != "cruxprov.help/v1" || v["command"] != tc.command || !strings.Contains(help, "USAGE:") || !strings.Contains(help, "cruxprov "+tc.command) {
+				t.Errorf("%v", v)
+			}
+		})
+	}
+}
+
+// TestUsageErrorJSON: a usage error with --json (and --quiet) exits 64
+// with one line on stderr and one JSON document on stdout naming the
+// command's schema (cruxprov.error/v1 before a command is known).
+func TestUsageErrorJSON(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		schema string
+	}{
+		{[]string{"--json"}, "cruxprov.error/v1"},
+		{[]string{"no-such-command", "--json"}, "cruxprov.error/v1"},
+		{[]string{"env", "--json"}, "cruxprov.env/v1"},
+		{[]string{"version", "--json", "--quiet", "--no-such-flag"}, "cruxprov.version/v1"},
+		{[]string{"verify", "--json", "--quiet"}, "cruxprov.verify/v1"},
+		{[]string{"install", "--json", "--home"}, "cruxprov.install/v2"},
+		{[]string{"version", "--json", "--", "--help"}, "cruxprov.version/v1"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := cruxprov(t, tc.args...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("%+v", r)
+			}
+			v := oneJSONDocument(t, r.stdout)
+			e, _ := v["error"].(map[string]any)
+			if v["schema"] != tc.schema || e["kind"] != "usage" || e["message"] == "" {
+				t.Errorf("%v", v)
 			}
 		})
 	}
