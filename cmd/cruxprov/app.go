@@ -440,10 +440,13 @@ func writeJSON(w io.Writer, v any) {
 // schemaMajors holds the commands whose --json document is past v1
 // (DESIGN §13: "cruxprov.<command>/v1"), by command path. A document's
 // major moves when a key a consumer reads is renamed or removed, so that
-// a pipeline checking "schema" sees the change instead of a missing key:
-// install's change-set moved from "changeset" to "changeSet", the key
-// every other command that proposes or approves one uses.
-var schemaMajors = map[string]int{"install": 2}
+// a pipeline checking "schema" sees the change instead of a missing key
+// (or a value of another form):
+//   - install: its change-set moved from "changeset" to "changeSet", the
+//     key every other command that proposes or approves one uses;
+//   - index.build: its files' sha256 and metadata_sha256 are sha256:<hex>,
+//     as every other document writes a sha256, not bare hex.
+var schemaMajors = map[string]int{"install": 2, "index.build": 2}
 
 // schemaName is the schema of the --json document (result, refusal or
 // error alike) of the command at path: "cruxprov.env.create/v1".

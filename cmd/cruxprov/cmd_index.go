@@ -56,7 +56,20 @@ func indexBuild(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return o.emit("cruxprov.index.build/v1", rep, func(w io.Writer) {
+	// The report's hashes are the pages' (bare hex); the document writes
+	// them as every other --json document writes a sha256: sha256:<hex>.
+	files := make([]builtFileJSON, len(rep.Files))
+	for i, f := range rep.Files {
+		files[i] = builtFileJSON{BuiltFile: f, SHA256: "sha256:" + f.SHA256}
+		if f.MetadataSHA256 != "" {
+			files[i].MetadataSHA256 = "sha256:" + f.MetadataSHA256
+		}
+	}
+	out := struct {
+		index.BuildReport
+		Files []builtFileJSON `json:"files"`
+	}{rep, files}
+	return o.emit(schemaName("index", "build"), out, func(w io.Writer) {
 		if o.quiet {
 			return
 		}
@@ -65,4 +78,13 @@ func indexBuild(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "%s of %s indexed in %s (serve it; the index URL ends in /simple/)\n", count(len(rep.Files), "wheel"), count(rep.Projects, "project"), rep.Dir)
 	})
+}
+
+// builtFileJSON is an index.BuiltFile as index build --json writes it,
+// its hashes as sha256:<hex> (inspect, fetch, lock resolve and every
+// change-set write a wheel's sha256 so).
+type builtFileJSON struct {
+	index.BuiltFile
+	SHA256         string `json:"sha256"`
+	MetadataSHA256 string `json:"metadata_sha256,omitempty"`
 }

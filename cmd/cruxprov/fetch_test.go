@@ -79,7 +79,7 @@ func fetchFixturePadded(t *testing.T, wrap func(http.Handler) http.Handler, pad 
 		Schema   string `json:"schema"`
 		Projects int    `json:"projects"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &built); err != nil || built.Schema != "cruxprov.index.build/v1" || built.Projects != 2 {
+	if err := json.Unmarshal([]byte(r.stdout), &built); err != nil || built.Schema != "cruxprov.index.build/v2" || built.Projects != 2 {
 		t.Fatalf("index build output: %s %v", r.stdout, err)
 	}
 	srv := httptest.NewServer(wrap(http.FileServer(http.Dir(mirror))))

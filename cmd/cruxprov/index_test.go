@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/treelist"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
@@ -166,5 +169,55 @@ func TestIndexBuildFromNotADirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("%s was created", out)
+	}
+}
+
+// TestWheelSHA256AcrossCommands: a wheel's sha256 is written one way in
+// every --json document, sha256:<hex>: index build's files (and their
+// metadata files) as inspect's wheel and lock resolve's packages. index
+// build wrote bare hex, so a gate comparing them never matched.
+func TestWheelSHA256AcrossCommands(t *testing.T) {
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	doc := func(args ...string) map[string]any {
+		t.Helper()
+		r := cruxprov(t, append(args, "--json")...)
+		var v map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil {
+			t.Fatalf("%v: %v %+v", args, err, r)
+		}
+		return v
+	}
+	built := doc("index", "build", filepath.Join(t.TempDir(), "index"), "--from", filepath.Dir(fx.Echo.Path))
+	if built["schema"] != "cruxprov.index.build/v2" {
+		t.Errorf("index build schema %v", built["schema"])
+	}
+	indexed := map[string]string{}
+	for _, f := range built["files"].([]any) {
+		f := f.(map[string]any)
+		sum, _ := f["sha256"].(string)
+		if _, err := digest.Parse(sum); err != nil {
+			t.Errorf("index build: %s sha256 %q: %v", f["filename"], sum, err)
+		}
+		if m, ok := f["metadata_sha256"].(string); ok {
+			if _, err := digest.Parse(m); err != nil {
+				t.Errorf("index build: %s metadata_sha256 %q: %v", f["filename"], m, err)
+			}
+		}
+		indexed[f["filename"].(string)] = sum
+	}
+	w := doc("inspect", fx.Echo.Path)["wheel"].(map[string]any)
+	if got := indexed[w["filename"].(string)]; got != w["sha256"] {
+		t.Errorf("%s: index build says %s, inspect %s", w["filename"], got, w["sha256"])
+	}
+	plats := doc("lock", "resolve", "--wheel", fx.Echo.Path, "--platform", "cp311-manylinux_2_17_x86_64")["platforms"].([]any)
+	pkgs := plats[0].(map[string]any)["packages"].([]any)
+	if len(pkgs) == 0 {
+		t.Fatal("lock resolve resolved no package")
+	}
+	for _, p := range pkgs {
+		p := p.(map[string]any)
+		if got := indexed[p["filename"].(string)]; got != p["sha256"] {
+			t.Errorf("%s: index build says %s, lock resolve %s", p["filename"], got, p["sha256"])
+		}
 	}
 }
