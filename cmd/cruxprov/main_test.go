@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -457,5 +458,27 @@ func TestMissingInputFileIsUsage(t *testing.T) {
 				t.Errorf("%v: %+v", c.args, r)
 			}
 		})
+	}
+}
+
+// TestEmitKeepsIntegersExact: --json writes every integer as its exact
+// digits, past 2^53 (where a float64 would round) and past int64 (a
+// provider's result), not through a float64 (emit's UseNumber).
+func TestEmitKeepsIntegersExact(t *testing.T) {
+	var buf bytes.Buffer
+	o := &opts{json: true, stdout: &buf}
+	v := struct {
+		A int64           `json:"a"`
+		B int64           `json:"b"`
+		C uint64          `json:"c"`
+		R json.RawMessage `json:"r"`
+	}{1<<53 + 1, math.MaxInt64, math.MaxUint64, json.RawMessage(`{"n":123456789012345678901234567890,"m":-9007199254740993}`)}
+	if err := o.emit("cruxprov.test/v1", v, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"a": 9007199254740993`, `"b": 9223372036854775807`, `"c": 18446744073709551615`, `"n": 123456789012345678901234567890`, `"m": -9007199254740993`, `"schema": "cruxprov.test/v1"`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no %s in %s", want, buf.String())
+		}
 	}
 }
