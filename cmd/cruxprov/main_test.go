@@ -482,3 +482,33 @@ func TestEmitKeepsIntegersExact(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionFlag: cruxprov --version (and -v) prints the version, as
+// cruxprov version does; it was a usage error, "a command is required".
+func TestVersionFlag(t *testing.T) {
+	for _, f := range []string{"--version", "-v"} {
+		if r := cruxprov(t, f); r.code != 0 || !strings.HasPrefix(r.stdout, "cruxprov ") {
+			t.Errorf("%s: %+v", f, r)
+		}
+	}
+	r := cruxprov(t, "--version", "--json")
+	var v struct{ Schema string }
+	if err := json.Unmarshal([]byte(r.stdout), &v); r.code != 0 || err != nil || v.Schema != "cruxprov.version/v1" {
+		t.Errorf("--version --json: %+v %v", r, err)
+	}
+}
+
+// TestFlagValueThatIsAFlag: a flag whose value was forgotten does not take
+// the next flag for its value: "--home --json verify x" took --json for
+// the home and ran without the JSON asked for. It is a usage error saying
+// how to give such a value on purpose.
+func TestFlagValueThatIsAFlag(t *testing.T) {
+	for _, args := range [][]string{{"--home", "--json", "verify", "x"}, {"env", "create", "x.whl", "--platform", "--json"}, {"verify", "x", "--entrypoint", "--deep"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cruxprov(t, args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, "needs a value, not the flag") {
+				t.Errorf("%v: %+v", args, r)
+			}
+		})
+	}
+}

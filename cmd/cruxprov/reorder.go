@@ -46,6 +46,15 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				help = true
 				continue
 			}
+			if (name == "version" || name == "v") && leaf == nil && !hasValue {
+				// cruxprov --version is cruxprov version, as in most tools.
+				if c := findCommand(level, "version"); c != nil {
+					leaf, path, level = c, append(path, c.Name), nil
+					leafFlags = flagIndex(c.Flags)
+					leafFlags["help"], leafFlags["h"] = false, false
+					continue
+				}
+			}
 			if leafFlags != nil {
 				if takes, ok := leafFlags[name]; ok {
 					local = append(local, a)
@@ -56,6 +65,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 						i++
 						if rest[i] == "" {
 							return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
+						}
+						if isFlag(rest[i], leafFlags, global) {
+							return nil, path, usagef("flag %s needs a value, not the flag %s (give %s=%s if that is the value)", a, rest[i], a, rest[i])
 						}
 						local = append(local, rest[i])
 					}
@@ -77,6 +89,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				i++
 				if rest[i] == "" {
 					return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
+				}
+				if isFlag(rest[i], leafFlags, global) {
+					return nil, path, usagef("flag %s needs a value, not the flag %s (give %s=%s if that is the value)", a, rest[i], a, rest[i])
 				}
 				globals = append(globals, rest[i])
 			}
@@ -184,4 +199,17 @@ func findCommand(cs []*cli.Command, name string) *cli.Command {
 		}
 	}
 	return nil
+}
+
+// isFlag reports whether a, given as a flag's value, is one of the
+// command's or the global flags: "--home --json" forgot the home, and
+// taking --json for it would run without the JSON the caller asked for.
+func isFlag(a string, leafFlags, global map[string]bool) bool {
+	if len(a) < 2 || a[0] != '-' {
+		return false
+	}
+	name, _ := flagName(a)
+	_, l := leafFlags[name]
+	_, g := global[name]
+	return l || g
 }
