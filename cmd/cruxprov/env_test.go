@@ -515,17 +515,21 @@ func TestEnvCreateFixtureProviders(t *testing.T) {
 // blames --python or says materialize_failed.
 func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
 	home, lock := envHome(t, 3, 400)
-	slow := filepath.Join(t.TempDir(), "python")
-	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+	// The slow interpreter says when it runs: a fixed wait was too short
+	// for a loaded machine, where the signal came before cruxprov had
+	// installed its handler (and killed it, exit -1).
+	sd := t.TempDir()
+	slow, probing := filepath.Join(sd, "python"), filepath.Join(sd, "probing")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\n: >"+probing+"\nexec sleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	probeArgs := []string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", slow, "--offline"}
 	for name, tc := range map[string]struct {
 		args  []string
-		after time.Duration
+		ready string // a file whose existence says the stage is reached
 	}{
-		"probe":   {probeArgs, 300 * time.Millisecond},
-		"install": {createArgs(home, lock), 0},
+		"probe":   {probeArgs, probing},
+		"install": {createArgs(home, lock), ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.Command(bin, tc.args...)
@@ -538,8 +542,13 @@ func TestEnvCreateSIGINTExitsInterrupted(t *testing.T) {
 			}
 			pw.Close()
 			defer pr.Close()
-			if tc.after > 0 {
-				time.Sleep(tc.after)
+			if tc.ready != "" {
+				for i := 0; i < 2000; i++ {
+					if _, err := os.Stat(tc.ready); err == nil {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
 			} else {
 				// Wait until the store has a staging directory (the
 				// install has begun), bounded.
