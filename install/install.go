@@ -12,6 +12,7 @@
 package install
 
 import (
+	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -19,11 +20,13 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Options is one install.
@@ -91,6 +94,20 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	sum := digest.Sum(o.WheelData)
 	if !o.SHA256.IsZero() && o.SHA256 != sum {
 		return nil, refusal.New(refusal.HashMismatch, "%s hashes to %s, not %s", o.WheelName, sum, o.SHA256)
+	}
+	// The interfaces are checked before anything is built: an operator
+	// who has not registered them yet learns it at once, not after every
+	// platform's env (providerOf checks them again with what it proposes).
+	w, err := wheel.OpenReader(bytes.NewReader(o.WheelData), int64(len(o.WheelData)), o.WheelName)
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInterfaces(ctx, reg, m); err != nil {
+		return nil, err
 	}
 	// The store stays held, shared, until the change-set is proposed: a gc
 	// (which holds it exclusive) never sees the envs built here before a
@@ -173,13 +190,8 @@ func providerOf(ctx context.Context, reg registry.Reader, r *pipeline.Result, su
 	if m == nil || r.Root == nil {
 		return nil, refusal.New(refusal.ManifestMissing, "install needs a provider's root wheel")
 	}
-	ifaces, err := reg.Interfaces(ctx)
-	if err != nil {
+	if err := checkInterfaces(ctx, reg, m); err != nil {
 		return nil, err
-	}
-	known := map[string]digest.Digest{}
-	for _, i := range ifaces {
-		known[i.ID] = i.Digest
 	}
 	p := &registry.Provider{
 		Name:           m.Name,
@@ -197,26 +209,7 @@ func providerOf(ctx context.Context, reg registry.Reader, r *pipeline.Result, su
 	if m.Budgets.OutputBytes > 0 {
 		p.Budgets["output_bytes"] = m.Budgets.OutputBytes
 	}
-	// Every interface the registry lacks, at once: one at a time, an
-	// operator registered, installed and was refused again per interface.
-	var missing []string
 	for _, e := range m.Entrypoints {
-		if _, ok := known[e.Interface.ID]; !ok && !slices.Contains(missing, e.Interface.ID) {
-			missing = append(missing, e.Interface.ID)
-		}
-	}
-	switch len(missing) {
-	case 0:
-	case 1:
-		return nil, refusal.New(refusal.InterfaceUnregistered, "%s implements interface %s, which the registry does not know; register its schema first (cruxprov interface register %s --schema FILE)", m.Name, missing[0], missing[0])
-	default:
-		return nil, refusal.New(refusal.InterfaceUnregistered, "%s implements interfaces the registry does not know: %s; register each one's schema first (cruxprov interface register ID --schema FILE)", m.Name, strings.Join(missing, ", "))
-	}
-	for _, e := range m.Entrypoints {
-		d := known[e.Interface.ID]
-		if d != e.Interface.Digest {
-			return nil, refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d)
-		}
 		impl, err := e.ImplementationDigest(sum)
 		if err != nil {
 			return nil, err
@@ -228,6 +221,40 @@ func providerOf(ctx context.Context, reg registry.Reader, r *pipeline.Result, su
 		})
 	}
 	return p, nil
+}
+
+// checkInterfaces checks that the registry knows every interface m's
+// entrypoints implement, at the digest they name.
+func checkInterfaces(ctx context.Context, reg registry.Reader, m *manifest.Manifest) error {
+	ifaces, err := reg.Interfaces(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]digest.Digest{}
+	for _, i := range ifaces {
+		known[i.ID] = i.Digest
+	}
+	// Every interface the registry lacks, at once: one at a time, an
+	// operator registered, installed and was refused again per interface.
+	var missing []string
+	for _, e := range m.Entrypoints {
+		if _, ok := known[e.Interface.ID]; !ok && !slices.Contains(missing, e.Interface.ID) {
+			missing = append(missing, e.Interface.ID)
+		}
+	}
+	switch len(missing) {
+	case 0:
+	case 1:
+		return refusal.New(refusal.InterfaceUnregistered, "%s implements interface %s, which the registry does not know; register its schema first (cruxprov interface register %s --schema FILE)", m.Name, missing[0], missing[0])
+	default:
+		return refusal.New(refusal.InterfaceUnregistered, "%s implements interfaces the registry does not know: %s; register each one's schema first (cruxprov interface register ID --schema FILE)", m.Name, strings.Join(missing, ", "))
+	}
+	for _, e := range m.Entrypoints {
+		if d := known[e.Interface.ID]; d != e.Interface.Digest {
+			return refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d)
+		}
+	}
+	return nil
 }
 
 // materialization is one platform's entry: a sealed local env, or the

@@ -3,6 +3,7 @@ package install
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,6 +120,20 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 	for _, want := range []string{"acme.echo", "acme.diagnostics", "cruxprov interface register"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	// Refused before anything was built or fetched: no env, no blob (it
+	// built the host env first, then refused).
+	for _, sub := range []string{"envs", "blobs"} {
+		var found []string
+		filepath.WalkDir(filepath.Join(dir, "store", sub), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if len(found) > 0 {
+			t.Errorf("the refused install wrote %v", found)
 		}
 	}
 }
