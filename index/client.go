@@ -312,8 +312,9 @@ func (e *RequestError) Error() string { return fmt.Sprintf("GET %s: %v", e.URL, 
 func (e *RequestError) Unwrap() error { return e.Err }
 
 // Retryable reports whether err is worth another attempt: a 5xx or 429
-// response, a timeout of ours, or a transport failure. Refusals and the
-// caller's own cancellation are not.
+// response, a timeout of ours, or a transport failure. Refusals, the
+// caller's own cancellation, TLS trust failures and a host name the name
+// server says does not exist are not.
 func Retryable(err error) bool {
 	if err == nil || refusal.CodeOf(err) != "" || errors.Is(err, context.Canceled) {
 		return false
@@ -335,6 +336,10 @@ func Retryable(err error) bool {
 	var ci x509.CertificateInvalidError
 	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
 		return false // TLS trust does not come back by retrying
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return false // the name server said the host does not exist
 	}
 	var re *RequestError
 	if errors.As(err, &re) {
@@ -537,6 +542,10 @@ func (c *Client) pageRefusal(name string, err error) error {
 	}
 	if r := c.accessRefused(err, "project "+pep503.Normalize(name)); r != nil {
 		return r
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return refusal.Wrap(refusal.FetchFailed, err, "the index %s: its host %s does not exist (no such host); check the index URL (--index, the config's index)", c.BaseURL(), dns.Name)
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", pep503.Normalize(name), c.BaseURL())
 }

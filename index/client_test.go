@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -525,5 +526,36 @@ func TestRetryAfter(t *testing.T) {
 				t.Errorf("retry waits %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNoSuchHostIsNotRetried: an index whose host the name server says
+// does not exist (a typo in --index) is refused at once, fetch_failed
+// saying so; it was retried four times like a dropped connection, and the
+// refusal said the index "failed 4 times".
+func TestNoSuchHostIsNotRetried(t *testing.T) {
+	const host = "cruxprov-no-such-host.invalid"
+	var dns *net.DNSError
+	if _, err := net.DefaultResolver.LookupHost(context.Background(), host); !errors.As(err, &dns) || !dns.IsNotFound {
+		t.Skipf("this machine's resolver does not say %s does not exist: %v", host, err)
+	}
+	var retries int
+	c, err := New("https://"+host+"/simple/", Options{Attempts: 4, Backoff: time.Second, Events: func(e Event) {
+		if e.Kind == EventRetry {
+			retries++
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Project(context.Background(), "alpha")
+	if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "check the index URL") {
+		t.Errorf("Project: %v", err)
+	}
+	if retries != 0 {
+		t.Errorf("%d retries of a host that does not exist", retries)
+	}
+	if Retryable(err) {
+		t.Error("Retryable says yes")
 	}
 }
