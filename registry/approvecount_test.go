@@ -166,3 +166,27 @@ func clockedDir(t *testing.T) (*registry.Dir, *time.Time) {
 	d.Now = func() time.Time { return clock }
 	return d, &clock
 }
+
+// TestTrustKeyNameTaken: trusting a name that is taken says what to do:
+// the same key again has nothing to change; another key under a taken
+// name is told to take another name or untrust the old one first. Both
+// said only "a key named alice is already trusted".
+func TestTrustKeyNameTaken(t *testing.T) {
+	ctx := context.Background()
+	d, _ := clockedDir(t)
+	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, alice.Key, "test"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.TrustKey(ctx, alice.Key, "test")
+	wantRefusal(t, err, refusal.ChangesetInvalid)
+	if !strings.Contains(err.Error(), "this very key") || !strings.Contains(err.Error(), "nothing to change") {
+		t.Errorf("the same key again: %v", err)
+	}
+	other := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	_, err = d.TrustKey(ctx, other.Key, "test")
+	wantRefusal(t, err, refusal.ChangesetInvalid)
+	if !strings.Contains(err.Error(), "--name") || !strings.Contains(err.Error(), "key untrust alice") {
+		t.Errorf("another key under the name: %v", err)
+	}
+}
