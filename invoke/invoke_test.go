@@ -535,3 +535,76 @@ func killedMain() int {
 	fmt.Fprintln(os.Stderr, err)
 	return 1
 }
+
+// TestBwrapInterpreterOutsideBin: the bubblewrap preset of an interpreter
+// whose real path is not PREFIX/bin (a build unpacked under /opt, its
+// stdlib at /opt/py/lib/pythonX.Y beside the executable) binds the stdlib
+// CPython itself finds (the first lib/pythonX.Y/os.py in a directory
+// above the executable, as getpath searches), and the run answers. Before,
+// only PREFIX/bin's parent was tried: nothing of the stdlib was visible,
+// and the run ended "harness exited 1" with Python's fatal
+// "No module named 'encodings'" in the stderr tail. An interpreter whose
+// stdlib is in no directory above it (a compiled-in prefix) is refused
+// invoke_failed before anything runs, saying what to do.
+func TestBwrapInterpreterOutsideBin(t *testing.T) {
+	fixture(t)
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here: %v %s", err, out)
+	}
+	real, _ := filepath.EvalSymlinks(python)
+	out, err := exec.Command(python, "-I", "-c", "import platform, sysconfig; print(platform.python_version()); print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(out))
+	version, stdlib := f[0], f[1]
+	xy := version[:strings.LastIndexByte(version, '.')]
+	base, err := os.MkdirTemp("", "cruxprov-invoke-opt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeTree(base)
+	os.Chmod(base, 0o755)
+	// /opt/py/python3.X with /opt/py/lib/python3.X: no bin directory.
+	opt := filepath.Join(base, "opt", "py")
+	if err := os.MkdirAll(filepath.Join(opt, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(opt, "python"+xy)
+	if err := os.WriteFile(py, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(stdlib, filepath.Join(opt, "lib", "python"+xy)); err != nil {
+		t.Fatal(err)
+	}
+	f2, err := invoketest.BuildLocal(context.Background(), filepath.Join(base, "fx"), py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, path := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: invoke.BwrapFor(bwrap, py, version, "")}
+	res, err := ex.Run(context.Background(), f2.Call("probe", nil, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != invoke.StatusOK {
+		r, _ := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+		t.Fatalf("%s %+v; stderr tail: %s", res.Status, res.Error, r.Attempts[0].Outcome.StderrTail)
+	}
+
+	// No stdlib above the interpreter for this version: refused, with
+	// nothing spawned.
+	ex.Sandbox = invoke.BwrapFor(bwrap, py, "3.99.0", "")
+	res, err = ex.Run(context.Background(), f2.Call("probe", nil, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"}))
+	if refusal.CodeOf(err) != refusal.InvokeFailed || res != nil || !strings.Contains(err.Error(), "lib/python3.99") {
+		t.Fatalf("an interpreter without a stdlib above it: %+v, %v; want %s naming lib/python3.99", res, err, refusal.InvokeFailed)
+	}
+}

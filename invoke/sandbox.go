@@ -2,10 +2,13 @@ package invoke
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // Sandbox gives the launcher argv prepended to the interpreter's for one
@@ -33,10 +36,17 @@ type Bwrap struct {
 	Path string
 	// ReadOnly are the host paths bound read-only besides the env.
 	ReadOnly []string
+
+	unusable string // BwrapFor's reason the interpreter cannot run in it
 }
 
-// Argv implements Sandbox.
+// Argv implements Sandbox. A preset BwrapFor made for an interpreter whose
+// standard library it cannot find is refused invoke_failed, saying what
+// to do, before anything runs.
 func (b Bwrap) Argv(c *Call, workdir string) ([]string, error) {
+	if b.unusable != "" {
+		return nil, refusal.New(refusal.InvokeFailed, "%s", b.unusable)
+	}
 	path := b.Path
 	if path == "" {
 		path = "bwrap"
@@ -76,8 +86,50 @@ func (b Bwrap) Argv(c *Call, workdir string) ([]string, error) {
 // version ("3.11.7"), with its libpython's real path libpython ("":
 // statically linked), as a seal records them (seal.InterpreterIdentity).
 // Its ReadOnly are InterpreterPaths.
+//
+// Where no directory above the interpreter holds its stdlib (CPython then
+// falls back to the prefix compiled into it, which cannot be known without
+// running it), the preset refuses every run (Argv) invoke_failed naming
+// the interpreter and what to do: inside the sandbox it would find no
+// stdlib and die with Python's opaque "No module named 'encodings'".
 func BwrapFor(path, python, version, libpython string) Bwrap {
-	return Bwrap{Path: path, ReadOnly: InterpreterPaths(python, version, libpython)}
+	b := Bwrap{Path: path, ReadOnly: InterpreterPaths(python, version, libpython)}
+	if xy := minorVersion(version); xy != "" {
+		if _, ok := stdlibDirs(python, xy); !ok {
+			b.unusable = fmt.Sprintf("--sandbox bwrap cannot show the sealed interpreter %s its standard library: no directory above it holds lib/python%s/os.py, "+
+				"so CPython uses the prefix compiled into it, which the sandbox cannot know; run without the sandbox, or seal the env on an interpreter "+
+				"installed as PREFIX/bin/python%s with its stdlib in PREFIX/lib/python%s (a python.org, pyenv or distribution build)", python, xy, xy, xy)
+		}
+	}
+	return b
+}
+
+// stdlibDirs returns the stdlib directories CPython's getpath finds for
+// the interpreter at real path python, of version xy ("3.11"), searching
+// up from the directory it is in as getpath does: the first directory
+// holding lib/pythonX.Y/os.py (or os.pyc; lib64 for a platlibdir of
+// lib64) is its prefix, the first holding lib/pythonX.Y/lib-dynload its
+// exec prefix. ok is false when no prefix was found.
+func stdlibDirs(python, xy string) (dirs []string, ok bool) {
+	found := func(landmarks ...string) []string {
+		for d := filepath.Dir(python); ; d = filepath.Dir(d) {
+			var hits []string
+			for _, lib := range []string{"lib", "lib64"} {
+				sub := filepath.Join(d, lib, "python"+xy)
+				for _, l := range landmarks {
+					if _, err := os.Stat(filepath.Join(sub, l)); err == nil {
+						hits = append(hits, sub)
+						break
+					}
+				}
+			}
+			if len(hits) > 0 || d == filepath.Dir(d) {
+				return hits
+			}
+		}
+	}
+	prefix := found("os.py", "os.pyc")
+	return append(prefix, found("lib-dynload")...), len(prefix) > 0
 }
 
 // InterpreterPaths returns the host paths a run of the interpreter at real
@@ -85,7 +137,10 @@ func BwrapFor(path, python, version, libpython string) Bwrap {
 // without running it: the interpreter; its stdlib, PREFIX/lib/pythonX.Y
 // and PREFIX/lib64/pythonX.Y where PREFIX is the parent of the bin
 // directory the interpreter is in (its sys.base_prefix for the usual
-// layouts); the directory of libpython, if any; and, read from the
+// layouts), and the stdlib and lib-dynload directories CPython's getpath
+// finds above the interpreter wherever it is (stdlibDirs: a build
+// unpacked as /opt/py/python3.11 with /opt/py/lib/python3.11); the
+// directory of libpython, if any; and, read from the
 // interpreter's ELF header, the directory of its dynamic loader as named
 // and as resolved (the system library directory, where libc and the
 // libraries beside it are). A path that does not exist is bound by Bwrap
@@ -97,6 +152,10 @@ func InterpreterPaths(python, version, libpython string) []string {
 		if xy := minorVersion(version); xy != "" {
 			ro = append(ro, filepath.Join(prefix, "lib", "python"+xy), filepath.Join(prefix, "lib64", "python"+xy))
 		}
+	}
+	if xy := minorVersion(version); xy != "" {
+		dirs, _ := stdlibDirs(python, xy)
+		ro = append(ro, dirs...)
 	}
 	if libpython != "" {
 		ro = append(ro, filepath.Dir(libpython))
