@@ -98,12 +98,15 @@ func secretForms(v string) []string {
 
 // urlForms are v percent-encoded as a URL's query or path carries it (a
 // token in an egress URL): Go's and Python's query escaping (space as
-// "+" or "%20"), path escaping with and without "/", each with upper- and
-// lower-case hex.
+// "+" or "%20": url.QueryEscape, urllib.parse.quote_plus and
+// quote(safe="")), Python's path escaping (urllib.parse.quote, which
+// keeps "/" and escapes the sub-delimiters Go's path escaping keeps), Go's
+// path escaping with and without "/", each with upper- and lower-case hex.
 func urlForms(v string) []string {
 	q, p := url.QueryEscape(v), url.PathEscape(v)
+	q20 := strings.ReplaceAll(q, "+", "%20")
 	var out []string
-	for _, f := range []string{q, strings.ReplaceAll(q, "+", "%20"), p, strings.ReplaceAll(p, "%2F", "/")} {
+	for _, f := range []string{q, q20, strings.ReplaceAll(q20, "%2F", "/"), p, strings.ReplaceAll(p, "%2F", "/")} {
 		out = append(out, f, pctLower.ReplaceAllStringFunc(f, strings.ToLower))
 	}
 	return out

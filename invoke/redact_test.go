@@ -1,6 +1,9 @@
 package invoke
 
 import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -38,6 +41,56 @@ func TestRedactText(t *testing.T) {
 	} {
 		if got := r.text(in); got == in || !strings.Contains(got, redacted) {
 			t.Errorf("text(%q) = %q", in, got)
+		}
+	}
+}
+
+// TestRedactPythonForms: every encoding docs/executor.md promises is
+// redacted, each form written by a real Python (the provider's side) as a
+// provider would put a secret in a message or a URL: raw, repr and ascii
+// (whichever quote Python picks), json.dumps with and without ASCII
+// escapes, urllib.parse.quote (path: "/" kept), quote(safe=""),
+// quote_plus and urlencode (query), and each percent-encoding with
+// lower-case hex.
+func TestRedactPythonForms(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	values := []string{
+		"tok+AbC/xyz== ü", "a/b+c", "p@ss:w;rd$&,=/x", "al\"pha\\back\nslash-é☃-α",
+		"b'eta-\u2028-t0k3n-\u00ff\\x", `both'and"`, "tab\there\x7f", "emoji😀-\u00a0-\u00ad-end",
+	}
+	const script = `
+import json, sys, urllib.parse
+out = []
+for v in json.load(sys.stdin):
+    forms = {"raw": v, "repr": repr(v)[1:-1], "ascii": ascii(v)[1:-1],
+             "json": json.dumps(v)[1:-1], "json-utf8": json.dumps(v, ensure_ascii=False)[1:-1],
+             "quote": urllib.parse.quote(v), "quote-nosafe": urllib.parse.quote(v, safe=""),
+             "quote_plus": urllib.parse.quote_plus(v), "urlencode": urllib.parse.urlencode({"t": v})[2:]}
+    for k in ("quote", "quote-nosafe", "quote_plus"):
+        forms[k + "-lower"] = __import__("re").sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), forms[k])
+    out.append(forms)
+json.dump(out, sys.stdout)
+`
+	in, _ := json.Marshal(values)
+	cmd := exec.Command(py, "-I", "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forms []map[string]string
+	if err := json.Unmarshal(b, &forms); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range values {
+		r := newRedactor([]string{v})
+		for name, f := range forms[i] {
+			if got := r.text("<" + f + ">"); got != "<"+redacted+">" {
+				t.Errorf("%q: Python's %s form %q: redacted to %q", v, name, f, got)
+			}
 		}
 	}
 }
