@@ -196,7 +196,8 @@ type PlatformImage struct {
 // path) and compiles the bytecode; the provenance names it. Otherwise
 // interpreter_mismatch. Refusals: base_image_unpinned, image_digest_mismatch
 // (a base blob that does not hash to its name), interpreter_mismatch,
-// platform_unsupported, and the pipeline's.
+// platform_unsupported, fetch_failed (a push the registry did not take:
+// not reached, credentials refused, its own failure), and the pipeline's.
 func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if len(o.Platforms) == 0 {
 		return nil, errors.New("no platform")
@@ -343,7 +344,10 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			pub = o.Key.Public()
 		}
 		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, o.Remote); err != nil {
-			return nil, fmt.Errorf("cannot push to %s%s: %w", o.Push, pushAdvice(*push, err), err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("interrupted while pushing to %s (no tag was moved): %w", push, err)
+			}
+			return nil, pushFailed(*push, err)
 		}
 		res.References = append(res.References, push.Name()+"@"+res.Digest.String())
 	}

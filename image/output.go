@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -369,16 +370,29 @@ func notThere(err error) bool {
 	return false
 }
 
-// pushAdvice is what a push failure means for the one who runs the
-// build, when go-containerregistry's error does not say it ("unexpected
-// status code 401 Unauthorized (HEAD responses have no body, use GET
-// for details)"): "" otherwise.
-func pushAdvice(repo name.Repository, err error) string {
+// pushFailed types a push to repo that failed with err. The registry
+// not taking the push — not reached, the connection dropped half-way,
+// credentials refused, its own failure (any HTTP status) — is fetch_failed,
+// as image verify says of a registry it cannot read (DESIGN §2), with
+// what to do about it: go-containerregistry's error does not say it
+// ("unexpected status code 401 Unauthorized (HEAD responses have no
+// body, use GET for details)"). A refusal (a base blob that does not hash
+// to its name, read as it is pushed) stays what it is; anything else (a
+// file of this host that could not be read) is returned as it is.
+// Whatever a failed push left in the registry is named by no tag it
+// moved, and does not verify: its signature or attestations are missing.
+func pushFailed(repo name.Repository, err error) error {
+	const again = "; run the build again (a failed push moves no tag)"
+	var te *transport.Error
 	switch {
+	case refusal.CodeOf(err) != "":
+		return err
 	case credentialsRefused(err):
-		return credentialsAdvice(repo.RegistryStr())
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s", repo, err, credentialsAdvice(repo.RegistryStr()))
+	case errors.As(err, &te):
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", repo, err, te.StatusCode, again)
 	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed
-		return notReachedAdvice
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v (the registry was not reached, or the connection to it broke: check its host, the network and credentials)%s", repo, err, again)
 	}
-	return ""
+	return fmt.Errorf("cannot push to %s: %w", repo, err)
 }

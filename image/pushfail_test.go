@@ -1,0 +1,138 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// TestPushFailureRefused: a push the registry does not take — it is down,
+// refuses the credentials, fails (5xx), or the connection is cut half-way
+// through a layer's upload or after the image but before its signature —
+// is a fetch_failed refusal (DESIGN §2: exit 78, like image verify's
+// registry not reached) whose detail says what to do, never a bare error
+// (exit 1). What a failed push left in the registry does not verify. The
+// registry is a real docker-registry behind a loopback proxy that
+// misbehaves.
+func TestPushFailureRefused(t *testing.T) {
+	host := startDockerRegistry(t)
+	target, _ := url.Parse("http://" + host)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	key := testKey(t)
+	keys := []*sign.PublicKey{key.Public()}
+	fx, client := testIndex(t)
+	base, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(push, out string) (*Result, error) {
+		return Build(context.Background(), st, Options{
+			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
+			Push: push, Output: out,
+		})
+	}
+	// The digest every push below is of (the build is reproducible).
+	ref, err := build("", filepath.Join(t.TempDir(), "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	upload := regexp.MustCompile(`^/v2/.+/blobs/uploads/`)
+	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
+	// cut reads a little of the request's body and drops the connection.
+	cut := func(w http.ResponseWriter, r *http.Request) {
+		io.CopyN(io.Discard, r.Body, 512)
+		c, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	}
+	front := func(bad func(w http.ResponseWriter, r *http.Request) bool) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !bad(w, r) {
+				proxy.ServeHTTP(w, r)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	for _, c := range []struct {
+		name, host, says string
+	}{
+		{"registry down", closed, "not reached"},
+		{"credentials refused", front(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.URL.Path == "/v2/" {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`))
+			return true
+		}), "refused the credentials"},
+		{"registry fails", front(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Method != http.MethodPost || !upload.MatchString(r.URL.Path) {
+				return false
+			}
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte("<html>\n<body>internal error</body>\n</html>\n"))
+			return true
+		}), "failed"},
+		{"cut during a layer", front(func(w http.ResponseWriter, r *http.Request) bool {
+			if (r.Method != http.MethodPatch && r.Method != http.MethodPut) || !upload.MatchString(r.URL.Path) || r.ContentLength == 0 {
+				return false
+			}
+			cut(w, r)
+			return true
+		}), "not reached"},
+		{"cut before the signature", front(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Method != http.MethodPut || !sig.MatchString(r.URL.Path) {
+				return false
+			}
+			cut(w, r)
+			return true
+		}), "not reached"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := c.host + "/acme/" + strings.ReplaceAll(c.name, " ", "-")
+			start := time.Now()
+			_, err := build(repo+":1.0", "")
+			t.Logf("%v: %v", time.Since(start), err)
+			var re *refusal.Error
+			if refusal.CodeOf(err) != refusal.FetchFailed || !errors.As(err, &re) || !strings.Contains(re.Detail, "cannot push to "+repo) || !strings.Contains(re.Detail, c.says) {
+				t.Fatalf("push: %v (code %q), want fetch_failed saying %q", err, refusal.CodeOf(err), c.says)
+			}
+			// Whatever reached the registry is not a verified image.
+			direct := host + "/acme/" + strings.ReplaceAll(c.name, " ", "-") + "@" + ref.Digest.String()
+			if _, err := Verify(context.Background(), direct, VerifyOptions{Keys: keys}); err == nil {
+				t.Errorf("the failed push's image verifies")
+			}
+		})
+	}
+}
