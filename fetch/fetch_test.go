@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -622,5 +623,59 @@ func TestNoSpace(t *testing.T) {
 		if strings.HasPrefix(h, ".tmp-") {
 			t.Errorf("temp left: %s", h)
 		}
+	}
+}
+
+// TestUnsizedEndless: a lock without sizes and an index that sends a
+// wheel without end (chunked, no Content-Length) cannot fill the store's
+// disk: the download is refused size_mismatch, saying to lock it with its
+// size, once it has taken half of the space that was free when it began,
+// and nothing is kept. Before, it wrote until the disk was full (up to
+// store.MaxUnsized, 8 GiB), and every other writer of that disk failed
+// meanwhile. The store is a real small tmpfs; the index a loopback server.
+func TestUnsizedEndless(t *testing.T) {
+	dir := testdir.Tmpfs(t, "48m")
+	const file = "alpha-1.0-py3-none-any.whl"
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/alpha/":
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, `<a href="/files/%s">%s</a>`, file, file)
+		case "/files/" + file:
+			buf := bytes.Repeat([]byte("PK endless "), 64<<10/11)
+			for r.Context().Err() == nil && sent.Load() < 1<<30 {
+				n, err := w.Write(buf)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := index.New(srv.URL+"/simple", index.Options{Backoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := lockfile.Resolution{Platform: "cp311-manylinux_2_36_x86_64", Packages: []lockfile.ResolvedWheel{
+		{Name: "alpha", Version: "1.0", Filename: file, SHA256: digest.Sum([]byte("the locked bytes"))}}}
+	_, err = Fetch(context.Background(), st, c, res, Options{Jobs: 1})
+	t.Logf("after %d bytes sent: %v", sent.Load(), err)
+	if refusal.CodeOf(err) != refusal.SizeMismatch || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "lock it with its size") {
+		t.Fatalf("an endless unsized download: %v (code %q), want size_mismatch saying to lock it with its size", err, refusal.CodeOf(err))
+	}
+	if sent.Load() > 40<<20 {
+		t.Errorf("the server sent %d bytes: the download went on past half the free space", sent.Load())
+	}
+	for _, h := range storeContents(t, st) {
+		t.Errorf("left in the store: %s", h)
 	}
 }

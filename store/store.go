@@ -263,9 +263,19 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 			f.Close()
 		}
 	}()
-	n, err := copyCtx(ctx, f, vr)
+	var src io.Reader = vr
+	var room *roomReader
+	if size <= 0 {
+		// Nor may it fill the disk below the cap: other writers of the
+		// disk (and this store's other downloads) need it too.
+		room = newRoomReader(vr, dir)
+		src = room
+	}
+	n, err := copyCtx(ctx, f, src)
 	var mismatch *verifying.Error
 	switch {
+	case room != nil && errors.Is(err, errNoRoom):
+		return nil, refusal.Wrap(refusal.SizeMismatch, err, "%d bytes for blob %s and no end yet, with no size given: a blob without a size may take half of the %d bytes that were free on the store's file system when it began, no more; lock it with its size", n, d, room.free)
 	case errors.As(err, &mismatch) && mismatch.Over() && size <= 0:
 		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "more than %d bytes for blob %s and no size was given; lock it with its size", int64(MaxUnsized), d)
 	case mismatch != nil && mismatch.SizeDiffers():
@@ -284,6 +294,53 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 // MaxUnsized bounds a blob written without a size (Write, Put): an index
 // that sends without end is cut off there.
 const MaxUnsized = 8 << 30
+
+// errNoRoom is a blob written without a size that took half of the space
+// free when it began.
+var errNoRoom = errors.New("half of the free space taken")
+
+// roomCheck is how many bytes roomReader reads between two looks at the
+// free space.
+const roomCheck = 4 << 20
+
+// roomReader reads r until the file system of dir has less than half of
+// the space that was free on it when it was made (errNoRoom): a blob
+// written without a size, from an index that sends without end, stops
+// there rather than fill the disk, whatever other downloads run beside it
+// (each stops at the same floor). Where the free space cannot be read, it
+// reads r as it is (MaxUnsized still bounds it).
+type roomReader struct {
+	r     io.Reader
+	dir   string
+	free  int64 // bytes free when made; -1 unknown
+	since int64 // bytes read since the last look
+}
+
+func newRoomReader(r io.Reader, dir string) *roomReader {
+	return &roomReader{r: r, dir: dir, free: freeBytes(dir)}
+}
+
+func (r *roomReader) Read(p []byte) (int, error) {
+	if r.free >= 0 && r.since >= roomCheck {
+		r.since = 0
+		if now := freeBytes(r.dir); now >= 0 && now < r.free/2 {
+			return 0, errNoRoom
+		}
+	}
+	n, err := r.r.Read(p)
+	r.since += int64(n)
+	return n, err
+}
+
+// freeBytes is what an unprivileged writer may still write on dir's file
+// system, -1 when it cannot be read.
+func freeBytes(dir string) int64 {
+	var sfs unix.Statfs_t
+	if unix.Statfs(dir, &sfs) != nil || sfs.Bsize <= 0 {
+		return -1
+	}
+	return int64(sfs.Bavail) * int64(sfs.Bsize)
+}
 
 // Commit makes pending blobs durable and visible: it fsyncs their temp
 // files (concurrently, so the journal commits once for many), renames
