@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -334,6 +335,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	o.Progress("write", "")
 	if o.Output != "" {
 		if err := writeLayout(ctx, o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				// The host's failure, as a full store is (exit 1): neither
+				// the image nor its inputs are at fault.
+				return nil, fmt.Errorf("no space left on the file system of the layout %s (%w): free space there and build again; the layout is as it was", o.Output, err)
+			}
 			return nil, fmt.Errorf("cannot write the layout %s: %w", o.Output, err)
 		}
 		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())
