@@ -277,6 +277,14 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Op
 	if err != nil {
 		return nil, err
 	}
+	// The new signature is added to the old image's config and layers,
+	// which go-containerregistry reads whole: a registry is not trusted
+	// with this host's memory (a config that claims gigabytes, or no
+	// size, and never ends). A cosign image's config is a few hundred
+	// bytes, its layers a handful.
+	if om.Config.Size < 0 || om.Config.Size > maxManifest || len(om.Layers) > maxCosignLayers {
+		return nil, refusal.New(refusal.FetchFailed, "%s in the registry is no cosign image (a config of %d bytes, %d layers; at most %d and %d): remove the tag, or check the registry", t, om.Config.Size, len(om.Layers), maxManifest, maxCosignLayers)
+	}
 	nm, err := img.Manifest()
 	if err != nil {
 		return nil, err
@@ -350,6 +358,10 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Op
 	}
 	return mutate.Append(old, adds...)
 }
+
+// maxCosignLayers bounds the layers of a .sig or .att image a push adds
+// to: one per signature or attestation made of the digest.
+const maxCosignLayers = 1024
 
 // notThere reports whether err is a registry's answer that a tag (or the
 // repository) does not exist.
