@@ -247,13 +247,22 @@ func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaTyp
 	if err != nil {
 		return nil, refusal.Wrap(refusal.ImageSignatureInvalid, err, "%s", tag)
 	}
+	if len(m.Layers) > maxCosignLayers {
+		return nil, refusal.New(refusal.ImageSignatureInvalid, "%s has %d layers, more than a cosign image may have (%d)", tag, len(m.Layers), maxCosignLayers)
+	}
 	var out []cosignLayer
+	var total int64
 	for _, l := range m.Layers {
 		if l.MediaType != mt {
 			continue
 		}
 		if l.Size > maxManifest {
 			return nil, refusal.New(refusal.ImageSignatureInvalid, "%s: a layer of %d bytes", tag, l.Size)
+		}
+		// Each layer is kept until every one is checked: the registry
+		// decides how many there are, not this host's memory.
+		if total += max(l.Size, 0); total > maxCosignBytes {
+			return nil, refusal.New(refusal.ImageSignatureInvalid, "%s: its %s layers are more than %d bytes together", tag, mt, maxCosignBytes)
 		}
 		rc, err := src.blob(ctx, l.Digest, l.Size)
 		if err != nil {
@@ -263,10 +272,21 @@ func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaTyp
 		if err != nil {
 			return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s: layer %s", tag, l.Digest)
 		}
+		if l.Size < 0 {
+			if total += int64(len(b)); total > maxCosignBytes {
+				return nil, refusal.New(refusal.ImageSignatureInvalid, "%s: its %s layers are more than %d bytes together", tag, mt, maxCosignBytes)
+			}
+		}
 		out = append(out, cosignLayer{desc: l, body: b})
 	}
 	return out, nil
 }
+
+// maxCosignBytes bounds the signature (or attestation) layers of one
+// .sig (.att) image that verify reads and keeps: a cosign image holds one
+// small layer per signature or attestation, a few MiB for an SBOM of a
+// large env.
+const maxCosignBytes = 32 << 20
 
 func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions, repo string, mr *ManifestReport) error {
 	var err error
