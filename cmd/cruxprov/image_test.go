@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,6 +277,40 @@ func TestImageBuildSignKeyMistakeNamesTheFlag(t *testing.T) {
 		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
 		if r := runCmd(t, cmd); r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --sign-key "+k+" ") {
 			t.Errorf("--sign-key %s: %+v", k, r)
+		}
+	}
+}
+
+// TestImagePushRefused: image build --push to a registry that is not
+// there exits 78 with one line, `refused: fetch_failed: cannot push to
+// REPO: …`, saying to check the registry's host and run the build again
+// (with --json, the refusal on stdout); it exited 1 with a bare error.
+func TestImagePushRefused(t *testing.T) {
+	baseLayout, baseDigest := imagetest.Base(t)
+	fx, idx := fixtureindex.Serve(t, t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := l.Addr().String() + "/acme/echo"
+	l.Close()
+	home := t.TempDir()
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"--home", home, "image", "build", "--wheel", fx.Echo.Path, "--index", idx,
+			"--platform", imagetest.Platform, "--base", "oci:" + baseLayout + "@" + baseDigest.String(),
+			"--shim", imagetest.Shim(t), "--push", repo + ":1.0"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000", "DOCKER_CONFIG="+t.TempDir())
+		r := runCmd(t, cmd)
+		if r.code != exitRefused || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "refused: fetch_failed: cannot push to "+repo+": ") ||
+			!strings.Contains(r.stderr, "not reached") || !strings.Contains(r.stderr, "run the build again") {
+			t.Errorf("json=%v: %+v", asJSON, r)
+		}
+		if asJSON && !strings.Contains(r.stdout, `"code": "fetch_failed"`) {
+			t.Errorf("json: %s", r.stdout)
 		}
 	}
 }
