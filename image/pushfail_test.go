@@ -23,7 +23,8 @@ import (
 
 // TestPushFailureRefused: a push the registry does not take — it is down,
 // refuses the credentials, fails (5xx), or the connection is cut half-way
-// through a layer's upload or after the image but before its signature —
+// through a layer's upload, after the image but before its signature, or
+// after the signature but before the attestations —
 // is a fetch_failed refusal (DESIGN §2: exit 78, like image verify's
 // registry not reached) whose detail says what to do, never a bare error
 // (exit 1). What a failed push left in the registry does not verify. The
@@ -66,6 +67,7 @@ func TestPushFailureRefused(t *testing.T) {
 	l.Close()
 	upload := regexp.MustCompile(`^/v2/.+/blobs/uploads/`)
 	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
+	att := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.att$`)
 	// cut reads a little of the request's body and drops the connection.
 	cut := func(w http.ResponseWriter, r *http.Request) {
 		io.CopyN(io.Discard, r.Body, 512)
@@ -113,6 +115,13 @@ func TestPushFailureRefused(t *testing.T) {
 		}), "not reached"},
 		{"cut before the signature", front(func(w http.ResponseWriter, r *http.Request) bool {
 			if r.Method != http.MethodPut || !sig.MatchString(r.URL.Path) {
+				return false
+			}
+			cut(w, r)
+			return true
+		}), "not reached"},
+		{"cut before the attestations", front(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Method != http.MethodPut || !att.MatchString(r.URL.Path) {
 				return false
 			}
 			cut(w, r)
