@@ -349,7 +349,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		if o.Key != nil {
 			pub = o.Key.Public()
 		}
-		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, o.Remote); err != nil {
+		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, withStall(o.Remote)); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("interrupted while pushing to %s (no tag was moved): %w", push, err)
 			}

@@ -96,7 +96,7 @@ func openSource(r Ref, opts []remote.Option) source {
 	if r.Repo == nil {
 		return layoutSource(r.Layout)
 	}
-	return &remoteSource{repo: *r.Repo, opts: opts}
+	return &remoteSource{repo: *r.Repo, opts: withStall(opts)}
 }
 
 type layoutSource string
