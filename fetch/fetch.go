@@ -398,11 +398,23 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 	if w.Size > 0 && length >= 0 && length != w.Size {
 		return nil, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the lock says %d; the index serves other bytes than were locked", w.Filename, index.Redact(f.URL), length, w.Size)
 	}
+	var src io.Reader = body
+	if w.Size <= 0 && f.Size > 0 {
+		// The lock gives no size, the index one (PEP 700): more bytes
+		// than it lists are not the file it lists, and are not written.
+		if length >= 0 && length != f.Size {
+			return nil, refusal.New(refusal.SizeMismatch, "%s: %s declares %d bytes, the %d bytes the index lists differ; the index serves other bytes than it lists", w.Filename, index.Redact(f.URL), length, f.Size)
+		}
+		if total <= 0 {
+			total = f.Size
+		}
+		src = &listedReader{r: body, left: f.Size, name: w.Filename, url: index.Redact(f.URL), size: f.Size}
+	}
 	emit(Event{Kind: EventStart, Filename: w.Filename, Total: total, Attempt: attempt})
 	// store.Write verifies the body while it streams (the lock's sha256
 	// and size, or at most store.MaxUnsized bytes when the lock gives no
 	// size), so nothing unverified is ever stored.
-	cr := &countingReader{r: body, emit: emit, name: w.Filename, total: total, eof: release}
+	cr := &countingReader{r: src, emit: emit, name: w.Filename, total: total, eof: release}
 	p, err := st.Write(ctx, w.SHA256, w.Size, cr)
 	if r := (*refusal.Error)(nil); errors.As(err, &r) && (r.Code == refusal.HashMismatch || r.Code == refusal.SizeMismatch) && !strings.HasPrefix(r.Detail, w.Filename) {
 		// The store knows the blob by its digest; the operator, by the
@@ -412,6 +424,26 @@ func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w
 		return nil, &named
 	}
 	return p, err
+}
+
+// listedReader reads a body the lock gives no size for at most the size
+// the index lists, and refuses size_mismatch at the first byte past it.
+type listedReader struct {
+	r         io.Reader
+	left      int64
+	name, url string
+	size      int64
+}
+
+func (l *listedReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	if l.left -= int64(n); l.left < 0 {
+		return 0, refusal.New(refusal.SizeMismatch, "%s from %s: more than the %d bytes the index lists; the index serves other bytes than it lists", l.name, l.url, l.size)
+	}
+	return n, err
 }
 
 // countingReader reports progress and calls eof when the body ends.

@@ -679,3 +679,58 @@ func TestUnsizedEndless(t *testing.T) {
 		t.Errorf("left in the store: %s", h)
 	}
 }
+
+// TestUnsizedListedSize: a lock without sizes, on an index whose JSON
+// page lists the file's size (PEP 700), stops the download at that size:
+// a body that goes on past it (chunked, no Content-Length) is
+// size_mismatch naming the size the index lists, after a few KiB rather
+// than after half the disk; so is a Content-Length other than it. Before, only the hash at the end (or half the
+// free space) stopped it.
+func TestUnsizedListedSize(t *testing.T) {
+	const file = "alpha-1.0-py3-none-any.whl"
+	var sent atomic.Int64
+	var dirName atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/alpha/":
+			w.Header().Set("Content-Type", "application/vnd.pypi.simple.v1+json")
+			fmt.Fprintf(w, `{"meta":{"api-version":"1.1"},"name":"alpha","files":[{"filename":%q,"url":"/%s/%s","hashes":{},"size":4096}]}`, file, dirName.Load(), file)
+		case "/declared/" + file:
+			w.Header().Set("Content-Length", "5000")
+			w.Write(bytes.Repeat([]byte("x"), 5000))
+		case "/files/" + file:
+			buf := bytes.Repeat([]byte("PK listed "), 64<<10/10)
+			for r.Context().Err() == nil && sent.Load() < 8<<20 {
+				n, err := w.Write(buf)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := lockfile.Resolution{Platform: "cp311-manylinux_2_36_x86_64", Packages: []lockfile.ResolvedWheel{
+		{Name: "alpha", Version: "1.0", Filename: file, SHA256: digest.Sum([]byte("the locked bytes"))}}}
+	dirName.Store("files")
+	_, err = Fetch(context.Background(), st, client(t, srv.URL), res, Options{Jobs: 1})
+	t.Logf("after %d bytes sent: %v", sent.Load(), err)
+	if refusal.CodeOf(err) != refusal.SizeMismatch || !strings.Contains(err.Error(), "4096 bytes the index lists") {
+		t.Fatalf("a body past the size the index lists: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	dirName.Store("declared")
+	_, err = Fetch(context.Background(), st, client(t, srv.URL), res, Options{Jobs: 1})
+	if refusal.CodeOf(err) != refusal.SizeMismatch || !strings.Contains(err.Error(), "declares 5000 bytes, the 4096 bytes the index lists differ") {
+		t.Fatalf("a Content-Length other than the size the index lists: %v (code %q)", err, refusal.CodeOf(err))
+	}
+	for _, h := range storeContents(t, st) {
+		t.Errorf("left in the store: %s", h)
+	}
+}
