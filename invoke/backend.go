@@ -39,8 +39,9 @@ type Spawn struct {
 // Process is a started run.
 type Process interface {
 	// Wait blocks until every process of the run has ended and the
-	// backend has cleaned up; it returns the exit code (-1 when killed by
-	// a signal) and whether a signal ended it, or a *refusal.Error when the
+	// backend has cleaned up; it returns the exit code (128+N for a death
+	// by signal N, as container runtimes report it; -1 when there is none)
+	// and whether the executor's own kill ended it, or a *refusal.Error when the
 	// run never started (container_unavailable). It is called once.
 	Wait() (code int, signaled bool, err error)
 	// Signal asks every process of the run to end: term is true for the

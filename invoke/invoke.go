@@ -128,7 +128,10 @@ type Result struct {
 	Error *Error `json:"error,omitempty"`
 	// Egress is the egress the provider recorded.
 	Egress []string `json:"egress"`
-	// ExitCode is the harness's exit status (-1: killed by a signal).
+	// ExitCode is the harness's exit status: 128+N when signal N killed it
+	// (whichever process ran in front of it: the backends all report a
+	// death by signal so, as shells and container runtimes do); -1 when
+	// there was none (a container removed with its status).
 	ExitCode int `json:"exit_code"`
 	// StdoutBytes and StderrBytes are what the run wrote.
 	StdoutBytes int64 `json:"stdout_bytes"`

@@ -329,6 +329,51 @@ func TestBwrap(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) { bwrapProbe(t, f, b) })
 	}
+	// The whole battery, sandboxed: bwrap runs in front of the harness.
+	b := invoke.BwrapFor(bwrap, real, strings.TrimSpace(string(version)), "")
+	t.Run("Battery", func(t *testing.T) {
+		f := f
+		f.RuntimeEnv = []string{"PWD"} // bwrap --chdir sets it (to the workdir)
+		invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor {
+			return &invoke.Subprocess{Ledger: l, Grace: 500_000_000, WorkdirParent: t.TempDir(), Sandbox: b}
+		}, f)
+	})
+}
+
+// TestSelfSignalAlike: a tool that signals itself is recorded alike with
+// and without the pid namespace (where the harness would be its first
+// process) and behind bwrap: killed by the signal, exit status 128+N.
+// Before, in the namespace, its SIGTERM and SIGKILL did nothing and
+// abort() ended in SIGSEGV; unsandboxed it was killed (exit -1); behind
+// bwrap it "exited 134".
+func TestSelfSignalAlike(t *testing.T) {
+	f := fixture(t)
+	executors := map[string]*invoke.Subprocess{"namespaces": {}, "no namespaces": {NoNamespaces: true}}
+	if bwrap, err := exec.LookPath("bwrap"); err == nil {
+		real, _ := filepath.EvalSymlinks(python)
+		executors["bwrap"] = &invoke.Subprocess{Sandbox: invoke.BwrapFor(bwrap, real, "3.11", "")}
+	}
+	for _, send := range []string{"SIGTERM", "abort", "SIGKILL"} {
+		msgs := map[string]string{}
+		for name, ex := range executors {
+			l, _ := openLedger(t)
+			ex := *ex
+			ex.Ledger, ex.WorkdirParent = l, t.TempDir()
+			res, err := ex.Run(context.Background(), f.Call("signal", map[string]string{"signal": send}, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Error == nil {
+				t.Fatalf("%s %s: %s %s", name, send, res.Status, res.Value)
+			}
+			msgs[name] = fmt.Sprintf("%s %d %s", res.Error.Code, res.ExitCode, res.Error.Message)
+		}
+		for name, m := range msgs {
+			if m != msgs["no namespaces"] || !strings.Contains(m, "killed by SIG") {
+				t.Errorf("%s: %s: %q; without namespaces: %q", send, name, m, msgs["no namespaces"])
+			}
+		}
+	}
 }
 
 func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {

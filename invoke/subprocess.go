@@ -552,9 +552,9 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 
 	out, outN := stdout.bytes()
 	errb, errN := stderr.bytes()
-	res := &Result{AttemptID: attempt, ExitCode: cmd.ProcessState.ExitCode(), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
+	res := &Result{AttemptID: attempt, ExitCode: exitStatus(cmd.ProcessState), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
 	_ = werr
-	tail := settle(ctx, res, why, b, red, errb, func() { parseResult(res, out, attempt, cmd.ProcessState) })
+	tail := settle(ctx, res, why, b, red, errb, func() { parseOutput(res, out, attempt) })
 	return res, tail, nil
 }
 
@@ -588,18 +588,31 @@ func settle(ctx context.Context, res *Result, why string, b Budgets, red *redact
 	return red.tail(string(errb))
 }
 
-// parseResult reads stdout, trimmed, as exactly one result document of
-// this run; the exit status decides first.
-func parseResult(res *Result, out []byte, attempt string, ps *os.ProcessState) {
-	fail := func(code, format string, a ...any) {
-		res.Status, res.Value = StatusError, nil
-		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+// exitStatus is a finished process's exit status as a Result records it:
+// 128+N when signal N killed it, as a shell, bwrap, the harness's own init
+// (the first process of a pid namespace) and the container runtimes report
+// it, so that a death by signal reads the same whatever ran in front of the
+// harness; -1 when there is no status.
+func exitStatus(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		fail(CodeExited, "the harness was killed by %s (%v)", unix.SignalName(ws.Signal()), ws.Signal())
-		return
+		return 128 + int(ws.Signal())
 	}
-	parseOutput(res, out, attempt)
+	return ps.ExitCode()
+}
+
+// signalOf returns the signal an exit status of 128+N reports (exitStatus),
+// or 0.
+func signalOf(code int) syscall.Signal {
+	if code <= 128 || code > 128+64 {
+		return 0
+	}
+	if s := syscall.Signal(code - 128); unix.SignalName(s) != "" {
+		return s
+	}
+	return 0
 }
 
 // MaxInputDepth is how deeply a call's input may nest arrays and objects.
@@ -673,11 +686,19 @@ func pythonCannotRead(b []byte) string {
 var codeWord = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
 // parseOutput reads stdout, trimmed, as exactly one result document of
-// this run, after a non-signal exit with res.ExitCode (any backend).
+// this run, after an exit with res.ExitCode (any backend; 128+N: killed by
+// signal N).
 func parseOutput(res *Result, out []byte, attempt string) {
 	fail := func(code, format string, a ...any) {
 		res.Status, res.Value = StatusError, nil
 		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+	}
+	if sig := signalOf(res.ExitCode); sig != 0 {
+		// The same words whether the executor saw the signal itself or a
+		// launcher, an init or podman reported it as 128+N (a harness that
+		// exits 128+N itself reads the same).
+		fail(CodeExited, "the harness was killed by %s (%v; exit status %d)", unix.SignalName(sig), sig, res.ExitCode)
+		return
 	}
 	if res.ExitCode != 0 {
 		fail(CodeExited, "the harness exited %d", res.ExitCode)

@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:238abeb6aefdb1c9720fced64d9614af80cf52d6f1d02c85c06f85be72939548",
-	"acme-echo/echo":     "sha256:dca03c72ccbae5957a39058f72dddf6014ab9e3947adcd10a94129e93ba642bd",
-	"acme-echo/fail":     "sha256:aa015edbe52128c91eceb8de8c2911f85ac3b685cfbafc2d47360f046157a829",
-	"acme-echo/flood":    "sha256:4c8466179df3e8f7d54c1e6fb769fe0338943bbc4941bf32746c95b5d2b92d40",
-	"acme-echo/sleep":    "sha256:673479af8a1b85a1c1791d108297428fa5c023892fc7ca7d4e2dbb3ad87fb685",
-	"acme-native":        "sha256:c6f86a70894e90a51c55ea098c5ad9c7e18902a7974a91f8bd49a9629fc9cfc5",
-	"acme-native/which":  "sha256:0ad99ade81f692d8dd41dc92b4606e6daa7bc591913632e9857729a6d6c91cef",
-	"acme-scripts":       "sha256:3280e2a18f573e8dcce3f24ef87d189a3aa16e70c60e3bb2aeeba806e89082c6",
-	"acme-scripts/hello": "sha256:68e3e0b2839d6012ed7e2a53adfba42a16ac15bd62a4a3463ad5ab9aa3f2e9c1",
+	"acme-echo":          "sha256:d2de97b8d28b42c5b73e34e75b658dd02e986f4a02c5d84351f2d0624fdf692f",
+	"acme-echo/echo":     "sha256:6abe6273efd46fe54c9d8a8d7b76d46121982398964aeef8ef2840783bba2c06",
+	"acme-echo/fail":     "sha256:4e4d514d455293036a5855c9cf6be0701b92494b9c158b5a4e9323016a9bf87e",
+	"acme-echo/flood":    "sha256:983657595d014ba6749898fe1e94e73db60854e3ea3cee0a27d3eaa44840a177",
+	"acme-echo/sleep":    "sha256:354fa4c61e89c145279c377ddcb0a1d8cd7b40476094841d96e5d659ec27a66f",
+	"acme-native":        "sha256:3494bc050b19106a1eadfe5c7aa1790186e42bfd571586fa1e6c3aec3bfe329f",
+	"acme-native/which":  "sha256:8c4fb5aced4ebcca5b646fba2340e27684ca38a0015fd962a35adf222b29af8f",
+	"acme-scripts":       "sha256:214fd48568029044a0bfe6810ae95e4789f2976633952a6a948db74f7b398934",
+	"acme-scripts/hello": "sha256:88e364de939544608cfacc0aab73508d0b4d0fa93de55c9aa867f78a949d7c9c",
 }
 
 type inspectDoc struct {

@@ -15,7 +15,10 @@
 // that unparseable output is a protocol error; that each call has a fresh
 // empty workdir, gone afterwards; that every dispatch reaches the ledger
 // with the outcome it had; and that an attempt killed between intent and
-// outcome is an orphan carrying everything needed to reconcile it.
+// outcome is an orphan carrying everything needed to reconcile it; that a
+// tool that signals itself (SIGTERM, SIGABRT, abort(), SIGKILL) dies of it
+// and is recorded as killed by that signal, exit status 128+N, whatever
+// runs in front of it; and that its orphans are reaped, not left zombies.
 //
 // BuildLocal builds the fixture env a local executor runs the battery on.
 // This package does not implement an executor.
@@ -35,6 +38,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
@@ -203,6 +208,8 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	t.Run("OversizedResultRecorded", b.oversized)
 	t.Run("FreshWorkdir", b.workdir)
 	t.Run("KilledBetweenIntentAndOutcome", b.orphan)
+	t.Run("SelfSignalKills", b.selfSignal)
+	t.Run("OrphansReaped", b.reaped)
 }
 
 type battery struct {
@@ -718,5 +725,53 @@ func (b *battery) orphan(t *testing.T) {
 	third := b.run(t, b.new(t, l2), c)
 	if !third.Replayed || third.Status != invoke.StatusOK {
 		t.Errorf("the third call was not replayed: %+v", third)
+	}
+}
+
+// selfSignal: a tool that sends itself a signal with its default
+// disposition dies of it as it would on its own, and the run is recorded
+// as killed by that signal, exit status 128+N, whatever runs in front of
+// the harness (a pid namespace's first process ignores such signals, a
+// launcher or a container runtime reports the death as 128+N).
+func (b *battery) selfSignal(t *testing.T) {
+	ex, path := b.open(t)
+	for _, tc := range []struct {
+		send string
+		sig  syscall.Signal
+	}{{"SIGTERM", syscall.SIGTERM}, {"SIGABRT", syscall.SIGABRT}, {"abort", syscall.SIGABRT}, {"SIGKILL", syscall.SIGKILL}} {
+		t.Run(tc.send, func(t *testing.T) {
+			res := b.run(t, ex, b.fx.Call("signal", map[string]string{"signal": tc.send}, secrets))
+			want := fmt.Sprintf("killed by %s ", unix.SignalName(tc.sig))
+			if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeExited ||
+				res.ExitCode != 128+int(tc.sig) || !strings.Contains(res.Error.Message, want) {
+				t.Fatalf("status %s exit %d %+v %s, want error %s exit %d saying %q", res.Status, res.ExitCode, res.Error, res.Value,
+					invoke.CodeExited, 128+int(tc.sig), want)
+			}
+			if o := recorded(t, path, res); o.ErrorMessage != res.Error.Message {
+				t.Errorf("the receipt says %q, the result %q", o.ErrorMessage, res.Error.Message)
+			}
+		})
+	}
+}
+
+// reaped: an orphan the tool leaves behind is reaped once it exits, not
+// left a zombie (against a container's pids limit) by a first process of
+// the pid namespace that reaps nothing.
+func (b *battery) reaped(t *testing.T) {
+	ex, path := b.open(t)
+	res := b.run(t, ex, b.fx.Call("orphan", nil, secrets))
+	if res.Status != invoke.StatusOK {
+		t.Fatalf("status %s %+v", res.Status, res.Error)
+	}
+	recorded(t, path, res)
+	var v struct {
+		Reaped bool `json:"reaped"`
+		PID    int  `json:"pid"`
+	}
+	if err := json.Unmarshal(res.Value, &v); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Reaped {
+		t.Errorf("the orphan (pid %d in the run) was not reaped within 3 s: a zombie", v.PID)
 	}
 }

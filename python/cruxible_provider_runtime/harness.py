@@ -43,6 +43,11 @@ The contract is DESIGN section 10 and docs/provider-authors.md:
 
 The harness exits 0 whenever it wrote a result, ok or error, and 1 only when
 it could not write one. It never exits 78 (reserved for the container shim).
+
+Started as the first process of a pid namespace (pid 1: the executor's
+containment, a container), it first forks a minimal init in front of itself
+(_init_in_front), so that signals and orphans behave as they do anywhere
+else; the init exits with the harness's status, 128+N for a death by signal N.
 """
 
 from __future__ import annotations
@@ -403,15 +408,83 @@ def _on_sigterm(signum, frame) -> None:
     os._exit(128 + signum)
 
 
-def run() -> int:
-    """Run one request; return the exit status (0: a result was written)."""
-    # SIGTERM ends the harness at once even where it is the first process
-    # of a pid namespace (the executor's containment), whose default
-    # dispositions ignore signals from outside; a provider may override it.
+_FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+"""The signals the init in front of the harness passes on to it."""
+
+
+def _init_in_front() -> None:
+    """When the harness is the first process of a pid namespace (pid 1: the
+    executor's containment, a container), fork, so that the harness and the
+    provider run as an ordinary process and the first one is a minimal init.
+
+    The kernel ignores every signal a namespace's first process has no
+    handler for, those it sends itself included: as pid 1 a provider's
+    os.kill(os.getpid(), SIGTERM) or SIGKILL did nothing, and os.abort()
+    ended in SIGSEGV; and the orphans re-parented to pid 1 stayed zombies
+    (against the container's pids limit), since nothing reaped them. The
+    init reaps every child, passes the _FORWARDED signals on to the harness
+    (a container runtime signals pid 1 only), and exits as the harness did:
+    its exit status, or 128+N when signal N killed it, as a shell, bwrap
+    and the container runtimes report it. It holds none of the run's
+    descriptors but stderr. Where the fork fails the harness runs as pid 1,
+    with a SIGTERM handler so that the executor's SIGTERM still ends it."""
+    if os.getpid() != 1:
+        return
+    sigs = [getattr(signal, n) for n in _FORWARDED if hasattr(signal, n)]
     try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    except (OSError, ValueError, AttributeError):
+        mask = None
+    try:
+        child = os.fork()
+    except OSError as e:
+        child = -1
+        _log("cannot fork an init in front of the harness, which runs as the pid namespace's first process: %s" % e)
+    if child <= 0:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if child < 0:
+            try:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+            except (OSError, ValueError):
+                pass
+        return
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.closerange(3, max(os.sysconf("SC_OPEN_MAX"), 1024))
     except (OSError, ValueError):
         pass
+
+    def forward(signum, frame):
+        try:
+            os.kill(child, signum)
+        except OSError:
+            pass
+
+    for sig in sigs:
+        try:
+            signal.signal(sig, forward)
+        except (OSError, ValueError):
+            pass
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)  # the harness is gone without a status: cannot happen
+        if pid != child:
+            continue  # an orphan, reaped
+        if os.WIFSIGNALED(status):
+            os._exit(128 + os.WTERMSIG(status))
+        if os.WIFEXITED(status):
+            os._exit(os.WEXITSTATUS(status))
+
+
+def run() -> int:
+    """Run one request; return the exit status (0: a result was written)."""
     try:
         proto_fd = _protect_stdout()
     except OSError as e:
@@ -491,6 +564,7 @@ def _exit(code: int) -> None:
 
 
 if __name__ == "__main__":
+    _init_in_front()
     try:
         status = run()
     except BaseException:
