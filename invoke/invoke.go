@@ -96,7 +96,8 @@ var ResultCodes = []string{"bad_request", "import_failed", "provider_error", "re
 // harness's own (ResultCodes).
 const (
 	// CodeProtocolError: the harness exited 0 but stdout, trimmed, was not
-	// exactly one JSON result for this run.
+	// exactly one JSON result for this run; or provider code closed the
+	// harness's result channel, so that it could write none (it exits 74).
 	CodeProtocolError = "protocol_error"
 	// CodeExited: the harness exited non-zero or was killed by a signal
 	// without the executor asking (its stderr tail is in the receipt).

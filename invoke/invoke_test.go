@@ -653,3 +653,31 @@ func TestBwrapInterpreterOutsideBin(t *testing.T) {
 		t.Fatalf("an interpreter without a stdlib above it: %+v, %v; want %s naming lib/python3.99", res, err, refusal.InvokeFailed)
 	}
 }
+
+// TestResultChannelReused: a tool that closes the harness's result channel
+// and then opens files, one of which takes the channel's number, does not
+// get the result written into its file; the run is a protocol_error saying
+// the channel was closed. Before, the harness wrote the result line into
+// the provider's file, exited 0, and the run was "wrote no result".
+func TestResultChannelReused(t *testing.T) {
+	f := fixture(t)
+	dir := t.TempDir()
+	l, _ := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+	res, err := ex.Run(context.Background(), f.Call("closefds", map[string]string{"reopen": dir}, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error == nil || res.Error.Code != invoke.CodeProtocolError || !strings.Contains(res.Error.Message, "closed the harness's result channel") {
+		t.Errorf("%s exit %d %+v, want %s saying the channel was closed", res.Status, res.ExitCode, res.Error, invoke.CodeProtocolError)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 8 {
+		t.Fatalf("the tool opened %d files, want 8", len(ents))
+	}
+	for _, e := range ents {
+		if b, _ := os.ReadFile(filepath.Join(dir, e.Name())); len(b) > 0 {
+			t.Errorf("the harness wrote into the provider's file %s: %q", e.Name(), b)
+		}
+	}
+}

@@ -603,6 +603,10 @@ func exitStatus(ps *os.ProcessState) int {
 	return ps.ExitCode()
 }
 
+// exitChannelClosed is the harness's exit status when provider code closed
+// its result channel (cruxible_provider_runtime.harness.EXIT_CHANNEL_CLOSED).
+const exitChannelClosed = 74
+
 // signalOf returns the signal an exit status of 128+N reports (exitStatus),
 // or 0.
 func signalOf(code int) syscall.Signal {
@@ -692,6 +696,10 @@ func parseOutput(res *Result, out []byte, attempt string) {
 	fail := func(code, format string, a ...any) {
 		res.Status, res.Value = StatusError, nil
 		res.Error = &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+	}
+	if res.ExitCode == exitChannelClosed && len(bytes.TrimSpace(out)) == 0 {
+		fail(CodeProtocolError, "provider code closed the harness's result channel (os.closerange(3, …), as daemonizing libraries do, or os.close), so no result could be written (the harness exited %d)", exitChannelClosed)
+		return
 	}
 	if sig := signalOf(res.ExitCode); sig != 0 {
 		// The same words whether the executor saw the signal itself or a

@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:d2de97b8d28b42c5b73e34e75b658dd02e986f4a02c5d84351f2d0624fdf692f",
-	"acme-echo/echo":     "sha256:6abe6273efd46fe54c9d8a8d7b76d46121982398964aeef8ef2840783bba2c06",
-	"acme-echo/fail":     "sha256:4e4d514d455293036a5855c9cf6be0701b92494b9c158b5a4e9323016a9bf87e",
-	"acme-echo/flood":    "sha256:983657595d014ba6749898fe1e94e73db60854e3ea3cee0a27d3eaa44840a177",
-	"acme-echo/sleep":    "sha256:354fa4c61e89c145279c377ddcb0a1d8cd7b40476094841d96e5d659ec27a66f",
-	"acme-native":        "sha256:3494bc050b19106a1eadfe5c7aa1790186e42bfd571586fa1e6c3aec3bfe329f",
-	"acme-native/which":  "sha256:8c4fb5aced4ebcca5b646fba2340e27684ca38a0015fd962a35adf222b29af8f",
-	"acme-scripts":       "sha256:214fd48568029044a0bfe6810ae95e4789f2976633952a6a948db74f7b398934",
-	"acme-scripts/hello": "sha256:88e364de939544608cfacc0aab73508d0b4d0fa93de55c9aa867f78a949d7c9c",
+	"acme-echo":          "sha256:cbca54c88317ec1269b4872ae5f6b7c01438e55e88ba6ed1269a8a499bcbcac1",
+	"acme-echo/echo":     "sha256:66a2e50903ab2aa2a65ca6876e091335b6a22af4d5fb3d09a186bfed330ab112",
+	"acme-echo/fail":     "sha256:fa9f7c35a3168804e151fa7c9d310ba31878fb755582bd43acce87555b93cf59",
+	"acme-echo/flood":    "sha256:c6f9f35367ced98666e305e4772991e2b34d6a76694e78678a17033ae70058a7",
+	"acme-echo/sleep":    "sha256:1a3316b55a607152e2cce264915ddb504117b52dd1c40a26e9e43e8047d419ed",
+	"acme-native":        "sha256:bb6796f685b9baf0c6229d98a8ef8533b70babcbcf9e55fcc092f37d28980591",
+	"acme-native/which":  "sha256:3f5869d451f9b463517ec35f55edc60c55030cbeab9a5c7116610c1673e38a3a",
+	"acme-scripts":       "sha256:3c782c4558db291f4c5afa3691f5f35150d96eb28a3090247f8b775dd76f00aa",
+	"acme-scripts/hello": "sha256:7d4bf7c7aa7908349445291f3f00c03680e2f17d45a169c4112a3282b4824e4d",
 }
 
 type inspectDoc struct {

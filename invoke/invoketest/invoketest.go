@@ -18,7 +18,9 @@
 // outcome is an orphan carrying everything needed to reconcile it; that a
 // tool that signals itself (SIGTERM, SIGABRT, abort(), SIGKILL) dies of it
 // and is recorded as killed by that signal, exit status 128+N, whatever
-// runs in front of it; and that its orphans are reaped, not left zombies.
+// runs in front of it; that its orphans are reaped, not left zombies; and
+// that a tool closing every descriptor above 2 (the harness's result
+// channel with them) is a protocol_error saying so.
 //
 // BuildLocal builds the fixture env a local executor runs the battery on.
 // This package does not implement an executor.
@@ -210,6 +212,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	t.Run("KilledBetweenIntentAndOutcome", b.orphan)
 	t.Run("SelfSignalKills", b.selfSignal)
 	t.Run("OrphansReaped", b.reaped)
+	t.Run("ResultChannelClosed", b.channelClosed)
 }
 
 type battery struct {
@@ -773,5 +776,21 @@ func (b *battery) reaped(t *testing.T) {
 	}
 	if !v.Reaped {
 		t.Errorf("the orphan (pid %d in the run) was not reaped within 3 s: a zombie", v.PID)
+	}
+}
+
+// channelClosed: a tool that closes every descriptor above 2, as
+// daemonizing libraries do, closes the harness's result channel with them:
+// the run is a protocol_error whose message says so (it was
+// harness_exited, exit 1, with the reason only in the stderr tail).
+func (b *battery) channelClosed(t *testing.T) {
+	ex, path := b.open(t)
+	res := b.run(t, ex, b.fx.Call("closefds", nil, secrets))
+	if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeProtocolError ||
+		!strings.Contains(res.Error.Message, "closed the harness's result channel") {
+		t.Fatalf("status %s exit %d %+v, want %s saying the result channel was closed", res.Status, res.ExitCode, res.Error, invoke.CodeProtocolError)
+	}
+	if o := recorded(t, path, res); !strings.Contains(o.StderrTail, "closed the result channel") {
+		t.Errorf("the stderr tail lacks the harness's line: %q", o.StderrTail)
 	}
 }

@@ -41,8 +41,12 @@ The contract is DESIGN section 10 and docs/provider-authors.md:
    provider writes to stderr itself is not filtered: the executor redacts
    the stderr tail it keeps.
 
-The harness exits 0 whenever it wrote a result, ok or error, and 1 only when
-it could not write one. It never exits 78 (reserved for the container shim).
+The harness exits 0 whenever it wrote a result, ok or error, and non-zero only
+when it could not write one: 74 when provider code closed the result channel
+(the private descriptor of step 1: os.closerange(3, ...), as daemonizing
+libraries do; it is not written to then, since its number may have been
+reused by a file of the provider's), 1 otherwise. It never exits 78 (reserved
+for the container shim).
 
 Started as the first process of a pid namespace (pid 1: the executor's
 containment, a container), it first forks a minimal init in front of itself
@@ -404,6 +408,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+EXIT_CHANNEL_CLOSED = 74
+"""The exit status when provider code closed the result channel, so that no
+result could be written (sysexits' EX_IOERR; the executor records a
+protocol_error saying so)."""
+
+
+def _identity(fd: int):
+    """What a descriptor is open on: (device, inode) of its file or pipe."""
+    st = os.fstat(fd)
+    return (st.st_dev, st.st_ino)
+
+
 def _on_sigterm(signum, frame) -> None:
     os._exit(128 + signum)
 
@@ -487,6 +503,7 @@ def run() -> int:
     """Run one request; return the exit status (0: a result was written)."""
     try:
         proto_fd = _protect_stdout()
+        proto_id = _identity(proto_fd)
     except OSError as e:
         _log("stdout is not usable, no result can be written: %s" % e)
         return 1
@@ -542,6 +559,17 @@ def run() -> int:
         doc["status"] = "error"
         doc["error"] = {"code": "result_invalid", "message": _redact("the result cannot be encoded as JSON: %s" % _describe(e))}
         line = _encode(doc)
+    try:
+        intact = _identity(proto_fd) == proto_id
+    except OSError:
+        intact = False
+    if not intact:
+        # Closed by provider code (os.closerange(3, ...), a daemonizing
+        # library), its number perhaps reused by a file of the provider's
+        # that the result must not go into.
+        _log("provider code closed the result channel (fd %d: os.closerange(3, ...), as daemonizing libraries do, "
+             "or os.close), so no result can be written; keep descriptors you did not open" % proto_fd)
+        return EXIT_CHANNEL_CLOSED
     try:
         _write_all(proto_fd, line)
         os.close(proto_fd)
