@@ -460,8 +460,15 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 		defer secretW.Close()
 	}
 	build := func(ns bool) *exec.Cmd {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = environ(c)
+		env := environ(c)
+		args := argv
+		if ns && s.Sandbox == nil {
+			// The harness is not the namespace's first process (a
+			// sandbox such as bwrap is, and reaps and signals as one).
+			args = withInit(argv, env)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = env
 		cmd.Dir = work
 		cmd.Stdin = bytes.NewReader(line)
 		cmd.Stdout = stdout
