@@ -55,14 +55,7 @@ func TestBuildUnwritableParent(t *testing.T) {
 		unwritableParentChild(t, base)
 		return
 	}
-	bin := asuser.CopySelf(t, base)
-	cmd := asuser.Command(65534, 65534, bin, "-test.run=^TestBuildUnwritableParentChild$", "-test.v", "-test.count=1")
-	cmd.Dir = base
-	cmd.Env = []string{"PATH=/usr/bin:/bin", unwritableParentChildEnv + "=" + base}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestBuildUnwritableParentChild") {
-		t.Fatalf("as uid 65534: %v\n%s", err, out)
-	}
+	asuser.RunTest(t, base, "TestBuildUnwritableParentChild", unwritableParentChildEnv+"="+base)
 }
 
 // TestBuildUnwritableParentChild is the unprivileged half of

@@ -75,14 +75,7 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 		if err := os.Chown(state, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		bin := asuser.CopySelf(t, work)
-		cmd := asuser.Command(65534, 65534, bin, "-test.run=^TestFloorChild$", "-test.v", "-test.count=1")
-		cmd.Dir = work
-		cmd.Env = []string{"PATH=/usr/bin:/bin", floorChildEnv + "=" + d.Root() + string(os.PathListSeparator) + state}
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestFloorChild") {
-			t.Fatalf("as uid 65534: %v\n%s", err, out)
-		}
+		asuser.RunTest(t, work, "TestFloorChild", floorChildEnv+"="+d.Root()+string(os.PathListSeparator)+state)
 	})
 	t.Run("floors is a file", func(t *testing.T) {
 		d := acceptedRegistry(t, t.TempDir())

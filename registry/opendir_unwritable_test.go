@@ -52,14 +52,7 @@ func TestOpenDirUnwritable(t *testing.T) {
 		unwritableChild(t, base)
 		return
 	}
-	bin := asuser.CopySelf(t, base)
-	cmd := asuser.Command(65534, 65534, bin, "-test.run=^TestOpenDirUnwritableChild$", "-test.v", "-test.count=1")
-	cmd.Dir = base
-	cmd.Env = []string{"PATH=/usr/bin:/bin", unwritableChildEnv + "=" + base}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestOpenDirUnwritableChild") {
-		t.Fatalf("as uid 65534: %v\n%s", err, out)
-	}
+	asuser.RunTest(t, base, "TestOpenDirUnwritableChild", unwritableChildEnv+"="+base)
 }
 
 // TestOpenDirUnwritableChild is the unprivileged half of

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -90,6 +91,21 @@ func Command(uid, gid int, bin string, args ...string) *exec.Cmd {
 // one rootless podman runs as.
 func CommandInitGroups(uid, gid int, bin string, args ...string) *exec.Cmd {
 	return setpriv("--init-groups", uid, gid, bin, args)
+}
+
+// RunTest runs the test named test of this test binary (copied into dir,
+// a directory from Dir) as uid and gid 65534, in dir, with PATH and env
+// (NAME=value each) as its whole environment, and fails t unless that
+// test passed: the unprivileged half of a test whose parent is root.
+func RunTest(t testing.TB, dir, test string, env ...string) {
+	t.Helper()
+	cmd := Command(65534, 65534, CopySelf(t, dir), "-test.run=^"+test+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
 }
 
 func setpriv(groups string, uid, gid int, bin string, args []string) *exec.Cmd {
