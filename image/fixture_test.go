@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/store"
 )
 
 const testPlatform = imagetest.Platform
@@ -59,4 +61,34 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(signedOut))
 	}
 	os.Exit(code)
+}
+
+// echoBuild is a store of the test's own and the Options that build the
+// fixture echo provider's image for testPlatform on the test base, signed
+// with a fresh key at a fixed epoch; a test sets what it varies (Push,
+// Output, Key) on the copy it gets.
+func echoBuild(t *testing.T) (*store.Store, Options) {
+	t.Helper()
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, echoOptions(t)
+}
+
+// echoOptions is echoBuild's Options alone, for a test that builds into
+// several stores.
+func echoOptions(t *testing.T) Options {
+	t.Helper()
+	fx, client := testIndex(t)
+	base, h := testBase(t)
+	data, err := os.ReadFile(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{
+		WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+		Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+		Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
+	}
 }

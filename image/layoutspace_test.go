@@ -7,13 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/random"
 
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/store"
 )
 
 // TestLayoutNoSpace: a build into a layout on a full disk (a real small
@@ -25,16 +23,7 @@ import (
 // space left on device".
 func TestLayoutNoSpace(t *testing.T) {
 	dir := testdir.Tmpfs(t, "4m")
-	fx, client := testIndex(t)
-	base, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, o := echoBuild(t)
 	old := filepath.Join(dir, "old")
 	img, err := random.Image(4096, 2)
 	if err != nil {
@@ -49,12 +38,8 @@ func TestLayoutNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, out := range []string{filepath.Join(dir, "new"), old} {
-		_, err = Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
-			Output: out,
-		})
+		o.Output = out
+		_, err := Build(context.Background(), st, o)
 		if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "no space left on the file system of the layout "+out) || !strings.Contains(err.Error(), "free space there") {
 			t.Errorf("%s: %v (code %q)", out, err, refusal.CodeOf(err))
 		}

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
-	"github.com/cruxible/cruxprov/store"
 )
 
 // TestPushFailureRefused: a push the registry does not take — it is down,
@@ -36,23 +34,12 @@ func TestPushFailureRefused(t *testing.T) {
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	key := testKey(t)
 	keys := []*sign.PublicKey{key.Public()}
-	fx, client := testIndex(t)
-	base, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, o := echoBuild(t)
+	o.Key = key
 	build := func(push, out string) (*Result, error) {
-		return Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
-			Push: push, Output: out,
-		})
+		o := o
+		o.Push, o.Output = push, out
+		return Build(context.Background(), st, o)
 	}
 	// The digest every push below is of (the build is reproducible).
 	ref, err := build("", filepath.Join(t.TempDir(), "oci"))

@@ -9,18 +9,14 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/store"
 )
 
 // TestPushMergeBounded: the .sig and .att tags a push adds to are read
@@ -64,25 +60,12 @@ func TestPushMergeBounded(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
-	fx, client := testIndex(t)
-	base, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, o := echoBuild(t)
+	o.Push = repo
 	for _, claimed := range []int64{8 << 30, -1} {
 		size.Store(claimed)
 		sent.Store(0)
-		_, err = Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
-			Push: repo,
-		})
+		_, err := Build(context.Background(), st, o)
 		t.Logf("config of %d bytes claimed: %d sent: %v", claimed, sent.Load(), err)
 		if refusal.CodeOf(err) != refusal.FetchFailed {
 			t.Errorf("config of %d bytes claimed: %v, want fetch_failed", claimed, err)

@@ -52,24 +52,9 @@ func TestPushTagLast(t *testing.T) {
 	t.Cleanup(front.Close)
 	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
 
-	fx, client := testIndex(t)
-	dir, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	push := func() (*Result, error) {
-		return Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
-			Push: repo + ":1.0",
-		})
-	}
+	st, o := echoBuild(t)
+	o.Push = repo + ":1.0"
+	push := func() (*Result, error) { return Build(context.Background(), st, o) }
 	if _, err := push(); err == nil || !strings.Contains(err.Error(), "cannot push") {
 		t.Fatalf("a push whose attestations were denied: %v", err)
 	}
@@ -141,12 +126,7 @@ func TestPushAgainOnBlobRace(t *testing.T) {
 func TestPushKeepsOtherSignatures(t *testing.T) {
 	host := startDockerRegistry(t)
 	repo := host + "/acme/echo"
-	fx, client := testIndex(t)
-	dir, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := echoOptions(t)
 	ctx := context.Background()
 	push := func(key *sign.PrivateKey, builder string) *Result {
 		t.Helper()
@@ -154,11 +134,9 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Build(ctx, st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: builder, Tool: testTool, Push: repo + ":1.0",
-		})
+		o := opts
+		o.Key, o.BuilderID, o.Push = key, builder, repo+":1.0"
+		res, err := Build(ctx, st, o)
 		if err != nil {
 			t.Fatalf("Build: %v", err)
 		}
@@ -224,26 +202,17 @@ func TestPushAdvice(t *testing.T) {
 	os.Mkdir(docker, 0o700)
 	t.Setenv("DOCKER_CONFIG", docker)
 
-	fx, client := testIndex(t)
-	base, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := echoOptions(t)
+	opts.Push, opts.Remote = host+"/acme/echo", []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 	push := func() error {
 		st, err := store.Open(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
-			Push: host + "/acme/echo", Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
-		})
+		_, err = Build(context.Background(), st, opts)
 		return err
 	}
-	err = push()
+	err := push()
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "docker config") || !strings.Contains(err.Error(), host) {
 		t.Errorf("a push without credentials: %v", err)
 	}
@@ -320,23 +289,16 @@ func TestPushConcurrentKeysKeepBoth(t *testing.T) {
 	t.Cleanup(front.Close)
 	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
 
-	fx, client := testIndex(t)
-	dir, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts := echoOptions(t)
+	opts.Push = repo + ":1.0"
 	push := func(key *sign.PrivateKey) (*Result, error) {
 		st, err := store.Open(t.TempDir())
 		if err != nil {
 			return nil, err
 		}
-		return Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
-			Push: repo + ":1.0",
-		})
+		o := opts
+		o.Key = key
+		return Build(context.Background(), st, o)
 	}
 	a, b := testKey(t), testKey(t)
 	bDone := make(chan error, 1)
