@@ -18,7 +18,8 @@ import (
 // one's controlling terminal) and, with ns, its own
 // user namespace (the caller's uid and gid mapped to themselves, so file
 // access is unchanged) and pid namespace, whose first process is the
-// harness (or the sandbox launcher): when it dies the kernel kills every
+// shell of initScript in front of the harness (or the sandbox launcher):
+// when it dies the kernel kills every
 // process left in the namespace, setsid() ones included. The child gets
 // SIGKILL when the executor dies (Pdeathsig): an executor killed mid-run
 // cannot enforce the timeout, and a retry under the same key must not run
