@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -337,7 +336,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		return err
 	}
 	if cacheTmp == "" {
-		need.cacheBytes, need.cacheFiles = 0, 0
+		need.cache = usage{}
 	}
 	if err := checkDisks(where, cacheTmp, st.Home(), need, !req.NoCompile && !req.NoCache); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
@@ -538,18 +537,14 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 // cache entries written in cacheTmp: as one need when both are on one
 // file system (an env staged in the store), else each on its own (an
 // image's tree on another file system than the store's).
-func checkDisks(dir, cacheTmp, home string, need diskNeed, compile bool) error {
-	tree := diskNeed{bytes: need.bytes, files: need.files, modules: need.modules}
-	cache := diskNeed{bytes: need.cacheBytes, files: need.cacheFiles}
-	if cache.bytes == 0 && cache.files == 0 || sameFS(dir, cacheTmp) {
-		tree.bytes += cache.bytes
-		tree.files += cache.files
-		return checkDisk(dir, home, tree, compile)
+func checkDisks(dir, cacheTmp, home string, n diskNeed, compile bool) error {
+	if n.cache == (usage{}) || sameFS(dir, cacheTmp) {
+		return checkDisk(dir, home, n.tree.plus(n.cache), compile)
 	}
-	if err := checkDisk(dir, home, tree, compile); err != nil {
+	if err := checkDisk(dir, home, n.tree, compile); err != nil {
 		return err
 	}
-	return checkDisk(cacheTmp, home, cache, compile)
+	return checkDisk(cacheTmp, home, n.cache, compile)
 }
 
 // sameFS reports whether a and b are on one file system (true when either
@@ -571,20 +566,17 @@ func sameFS(a, b string) bool {
 // makes, with a pyc and a __pycache__ per module when compiling (a file
 // system that reports no inode count, as btrfs, is not checked for
 // them). It runs before anything is written (build).
-func checkDisk(dir, home string, need diskNeed, compile bool) error {
+func checkDisk(dir, home string, n usage, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
 	}
-	bytes, files := need.bytes, need.files
+	bytes, files := n.bytes, n.files
 	if compile {
 		bytes += bytes / 2
-		files += need.modules
+		files += n.modules
 	}
-	outside := false // an image's tree outside the store: gc frees nothing there
-	if rel, err := filepath.Rel(home, dir); err != nil || strings.HasPrefix(rel, "..") {
-		outside = true
-	}
+	outside := outsideStore(home, dir)
 	if free := int64(sfs.Bavail) * sfs.Bsize; free < bytes {
 		f, n := sizes(free, bytes)
 		if outside {

@@ -64,7 +64,7 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			return refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive; fetch it again", p.Filename)
 		}
 		var n diskNeed
-		var entry int64
+		var entry int64           // the unpacked-cache entry's size
 		dirs := map[string]bool{} // each directory made: whether a module is in it
 		addDirs := func(d string) {
 			for ; d != "." && d != "/"; d = path.Dir(d) {
@@ -81,10 +81,10 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			}
 			addDirs(path.Dir(zf.Name))
 			u := int64(min(zf.UncompressedSize64, most))
-			n.bytes += (u+bs-1)/bs*bs + 256
-			n.files++
+			n.tree.bytes += (u+bs-1)/bs*bs + 256
+			n.tree.files++
 			if strings.HasSuffix(zf.Name, ".py") {
-				n.modules++
+				n.tree.modules++
 				dirs[path.Dir(zf.Name)] = true
 			}
 			if !(strings.Count(zf.Name, "/") == 1 && strings.HasSuffix(zf.Name, ".dist-info/RECORD")) {
@@ -92,9 +92,9 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			}
 		}
 		for _, py := range dirs {
-			n.files++
+			n.tree.files++
 			if py {
-				n.modules++ // its __pycache__
+				n.tree.modules++ // its __pycache__
 			}
 		}
 		if !noCache {
@@ -103,34 +103,42 @@ func sizeWheels(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWh
 			case err == nil && fi.Mode().IsRegular() && fi.Size() == entry:
 				// there: read, not written
 			case err == nil || errors.Is(err, fs.ErrNotExist):
-				n.cacheBytes, n.cacheFiles = min(entry, most), 1 // written in the store (attachCache)
+				n.cache = usage{bytes: min(entry, most), files: 1} // written in the store (attachCache)
 			default:
 				// unreadable: attachCache writes none
 			}
 		}
-		n.bytes = min(n.bytes, most)
+		n.tree.bytes = min(n.tree.bytes, most)
 		needs[i] = n
 		return nil
 	})
-	var need diskNeed
+	var total diskNeed
 	for _, n := range needs {
-		need.bytes += n.bytes
-		need.files += n.files
-		need.modules += n.modules
-		need.cacheBytes += n.cacheBytes
-		need.cacheFiles += n.cacheFiles
+		total.tree = total.tree.plus(n.tree)
+		total.cache = total.cache.plus(n.cache)
 	}
-	return ws, order, need, err
+	return ws, order, total, err
 }
 
 // diskNeed is what a create writes, as sizeWheels counts it from the
-// wheels' central directories: the tree's bytes in whole blocks and its
-// files and directories (inodes), the modules and __pycache__
-// directories compiling adds files for, and the unpacked-cache entries
+// wheels' central directories: the tree, and the unpacked-cache entries
 // written in the store.
-type diskNeed struct {
-	bytes, files, modules  int64
-	cacheBytes, cacheFiles int64
+type diskNeed struct{ tree, cache usage }
+
+// usage is bytes in whole blocks and files and directories (inodes), with
+// the modules, each of which (and each of whose directories) compiling
+// adds a file for.
+type usage struct{ bytes, files, modules int64 }
+
+func (a usage) plus(b usage) usage {
+	return usage{a.bytes + b.bytes, a.files + b.files, a.modules + b.modules}
+}
+
+// outsideStore reports whether dir is outside the store's home: an
+// image's tree built elsewhere (Tree), where gc frees nothing.
+func outsideStore(home, dir string) bool {
+	rel, err := filepath.Rel(home, dir)
+	return err != nil || strings.HasPrefix(rel, "..")
 }
 
 // installWheels installs the wheels of pkgs, whose blobs ws holds
@@ -242,8 +250,7 @@ func diskFull(dir, home string, err error) error {
 			space, free = "inodes (df -i)", free+" but no inode"
 		}
 	}
-	if rel, rerr := filepath.Rel(home, dir); rerr != nil || strings.HasPrefix(rel, "..") {
-		// An image's tree outside the store (Tree): gc frees nothing there.
+	if outsideStore(home, dir) {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), space, free)
 	}
 	dir = home
