@@ -337,8 +337,7 @@ func Retryable(err error) bool {
 	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
 		return false // TLS trust does not come back by retrying
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) && dns.IsNotFound {
+	if noSuchHost(err) != nil {
 		return false // the name server said the host does not exist
 	}
 	var re *RequestError
@@ -346,6 +345,16 @@ func Retryable(err error) bool {
 		return true
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// noSuchHost is err's DNS error when the name server said the host does
+// not exist (nil otherwise): a typo, not a failure a retry mends.
+func noSuchHost(err error) *net.DNSError {
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound {
+		return dns
+	}
+	return nil
 }
 
 var (
@@ -543,9 +552,8 @@ func (c *Client) pageRefusal(name string, err error) error {
 	if r := c.accessRefused(err, "project "+pep503.Normalize(name)); r != nil {
 		return r
 	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) && dns.IsNotFound {
-		return refusal.Wrap(refusal.FetchFailed, err, "the index %s: its host %s does not exist (no such host); check the index URL (--index, the config's index)", c.BaseURL(), dns.Name)
+	if dns := noSuchHost(err); dns != nil {
+		return refusal.Wrap(refusal.FetchFailed, err, "the index %s: its host %s does not exist (no such host); check the index URL", c.BaseURL(), dns.Name)
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", pep503.Normalize(name), c.BaseURL())
 }

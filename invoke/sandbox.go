@@ -96,7 +96,7 @@ func BwrapFor(path, python, version, libpython string) Bwrap {
 	b := Bwrap{Path: path, ReadOnly: InterpreterPaths(python, version, libpython)}
 	if xy := minorVersion(version); xy != "" {
 		if _, ok := stdlibDirs(python, xy); !ok {
-			b.unusable = fmt.Sprintf("--sandbox bwrap cannot show the sealed interpreter %s its standard library: no directory above it holds lib/python%s/os.py, "+
+			b.unusable = fmt.Sprintf("the bwrap sandbox cannot show the sealed interpreter %s its standard library: no directory above it holds lib/python%s/os.py, "+
 				"so CPython uses the prefix compiled into it, which the sandbox cannot know; run without the sandbox, or seal the env on an interpreter "+
 				"installed as PREFIX/bin/python%s with its stdlib in PREFIX/lib/python%s (a python.org, pyenv or distribution build)", python, xy, xy, xy)
 		}

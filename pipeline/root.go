@@ -84,7 +84,7 @@ func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest
 		if err == nil {
 			if got != sum {
 				if f.Hashes["sha256"] == sum.Hex() {
-					return nil, refusal.New(refusal.HashMismatch, "%s from %s: got %s, but the index lists it with sha256 %s, as --sha256 says; the index serves other bytes than it lists", f.Filename, index.Redact(f.URL), got, sum)
+					return nil, refusal.New(refusal.HashMismatch, "%s from %s: got %s, but the index lists it with sha256 %s, the sha256 pinned; the index serves other bytes than it lists", f.Filename, index.Redact(f.URL), got, sum)
 				}
 				return nil, nil
 			}

@@ -186,7 +186,7 @@ func TestTrustKeyNameTaken(t *testing.T) {
 	other := registrytest.NewKey(t, "alice", registry.RoleApprover)
 	_, err = d.TrustKey(ctx, other.Key, "test")
 	wantRefusal(t, err, refusal.ChangesetInvalid)
-	if !strings.Contains(err.Error(), "--name") || !strings.Contains(err.Error(), "key untrust alice") {
+	if !strings.Contains(err.Error(), "under another name") || !strings.Contains(err.Error(), "key untrust alice") {
 		t.Errorf("another key under the name: %v", err)
 	}
 }

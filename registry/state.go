@@ -228,7 +228,7 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 				return nil, refusal.New(refusal.ChangesetInvalid, "%s is already trusted, this very key as %s: nothing to change (key list shows it)", k.Name, x.Role)
 			}
 			if x.Name == k.Name {
-				return nil, refusal.New(refusal.ChangesetInvalid, "a key named %s is already trusted (%s, %s); trust this one under another name (--name), or untrust that one first (key untrust %s)", k.Name, x.Role, x.Digest, k.Name)
+				return nil, refusal.New(refusal.ChangesetInvalid, "a key named %s is already trusted (%s, %s); trust this one under another name, or untrust that one first (key untrust %s)", k.Name, x.Role, x.Digest, k.Name)
 			}
 		}
 		n.Keys = append(n.Keys, k)
