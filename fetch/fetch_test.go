@@ -643,15 +643,7 @@ func TestUnsizedEndless(t *testing.T) {
 			w.Header().Set("Content-Type", "text/html")
 			fmt.Fprintf(w, `<a href="/files/%s">%s</a>`, file, file)
 		case "/files/" + file:
-			buf := bytes.Repeat([]byte("PK endless "), 64<<10/11)
-			for r.Context().Err() == nil && sent.Load() < 1<<30 {
-				n, err := w.Write(buf)
-				sent.Add(int64(n))
-				if err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-			}
+			stream(w, r, &sent, 1<<30, "PK endless ")
 		default:
 			http.NotFound(w, r)
 		}
@@ -699,15 +691,7 @@ func TestUnsizedListedSize(t *testing.T) {
 			w.Header().Set("Content-Length", "5000")
 			w.Write(bytes.Repeat([]byte("x"), 5000))
 		case "/files/" + file:
-			buf := bytes.Repeat([]byte("PK listed "), 64<<10/10)
-			for r.Context().Err() == nil && sent.Load() < 8<<20 {
-				n, err := w.Write(buf)
-				sent.Add(int64(n))
-				if err != nil {
-					return
-				}
-				w.(http.Flusher).Flush()
-			}
+			stream(w, r, &sent, 8<<20, "PK listed ")
 		default:
 			http.NotFound(w, r)
 		}
@@ -732,5 +716,19 @@ func TestUnsizedListedSize(t *testing.T) {
 	}
 	for _, h := range storeContents(t, st) {
 		t.Errorf("left in the store: %s", h)
+	}
+}
+
+// stream writes pattern over and over, flushed, with no Content-Length,
+// until the client goes or limit bytes were sent (counted in sent).
+func stream(w http.ResponseWriter, r *http.Request, sent *atomic.Int64, limit int64, pattern string) {
+	buf := bytes.Repeat([]byte(pattern), 64<<10/len(pattern))
+	for r.Context().Err() == nil && sent.Load() < limit {
+		n, err := w.Write(buf)
+		sent.Add(int64(n))
+		if err != nil {
+			return
+		}
+		w.(http.Flusher).Flush()
 	}
 }
