@@ -709,3 +709,102 @@ func TestResultChannelReused(t *testing.T) {
 		}
 	}
 }
+
+// TestBwrapExtensionRunpath: the bubblewrap preset shows a run the
+// directories the interpreter's extension modules find their libraries in
+// through their run paths, as a conda build's lib-dynload/_ssl finds
+// libssl in PREFIX/lib through $ORIGIN/../..: a stdlib module with such a
+// library loads inside the sandbox. Before, only PREFIX/lib/pythonX.Y was
+// bound, and the module failed "cannot open shared object file".
+func TestBwrapExtensionRunpath(t *testing.T) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here: %v %s", err, out)
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler to build the extension module with (apt-get install gcc)")
+	}
+	real, _ := filepath.EvalSymlinks(python)
+	out, err := exec.Command(python, "-I", "-c", "import platform, sysconfig; print(platform.python_version()); print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(out))
+	version, stdlib := f[0], f[1]
+	xy := version[:strings.LastIndexByte(version, '.')]
+	base, err := os.MkdirTemp("", "cruxprov-invoke-conda-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removeTree(base)
+	os.Chmod(base, 0o755)
+	// PREFIX/bin/pythonX.Y, its stdlib PREFIX/lib/pythonX.Y (the host's,
+	// entry by entry), and in its lib-dynload a module that needs
+	// PREFIX/lib/libcruxdep.so through the run path $ORIGIN/../..
+	prefix := filepath.Join(base, "conda")
+	lib := filepath.Join(prefix, "lib")
+	std := filepath.Join(lib, "python"+xy)
+	dyn := filepath.Join(std, "lib-dynload")
+	for _, d := range []string{filepath.Join(prefix, "bin"), dyn} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(prefix, "bin", "python"+xy)
+	if err := os.WriteFile(py, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := func(from, to string) {
+		ents, _ := os.ReadDir(from)
+		for _, e := range ents {
+			if e.Name() == "lib-dynload" {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	link(stdlib, std)
+	link(filepath.Join(stdlib, "lib-dynload"), dyn)
+	src := filepath.Join(base, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(src, "dep.c"), []byte("int crux_dep_answer(void) { return 42; }\n"), 0o644)
+	os.WriteFile(filepath.Join(src, "ext.c"), []byte("int crux_dep_answer(void);\nint crux_ext_answer(void) { return crux_dep_answer(); }\n"), 0o644)
+	ext := filepath.Join(dyn, "cruxext.so")
+	for _, args := range [][]string{
+		{"-shared", "-fPIC", "-o", filepath.Join(lib, "libcruxdep.so"), filepath.Join(src, "dep.c")},
+		{"-shared", "-fPIC", "-o", ext, filepath.Join(src, "ext.c"), "-L" + lib, "-lcruxdep", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../.."},
+	} {
+		if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+			t.Skipf("cannot build the extension module: %v %s", err, out)
+		}
+	}
+	env := filepath.Join(base, "env")
+	work := filepath.Join(base, "work")
+	os.Mkdir(env, 0o755)
+	os.Mkdir(work, 0o755)
+	sb := invoke.BwrapFor(bwrap, py, version, "")
+	// The host's stdlib the entries link to (a real conda prefix holds
+	// them itself).
+	sb.ReadOnly = append(sb.ReadOnly, stdlib)
+	argv, err := sb.Argv(&invoke.Call{Env: env}, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv = append(argv, py, "-I", "-c", "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).crux_ext_answer())", ext)
+	out, err = exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "42" {
+		t.Fatalf("loading %s in the sandbox: %v\n%s", ext, err, out)
+	}
+}

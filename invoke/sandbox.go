@@ -160,6 +160,7 @@ func InterpreterPaths(python, version, libpython string) []string {
 	if libpython != "" {
 		ro = append(ro, filepath.Dir(libpython))
 	}
+	ro = append(ro, runpathDirs(interpreterObjects(python, version, libpython))...)
 	if f, err := elf.Open(python); err == nil {
 		for _, p := range f.Progs {
 			if p.Type != elf.PT_INTERP {
@@ -203,4 +204,100 @@ func minorVersion(v string) string {
 		return ""
 	}
 	return x + "." + y
+}
+
+// maxRunpathObjects bounds the ELF files whose run paths InterpreterPaths
+// reads (a stdlib has about 70 extension modules).
+const maxRunpathObjects = 4096
+
+// interpreterObjects returns the ELF files of the interpreter at real path
+// python that its runs load from the host: itself, libpython, and the
+// extension modules (*.so) in its stdlib's lib-dynload directories.
+func interpreterObjects(python, version, libpython string) []string {
+	objs := []string{python}
+	if libpython != "" {
+		objs = append(objs, libpython)
+	}
+	xy := minorVersion(version)
+	if xy == "" {
+		return objs
+	}
+	dirs, _ := stdlibDirs(python, xy)
+	if bin := filepath.Dir(python); filepath.Base(bin) == "bin" {
+		prefix := filepath.Dir(bin)
+		dirs = append(dirs, filepath.Join(prefix, "lib", "python"+xy), filepath.Join(prefix, "lib64", "python"+xy))
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		dyn := filepath.Join(d, "lib-dynload")
+		if seen[dyn] {
+			continue
+		}
+		seen[dyn] = true
+		mods, _ := filepath.Glob(filepath.Join(dyn, "*.so"))
+		objs = append(objs, mods...)
+		if len(objs) > maxRunpathObjects {
+			return objs[:maxRunpathObjects]
+		}
+	}
+	return objs
+}
+
+// runpathDirs returns the directories the run paths (DT_RUNPATH and
+// DT_RPATH) of the ELF files objs name, where they exist: the dynamic
+// loader looks there for the libraries those files need, so a sandbox
+// that shows the files must show the directories too. $ORIGIN is
+// expanded to the directory of the file as named and as resolved (the
+// loader takes the one it opened); an entry with another dynamic string
+// token ($LIB, $PLATFORM), a relative one, and / itself are left out.
+func runpathDirs(objs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(d string) {
+		d = filepath.Clean(d)
+		if !filepath.IsAbs(d) || d == "/" || seen[d] {
+			return
+		}
+		seen[d] = true
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			return
+		}
+		out = append(out, d)
+		if r, err := filepath.EvalSymlinks(d); err == nil && r != d && !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for _, obj := range objs {
+		f, err := elf.Open(obj)
+		if err != nil {
+			continue
+		}
+		var paths []string
+		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
+			if v, err := f.DynString(tag); err == nil {
+				paths = append(paths, v...)
+			}
+		}
+		f.Close()
+		origins := []string{filepath.Dir(obj)}
+		if r, err := filepath.EvalSymlinks(obj); err == nil && filepath.Dir(r) != origins[0] {
+			origins = append(origins, filepath.Dir(r))
+		}
+		for _, p := range paths {
+			for _, e := range strings.Split(p, ":") {
+				if !strings.Contains(e, "$") {
+					add(e)
+					continue
+				}
+				for _, o := range origins {
+					x := strings.NewReplacer("${ORIGIN}", o, "$ORIGIN", o).Replace(e)
+					if !strings.Contains(x, "$") {
+						add(x)
+					}
+				}
+			}
+		}
+	}
+	return out
 }
