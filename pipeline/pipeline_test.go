@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -298,5 +300,44 @@ func TestFetchRootHostileIndex(t *testing.T) {
 		if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Filename) || !strings.Contains(err.Error(), "/files/") {
 			t.Errorf("%s: %v, want %s naming the file and its URL", tc.mode, err, tc.code)
 		}
+	}
+}
+
+// TestFetchRootDeclaredLength: an index that declares a root wheel of 1
+// GiB (as much as one may be) and sends a few bytes, then hangs up or
+// stalls, costs the bytes it sent, not the length it declared, and is a
+// fetch_failed refusal once the retries are spent. Before, readRoot
+// allocated the declared length up front: 1 GiB per attempt.
+func TestFetchRootDeclaredLength(t *testing.T) {
+	const declared = 1 << 30
+	for _, mode := range []string{"hang up", "stall"} {
+		t.Run(mode, func(t *testing.T) {
+			opts := index.Options{StallTimeout: 100 * time.Millisecond}
+			fx, c := serveWrapped(t, testdir.New(t), opts, func(files http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if !strings.Contains(r.URL.Path, "/files/") {
+						files.ServeHTTP(w, r)
+						return
+					}
+					w.Header().Set("Content-Length", strconv.Itoa(declared))
+					w.Write([]byte("PK\x03\x04 a few bytes of a wheel"))
+					w.(http.Flusher).Flush()
+					if mode == "stall" {
+						<-r.Context().Done()
+					}
+					panic(http.ErrAbortHandler) // close the connection short of the length
+				})
+			})
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, _, err := pipeline.FetchRoot(context.Background(), c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+			runtime.ReadMemStats(&after)
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), fx.Echo.Filename) {
+				t.Fatalf("a body cut short of its declared length: %v, want fetch_failed naming the file", err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+				t.Fatalf("allocated %d bytes for a body of a few bytes declaring %d", got, declared)
+			}
+		})
 	}
 }

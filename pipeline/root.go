@@ -116,7 +116,13 @@ func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest
 
 // readRoot reads one download of f, at most maxRoot bytes, and returns
 // them with their digest; bytes that are not sum's are dropped unjoined,
-// so a hostile body costs at most maxRoot of memory.
+// so a hostile body costs at most maxRoot of memory. Memory grows with
+// the bytes received, a chunk at a time, and they are hashed as they
+// come: a length the index declares is a bound (over maxRoot is refused
+// before a byte is read), never an allocation, so an index that declares
+// 1 GiB and sends nothing costs nothing. The bytes stay in memory, not a
+// temp file: install and image build take the root wheel as bytes (a
+// --wheel file is read whole too), and maxRoot bounds them.
 func readRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Digest) ([]byte, digest.Digest, error) {
 	rc, n, err := c.Open(ctx, f)
 	if err != nil {
@@ -127,18 +133,14 @@ func readRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Dig
 	if n > maxRoot {
 		return nil, digest.Digest{}, tooBig
 	}
-	if n >= 0 { // the transport holds the body to its declared length
-		b := make([]byte, n)
-		if _, err := io.ReadFull(rc, b); err != nil {
-			return nil, digest.Digest{}, err
-		}
-		return b, digest.Sum(b), nil
-	}
+	// One path for a declared length and none: the transport holds a
+	// body to its declared length, and one cut short of it is an
+	// unexpected EOF (retried), whatever was declared.
 	h := sha256.New()
 	var chunks [][]byte
 	var total int64
 	for {
-		chunk := make([]byte, 1<<20)
+		chunk := make([]byte, rootChunk)
 		k, err := io.ReadFull(rc, chunk)
 		total += int64(k)
 		if total > maxRoot {
@@ -159,3 +161,6 @@ func readRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Dig
 	}
 	return bytes.Join(chunks, nil), got, nil
 }
+
+// rootChunk is how much readRoot allocates ahead of the bytes received.
+const rootChunk = 1 << 20
