@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
@@ -123,6 +124,9 @@ func TestPushFailureRefused(t *testing.T) {
 			var re *refusal.Error
 			if refusal.CodeOf(err) != refusal.FetchFailed || !errors.As(err, &re) || !strings.Contains(re.Detail, "cannot push to "+repo) || !strings.Contains(re.Detail, c.says) {
 				t.Fatalf("push: %v (code %q), want fetch_failed saying %q", err, refusal.CodeOf(err), c.says)
+			}
+			if msg := err.Error(); strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") {
+				t.Fatalf("push: %q: want one line without the registry's HTML", msg)
 			}
 			// Whatever reached the registry is not a verified image.
 			direct := host + "/acme/" + strings.ReplaceAll(c.name, " ", "-") + "@" + ref.Digest.String()

@@ -1,16 +1,23 @@
 package image
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
 
 // registryStall bounds how long a registry may keep one request waiting
@@ -51,7 +58,99 @@ func (s *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, stalled(req, ctx, err)
 	}
 	resp.Body = &stallBody{body: resp.Body, w: w, req: req, ctx: ctx, cancel: cancel}
+	if resp.StatusCode >= 400 {
+		return oneLineError(resp)
+	}
 	return resp, nil
+}
+
+// maxErrorBody is as much of an error answer as go-containerregistry
+// reads (and puts in its error).
+const maxErrorBody = 64 << 10
+
+// maxExcerpt bounds, in runes, what of a registry's error text a refusal
+// carries; maxDiagnostics how many of its errors.
+const (
+	maxExcerpt     = 160
+	maxDiagnostics = 4
+)
+
+// oneLineError replaces the body of resp, a registry's (or its proxy's)
+// error answer, with what of it a refusal may carry: go-containerregistry
+// puts the body it does not parse into its error whole (up to 64 KiB), so
+// an nginx 503 page was printed as the refusal's detail over many lines.
+// A registry error ({"errors": [...]}) keeps its codes, which callers
+// test, with each message and detail cut to one short line; any other
+// body is cut to its first line when it is text, dropped when it is HTML.
+func oneLineError(resp *http.Response) (*http.Response, error) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	b = errorBody(b)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// errorBody is what of an error answer's body b a refusal may carry.
+func errorBody(b []byte) []byte {
+	var e struct {
+		Errors []transport.Diagnostic `json:"errors"`
+	}
+	if json.Unmarshal(b, &e) != nil || len(e.Errors) == 0 {
+		return []byte(excerpt(string(b)))
+	}
+	e.Errors = e.Errors[:min(len(e.Errors), maxDiagnostics)]
+	for i := range e.Errors {
+		d := &e.Errors[i]
+		d.Code = transport.ErrorCode(excerpt(string(d.Code)))
+		d.Message = excerpt(d.Message)
+		switch v := d.Detail.(type) {
+		case nil:
+		case string:
+			d.Detail = excerpt(v)
+		default:
+			j, _ := json.Marshal(v)
+			d.Detail = excerpt(string(j))
+		}
+		if d.Detail == "" {
+			d.Detail = nil
+		}
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// ansiCSI is a terminal's escape sequence (colours, cursor moves).
+var ansiCSI = regexp.MustCompile("\x1b\\[[0-9;?]*[ -/]*[@-~]")
+
+// excerpt is s's first line without control or format characters, cut
+// to maxExcerpt runes; "" when s is HTML or not UTF-8 text.
+func excerpt(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "<") || !utf8.ValidString(s) {
+		return ""
+	}
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = s[:i]
+	}
+	s = ansiCSI.ReplaceAllString(s, "")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > maxExcerpt {
+		s = string(r[:maxExcerpt]) + "…"
+	}
+	return strings.TrimSpace(s)
 }
 
 // watch is one request's stall timer.
