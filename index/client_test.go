@@ -559,3 +559,36 @@ func TestNoSuchHostIsNotRetried(t *testing.T) {
 		t.Error("Retryable says yes")
 	}
 }
+
+// TestErrorPageNotInRefusal: an index's (or its proxy's) error page is
+// not pasted into the refusal, nor into a retry event's error: they name
+// the status, one line. (The client drains and drops an error answer's
+// body; this holds it there.)
+func TestErrorPageNotInRefusal(t *testing.T) {
+	const page = "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, page)
+	}))
+	defer srv.Close()
+	var events []Event
+	cl, _ := New(srv.URL+"/simple/", Options{Attempts: 2, Backoff: time.Millisecond, Events: func(e Event) { events = append(events, e) }})
+	_, err := cl.Project(context.Background(), "down")
+	rc, _, oerr := cl.Open(context.Background(), File{Filename: "down-1.0-py3-none-any.whl", URL: srv.URL + "/files/down-1.0-py3-none-any.whl"})
+	if rc != nil {
+		rc.Close()
+	}
+	msgs := []string{fmt.Sprint(err), fmt.Sprint(oerr)}
+	for _, e := range events {
+		msgs = append(msgs, e.Err.Error())
+	}
+	if !errors.Is(err, refusal.FetchFailed) || oerr == nil || len(events) != 1 {
+		t.Fatalf("page: %v, file: %v, %d retry events", err, oerr, len(events))
+	}
+	for _, m := range msgs {
+		if strings.ContainsAny(m, "<\r\n") || !strings.Contains(m, "503") {
+			t.Errorf("%q: want one line naming the status, without the page", m)
+		}
+	}
+}
