@@ -10,6 +10,7 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -90,31 +91,63 @@ func baseErr(ref Ref, err error) error {
 type node struct {
 	typeflag byte
 	link     string
-	data     []byte // captured content (interpreter candidates only)
+	// versions are the distinct PY_VERSION strings found in the file
+	// (interpreter candidates only), at most maxVersions.
+	versions []string
 }
 
-// captureRE names the files whose bytes the scan keeps: interpreters and
-// libpython, where CPython's version string lives.
+// captureRE names the files whose bytes the scan searches: interpreters
+// and libpython, where CPython's version string lives.
 var captureRE = regexp.MustCompile(`^(python3(\.[0-9]+)?t?|libpython3\.[0-9]+t?\.so(\.[0-9.]+)?)$`)
 
-// maxCapture caps one captured file.
+// maxCapture caps one searched file.
 const maxCapture = 64 << 20
 
+// The scan's bounds: a base is read whole to find its interpreter, and a
+// hostile or huge one (millions of entries, or of files named python3)
+// must not make that unbounded. maxScanEntries caps the tar entries of
+// all its layers, maxCandidates the files captureRE names (and want)
+// whose bytes are searched, maxCandidateBytes their bytes in all; a real
+// base has some thousands of entries and a handful of candidates. Only
+// the version strings of a candidate are kept, never its bytes. Vars,
+// so that tests can lower them.
+var (
+	maxScanEntries    = 1 << 21
+	maxCandidates     = 64
+	maxCandidateBytes = int64(1 << 30)
+)
+
+// maxVersions caps the distinct version strings kept of one file: more
+// than one is already a refusal (versionIn).
+const maxVersions = 8
+
+// scanBudget is what is left of the scan's bounds.
+type scanBudget struct {
+	entries, candidates int
+	bytes               int64
+	buf                 []byte
+}
+
+func newScanBudget() *scanBudget {
+	return &scanBudget{entries: maxScanEntries, candidates: maxCandidates, bytes: maxCandidateBytes}
+}
+
 // scanFS merges the base's layers (whiteouts applied) into a map of
-// paths, reading them but never running anything, and keeps the bytes
-// of files captureRE names and of want.
+// paths, reading them but never running anything, and keeps the version
+// strings of files captureRE names and of want.
 func scanFS(img v1.Image, want string) (map[string]*node, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, err
 	}
 	fs := map[string]*node{}
+	budget := newScanBudget()
 	for _, l := range layers {
 		rc, err := l.Compressed()
 		if err != nil {
 			return nil, err
 		}
-		err = scanLayer(rc, fs, want)
+		err = scanLayer(rc, fs, want, budget)
 		rc.Close()
 		if err != nil {
 			return nil, err
@@ -123,12 +156,20 @@ func scanFS(img v1.Image, want string) (map[string]*node, error) {
 	return fs, nil
 }
 
-func scanLayer(rc io.Reader, fs map[string]*node, want string) error {
+// scanLayer merges one layer into fs. Its whiteouts hide what the lower
+// layers hold, not its own entries (OCI image-spec, "Whiteouts"), and
+// are applied in one pass over fs when the layer is read: applied as
+// read, each was a pass over every path, which a layer of a million
+// whiteouts over a million files made hours long.
+func scanLayer(rc io.Reader, fs map[string]*node, want string, budget *scanBudget) error {
 	zr, err := kgzip.NewReader(rc)
 	if err != nil {
 		return err
 	}
 	tr := tar.NewReader(zr)
+	upper := map[string]*node{}
+	opaque := map[string]bool{} // directories whose lower contents are hidden
+	gone := map[string]bool{}   // paths hidden with what is under them
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -137,42 +178,102 @@ func scanLayer(rc io.Reader, fs map[string]*node, want string) error {
 		if err != nil {
 			return err
 		}
+		if budget.entries--; budget.entries < 0 {
+			return refusal.New(refusal.InterpreterMismatch, "the base image has more than %d files, more than are read to find its interpreter; build on a smaller base", maxScanEntries)
+		}
 		p := path.Clean("/" + h.Name)
 		dir, base := path.Split(p)
 		if base == ".wh..wh..opq" {
-			for k := range fs {
-				if strings.HasPrefix(k, dir) {
-					delete(fs, k)
-				}
-			}
+			opaque[path.Clean(dir)] = true
 			continue
 		}
 		if w, ok := strings.CutPrefix(base, ".wh."); ok {
-			gone := path.Join(dir, w)
-			delete(fs, gone)
-			for k := range fs {
-				if strings.HasPrefix(k, gone+"/") {
-					delete(fs, k)
-				}
-			}
+			gone[path.Join(dir, w)] = true
 			continue
 		}
 		n := &node{typeflag: h.Typeflag, link: h.Linkname}
 		if h.Typeflag == tar.TypeLink {
-			if t, ok := fs[path.Clean("/"+h.Linkname)]; ok {
-				n = &node{typeflag: t.typeflag, link: t.link, data: t.data}
+			t, ok := upper[path.Clean("/"+h.Linkname)]
+			if !ok {
+				t, ok = fs[path.Clean("/"+h.Linkname)]
+			}
+			if ok {
+				n = &node{typeflag: t.typeflag, link: t.link, versions: t.versions}
 			}
 		}
 		if h.Typeflag == tar.TypeReg && h.Size <= maxCapture && (captureRE.MatchString(base) || p == want) {
-			if n.data, err = io.ReadAll(tr); err != nil {
+			if budget.candidates--; budget.candidates < 0 {
+				return refusal.New(refusal.InterpreterMismatch, "the base image has more than %d files named like an interpreter or libpython (python3*, libpython3*.so*), more than are read to find its interpreter; build on a base with one Python", maxCandidates)
+			}
+			if budget.bytes -= h.Size; budget.bytes < 0 {
+				return refusal.New(refusal.InterpreterMismatch, "the base image's files named like an interpreter or libpython (python3*, libpython3*.so*) hold more than %d bytes, more than are read to find its interpreter; build on a base with one Python", maxCandidateBytes)
+			}
+			if n.versions, err = budget.versionsIn(tr); err != nil {
 				return err
 			}
 		}
-		fs[p] = n
+		upper[p] = n
+	}
+	if len(opaque) > 0 || len(gone) > 0 {
+		for k := range fs {
+			if hidden(k, opaque, gone) {
+				delete(fs, k)
+			}
+		}
+	}
+	for k, n := range upper {
+		fs[k] = n
 	}
 	// Drain to the end so that the blob's digest is checked.
 	_, err = io.Copy(io.Discard, rc)
 	return err
+}
+
+// hidden reports whether the lower layers' path k is hidden by a
+// layer's whiteouts: k or a directory above it whited out, or a
+// directory above it made opaque.
+func hidden(k string, opaque, gone map[string]bool) bool {
+	if gone[k] {
+		return true
+	}
+	for d := k; d != "/"; {
+		d = path.Dir(d)
+		if gone[d] || opaque[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// versionOverlap is how much of a chunk is searched again with the next
+// one, so that a version string across two reads is found: longer than
+// any PY_VERSION with its NULs ("\x003.14.0rc3+\x00").
+const versionOverlap = 64
+
+// versionsIn streams r through versionRE and returns the distinct
+// version strings in it (at most maxVersions), holding one buffer.
+func (b *scanBudget) versionsIn(r io.Reader) ([]string, error) {
+	if b.buf == nil {
+		b.buf = make([]byte, versionOverlap+256<<10)
+	}
+	var out []string
+	keep := 0
+	for {
+		k, err := io.ReadFull(r, b.buf[keep:])
+		chunk := b.buf[:keep+k]
+		for _, m := range versionRE.FindAllSubmatch(chunk, -1) {
+			if v := string(m[1]); len(out) < maxVersions && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		keep = copy(b.buf, chunk[len(chunk)-versionOverlap:])
+	}
 }
 
 // resolve follows symlinks in fs for p, component by component, as the
@@ -256,20 +357,20 @@ var versionRE = regexp.MustCompile(`\x00(3\.[0-9]+\.[0-9]+(?:(?:a|b|rc)[0-9]+)?\
 // of xy in the image when the interpreter links it. Exactly one distinct
 // version must be found.
 func versionIn(fs map[string]*node, real, xy string) (string, error) {
-	find := func(b []byte) map[string]bool {
+	find := func(vs []string) map[string]bool {
 		out := map[string]bool{}
-		for _, m := range versionRE.FindAllSubmatch(b, -1) {
-			if v := string(m[1]); strings.HasPrefix(v, xy+".") {
+		for _, v := range vs {
+			if strings.HasPrefix(v, xy+".") {
 				out[v] = true
 			}
 		}
 		return out
 	}
-	found := find(fs[real].data)
+	found := find(fs[real].versions)
 	if len(found) == 0 {
 		for p, n := range fs {
-			if strings.HasPrefix(path.Base(p), "libpython"+xy) && n.data != nil {
-				for v := range find(n.data) {
+			if strings.HasPrefix(path.Base(p), "libpython"+xy) && n.versions != nil {
+				for v := range find(n.versions) {
 					found[v] = true
 				}
 			}

@@ -51,7 +51,7 @@ func FuzzScanLayer(f *testing.F) {
 	f.Add([]byte("not gzip"), "/x")
 	f.Fuzz(func(t *testing.T, layer []byte, want string) {
 		fs := map[string]*node{}
-		_ = scanLayer(bytes.NewReader(layer), fs, want)
+		_ = scanLayer(bytes.NewReader(layer), fs, want, newScanBudget())
 		_, _ = findInterpreter(fs, want)
 	})
 }
@@ -61,7 +61,11 @@ func FuzzVersionIn(f *testing.F) {
 	f.Add([]byte("\x003.11.2\x00"), "3.11")
 	f.Add([]byte("\x003.12.0rc1\x00\x003.12.1\x00"), "3.12")
 	f.Fuzz(func(t *testing.T, b []byte, xy string) {
-		fs := map[string]*node{"/p": {typeflag: tar.TypeReg, data: b}}
+		vs, err := newScanBudget().versionsIn(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := map[string]*node{"/p": {typeflag: tar.TypeReg, versions: vs}}
 		_, _ = versionIn(fs, "/p", xy)
 	})
 }
