@@ -2,10 +2,14 @@ package image
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
@@ -48,5 +52,51 @@ func TestVerifyRegistryStalls(t *testing.T) {
 	t.Logf("%v: %v", time.Since(start), err)
 	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
 		t.Fatalf("a registry that says nothing: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestVerifySilentRegistryOneDeadline: a registry that accepts the
+// connection and says nothing costs one stall deadline, not four. Its
+// TLS handshake times out first (go-containerregistry's transport allows
+// 10 s, the stall 30 s), and go-containerregistry retried that timeout
+// as a temporary error, three tries with 1 s and 3 s between: 34 s for
+// the https ping alone, 4×30 s where a dial timed out. A timeout or a
+// stall is not retried now. The test keeps production's order (the
+// handshake's timeout under the stall) at a smaller scale.
+func TestVerifySilentRegistryOneDeadline(t *testing.T) {
+	defer func(s time.Duration, rt http.RoundTripper) { registryStall, remote.DefaultTransport = s, rt }(registryStall, remote.DefaultTransport)
+	registryStall = time.Second
+	tr := remote.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSHandshakeTimeout = 200 * time.Millisecond
+	remote.DefaultTransport = tr
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // read the request, answer nothing
+				defer c.Close()
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	keys := []*sign.PublicKey{testKey(t).Public()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = Verify(ctx, l.Addr().String()+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: keys})
+	took := time.Since(start)
+	t.Logf("%v: %v", took, err)
+	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
+		t.Fatalf("a registry that says nothing: %v after %v", err, took)
+	}
+	if took > 2*registryStall {
+		t.Fatalf("a registry that says nothing held verify %v, more than one stall deadline (%v)", took, registryStall)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -32,10 +34,38 @@ var registryStall = 30 * time.Second
 var errStalled = errors.New("the registry sent nothing for too long")
 
 // withStall returns opts with a transport that cancels a request once
-// registryStall passes without progress, before them: a caller's own
-// remote.WithTransport comes later and is kept.
+// registryStall passes without progress, and a retry predicate that
+// does not try a stall or a timeout again, before them: a caller's own
+// remote.WithTransport or remote.WithRetryPredicate comes later and is
+// kept.
 func withStall(opts []remote.Option) []remote.Option {
-	return append([]remote.Option{remote.WithTransport(&stallTransport{rt: remote.DefaultTransport, stall: registryStall})}, opts...)
+	return append([]remote.Option{
+		remote.WithTransport(&stallTransport{rt: remote.DefaultTransport, stall: registryStall}),
+		remote.WithRetryPredicate(retryable),
+	}, opts...)
+}
+
+// retryable is go-containerregistry's default retry predicate (a
+// temporary error, a 5xx or 429 among them; a connection cut short)
+// less a stall and a timeout. Its transport times a TLS handshake out
+// after 10 s and a dial after 30 s, errors that say they are temporary,
+// so a registry that accepted the connection and said nothing was tried
+// three times, 1 s and 3 s apart: 34 s for a handshake, 4×30 s for a
+// dial, where a stall deadline (registryStall) was meant to be the
+// wait. A registry that said nothing for that long is not waited for
+// again.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, errStalled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	if t, ok := err.(interface{ Temporary() bool }); ok && t.Temporary() {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 type stallTransport struct {
