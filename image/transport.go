@@ -45,6 +45,13 @@ func withStall(opts []remote.Option) []remote.Option {
 	}, opts...)
 }
 
+// RemoteOptions returns opts with what this package's own registry
+// requests have before them: a deadline of registryStall (30 s) without
+// a byte either way, no retry of a stall or a timeout, and error answers
+// cut to one short line. Another package that reads a registry (the
+// container backend's manifest read) takes its options through it.
+func RemoteOptions(opts []remote.Option) []remote.Option { return withStall(opts) }
+
 // retryable is go-containerregistry's default retry predicate (a
 // temporary error, a 5xx or 429 among them; a connection cut short)
 // less a stall and a timeout. Its transport times a TLS handshake out

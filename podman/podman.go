@@ -364,7 +364,9 @@ func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, er
 		if ro == nil {
 			ro = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
 		}
-		d, err = remote.Get(ref.Repo.Digest(ref.Digest.String()), append([]remote.Option{remote.WithContext(ctx)}, ro...)...)
+		// image's transport: a registry that says nothing is bounded by a
+		// stall deadline, and its error page is not the refusal's detail.
+		d, err = remote.Get(ref.Repo.Digest(ref.Digest.String()), image.RemoteOptions(append([]remote.Option{remote.WithContext(ctx)}, ro...))...)
 		if err == nil {
 			raw = d.Manifest
 		}

@@ -1,0 +1,46 @@
+package podman
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestManifestReadOneLine: the container backend's read of the pinned
+// manifest goes through image's registry transport, as verify's does: a
+// registry's 503 page is not pasted into the refusal (and a registry
+// that says nothing is bounded by the same stall deadline). Before, it
+// used go-containerregistry's bare transport, so container_unavailable
+// carried the page over many lines.
+func TestManifestReadOneLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte("<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"))
+	}))
+	defer srv.Close()
+	ref, err := image.ParseRef(strings.TrimPrefix(srv.URL, "http://") + "/acme/echo@sha256:" + strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Executor{Remote: []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 2})}}
+	_, err = e.configDigest(context.Background(), ref)
+	if refusal.CodeOf(err) != refusal.ContainerUnavailable {
+		t.Fatalf("got %v, want container_unavailable", err)
+	}
+	if msg := err.Error(); strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") || !strings.Contains(msg, "503") {
+		t.Fatalf("refusal %q: want one line naming the status, without the page", msg)
+	}
+}
