@@ -571,13 +571,11 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 		// maxPage (times ReadAll's growth) per page for nothing.
 		return nil, refusal.New(refusal.FetchFailed, "page %s declares %d bytes, more than a project page may have (%d); check the index URL", red, resp.ContentLength, maxPage)
 	}
-	var data []byte
-	if resp.ContentLength >= 0 { // the transport holds the body to it
-		data = make([]byte, resp.ContentLength)
-		_, err = io.ReadFull(b, data)
-	} else {
-		data, err = io.ReadAll(io.LimitReader(b, maxPage+1))
-	}
+	// Memory grows with the bytes received, never with the length
+	// declared (the transport holds the body to it, and one cut short is
+	// an unexpected EOF): allocated up front, a page that declared 64 MiB
+	// and sent a few bytes cost 64 MiB an attempt.
+	data, err := io.ReadAll(io.LimitReader(b, maxPage+1))
 	if err != nil {
 		return nil, err
 	}

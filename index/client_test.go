@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -590,5 +591,32 @@ func TestErrorPageNotInRefusal(t *testing.T) {
 		if strings.ContainsAny(m, "<\r\n") || !strings.Contains(m, "503") {
 			t.Errorf("%q: want one line naming the status, without the page", m)
 		}
+	}
+}
+
+// TestPageDeclaredLengthNotAllocated: a page whose declared length is
+// within the bound but which sends a few bytes and hangs up costs the
+// bytes sent, not the length declared. Before, the client allocated the
+// declared length up front: 64 MiB per attempt, for each page read at
+// once.
+func TestPageDeclaredLengthNotAllocated(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Header().Set("Content-Length", fmt.Sprint(maxPage))
+		io.WriteString(w, "<html><body><a ")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	cl, _ := New(srv.URL+"/simple/", Options{Attempts: 4, Backoff: time.Millisecond})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := cl.Project(context.Background(), "short")
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, refusal.FetchFailed) {
+		t.Fatalf("%v, want fetch_failed", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Fatalf("allocated %d bytes for 4 pages of a few bytes each", got)
 	}
 }
