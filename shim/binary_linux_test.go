@@ -33,6 +33,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(pid1Env) != "" {
+		pid1Wrapper() // the test binary re-run as a new pid namespace's first process
+	}
 	dir, err := os.MkdirTemp("", "cruxshim-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -126,6 +129,11 @@ type report struct {
 	FD3WriteError string          `json:"fd3_write_error"`
 	FDs           map[int]string  `json:"fds"`
 	Exists        map[string]bool `json:"exists"`
+	// CHILD_MODE=init only (TestInit):
+	Pid     int            `json:"pid"`
+	PPid    int            `json:"ppid"`
+	InitFDs map[int]string `json:"init_fds"`
+	Orphan  string         `json:"orphan"`
 }
 
 // wantDelivered asserts a run succeeded and the child saw exactly bundle on a

@@ -9,10 +9,12 @@ import (
 
 // Exec is the whole of cruxshim: it parses argv (argv[0] is the shim's own
 // name), delivers the secret on SecretFD when a secret flag asks for it, and
-// execs CMD with env (the shim's environment, passed through unchanged). It
+// execs CMD with env (the shim's environment, passed through unchanged). As
+// the first process of a pid namespace (a container's pid 1) it starts CMD as
+// its child instead and stays as its init (runInit), exiting as CMD did. It
 // returns only when it refuses, and then always a *RefusedError; the caller
 // prints its one line and exits ExitRefused. With no secret flag it touches no
-// descriptor and writes nothing.
+// descriptor before CMD starts and writes nothing.
 func Exec(argv, env []string) error {
 	if len(argv) == 0 {
 		return refuse(codeUsage)
@@ -29,6 +31,9 @@ func Exec(argv, env []string) error {
 	path, ok := lookPath(o.argv[0], env)
 	if !ok {
 		return refuse(codeExecFailed)
+	}
+	if asInit() {
+		return runInit(path, o.argv, env)
 	}
 	_ = syscall.Exec(path, o.argv, env)
 	return refuse(codeExecFailed)

@@ -3,14 +3,32 @@
 // the seals on it, its argv and environment, every descriptor it inherited
 // (those without close-on-exec), and whether each path given as an argument
 // still exists.
+//
+// CHILD_MODE (the shim passes the environment through) makes it the command
+// of the init tests instead, run under a cruxshim that is pid 1:
+//
+//	init      the report, plus its pid and parent's, the descriptors of pid 1
+//	          (the init) and whether an orphan it made was reaped; then it
+//	          exits CHILD_EXIT (default 0)
+//	selfkill  sends itself signal number CHILD_SIGNAL, then exits 0 if it
+//	          is still alive 2 s later
+//	signals   prints "ready", then the number of each SIGINT, SIGHUP, SIGQUIT,
+//	          SIGUSR1 and SIGUSR2 it receives, one a line; SIGTERM is not
+//	          caught; exits 3 after 30 s
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 const fGetSeals = 1034 // F_GET_SEALS
@@ -24,9 +42,36 @@ type report struct {
 	FD3WriteError string          `json:"fd3_write_error"`
 	FDs           map[int]string  `json:"fds"`
 	Exists        map[string]bool `json:"exists"`
+	// CHILD_MODE=init only:
+	Pid     int            `json:"pid,omitempty"`
+	PPid    int            `json:"ppid,omitempty"`
+	InitFDs map[int]string `json:"init_fds,omitempty"`
+	Orphan  string         `json:"orphan,omitempty"`
 }
 
 func main() {
+	switch os.Getenv("CHILD_MODE") {
+	case "selfkill":
+		n, _ := strconv.Atoi(os.Getenv("CHILD_SIGNAL"))
+		syscall.Kill(os.Getpid(), syscall.Signal(n))
+		time.Sleep(2 * time.Second)
+		os.Exit(0)
+	case "signals":
+		signals()
+	case "orphan-parent":
+		// Starts a grandchild that outlives this process by 100 ms,
+		// prints its pid and exits without waiting: an orphan.
+		c := exec.Command(os.Args[0])
+		c.Env = []string{"CHILD_MODE=orphan"}
+		if err := c.Start(); err != nil {
+			os.Exit(1)
+		}
+		fmt.Println(c.Process.Pid)
+		os.Exit(0)
+	case "orphan":
+		time.Sleep(100 * time.Millisecond)
+		os.Exit(0)
+	}
 	r := report{Argv: os.Args, Env: os.Environ(), FDs: map[int]string{}, Exists: map[string]bool{}}
 	// An fd 3 with close-on-exec is this process's own (the Go runtime keeps
 	// its cgroup files open), not one it inherited.
@@ -73,6 +118,59 @@ func main() {
 		_, err := os.Lstat(p)
 		r.Exists[p] = err == nil
 	}
+	code := 0
+	if os.Getenv("CHILD_MODE") == "init" {
+		r.Pid, r.PPid = os.Getpid(), os.Getppid()
+		r.InitFDs = map[int]string{}
+		ents, err := os.ReadDir("/proc/1/fd")
+		if err != nil {
+			r.InitFDs[-1] = err.Error()
+		}
+		for _, e := range ents {
+			fd, _ := strconv.Atoi(e.Name())
+			r.InitFDs[fd], _ = os.Readlink("/proc/1/fd/" + e.Name())
+		}
+		r.Orphan = orphan()
+		code, _ = strconv.Atoi(os.Getenv("CHILD_EXIT"))
+	}
 	out, _ := json.Marshal(r)
 	os.Stdout.Write(append(out, '\n'))
+	os.Exit(code)
+}
+
+// orphan makes an orphan (a grandchild whose parent exited) and says whether
+// something reaped it within 5 s of its exit ("reaped"), or it stayed a
+// zombie ("zombie").
+func orphan() string {
+	c := exec.Command(os.Args[0])
+	c.Env = []string{"CHILD_MODE=orphan-parent"}
+	out, err := c.Output()
+	if err != nil {
+		return "cannot make an orphan: " + err.Error()
+	}
+	pid := strings.TrimSpace(string(out))
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat("/proc/" + pid); err != nil {
+			return "reaped"
+		}
+	}
+	return "zombie"
+}
+
+func signals() {
+	c := make(chan os.Signal, 8)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, "ready")
+	w.Flush()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case s := <-c:
+			fmt.Fprintln(w, int(s.(syscall.Signal)))
+			w.Flush()
+		case <-timeout:
+			os.Exit(3)
+		}
+	}
 }
