@@ -82,6 +82,32 @@ func TestBattery(t *testing.T) {
 	invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor { return &Executor{Ledger: l} }, f.Fixtures)
 }
 
+// TestHarnessBehindShimInit: in a container cruxshim is pid 1 and stays as
+// the init, so the harness (not pid 1) does not fork one of its own (~50 ms
+// of copy-on-write faults a run): its parent is cruxshim, and the run's
+// orphans are reaped.
+func TestHarnessBehindShimInit(t *testing.T) {
+	harnessBehindShimInit(t, &Executor{}, fixture(t))
+}
+
+func harnessBehindShimInit(t *testing.T, e *Executor, f *invoketest.Container) {
+	t.Helper()
+	res, err := e.Run(context.Background(), f.Call("orphan", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Reaped bool   `json:"reaped"`
+		Parent string `json:"parent"`
+	}
+	if res.Status != invoke.StatusOK || json.Unmarshal(res.Value, &v) != nil {
+		t.Fatalf("%+v %+v %s", res, res.Error, res.Value)
+	}
+	if !v.Reaped || v.Parent != "cruxshim" {
+		t.Errorf("reaped %v, the harness's parent %q; want the orphan reaped, the harness behind cruxshim", v.Reaped, v.Parent)
+	}
+}
+
 // probe runs the probe entrypoint with the battery's secrets.
 func probe(t *testing.T, e *Executor, f *invoketest.Container) map[string]any {
 	t.Helper()

@@ -163,6 +163,7 @@ func TestRootlessChild(t *testing.T) {
 		}
 	})
 	t.Run("Containment", func(t *testing.T) { containment(t, ex, f, limits) })
+	t.Run("HarnessBehindShimInit", func(t *testing.T) { harnessBehindShimInit(t, ex, f) })
 	t.Run("Battery", func(t *testing.T) {
 		invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor {
 			return &Executor{Ledger: l, UnenforcedLimits: !limits}
