@@ -134,6 +134,7 @@ type report struct {
 	PPid    int            `json:"ppid"`
 	InitFDs map[int]string `json:"init_fds"`
 	Orphan  string         `json:"orphan"`
+	SigIgn  string         `json:"sig_ign"`
 }
 
 // wantDelivered asserts a run succeeded and the child saw exactly bundle on a

@@ -31,14 +31,14 @@ func asInit() bool { return unix.Getpid() == 1 }
 // and exits as CMD did: its exit status, or 128+N when signal N killed it.
 // It returns only when CMD cannot be started, with exec_failed.
 func runInit(path string, argv, env []string) error {
+	// SIGHUP and SIGINT ignored at the shim's start stay ignored, for CMD
+	// too, as across an exec (asked before Notify, which un-ignores them).
+	hup, intr := signal.Ignored(unix.SIGHUP), signal.Ignored(unix.SIGINT)
 	// Caught from before the start, so that none ends the init before
 	// CMD exists; one that comes early is passed on once it does.
 	fwd := make(chan os.Signal, 16)
 	signal.Notify(fwd, forwarded...)
-	// Every other signal is caught and dropped (the channel is never
-	// read), except SIGHUP and SIGINT when the shim was started with them
-	// ignored: they stay ignored, for CMD too, as across an exec.
-	hup, intr := signal.Ignored(unix.SIGHUP), signal.Ignored(unix.SIGINT)
+	// Every other signal is caught and dropped (the channel is never read).
 	signal.Notify(make(chan os.Signal, 1))
 	if hup {
 		signal.Ignore(unix.SIGHUP)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,7 +22,7 @@ import (
 // pid1Env marks the test binary re-run by asInitCmd as the first process of a
 // new pid and mount namespace: it mounts that namespace's /proc and execs the
 // rest of its argv (cruxshim and its arguments), so cruxshim is pid 1, as in
-// a container.
+// a container. With the value "ignore-hup" it ignores SIGHUP before the exec.
 const pid1Env = "CRUXSHIM_TEST_PID1"
 
 // pid1NoProc is the wrapper's exit status when it cannot mount /proc.
@@ -35,6 +36,9 @@ func pid1Wrapper() {
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		fmt.Fprintln(os.Stderr, "mount /proc:", err)
 		os.Exit(pid1NoProc)
+	}
+	if os.Getenv(pid1Env) == "ignore-hup" {
+		signal.Ignore(syscall.SIGHUP)
 	}
 	var env []string
 	for _, kv := range os.Environ() {
@@ -137,6 +141,17 @@ func TestInit(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ignored SIGHUP stays ignored", func(t *testing.T) {
+		// As across the exec: CMD starts with SIGHUP ignored.
+		r := runAsInit(t, []string{childBin}, []string{pid1Env + "=ignore-hup", "CHILD_MODE=init"})
+		var rep report
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Pid == 1 {
+			t.Fatalf("exit %d, stderr %q, stdout %q", r.code, r.stderr, r.stdout)
+		}
+		if ign, err := strconv.ParseUint(rep.SigIgn, 16, 64); err != nil || ign&(1<<(syscall.SIGHUP-1)) == 0 {
+			t.Errorf("CMD's SigIgn %q: want SIGHUP ignored, as the shim was started", rep.SigIgn)
+		}
+	})
 	t.Run("exec failed", func(t *testing.T) {
 		notExec := filepath.Join(t.TempDir(), "script")
 		if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {

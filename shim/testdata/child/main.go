@@ -7,8 +7,9 @@
 // CHILD_MODE (the shim passes the environment through) makes it the command
 // of the init tests instead, run under a cruxshim that is pid 1:
 //
-//	init      the report, plus its pid and parent's, the descriptors of pid 1
-//	          (the init) and whether an orphan it made was reaped; then it
+//	init      the report, plus its pid and parent's, its ignored signals
+//	          (SigIgn of /proc/self/status), the descriptors of pid 1 (the
+//	          init) and whether an orphan it made was reaped; then it
 //	          exits CHILD_EXIT (default 0)
 //	selfkill  sends itself signal number CHILD_SIGNAL, then exits 0 if it
 //	          is still alive 2 s later
@@ -47,6 +48,7 @@ type report struct {
 	PPid    int            `json:"ppid,omitempty"`
 	InitFDs map[int]string `json:"init_fds,omitempty"`
 	Orphan  string         `json:"orphan,omitempty"`
+	SigIgn  string         `json:"sig_ign,omitempty"`
 }
 
 func main() {
@@ -129,6 +131,13 @@ func main() {
 		for _, e := range ents {
 			fd, _ := strconv.Atoi(e.Name())
 			r.InitFDs[fd], _ = os.Readlink("/proc/1/fd/" + e.Name())
+		}
+		if st, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, l := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+					r.SigIgn = strings.TrimSpace(v)
+				}
+			}
 		}
 		r.Orphan = orphan()
 		code, _ = strconv.Atoi(os.Getenv("CHILD_EXIT"))
