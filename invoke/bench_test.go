@@ -3,14 +3,17 @@ package invoke_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/invoke"
 	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
@@ -23,6 +26,11 @@ import (
 // (bench/invoke.sh prepares it); without it the corpus benchmarks skip.
 const corpusEnvVar = "CRUXPROV_BENCH_CORPUS_ENV"
 
+// shimEnvVar names the cruxshim binary shim-pid1-spawn runs (say, one built
+// from the commit before a change to the shim); without it the shim is built
+// from this tree.
+const shimEnvVar = "CRUXPROV_BENCH_SHIM"
+
 var benchSecrets = map[string]string{"acme/alpha": "a-token", "acme/beta": "b-token"}
 
 // BenchmarkInvoke is what an executor pays per call through the Go API,
@@ -31,6 +39,10 @@ var benchSecrets = map[string]string{"acme/alpha": "a-token", "acme/beta": "b-to
 //
 //   - bare-spawn: the env's python with the harness on the same request,
 //     the secret bundle on fd 3 through a pipe, nothing else;
+//   - shim-pid1-spawn: the same behind cruxshim as the first process of a
+//     pid namespace of its own, as in a container (the shim at
+//     $CRUXPROV_BENCH_SHIM, else built from this tree): what the init in
+//     front of the harness costs, without the container's start;
 //   - go-api-watched: invoke.Subprocess with the watch.Verifier around a
 //     fast seal verify (one full verify, then O(1) while nothing changed),
 //     the intent and outcome synced to a ledger, every §10 obligation;
@@ -64,7 +76,14 @@ func BenchmarkInvoke(b *testing.B) {
 }
 
 func benchEnv(b *testing.B, c *invoke.Call, bundle []byte) {
-	b.Run("bare-spawn", func(b *testing.B) { bareSpawn(b, c, bundle) })
+	b.Run("bare-spawn", func(b *testing.B) { bareSpawn(b, c, bundle, nil) })
+	b.Run("shim-pid1-spawn", func(b *testing.B) {
+		sh := os.Getenv(shimEnvVar)
+		if sh == "" {
+			sh = imagetest.Shim(b)
+		}
+		bareSpawn(b, c, bundle, []string{sh, "--secret-pipe-fd", strconv.Itoa(shim.SecretFD)})
+	})
 	b.Run("go-api-watched", func(b *testing.B) {
 		v := watch.NewVerifier(watch.Spec{Env: c.Env}, func(ctx context.Context) error {
 			_, err := seal.Verify(ctx, c.Env, seal.Options{})
@@ -129,8 +148,10 @@ func reportCPU(b *testing.B, start time.Duration) {
 }
 
 // bareSpawn spawns the env's python with the harness directly on the same
-// request, the bundle (if any) on fd 3 through a pipe: the floor.
-func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte) {
+// request, the bundle (if any) on fd 3 through a pipe: the floor. With a
+// shim (its argv before the command) the spawn is the shim with the harness
+// as its command, as the first process of a new pid namespace.
+func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte, shimArgv []string) {
 	line, err := invoke.Request(c, "bench-run", invoke.Budgets{TimeoutMS: 30000, OutputBytes: 1 << 20})
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +161,16 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte) {
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		cmd := exec.Command(py, "-I", "-m", pyrt.HarnessModule)
+		argv := append(append([]string(nil), shimArgv...), py, "-I", "-m", pyrt.HarnessModule)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if shimArgv != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+			if os.Geteuid() != 0 {
+				cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
+				cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
+				cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+			}
+		}
 		cmd.Stdin = bytes.NewReader(line)
 		cmd.Dir = dir
 		cmd.Env = []string{}
@@ -156,6 +186,9 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte) {
 			cmd.ExtraFiles = extra
 		}
 		if err := cmd.Start(); err != nil {
+			if shimArgv != nil && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EINVAL)) {
+				b.Skipf("cannot make a pid namespace here: %v", err)
+			}
 			b.Fatal(err)
 		}
 		if r != nil {

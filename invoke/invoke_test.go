@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
@@ -56,6 +57,7 @@ func TestMain(m *testing.M) {
 		fx, fxErr = invoketest.BuildLocal(context.Background(), base, python)
 		return m.Run()
 	}()
+	imagetest.Cleanup() // the cruxshim BenchmarkInvoke built, if any
 	os.Exit(code)
 }
 

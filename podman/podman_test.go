@@ -28,7 +28,7 @@ var (
 )
 
 // usable skips t where podman cannot run containers here.
-func usable(t *testing.T) {
+func usable(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("podman is not installed (apt-get install podman runc): no container executor to test")
@@ -51,7 +51,7 @@ func usable(t *testing.T) {
 
 // fixture is the hostile provider's signed image, built once per binary
 // on the cached bookworm base.
-func fixture(t *testing.T) *invoketest.Container {
+func fixture(t testing.TB) *invoketest.Container {
 	t.Helper()
 	usable(t)
 	dir, h := imagetest.Base(t)
@@ -70,8 +70,10 @@ func fixture(t *testing.T) *invoketest.Container {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if fxDir != "" {
-		os.RemoveAll(fxDir)
+	for _, d := range []string{fxDir, baseFxDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	imagetest.Cleanup()
 	os.Exit(code)
