@@ -1,11 +1,12 @@
 // Package shim is the logic of cruxshim, the container entrypoint that turns a
 // secret bundle delivered on a tmpfs/ramfs file or a one-shot pipe into an
 // anonymous, sealed memory file on descriptor 3, then execs the command
-// (DESIGN §11). It also names that descriptor for executors: SecretChannel is
-// the secret_channel spec both backends put in the protocol line.
+// (DESIGN §11), or, as a container's pid 1, starts it and stays as its init.
+// It also names that descriptor for executors: SecretChannel is the
+// secret_channel spec both backends put in the protocol line.
 //
 // It owns the argv of cruxshim, the descriptor sweep, the path and pipe checks,
-// the copy into the memory file and the exec, and the closed set of shim
+// the copy into the memory file, the exec or the init, and the closed set of shim
 // refusal codes (docs/shim.md). It does not own the bundle's contents (the
 // executor writes the JSON), the run's refusal codes (package refusal), or
 // printing: Exec returns a *RefusedError and cmd/cruxshim writes its line.

@@ -5,8 +5,9 @@
 //go:debug updatemaxprocs=0
 
 // Command cruxshim is the container images' ENTRYPOINT (DESIGN §11): it moves
-// a secret bundle from a tmpfs file or a pipe onto fd 3 and execs CMD, or
-// refuses with exit 78 and exactly one stderr line "shim_refused: <code>".
+// a secret bundle from a tmpfs file or a pipe onto fd 3 and execs CMD (as a
+// container's pid 1, starts it and stays as its init), or refuses with exit
+// 78 and exactly one stderr line "shim_refused: <code>".
 // The logic is package shim; this file only hands it argv and the
 // environment and prints the refusal.
 package main
