@@ -53,7 +53,9 @@ func pid1Wrapper() {
 
 // asInitCmd is cruxshim with args as pid 1 of a new pid namespace with its own
 // /proc: as root, a pid and mount namespace; otherwise a user namespace too,
-// mapping the caller to itself. cmd.Process.Pid is the init's pid outside.
+// mapping the caller to root in it (as unshare -r does: the wrapper needs
+// CAP_SYS_ADMIN there to mount /proc). cmd.Process.Pid is the init's pid
+// outside.
 func asInitCmd(args, env []string, extra ...*os.File) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], append([]string{shimBin}, args...)...)
 	cmd.Env = append([]string{pid1Env + "=1", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C"}, env...)
@@ -61,8 +63,8 @@ func asInitCmd(args, env []string, extra ...*os.File) *exec.Cmd {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS}
 	if os.Geteuid() != 0 {
 		cmd.SysProcAttr.Cloneflags |= syscall.CLONE_NEWUSER
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: os.Geteuid(), HostID: os.Geteuid(), Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: os.Getegid(), HostID: os.Getegid(), Size: 1}}
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 	}
 	return cmd
 }
