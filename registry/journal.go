@@ -85,8 +85,17 @@ func (d *Dir) commit(j *journal) error {
 		return err
 	}
 	if err := writeAtomic(d.path(journalName), b); err != nil {
-		// Not committed: nothing of the mutation was written.
-		return fmt.Errorf("registry: cannot record the change: %w", err)
+		// Not committed. writeAtomic fails after its rename too (the
+		// directory's fsync): the journal is then in place, and the next
+		// command would apply the change this one reports as not
+		// recorded. Take it back (the lock is held, so a journal here is
+		// this one: finish removed any other); one that cannot be
+		// removed is committed, and said so.
+		if rerr := os.Remove(d.path(journalName)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			return fmt.Errorf("registry: the change is recorded but not all written (%w; and its journal could not be taken back: %v): the next cruxprov command that opens this registry with write access finishes it", err, rerr)
+		}
+		syncDir(d.root) // best effort: the journal was never durable
+		return fmt.Errorf("registry: cannot record the change (nothing was changed): %w", err)
 	}
 	err = step("journal")
 	if err == nil {
