@@ -91,4 +91,9 @@ type ApproveResult struct {
 	// already: its new approval replaced the earlier one (one key
 	// counts once).
 	Replaced bool `json:"replaced"`
+	// Already is true when the change-set was accepted already, with
+	// this key's approval, and is what the registry holds now: the
+	// approval changed nothing (the same approve run again after it
+	// was killed or failed once the change was recorded).
+	Already bool `json:"already,omitempty"`
 }

@@ -294,6 +294,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		return nil, err
 	}
 	if cs.Status.State != StateProposed {
+		if res := s.approvedBy(now, cs, signer.Public().Digest()); res != nil {
+			return res, nil
+		}
 		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
 	}
 	scope := cs.Scope()
@@ -367,6 +370,36 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	res.ChangeSet = cloneCS(cs)
 	return res, nil
+}
+
+// approvedBy is the result of approving again, with the key whose
+// digest is signer, a change-set that this key's approval already
+// accepted and that is still what the registry holds for its scope (the
+// accepted pin, or the trust state's last step): nothing changes, and
+// the result says so (Already). An approver whose approve was killed
+// or failed once the change was recorded runs the same command again
+// and learns that it was made (TestApproveKilledAtEachWrite); another
+// state is nil, and refused.
+func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *ApproveResult {
+	if cs.Status.State != StateApproved || s.trust == nil || !slices.ContainsFunc(cs.Status.Approvals, func(a Approval) bool { return a.Signer == signer }) {
+		return nil
+	}
+	scope := cs.Scope()
+	res := &ApproveResult{ChangeSet: cloneCS(cs), Threshold: s.trust.Policy.Threshold, Accepted: true, Already: true}
+	if scope == TrustScope {
+		h := s.trust.History
+		if len(h) == 0 || h[len(h)-1].SpecDigest != cs.Metadata.ID {
+			return nil
+		}
+	} else {
+		p := s.pins[scope]
+		if p == nil || p.SpecDigest != cs.Metadata.ID {
+			return nil
+		}
+		res.Pin = clonePin(p)
+	}
+	res.Approvals, _, _ = countApprovals(s.trust, cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	return res
 }
 
 // countApprovals counts the distinct trusted approver keys whose

@@ -152,7 +152,11 @@ func init() {
 						fmt.Fprintln(w, res.ChangeSet.Status.State)
 						return
 					}
-					fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
+					if res.Already {
+						fmt.Fprintf(w, "approved already %s, with this key's approval: nothing changed (%d of %d approvals)\n", id, res.Approvals, res.Threshold)
+					} else {
+						fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
+					}
 					if res.Replaced {
 						fmt.Fprintln(w, "this key had approved it already: its new approval replaces the earlier one (a key counts once; another approver key must sign)")
 					}

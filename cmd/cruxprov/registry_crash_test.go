@@ -114,3 +114,61 @@ func TestApproveFailedDirSyncSaysWhatHappened(t *testing.T) {
 		})
 	}
 }
+
+// TestApproveKilledAtEachWrite kills `changeset approve` (SIGKILL, strace)
+// at each write of its commit that names a file of its own: the
+// journal's rename, the change-set's, the pin's, the history's append
+// and the journal's removal. Each time the registry opens with the
+// change-set proposed or approved, never between (no approved change-set
+// without its pin), and the same approve, run again as an operator who
+// does not know how far it got, completes. Killed past the commit point
+// (the journal's rename), the next command finished the approval, and the
+// approve run again refused changeset_invalid ("approved, not
+// proposed"), whose remedy, proposing again, was refused too ("already
+// approved"): an approver could not tell that the approval had been made.
+func TestApproveKilledAtEachWrite(t *testing.T) {
+	strace := straceOrSkip(t)
+	points := []struct{ syscall, path string }{
+		{"renameat,rename,renameat2", "journal.json"},
+		{"renameat,rename,renameat2", "changesets/%s.yaml"},
+		{"renameat,rename,renameat2", "pins/acme-echo.json"},
+		{"pwrite64,write", "log.jsonl"},
+		{"unlinkat,unlink", "journal.json"},
+	}
+	for _, p := range points {
+		t.Run(p.syscall[:strings.IndexByte(p.syscall, ',')]+"/"+strings.Replace(filepath.Base(p.path), "%s", "ID", 1), func(t *testing.T) {
+			home, id, key, env := proposedHome(t)
+			reg := filepath.Join(home, "registry")
+			path := filepath.Join(reg, p.path)
+			if strings.Contains(path, "%s") {
+				path = strings.Replace(path, "%s", strings.TrimPrefix(id, "sha256:"), 1)
+			}
+			approve := []string{"--home", home, "changeset", "approve", id, "--key", key}
+			cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", path,
+				"-e", "trace=" + p.syscall, "-e", "inject=" + p.syscall + ":signal=SIGKILL:when=1", bin}, approve...)...)
+			cmd.Env = env
+			if r := runCmd(t, cmd); r.code == 0 {
+				t.Fatalf("the approve was not killed at %s of %s: %+v", p.syscall, p.path, r)
+			}
+			d, err := registry.OpenDir(context.Background(), reg)
+			if err != nil {
+				t.Fatalf("open after the kill: %v", err)
+			}
+			state := changeSetState(t, home, id, env)
+			_, perr := d.Pin(context.Background(), "acme-echo")
+			if (state == registry.StateApproved) != (perr == nil) || state != registry.StateApproved && state != registry.StateProposed {
+				t.Fatalf("after the kill: change-set %s, pin %v", state, perr)
+			}
+			cmd = exec.Command(bin, append(approve, "--json")...)
+			cmd.Env = env
+			r := runCmd(t, cmd)
+			var v struct{ Accepted bool }
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || !v.Accepted {
+				t.Fatalf("killed with the change-set %s; the same approve again: %+v", state, r)
+			}
+			if pin, err := d.Pin(context.Background(), "acme-echo"); err != nil || pin.Revision != 1 || len(pin.Approvals) != 1 {
+				t.Fatalf("the pin after the approve again: %+v %v", pin, err)
+			}
+		})
+	}
+}
