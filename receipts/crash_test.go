@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -87,6 +89,22 @@ func runChild(role, path, name string) error {
 				select {}
 			})
 		})
+	case "begin-finish-one-thread":
+		// One OS thread for every syscall, so that strace's per-thread
+		// count of fdatasync is the ledger's: the intent's, then the
+		// outcome's.
+		runtime.LockOSThread()
+		l, err := Open(ctx, path, Options{})
+		if err != nil {
+			return err
+		}
+		if _, err := l.Begin(ctx, testIntent("sync-1", "k", "in")); err != nil {
+			return err
+		}
+		if err := l.Finish(ctx, testOutcome("sync-1", StatusOK)); err != nil {
+			return err
+		}
+		return l.Close()
 	case "begin-key-and-hang", "same-key":
 		return keyChild(ctx, role, path, name)
 	}
@@ -276,5 +294,54 @@ func TestRepairLockOfDeadWriter(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".lock"); err == nil {
 		t.Fatal("lock left behind")
+	}
+}
+
+// TestFailedSyncTakesRowsBack fails (strace, EIO) the fdatasync of a
+// writer's intent, then, in another run, of its ok outcome. Begin and
+// Finish said the row was not written, the Ledger refusing every later
+// write since nothing is trusted after a failed fsync, and yet the row
+// stayed in the file: the next Open read it, an intent whose attempt
+// never spawned as an orphan, and an outcome as a recorded ok, which the
+// next Begin under the key replayed instead of running it again as an
+// orphan's key does. Now the rows are taken back: the ledger holds what
+// was reported.
+func TestFailedSyncTakesRowsBack(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace is not installed (.ci/apt-packages lists it): no way to fail one fdatasync")
+	}
+	ctx := context.Background()
+	for n, want := range []struct {
+		rows    int // rows left in the ledger
+		attempt int // the next Begin's attempt under the key
+	}{{0, 1}, {1, 2}} {
+		t.Run([]string{"intent", "outcome"}[n], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			cmd := child(t, "begin-finish-one-thread", path, "")
+			cmd.Args = append([]string{strace, "-f", "-qq", "-o", "/dev/null", "-P", path,
+				"-e", "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=" + strconv.Itoa(n+1)}, cmd.Args...)
+			cmd.Path = strace
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "failed to sync") {
+				t.Fatalf("the writer with its fdatasync #%d failed: %v %s", n+1, err, out)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows := bytes.Count(b, []byte("\n")); rows != want.rows || len(b) > 0 && b[len(b)-1] != '\n' {
+				t.Fatalf("the ledger after the failed sync: %d rows, want %d:\n%s", rows, want.rows, b)
+			}
+			l, err := Open(ctx, path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			dec, err := l.Begin(ctx, testIntent("sync-2", "k", "in"))
+			if err != nil || dec.Replay != nil || dec.Attempt != want.attempt {
+				t.Fatalf("the key again: %+v %v", dec, err)
+			}
+		})
 	}
 }

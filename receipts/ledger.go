@@ -385,6 +385,14 @@ func (l *Ledger) append(ctx context.Context, b []byte) error {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s", l.path)
 	}
 	if err := fdatasync(l.fd); err != nil {
+		// The caller is told the rows are not written, so they must not
+		// be read back either: the next Open would take an intent whose
+		// attempt never spawned for an orphan, and an ok outcome for one
+		// to replay, from rows no sync made durable. Cut them off (the
+		// flock is held: nothing follows them).
+		if terr := unix.Ftruncate(l.fd, l.end); terr != nil {
+			err = fmt.Errorf("%w; and the unsynced rows could not be cut off (%v): the next Open reads them", err, terr)
+		}
 		l.broken = refusal.Wrap(refusal.LedgerWriteFailed, err, "receipts ledger %s failed to sync; open it again", l.path)
 		return l.broken
 	}
