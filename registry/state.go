@@ -507,6 +507,11 @@ func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*Cha
 	if err != nil {
 		return nil, err
 	}
+	if cs.Status.State == StateRejected && cs.Status.Reason == reason {
+		// The same reject again (its first run killed or failed once
+		// the change was recorded): done already, nothing to write.
+		return cloneCS(cs), nil
+	}
 	if cs.Status.State != StateProposed {
 		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
 	}

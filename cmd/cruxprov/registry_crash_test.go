@@ -172,3 +172,43 @@ func TestApproveKilledAtEachWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestRejectKilledAfterCommit kills `changeset reject` (SIGKILL, strace)
+// at the change-set's rename and at the journal's removal, both past the
+// commit point: the next command finishes the rejection, and the same
+// reject run again completes, where it refused changeset_invalid
+// ("rejected, not proposed") with a remedy, proposing again, that undoes
+// what the operator asked for. Another reason is still refused: the
+// history keeps the first.
+func TestRejectKilledAfterCommit(t *testing.T) {
+	strace := straceOrSkip(t)
+	for _, p := range []struct{ syscall, path string }{
+		{"renameat,rename,renameat2", "changesets/%s.yaml"},
+		{"unlinkat,unlink", "journal.json"},
+	} {
+		t.Run(p.syscall[:strings.IndexByte(p.syscall, ',')], func(t *testing.T) {
+			home, id, _, env := proposedHome(t)
+			path := filepath.Join(home, "registry", strings.Replace(p.path, "%s", strings.TrimPrefix(id, "sha256:"), 1))
+			reject := []string{"--home", home, "changeset", "reject", id, "--reason", "egress to an unknown host"}
+			cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", path,
+				"-e", "trace=" + p.syscall, "-e", "inject=" + p.syscall + ":signal=SIGKILL:when=1", bin}, reject...)...)
+			cmd.Env = env
+			if r := runCmd(t, cmd); r.code == 0 {
+				t.Fatalf("the reject was not killed: %+v", r)
+			}
+			if state := changeSetState(t, home, id, env); state != registry.StateRejected {
+				t.Fatalf("killed past the commit point: %s", state)
+			}
+			cmd = exec.Command(bin, reject...)
+			cmd.Env = env
+			if r := runCmd(t, cmd); r.code != 0 {
+				t.Fatalf("the same reject again: %+v", r)
+			}
+			cmd = exec.Command(bin, append(reject[:len(reject)-1], "another reason")...)
+			cmd.Env = env
+			if r := runCmd(t, cmd); r.code != exitRefused || !strings.Contains(r.stderr, "changeset_invalid") {
+				t.Fatalf("a reject with another reason: %+v", r)
+			}
+		})
+	}
+}
