@@ -14,7 +14,8 @@ import (
 // registry holds now approves it again and is told so (Already), with the
 // pin, and nothing is written; the change-set it accepted before the
 // registry moved on (its 1.0, replaced by 2.0) and a key that did not
-// approve it are still refused changeset_invalid.
+// approve it are still refused changeset_invalid. A trust change-set
+// approved again is told so too.
 func TestApproveAgain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
@@ -44,5 +45,18 @@ func TestApproveAgain(t *testing.T) {
 	other := registrytest.NewKey(t, "other", registry.RoleApprover)
 	if _, err := f.dir.Approve(ctx, cur, other.Priv, nil); refusal.CodeOf(err) != refusal.ChangesetInvalid {
 		t.Errorf("a key that did not approve it: %v", err)
+	}
+	// A trust change: the trust state's last step is what the registry
+	// holds; no pin in the result.
+	tr, err := f.dir.TrustKey(ctx, other.Key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.dir.Approve(ctx, tr.ChangeSet.Metadata.ID, f.root.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err = f.dir.Approve(ctx, tr.ChangeSet.Metadata.ID, f.root.Priv, nil)
+	if err != nil || !res.Already || !res.Accepted || res.Pin != nil {
+		t.Fatalf("approve the trust change again: %+v %v", res, err)
 	}
 }
