@@ -187,3 +187,37 @@ func floorChild(t *testing.T, regRoot, state string) {
 	wantRefusal(t, err, refusal.LedgerWriteFailed)
 	os.Chmod(p, 0o644)
 }
+
+// TestFloorWriteRemovesDeadWritersTemps: a verifier killed while it
+// raised its floor (between the temp file's create and its rename, as
+// strace's SIGKILL at that rename of `cruxprov verify` does) left
+// floors/.tmp-<hex>.json-N behind, and nothing ever removed it: one per
+// kill, in every executor's state directory. The next floor write, which
+// holds the floors directory's flock as every writer does for its whole
+// write, removes them; other files stay.
+func TestFloorWriteRemovesDeadWritersTemps(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	d := acceptedRegistry(t, parent)
+	state := filepath.Join(parent, "state")
+	floors := filepath.Join(state, "floors")
+	if err := os.MkdirAll(floors, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(floors, ".tmp-0123abcd.json-42")
+	other := filepath.Join(floors, "notes.txt")
+	for _, p := range []string{dead, other} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the dead writer's temp file is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another file was removed: %v", err)
+	}
+}

@@ -98,6 +98,16 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot lock the verifier floors directory %s", dir)
 	}
 	defer lf.Close()
+	// Every writer holds the flock for its whole write: a temp file
+	// here is a dead one's (killed before its rename). Remove them, or
+	// each kill leaves one for good.
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".tmp-") && e.Type().IsRegular() {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
 	cur, err := ReadFloor(stateDir, f.Registry)
 	if err != nil {
 		return err
