@@ -429,7 +429,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		shim = o.Shims[""]
 	}
 	if shim == "" {
-		return nil, &pipeline.InputError{What: "cruxshim for", Path: pid, Err: errors.New("is not given: --shim " + pid + "=PATH (a static build for " + arch + ")")}
+		return nil, &pipeline.InputError{What: "cruxshim for", Path: pid, Err: errors.New("is not given: give a static cruxshim built for " + arch + " for this platform")}
 	}
 	if err := checkShimMachine(shim, pid, arch); err != nil {
 		return nil, err
@@ -443,7 +443,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	want := ""
 	if o.Python != "" {
 		if want = path.Clean(o.Python); !path.IsAbs(want) {
-			return nil, fmt.Errorf("--python %s is not an absolute path in the image", o.Python)
+			return nil, fmt.Errorf("the interpreter path %s is not an absolute path in the image", o.Python)
 		}
 	}
 	in, err := baseInterpreter(st.Home(), b, want)

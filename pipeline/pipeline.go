@@ -307,7 +307,7 @@ func sealOf(dir string) (*seal.Seal, error) {
 			if _, derr := os.Lstat(dir); errors.Is(derr, fs.ErrNotExist) {
 				what += " (its directory is gone too)"
 			}
-			return nil, refusal.New(refusal.SealMissing, "%s has no seal to rebuild it from: name its inputs, the wheel (or --lock LOCK for a bare lock), platform and interpreter it was made from (--offline builds from the wheels in the store, --index URL fetches what it lacks)", what).WithRemedy(refusal.ActionRebuildEnv, dir)
+			return nil, refusal.New(refusal.SealMissing, "%s has no seal to rebuild it from: name the inputs it was made from: the root wheel (or the bare lock), the platform and the interpreter (built from the wheels in the store, or from the index, which fetches what the store lacks)", what).WithRemedy(refusal.ActionRebuildEnv, dir)
 		}
 		return nil, err
 	}
