@@ -623,27 +623,8 @@ func killedMain() int {
 // invoke_failed before anything runs, saying what to do.
 func TestBwrapInterpreterOutsideBin(t *testing.T) {
 	fixture(t)
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
-	}
-	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
-		t.Skipf("bwrap cannot run here: %v %s", err, out)
-	}
-	real, _ := filepath.EvalSymlinks(python)
-	out, err := exec.Command(python, "-I", "-c", "import platform, sysconfig; print(platform.python_version()); print(sysconfig.get_paths()['stdlib'])").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(out))
-	version, stdlib := f[0], f[1]
-	xy := version[:strings.LastIndexByte(version, '.')]
-	base, err := os.MkdirTemp("", "cruxprov-invoke-opt-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeTree(base)
-	os.Chmod(base, 0o755)
+	bwrap, real, version, stdlib, xy := bwrapPython(t)
+	base := bwrapBase(t, "opt")
 	// /opt/py/python3.X with /opt/py/lib/python3.X: no bin directory.
 	opt := filepath.Join(base, "opt", "py")
 	if err := os.MkdirAll(filepath.Join(opt, "lib"), 0o755); err != nil {
@@ -719,31 +700,12 @@ func TestResultChannelReused(t *testing.T) {
 // library loads inside the sandbox. Before, only PREFIX/lib/pythonX.Y was
 // bound, and the module failed "cannot open shared object file".
 func TestBwrapExtensionRunpath(t *testing.T) {
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
-	}
-	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
-		t.Skipf("bwrap cannot run here: %v %s", err, out)
-	}
+	bwrap, real, version, stdlib, xy := bwrapPython(t)
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skip("no C compiler to build the extension module with (apt-get install gcc)")
 	}
-	real, _ := filepath.EvalSymlinks(python)
-	out, err := exec.Command(python, "-I", "-c", "import platform, sysconfig; print(platform.python_version()); print(sysconfig.get_paths()['stdlib'])").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(out))
-	version, stdlib := f[0], f[1]
-	xy := version[:strings.LastIndexByte(version, '.')]
-	base, err := os.MkdirTemp("", "cruxprov-invoke-conda-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removeTree(base)
-	os.Chmod(base, 0o755)
+	base := bwrapBase(t, "conda")
 	// PREFIX/bin/pythonX.Y, its stdlib PREFIX/lib/pythonX.Y (the host's,
 	// entry by entry), and in its lib-dynload a module that needs
 	// PREFIX/lib/libcruxdep.so through the run path $ORIGIN/../..
@@ -805,8 +767,41 @@ func TestBwrapExtensionRunpath(t *testing.T) {
 		t.Fatal(err)
 	}
 	argv = append(argv, py, "-I", "-c", "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).crux_ext_answer())", ext)
-	out, err = exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "42" {
 		t.Fatalf("loading %s in the sandbox: %v\n%s", ext, err, out)
 	}
+}
+
+// bwrapPython skips t where bwrap cannot run, and returns it with the
+// test interpreter's real path, version, stdlib directory and X.Y.
+func bwrapPython(t *testing.T) (bwrap, real, version, stdlib, xy string) {
+	t.Helper()
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Skip("bwrap is not installed (apt-get install bubblewrap)")
+	}
+	if out, err := exec.Command(bwrap, "--unshare-net", "--ro-bind", "/", "/", "true").CombinedOutput(); err != nil {
+		t.Skipf("bwrap cannot run here: %v %s", err, out)
+	}
+	real, _ = filepath.EvalSymlinks(python)
+	out, err := exec.Command(python, "-I", "-c", "import platform, sysconfig; print(platform.python_version()); print(sysconfig.get_paths()['stdlib'])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(out))
+	version, stdlib = f[0], f[1]
+	return bwrap, real, version, stdlib, version[:strings.LastIndexByte(version, '.')]
+}
+
+// bwrapBase is a new directory readable by all, removed when t ends.
+func bwrapBase(t *testing.T, name string) string {
+	t.Helper()
+	base, err := os.MkdirTemp("", "cruxprov-invoke-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(base) })
+	os.Chmod(base, 0o755)
+	return base
 }
