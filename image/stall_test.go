@@ -23,32 +23,11 @@ import (
 func TestVerifyRegistryStalls(t *testing.T) {
 	defer func(s time.Duration) { registryStall = s }(registryStall)
 	registryStall = 500 * time.Millisecond
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { // read the request, answer nothing
-				defer c.Close()
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	addr := silentRegistry(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = Verify(ctx, l.Addr().String()+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	_, err := Verify(ctx, addr+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
 	t.Logf("%v: %v", time.Since(start), err)
 	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
 		t.Fatalf("a registry that says nothing: %v after %v", err, time.Since(start))
@@ -69,6 +48,25 @@ func TestVerifySilentRegistryOneDeadline(t *testing.T) {
 	tr := remote.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSHandshakeTimeout = 200 * time.Millisecond
 	remote.DefaultTransport = tr
+	addr := silentRegistry(t)
+	keys := []*sign.PublicKey{testKey(t).Public()}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := Verify(ctx, addr+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: keys})
+	took := time.Since(start)
+	t.Logf("%v: %v", took, err)
+	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
+		t.Fatalf("a registry that says nothing: %v after %v", err, took)
+	}
+	if took > 2*registryStall {
+		t.Fatalf("a registry that says nothing held verify %v, more than one stall deadline (%v)", took, registryStall)
+	}
+}
+
+// silentRegistry is the address of a listener on loopback that accepts
+// every connection, reads what it is sent and answers nothing.
+func silentRegistry(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,23 +78,11 @@ func TestVerifySilentRegistryOneDeadline(t *testing.T) {
 			if err != nil {
 				return
 			}
-			go func() { // read the request, answer nothing
+			go func() {
 				defer c.Close()
 				io.Copy(io.Discard, c)
 			}()
 		}
 	}()
-	keys := []*sign.PublicKey{testKey(t).Public()}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err = Verify(ctx, l.Addr().String()+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: keys})
-	took := time.Since(start)
-	t.Logf("%v: %v", took, err)
-	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
-		t.Fatalf("a registry that says nothing: %v after %v", err, took)
-	}
-	if took > 2*registryStall {
-		t.Fatalf("a registry that says nothing held verify %v, more than one stall deadline (%v)", took, registryStall)
-	}
+	return l.Addr().String()
 }
