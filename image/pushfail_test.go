@@ -128,6 +128,9 @@ func TestPushFailureRefused(t *testing.T) {
 			if msg := err.Error(); strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") {
 				t.Fatalf("push: %q: want one line without the registry's HTML", msg)
 			}
+			if msg, cause := err.Error(), re.Err.Error(); strings.Count(msg, cause) != 1 {
+				t.Fatalf("push: %q: want the registry's answer %q said once", msg, cause)
+			}
 			// Whatever reached the registry is not a verified image.
 			direct := host + "/acme/" + strings.ReplaceAll(c.name, " ", "-") + "@" + ref.Digest.String()
 			if _, err := Verify(context.Background(), direct, VerifyOptions{Keys: keys}); err == nil {

@@ -11,6 +11,7 @@ package refusal
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Error is a refusal: a code from the closed set, a one-line human detail,
@@ -95,12 +96,20 @@ func RemedyOf(err error) *Remedy {
 }
 
 // Message is the refusal's one-line message without its code: the
-// detail and the cause, as Error renders them after "<code>: ".
+// detail and the cause, as Error renders them after "<code>: ". A detail
+// that contains its cause's text already (it quoted the cause to say
+// what to do after it) is not followed by it a second time.
 func (e *Error) Message() string {
-	if e.Err != nil {
-		return e.Detail + ": " + e.Err.Error()
+	if e.Err == nil {
+		return e.Detail
 	}
-	return e.Detail
+	cause := e.Err.Error()
+	if cause == "" || strings.Contains(e.Detail, cause) {
+		// A detail that quotes its cause already (a registry's one line,
+		// a transport's error) says it once.
+		return e.Detail
+	}
+	return e.Detail + ": " + cause
 }
 
 // New returns a refusal with a formatted detail and no cause.

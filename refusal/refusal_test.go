@@ -42,3 +42,33 @@ func TestCodesClosed(t *testing.T) {
 		t.Fatal("unknown code reported known")
 	}
 }
+
+// TestMessageSaysTheCauseOnce: a detail that quotes its cause (to say
+// what to do after it, as a push refusal does) is not followed by the
+// cause again; any other detail is.
+func TestMessageSaysTheCauseOnce(t *testing.T) {
+	cause := errors.New("Put http://r/v2/x: connection refused")
+	for _, c := range []struct {
+		name string
+		err  *Error
+		want string
+	}{
+		{"no cause", New(FetchFailed, "cannot push"), "cannot push"},
+		{"cause apart", Wrap(FetchFailed, cause, "cannot push to r/x"), "cannot push to r/x: Put http://r/v2/x: connection refused"},
+		{"cause quoted", Wrap(FetchFailed, cause, "cannot push to r/x: %v (the registry was not reached); run the build again", cause),
+			"cannot push to r/x: Put http://r/v2/x: connection refused (the registry was not reached); run the build again"},
+		{"empty cause", Wrap(FetchFailed, errors.New(""), "cannot push"), "cannot push"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.err.Message(); got != c.want {
+				t.Errorf("Message() = %q, want %q", got, c.want)
+			}
+			if got := c.err.Error(); got != "fetch_failed: "+c.want {
+				t.Errorf("Error() = %q", got)
+			}
+			if c.err.Err != nil && !errors.Is(c.err, c.err.Err) {
+				t.Errorf("the cause is not kept in the chain")
+			}
+		})
+	}
+}
