@@ -48,8 +48,9 @@ libraries do; it is not written to then, since its number may have been
 reused by a file of the provider's), 1 otherwise. It never exits 78 (reserved
 for the container shim).
 
-Started as the first process of a pid namespace (pid 1: the executor's
-containment, a container), it first forks a minimal init in front of itself
+Started as the first process of a pid namespace (pid 1: an executor's
+containment with no init of its own; in a container cruxshim is the init and
+starts the harness as its child), it first forks a minimal init in front of itself
 (_init_in_front), so that signals and orphans behave as they do anywhere
 else; the init exits with the harness's status, 128+N for a death by signal N.
 """
@@ -429,8 +430,9 @@ _FORWARDED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 
 
 def _init_in_front() -> None:
-    """When the harness is the first process of a pid namespace (pid 1: the
-    executor's containment, a container), fork, so that the harness and the
+    """When the harness is the first process of a pid namespace (pid 1: an
+    executor's containment with no init of its own; cruxshim is a
+    container's init and starts the harness as its child), fork, so that the harness and the
     provider run as an ordinary process and the first one is a minimal init.
 
     The kernel ignores every signal a namespace's first process has no
