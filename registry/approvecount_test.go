@@ -168,9 +168,11 @@ func clockedDir(t *testing.T) (*registry.Dir, *time.Time) {
 }
 
 // TestTrustKeyNameTaken: trusting a name that is taken says what to do:
-// the same key again has nothing to change; another key under a taken
-// name is told to take another name or untrust the old one first. Both
-// said only "a key named alice is already trusted".
+// the same key again has nothing to change, and says so (Already; it was
+// refused "this very key … nothing to change", which an operator running
+// key trust again after a kill could not tell from a failure); another
+// key under a taken name is told to take another name or untrust the old
+// one first. Both said only "a key named alice is already trusted".
 func TestTrustKeyNameTaken(t *testing.T) {
 	ctx := context.Background()
 	d, _ := clockedDir(t)
@@ -178,15 +180,21 @@ func TestTrustKeyNameTaken(t *testing.T) {
 	if _, err := d.TrustKey(ctx, alice.Key, "test"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := d.TrustKey(ctx, alice.Key, "test")
-	wantRefusal(t, err, refusal.ChangesetInvalid)
-	if !strings.Contains(err.Error(), "this very key") || !strings.Contains(err.Error(), "nothing to change") {
-		t.Errorf("the same key again: %v", err)
+	res, err := d.TrustKey(ctx, alice.Key, "test")
+	if err != nil || !res.Already || !res.Root || res.ChangeSet != nil {
+		t.Errorf("the same key again: %+v %v", res, err)
 	}
 	other := registrytest.NewKey(t, "alice", registry.RoleApprover)
 	_, err = d.TrustKey(ctx, other.Key, "test")
 	wantRefusal(t, err, refusal.ChangesetInvalid)
 	if !strings.Contains(err.Error(), "under another name") || !strings.Contains(err.Error(), "key untrust alice") {
 		t.Errorf("another key under the name: %v", err)
+	}
+	// A change-set document that trusts this very key still has
+	// nothing to change (Propose, as changeset propose does).
+	_, err = d.Propose(ctx, registry.Change{Action: registry.ActionTrustKey, Key: &alice.Key}, "test")
+	wantRefusal(t, err, refusal.ChangesetInvalid)
+	if !strings.Contains(err.Error(), "this very key") || !strings.Contains(err.Error(), "nothing to change") {
+		t.Errorf("a change-set trusting the same key again: %v", err)
 	}
 }

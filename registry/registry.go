@@ -45,7 +45,8 @@ type Writer interface {
 	RegisterInterface(ctx context.Context, id string, schema []byte) (*Interface, error)
 	// TrustKey trusts k (Name, Role, PEM) at once while the registry
 	// trusts no key (the root of trust; it must be an approver) and
-	// otherwise proposes a trust-key change-set.
+	// otherwise proposes a trust-key change-set; k trusted already
+	// under its name and role changes nothing (TrustResult.Already).
 	TrustKey(ctx context.Context, k Key, by string) (*TrustResult, error)
 	// Propose records a change-set for one change, filling in its base
 	// and revision from the current accepted pin (or trust state).
@@ -69,12 +70,21 @@ type Registry interface {
 
 // TrustResult says what TrustKey did.
 type TrustResult struct {
-	// Root is true when the key became the root of trust.
+	// Root is true when the key became the root of trust (with Already:
+	// when it is the root of trust).
 	Root bool `json:"root"`
 	// Key is the key as trusted (or proposed), with its digest.
 	Key Key `json:"key"`
-	// ChangeSet is the proposed trust-key change-set (nil for the root).
+	// ChangeSet is the proposed trust-key change-set (nil for the root,
+	// and with Already).
 	ChangeSet *ChangeSet `json:"changeSet,omitempty"`
+	// Already is true when the registry trusts this very key (digest)
+	// under this name with this role already: nothing changed and
+	// nothing was proposed (the same key trust run again after it was
+	// killed or failed once the change was recorded). The same key
+	// under another name, or another key or role under this name, is
+	// not the same request: it is proposed, or refused, as a new one.
+	Already bool `json:"already,omitempty"`
 }
 
 // ApproveResult says what an approval did.

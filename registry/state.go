@@ -117,6 +117,19 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 		s.dirty.trust = true
 		return &TrustResult{Root: true, Key: k}, s.record(now, EventKeyTrusted, k.Name, k.Digest, 0, "root of trust ("+k.Role+")")
 	}
+	// This very key trusted already under this name and role (the same
+	// key trust run again by an operator who cannot tell whether it went
+	// through, or after it was killed once it was recorded): nothing to
+	// change, and the result says so (Already), as an approval made
+	// again does (approvedBy). The same key under another name, or
+	// another key or role under this name, is not the same request: it
+	// is proposed or refused as before (applyTrust).
+	for _, x := range s.trust.Keys {
+		if x.Name == k.Name && x.Digest == k.Digest && x.Role == k.Role {
+			r := s.trust.Root
+			return &TrustResult{Root: r.Name == x.Name && r.Digest == x.Digest, Key: x, Already: true}, nil
+		}
+	}
 	cs, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
 	if err != nil {
 		return nil, err

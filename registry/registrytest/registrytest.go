@@ -247,6 +247,53 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 			t.Fatalf("%+v", tr)
 		}
 	})
+	t.Run("the same key trusted again changes nothing", func(t *testing.T) {
+		// An operator who cannot tell whether key trust went through
+		// (killed after it was recorded, its output lost) runs it again:
+		// the root, or a later key trusted under the same name and role,
+		// is trusted already (Already), with no change-set proposed and
+		// no history entry. It was refused changeset_invalid.
+		r, root := setup(t)
+		bob := NewKey(t, "bob", registry.RoleApprover)
+		trust(t, r, bob, root)
+		state := func() (int, int, digest.Digest) {
+			t.Helper()
+			chain := must[[]digest.Digest](t)(r.Chain(ctx))
+			return len(must[[]*registry.ChangeSet](t)(r.ChangeSets(ctx))), len(chain), chain[len(chain)-1]
+		}
+		css, n, head := state()
+		for _, k := range []Key{root, bob} {
+			res := must[*registry.TrustResult](t)(r.TrustKey(ctx, k.Key, "alice"))
+			if !res.Already || res.Root != (k.Key.Name == "root") || res.ChangeSet != nil || res.Key.Digest != k.Key.Digest || res.Key.Name != k.Key.Name || res.Key.Role != k.Key.Role {
+				t.Errorf("%s trusted again: %+v", k.Key.Name, res)
+			}
+		}
+		if c, m, h := state(); c != css || m != n || h != head {
+			t.Fatalf("trusting again changed the registry: %d change-sets, %d entries (%s), was %d, %d (%s)", c, m, h, css, n, head)
+		}
+		// Not the same request: another role under the name is refused
+		// (the name is taken), the same key under another name is
+		// proposed, another key under the name is refused.
+		builder := bob
+		builder.Key.Role = registry.RoleBuilder
+		_, err := r.TrustKey(ctx, builder.Key, "alice")
+		codeIs(t, err, refusal.ChangesetInvalid)
+		_, err = r.TrustKey(ctx, NewKey(t, "bob", registry.RoleApprover).Key, "alice")
+		codeIs(t, err, refusal.ChangesetInvalid)
+		alias := bob
+		alias.Key.Name = "bob-laptop"
+		if res := must[*registry.TrustResult](t)(r.TrustKey(ctx, alias.Key, "alice")); res.Already || res.Root || res.ChangeSet == nil {
+			t.Fatalf("the same key under another name: %+v", res)
+		}
+		// A key proposed and not yet approved is not trusted: trusting it
+		// again gives the same open change-set.
+		carol := NewKey(t, "carol", registry.RoleBuilder)
+		a := must[*registry.TrustResult](t)(r.TrustKey(ctx, carol.Key, "alice"))
+		b := must[*registry.TrustResult](t)(r.TrustKey(ctx, carol.Key, "alice"))
+		if b.Already || b.ChangeSet == nil || b.ChangeSet.Metadata.ID != a.ChangeSet.Metadata.ID {
+			t.Fatalf("a proposed key trusted again: %+v, first %+v", b, a)
+		}
+	})
 	t.Run("threshold of distinct keys", func(t *testing.T) {
 		r, root := setup(t)
 		alias := root
