@@ -94,7 +94,9 @@ func init() {
 			UsageText: "cruxprov key trust PUB [--name N] [--role approver|builder]",
 			Description: "The first key trusted in an empty registry becomes its root of trust (an approver)\n" +
 				"at once. Every later key is proposed as a trust-key change-set that the current\n" +
-				"threshold of approvers must approve (cruxprov changeset approve).\n\n" +
+				"threshold of approvers must approve (cruxprov changeset approve). A key trusted\n" +
+				"already under this name and role (the same command run again) changes nothing\n" +
+				"and says so (exit 0, \"already\": true in --json).\n\n" +
 				"Example:\n   cruxprov key trust alice.pub\n   cruxprov key trust ci.pub --name ci --role builder",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "name", Usage: "the key's `NAME` (default: PUB's file name without .pub)"},
@@ -136,6 +138,18 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.key.trust/v1", res, func(w io.Writer) {
+					if res.Already {
+						if o.quiet {
+							fmt.Fprintln(w, res.Key.Digest)
+							return
+						}
+						root := ""
+						if res.Root {
+							root = ", the ROOT OF TRUST of this registry"
+						}
+						fmt.Fprintf(w, "trusted already %s (%s, %s)%s: nothing changed\n", res.Key.Name, res.Key.Role, res.Key.Digest, root)
+						return
+					}
 					if res.Root {
 						if o.quiet {
 							fmt.Fprintln(w, res.Key.Digest)
