@@ -2,9 +2,16 @@
 // durably: a temp file beside it (so the rename stays on one file system),
 // written, given its mode, synced, renamed over the file, and the
 // directory synced, so that after a crash the file holds the old bytes or
-// the new ones, never a part; and the one way it makes directories other
-// users read (MkdirAll, modes exact whatever the umask). Stdlib only:
-// executor-side packages use it.
+// the new ones, never a part; the one way it writes a file that must not
+// replace one (WriteNew: the same temp file, linked to its name, so that
+// after a crash the file is whole or missing, and what was there stays);
+// and the one way it makes directories other users read (MkdirAll, modes
+// exact whatever the umask). Stdlib only: executor-side packages use it.
+//
+// The temp file of path is named ".tmp-BASE-N" in path's directory (BASE
+// path's base name, N decimal digits): hidden, and never path's name or
+// its suffix, so that nothing mistakes the temp file of a process killed
+// before its rename or link for the file. Temps lists them.
 package atomicfile
 
 import (
@@ -12,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -41,6 +49,74 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// WriteNew writes data to path, which must not exist, with mode perm,
+// durably, and never over another file: a temp file beside it (see the
+// package doc; created exclusively, mode 0600 until it is whole, so that
+// a private key's bytes are never readable by others), written, given
+// its mode, synced, then linked to path — link(2) fails rather than
+// replace, and the error is fs.ErrExist when path exists — the directory
+// synced, and the temp name removed. On an error before the link the
+// temp file is removed and path is what it was. A process killed before
+// the link leaves no path and a temp file; killed after it, path whole
+// and the temp file, a second name of it, until its removal — the last
+// step, so that a caller run again after a kill at any point before it
+// can tell an interrupted write from a finished one (Temps, os.SameFile).
+// That removal is not synced: after a power loss the temp name may come
+// back, as a second name of path. link(2) rather than
+// renameat2(RENAME_NOREPLACE): every file system with hard links has it,
+// NFS too.
+func WriteNew(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(f.Name(), path)
+	}
+	if err == nil {
+		err = SyncDir(dir)
+	}
+	if rerr := os.Remove(f.Name()); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Temps lists the temp files WriteFile and WriteNew left for path in its
+// directory (".tmp-BASE-N"): a process killed before it renamed or
+// linked one leaves it, and WriteNew's killed after its link, as a second
+// name of path. Only a caller that knows that no other process is
+// writing path may remove them. A missing directory has none.
+func Temps(path string) ([]string, error) {
+	dir, pre := filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-"
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		n, ok := strings.CutPrefix(e.Name(), pre)
+		if ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // SyncDir fsyncs the directory dir, so that the entries created, renamed
