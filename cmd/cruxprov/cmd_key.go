@@ -1,18 +1,22 @@
 package main
 
 import (
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
@@ -31,9 +35,14 @@ func init() {
 			Usage:     "make an ECDSA P-256 key pair (PREFIX.key encrypted as cosign writes it, PREFIX.pub)",
 			UsageText: "cruxprov key generate --out PREFIX",
 			Description: "Writes PREFIX.key (mode 0600, \"ENCRYPTED SIGSTORE PRIVATE KEY\": scrypt + NaCl secretbox,\n" +
-				"readable by cosign) and PREFIX.pub (PEM \"PUBLIC KEY\"). The password comes from\n" +
-				"CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files are not overwritten;\n" +
-				"a missing directory of PREFIX is made (mode 0700).\n\n" +
+				"readable by cosign), then PREFIX.pub (PEM \"PUBLIC KEY\"), each whole or not at all. The\n" +
+				"password comes from CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files\n" +
+				"are not overwritten; a missing directory of PREFIX is made (mode 0700).\n\n" +
+				"Interrupted (killed, a power loss), the same command run again finishes the pair: a\n" +
+				"PREFIX.key without PREFIX.pub is opened with the password given and its public key\n" +
+				"written (\"completed\": true in --json); a wrong password writes nothing. The temp files\n" +
+				"of a killed run, .tmp-NAME.key-N and .tmp-NAME.pub-N beside them, are no keys to use:\n" +
+				"the run again removes them.\n\n" +
 				"Example:\n   CRUXPROV_KEY_PASSWORD=… cruxprov key generate --out ~/keys/alice\n   cruxprov key trust ~/keys/alice.pub",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "file `PREFIX`", Required: true}},
 			Action: func(c *cli.Context) error {
@@ -45,45 +54,21 @@ func init() {
 					return usagef("key generate takes no arguments")
 				}
 				prefix := c.String("out")
-				for _, p := range []string{prefix + ".key", prefix + ".pub"} {
-					if _, err := os.Lstat(p); err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
-						return fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", p)
-					}
-				}
-				pw, err := keyPassword(o, true)
-				if err != nil {
-					return err
-				}
-				if len(pw) == 0 {
-					return usagef("an empty key password: the private key is always encrypted (set CRUXPROV_KEY_PASSWORD to the password, or type one at the prompt)")
-				}
-				// The example's --out ~/keys/alice works on a new host: a
-				// missing directory is made, private (it holds the key).
-				if err := os.MkdirAll(filepath.Dir(prefix), 0o700); err != nil {
-					return fmt.Errorf("--out %s: %w", prefix, err)
-				}
-				priv, pub, err := sign.Generate(pw)
-				if err != nil {
-					return err
-				}
-				if err := writeNew(prefix+".key", priv, 0o600); err != nil {
-					return err
-				}
-				if err := writeNew(prefix+".pub", pub, 0o644); err != nil {
-					// Half a pair is no key, and it would make the
-					// command, run again, refuse to overwrite it.
-					os.Remove(prefix + ".key")
-					return err
-				}
-				pk, err := sign.ParsePublicKey(pub)
+				pk, completed, err := keyPair(o, prefix)
 				if err != nil {
 					return err
 				}
 				r := map[string]any{"private_key": prefix + ".key", "public_key": prefix + ".pub", "digest": pk.Digest()}
+				if completed {
+					r["completed"] = true
+				}
 				return o.emit("cruxprov.key.generate/v1", r, func(w io.Writer) {
 					if o.quiet { // the result alone: the key's digest
 						fmt.Fprintln(w, pk.Digest())
 						return
+					}
+					if completed {
+						fmt.Fprintf(w, "completed the pair of an interrupted key generate: %s.key kept as it was\n", prefix)
 					}
 					fmt.Fprintf(w, "private key %s.key (0600)\npublic key  %s.pub\ndigest      %s\n", prefix, prefix, pk.Digest())
 				})
@@ -215,24 +200,185 @@ func init() {
 	})
 }
 
-// writeNew writes a file that must not exist yet, with mode. A write that
-// fails (a full disk) removes the file it created: left empty, it made the
-// command, run again once there was room, refuse "exists: not overwriting
-// a key" until the user removed it.
-func writeNew(path string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+// keyPair writes PREFIX.key and PREFIX.pub for key generate, or finishes
+// the pair an interrupted key generate left (completed). The private key
+// is written first, then the public key, each with atomicfile.WriteNew
+// (whole or missing, never over a file, the directory synced), so a run
+// killed at any point leaves nothing, PREFIX.key alone, or the pair,
+// besides temp files (.tmp-BASE.key-N, .tmp-BASE.pub-N). Run again, it
+// finds:
+//   - neither file: a new pair, the temp files removed (a private key
+//     that never got its name was never given to anyone);
+//   - PREFIX.key alone: opened with the password given, its public key
+//     written as PREFIX.pub (a wrong password writes nothing);
+//   - the pair, with a temp file that is a second name of PREFIX.pub
+//     (killed between its link and the temp's removal): the password
+//     checked to open PREFIX.key, PREFIX.pub checked to be its public
+//     key, the temp files removed;
+//   - the pair otherwise, or PREFIX.pub alone: refused, as ever: a key is
+//     never overwritten.
+func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err error) {
+	keyPath, pubPath := prefix+".key", prefix+".pub"
+	there := func(p string) (fs.FileInfo, bool) {
+		fi, err := os.Lstat(p)
+		return fi, err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
+	}
+	exists := func(p string) error {
+		return fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", p)
+	}
+	kfi, key := there(keyPath)
+	pfi, pubThere := there(pubPath)
+	// Unreadable, the directory has no temp files to see; what is
+	// written next fails on its own.
+	keyTemps, _ := atomicfile.Temps(keyPath)
+	pubTemps, _ := atomicfile.Temps(pubPath)
+	temps := append(keyTemps, pubTemps...)
+	regular := key && kfi != nil && kfi.Mode().IsRegular()
+	switch {
+	case !key && !pubThere:
+		pub, err := newKeyPair(o, prefix, temps)
+		return pub, false, err
+	case regular && !pubThere:
+		priv, err := interruptedKey(o, keyPath, pubPath)
+		if err != nil {
+			return nil, false, err
+		}
+		removeAll(temps)
+		if err := atomicfile.WriteNew(pubPath, priv.Public().PEM(), 0o644); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return nil, false, exists(pubPath)
+			}
+			return nil, false, fmt.Errorf("%s: %w (%s is kept: run the same command again)", pubPath, unwrapPath(err), keyPath)
+		}
+		return priv.Public(), true, nil
+	case regular && pfi != nil && slices.ContainsFunc(pubTemps, func(t string) bool {
+		fi, err := os.Lstat(t)
+		return err == nil && os.SameFile(fi, pfi)
+	}):
+		priv, err := interruptedKey(o, keyPath, pubPath)
+		if err != nil {
+			return nil, false, err
+		}
+		b, err := os.ReadFile(pubPath)
+		if err != nil {
+			return nil, false, err
+		}
+		if pk, err := sign.ParsePublicKey(b); err != nil || pk.Digest() != priv.Public().Digest() {
+			return nil, false, fmt.Errorf("%s is not the public key of %s: not overwriting a key; move the pair away, or give --out another prefix", pubPath, keyPath)
+		}
+		removeAll(temps)
+		if err := atomicfile.SyncDir(filepath.Dir(pubPath)); err != nil {
+			return nil, false, err
+		}
+		return priv.Public(), true, nil
+	case key:
+		return nil, false, exists(keyPath)
+	}
+	return nil, false, exists(pubPath)
+}
+
+// newKeyPair makes a key pair and writes it at prefix (keyPair), removing
+// temps first.
+func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error) {
+	pw, err := keyPassword(o, true)
 	if err != nil {
+		return nil, err
+	}
+	if len(pw) == 0 {
+		return nil, usagef("an empty key password: the private key is always encrypted (set CRUXPROV_KEY_PASSWORD to the password, or type one at the prompt)")
+	}
+	// The example's --out ~/keys/alice works on a new host: a missing
+	// directory is made, private (it holds the key).
+	if err := mkdirSynced(filepath.Dir(prefix), 0o700); err != nil {
+		return nil, fmt.Errorf("--out %s: %w", prefix, err)
+	}
+	removeAll(temps)
+	priv, pub, err := sign.Generate(pw)
+	if err != nil {
+		return nil, err
+	}
+	keyPath, pubPath := prefix+".key", prefix+".pub"
+	if err := atomicfile.WriteNew(keyPath, priv, 0o600); err != nil {
+		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
+			return nil, fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", keyPath)
+		}
+		return nil, err
+	}
+	if err := atomicfile.WriteNew(pubPath, pub, 0o644); err != nil {
+		// Half a pair whose writing failed (a full disk: not a kill,
+		// which the same command run again completes) is taken back:
+		// this run made it and gave it to no one, and the retry with
+		// room makes the pair. Not once PREFIX.pub is linked (the
+		// directory's sync failed): that would leave it alone.
+		if _, lerr := os.Lstat(pubPath); lerr != nil || errors.Is(err, fs.ErrExist) {
+			os.Remove(keyPath)
+			atomicfile.SyncDir(filepath.Dir(keyPath))
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", pubPath)
+		}
+		return nil, err
+	}
+	return sign.ParsePublicKey(pub)
+}
+
+// interruptedKey opens keyPath, the private key an interrupted key
+// generate left, with the password given (no confirmation: the key's
+// decryption checks it). Neither a file that is not a PEM private key
+// nor a wrong password changes anything: both say so and what to do.
+func interruptedKey(o *opts, keyPath, pubPath string) (*sign.PrivateKey, error) {
+	f, err := os.OpenFile(keyPath, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	if blk, _ := pem.Decode(b); blk == nil || !strings.HasSuffix(blk.Type, "PRIVATE KEY") {
+		return nil, fmt.Errorf("%s exists without %s and is not a PEM private key (an older cruxprov's key generate killed while writing it leaves it empty or cut short): move it away and run the same command again, or give --out another prefix", keyPath, pubPath)
+	}
+	pw, err := keyPassword(o, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(pw) == 0 {
+		return nil, usagef("an empty key password: %s, kept from an interrupted key generate, is encrypted (set CRUXPROV_KEY_PASSWORD to its password, or type it at the prompt)", keyPath)
+	}
+	k, err := sign.LoadPrivateKey(b, pw)
+	if err != nil {
+		return nil, fmt.Errorf("%s, kept from an interrupted key generate, does not open: %v; nothing was written: run the same command again with the password it was made with", keyPath, err)
+	}
+	return k, nil
+}
+
+// removeAll removes the temp files of an interrupted run, best effort:
+// one left is only a file more.
+func removeAll(paths []string) {
+	for _, p := range paths {
+		os.Remove(p)
+	}
+}
+
+// mkdirSynced makes dir and its missing parents with perm and syncs the
+// parent of each it made: the key files' directory survives a power loss
+// with them.
+func mkdirSynced(dir string, perm os.FileMode) error {
+	var made []string
+	for d := dir; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		made = append(made, d)
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
 		return err
 	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
+	for _, d := range made {
+		if err := atomicfile.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-	}
-	return err
+	return nil
 }

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // TestKeyGenerateFullDisk: a key generate that runs out of space leaves no
@@ -39,6 +45,248 @@ func TestKeyGenerateFullDisk(t *testing.T) {
 		os.Remove(fill)
 		if r := gen(); r.code != 0 {
 			t.Fatalf("%d pages free: the retry with room: %+v", free, r)
+		}
+	}
+}
+
+// keyGen runs key generate --out prefix --json with password pw (none:
+// unset) and decodes what it says when it exits 0.
+func keyGen(t *testing.T, prefix, pw string) (genResult, result) {
+	t.Helper()
+	cmd := exec.Command(bin, "key", "generate", "--out", prefix, "--json")
+	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD="+pw)
+	r := runCmd(t, cmd)
+	var v genResult
+	if r.code == 0 {
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+			t.Fatalf("key generate: %v: %+v", err, r)
+		}
+	}
+	return v, r
+}
+
+// genResult is what key generate --json says.
+type genResult struct {
+	PrivateKey string `json:"private_key"`
+	PublicKey  string `json:"public_key"`
+	Digest     string
+	Completed  bool
+}
+
+// keyTemps lists the temp files beside prefix's key pair.
+func keyTemps(t *testing.T, prefix string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(filepath.Dir(prefix), ".tmp-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// wantPair checks that prefix holds a whole key pair that opens with
+// "pw", modes 0600 and 0644, whose .key is wantKey (when not nil) and
+// whose .pub is wantPub (when not nil), and no temp file beside it.
+func wantPair(t *testing.T, prefix string, wantKey, wantPub []byte) {
+	t.Helper()
+	kb, err := os.ReadFile(prefix + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := os.ReadFile(prefix + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantKey != nil && !bytes.Equal(kb, wantKey) {
+		t.Errorf("%s.key was rewritten", prefix)
+	}
+	if wantPub != nil && !bytes.Equal(pb, wantPub) {
+		t.Errorf("%s.pub is not the original:\n%s\nwant\n%s", prefix, pb, wantPub)
+	}
+	k, err := sign.LoadPrivateKey(kb, []byte("pw"))
+	if err != nil {
+		t.Fatalf("%s.key does not open: %v", prefix, err)
+	}
+	if !bytes.Equal(k.Public().PEM(), pb) {
+		t.Errorf("%s.pub is not %s.key's public key", prefix, prefix)
+	}
+	for p, m := range map[string]os.FileMode{".key": 0o600, ".pub": 0o644} {
+		if fi, err := os.Stat(prefix + p); err != nil || fi.Mode().Perm() != m {
+			t.Errorf("%s%s: mode %v, want %v", prefix, p, fi.Mode(), m)
+		}
+	}
+	if tmp := keyTemps(t, prefix); len(tmp) != 0 {
+		t.Errorf("temp files left: %v", tmp)
+	}
+}
+
+// TestKeyGenerateInterrupted: key generate run again finishes what a
+// run killed between its writes left, and never overwrites a key. It
+// refused a lone PREFIX.key ("exists: not overwriting a key"), whose
+// remedy, moving it away, loses the key. Each state a kill leaves is made
+// here from a real pair: PREFIX.key alone (killed before PREFIX.pub's
+// link), with a temp file that is its second name (killed before the
+// temp's removal); the pair with a temp file that is PREFIX.pub's second
+// name; temp files alone (killed before PREFIX.key's link). A wrong
+// password changes nothing; a pair (without such a temp file) and a lone
+// PREFIX.pub are refused as before, and so is a PREFIX.key that is no
+// key (an older cruxprov killed while writing it), which is kept.
+func TestKeyGenerateInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "keys", "alice")
+	orig, r := keyGen(t, prefix, "pw")
+	if r.code != 0 || orig.Completed || strings.Contains(r.stdout, "completed") {
+		t.Fatalf("key generate: %+v", r)
+	}
+	key, _ := os.ReadFile(prefix + ".key")
+	pub, _ := os.ReadFile(prefix + ".pub")
+	second := func(p, tmp string) {
+		t.Helper()
+		if err := os.Link(p, filepath.Join(filepath.Dir(p), tmp)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("lone key, a wrong password", func(t *testing.T) {
+		os.Remove(prefix + ".pub")
+		second(prefix+".key", ".tmp-alice.key-1234")
+		_, r := keyGen(t, prefix, "not the password")
+		if r.code != exitFailure || !strings.Contains(r.stderr, "does not open") || !strings.Contains(r.stderr, "nothing was written") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("a wrong password: %+v", r)
+		}
+		if _, err := os.Lstat(prefix + ".pub"); err == nil {
+			t.Error("a wrong password wrote the public key")
+		}
+		if b, _ := os.ReadFile(prefix + ".key"); !bytes.Equal(b, key) {
+			t.Error("a wrong password changed the private key")
+		}
+		if tmp := keyTemps(t, prefix); len(tmp) != 1 {
+			t.Errorf("a wrong password changed the temp files: %v", tmp)
+		}
+	})
+	t.Run("lone key completed", func(t *testing.T) {
+		v, r := keyGen(t, prefix, "pw")
+		if r.code != 0 || !v.Completed || v.Digest != orig.Digest || v.PublicKey != prefix+".pub" {
+			t.Fatalf("the same command again: %+v", r)
+		}
+		wantPair(t, prefix, key, pub)
+		cmd := exec.Command(bin, "key", "generate", "--out", prefix)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+		os.Remove(prefix + ".pub")
+		if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, "completed the pair of an interrupted key generate") || !strings.Contains(r.stdout, orig.Digest) {
+			t.Fatalf("the text: %+v", r)
+		}
+		wantPair(t, prefix, key, pub)
+	})
+	t.Run("pair with the public key's temp", func(t *testing.T) {
+		second(prefix+".pub", ".tmp-alice.pub-99")
+		if _, r := keyGen(t, prefix, "wrong"); r.code != exitFailure || len(keyTemps(t, prefix)) != 1 {
+			t.Errorf("a wrong password: %+v", r)
+		}
+		v, r := keyGen(t, prefix, "pw")
+		if r.code != 0 || !v.Completed || v.Digest != orig.Digest {
+			t.Fatalf("the same command again: %+v", r)
+		}
+		wantPair(t, prefix, key, pub)
+	})
+	t.Run("pair refused", func(t *testing.T) {
+		// A temp file that is not PREFIX.pub's second name says nothing
+		// about the pair: refused, and the temp file stays.
+		os.WriteFile(filepath.Join(dir, "keys", ".tmp-alice.pub-5"), pub, 0o644)
+		if _, r := keyGen(t, prefix, "pw"); r.code != exitFailure || !strings.Contains(r.stderr, "alice.key exists: not overwriting a key") {
+			t.Errorf("both files there: %+v", r)
+		}
+		if b, _ := os.ReadFile(prefix + ".key"); !bytes.Equal(b, key) {
+			t.Error("the private key changed")
+		}
+		os.Remove(filepath.Join(dir, "keys", ".tmp-alice.pub-5"))
+	})
+	t.Run("lone public key refused", func(t *testing.T) {
+		p := filepath.Join(dir, "keys", "bob")
+		os.WriteFile(p+".pub", pub, 0o644)
+		if _, r := keyGen(t, p, "pw"); r.code != exitFailure || !strings.Contains(r.stderr, "bob.pub exists: not overwriting a key") {
+			t.Errorf("a lone public key: %+v", r)
+		}
+		if _, err := os.Lstat(p + ".key"); err == nil {
+			t.Error("wrote a private key beside a lone public key")
+		}
+	})
+	t.Run("temp files alone", func(t *testing.T) {
+		p := filepath.Join(dir, "keys", "carol")
+		os.WriteFile(filepath.Join(dir, "keys", ".tmp-carol.key-77"), key[:100], 0o600)
+		os.WriteFile(filepath.Join(dir, "keys", ".tmp-carol.pub-78"), nil, 0o600)
+		v, r := keyGen(t, p, "pw")
+		if r.code != 0 || v.Completed {
+			t.Fatalf("a new pair beside a killed run's temp files: %+v", r)
+		}
+		wantPair(t, p, nil, nil)
+		if b, _ := os.ReadFile(p + ".key"); bytes.Equal(b, key) {
+			t.Error("carol has alice's key")
+		}
+	})
+	t.Run("empty key kept", func(t *testing.T) {
+		p := filepath.Join(dir, "keys", "dave")
+		os.WriteFile(p+".key", nil, 0o600)
+		if _, r := keyGen(t, p, "pw"); r.code != exitFailure || !strings.Contains(r.stderr, "not a PEM private key") || !strings.Contains(r.stderr, "move it away") {
+			t.Errorf("an empty PREFIX.key: %+v", r)
+		}
+		if _, err := os.Lstat(p + ".key"); err != nil {
+			t.Error("removed a file named as a key")
+		}
+		if _, err := os.Lstat(p + ".pub"); err == nil {
+			t.Error("wrote a public key for no key")
+		}
+	})
+}
+
+// TestKeyGenerateKilled kills key generate (SIGKILL, strace's fault
+// injection) at its n-th fsync, then its n-th link, then its n-th unlink,
+// for each n until it runs through: the sync of the directory it makes,
+// and for the private key and then the public key the temp file's sync
+// (written, not synced), the link that names the file, the directory's
+// sync and the temp name's removal (strace counts per thread: a kill
+// may come later than the n-th of the process, never earlier). After
+// each kill the same command run again exits 0 with a whole pair; a
+// PREFIX.key the kill left is kept as it was, and the run says it
+// completed the pair; no temp file is left. It refused "PREFIX.key
+// exists" once PREFIX.key was named.
+func TestKeyGenerateKilled(t *testing.T) {
+	strace := straceOrSkip(t)
+	seen := map[string]bool{}
+	for _, sc := range []string{"fsync", "link,linkat", "unlink,unlinkat"} {
+		for n := 1; ; n++ {
+			if n > 10 {
+				t.Fatalf("%s: not through after 10 kills", sc)
+			}
+			prefix := filepath.Join(t.TempDir(), "keys", "alice")
+			cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace="+sc,
+				"-e", "inject="+sc+":signal=SIGKILL:when="+strconv.Itoa(n), bin, "key", "generate", "--out", prefix)
+			cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+			if r := runCmd(t, cmd); r.code == 0 {
+				if n == 1 {
+					t.Fatalf("%s: not killed at the first: %+v", sc, r)
+				}
+				break
+			}
+			key, kerr := os.ReadFile(prefix + ".key")
+			_, perr := os.Lstat(prefix + ".pub")
+			state := fmt.Sprintf("key %v, pub %v, %d temp files", kerr == nil, perr == nil, len(keyTemps(t, prefix)))
+			seen[state] = true
+			v, r := keyGen(t, prefix, "pw")
+			if r.code != 0 || v.Completed != (kerr == nil) {
+				t.Fatalf("killed at %s %d (%s): the same command again: %+v", sc, n, state, r)
+			}
+			if kerr != nil {
+				key = nil
+			}
+			wantPair(t, prefix, key, nil)
+		}
+	}
+	t.Logf("states the kills left: %v", seen)
+	// Killed before PREFIX.key's link, before PREFIX.pub's, and before
+	// the removal of PREFIX.pub's temp name, at least.
+	for _, s := range []string{"key false, pub false, 1 temp files", "key true, pub false, 1 temp files", "key true, pub true, 1 temp files"} {
+		if !seen[s] {
+			t.Errorf("no kill left %s", s)
 		}
 	}
 }
