@@ -12,6 +12,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -204,6 +205,9 @@ type Pending struct {
 	size int64
 	f    *os.File // nil when the blob was present already
 	path string   // the final name
+	// ingested is a Pending of Ingest: its temp is kept (the caller reads
+	// it) even when the blob is present, and Commit keeps that blob.
+	ingested bool
 }
 
 // Digest returns the blob's name.
@@ -211,6 +215,17 @@ func (p *Pending) Digest() digest.Digest { return p.d }
 
 // Size returns the blob's size in bytes.
 func (p *Pending) Size() int64 { return p.size }
+
+// ReadAt reads the pending bytes (io.ReaderAt) from the temp file, until
+// Commit or Discard: the bytes that were hashed, which Commit stores. A
+// Pending without a temp (Write's of a blob present already) has none
+// (os.ErrClosed).
+func (p *Pending) ReadAt(b []byte, off int64) (int, error) {
+	if p.f == nil {
+		return 0, os.ErrClosed
+	}
+	return p.f.ReadAt(b, off)
+}
 
 // Discard removes the temp file; the blob is not stored. Safe to repeat.
 func (p *Pending) Discard() {
@@ -249,29 +264,15 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		}
 		return &Pending{d: d, size: have, path: s.Path(d)}, nil
 	}
-	dir := filepath.Join(s.home, BlobsDir)
-	f, err := createTemp(dir, d.Hex())
-	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
-	}
-	if err != nil {
-		return nil, s.failed("creating a blob", err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-			f.Close()
-		}
-	}()
 	var src io.Reader = vr
 	var room *roomReader
 	if size <= 0 {
 		// Nor may it fill the disk below the cap: other writers of the
 		// disk (and this store's other downloads) need it too.
-		room = newRoomReader(vr, dir)
+		room = newRoomReader(vr, filepath.Join(s.home, BlobsDir))
 		src = room
 	}
-	n, err := copyCtx(ctx, f, src)
+	f, n, err := s.writeTemp(ctx, d.Hex(), src)
 	var mismatch *verifying.Error
 	switch {
 	case room != nil && errors.Is(err, errNoRoom):
@@ -285,10 +286,57 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	case err != nil:
 		return nil, s.failed("writing blob "+d.Hex()[:12], err)
 	}
-	if err = f.Chmod(0o444); err != nil {
-		return nil, s.failed("writing blob "+d.Hex()[:12], err)
-	}
 	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
+}
+
+// Ingest writes the bytes r yields, to its end, to a temp file beside the
+// blobs (as Write does), hashing them as they are written, and returns
+// them pending under the digest they hash to: it stores bytes whose
+// sha256 is not known before they are read, such as a file a caller
+// names. Until Commit or Discard the temp file is the caller's private
+// copy, which the Pending's ReadAt reads: what a caller reads from it are
+// the bytes that were hashed, and the bytes Commit stores, whatever
+// becomes of r's source meanwhile. Commit keeps a blob of that digest
+// already present (its temp is discarded then). r is not bounded here:
+// the caller bounds it. A full disk is a *SpaceError; an error of r is
+// returned as it is, and cancellation stops the copy. On error nothing
+// is left behind.
+func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
+	h := sha256.New()
+	f, n, err := s.writeTemp(ctx, "ingest", io.TeeReader(r, h))
+	if err != nil {
+		return nil, s.failed("writing a blob", err)
+	}
+	d := digest.FromBytes(h.Sum(nil))
+	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true}, nil
+}
+
+// writeTemp copies src into a new owner-locked temp file in the blobs
+// directory named after stem, made read-only once written, and returns
+// it open (read-write) with its length. On error the temp is removed; an
+// error of src (or ctx's) is returned as it is.
+func (s *Store) writeTemp(ctx context.Context, stem string, src io.Reader) (_ *os.File, _ int64, err error) {
+	f, err := createTemp(filepath.Join(s.home, BlobsDir), stem)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, 0, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
+	}
+	if err != nil {
+		return nil, 0, s.failed("creating a blob", err)
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(f.Name())
+			f.Close()
+		}
+	}()
+	n, err := copyCtx(ctx, f, src)
+	if err != nil {
+		return nil, n, err
+	}
+	if err = f.Chmod(0o444); err != nil {
+		return nil, n, err
+	}
+	return f, n, nil
 }
 
 // MaxUnsized bounds a blob written without a size (Write, Put): an index
@@ -350,9 +398,18 @@ func freeBytes(dir string) int64 {
 func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 	var todo []*Pending
 	for _, p := range ps {
-		if p != nil && p.f != nil {
-			todo = append(todo, p)
+		if p == nil || p.f == nil {
+			continue
 		}
+		if p.ingested {
+			// Ingest did not look: a blob present with the right bytes
+			// is kept (a damaged one was removed by Check and is replaced).
+			if ok, _, _ := s.Check(p.d); ok {
+				p.Discard()
+				continue
+			}
+		}
+		todo = append(todo, p)
 	}
 	if len(todo) == 0 {
 		return nil
@@ -461,6 +518,9 @@ func (e *SpaceError) Unwrap() error { return e.Err }
 // is full, else a plain error. A refusal or the reader's error passes
 // as it is.
 func (s *Store) failed(op string, err error) error {
+	if se := (*SpaceError)(nil); errors.As(err, &se) {
+		return err // named by the step that failed
+	}
 	var errno unix.Errno
 	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
 		return &SpaceError{Home: s.home, Op: op, Err: errno}

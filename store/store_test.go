@@ -389,6 +389,85 @@ func TestWriteCommit(t *testing.T) {
 	}
 }
 
+// TestIngest: bytes whose sha256 is not known beforehand are pending
+// under the digest they hash to, readable from their private temp until
+// Commit, which stores exactly them, or keeps the blob present already;
+// a reader's error, cancellation and Discard leave nothing.
+func TestIngest(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	data := []byte("a root wheel's bytes")
+	p, err := s.Ingest(ctx, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Digest() != digest.Sum(data) || p.Size() != int64(len(data)) {
+		t.Fatalf("pending %s, %d bytes; want %s, %d", p.Digest(), p.Size(), digest.Sum(data), len(data))
+	}
+	got := make([]byte, len(data))
+	if n, err := p.ReadAt(got, 0); n != len(data) || err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadAt: %q, %v", got[:n], err)
+	}
+	if ok, _ := s.Has(p.Digest()); ok {
+		t.Fatal("an ingested blob is visible before Commit")
+	}
+	if removed, err := s.CleanStaging(ctx); err != nil || len(removed) != 0 {
+		t.Fatalf("cleanup took an ingested temp: %v %v", removed, err)
+	}
+	if err := s.Commit(ctx, []*Pending{p}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.Check(p.Digest()); !ok || err != nil {
+		t.Fatalf("after Commit: %v, %v", ok, err)
+	}
+	if fi, err := os.Stat(s.Path(p.Digest())); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Fatalf("blob: %v %v", fi, err)
+	}
+	if _, err := p.ReadAt(got, 0); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("ReadAt after Commit: %v", err)
+	}
+	// The same bytes again: the blob present is kept, the temp removed.
+	var before unix.Stat_t
+	if err := unix.Stat(s.Path(p.Digest()), &before); err != nil {
+		t.Fatal(err)
+	}
+	q, err := s.Ingest(ctx, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, []*Pending{q}); err != nil {
+		t.Fatal(err)
+	}
+	var after unix.Stat_t
+	if err := unix.Stat(s.Path(p.Digest()), &after); err != nil || after.Ino != before.Ino {
+		t.Errorf("the blob present was replaced (inode %d, was %d): %v", after.Ino, before.Ino, err)
+	}
+	if got := blobDir(t, s); len(got) != 1 || got[0] != p.Digest().Hex() {
+		t.Errorf("store holds %v", got)
+	}
+	// Nothing is left by a reader's error, a cancellation or Discard.
+	if _, err := s.Ingest(ctx, &failingReader{n: 3}); !errors.Is(err, errBroken) || refusal.CodeOf(err) != "" {
+		t.Errorf("reader error: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Ingest(cctx, strings.NewReader("x")); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	r, err := s.Ingest(ctx, strings.NewReader("discarded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Discard()
+	r.Discard()
+	if err := s.Commit(ctx, []*Pending{r}); err != nil {
+		t.Fatal(err)
+	}
+	if got := blobDir(t, s); len(got) != 1 {
+		t.Errorf("debris: %v", got)
+	}
+}
+
 // smallDisk mounts a tmpfs of size bytes on a new directory (unmounted at
 // cleanup): a real full disk.
 func smallDisk(t *testing.T, size string) string {
@@ -412,6 +491,12 @@ func TestWriteNoSpace(t *testing.T) {
 	}
 	if got := blobDir(t, s); len(got) != 0 {
 		t.Errorf("left in the store: %v", got)
+	}
+	if _, err := s.Ingest(context.Background(), bytes.NewReader(body)); !errors.As(err, &se) || refusal.CodeOf(err) != "" {
+		t.Fatalf("ingest on a full disk: %v", err)
+	}
+	if got := blobDir(t, s); len(got) != 0 {
+		t.Errorf("left in the store by Ingest: %v", got)
 	}
 }
 
