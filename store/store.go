@@ -208,6 +208,9 @@ type Pending struct {
 	// ingested is a Pending of Ingest: its temp is kept (the caller reads
 	// it) even when the blob is present, and Commit keeps that blob.
 	ingested bool
+	// unnamed is an Ingest into a store this user cannot write: its
+	// copy has no name (outside the store), and Commit cannot store it.
+	unnamed bool
 }
 
 // Digest returns the blob's name.
@@ -230,7 +233,9 @@ func (p *Pending) ReadAt(b []byte, off int64) (int, error) {
 // Discard removes the temp file; the blob is not stored. Safe to repeat.
 func (p *Pending) Discard() {
 	if p.f != nil {
-		os.Remove(p.f.Name())
+		if !p.unnamed {
+			os.Remove(p.f.Name())
+		}
 		p.f.Close()
 		p.f = nil
 	}
@@ -301,15 +306,49 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 // the caller bounds it. A full disk is a *SpaceError; an error of r is
 // returned as it is, and cancellation stops the copy. On error nothing
 // is left behind.
+//
+// In a store this user cannot write (an executor reading an operator's),
+// the copy is a file of the system's temp directory, unlinked as soon as
+// it is created: it is read the same way, and Commit keeps the blob when
+// the store has it, and fails (the store is not writable) when it does
+// not.
 func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
-	f, n, err := s.writeTemp(ctx, "ingest", io.TeeReader(r, h))
+	src := io.TeeReader(r, h)
+	f, n, err := s.writeTemp(ctx, "ingest", src)
+	unnamed := false
+	if errors.Is(err, errNotWritable) { // nothing was read yet
+		unnamed = true
+		f, n, err = unnamedTemp(ctx, src)
+	}
 	if err != nil {
 		return nil, s.failed("writing a blob", err)
 	}
 	d := digest.FromBytes(h.Sum(nil))
-	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true}, nil
+	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true, unnamed: unnamed}, nil
 }
+
+// unnamedTemp copies src into a file of the system's temp directory that
+// is unlinked at once: only the descriptor returned reaches it.
+func unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
+	f, err := os.CreateTemp("", ".cruxprov-ingest-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: a copy outside the store, which this user cannot write: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("store: %w", err)
+	}
+	n, err := copyCtx(ctx, f, src)
+	if err != nil {
+		f.Close()
+		return nil, n, err
+	}
+	return f, n, nil
+}
+
+// errNotWritable is a blob temp this user may not create in the store.
+var errNotWritable = errors.New("the store is not writable by this user: fetch as its owner, or into a store of your own")
 
 // writeTemp copies src into a new owner-locked temp file in the blobs
 // directory named after stem, made read-only once written, and returns
@@ -317,8 +356,8 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 // error of src (or ctx's) is returned as it is.
 func (s *Store) writeTemp(ctx context.Context, stem string, src io.Reader) (_ *os.File, _ int64, err error) {
 	f, err := createTemp(filepath.Join(s.home, BlobsDir), stem)
-	if errors.Is(err, fs.ErrPermission) {
-		return nil, 0, fmt.Errorf("store: %w; the store is not writable by this user: fetch as its owner, or into a store of your own", err)
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+		return nil, 0, fmt.Errorf("store: %w; %w", err, errNotWritable)
 	}
 	if err != nil {
 		return nil, 0, s.failed("creating a blob", err)
@@ -394,7 +433,9 @@ func freeBytes(dir string) int64 {
 // files (concurrently, so the journal commits once for many), renames
 // each to its blob name, closes it (dropping its lock) and fsyncs the
 // directory. If ctx is done before the renames begin, or an fsync fails,
-// every pending blob is discarded. Blobs already present are skipped.
+// every pending blob is discarded; so are they when one is Ingest's copy
+// in a store this user cannot write and the store lacks it. Blobs already
+// present are skipped.
 func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 	var todo []*Pending
 	for _, p := range ps {
@@ -408,6 +449,14 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 				p.Discard()
 				continue
 			}
+		}
+		if p.unnamed {
+			for _, q := range ps {
+				if q != nil {
+					q.Discard()
+				}
+			}
+			return fmt.Errorf("store: blob %s: %w", p.d.Hex()[:12], errNotWritable)
 		}
 		todo = append(todo, p)
 	}

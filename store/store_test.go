@@ -468,6 +468,69 @@ func TestIngest(t *testing.T) {
 	}
 }
 
+// TestIngestUnwritableStore: in a store this user cannot write (an
+// executor's view of an operator's store: a read-only mount as root, a
+// read-only blobs directory otherwise), Ingest still hashes the bytes
+// into a private copy (outside the store, with no name) that ReadAt
+// reads, and Commit keeps the blob the store has, or says the store is
+// not writable; nothing is written in the store either way.
+func TestIngestUnwritableStore(t *testing.T) {
+	var home string
+	if os.Geteuid() == 0 {
+		home = filepath.Join(smallDisk(t, "1m"), "home")
+	} else {
+		home = filepath.Join(t.TempDir(), "home")
+	}
+	s, err := Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	present := put(t, s, "present")
+	blobs := filepath.Join(home, BlobsDir)
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("mount", "-o", "remount,ro", filepath.Dir(home)).CombinedOutput(); err != nil {
+			t.Skipf("cannot remount read-only: %v %s", err, out)
+		}
+	} else {
+		if err := os.Chmod(blobs, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(blobs, 0o755) })
+	}
+	before := blobDir(t, s)
+	for _, tc := range []struct {
+		body   string
+		stored bool
+	}{{"present", true}, {"absent", false}} {
+		p, err := s.Ingest(ctx, strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(p.f.Fd()), &st); err != nil || st.Nlink != 0 {
+			t.Errorf("%s: the copy has %d names (%v), want none", tc.body, st.Nlink, err)
+		}
+		got := make([]byte, len(tc.body))
+		if n, err := p.ReadAt(got, 0); n != len(got) || err != nil || string(got) != tc.body || p.Digest() != digest.Sum([]byte(tc.body)) {
+			t.Errorf("%s: ReadAt %q, %v; digest %s", tc.body, got[:n], err, p.Digest())
+		}
+		err = s.Commit(ctx, []*Pending{p})
+		if tc.stored && (err != nil || p.Digest() != present) {
+			t.Errorf("%s: Commit: %v", tc.body, err)
+		}
+		if !tc.stored && (err == nil || !strings.Contains(err.Error(), "not writable by this user")) {
+			t.Errorf("%s: Commit of a blob the store lacks: %v, want not writable", tc.body, err)
+		}
+		if _, err := p.ReadAt(got, 0); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("%s: the copy is still open after Commit: %v", tc.body, err)
+		}
+	}
+	if after := blobDir(t, s); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("the store's blobs went from %v to %v", before, after)
+	}
+}
+
 // smallDisk mounts a tmpfs of size bytes on a new directory (unmounted at
 // cleanup): a real full disk.
 func smallDisk(t *testing.T, size string) string {
