@@ -2,7 +2,6 @@ package image
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"debug/elf"
 	"encoding/json"
@@ -36,7 +35,6 @@ import (
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Where cruxprov puts things inside an image.
@@ -81,9 +79,11 @@ const MaxEpoch = 1<<33 - 1
 
 // Options is one image build.
 type Options struct {
-	// WheelData and WheelName are the provider's root wheel.
-	WheelData []byte
-	WheelName string
+	// Root is the provider's root wheel, read into the store Build is
+	// given (pipeline.OpenRoot for a file, pipeline.FetchRoot for
+	// NAME==VERSION): the image's provider.toml and pylock.toml are the
+	// ones read there, and every platform's env installs it.
+	Root *pipeline.RootWheel
 	// Platforms are platform preset ids (platform list); several give an
 	// image index, one manifest per platform (distinct os/arch).
 	Platforms []string
@@ -228,18 +228,10 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := wheel.OpenReader(bytes.NewReader(o.WheelData), int64(len(o.WheelData)), o.WheelName)
-	if err != nil {
-		return nil, err
+	if o.Root == nil {
+		return nil, errors.New("no root wheel")
 	}
-	m, manifestRaw, err := manifest.FromWheel(w)
-	if err != nil {
-		return nil, err
-	}
-	lockRaw, err := manifest.LockFromWheel(w)
-	if err != nil {
-		return nil, err
-	}
+	m, manifestRaw, lockRaw := o.Root.Manifest, o.Root.ManifestData, o.Root.LockData
 	repo := o.Repo
 	var (
 		push    *name.Repository
@@ -468,7 +460,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 
 	start = time.Now()
 	po := pipeline.Options{
-		Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
+		Source:   pipeline.Source{Root: o.Root},
 		Platform: pid, Python: in.Path, Client: o.Client,
 		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
 		NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: o.Warn, FetchEvents: o.FetchEvents,

@@ -47,12 +47,8 @@ func build(t *testing.T, c buildCase) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(c.wheel)
-	if err != nil {
-		t.Fatal(err)
-	}
 	res, err := Build(context.Background(), st, Options{
-		WheelData: data, WheelName: filepath.Base(c.wheel), Platforms: []string{testPlatform},
+		Root: testRoot(t, st, c.wheel), Platforms: []string{testPlatform},
 		Client: client, Base: c.base, Shims: map[string]string{"": c.shim},
 		Epoch: time.Unix(1700000000, 0), Key: c.key, BuilderID: "https://ci.example/builder", Tool: testTool,
 		Output: c.out, Push: c.push, NoCompile: c.noCompile, NoCache: c.noCache,

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -9,10 +10,12 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -63,6 +66,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testRoot reads the root wheel at path into st (pipeline.OpenRoot),
+// closed when the test ends.
+func testRoot(t testing.TB, st *store.Store, path string) *pipeline.RootWheel {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
+	if err != nil {
+		t.Fatalf("OpenRoot %s: %v", path, err)
+	}
+	t.Cleanup(root.Close)
+	return root
+}
+
 // echoBuild is a store of the test's own and the Options that build the
 // fixture echo provider's image for testPlatform on the test base, signed
 // with a fresh key at a fixed epoch; a test sets what it varies (Push,
@@ -73,22 +93,19 @@ func echoBuild(t *testing.T) (*store.Store, Options) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, echoOptions(t)
+	o := echoOptions(t)
+	o.Root = testRoot(t, st, fx.Echo.Path)
+	return st, o
 }
 
 // echoOptions is echoBuild's Options alone, for a test that builds into
-// several stores.
+// several stores: its Root is left for each (testRoot).
 func echoOptions(t *testing.T) Options {
 	t.Helper()
-	fx, client := testIndex(t)
+	_, client := testIndex(t)
 	base, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	return Options{
-		WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
-		Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+		Platforms: []string{testPlatform}, Client: client, Base: LayoutPrefix + base + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
 		Epoch: time.Unix(1700000000, 0), Key: testKey(t), BuilderID: "https://ci.example/builder", Tool: testTool,
 	}
 }

@@ -30,16 +30,12 @@ func TestBuildInterruptedWhileLayering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), "oci")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	layering := false
 	_, err = Build(ctx, st, Options{
-		WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{testPlatform},
+		Root: testRoot(t, st, fx.Echo.Path), Platforms: []string{testPlatform},
 		Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
 		Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: out, NoCompile: true,
 		Progress: func(stage, _ string) {

@@ -35,17 +35,13 @@ func TestBuildMultiPlatform(t *testing.T) {
 	fx, client := testIndex(t)
 	baseRef, baseDigests := imagetest.MultiArchBase(t, filepath.Join(t.TempDir(), "base"))
 	key := testKey(t)
-	data, err := os.ReadFile(fx.Native.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "oci")
 	opts := Options{
-		WheelData: data, WheelName: filepath.Base(fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
+		Root: testRoot(t, st, fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
 		Client: client, Base: baseRef, Shims: map[string]string{testPlatform: testShim(t), testPlatformARM: imagetest.ShimFor(t, "arm64")},
 		Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
 		Output: out,

@@ -2,7 +2,6 @@ package image
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,10 +40,6 @@ func TestParsePush(t *testing.T) {
 func TestShimForAnotherMachine(t *testing.T) {
 	fx, client := testIndex(t)
 	dir, h := testBase(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range []struct{ pid, shim string }{
 		{testPlatform, imagetest.ShimFor(t, "arm64")},
 		{testPlatformARM, testShim(t)},
@@ -54,7 +49,7 @@ func TestShimForAnotherMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Build(context.Background(), st, Options{
-			WheelData: data, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{c.pid},
+			Root: testRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
 			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
 			Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
 		})

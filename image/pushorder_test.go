@@ -136,6 +136,7 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 		}
 		o := opts
 		o.Key, o.BuilderID, o.Push = key, builder, repo+":1.0"
+		o.Root = testRoot(t, st, fx.Echo.Path)
 		res, err := Build(ctx, st, o)
 		if err != nil {
 			t.Fatalf("Build: %v", err)
@@ -209,7 +210,9 @@ func TestPushAdvice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Build(context.Background(), st, opts)
+		o := opts
+		o.Root = testRoot(t, st, fx.Echo.Path)
+		_, err = Build(context.Background(), st, o)
 		return err
 	}
 	err := push()
@@ -298,6 +301,7 @@ func TestPushConcurrentKeysKeepBoth(t *testing.T) {
 		}
 		o := opts
 		o.Key = key
+		o.Root = testRoot(t, st, fx.Echo.Path)
 		return Build(context.Background(), st, o)
 	}
 	a, b := testKey(t), testKey(t)

@@ -12,7 +12,6 @@
 package install
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -26,18 +25,15 @@ import (
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Options is one install.
 type Options struct {
-	// WheelData and WheelName are the root wheel, read by the caller; or
-	// Name, Version and SHA256 name it on the pinned index (Client).
-	WheelData []byte
-	WheelName string
-	Name      string
-	Version   string
-	SHA256    digest.Digest
+	// Root is the provider's root wheel, read into the store Install is
+	// given (pipeline.OpenRoot for a file, pipeline.FetchRoot for
+	// NAME==VERSION on the pinned index): its manifest, read once there,
+	// is the one checked, installed and proposed.
+	Root *pipeline.RootWheel
 	// Platforms are preset ids or "host"; Python is the interpreter for
 	// the platforms it runs (their envs point at it).
 	Platforms []string
@@ -83,30 +79,14 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	if len(o.Platforms) == 0 {
 		return nil, refusal.New(refusal.PlatformUnsupported, "no platform to install for")
 	}
-	if o.WheelData == nil {
-		progress("fetch root wheel", "")
-		b, name, err := pipeline.FetchRoot(ctx, o.Client, o.Name, o.Version, o.SHA256)
-		if err != nil {
-			return nil, err
-		}
-		o.WheelData, o.WheelName = b, name
+	if o.Root == nil {
+		return nil, refusal.New(refusal.ManifestMissing, "install needs a provider's root wheel")
 	}
-	sum := digest.Sum(o.WheelData)
-	if !o.SHA256.IsZero() && o.SHA256 != sum {
-		return nil, refusal.New(refusal.HashMismatch, "%s hashes to %s, not %s", o.WheelName, sum, o.SHA256)
-	}
+	sum := o.Root.Wheel.SHA256
 	// The interfaces are checked before anything is built: an operator
 	// who has not registered them yet learns it at once, not after every
 	// platform's env (providerOf checks them again with what it proposes).
-	w, err := wheel.OpenReader(bytes.NewReader(o.WheelData), int64(len(o.WheelData)), o.WheelName)
-	if err != nil {
-		return nil, err
-	}
-	m, _, err := manifest.FromWheel(w)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkInterfaces(ctx, reg, m); err != nil {
+	if err := checkInterfaces(ctx, reg, o.Root.Manifest); err != nil {
 		return nil, err
 	}
 	// The store stays held, shared, until the change-set is proposed: a gc
@@ -122,7 +102,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	for _, p := range o.Platforms {
 		progress("materialize", p)
 		po := pipeline.Options{
-			Source:   pipeline.Source{WheelData: o.WheelData, WheelName: o.WheelName},
+			Source:   pipeline.Source{Root: o.Root},
 			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: warn,
 		}
 		local := p == "host" || runsHere(ctx, st, p, o.Python)

@@ -9,13 +9,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 )
+
+// openRoot reads the root wheel at path into st (pipeline.OpenRoot),
+// closed when the test ends.
+func openRoot(t *testing.T, st *store.Store, path string) *pipeline.RootWheel {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
+	if err != nil {
+		t.Fatalf("OpenRoot: %v", err)
+	}
+	t.Cleanup(root.Close)
+	return root
+}
 
 // TestGCWaitsForTheProposal: a gc that comes between an install's env and
 // its proposal (the moment gc --envs would take the env nothing names
@@ -47,10 +66,7 @@ func TestGCWaitsForTheProposal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := openRoot(t, st, fx.Echo.Path)
 	prepared := false
 	gc := func() error {
 		_, err := st.GC(ctx, store.GCOptions{Prepare: func(context.Context) (store.GCPlan, error) {
@@ -61,7 +77,7 @@ func TestGCWaitsForTheProposal(t *testing.T) {
 	}
 	var during error
 	res, err := Install(ctx, st, reg, Options{
-		WheelData: wb, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{"host"},
+		Root: root, Platforms: []string{"host"},
 		Python: python, NoCompile: true, Client: client,
 		Progress: func(stage, _ string) {
 			if stage == "propose" {
@@ -106,12 +122,9 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wb, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := openRoot(t, st, fx.Echo.Path)
 	_, err = Install(ctx, st, registry.NewStub(), Options{
-		WheelData: wb, WheelName: filepath.Base(fx.Echo.Path), Platforms: []string{"host"},
+		Root: root, Platforms: []string{"host"},
 		Python: python, NoCompile: true, Client: client,
 	})
 	if refusal.CodeOf(err) != refusal.InterfaceUnregistered {
@@ -123,11 +136,13 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 		}
 	}
 	// Refused before anything was built or fetched: no env, no blob (it
-	// built the host env first, then refused).
+	// built the host env first, then refused); once the caller closes the
+	// root wheel, not even its private copy.
+	root.Close()
 	for _, sub := range []string{"envs", "blobs"} {
 		var found []string
 		filepath.WalkDir(filepath.Join(dir, "store", sub), func(p string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") {
+			if err == nil && !d.IsDir() && (sub == "blobs" || !strings.HasPrefix(d.Name(), ".")) {
 				found = append(found, p)
 			}
 			return nil

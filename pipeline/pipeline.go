@@ -11,7 +11,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,16 +30,14 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Source is where the resolution comes from: exactly one of its fields.
 type Source struct {
-	// WheelData is the provider's root wheel (its bytes; the caller read
-	// the file) and WheelName its file name: the embedded lock is
-	// resolved and the root installed too.
-	WheelData []byte
-	WheelName string
+	// Root is the provider's root wheel (OpenRoot, FetchRoot, in the
+	// store Run is given): its embedded lock is resolved and the root
+	// installed too.
+	Root *RootWheel
 	// LockData is a bare pylock.toml.
 	LockData []byte
 	// Env is a sealed env (its directory) to rebuild from its own seal:
@@ -187,10 +184,19 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 			return nil, err
 		}
 		lockData := o.Source.LockData
-		if o.Source.WheelData != nil {
-			if lockData, r.Root, r.Manifest, r.ManifestData, err = rootWheel(ctx, st, o.Source.WheelData, o.Source.WheelName, !o.FetchOnly && !o.ResolveOnly && !plan); err != nil {
-				return nil, err
+		if root := o.Source.Root; root != nil {
+			if root.st.Home() != st.Home() {
+				return nil, fmt.Errorf("pipeline: the root wheel %s was read into the store %s, not %s", root.Wheel.Filename, root.st.Home(), st.Home())
 			}
+			// fetch (and a resolve, a plan) leaves the root wheel out of
+			// the store: the env that installs it puts it there.
+			if !o.FetchOnly && !o.ResolveOnly && !plan {
+				if err := root.put(ctx); err != nil {
+					return nil, err
+				}
+			}
+			w := root.Wheel
+			lockData, r.Root, r.Manifest, r.ManifestData = root.LockData, &w, root.Manifest, root.ManifestData
 		}
 		r.LockDigest = digest.Sum(lockData)
 		lock, warnings, err := lockfile.Parse(lockData)
@@ -329,34 +335,6 @@ func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error
 		root = &lockfile.ResolvedWheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size}
 	}
 	return res, root, nil
-}
-
-// rootWheel reads the root wheel's manifest and lock and, with put, puts
-// the wheel in the store (the env installs it; a rebuild finds it there).
-func rootWheel(ctx context.Context, st *store.Store, b []byte, name string, put bool) ([]byte, *lockfile.ResolvedWheel, *manifest.Manifest, []byte, error) {
-	sum := digest.Sum(b)
-	w, err := wheel.OpenReader(bytes.NewReader(b), int64(len(b)), name)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	lock, err := manifest.LockFromWheel(w)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	m, raw, err := manifest.FromWheel(w)
-	if err != nil {
-		return nil, nil, nil, nil, err
-	}
-	if !put {
-		// fetch: the root wheel is the caller's file, not a download.
-	} else if err := st.Put(ctx, sum, int64(len(b)), bytes.NewReader(b)); err != nil {
-		var se *store.SpaceError
-		if errors.As(err, &se) {
-			return nil, nil, nil, nil, err
-		}
-		return nil, nil, nil, nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
-	}
-	return lock, &lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: int64(len(b)), SHA256: sum}, m, raw, nil
 }
 
 // HostPlatform is the canonical id of the host platform of the

@@ -48,6 +48,23 @@ func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
 	return fx, c, st, py
 }
 
+// openRoot reads the root wheel at path into st (pipeline.OpenRoot),
+// closed when the test ends.
+func openRoot(t *testing.T, st *store.Store, path string) *pipeline.RootWheel {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
+	if err != nil {
+		t.Fatalf("OpenRoot: %v", err)
+	}
+	t.Cleanup(root.Close)
+	return root
+}
+
 // TestRunHoldsTheStoreLock: the pipeline holds the store lock from the
 // fetch to the seal, so a gc between the fetch and the create (the wheels
 // fetched, the env that roots them not yet sealed) cannot remove them: a gc that will not wait is told the store is busy, one that waits
@@ -56,10 +73,7 @@ func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
 // create took it again: a gc in that gap deleted the wheels just fetched.)
 func TestRunHoldsTheStoreLock(t *testing.T) {
 	fx, c, st, py := setup(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := openRoot(t, st, fx.Echo.Path)
 	ctx := context.Background()
 	var (
 		once     sync.Once
@@ -85,7 +99,7 @@ func TestRunHoldsTheStoreLock(t *testing.T) {
 		})
 	}
 	r, err := pipeline.Run(ctx, st, pipeline.Options{
-		Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py,
+		Source: pipeline.Source{Root: root}, Platform: "host", Python: py,
 		Client: c, NoCompile: true, Events: events,
 	})
 	sealedAt := time.Now()
@@ -116,19 +130,14 @@ func TestRunHoldsTheStoreLock(t *testing.T) {
 // Plan fetches nothing (a store without the wheels stays empty).
 func TestPlan(t *testing.T) {
 	fx, c, st, py := setup(t)
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	o := pipeline.Options{Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py, Client: c, NoCompile: true}
+	o := pipeline.Options{Source: pipeline.Source{Root: openRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py, Client: c, NoCompile: true}
 	_, planned, err := pipeline.Plan(ctx, st, o)
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
-	blobs, _ := os.ReadDir(filepath.Join(st.Home(), store.BlobsDir))
-	if len(blobs) != 0 {
-		t.Errorf("Plan stored %d blobs", len(blobs))
+	if blobs := blobNames(t, st); len(blobs) != 1 || !strings.HasPrefix(blobs[0], ".tmp-ingest-") {
+		t.Errorf("Plan stored %v (want the root wheel's private copy alone)", blobs)
 	}
 	r, err := pipeline.Run(ctx, st, o)
 	if err != nil {
@@ -150,12 +159,13 @@ func TestPlan(t *testing.T) {
 // the given sha256; without an index, a sha256 or a matching file it is
 // refused with its code.
 func TestFetchRoot(t *testing.T) {
-	fx, c, _, _ := setup(t)
+	fx, c, st, _ := setup(t)
 	ctx := context.Background()
-	b, name, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
-	if err != nil || name != fx.Echo.Filename || digest.Sum(b) != fx.Echo.SHA256 {
-		t.Fatalf("FetchRoot: %s, %v", name, err)
+	root, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+	if err != nil || root.Wheel.Filename != fx.Echo.Filename || root.Wheel.SHA256 != fx.Echo.SHA256 || root.Manifest.Name != fx.Echo.Name {
+		t.Fatalf("FetchRoot: %+v, %v", root, err)
 	}
+	root.Close()
 	for _, tc := range []struct {
 		name    string
 		c       *index.Client
@@ -169,7 +179,7 @@ func TestFetchRoot(t *testing.T) {
 		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := pipeline.FetchRoot(ctx, tc.c, fx.Echo.Name, tc.version, tc.sum)
+			_, err := pipeline.FetchRoot(ctx, st, tc.c, fx.Echo.Name, tc.version, tc.sum)
 			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) {
 				t.Errorf("%v, want %s", err, tc.code)
 			}
@@ -180,6 +190,23 @@ func TestFetchRoot(t *testing.T) {
 			}
 		})
 	}
+	if blobs := blobNames(t, st); len(blobs) != 0 {
+		t.Errorf("left in the store: %v", blobs)
+	}
+}
+
+// blobNames lists the store's blobs directory, temps included.
+func blobNames(t *testing.T, st *store.Store) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(st.Home(), store.BlobsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // TestRunWarnsOfYankedWheels: a wheel the index marks yanked is fetched
@@ -208,13 +235,9 @@ func TestRunWarnsOfYankedWheels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(fx.Echo.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var warnings []string
 	if _, err := pipeline.Run(context.Background(), st, pipeline.Options{
-		Source: pipeline.Source{WheelData: data, WheelName: fx.Echo.Filename}, Platform: "host", Python: py,
+		Source: pipeline.Source{Root: openRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py,
 		Client: c, NoCompile: true, Warn: func(s string) { warnings = append(warnings, s) },
 	}); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -278,28 +301,43 @@ func TestFetchRootHostileIndex(t *testing.T) {
 			case "other bytes":
 				w.Write([]byte("not the wheel"))
 				return
+			case "too large":
+				w.Header().Set("Content-Length", strconv.Itoa(1<<30+1))
+				w.WriteHeader(http.StatusOK)
+				w.Write([]byte("PK\x03\x04"))
+				panic(http.ErrAbortHandler)
 			}
 			files.ServeHTTP(w, r)
 		})
 	})
+	dir := testdir.New(t)
+	st, err := store.Open(filepath.Join(dir, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	mode.Store("500 twice")
-	b, name, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
-	if err != nil || name != fx.Echo.Filename || digest.Sum(b) != fx.Echo.SHA256 {
-		t.Fatalf("after two 500s: %s, %v", name, err)
+	root, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+	if err != nil || root.Wheel.Filename != fx.Echo.Filename || root.Wheel.SHA256 != fx.Echo.SHA256 {
+		t.Fatalf("after two 500s: %+v, %v", root, err)
 	}
+	root.Close()
 	if n := retries.Load(); n != 2 {
 		t.Errorf("%d retries reported, want 2", n)
 	}
 	for _, tc := range []struct {
 		mode string
 		code refusal.Code
-	}{{"404", refusal.FetchFailed}, {"other bytes", refusal.HashMismatch}} {
+	}{{"404", refusal.FetchFailed}, {"other bytes", refusal.HashMismatch}, {"too large", refusal.FetchFailed}} {
 		mode.Store(tc.mode)
-		_, _, err := pipeline.FetchRoot(ctx, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+		_, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
 		if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Filename) || !strings.Contains(err.Error(), "/files/") {
 			t.Errorf("%s: %v, want %s naming the file and its URL", tc.mode, err, tc.code)
 		}
+	}
+	// Nothing is left of the downloads: the one closed, the ones refused.
+	if blobs := blobNames(t, st); len(blobs) != 0 {
+		t.Errorf("left in the store: %v", blobs)
 	}
 }
 
@@ -328,15 +366,22 @@ func TestFetchRootDeclaredLength(t *testing.T) {
 					panic(http.ErrAbortHandler) // close the connection short of the length
 				})
 			})
+			st, err := store.Open(filepath.Join(testdir.New(t), "home"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, _, err := pipeline.FetchRoot(context.Background(), c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+			_, err = pipeline.FetchRoot(context.Background(), st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
 			runtime.ReadMemStats(&after)
 			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), fx.Echo.Filename) {
 				t.Fatalf("a body cut short of its declared length: %v, want fetch_failed naming the file", err)
 			}
 			if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
 				t.Fatalf("allocated %d bytes for a body of a few bytes declaring %d", got, declared)
+			}
+			if blobs := blobNames(t, st); len(blobs) != 0 {
+				t.Errorf("left in the store: %v", blobs)
 			}
 		})
 	}

@@ -1,9 +1,8 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
+	"errors"
 	"io"
 	"path"
 	"strings"
@@ -11,30 +10,137 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )
 
+// RootWheel is a provider's root wheel, read once (OpenRoot, FetchRoot):
+// its bytes copied into a private temp file of the store while they are
+// hashed (store.Ingest; in a store this user cannot write, an unnamed
+// file outside it), its manifest and lock read from that copy. The
+// bytes the pipeline stores and installs are that copy, so they are the
+// bytes hashed and whose manifest and lock were read, whatever becomes of
+// the file or the download they came from; nothing of them is held in
+// memory but the manifest and the lock. A Run that builds an env (or a
+// tree) puts the copy in the store, as its blob; fetch, resolve and Plan
+// leave it out. Close removes the copy unless a Run stored it.
+//
+// A RootWheel belongs to the store it was read into, and serves any
+// number of Runs and Plans there (install and image build run one per
+// platform); it is not safe for concurrent use.
+type RootWheel struct {
+	// Wheel is its identity: distribution name, version, file name, size
+	// and sha256.
+	Wheel lockfile.ResolvedWheel
+	// Manifest is its provider.toml and ManifestData that file's bytes;
+	// LockData is its pylock.toml's.
+	Manifest     *manifest.Manifest
+	ManifestData []byte
+	LockData     []byte
+
+	st     *store.Store
+	p      *store.Pending
+	putErr error // a failed put discarded the copy
+}
+
+// OpenRoot reads the root wheel named name (its file name) from r, to
+// r's end, once: into a private copy in st (hashed as it is written), then
+// its manifest and lock from that copy. When sum is not zero the bytes
+// must hash to it (hash_mismatch otherwise). A wheel that is not a
+// provider's is refused with its code (wheel_invalid, manifest_missing,
+// lock_missing, …); a full disk is a *store.SpaceError; an error of r is
+// returned as it is. On error nothing is left in the store. The caller
+// closes r, and the RootWheel once done.
+func OpenRoot(ctx context.Context, st *store.Store, r io.Reader, name string, sum digest.Digest) (*RootWheel, error) {
+	p, err := st.Ingest(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if !sum.IsZero() && p.Digest() != sum {
+		p.Discard()
+		return nil, refusal.New(refusal.HashMismatch, "%s hashes to %s, not %s", name, p.Digest(), sum)
+	}
+	return readRoot(st, p, name)
+}
+
+// readRoot reads the manifest and the lock of the root wheel pending as
+// p, and discards p when they cannot be read.
+func readRoot(st *store.Store, p *store.Pending, name string) (_ *RootWheel, err error) {
+	defer func() {
+		if err != nil {
+			p.Discard()
+		}
+	}()
+	w, err := wheel.OpenReader(p, p.Size(), name)
+	if err != nil {
+		return nil, err
+	}
+	m, raw, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil, err
+	}
+	lock, err := manifest.LockFromWheel(w)
+	if err != nil {
+		return nil, err
+	}
+	return &RootWheel{
+		Wheel:    lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: p.Size(), SHA256: p.Digest()},
+		Manifest: m, ManifestData: raw, LockData: lock,
+		st: st, p: p,
+	}, nil
+}
+
+// Close removes the private copy of the root wheel, unless a Run put it
+// in the store. Safe to repeat, and on a nil RootWheel.
+func (w *RootWheel) Close() {
+	if w != nil && w.p != nil {
+		w.p.Discard()
+	}
+}
+
+// put puts the root wheel in the store (the env installs it from there; a
+// rebuild finds it there). Once stored, putting it again does nothing.
+func (w *RootWheel) put(ctx context.Context) error {
+	if w.putErr != nil {
+		return w.putErr
+	}
+	err := w.st.Commit(ctx, []*store.Pending{w.p})
+	var se *store.SpaceError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) || ctx.Err() != nil:
+	default:
+		err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot store the root wheel")
+	}
+	w.putErr = err
+	return err
+}
+
 // FetchRoot downloads a provider's root wheel name==version from the
-// pinned index c: the file the index lists for that name and version
-// whose bytes hash to sum (only those bytes are accepted, whatever else
-// the index lists). It returns the bytes and the file name. Refusals:
+// pinned index c into st (as OpenRoot reads a file): the file the index
+// lists for that name and version whose bytes hash to sum (only those
+// bytes are accepted, whatever else the index lists). Refusals:
 // offline_miss without an index, hash_missing without a sha256,
-// fetch_failed when no listed wheel has those bytes. install and image
-// build take NAME==VERSION --sha256 HEX through it.
-func FetchRoot(ctx context.Context, c *index.Client, name, version string, sum digest.Digest) ([]byte, string, error) {
+// fetch_failed when no listed wheel has those bytes, and OpenRoot's for
+// a wheel that is not a provider's. install and image build take
+// NAME==VERSION --sha256 HEX through it. The caller closes the RootWheel.
+func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, version string, sum digest.Digest) (*RootWheel, error) {
 	if c == nil {
 		// The store keeps wheels by content, not by the file name the
 		// index published, which the image's provenance records: offline,
 		// the root wheel is given as its file.
-		return nil, "", refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and an offline install has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex())
+		return nil, refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and an offline install has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex())
 	}
 	if sum.IsZero() {
-		return nil, "", refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", name, version)
+		return nil, refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", name, version)
 	}
 	proj, err := c.Project(ctx, name)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var listed []string
 	for _, f := range proj.Files {
@@ -49,20 +155,21 @@ func FetchRoot(ctx context.Context, c *index.Client, name, version string, sum d
 		if h := f.Hashes["sha256"]; h != "" && h != sum.Hex() {
 			continue
 		}
-		b, err := downloadRoot(ctx, c, f, sum)
+		p, err := downloadRoot(ctx, st, c, f, sum)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		if b == nil {
+		if p == nil {
 			continue // other bytes, and the page listed no sha256 for them: another file may be the one
 		}
-		return b, path.Base(f.Filename), nil
+		return readRoot(st, p, path.Base(f.Filename))
 	}
-	return nil, "", refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
+	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
 }
 
 // maxRoot bounds a root wheel fetched as NAME==VERSION: its bytes are
-// held in memory, and a hostile index must not make that unbounded.
+// written to the store's disk before their sha256 is known, and a hostile
+// index must not fill it.
 const maxRoot = 1 << 30
 
 // rootAttempts and rootBackoff are the fetch's: transient failures of
@@ -72,28 +179,31 @@ const (
 	rootBackoff  = 250 * time.Millisecond
 )
 
-// downloadRoot downloads the root wheel candidate f, retrying transport
-// failures. It returns nil bytes when they are not sum's and the page
-// listed no sha256 for f (another candidate may be the one); other bytes
-// than the sha256 the page listed is hash_mismatch.
-func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Digest) ([]byte, error) {
+// downloadRoot downloads the root wheel candidate f into st, retrying
+// transport failures, and returns it pending. It returns nil when its
+// bytes are not sum's and the page listed no sha256 for f (another
+// candidate may be the one); other bytes than the sha256 the page listed
+// is hash_mismatch. Bytes that are not sum's are removed at once.
+func downloadRoot(ctx context.Context, st *store.Store, c *index.Client, f index.File, sum digest.Digest) (*store.Pending, error) {
 	delay := rootBackoff
 	var last error
 	for attempt := 1; attempt <= rootAttempts; attempt++ {
-		b, got, err := readRoot(ctx, c, f, sum)
+		p, err := ingestRoot(ctx, st, c, f)
 		if err == nil {
-			if got != sum {
+			if got := p.Digest(); got != sum {
+				p.Discard()
 				if f.Hashes["sha256"] == sum.Hex() {
 					return nil, refusal.New(refusal.HashMismatch, "%s from %s: got %s, but the index lists it with sha256 %s, the sha256 pinned; the index serves other bytes than it lists", f.Filename, index.Redact(f.URL), got, sum)
 				}
 				return nil, nil
 			}
-			return b, nil
+			return p, nil
 		}
+		var se *store.SpaceError
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if refusal.CodeOf(err) != "" {
+		if refusal.CodeOf(err) != "" || errors.As(err, &se) {
 			return nil, err
 		}
 		if !index.Retryable(err) {
@@ -114,53 +224,49 @@ func downloadRoot(ctx context.Context, c *index.Client, f index.File, sum digest
 	return nil, refusal.Wrap(refusal.FetchFailed, last, "downloading %s from %s failed %d times; check the index and retry", f.Filename, index.Redact(f.URL), rootAttempts)
 }
 
-// readRoot reads one download of f, at most maxRoot bytes, and returns
-// them with their digest; bytes that are not sum's are dropped unjoined,
-// so a hostile body costs at most maxRoot of memory. Memory grows with
-// the bytes received, a chunk at a time, and they are hashed as they
-// come: a length the index declares is a bound (over maxRoot is refused
-// before a byte is read), never an allocation, so an index that declares
-// 1 GiB and sends nothing costs nothing. The bytes stay in memory, not a
-// temp file: install and image build take the root wheel as bytes (a
-// --wheel file is read whole too), and maxRoot bounds them.
-func readRoot(ctx context.Context, c *index.Client, f index.File, sum digest.Digest) ([]byte, digest.Digest, error) {
+// ingestRoot downloads f once into st, at most maxRoot bytes, hashing
+// them as they are written (store.Ingest): memory does not grow with the
+// bytes received, and a length the index declares is a bound (over
+// maxRoot is refused before a byte is read), never an allocation, so an
+// index that declares 1 GiB and sends nothing costs nothing. A body cut
+// short of its declared length is an unexpected EOF (retried): the
+// transport holds a body to its declared length. On error nothing is
+// left in the store.
+func ingestRoot(ctx context.Context, st *store.Store, c *index.Client, f index.File) (*store.Pending, error) {
 	rc, n, err := c.Open(ctx, f)
 	if err != nil {
-		return nil, digest.Digest{}, err
+		return nil, err
 	}
 	defer rc.Close()
 	tooBig := refusal.New(refusal.FetchFailed, "%s from %s is larger than %d bytes, more than a root wheel fetched as NAME==VERSION may be; download it and give it as its file", f.Filename, index.Redact(f.URL), int64(maxRoot))
 	if n > maxRoot {
-		return nil, digest.Digest{}, tooBig
+		return nil, tooBig
 	}
-	// One path for a declared length and none: the transport holds a
-	// body to its declared length, and one cut short of it is an
-	// unexpected EOF (retried), whatever was declared.
-	h := sha256.New()
-	var chunks [][]byte
-	var total int64
-	for {
-		chunk := make([]byte, rootChunk)
-		k, err := io.ReadFull(rc, chunk)
-		total += int64(k)
-		if total > maxRoot {
-			return nil, digest.Digest{}, tooBig
-		}
-		h.Write(chunk[:k])
-		chunks = append(chunks, chunk[:k])
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return nil, digest.Digest{}, err
-		}
-	}
-	got := digest.FromBytes(h.Sum(nil))
-	if got != sum {
-		return nil, got, nil
-	}
-	return bytes.Join(chunks, nil), got, nil
+	return st.Ingest(ctx, &boundedReader{r: rc, left: maxRoot, over: tooBig})
 }
 
-// rootChunk is how much readRoot allocates ahead of the bytes received.
-const rootChunk = 1 << 20
+// boundedReader yields at most left bytes of r, and over (not io.EOF)
+// when r has more.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+	over error
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// The bound is reached: one more byte is one too many.
+		var one [1]byte
+		n, err := b.r.Read(one[:])
+		if n > 0 {
+			return 0, b.over
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}

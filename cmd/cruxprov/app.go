@@ -299,10 +299,10 @@ func helpAsked(reordered []string) bool {
 // manifest, a platform, a CA bundle).
 const maxInputFile = 64 << 20
 
-// readInputFile reads a file named on the command line. It must be a
-// regular file (a FIFO would block and a device never end, SIGINT or not)
-// of at most max bytes (no limit when max <= 0).
-func readInputFile(path string, max int64) ([]byte, error) {
+// openInputFile opens a file named on the command line for reading. It
+// must be a regular file: a FIFO would block and a device never end,
+// SIGINT or not.
+func openInputFile(path string) (*os.File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -310,14 +310,30 @@ func readInputFile(path string, max int64) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	if max > 0 && st.Size() > max {
-		return nil, fmt.Errorf("%s is larger than %s", path, sizeText(max))
+	// O_NONBLOCK and a second look: a FIFO put there since must not
+	// block the command either.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	f, err := os.Open(path)
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return f, nil
+}
+
+// readInputFile reads a file named on the command line, a regular file
+// (openInputFile) of at most max bytes (no limit when max <= 0).
+func readInputFile(path string, max int64) ([]byte, error) {
+	f, err := openInputFile(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && max > 0 && st.Size() > max {
+		return nil, fmt.Errorf("%s is larger than %s", path, sizeText(max))
+	}
 	var r io.Reader = f
 	if max > 0 {
 		r = io.LimitReader(f, max+1)

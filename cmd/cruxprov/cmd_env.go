@@ -115,6 +115,7 @@ func envCreate(c *cli.Context) error {
 	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
 		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
+	var wf *os.File // the --wheel, opened
 	switch {
 	case c.NArg() == 1 && c.Bool("replace"):
 		if c.String("wheel") != "" || c.String("lock") != "" {
@@ -137,13 +138,20 @@ func envCreate(c *cli.Context) error {
 		if po.Client, err = pinnedSource(c); err != nil {
 			return err
 		}
-		if po.Source, err = sourceOf(c); err != nil {
+		if po.Source, wf, err = sourceOf(c); err != nil {
 			return err
 		}
+		defer wf.Close()
 	}
 	st, err := o.openStore()
 	if err != nil {
 		return err
+	}
+	if wf != nil {
+		if po.Source.Root, err = rootOf(c, st, wf, digest.Digest{}); err != nil {
+			return err
+		}
+		defer po.Source.Root.Close()
 	}
 	var bars *progress
 	if o.progressOn() {
@@ -194,6 +202,26 @@ func inputFile(flag, path string, max int64) ([]byte, error) {
 		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
 	}
 	return b, nil
+}
+
+// openInput opens a file named by flag, to be read once (a root wheel,
+// which rootOf reads): a missing or unreadable one is a usage error (exit
+// 64), as inputFile says.
+func openInput(flag, path string) (*os.File, error) {
+	f, err := openInputFile(path)
+	if err != nil {
+		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
+	}
+	return f, nil
+}
+
+// rootOf reads the root wheel f (openInput's) into st once: a private
+// copy there, hashed (against sum unless it is zero), whose manifest and
+// lock the command uses and whose bytes it installs (pipeline.OpenRoot).
+// The caller closes f and the RootWheel.
+func rootOf(c *cli.Context, st *store.Store, f *os.File, sum digest.Digest) (*pipeline.RootWheel, error) {
+	r, err := pipeline.OpenRoot(c.Context, st, f, filepath.Base(f.Name()), sum)
+	return r, spaceAdvice(err)
 }
 
 // readable checks that the file a flag names exists and can be opened by

@@ -15,6 +15,7 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/pipeline"
@@ -123,18 +124,16 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 	return cl, nil
 }
 
-// sourceOf reads the --wheel or --lock the flags name into a pipeline
-// source: a file that cannot be read is a usage error (exit 64).
-func sourceOf(c *cli.Context) (pipeline.Source, error) {
-	var src pipeline.Source
-	var err error
+// sourceOf reads the --lock the flags name into a pipeline source, or
+// opens their --wheel (rootOf reads it into the store, once it is open):
+// a file that cannot be read is a usage error (exit 64).
+func sourceOf(c *cli.Context) (pipeline.Source, *os.File, error) {
 	if wp := c.String("wheel"); wp != "" {
-		src.WheelData, err = inputFile("--wheel", wp, 0)
-		src.WheelName = filepath.Base(wp)
-	} else {
-		src.LockData, err = inputFile("--lock", c.String("lock"), maxInputFile)
+		f, err := openInput("--wheel", wp)
+		return pipeline.Source{}, f, err
 	}
-	return src, err
+	b, err := inputFile("--lock", c.String("lock"), maxInputFile)
+	return pipeline.Source{LockData: b}, nil, err
 }
 
 // pinnedSource checks the flags fetch and env create share (one of --wheel
@@ -174,13 +173,22 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := sourceOf(c)
+	src, wf, err := sourceOf(c)
 	if err != nil {
 		return err
 	}
+	defer wf.Close()
 	st, err := o.openStore()
 	if err != nil {
 		return err
+	}
+	if wf != nil {
+		// Read into a private copy that fetch leaves out of the store
+		// (the env that installs the root wheel puts it there).
+		if src.Root, err = rootOf(c, st, wf, digest.Digest{}); err != nil {
+			return err
+		}
+		defer src.Root.Close()
 	}
 	var bars *progress
 	if o.progressOn() {

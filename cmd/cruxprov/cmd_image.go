@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,11 +189,12 @@ func imageBuild(c *cli.Context) error {
 		}
 		bo.Epoch = time.Unix(n, 0)
 	}
+	var wf *os.File // the --wheel, opened
 	if name == "" {
-		if bo.WheelData, err = inputFile("--wheel", c.String("wheel"), 0); err != nil {
+		if wf, err = openInput("--wheel", c.String("wheel")); err != nil {
 			return err
 		}
-		bo.WheelName = filepath.Base(c.String("wheel"))
+		defer wf.Close()
 	}
 	if k := c.String("sign-key"); k != "" {
 		if bo.Key, err = loadSigner(o, "--sign-key", k); err != nil {
@@ -206,19 +206,26 @@ func imageBuild(c *cli.Context) error {
 			return err
 		}
 	}
+	var sum digest.Digest
 	if name != "" {
-		sum, err := digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:"))
-		if err != nil {
+		if sum, err = digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:")); err != nil {
 			return usagef("--sha256: %v", err)
-		}
-		if bo.WheelData, bo.WheelName, err = pipeline.FetchRoot(c.Context, bo.Client, name, version, sum); err != nil {
-			return err
 		}
 	}
 	st, err := o.openStore()
 	if err != nil {
 		return err
 	}
+	if wf != nil {
+		bo.Root, err = rootOf(c, st, wf, digest.Digest{})
+	} else {
+		bo.Root, err = pipeline.FetchRoot(c.Context, st, bo.Client, name, version, sum)
+		err = spaceAdvice(err)
+	}
+	if err != nil {
+		return err
+	}
+	defer bo.Root.Close()
 	var bars *progress
 	if o.progressOn() {
 		bars = newProgress(c, o)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -11,7 +10,9 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify/container"
 )
 
@@ -50,6 +51,26 @@ func installAction(c *cli.Context) error {
 	if err := applyConfig(c, o); err != nil {
 		return err
 	}
+	arg := c.Args().First()
+	var (
+		st   *store.Store
+		root *pipeline.RootWheel
+	)
+	defer func() { root.Close() }()
+	// readWheel reads the WHEEL argument into the store, once: the images
+	// are checked against, and the change-set proposes, the bytes read.
+	readWheel := func(sum digest.Digest) error {
+		f, err := openInput("WHEEL", arg)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if st, err = o.openStore(); err != nil {
+			return err
+		}
+		root, err = rootOf(c, st, f, sum)
+		return err
+	}
 	var containers []registry.Materialization
 	switch c.String("backend") {
 	case "local":
@@ -65,12 +86,11 @@ func installAction(c *cli.Context) error {
 			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
 				return usagef("--sha256: %v", err)
 			}
-		} else if arg := c.Args().First(); strings.HasSuffix(arg, ".whl") {
-			b, err := inputFile("WHEEL", arg, 0)
-			if err != nil {
+		} else if strings.HasSuffix(arg, ".whl") {
+			if err := readWheel(digest.Digest{}); err != nil {
 				return err
 			}
-			sum = digest.Sum(b)
+			sum = root.Wheel.SHA256
 		}
 		for _, ref := range c.StringSlice("image") {
 			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{})
@@ -113,7 +133,6 @@ func installAction(c *cli.Context) error {
 			return err
 		}
 	}
-	arg := c.Args().First()
 	if name, version, ok := strings.Cut(arg, "=="); ok && !strings.HasSuffix(arg, ".whl") {
 		if c.String("sha256") == "" {
 			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
@@ -122,22 +141,24 @@ func installAction(c *cli.Context) error {
 		if err != nil {
 			return usagef("--sha256: %v", err)
 		}
-		iopts.Name, iopts.Version, iopts.SHA256 = name, version, d
-	} else {
-		if iopts.WheelData, err = inputFile("WHEEL", arg, 0); err != nil {
+		if st, err = o.openStore(); err != nil {
 			return err
 		}
-		iopts.WheelName = filepath.Base(arg)
+		if root, err = pipeline.FetchRoot(c.Context, st, iopts.Client, name, version, d); err != nil {
+			return spaceAdvice(err)
+		}
+	} else if root == nil {
+		var sum digest.Digest
 		if h := c.String("sha256"); h != "" {
-			if iopts.SHA256, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
+			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
 				return usagef("--sha256: %v", err)
 			}
 		}
+		if err := readWheel(sum); err != nil {
+			return err
+		}
 	}
-	st, err := o.openStore()
-	if err != nil {
-		return err
-	}
+	iopts.Root = root
 	res, err := install.Install(c.Context, st, reg, iopts)
 	if err != nil {
 		return spaceAdvice(err)

@@ -10,10 +10,9 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/fixtures"
-	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Container is the hostile provider's image as a container executor's
@@ -61,10 +60,16 @@ func BuildContainer(ctx context.Context, dir, base, shimPath, platform string) (
 			return nil, err
 		}
 	}
-	data, err := os.ReadFile(prov.Path)
+	f, err := os.Open(prov.Path)
 	if err != nil {
 		return nil, err
 	}
+	root, err := pipeline.OpenRoot(ctx, st, f, filepath.Base(prov.Path), prov.SHA256)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	privPEM, _, err := sign.Generate([]byte("invoketest"))
 	if err != nil {
 		return nil, err
@@ -75,22 +80,14 @@ func BuildContainer(ctx context.Context, dir, base, shimPath, platform string) (
 	}
 	out := filepath.Join(dir, "oci")
 	res, err := image.Build(ctx, st, image.Options{
-		WheelData: data, WheelName: filepath.Base(prov.Path), Platforms: []string{platform},
+		Root: root, Platforms: []string{platform},
 		Base: base, Shims: map[string]string{"": shimPath}, Epoch: time.Unix(1700000000, 0),
 		Key: key, BuilderID: BuilderID, Tool: "cruxprov-invoketest", Output: out,
 	})
 	if err != nil {
 		return nil, err
 	}
-	w, err := wheel.Open(prov.Path)
-	if err != nil {
-		return nil, err
-	}
-	m, _, err := manifest.FromWheel(w)
-	w.Close()
-	if err != nil {
-		return nil, err
-	}
+	m := root.Manifest
 	pi := res.Platforms[0]
 	md, err := digest.Parse(pi.Digest.String())
 	if err != nil {

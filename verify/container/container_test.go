@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/install"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
@@ -52,12 +53,21 @@ func TestVerifyContainer(t *testing.T) {
 	if len(provWheel) != 1 || len(schema) != 1 {
 		t.Fatalf("fixtures: %v %v", provWheel, schema)
 	}
-	wb, _ := os.ReadFile(provWheel[0])
 	sb, _ := os.ReadFile(schema[0])
 	st, err := store.Open(filepath.Join(work, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	wf, err := os.Open(provWheel[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := pipeline.OpenRoot(ctx, st, wf, filepath.Base(provWheel[0]), digest.Digest{})
+	wf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
 
 	reg := registry.NewStub()
 	approverPEM, approverPub, err := sign.Generate([]byte("pw"))
@@ -84,19 +94,19 @@ func TestVerifyContainer(t *testing.T) {
 	_, err = reg.RegisterInterface(ctx, "acme.hostile", sb)
 	must(err)
 	// Before the builder is trusted, no key can vouch for the image.
-	if _, _, err := container.Materialization(ctx, reg, c.Image, digest.Sum(wb), digest.Digest{}, image.VerifyOptions{}); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+	if _, _, err := container.Materialization(ctx, reg, c.Image, root.Wheel.SHA256, digest.Digest{}, image.VerifyOptions{}); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
 		t.Fatalf("an image no trusted builder signed: %v", err)
 	}
 	tr, err := reg.TrustKey(ctx, registry.Key{Name: "ci", Role: registry.RoleBuilder, PEM: string(c.Key.Public().PEM())}, "test")
 	must(err)
 	approve(tr.ChangeSet)
 
-	m, _, err := container.Materialization(ctx, reg, c.Image, digest.Sum(wb), digest.Digest{}, image.VerifyOptions{})
+	m, _, err := container.Materialization(ctx, reg, c.Image, root.Wheel.SHA256, digest.Digest{}, image.VerifyOptions{})
 	must(err)
 	propose := func(m registry.Materialization) {
 		t.Helper()
 		res, err := install.Install(ctx, st, reg, install.Options{
-			WheelData: wb, WheelName: filepath.Base(provWheel[0]), Platforms: []string{imagetest.Platform},
+			Root: root, Platforms: []string{imagetest.Platform},
 			Python: python, NoCompile: true, Containers: []registry.Materialization{m},
 		})
 		must(err)
