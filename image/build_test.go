@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -48,7 +49,7 @@ func build(t *testing.T, c buildCase) *Result {
 		t.Fatal(err)
 	}
 	res, err := Build(context.Background(), st, Options{
-		Root: testRoot(t, st, c.wheel), Platforms: []string{testPlatform},
+		Root: pipelinetest.OpenRoot(t, st, c.wheel), Platforms: []string{testPlatform},
 		Client: client, Base: c.base, Shims: map[string]string{"": c.shim},
 		Epoch: time.Unix(1700000000, 0), Key: c.key, BuilderID: "https://ci.example/builder", Tool: testTool,
 		Output: c.out, Push: c.push, NoCompile: c.noCompile, NoCache: c.noCache,

@@ -1,7 +1,6 @@
 package image
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,12 +9,11 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
-	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -66,23 +64,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testRoot reads the root wheel at path into st (pipeline.OpenRoot),
-// closed when the test ends.
-func testRoot(t testing.TB, st *store.Store, path string) *pipeline.RootWheel {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
-	if err != nil {
-		t.Fatalf("OpenRoot %s: %v", path, err)
-	}
-	t.Cleanup(root.Close)
-	return root
-}
-
 // echoBuild is a store of the test's own and the Options that build the
 // fixture echo provider's image for testPlatform on the test base, signed
 // with a fresh key at a fixed epoch; a test sets what it varies (Push,
@@ -94,7 +75,7 @@ func echoBuild(t *testing.T) (*store.Store, Options) {
 		t.Fatal(err)
 	}
 	o := echoOptions(t)
-	o.Root = testRoot(t, st, fx.Echo.Path)
+	o.Root = pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 	return st, o
 }
 

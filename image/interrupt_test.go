@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 )
@@ -35,7 +36,7 @@ func TestBuildInterruptedWhileLayering(t *testing.T) {
 	defer cancel()
 	layering := false
 	_, err = Build(ctx, st, Options{
-		Root: testRoot(t, st, fx.Echo.Path), Platforms: []string{testPlatform},
+		Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{testPlatform},
 		Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
 		Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: out, NoCompile: true,
 		Progress: func(stage, _ string) {

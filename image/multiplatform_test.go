@@ -15,6 +15,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -41,7 +42,7 @@ func TestBuildMultiPlatform(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "oci")
 	opts := Options{
-		Root: testRoot(t, st, fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
+		Root: pipelinetest.OpenRoot(t, st, fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
 		Client: client, Base: baseRef, Shims: map[string]string{testPlatform: testShim(t), testPlatformARM: imagetest.ShimFor(t, "arm64")},
 		Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
 		Output: out,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -49,7 +50,7 @@ func TestShimForAnotherMachine(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Build(context.Background(), st, Options{
-			Root: testRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
+			Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
 			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
 			Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
 		})

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -136,7 +137,7 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 		}
 		o := opts
 		o.Key, o.BuilderID, o.Push = key, builder, repo+":1.0"
-		o.Root = testRoot(t, st, fx.Echo.Path)
+		o.Root = pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 		res, err := Build(ctx, st, o)
 		if err != nil {
 			t.Fatalf("Build: %v", err)
@@ -211,7 +212,7 @@ func TestPushAdvice(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := opts
-		o.Root = testRoot(t, st, fx.Echo.Path)
+		o.Root = pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 		_, err = Build(context.Background(), st, o)
 		return err
 	}
@@ -301,7 +302,7 @@ func TestPushConcurrentKeysKeepBoth(t *testing.T) {
 		}
 		o := opts
 		o.Key = key
-		o.Root = testRoot(t, st, fx.Echo.Path)
+		o.Root = pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 		return Build(context.Background(), st, o)
 	}
 	a, b := testKey(t), testKey(t)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -197,7 +198,7 @@ func TestPushByDigest(t *testing.T) {
 		}
 		repo := host + "/acme/native"
 		res, err := Build(ctx, st, Options{
-			Root: testRoot(t, st, fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
+			Root: pipelinetest.OpenRoot(t, st, fx.Native.Path), Platforms: []string{testPlatform, testPlatformARM},
 			Client: client, Base: baseRef, Shims: map[string]string{testPlatform: testShim(t), testPlatformARM: imagetest.ShimFor(t, "arm64")},
 			Epoch: time.Unix(1700000000, 0), Key: key, BuilderID: "https://ci.example/builder", Tool: testTool,
 			Push: repo,

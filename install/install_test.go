@@ -9,32 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
-	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 )
-
-// openRoot reads the root wheel at path into st (pipeline.OpenRoot),
-// closed when the test ends.
-func openRoot(t *testing.T, st *store.Store, path string) *pipeline.RootWheel {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
-	if err != nil {
-		t.Fatalf("OpenRoot: %v", err)
-	}
-	t.Cleanup(root.Close)
-	return root
-}
 
 // TestGCWaitsForTheProposal: a gc that comes between an install's env and
 // its proposal (the moment gc --envs would take the env nothing names
@@ -66,7 +48,7 @@ func TestGCWaitsForTheProposal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := openRoot(t, st, fx.Echo.Path)
+	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 	prepared := false
 	gc := func() error {
 		_, err := st.GC(ctx, store.GCOptions{Prepare: func(context.Context) (store.GCPlan, error) {
@@ -122,7 +104,7 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := openRoot(t, st, fx.Echo.Path)
+	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 	_, err = Install(ctx, st, registry.NewStub(), Options{
 		Root: root, Platforms: []string{"host"},
 		Python: python, NoCompile: true, Client: client,

@@ -23,6 +23,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -48,23 +49,6 @@ func setup(t *testing.T) (*fixtures.Set, *index.Client, *store.Store, string) {
 	return fx, c, st, py
 }
 
-// openRoot reads the root wheel at path into st (pipeline.OpenRoot),
-// closed when the test ends.
-func openRoot(t *testing.T, st *store.Store, path string) *pipeline.RootWheel {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	root, err := pipeline.OpenRoot(context.Background(), st, f, filepath.Base(path), digest.Digest{})
-	if err != nil {
-		t.Fatalf("OpenRoot: %v", err)
-	}
-	t.Cleanup(root.Close)
-	return root
-}
-
 // TestRunHoldsTheStoreLock: the pipeline holds the store lock from the
 // fetch to the seal, so a gc between the fetch and the create (the wheels
 // fetched, the env that roots them not yet sealed) cannot remove them: a gc that will not wait is told the store is busy, one that waits
@@ -73,7 +57,7 @@ func openRoot(t *testing.T, st *store.Store, path string) *pipeline.RootWheel {
 // create took it again: a gc in that gap deleted the wheels just fetched.)
 func TestRunHoldsTheStoreLock(t *testing.T) {
 	fx, c, st, py := setup(t)
-	root := openRoot(t, st, fx.Echo.Path)
+	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 	ctx := context.Background()
 	var (
 		once     sync.Once
@@ -131,7 +115,7 @@ func TestRunHoldsTheStoreLock(t *testing.T) {
 func TestPlan(t *testing.T) {
 	fx, c, st, py := setup(t)
 	ctx := context.Background()
-	o := pipeline.Options{Source: pipeline.Source{Root: openRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py, Client: c, NoCompile: true}
+	o := pipeline.Options{Source: pipeline.Source{Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py, Client: c, NoCompile: true}
 	_, planned, err := pipeline.Plan(ctx, st, o)
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -237,7 +221,7 @@ func TestRunWarnsOfYankedWheels(t *testing.T) {
 	}
 	var warnings []string
 	if _, err := pipeline.Run(context.Background(), st, pipeline.Options{
-		Source: pipeline.Source{Root: openRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py,
+		Source: pipeline.Source{Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path)}, Platform: "host", Python: py,
 		Client: c, NoCompile: true, Warn: func(s string) { warnings = append(warnings, s) },
 	}); err != nil {
 		t.Fatalf("Run: %v", err)

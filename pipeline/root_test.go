@@ -14,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -37,7 +38,7 @@ func TestRootWheelMemory(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	root := openRoot(t, st, big.Path)
+	root := pipelinetest.OpenRoot(t, st, big.Path)
 	r, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true})
 	runtime.ReadMemStats(&after)
 	if err != nil {
@@ -146,7 +147,7 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 		})
 	}
 	t.Run("fetch", func(t *testing.T) {
-		root := openRoot(t, st, fx.Echo.Path)
+		root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, FetchOnly: true}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -158,7 +159,7 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 		}
 	})
 	t.Run("env", func(t *testing.T) {
-		root := openRoot(t, st, fx.Echo.Path)
+		root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -177,7 +178,7 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		root := openRoot(t, other, fx.Echo.Path)
+		root := pipelinetest.OpenRoot(t, other, fx.Echo.Path)
 		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err == nil || !strings.Contains(err.Error(), other.Home()) {
 			t.Errorf("a root wheel of another store: %v", err)
 		}

@@ -26,10 +26,23 @@ import (
 // WriteFile replaces path by data with mode perm, durably (see the
 // package doc). On error the temp file is removed and path is untouched.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data to a new temp file of path (see the package doc)
+// with mode perm, synced, and returns its name; on error it is removed.
+func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return "", err
 	}
 	_, err = f.Write(data)
 	if err == nil {
@@ -41,14 +54,11 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
 	if err != nil {
 		os.Remove(f.Name())
-		return err
+		return "", err
 	}
-	return SyncDir(dir)
+	return f.Name(), nil
 }
 
 // WriteNew writes data to path, which must not exist, with mode perm,
@@ -68,28 +78,15 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // renameat2(RENAME_NOREPLACE): every file system with hard links has it,
 // NFS too.
 func WriteNew(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = os.Link(tmp, path)
 	if err == nil {
-		err = f.Chmod(perm)
+		err = SyncDir(filepath.Dir(path))
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(f.Name(), path)
-	}
-	if err == nil {
-		err = SyncDir(dir)
-	}
-	if rerr := os.Remove(f.Name()); err == nil {
+	if rerr := os.Remove(tmp); err == nil {
 		err = rerr
 	}
 	return err
