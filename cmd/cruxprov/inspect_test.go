@@ -21,15 +21,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:cbca54c88317ec1269b4872ae5f6b7c01438e55e88ba6ed1269a8a499bcbcac1",
-	"acme-echo/echo":     "sha256:66a2e50903ab2aa2a65ca6876e091335b6a22af4d5fb3d09a186bfed330ab112",
-	"acme-echo/fail":     "sha256:fa9f7c35a3168804e151fa7c9d310ba31878fb755582bd43acce87555b93cf59",
-	"acme-echo/flood":    "sha256:c6f9f35367ced98666e305e4772991e2b34d6a76694e78678a17033ae70058a7",
-	"acme-echo/sleep":    "sha256:1a3316b55a607152e2cce264915ddb504117b52dd1c40a26e9e43e8047d419ed",
-	"acme-native":        "sha256:bb6796f685b9baf0c6229d98a8ef8533b70babcbcf9e55fcc092f37d28980591",
-	"acme-native/which":  "sha256:3f5869d451f9b463517ec35f55edc60c55030cbeab9a5c7116610c1673e38a3a",
-	"acme-scripts":       "sha256:3c782c4558db291f4c5afa3691f5f35150d96eb28a3090247f8b775dd76f00aa",
-	"acme-scripts/hello": "sha256:7d4bf7c7aa7908349445291f3f00c03680e2f17d45a169c4112a3282b4824e4d",
+	"acme-echo":          "sha256:c3bd1337a5f18f66154796187d3efe74da0cf862ad6279d14294c9b417fb46e3",
+	"acme-echo/echo":     "sha256:4d79247e9a1a794922d6756542ee1135da325cb65d7b921f41c2d1eeaab2dad3",
+	"acme-echo/fail":     "sha256:c9c7204e0fcb1bec5bca2c7c08314a1aa059868d025e82b94c9ae7ee1c9b0ecf",
+	"acme-echo/flood":    "sha256:4ca3c447f3151107ddd6302354218b434dc6e30d0e39f45dc2062c4b809f491d",
+	"acme-echo/sleep":    "sha256:99e2592eacb25525e3a5d50afe6460bab567ebcea2810a80b149c1e1214082c9",
+	"acme-native":        "sha256:282a1cc5de6136336bba860a68c97e23dae2729fdd691be300941bd8827789d0",
+	"acme-native/which":  "sha256:34dd13ba43a3d1fadb920900ff3a5d914e51c7c3fb443d56283a744c3bd639ac",
+	"acme-scripts":       "sha256:e32ce50fadc90b8074731fc2587465e8f184e09444d4978a5c592465a2d8c6f0",
+	"acme-scripts/hello": "sha256:d5260c9b67932cd80a153c204166fbff089414b849e88acc5d3bb2145aa4311b",
 }
 
 type inspectDoc struct {
