@@ -302,10 +302,15 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 // copy, which the Pending's ReadAt reads: what a caller reads from it are
 // the bytes that were hashed, and the bytes Commit stores, whatever
 // becomes of r's source meanwhile. Commit keeps a blob of that digest
-// already present (its temp is discarded then). r is not bounded here:
-// the caller bounds it. A full disk is a *SpaceError; an error of r is
-// returned as it is, and cancellation stops the copy. On error nothing
-// is left behind.
+// already present (its temp is discarded then). r is read to its end,
+// but the copy stops once it has taken half of the space that was free
+// on its file system when it began (as Write's of a blob without a
+// size): a file named as a root wheel has no bound but its size (a
+// sparse one is a regular file too), and a root wheel that takes more
+// than half of the free space could not be installed anyway (its blob
+// and its unpacked files). That, and a full disk, is a *SpaceError; an
+// error of r is returned as it is, and cancellation stops the copy. On
+// error nothing is left behind.
 //
 // In a store this user cannot write (an executor reading an operator's),
 // the copy is a file of the system's temp directory, unlinked as soon as
@@ -315,11 +320,16 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
 	src := io.TeeReader(r, h)
-	f, n, err := s.writeTemp(ctx, "ingest", src)
+	room := newRoomReader(src, filepath.Join(s.home, BlobsDir))
+	f, n, err := s.writeTemp(ctx, "ingest", room)
 	unnamed := false
 	if errors.Is(err, errNotWritable) { // nothing was read yet
 		unnamed = true
-		f, n, err = unnamedTemp(ctx, src)
+		room = newRoomReader(src, os.TempDir())
+		f, n, err = unnamedTemp(ctx, room)
+	}
+	if errors.Is(err, errNoRoom) {
+		return nil, &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}
 	}
 	if err != nil {
 		return nil, s.failed("writing a blob", err)

@@ -737,3 +737,40 @@ func TestLockSharedErrors(t *testing.T) {
 		t.Errorf("a lock that cannot be taken: %v", err)
 	}
 }
+
+// endless yields zeros without end and counts them.
+type endless struct{ n int64 }
+
+func (e *endless) Read(p []byte) (int, error) {
+	clear(p)
+	e.n += int64(len(p))
+	return len(p), nil
+}
+
+// TestIngestLeavesHalfTheDisk: Ingest reads its source to the end, and a
+// root wheel given as a file has no bound but its size (a sparse file of
+// a terabyte is a regular file): the copy stops once it has taken half of
+// the space that was free when it began, as an unsized Write does, and is
+// a *SpaceError that leaves nothing. A root wheel that takes more than
+// half of it could not be installed anyway (its blob and its unpacked
+// files). Before, the copy wrote until the disk was full, and every other
+// writer of that disk failed meanwhile.
+func TestIngestLeavesHalfTheDisk(t *testing.T) {
+	s, err := Open(filepath.Join(smallDisk(t, "48m"), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &endless{}
+	_, err = s.Ingest(context.Background(), src)
+	var se *SpaceError
+	if !errors.As(err, &se) || refusal.CodeOf(err) != "" {
+		t.Fatalf("an endless ingest: %v, want a *SpaceError", err)
+	}
+	t.Logf("after %d bytes: %v", src.n, err)
+	if src.n > 32<<20 {
+		t.Errorf("Ingest read %d bytes of a 48 MiB disk: it went on past half the free space", src.n)
+	}
+	if got := blobDir(t, s); len(got) != 0 {
+		t.Errorf("left in the store: %v", got)
+	}
+}
