@@ -97,19 +97,40 @@ func RemedyOf(err error) *Remedy {
 
 // Message is the refusal's one-line message without its code: the
 // detail and the cause, as Error renders them after "<code>: ". A detail
-// that contains its cause's text already (it quoted the cause to say
+// that quotes its cause already (it put the cause after a ": " to say
 // what to do after it) is not followed by it a second time.
 func (e *Error) Message() string {
 	if e.Err == nil {
 		return e.Detail
 	}
 	cause := e.Err.Error()
-	if cause == "" || strings.Contains(e.Detail, cause) {
+	if cause == "" || quotes(e.Detail, cause) {
 		// A detail that quotes its cause already (a registry's one line,
 		// a transport's error) says it once.
 		return e.Detail
 	}
 	return e.Detail + ": " + cause
+}
+
+// quotes reports whether detail quotes cause whole, as Message renders a
+// cause: after ": " (or at its start) and followed by its end, ";",
+// ")" or " (". A cause's text that is only part of the detail (a short
+// cause such as "EOF" in a file name, or in "unexpected EOF") is not
+// the cause said, and leaving it out would lose it.
+func quotes(detail, cause string) bool {
+	for i := 0; ; {
+		j := strings.Index(detail[i:], cause)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, after := detail[:j], detail[j+len(cause):]
+		if (before == "" || strings.HasSuffix(before, ": ")) &&
+			(after == "" || after[0] == ';' || after[0] == ')' || strings.HasPrefix(after, " (")) {
+			return true
+		}
+		i = j + 1
+	}
 }
 
 // New returns a refusal with a formatted detail and no cause.

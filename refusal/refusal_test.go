@@ -58,6 +58,14 @@ func TestMessageSaysTheCauseOnce(t *testing.T) {
 		{"cause quoted", Wrap(FetchFailed, cause, "cannot push to r/x: %v (the registry was not reached); run the build again", cause),
 			"cannot push to r/x: Put http://r/v2/x: connection refused (the registry was not reached); run the build again"},
 		{"empty cause", Wrap(FetchFailed, errors.New(""), "cannot push"), "cannot push"},
+		// A short cause whose text happens to be in the detail, not as
+		// its quote, is still said: the detail does not say it.
+		{"cause in a name", Wrap(FetchFailed, io.EOF, "cannot read %q from the archive; fetch the wheel again", "EOF.txt"),
+			`cannot read "EOF.txt" from the archive; fetch the wheel again: EOF`},
+		{"cause in a word", Wrap(FetchFailed, io.EOF, "downloading a.whl: unexpected EOF after 3 tries"),
+			"downloading a.whl: unexpected EOF after 3 tries: EOF"},
+		{"cause quoted last", Wrap(FetchFailed, io.ErrUnexpectedEOF, "downloading a.whl: %v", io.ErrUnexpectedEOF),
+			"downloading a.whl: unexpected EOF"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := c.err.Message(); got != c.want {
