@@ -39,10 +39,10 @@ func init() {
 				"password comes from CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files\n" +
 				"are not overwritten; a missing directory of PREFIX is made (mode 0700).\n\n" +
 				"Interrupted (killed, a power loss), the same command run again finishes the pair: a\n" +
-				"PREFIX.key without PREFIX.pub is opened with the password given and its public key\n" +
-				"written (\"completed\": true in --json); a wrong password writes nothing. The temp files\n" +
-				"of a killed run, .tmp-NAME.key-N and .tmp-NAME.pub-N beside them, are no keys to use:\n" +
-				"the run again removes them.\n\n" +
+				"PREFIX.key (0600, this user's) without PREFIX.pub is opened with the password given\n" +
+				"and its public key written (\"completed\": true in --json); a wrong password writes\n" +
+				"nothing. The temp files of a killed run, .tmp-NAME.key-N and .tmp-NAME.pub-N beside\n" +
+				"them, are no keys to use: the run again removes them.\n\n" +
 				"Example:\n   CRUXPROV_KEY_PASSWORD=… cruxprov key generate --out ~/keys/alice\n   cruxprov key trust ~/keys/alice.pub",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "file `PREFIX`", Required: true}},
 			Action: func(c *cli.Context) error {
@@ -234,6 +234,14 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 	pubTemps, _ := atomicfile.Temps(pubPath)
 	temps := append(keyTemps, pubTemps...)
 	regular := key && kfi != nil && kfi.Mode().IsRegular()
+	// What key generate writes: 0600, this user's. Another PREFIX.key was
+	// not left by an interrupted run (a key readable by others, another
+	// user's): it is refused as ever, not completed and called 0600.
+	if regular {
+		if st, ok := kfi.Sys().(*syscall.Stat_t); kfi.Mode().Perm() != 0o600 || ok && int(st.Uid) != os.Geteuid() {
+			return nil, false, fmt.Errorf("%s exists (mode %04o, not a 0600 key of this user's, as key generate writes it): not overwriting a key; give --out another prefix, or move the old key away first", keyPath, kfi.Mode().Perm())
+		}
+	}
 	switch {
 	case !key && !pubThere:
 		pub, err := newKeyPair(o, prefix, temps)

@@ -290,3 +290,30 @@ func TestKeyGenerateKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyGenerateCompletesOnlyItsOwn: a lone PREFIX.key that is not what
+// key generate writes (mode 0600, this user's) was not left by an
+// interrupted run: key generate refuses it as it did before, writes no
+// PREFIX.pub and leaves the key as it is. It "completed the pair" of a
+// private key readable by everyone and said "private key PREFIX.key
+// (0600)" of it.
+func TestKeyGenerateCompletesOnlyItsOwn(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "keys", "alice")
+	if _, r := keyGen(t, prefix, "pw"); r.code != 0 {
+		t.Fatalf("key generate: %+v", r)
+	}
+	os.Remove(prefix + ".pub")
+	if err := os.Chmod(prefix+".key", 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, r := keyGen(t, prefix, "pw")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "alice.key exists") || !strings.Contains(r.stderr, "0644") || strings.Contains(r.stdout, "completed") {
+		t.Errorf("a lone PREFIX.key of mode 0644: %+v", r)
+	}
+	if _, err := os.Lstat(prefix + ".pub"); err == nil {
+		t.Error("wrote a public key for a key key generate did not leave")
+	}
+	if fi, err := os.Stat(prefix + ".key"); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the key: %v %v", fi, err)
+	}
+}
