@@ -239,7 +239,11 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 	// user's): it is refused as ever, not completed and called 0600.
 	if regular {
 		if st, ok := kfi.Sys().(*syscall.Stat_t); kfi.Mode().Perm() != 0o600 || ok && int(st.Uid) != os.Geteuid() {
-			return nil, false, fmt.Errorf("%s exists (mode %04o, not a 0600 key of this user's, as key generate writes it): not overwriting a key; give --out another prefix, or move the old key away first", keyPath, kfi.Mode().Perm())
+			owner := ""
+			if ok {
+				owner = fmt.Sprintf(", owner uid %d", st.Uid)
+			}
+			return nil, false, fmt.Errorf("%s exists (mode %04o%s: not a key an interrupted key generate left, which is 0600 and its user's): not overwriting a key; give --out another prefix, or move the old key away first", keyPath, kfi.Mode().Perm(), owner)
 		}
 	}
 	switch {

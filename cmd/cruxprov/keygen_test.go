@@ -316,4 +316,20 @@ func TestKeyGenerateCompletesOnlyItsOwn(t *testing.T) {
 	if fi, err := os.Stat(prefix + ".key"); err != nil || fi.Mode().Perm() != 0o644 {
 		t.Errorf("the key: %v %v", fi, err)
 	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	// Another user's key, 0600 (root reads it): refused too.
+	if err := os.Chmod(prefix+".key", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(prefix+".key", 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := keyGen(t, prefix, "pw"); r.code != exitFailure || !strings.Contains(r.stderr, "alice.key exists") || !strings.Contains(r.stderr, "uid 65534") {
+		t.Errorf("another user's lone PREFIX.key: %+v", r)
+	}
+	if _, err := os.Lstat(prefix + ".pub"); err == nil {
+		t.Error("wrote a public key for another user's key")
+	}
 }
