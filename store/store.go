@@ -339,15 +339,23 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 }
 
 // unnamedTemp copies src into a file of the system's temp directory that
-// is unlinked at once: only the descriptor returned reaches it.
+// is unlinked at once: only the descriptor returned reaches it. Where
+// that directory cannot be written (a reader's TMPDIR missing or
+// read-only: reading a store never needed one), the copy is a memfd, in
+// memory, as the root wheel was before it was copied at all.
 func unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
 	f, err := os.CreateTemp("", ".cruxprov-ingest-*")
-	if err != nil {
-		return nil, 0, fmt.Errorf("store: a copy outside the store, which this user cannot write: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, 0, fmt.Errorf("store: %w", err)
+	if err == nil {
+		if err := os.Remove(f.Name()); err != nil {
+			f.Close()
+			return nil, 0, fmt.Errorf("store: %w", err)
+		}
+	} else {
+		fd, merr := unix.MemfdCreate(".cruxprov-ingest", unix.MFD_CLOEXEC)
+		if merr != nil {
+			return nil, 0, fmt.Errorf("store: a copy outside the store, which this user cannot write: %w (nor a memfd: %v)", err, merr)
+		}
+		f = os.NewFile(uintptr(fd), "memfd:.cruxprov-ingest")
 	}
 	n, err := copyCtx(ctx, f, src)
 	if err != nil {

@@ -526,6 +526,20 @@ func TestIngestUnwritableStore(t *testing.T) {
 			t.Errorf("%s: the copy is still open after Commit: %v", tc.body, err)
 		}
 	}
+	// A temp directory this user cannot write either (a reader's TMPDIR
+	// missing): the copy is made all the same, in memory.
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	p, err := s.Ingest(ctx, strings.NewReader("no temp dir"))
+	if err != nil {
+		t.Fatalf("no TMPDIR: %v", err)
+	}
+	got := make([]byte, len("no temp dir"))
+	if n, err := p.ReadAt(got, 0); n != len(got) || err != nil || string(got) != "no temp dir" {
+		t.Errorf("no TMPDIR: ReadAt %q, %v", got[:n], err)
+	}
+	if err := s.Commit(ctx, []*Pending{p}); err == nil || !strings.Contains(err.Error(), "not writable by this user") {
+		t.Errorf("no TMPDIR: Commit of a blob the store lacks: %v", err)
+	}
 	if after := blobDir(t, s); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Errorf("the store's blobs went from %v to %v", before, after)
 	}

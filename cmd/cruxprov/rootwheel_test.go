@@ -166,6 +166,16 @@ func TestRootWheelInAStoreNotOurs(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || !out.Reused {
 		t.Errorf("env create --wheel as a reader of the store: %+v", r)
 	}
+	// Nor does it need a temp directory it can write: an executor's
+	// TMPDIR may be missing or read-only, and reading the store never
+	// needed one before the root wheel was copied.
+	for _, tmp := range []string{"/nonexistent", "/proc"} {
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", fetchTestPlatform, "--offline")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "TMPDIR=" + tmp}
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Errorf("fetch --wheel as a reader of the store, TMPDIR=%s: %+v", tmp, r)
+		}
+	}
 	if after := list(); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Errorf("the store changed:\n%v\nwas\n%v", after, before)
 	}
