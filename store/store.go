@@ -327,6 +327,12 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 		unnamed = true
 		room = newRoomReader(src, os.TempDir())
 		f, n, err = unnamedTemp(ctx, room)
+		var errno unix.Errno
+		if errors.Is(err, errNoRoom) || errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
+			// Not the store's disk, nor a *SpaceError whose advice (free
+			// space there, gc the store) this user cannot follow.
+			return nil, fmt.Errorf("store: no room for a copy of %d bytes and more in %s, the temp directory (the store %s is not this user's to write): %w; free space there, or set TMPDIR to a directory with room", n, os.TempDir(), s.home, err)
+		}
 	}
 	if errors.Is(err, errNoRoom) {
 		return nil, &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}

@@ -526,6 +526,17 @@ func TestIngestUnwritableStore(t *testing.T) {
 			t.Errorf("%s: the copy is still open after Commit: %v", tc.body, err)
 		}
 	}
+	// A full temp directory is named as such: not a *SpaceError, whose
+	// advice (free the store's disk, gc it) is not this user's to follow.
+	if os.Geteuid() == 0 {
+		tmp := smallDisk(t, "256k")
+		t.Setenv("TMPDIR", tmp)
+		_, err := s.Ingest(ctx, bytes.NewReader(make([]byte, 1<<20)))
+		var se *SpaceError
+		if err == nil || errors.As(err, &se) || !strings.Contains(err.Error(), tmp) || !strings.Contains(err.Error(), "TMPDIR") {
+			t.Errorf("a full TMPDIR: %v, want an error naming it", err)
+		}
+	}
 	// A temp directory this user cannot write either (a reader's TMPDIR
 	// missing): the copy is made all the same, in memory.
 	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
