@@ -333,3 +333,38 @@ func TestKeyGenerateCompletesOnlyItsOwn(t *testing.T) {
 		t.Error("wrote a public key for another user's key")
 	}
 }
+
+// TestKeyGenerateNoHardLinks: a directory on a file system without hard
+// links (vfat, exFAT: a key kept on a USB stick), whose link(2) fails
+// EPERM, still gets a whole key pair, written exclusively, as key
+// generate wrote it before it linked its temp files; and never over a
+// file. strace fails every link(2) with EPERM. It failed "operation not
+// permitted" and wrote nothing.
+func TestKeyGenerateNoHardLinks(t *testing.T) {
+	strace := straceOrSkip(t)
+	gen := func(prefix string) result {
+		cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=link,linkat",
+			"-e", "inject=link,linkat:error=EPERM", bin, "key", "generate", "--out", prefix)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	prefix := filepath.Join(t.TempDir(), "keys", "alice")
+	if r := gen(prefix); r.code != 0 {
+		t.Fatalf("key generate where link(2) fails EPERM: %+v", r)
+	}
+	wantPair(t, prefix, nil, nil)
+	key, _ := os.ReadFile(prefix + ".key")
+	os.Remove(prefix + ".pub")
+	if err := os.WriteFile(prefix+".pub", []byte("another file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := gen(prefix); r.code != exitFailure || !strings.Contains(r.stderr, "exists") {
+		t.Errorf("a pair there: %+v", r)
+	}
+	if b, _ := os.ReadFile(prefix + ".key"); !bytes.Equal(b, key) {
+		t.Error("the private key was overwritten")
+	}
+	if b, _ := os.ReadFile(prefix + ".pub"); string(b) != "another file" {
+		t.Error("the file at PREFIX.pub was overwritten")
+	}
+}

@@ -76,18 +76,47 @@ func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
 // That removal is not synced: after a power loss the temp name may come
 // back, as a second name of path. link(2) rather than
 // renameat2(RENAME_NOREPLACE): every file system with hard links has it,
-// NFS too.
+// NFS too. On one without them (vfat, exFAT: a key on a USB stick), whose
+// link(2) fails EPERM, path is created exclusively instead (never over a
+// file), written, given its mode and synced: whole, or, for a process
+// killed while it wrote, cut short.
 func WriteNew(path string, data []byte, perm os.FileMode) error {
 	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
 		return err
 	}
 	err = os.Link(tmp, path)
+	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EOPNOTSUPP) {
+		err = writeExcl(path, data, perm)
+	}
 	if err == nil {
 		err = SyncDir(filepath.Dir(path))
 	}
 	if rerr := os.Remove(tmp); err == nil {
 		err = rerr
+	}
+	return err
+}
+
+// writeExcl creates path, which must not exist, writes data to it, gives
+// it mode perm (0600 until then) and syncs it; on error it is removed.
+func writeExcl(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
 	}
 	return err
 }
