@@ -314,9 +314,10 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 //
 // In a store this user cannot write (an executor reading an operator's),
 // the copy is a file of the system's temp directory, unlinked as soon as
-// it is created: it is read the same way, and Commit keeps the blob when
-// the store has it, and fails (the store is not writable) when it does
-// not.
+// it is created (a memfd where that directory cannot be written either;
+// a full one is an error naming it, not a *SpaceError of the store): it
+// is read the same way, and Commit keeps the blob when the store has it,
+// and fails (the store is not writable) when it does not.
 func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
 	src := io.TeeReader(r, h)
