@@ -317,6 +317,13 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 		return nil, err
 	}
 	if err := atomicfile.WriteNew(pubPath, pub, 0o644); err != nil {
+		// Another key generate of this PREFIX may have found PREFIX.key
+		// alone meanwhile and completed the pair (removing this run's
+		// temp file, or linking PREFIX.pub first): the pair is whole,
+		// and the key is not this run's to take back.
+		if pk, ok := samePublicKey(pubPath, pub); ok {
+			return pk, nil
+		}
 		// Half a pair whose writing failed (a full disk: not a kill,
 		// which the same command run again completes) is taken back:
 		// this run made it and gave it to no one, and the retry with
@@ -332,6 +339,24 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 		return nil, err
 	}
 	return sign.ParsePublicKey(pub)
+}
+
+// samePublicKey reports whether the file path holds the public key pub
+// (PEM) is, and returns it parsed.
+func samePublicKey(path string, pub []byte) (*sign.PublicKey, bool) {
+	want, err := sign.ParsePublicKey(pub)
+	if err != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	got, err := sign.ParsePublicKey(b)
+	if err != nil || got.Digest() != want.Digest() {
+		return nil, false
+	}
+	return want, true
 }
 
 // interruptedKey opens keyPath, the private key an interrupted key

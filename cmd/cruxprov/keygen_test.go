@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/sign"
@@ -367,4 +368,53 @@ func TestKeyGenerateNoHardLinks(t *testing.T) {
 	if b, _ := os.ReadFile(prefix + ".pub"); string(b) != "another file" {
 		t.Error("the file at PREFIX.pub was overwritten")
 	}
+}
+
+// TestKeyGenerateConcurrentCompletion: a key generate held up (strace
+// delays it) between linking PREFIX.key and PREFIX.pub is overtaken by the
+// same command run again, which finds PREFIX.key alone and completes the
+// pair (removing the first run's temp file). The first run then finds
+// the pair whole: both exit 0 with the same key, and the key stays. The
+// first run failed (its temp file gone), and where the second linked
+// PREFIX.pub first it removed PREFIX.key, the key the second had just
+// reported.
+func TestKeyGenerateConcurrentCompletion(t *testing.T) {
+	strace := straceOrSkip(t)
+	prefix := filepath.Join(t.TempDir(), "keys", "alice")
+	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-e", "trace=link,linkat",
+		"-e", "inject=link,linkat:delay_enter=3000000:when=2", bin, "key", "generate", "--out", prefix, "--json")
+	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The first run is in its delay once PREFIX.key is there.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Lstat(prefix + ".key"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the first key generate wrote no PREFIX.key")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second, r := keyGen(t, prefix, "pw")
+	if r.code != 0 || !second.Completed {
+		t.Fatalf("the second key generate: %+v", r)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the first key generate: %v: %s", err, errb.String())
+	}
+	var first genResult
+	if err := json.Unmarshal([]byte(out.String()), &first); err != nil || first.Digest != second.Digest {
+		t.Fatalf("the first key generate said %q (%v), the second %s", out.String(), err, second.Digest)
+	}
+	key, err := os.ReadFile(prefix + ".key")
+	if err != nil {
+		t.Fatalf("the key is gone: %v", err)
+	}
+	wantPair(t, prefix, key, nil)
 }
