@@ -44,16 +44,7 @@ func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = fill(f, data, perm)
 	if err != nil {
 		os.Remove(f.Name())
 		return "", err
@@ -105,7 +96,17 @@ func writeExcl(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
+	err = fill(f, data, perm)
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// fill writes data to the new file f, gives it mode perm, syncs it and
+// closes it.
+func fill(f *os.File, data []byte, perm os.FileMode) error {
+	_, err := f.Write(data)
 	if err == nil {
 		err = f.Chmod(perm)
 	}
@@ -114,9 +115,6 @@ func writeExcl(path string, data []byte, perm os.FileMode) error {
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
 	}
 	return err
 }
