@@ -185,6 +185,9 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		}
 		lockData := o.Source.LockData
 		if root := o.Source.Root; root != nil {
+			if root.closed {
+				return nil, fmt.Errorf("pipeline: the root wheel %s was closed before the run", root.Wheel.Filename)
+			}
 			if root.st.Home() != st.Home() {
 				return nil, fmt.Errorf("pipeline: the root wheel %s was read into the store %s, not %s", root.Wheel.Filename, root.st.Home(), st.Home())
 			}

@@ -44,6 +44,7 @@ type RootWheel struct {
 	st     *store.Store
 	p      *store.Pending
 	putErr error // a failed put discarded the copy
+	closed bool  // Close was called: the copy is gone (Run refuses it)
 }
 
 // OpenRoot reads the root wheel named name (its file name) from r, to
@@ -97,6 +98,7 @@ func readRoot(st *store.Store, p *store.Pending, name string) (_ *RootWheel, err
 // in the store. Safe to repeat, and on a nil RootWheel.
 func (w *RootWheel) Close() {
 	if w != nil && w.p != nil {
+		w.closed = true
 		w.p.Discard()
 	}
 }

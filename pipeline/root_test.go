@@ -173,6 +173,22 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 			}
 		}
 	})
+	t.Run("closed", func(t *testing.T) {
+		// A RootWheel closed before its run: the run fails, naming it,
+		// rather than install a root it no longer has a copy of.
+		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := pipelinetest.OpenRoot(t, other, fx.Echo.Path)
+		root.Close()
+		if _, err := pipeline.Run(ctx, other, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("a closed root wheel: %v", err)
+		}
+		if blobs := blobNames(t, other); len(blobs) != 0 {
+			t.Errorf("left in the store: %v", blobs)
+		}
+	})
 	t.Run("another store", func(t *testing.T) {
 		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
 		if err != nil {
