@@ -83,7 +83,9 @@ func WriteNew(path string, data []byte, perm os.FileMode) error {
 	if err == nil {
 		err = SyncDir(filepath.Dir(path))
 	}
-	if rerr := os.Remove(tmp); err == nil {
+	// Gone already, the temp name was removed by another process that
+	// found it (Temps): path, linked, is whole.
+	if rerr := os.Remove(tmp); err == nil && !errors.Is(rerr, fs.ErrNotExist) {
 		err = rerr
 	}
 	return err
