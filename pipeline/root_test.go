@@ -173,16 +173,23 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 			}
 		}
 	})
-	t.Run("closed", func(t *testing.T) {
-		// A RootWheel closed before its run: the run fails, naming it,
-		// rather than install a root it no longer has a copy of.
+	// otherRoot reads the echo provider's root wheel into a store of its own.
+	otherRoot := func(t *testing.T) (*store.Store, *pipeline.RootWheel) {
 		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		root := pipelinetest.OpenRoot(t, other, fx.Echo.Path)
+		return other, pipelinetest.OpenRoot(t, other, fx.Echo.Path)
+	}
+	run := func(into *store.Store, root *pipeline.RootWheel) (*pipeline.Result, error) {
+		return pipeline.Run(ctx, into, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true})
+	}
+	t.Run("closed", func(t *testing.T) {
+		// A RootWheel closed before its run: the run fails, naming it,
+		// rather than install a root it no longer has a copy of.
+		other, root := otherRoot(t)
 		root.Close()
-		if _, err := pipeline.Run(ctx, other, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err == nil || !strings.Contains(err.Error(), "closed") {
+		if _, err := run(other, root); err == nil || !strings.Contains(err.Error(), "closed") {
 			t.Errorf("a closed root wheel: %v", err)
 		}
 		if blobs := blobNames(t, other); len(blobs) != 0 {
@@ -190,12 +197,8 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 		}
 	})
 	t.Run("another store", func(t *testing.T) {
-		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		root := pipelinetest.OpenRoot(t, other, fx.Echo.Path)
-		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err == nil || !strings.Contains(err.Error(), other.Home()) {
+		other, root := otherRoot(t)
+		if _, err := run(st, root); err == nil || !strings.Contains(err.Error(), other.Home()) {
 			t.Errorf("a root wheel of another store: %v", err)
 		}
 	})
