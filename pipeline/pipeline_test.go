@@ -285,6 +285,19 @@ func TestFetchRootHostileIndex(t *testing.T) {
 			case "other bytes":
 				w.Write([]byte("not the wheel"))
 				return
+			case "undeclared, past the bound", "undeclared, at the bound":
+				// No Content-Length: the body is sent chunked, and only
+				// its end tells its size.
+				rec := httptest.NewRecorder()
+				files.ServeHTTP(rec, r)
+				b := rec.Body.Bytes()
+				for len(b) > 0 {
+					k := min(len(b), 512)
+					w.Write(b[:k])
+					w.(http.Flusher).Flush()
+					b = b[k:]
+				}
+				return
 			case "too large":
 				w.Header().Set("Content-Length", strconv.Itoa(1<<30+1))
 				w.WriteHeader(http.StatusOK)
@@ -319,6 +332,22 @@ func TestFetchRootHostileIndex(t *testing.T) {
 			t.Errorf("%s: %v, want %s naming the file and its URL", tc.mode, err, tc.code)
 		}
 	}
+	// A body sent without its length is bounded by what arrives: one byte
+	// past the bound is refused, a body of exactly the bound is taken.
+	restore := pipeline.SetMaxRoot(fx.Echo.Size - 1)
+	mode.Store("undeclared, past the bound")
+	_, err = pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+	if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a body past the bound, undeclared: %v, want fetch_failed saying it is larger", err)
+	}
+	pipeline.SetMaxRoot(fx.Echo.Size)
+	mode.Store("undeclared, at the bound")
+	if root, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256); err != nil {
+		t.Errorf("a body of exactly the bound, undeclared: %v", err)
+	} else {
+		root.Close()
+	}
+	restore()
 	// Nothing is left of the downloads: the one closed, the ones refused.
 	if blobs := blobNames(t, st); len(blobs) != 0 {
 		t.Errorf("left in the store: %v", blobs)

@@ -172,7 +172,7 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 // maxRoot bounds a root wheel fetched as NAME==VERSION: its bytes are
 // written to the store's disk before their sha256 is known, and a hostile
 // index must not fill it.
-const maxRoot = 1 << 30
+var maxRoot int64 = 1 << 30
 
 // rootAttempts and rootBackoff are the fetch's: transient failures of
 // the root's download are retried as any wheel's (docs/index.md).
@@ -244,31 +244,15 @@ func ingestRoot(ctx context.Context, st *store.Store, c *index.Client, f index.F
 	if n > maxRoot {
 		return nil, tooBig
 	}
-	return st.Ingest(ctx, &boundedReader{r: rc, left: maxRoot, over: tooBig})
-}
-
-// boundedReader yields at most left bytes of r, and over (not io.EOF)
-// when r has more.
-type boundedReader struct {
-	r    io.Reader
-	left int64
-	over error
-}
-
-func (b *boundedReader) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// The bound is reached: one more byte is one too many.
-		var one [1]byte
-		n, err := b.r.Read(one[:])
-		if n > 0 {
-			return 0, b.over
-		}
-		return 0, err
+	// One byte past the bound is read, so that a body longer than it is
+	// told from one of exactly maxRoot bytes.
+	p, err := st.Ingest(ctx, io.LimitReader(rc, maxRoot+1))
+	if err != nil {
+		return nil, err
 	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
+	if p.Size() > maxRoot {
+		p.Discard()
+		return nil, tooBig
 	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
+	return p, nil
 }
