@@ -223,9 +223,6 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 		fi, err := os.Lstat(p)
 		return fi, err == nil || !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission)
 	}
-	exists := func(p string) error {
-		return fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", p)
-	}
 	kfi, key := there(keyPath)
 	pfi, pubThere := there(pubPath)
 	// Unreadable, the directory has no temp files to see; what is
@@ -258,7 +255,7 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 		removeAll(temps)
 		if err := atomicfile.WriteNew(pubPath, priv.Public().PEM(), 0o644); err != nil {
 			if errors.Is(err, fs.ErrExist) {
-				return nil, false, exists(pubPath)
+				return nil, false, keyExists(pubPath)
 			}
 			return nil, false, fmt.Errorf("%s: %w (%s is kept: run the same command again)", pubPath, unwrapPath(err), keyPath)
 		}
@@ -271,11 +268,7 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 		if err != nil {
 			return nil, false, err
 		}
-		b, err := os.ReadFile(pubPath)
-		if err != nil {
-			return nil, false, err
-		}
-		if pk, err := sign.ParsePublicKey(b); err != nil || pk.Digest() != priv.Public().Digest() {
+		if _, ok := samePublicKey(pubPath, priv.Public().PEM()); !ok {
 			return nil, false, fmt.Errorf("%s is not the public key of %s: not overwriting a key; move the pair away, or give --out another prefix", pubPath, keyPath)
 		}
 		removeAll(temps)
@@ -284,9 +277,9 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 		}
 		return priv.Public(), true, nil
 	case key:
-		return nil, false, exists(keyPath)
+		return nil, false, keyExists(keyPath)
 	}
-	return nil, false, exists(pubPath)
+	return nil, false, keyExists(pubPath)
 }
 
 // newKeyPair makes a key pair and writes it at prefix (keyPair), removing
@@ -312,7 +305,7 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 	keyPath, pubPath := prefix+".key", prefix+".pub"
 	if err := atomicfile.WriteNew(keyPath, priv, 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
-			return nil, fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", keyPath)
+			return nil, keyExists(keyPath)
 		}
 		return nil, err
 	}
@@ -334,15 +327,20 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 			atomicfile.SyncDir(filepath.Dir(keyPath))
 		}
 		if errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", pubPath)
+			return nil, keyExists(pubPath)
 		}
 		return nil, err
 	}
 	return sign.ParsePublicKey(pub)
 }
 
+// keyExists is key generate's refusal to write over path.
+func keyExists(path string) error {
+	return fmt.Errorf("%s exists: not overwriting a key; give --out another prefix, or move the old pair away first", path)
+}
+
 // samePublicKey reports whether the file path holds the public key pub
-// (PEM) is, and returns it parsed.
+// (PEM), and returns it parsed.
 func samePublicKey(path string, pub []byte) (*sign.PublicKey, bool) {
 	want, err := sign.ParsePublicKey(pub)
 	if err != nil {
