@@ -146,9 +146,21 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 			}
 		})
 	}
+	// otherRoot reads the echo provider's root wheel into a store of its own.
+	otherRoot := func(t *testing.T) (*store.Store, *pipeline.RootWheel) {
+		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return other, pipelinetest.OpenRoot(t, other, fx.Echo.Path)
+	}
+	// run runs the pipeline on root into a store: an env, or fetch only.
+	run := func(into *store.Store, root *pipeline.RootWheel, fetchOnly bool) (*pipeline.Result, error) {
+		return pipeline.Run(ctx, into, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true, FetchOnly: fetchOnly})
+	}
 	t.Run("fetch", func(t *testing.T) {
 		root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
-		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, FetchOnly: true}); err != nil {
+		if _, err := run(st, root, true); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		root.Close()
@@ -160,7 +172,7 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 	})
 	t.Run("env", func(t *testing.T) {
 		root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
-		if _, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true}); err != nil {
+		if _, err := run(st, root, false); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
 		root.Close()
@@ -173,23 +185,12 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 			}
 		}
 	})
-	// otherRoot reads the echo provider's root wheel into a store of its own.
-	otherRoot := func(t *testing.T) (*store.Store, *pipeline.RootWheel) {
-		other, err := store.Open(filepath.Join(testdir.New(t), "home"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return other, pipelinetest.OpenRoot(t, other, fx.Echo.Path)
-	}
-	run := func(into *store.Store, root *pipeline.RootWheel) (*pipeline.Result, error) {
-		return pipeline.Run(ctx, into, pipeline.Options{Source: pipeline.Source{Root: root}, Platform: "host", Python: py, Client: c, NoCompile: true})
-	}
 	t.Run("closed", func(t *testing.T) {
 		// A RootWheel closed before its run: the run fails, naming it,
 		// rather than install a root it no longer has a copy of.
 		other, root := otherRoot(t)
 		root.Close()
-		if _, err := run(other, root); err == nil || !strings.Contains(err.Error(), "closed") {
+		if _, err := run(other, root, false); err == nil || !strings.Contains(err.Error(), "closed") {
 			t.Errorf("a closed root wheel: %v", err)
 		}
 		if blobs := blobNames(t, other); len(blobs) != 0 {
@@ -198,7 +199,7 @@ func TestRootWheelLeavesNothing(t *testing.T) {
 	})
 	t.Run("another store", func(t *testing.T) {
 		other, root := otherRoot(t)
-		if _, err := run(st, root); err == nil || !strings.Contains(err.Error(), other.Home()) {
+		if _, err := run(st, root, false); err == nil || !strings.Contains(err.Error(), other.Home()) {
 			t.Errorf("a root wheel of another store: %v", err)
 		}
 	})
