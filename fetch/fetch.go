@@ -108,8 +108,10 @@ type Report struct {
 // is returned; nothing partial or unverified is ever stored. A wheel
 // already in the store is checked (store.Check): one whose blob holds
 // other bytes has them removed and is fetched again (EventDamaged,
-// Wheel.Damaged), or, offline, is offline_miss saying so. A full disk is
-// returned as the *store.SpaceError it is, not as a refusal.
+// Wheel.Damaged), or, offline, is offline_miss saying so. A store that
+// cannot be written (full, not this user's, failing) is returned as the
+// *store.SpaceError or *store.WriteError it is, not as a refusal that
+// blames the index, and is not retried.
 func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.Resolution, opts Options) (Report, error) {
 	if opts.Jobs <= 0 {
 		opts.Jobs = DefaultJobs
@@ -364,11 +366,10 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 		if ctx.Err() != nil {
 			return out, nil, context.Cause(ctx)
 		}
+		if refusal.CodeOf(err) != "" || store.IsWriteFailure(err) {
+			return out, nil, err // a full disk, a store not ours to write, are the host's failures, not the index's
+		}
 		if !index.Retryable(err) {
-			var space *store.SpaceError
-			if refusal.CodeOf(err) != "" || errors.As(err, &space) {
-				return out, nil, err // a full disk is the host's failure, not the index's
-			}
 			return out, nil, refusal.Wrap(refusal.FetchFailed, err, "%s from %s", w.Filename, out.URL)
 		}
 		last = err

@@ -25,9 +25,11 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
+	"golang.org/x/sys/unix"
 )
 
 type wheelFixture struct {
@@ -624,6 +626,90 @@ func TestNoSpace(t *testing.T) {
 			t.Errorf("temp left: %s", h)
 		}
 	}
+}
+
+// TestStoreWriteFailure: a store that cannot be written for a reason other
+// than a full disk (TestNoSpace) is the host's failure too: a
+// *store.WriteError naming the store and what to do, never fetch_failed
+// blaming the index (which it was: "refused: fetch_failed: alpha… from
+// http://…: store: open …: permission denied"), not retried, and nothing
+// is left behind. Real failures of the kernel: a store this user may not
+// write (a read-only mount for root, who ignores modes; a directory
+// without write permission for anyone else), and a file larger than the
+// process may write (RLIMIT_FSIZE: EFBIG, as a failing disk's EIO is
+// neither a full disk nor a permission).
+func TestStoreWriteFailure(t *testing.T) {
+	fx := fixtures()
+	check := func(t *testing.T, st *store.Store, srv *faultServer, want string) {
+		t.Helper()
+		_, err := Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Jobs: 1})
+		var we *store.WriteError
+		if !errors.As(err, &we) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), st.Home()) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("fetch into a store that cannot be written: %v, want a *store.WriteError naming %s and %q", err, st.Home(), want)
+		}
+		srv.mu.Lock()
+		for f, n := range srv.hits {
+			if n > 1 {
+				t.Errorf("%s downloaded %d times: the store's failure is not worth a retry", f, n)
+			}
+		}
+		srv.mu.Unlock()
+	}
+	t.Run("not writable", func(t *testing.T) {
+		var home string
+		if os.Geteuid() == 0 {
+			home = filepath.Join(testdir.Tmpfs(t, "1m"), "home")
+		} else {
+			home = filepath.Join(testdir.New(t), "home")
+		}
+		st, err := store.Open(home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs := filepath.Join(home, store.BlobsDir)
+		if os.Geteuid() == 0 {
+			if out, err := exec.Command("mount", "-o", "remount,ro", filepath.Dir(home)).CombinedOutput(); err != nil {
+				t.Skipf("cannot make the tmpfs read-only: %v %s", err, out)
+			}
+		} else if err := os.Chmod(blobs, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		check(t, st, newFaultServer(t, fx, "", "none"), "not writable by this user; fetch as its owner")
+		if ents, _ := os.ReadDir(blobs); len(ents) != 0 {
+			t.Errorf("the store holds %v", ents)
+		}
+	})
+	t.Run("EFBIG", func(t *testing.T) {
+		// In a child: the limit is the process's, and go test's own log
+		// file must not meet it.
+		if os.Getenv("CRUXPROV_TEST_FSIZE") == "" {
+			asuser.RunChild(t, t.Name(), "CRUXPROV_TEST_FSIZE=1")
+			return
+		}
+		st, err := store.Open(filepath.Join(testdir.New(t), "home"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var old unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+		// The wheels are 80–150 KB: the first one written fails. Go
+		// ignores the SIGXFSZ the kernel sends with EFBIG.
+		lim := old
+		lim.Cur = 32 << 10
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+			t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
+		}
+		srv := newFaultServer(t, fx, "", "none")
+		func() {
+			defer unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+			check(t, st, srv, "file too large")
+		}()
+		if got := storeContents(t, st); len(got) != 0 {
+			t.Errorf("the store holds %v", got)
+		}
+	})
 }
 
 // TestUnsizedEndless: a lock without sizes and an index that sends a

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
@@ -26,6 +27,7 @@ import (
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
+	"golang.org/x/sys/unix"
 )
 
 // setup builds the fixtures, serves them as a pinned index and opens a
@@ -174,6 +176,33 @@ func TestFetchRoot(t *testing.T) {
 			}
 		})
 	}
+	// A store that fails to write the copy (EFBIG: RLIMIT_FSIZE below the
+	// wheel's size; Go ignores the SIGXFSZ) is the host's failure, a
+	// *store.WriteError, not fetch_failed blaming the index, and is not
+	// retried.
+	t.Run("store write failure", func(t *testing.T) {
+		// In a child: the limit is the process's, and go test's own log
+		// file must not meet it.
+		if os.Getenv("CRUXPROV_TEST_FSIZE") == "" {
+			asuser.RunChild(t, t.Name(), "CRUXPROV_TEST_FSIZE=1")
+			return
+		}
+		var old unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+			t.Fatal(err)
+		}
+		lim := old
+		lim.Cur = uint64(fx.Echo.Size / 2)
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+			t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
+		}
+		_, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+		unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+		var we *store.WriteError
+		if !errors.As(err, &we) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), st.Home()) {
+			t.Errorf("%v, want a *store.WriteError naming the store", err)
+		}
+	})
 	if blobs := blobNames(t, st); len(blobs) != 0 {
 		t.Errorf("left in the store: %v", blobs)
 	}

@@ -201,12 +201,11 @@ func downloadRoot(ctx context.Context, st *store.Store, c *index.Client, f index
 			}
 			return p, nil
 		}
-		var se *store.SpaceError
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if refusal.CodeOf(err) != "" || errors.As(err, &se) {
-			return nil, err
+		if refusal.CodeOf(err) != "" || store.IsWriteFailure(err) {
+			return nil, err // the store's failure, not the index's
 		}
 		if !index.Retryable(err) {
 			return nil, refusal.Wrap(refusal.FetchFailed, err, "downloading %s from %s", f.Filename, index.Redact(f.URL))

@@ -277,7 +277,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		room = newRoomReader(vr, filepath.Join(s.home, BlobsDir))
 		src = room
 	}
-	f, n, err := s.writeTemp(ctx, d.Hex(), src)
+	f, n, err := s.writeTemp(ctx, d.Hex(), "writing blob "+d.Hex()[:12], src)
 	var mismatch *verifying.Error
 	switch {
 	case room != nil && errors.Is(err, errNoRoom):
@@ -289,7 +289,7 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	case mismatch != nil:
 		return nil, refusal.Wrap(refusal.HashMismatch, mismatch, "got %s, the lock says %s; the index serves other bytes than were locked", mismatch.Got, d)
 	case err != nil:
-		return nil, s.failed("writing blob "+d.Hex()[:12], err)
+		return nil, err // the store's (classified by writeTemp), ctx's or the reader's
 	}
 	return &Pending{d: d, size: n, f: f, path: s.Path(d)}, nil
 }
@@ -322,7 +322,7 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
 	src := io.TeeReader(r, h)
 	room := newRoomReader(src, filepath.Join(s.home, BlobsDir))
-	f, n, err := s.writeTemp(ctx, "ingest", room)
+	f, n, err := s.writeTemp(ctx, "ingest", "writing a blob", room)
 	unnamed := false
 	if errors.Is(err, errNotWritable) { // nothing was read yet
 		unnamed = true
@@ -332,14 +332,15 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 		if errors.Is(err, errNoRoom) || errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
 			// Not the store's disk, nor a *SpaceError whose advice (free
 			// space there, gc the store) this user cannot follow.
-			return nil, fmt.Errorf("store: no room for a copy of %d bytes and more in %s, the temp directory (the store %s is not this user's to write): %w; free space there, or set TMPDIR to a directory with room", n, os.TempDir(), s.home, err)
+			return nil, &WriteError{Dir: os.TempDir(), Op: fmt.Sprintf("a copy of %d bytes and more, the temp directory (the store %s is not this user's to write)", n, s.home), Err: err,
+				Hint: "free space there, or set TMPDIR to a directory with room"}
 		}
 	}
 	if errors.Is(err, errNoRoom) {
 		return nil, &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}
 	}
 	if err != nil {
-		return nil, s.failed("writing a blob", err)
+		return nil, err // the store's or the temp directory's (classified), ctx's or the reader's
 	}
 	d := digest.FromBytes(h.Sum(nil))
 	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true, unnamed: unnamed}, nil
@@ -351,41 +352,47 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 // read-only: reading a store never needed one), the copy is a memfd, in
 // memory, as the root wheel was before it was copied at all.
 func unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
+	const op = "a private copy, the store not being this user's to write"
 	f, err := os.CreateTemp("", ".cruxprov-ingest-*")
 	if err == nil {
 		if err := os.Remove(f.Name()); err != nil {
 			f.Close()
-			return nil, 0, fmt.Errorf("store: %w", err)
+			return nil, 0, writeFailure(os.TempDir(), op, err)
 		}
 	} else {
 		fd, merr := unix.MemfdCreate(".cruxprov-ingest", unix.MFD_CLOEXEC)
 		if merr != nil {
-			return nil, 0, fmt.Errorf("store: a copy outside the store, which this user cannot write: %w (nor a memfd: %v)", err, merr)
+			return nil, 0, writeFailure(os.TempDir(), op, fmt.Errorf("%w (nor a memfd: %v)", err, merr))
 		}
 		f = os.NewFile(uintptr(fd), "memfd:.cruxprov-ingest")
 	}
 	n, err := copyCtx(ctx, f, src)
 	if err != nil {
 		f.Close()
+		if we := (*writeErr)(nil); errors.As(err, &we) && !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EDQUOT) {
+			err = writeFailure(os.TempDir(), op, we.err)
+		}
 		return nil, n, err
 	}
 	return f, n, nil
 }
 
 // errNotWritable is a blob temp this user may not create in the store.
-var errNotWritable = errors.New("the store is not writable by this user: fetch as its owner, or into a store of your own")
+var errNotWritable = errors.New("the store is not writable by this user")
 
 // writeTemp copies src into a new owner-locked temp file in the blobs
 // directory named after stem, made read-only once written, and returns
 // it open (read-write) with its length. On error the temp is removed; an
-// error of src (or ctx's) is returned as it is.
-func (s *Store) writeTemp(ctx context.Context, stem string, src io.Reader) (_ *os.File, _ int64, err error) {
+// error of the store's is a *SpaceError or a *WriteError of op (one that
+// is errNotWritable when this user may not create the temp), and an error
+// of src (or ctx's) is returned as it is.
+func (s *Store) writeTemp(ctx context.Context, stem, op string, src io.Reader) (_ *os.File, _ int64, err error) {
 	f, err := createTemp(filepath.Join(s.home, BlobsDir), stem)
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
-		return nil, 0, fmt.Errorf("store: %w; %w", err, errNotWritable)
+		return nil, 0, s.failed(op, fmt.Errorf("%w; %w", err, errNotWritable))
 	}
 	if err != nil {
-		return nil, 0, s.failed("creating a blob", err)
+		return nil, 0, s.failed(op, err)
 	}
 	defer func() {
 		if err != nil {
@@ -394,11 +401,14 @@ func (s *Store) writeTemp(ctx context.Context, stem string, src io.Reader) (_ *o
 		}
 	}()
 	n, err := copyCtx(ctx, f, src)
+	if we := (*writeErr)(nil); errors.As(err, &we) {
+		return nil, n, s.failed(op, we.err)
+	}
 	if err != nil {
 		return nil, n, err
 	}
 	if err = f.Chmod(0o444); err != nil {
-		return nil, n, err
+		return nil, n, s.failed(op, err)
 	}
 	return f, n, nil
 }
@@ -481,7 +491,7 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 					q.Discard()
 				}
 			}
-			return fmt.Errorf("store: blob %s: %w", p.d.Hex()[:12], errNotWritable)
+			return s.failed("storing blob "+p.d.Hex()[:12], errNotWritable)
 		}
 		todo = append(todo, p)
 	}
@@ -526,13 +536,13 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 			for _, q := range todo[i:] {
 				q.Discard()
 			}
-			return fmt.Errorf("store: %w", err)
+			return s.failed("storing blob "+p.d.Hex()[:12], err)
 		}
 		s.stamp(p.d, p.f) // verified while written: the next reader need not hash it
 		p.f.Close()       // releases the temp's flock only once it is renamed
 		p.f = nil
 	}
-	return s.blobs.sync()
+	return s.failed("syncing the blobs directory", s.blobs.sync())
 }
 
 // groupSync fsyncs a directory for many concurrent callers at once (group
@@ -588,18 +598,72 @@ func (e *SpaceError) Error() string {
 // Unwrap returns the system error.
 func (e *SpaceError) Unwrap() error { return e.Err }
 
-// failed wraps a write error of op: a *SpaceError when the disk or quota
-// is full, else a plain error. A refusal or the reader's error passes
-// as it is.
+// WriteError is a write to the store, or to the private copy Ingest makes
+// outside it, that failed for a reason other than a full disk (a
+// *SpaceError): the store is not this user's to write, its file system is
+// read-only, or it failed (EIO). Like a full disk it is a failure of the
+// host, not of the bytes' source and not a refusal: a caller that
+// downloads does not blame the index for it or retry. Nothing partial was
+// kept.
+type WriteError struct {
+	// Dir is where the write failed: the store's root, or the temp
+	// directory of Ingest's copy outside a store this user cannot write.
+	Dir string
+	// Op is what was being written.
+	Op  string
+	Err error
+	// Hint says what to do; empty, the generic advice.
+	Hint string
+}
+
+func (e *WriteError) Error() string {
+	hint := e.Hint
+	if hint == "" {
+		hint = "fix that (a failing disk shows in the kernel log; `ulimit -f` is the file size limit) and run again"
+	}
+	return fmt.Sprintf("cannot write %s: %s: %v; %s", e.Dir, e.Op, e.Err, hint)
+}
+
+// Unwrap returns the cause.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// IsWriteFailure reports whether err is the store's failure to write (a
+// *SpaceError or a *WriteError): the host's, not the source's.
+func IsWriteFailure(err error) bool {
+	var se *SpaceError
+	var we *WriteError
+	return errors.As(err, &se) || errors.As(err, &we)
+}
+
+// writeErr marks an error of the writer in copyCtx, which a caller tells
+// from an error of the reader (that passes as it is).
+type writeErr struct{ err error }
+
+func (e *writeErr) Error() string { return "write: " + e.err.Error() }
+func (e *writeErr) Unwrap() error { return e.err }
+
+// failed wraps an error of the store's own while writing op: a
+// *SpaceError when the disk or quota is full, else a *WriteError. One
+// named already, a refusal, or ctx's error passes as it is.
 func (s *Store) failed(op string, err error) error {
-	if se := (*SpaceError)(nil); errors.As(err, &se) {
-		return err // named by the step that failed
+	return writeFailure(s.home, op, err)
+}
+
+func writeFailure(dir, op string, err error) error {
+	var se *SpaceError
+	var we *WriteError
+	if err == nil || errors.As(err, &se) || errors.As(err, &we) || refusal.CodeOf(err) != "" ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
 	var errno unix.Errno
 	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
-		return &SpaceError{Home: s.home, Op: op, Err: errno}
+		return &SpaceError{Home: dir, Op: op, Err: errno}
 	}
-	return err
+	if errors.Is(err, errNotWritable) {
+		return &WriteError{Dir: dir, Op: op, Err: err, Hint: "fetch as its owner, or into a store of your own"}
+	}
+	return &WriteError{Dir: dir, Op: op, Err: err}
 }
 
 func sizeText(n, size int64) string {
@@ -620,7 +684,7 @@ func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
 		m, rerr := r.Read(buf)
 		if m > 0 {
 			if _, werr := w.Write(buf[:m]); werr != nil {
-				return n, fmt.Errorf("store: write: %w", werr)
+				return n, &writeErr{werr}
 			}
 			n += int64(m)
 		}

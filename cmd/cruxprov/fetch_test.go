@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // fetchFixture writes two small wheels, builds a static index of them
@@ -594,6 +595,33 @@ func TestFetchNoSpace(t *testing.T) {
 	}
 	if ents, _ := filepath.Glob(filepath.Join(home, "blobs", "sha256", ".tmp-*")); len(ents) != 0 {
 		t.Errorf("temps left: %v", ents)
+	}
+}
+
+// TestFetchStoreNotOurs: fetching into another user's store (an executor
+// given the operator's) fails (exit 1, one line) naming the store and
+// saying to fetch as its owner or into a store of one's own, not a
+// refusal blaming the index: it was "refused: fetch_failed: alpha… from
+// http://…: store: open …: permission denied; …".
+func TestFetchStoreNotOurs(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-notours-", "")
+	idx, lock, _ := fetchFixture(t)
+	lb, err := os.ReadFile(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockCopy := filepath.Join(base, "pylock.toml")
+	if err := os.WriteFile(lockCopy, lb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "home")
+	if _, err := store.Open(home); err != nil { // root's, empty
+		t.Fatal(err)
+	}
+	r := asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: cannot write "+home+": ") ||
+		!strings.Contains(r.stderr, "not writable by this user; fetch as its owner, or into a store of your own") || strings.Contains(r.stderr, "fetch_failed") {
+		t.Fatalf("%+v", r)
 	}
 }
 

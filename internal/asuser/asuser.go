@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,6 +106,30 @@ func RunTest(t testing.TB, dir, test string, env ...string) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
 		t.Fatalf("as uid 65534: %v\n%s", err, out)
+	}
+}
+
+// RunChild runs the test named test (a subtest as "Parent/Sub") of this
+// test binary again, in a child process of the same user, with env
+// (NAME=value each) added to this process's environment, and fails t
+// unless that test passed: for a test that changes what the whole process
+// shares (an rlimit, say), which the test framework's own files (go
+// test's testlog) must not see.
+func RunChild(t testing.TB, test string, env ...string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := strings.Split(test, "/")
+	for i := range run {
+		run[i] = "^" + regexp.QuoteMeta(run[i]) + "$"
+	}
+	cmd := exec.Command(exe, "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test+" ") {
+		t.Fatalf("in a child: %v\n%s", err, out)
 	}
 }
 
