@@ -314,9 +314,10 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 //
 // In a store this user cannot write (an executor reading an operator's),
 // the copy is a file of the system's temp directory, unlinked as soon as
-// it is created (a memfd where that directory cannot be written either;
-// a full one is an error naming it, not a *SpaceError of the store): it
-// is read the same way, and Commit keeps the blob when the store has it,
+// it is created (a memfd where that directory cannot be written either),
+// bounded the same way by what is free there (or, for a memfd, by the
+// memory available); a full one is a *WriteError naming it, not a
+// *SpaceError of the store. It is read the same way, and Commit keeps the blob when the store has it,
 // and fails (the store is not writable) when it does not.
 func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
@@ -326,17 +327,9 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	unnamed := false
 	if errors.Is(err, errNotWritable) { // nothing was read yet
 		unnamed = true
-		room = newRoomReader(src, os.TempDir())
-		f, n, err = unnamedTemp(ctx, room)
-		var errno unix.Errno
-		if errors.Is(err, errNoRoom) || errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
-			// Not the store's disk, nor a *SpaceError whose advice (free
-			// space there, gc the store) this user cannot follow.
-			return nil, &WriteError{Dir: os.TempDir(), Op: fmt.Sprintf("a copy of %d bytes and more, the temp directory (the store %s is not this user's to write)", n, s.home), Err: err,
-				Hint: "free space there, or set TMPDIR to a directory with room"}
-		}
+		f, n, err = s.unnamedTemp(ctx, src)
 	}
-	if errors.Is(err, errNoRoom) {
+	if !unnamed && errors.Is(err, errNoRoom) {
 		return nil, &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}
 	}
 	if err != nil {
@@ -350,31 +343,49 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 // is unlinked at once: only the descriptor returned reaches it. Where
 // that directory cannot be written (a reader's TMPDIR missing or
 // read-only: reading a store never needed one), the copy is a memfd, in
-// memory, as the root wheel was before it was copied at all.
-func unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
-	const op = "a private copy, the store not being this user's to write"
+// memory, as the root wheel was before it was copied at all. Either stops
+// once it has taken half of what was free when it began (on the temp
+// directory's file system, or the memory the kernel counts available for
+// a memfd), as Ingest's copy in the store does; that, and a full one, is
+// a *WriteError naming it (not a *SpaceError of the store, whose advice,
+// free space there and gc it, this user cannot follow).
+func (s *Store) unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
+	dir := os.TempDir()
+	op := "a private copy in that directory (the store " + s.home + " is not this user's to write)"
+	hint := "free space there, or set TMPDIR to a directory with room"
+	room := newRoomReader(src, dir)
 	f, err := os.CreateTemp("", ".cruxprov-ingest-*")
 	if err == nil {
 		if err := os.Remove(f.Name()); err != nil {
 			f.Close()
-			return nil, 0, writeFailure(os.TempDir(), op, err)
+			return nil, 0, writeFailure(dir, op, err)
 		}
 	} else {
 		fd, merr := unix.MemfdCreate(".cruxprov-ingest", unix.MFD_CLOEXEC)
 		if merr != nil {
-			return nil, 0, writeFailure(os.TempDir(), op, fmt.Errorf("%w (nor a memfd: %v)", err, merr))
+			return nil, 0, writeFailure(dir, op, fmt.Errorf("%w (nor a memfd: %v)", err, merr))
 		}
 		f = os.NewFile(uintptr(fd), "memfd:.cruxprov-ingest")
+		op = "a private copy in memory, a memfd, as that directory cannot be written (the store " + s.home + " is not this user's to write)"
+		hint = "set TMPDIR to a directory this user can write, with room"
+		room = &roomReader{r: src, avail: memAvailable, free: memAvailable()}
 	}
-	n, err := copyCtx(ctx, f, src)
-	if err != nil {
-		f.Close()
-		if we := (*writeErr)(nil); errors.As(err, &we) && !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EDQUOT) {
-			err = writeFailure(os.TempDir(), op, we.err)
-		}
-		return nil, n, err
+	n, err := copyCtx(ctx, f, room)
+	if err == nil {
+		return f, n, nil
 	}
-	return f, n, nil
+	f.Close()
+	var we *writeErr
+	var errno unix.Errno
+	switch {
+	case errors.Is(err, errNoRoom):
+		err = &WriteError{Dir: dir, Op: fmt.Sprintf("%s: %d bytes and no end yet (a copy may take half of the %d bytes that were free when it began, no more)", op, n, room.free), Err: err, Hint: hint}
+	case errors.As(err, &we) && errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT):
+		err = &WriteError{Dir: dir, Op: fmt.Sprintf("%s: %d bytes and more", op, n), Err: errno, Hint: hint}
+	case we != nil:
+		err = writeFailure(dir, op, we.err)
+	}
+	return nil, n, err
 }
 
 // errNotWritable is a blob temp this user may not create in the store.
@@ -425,27 +436,29 @@ var errNoRoom = errors.New("half of the free space taken")
 // free space.
 const roomCheck = 4 << 20
 
-// roomReader reads r until the file system of dir has less than half of
-// the space that was free on it when it was made (errNoRoom): a blob
+// roomReader reads r until its place (the file system of a directory, or
+// memory) has less than half of the space that was free on it when it was
+// made (errNoRoom): a blob
 // written without a size, from an index that sends without end, stops
 // there rather than fill the disk, whatever other downloads run beside it
 // (each stops at the same floor). Where the free space cannot be read, it
 // reads r as it is (MaxUnsized still bounds it).
 type roomReader struct {
 	r     io.Reader
-	dir   string
-	free  int64 // bytes free when made; -1 unknown
-	since int64 // bytes read since the last look
+	avail func() int64 // bytes free now; -1 unknown
+	free  int64        // bytes free when made; -1 unknown
+	since int64        // bytes read since the last look
 }
 
 func newRoomReader(r io.Reader, dir string) *roomReader {
-	return &roomReader{r: r, dir: dir, free: freeBytes(dir)}
+	avail := func() int64 { return freeBytes(dir) }
+	return &roomReader{r: r, avail: avail, free: avail()}
 }
 
 func (r *roomReader) Read(p []byte) (int, error) {
 	if r.free >= 0 && r.since >= roomCheck {
 		r.since = 0
-		if now := freeBytes(r.dir); now >= 0 && now < r.free/2 {
+		if now := r.avail(); now >= 0 && now < r.free/2 {
 			return 0, errNoRoom
 		}
 	}
