@@ -126,7 +126,7 @@ func RunChild(t testing.TB, test string, env ...string) {
 		run[i] = "^" + regexp.QuoteMeta(run[i]) + "$"
 	}
 	cmd := exec.Command(exe, "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test+" ") {
 		t.Fatalf("in a child: %v\n%s", err, out)
