@@ -674,7 +674,13 @@ func TestStoreWriteFailure(t *testing.T) {
 		} else if err := os.Chmod(blobs, 0o555); err != nil {
 			t.Fatal(err)
 		}
-		check(t, st, newFaultServer(t, fx, "", "none"), "not writable by this user; fetch as its owner")
+		// Each says what would let it: root's read-only mount, this
+		// user's own store without its write permission.
+		want := "the store cannot be written; it is this user's, without write permission: chmod -R u+w " + blobs
+		if os.Geteuid() == 0 {
+			want = "the store cannot be written; its file system is mounted read-only: remount it read-write"
+		}
+		check(t, st, newFaultServer(t, fx, "", "none"), want)
 		if ents, _ := os.ReadDir(blobs); len(ents) != 0 {
 			t.Errorf("the store holds %v", ents)
 		}

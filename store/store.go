@@ -208,9 +208,11 @@ type Pending struct {
 	// ingested is a Pending of Ingest: its temp is kept (the caller reads
 	// it) even when the blob is present, and Commit keeps that blob.
 	ingested bool
-	// unnamed is an Ingest into a store this user cannot write: its
+	// unnamed is an Ingest into a store this user cannot write (why, the
+	// *WriteError that said so): its
 	// copy has no name (outside the store), and Commit cannot store it.
 	unnamed bool
+	why     *WriteError
 }
 
 // Digest returns the blob's name.
@@ -325,7 +327,8 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	room := newRoomReader(src, filepath.Join(s.home, BlobsDir))
 	f, n, err := s.writeTemp(ctx, "ingest", "writing a blob", room)
 	unnamed := false
-	if errors.Is(err, errNotWritable) { // nothing was read yet
+	var why *WriteError
+	if errors.Is(err, errNotWritable) && errors.As(err, &why) { // nothing was read yet
 		unnamed = true
 		f, n, err = s.unnamedTemp(ctx, src)
 	}
@@ -336,7 +339,7 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 		return nil, err // the store's or the temp directory's (classified), ctx's or the reader's
 	}
 	d := digest.FromBytes(h.Sum(nil))
-	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true, unnamed: unnamed}, nil
+	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true, unnamed: unnamed, why: why}, nil
 }
 
 // unnamedTemp copies src into a file of the system's temp directory that
@@ -389,7 +392,26 @@ func (s *Store) unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ i
 }
 
 // errNotWritable is a blob temp this user may not create in the store.
-var errNotWritable = errors.New("the store is not writable by this user")
+var errNotWritable = errors.New("the store cannot be written")
+
+// notWritable is the *WriteError of op for a store whose blobs this user
+// may not create (err, EACCES, EPERM or EROFS), saying what would let it:
+// a read-only file system remounted, a directory of this user's own given
+// its write permission back, another user's store used as that user.
+func (s *Store) notWritable(op string, err error) error {
+	dir := filepath.Join(s.home, BlobsDir)
+	hint := "fetch as its owner, or into a store of your own"
+	var st unix.Stat_t
+	switch {
+	case errors.Is(err, unix.EROFS):
+		hint = "its file system is mounted read-only: remount it read-write, or use a store of your own"
+	case unix.Stat(dir, &st) == nil && int(st.Uid) == os.Geteuid():
+		hint = "it is this user's, without write permission: chmod -R u+w " + dir
+	case unix.Stat(dir, &st) == nil:
+		hint = fmt.Sprintf("it is not writable by this user (uid %d; its owner is uid %d): fetch as its owner, or into a store of your own", os.Geteuid(), st.Uid)
+	}
+	return &WriteError{Dir: s.home, Op: op, Err: fmt.Errorf("%w; %w", err, errNotWritable), Hint: hint}
+}
 
 // writeTemp copies src into a new owner-locked temp file in the blobs
 // directory named after stem, made read-only once written, and returns
@@ -400,7 +422,7 @@ var errNotWritable = errors.New("the store is not writable by this user")
 func (s *Store) writeTemp(ctx context.Context, stem, op string, src io.Reader) (_ *os.File, _ int64, err error) {
 	f, err := createTemp(filepath.Join(s.home, BlobsDir), stem)
 	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
-		return nil, 0, s.failed(op, fmt.Errorf("%w; %w", err, errNotWritable))
+		return nil, 0, s.notWritable(op, err)
 	}
 	if err != nil {
 		return nil, 0, s.failed(op, err)
@@ -504,7 +526,7 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 					q.Discard()
 				}
 			}
-			return s.failed("storing blob "+p.d.Hex()[:12], errNotWritable)
+			return &WriteError{Dir: s.home, Op: "storing blob " + p.d.Hex()[:12], Err: p.why.Err, Hint: p.why.Hint}
 		}
 		todo = append(todo, p)
 	}
@@ -672,9 +694,6 @@ func writeFailure(dir, op string, err error) error {
 	var errno unix.Errno
 	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
 		return &SpaceError{Home: dir, Op: op, Err: errno}
-	}
-	if errors.Is(err, errNotWritable) {
-		return &WriteError{Dir: dir, Op: op, Err: err, Hint: "fetch as its owner, or into a store of your own"}
 	}
 	return &WriteError{Dir: dir, Op: op, Err: err}
 }

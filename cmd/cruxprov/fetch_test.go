@@ -620,7 +620,7 @@ func TestFetchStoreNotOurs(t *testing.T) {
 	}
 	r := asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
 	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: cannot write "+home+": ") ||
-		!strings.Contains(r.stderr, "not writable by this user; fetch as its owner, or into a store of your own") || strings.Contains(r.stderr, "fetch_failed") {
+		!strings.Contains(r.stderr, "the store cannot be written; it is not writable by this user (uid 65534; its owner is uid 0): fetch as its owner, or into a store of your own") || strings.Contains(r.stderr, "fetch_failed") {
 		t.Fatalf("%+v", r)
 	}
 }
