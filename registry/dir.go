@@ -66,7 +66,7 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 			// There, but this user cannot reach it (an executor, a
 			// registry made under the operator's umask 077): say so,
 			// rather than that it is missing.
-			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read the registry directory %s (its mode or a parent's: the registry's files are 0644 in 0755 directories for the executors that read them)", d)
+			return nil, unreadable(err, "the registry directory "+d)
 		}
 		// 0755 whatever the umask, the store's home above it too:
 		// executors (other users) read them.
@@ -116,9 +116,20 @@ func readOptional(p string) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read registry file %s", p)
+		return nil, unreadable(err, "registry file "+p)
 	}
 	return b, nil
+}
+
+// unreadable is the registry_corrupt refusal for what cannot be read.
+// Denied permission is said as such, with what to do, and not as damage:
+// an executor run as a user who may not read the operator's registry (a
+// home of 0700, a file of 0600) has nothing to restore.
+func unreadable(err error, what string) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
+	}
+	return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s", what)
 }
 
 type ifaceFile struct {
@@ -172,7 +183,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		}
 		b, err := os.ReadFile(d.path("changesets", n.Name()))
 		if err != nil {
-			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read changesets/%s", n.Name())
+			return nil, unreadable(err, d.path("changesets", n.Name()))
 		}
 		cs, err := ParseChangeSet(b)
 		if err != nil {
@@ -226,7 +237,7 @@ func (d *Dir) listDir(name string, history int) ([]os.DirEntry, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot list the registry's %s", name)
+		return nil, unreadable(err, "the registry's "+name+" directory "+d.path(name))
 	}
 	return ents, nil
 }

@@ -37,10 +37,14 @@ func TestOpenDirUnwritable(t *testing.T) {
 	// empty/registry: there, empty, read-only (what env create leaves).
 	// absent/: read-only, no registry in it.
 	// hidden/registry: under a directory this user cannot enter.
-	for _, d := range []string{"empty/registry", "absent", "hidden/registry"} {
+	// locked/registry: whole, but its history log unreadable (mode 0).
+	for _, d := range []string{"empty/registry", "absent", "hidden/registry", "locked/registry/changesets", "locked/registry/pins"} {
 		if err := os.MkdirAll(filepath.Join(base, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "locked/registry/log.jsonl"), []byte("{}\n"), 0); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { testdir.Writable(base) })
 	for d, mode := range map[string]os.FileMode{"empty/registry": 0o555, "empty": 0o555, "absent": 0o555, "hidden": 0} {
@@ -117,11 +121,17 @@ func unwritableChild(t *testing.T, base string) {
 			}
 		})
 	}
-	t.Run("unreachable", func(t *testing.T) {
-		_, err := registry.OpenDir(ctx, filepath.Join(base, "hidden", "registry"))
-		var r *refusal.Error
-		if !errors.As(err, &r) || r.Code != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "cannot read the registry directory") {
-			t.Errorf("OpenDir of a registry this user cannot reach: %v, want registry_corrupt (cannot read)", err)
-		}
-	})
+	// What this user may not read is said as such, with what to do, not
+	// as damage to restore (it said "cannot read registry file …:
+	// permission denied", whose remedy is "treat as tampering").
+	for name, root := range map[string]string{"unreachable": "hidden/registry", "unreadable log": "locked/registry"} {
+		t.Run(name, func(t *testing.T) {
+			_, err := registry.OpenDir(ctx, filepath.Join(base, root))
+			var r *refusal.Error
+			if !errors.As(err, &r) || r.Code != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "permission denied to this user") ||
+				!strings.Contains(err.Error(), "not damage to the registry: run as a user who can read the store, or give it read access") {
+				t.Errorf("OpenDir of a registry this user cannot read: %v, want registry_corrupt saying permission denied and what to do", err)
+			}
+		})
+	}
 }
