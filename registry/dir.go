@@ -242,6 +242,19 @@ func (d *Dir) listDir(name string, history int) ([]os.DirEntry, error) {
 	return ents, nil
 }
 
+// lockAdvice says why the registry's lock cannot be made, and what to do.
+func lockAdvice(err error) string {
+	switch {
+	case errors.Is(err, unix.EROFS):
+		return "its file system is mounted read-only; remount it read-write, or use a store of your own"
+	case errors.Is(err, fs.ErrNotExist):
+		return "it does not exist and this user cannot make it; give --home (or CRUXPROV_HOME) a directory you can write, or run as the store's owner"
+	case errors.Is(err, fs.ErrPermission):
+		return "it is not writable by this user; run as the store's owner (an executor only reads the registry)"
+	}
+	return "its lock cannot be made"
+}
+
 // mutate runs f on the loaded state under the exclusive lock and writes
 // what it changed.
 func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
@@ -250,7 +263,7 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("registry: cannot open the lock (an executor cannot change the registry): %w", err)
+		return fmt.Errorf("registry: this user (uid %d) cannot change the registry %s: %s: %w", os.Geteuid(), d.root, lockAdvice(err), err)
 	}
 	lf.Chmod(0o644) // whatever the umask: readers take it shared (best effort: another owner's stays as it is)
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {

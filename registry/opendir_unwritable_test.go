@@ -106,8 +106,12 @@ func unwritableChild(t *testing.T, base string) {
 			// A mutation cannot be made, and says so: not tampering.
 			key := registrytest.NewKey(t, "root", registry.RoleApprover)
 			_, err = d.TrustKey(ctx, key.Key, "t")
-			if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot change the registry") {
-				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want a plain failure saying it cannot change the registry", err, refusal.CodeOf(err))
+			// And why, with what to do (it said "an executor cannot change
+			// the registry" to an operator whose home could not be made).
+			why := map[string]string{"empty": "it is not writable by this user; run as the store's owner",
+				"absent": "it does not exist and this user cannot make it; give --home (or CRUXPROV_HOME) a directory you can write"}[filepath.Base(filepath.Dir(root))]
+			if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot change the registry") || !strings.Contains(err.Error(), why) {
+				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want a plain failure saying it cannot change the registry, and %q", err, refusal.CodeOf(err), why)
 			}
 			ents, err := os.ReadDir(filepath.Dir(root))
 			if err != nil {
