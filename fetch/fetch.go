@@ -158,11 +158,15 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 				damaged = append(damaged, fmt.Errorf("%s: %w", w.Filename, err))
 			}
 			rep.Wheels[i].Damaged = true
+			if de.RemoveErr != nil {
+				// The store's failure (another user's store, a read-only
+				// mount), not the index's: it cannot be fetched again
+				// until the damaged blob is gone.
+				return rep, &store.WriteError{Dir: st.Home(), Op: "removing the damaged blob of " + w.Filename, Err: err,
+					Hint: "remove it as the store's owner, then fetch again (a blob whose bytes are not the ones its name says: a failing disk, or a write to the store, to look into)"}
+			}
 			if !opts.Offline { // offline, the refusal says it
 				emit(Event{Kind: EventDamaged, Filename: w.Filename, Err: err})
-			}
-			if de.RemoveErr != nil {
-				return rep, refusal.Wrap(refusal.HashMismatch, err, "%s", w.Filename)
 			}
 		} else if err != nil {
 			return rep, fmt.Errorf("%s: %w", w.Filename, err)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -683,6 +684,45 @@ func TestStoreWriteFailure(t *testing.T) {
 		check(t, st, newFaultServer(t, fx, "", "none"), want)
 		if ents, _ := os.ReadDir(blobs); len(ents) != 0 {
 			t.Errorf("the store holds %v", ents)
+		}
+	})
+	// A damaged blob the fetch cannot remove (written to in place, then
+	// the store made unwritable): the store's failure saying to remove
+	// it as the owner, and no "fetching it again" event; it was refused
+	// hash_mismatch, whose remedy blames the mirror.
+	t.Run("damaged, not removable", func(t *testing.T) {
+		var home string
+		if os.Geteuid() == 0 {
+			home = filepath.Join(testdir.Tmpfs(t, "1m"), "home")
+		} else {
+			home = filepath.Join(testdir.New(t), "home")
+		}
+		st, err := store.Open(home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := newFaultServer(t, fx, "", "none")
+		if _, err := Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{}); err != nil {
+			t.Fatal(err)
+		}
+		blobs := filepath.Join(home, store.BlobsDir)
+		damage(t, filepath.Join(blobs, hexOf(fx[0].data)))
+		if os.Geteuid() == 0 {
+			if out, err := exec.Command("mount", "-o", "remount,ro", filepath.Dir(home)).CombinedOutput(); err != nil {
+				t.Skipf("cannot make the tmpfs read-only: %v %s", err, out)
+			}
+		} else if err := os.Chmod(blobs, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		var kinds []EventKind
+		_, err = Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Events: func(e Event) { kinds = append(kinds, e.Kind) }})
+		var we *store.WriteError
+		if !errors.As(err, &we) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "removing the damaged blob of "+fx[0].filename) ||
+			!strings.Contains(err.Error(), "remove it as the store's owner, then fetch again") {
+			t.Fatalf("a damaged blob that cannot be removed: %v, want a *store.WriteError saying to remove it as the owner", err)
+		}
+		if slices.Contains(kinds, EventDamaged) {
+			t.Errorf("events %v: it said it would fetch the blob again", kinds)
 		}
 	})
 	t.Run("EFBIG", func(t *testing.T) {
