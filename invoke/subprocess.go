@@ -423,7 +423,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	defer func() { <-swept }()
 	work, err := os.MkdirTemp(parent, workdirPrefix)
 	if err != nil {
-		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory in %s (the executor's WorkdirParent must be a directory it can write)", parent)
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's working directory in %s: the executor needs a directory it can write there (TMPDIR for the command line, WorkdirParent in Go)", parent)
 	}
 	defer removeAll(work)
 	if err := os.Chmod(work, 0o700); err != nil {

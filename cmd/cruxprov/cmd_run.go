@@ -249,7 +249,10 @@ func runAction(c *cli.Context) error {
 	}
 	defer led.Close()
 	if local {
-		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox}
+		// Each run's working directory in $TMPDIR (else /tmp), as a
+		// program's temp files go: an executor whose /tmp is read-only
+		// or small sets TMPDIR.
+		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox, WorkdirParent: os.TempDir()}
 	} else {
 		// podman pulls with the registry credentials this command's
 		// environment names, as image build and verify read them.

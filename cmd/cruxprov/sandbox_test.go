@@ -59,3 +59,40 @@ func runSandboxBwrap(t *testing.T, fx *fixtures.Set, python string) {
 		t.Errorf("run --sandbox bwrap answered %+v", r)
 	}
 }
+
+// TestRunWorkdirInTMPDIR: run makes each run's working directory in
+// $TMPDIR, as a program's temp files go, so an executor whose /tmp is
+// read-only or small can point it elsewhere; it ignored TMPDIR (always
+// /tmp), and its refusal named WorkdirParent, a field of the Go API.
+func TestRunWorkdirInTMPDIR(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall()
+	input := filepath.Join(base, "input.json")
+	os.WriteFile(input, []byte(`{"hello": "world"}`), 0o644)
+	secret := filepath.Join(base, "token")
+	os.WriteFile(secret, []byte("s3cr3t"), 0o644)
+	args := []string{"run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@" + secret}
+
+	missing := filepath.Join(base, "no-such-tmp")
+	t.Setenv("TMPDIR", missing)
+	r := run(args...)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: invoke_failed: cannot make the run's working directory in "+missing) ||
+		!strings.Contains(r.stderr, "TMPDIR") {
+		t.Errorf("TMPDIR missing: %+v, want invoke_failed naming it", r)
+	}
+	tmp := filepath.Join(base, "tmp")
+	os.Mkdir(tmp, 0o755)
+	t.Setenv("TMPDIR", tmp)
+	if r := must(args...); !strings.Contains(r.stdout, `"hello":"world"`) {
+		t.Errorf("run with TMPDIR=%s: %+v", tmp, r)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("left in TMPDIR: %v", ents)
+	}
+}
