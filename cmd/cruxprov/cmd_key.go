@@ -307,7 +307,7 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
 			return nil, keyExists(keyPath)
 		}
-		return nil, err
+		return nil, keyWriteFailed(keyPath, err)
 	}
 	if err := atomicfile.WriteNew(pubPath, pub, 0o644); err != nil {
 		// Another key generate of this PREFIX may have found PREFIX.key
@@ -329,9 +329,22 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 		if errors.Is(err, fs.ErrExist) {
 			return nil, keyExists(pubPath)
 		}
-		return nil, err
+		return nil, keyWriteFailed(pubPath, err)
 	}
 	return sign.ParsePublicKey(pub)
+}
+
+// keyWriteFailed says which file of the pair could not be written, and
+// what to do (the error names only a temp file beside it).
+func keyWriteFailed(path string, err error) error {
+	hint := "give --out a prefix in a directory this user can write, with room"
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		hint = "its file system is full: free space there, or give --out a prefix elsewhere"
+	case errors.Is(err, syscall.EROFS):
+		hint = "its file system is read-only: give --out a prefix elsewhere"
+	}
+	return fmt.Errorf("--out: cannot write %s: %w; %s, and run again", path, err, hint)
 }
 
 // keyExists is key generate's refusal to write over path.
