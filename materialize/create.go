@@ -144,7 +144,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		}
 	}
 	emit(Event{Stage: "lock"})
-	unlock, err := lockFile(ctx, filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".lock"))
+	unlock, err := lockFile(ctx, filepath.Join(envs, "."+s.Materialization.Digest.Hex()+".lock"), "create")
 	if err != nil {
 		return nil, err
 	}
@@ -594,10 +594,15 @@ func checkDisk(dir, home string, n usage, compile bool) error {
 }
 
 // lockFile takes an exclusive flock on path, polling so that ctx cancels.
-func lockFile(ctx context.Context, path string) (func(), error) {
+// doing is what the lock is for ("create", "remove"), for the advice of
+// a store that cannot be written.
+func lockFile(ctx context.Context, path, doing string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; create the env as the store's owner, or in a store of your own")
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; %s the env as the store's owner, or in a store of your own", doing)
+	}
+	if errors.Is(err, unix.EROFS) {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store's file system is mounted read-only; remount it read-write to %s the env, or use a store of your own", doing)
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)
@@ -714,7 +719,7 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 	if _, err := digest.ParseHex(filepath.Base(dir)); err != nil {
 		return refusal.New(refusal.MaterializeFailed, "%s is not named by a materialization digest", dir)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(envs, "."+filepath.Base(dir)+".lock"))
+	unlock, err := lockFile(ctx, filepath.Join(envs, "."+filepath.Base(dir)+".lock"), "remove")
 	if err != nil {
 		return err
 	}

@@ -613,9 +613,26 @@ func TestEnvCreateAsNonOwner(t *testing.T) {
 	se.Reset()
 	cmd.Stderr = &se
 	out, err := cmd.Output()
-	var res struct{ Reused bool }
+	var res struct {
+		Reused bool
+		Path   string
+	}
 	if err != nil || json.Unmarshal(out, &res) != nil || !res.Reused {
 		t.Errorf("non-owner create of a sealed env: %v, stdout %q, stderr %q", err, out, se.String())
+	}
+
+	// Removing it is refused with the advice for a removal (it said to
+	// "create the env as the store's owner").
+	cmd = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "env", "remove", res.Path)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	se.Reset()
+	cmd.Stderr = &se
+	cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != exitRefused || !strings.Contains(se.String(), "not writable by this user; remove the env as the store's owner") {
+		t.Errorf("non-owner env remove: exit %d, stderr %q", code, se.String())
+	}
+	if _, err := os.Stat(res.Path); err != nil {
+		t.Errorf("the env is gone: %v", err)
 	}
 }
 
