@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -130,7 +131,7 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot encode the verifier floor")
 	}
 	p := floorPath(stateDir, f.Registry)
-	if err := writeAtomic(p, b); err != nil {
+	if err := atomicfile.WriteFile(p, b, 0o644); err != nil { // the executor's state, not the registry
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot write the verifier floor %s", p)
 	}
 	return nil
