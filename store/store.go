@@ -130,6 +130,12 @@ func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 		return u, nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
+		// Every reader takes it: a lock file missing (where this user
+		// cannot make it) or unreadable stops them all, and only the
+		// store's owner can mend it.
+		lock := filepath.Join(s.home, lockName)
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: its lock file %s is missing or not readable by this user (uid %d); as the store's owner, run any cruxprov command on it (that makes a missing one) or chmod 644 %s", s.home, lock, os.Geteuid(), lock)
 	default:
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", s.home)
 	}

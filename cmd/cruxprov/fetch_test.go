@@ -623,6 +623,16 @@ func TestFetchStoreNotOurs(t *testing.T) {
 		!strings.Contains(r.stderr, "the store cannot be written; it is not writable by this user (uid 65534; its owner is uid 0): fetch as its owner, or into a store of your own") || strings.Contains(r.stderr, "fetch_failed") {
 		t.Fatalf("%+v", r)
 	}
+	// Its lock file gone (or unreadable), which every reader takes and
+	// only the owner can mend: said so, with how.
+	lockFile := filepath.Join(home, ".lock")
+	if err := os.Remove(lockFile); err != nil {
+		t.Fatal(err)
+	}
+	r = asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "its lock file "+lockFile+" is missing or not readable by this user (uid 65534); as the store's owner") {
+		t.Errorf("no lock file: %+v", r)
+	}
 }
 
 // asNobody runs the binary exe as uid 65534 with umask 022 and env.
