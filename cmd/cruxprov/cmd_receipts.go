@@ -128,8 +128,15 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 	if !c.IsSet("ledger") {
 		// No run has written the default ledger yet: nothing to list, not
 		// an error (a --ledger that is not there still is one).
-		if _, err := os.Stat(paths[0]); errors.Is(err, fs.ErrNotExist) {
+		_, err := os.Stat(paths[0])
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			paths = []string{}
+		case errors.Is(err, fs.ErrPermission):
+			// A directory above this user's own ledger that is not its
+			// own (XDG_STATE_HOME naming another user's): no run of
+			// another user's is at stake.
+			return nil, nil, fmt.Errorf("cannot reach this user's ledger %s: permission denied on a directory above it; set XDG_STATE_HOME (or HOME) to a directory of this user's, or name a ledger with --ledger", paths[0])
 		}
 	}
 	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: tolerate})

@@ -280,6 +280,22 @@ func TestReceiptsBeforeAnyRun(t *testing.T) {
 	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the ledger "+led+": permission denied; run as the user whose runs wrote it") {
 		t.Errorf("an unreadable --ledger: %+v", r)
 	}
+	// This user's own ledger below a directory it cannot enter (an
+	// XDG_STATE_HOME of another user's): said so, not blamed on another
+	// user's runs (it named a ledger that does not exist).
+	if err := os.Mkdir(filepath.Join(state, "cruxprov"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(state, "cruxprov"), 0o755) }) // before t.TempDir's removal
+	cmd = exec.Command(bin, "receipts", "list")
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "receipts", "list")
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "XDG_STATE_HOME=" + state}
+	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "error: cannot reach this user's ledger "+filepath.Join(state, "cruxprov")) ||
+		!strings.Contains(r.stderr, "permission denied on a directory above it; set XDG_STATE_HOME") {
+		t.Errorf("a ledger below a directory this user cannot enter: %+v", r)
+	}
 }
 
 // TestImagePushBadDestinationIsUsage: a --push that is neither REPO nor
