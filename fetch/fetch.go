@@ -169,7 +169,9 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 				emit(Event{Kind: EventDamaged, Filename: w.Filename, Err: err})
 			}
 		} else if err != nil {
-			return rep, fmt.Errorf("%s: %w", w.Filename, err)
+			// Neither there nor not: the store cannot be read (a blob of
+			// another user's made unreadable, an I/O error).
+			return rep, fmt.Errorf("cannot read the store's blob of %s: %w; run as a user who can read the store %s (its blobs are 0444), or have its owner give read access", w.Filename, err, st.Home())
 		}
 		if ok {
 			if w.Size > 0 && size != w.Size {
