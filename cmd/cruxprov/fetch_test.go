@@ -633,6 +633,23 @@ func TestFetchStoreNotOurs(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "its lock file "+lockFile+" is missing or not readable by this user (uid 65534); as the store's owner") {
 		t.Errorf("no lock file: %+v", r)
 	}
+	// The owner fetches, then makes one blob unreadable: named as the
+	// store's, with what to do (it was "error: alpha….whl: open …:
+	// permission denied").
+	if r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--home", home); r.code != 0 {
+		t.Fatalf("fetch as the owner: %+v", r)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(home, "blobs", "sha256", "[0-9a-f]*"))
+	if len(blobs) == 0 {
+		t.Fatal("no blob fetched")
+	}
+	for _, b := range blobs {
+		os.Chmod(b, 0o400)
+	}
+	r = asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--offline", "--home", home)
+	if r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the store's blob of ") || !strings.Contains(r.stderr, "run as a user who can read the store "+home) {
+		t.Errorf("an unreadable blob: %+v", r)
+	}
 }
 
 // asNobody runs the binary exe as uid 65534 with umask 022 and env.
