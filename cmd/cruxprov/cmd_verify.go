@@ -81,6 +81,11 @@ func stateDir(c *cli.Context) (string, error) {
 func readRegistry(c *cli.Context, o *opts, name string) (*registry.Dir, error) {
 	root := filepath.Join(o.home, "registry")
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+		if _, herr := os.Stat(o.home); errors.Is(herr, fs.ErrNotExist) {
+			// A typo in --home or CRUXPROV_HOME, more likely than a pin
+			// never made: say there is no store there at all.
+			return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: there is no store at %s; check --home (or CRUXPROV_HOME): it must name the operator's store", name, o.home)
+		}
 		return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: the store %s has no registry", name, o.home)
 	}
 	return registry.OpenDir(c.Context, root)

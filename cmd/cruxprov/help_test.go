@@ -406,3 +406,16 @@ func TestRunLimitsThatWouldBeIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyNoStore: verify with a --home that names nothing (a typo)
+// says there is no store there, not that the store has no registry.
+func TestVerifyNoStore(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-home")
+	r := cruxprov(t, "--home", missing, "verify", "acme-echo", "--state-dir", t.TempDir())
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: pin_unapproved: no accepted pin for acme-echo: there is no store at "+missing+"; check --home") {
+		t.Errorf("%+v", r)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("verify made %s", missing)
+	}
+}
