@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sort"
 	"strings"
 	"sync"
@@ -171,7 +172,10 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 		} else if err != nil {
 			// Neither there nor not: the store cannot be read (a blob of
 			// another user's made unreadable, an I/O error).
-			return rep, fmt.Errorf("cannot read the store's blob of %s: %w; run as a user who can read the store %s (its blobs are 0444), or have its owner give read access", w.Filename, err, st.Home())
+			if errors.Is(err, fs.ErrPermission) {
+				return rep, fmt.Errorf("cannot read the store's blob of %s: %w; run as a user who can read the store %s (its blobs are 0444), or have its owner give read access", w.Filename, err, st.Home())
+			}
+			return rep, fmt.Errorf("cannot read the store's blob of %s: %w", w.Filename, err)
 		}
 		if ok {
 			if w.Size > 0 && size != w.Size {

@@ -677,7 +677,7 @@ func TestStoreWriteFailure(t *testing.T) {
 		}
 		// Each says what would let it: root's read-only mount, this
 		// user's own store without its write permission.
-		want := "the store cannot be written; it is this user's, without write permission: chmod -R u+w " + blobs
+		want := "the store cannot be written; it is this user's, without write permission: chmod u+w " + blobs
 		if os.Geteuid() == 0 {
 			want = "the store cannot be written; its file system is mounted read-only: remount it read-write"
 		}

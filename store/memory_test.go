@@ -13,39 +13,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
-	"golang.org/x/sys/unix"
 )
-
-// TestMemAvailableSeesAMemfd: what memAvailable reads falls as a memfd
-// grows (the kernel counts its pages as memory in use), so the half rule
-// bounds a memfd copy as it bounds one on a disk.
-func TestMemAvailableSeesAMemfd(t *testing.T) {
-	before := memAvailable()
-	if before <= 0 {
-		t.Skip("the available memory cannot be read here")
-	}
-	fd, err := unix.MemfdCreate("cruxprov-test", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Skipf("no memfd: %v", err)
-	}
-	f := os.NewFile(uintptr(fd), "memfd")
-	defer f.Close()
-	const size = 256 << 20
-	buf := make([]byte, 1<<20)
-	for i := range buf {
-		buf[i] = byte(i)
-	}
-	for range size / len(buf) {
-		if _, err := f.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Others on the machine allocate and free meanwhile: a fall of at
-	// least half the memfd's size is the kernel counting it.
-	if after := memAvailable(); before-after < size/2 {
-		t.Errorf("available memory %d before a %d-byte memfd, %d with it", before, size, after)
-	}
-}
 
 // TestIngestMemfdBounded: a root wheel copied into a memfd (a store this
 // user cannot write, and no temp directory it can) stops at half of the
@@ -72,6 +40,7 @@ func TestIngestMemfdBounded(t *testing.T) {
 		t.Skipf("cannot remount read-only: %v %s", err, out)
 	}
 	asuser.RunChild(t, t.Name(), "CRUXPROV_TEST_MEMCG="+procs, "CRUXPROV_TEST_HOME="+home,
+		"CRUXPROV_TEST_CACHEDIR="+t.TempDir(), "CRUXPROV_TEST_TMPFS="+smallDisk(t, "1g"),
 		"TMPDIR="+filepath.Join(t.TempDir(), "missing"))
 	if b, err := os.ReadFile(filepath.Join(cg, "memory.failcnt")); err == nil && strings.TrimSpace(string(b)) != "0" {
 		t.Logf("the cgroup met its limit %s times (reclaim), and the child lived", strings.TrimSpace(string(b)))
@@ -88,6 +57,41 @@ func ingestInCgroup(t *testing.T, procs string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cgroup's usage full of page cache, as a long-lived container's
+	// is (a file of 1.5 times the limit written and read back): the
+	// kernel frees it for the copy, which counts it as room. Counted as
+	// used, the room was ~0 and a wheel of 16 MiB was refused.
+	cache := filepath.Join(os.Getenv("CRUXPROV_TEST_CACHEDIR"), "cache")
+	chunk := make([]byte, 1<<20)
+	f, err := os.Create(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 192 {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if f, err = os.Open(cache); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.CopyBuffer(io.Discard, f, chunk) // not into memory: the cache alone
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cgroupRoom(); r < 32<<20 {
+		t.Errorf("the cgroup's room with its usage page cache: %d bytes, want most of its 128 MiB", r)
+	}
+	p, err := s.Ingest(context.Background(), io.LimitReader(&endless{}, 16<<20))
+	if err != nil {
+		t.Fatalf("a 16 MiB copy into a memfd, the cgroup full of page cache: %v", err)
+	}
+	p.Discard()
 	src := &endless{}
 	_, err = s.Ingest(context.Background(), io.LimitReader(src, 1<<30)) // a gigabyte: the copy should stop long before
 	var we *WriteError
@@ -96,6 +100,15 @@ func ingestInCgroup(t *testing.T, procs string) {
 	}
 	if src.n > 128<<20 {
 		t.Errorf("the copy took %d bytes before it stopped, in a cgroup of 128 MiB", src.n)
+	}
+	// A TMPDIR on a tmpfs (a container's /tmp) whose size says 1 GiB: its
+	// pages are the cgroup's memory too, and bound the copy likewise
+	// (bounded by the tmpfs's size alone, it was killed).
+	os.Setenv("TMPDIR", os.Getenv("CRUXPROV_TEST_TMPFS"))
+	src = &endless{}
+	_, err = s.Ingest(context.Background(), io.LimitReader(src, 1<<30))
+	if !errors.As(err, &we) || !strings.Contains(err.Error(), "free space there, or set TMPDIR") || src.n > 128<<20 {
+		t.Fatalf("an endless copy into a tmpfs TMPDIR: %v after %d bytes, want a *WriteError within the cgroup's 128 MiB", err, src.n)
 	}
 }
 

@@ -133,9 +133,18 @@ func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		// Every reader takes it: a lock file missing (where this user
 		// cannot make it) or unreadable stops them all, and only the
-		// store's owner can mend it.
+		// store's owner can mend it. Which, the lock's stat says.
 		lock := filepath.Join(s.home, lockName)
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: its lock file %s is missing or not readable by this user (uid %d); as the store's owner, run any cruxprov command on it (that makes a missing one) or chmod 644 %s", s.home, lock, os.Geteuid(), lock)
+		_, serr := os.Stat(lock)
+		switch {
+		case errors.Is(serr, fs.ErrPermission):
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: this user (uid %d) cannot enter it (its mode or a parent's: a store's directories are 0755 for the executors that read it); as its owner, chmod 755 it", s.home, os.Geteuid())
+		case errors.Is(serr, fs.ErrNotExist) && errors.Is(err, unix.EROFS):
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: its lock file %s is missing and the store's file system is read-only; remount it read-write once and run any cruxprov command on it as its owner (that makes the lock)", s.home, lock)
+		case errors.Is(serr, fs.ErrNotExist):
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: its lock file %s is missing and this user (uid %d) cannot make it; as the store's owner, run any cruxprov command on it (that makes the lock)", s.home, lock, os.Geteuid())
+		}
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s: its lock file %s is not readable by this user (uid %d); as the store's owner, chmod 644 %s", s.home, lock, os.Geteuid(), lock)
 	default:
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock the store %s", s.home)
 	}
@@ -268,8 +277,11 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 	// A blob present with the right bytes is kept; a damaged one was
 	// removed by Check and is written anew.
 	ok, have, err := s.Check(d)
-	if de := (*DamagedError)(nil); err != nil && (!errors.As(err, &de) || de.RemoveErr != nil) {
-		return nil, err
+	if de := (*DamagedError)(nil); errors.As(err, &de) && de.RemoveErr != nil {
+		return nil, &WriteError{Dir: s.home, Op: "removing the damaged blob " + d.Hex()[:12], Err: err,
+			Hint: "remove it as the store's owner, then fetch again (a blob whose bytes are not the ones its name says: a failing disk, or a write to the store, to look into)"}
+	} else if err != nil && de == nil {
+		return nil, &WriteError{Dir: s.home, Op: "reading blob " + d.Hex()[:12], Err: err}
 	}
 	if ok {
 		if size > 0 && have != size {
@@ -360,9 +372,22 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 // free space there and gc it, this user cannot follow).
 func (s *Store) unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ int64, err error) {
 	dir := os.TempDir()
-	op := "a private copy in that directory (the store " + s.home + " is not this user's to write)"
+	op := "a private copy in that directory (the store " + s.home + " cannot be written)"
 	hint := "free space there, or set TMPDIR to a directory with room"
 	room := newRoomReader(src, dir)
+	var sfs unix.Statfs_t
+	if unix.Statfs(dir, &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC {
+		// A tmpfs is memory (a container's /tmp, often): its pages count
+		// against the memory cgroup, whatever room the tmpfs says it has.
+		avail := func() int64 {
+			d, m := freeBytes(dir), memAvailable()
+			if d < 0 || (m >= 0 && m < d) {
+				return m
+			}
+			return d
+		}
+		room = &roomReader{r: src, avail: avail, free: avail()}
+	}
 	f, err := os.CreateTemp("", ".cruxprov-ingest-*")
 	if err == nil {
 		if err := os.Remove(f.Name()); err != nil {
@@ -375,7 +400,7 @@ func (s *Store) unnamedTemp(ctx context.Context, src io.Reader) (_ *os.File, _ i
 			return nil, 0, writeFailure(dir, op, fmt.Errorf("%w (nor a memfd: %v)", err, merr))
 		}
 		f = os.NewFile(uintptr(fd), "memfd:.cruxprov-ingest")
-		op = "a private copy in memory, a memfd, as that directory cannot be written (the store " + s.home + " is not this user's to write)"
+		op = "a private copy in memory, a memfd, as that directory cannot be written (nor can the store " + s.home + ")"
 		hint = "set TMPDIR to a directory this user can write, with room"
 		room = &roomReader{r: src, avail: memAvailable, free: memAvailable()}
 	}
@@ -411,8 +436,10 @@ func (s *Store) notWritable(op string, err error) error {
 	switch {
 	case errors.Is(err, unix.EROFS):
 		hint = "its file system is mounted read-only: remount it read-write, or use a store of your own"
-	case unix.Stat(dir, &st) == nil && int(st.Uid) == os.Geteuid():
-		hint = "it is this user's, without write permission: chmod -R u+w " + dir
+	case unix.Stat(dir, &st) == nil && int(st.Uid) == os.Geteuid() && os.Geteuid() != 0 && st.Mode&0o200 == 0:
+		hint = "it is this user's, without write permission: chmod u+w " + dir
+	case unix.Stat(dir, &st) == nil && (int(st.Uid) == os.Geteuid() || os.Geteuid() == 0):
+		hint = "writing is denied although the directory's mode allows it: an immutable attribute (lsattr -d " + dir + "), NFS's root_squash or a security module (SELinux, AppArmor); lift it, or use a store of your own"
 	case unix.Stat(dir, &st) == nil:
 		hint = fmt.Sprintf("it is not writable by this user (uid %d; its owner is uid %d): fetch as its owner, or into a store of your own", os.Geteuid(), st.Uid)
 	}
@@ -486,7 +513,8 @@ func newRoomReader(r io.Reader, dir string) *roomReader {
 func (r *roomReader) Read(p []byte) (int, error) {
 	if r.free >= 0 && r.since >= roomCheck {
 		r.since = 0
-		if now := r.avail(); now >= 0 && now < r.free/2 {
+		// None free when it began (known): nothing may be taken.
+		if now := r.avail(); now >= 0 && (now < r.free/2 || r.free == 0) {
 			return 0, errNoRoom
 		}
 	}

@@ -252,7 +252,11 @@ func runAction(c *cli.Context) error {
 		// Each run's working directory in $TMPDIR (else /tmp), as a
 		// program's temp files go: an executor whose /tmp is read-only
 		// or small sets TMPDIR.
-		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox, WorkdirParent: os.TempDir()}
+		tmp, err := filepath.Abs(os.TempDir()) // a relative TMPDIR, made absolute before a sandbox binds it
+		if err != nil {
+			return usagef("TMPDIR %q: %v", os.TempDir(), err)
+		}
+		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox, WorkdirParent: tmp}
 	} else {
 		// podman pulls with the registry credentials this command's
 		// environment names, as image build and verify read them.

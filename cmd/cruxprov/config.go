@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -37,6 +38,11 @@ func loadConfig(home string) (*config, error) {
 	b, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return &config{}, nil // no store yet, or not a directory: openStore says so
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		// Not a mistake on the command line: the store (or a directory
+		// above it) is not this user's to read.
+		return nil, fmt.Errorf("cannot read the store's %s: permission denied to this user (uid %d); run as a user who can read the store (its directories are 0755, its files 0644 for the executors that read it), or have its owner give read access", p, os.Geteuid())
 	}
 	if err != nil {
 		return nil, usagef("%s: %v", p, unwrapPath(err))

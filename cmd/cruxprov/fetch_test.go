@@ -630,7 +630,7 @@ func TestFetchStoreNotOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--index", idx, "--home", home)
-	if r.code != exitRefused || !strings.Contains(r.stderr, "its lock file "+lockFile+" is missing or not readable by this user (uid 65534); as the store's owner") {
+	if r.code != exitRefused || !strings.Contains(r.stderr, "its lock file "+lockFile+" is missing and this user (uid 65534) cannot make it; as the store's owner") {
 		t.Errorf("no lock file: %+v", r)
 	}
 	// The owner fetches, then makes one blob unreadable: named as the
@@ -650,6 +650,15 @@ func TestFetchStoreNotOurs(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the store's blob of ") || !strings.Contains(r.stderr, "run as a user who can read the store "+home) {
 		t.Errorf("an unreadable blob: %+v", r)
 	}
+	// A store home this user cannot enter (an operator's 0700): said so
+	// (exit 1), not blamed on the command line ("usage: …/config.yaml:
+	// permission denied", exit 64) nor on the lock file.
+	os.Chmod(home, 0o700)
+	r = asNobody(t, exe, []string{"HOME=/nonexistent"}, "fetch", "--lock", lockCopy, "--platform", fetchTestPlatform, "--offline", "--home", home)
+	if r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the store's "+filepath.Join(home, "config.yaml")+": permission denied to this user (uid 65534); run as a user who can read the store") {
+		t.Errorf("a home this user cannot enter: %+v", r)
+	}
+	os.Chmod(home, 0o755)
 }
 
 // asNobody runs the binary exe as uid 65534 with umask 022 and env.

@@ -14,6 +14,7 @@
 package asuser
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Require skips t unless it runs as root with setpriv (util-linux) on
@@ -125,7 +127,15 @@ func RunChild(t testing.TB, test string, env ...string) {
 	for i := range run {
 		run[i] = "^" + regexp.QuoteMeta(run[i]) + "$"
 	}
-	cmd := exec.Command(exe, "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1")
+	ctx := context.Background()
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok { // the child ends with its parent's time
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
+		}
+	}
+	cmd := exec.CommandContext(ctx, exe, "-test.run="+strings.Join(run, "/"), "-test.v", "-test.count=1")
 	cmd.Env = append(cmd.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test+" ") {
