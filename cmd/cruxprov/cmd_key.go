@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -218,6 +219,13 @@ func init() {
 //   - the pair otherwise, or PREFIX.pub alone: refused, as ever: a key is
 //     never overwritten.
 func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err error) {
+	// The pair's file operations in order on one thread: a tracer that
+	// counts system calls per thread (strace's inject when=N, as
+	// TestKeyGenerateKilled kills at each) sees them as the sequence
+	// they are; the Go scheduler could otherwise split them between
+	// threads, and the Nth would be no thread's Nth.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	keyPath, pubPath := prefix+".key", prefix+".pub"
 	there := func(p string) (fs.FileInfo, bool) {
 		fi, err := os.Lstat(p)
