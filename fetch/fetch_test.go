@@ -656,7 +656,9 @@ func TestStoreWriteFailure(t *testing.T) {
 		}
 		srv.mu.Unlock()
 	}
-	t.Run("not writable", func(t *testing.T) {
+	// lockable is a store the test can make unwritable (lockOut): on a
+	// tmpfs for root (who ignores modes), in a directory for anyone else.
+	lockable := func(t *testing.T) (string, *store.Store) {
 		var home string
 		if os.Geteuid() == 0 {
 			home = filepath.Join(testdir.Tmpfs(t, "1m"), "home")
@@ -667,7 +669,12 @@ func TestStoreWriteFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blobs := filepath.Join(home, store.BlobsDir)
+		return home, st
+	}
+	// lockOut makes the store's blobs unwritable: its tmpfs remounted
+	// read-only for root, the blobs directory 0555 for anyone else.
+	lockOut := func(t *testing.T, home string) (blobs string) {
+		blobs = filepath.Join(home, store.BlobsDir)
 		if os.Geteuid() == 0 {
 			if out, err := exec.Command("mount", "-o", "remount,ro", filepath.Dir(home)).CombinedOutput(); err != nil {
 				t.Skipf("cannot make the tmpfs read-only: %v %s", err, out)
@@ -675,6 +682,11 @@ func TestStoreWriteFailure(t *testing.T) {
 		} else if err := os.Chmod(blobs, 0o555); err != nil {
 			t.Fatal(err)
 		}
+		return blobs
+	}
+	t.Run("not writable", func(t *testing.T) {
+		home, st := lockable(t)
+		blobs := lockOut(t, home)
 		// Each says what would let it: root's read-only mount, this
 		// user's own store without its write permission.
 		want := "the store cannot be written; it is this user's, without write permission: chmod u+w " + blobs
@@ -691,31 +703,15 @@ func TestStoreWriteFailure(t *testing.T) {
 	// it as the owner, and no "fetching it again" event; it was refused
 	// hash_mismatch, whose remedy blames the mirror.
 	t.Run("damaged, not removable", func(t *testing.T) {
-		var home string
-		if os.Geteuid() == 0 {
-			home = filepath.Join(testdir.Tmpfs(t, "1m"), "home")
-		} else {
-			home = filepath.Join(testdir.New(t), "home")
-		}
-		st, err := store.Open(home)
-		if err != nil {
-			t.Fatal(err)
-		}
+		home, st := lockable(t)
 		srv := newFaultServer(t, fx, "", "none")
 		if _, err := Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{}); err != nil {
 			t.Fatal(err)
 		}
-		blobs := filepath.Join(home, store.BlobsDir)
-		damage(t, filepath.Join(blobs, hexOf(fx[0].data)))
-		if os.Geteuid() == 0 {
-			if out, err := exec.Command("mount", "-o", "remount,ro", filepath.Dir(home)).CombinedOutput(); err != nil {
-				t.Skipf("cannot make the tmpfs read-only: %v %s", err, out)
-			}
-		} else if err := os.Chmod(blobs, 0o555); err != nil {
-			t.Fatal(err)
-		}
+		damage(t, filepath.Join(home, store.BlobsDir, hexOf(fx[0].data)))
+		lockOut(t, home)
 		var kinds []EventKind
-		_, err = Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Events: func(e Event) { kinds = append(kinds, e.Kind) }})
+		_, err := Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Events: func(e Event) { kinds = append(kinds, e.Kind) }})
 		var we *store.WriteError
 		if !errors.As(err, &we) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "removing the damaged blob of "+fx[0].filename) ||
 			!strings.Contains(err.Error(), "remove it as the store's owner, then fetch again") {
