@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -43,7 +44,8 @@ func init() {
 				"PREFIX.key (0600, this user's) without PREFIX.pub is opened with the password given\n" +
 				"and its public key written (\"completed\": true in --json); a wrong password writes\n" +
 				"nothing. The temp files of a killed run, .tmp-NAME.key-N and .tmp-NAME.pub-N beside\n" +
-				"them, are no keys to use: the run again removes them.\n\n" +
+				"them, are no keys to use: the run again removes them. Runs writing in one directory\n" +
+				"take turns (a lock on the directory): a second one waits, saying so.\n\n" +
 				"Example:\n   CRUXPROV_KEY_PASSWORD=… cruxprov key generate --out ~/keys/alice\n   cruxprov key trust ~/keys/alice.pub",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "out", Usage: "file `PREFIX`", Required: true}},
 			Action: func(c *cli.Context) error {
@@ -55,7 +57,7 @@ func init() {
 					return usagef("key generate takes no arguments")
 				}
 				prefix := c.String("out")
-				pk, completed, err := keyPair(o, prefix)
+				pk, completed, err := keyPair(c.Context, o, prefix)
 				if err != nil {
 					return err
 				}
@@ -218,7 +220,10 @@ func init() {
 //     key, the temp files removed;
 //   - the pair otherwise, or PREFIX.pub alone: refused, as ever: a key is
 //     never overwritten.
-func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err error) {
+//
+// Runs in one directory take turns (lockKeyDir), so that no run removes
+// the temp file of another still writing it.
+func keyPair(ctx context.Context, o *opts, prefix string) (pub *sign.PublicKey, completed bool, err error) {
 	// The pair's file operations in order on one thread: a tracer that
 	// counts system calls per thread (strace's inject when=N, as
 	// TestKeyGenerateKilled kills at each) sees them as the sequence
@@ -226,6 +231,16 @@ func keyPair(o *opts, prefix string) (pub *sign.PublicKey, completed bool, err e
 	// threads, and the Nth would be no thread's Nth.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	// The example's --out ~/keys/alice works on a new host: a missing
+	// directory is made, private (it holds the key), and locked.
+	if err := mkdirSynced(filepath.Dir(prefix), 0o700); err != nil {
+		return nil, false, fmt.Errorf("--out %s: %w", prefix, err)
+	}
+	unlock, err := lockKeyDir(ctx, o, filepath.Dir(prefix))
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
 	keyPath, pubPath := prefix+".key", prefix+".pub"
 	there := func(p string) (fs.FileInfo, bool) {
 		fi, err := os.Lstat(p)
@@ -300,11 +315,6 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 	if len(pw) == 0 {
 		return nil, usagef("an empty key password: the private key is always encrypted (set CRUXPROV_KEY_PASSWORD to the password, or type one at the prompt)")
 	}
-	// The example's --out ~/keys/alice works on a new host: a missing
-	// directory is made, private (it holds the key).
-	if err := mkdirSynced(filepath.Dir(prefix), 0o700); err != nil {
-		return nil, fmt.Errorf("--out %s: %w", prefix, err)
-	}
 	removeAll(temps)
 	priv, pub, err := sign.Generate(pw)
 	if err != nil {
@@ -318,8 +328,9 @@ func newKeyPair(o *opts, prefix string, temps []string) (*sign.PublicKey, error)
 		return nil, keyWriteFailed(keyPath, err)
 	}
 	if err := atomicfile.WriteNew(pubPath, pub, 0o644); err != nil {
-		// Another key generate of this PREFIX may have found PREFIX.key
-		// alone meanwhile and completed the pair (removing this run's
+		// Where the directory could not be locked (lockKeyDir), another
+		// key generate of this PREFIX may have found PREFIX.key alone
+		// meanwhile and completed the pair (removing this run's
 		// temp file, or linking PREFIX.pub first): the pair is whole,
 		// and the key is not this run's to take back.
 		if pk, ok := samePublicKey(pubPath, pub); ok {
@@ -407,6 +418,46 @@ func interruptedKey(o *opts, keyPath, pubPath string) (*sign.PrivateKey, error) 
 		return nil, fmt.Errorf("%s, kept from an interrupted key generate, does not open: %v; nothing was written: run the same command again with the password it was made with", keyPath, err)
 	}
 	return k, nil
+}
+
+// lockKeyDir takes an exclusive flock(2) on the directory dir for one
+// key generate, waiting (and saying so once) while another holds it, until
+// ctx ends: the temp files a run finds there are then a killed run's,
+// which the kernel's release of its lock tells from a live one's, and
+// removing them takes no file from a run still writing it. Where the lock
+// cannot be had at all (a directory this user may search but not read,
+// a file system without flock, NFS's emulation of it, which needs a file
+// open for writing), the run goes on without it, as before there was one:
+// the lock keeps two runs of one PREFIX from failing each other, and no
+// key depends on it (each file is written whole or not at all, never
+// over another). unlock releases it.
+func lockKeyDir(ctx context.Context, o *opts, dir string) (unlock func(), err error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return func() {}, nil
+	}
+	fd := int(d.Fd())
+	said := false
+	for {
+		err = syscall.Flock(fd, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { d.Close() }, nil // closing releases the lock
+		}
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			d.Close()
+			return func() {}, nil
+		}
+		if !said {
+			o.line(fmt.Sprintf("key generate: another key generate is writing in %s; waiting for it to finish", dir))
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			d.Close()
+			return nil, fmt.Errorf("key generate: %w while waiting for another key generate in %s; nothing was written", context.Cause(ctx), dir)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // removeAll removes the temp files of an interrupted run, best effort:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -373,53 +374,67 @@ func TestKeyGenerateNoHardLinks(t *testing.T) {
 	}
 }
 
-// TestKeyGenerateConcurrentCompletion: a key generate held up (strace
-// delays it) between linking PREFIX.key and PREFIX.pub is overtaken by the
-// same command run again, which finds PREFIX.key alone and completes the
-// pair (removing the first run's temp file). The first run then finds
-// the pair whole: both exit 0 with the same key, and the key stays. The
-// first run failed (its temp file gone), and where the second linked
-// PREFIX.pub first it removed PREFIX.key, the key the second had just
-// reported.
-func TestKeyGenerateConcurrentCompletion(t *testing.T) {
+// TestKeyGenerateConcurrent: a key generate held up (strace delays it)
+// before linking PREFIX.key, or between linking PREFIX.key and PREFIX.pub,
+// while the same command runs again. The second run waits for the first
+// (a lock on the directory), says so, then finds the pair whole and
+// refuses to overwrite it; the first exits 0 and its pair stays. Without
+// the lock, the second removed the first's temp file as a killed run's:
+// held before PREFIX.key, the first then failed (its temp file gone) and
+// the second made a pair of its own; held before PREFIX.pub, the second
+// completed the pair, and where it linked PREFIX.pub first, the first
+// removed PREFIX.key, the key the second had just reported.
+func TestKeyGenerateConcurrent(t *testing.T) {
 	strace := straceOrSkip(t)
-	prefix := filepath.Join(t.TempDir(), "keys", "alice")
-	// The link of PREFIX.pub, whichever thread makes it (strace counts
-	// a when= per thread, and Go's syscalls move between threads).
-	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", prefix+".pub", "-e", "trace=link,linkat",
-		"-e", "inject=link,linkat:delay_enter=3000000", bin, "key", "generate", "--out", prefix, "--json")
-	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, held := range []string{".key", ".pub"} {
+		t.Run("held before "+held, func(t *testing.T) {
+			prefix := filepath.Join(t.TempDir(), "keys", "alice")
+			// The link of that file, whichever thread makes it (strace
+			// counts a when= per thread, and Go's syscalls move between
+			// threads).
+			cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", prefix+held, "-e", "trace=link,linkat",
+				"-e", "inject=link,linkat:delay_enter=3000000", bin, "key", "generate", "--out", prefix, "--json")
+			cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// The first run is in its delay once its temp file of that
+			// file is there (and, for PREFIX.pub, PREFIX.key).
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				temps, _ := atomicfile.Temps(prefix + held)
+				if len(temps) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					t.Fatalf("the first key generate wrote no temp file of PREFIX%s", held)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			_, r := keyGen(t, prefix, "pw")
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("the first key generate: %v: %s", err, errb.String())
+			}
+			if r.code != 1 || !strings.Contains(r.stderr, "another key generate is writing in "+filepath.Dir(prefix)+"; waiting for it to finish") ||
+				!strings.Contains(r.stderr, "alice.key exists: not overwriting a key") {
+				t.Fatalf("the second key generate: %+v", r)
+			}
+			var first genResult
+			if err := json.Unmarshal([]byte(out.String()), &first); err != nil {
+				t.Fatalf("the first key generate said %q: %v", out.String(), err)
+			}
+			key, err := os.ReadFile(prefix + ".key")
+			if err != nil {
+				t.Fatalf("the key is gone: %v", err)
+			}
+			wantPair(t, prefix, key, nil)
+			pb, _ := os.ReadFile(prefix + ".pub")
+			if pk, err := sign.ParsePublicKey(pb); err != nil || pk.Digest().String() != first.Digest {
+				t.Errorf("PREFIX.pub is not the key the first run reported, %s (%v)", first.Digest, err)
+			}
+		})
 	}
-	// The first run is in its delay once PREFIX.key is there.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Lstat(prefix + ".key"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the first key generate wrote no PREFIX.key")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	second, r := keyGen(t, prefix, "pw")
-	if r.code != 0 || !second.Completed {
-		t.Fatalf("the second key generate: %+v", r)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the first key generate: %v: %s", err, errb.String())
-	}
-	var first genResult
-	if err := json.Unmarshal([]byte(out.String()), &first); err != nil || first.Digest != second.Digest {
-		t.Fatalf("the first key generate said %q (%v), the second %s", out.String(), err, second.Digest)
-	}
-	key, err := os.ReadFile(prefix + ".key")
-	if err != nil {
-		t.Fatalf("the key is gone: %v", err)
-	}
-	wantPair(t, prefix, key, nil)
 }
