@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // maxDoc bounds a change-set or pin document.
@@ -199,6 +200,24 @@ func parseTrust(b []byte) (*Trust, error) {
 	}
 	if !majorOK(t.Format, TrustFormat) {
 		return nil, refusal.New(refusal.RegistryCorrupt, "trust.json format %q: this cruxprov reads %s", t.Format, TrustFormat)
+	}
+	// A key's digest is what the trust state, the history's steps and
+	// every approval name; its PEM is what a signature is checked with.
+	// Each PEM must be the key of its digest: the trust state's digest
+	// (and so the replay of the history) does not cover the PEM, and a
+	// PEM swapped for another key under a trusted key's digest would
+	// make that other key's signatures count as the trusted key's.
+	for i, k := range append([]Key{t.Root}, t.Keys...) {
+		if i == 0 && k.PEM == "" && k.Digest.IsZero() {
+			continue // no root yet
+		}
+		pk, err := sign.ParsePublicKey([]byte(k.PEM))
+		if err != nil {
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "trust.json: key %q", k.Name)
+		}
+		if pk.Digest() != k.Digest {
+			return nil, refusal.New(refusal.RegistryCorrupt, "trust.json: key %q is recorded as %s but its public key is %s: the trust file was altered (or damaged); restore the registry from a trusted copy", k.Name, k.Digest, pk.Digest())
+		}
 	}
 	return &t, nil
 }

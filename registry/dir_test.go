@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,6 +172,19 @@ func TestTamperRefusals(t *testing.T) {
 				return out
 			})
 		}, refusal.RegistryCorrupt, false},
+		// The trust state's digest (what the history's replay checks)
+		// covers the keys' digests, not their PEMs: a PEM swapped under a
+		// trusted digest made another key's signatures count as the
+		// trusted key's (a review's forgery, accepted).
+		{"a trusted key's PEM swapped for another key's, with a pin that key signed", func(t *testing.T, f *fixture) {
+			forgeWithSwappedPEM(t, f, false)
+		}, refusal.RegistryCorrupt, false},
+		{"the same, to a verifier without a floor", func(t *testing.T, f *fixture) {
+			forgeWithSwappedPEM(t, f, false)
+		}, refusal.RegistryCorrupt, true},
+		{"the same, the root's PEM swapped too", func(t *testing.T, f *fixture) {
+			forgeWithSwappedPEM(t, f, true)
+		}, refusal.RegistryCorrupt, false},
 		{"an older pin copied back", func(t *testing.T, f *fixture) {
 			os.WriteFile(f.pinPath(), f.pin1, 0o644)
 		}, refusal.PinRollback, false},
@@ -234,6 +248,58 @@ func TestTamperRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forgeWithSwappedPEM is an attacker who can write the registry's files
+// and holds no trusted key: it puts its own public key's PEM in trust.json
+// under the root key's name, role and digest (in its root entry too, when
+// root), writes a pin of revision 3 for acme-echo "approved" by the root's
+// digest with a signature of its own key, and appends the history entry
+// accepting it.
+func forgeWithSwappedPEM(t *testing.T, f *fixture, root bool) {
+	t.Helper()
+	mallory := registrytest.NewKey(t, "mallory", registry.RoleApprover)
+	rootDigest := f.root.Key.Digest
+	edit(t, filepath.Join(f.dir.Root(), "trust.json"), func(b []byte) []byte {
+		var tr registry.Trust
+		if err := json.Unmarshal(b, &tr); err != nil {
+			t.Fatal(err)
+		}
+		for i := range tr.Keys {
+			if tr.Keys[i].Digest == rootDigest {
+				tr.Keys[i].PEM = mallory.Key.PEM
+			}
+		}
+		if root {
+			tr.Root.PEM = mallory.Key.PEM
+		}
+		out, _ := json.Marshal(&tr)
+		return out
+	})
+	var old registry.Pin
+	b, _ := os.ReadFile(f.pinPath())
+	if err := json.Unmarshal(b, &old); err != nil {
+		t.Fatal(err)
+	}
+	ch := registrytest.Change("acme-echo", "6.6.6")
+	ch.Action = registry.ActionUpdate
+	spec := registry.Spec{Base: old.SpecDigest, Revision: 3, Changes: []registry.Change{ch}}
+	id, err := registry.SpecDigest(&spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := mallory.Priv.Sign(registry.ApprovalPayload(id, "acme-echo", 3, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	pin := registry.Pin{Format: registry.PinFormat, Provider: "acme-echo", Revision: 3, SpecDigest: id, Spec: spec, AcceptedAt: now,
+		Approvals: []registry.Approval{{Signer: rootDigest, Name: "root", Signature: base64.StdEncoding.EncodeToString(sig), At: now}}}
+	pb, _ := json.Marshal(&pin)
+	if err := os.WriteFile(f.pinPath(), pb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appendEntry(t, f, registry.Entry{Event: registry.EventPinAccepted, Subject: "acme-echo", Digest: id, Revision: 3})
 }
 
 // TestOpenDirChecksHistory: a rewritten history is refused at open.

@@ -457,6 +457,10 @@ func countApprovals(t *Trust, id digest.Digest, scope string, rev int64, aps []A
 			note(err)
 			continue
 		}
+		if pk.Digest() != a.Signer { // parseTrust refuses such a trust.json; a Stub's is built by parseKey
+			note(refusal.New(refusal.RegistryCorrupt, "approval by %s: the trusted key of that name is %s, not the key of its digest", k.Name, pk.Digest()))
+			continue
+		}
 		sig, err := base64.StdEncoding.DecodeString(a.Signature)
 		if err != nil {
 			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s: signature is not base64", k.Name))
