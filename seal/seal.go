@@ -271,11 +271,15 @@ func unreadable(err error) string {
 }
 
 // Load reads and checks the seal of the env at dir: it must exist
-// (seal_missing), parse, carry a known format, and its recomputed
+// (seal_missing), be a regular file (a symlink there is seal_invalid),
+// parse, carry a known format, and its recomputed
 // materialization digest must equal the env directory's name (seal_invalid).
 func Load(dir string) (*Seal, error) {
 	dir = filepath.Clean(dir)
-	b, err := os.ReadFile(SealPath(dir))
+	// Not through a symlink (as the stat index is read): the seal is the
+	// regular file beside the env that the env's watch (package watch)
+	// watches, not a file elsewhere that a link put there names.
+	b, err := readPrivate(SealPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		// No directory either: a mistyped path, not an env whose seal was
 		// lost (rebuilding from its inputs would not make this path one).

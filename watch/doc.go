@@ -28,11 +28,16 @@
 //   - the interpreter and libpython, the seal's real paths and those
 //     Spec names: each file, and its directory for events naming it;
 //   - each Spec.Extra path (the registry directory): a directory with all
-//     its subdirectories, a file itself, each with its directory for
-//     events naming it.
+//     its subdirectories (symlinks in it followed, as its reader follows
+//     them), a file itself, each with its directory for events naming it.
 //
-// Every path given as a symlink is followed hop by hop, and each hop's
-// directory is watched for events naming it. Events that only read (open,
+// Every path is resolved as the kernel resolves it, one component at a
+// time (a symlink's target in its turn, ".." physically), and each
+// directory it passes through is watched for events naming the component
+// taken from it, before that component is read; the identity the check
+// stats against is the file the watch was placed on. A directory above a
+// path's last one that this user may search but not read cannot be
+// watched: it is passed, and a change there is seen by the stat. Events that only read (open,
 // access, close of a read-only descriptor) are not subscribed: running the
 // provider does not make the Verifier dirty.
 //

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -54,11 +56,13 @@ type root struct {
 	dev, ino uint64
 }
 
-// pin records the file path resolves to now (following symlinks).
-func (w *watcher) pin(path string) error {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return fmt.Errorf("watch: cannot watch %s: %w", path, err)
+// pin records that path resolved, when follow watched it, to the file fi
+// (follow's own Lstat of the final file, not a second stat: a path
+// re-pointed between the two would pin one file and watch another).
+func (w *watcher) pin(path string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("watch: cannot watch %s: no device and inode", path)
 	}
 	w.roots = append(w.roots, root{path, uint64(st.Dev), st.Ino})
 	return nil
@@ -188,13 +192,13 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 	if spec.Env == "" {
 		return w, errors.New("watch: the spec names no env")
 	}
-	env, _, err := w.follow(spec.Env)
+	env, efi, err := w.follow(spec.Env)
 	if err != nil {
 		return w, err
 	}
 	// The env's path resolving to the same directory covers its seal
 	// and index too: they cannot leave the watched envs/ without an event.
-	if err := w.pin(spec.Env); err != nil {
+	if err := w.pin(spec.Env, efi); err != nil {
 		return w, err
 	}
 	parent, base := filepath.Dir(env), filepath.Base(env)
@@ -223,17 +227,20 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 	if s.Interpreter.LibPython != nil {
 		files = append(files, s.Interpreter.LibPython.Path)
 	}
-	if err := w.tree(ctx, env); err != nil {
+	// The env's own symlinks are sealed as links (their targets' text),
+	// never followed by a verify: not followed here either.
+	if err := w.tree(ctx, env, false); err != nil {
 		return w, err
 	}
 	for _, p := range files {
 		if p == "" {
 			continue
 		}
-		if _, _, err := w.follow(p); err != nil {
+		_, fi, err := w.follow(p)
+		if err != nil {
 			return w, err
 		}
-		if err := w.pin(p); err != nil {
+		if err := w.pin(p, fi); err != nil {
 			return w, err
 		}
 	}
@@ -245,11 +252,13 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 		if err != nil {
 			return w, err
 		}
-		if err := w.pin(p); err != nil {
+		if err := w.pin(p, fi); err != nil {
 			return w, err
 		}
 		if fi.IsDir() {
-			if err := w.tree(ctx, real); err != nil {
+			// A reader of the registry follows its symlinks (a pins/
+			// on another volume): so does its watch.
+			if err := w.tree(ctx, real, true); err != nil {
 				return w, err
 			}
 		}
@@ -257,51 +266,92 @@ func arm(ctx context.Context, spec Spec) (*watcher, error) {
 	return w, nil
 }
 
-// follow watches path and each symlink hop from it (each hop's real
-// directory, for events naming it), then the final file or directory
-// itself, and returns the final real path.
+// follow resolves p as the kernel does, one component at a time from
+// "/": a symlink's target read and resolved in its turn, ".." the parent
+// of the directory reached (physically: the target "x/../y" of a link
+// whose x is itself a link is not "y" beside it). Each directory it takes a
+// component from is watched, before that component is read, for events
+// naming it, so a component renamed, replaced or re-pointed anywhere along
+// the path from then on is an event; then the final file or directory
+// itself is watched. It returns the final real path and its Lstat.
+//
+// A directory this user may search but not read (an operator's home of
+// 0711 above the store) cannot be watched (inotify needs read
+// permission): above the final component's own directory, such a
+// directory is passed unwatched, and a change there is seen by the
+// check's stat of the path (moved) rather than by an event.
 func (w *watcher) follow(p string) (string, fs.FileInfo, error) {
-	p, err := filepath.Abs(p)
+	abs, err := filepath.Abs(p)
 	if err != nil {
 		return "", nil, fmt.Errorf("watch: %w", err)
 	}
-	for hop := 0; hop <= maxHops; hop++ {
-		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
-		if err != nil {
-			return "", nil, fmt.Errorf("watch: cannot watch %s: %w", p, err)
+	dir := "/"
+	rest := components(abs)
+	hops := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		if c == ".." {
+			dir = filepath.Dir(dir)
+			continue
 		}
-		name := filepath.Base(p)
-		p = filepath.Join(dir, name)
-		if err := w.add(dir, true, name); err != nil {
+		last := len(rest) == 0
+		if err := w.add(dir, true, c); err != nil && (last || !errors.Is(err, unix.EACCES)) {
 			return "", nil, err
 		}
-		fi, err := os.Lstat(p)
+		next := filepath.Join(dir, c)
+		fi, err := os.Lstat(next)
 		if err != nil {
-			return "", nil, fmt.Errorf("watch: cannot watch %s: %w", p, err)
+			return "", nil, fmt.Errorf("watch: cannot watch %s: %w", abs, err)
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if err := w.add(p, fi.IsDir(), ""); err != nil {
-				return "", nil, err
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if hops++; hops > maxHops {
+				return "", nil, fmt.Errorf("watch: cannot watch %s: more than %d symlinks", abs, maxHops)
 			}
-			return p, fi, nil
+			t, err := os.Readlink(next)
+			if err != nil {
+				return "", nil, fmt.Errorf("watch: cannot watch %s: %w", abs, err)
+			}
+			if filepath.IsAbs(t) {
+				dir = "/"
+			}
+			rest = append(components(t), rest...)
+			continue
 		}
-		t, err := os.Readlink(p)
-		if err != nil {
-			return "", nil, fmt.Errorf("watch: cannot watch %s: %w", p, err)
+		if len(rest) > 0 && !fi.IsDir() {
+			return "", nil, fmt.Errorf("watch: cannot watch %s: %s is not a directory", abs, next)
 		}
-		if !filepath.IsAbs(t) {
-			t = filepath.Join(dir, t)
-		}
-		p = filepath.Clean(t)
+		dir = next
 	}
-	return "", nil, fmt.Errorf("watch: cannot watch %s: more than %d symlinks", p, maxHops)
+	fi, err := os.Lstat(dir) // the final file ("/" when p names it)
+	if err != nil {
+		return "", nil, fmt.Errorf("watch: cannot watch %s: %w", abs, err)
+	}
+	if err := w.add(dir, fi.IsDir(), ""); err != nil {
+		return "", nil, err
+	}
+	return dir, fi, nil
+}
+
+// components splits a path into its names, "." and empty ones left out.
+func components(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // tree watches root and every directory under it, each before it is
-// listed, so a directory created meanwhile is an event. Symlinks are not
-// followed.
-func (w *watcher) tree(ctx context.Context, root string) error {
+// listed, so a directory created meanwhile is an event. With links, a
+// symlink in it is followed (follow: its hops and its target watched) and
+// a directory it leads to watched likewise, once; without, symlinks are
+// entries like any other.
+func (w *watcher) tree(ctx context.Context, root string, links bool) error {
 	stack := []string{root}
+	seen := map[string]bool{root: true}
 	for len(stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -321,8 +371,22 @@ func (w *watcher) tree(ctx context.Context, root string) error {
 			return fmt.Errorf("watch: cannot list %s: %w", d, err)
 		}
 		for _, e := range ents {
-			if e.IsDir() {
-				stack = append(stack, filepath.Join(d, e.Name()))
+			next := filepath.Join(d, e.Name())
+			if links && e.Type()&fs.ModeSymlink != 0 {
+				real, fi, err := w.follow(next)
+				if err != nil {
+					return err
+				}
+				if !fi.IsDir() {
+					continue
+				}
+				next = real
+			} else if !e.IsDir() {
+				continue
+			}
+			if !seen[next] {
+				seen[next] = true
+				stack = append(stack, next)
 			}
 		}
 	}
