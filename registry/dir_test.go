@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/canonical"
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -90,7 +91,13 @@ func editPin(t *testing.T, f *fixture, fn func(m map[string]any)) {
 // hashes take no key.
 func appendEntry(t *testing.T, f *fixture, e registry.Entry) {
 	t.Helper()
-	b, err := os.ReadFile(f.logPath())
+	appendEntryAt(t, f.logPath(), e)
+}
+
+// appendEntryAt appends e to the history file logPath (appendEntry).
+func appendEntryAt(t *testing.T, logPath string, e registry.Entry) {
+	t.Helper()
+	b, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +113,7 @@ func appendEntry(t *testing.T, f *fixture, e registry.Entry) {
 	}
 	h := sha256.Sum256([]byte(last.Hash + "\n" + string(raw)))
 	line := fmt.Sprintf(`{"v":1,"prev":%q,"hash":"sha256:%x","entry":%s}`+"\n", last.Hash, h, raw)
-	if err := os.WriteFile(f.logPath(), append(b, line...), 0o644); err != nil {
+	if err := os.WriteFile(logPath, append(b, line...), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -288,7 +295,11 @@ func forgeWithSwappedPEM(t *testing.T, f *fixture, root bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := mallory.Priv.Sign(registry.ApprovalPayload(id, "acme-echo", 3, nil))
+	chain, err := f.dir.Chain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := mallory.Priv.Sign(registry.ApprovalPayload(chain[0], id, "acme-echo", 3, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +311,98 @@ func forgeWithSwappedPEM(t *testing.T, f *fixture, root bool) {
 		t.Fatal(err)
 	}
 	appendEntry(t, f, registry.Entry{Event: registry.EventPinAccepted, Subject: "acme-echo", Digest: id, Revision: 3})
+}
+
+// TestPinFromAnotherRegistryRefused: one key trusted by two registries
+// (staging and production). A pin staging accepted, copied into
+// production's pins/ with the history entry accepting it appended (the
+// chain takes no key), is refused: the approval names the registry it was
+// given in. The approval payload did not name it, and production accepted
+// a pin it never proposed nor approved, to a verifier with a floor and the
+// registry's id pinned (a review's forgery).
+func TestPinFromAnotherRegistryRefused(t *testing.T) {
+	ctx := context.Background()
+	root := registrytest.NewKey(t, "root", registry.RoleApprover)
+	open := func() *registry.Dir {
+		d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	accept := func(d *registry.Dir, v string) {
+		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staging, prod := open(), open()
+	// The same first pin in both (the same spec digest), then staging's
+	// untested second: its base is production's pin too.
+	accept(staging, "1.0")
+	accept(staging, "2.0-rc")
+	accept(prod, "1.0")
+	state := t.TempDir()
+	if _, err := registry.VerifyPin(ctx, prod, state, "acme-echo", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	chain, err := prod.Chain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(staging.Root(), "pins", "acme-echo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p registry.Pin
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(prod.Root(), "pins", "acme-echo.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appendEntryAt(t, filepath.Join(prod.Root(), "log.jsonl"), registry.Entry{Event: registry.EventPinAccepted, Subject: "acme-echo", Digest: p.SpecDigest, Revision: p.Revision})
+	prod2, err := registry.OpenDir(ctx, prod.Root())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.VerifyPinFrom(ctx, prod2, chain[0], state, "acme-echo", time.Now())
+	if !errors.Is(err, refusal.SignatureInvalid) || !strings.Contains(err.Error(), "in registry "+chain[0].String()) {
+		t.Fatalf("staging's pin in production: %v, want signature_invalid naming production's registry", err)
+	}
+}
+
+// TestApprovalV1Refused: an approval signed over the payload's v1 form
+// (which did not name the registry) is refused, saying so and to approve
+// again, not counted.
+func TestApprovalV1Refused(t *testing.T) {
+	f := newFixture(t)
+	var p registry.Pin
+	b, _ := os.ReadFile(f.pinPath())
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	v1, err := canonical.Marshal(map[string]any{"type": "cruxible.approval/v1", "spec": p.SpecDigest.String(), "provider": "acme-echo", "revision": p.Revision, "expires": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := f.root.Priv.Sign(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	editPin(t, f, func(m map[string]any) {
+		m["approvals"].([]any)[0].(map[string]any)["signature"] = base64.StdEncoding.EncodeToString(sig)
+	})
+	_, err = registry.VerifyPin(context.Background(), f.dir, f.state, "acme-echo", time.Now())
+	if !errors.Is(err, refusal.SignatureInvalid) || !strings.Contains(err.Error(), "v1 form, which does not name its registry") {
+		t.Fatalf("a v1 approval: %v", err)
+	}
 }
 
 // TestOpenDirChecksHistory: a rewritten history is refused at open.
@@ -348,13 +451,14 @@ func TestChangeSetFileRoundTrip(t *testing.T) {
 }
 
 func ExampleApprovalPayload() {
+	reg := digest.Sum([]byte("registry"))
 	spec := digest.Sum([]byte("spec"))
 	exp := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
-	fmt.Println(string(registry.ApprovalPayload(spec, "acme-echo", 2, &exp)))
-	fmt.Println(string(registry.ApprovalPayload(spec, "acme-echo", 1, nil)))
+	fmt.Println(string(registry.ApprovalPayload(reg, spec, "acme-echo", 2, &exp)))
+	fmt.Println(string(registry.ApprovalPayload(reg, spec, "acme-echo", 1, nil)))
 	// Output:
-	// {"expires":"2026-01-02T15:04:05Z","provider":"acme-echo","revision":2,"spec":"sha256:d4f02eaafd1a9e9de7d10972ca8e47fa7a985825c3c9c1e249c72683cb3e4f19","type":"cruxible.approval/v1"}
-	// {"expires":null,"provider":"acme-echo","revision":1,"spec":"sha256:d4f02eaafd1a9e9de7d10972ca8e47fa7a985825c3c9c1e249c72683cb3e4f19","type":"cruxible.approval/v1"}
+	// {"expires":"2026-01-02T15:04:05Z","provider":"acme-echo","registry":"sha256:872491a30d60d598962de6e7b834ab76b2aa65fbab102c6ebaaae6acdc238822","revision":2,"spec":"sha256:d4f02eaafd1a9e9de7d10972ca8e47fa7a985825c3c9c1e249c72683cb3e4f19","type":"cruxible.approval/v2"}
+	// {"expires":null,"provider":"acme-echo","registry":"sha256:872491a30d60d598962de6e7b834ab76b2aa65fbab102c6ebaaae6acdc238822","revision":1,"spec":"sha256:d4f02eaafd1a9e9de7d10972ca8e47fa7a985825c3c9c1e249c72683cb3e4f19","type":"cruxible.approval/v2"}
 }
 
 // BenchmarkVerifyPin is the pin half of what an executor pays before

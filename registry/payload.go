@@ -11,26 +11,44 @@ import (
 // ApprovalPayload returns the bytes an approver signs: the RFC 8785
 // canonical JSON of
 //
-//	{"type":"cruxible.approval/v1","spec":SPEC_DIGEST,"provider":NAME,
-//	 "revision":N,"expires":RFC3339|null}
+//	{"type":"cruxible.approval/v2","registry":REGISTRY_ID,
+//	 "spec":SPEC_DIGEST,"provider":NAME,"revision":N,"expires":RFC3339|null}
 //
-// where SPEC_DIGEST is the change-set's id ("sha256:<hex>"), NAME the
-// provider (TrustScope for a governance change), N the revision the
-// change is accepted at, and expires the approval's expiry in UTC,
-// RFC 3339 with seconds ("2026-01-02T15:04:05Z"), or null. Neither the
-// revision nor the expiry can be edited under a valid signature.
-func ApprovalPayload(spec digest.Digest, provider string, revision int64, expires *time.Time) []byte {
+// where REGISTRY_ID is the registry's id (the hash of its first history
+// entry, as `registry log` prints it), SPEC_DIGEST the change-set's id
+// ("sha256:<hex>"), NAME the provider (TrustScope for a governance
+// change), N the revision the change is accepted at, and expires the
+// approval's expiry in UTC, RFC 3339 with seconds
+// ("2026-01-02T15:04:05Z"), or null. Neither the revision nor the expiry
+// can be edited under a valid signature, and an approval given in one
+// registry does not count in another: a key trusted by two registries
+// (staging and production) signs pins that each verifies as its own only.
+func ApprovalPayload(registry, spec digest.Digest, provider string, revision int64, expires *time.Time) []byte {
+	return approvalPayload("cruxible.approval/v2", registry, spec, provider, revision, expires)
+}
+
+// approvalPayloadV1 is the payload before it named the registry (v1):
+// an approval that verifies over it is refused, saying so.
+func approvalPayloadV1(spec digest.Digest, provider string, revision int64, expires *time.Time) []byte {
+	return approvalPayload("cruxible.approval/v1", digest.Digest{}, spec, provider, revision, expires)
+}
+
+func approvalPayload(typ string, registry, spec digest.Digest, provider string, revision int64, expires *time.Time) []byte {
 	var exp any
 	if expires != nil {
 		exp = expires.UTC().Format(time.RFC3339)
 	}
-	b, err := canonical.Marshal(map[string]any{
-		"type":     "cruxible.approval/v1",
+	m := map[string]any{
+		"type":     typ,
 		"spec":     spec.String(),
 		"provider": provider,
 		"revision": revision,
 		"expires":  exp,
-	})
+	}
+	if !registry.IsZero() {
+		m["registry"] = registry.String()
+	}
+	b, err := canonical.Marshal(m)
 	if err != nil {
 		// Only strings, an integer and null: cannot fail.
 		return nil

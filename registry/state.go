@@ -137,6 +137,15 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 	return &TrustResult{Key: k, ChangeSet: cs}, nil
 }
 
+// registryID is the registry's id, its first history entry's hash (zero
+// while it has no history): what every approval given in it names.
+func (s *state) registryID() digest.Digest {
+	if len(s.log) == 0 {
+		return digest.Digest{}
+	}
+	return s.log[0].hash
+}
+
 // current returns the base and revision a change-set for scope replaces.
 func (s *state) current(scope string) (digest.Digest, int64) {
 	if scope == TrustScope {
@@ -348,7 +357,11 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		}
 		expires = &e
 	}
-	sig, err := signer.Sign(ApprovalPayload(id, scope, cs.Spec.Revision, expires))
+	reg := s.registryID()
+	if reg.IsZero() {
+		return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no history to name it in the approval")
+	}
+	sig, err := signer.Sign(ApprovalPayload(reg, id, scope, cs.Spec.Revision, expires))
 	if err != nil {
 		return nil, fmt.Errorf("signing: %w", err)
 	}
@@ -370,7 +383,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	// The count is what decides: an approval that no longer counts (it
 	// expired, or its key was untrusted since) stays recorded but does
 	// not keep the others from reaching the threshold.
-	n, _, _ := countApprovals(s.trust, id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	n, _, _ := countApprovals(s.trust, s.registryID(), id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
 	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced}
 	if n >= s.trust.Policy.Threshold {
 		res.Accepted = true
@@ -411,14 +424,14 @@ func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *
 		}
 		res.Pin = clonePin(p)
 	}
-	res.Approvals, _, _ = countApprovals(s.trust, cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	res.Approvals, _, _ = countApprovals(s.trust, s.registryID(), cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
 	return res
 }
 
 // countApprovals counts the distinct trusted approver keys whose
 // signature over the payload verifies and has not expired at now. It
 // returns the first reason an approval did not count, to report.
-func countApprovals(t *Trust, id digest.Digest, scope string, rev int64, aps []Approval, now time.Time) (int, int, error) {
+func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, aps []Approval, now time.Time) (int, int, error) {
 	approvers := approverDigests(t)
 	seen := map[digest.Digest]bool{}
 	expired := 0
@@ -466,8 +479,12 @@ func countApprovals(t *Trust, id digest.Digest, scope string, rev int64, aps []A
 			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s: signature is not base64", k.Name))
 			continue
 		}
-		if err := pk.Verify(ApprovalPayload(id, scope, rev, a.Expires), sig); err != nil {
-			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s over %s revision %d", k.Name, scope, rev))
+		if err := pk.Verify(ApprovalPayload(reg, id, scope, rev, a.Expires), sig); err != nil {
+			if pk.Verify(approvalPayloadV1(id, scope, rev, a.Expires), sig) == nil {
+				note(refusal.New(refusal.SignatureInvalid, "approval by %s over %s revision %d was given in the v1 form, which does not name its registry (an approval from another registry trusting the same key would count): approve the change-set again", k.Name, scope, rev))
+				continue
+			}
+			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s over %s revision %d in registry %s", k.Name, scope, rev, reg))
 			continue
 		}
 		if a.Expires != nil && !now.Before(*a.Expires) {

@@ -249,7 +249,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			return nil, err
 		}
 	}
-	n, expired, why := countApprovals(t, p.SpecDigest, provider, p.Revision, p.Approvals, now)
+	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
 	if th := t.Policy.Threshold; n < th {
 		switch {
 		case n+expired >= th:
@@ -356,7 +356,7 @@ func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
 		if st.Spec.Base != trustStateDigest(cur) || st.Spec.Revision != cur.Revision+1 {
 			return refusal.New(refusal.RegistryCorrupt, "governance step %d does not follow the trust state before it", i+1)
 		}
-		n, _, why := countApprovals(cur, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
+		n, _, why := countApprovals(cur, log[0].Hash, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
 		if n < cur.Policy.Threshold {
 			if why == nil {
 				why = refusal.New(refusal.PinUnapproved, "%d of %d approvals", n, cur.Policy.Threshold)
