@@ -124,11 +124,11 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		return nil, err
 	}
 	defer unlockStore()
-	reuse := func() (*Result, bool, error) {
+	reuse := func(locked bool) (*Result, bool, error) {
 		if _, err := os.Lstat(seal.SealPath(dir)); err != nil {
 			return nil, false, nil
 		}
-		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs})
+		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs, Locked: locked})
 		if err != nil {
 			return nil, true, err
 		}
@@ -139,7 +139,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// point), so it is reused without the per-digest lock: a user who can
 	// only read the store (an executor) gets it, verified.
 	if !req.Replace {
-		if r, ok, err := reuse(); ok {
+		if r, ok, err := reuse(false); ok {
 			return r, err
 		}
 	}
@@ -150,7 +150,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	}
 	defer unlock()
 	if !req.Replace {
-		if r, ok, err := reuse(); ok { // sealed by another process while we waited
+		if r, ok, err := reuse(true); ok { // sealed by another process while we waited
 			return r, err
 		}
 	}
@@ -462,12 +462,21 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		return nil
 	}
 	var aside string
-	if req.Replace {
+	if fi, lerr := os.Lstat(dir); req.Replace && lerr == nil && !fi.IsDir() {
+		// Not a tree (a file put at its name): out of the way first. A
+		// tree is exchanged with the new one in one step (seal.Commit).
 		if aside, err = moveAside(dir, false); err != nil {
 			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot move the env being replaced out of the way")
 		}
 	}
-	if err := seal.Commit(staging, dir, s, ix); err != nil {
+	replaced, err := seal.Commit(staging, dir, s, ix)
+	if replaced != "" {
+		// The old tree, which providers started before the exchange may
+		// still run from: their open files stay theirs, their new opens
+		// find the new tree, of the same content.
+		_ = removeTree(replaced) // debris the next create removes if this fails
+	}
+	if err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env")
 	}
 	if aside != "" {
@@ -607,6 +616,9 @@ func lockFile(ctx context.Context, path, doing string) (func(), error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)
 	}
+	// Readable by the store's readers whatever the umask: a verify that
+	// fails waits on it for a writer (seal.Verify). Not this user's: left.
+	_ = f.Chmod(0o644)
 	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
@@ -653,12 +665,11 @@ func removeTree(p string) error {
 //
 // For a removal (unseal), the seal goes first (from then on nothing
 // verifies the old tree as sealed), then the stat index. A replacement
-// keeps both until seal.Commit renames the new ones over them: the seal
-// names what to rebuild, so a process killed in between leaves an env
-// that `env create --replace` still rebuilds (and that verify refuses
-// while its tree is missing; once the new tree is in place, the old seal
-// describes it, since both are of one materialization digest, and its
-// index's stats differ: verify rehashes).
+// moves only what is not a tree (a file at the env's name; a tree is
+// exchanged in one step by seal.Commit) and keeps the seal and index
+// until seal.Commit renames the new ones over them: the seal names what
+// to rebuild, so a process killed in between leaves an env that `env
+// create --replace` still rebuilds.
 func moveAside(dir string, unseal bool) (string, error) {
 	if unseal {
 		for _, p := range []string{seal.SealPath(dir), seal.StatIndexPath(dir)} {

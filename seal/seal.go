@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -387,10 +388,23 @@ func IdentityOf(path string) (FileIdentity, error) {
 }
 
 // Commit publishes a frozen env: it fills s.Tree and s.Index from ix,
-// writes the stat index beside dir, renames staging (a sibling of dir, the
-// tree Freeze returned ix for) to dir, and writes the seal last. The seal
-// is the commit point: a crash before it leaves an env that Verify refuses
+// writes the stat index beside dir, renames staging (the tree Freeze
+// returned ix for) to dir, and writes the seal last. The seal is the
+// commit point: a crash before it leaves an env that Verify refuses
 // (seal_missing) and that the next create replaces.
+//
+// A dir that is a directory already (a replacement: env create
+// --replace) is exchanged with the new tree in one step: staging is moved
+// beside it first (".<hex>.new.tmp-*"), then the two are swapped with
+// renameat2(RENAME_EXCHANGE), so that dir is at every moment a whole
+// tree, the old one or the new one — a reader resolving it, a provider
+// running from it, never finds it missing — and the live tree's mode is
+// never lifted (an exchange within one directory rewrites no ".."). The
+// old tree is left at the name the new one had, returned as replaced,
+// for the caller to remove (debris the next create and gc remove).
+// Between the exchange and the seal's rename a reader finds the new tree
+// with the old index and seal: Verify waits for the env's lock, which the
+// replacing create holds, and verifies again.
 //
 // Durability, in three flushes: the index and the seal are written to
 // temporary files beside dir and fsynced together; staging is renamed to
@@ -399,11 +413,11 @@ func IdentityOf(path string) (FileIdentity, error) {
 // into place and the parent fsynced again, so that an env reported created is still
 // there after a power loss. The env's own files are not fsynced (as pip
 // does not): see docs/seal.md.
-func Commit(staging, dir string, s *Seal, ix *StatIndex) error {
+func Commit(staging, dir string, s *Seal, ix *StatIndex) (replaced string, err error) {
 	dir = filepath.Clean(dir)
 	ib, err := ix.MarshalBinary()
 	if err != nil {
-		return err
+		return "", err
 	}
 	// The index is written and flushed while the seal is computed.
 	var itmp, stmp string
@@ -421,17 +435,27 @@ func Commit(staging, dir string, s *Seal, ix *StatIndex) error {
 	s.SetTree(ix)
 	s.Index = StatIndexRef{Format: StatIndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
 	if _, err := s.ComputeDigest(); err != nil {
-		return fmt.Errorf("refusing to write an inconsistent seal: %w", err)
+		return "", fmt.Errorf("refusing to write an inconsistent seal: %w", err)
 	}
 	sb, err := s.Marshal()
 	if err != nil {
-		return err
+		return "", err
 	}
 	parent := filepath.Dir(dir)
 	stmp, serr = writeTemp(SealPath(dir), sb)
 	wg.Wait()
 	if err := errors.Join(ierr, serr); err != nil {
-		return err
+		return "", err
+	}
+	fi, err := os.Lstat(dir)
+	replacing := err == nil && fi.IsDir()
+	target := dir
+	if replacing {
+		// Beside the old tree first: an empty directory of a unique
+		// name, which the rename below replaces.
+		if target, err = os.MkdirTemp(parent, "."+filepath.Base(dir)+".new.tmp-"); err != nil {
+			return "", err
+		}
 	}
 	// Moving a directory to a new parent rewrites its ".." entry, which
 	// needs write permission on the directory itself: a user who is not
@@ -439,27 +463,35 @@ func Commit(staging, dir string, s *Seal, ix *StatIndex) error {
 	// rename and restored at once (the root is not in the stat index; its
 	// mode is the seal's tree.root_mode, checked by verify).
 	if err := os.Chmod(staging, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	if err := os.Rename(staging, dir); err != nil {
+	// rename(2) itself: it replaces an empty directory (the name
+	// reserved above), where os.Rename refuses any directory.
+	if err := syscall.Rename(staging, target); err != nil {
 		_ = os.Chmod(staging, 0o555)
-		return err
+		return "", &os.LinkError{Op: "rename", Old: staging, New: target, Err: err}
 	}
-	if err := os.Chmod(dir, 0o555); err != nil {
-		return err // an unsealed env: debris the next create removes
+	if err := os.Chmod(target, 0o555); err != nil {
+		return "", err // an unsealed env, or a new tree beside: debris the next create removes
+	}
+	if replacing {
+		if err := exchange(target, dir); err != nil {
+			return "", fmt.Errorf("cannot exchange the new tree %s with the env's %s: %w", target, dir, err)
+		}
+		replaced = target // the old tree now
 	}
 	// The index only after the env is in place, so that a failed rename
 	// leaves no index without its env.
 	if err := os.Rename(itmp, StatIndexPath(dir)); err != nil {
-		return err
+		return replaced, err
 	}
 	if err := syncDir(parent); err != nil {
-		return err
+		return replaced, err
 	}
 	if err := os.Rename(stmp, SealPath(dir)); err != nil {
-		return err
+		return replaced, err
 	}
-	return syncDir(parent)
+	return replaced, syncDir(parent)
 }
 
 // SetTree fills s's format and tree (digest, counts, bytes, root mode)
@@ -482,6 +514,25 @@ func (s *Seal) SetTree(ix *StatIndex) {
 
 // writeTemp writes b to a new temporary file beside path (mode 0444,
 // fsynced) and returns its name.
+// exchangeByRenames swaps the directories a and b where they cannot be
+// exchanged in one step: b to a third name, a to b, that name to a. A
+// reader of b finds it missing between the first two renames.
+func exchangeByRenames(a, b string) error {
+	mid, err := os.MkdirTemp(filepath.Dir(b), "."+filepath.Base(b)+".old.tmp-")
+	if err != nil {
+		return err
+	}
+	if err := syscall.Rename(b, mid); err != nil { // over the empty mid
+		os.Remove(mid)
+		return &os.LinkError{Op: "rename", Old: b, New: mid, Err: err}
+	}
+	if err := os.Rename(a, b); err != nil {
+		_ = os.Rename(mid, b)
+		return err
+	}
+	return os.Rename(mid, a)
+}
+
 func writeTemp(path string, b []byte) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

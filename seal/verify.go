@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -32,6 +33,10 @@ type Options struct {
 	// Jobs bounds the parallel hashing (< 1: GOMAXPROCS) and the threads
 	// of the fast stat pass (< 1: GOMAXPROCS, at most 4).
 	Jobs int
+	// Locked says the caller holds the env's lock (envs/.<hex>.lock):
+	// a verify that fails does not wait for the lock's holder, itself,
+	// and verify again.
+	Locked bool
 }
 
 // Change is what differs about one path.
@@ -192,7 +197,53 @@ func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
 	dir = filepath.Clean(dir)
 	r := &Report{Env: dir, Deep: opts.Deep, Differences: []Difference{}}
 	r.fatal = r.run(ctx, dir, opts)
+	// An env being written (env create --replace between its tree's
+	// exchange and its seal's rename, a create sealing it, a removal) is
+	// one its writer holds the lock of: wait for the writer, then verify
+	// again, rather than refuse a mix of old and new as tampering.
+	if r.Err() != nil && ctx.Err() == nil && !opts.Locked && waitForWriter(ctx, r.Env) {
+		r = &Report{Env: dir, Deep: opts.Deep, Differences: []Difference{}}
+		r.fatal = r.run(ctx, dir, opts)
+	}
 	return r, r.Err()
+}
+
+// writerWait bounds how long Verify waits for an env's writer: a create
+// that holds the lock longer (hung) does not hold the verify with it.
+const writerWait = 5 * time.Minute
+
+// waitForWriter reports whether another process held the lock of the env
+// at dir (envs/.<hex>.lock, which env create, --replace and env remove
+// hold exclusively while they write it), after waiting until it let go
+// (or writerWait passed; false if ctx ended first). A lock file that is
+// missing or unreadable, or free, is no writer.
+func waitForWriter(ctx context.Context, dir string) bool {
+	fd, err := unix.Open(filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".lock"), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(writerWait)
+	waited := false
+	for {
+		err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+		if err == nil {
+			_ = unix.Flock(fd, unix.LOCK_UN)
+			return waited
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return waited
+		}
+		waited = true
+		if time.Now().After(deadline) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false // the refusal stands: no time to see the writer's result
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 func (r *Report) run(ctx context.Context, dir string, opts Options) error {
@@ -277,7 +328,13 @@ func readIndex(dir string, s *Seal) (ix *StatIndex, check func() error, release 
 	}
 	hashed := func() error {
 		if got := digest.Sum(b); got != s.Index.SHA256 {
-			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (tampered?)", dir, got, s.Index.SHA256).WithRemedy(refusal.ActionReplaceEnv, dir)
+			why := "tampered?"
+			// A replace killed between its stat index's rename and its
+			// seal's leaves the new seal's temp file beside the old seal.
+			if m, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(SealPath(dir))+".tmp-*")); len(m) > 0 {
+				why = "an env create --replace of it was interrupted before its new seal was renamed into place (" + filepath.Base(m[0]) + " beside it), or it was tampered with"
+			}
+			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (%s)", dir, got, s.Index.SHA256, why).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}
 		return nil
 	}

@@ -85,7 +85,7 @@ func sealTree(t testing.TB, populate func(t testing.TB, root string)) testEnv {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(envs, md.Hex())
-	if err := Commit(staging, dir, s, ix); err != nil {
+	if _, err := Commit(staging, dir, s, ix); err != nil {
 		t.Fatal(err)
 	}
 	return testEnv{dir: dir, python: python}
