@@ -606,15 +606,39 @@ func checkDisk(dir, home string, n usage, compile bool) error {
 // doing is what the lock is for ("create", "remove"), for the advice of
 // a store that cannot be written.
 func lockFile(ctx context.Context, path, doing string) (func(), error) {
+	for {
+		unlock, current, err := lockFileOnce(ctx, path, doing)
+		if err != nil || current {
+			return unlock, err
+		}
+		// Removed (env remove unlinks the lock of the env it removed)
+		// while this process waited on it: lock the file now there.
+		unlock()
+	}
+}
+
+// unlockAndRemove is a removal's release of the env lock at path: the lock
+// file is unlinked while it is held (so that it does not outlive the env;
+// lockFile and withEnvLock take a lock only on the file the path still
+// names), then released.
+func unlockAndRemove(path string, unlock func()) {
+	_ = os.Remove(path)
+	unlock()
+}
+
+// lockFileOnce takes an exclusive flock on the file at path (made if
+// missing), polling so that ctx cancels, and reports whether path still
+// names that file once it is held.
+func lockFileOnce(ctx context.Context, path, doing string) (func(), bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; %s the env as the store's owner, or in a store of your own", doing)
+		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; %s the env as the store's owner, or in a store of your own", doing)
 	}
 	if errors.Is(err, unix.EROFS) {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the store's file system is mounted read-only; remount it read-write to %s the env, or use a store of your own", doing)
+		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store's file system is mounted read-only; remount it read-write to %s the env, or use a store of your own", doing)
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)
+		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot open the env lock %s", path)
 	}
 	// Readable by the store's readers whatever the umask: a verify that
 	// fails waits on it for a writer (seal.Verify). Not this user's: left.
@@ -622,16 +646,18 @@ func lockFile(ctx context.Context, path, doing string) (func(), error) {
 	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			return func() { f.Close() }, nil
+			held, herr := f.Stat()
+			now, nerr := os.Lstat(path)
+			return func() { f.Close() }, herr == nil && nerr == nil && os.SameFile(held, now), nil
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			f.Close()
-			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock %s", path)
+			return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock %s", path)
 		}
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("interrupted while waiting for another process creating the same env: %w", ctx.Err())
+			return nil, false, fmt.Errorf("interrupted while waiting for another process creating the same env: %w", ctx.Err())
 		case <-time.After(delay):
 		}
 	}
@@ -730,12 +756,13 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 	if _, err := digest.ParseHex(filepath.Base(dir)); err != nil {
 		return refusal.New(refusal.MaterializeFailed, "%s is not named by a materialization digest", dir)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(envs, "."+filepath.Base(dir)+".lock"), "remove")
+	lock := filepath.Join(envs, "."+filepath.Base(dir)+".lock")
+	unlock, err := lockFile(ctx, lock, "remove")
 	if err != nil {
 		return err
 	}
-	defer unlock()
 	if err := ctx.Err(); err != nil {
+		unlock()
 		return fmt.Errorf("interrupted; the env %s was not removed: %w", dir, err)
 	}
 	aside, err := moveAside(dir, true)
@@ -743,8 +770,11 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 		err = removeTree(aside)
 	}
 	if err != nil {
+		unlock()
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the env %s", dir)
 	}
+	// The env gone, its lock goes too (it piled up, one per env removed).
+	unlockAndRemove(lock, unlock)
 	return nil
 }
 

@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cruxible/cruxprov/internal/testdir"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
@@ -223,11 +226,48 @@ func TestRemoveInterrupted(t *testing.T) {
 	if err := Remove(context.Background(), st, res.Dir); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing of it is left, its lock included (one per env removed
+	// piled up in envs/).
 	ents, _ := os.ReadDir(filepath.Join(st.Home(), EnvsDir))
 	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), ".") || strings.Contains(e.Name(), ".tmp-") {
+		if strings.Contains(e.Name(), filepath.Base(res.Dir)) {
 			t.Errorf("left in envs/: %s", e.Name())
 		}
+	}
+}
+
+// TestLockFileRemovedWhileWaiting: a create waiting on an env's lock that
+// a removal unlinks as it lets go (unlockAndRemove) locks the file the
+// path names then, not the unlinked one: otherwise a third process,
+// making the lock anew, would hold it too, and two writers would share
+// the env.
+func TestLockFileRemovedWhileWaiting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".env.lock")
+	ctx := context.Background()
+	unlock, err := lockFile(ctx, path, "remove")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan func())
+	go func() {
+		u, err := lockFile(ctx, path, "create")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- u
+	}()
+	time.Sleep(50 * time.Millisecond) // the second is waiting on the first's file
+	unlockAndRemove(path, unlock)
+	second := <-got
+	defer second()
+	// A third locker must not get the lock while the second holds it.
+	third, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("the second holds no lock file at the path: %v", err)
+	}
+	defer third.Close()
+	if err := unix.Flock(int(third.Fd()), unix.LOCK_EX|unix.LOCK_NB); !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatalf("a third process could lock the env the second holds: %v", err)
 	}
 }
 

@@ -244,11 +244,13 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
-	debris, err := s.clean(ctx, opts.DryRun)
+	debris, n, err := s.clean(ctx, opts.DryRun)
 	rep.Removed = append(rep.Removed, debris...)
+	rep.RemovedBytes += n
 	if err == nil {
-		debris, err = s.cleanEnvs(ctx, opts.DryRun)
+		debris, n, err = s.cleanEnvs(ctx, opts.DryRun)
 		rep.Removed = append(rep.Removed, debris...)
+		rep.RemovedBytes += n
 	}
 	sort.Strings(rep.Removed)
 	if err != nil {
@@ -285,14 +287,14 @@ func rel(home, p string) string {
 // replaced or removed) can be taken. The next create of the same digest
 // removes that debris too, but an env removed (env remove, gc --envs) is
 // seldom created again: without this its debris stayed for ever.
-func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) ([]string, error) {
+func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) (removed []string, bytes int64, err error) {
 	envs := filepath.Join(s.home, EnvsDir)
 	ents, err := os.ReadDir(envs)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
+		return nil, 0, fmt.Errorf("gc: %w", err)
 	}
 	names := map[string]bool{}
 	for _, e := range ents {
@@ -305,6 +307,14 @@ func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) ([]string, error) {
 		switch {
 		case strings.HasPrefix(n, ".") && len(n) > 66 && n[65] == '.' && strings.Contains(n[66:], ".tmp-"):
 			hex = n[1:65]
+		case len(n) == 70 && n[0] == '.' && strings.HasSuffix(n, ".lock"):
+			// An env's lock: goes with an env no longer there (below).
+			if h := n[1:65]; isHexName(h) {
+				if _, ok := byDigest[h]; !ok {
+					byDigest[h] = nil
+				}
+			}
+			continue
 		case isHexName(n) && e.IsDir(), strings.HasSuffix(n, ".index") && isHexName(strings.TrimSuffix(n, ".index")):
 			hex = n[:64]
 			if names[hex+".seal.json"] {
@@ -322,15 +332,16 @@ func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) ([]string, error) {
 		hexes = append(hexes, h)
 	}
 	sort.Strings(hexes)
-	var removed []string
 	for _, h := range hexes {
 		if err := ctx.Err(); err != nil {
-			return removed, err
+			return removed, bytes, err
 		}
 		// Not run while another process holds the env's lock: an env
 		// being created, replaced or removed, whose owner cleans up.
-		_, err := withEnvLock(filepath.Join(envs, "."+h+".lock"), func() error {
+		lock := filepath.Join(envs, "."+h+".lock")
+		_, err := withEnvLock(lock, func() error {
 			for _, n := range byDigest[h] {
+				bytes += TreeBytes(filepath.Join(envs, n))
 				if !dryRun {
 					if err := makeWritableAndRemove(filepath.Join(envs, n)); err != nil {
 						return fmt.Errorf("gc: %w", err)
@@ -338,18 +349,38 @@ func (s *Store) cleanEnvs(ctx context.Context, dryRun bool) ([]string, error) {
 				}
 				removed = append(removed, filepath.ToSlash(filepath.Join(EnvsDir, n)))
 			}
+			// No env left of that digest (neither its tree, its seal nor
+			// its index): its lock goes too, unlinked while held (every
+			// locker checks the path still names the file it locked).
+			// Env remove unlinks it; a removal killed before, or an older
+			// cruxprov's, left it.
+			if !dryRun && gone(filepath.Join(envs, h), filepath.Join(envs, h+".seal.json"), filepath.Join(envs, h+".index")) {
+				if err := os.Remove(lock); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("gc: %w", err)
+				}
+			}
 			return nil
 		})
 		if err != nil {
-			return removed, err
+			return removed, bytes, err
 		}
 	}
 	if !dryRun && len(removed) > 0 {
 		if err := syncDir(envs); err != nil {
-			return removed, err
+			return removed, bytes, err
 		}
 	}
-	return removed, nil
+	return removed, bytes, nil
+}
+
+// gone reports whether none of paths exists.
+func gone(paths ...string) bool {
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // withEnvLock runs fn holding the env lock at path (flock, not waiting),
@@ -365,6 +396,13 @@ func withEnvLock(path string, fn func() error) (bool, error) {
 	}
 	defer f.Close()
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false, nil
+	}
+	// Held on the file the path still names: a removal unlinks the lock
+	// of the env it removed, and a create may have made a new one since
+	// this process opened the old.
+	held, herr := f.Stat()
+	if now, err := os.Lstat(path); herr != nil || err != nil || !os.SameFile(held, now) {
 		return false, nil
 	}
 	return true, fn()

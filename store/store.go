@@ -861,11 +861,13 @@ func (s *Store) Stage(prefix string) (*Staging, error) {
 // lock. It is safe beside other processes using the store. It returns the
 // removed paths, relative to the store's root.
 func (s *Store) CleanStaging(ctx context.Context) ([]string, error) {
-	return s.clean(ctx, false)
+	removed, _, err := s.clean(ctx, false)
+	return removed, err
 }
 
-func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
-	var removed []string
+// clean is CleanStaging, also as a dry run; it returns the bytes of the
+// files it removed (or would) too.
+func (s *Store) clean(ctx context.Context, dryRun bool) (removed []string, bytes int64, err error) {
 	// Blob temps, and stamp temps (a process killed while it recorded a
 	// stamp leaves one): each flocked by its writer while it lives.
 	for _, sub := range []string{BlobsDir, StampsDir} {
@@ -874,17 +876,18 @@ func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
 			continue // made by the first stamp
 		}
 		if err != nil {
-			return removed, fmt.Errorf("store: %w", err)
+			return removed, bytes, fmt.Errorf("store: %w", err)
 		}
 		for _, e := range ents {
 			if ctx.Err() != nil {
-				return removed, ctx.Err()
+				return removed, bytes, ctx.Err()
 			}
 			if !strings.HasPrefix(e.Name(), tempPrefix) {
 				continue
 			}
 			p := filepath.Join(s.home, sub, e.Name())
-			if removeIfUnlocked(p, p, dryRun) {
+			if ok, n := removeIfUnlocked(p, p, dryRun); ok {
+				bytes += n
 				removed = append(removed, filepath.ToSlash(filepath.Join(sub, e.Name())))
 			}
 		}
@@ -892,7 +895,7 @@ func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
 	tmp := filepath.Join(s.home, TmpDir)
 	ents, err := os.ReadDir(tmp)
 	if err != nil {
-		return removed, fmt.Errorf("store: %w", err)
+		return removed, bytes, fmt.Errorf("store: %w", err)
 	}
 	listed := map[string]bool{}
 	for _, e := range ents {
@@ -900,7 +903,7 @@ func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
 	}
 	for _, e := range ents {
 		if ctx.Err() != nil {
-			return removed, ctx.Err()
+			return removed, bytes, ctx.Err()
 		}
 		name := e.Name()
 		p := filepath.Join(tmp, name)
@@ -908,46 +911,67 @@ func (s *Store) clean(ctx context.Context, dryRun bool) ([]string, error) {
 			if listed[strings.TrimSuffix(name, ".lock")] {
 				continue // goes with its directory
 			}
-			if _, err := os.Lstat(strings.TrimSuffix(p, ".lock")); errors.Is(err, fs.ErrNotExist) && removeIfUnlocked(p, p, dryRun) {
-				removed = append(removed, filepath.ToSlash(filepath.Join(TmpDir, name)))
+			if _, err := os.Lstat(strings.TrimSuffix(p, ".lock")); errors.Is(err, fs.ErrNotExist) {
+				if ok, n := removeIfUnlocked(p, p, dryRun); ok {
+					bytes += n
+					removed = append(removed, filepath.ToSlash(filepath.Join(TmpDir, name)))
+				}
 			}
 			continue
 		}
-		if removeIfUnlocked(p+".lock", p, dryRun) {
+		if ok, n := removeIfUnlocked(p+".lock", p, dryRun); ok {
+			bytes += n
 			removed = append(removed, filepath.ToSlash(filepath.Join(TmpDir, name)))
 		}
 	}
-	return removed, nil
+	return removed, bytes, nil
 }
 
 // removeIfUnlocked removes target (and lockPath) when lockPath's flock can
 // be taken, holding it while removing; a missing lock file means nobody
 // owns target.
-func removeIfUnlocked(lockPath, target string, dryRun bool) bool {
+func removeIfUnlocked(lockPath, target string, dryRun bool) (bool, int64) {
 	f, err := os.Open(lockPath)
 	if errors.Is(err, fs.ErrNotExist) {
+		n := TreeBytes(target)
 		if dryRun {
-			return true
+			return true, n
 		}
-		return makeWritableAndRemove(target) == nil
+		return makeWritableAndRemove(target) == nil, n
 	}
 	if err != nil {
-		return false
+		return false, 0
 	}
 	defer f.Close()
 	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return false
+		return false, 0
 	}
+	n := TreeBytes(target)
 	if dryRun {
-		return true
+		return true, n
 	}
 	if err := makeWritableAndRemove(target); err != nil {
-		return false
+		return false, 0
 	}
 	if lockPath != target {
 		os.Remove(lockPath)
 	}
-	return true
+	return true, n
+}
+
+// TreeBytes is the size of the regular files at or under p (what removing
+// it frees, as gc reports it); what cannot be read counts nothing.
+func TreeBytes(p string) int64 {
+	var n int64
+	_ = filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // makeWritableAndRemove removes p, giving owner write permission to

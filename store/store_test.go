@@ -690,6 +690,8 @@ func TestGCEnvDebris(t *testing.T) {
 		wantDebris = append(wantDebris, EnvsDir+"/"+n)
 	}
 	sort.Strings(wantDebris)
+	lone := strings.Repeat("d", 64)
+	os.WriteFile(filepath.Join(envs, "."+lone+".lock"), nil, 0o644)
 	// A sealed env is no debris, nor is its lock.
 	tree(filepath.Join(envs, sealed))
 	os.WriteFile(filepath.Join(envs, sealed+".index"), []byte("ix"), 0o444)
@@ -720,16 +722,24 @@ func TestGCEnvDebris(t *testing.T) {
 	if strings.Join(rep.Removed, ",") != strings.Join(wantDebris, ",") {
 		t.Errorf("dry run lists %v, want %v", rep.Removed, wantDebris)
 	}
+	// The bytes of dead's debris: two trees of one 1-byte file, an index
+	// of 2, a seal temp of 1 (gc said "0 B" for whole trees).
+	if rep.RemovedBytes != 5 {
+		t.Errorf("dry run: %d bytes, want 5", rep.RemovedBytes)
+	}
 	if got := list(); strings.Join(got, ",") != strings.Join(before, ",") {
 		t.Fatalf("dry run removed something: %v", got)
 	}
 	if rep, err = s.GC(context.Background(), GCOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(rep.Removed, ",") != strings.Join(wantDebris, ",") {
-		t.Errorf("removed %v, want %v", rep.Removed, wantDebris)
+	if strings.Join(rep.Removed, ",") != strings.Join(wantDebris, ",") || rep.RemovedBytes != 5 {
+		t.Errorf("removed %v (%d bytes), want %v (5 bytes)", rep.Removed, rep.RemovedBytes, wantDebris)
 	}
-	want := []string{"." + busy + ".lock", "." + busy + ".old.tmp-123", "." + busy + ".seal.json.tmp-456", "." + sealed + ".lock", "." + dead + ".lock",
+	// dead's lock went with dead's debris, and a lock left alone (env
+	// remove killed before it unlinked it, or an older cruxprov's) goes
+	// too: they piled up, one per env removed.
+	want := []string{"." + busy + ".lock", "." + busy + ".old.tmp-123", "." + busy + ".seal.json.tmp-456", "." + sealed + ".lock",
 		busy, busy + ".index", sealed, sealed + ".index", sealed + ".seal.json"}
 	sort.Strings(want)
 	if got := list(); strings.Join(got, ",") != strings.Join(want, ",") {
