@@ -382,6 +382,17 @@ func (l *Ledger) append(ctx context.Context, b []byte) error {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
+		// A write cut short (a full disk, the file size limit) left a
+		// part of the rows — all of one but its newline, say, which the
+		// next Open would read as a whole intent of an attempt that
+		// never spawned (an orphan "that may have run"). The caller is
+		// told nothing was written: cut it off, as for a failed sync.
+		if n > 0 {
+			if terr := unix.Ftruncate(l.fd, l.end); terr != nil {
+				l.broken = refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s, and the part written could not be cut off (%v): the next Open reads it", l.path, terr)
+				return l.broken
+			}
+		}
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s", l.path)
 	}
 	if err := fdatasync(l.fd); err != nil {

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -586,4 +589,70 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestShortWriteLeavesNoRow: an intent whose write is cut short one byte
+// before its newline (a full disk; here the file size limit, in a child
+// process so that go test's own files do not meet it) is refused, and the
+// part that landed is cut off: the ledger reads as before, with no orphan.
+// It stayed, and the next Open read it as the intent of an attempt that
+// never spawned.
+func TestShortWriteLeavesNoRow(t *testing.T) {
+	if os.Getenv("CRUXPROV_TEST_FSIZE") == "" {
+		asuser.RunChild(t, t.Name(), "CRUXPROV_TEST_FSIZE=1")
+		return
+	}
+	dir := t.TempDir()
+	now := func() time.Time { return t0 }
+	open := func(path string) *Ledger {
+		l, err := Open(context.Background(), path, Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	in := testIntent("0123456789abcdef0123456789abcdef", "k", "in")
+	// The row's length, from a ledger of its own.
+	scratch := filepath.Join(dir, "scratch.jsonl")
+	ls := open(scratch)
+	fi0, _ := os.Stat(scratch)
+	begin(t, ls, in)
+	fi1, _ := os.Stat(scratch)
+	row := fi1.Size() - fi0.Size()
+
+	path := filepath.Join(dir, "l.jsonl")
+	l := open(path)
+	d := begin(t, l, testIntent("", "", "first"))
+	finish(t, l, testOutcome(d.AttemptID, StatusOK))
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = uint64(int64(len(before)) + row - 1)
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
+	}
+	_, err = l.Begin(context.Background(), in)
+	unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+	if !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("Begin past the file size limit: %v", err)
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Fatalf("the ledger kept %d bytes of the refused intent", len(after)-len(before))
+	}
+	if res := scanT(t, path); len(res.Orphans) != 0 || len(res.Attempts) != 1 {
+		t.Fatalf("scan after the refusal: %d attempts, %d orphans", len(res.Attempts), len(res.Orphans))
+	}
+	// The ledger still takes the next intent.
+	begin(t, l, testIntent("", "", "next"))
 }
