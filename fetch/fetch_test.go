@@ -30,7 +30,6 @@ import (
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
-	"golang.org/x/sys/unix"
 )
 
 type wheelFixture struct {
@@ -732,20 +731,10 @@ func TestStoreWriteFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var old unix.Rlimit
-		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-			t.Fatal(err)
-		}
-		// The wheels are 80–150 KB: the first one written fails. Go
-		// ignores the SIGXFSZ the kernel sends with EFBIG.
-		lim := old
-		lim.Cur = 32 << 10
-		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-			t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
-		}
 		srv := newFaultServer(t, fx, "", "none")
 		func() {
-			defer unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+			// The wheels are 80–150 KB: the first one written fails.
+			defer asuser.LimitFileSize(t, 32<<10)()
 			check(t, st, srv, "file too large")
 		}()
 		if got := storeContents(t, st); len(got) != 0 {

@@ -27,7 +27,6 @@ import (
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
-	"golang.org/x/sys/unix"
 )
 
 // setup builds the fixtures, serves them as a pinned index and opens a
@@ -187,17 +186,9 @@ func TestFetchRoot(t *testing.T) {
 			asuser.RunChild(t, t.Name(), "CRUXPROV_TEST_FSIZE=1")
 			return
 		}
-		var old unix.Rlimit
-		if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-			t.Fatal(err)
-		}
-		lim := old
-		lim.Cur = uint64(fx.Echo.Size / 2)
-		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-			t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
-		}
+		restore := asuser.LimitFileSize(t, uint64(fx.Echo.Size/2))
 		_, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
-		unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+		restore()
 		var we *store.WriteError
 		if !errors.As(err, &we) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), st.Home()) {
 			t.Errorf("%v, want a *store.WriteError naming the store", err)

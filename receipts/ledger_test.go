@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -629,17 +627,9 @@ func TestShortWriteLeavesNoRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lim := old
-	lim.Cur = uint64(int64(len(before)) + row - 1)
-	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
-		t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
-	}
+	restore := asuser.LimitFileSize(t, uint64(int64(len(before))+row-1))
 	_, err = l.Begin(context.Background(), in)
-	unix.Setrlimit(unix.RLIMIT_FSIZE, &old)
+	restore()
 	if !errors.Is(err, refusal.LedgerWriteFailed) {
 		t.Fatalf("Begin past the file size limit: %v", err)
 	}

@@ -103,6 +103,25 @@ func counted(env string, n *atomic.Int64) func(context.Context) error {
 }
 
 // sitePackages returns the env's site-packages directory.
+// quiet is a Verifier of spec around a counted full verify of env, and
+// its count, after three checks of the unchanged env made one full
+// verify (closed with t).
+func quiet(t *testing.T, spec watch.Spec, env string) (*watch.Verifier, *atomic.Int64) {
+	t.Helper()
+	n := new(atomic.Int64)
+	v := watch.NewVerifier(spec, counted(env, n))
+	t.Cleanup(func() { v.Close() })
+	for i := 0; i < 3; i++ {
+		if err := v.Verify(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.Load() != 1 || v.WatchErr() != nil {
+		t.Fatalf("%d full verifies for 3 checks of an unchanged env (want 1); watch error %v", n.Load(), v.WatchErr())
+	}
+	return v, n
+}
+
 func sitePackages(t testing.TB, env string) string {
 	t.Helper()
 	s, err := seal.Load(env)
@@ -250,18 +269,8 @@ func TestEachChangeMakesAFullVerify(t *testing.T) {
 			f, py := env(t)
 			reg := t.TempDir()
 			os.Mkdir(filepath.Join(reg, "pins"), 0o755)
-			var n atomic.Int64
-			v := watch.NewVerifier(watch.Spec{Env: f.Env, Extra: []string{reg}}, counted(f.Env, &n))
-			defer v.Close()
+			v, n := quiet(t, watch.Spec{Env: f.Env, Extra: []string{reg}}, f.Env)
 			ctx := context.Background()
-			for i := 0; i < 3; i++ {
-				if err := v.Verify(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if n.Load() != 1 || v.WatchErr() != nil {
-				t.Fatalf("%d full verifies for 3 checks of an unchanged env (want 1); watch error %v", n.Load(), v.WatchErr())
-			}
 			tc.change(t, f.Env, py, reg)
 			err := v.Verify(ctx)
 			if n.Load() != 2 {

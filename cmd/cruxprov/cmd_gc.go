@@ -174,14 +174,7 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 func treeBytes(roots ...string) int64 {
 	var n int64
 	for _, r := range roots {
-		_ = filepath.WalkDir(r, func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					n += fi.Size()
-				}
-			}
-			return nil
-		})
+		n += store.TreeBytes(r)
 	}
 	return n
 }

@@ -13,6 +13,20 @@ import (
 	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
+// replaceSetup is strace (t skipped without it: no way to what, nor
+// without envPython) and a home with the echo fixture's env created.
+func replaceSetup(t *testing.T, what string) (strace, home string, out envCreated) {
+	t.Helper()
+	strace = straceOrSkip(t)
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s: no env to %s", envPython, what)
+	}
+	fx, idx := fixtureindex.Serve(t, t.TempDir())
+	home = testdir.New(t)
+	out = createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
+	return strace, home, out
+}
+
 // TestEnvReplaceKilledAtEachRename kills `env create --replace ENV` with
 // SIGKILL at its first rename, then its second, and so on until one runs
 // through (strace's syscall fault injection). After each kill the same
@@ -24,16 +38,7 @@ import (
 // invocations per thread, so the n-th kill is at the n-th rename of some
 // thread of the process.
 func TestEnvReplaceKilledAtEachRename(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed (.ci/apt-packages lists it): no way to kill the process at each rename")
-	}
-	if _, err := os.Stat(envPython); err != nil {
-		t.Skipf("no %s", envPython)
-	}
-	fx, idx := fixtureindex.Serve(t, t.TempDir())
-	home := testdir.New(t)
-	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
+	strace, home, out := replaceSetup(t, "kill the process at each rename")
 	replace := []string{"--home", home, "env", "create", "--replace", out.Path, "--offline"}
 	for n := 1; n <= 40; n++ {
 		cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null",
@@ -65,16 +70,7 @@ func TestEnvReplaceKilledAtEachRename(t *testing.T) {
 // stat index hashes to …, the seal states … (tampered?)"), and earlier in
 // the replace env_drift (the tree renamed aside before the new one came).
 func TestVerifyWhileReplacing(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed (.ci/apt-packages lists it): no way to hold the replace at its seal's rename")
-	}
-	if _, err := os.Stat(envPython); err != nil {
-		t.Skipf("no %s", envPython)
-	}
-	fx, idx := fixtureindex.Serve(t, t.TempDir())
-	home := testdir.New(t)
-	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
+	strace, home, out := replaceSetup(t, "hold the replace at its seal's rename")
 	sealPath := out.Path + ".seal.json"
 	cmd := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "-P", sealPath, "-e", "trace=rename,renameat,renameat2",
 		"-e", "inject=rename,renameat,renameat2:delay_enter=3000000",
@@ -121,16 +117,7 @@ func TestVerifyWhileReplacing(t *testing.T) {
 // verify refuses seal_invalid saying a replace was interrupted (not only
 // "tampered?"), and the same replace run again mends it.
 func TestReplaceKilledAtSealSaysSo(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Skip("strace is not installed (.ci/apt-packages lists it): no way to kill the replace at its seal's rename")
-	}
-	if _, err := os.Stat(envPython); err != nil {
-		t.Skipf("no %s", envPython)
-	}
-	fx, idx := fixtureindex.Serve(t, t.TempDir())
-	home := testdir.New(t)
-	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", idx, "--json")
+	strace, home, out := replaceSetup(t, "kill the replace at its seal's rename")
 	replace := []string{"--home", home, "env", "create", "--replace", out.Path, "--offline"}
 	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", out.Path + ".seal.json",
 		"-e", "trace=rename,renameat,renameat2", "-e", "inject=rename,renameat,renameat2:signal=SIGKILL", bin}, replace...)...)

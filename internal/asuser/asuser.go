@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Require skips t unless it runs as root with setpriv (util-linux) on
@@ -145,4 +147,23 @@ func RunChild(t testing.TB, test string, env ...string) {
 
 func setpriv(groups string, uid, gid int, bin string, args []string) *exec.Cmd {
 	return exec.Command("setpriv", append([]string{"--reuid=" + strconv.Itoa(uid), "--regid=" + strconv.Itoa(gid), groups, "--", bin}, args...)...)
+}
+
+// LimitFileSize lowers this process's RLIMIT_FSIZE to n bytes, skipping t
+// where it cannot, and returns what restores it. A write that crosses it
+// is cut short, the next fails EFBIG (Go ignores the SIGXFSZ): a full
+// disk's errors without one. Only in a child (RunChild): go test's own
+// files must not meet the limit.
+func LimitFileSize(t testing.TB, n uint64) (restore func()) {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = n
+	if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("cannot lower RLIMIT_FSIZE: %v", err)
+	}
+	return func() { unix.Setrlimit(unix.RLIMIT_FSIZE, &old) }
 }
