@@ -409,7 +409,7 @@ func TestHarnessBehindShellInit(t *testing.T) {
 func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {
 	l, path := openLedger(t)
 	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: b}
-	res, err := ex.Run(context.Background(), f.Call("probe", map[string]bool{"touch": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	res, err := ex.Run(context.Background(), f.Call("probe", map[string]bool{"touch": true, "escape": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +421,12 @@ func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {
 		RootEntries []string `json:"root_entries"`
 		Interfaces  []string `json:"interfaces"`
 		Secrets     map[string]string
+		Escape      struct {
+			CapEff      string `json:"cap_eff"`
+			ProcPids    int    `json:"proc_pids"`
+			RemountEnv  string `json:"remount_env"`
+			SysctlWrite string `json:"sysctl_write"`
+		}
 	}
 	if err := json.Unmarshal(res.Value, &p); err != nil {
 		t.Fatal(err)
@@ -437,6 +443,13 @@ func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {
 	}
 	if len(p.Secrets) != 2 {
 		t.Errorf("secrets %v", p.Secrets)
+	}
+	// A review found, as root: every capability kept (bwrap started by
+	// root keeps them), the env's read-only bind remounted read-write and
+	// written, kernel.core_pattern writable; and, as anyone, the host's
+	// /proc (every process and its command line).
+	if e := p.Escape; e.CapEff != "0000000000000000" || e.RemountEnv == "ok" || e.SysctlWrite == "ok" || e.ProcPids < 1 || e.ProcPids > 4 {
+		t.Errorf("in the sandbox (uid %d): %+v; want no capability, the remount and the sysctl write refused, a /proc of its own few processes", os.Geteuid(), e)
 	}
 }
 

@@ -23,8 +23,9 @@ type Launcher []string
 // Argv implements Sandbox.
 func (l Launcher) Argv(*Call, string) ([]string, error) { return append([]string(nil), l...), nil }
 
-// Bwrap is the bubblewrap preset: no network (--unshare-net), its own IPC
-// and UTS namespaces, a fresh /proc and a minimal /dev, and nothing of the
+// Bwrap is the bubblewrap preset: no network (--unshare-net), its own IPC,
+// UTS and pid namespaces, a fresh /proc (read-only) and a minimal /dev, no
+// capability (--cap-drop ALL, also when root runs it), and nothing of the
 // host's file system visible but the env (read-only), ReadOnly (read-only:
 // the interpreter's real path, its stdlib directory, libpython, and the
 // system library directories the dynamic loader needs) and the run's
@@ -51,8 +52,17 @@ func (b Bwrap) Argv(c *Call, workdir string) ([]string, error) {
 	if path == "" {
 		path = "bwrap"
 	}
-	argv := []string{path, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
-		"--proc", "/proc", "--dev", "/dev"}
+	// Its own pid namespace, so that the /proc it mounts is fresh: without
+	// one, bwrap cannot mount a procfs in the executor's pid namespace and
+	// binds the host's /proc instead (every host process and its command
+	// line visible). /proc read-only: a root run's uid 0 needs no
+	// capability to write the host's /proc/sys (kernel.core_pattern runs
+	// a helper as root outside every namespace) or /proc/sysrq-trigger.
+	// No capability: bwrap started by root keeps them all, and a provider
+	// remounted its read-only binds (the env, the host's stdlib) to write
+	// them.
+	argv := []string{path, "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-pid", "--die-with-parent", "--new-session",
+		"--cap-drop", "ALL", "--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"}
 	links := map[string]string{}
 	for _, top := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
 		if t, err := os.Readlink(top); err == nil {
