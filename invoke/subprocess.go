@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -830,17 +829,43 @@ func sweepWorkdirs(parent string) {
 	}
 }
 
+// removeAll removes a run's workdir, whatever the provider left in it: a
+// directory it made unwritable (or unreadable) is given u+rwx first, by
+// descriptor, so that one nested past PATH_MAX is reached too (a walk by
+// path stopped there, ENAMETOOLONG, and the workdir outlived the run and
+// every later sweep for a user who is not root).
 func removeAll(dir string) {
 	if os.RemoveAll(dir) == nil {
 		return
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
+	if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		openDirsAt(fd)
+	} else if os.Chmod(dir, 0o700) == nil {
+		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			openDirsAt(fd)
 		}
-		return nil
-	})
+	}
 	_ = os.RemoveAll(dir)
+}
+
+// openDirsAt gives the directory open as dirfd and every directory under it
+// mode 0700, by descriptor (fchmod, fchmodat, openat; symlinks never
+// followed: getdents says what is a directory, and its maker is dead),
+// and closes dirfd.
+func openDirsAt(dirfd int) {
+	_ = unix.Fchmod(dirfd, 0o700)
+	f := os.NewFile(uintptr(dirfd), "workdir")
+	defer f.Close()
+	ents, _ := f.ReadDir(-1)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		_ = unix.Fchmodat(dirfd, e.Name(), 0o700, 0)
+		if c, err := unix.Openat(dirfd, e.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			openDirsAt(c)
+		}
+	}
 }
 
 // recorder writes the run's outcome to the ledger.
