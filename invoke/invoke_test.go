@@ -139,6 +139,7 @@ func TestRefusals(t *testing.T) {
 			c.Input = json.RawMessage(`{"n":[-` + strings.Repeat("7", invoke.MaxInputIntDigits+1) + `]}`)
 		}, refusal.InputInvalid, false},
 		{"input number beyond a float64", func(c *invoke.Call) { c.Input = json.RawMessage(`{"x":1e400}`) }, refusal.InputInvalid, false},
+		{"input with a key twice", func(c *invoke.Call) { c.Input = json.RawMessage(`{"x":1,"x":2}`) }, refusal.InputInvalid, false},
 		// The run's working directory cannot be made (WorkdirParent is a
 		// file, below): the receipt names invoke_failed, a code of the
 		// closed set, as every receipt's error_code is.

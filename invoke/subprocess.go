@@ -139,6 +139,9 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 	if why := pythonCannotRead(input); why != "" {
 		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input has %s", why)
 	}
+	if key, ok := duplicateKey(input); ok {
+		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input has the key %q twice in one object: the harness reads JSON with no duplicate keys (which of the two counts differs between parsers)", key)
+	}
 	def := defaults
 	if def.TimeoutMS <= 0 {
 		def.TimeoutMS = DefaultBudgets.TimeoutMS
@@ -623,6 +626,56 @@ func signalOf(code int) syscall.Signal {
 		return s
 	}
 	return 0
+}
+
+// duplicateKey reports a key that an object of the valid JSON text b
+// holds twice (compared decoded, as the harness's parser compares them).
+// The harness refuses such a request before it reads its run_id, so its
+// answer could not be told from a misbehaving harness's (protocol_error):
+// the executor refuses it first, as the input it is. b is valid JSON no
+// deeper than MaxInputDepth (pythonCannotRead).
+func duplicateKey(b []byte) (string, bool) {
+	if bytes.IndexByte(b, '{') < 0 {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type frame struct {
+		keys   map[string]bool // nil: an array
+		expect bool            // an object's next string token is a key
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // the end (b is valid)
+		}
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			top := &stack[n-1]
+			if top.expect {
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					stack = stack[:n-1]
+					continue
+				}
+				k, _ := tok.(string)
+				if top.keys[k] {
+					return k, true
+				}
+				top.keys[k] = true
+				top.expect = false
+				continue
+			}
+			top.expect = true // this token is the value
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]bool{}, expect: true})
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
 }
 
 // MaxInputDepth is how deeply a call's input may nest arrays and objects.
