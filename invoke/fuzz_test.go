@@ -1,6 +1,7 @@
 package invoke
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -53,6 +54,56 @@ func FuzzParseOutput(f *testing.F) {
 		}
 		if o.EgressObservedDropped > 0 && len(o.EgressObserved)+o.EgressObservedDropped != len(res.Egress) {
 			t.Fatalf("kept %d and dropped %d of %d URLs", len(o.EgressObserved), o.EgressObservedDropped, len(res.Egress))
+		}
+	})
+}
+
+// FuzzDuplicateKey: on any valid JSON no deeper than MaxInputDepth,
+// duplicateKey agrees with a decode that keeps every member of every
+// object: a key it reports is one some object holds twice, and it reports
+// one whenever an object does.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":[1,{"x":1,"x":2}]}`, `{"\u0061":1,"a":2}`, `[{"a":1},{"a":2}]`, `{"a":{"a":1}}`, `"x"`, `1`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) || pythonCannotRead(b) != "" {
+			return
+		}
+		key, ok := duplicateKey(b)
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		dups := map[string]bool{}
+		var walk func(dec *json.Decoder)
+		walk = func(dec *json.Decoder) {
+			tok, _ := dec.Token()
+			switch tok {
+			case json.Delim('{'):
+				seen := map[string]bool{}
+				for dec.More() {
+					k, _ := dec.Token()
+					ks, _ := k.(string)
+					if seen[ks] {
+						dups[ks] = true
+					}
+					seen[ks] = true
+					walk(dec)
+				}
+				dec.Token()
+			case json.Delim('['):
+				for dec.More() {
+					walk(dec)
+				}
+				dec.Token()
+			}
+		}
+		walk(json.NewDecoder(bytes.NewReader(b)))
+		if ok != (len(dups) > 0) || ok && !dups[key] {
+			t.Fatalf("duplicateKey(%s) = %q, %v; the objects hold twice %v", b, key, ok, dups)
 		}
 	})
 }
