@@ -199,12 +199,25 @@ func awaitSignal(ctx context.Context, err error) {
 	}
 }
 
+// buildsTree says whether the command at path writes an env or image tree,
+// the commands hugeHeap is for.
+func buildsTree(path []string) bool {
+	switch strings.Join(path, " ") {
+	case "env create", "install", "image build":
+		return true
+	}
+	return false
+}
+
 // run parses args (after reordering them, DESIGN §13), runs the command and
 // maps its error to an exit code, printing the one-line error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := &errWriter{w: stdout}
 	app := newApp(out, stderr)
 	reordered, path, err := reorder(app, args)
+	if err == nil && buildsTree(path) && !helpAsked(reordered) {
+		hugeHeap()
+	}
 	asJSON := hasFlag(args, "json")
 	if err == nil && asJSON && helpAsked(reordered) {
 		// --help --json: the help text inside the one document stdout
