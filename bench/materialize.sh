@@ -18,7 +18,8 @@
 #      ratios is that file system's share (TMPFS=0 leaves it out); and the Go collector's
 #      collections and CPU in each cold create, with one more cold create at Go's default
 #      GOGC=100 for the gain of the command's GOGC=400; one more cold and one more warm create with
-#      GODEBUG=disablethp=1 for the gain of the heap's huge pages; and the physical limit besides compiling:
+#      GODEBUG=disablethp=1 for the gain of the tricks against page faults (the heap's huge pages, the
+#      compile processes' malloc settings); and the physical limit besides compiling:
 #      the CPU of writing that env's tree alone from memory (materialize's BenchmarkTreeWriteFloor,
 #      one thread, nothing else), against the compile CPU
 #   2. env create --no-compile (seal included)  vs  cp -a of the finished env (target: <= 1.5x)
@@ -215,13 +216,14 @@ rm_env; rm -rf "$HOME_/cache/pyc"; sync
 s=$(now); out=$(GOGC=100 GODEBUG=gctrace=1 create 2>"$W/gc.txt") || gcfail; e=$(now)
 read -r gcn100 gccpu100 < <(gcstat "$W/gc.txt")
 r100=$(selfratio $((e - s)) "$out")
-# The heap's huge pages (cmd/cruxprov/hugeheap_linux.go: the tree-building commands mark the start
-# of their heap MADV_HUGEPAGE), their gain shown: one more cold create, and one more warm create,
-# with GODEBUG=disablethp=1, which is also how to turn them off (scripts/cold-ab.sh pairs them
-# for a figure less noisy than one run: ENV_A="GODEBUG=disablethp=1").
+# The tricks against page faults (cmd/cruxprov/hugeheap_linux.go: the tree-building commands mark
+# the start of their heap MADV_HUGEPAGE; materialize's compileTunables: the compile processes'
+# malloc settings), their gain shown: one more cold create, and one more warm create, with
+# GODEBUG=disablethp=1, which is also how to turn them off (scripts/cold-ab.sh pairs them for a
+# figure less noisy than one run: ENV_A="GODEBUG=disablethp=1").
 rm_env; rm -rf "$HOME_/cache/pyc"; sync
 s=$(now); out=$(GODEBUG=disablethp=1 create 2>"$W/gc.txt") || gcfail; e=$(now)
-rnothp=$(selfratio $((e - s)) "$out")
+rnothp=$(selfratio $((e - s)) "$out"); coldnothp=$(((e - s) / 1000000))
 ownnothp=$([ -s "$W/cpu" ] && jq -r --argjson a "$(cat "$W/cpu")" '($a - .timings.compile_cpu_ns) / 1e6 | floor' <<<"$out" || echo -)
 rm_env; sync
 s=$(now); GODEBUG=disablethp=1 create >/dev/null 2>"$W/gc.txt" || gcfail; e=$(now)
@@ -306,7 +308,8 @@ echo "cold creates, the collector: $(median "${T[gcn_coldpyc]}") collections, $(
   "$(ms "$gccpu100") ms, ratio $(awk -v r="$r100" 'BEGIN {printf "%.3f", r / 1e4}')"
 ownthp=-
 [ -n "${T[ccpu_coldpyc]:-}" ] && ownthp=$(awk -v a="$(median "${T[ccpu_coldpyc]}")" -v b="$(median "${T[cpu_coldpyc]}")" 'BEGIN {printf "%.0f", (a - b) / 1e6}')
-echo "the heap's huge pages: one cold create with GODEBUG=disablethp=1 (them off): ratio" \
+echo "the tricks against page faults: one cold create with GODEBUG=disablethp=1 (them off): $coldnothp ms" \
+  "(median with them: $(ms "$(median "${T[crux_coldpyc]}")") ms), ratio" \
   "$(awk -v r="$rnothp" 'BEGIN {printf "%.3f", r / 1e4}') (median above with them:" \
   "$(awk -v r="$(median "${T[rcold]}")" 'BEGIN {printf "%.3f", r / 1e4}')), cruxprov's own CPU $ownnothp ms" \
   "(median with them: $ownthp ms); one warm create (bytecode) with them off: $warmnothp ms" \

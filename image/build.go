@@ -126,6 +126,8 @@ type Options struct {
 	Remote []remote.Option
 	// Jobs bounds parallel downloads and installs.
 	Jobs int
+	// PlainMalloc: as pipeline.Options.
+	PlainMalloc bool
 	// Warn receives warnings.
 	Warn func(string)
 	// FetchEvents receives the wheel downloads' progress; Progress each
@@ -464,6 +466,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		Platform: pid, Python: in.Path, Client: o.Client,
 		Tree:      &pipeline.TreeTarget{Out: filepath.Join(dir, "tree"), Final: EnvPath, AnyMachine: true},
 		NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: o.Warn, FetchEvents: o.FetchEvents,
+		PlainMalloc: o.PlainMalloc,
 	}
 	var (
 		s        *seal.Seal

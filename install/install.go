@@ -40,9 +40,10 @@ type Options struct {
 	Python    string
 	// Client is the pinned index (nil: the store alone, offline).
 	Client *index.Client
-	// NoCompile, Jobs: as pipeline.Options.
-	NoCompile bool
-	Jobs      int
+	// NoCompile, Jobs, PlainMalloc: as pipeline.Options.
+	NoCompile   bool
+	Jobs        int
+	PlainMalloc bool
 	// Containers are container materializations to propose beside the
 	// platforms' (images verified by the caller: container.Materialization);
 	// each must name the resolution the pipeline gives its platform
@@ -104,6 +105,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 		po := pipeline.Options{
 			Source:   pipeline.Source{Root: o.Root},
 			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: warn,
+			PlainMalloc: o.PlainMalloc,
 		}
 		local := p == "host" || runsHere(ctx, st, p, o.Python)
 		po.ResolveOnly = !local

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -151,4 +153,92 @@ func TestCompileProcsCapped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The compile processes run with compileTunables unless the request says
+// PlainMalloc: the pool hands them that environment, glibc takes the
+// tunables (its heap is marked for huge pages), and the env's bytes are
+// the same either way.
+func TestCompileTunables(t *testing.T) {
+	t.Run("environment", func(t *testing.T) {
+		dir := t.TempDir()
+		py := filepath.Join(dir, "python")
+		if err := os.WriteFile(py, []byte("#!/bin/sh\nenv > \"$0.env\"\nexit 3\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, tuned := range []bool{true, false} {
+			p := newCompilePool(context.Background(), py, "bin/python", dir, 1)
+			if !tuned {
+				p.env = compileEnv(false)
+			}
+			p.submit('c', dir, "/final", []pycSource{{rel: "a.py", size: 1}}, func([]pycSource, []compiled) error { return nil })
+			if _, err := p.wait(); err == nil {
+				t.Fatal("the fake compiler's exit 3 was not an error")
+			}
+			env, err := os.ReadFile(py + ".env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Contains("\n"+string(env), "\nGLIBC_TUNABLES="+compileTunables+"\n")
+			if got != tuned || !strings.Contains("\n"+string(env), "\nPYTHONHASHSEED=0\n") {
+				t.Errorf("tuned=%v: the compile process's environment:\n%s", tuned, env)
+			}
+		}
+	})
+	t.Run("glibc", func(t *testing.T) {
+		mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+		if err != nil || strings.Contains(string(mode), "[never]") {
+			t.Skipf("transparent huge pages are off here (%q, %v)", mode, err)
+		}
+		// The [heap] mapping's flags, after growing it.
+		const script = `import os, sys
+v = os.confstr("CS_GNU_LIBC_VERSION") or ""
+if not v.startswith("glibc ") or tuple(map(int, v.split()[1].split(".")[:2])) < (2, 35):
+    print("old", v); sys.exit()
+x = [bytes(200) for _ in range(100000)]
+heap = False
+for line in open("/proc/self/smaps"):
+    f = line.split()
+    if "-" in f[0] and not f[0].endswith(":"):
+        heap = f[-1] == "[heap]"
+    elif heap and f[0] == "VmFlags:":
+        print("hg" if "hg" in f[1:] else "none")
+        break
+`
+		for _, tuned := range []bool{true, false} {
+			cmd := exec.Command(realPython, "-S", "-c", script)
+			cmd.Env = compileEnv(tuned)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			got := strings.TrimSpace(string(out))
+			if strings.HasPrefix(got, "old") {
+				t.Skipf("%s: glibc.malloc.hugetlb needs glibc 2.35", got)
+			}
+			if want := map[bool]string{true: "hg", false: "none"}[tuned]; got != want {
+				t.Errorf("tuned=%v: the compile process's heap has %q, want %q", tuned, got, want)
+			}
+		}
+	})
+	t.Run("same bytes", func(t *testing.T) {
+		_, in := host(t)
+		st := newStore(t)
+		w := putWheel(t, st, "pycdemo-1.0-py3-none-any.whl", wheeltest.Build(t, "pycdemo-1.0-py3-none-any.whl", pycWheel(in.CacheTag)))
+		var trees []string
+		for _, plain := range []bool{false, true} {
+			// One env path (the pycs record it): the second replaces the first.
+			req := request(t, w)
+			req.NoCompile, req.NoCache, req.PlainMalloc, req.Replace = false, true, plain, plain
+			res, err := Create(context.Background(), st, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPycs(t, res.Dir, in.CacheTag)
+			trees = append(trees, res.TreeDigest.String())
+		}
+		if trees[0] != trees[1] {
+			t.Errorf("tree digests differ: tuned %s, plain %s", trees[0], trees[1])
+		}
+	})
 }

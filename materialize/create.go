@@ -54,6 +54,10 @@ type Request struct {
 	NoCache bool
 	// Jobs bounds parallel work (< 1: GOMAXPROCS).
 	Jobs int
+	// PlainMalloc runs the compile processes with their C library's
+	// default malloc settings instead of compileTunables (the switch of a
+	// trick: docs/seal.md, "Tricks").
+	PlainMalloc bool
 	// AnyMachine lets the interpreter's machine differ from the
 	// platform's (Tree only: an image for another architecture, whose
 	// interpreter is another build at the same path; the host's lays out
@@ -374,6 +378,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 			pycCache = ""
 		}
 		bc = newBytecodeRun(ctx, pycCache, cacheTmp, in, s.Interpreter, staging, dir, l, jobs, ins.record)
+		bc.pool.env = compileEnv(!req.PlainMalloc)
 		bc.b.claim = ins.claimPyc
 		bc.prestart(all)
 		written = bc.add

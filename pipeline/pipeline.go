@@ -65,10 +65,11 @@ type Options struct {
 	// Tree, when set, materializes into Tree.Out laid out for Tree.Final
 	// (an image's env, materialize.Tree) instead of an env of the store.
 	Tree *TreeTarget
-	// NoCompile, NoCache, Jobs: as materialize.Request.
-	NoCompile bool
-	NoCache   bool
-	Jobs      int
+	// NoCompile, NoCache, Jobs, PlainMalloc: as materialize.Request.
+	NoCompile   bool
+	NoCache     bool
+	Jobs        int
+	PlainMalloc bool
 	// Replace rebuilds the env under its digest even when it exists
 	// sealed (drifted, say); the old tree is removed once the new one is
 	// sealed (materialize.Request.Replace).
@@ -254,6 +255,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 	req := materialize.Request{
 		Platform: plat, Interpreter: in, Resolution: r.Resolution, RootWheel: r.Root,
 		NoCompile: noCompile, NoCache: o.NoCache, Jobs: o.Jobs, Events: o.Events, Replace: o.Replace,
+		PlainMalloc: o.PlainMalloc,
 	}
 	if o.Tree != nil {
 		req.AnyMachine = o.Tree.AnyMachine

@@ -110,7 +110,7 @@ func envCreate(c *cli.Context) error {
 	po := pipeline.Options{
 		Platform: c.String("platform"), Python: c.String("python"),
 		NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Replace: c.Bool("replace"), Jobs: c.Int("jobs"),
-		Warn: o.warn,
+		Warn: o.warn, PlainMalloc: hugePagesOff(),
 	}
 	if abs, err := filepath.Abs(o.home); err != nil || !utf8.ValidString(abs) {
 		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)

@@ -141,8 +141,9 @@ func imageBuild(c *cli.Context) error {
 		Base: c.String("base"), Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"),
 		BuilderID: c.String("builder-id"), Tool: buildinfo.Version + " " + buildinfo.GoVersion(),
 		Output: out, Push: c.String("push"), Repo: c.String("repo"), Jobs: c.Int("jobs"), Warn: o.warn,
-		Shims:  map[string]string{},
-		Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+		PlainMalloc: hugePagesOff(),
+		Shims:       map[string]string{},
+		Remote:      []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 	}
 	for _, p := range strings.Split(c.String("platform"), ",") {
 		if p = strings.TrimSpace(p); p != "" {

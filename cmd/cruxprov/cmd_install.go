@@ -126,7 +126,7 @@ func installAction(c *cli.Context) error {
 	}
 	iopts := install.Options{
 		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), Jobs: c.Int("jobs"),
-		ProposedBy: operator(), Warn: o.warn, Containers: containers,
+		ProposedBy: operator(), Warn: o.warn, Containers: containers, PlainMalloc: hugePagesOff(),
 	}
 	if !c.Bool("offline") {
 		if iopts.Client, err = newIndexClient(c, c.String("index")); err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -28,13 +26,12 @@ const hugeHeapBytes = 64 << 20
 // is off), and lets it go: the next allocations reuse that range. Measured
 // by scripts/cold-ab.sh with GODEBUG=disablethp=1 on one side
 // (docs/seal.md, "Tricks"); GODEBUG=disablethp=1, the Go runtime's own
-// switch for huge pages, turns it off. It returns the start of the range
+// switch for huge pages, turns it off, and the compile processes' malloc
+// tuning with it (materialize.Request.PlainMalloc). It returns the start of the range
 // it marked (0 when off), for its test.
 func hugeHeap() uintptr {
-	for _, kv := range strings.Split(os.Getenv("GODEBUG"), ",") {
-		if strings.TrimSpace(kv) == "disablethp=1" {
-			return 0
-		}
+	if hugePagesOff() {
+		return 0
 	}
 	b := make([]byte, hugeHeapBytes)
 	if unix.Madvise(b, unix.MADV_HUGEPAGE) != nil {
