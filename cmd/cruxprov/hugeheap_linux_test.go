@@ -2,9 +2,9 @@ package main
 
 import (
 	"bufio"
-	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,14 +70,20 @@ func vmFlags(t *testing.T, addr uintptr) string {
 	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := sc.Text()
-		var lo, hi uintptr
-		if n, _ := fmt.Sscanf(line, "%x-%x ", &lo, &hi); n == 2 && strings.Contains(line[:strings.IndexByte(line, ' ')], "-") {
-			in = lo <= addr && addr < hi
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
 			continue
 		}
-		if in && strings.HasPrefix(line, "VmFlags:") {
-			return strings.TrimSpace(strings.TrimPrefix(line, "VmFlags:"))
+		// A mapping's first line starts "lo-hi perms …"; its fields
+		// ("Size:", "VmFlags:", …) follow it.
+		if lo, hi, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			l, err1 := strconv.ParseUint(lo, 16, 64)
+			h, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && uint64(addr) >= l && uint64(addr) < h
+			continue
+		}
+		if in && f[0] == "VmFlags:" {
+			return strings.Join(f[1:], " ")
 		}
 	}
 	t.Fatalf("no mapping of this process holds %#x", addr)
