@@ -3,6 +3,7 @@ package receipts
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -79,6 +80,20 @@ func FuzzRepairTail(f *testing.F) {
 		}
 		if len(res.Torn) != 1 || !bytes.Equal(res.Torn[0].Bytes, frag) || res.Torn[0].Offset != int64(cut) {
 			t.Fatalf("fragment %q not quarantined exactly: %+v", frag, res.Torn)
+		}
+	})
+}
+
+// FuzzValidJSON holds validJSON to json.Valid, the validator the row
+// parser used before it: the two agree on every input.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range validJSONCases {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(rows(f, "c")))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid says %v", b, got, want)
 		}
 	})
 }

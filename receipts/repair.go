@@ -131,7 +131,7 @@ func (l *Ledger) repairTail(size int64) error {
 		if err != nil {
 			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
 		}
-		return corrupt(CorruptLine{Path: l.path, Line: ln.no, Offset: off, Length: ln.n, SHA256: ln.sum,
+		return corrupt(CorruptLine{Path: l.path, Line: ln.no, Offset: off, Length: ln.n, SHA256: ln.sum(),
 			Reason: fmt.Sprintf("an unterminated tail of %d bytes, more than a torn row holds (%d)", n, maxFragment)})
 	}
 	frag := make([]byte, n)

@@ -230,20 +230,37 @@ func encodeChecked(v any, t time.Time) ([]byte, error) {
 // one JSON object from the first byte to the last, no duplicate keys, a
 // known format major and phase, and every required field of its type.
 func parseRow(line []byte) (row, error) {
+	var p rowParser
+	return p.parse(line)
+}
+
+// rowParser parses the rows of one reader (a scan, a Ledger) in turn. The
+// strings of fields that repeat from row to row (provider, platform, the
+// digests of an env…) come from its strtab, so that a ledger's thousands
+// of rows share one copy of each, and its fields slice is reused from row
+// to row.
+type rowParser struct {
+	tab    strtab
+	fields []field
+}
+
+func (p *rowParser) parse(line []byte) (row, error) {
 	if !utf8.Valid(line) {
 		return row{}, errors.New("not valid UTF-8")
 	}
 	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
 		return row{}, errors.New("not a JSON object alone on its line")
 	}
-	if !json.Valid(line) {
+	if !validJSON(line) {
 		return row{}, errors.New("not valid JSON")
 	}
-	o, err := objectFields(line)
+	fields, err := splitObject(line, p.fields[:0])
 	if err != nil {
 		return row{}, err
 	}
-	f := o.str("format", true)
+	p.fields = fields
+	o := object{fields: fields, tab: &p.tab}
+	f := o.shared("format", true)
 	if o.err != nil {
 		return row{}, o.err
 	}
@@ -252,7 +269,7 @@ func parseRow(line []byte) (row, error) {
 		return row{}, err
 	}
 	var r row
-	switch phase := o.str("phase", true); phase {
+	switch phase := o.shared("phase", true); phase {
 	case PhaseIntent:
 		r.intent = o.intent()
 	case PhaseOutcome:
@@ -276,7 +293,7 @@ func parseRow(line []byte) (row, error) {
 	if minor == 0 {
 		for _, fl := range o.fields {
 			if !fl.used {
-				return row{}, fmt.Errorf("unknown field %q in a %s row", fl.name, f)
+				return row{}, fmt.Errorf("unknown field %q in a %s row", string(fl.name), f)
 			}
 		}
 	}
@@ -319,37 +336,39 @@ func digits(s string) bool {
 // type checked; the first failure sticks in err.
 type object struct {
 	fields []field
+	tab    *strtab
 	err    error
 }
 
-// objectFields splits a JSON object, already checked by json.Valid, into
-// its top-level fields, refusing a duplicate key.
-func objectFields(line []byte) (*object, error) {
-	o := &object{fields: make([]field, 0, 16)}
+// splitObject splits a JSON object, already checked by validJSON, into
+// its top-level fields, appended to fields, refusing a duplicate key.
+func splitObject(line []byte, fields []field) ([]field, error) {
 	i := skipSpace(line, 1)
 	if i < len(line) && line[i] == '}' {
-		return o, nil
+		return fields, nil
 	}
 	for i < len(line) {
 		kEnd := valueEnd(line, i)
-		k, ok := unquote(line[i:kEnd])
+		k, ok := unquoteBytes(line[i:kEnd])
 		if !ok {
 			return nil, errors.New("not a JSON object")
 		}
 		i = skipSpace(line, kEnd)
 		i = skipSpace(line, i+1) // ':'
 		vEnd := valueEnd(line, i)
-		if o.find(k) >= 0 {
-			return nil, fmt.Errorf("duplicate field %q", k)
+		for j := range fields {
+			if bytes.Equal(fields[j].name, k) {
+				return nil, fmt.Errorf("duplicate field %q", k)
+			}
 		}
-		o.fields = append(o.fields, field{name: k, v: line[i:vEnd:vEnd]})
+		fields = append(fields, field{name: k, v: line[i:vEnd:vEnd]})
 		i = skipSpace(line, vEnd)
 		if i >= len(line) || line[i] == '}' {
 			break
 		}
 		i = skipSpace(line, i+1) // ','
 	}
-	return o, nil
+	return fields, nil
 }
 
 func skipSpace(b []byte, i int) int {
@@ -399,24 +418,55 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
-// unquote decodes a JSON string literal (valid, as json.Valid checked).
+// unquote decodes a JSON string literal (valid, as validJSON checked).
 func unquote(v []byte) (string, bool) {
+	b, ok := unquoteBytes(v)
+	return string(b), ok
+}
+
+// unquoteBytes is unquote without a copy when the literal has no escape:
+// the bytes returned are then v's own.
+func unquoteBytes(v []byte) ([]byte, bool) {
 	if len(v) < 2 || v[0] != '"' {
-		return "", false
+		return nil, false
 	}
 	if bytes.IndexByte(v, '\\') < 0 {
-		return string(v[1 : len(v)-1]), true
+		return v[1 : len(v)-1], true
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
-		return "", false
+		return nil, false
 	}
-	return s, true
+	return []byte(s), true
+}
+
+// strtab holds one copy of each string a ledger's rows repeat. It stops
+// growing at strtabMax entries (a ledger of ever new values gains nothing
+// from it), and lookups of a string it holds do not allocate.
+type strtab struct{ m map[string]string }
+
+const strtabMax = 4096
+
+func (t *strtab) get(b []byte) string {
+	if t == nil {
+		return string(b)
+	}
+	if s, ok := t.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if t.m == nil {
+		t.m = map[string]string{}
+	}
+	if len(t.m) < strtabMax {
+		t.m[s] = s
+	}
+	return s
 }
 
 // field is one top-level field of an object.
 type field struct {
-	name string
+	name []byte
 	v    []byte
 	used bool
 }
@@ -425,7 +475,7 @@ type field struct {
 // of fields: a linear search beats a map).
 func (o *object) find(name string) int {
 	for i := range o.fields {
-		if o.fields[i].name == name {
+		if string(o.fields[i].name) == name {
 			return i
 		}
 	}
@@ -454,19 +504,29 @@ func (o *object) raw(name string, required bool) (json.RawMessage, bool) {
 }
 
 func (o *object) str(name string, nonEmpty bool) string {
+	return o.strFrom(name, nonEmpty, nil)
+}
+
+// shared is str for a field whose values repeat from row to row: its
+// string comes from the object's strtab.
+func (o *object) shared(name string, nonEmpty bool) string {
+	return o.strFrom(name, nonEmpty, o.tab)
+}
+
+func (o *object) strFrom(name string, nonEmpty bool, tab *strtab) string {
 	v, ok := o.raw(name, true)
 	if !ok {
 		return ""
 	}
-	s, ok := unquote(v)
+	b, ok := unquoteBytes(v)
 	if !ok {
 		o.fail("field %q is not a string", name)
 		return ""
 	}
-	if nonEmpty && s == "" {
+	if nonEmpty && len(b) == 0 {
 		o.fail("field %q is empty", name)
 	}
-	return s
+	return tab.get(b)
 }
 
 func (o *object) optStr(name string) string {
@@ -486,12 +546,20 @@ func (o *object) attemptID(name string) string {
 
 // digest reads a "sha256:<hex>" field; optional allows "".
 func (o *object) digest(name string, optional bool) string {
-	s := o.str(name, !optional)
+	return o.digestFrom(name, optional, nil)
+}
+
+// sharedDigest is digest for a field whose values repeat (an env's).
+func (o *object) sharedDigest(name string, optional bool) string {
+	return o.digestFrom(name, optional, o.tab)
+}
+
+func (o *object) digestFrom(name string, optional bool, tab *strtab) string {
+	s := o.strFrom(name, !optional, tab)
 	if s == "" {
 		return ""
 	}
-	d, err := digest.Parse(s)
-	if err != nil || d.String() != s {
+	if _, err := digest.Parse(s); err != nil { // exactly "sha256:" and 64 lowercase hex digits
 		o.fail("field %q is not a sha256 digest", name)
 	}
 	return s
@@ -502,12 +570,39 @@ func (o *object) int(name string, min, max int64) int64 {
 	if !ok {
 		return 0
 	}
-	n, err := strconv.ParseInt(string(v), 10, 64)
-	if err != nil || n < min || n > max {
+	n, ok := parseInt(v)
+	if !ok || n < min || n > max {
 		o.fail("field %q is not an integer in [%d, %d]", name, min, max)
 		return 0
 	}
 	return n
+}
+
+// parseInt reads a JSON number that is an integer in int64's range, as
+// strconv.ParseInt(s, 10, 64) would ("-0" is 0), without its allocation.
+func parseInt(v []byte) (int64, bool) {
+	neg := len(v) > 0 && v[0] == '-'
+	d := v
+	if neg {
+		d = v[1:]
+	}
+	if len(d) == 0 || len(d) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case neg && n <= 1<<63:
+		return int64(-n), true
+	case !neg && n < 1<<63:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 func (o *object) bool(name string) bool {
@@ -530,21 +625,40 @@ func (o *object) strs(name string) []string {
 	if !ok {
 		return nil
 	}
-	var items []json.RawMessage
-	if len(v) == 0 || v[0] != '[' || json.Unmarshal(v, &items) != nil {
+	out, ok := stringArray(v, o.tab)
+	if !ok {
 		o.fail("field %q is not an array of strings", name)
 		return nil
 	}
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		s, ok := unquote(it)
-		if !ok {
-			o.fail("field %q is not an array of strings", name)
-			return nil
-		}
-		out = append(out, s)
-	}
 	return out
+}
+
+// stringArray reads a JSON array (valid, as validJSON checked) whose
+// items are all strings, taking them from tab (the URLs of a provider's
+// egress repeat from run to run).
+func stringArray(v []byte, tab *strtab) ([]string, bool) {
+	if len(v) < 2 || v[0] != '[' {
+		return nil, false
+	}
+	i := skipSpace(v, 1)
+	if i < len(v) && v[i] == ']' {
+		return []string{}, true
+	}
+	var out []string
+	for i < len(v) {
+		end := valueEnd(v, i)
+		b, ok := unquoteBytes(v[i:end])
+		if !ok {
+			return nil, false
+		}
+		out = append(out, tab.get(b))
+		i = skipSpace(v, end)
+		if i >= len(v) || v[i] == ']' {
+			break
+		}
+		i = skipSpace(v, i+1) // ','
+	}
+	return out, true
 }
 
 // optCount reads an optional positive integer (absent: 0; an explicit 0
@@ -590,15 +704,15 @@ func (o *object) intent() *Intent {
 	return &Intent{
 		AttemptID:             o.attemptID("attempt_id"),
 		IdempotencyKey:        o.str("idempotency_key", false),
-		Provider:              o.str("provider", true),
-		Entrypoint:            o.str("entrypoint", true),
-		ImplementationDigest:  o.digest("implementation_digest", false),
-		MaterializationDigest: o.digest("materialization_digest", false),
-		SealDigest:            o.digest("seal_digest", true),
-		Backend:               o.str("backend", true),
-		Platform:              o.str("platform", true),
+		Provider:              o.shared("provider", true),
+		Entrypoint:            o.shared("entrypoint", true),
+		ImplementationDigest:  o.sharedDigest("implementation_digest", false),
+		MaterializationDigest: o.sharedDigest("materialization_digest", false),
+		SealDigest:            o.sharedDigest("seal_digest", true),
+		Backend:               o.shared("backend", true),
+		Platform:              o.shared("platform", true),
 		ProtocolVersion:       int(o.int("protocol_version", 1, 1<<31-1)),
-		Tool:                  o.str("tool", true),
+		Tool:                  o.shared("tool", true),
 		InputDigest:           o.digest("input_digest", false),
 		StartedAt:             o.time("started_at"),
 		Unenforced:            o.optStrs("unenforced"),
@@ -608,12 +722,12 @@ func (o *object) intent() *Intent {
 func (o *object) outcome() *Outcome {
 	out := &Outcome{
 		AttemptID:             o.attemptID("attempt_id"),
-		Status:                o.str("status", true),
+		Status:                o.shared("status", true),
 		ExitCode:              int(o.int("exit_code", -1<<31, 1<<31-1)),
 		StdoutBytes:           o.int("stdout_bytes", 0, 1<<62),
 		StderrBytes:           o.int("stderr_bytes", 0, 1<<62),
 		ResultDigest:          o.digest("result_digest", true),
-		ErrorCode:             o.str("error_code", false),
+		ErrorCode:             o.shared("error_code", false),
 		ErrorMessage:          o.str("error_message", false),
 		StderrTail:            o.str("stderr_tail", false),
 		EgressDeclared:        o.strs("egress_declared"),

@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cruxible/cruxprov/refusal"
@@ -171,10 +173,10 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 			// A tail: a complete record is taken as a row (a repair would
 			// terminate it); anything else is pending.
 			if ln.long {
-				res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, SHA256: ln.sum})
+				res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, SHA256: ln.sum()})
 				break
 			}
-			if r, err := parseRow(ln.b); err == nil {
+			if r, err := j.p.parse(ln.b); err == nil {
 				if cl := j.add(r, path, ln); cl != nil {
 					if err := res.bad(*cl, opts); err != nil {
 						return err
@@ -182,7 +184,7 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 				}
 				break
 			}
-			res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, Bytes: bytes.Clone(ln.b), SHA256: ln.sum})
+			res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, Bytes: bytes.Clone(ln.b), SHA256: ln.sum()})
 			break
 		}
 		cl := checkLine(j, path, ln)
@@ -199,12 +201,12 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 // corruption it found, if any.
 func checkLine(j *joiner, path string, ln line) *CorruptLine {
 	if ln.long {
-		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum,
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum(),
 			Reason: fmt.Sprintf("line longer than %d bytes", maxLine)}
 	}
-	r, err := parseRow(ln.b)
+	r, err := j.p.parse(ln.b)
 	if err != nil {
-		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum,
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum(),
 			Reason: err.Error(), Bytes: bytes.Clone(ln.b)}
 	}
 	return j.add(r, path, ln)
@@ -224,9 +226,20 @@ type line struct {
 	no         int    // from 1
 	off        int64
 	n          int64 // length without the newline
-	sum        string
+	long       bool  // longer than maxLine: only n and sum are known
 	terminated bool
-	long       bool // longer than maxLine: only n and sum are known
+	longSum    string // a long line's sha256, hashed as it streamed past
+}
+
+// sum is the line's "sha256:<hex>", for the reports that name a line by
+// its bytes' digest. It is computed when asked for: a scan asks only of
+// the lines it reports.
+func (ln line) sum() string {
+	if ln.long {
+		return ln.longSum
+	}
+	s := sha256.Sum256(ln.b)
+	return "sha256:" + hex.EncodeToString(s[:])
 }
 
 // lineReader reads lines from a file region [off, end).
@@ -247,14 +260,15 @@ func newLineReader(f io.ReaderAt, off, end int64, firstLine int) *lineReader {
 	}
 }
 
-// next returns the next line, or io.EOF at the end of the region.
+// next returns the next line, or io.EOF at the end of the region. The
+// line's bytes are valid until the next call.
 func (lr *lineReader) next() (line, error) {
 	if lr.off >= lr.end {
 		return line{}, io.EOF
 	}
 	lr.line++
 	ln := line{no: lr.line, off: lr.off}
-	h := sha256.New()
+	var h hash.Hash // a long line's, from the moment it is long
 	lr.buf = lr.buf[:0]
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
@@ -263,15 +277,18 @@ func (lr *lineReader) next() (line, error) {
 			data = chunk[:len(chunk)-1]
 			ln.terminated = true
 		}
-		h.Write(data)
 		ln.n += int64(len(data))
-		if !ln.long {
-			if int64(len(lr.buf))+int64(len(data)) > maxLine {
-				ln.long = true
-				lr.buf = lr.buf[:0]
-			} else {
-				lr.buf = append(lr.buf, data...)
-			}
+		switch {
+		case ln.long:
+			h.Write(data)
+		case int64(len(lr.buf))+int64(len(data)) > maxLine:
+			ln.long = true
+			h = sha256.New()
+			h.Write(lr.buf)
+			h.Write(data)
+			lr.buf = lr.buf[:0]
+		default:
+			lr.buf = append(lr.buf, data...)
 		}
 		if err == bufio.ErrBufferFull {
 			continue
@@ -285,10 +302,11 @@ func (lr *lineReader) next() (line, error) {
 	if ln.terminated {
 		lr.off++
 	}
-	if !ln.long {
+	if ln.long {
+		ln.longSum = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	} else {
 		ln.b = lr.buf
 	}
-	ln.sum = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return ln, nil
 }
 
@@ -302,6 +320,7 @@ type joiner struct {
 	strays   []string
 	keys     map[string]*keyState
 	torn     []Torn
+	p        rowParser
 }
 
 // keyState is what the ledger knows of one idempotency key.
@@ -318,7 +337,7 @@ func newJoiner() *joiner {
 
 func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 	bad := func(reason string) *CorruptLine {
-		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum, Reason: reason, Bytes: bytes.Clone(ln.b)}
+		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum(), Reason: reason, Bytes: bytes.Clone(ln.b)}
 	}
 	switch {
 	case r.intent != nil:
@@ -382,6 +401,7 @@ func (j *joiner) noteOK(a *Attempt) {
 }
 
 func (j *joiner) result(res *ScanResult) {
+	res.Attempts = slices.Grow(res.Attempts, len(j.order))
 	for _, a := range j.order {
 		res.Attempts = append(res.Attempts, *a)
 		if a.Outcome == nil {
