@@ -38,6 +38,8 @@ func TestMain(m *testing.M) {
 	case "":
 	case "killed":
 		os.Exit(killedMain())
+	case "nsrefused":
+		os.Exit(nsRefusedMain())
 	default:
 		os.Exit(childMain())
 	}

@@ -3,9 +3,11 @@ package invoke
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +36,45 @@ func sysProcAttr(ns bool) *syscall.SysProcAttr {
 	}
 	return a
 }
+
+// nsAllowed is what namespacesAllowed found: 0 not yet asked, 1 allowed,
+// 2 refused.
+var nsAllowed atomic.Int32
+
+// namespacesAllowed reports whether the kernel lets this process give a
+// run its user and pid namespaces. It asks once per process, by starting
+// initShell with ":" in them (~5 ms here: BenchmarkNamespacesProbe), and
+// remembers the answer: an
+// executor that stays up asks once, a `cruxprov run` once per run. Where
+// there is no shell to ask with, it says yes and the run's own start
+// answers (see forgetNamespaces).
+func namespacesAllowed() bool {
+	switch nsAllowed.Load() {
+	case 1:
+		return true
+	case 2:
+		return false
+	}
+	ok := true
+	if initShell != "" {
+		cmd := exec.Command(initShell, "-c", ":")
+		cmd.Env = []string{}
+		cmd.SysProcAttr = sysProcAttr(true)
+		if err := cmd.Run(); err != nil && nsUnavailable(err) {
+			ok = false
+		}
+	}
+	if ok {
+		nsAllowed.Store(1)
+	} else {
+		nsAllowed.Store(2)
+	}
+	return ok
+}
+
+// forgetNamespaces makes the next namespacesAllowed ask again: a run's
+// start was refused the namespaces the last answer allowed.
+func forgetNamespaces() { nsAllowed.Store(0) }
 
 // initScript is the first process of a run's pid namespace, in front of
 // the harness: a POSIX shell that runs it as a foreground child (stdin,

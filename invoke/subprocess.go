@@ -87,18 +87,41 @@ func (s *Subprocess) grace() time.Duration {
 	return DefaultGrace
 }
 
+// LimitNamespaces is the name a local run's receipt gives its user and
+// pid namespaces in receipts.Intent.Unenforced when it ran without them
+// (Subprocess.NoNamespaces, or a kernel or seccomp filter that refuses
+// them): contained then by its process group and a walk of its
+// descendants only (docs/executor.md, "Limits").
+const LimitNamespaces = "namespaces"
+
 // Run implements Executor.
 func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
+	// Whether the run gets its namespaces is decided before the intent is
+	// written, so that the receipt says how the run was contained: a run
+	// without them must not look, in the audit trail, like one with them.
+	// Asking the kernel (once per process, ~5 ms) overlaps the Verify hook.
+	allowed := make(chan bool, 1)
+	if s.NoNamespaces {
+		allowed <- false
+	} else {
+		go func() { allowed <- namespacesAllowed() }()
+	}
 	var py string
+	var ns bool
 	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
-		py, err = s.checkEnv(c)
-		return nil, err
+		if py, err = s.checkEnv(c); err != nil {
+			return nil, err
+		}
+		if ns = <-allowed; !ns {
+			return []string{LimitNamespaces}, nil
+		}
+		return nil, nil
 	})
 	if st == nil {
 		return replay, err
 	}
-	res, tail, err := s.spawn(ctx, c, py, st.attempt, st.input, st.budgets, st.bundle, st.red)
+	res, tail, err := s.spawn(ctx, c, py, ns, st.attempt, st.input, st.budgets, st.bundle, st.red)
 	if err != nil {
 		return nil, st.rec.finishRefused(ctx, err)
 	}
@@ -407,7 +430,7 @@ func (s *sink) bytes() ([]byte, int64) {
 	return append([]byte(nil), b...), s.n
 }
 
-func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
+func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
 	call := *c
 	call.Input = input
 	line, err := Request(&call, attempt, b)
@@ -490,15 +513,14 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py, attempt string, inp
 	// so that no other goroutine can lock it and end it under the run.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ns := !s.NoNamespaces
 	cmd := build(ns)
 	start := time.Now()
 	err = cmd.Start()
 	if err != nil && ns && nsUnavailable(err) {
-		ns = false
-		cmd = build(false)
-		start = time.Now()
-		err = cmd.Start()
+		// The intent says the namespaces held: falling back now would
+		// make it untrue. The next run asks the kernel again.
+		forgetNamespaces()
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "the kernel refused the run's user and pid namespaces, which it allowed when this executor first asked (was user.max_user_namespaces lowered?): nothing ran; run it again, and it runs contained by its process group, as its receipt will say")
 	}
 	if err != nil {
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot start %s", argv[0])

@@ -228,7 +228,11 @@ func receiptsShow(c *cli.Context) error {
 		row("attempt", "%s (%s, line %d)", in.AttemptID, a.Path, a.Line)
 		row("run", "%s %s, backend %s, platform %s", in.Provider, in.Entrypoint, in.Backend, in.Platform)
 		if len(in.Unenforced) > 0 {
-			row("limits", "ran without the %s limits (--unenforced-limits)", strings.Join(in.Unenforced, ", "))
+			how := "" // a local run without its namespaces was not asked to be
+			if in.Backend == "container" {
+				how = " (--unenforced-limits)"
+			}
+			row("limits", "ran without the %s limits%s", strings.Join(in.Unenforced, ", "), how)
 		}
 		row("started", "%s", in.StartedAt.Format(time.RFC3339Nano))
 		if in.IdempotencyKey != "" {

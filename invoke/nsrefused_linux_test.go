@@ -1,0 +1,165 @@
+package invoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestNamespacesRefusedRecorded: where the kernel refuses a run's user and
+// pid namespaces, the run is contained by its process group, and its
+// receipt says so ("unenforced": ["namespaces"]), as it does with
+// NoNamespaces; before, the fallback left no trace in the receipt. A
+// kernel that refuses them only after this executor found them allowed
+// refuses that run (its intent said they held) and the next run records
+// the fallback. The refusal is the kernel's own: a child process in a user
+// namespace of its own sets that namespace's user.max_user_namespaces to
+// 0 (the limit is per user namespace, so the machine's is untouched).
+func TestNamespacesRefusedRecorded(t *testing.T) {
+	f := fixture(t)
+	// Here, allowed: a run's intent has no unenforced limit; with
+	// NoNamespaces it names the namespaces.
+	for _, ex := range []*invoke.Subprocess{{}, {NoNamespaces: true}} {
+		l, path := openLedger(t)
+		ex.Ledger, ex.WorkdirParent = l, t.TempDir()
+		res, err := ex.Run(context.Background(), f.Call("orphan", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		if err != nil || res.Status != invoke.StatusOK {
+			t.Fatalf("NoNamespaces %v: %v %+v", ex.NoNamespaces, err, res)
+		}
+		var want []string
+		if ex.NoNamespaces {
+			want = []string{invoke.LimitNamespaces}
+		}
+		if got := unenforced(t, path, 0); !slices.Equal(got, want) {
+			t.Errorf("NoNamespaces %v: unenforced %q, want %q", ex.NoNamespaces, got, want)
+		}
+	}
+
+	fxj, _ := json.Marshal(f)
+	work := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = []string{"CRUXPROV_INVOKE_CHILD=nsrefused", "CRUXPROV_INVOKE_FIXTURES=" + string(fxj), "CRUXPROV_INVOKE_WORK=" + work, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}},
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EINVAL) {
+			t.Skipf("this machine refuses a user namespace to the test itself: %v", err)
+		}
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	var rep nsReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("child output: %v\n%s", err, out)
+	}
+	if rep.Err != "" {
+		t.Fatalf("child: %s", rep.Err)
+	}
+	// 1: allowed, asked and remembered; 2: refused after that: refused,
+	// nothing ran; 3: asked again, refused: ran without, and says so.
+	want := []string{"ok []", "refused invoke_failed []", "ok [namespaces]"}
+	if !slices.Equal(rep.Runs, want) {
+		t.Errorf("runs %q, want %q", rep.Runs, want)
+	}
+	if rep.Parent[0] == rep.Parent[2] {
+		t.Errorf("the harness's parent was %q with and without the namespaces: the fallback did not happen", rep.Parent[0])
+	}
+}
+
+type nsReport struct {
+	Runs   []string  `json:"runs"`
+	Parent [3]string `json:"parent"`
+	Err    string    `json:"err,omitempty"`
+}
+
+// nsRefusedMain is TestNamespacesRefusedRecorded's child, root of a user
+// namespace of its own: three runs, the kernel refusing the namespaces
+// from the second on.
+func nsRefusedMain() int {
+	var rep nsReport
+	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
+	var f invoketest.Fixtures
+	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
+		rep.Err = err.Error()
+		return 0
+	}
+	work := os.Getenv("CRUXPROV_INVOKE_WORK")
+	ctx := context.Background()
+	path := filepath.Join(work, "receipts.jsonl")
+	l, err := receipts.Open(ctx, path, receipts.Options{})
+	if err != nil {
+		rep.Err = err.Error()
+		return 0
+	}
+	defer l.Close()
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
+	for i := range 3 {
+		if i == 1 {
+			if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0\n"), 0); err != nil {
+				rep.Err = err.Error()
+				return 0
+			}
+		}
+		res, err := ex.Run(ctx, f.Call("orphan", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		st := ""
+		switch {
+		case err != nil:
+			var r *refusal.Error
+			if !errors.As(err, &r) {
+				rep.Err = err.Error()
+				return 0
+			}
+			st = "refused " + string(r.Code)
+		default:
+			st = string(res.Status)
+			var v struct {
+				Parent string `json:"parent"`
+			}
+			json.Unmarshal(res.Value, &v)
+			rep.Parent[i] = v.Parent
+		}
+		sr, err := receipts.Scan(ctx, []string{path}, receipts.ScanOptions{})
+		if err != nil || len(sr.Attempts) != i+1 {
+			rep.Err = "the ledger after run " + string(rune('1'+i)) + ": " + errString(err)
+			return 0
+		}
+		u, _ := json.Marshal(sr.Attempts[i].Intent.Unenforced)
+		if string(u) == "null" {
+			u = []byte("[]")
+		}
+		rep.Runs = append(rep.Runs, st+" "+string(slices.DeleteFunc([]byte(string(u)), func(c byte) bool { return c == '"' })))
+	}
+	return 0
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "not one attempt per run"
+	}
+	return err.Error()
+}
+
+// unenforced returns the limits attempt i's intent in the ledger at path
+// names.
+func unenforced(t *testing.T, path string, i int) []string {
+	t.Helper()
+	r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+	if err != nil || len(r.Attempts) <= i {
+		t.Fatalf("scan %s: %v", path, err)
+	}
+	return r.Attempts[i].Intent.Unenforced
+}
