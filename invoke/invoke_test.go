@@ -266,19 +266,25 @@ type childReport struct {
 	Err          string `json:"err,omitempty"`
 }
 
+// childLedger is a test child's start: the fixtures and the work
+// directory its parent passed, and a ledger at rel under that directory.
+func childLedger(rel string) (invoketest.Fixtures, string, *receipts.Ledger, error) {
+	var f invoketest.Fixtures
+	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
+		return f, "", nil, err
+	}
+	work := os.Getenv("CRUXPROV_INVOKE_WORK")
+	l, err := receipts.Open(context.Background(), filepath.Join(work, rel), receipts.Options{})
+	return f, work, l, err
+}
+
 // childMain is the unprivileged executor: it verifies and runs probe with
 // a ledger in its own directory, and reports.
 func childMain() int {
 	rep := childReport{UID: os.Getuid()}
 	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
-	var f invoketest.Fixtures
-	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
-		rep.Err = err.Error()
-		return 0
-	}
-	work := os.Getenv("CRUXPROV_INVOKE_WORK")
 	ctx := context.Background()
-	l, err := receipts.Open(ctx, filepath.Join(work, "state", "receipts.jsonl"), receipts.Options{})
+	f, work, l, err := childLedger(filepath.Join("state", "receipts.jsonl"))
 	if err != nil {
 		rep.Err = err.Error()
 		return 0

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/cruxible/cruxprov/invoke"
-	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -92,20 +90,14 @@ type nsReport struct {
 func nsRefusedMain() int {
 	var rep nsReport
 	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
-	var f invoketest.Fixtures
-	if err := json.Unmarshal([]byte(os.Getenv("CRUXPROV_INVOKE_FIXTURES")), &f); err != nil {
-		rep.Err = err.Error()
-		return 0
-	}
-	work := os.Getenv("CRUXPROV_INVOKE_WORK")
 	ctx := context.Background()
-	path := filepath.Join(work, "receipts.jsonl")
-	l, err := receipts.Open(ctx, path, receipts.Options{})
+	f, work, l, err := childLedger("receipts.jsonl")
 	if err != nil {
 		rep.Err = err.Error()
 		return 0
 	}
 	defer l.Close()
+	path := l.Path()
 	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
 	for i := range 3 {
 		if i == 1 {
