@@ -59,7 +59,7 @@ cx interface register acme.echo --schema "$W/fx/interfaces/acme.echo.json" >/dev
 cx interface register acme.diagnostics --schema "$W/fx/interfaces/acme.diagnostics.json" >/dev/null
 install() { # install WHEEL -> prints the env path
   cx install "$1" --platform host --python "$PY" --index "$INDEX" --json >"$W/install.json"
-  cx changeset approve "$(field changeset.metadata.id <"$W/install.json")" --key "$W/keys/ops.key" >/dev/null
+  cx changeset approve "$(field changeSet.metadata.id <"$W/install.json")" --key "$W/keys/ops.key" >/dev/null
   "$PY" -c 'import json,sys; print(list(json.load(open(sys.argv[1]))["envs"].values())[0])' "$W/install.json"
 }
 CORPUS_ENV=$(install "$W"/corpus/files/bench_provider-*.whl)

@@ -82,7 +82,11 @@ func benchEnv(b *testing.B, c *invoke.Call, bundle []byte) {
 		if sh == "" {
 			sh = imagetest.Shim(b)
 		}
-		bareSpawn(b, c, bundle, []string{sh, "--secret-pipe-fd", strconv.Itoa(shim.SecretFD)})
+		argv := []string{sh}
+		if bundle != nil { // as the container executor: the flag only with a secret to pass
+			argv = append(argv, "--secret-pipe-fd", strconv.Itoa(shim.SecretFD))
+		}
+		bareSpawn(b, c, bundle, argv)
 	})
 	b.Run("go-api-watched", func(b *testing.B) {
 		v := watch.NewVerifier(watch.Spec{Env: c.Env}, func(ctx context.Context) error {
@@ -174,8 +178,8 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte, shimArgv []string) {
 		cmd.Stdin = bytes.NewReader(line)
 		cmd.Dir = dir
 		cmd.Env = []string{}
-		var out bytes.Buffer
-		cmd.Stdout = &out
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
 		var r, w *os.File
 		if bundle != nil {
 			if r, w, err = os.Pipe(); err != nil {
@@ -197,7 +201,7 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte, shimArgv []string) {
 			w.Close()
 		}
 		if err := cmd.Wait(); err != nil || !bytes.Contains(out.Bytes(), []byte(`"status":"ok"`)) {
-			b.Fatal(err, out.String())
+			b.Fatal(err, out.String(), errOut.String())
 		}
 	}
 	reportCPU(b, cpu)
