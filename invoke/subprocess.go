@@ -75,8 +75,9 @@ type Subprocess struct {
 	Defaults Budgets
 	// NoNamespaces disables the user and pid namespaces: the run is then
 	// contained by its process group and a walk of its descendants only
-	// (docs/executor.md says what that misses). They are also skipped,
-	// per run, where the kernel refuses them.
+	// (docs/executor.md says what that misses). They are also skipped
+	// where the kernel refuses them. Either way the run's receipt names
+	// them among the limits it went without (LimitNamespaces).
 	NoNamespaces bool
 }
 
