@@ -224,6 +224,25 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 		t.Errorf("receipt: %v", first)
 	}
 
+	// Rotating the ledger, as docs/receipts.md says to: renamed aside, the
+	// next run starts a new one, and a key whose ok is only in the old file
+	// runs again instead of being replayed; receipts scan reads both.
+	ledger, _ := first["ledger"].(string)
+	if err := os.Rename(ledger, ledger+".1"); err != nil {
+		t.Fatalf("rotate the ledger: %v", err)
+	}
+	r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1", "--json"), "a run under k1 after the rotation")
+	if replayed, _ := jsonOf(r)["replayed"].(bool); replayed {
+		t.Errorf("a run under a key only the rotated ledger knows was replayed: %s", r.stdout)
+	}
+	if _, err := os.Stat(ledger); err != nil {
+		t.Errorf("the run after the rotation started no new ledger: %v", err)
+	}
+	both := jsonOf(must(ex("receipts", "scan", "--ledger", ledger+".1", "--ledger", ledger, "--json"), "receipts scan of both ledgers"))
+	if n := len(both["attempts"].([]any)); n != len(atts)+1 {
+		t.Errorf("receipts scan of both ledgers: %d attempts, want %d", n, len(atts)+1)
+	}
+
 	// Tamper with the env: verify and run refuse (the run is recorded);
 	// the advised rebuild needs no new approval.
 	target := filepath.Join(env1, "pyvenv.cfg")
