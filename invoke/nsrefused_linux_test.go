@@ -26,22 +26,28 @@ import (
 // 0 (the limit is per user namespace, so the machine's is untouched).
 func TestNamespacesRefusedRecorded(t *testing.T) {
 	f := fixture(t)
-	// Here, allowed: a run's intent has no unenforced limit; with
-	// NoNamespaces it names the namespaces.
-	for _, ex := range []*invoke.Subprocess{{}, {NoNamespaces: true}} {
-		l, path := openLedger(t)
-		ex.Ledger, ex.WorkdirParent = l, t.TempDir()
-		res, err := ex.Run(context.Background(), f.Call("orphan", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
-		if err != nil || res.Status != invoke.StatusOK {
-			t.Fatalf("NoNamespaces %v: %v %+v", ex.NoNamespaces, err, res)
-		}
-		var want []string
-		if ex.NoNamespaces {
-			want = []string{invoke.LimitNamespaces}
-		}
-		if got := unenforced(t, path, 0); !slices.Equal(got, want) {
-			t.Errorf("NoNamespaces %v: unenforced %q, want %q", ex.NoNamespaces, got, want)
-		}
+	// Here, allowed: a run's intent has no unenforced limit, with or
+	// without a shell to ask with; with NoNamespaces it names the
+	// namespaces.
+	for i, ex := range []*invoke.Subprocess{{}, {}, {NoNamespaces: true}} {
+		func() {
+			if i == 1 {
+				defer invoke.WithoutShell()()
+			}
+			l, path := openLedger(t)
+			ex.Ledger, ex.WorkdirParent = l, t.TempDir()
+			res, err := ex.Run(context.Background(), f.Call("orphan", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+			if err != nil || res.Status != invoke.StatusOK {
+				t.Fatalf("run %d: %v %+v", i, err, res)
+			}
+			var want []string
+			if ex.NoNamespaces {
+				want = []string{invoke.LimitNamespaces}
+			}
+			if got := unenforced(t, path, 0); !slices.Equal(got, want) {
+				t.Errorf("run %d (NoNamespaces %v): unenforced %q, want %q", i, ex.NoNamespaces, got, want)
+			}
+		}()
 	}
 
 	fxj, _ := json.Marshal(f)
@@ -68,8 +74,9 @@ func TestNamespacesRefusedRecorded(t *testing.T) {
 		t.Fatalf("child: %s", rep.Err)
 	}
 	// 1: allowed, asked and remembered; 2: refused after that: refused,
-	// nothing ran; 3: asked again, refused: ran without, and says so.
-	want := []string{"ok []", "refused invoke_failed []", "ok [namespaces]"}
+	// nothing ran; 3: asked again, refused: ran without, and says so; 4:
+	// the same where there is no shell to ask with (the interpreter asks).
+	want := []string{"ok []", "refused invoke_failed []", "ok [namespaces]", "ok [namespaces]"}
 	if !slices.Equal(rep.Runs, want) {
 		t.Errorf("runs %q, want %q", rep.Runs, want)
 	}
@@ -80,7 +87,7 @@ func TestNamespacesRefusedRecorded(t *testing.T) {
 
 type nsReport struct {
 	Runs   []string  `json:"runs"`
-	Parent [3]string `json:"parent"`
+	Parent [4]string `json:"parent"`
 	Err    string    `json:"err,omitempty"`
 }
 
@@ -99,7 +106,10 @@ func nsRefusedMain() int {
 	defer l.Close()
 	path := l.Path()
 	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: work}
-	for i := range 3 {
+	for i := range 4 {
+		if i == 3 {
+			defer invoke.WithoutShell()()
+		}
 		if i == 1 {
 			if err := os.WriteFile("/proc/sys/user/max_user_namespaces", []byte("0\n"), 0); err != nil {
 				rep.Err = err.Error()

@@ -7,8 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,44 +38,60 @@ func sysProcAttr(ns bool) *syscall.SysProcAttr {
 	return a
 }
 
-// nsAllowed is what namespacesAllowed found: 0 not yet asked, 1 allowed,
-// 2 refused.
-var nsAllowed atomic.Int32
+// nsAnswer is what namespacesAllowed last found: whether the kernel
+// allowed the namespaces, and when it refused them.
+var nsAnswer struct {
+	sync.Mutex
+	known, allowed bool
+	refusedAt      time.Time
+}
+
+// nsRetry is how long a refusal is believed: a refusal can pass (the
+// user namespace count at its limit while many runs start), and an
+// executor that stays up must not run without its namespaces for ever
+// after one.
+const nsRetry = time.Minute
 
 // namespacesAllowed reports whether the kernel lets this process give a
-// run its user and pid namespaces. It asks once per process, by starting
-// initShell with ":" in them (~5 ms here: BenchmarkNamespacesProbe), and
-// remembers the answer: an
-// executor that stays up asks once, a `cruxprov run` once per run. Where
-// there is no shell to ask with, it says yes and the run's own start
-// answers (see forgetNamespaces).
-func namespacesAllowed() bool {
-	switch nsAllowed.Load() {
-	case 1:
-		return true
-	case 2:
-		return false
+// run its user and pid namespaces, by starting argv in them: initShell
+// with ":" (~5 ms here: BenchmarkNamespacesProbe), or where there is no
+// shell the env's interpreter doing nothing. It remembers an allowance
+// until a run's start is refused (forgetNamespaces) and a refusal for
+// nsRetry: an executor that stays up asks about once, a `cruxprov run`
+// once per run.
+func namespacesAllowed(argv []string) bool {
+	nsAnswer.Lock()
+	defer nsAnswer.Unlock()
+	if nsAnswer.known && (nsAnswer.allowed || time.Since(nsAnswer.refusedAt) < nsRetry) {
+		return nsAnswer.allowed
 	}
-	ok := true
-	if initShell != "" {
-		cmd := exec.Command(initShell, "-c", ":")
-		cmd.Env = []string{}
-		cmd.SysProcAttr = sysProcAttr(true)
-		if err := cmd.Run(); err != nil && nsUnavailable(err) {
-			ok = false
-		}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = []string{}
+	cmd.SysProcAttr = sysProcAttr(true)
+	err := cmd.Run()
+	nsAnswer.known, nsAnswer.allowed = true, err == nil || !nsUnavailable(err)
+	if !nsAnswer.allowed {
+		nsAnswer.refusedAt = time.Now()
 	}
-	if ok {
-		nsAllowed.Store(1)
-	} else {
-		nsAllowed.Store(2)
-	}
-	return ok
+	return nsAnswer.allowed
 }
 
 // forgetNamespaces makes the next namespacesAllowed ask again: a run's
 // start was refused the namespaces the last answer allowed.
-func forgetNamespaces() { nsAllowed.Store(0) }
+func forgetNamespaces() {
+	nsAnswer.Lock()
+	nsAnswer.known = false
+	nsAnswer.Unlock()
+}
+
+// nsProbe is the argv namespacesAllowed starts: initShell doing nothing,
+// or with no shell (nil) the caller's interpreter.
+func nsProbe() []string {
+	if initShell == "" {
+		return nil
+	}
+	return []string{initShell, "-c", ":"}
+}
 
 // initScript is the first process of a run's pid namespace, in front of
 // the harness: a POSIX shell that runs it as a foreground child (stdin,

@@ -11,7 +11,9 @@ func sysProcAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgi
 func nsUnavailable(error) bool { return false }
 
 // namespacesAllowed: there are none to give a run here.
-func namespacesAllowed() bool { return false }
+func namespacesAllowed([]string) bool { return false }
+
+func nsProbe() []string { return nil }
 
 func forgetNamespaces() {}
 

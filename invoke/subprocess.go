@@ -100,12 +100,15 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	// Whether the run gets its namespaces is decided before the intent is
 	// written, so that the receipt says how the run was contained: a run
 	// without them must not look, in the audit trail, like one with them.
-	// Asking the kernel (once per process, ~5 ms) overlaps the Verify hook.
+	// Asking the kernel (once per process, ~5 ms) overlaps the Verify hook;
+	// with no shell to ask with, the env's interpreter asks, once checked.
 	allowed := make(chan bool, 1)
-	if s.NoNamespaces {
+	probe := nsProbe()
+	switch {
+	case s.NoNamespaces:
 		allowed <- false
-	} else {
-		go func() { allowed <- namespacesAllowed() }()
+	case probe != nil:
+		go func() { allowed <- namespacesAllowed(probe) }()
 	}
 	var py string
 	var ns bool
@@ -114,7 +117,12 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 		if py, err = s.checkEnv(c); err != nil {
 			return nil, err
 		}
-		if ns = <-allowed; !ns {
+		if probe == nil && !s.NoNamespaces {
+			ns = namespacesAllowed([]string{py, "-I", "-S", "-c", ""})
+		} else {
+			ns = <-allowed
+		}
+		if !ns {
 			return []string{LimitNamespaces}, nil
 		}
 		return nil, nil
