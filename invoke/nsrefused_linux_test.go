@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -44,7 +45,7 @@ func TestNamespacesRefusedRecorded(t *testing.T) {
 			if ex.NoNamespaces {
 				want = []string{invoke.LimitNamespaces}
 			}
-			if got := unenforced(t, path, 0); !slices.Equal(got, want) {
+			if got := unenforced(t, path); !slices.Equal(got, want) {
 				t.Errorf("run %d (NoNamespaces %v): unenforced %q, want %q", i, ex.NoNamespaces, got, want)
 			}
 		}()
@@ -92,8 +93,8 @@ type nsReport struct {
 }
 
 // nsRefusedMain is TestNamespacesRefusedRecorded's child, root of a user
-// namespace of its own: three runs, the kernel refusing the namespaces
-// from the second on.
+// namespace of its own: four runs, the kernel refusing the namespaces
+// from the second on, the fourth without a shell.
 func nsRefusedMain() int {
 	var rep nsReport
 	defer func() { json.NewEncoder(os.Stdout).Encode(rep) }()
@@ -135,33 +136,26 @@ func nsRefusedMain() int {
 			rep.Parent[i] = v.Parent
 		}
 		sr, err := receipts.Scan(ctx, []string{path}, receipts.ScanOptions{})
-		if err != nil || len(sr.Attempts) != i+1 {
-			rep.Err = "the ledger after run " + string(rune('1'+i)) + ": " + errString(err)
+		if err != nil {
+			rep.Err = err.Error()
 			return 0
 		}
-		u, _ := json.Marshal(sr.Attempts[i].Intent.Unenforced)
-		if string(u) == "null" {
-			u = []byte("[]")
+		if len(sr.Attempts) != i+1 {
+			rep.Err = fmt.Sprintf("%d attempts in the ledger after run %d", len(sr.Attempts), i+1)
+			return 0
 		}
-		rep.Runs = append(rep.Runs, st+" "+string(slices.DeleteFunc([]byte(string(u)), func(c byte) bool { return c == '"' })))
+		rep.Runs = append(rep.Runs, fmt.Sprintf("%s %v", st, sr.Attempts[i].Intent.Unenforced))
 	}
 	return 0
 }
 
-func errString(err error) string {
-	if err == nil {
-		return "not one attempt per run"
-	}
-	return err.Error()
-}
-
-// unenforced returns the limits attempt i's intent in the ledger at path
+// unenforced returns the limits the first intent in the ledger at path
 // names.
-func unenforced(t *testing.T, path string, i int) []string {
+func unenforced(t *testing.T, path string) []string {
 	t.Helper()
 	r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
-	if err != nil || len(r.Attempts) <= i {
+	if err != nil || len(r.Attempts) == 0 {
 		t.Fatalf("scan %s: %v", path, err)
 	}
-	return r.Attempts[i].Intent.Unenforced
+	return r.Attempts[0].Intent.Unenforced
 }

@@ -418,14 +418,8 @@ func valueEnd(b []byte, i int) int {
 	return j
 }
 
-// unquote decodes a JSON string literal (valid, as validJSON checked).
-func unquote(v []byte) (string, bool) {
-	b, ok := unquoteBytes(v)
-	return string(b), ok
-}
-
-// unquoteBytes is unquote without a copy when the literal has no escape:
-// the bytes returned are then v's own.
+// unquoteBytes decodes a JSON string literal (valid, as validJSON
+// checked). Without an escape the bytes returned are v's own, not a copy.
 func unquoteBytes(v []byte) ([]byte, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return nil, false

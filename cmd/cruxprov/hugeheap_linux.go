@@ -20,10 +20,11 @@ const hugeHeapBytes = 64 << 20
 // THP mode ("madvise") each 4 KiB page is a fault of its own: ~9,200 faults
 // in a cold create of the bench's medium corpus (2,100 with this), at
 // ~11 µs a fault on this machine's VM (100 ms, 15% of the command's own
-// CPU), where a 2 MiB page is one fault. It allocates one large object, which the runtime places in
-// fresh, untouched address space at the start of its heap, marks its range
-// MADV_HUGEPAGE (a hint: it changes no byte and fails harmlessly where THP
-// is off), and lets it go: the next allocations reuse that range. Measured
+// CPU), where a 2 MiB page is one fault. It allocates one large object,
+// which the runtime places in fresh, untouched address space at the start
+// of its heap, marks its range MADV_HUGEPAGE (a hint: it changes no byte
+// and fails harmlessly where THP is off), and lets it go: the next
+// allocations reuse that range. Measured
 // by scripts/cold-ab.sh with GODEBUG=disablethp=1 on one side
 // (docs/seal.md, "Tricks"); GODEBUG=disablethp=1, the Go runtime's own
 // switch for huge pages, turns it off, and the compile processes' malloc
