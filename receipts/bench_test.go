@@ -51,10 +51,16 @@ func BenchmarkScan(b *testing.B) {
 
 // BenchmarkOpen is what every `cruxprov run` pays before it spawns: Open
 // reads a ledger of N receipts, each under its own idempotency key,
-// strictly, and folds them for Begin's idempotency decisions. Its peer,
-// peer=encoding-json, reads the same file line by line into generic maps
-// with encoding/json (json.Unmarshal into map[string]any: no types, no
-// duplicate keys, no joining), the least a Go reader of JSON lines does.
+// strictly, and folds them for Begin's idempotency decisions.
+//   - receipts=N: from the checkpoint an earlier Open wrote (the ledger's
+//     bytes hashed, the rows after the checkpoint parsed: none here);
+//   - no-checkpoint: Options.NoCheckpoint, every row parsed;
+//   - first-open: the checkpoint removed before each Open, which reads
+//     every row, hashes them and writes a new one;
+//   - peer=encoding-json: the same file read line by line into generic
+//     maps with encoding/json (json.Unmarshal into map[string]any: no
+//     types, no duplicate keys, no joining), the least a Go reader of JSON
+//     lines does.
 func BenchmarkOpen(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		path := filepath.Join(b.TempDir(), "l.jsonl")
@@ -67,14 +73,36 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		appendFile(b, path, string(buf))
 		ctx := context.Background()
+		open := func(b *testing.B, opts Options) *Ledger {
+			l, err := Open(ctx, path, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Close()
+			return l
+		}
+		open(b, Options{})
 		b.Run(fmt.Sprintf("receipts=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 			for b.Loop() {
-				l, err := Open(ctx, path, Options{})
-				if err != nil {
-					b.Fatal(err)
+				if l := open(b, Options{}); l.ckptAt != int64(len(buf)) {
+					b.Fatal("not opened from the checkpoint")
 				}
-				l.Close()
+			}
+		})
+		b.Run(fmt.Sprintf("receipts=%d/no-checkpoint", n), func(b *testing.B) {
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				open(b, Options{NoCheckpoint: true})
+			}
+		})
+		b.Run(fmt.Sprintf("receipts=%d/first-open", n), func(b *testing.B) {
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				b.StopTimer()
+				os.Remove(path + ".checkpoint")
+				b.StartTimer()
+				open(b, Options{})
 			}
 		})
 		b.Run(fmt.Sprintf("receipts=%d/peer=encoding-json", n), func(b *testing.B) {

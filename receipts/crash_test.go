@@ -29,6 +29,9 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// Every Open that reads a row writes a checkpoint, so that every test
+	// (and every child) also runs the ledger from checkpoints.
+	checkpointMin, checkpointShare = 1, 1<<40
 	role := os.Getenv(childEnv)
 	if role == "" {
 		os.Exit(m.Run())
@@ -107,6 +110,28 @@ func runChild(role, path, name string) error {
 		return l.Close()
 	case "begin-key-and-hang", "same-key":
 		return keyChild(ctx, role, path, name)
+	case "open-loop":
+		// Opens (writing a checkpoint each time: TestMain), begins and
+		// finishes under a few keys, closes, again, until killed.
+		fmt.Println("looping")
+		for i := 0; ; i++ {
+			l, err := Open(ctx, path, Options{})
+			if err != nil {
+				return err
+			}
+			for k := range 3 {
+				d, err := l.Begin(ctx, testIntent(fmt.Sprintf("%s-%d-%d", name, i, k), fmt.Sprint("k", (i+k)%7), "in"))
+				if err != nil {
+					return err
+				}
+				if d.Replay == nil {
+					if err := l.Finish(ctx, testOutcome(d.AttemptID, []string{StatusOK, StatusError}[(i+k)%2])); err != nil {
+						return err
+					}
+				}
+			}
+			l.Close()
+		}
 	}
 	return fmt.Errorf("unknown role %q", role)
 }

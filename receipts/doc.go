@@ -43,6 +43,11 @@
 // byte of <path>.inflight, which the kernel drops when the process dies,
 // so an orphan is an intent without outcome whose key lock nobody holds.
 //
+// Opening (Open) reads the ledger strictly too, to know its attempts and
+// keys; a checkpoint beside it, <path>.checkpoint, saves reading again the
+// rows it covers, and is trusted only when the sha256 of the ledger's bytes
+// it covers is the one it names (checkpoint.go).
+//
 // Reading (Scan) is strict: valid UTF-8, JSON objects with no duplicate
 // keys, required fields of the right types, a known phase and format
 // major; the first bad line ends the scan with a *CorruptError (line,

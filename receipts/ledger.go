@@ -3,9 +3,11 @@ package receipts
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -43,6 +45,10 @@ type Options struct {
 	// StartedAt or EndedAt, a replay's EndedAt, a torn row's repaired_at).
 	// Nil means time.Now.
 	Now func() time.Time
+	// NoCheckpoint makes Open read the whole ledger and neither read nor
+	// write its checkpoint <path>.checkpoint (checkpoint.go), as before
+	// checkpoints were written.
+	NoCheckpoint bool
 }
 
 // Decision is what Begin decided.
@@ -74,6 +80,8 @@ type Ledger struct {
 	end      int64 // the ledger is folded into j up to here
 	line     int   // lines folded
 	j        *joiner
+	sum      hash.Hash         // sha256 of the ledger's bytes [0, end); nil with NoCheckpoint
+	ckptAt   int64             // the offset of the last checkpoint loaded or written
 	inflight map[string]string // attempts begun here and not finished -> their key
 	keys     *os.File          // <path>.inflight, the key locks (inflight.go); nil until a key is used
 	broken   error             // set after a failed fsync or Close: the Ledger writes no more
@@ -125,7 +133,22 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
 	}
 	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
-	if err := l.locked(ctx, func() error { return l.sync(ctx) }); err != nil {
+	if !opts.NoCheckpoint {
+		l.sum = sha256.New()
+	}
+	err = l.locked(ctx, func() error {
+		if !opts.NoCheckpoint {
+			if size, err := l.size(); err == nil {
+				l.loadCheckpoint(ctx, size)
+			}
+		}
+		if err := l.sync(ctx); err != nil {
+			return err
+		}
+		l.writeCheckpoint()
+		return nil
+	})
+	if err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -197,7 +220,11 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 				}
 				dec.Attempt = ks.attempts + 1
 				if ks.ok != nil {
-					rep := replayOf(*ks.ok, in.AttemptID, l.opts.Now())
+					ok, err := l.okAttempt(ks)
+					if err != nil {
+						return err
+					}
+					rep := replayOf(*ok, in.AttemptID, l.opts.Now())
 					ob, err := encodeOutcome(rep)
 					if err != nil {
 						return refusal.Wrap(refusal.LedgerWriteFailed, err, "the replayed outcome of attempt %s is not a valid receipt", in.AttemptID)

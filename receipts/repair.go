@@ -109,6 +109,10 @@ func (l *Ledger) fold(ctx context.Context, to int64, allowTail bool) (bool, erro
 		if cl := checkLine(l.j, l.path, ln); cl != nil {
 			return false, corrupt(*cl)
 		}
+		if l.sum != nil {
+			l.sum.Write(ln.b)
+			l.sum.Write(newline)
+		}
 		l.end = lr.off
 		l.line = ln.no
 		if ln.no%4096 == 0 {
@@ -118,6 +122,8 @@ func (l *Ledger) fold(ctx context.Context, to int64, allowTail bool) (bool, erro
 		}
 	}
 }
+
+var newline = []byte{'\n'}
 
 // repairTail repairs the fragment [l.end, size): a complete record is
 // terminated with "\n"; anything else is journaled, then overwritten in

@@ -316,7 +316,7 @@ func (lr *lineReader) next() (line, error) {
 type joiner struct {
 	attempts map[string]*Attempt
 	order    []*Attempt
-	stray    map[string]*Located[Outcome]
+	stray    map[string]*strayRow
 	strays   []string
 	keys     map[string]*keyState
 	torn     []Torn
@@ -327,12 +327,23 @@ type joiner struct {
 type keyState struct {
 	first    *Attempt // the first intent under the key
 	ok       *Attempt // the first attempt with an ok outcome
+	okRow    rowRef   // where ok's outcome row is (a checkpoint names it)
 	last     *Attempt // the latest intent under the key
 	attempts int
 }
 
+// rowRef is where a row is in its ledger: its offset and length (without
+// the newline).
+type rowRef struct{ off, n int64 }
+
+// strayRow is an outcome read before (or without) its intent.
+type strayRow struct {
+	Located[Outcome]
+	n int64 // the row's length
+}
+
 func newJoiner() *joiner {
-	return &joiner{attempts: map[string]*Attempt{}, stray: map[string]*Located[Outcome]{}, keys: map[string]*keyState{}}
+	return &joiner{attempts: map[string]*Attempt{}, stray: map[string]*strayRow{}, keys: map[string]*keyState{}}
 }
 
 func (j *joiner) add(r row, path string, ln line) *CorruptLine {
@@ -352,9 +363,11 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 		a := &Attempt{Intent: *r.intent, Path: path, Line: ln.no}
 		j.attempts[id] = a
 		j.order = append(j.order, a)
+		var out rowRef
 		if s, ok := j.stray[id]; ok {
 			delete(j.stray, id)
 			a.Outcome = &s.Value
+			out = rowRef{s.Off, s.n}
 		}
 		if k := a.Intent.IdempotencyKey; k != "" {
 			ks := j.keys[k]
@@ -364,7 +377,7 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			}
 			ks.attempts++
 			ks.last = a
-			j.noteOK(a)
+			j.noteOK(a, out)
 		}
 	case r.outcome != nil:
 		id := r.outcome.AttemptID
@@ -373,13 +386,13 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 				return bad(fmt.Sprintf("a second outcome for attempt %s", id))
 			}
 			a.Outcome = r.outcome
-			j.noteOK(a)
+			j.noteOK(a, rowRef{ln.off, ln.n})
 			return nil
 		}
 		if _, dup := j.stray[id]; dup {
 			return bad(fmt.Sprintf("a second outcome for attempt %s", id))
 		}
-		j.stray[id] = &Located[Outcome]{Value: *r.outcome, Path: path, Line: ln.no, Off: ln.off}
+		j.stray[id] = &strayRow{Located[Outcome]{Value: *r.outcome, Path: path, Line: ln.no, Off: ln.off}, ln.n}
 		j.strays = append(j.strays, id)
 	case r.torn != nil:
 		j.torn = append(j.torn, Torn{Path: path, Line: ln.no, Offset: r.torn.Offset,
@@ -389,14 +402,14 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 }
 
 // noteOK remembers the first ok outcome under an attempt's key (a replayed
-// ok counts as ok: it replays the same original).
-func (j *joiner) noteOK(a *Attempt) {
+// ok counts as ok: it replays the same original), and where its row is.
+func (j *joiner) noteOK(a *Attempt, out rowRef) {
 	k := a.Intent.IdempotencyKey
 	if k == "" || a.Outcome == nil || a.Outcome.Status != StatusOK {
 		return
 	}
 	if ks := j.keys[k]; ks != nil && ks.ok == nil {
-		ks.ok = a
+		ks.ok, ks.okRow = a, out
 	}
 }
 
@@ -410,7 +423,7 @@ func (j *joiner) result(res *ScanResult) {
 	}
 	for _, id := range j.strays {
 		if s, ok := j.stray[id]; ok {
-			res.Unmatched = append(res.Unmatched, *s)
+			res.Unmatched = append(res.Unmatched, s.Located)
 		}
 	}
 	res.Torn = append(res.Torn, j.torn...)
