@@ -9,12 +9,14 @@
 #            --size medium corpus env (~3,900 files, bench-provider echo). Target: <= 1.2x bare.
 #   CLI      `cruxprov run` (pin verify from scratch, ledger, spawn) vs the bare spawn from this
 #            shell, on the corpus env (bench-provider echo) and the fixture acme-echo env (with its
-#            secret on fd 3).
+#            secret on fd 3); and on the corpus env with a ledger of LEDGER_RECEIPTS receipts,
+#            from its checkpoint and read whole (docs/receipts.md "Checkpoint").
 #
 # Each round runs every measurement once, alternating; RUNS rounds (default 7), medians printed.
 # Usage: bench/invoke.sh   (env: RUNS, N Go iterations per round (20), K CLI calls per round (10),
 #                           PYTHON (the env's interpreter), CORPUS_PYTHON (whose site-packages
-#                           make the corpus), CRUXPROV=path to a built binary)
+#                           make the corpus), CRUXPROV=path to a built binary,
+#                           LEDGER_RECEIPTS (20000))
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-7}
@@ -81,6 +83,27 @@ run_corpus() { cx run bench-provider echo --input "$W/input.json" --ledger "$W/l
 run_echo() { cx run acme-echo echo --input "$W/input.json" --secret "acme/api-token=@$W/token" --ledger "$W/ledger.jsonl" --state-dir "$W/state" >/dev/null 2>&1; }
 for f in bare_corpus bare_echo run_corpus run_echo; do $f || { echo "invoke.sh: $f failed" >&2; exit 1; }; done
 
+# A ledger that has seen many runs: $LEDGER_RECEIPTS receipts (copies of the runs' rows above, each
+# under an attempt id of its own), in two copies: one with its checkpoint (written by the first
+# run), one whose checkpoint path is a directory, so that every `run` reads it whole (as before
+# checkpoints: only the hash of the rows, ~1/8 of the read, is extra).
+LR=${LEDGER_RECEIPTS:-20000}
+"$PY" - "$W/ledger.jsonl" "$W/big.jsonl" "$LR" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+per = sum(r["phase"] == "intent" for r in rows)
+with open(sys.argv[2], "w") as f:
+    for i in range(-(-int(sys.argv[3]) // per)):
+        for r in rows:
+            f.write(json.dumps(dict(r, attempt_id=f"{r['attempt_id']}-{i}"), separators=(",", ":"), ensure_ascii=False) + "\n")
+PYEOF
+cp "$W/big.jsonl" "$W/big-nock.jsonl"
+mkdir "$W/big-nock.jsonl.checkpoint"
+run_big() { cx run bench-provider echo --input "$W/input.json" --ledger "$W/big.jsonl" --state-dir "$W/state" >/dev/null; }
+run_big_nock() { cx run bench-provider echo --input "$W/input.json" --ledger "$W/big-nock.jsonl" --state-dir "$W/state" >/dev/null; }
+for f in run_big run_big_nock; do $f || { echo "invoke.sh: $f failed" >&2; exit 1; }; done
+echo "ledgers of $(grep -c '"phase":"intent"' "$W/big.jsonl") receipts ($(du -m "$W/big.jsonl" | cut -f1) MB)"
+
 declare -A T
 add() { T[$1]="${T[$1]:-} $2"; }
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -109,6 +132,8 @@ for r in $(seq "$RUNS"); do
   loop cli-corpus-run run_corpus
   loop cli-echo-bare bare_echo
   loop cli-echo-run run_echo
+  loop cli-big-run run_big
+  loop cli-big-nock run_big_nock
   CRUXPROV_BENCH_CORPUS_ENV=$CORPUS_ENV "$W/invoke.test" -test.run '^$' -test.bench '^BenchmarkInvoke$' \
     -test.benchtime "${N}x" >"$W/go.txt" 2>&1 || { cat "$W/go.txt"; exit 1; }
   while read -r name _ ns _ cpu _; do
@@ -143,3 +168,6 @@ row "cruxprov run" cli-corpus-run cli-corpus-bare
 echo "CLI, fixture env, acme-echo echo with a secret on fd 3:"
 row "bare spawn" cli-echo-bare cli-echo-bare
 row "cruxprov run" cli-echo-run cli-echo-bare
+echo "CLI, corpus env, with a ledger of $LR receipts (the ratio is to a run on the small ledger):"
+row "cruxprov run, ledger checkpointed" cli-big-run cli-corpus-run
+row "cruxprov run, ledger read whole" cli-big-nock cli-corpus-run
