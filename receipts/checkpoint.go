@@ -55,9 +55,10 @@ var (
 	checkpointShare int64 = 32
 )
 
-// checkpointed is the outcome of an attempt a checkpoint says has one,
-// until the row is read (okOutcome).
-var checkpointed = &Outcome{}
+// elided is the outcome of an attempt that has one, in a Ledger, which
+// keeps no outcome in memory: a replay reads the ok one from its row
+// (okAttempt).
+var elided = &Outcome{}
 
 func (l *Ledger) checkpointPath() string { return l.side + ".checkpoint" }
 
@@ -376,6 +377,7 @@ func (c *checkpoint) joiner(l *Ledger) (*joiner, error) {
 		attempts: make(map[string]*Attempt, len(c.attempts)),
 		keys:     make(map[string]*keyState, len(c.keys)),
 		stray:    map[string]*strayRow{},
+		lean:     true,
 	}
 	as := make([]Attempt, len(c.attempts))
 	kss := make([]keyState, len(c.keys))
@@ -384,7 +386,7 @@ func (c *checkpoint) joiner(l *Ledger) (*joiner, error) {
 		a := &as[i]
 		a.Intent.AttemptID, a.Intent.IdempotencyKey, a.Path, a.Line = ca.id, ca.key, l.path, ca.line
 		if ca.done {
-			a.Outcome = checkpointed
+			a.Outcome = elided
 		}
 		if ca.id == "" || j.attempts[ca.id] != nil {
 			return nil, errCheckpoint
@@ -433,11 +435,11 @@ func (l *Ledger) readRow(ref rowRef, limit int64) (row, error) {
 	return parseRow(b)
 }
 
-// okAttempt is ks's first ok attempt with its outcome, which a checkpoint
-// left in the ledger until now.
+// okAttempt is ks's first ok attempt with its outcome, read back from
+// its row: the Ledger keeps no outcome in memory (elided).
 func (l *Ledger) okAttempt(ks *keyState) (*Attempt, error) {
 	a := ks.ok
-	if a.Outcome != checkpointed {
+	if a.Outcome != elided {
 		return a, nil
 	}
 	r, err := l.readRow(ks.okRow, l.end)
@@ -446,6 +448,7 @@ func (l *Ledger) okAttempt(ks *keyState) (*Attempt, error) {
 			"receipts ledger %s no longer holds, at byte offset %d, the ok outcome of attempt %s that it held when opened: it was rewritten (%v)",
 			l.path, ks.okRow.off, a.Intent.AttemptID, errOr(err, fmt.Errorf("another row")))
 	}
-	a.Outcome = r.outcome
-	return a, nil
+	ok := *a
+	ok.Outcome = r.outcome
+	return &ok, nil
 }

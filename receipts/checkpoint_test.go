@@ -71,8 +71,9 @@ func openOpts(t *testing.T, path string, opts Options) *Ledger {
 }
 
 // sameAsFullRead opens path from its checkpoint and without it, and
-// compares what the two Ledgers know; it reports whether the first was
-// started from a checkpoint.
+// compares what the two Ledgers know with each other and with what the
+// scan's joiner, which keeps whole receipts, knows of the same rows; it
+// reports whether the first was started from a checkpoint.
 func sameAsFullRead(t *testing.T, path string) bool {
 	t.Helper()
 	full := openOpts(t, path, Options{NoCheckpoint: true})
@@ -81,9 +82,37 @@ func sameAsFullRead(t *testing.T, path string) bool {
 	if a, b := state(t, full), state(t, ck); a != b {
 		t.Fatalf("a Ledger opened from its checkpoint knows\n%s\nnot, as one that read the whole ledger,\n%s", b, a)
 	}
+	if a, b := state(t, scanned(t, path)), state(t, full); a != b {
+		t.Fatalf("a Ledger (lean) knows\n%s\nnot, as the scan's joiner,\n%s", b, a)
+	}
 	full.Close()
 	ck.Close()
 	return loaded
+}
+
+// scanned folds the ledger at path (repaired: no tail) into a joiner
+// that keeps whole receipts, as Scan's, in a Ledger for state.
+func scanned(t *testing.T, path string) *Ledger {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	st, _ := f.Stat()
+	l := &Ledger{path: path, f: f, j: newJoiner()}
+	lr := newLineReader(f, 0, st.Size(), 1)
+	for {
+		ln, err := lr.next()
+		if err != nil {
+			break
+		}
+		if cl := checkLine(l.j, path, ln); cl != nil || !ln.terminated {
+			t.Fatalf("line %d: %+v", ln.no, cl)
+		}
+		l.end, l.line = lr.off, ln.no
+	}
+	return l
 }
 
 // TestCheckpointSameAsFullRead drives a ledger through every kind of row

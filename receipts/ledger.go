@@ -133,6 +133,7 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
 	}
 	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
+	l.j.lean = true
 	if !opts.NoCheckpoint {
 		l.sum = sha256.New()
 	}

@@ -321,6 +321,12 @@ type joiner struct {
 	keys     map[string]*keyState
 	torn     []Torn
 	p        rowParser
+	// lean is a Ledger's joiner: of each attempt it keeps the id, the
+	// line, whether it has an outcome, the key while it has none, and of
+	// a key's first attempt the request Begin compares others with; no
+	// torn rows. An executor that stays up for a million runs holds that
+	// much per run, not whole receipts.
+	lean bool
 }
 
 // keyState is what the ledger knows of one idempotency key.
@@ -361,6 +367,9 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			return cl
 		}
 		a := &Attempt{Intent: *r.intent, Path: path, Line: ln.no}
+		if j.lean {
+			a.Intent = Intent{AttemptID: id, IdempotencyKey: r.intent.IdempotencyKey}
+		}
 		j.attempts[id] = a
 		j.order = append(j.order, a)
 		var out rowRef
@@ -374,11 +383,14 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			if ks == nil {
 				ks = &keyState{first: a}
 				j.keys[k] = ks
+				// What Begin compares a request under the key with.
+				a.Intent.InputDigest, a.Intent.Provider, a.Intent.Entrypoint = r.intent.InputDigest, r.intent.Provider, r.intent.Entrypoint
 			}
 			ks.attempts++
 			ks.last = a
 			j.noteOK(a, out)
 		}
+		j.elide(a)
 	case r.outcome != nil:
 		id := r.outcome.AttemptID
 		if a, ok := j.attempts[id]; ok {
@@ -387,6 +399,7 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			}
 			a.Outcome = r.outcome
 			j.noteOK(a, rowRef{ln.off, ln.n})
+			j.elide(a)
 			return nil
 		}
 		if _, dup := j.stray[id]; dup {
@@ -394,11 +407,23 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 		}
 		j.stray[id] = &strayRow{Located[Outcome]{Value: *r.outcome, Path: path, Line: ln.no, Off: ln.off}, ln.n}
 		j.strays = append(j.strays, id)
-	case r.torn != nil:
+	case r.torn != nil && !j.lean:
 		j.torn = append(j.torn, Torn{Path: path, Line: ln.no, Offset: r.torn.Offset,
 			Bytes: r.torn.Bytes, SHA256: r.torn.SHA256, RepairedAt: r.torn.RepairedAt})
 	}
 	return nil
+}
+
+// elide drops, in a lean joiner, what Begin and Finish do not read of an
+// attempt once it has its outcome: the outcome itself (a replay reads the
+// ok one back from its row, keyState.okRow) and its key.
+func (j *joiner) elide(a *Attempt) {
+	if j.lean && a.Outcome != nil {
+		a.Outcome = elided
+		if ks := j.keys[a.Intent.IdempotencyKey]; ks == nil || ks.first != a {
+			a.Intent.IdempotencyKey = ""
+		}
+	}
 }
 
 // noteOK remembers the first ok outcome under an attempt's key (a replayed
