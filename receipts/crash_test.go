@@ -112,8 +112,10 @@ func runChild(role, path, name string) error {
 		return keyChild(ctx, role, path, name)
 	case "open-loop":
 		// Opens (writing a checkpoint each time: TestMain), begins and
-		// finishes under a few keys, closes, again, until killed.
+		// finishes under a few keys, closes, again, until killed; its
+		// attempt ids are its own (a random name).
 		fmt.Println("looping")
+		name = newAttemptID()[:8]
 		for i := 0; ; i++ {
 			l, err := Open(ctx, path, Options{})
 			if err != nil {
