@@ -17,7 +17,7 @@ import (
 // ledger's first bytes, so that the next Open reads only the rows after
 // them. It is a cache: Open trusts it only when the sha256 of the ledger's
 // first Offset bytes is the one it names, which it checks by hashing them
-// (~14× cheaper than parsing them), and anything else about it (missing,
+// (8–10× cheaper than parsing them), and anything else about it (missing,
 // short, damaged, of another ledger, written before a rotation) makes Open
 // read the whole ledger strictly, as without it, and write a new one. So a
 // change to a byte the checkpoint covers is found as before: the hash
