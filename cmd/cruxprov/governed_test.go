@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
+	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -241,6 +244,20 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	both := jsonOf(must(ex("receipts", "scan", "--ledger", ledger+".1", "--ledger", ledger, "--json"), "receipts scan of both ledgers"))
 	if n := len(both["attempts"].([]any)); n != len(atts)+1 {
 		t.Errorf("receipts scan of both ledgers: %d attempts, want %d", n, len(atts)+1)
+	}
+
+	// A ledger past the checkpoint's threshold (docs/receipts.md
+	// "Checkpoint"): the next run writes <ledger>.checkpoint, the one
+	// after starts from it, and k1, whose ok the checkpoint covers, is
+	// replayed from the row it points at.
+	padLedger(t, ledger, 200)
+	must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret), "a run on a ledger of 200 receipts more")
+	if _, err := os.Stat(ledger + ".checkpoint"); err != nil {
+		t.Errorf("the run wrote no checkpoint of its ledger: %v", err)
+	}
+	r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1", "--json"), "a run under k1 from the checkpoint")
+	if replayed, _ := jsonOf(r)["replayed"].(bool); !replayed {
+		t.Errorf("a run under k1, whose ok the checkpoint covers, was not replayed: %s", r.stdout)
 	}
 
 	// Tamper with the env: verify and run refuse (the run is recorded);
@@ -727,5 +744,31 @@ func TestChangeSetKeyAcrossCommands(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != exitRefused || v["schema"] != "cruxprov.install/v2" {
 		t.Errorf("a failed install's document: %v %+v", err, r)
+	}
+}
+
+// padLedger appends n receipts of another entrypoint to the ledger at
+// path, as the executor's own runs would (unkeyed: no key locks are made,
+// so that the executor, another user, can open it after).
+func padLedger(t *testing.T, path string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := receipts.Open(ctx, path, receipts.Options{NoCheckpoint: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	d := digest.Sum([]byte("pad")).String()
+	for range n {
+		in := receipts.Intent{Provider: "acme-echo", Entrypoint: "pad", SealDigest: d, Backend: "local",
+			Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test", InputDigest: d,
+			ImplementationDigest: d, MaterializationDigest: d}
+		dec, err := l.Begin(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(ctx, receipts.Outcome{AttemptID: dec.AttemptID, Status: receipts.StatusOK, ResultDigest: d}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
