@@ -130,13 +130,14 @@ func (l *Ledger) writeCheckpoint() {
 	if l.sum == nil || read < checkpointMin || read < l.end/checkpointShare {
 		return
 	}
-	b := l.encodeCheckpoint()
+	// Opened first: where it cannot be written (a directory this user
+	// may not write), nothing is encoded for nothing.
 	tmp := l.checkpointPath() + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return
 	}
-	_, err = f.Write(b)
+	_, err = f.Write(l.encodeCheckpoint())
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
