@@ -134,69 +134,77 @@ func BenchmarkOpen(b *testing.B) {
 // BenchmarkHeld is the memory a Ledger holds per receipt it knows, which
 // an executor that stays up holds for every run it made: the heap in use
 // after a collection, less the heap before Open, over the receipts
-// (100,000, each under its own key; every other one an error with 2 KiB of
-// stderr tail, half what invoke keeps).
+// (100,000; every other one an error with 2 KiB of stderr tail, half
+// what invoke keeps), each under its own idempotency key (keys=unique: a
+// key's first attempt keeps its request) or under none (keys=none).
 // joiner=scan is the scan's joiner on the same rows, which keeps whole
 // receipts, as the Ledger did before it kept only what Begin and Finish
 // read.
 func BenchmarkHeld(b *testing.B) {
 	const n = 100000
-	path := filepath.Join(b.TempDir(), "l.jsonl")
-	var buf []byte
-	for i := range n {
-		id := "a" + itoa(i)
-		in, _ := encodeIntent(testIntent(id, "k"+itoa(i), "in"+itoa(i)))
-		o := testOutcome(id, []string{StatusOK, StatusError}[i%2])
-		if o.Status == StatusError {
-			o.StderrTail = strings.Repeat("Traceback line "+itoa(i)+"\n", 2048/(16+len(itoa(i))))
+	for _, keyed := range []bool{true, false} {
+		path := filepath.Join(b.TempDir(), "l.jsonl")
+		var buf []byte
+		for i := range n {
+			id := "a" + itoa(i)
+			key := ""
+			if keyed {
+				key = "k" + itoa(i)
+			}
+			in, _ := encodeIntent(testIntent(id, key, "in"+itoa(i)))
+			o := testOutcome(id, []string{StatusOK, StatusError}[i%2])
+			if o.Status == StatusError {
+				o.StderrTail = strings.Repeat("Traceback line "+itoa(i)+"\n", 2048/(16+len(itoa(i))))
+			}
+			out, _ := encodeOutcome(o)
+			buf = append(append(buf, in...), out...)
 		}
-		out, _ := encodeOutcome(o)
-		buf = append(append(buf, in...), out...)
-	}
-	appendFile(b, path, string(buf))
-	heap := func() uint64 {
-		var m runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	for _, tc := range []struct {
-		name string
-		open func() any
-	}{
-		{"ledger", func() any {
-			l, err := Open(context.Background(), path, Options{NoCheckpoint: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			l.Close()
-			return l
-		}},
-		{"ledger-from-checkpoint", func() any {
-			l, err := Open(context.Background(), path, Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			l.Close()
-			return l
-		}},
-		{"joiner=scan", func() any {
-			res, err := Scan(context.Background(), []string{path}, ScanOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return res
-		}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			var held uint64
-			for b.Loop() {
-				before := heap()
-				v := tc.open()
-				held = heap() - before
-				runtime.KeepAlive(v)
-			}
-			b.ReportMetric(float64(held)/n, "B/receipt")
-		})
+		appendFile(b, path, string(buf))
+		heap := func() uint64 {
+			var m runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		keys := map[bool]string{true: "keys=unique", false: "keys=none"}[keyed]
+		for _, tc := range []struct {
+			name string
+			open func() any
+		}{
+			{"ledger", func() any {
+				l, err := Open(context.Background(), path, Options{NoCheckpoint: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Close()
+				return l
+			}},
+			{"ledger-from-checkpoint", func() any {
+				l, err := Open(context.Background(), path, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.Close()
+				return l
+			}},
+			{"joiner=scan", func() any {
+				res, err := Scan(context.Background(), []string{path}, ScanOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return res
+			}},
+		} {
+			b.Run(keys+"/"+tc.name, func(b *testing.B) {
+				var held uint64
+				for b.Loop() {
+					before := heap()
+					v := tc.open()
+					held = heap() - before
+					runtime.KeepAlive(v)
+				}
+				b.ReportMetric(float64(held)/n, "B/receipt")
+			})
+		}
 	}
 }

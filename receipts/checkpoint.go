@@ -31,7 +31,8 @@ import (
 //	offset, lines, the 32-byte sha256 of the ledger's bytes [0, offset)
 //	attempts: count; each: attempt id, intent line, 1 if it has an
 //	    outcome (else 0), and its idempotency key when it has none (an
-//	    outcome yet to come makes its key's first ok)
+//	    outcome yet to come makes its key's first ok); in no set order
+//	    (a Ledger keeps none)
 //	keys: count; each: the key, its first attempt (its index in the
 //	    attempts above), that attempt's input digest, provider and
 //	    entrypoint, the number of attempts, the last attempt, the first
@@ -153,7 +154,7 @@ func (l *Ledger) writeCheckpoint() {
 
 func (l *Ledger) encodeCheckpoint() []byte {
 	j := l.j
-	b := make([]byte, 0, 64+len(j.order)*48+len(j.keys)*160)
+	b := make([]byte, 0, 64+(len(j.done)+len(j.attempts))*48+len(j.keys)*160)
 	b = append(b, checkpointMagic...)
 	b = binary.AppendUvarint(b, uint64(l.end))
 	b = binary.AppendUvarint(b, uint64(l.line))
@@ -162,8 +163,17 @@ func (l *Ledger) encodeCheckpoint() []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	b = binary.AppendUvarint(b, uint64(len(j.order)))
-	for _, a := range j.order {
+	// Every attempt: the finished ones no key state points at (done),
+	// then the others, which keys name by their place in this list.
+	b = binary.AppendUvarint(b, uint64(len(j.done)+len(j.attempts)))
+	for id, line := range j.done {
+		str(id)
+		b = binary.AppendUvarint(b, uint64(line))
+		b = append(b, 1)
+	}
+	index := make(map[*Attempt]int, len(j.attempts))
+	for _, a := range j.attempts {
+		index[a] = len(j.done) + len(index)
 		str(a.Intent.AttemptID)
 		b = binary.AppendUvarint(b, uint64(a.Line))
 		if a.Outcome != nil {
@@ -171,20 +181,6 @@ func (l *Ledger) encodeCheckpoint() []byte {
 		} else {
 			b = append(b, 0)
 			str(a.Intent.IdempotencyKey)
-		}
-	}
-	// The attempts keys refer to, by their index in order. (Not by their
-	// key: one read from a checkpoint with its outcome has none.)
-	index := make(map[*Attempt]int, len(j.keys))
-	for _, ks := range j.keys {
-		index[ks.first], index[ks.last] = 0, 0
-		if ks.ok != nil {
-			index[ks.ok] = 0
-		}
-	}
-	for i, a := range j.order {
-		if _, ok := index[a]; ok {
-			index[a] = i
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(j.keys)))
@@ -374,38 +370,58 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 // an intent. Anything inconsistent is an error (the checkpoint is not
 // used).
 func (c *checkpoint) joiner(l *Ledger) (*joiner, error) {
+	// The attempts a key names are kept whole (as a lean joiner keeps
+	// them); the other finished ones by id and line only.
+	named := make([]bool, len(c.attempts))
+	for _, ck := range c.keys {
+		named[ck.first], named[ck.last] = true, true
+		if ck.ok != 0 {
+			named[ck.ok-1] = true
+		}
+	}
+	nlive := 0
+	for i, ca := range c.attempts {
+		if !ca.done || named[i] {
+			nlive++
+		}
+	}
 	j := &joiner{
-		attempts: make(map[string]*Attempt, len(c.attempts)),
+		attempts: make(map[string]*Attempt, nlive),
+		done:     make(map[string]int, len(c.attempts)-nlive),
 		keys:     make(map[string]*keyState, len(c.keys)),
 		stray:    map[string]*strayRow{},
 		lean:     true,
 	}
-	as := make([]Attempt, len(c.attempts))
+	as := make([]Attempt, 0, nlive)
 	kss := make([]keyState, len(c.keys))
-	j.order = make([]*Attempt, len(c.attempts))
+	at := make([]*Attempt, len(c.attempts)) // by place in the list; nil when done
 	for i, ca := range c.attempts {
-		a := &as[i]
-		a.Intent.AttemptID, a.Intent.IdempotencyKey, a.Path, a.Line = ca.id, ca.key, l.path, ca.line
+		if ca.id == "" || j.known(ca.id) {
+			return nil, errCheckpoint
+		}
+		if ca.done && !named[i] {
+			j.done[ca.id] = ca.line
+			continue
+		}
+		as = append(as, Attempt{Intent: Intent{AttemptID: ca.id, IdempotencyKey: ca.key}, Path: l.path, Line: ca.line})
+		a := &as[len(as)-1]
 		if ca.done {
 			a.Outcome = elided
 		}
-		if ca.id == "" || j.attempts[ca.id] != nil {
-			return nil, errCheckpoint
-		}
 		j.attempts[ca.id] = a
-		j.order[i] = a
+		at[i] = a
 	}
 	for i, ck := range c.keys {
 		if ck.key == "" || ck.attempts < 1 || j.keys[ck.key] != nil {
 			return nil, errCheckpoint
 		}
-		first, last := &as[ck.first], &as[ck.last]
+		first, last := at[ck.first], at[ck.last]
 		first.Intent.IdempotencyKey, first.Intent.InputDigest = ck.key, ck.input
 		first.Intent.Provider, first.Intent.Entrypoint = ck.provider, ck.entrypoint
 		ks := &kss[i]
 		ks.first, ks.last, ks.attempts = first, last, ck.attempts
 		if ck.ok != 0 {
-			if ks.ok = &as[ck.ok-1]; ks.ok.Outcome == nil || ck.okRow.n == 0 {
+			if ks.ok = at[ck.ok-1]; ks.ok.Outcome == nil || ck.okRow.n == 0 {
 				return nil, errCheckpoint
 			}
 			ks.okRow = ck.okRow
@@ -414,7 +430,7 @@ func (c *checkpoint) joiner(l *Ledger) (*joiner, error) {
 	}
 	for _, cs := range c.strays {
 		r, err := l.readRow(cs.row, c.offset)
-		if err != nil || r.outcome == nil || r.outcome.AttemptID != cs.id || j.attempts[cs.id] != nil || j.stray[cs.id] != nil {
+		if err != nil || r.outcome == nil || r.outcome.AttemptID != cs.id || j.known(cs.id) || j.stray[cs.id] != nil {
 			return nil, errCheckpoint
 		}
 		j.stray[cs.id] = &strayRow{Located[Outcome]{Value: *r.outcome, Path: l.path, Line: cs.line, Off: cs.row.off}, cs.row.n}

@@ -25,13 +25,19 @@ func state(t *testing.T, l *Ledger) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "end %d line %d\n", l.end, l.line)
-	for _, a := range l.j.order {
+	var lines []string
+	for _, a := range l.j.attempts {
 		key := ""
 		if a.Outcome == nil {
 			key = a.Intent.IdempotencyKey
 		}
-		fmt.Fprintf(&b, "attempt %s %s:%d done=%v key=%q\n", a.Intent.AttemptID, a.Path, a.Line, a.Outcome != nil, key)
+		lines = append(lines, fmt.Sprintf("attempt %s %s:%d done=%v key=%q\n", a.Intent.AttemptID, a.Path, a.Line, a.Outcome != nil, key))
 	}
+	for id, line := range l.j.done {
+		lines = append(lines, fmt.Sprintf("attempt %s %s:%d done=true key=\"\"\n", id, l.path, line))
+	}
+	slices.Sort(lines)
+	b.WriteString(strings.Join(lines, ""))
 	keys := make([]string, 0, len(l.j.keys))
 	for k := range l.j.keys {
 		keys = append(keys, k)
@@ -395,8 +401,56 @@ func FuzzCheckpoint(f *testing.F) {
 			return
 		}
 		probe := &Ledger{path: path, f: l.f}
-		if j, err := c.joiner(probe); err == nil && len(j.order) != len(c.attempts) {
-			t.Fatalf("%d attempts joined of %d", len(j.order), len(c.attempts))
+		if j, err := c.joiner(probe); err == nil && len(j.attempts)+len(j.done) != len(c.attempts) {
+			t.Fatalf("%d attempts joined of %d", len(j.attempts)+len(j.done), len(c.attempts))
 		}
 	})
+}
+
+// A Ledger keeps a finished attempt that no key names by its id and line
+// only; it is as strict about it as about any other: a second intent or
+// outcome for it in the ledger is refused ledger_corrupt (read whole,
+// from a checkpoint, or appended by another writer while it is open), and
+// Begin and Finish refuse to write one.
+func TestRetiredAttemptsStayStrict(t *testing.T) {
+	ctx := context.Background()
+	for _, second := range []string{"intent", "outcome"} {
+		t.Run(second, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			l := openOpts(t, path, Options{})
+			d := begin(t, l, testIntent("done-1", "", "in"))
+			finish(t, l, testOutcome(d.AttemptID, StatusError))
+			l.Close()
+			l = openOpts(t, path, Options{}) // which writes a checkpoint of it
+			if _, retired := l.j.done["done-1"]; !retired {
+				t.Fatal("a finished unkeyed attempt is still kept whole")
+			}
+			if _, err := l.Begin(ctx, testIntent("done-1", "", "in")); err == nil || !strings.Contains(err.Error(), "attempt done-1 is already in") {
+				t.Fatalf("Begin of a finished attempt's id: %v", err)
+			}
+			if err := l.Finish(ctx, testOutcome("done-1", StatusOK)); err == nil || !strings.Contains(err.Error(), "already has an outcome") {
+				t.Fatalf("Finish of a finished attempt: %v", err)
+			}
+			row, _ := encodeOutcome(testOutcome("done-1", StatusOK))
+			want := "a second outcome for attempt done-1"
+			if second == "intent" {
+				row, _ = encodeIntent(testIntent("done-1", "", "in"))
+				want = "a second intent for attempt done-1 (the first: " + path + " line 1)"
+			}
+			appendFile(t, path, string(row))
+			// Another writer's row, read by the open Ledger's next call.
+			if _, err := l.Begin(ctx, testIntent("", "", "in")); !errors.Is(err, refusal.LedgerCorrupt) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("a Ledger open when a second %s was appended: %v", second, err)
+			}
+			l.Close()
+			for _, opts := range []Options{{NoCheckpoint: true}, {}} {
+				if _, err := Open(ctx, path, opts); !errors.Is(err, refusal.LedgerCorrupt) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Open %+v: %v", opts, err)
+				}
+			}
+			if _, err := os.Stat(path + ".checkpoint"); err != nil {
+				t.Fatalf("the Open from a checkpoint had none: %v", err)
+			}
+		})
+	}
 }

@@ -132,8 +132,7 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		f.Close()
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
 	}
-	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newJoiner(), inflight: map[string]string{}}
-	l.j.lean = true
+	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newLeanJoiner(), inflight: map[string]string{}}
 	if !opts.NoCheckpoint {
 		l.sum = sha256.New()
 	}
@@ -200,7 +199,7 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 		if err := l.sync(ctx); err != nil {
 			return err
 		}
-		if _, dup := l.j.attempts[in.AttemptID]; dup {
+		if l.j.known(in.AttemptID) {
 			return refusal.New(refusal.LedgerWriteFailed, "attempt %s is already in receipts ledger %s", in.AttemptID, l.path)
 		}
 		dec = Decision{AttemptID: in.AttemptID, Attempt: 1}
@@ -315,10 +314,10 @@ func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 			return err
 		}
 		a := l.j.attempts[out.AttemptID]
-		if a == nil {
+		if a == nil && !l.j.known(out.AttemptID) {
 			return refusal.New(refusal.LedgerWriteFailed, "attempt %s has no intent in receipts ledger %s", out.AttemptID, l.path)
 		}
-		if a.Outcome != nil {
+		if a == nil || a.Outcome != nil {
 			return refusal.New(refusal.LedgerWriteFailed, "attempt %s already has an outcome in receipts ledger %s", out.AttemptID, l.path)
 		}
 		return l.append(ctx, b)

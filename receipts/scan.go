@@ -315,17 +315,19 @@ func (lr *lineReader) next() (line, error) {
 // attempt is corruption.
 type joiner struct {
 	attempts map[string]*Attempt
-	order    []*Attempt
+	order    []*Attempt     // every attempt in ledger order; a lean joiner keeps none
+	done     map[string]int // lean: finished attempts no key state points at -> their intent's line
 	stray    map[string]*strayRow
 	strays   []string
 	keys     map[string]*keyState
 	torn     []Torn
 	p        rowParser
-	// lean is a Ledger's joiner: of each attempt it keeps the id, the
-	// line, whether it has an outcome, the key while it has none, and of
-	// a key's first attempt the request Begin compares others with; no
-	// torn rows. An executor that stays up for a million runs holds that
-	// much per run, not whole receipts.
+	// lean is a Ledger's joiner: of a finished attempt no key state points
+	// at it keeps the id and line (done); of the others the id, the line,
+	// whether it has an outcome, the key while it has none, and of a key's
+	// first attempt the request Begin compares others with; no torn rows
+	// and no order. An executor that stays up for a million runs holds
+	// that much per run, not whole receipts.
 	lean bool
 }
 
@@ -352,6 +354,20 @@ func newJoiner() *joiner {
 	return &joiner{attempts: map[string]*Attempt{}, stray: map[string]*strayRow{}, keys: map[string]*keyState{}}
 }
 
+// newLeanJoiner is a Ledger's (see lean).
+func newLeanJoiner() *joiner {
+	j := newJoiner()
+	j.lean, j.done = true, map[string]int{}
+	return j
+}
+
+// known reports whether the joiner has read an intent for attempt id.
+func (j *joiner) known(id string) bool {
+	_, live := j.attempts[id]
+	_, done := j.done[id]
+	return live || done
+}
+
 func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 	bad := func(reason string) *CorruptLine {
 		return &CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum(), Reason: reason, Bytes: bytes.Clone(ln.b)}
@@ -366,12 +382,17 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			}
 			return cl
 		}
+		if line, dup := j.done[id]; dup { // lean: one ledger, this path
+			return bad(fmt.Sprintf("a second intent for attempt %s (the first: %s line %d)", id, path, line))
+		}
 		a := &Attempt{Intent: *r.intent, Path: path, Line: ln.no}
 		if j.lean {
 			a.Intent = Intent{AttemptID: id, IdempotencyKey: r.intent.IdempotencyKey}
 		}
 		j.attempts[id] = a
-		j.order = append(j.order, a)
+		if !j.lean {
+			j.order = append(j.order, a)
+		}
 		var out rowRef
 		if s, ok := j.stray[id]; ok {
 			delete(j.stray, id)
@@ -387,8 +408,12 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 				a.Intent.InputDigest, a.Intent.Provider, a.Intent.Entrypoint = r.intent.InputDigest, r.intent.Provider, r.intent.Entrypoint
 			}
 			ks.attempts++
+			old := ks.last
 			ks.last = a
 			j.noteOK(a, out)
+			if old != nil {
+				j.retire(old, ks)
+			}
 		}
 		j.elide(a)
 	case r.outcome != nil:
@@ -401,6 +426,9 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 			j.noteOK(a, rowRef{ln.off, ln.n})
 			j.elide(a)
 			return nil
+		}
+		if _, dup := j.done[id]; dup {
+			return bad(fmt.Sprintf("a second outcome for attempt %s", id))
 		}
 		if _, dup := j.stray[id]; dup {
 			return bad(fmt.Sprintf("a second outcome for attempt %s", id))
@@ -420,10 +448,23 @@ func (j *joiner) add(r row, path string, ln line) *CorruptLine {
 func (j *joiner) elide(a *Attempt) {
 	if j.lean && a.Outcome != nil {
 		a.Outcome = elided
-		if ks := j.keys[a.Intent.IdempotencyKey]; ks == nil || ks.first != a {
+		ks := j.keys[a.Intent.IdempotencyKey]
+		if ks == nil || ks.first != a {
 			a.Intent.IdempotencyKey = ""
 		}
+		j.retire(a, ks)
 	}
+}
+
+// retire moves a finished attempt that no key state points at (ks is its
+// key's, nil for none) from attempts to done, in a lean joiner: its id
+// and line are all that is asked of it again.
+func (j *joiner) retire(a *Attempt, ks *keyState) {
+	if !j.lean || a.Outcome == nil || ks != nil && (ks.first == a || ks.last == a || ks.ok == a) {
+		return
+	}
+	delete(j.attempts, a.Intent.AttemptID)
+	j.done[a.Intent.AttemptID] = a.Line
 }
 
 // noteOK remembers the first ok outcome under an attempt's key (a replayed
