@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -119,7 +120,7 @@ func (l layoutSource) noLayout(err error) error {
 }
 
 func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
-	b, err := readCapped(l.blobPath(h), maxManifest)
+	b, err := capped.ReadFile(l.blobPath(h), maxManifest)
 	if err != nil {
 		return nil, l.noLayout(err)
 	}
@@ -127,7 +128,7 @@ func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
 }
 
 func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) {
-	b, err := readCapped(filepath.Join(string(l), "index.json"), maxManifest)
+	b, err := capped.ReadFile(filepath.Join(string(l), "index.json"), maxManifest)
 	if err != nil {
 		if err = l.noLayout(err); errors.Is(err, fs.ErrNotExist) && refusal.CodeOf(err) == "" {
 			// oci-layout and blobs but no index: a build into the
@@ -254,22 +255,6 @@ func (r *remoteSource) blob(ctx context.Context, h v1.Hash, size int64) (io.Read
 
 // maxManifest caps a manifest, an index or a config read whole.
 const maxManifest = 4 << 20
-
-func readCapped(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", p, max)
-	}
-	return b, nil
-}
 
 func readAllCapped(rc io.ReadCloser, max int64) ([]byte, error) {
 	defer rc.Close()

@@ -67,6 +67,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/shim"
@@ -357,7 +358,7 @@ func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, er
 	var raw []byte
 	var err error
 	if ref.Repo == nil {
-		raw, err = readCapped(filepath.Join(ref.Layout, "blobs", ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
+		raw, err = capped.ReadFile(filepath.Join(ref.Layout, "blobs", ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
 	} else {
 		var d *remote.Descriptor
 		ro := e.Remote
@@ -383,19 +384,6 @@ func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, er
 		return v1.Hash{}, refusal.New(refusal.ImageDigestMismatch, "%s is not one platform's image manifest", ref)
 	}
 	return m.Config.Digest, nil
-}
-
-func readCapped(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err == nil && int64(len(b)) > max {
-		err = fmt.Errorf("%s is over %d bytes", p, max)
-	}
-	return b, err
 }
 
 // ensure returns podman's id of the image whose config digest is cfg,

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -69,7 +70,7 @@ func (l *Ledger) loadCheckpoint(ctx context.Context, size int64) {
 	if _, err := os.Lstat(l.side + ".repair"); !errors.Is(err, fs.ErrNotExist) {
 		return // an interrupted repair is finished from the start, as always
 	}
-	b, err := readCapped(l.checkpointPath(), size+4096)
+	b, err := capped.ReadFile(l.checkpointPath(), size+4096)
 	if err != nil {
 		return
 	}
@@ -98,27 +99,6 @@ func (l *Ledger) loadCheckpoint(ctx context.Context, size int64) {
 		return
 	}
 	l.j, l.end, l.line, l.sum, l.ckptAt = j, c.offset, c.lines, h, c.offset
-}
-
-// readCapped reads the file at path, refusing one larger than max.
-func readCapped(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() || st.Size() > max {
-		return nil, errors.New("not a checkpoint")
-	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // writeCheckpoint writes one for what the Ledger has read, when enough

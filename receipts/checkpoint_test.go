@@ -294,6 +294,13 @@ func TestCheckpointNotUsed(t *testing.T) {
 		{"cut short", func(t *testing.T, path, ck string) { os.Truncate(ck, 100) }},
 		{"empty", func(t *testing.T, path, ck string) { os.WriteFile(ck, nil, 0o600) }},
 		{"a directory", func(t *testing.T, path, ck string) { os.Remove(ck); os.Mkdir(ck, 0o700) }},
+		{"a FIFO no one writes", func(t *testing.T, path, ck string) {
+			// Read without blocking and refused (else Open would hang).
+			os.Remove(ck)
+			if err := syscall.Mkfifo(ck, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"rotated", func(t *testing.T, path, ck string) {
 			// The ledger renamed aside and a new one begun, shorter.
 			os.Rename(path, path+".1")

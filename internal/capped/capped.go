@@ -1,0 +1,41 @@
+// Package capped owns the one way cruxprov reads a small file whole that
+// something else may have put there (an image layout's manifests, a
+// receipts checkpoint): at most a given size, and only a regular file. A
+// larger file is an error, not a read of its first bytes; a FIFO or a
+// device at the path is an error too, not a read that blocks until a
+// writer comes or never ends. Stdlib only.
+package capped
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+)
+
+// ReadFile returns the bytes of the regular file at path (symbolic links
+// followed), refusing one larger than max bytes or that is not a regular
+// file. It opens without blocking, so a FIFO put at path is refused at
+// once.
+func ReadFile(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
+}
