@@ -6,8 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"io"
 	"io/fs"
+	"math"
 	"os"
 
 	"github.com/cruxible/cruxprov/internal/capped"
@@ -70,6 +71,8 @@ func (l *Ledger) loadCheckpoint(ctx context.Context, size int64) {
 	if _, err := os.Lstat(l.side + ".repair"); !errors.Is(err, fs.ErrNotExist) {
 		return // an interrupted repair is finished from the start, as always
 	}
+	// Each attempt, key and outcome in a checkpoint takes fewer bytes
+	// than its row: one larger than the ledger is no checkpoint of it.
 	b, err := capped.ReadFile(l.checkpointPath(), size+4096)
 	if err != nil {
 		return
@@ -279,8 +282,6 @@ func (r *ckReader) byte() byte {
 	return r.b[r.i-1]
 }
 
-const maxInt = int64(^uint64(0) >> 1)
-
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if len(b) < len(checkpointMagic)+sha256.Size || string(b[:len(checkpointMagic)]) != checkpointMagic {
 		return nil, errCheckpoint
@@ -291,7 +292,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	}
 	r := &ckReader{b: body, s: string(body), i: len(checkpointMagic)}
 	c := &checkpoint{}
-	c.offset = int64(r.uint(uint64(maxInt)))
+	c.offset = int64(r.uint(math.MaxInt64))
 	c.lines = int(r.uint(uint64(c.offset)))
 	if r.err != nil || r.left() < sha256.Size {
 		return nil, errCheckpoint
@@ -420,13 +421,16 @@ func (c *checkpoint) joiner(l *Ledger) (*joiner, error) {
 }
 
 // readRow reads and parses the row at ref, which ends (with its newline)
-// by limit.
+// by limit. A failed read is refused ledger_write_failed, as fold's; any
+// other error means the bytes there are not that row.
 func (l *Ledger) readRow(ref rowRef, limit int64) (row, error) {
 	if ref.off < 0 || ref.n <= 0 || ref.n > maxLine || ref.off+ref.n >= limit {
 		return row{}, errCheckpoint
 	}
 	b := make([]byte, ref.n)
-	if _, err := l.f.ReadAt(b, ref.off); err != nil {
+	if _, err := l.f.ReadAt(b, ref.off); err != nil && !errors.Is(err, io.EOF) {
+		return row{}, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
+	} else if err != nil {
 		return row{}, err
 	}
 	return parseRow(b)
@@ -440,10 +444,13 @@ func (l *Ledger) okAttempt(ks *keyState) (*Attempt, error) {
 		return a, nil
 	}
 	r, err := l.readRow(ks.okRow, l.end)
+	if refusal.CodeOf(err) == refusal.LedgerWriteFailed {
+		return nil, err
+	}
 	if err != nil || r.outcome == nil || r.outcome.AttemptID != a.Intent.AttemptID || r.outcome.Status != StatusOK {
 		return nil, refusal.New(refusal.LedgerCorrupt,
-			"receipts ledger %s no longer holds, at byte offset %d, the ok outcome of attempt %s that it held when opened: it was rewritten (%v)",
-			l.path, ks.okRow.off, a.Intent.AttemptID, errOr(err, fmt.Errorf("another row")))
+			"receipts ledger %s no longer holds, at byte offset %d, the ok outcome of attempt %s that it held when this process read it: it was rewritten",
+			l.path, ks.okRow.off, a.Intent.AttemptID)
 	}
 	ok := *a
 	ok.Outcome = r.outcome

@@ -461,3 +461,21 @@ func TestRetiredAttemptsStayStrict(t *testing.T) {
 		})
 	}
 }
+
+// A replay whose ok outcome row cannot be read (here the kernel's EISDIR:
+// the descriptor is a directory's) is refused ledger_write_failed, as a
+// failed read of the ledger is; only bytes that are not the row are
+// ledger_corrupt (TestCheckpointReplay).
+func TestReplayReadFailure(t *testing.T) {
+	d, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a := &Attempt{Intent: Intent{AttemptID: "a1"}, Outcome: elided}
+	l := &Ledger{path: "l.jsonl", f: d, end: 4096}
+	_, err = l.okAttempt(&keyState{first: a, last: a, ok: a, okRow: rowRef{100, 200}, attempts: 1})
+	if refusal.CodeOf(err) != refusal.LedgerWriteFailed || !errors.Is(err, syscall.EISDIR) {
+		t.Fatalf("a replay whose row cannot be read: %v", err)
+	}
+}

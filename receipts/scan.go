@@ -335,7 +335,7 @@ type joiner struct {
 type keyState struct {
 	first    *Attempt // the first intent under the key
 	ok       *Attempt // the first attempt with an ok outcome
-	okRow    rowRef   // where ok's outcome row is (a checkpoint names it)
+	okRow    rowRef   // where ok's outcome row is: a replay reads it back (a Ledger keeps no outcome)
 	last     *Attempt // the latest intent under the key
 	attempts int
 }
