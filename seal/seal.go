@@ -512,8 +512,6 @@ func (s *Seal) SetTree(ix *StatIndex) {
 	}
 }
 
-// writeTemp writes b to a new temporary file beside path (mode 0444,
-// fsynced) and returns its name.
 // exchangeByRenames swaps the directories a and b where they cannot be
 // exchanged in one step: b to a third name, a to b, that name to a. A
 // reader of b finds it missing between the first two renames.
@@ -533,6 +531,8 @@ func exchangeByRenames(a, b string) error {
 	return os.Rename(mid, a)
 }
 
+// writeTemp writes b to a new temporary file beside path (mode 0444,
+// fsynced) and returns its name.
 func writeTemp(path string, b []byte) (string, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
