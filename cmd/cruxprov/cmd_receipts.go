@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 func init() {
 	ledgerFlag := &cli.StringSliceFlag{Name: "ledger", Usage: "a receipts ledger `PATH`; repeatable (default: this host and user's)"}
+	stateFlag := &cli.StringFlag{Name: "state-dir", Usage: "the executor's state `DIR` whose ledger (DIR/receipts/<host>-<uid>.jsonl) to read, as run --state-dir DIR wrote it (default $XDG_STATE_HOME/cruxprov)"}
 	register(&cli.Command{
 		Name:        "receipts",
 		Usage:       "read receipts ledgers: every run's intent and outcome",
@@ -31,7 +33,7 @@ func init() {
 				"byte offset and sha256); --tolerate-corrupt reports such lines as data instead. An orphan is\n" +
 				"an intent without its outcome (a crash between them): reconcile it by its attempt id.\n\n" +
 				"Example:\n   cruxprov receipts scan\n   cruxprov receipts scan --ledger worker1.jsonl --ledger worker2.jsonl --tolerate-corrupt --json",
-			Flags:  []cli.Flag{ledgerFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
+			Flags:  []cli.Flag{ledgerFlag, stateFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
 			Action: func(c *cli.Context) error { return receiptsAction(c, true) },
 		}, {
 			Name:      "list",
@@ -40,7 +42,7 @@ func init() {
 			Description: "Oldest first, as the ledger holds them; the filters apply to the orphaned intents too.\n\n" +
 				"Example:\n   cruxprov receipts list --last 20\n   cruxprov receipts list --provider acme-echo --status error\n" +
 				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'",
-			Flags: []cli.Flag{ledgerFlag,
+			Flags: []cli.Flag{ledgerFlag, stateFlag,
 				&cli.StringFlag{Name: "provider", Usage: "only the runs of provider `NAME`"},
 				&cli.StringFlag{Name: "status", Usage: "only the runs that ended `S`: ok, error, timeout, output_limit, refused, or orphan (no outcome)"},
 				&cli.IntFlag{Name: "last", Usage: "only the last `N` runs (default: all)"},
@@ -52,7 +54,7 @@ func init() {
 			UsageText: "cruxprov receipts show ATTEMPT [--ledger PATH]…",
 			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n\n" +
 				"Example:\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts show att_3f2a9c1d --ledger worker1.jsonl --json",
-			Flags:  []cli.Flag{ledgerFlag},
+			Flags:  []cli.Flag{ledgerFlag, stateFlag},
 			Action: receiptsShow,
 		}},
 	})
@@ -113,7 +115,9 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 		tw.Flush()
 		if scan {
-			fmt.Fprintf(w, "%s, %s, %s, %s, %s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"), count(len(res.Torn), "torn row"), count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), count(len(paths), "ledger"))
+			fmt.Fprintf(w, "%s, %s, %s, %s, %s, %s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"),
+				count(len(res.Unmatched), "outcome without its intent", "outcomes without their intent"), count(len(res.Torn), "torn row"),
+				count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), count(len(paths), "ledger"))
 		}
 	})
 }
@@ -131,6 +135,11 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 		_, err := os.Stat(paths[0])
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			if d := filepath.Dir(filepath.Dir(paths[0])); c.IsSet("state-dir") {
+				if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+					return nil, nil, usagef("no state directory at %s: check --state-dir", d)
+				}
+			}
 			paths = []string{}
 		case errors.Is(err, fs.ErrPermission):
 			// A directory above this user's own ledger that is not its

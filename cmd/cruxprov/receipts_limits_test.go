@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,5 +49,46 @@ func TestReceiptsShowLimits(t *testing.T) {
 	}
 	if r := cruxprov(t, "receipts", "show", "att_container", "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, "ran without the memory, cpus, pids limits (--unenforced-limits)") {
 		t.Errorf("receipts show of the container run: %+v", r)
+	}
+}
+
+// TestReceiptsScanSummary: the text summary of receipts scan counts what
+// its --json lists, an outcome whose intent is in no scanned ledger
+// included (it was left out, so such an outcome showed nowhere in text).
+func TestReceiptsScanSummary(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	for _, id := range []string{"att_a", "att_b"} {
+		in := receipts.Intent{AttemptID: id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+		if _, err := l.Begin(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	b, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without att_a's intent (its first line): its outcome has none.
+	if err := os.WriteFile(ledger, b[bytes.IndexByte(b, '\n')+1:], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cruxprov(t, "receipts", "scan", "--ledger", ledger)
+	if want := "1 attempt, 0 orphaned intents, 1 outcome without its intent, 0 torn rows, 0 corrupt lines, 0 unterminated tails in 1 ledger\n"; r.code != 0 || !strings.HasSuffix(r.stdout, want) {
+		t.Errorf("receipts scan: %+v, want a summary %q", r, want)
+	}
+	var doc struct{ Unmatched []any }
+	if r := cruxprov(t, "receipts", "scan", "--ledger", ledger, "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Unmatched) != 1 {
+		t.Errorf("receipts scan --json: %+v", r)
 	}
 }
