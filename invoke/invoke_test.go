@@ -159,9 +159,9 @@ func TestRefusals(t *testing.T) {
 			}
 			c := f.Call("probe", nil, ok)
 			tc.edit(c)
-			res, err := ex.Run(context.Background(), c)
-			if res != nil || !errors.Is(err, tc.code) {
-				t.Fatalf("Run = %+v, %v; want refusal %s", res, err, tc.code)
+			res, runErr := ex.Run(context.Background(), c)
+			if res != nil || !errors.Is(runErr, tc.code) {
+				t.Fatalf("Run = %+v, %v; want refusal %s", res, runErr, tc.code)
 			}
 			if ents, _ := os.ReadDir(work); len(ents) != 0 {
 				t.Errorf("a refused run made a workdir: %v", ents)
@@ -170,15 +170,21 @@ func TestRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var rr *invoke.RecordedRefusal
 			if !tc.ledger {
 				if len(r.Attempts) != 0 {
 					t.Errorf("a call refused before its intent left %+v", r.Attempts)
+				}
+				if errors.As(runErr, &rr) {
+					t.Errorf("a refusal the ledger has no receipt of names attempt %s", rr.AttemptID)
 				}
 				return
 			}
 			if len(r.Attempts) != 1 || r.Attempts[0].Outcome == nil || r.Attempts[0].Outcome.Status != receipts.StatusRefused ||
 				r.Attempts[0].Outcome.ErrorCode != string(tc.code) {
 				t.Errorf("ledger: %+v", r.Attempts)
+			} else if !errors.As(runErr, &rr) || rr.AttemptID != r.Attempts[0].Intent.AttemptID {
+				t.Errorf("the refusal %v does not name its receipt, attempt %s", runErr, r.Attempts[0].Intent.AttemptID)
 			}
 		})
 	}

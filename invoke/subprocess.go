@@ -1013,9 +1013,23 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 	if o.ErrorCode == "" { // the context ended: the receipt still names a code of the closed set
 		o.ErrorCode = string(refusal.InvokeFailed)
 	}
-	_ = r.l.Finish(context.WithoutCancel(ctx), o)
-	return err
+	if r.l.Finish(context.WithoutCancel(ctx), o) != nil {
+		return err // the intent stays an orphan; the refusal is what matters
+	}
+	return &RecordedRefusal{AttemptID: r.attempt, Err: err}
 }
+
+// RecordedRefusal is the error of a run refused after its intent was
+// written, once its refused outcome is in the ledger too: Err is the
+// refusal (errors.As and errors.Is see through to it), AttemptID the
+// receipt that records it, for the caller to point at.
+type RecordedRefusal struct {
+	AttemptID string
+	Err       error
+}
+
+func (e *RecordedRefusal) Error() string { return e.Err.Error() }
+func (e *RecordedRefusal) Unwrap() error { return e.Err }
 
 func (r *recorder) finish(ctx context.Context, res *Result, tail string) error {
 	if r.l == nil {

@@ -277,11 +277,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cmdline != "" {
 			line += "; to fix: " + cmdline
 		}
+		var rec *withReceipt
+		if errors.As(err, &rec) {
+			line += "; its receipt: " + rec.show
+		}
 		fmt.Fprintf(stderr, "refused: %s\n", line)
 		if asJSON {
 			ref := map[string]any{"code": string(r.Code), "detail": oneLine(r.Message())}
 			if cmdline != "" {
 				ref["remedy"] = map[string]string{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
+			}
+			if rec != nil {
+				ref["attempt_id"], ref["ledger"] = rec.attempt, rec.ledger
 			}
 			writeJSON(stdout, map[string]any{"schema": schema, "refused": ref})
 		}

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -48,7 +50,7 @@ func init() {
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
 			&cli.BoolFlag{Name: "unenforced-limits", Usage: "container: run even where a rootless podman cannot apply the memory, CPU and pids limits (cgroups v1); the network, file system, capability and user confinement still holds"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "how a container run gets its secrets, `MODE`: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
-			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov)"},
+			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR`: its floors, and its ledger DIR/receipts/<host>-<uid>.jsonl unless --ledger names one (default $XDG_STATE_HOME/cruxprov)"},
 			registryIDFlag,
 		},
 		Action: runAction,
@@ -78,11 +80,20 @@ func ledgerPaths(c *cli.Context, multi bool) ([]string, error) {
 	} else if p := c.String("ledger"); p != "" {
 		return []string{p}, nil
 	}
+	host, _ := os.Hostname()
+	if d := c.String("state-dir"); d != "" {
+		// The executor's state directory holds its ledger beside its
+		// floors (DESIGN §10): DefaultPath's name in DIR/receipts.
+		d, err := filepath.Abs(d)
+		if err != nil {
+			return nil, usagef("--state-dir %q: %v", d, err)
+		}
+		return []string{filepath.Join(d, "receipts", filepath.Base(receipts.DefaultPath(d, host, os.Getuid())))}, nil
+	}
 	sh, err := stateHome()
 	if err != nil {
 		return nil, err
 	}
-	host, _ := os.Hostname()
 	return []string{receipts.DefaultPath(sh, host, os.Getuid())}, nil
 }
 
@@ -269,18 +280,39 @@ func runAction(c *cli.Context) error {
 		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv}
 	}
 	res, err := ex.Run(c.Context, call)
+	var rr *invoke.RecordedRefusal
 	if err != nil && res == nil {
+		if errors.As(err, &rr) {
+			// Refused after its intent: the ledger has the receipt, and
+			// the refusal says where.
+			return &withReceipt{err: err, attempt: rr.AttemptID, ledger: lps[0], show: receiptShow(c, rr.AttemptID, lps[0])}
+		}
 		return err
 	}
 	// A Result with an error: the run happened, and its outcome could not
 	// be written (the ledger keeps the intent, an orphan). Not a refusal:
 	// the result is shown, and the exit is a failure.
-	show := "cruxprov receipts show " + res.AttemptID
-	if c.IsSet("ledger") {
-		show += " --ledger " + lps[0]
-	}
-	return emitRun(o, res, name, ep, lps[0], show, err)
+	return emitRun(o, res, name, ep, lps[0], receiptShow(c, res.AttemptID, lps[0]), err)
 }
+
+// receiptShow is the command that shows attempt's receipt.
+func receiptShow(c *cli.Context, attempt, ledger string) string {
+	show := "cruxprov receipts show " + attempt
+	if c.IsSet("ledger") || c.IsSet("state-dir") {
+		show += " --ledger " + ledger
+	}
+	return show
+}
+
+// withReceipt is a run's refusal that its ledger records: the error line
+// and the --json document name the receipt (app.go).
+type withReceipt struct {
+	err                   error
+	attempt, ledger, show string
+}
+
+func (e *withReceipt) Error() string { return e.err.Error() }
+func (e *withReceipt) Unwrap() error { return e.err }
 
 // pinnedCall is the call both backends make of a verified pin: what the
 // pin names, the caller's lowered budgets, the input, the secrets resolved
@@ -313,12 +345,13 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecor
 	}{res, name, ep, ledger, nil}
 	lost := ""
 	if unrecorded != nil {
-		code := string(refusal.CodeOf(unrecorded))
-		if code == "" {
-			code = string(refusal.LedgerWriteFailed)
+		code, detail := refusal.LedgerWriteFailed, unrecorded.Error()
+		var r *refusal.Error
+		if errors.As(unrecorded, &r) {
+			code, detail = r.Code, r.Message()
 		}
-		out.ReceiptError = &receiptError{Code: code, Detail: unrecorded.Error()}
-		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %v), which shows the attempt as an orphan", code, unrecorded)
+		out.ReceiptError = &receiptError{Code: string(code), Detail: oneLine(detail)}
+		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %s), which shows the attempt as an orphan%s", code, detail, ledgerAdvice(unrecorded))
 	}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Replayed {
@@ -345,7 +378,25 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecor
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)%s", name, ep, msg, res.AttemptID, ledger, show, lost)}
 	}
 	if unrecorded != nil {
-		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended ok (attempt %s)%s: free the ledger's file system or fix its mode; the result above is the run's", name, ep, res.AttemptID, lost)}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended ok (attempt %s)%s; the result above is the run's", name, ep, res.AttemptID, lost)}
 	}
 	return nil
+}
+
+// ledgerAdvice is what to do about an outcome the ledger could not take,
+// where its cause says nothing of that itself: a full file system, or a
+// mode or mount that stopped the writes (a file moved or replaced says
+// it in its own words).
+func ledgerAdvice(err error) string {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "; free space on the ledger's file system (or raise its quota)"
+	case errors.Is(err, syscall.EROFS):
+		return "; its file system is mounted read-only: remount it read-write, or give --ledger a path on another"
+	case errors.Is(err, syscall.EACCES):
+		return "; make the ledger writable by this user"
+	case errors.Is(err, syscall.EPERM):
+		return "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"
+	}
+	return ""
 }

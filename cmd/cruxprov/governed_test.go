@@ -31,6 +31,7 @@ type governedWorld struct {
 	// operator owns the store; executor only reads it and has its own
 	// state directory (floors, receipts).
 	operator, executor func(args ...string) result
+	exState            string // the executor's XDG_STATE_HOME, which it may write
 }
 
 // newGovernedWorld lays the world out under base (world-readable).
@@ -155,7 +156,39 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if !strings.Contains(r.stdout, `"hello":"world"`) || strings.Contains(r.stdout+r.stderr, "s3cr3t") {
 		t.Errorf("run: %+v", r)
 	}
-	refused(ex("run", "acme-echo", "echo", "--input", input), refusal.SecretUnresolved, "run without its secret")
+	// A refusal the ledger records names its receipt, on stderr and in
+	// --json (it named none, though the ledger had it).
+	if r := refused(ex("run", "acme-echo", "echo", "--input", input), refusal.SecretUnresolved, "run without its secret"); !strings.Contains(r.stderr, "; its receipt: cruxprov receipts show att_") {
+		t.Errorf("a recorded refusal that does not name its receipt: %s", r.stderr)
+	} else {
+		att := strings.TrimSpace(r.stderr[strings.Index(r.stderr, "receipts show ")+len("receipts show "):])
+		if s := must(ex("receipts", "show", att), "receipts show of the refused run"); !strings.Contains(s.stdout, "status           refused") {
+			t.Errorf("receipts show of the refused run: %s", s.stdout)
+		}
+		var doc struct {
+			Refused struct {
+				Code      string
+				AttemptID string `json:"attempt_id"`
+				Ledger    string
+			}
+		}
+		r := ex("run", "acme-echo", "echo", "--input", input, "--json")
+		if json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Refused.Code != "secret_unresolved" || !strings.HasPrefix(doc.Refused.AttemptID, "att_") || !strings.HasSuffix(doc.Refused.Ledger, ".jsonl") {
+			t.Errorf("run --json of a recorded refusal: %+v", r)
+		}
+	}
+	// --state-dir DIR holds the executor's ledger as well as its floors,
+	// and receipts --state-dir reads it there.
+	sd := filepath.Join(w.exState, "state-dir")
+	if r := must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--state-dir", sd, "--json"), "run --state-dir"); !strings.HasPrefix(jsonOf(r)["ledger"].(string), sd+"/receipts/") {
+		t.Errorf("run --state-dir %s kept its ledger elsewhere: %s", sd, r.stdout)
+	}
+	if l := jsonOf(must(ex("receipts", "list", "--state-dir", sd, "--json"), "receipts list --state-dir")); len(l["attempts"].([]any)) != 1 {
+		t.Errorf("receipts list --state-dir: %v", l)
+	}
+	if r := ex("receipts", "list", "--state-dir", sd+"-typo"); r.code != exitUsage || !strings.Contains(r.stderr, "no state directory at "+sd+"-typo") {
+		t.Errorf("receipts list --state-dir of a directory that is not there: %+v", r)
+	}
 	for i := 0; i < 2; i++ {
 		r = must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1", "--json"), "idempotent run")
 		if replayed, _ := jsonOf(r)["replayed"].(bool); replayed != (i == 1) {
@@ -351,7 +384,7 @@ func TestGovernedFlow(t *testing.T) {
 		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+state)
 		return runCmd(t, cmd)
 	}
-	w.operator, w.executor = run, run
+	w.operator, w.executor, w.exState = run, run, state
 	governedFlow(t, w, w.url)
 	// Verification makes no network call: it works in a network
 	// namespace with nothing in it (DESIGN §8).
@@ -419,6 +452,13 @@ func TestGovernedFlow(t *testing.T) {
 		var doc map[string]any
 		if code != exitFailure || !strings.Contains(stderr.String(), "ended timeout") || !strings.Contains(stderr.String(), "its outcome could not be written to the ledger (ledger_write_failed") || json.Unmarshal(stdout.Bytes(), &doc) != nil || doc["receipt_error"] == nil || doc["status"] != "timeout" {
 			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+		}
+		// The code once, the detail without it, and what to do about an
+		// immutable file (the advice was "free the ledger's file system
+		// or fix its mode" whatever the cause).
+		if re := doc["receipt_error"].(map[string]any); re["code"] != "ledger_write_failed" || strings.HasPrefix(re["detail"].(string), "ledger_write_failed") ||
+			strings.Contains(stderr.String(), "ledger_write_failed: ledger_write_failed") || !strings.Contains(stderr.String(), "orphan; an immutable attribute (lsattr)") {
+			t.Errorf("receipt_error %v\nstderr %s", re, stderr.String())
 		}
 		r := run("receipts", "list", "--ledger", ledger)
 		if r.code != 0 || !strings.Contains(r.stdout, "ORPHAN") {
@@ -491,7 +531,7 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 		}
 	}
 	w.operator = as("65534", "XDG_STATE_HOME="+filepath.Join(home, ".state"))
-	w.executor = as("65533", "XDG_STATE_HOME="+exState)
+	w.executor, w.exState = as("65533", "XDG_STATE_HOME="+exState), exState
 	// The tamper step writes as root (an attacker with root, or the owner).
 	governedFlow(t, w, w.url)
 	retireAndRestore(t, w, home)
