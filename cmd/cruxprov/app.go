@@ -249,7 +249,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ctx.Err() != nil && !errors.As(err, &u) && !errors.As(err, &done) {
 		// A signal stopped the command: whatever error the work returned
 		// (context canceled, a killed probe) is a consequence of it.
-		msg := "interrupted by a signal; nothing partial was kept (what finished before it stays done: downloads in the store, envs gc removed, blobs and manifests already pushed to a registry, untagged): run the command again to complete it"
+		msg := "interrupted by a signal; nothing partial was kept, and what finished before the signal stays done (wheels already fetched into the store, envs gc already removed, blobs already pushed to a registry, untagged): run the command again to complete it"
 		fmt.Fprintf(stderr, "error: %s\n", msg)
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}})
@@ -504,6 +504,9 @@ type opts struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	bars       atomic.Pointer[progress] // the progress bars on stderr, while they are drawn
+
+	mu       sync.Mutex
+	warnings []string // what warn said, for the --json document's "warnings"
 }
 
 // line prints s on stderr: above the progress bars while they are drawn
@@ -559,6 +562,12 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 			return fmt.Errorf("json output of %s is not an object: %w", schema, err)
 		}
 		m["schema"] = schema
+		o.mu.Lock()
+		if _, own := m["warnings"]; !own && len(o.warnings) > 0 {
+			// What stderr would have said, where a pipeline reads it.
+			m["warnings"] = o.warnings
+		}
+		o.mu.Unlock()
 		writeJSON(o.stdout, m)
 		return nil
 	}
@@ -568,8 +577,12 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 	return nil
 }
 
-// warn prints a warning on stderr (not with --quiet or --json).
+// warn prints a warning on stderr (not with --quiet or --json); with
+// --json, the document's "warnings" list carries it (emit).
 func (o *opts) warn(msg string) {
+	o.mu.Lock()
+	o.warnings = append(o.warnings, oneLine(msg))
+	o.mu.Unlock()
 	if !o.quiet && !o.json {
 		fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(msg))
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +177,13 @@ func TestEnvVerifyFollowsALink(t *testing.T) {
 	r = cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", envPython, "--offline", "--no-compile")
 	if r.code != 0 || !strings.Contains(r.stderr, "warning: the lock has no cruxible-provider-runtime") {
 		t.Fatalf("no runtime warning: %+v", r)
+	}
+	// With --json, where a pipeline reads it: in the document (it was
+	// dropped, stderr being quiet under --json).
+	r = cruxprov(t, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", envPython, "--offline", "--no-compile", "--json")
+	var doc struct{ Warnings []string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Warnings) != 1 || !strings.HasPrefix(doc.Warnings[0], "the lock has no cruxible-provider-runtime") {
+		t.Fatalf("env create --json: the runtime warning is not in the document: %+v", r)
 	}
 }
 
