@@ -359,7 +359,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 	}
 	out := outcome{URL: index.Redact(f.URL), Yanked: f.Yanked, YankedReason: f.YankedReason}
 	if h := f.SHA256(); h != "" && h != w.SHA256.Hex() {
-		return out, nil, refusal.New(refusal.HashMismatch, "index %s lists %s at %s with sha256:%s, the lock says %s; the index serves other bytes than were locked", c.BaseURL(), w.Filename, out.URL, h, w.SHA256)
+		return out, nil, refusal.New(refusal.HashMismatch, "index %s lists %s at %s with sha256:%s, the lock says %s; the index serves other bytes than were locked, or the lock's hash is wrong (edited by hand, or the wheel rebuilt after locking: lock it again)", c.BaseURL(), w.Filename, out.URL, h, w.SHA256)
 	}
 	if f.Size > 0 && w.Size > 0 && f.Size != w.Size {
 		return out, nil, refusal.New(refusal.SizeMismatch, "index %s lists %s with %d bytes, the lock says %d; the index serves other bytes than were locked", c.BaseURL(), w.Filename, f.Size, w.Size)

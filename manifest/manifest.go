@@ -127,7 +127,7 @@ func (c *checker) err() error {
 	if n := len(c.problems) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return refusal.New(refusal.ManifestInvalid, "provider.toml line %d: %s: %s%s; fix the manifest (DESIGN §3) and rebuild or re-embed it", p.line, p.key, p.msg, more)
+	return refusal.New(refusal.ManifestInvalid, "provider.toml line %d: %s: %s%s; fix the manifest (docs/manifest.md) and rebuild or re-embed it", p.line, p.key, p.msg, more)
 }
 
 // Parse parses and validates provider.toml. wheelName is the root wheel's

@@ -17,7 +17,7 @@ func init() {
 		Usage:     "show a provider wheel's identity, manifest, implementation digests and lock summary",
 		UsageText: "cruxprov inspect WHEEL [--json]",
 		Description: "Verifies every member of WHEEL against its RECORD, then shows its name, version, sha256\n" +
-			"and tags; its provider.toml; each entrypoint with its implementation digest (DESIGN §5);\n" +
+			"and tags; its provider.toml; each entrypoint with its implementation digest (docs/digests.md);\n" +
 			"and its embedded pylock.toml: packages, wheels, the platforms they cover.\n" +
 			"A wheel without a manifest or lock is refused (manifest_missing, lock_missing).\n\n" +
 			"Example:\n   cruxprov inspect dist/acme_echo-1.0.0-py3-none-any.whl\n" +

@@ -30,7 +30,7 @@ func init() {
 		Usage:     "verify a provider's accepted pin, then run one entrypoint with its secrets on fd 3, recording a receipt",
 		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]…",
 		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
-			"the env's harness (DESIGN §10): a replaced environment (only --allow-env names pass), a fresh\n" +
+			"the env's harness (docs/executor.md): a replaced environment (only --allow-env names pass), a fresh\n" +
 			"empty working directory removed afterwards, the secret bundle on fd 3 (each --secret resolved\n" +
 			"now), the manifest's timeout and output budget (lowered, never raised, by --timeout and\n" +
 			"--output-bytes). An intent is written to the receipts ledger before the spawn, the outcome\n" +
