@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -233,7 +234,7 @@ func runAction(c *cli.Context) error {
 		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
 			return verr
 		}
-		call = pinnedCall(c, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
+		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
 		if bwrap {
 			// The sandbox shows the env and what its sealed interpreter
@@ -251,7 +252,7 @@ func runAction(c *cli.Context) error {
 		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
 			return verr
 		}
-		call = pinnedCall(c, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
+		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Image = rep.Materialization.Image
 	}
 	led, err := receipts.Open(c.Context, lps[0], receipts.Options{})
@@ -318,7 +319,18 @@ func (e *withReceipt) Unwrap() error { return e.err }
 // pin names, the caller's lowered budgets, the input, the secrets resolved
 // at the run, the environment allowlist, and the verification's outcome
 // as the executor's first step.
-func pinnedCall(c *cli.Context, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
+func pinnedCall(c *cli.Context, o *opts, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
+	// Only the declared secrets are delivered: say so of another (a typo
+	// of a ref, most likely), which was passed over without a word.
+	for _, s := range c.StringSlice("secret") {
+		if ref, _, _ := strings.Cut(s, "="); !slices.Contains(spec.Secrets, ref) {
+			declared := "none"
+			if len(spec.Secrets) > 0 {
+				declared = strings.Join(spec.Secrets, ", ")
+			}
+			o.warn(fmt.Sprintf("--secret %s: %s declares no such secret (it declares %s); it is not delivered", ref, name, declared))
+		}
+	}
 	return &invoke.Call{
 		Provider: name, Entrypoint: ep, Object: e.Object,
 		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,

@@ -177,6 +177,11 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 			t.Errorf("run --json of a recorded refusal: %+v", r)
 		}
 	}
+	// A --secret the manifest does not declare (a typo of a ref) is
+	// warned of, not delivered; it was passed over without a word.
+	if r := must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--secret", "acme/api-tokn=@"+secret), "run with an undeclared secret"); !strings.Contains(r.stderr, "warning: --secret acme/api-tokn: acme-echo declares no such secret (it declares acme/api-token); it is not delivered") {
+		t.Errorf("run with an undeclared --secret: %+v", r)
+	}
 	// --state-dir DIR holds the executor's ledger as well as its floors,
 	// and receipts --state-dir reads it there.
 	sd := filepath.Join(w.exState, "state-dir")
