@@ -89,12 +89,23 @@ func Host(ctx context.Context, python string) (*Platform, error) {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return nil, ctx.Err()
 		}
-		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed (%s); name a working CPython interpreter", python, firstLine(stderr.String()))
+		said := ""
+		if l := lastLine(stderr.String()); l != "" {
+			said = " (" + l + ")"
+		}
+		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed%s; name a working CPython interpreter", python, said)
 	}
-	return hostFromProbe(ctx, stdout.Bytes())
+	p, err := hostFromProbe(ctx, stdout.Bytes())
+	if err != nil && len(bytes.TrimSpace(stdout.Bytes())) == 0 {
+		// It ran and said nothing: not a Python that ran the probe.
+		return nil, refusal.New(refusal.PlatformUnsupported, "%s answered nothing to the probe (it exited 0 and printed nothing): it is not a CPython interpreter; name one (python3.11, /usr/bin/python3)", python)
+	}
+	return p, err
 }
 
-func firstLine(s string) string {
+// lastLine is s's last non-empty line (an exception's message ends a
+// traceback), at most 200 bytes of it.
+func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]

@@ -310,11 +310,20 @@ func TestHostMatchesPip(t *testing.T) {
 }
 
 func TestHostRefusals(t *testing.T) {
-	if _, err := Host(context.Background(), "/nonexistent/python"); !errors.Is(err, refusal.PlatformUnsupported) {
+	// What they say: no empty "()" where the program said nothing, and a
+	// program that says nothing is named as not Python (it was
+	// "unreadable probe output: unexpected end of JSON input").
+	if _, err := Host(context.Background(), "/nonexistent/python"); !errors.Is(err, refusal.PlatformUnsupported) || strings.Contains(err.Error(), "()") {
 		t.Errorf("missing interpreter: %v", err)
 	}
-	if _, err := Host(context.Background(), "/bin/false"); !errors.Is(err, refusal.PlatformUnsupported) {
+	if _, err := Host(context.Background(), "/bin/false"); !errors.Is(err, refusal.PlatformUnsupported) || strings.Contains(err.Error(), "()") {
 		t.Errorf("failing interpreter: %v", err)
+	}
+	if _, err := Host(context.Background(), "/bin/true"); !errors.Is(err, refusal.PlatformUnsupported) || !strings.Contains(err.Error(), "/bin/true answered nothing to the probe") {
+		t.Errorf("a program that is not Python: %v", err)
+	}
+	if _, err := Host(context.Background(), "/bin/sh"); !errors.Is(err, refusal.PlatformUnsupported) || !strings.Contains(err.Error(), "failed (/bin/sh: ") {
+		t.Errorf("a program that says why it fails, its last line: %v", err)
 	}
 	for name, out := range map[string]string{
 		"garbage": "not json",

@@ -99,6 +99,17 @@ func init() { cli.FlagStringer = flagString }
 func newApp(stdout, stderr io.Writer) *cli.App {
 	cmds := append([]*cli.Command(nil), commands...)
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	// No "help" subcommand anywhere: urfave/cli lists one in every group's
+	// help, and the command line (reorder.go) reads help as --help only,
+	// so "cruxprov env help create" was an unknown command.
+	var hide func([]*cli.Command)
+	hide = func(cs []*cli.Command) {
+		for _, c := range cs {
+			c.HideHelpCommand = true
+			hide(c.Subcommands)
+		}
+	}
+	hide(cmds)
 	app := &cli.App{
 		Name:  "cruxprov",
 		Usage: "govern third-party Python providers on exact, approved pins",
@@ -613,16 +624,20 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return ""
 	}
 	t := shellQuote(rem.Target)
+	// The commands that act on a store act on the refused command's: its
+	// --home, which they would otherwise not name (CRUXPROV_HOME is in the
+	// environment they run in).
+	home := homeArg(args)
 	switch rem.Action {
 	case refusal.ActionReplaceEnv:
-		return "cruxprov env create --replace " + t
+		return "cruxprov env create --replace " + t + home
 	case refusal.ActionRebuildEnv:
 		// The seal cannot name the env's inputs: the operator names them.
 		r := "cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON"
 		if !indexFromConfig {
 			r += " --index URL"
 		}
-		return r
+		return r + home
 	case refusal.ActionFetch:
 		var again []string
 		for _, a := range args[1:] {
@@ -635,7 +650,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}
 		return "cruxprov " + strings.Join(again, " ")
 	case refusal.ActionGC:
-		return "cruxprov gc"
+		return "cruxprov gc" + home
 	case refusal.ActionNoBytecode:
 		return again(args, "--no-compile")
 	case refusal.ActionNoCache:
@@ -652,7 +667,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
 	case refusal.ActionReviewChangesets:
-		return "cruxprov changeset list"
+		return "cruxprov changeset list" + home
 	case refusal.ActionPropose:
 		pkg, sha, ok := strings.Cut(rem.Target, "@sha256:")
 		if !ok {
@@ -666,13 +681,29 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		if !indexFromConfig {
 			r += " --index URL"
 		}
-		return r
+		return r + home
 	case refusal.ActionUnenforcedLimits:
 		return again(args, "--unenforced-limits")
 	case refusal.ActionScanLedger:
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"
+	}
+	return ""
+}
+
+// homeArg is " --home DIR" for the --home the command line args gave,
+// or "" when it gave none.
+func homeArg(args []string) string {
+	for i := 1; i < len(args); i++ {
+		for _, f := range []string{"--home", "-home"} {
+			if args[i] == f && i+1 < len(args) {
+				return " --home " + shellQuote(args[i+1])
+			}
+			if v, ok := strings.CutPrefix(args[i], f+"="); ok {
+				return " --home " + shellQuote(v)
+			}
+		}
 	}
 	return ""
 }

@@ -58,7 +58,7 @@ func envCreateCmd() *cli.Command {
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode (another env than one with bytecode)"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
 			&cli.BoolFlag{Name: "replace", Usage: "rebuild the env under its digest even if it exists (the old tree goes once the new one is sealed)"},
-			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"}),
+			&cli.IntFlag{Name: "jobs", Usage: "at most `N` at once of downloads, installers, the seal's walk and the compile processes (default: 6 downloads, the rest one per CPU)"}),
 		Action: envCreate,
 	}
 }
@@ -122,6 +122,9 @@ func envCreate(c *cli.Context) error {
 			return usagef("give an ENV to rebuild from its seal, or --wheel/--lock, not both")
 		}
 		if po.Source.Env, err = envArg(o, c.Args().First()); err != nil {
+			return err
+		}
+		if po.Source.Env, err = inStore(o, po.Source.Env); err != nil {
 			return err
 		}
 		po.Platform, po.Python = "", ""
@@ -275,6 +278,34 @@ func envArg(o *opts, arg string) (string, error) {
 		return "", usagef("%v", err)
 	}
 	return abs, nil
+}
+
+// inStore is the env path env (a link followed, as env verify follows
+// it) when it is an env of o's store, and refuses it otherwise: a rebuild
+// writes into the store it runs on, so another store's env was rebuilt
+// into this one, reported "replaced", and left as it was.
+func inStore(o *opts, env string) (string, error) {
+	envs, err := filepath.Abs(filepath.Join(o.home, store.EnvsDir))
+	if err != nil {
+		return "", usagef("%v", err)
+	}
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	if filepath.Dir(env) == envs {
+		return env, nil
+	}
+	if r := real(env); filepath.Dir(r) == real(envs) {
+		return filepath.Join(envs, filepath.Base(r)), nil
+	}
+	hint := "give the --home of the store it is in"
+	if parent := filepath.Dir(env); filepath.Base(parent) == store.EnvsDir {
+		hint = "give its store: --home " + shellQuote(filepath.Dir(parent))
+	}
+	return "", usagef("%s is not an env of the store %s: %s", env, o.home, hint)
 }
 
 // envByPrefix finds the one env of the store whose digest starts with

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/urfave/cli/v2"
@@ -69,6 +70,11 @@ func indexFlags() []cli.Flag {
 func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
+		if !strings.Contains(rawURL, "://") {
+			// host:port/simple/ does not parse at all, so Redact cannot
+			// show it: say what it lacks.
+			return nil, usagef("--index: want an absolute http(s) URL, and this one has no scheme: begin it with http:// or https://")
+		}
 		return nil, usagef("--index %s: want an absolute http(s) URL", index.Redact(rawURL))
 	}
 	pool, err := x509.SystemCertPool()

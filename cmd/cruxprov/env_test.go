@@ -726,3 +726,27 @@ func crashSeed(t *testing.T) uint64 {
 	t.Logf("random seed %d (replay with CRUXPROV_CRASH_SEED=%d)", seed, seed)
 	return seed
 }
+
+// TestEnvReplaceOfAnotherStore: env create --replace ENV rebuilds ENV in
+// the store it runs on. An ENV of another store (the env_drift advice
+// followed without its --home) is refused, naming the store to give; it
+// was rebuilt into this store instead, "replaced", exit 0, and the env
+// named stayed drifted.
+func TestEnvReplaceOfAnotherStore(t *testing.T) {
+	home, lock := envHome(t, 1, 3)
+	out := createJSON(t, createArgs(home, lock, "--no-compile")...)
+	other := t.TempDir()
+	r := cruxprov(t, "--home", other, "env", "create", "--replace", out.Path, "--offline")
+	if r.code != exitUsage || !strings.Contains(r.stderr, out.Path+" is not an env of the store "+other+": give its store: --home "+home) {
+		t.Fatalf("--replace of another store's env: %+v", r)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(other, "envs")); len(ents) > 0 {
+		t.Errorf("the refused replace left %v in the other store", ents)
+	}
+	// Through a link to the env, in its own store: rebuilt.
+	link := filepath.Join(t.TempDir(), "current")
+	os.Symlink(out.Path, link)
+	if r := cruxprov(t, "--home", home, "env", "create", "--replace", link, "--offline"); r.code != 0 {
+		t.Fatalf("--replace through a link: %+v", r)
+	}
+}

@@ -145,6 +145,9 @@ func TestGroupHelpHasExample(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
 				t.Errorf("%s --help: %+v", c.Name, r)
+			} else if strings.Contains(r.stdout, "help, h") {
+				// A help command there was listed, and refused as unknown.
+				t.Errorf("%s --help lists a help command, which does not exist: %s", c.Name, r.stdout)
 			}
 		})
 	}

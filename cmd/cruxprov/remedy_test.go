@@ -117,10 +117,12 @@ func TestRemediesRun(t *testing.T) {
 		defer syscall.Unmount(home, syscall.MNT_DETACH)
 		_, lock := envHomeAt(t, home, 1, 1600)
 		r := cruxprov(t, createArgs(home, lock, "--no-compile", "--no-cache")...)
-		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov gc") {
+		// The advice names the refused command's store: run as printed, it
+		// collected the default store's garbage, not this one's.
+		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov gc --home "+home) {
 			t.Fatalf("%+v", r)
 		}
-		if f := runFix(t, r, t.TempDir(), "CRUXPROV_HOME="+home); f.code != 0 {
+		if f := runFix(t, r, t.TempDir()); f.code != 0 {
 			t.Fatalf("%+v", f)
 		}
 	})
@@ -294,5 +296,34 @@ func TestCorruptLedgerAdviceRuns(t *testing.T) {
 	f := runFix(t, r, dir, "XDG_STATE_HOME="+dir)
 	if f.code != 0 || !strings.Contains(f.stdout, "1 corrupt line,") {
 		t.Fatalf("%+v", f)
+	}
+}
+
+// TestRemedyKeepsHome: advice that acts on a store names the refused
+// command's --home (it named none, so followed as printed it acted on
+// the default store: gc collected another store's garbage, env create
+// --replace rebuilt an env into the default store and said "replaced").
+func TestRemedyKeepsHome(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--home DIR", []string{"cruxprov", "--home", "/s t", "env", "verify", "E"}, " --home '/s t'"},
+		{"--home=DIR", []string{"cruxprov", "env", "verify", "E", "--home=/s"}, " --home /s"},
+		{"-home DIR", []string{"cruxprov", "-home", "/s", "env", "verify", "E"}, " --home /s"},
+		{"none", []string{"cruxprov", "env", "verify", "E"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for rem, want := range map[refusal.Action]string{
+				refusal.ActionReplaceEnv:       "cruxprov env create --replace /e" + tc.want,
+				refusal.ActionGC:               "cruxprov gc" + tc.want,
+				refusal.ActionReviewChangesets: "cruxprov changeset list" + tc.want,
+			} {
+				if got := renderRemedy(&refusal.Remedy{Action: rem, Target: "/e"}, tc.args); got != want {
+					t.Errorf("%s: %q, want %q", rem, got, want)
+				}
+			}
+		})
 	}
 }
