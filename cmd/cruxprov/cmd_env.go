@@ -124,7 +124,7 @@ func envCreate(c *cli.Context) error {
 		if po.Source.Env, err = envArg(o, c.Args().First()); err != nil {
 			return err
 		}
-		if po.Source.Env, err = inStore(o, po.Source.Env); err != nil {
+		if po.Source.Env, err = inStore(o, po.Source.Env, true); err != nil {
 			return err
 		}
 		po.Platform, po.Python = "", ""
@@ -280,11 +280,12 @@ func envArg(o *opts, arg string) (string, error) {
 	return abs, nil
 }
 
-// inStore is the env path env (a link followed, as env verify follows
-// it) when it is an env of o's store, and refuses it otherwise: a rebuild
-// writes into the store it runs on, so another store's env was rebuilt
-// into this one, reported "replaced", and left as it was.
-func inStore(o *opts, env string) (string, error) {
+// inStore is the env path env (a link followed when follow, as env
+// verify follows it) when it is an env of o's store, and refuses it
+// otherwise: a rebuild writes into the store it runs on, so another
+// store's env was rebuilt into this one, reported "replaced", and left as
+// it was.
+func inStore(o *opts, env string, follow bool) (string, error) {
 	envs, err := filepath.Abs(filepath.Join(o.home, store.EnvsDir))
 	if err != nil {
 		return "", usagef("%v", err)
@@ -298,7 +299,10 @@ func inStore(o *opts, env string) (string, error) {
 	if filepath.Dir(env) == envs {
 		return env, nil
 	}
-	if r := real(env); filepath.Dir(r) == real(envs) {
+	if !follow && real(filepath.Dir(env)) == real(envs) {
+		return env, nil
+	}
+	if r := real(env); follow && filepath.Dir(r) == real(envs) {
 		return filepath.Join(envs, filepath.Base(r)), nil
 	}
 	hint := "give the --home of the store it is in"
@@ -356,6 +360,9 @@ func envRemoveCmd() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if dir, err = inStore(o, dir, false); err != nil {
+				return err
+			}
 			st, err := o.openStore()
 			if err != nil {
 				return err
@@ -382,7 +389,7 @@ func envRemoveCmd() *cli.Command {
 			}
 			for _, d := range names.Envs {
 				if d.Hex() == filepath.Base(dir) {
-					return usagef("env %s is named by an accepted pin or an open change-set: retire the provider (cruxprov provider retire NAME) or reject the change-set first", dir)
+					return usagef("env %s is named by an accepted pin or an open change-set (cruxprov provider list and changeset list show which): retire the provider (cruxprov provider retire NAME) or reject the change-set first", dir)
 				}
 			}
 			_, errDir := os.Lstat(dir)

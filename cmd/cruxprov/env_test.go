@@ -743,6 +743,10 @@ func TestEnvReplaceOfAnotherStore(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(other, "envs")); len(ents) > 0 {
 		t.Errorf("the refused replace left %v in the other store", ents)
 	}
+	// env remove says the same, as a usage error (it was materialize_failed).
+	if r := cruxprov(t, "--home", other, "env", "remove", out.Path); r.code != exitUsage || !strings.Contains(r.stderr, "give its store: --home "+home) {
+		t.Errorf("env remove of another store's env: %+v", r)
+	}
 	// Through a link to the env, in its own store: rebuilt.
 	link := filepath.Join(t.TempDir(), "current")
 	os.Symlink(out.Path, link)
