@@ -126,7 +126,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run() maps errors to exit codes
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			msg := err.Error()
+			// The flag package names a flag with one dash; the help and
+			// the docs give two.
+			msg := strings.Replace(err.Error(), " for flag -", " for flag --", 1)
 			if strings.HasSuffix(msg, ": parse error") {
 				// flag's "parse error" says nothing of what it wants.
 				msg += durationHint(msg)
@@ -379,7 +381,7 @@ func readInputFile(path string, max int64) ([]byte, error) {
 // durationHint is what a flag's parse error lacks when the flag takes a
 // duration ("" for other flags).
 func durationHint(msg string) string {
-	for _, f := range []string{"-expires", "-timeout", "-stall"} {
+	for _, f := range []string{"--expires", "--timeout", "--stall"} {
 		if strings.Contains(msg, " for flag "+f+":") {
 			return ": give a duration with its unit, for example 30s, 15m or 720h"
 		}

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -51,7 +53,14 @@ func loadConfig(home string) (*config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, usagef("%s: %v", p, err)
+		// yaml names the Go type ("field indx not found in type
+		// main.config"): name the keys a config may have instead.
+		var keys []string
+		for f := range reflect.TypeFor[config]().Fields() {
+			keys = append(keys, f.Tag.Get("yaml"))
+		}
+		msg := strings.ReplaceAll(err.Error(), "not found in type main.config", "is not a key of config.yaml (its keys: "+strings.Join(keys, ", ")+"; docs/operator.md)")
+		return nil, usagef("%s: %s", p, msg)
 	}
 	if c.Format != configFormat {
 		return nil, usagef("%s: format %q is not %s", p, c.Format, configFormat)

@@ -422,3 +422,20 @@ func TestVerifyNoStore(t *testing.T) {
 		t.Errorf("verify made %s", missing)
 	}
 }
+
+// TestUsageErrorsNameWhatToGive: a bad flag value is named as the help
+// names the flag (--expires, not the flag package's -expires) with what
+// to give, and an unknown config.yaml key with the keys there are (it
+// named a Go type, "main.config").
+func TestUsageErrorsNameWhatToGive(t *testing.T) {
+	if r := cruxprov(t, "changeset", "approve", "x", "--key", "k", "--expires", "banana"); r.code != exitUsage ||
+		!strings.Contains(r.stderr, `invalid value "banana" for flag --expires: parse error: give a duration with its unit`) {
+		t.Errorf("--expires banana: %+v", r)
+	}
+	home := t.TempDir()
+	os.WriteFile(filepath.Join(home, "config.yaml"), []byte("format: cruxprov.config/v1\nindx: x\n"), 0o644)
+	if r := cruxprov(t, "--home", home, "env", "create", "--wheel", "x.whl", "--platform", "host"); r.code != exitUsage ||
+		!strings.Contains(r.stderr, "field indx is not a key of config.yaml (its keys: format, index, platforms, python") || strings.Contains(r.stderr, "main.config") {
+		t.Errorf("an unknown config.yaml key: %+v", r)
+	}
+}
