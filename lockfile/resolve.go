@@ -8,6 +8,7 @@ import (
 
 	"github.com/cruxible/cruxprov/pep440"
 	"github.com/cruxible/cruxprov/pep503"
+	"github.com/cruxible/cruxprov/pep508"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -24,6 +25,13 @@ type Options struct {
 	// Linux platform, ranked after every portable tag
 	// (platform.WithLinuxTags).
 	AllowLinuxTags bool
+	// Requires are the root distribution's own requirements (its
+	// METADATA's Requires-Dist, manifest.Requires), which the lock was
+	// made to satisfy; Root names it ("acme-web-fetch 1.0.0") in
+	// refusals. Each that applies to the platform must be met by the
+	// packages the lock selects there (Report.Requires).
+	Requires []pep508.Requirement
+	Root     string
 }
 
 // Outcome is what resolution decided for one package name on one
@@ -44,10 +52,17 @@ type Report struct {
 	Platform string
 	Err      error
 	Packages []Outcome // one per package name in the lock, sorted by name
+	// Requires is the refusal (lock_invalid) of Options.Requires the
+	// packages selected do not meet: a requirement whose marker holds on
+	// the platform with no extra, and that no selected package of its
+	// name and an allowed version (any, for a direct URL) meets. Nil when
+	// all are met, or Err is set.
+	Requires error
 }
 
 // Resolution returns the report's resolution, or its first refusal: the
-// platform-level one, else the first package's in name order.
+// platform-level one, else the first package's in name order, else the
+// root's requirements'.
 func (r *Report) Resolution() (Resolution, error) {
 	if err := r.FirstErr(); err != nil {
 		return Resolution{}, err
@@ -62,7 +77,8 @@ func (r *Report) Resolution() (Resolution, error) {
 }
 
 // FirstErr returns the report's first refusal: the platform-level one,
-// else the first package's in name order; nil when the platform resolves.
+// else the first package's in name order, else Requires; nil when the
+// platform resolves.
 func (r *Report) FirstErr() error {
 	if r.Err != nil {
 		return r.Err
@@ -72,14 +88,15 @@ func (r *Report) FirstErr() error {
 			return o.Err
 		}
 	}
-	return nil
+	return r.Requires
 }
 
 // Resolve resolves the lock for one platform (DESIGN §4) and returns the
 // Resolution or the first refusal: platform_unsupported (requires-python
 // or environments exclude the platform, or a selected package's
 // requires-python does), duplicate_package, no_compatible_wheel,
-// sdist_not_allowed, source_not_allowed or hash_missing.
+// sdist_not_allowed, source_not_allowed or hash_missing, or lock_invalid
+// (a package's marker cannot be evaluated, or opts.Requires are not met).
 func Resolve(l *Lock, p *platform.Platform, opts Options) (Resolution, error) {
 	r, err := check(l, p, opts)
 	if err != nil {
@@ -210,6 +227,7 @@ func check(l *Lock, p *platform.Platform, opts Options) (Report, error) {
 	for k, entries := range groupsByName {
 		rep.Packages[k] = l.resolveName(l.Packages[entries[0]].Name, entries, markerOK, markerErr, ranks, pyv, id, &wheels[k])
 	}
+	rep.Requires = checkRequires(&rep, p, opts)
 	return rep, nil
 }
 
