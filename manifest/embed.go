@@ -2,12 +2,16 @@ package manifest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/pep440"
+	"github.com/cruxible/cruxprov/pep508"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/wheel"
 )
@@ -17,7 +21,8 @@ import (
 // regenerated (wheel.Rewrite: src is verified in full first, every other
 // member keeps its bytes). The manifest must parse against src's name
 // (refusal.ManifestInvalid) and the lock must parse (lockfile's refusals)
-// and must not list the root distribution itself (refusal.LockInvalid).
+// and must not list the root distribution itself, nor lack a package
+// src's METADATA requires on every platform (refusal.LockInvalid).
 func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, lockTOML []byte) error {
 	m, err := Parse(manifestTOML, src.Filename().Distribution)
 	if err != nil {
@@ -27,7 +32,11 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 	if err != nil {
 		return err
 	}
-	if err := checkLock(m, l); err != nil {
+	reqs, err := Requires(src)
+	if err != nil {
+		return err
+	}
+	if err := checkLock(m, l, reqs); err != nil {
 		return err
 	}
 	di := src.DistInfo() + "/"
@@ -38,12 +47,47 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 }
 
 // checkLock holds the lock to §3: the root distribution is not in its own
-// lock.
-func checkLock(m *Manifest, l *lockfile.Lock) error {
+// lock, and the lock can meet the root's own requirements (reqs, its
+// Requires-Dist). Without a platform only a requirement with no marker is
+// checked here, one that applies on every platform: the lock must have an
+// entry of its name at a version it allows (any, for a direct URL). One
+// with a marker is checked per platform when the lock is resolved
+// (lockfile.Options.Requires), as every requirement is.
+func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 	for _, p := range l.Packages {
 		if p.Name == m.Name {
 			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3)", m.Name)
 		}
+	}
+	var unmet []string
+	for _, r := range reqs {
+		if r.Marker.String() != "" {
+			continue
+		}
+		key := r.Key()
+		var pinned []string
+		met := false
+		for _, p := range l.Packages {
+			if p.Name != key {
+				continue
+			}
+			if r.URL != "" || r.Specifier.Match(p.Version, pep440.PrereleasesAllow) {
+				met = true
+				break
+			}
+			pinned = append(pinned, p.Version)
+		}
+		switch {
+		case met:
+		case len(pinned) == 0:
+			unmet = append(unmet, fmt.Sprintf("%q, but the lock has no %s", r.String(), key))
+		default:
+			unmet = append(unmet, fmt.Sprintf("%q, but the lock pins %s %s", r.String(), key, strings.Join(pinned, ", ")))
+		}
+	}
+	if len(unmet) > 0 {
+		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist) %s, on every platform: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock",
+			m.Name, strings.Join(unmet, "; and "))
 	}
 	return nil
 }

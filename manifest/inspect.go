@@ -128,7 +128,11 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLock(m, l); err != nil {
+	reqs, err := Requires(w)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLock(m, l, reqs); err != nil {
 		return nil, err
 	}
 	r.Warnings = append([]lockfile.Warning{}, warns...)

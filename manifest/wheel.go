@@ -5,6 +5,7 @@ import (
 	"io/fs"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/pep508"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/wheel"
 )
@@ -38,6 +39,22 @@ func FromWheel(w *wheel.Wheel) (*Manifest, []byte, error) {
 // refusal.LockMissing. Parsing the lock is lockfile's job.
 func LockFromWheel(w *wheel.Wheel) ([]byte, error) {
 	return readMember(w, LockPath, refusal.LockMissing, "a provider's root wheel carries its lock there")
+}
+
+// Requires parses the root wheel w's own requirements, its METADATA's
+// Requires-Dist, in file order. The lock must meet them on every platform
+// it is resolved for (lockfile.Options.Requires), so one that does not
+// parse is refusal.WheelInvalid: it could not be checked.
+func Requires(w *wheel.Wheel) ([]pep508.Requirement, error) {
+	var out []pep508.Requirement
+	for _, s := range w.Metadata().RequiresDist {
+		r, err := pep508.Parse(s)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.WheelInvalid, err, "%s: METADATA Requires-Dist %q is not a PEP 508 requirement, so the lock cannot be checked against it; rebuild the wheel", w.Filename().String(), s)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func readMember(w *wheel.Wheel, rel string, missing refusal.Code, hint string) ([]byte, error) {

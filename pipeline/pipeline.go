@@ -185,6 +185,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 			return nil, err
 		}
 		lockData := o.Source.LockData
+		var lopts lockfile.Options
 		if root := o.Source.Root; root != nil {
 			if root.closed {
 				return nil, fmt.Errorf("pipeline: the root wheel %s was closed before the run", root.Wheel.Filename)
@@ -201,6 +202,9 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 			}
 			w := root.Wheel
 			lockData, r.Root, r.Manifest, r.ManifestData = root.LockData, &w, root.Manifest, root.ManifestData
+			// The lock must meet the root's own requirements here
+			// (lock_invalid): an env without one cannot import it.
+			lopts.Requires, lopts.Root = root.Requires, w.Name+" "+w.Version
 		}
 		r.LockDigest = digest.Sum(lockData)
 		lock, warnings, err := lockfile.Parse(lockData)
@@ -210,7 +214,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		for _, w := range warnings {
 			warn(w.String())
 		}
-		if r.Resolution, err = lockfile.Resolve(lock, plat, lockfile.Options{}); err != nil {
+		if r.Resolution, err = lockfile.Resolve(lock, plat, lopts); err != nil {
 			return nil, err
 		}
 		if !o.FetchOnly && !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == manifest.RuntimePackage }) {

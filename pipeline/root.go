@@ -12,6 +12,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/pep508"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
@@ -40,6 +41,9 @@ type RootWheel struct {
 	Manifest     *manifest.Manifest
 	ManifestData []byte
 	LockData     []byte
+	// Requires are its own requirements (METADATA Requires-Dist), which
+	// its lock must meet on every platform it is resolved for.
+	Requires []pep508.Requirement
 
 	st     *store.Store
 	p      *store.Pending
@@ -87,9 +91,13 @@ func readRoot(st *store.Store, p *store.Pending, name string) (_ *RootWheel, err
 	if err != nil {
 		return nil, err
 	}
+	reqs, err := manifest.Requires(w)
+	if err != nil {
+		return nil, err
+	}
 	return &RootWheel{
 		Wheel:    lockfile.ResolvedWheel{Name: w.Filename().Name, Version: w.Metadata().Version, Filename: name, Size: p.Size(), SHA256: p.Digest()},
-		Manifest: m, ManifestData: raw, LockData: lock,
+		Manifest: m, ManifestData: raw, LockData: lock, Requires: reqs,
 		st: st, p: p,
 	}, nil
 }

@@ -32,7 +32,8 @@ func init() {
 			Description: "Resolves the provider's embedded lock (--wheel) or a bare lock (--lock) for every platform\n" +
 				"given and prints one table: a row per package, a column per platform, each cell the chosen\n" +
 				"wheel's tags, '-' where the package's marker excludes the platform, or the refusal code\n" +
-				"where the lock does not cover it. Then each platform's resolution digest or refusal.\n" +
+				"where the lock does not cover it. Then each platform's resolution digest or refusal: with\n" +
+				"--wheel, a platform where the lock does not meet the wheel's own Requires-Dist is lock_invalid.\n" +
 				"Exit 78 when any platform is refused (after the table).\n\n" +
 				"Example:\n   cruxprov lock resolve --lock pylock.toml --platform cp312-manylinux_2_39_x86_64,cp312-macosx_14_0_arm64,cp312-win_amd64\n" +
 				"   cruxprov lock resolve --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --json\n" +
@@ -53,8 +54,9 @@ func init() {
 	})
 }
 
-// lockSource reads the lock bytes from --lock or the root wheel.
-func lockSource(c *cli.Context) ([]byte, string, error) {
+// lockSource reads the lock bytes from --lock or the root wheel; for a
+// root wheel, opts carries its own requirements, which the lock must meet.
+func lockSource(c *cli.Context, opts *lockfile.Options) ([]byte, string, error) {
 	wf, lf := c.String("wheel"), c.String("lock")
 	switch {
 	case wf != "" && lf != "":
@@ -78,6 +80,10 @@ func lockSource(c *cli.Context) ([]byte, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		if opts.Requires, err = manifest.Requires(w); err != nil {
+			return nil, "", err
+		}
+		opts.Root = w.Filename().Name + " " + w.Metadata().Version
 		return b, wf + " (" + w.DistInfo() + "/cruxible/pylock.toml)", nil
 	}
 	return nil, "", usagef("give --wheel W or --lock F")
@@ -128,7 +134,8 @@ func lockResolve(c *cli.Context) error {
 	if len(names) == 0 && len(files) == 0 {
 		return usagef("--platform P[,P…] or --platform-file F is required ('cruxprov platform list' shows the presets)")
 	}
-	data, source, err := lockSource(c)
+	var opts lockfile.Options
+	data, source, err := lockSource(c, &opts)
 	if err != nil {
 		return err
 	}
@@ -140,7 +147,7 @@ func lockResolve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := lockfile.Options{Extras: c.StringSlice("extra"), AllowLinuxTags: c.Bool("allow-linux-tags")}
+	opts.Extras, opts.AllowLinuxTags = c.StringSlice("extra"), c.Bool("allow-linux-tags")
 	if c.IsSet("group") || c.Bool("no-default-groups") {
 		opts.Groups = append([]string{}, c.StringSlice("group")...)
 	}
