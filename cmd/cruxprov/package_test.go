@@ -167,6 +167,10 @@ func TestPackageEmbedRefusals(t *testing.T) {
 	badLock := write("bad.toml", "lock-version = \"1.0\"\n[[packages]]\nname = 5\n")
 	selfLock := write("self.toml", string(s.Echo.Lock)+"\n[[packages]]\nname = \"acme-echo\"\nversion = \"1.0.0\"\nwheels = [{ name = \"acme_echo-1.0.0-py3-none-any.whl\", url = \"https://x.example/a.whl\", hashes = { sha256 = \""+strings.Repeat("a", 64)+"\" } }]\n")
 	notTOML := write("not.toml", "[[[")
+	// acme-echo's METADATA requires cruxible-provider-runtime==0.1.0 (no
+	// marker: on every platform).
+	noRuntime := write("noruntime.toml", "lock-version = \"1.0\"\ncreated-by = \"test\"\n")
+	oldRuntime := write("oldruntime.toml", strings.Replace(string(s.Echo.Lock), `version = "0.1.0"`, `version = "0.0.9"`, 1))
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, s.Echo.Filename)
 	cases := []struct {
@@ -177,6 +181,8 @@ func TestPackageEmbedRefusals(t *testing.T) {
 		{"manifest not TOML", "manifest_invalid", []string{s.Echo.Path, "--manifest", notTOML, "--lock", lf, "-o", out}},
 		{"lock invalid", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", badLock, "-o", out}},
 		{"lock lists the provider", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", selfLock, "-o", out}},
+		{"lock lacks a Requires-Dist", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", noRuntime, "-o", out}},
+		{"lock pins a Requires-Dist outside its specifier", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", oldRuntime, "-o", out}},
 		{"tampered source", "record_mismatch", []string{tamper(t, s.Echo.Path, "acme_echo/__init__.py"), "--manifest", mf, "--lock", lf, "-o", out}},
 		{"output named for another wheel", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
 		{"output not a wheel name", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
