@@ -86,7 +86,7 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 		}
 	}
 	if len(unmet) > 0 {
-		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist) %s, on every platform: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock",
+		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock (cruxprov package embed)",
 			m.Name, strings.Join(unmet, "; and "))
 	}
 	return nil

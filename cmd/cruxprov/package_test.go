@@ -169,8 +169,8 @@ func TestPackageEmbedRefusals(t *testing.T) {
 	notTOML := write("not.toml", "[[[")
 	// acme-echo's METADATA requires cruxible-provider-runtime==0.1.0 (no
 	// marker: on every platform).
-	noRuntime := write("noruntime.toml", "lock-version = \"1.0\"\ncreated-by = \"test\"\n")
-	oldRuntime := write("oldruntime.toml", strings.Replace(string(s.Echo.Lock), `version = "0.1.0"`, `version = "0.0.9"`, 1))
+	noRuntime := write("noruntime.toml", "lock-version = \"1.0\"\ncreated-by = \"test\"\npackages = []\n")
+	oldRuntime := write("oldruntime.toml", strings.ReplaceAll(string(s.Echo.Lock), "0.1.0", "0.0.9"))
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, s.Echo.Filename)
 	cases := []struct {
@@ -187,10 +187,18 @@ func TestPackageEmbedRefusals(t *testing.T) {
 		{"output named for another wheel", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
 		{"output not a wheel name", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
 	}
+	// What the refusal's detail says, where the code alone does not tell.
+	details := map[string]string{
+		"lock lacks a Requires-Dist":                      `"cruxible-provider-runtime==0.1.0", but the lock has no cruxible-provider-runtime`,
+		"lock pins a Requires-Dist outside its specifier": `"cruxible-provider-runtime==0.1.0", but the lock pins cruxible-provider-runtime 0.0.9`,
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := refusedCode(t, append([]string{"package", "embed"}, c.args...)...); got != c.code {
 				t.Errorf("code %s, want %s", got, c.code)
+			}
+			if r := cruxprov(t, append([]string{"package", "embed"}, c.args...)...); details[c.name] != "" && !strings.Contains(r.stderr, details[c.name]) {
+				t.Errorf("the refusal lacks %q: %s", details[c.name], r.stderr)
 			}
 			ents, _ := os.ReadDir(outDir)
 			if len(ents) != 0 {
