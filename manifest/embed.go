@@ -2,8 +2,10 @@ package manifest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,8 +99,8 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 // wheel file name for the same distribution, version and tags. The result
 // is written into a fresh directory beside outPath, checked with Inspect,
 // fsynced and only then renamed into place: a failure leaves nothing at
-// outPath (and an existing file there untouched). It returns the Inspect
-// report of the result.
+// outPath (and an existing file there untouched); one to write there is
+// an *OutputError. It returns the Inspect report of the result.
 func EmbedFile(ctx context.Context, srcPath, outPath string, manifestTOML, lockTOML []byte) (*Report, error) {
 	src, err := wheel.Open(srcPath)
 	if err != nil {
@@ -114,24 +116,31 @@ func EmbedFile(ctx context.Context, srcPath, outPath string, manifestTOML, lockT
 	if on.Name != sn.Name || on.Version != sn.Version || !slices.Equal(on.Tags, sn.Tags) {
 		return nil, refusal.New(refusal.WheelInvalid, "output name %s does not name the same wheel as %s (same distribution, version and tags); pass -o DIR to keep the name", base, filepath.Base(srcPath))
 	}
-	stage, err := os.MkdirTemp(filepath.Dir(outPath), ".cruxprov-embed-")
+	dir := filepath.Dir(outPath)
+	stage, err := os.MkdirTemp(dir, ".cruxprov-embed-")
 	if err != nil {
-		return nil, err
+		return nil, &OutputError{Dir: dir, Err: pathless(err)}
 	}
 	defer os.RemoveAll(stage)
 	tmp := filepath.Join(stage, base)
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, &OutputError{Dir: dir, Err: pathless(err)}
 	}
 	err = Embed(ctx, f, src, manifestTOML, lockTOML)
 	if err == nil {
-		err = f.Sync()
+		if err = f.Sync(); err != nil {
+			err = &OutputError{Dir: dir, Err: pathless(err)}
+		}
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = &OutputError{Dir: dir, Err: pathless(cerr)}
 	}
 	if err != nil {
+		var pe *fs.PathError
+		if refusal.CodeOf(err) == "" && errors.As(err, &pe) && pe.Path == tmp {
+			err = &OutputError{Dir: dir, Err: pe.Err} // a full disk, say
+		}
 		return nil, err
 	}
 	r, err := Inspect(ctx, tmp)
@@ -139,11 +148,42 @@ func EmbedFile(ctx context.Context, srcPath, outPath string, manifestTOML, lockT
 		return nil, err
 	}
 	if err := os.Rename(tmp, outPath); err != nil {
-		return nil, err
+		return nil, &OutputError{Dir: dir, Err: pathless(err)}
 	}
 	if d, err := os.Open(filepath.Dir(outPath)); err == nil {
 		d.Sync()
 		d.Close()
 	}
 	return r, nil
+}
+
+// OutputError is the directory of EmbedFile's outPath that could not be
+// written (no permission, no space): the caller's to fix, not the
+// wheel's. Err is the system's error, without the name of the temporary
+// file it happened to.
+type OutputError struct {
+	Dir string
+	Err error
+}
+
+// Error says which directory could not be written, and why.
+func (e *OutputError) Error() string {
+	return fmt.Sprintf("cannot write the embedded wheel into %s: %v", e.Dir, e.Err)
+}
+
+// Unwrap is the system's error.
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// pathless drops the path an *fs.PathError or *os.LinkError names (a
+// temporary one, meaningless to the caller).
+func pathless(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/wheel"
 )
 
 func init() {
@@ -49,6 +54,12 @@ func init() {
 						return usagef("package embed needs --%s", f)
 					}
 				}
+				// WHEEL, --manifest and --lock are files the caller named:
+				// one missing or unreadable is a usage error, as inspect
+				// says of its WHEEL, not a refusal that blames a wheel.
+				if err := readable("WHEEL", src); err != nil {
+					return err
+				}
 				m, err := readInputFile(c.String("manifest"), maxInputFile)
 				if err != nil {
 					return usagef("cannot read --manifest: %v", err)
@@ -57,21 +68,19 @@ func init() {
 				if err != nil {
 					return usagef("cannot read --lock: %v", err)
 				}
-				out := c.String("output")
-				if strings.HasSuffix(out, "/") {
-					// "-o release/" names a directory, as the docs write it:
-					// made when it does not exist yet.
-					if err := os.MkdirAll(out, 0o755); err != nil {
-						return usagef("-o %s: %v", out, unwrapPath(err))
-					}
-				}
-				if st, err := os.Stat(out); err == nil && st.IsDir() {
-					out = filepath.Join(out, filepath.Base(src))
-				} else if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
-					return usagef("-o %s: %s is not a directory; create it first or give -o an existing directory", out, filepath.Dir(out))
+				out, made, err := embedOutput(c.String("output"), src)
+				if err != nil {
+					return err
 				}
 				r, err := manifest.EmbedFile(c.Context, src, out, m, l)
 				if err != nil {
+					// A failure leaves nothing: not even the directory
+					// this run made for -o.
+					removeMade(made)
+					var oe *manifest.OutputError
+					if errors.As(err, &oe) {
+						return fmt.Errorf("cannot write the embedded wheel into %s (-o): %v; %s", oe.Dir, oe.Err, outputAdvice(oe.Err))
+					}
 					return err
 				}
 				v := struct {
@@ -89,4 +98,66 @@ func init() {
 			},
 		}},
 	})
+}
+
+// embedOutput is the wheel path -o names for src: a directory (an
+// existing one, or "DIR/", made here when missing: made lists what was
+// made, deepest last) keeps src's file name; anything else must be a
+// wheel file name for the same distribution, version and tags in an
+// existing directory. A bad -o is a usage error naming -o and what it
+// takes, not a refusal that blames the wheel.
+func embedOutput(out, src string) (path string, made []string, err error) {
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return filepath.Join(out, filepath.Base(src)), nil, nil
+	}
+	if strings.HasSuffix(out, "/") {
+		// "-o release/" names a directory, as the docs write it: made
+		// when it does not exist yet.
+		for d := filepath.Clean(out); ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+				break
+			}
+			made = append([]string{d}, made...)
+		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			removeMade(made)
+			return "", nil, usagef("-o %s: %v", out, unwrapPath(err))
+		}
+		return filepath.Join(out, filepath.Base(src)), made, nil
+	}
+	base := filepath.Base(out)
+	takes := "give -o a directory (an existing one, or DIR/ to make it) to keep the wheel's name, or a file name " + filepath.Base(src)
+	if !strings.HasSuffix(base, ".whl") {
+		return "", nil, usagef("-o %s is neither a directory nor a wheel file name: %s", out, takes)
+	}
+	if sn, err := wheel.ParseFilename(filepath.Base(src)); err == nil { // else WHEEL's own refusal follows
+		on, err := wheel.ParseFilename(base)
+		if err != nil || on.Name != sn.Name || on.Version != sn.Version || !slices.Equal(on.Tags, sn.Tags) {
+			return "", nil, usagef("-o %s does not name the same wheel as WHEEL (same distribution, version and tags): %s", out, takes)
+		}
+	}
+	if st, err := os.Stat(filepath.Dir(out)); err != nil || !st.IsDir() {
+		return "", nil, usagef("-o %s: %s is not a directory; create it first or give -o an existing directory", out, filepath.Dir(out))
+	}
+	return out, nil, nil
+}
+
+// removeMade removes the directories embedOutput made, deepest first,
+// each only if still empty.
+func removeMade(made []string) {
+	for i := len(made) - 1; i >= 0; i-- {
+		os.Remove(made[i])
+	}
+}
+
+// outputAdvice is what to do about an output directory that could not
+// be written.
+func outputAdvice(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrPermission):
+		return "give -o a directory this user may write, or have its owner give write access"
+	case errors.Is(err, syscall.ENOSPC):
+		return "free space on its file system, or give -o a directory on another"
+	}
+	return "give -o a directory this user may write"
 }

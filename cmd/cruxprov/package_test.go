@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 )
@@ -184,8 +185,6 @@ func TestPackageEmbedRefusals(t *testing.T) {
 		{"lock lacks a Requires-Dist", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", noRuntime, "-o", out}},
 		{"lock pins a Requires-Dist outside its specifier", "lock_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", oldRuntime, "-o", out}},
 		{"tampered source", "record_mismatch", []string{tamper(t, s.Echo.Path, "acme_echo/__init__.py"), "--manifest", mf, "--lock", lf, "-o", out}},
-		{"output named for another wheel", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
-		{"output not a wheel name", "wheel_invalid", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
 	}
 	// What the refusal's detail says, where the code alone does not tell.
 	details := map[string]string{
@@ -237,6 +236,97 @@ func TestPackageEmbedOutputDirMissing(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("%s was created", missing)
+	}
+}
+
+// TestPackageEmbedInputErrors: what the caller named that cannot be used
+// is said as such, naming the flag, and a failed embed leaves nothing. A
+// missing WHEEL is a usage error as inspect's is (it was refused
+// wheel_invalid); an -o that is neither a directory nor this wheel's file
+// name is a usage error naming -o (it was refused wheel_invalid, blaming
+// the index); a refused embed into -o DIR/ leaves no DIR behind (it was
+// made before anything was checked); an -o directory this user cannot
+// write is named with -o, not as the temporary directory inside it.
+func TestPackageEmbedInputErrors(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	in := t.TempDir()
+	mf, lf := embedInputs(t, in, "acme-echo", s)
+	wrongName, _ := embedInputs(t, t.TempDir(), "acme-other", s)
+	outDir := t.TempDir()
+	for _, c := range []struct {
+		name, says string
+		args       []string
+	}{
+		{"wheel missing", "usage: WHEEL " + filepath.Join(in, "nope.whl") + ": no such file or directory", []string{filepath.Join(in, "nope.whl"), "--manifest", mf, "--lock", lf, "-o", outDir}},
+		{"lock missing", "usage: cannot read --lock", []string{s.Echo.Path, "--manifest", mf, "--lock", filepath.Join(in, "nope.toml"), "-o", outDir}},
+		{"-o neither a directory nor a wheel name", "usage: -o " + filepath.Join(outDir, "rel3") + " is neither a directory nor a wheel file name: give -o a directory", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "rel3")}},
+		{"-o named for another wheel", "usage: -o " + filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl") + " does not name the same wheel as WHEEL", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
+		{"-o not a wheel name", "usage: -o " + filepath.Join(outDir, "out.zip") + " is neither a directory nor a wheel file name", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := cruxprov(t, append([]string{"package", "embed"}, c.args...)...)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, c.says) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("%+v, want exit 64 saying %q", r, c.says)
+			}
+			if ents, _ := os.ReadDir(outDir); len(ents) != 0 {
+				t.Errorf("left %v", ents)
+			}
+		})
+	}
+	// Refused (and failed) into -o DIR/ that this run made: no DIR left,
+	// nor the missing directories above it.
+	top := filepath.Join(outDir, "release")
+	for _, args := range [][]string{
+		{s.Echo.Path, "--manifest", wrongName, "--lock", lf},
+		{tamper(t, s.Echo.Path, "acme_echo/__init__.py"), "--manifest", mf, "--lock", lf},
+	} {
+		r := cruxprov(t, append(append([]string{"package", "embed"}, args...), "-o", filepath.Join(top, "v1")+"/")...)
+		if r.code != exitRefused {
+			t.Errorf("%v: %+v, want refused", args, r)
+		}
+		if _, err := os.Stat(top); err == nil {
+			t.Errorf("a refused embed left %s", top)
+		}
+	}
+	// A directory made before this run stays.
+	if err := os.Mkdir(top, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := cruxprov(t, "package", "embed", s.Echo.Path, "--manifest", wrongName, "--lock", lf, "-o", top+"/"); r.code != exitRefused {
+		t.Errorf("%+v", r)
+	}
+	if _, err := os.Stat(top); err != nil {
+		t.Errorf("a refused embed removed the existing %s: %v", top, err)
+	}
+
+	// An -o directory this user may not write (root writes all: as uid
+	// 65534).
+	asuser.Require(t, "run as uid 65534")
+	dir := asuser.Dir(t, "embed-ro")
+	exe := asuser.Copy(t, dir, bin)
+	var args []string
+	for _, f := range []string{s.Echo.Path, mf, lf} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, p)
+	}
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil { // root's: not writable by 65534
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", filepath.Join(dir, "home"),
+		"package", "embed", args[0], "--manifest", args[1], "--lock", args[2], "-o", ro+"/")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	r := runCmd(t, cmd)
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: cannot write the embedded wheel into "+ro+" (-o): permission denied; give -o a directory this user may write") ||
+		strings.Contains(r.stderr, ".cruxprov-embed") || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("a read-only -o: %+v", r)
 	}
 }
 
