@@ -66,7 +66,7 @@ func imageBuildCmd() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (or NAME==VERSION --sha256 HEX)"},
 			&cli.StringFlag{Name: "sha256", Usage: "with NAME==VERSION: the root wheel's sha256 `HEX` (only those bytes are built)"},
-			&cli.StringFlag{Name: "platform", Usage: "platform preset `ID`s, comma-separated (one image per os/arch; several make an index)"},
+			&cli.StringSliceFlag{Name: "platform", Usage: "platform preset `ID`s, comma-separated or repeated (one image per os/arch; several make an index)"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.StringFlag{Name: "base", Usage: "the base image pinned by digest: `REF@sha256:…` or oci:DIR@sha256:…"},
 			&cli.StringSliceFlag{Name: "shim", Usage: "cruxshim for a platform: `[PLATFORM_ID=]PATH` (a static build for its architecture; repeatable)"},
@@ -116,8 +116,8 @@ func imageBuild(c *cli.Context) error {
 	case c.String("sha256") != "":
 		return usagef("--sha256 goes with NAME==VERSION (the root wheel from the index), not --wheel")
 	}
-	if c.String("platform") == "" {
-		return usagef("--platform is required (platform preset ids, comma-separated)")
+	if len(c.StringSlice("platform")) == 0 {
+		return usagef("--platform is required (platform preset ids, comma-separated or repeated)")
 	}
 	if c.String("base") == "" {
 		return usagef("--base REF@sha256:<hex> or oci:DIR@sha256:<hex> is required")
@@ -145,10 +145,19 @@ func imageBuild(c *cli.Context) error {
 		Shims:       map[string]string{},
 		Remote:      []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 	}
-	for _, p := range strings.Split(c.String("platform"), ",") {
+	// --platform A,B and --platform A --platform B are the same: one
+	// image per platform in an index, as install and lock resolve take
+	// them (a second --platform was dropped without a word).
+	for _, p := range c.StringSlice("platform") {
 		if p = strings.TrimSpace(p); p != "" {
+			if slices.Contains(bo.Platforms, p) {
+				return usagef("--platform %s is given twice: name each platform once", p)
+			}
 			bo.Platforms = append(bo.Platforms, p)
 		}
+	}
+	if len(bo.Platforms) == 0 {
+		return usagef("--platform is required (platform preset ids, comma-separated or repeated)")
 	}
 	for _, s := range c.StringSlice("shim") {
 		pid, p, ok := strings.Cut(s, "=")
@@ -170,7 +179,7 @@ func imageBuild(c *cli.Context) error {
 	// with no cruxshim found out only after the base was read.
 	for pid := range bo.Shims {
 		if pid != "" && !slices.Contains(bo.Platforms, pid) {
-			return usagef("--shim %s=…: %s is not a platform of --platform %s", pid, pid, c.String("platform"))
+			return usagef("--shim %s=…: %s is not a platform of --platform %s", pid, pid, strings.Join(bo.Platforms, ","))
 		}
 	}
 	if _, all := bo.Shims[""]; !all {

@@ -236,6 +236,31 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	}
 }
 
+// TestImageBuildRepeatedPlatform: --platform A --platform B is --platform
+// A,B (as install and lock resolve take it): both platforms are built,
+// so B's missing cruxshim is named before anything is read. A second
+// --platform used to replace the first without a word. A platform named
+// twice is a usage error.
+func TestImageBuildRepeatedPlatform(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("x"), 0o755)
+	build := func(platforms ...string) result {
+		args := []string{"image", "build", "--wheel", filepath.Join(dir, "absent.whl"), "--index", "http://127.0.0.1:9/simple/",
+			"--base", "oci:" + dir + "@sha256:" + strings.Repeat("0", 64), "--shim", imagetest.Platform + "=" + shim, "--output", "oci:" + filepath.Join(dir, "out")}
+		for _, p := range platforms {
+			args = append(args, "--platform", p)
+		}
+		return cruxprov(t, args...)
+	}
+	if r := build(imagetest.Platform, imagetest.PlatformARM); r.code != exitUsage || !strings.Contains(r.stderr, "usage: no cruxshim for "+imagetest.PlatformARM+": give --shim") {
+		t.Errorf("--platform A --platform B: %+v, want B's cruxshim asked for", r)
+	}
+	if r := build(imagetest.Platform, imagetest.Platform); r.code != exitUsage || !strings.Contains(r.stderr, "usage: --platform "+imagetest.Platform+" is given twice") {
+		t.Errorf("--platform A --platform A: %+v", r)
+	}
+}
+
 // TestImageBuildEpochPastTar: a SOURCE_DATE_EPOCH a USTAR header cannot
 // hold is a usage error before anything is read, not a refusal
 // (materialize_failed) once the env was built.

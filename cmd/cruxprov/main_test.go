@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -511,6 +513,42 @@ func TestFlagValueThatIsAFlag(t *testing.T) {
 			r := cruxprov(t, args...)
 			if r.code != exitUsage || !strings.Contains(r.stderr, "needs a value, not the flag") {
 				t.Errorf("%v: %+v", args, r)
+			}
+		})
+	}
+}
+
+// TestRepeatedSingleValueFlagIsUsage: a flag that takes one value given
+// twice is a usage error naming it, for every command, global flags and
+// aliases included: urfave/cli kept the last and dropped the others
+// without a word (image build --platform A --platform B built B alone).
+// Repeatable flags, and booleans, may repeat.
+func TestRepeatedSingleValueFlagIsUsage(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	for _, c := range []struct{ in, says string }{
+		{"fetch --wheel w --platform a --platform b --index i", "--platform is given twice (a, b)"},
+		{"fetch --wheel w --platform a --index i --index=j", "--index is given twice (i, j)"},
+		{"env create --wheel w --wheel v --platform a --index i", "--wheel is given twice (w, v)"},
+		{"--home h inspect W --home=g", "--home is given twice (h, g)"},
+		{"package embed W --manifest m --lock l -o a --output b", "--output is given twice (a, b)"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			_, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(c.in)...))
+			var ue *usageError
+			if !errors.As(err, &ue) || !strings.Contains(ue.msg, c.says) {
+				t.Errorf("%s: %v, want a usage error saying %q", c.in, err, c.says)
+			}
+		})
+	}
+	for _, in := range []string{
+		"install W --platform a --platform b --index i",
+		"lock resolve --wheel w --platform a --platform=b",
+		"image build --wheel w --platform a --platform b --shim s --shim t --output oci:o",
+		"inspect W --json --json",
+	} {
+		t.Run(in, func(t *testing.T) {
+			if _, _, err := reorder(app, append([]string{"cruxprov"}, strings.Fields(in)...)); err != nil {
+				t.Errorf("%s: %v", in, err)
 			}
 		})
 	}

@@ -27,6 +27,23 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 	global["v"] = false
 	var globals, local, positional []string
 	help := false
+	// once maps each name of a flag that takes one value to the flag, and
+	// seen what each was given: urfave/cli keeps the last of a repeated
+	// one and drops the others without a word.
+	once := singleValued(app.Flags)
+	seen := map[cli.Flag]string{}
+	repeated := func(a, value string) error {
+		name, _ := flagName(a)
+		f, ok := once[name]
+		if !ok {
+			return nil
+		}
+		if first, dup := seen[f]; dup {
+			return repeatedFlag(f, first, value)
+		}
+		seen[f] = value
+		return nil
+	}
 	level := app.Commands
 	var leaf *cli.Command
 	var leafFlags map[string]bool
@@ -71,6 +88,11 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 						}
 						local = append(local, rest[i])
 					}
+					if takes {
+						if err := repeated(a, flagValue(a, local)); err != nil {
+							return nil, path, err
+						}
+					}
 					continue
 				}
 			}
@@ -95,6 +117,11 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				}
 				globals = append(globals, rest[i])
 			}
+			if takes {
+				if err := repeated(a, flagValue(a, globals)); err != nil {
+					return nil, path, err
+				}
+			}
 			continue
 		}
 		if len(positional) == 0 && level != nil {
@@ -110,6 +137,9 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				leaf = c
 				path = append(path, c.Name)
 				leafFlags = flagIndex(c.Flags)
+				for n, f := range singleValued(c.Flags) {
+					once[n] = f
+				}
 				leafFlags["help"] = false
 				leafFlags["h"] = false
 				if len(c.Subcommands) > 0 {
@@ -212,4 +242,47 @@ func isFlag(a string, leafFlags, global map[string]bool) bool {
 	_, l := leafFlags[name]
 	_, g := global[name]
 	return l || g
+}
+
+// flagValue is the value of flag argument a, just appended to args (as
+// --name=value, or as --name then the value).
+func flagValue(a string, args []string) string {
+	if _, v, ok := strings.Cut(a, "="); ok {
+		return v
+	}
+	return args[len(args)-1]
+}
+
+// singleValued maps every name and alias of the flags that take one
+// value (not a repeatable slice flag, not a boolean) to the flag.
+func singleValued(flags []cli.Flag) map[string]cli.Flag {
+	m := map[string]cli.Flag{}
+	for _, f := range flags {
+		switch f.(type) {
+		case *cli.StringSliceFlag, *cli.IntSliceFlag, *cli.Int64SliceFlag, *cli.UintSliceFlag, *cli.Uint64SliceFlag, *cli.Float64SliceFlag:
+			continue
+		}
+		if d, ok := f.(cli.DocGenerationFlag); !ok || !d.TakesValue() {
+			continue
+		}
+		for _, n := range f.Names() {
+			m[n] = f
+		}
+	}
+	return m
+}
+
+// repeatedFlag is the usage error for a flag that takes one value given
+// twice: refused, not the last taken silently (--platform A --platform B
+// built B alone). A flag whose values are comma-separated says so.
+func repeatedFlag(f cli.Flag, first, second string) error {
+	n := f.Names()[0]
+	dash := "--"
+	if len(n) == 1 {
+		dash = "-"
+	}
+	if u, ok := f.(cli.DocGenerationFlag); ok && strings.Contains(u.GetUsage(), "comma-separated") {
+		return usagef("%s%s is given twice (%s, %s): give the values once, comma-separated: %s%s %s,%s", dash, n, first, second, dash, n, first, second)
+	}
+	return usagef("%s%s is given twice (%s, %s): it takes one value; give it once", dash, n, first, second)
 }
