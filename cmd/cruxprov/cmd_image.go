@@ -44,7 +44,7 @@ func imageBuildCmd() *cli.Command {
 		Name:  "build",
 		Usage: "build the provider's image reproducibly on a base pinned by digest; sign it; write or push it",
 		UsageText: "cruxprov image build (--wheel W | NAME==VERSION --sha256 HEX) --index URL [--offline] --platform PLATFORM_ID[,…] --base REF@DIGEST|oci:DIR@DIGEST\n" +
-			"     --shim [PLATFORM_ID=]PATH… (--output oci:DIR | --push REPO[:TAG]) [--repo REPO] [--sign-key KEY] [--builder-id ID]\n" +
+			"     --shim [PLATFORM_ID=]PATH… --output oci:DIR and/or --push REPO[:TAG] [--repo REPO] [--sign-key KEY] [--builder-id ID]\n" +
 			"     [--python PATH_IN_IMAGE] [--no-compile] [--no-cache] [--jobs N]",
 		Description: "Resolves the provider's lock for each platform, materializes the env laid out at\n" +
 			image.EnvPath + " for the base's interpreter (found in its files, or --python), and writes\n" +
@@ -70,7 +70,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.StringFlag{Name: "base", Usage: "the base image pinned by digest: `REF@sha256:…` or oci:DIR@sha256:…"},
 			&cli.StringSliceFlag{Name: "shim", Usage: "cruxshim for a platform: `[PLATFORM_ID=]PATH` (a static build for its architecture; repeatable)"},
-			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR`"},
+			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR` (with --push too: the same image both ways)"},
 			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
 			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's; localhost/<provider> for a layout alone)"},
 			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate or cosign generate-key-pair)"},
@@ -127,7 +127,7 @@ func imageBuild(c *cli.Context) error {
 		return usagef("--output must be oci:DIR")
 	}
 	if out == "" && c.String("push") == "" {
-		return usagef("give --output oci:DIR or --push REPO")
+		return usagef("give --output oci:DIR, --push REPO, or both")
 	}
 	if p := c.String("push"); p != "" {
 		if _, _, err := image.ParsePush(p); err != nil {

@@ -439,3 +439,20 @@ func TestUsageErrorsNameWhatToGive(t *testing.T) {
 		t.Errorf("an unknown config.yaml key: %+v", r)
 	}
 }
+
+// TestImageBuildOutputAndPush: image build's usage line says --output
+// and --push may both be given, as image.Build does (the layout written
+// and the same image pushed); it showed them as alternatives,
+// "(--output oci:DIR | --push REPO[:TAG])", which both together
+// contradicted.
+func TestImageBuildOutputAndPush(t *testing.T) {
+	r := cruxprov(t, "image", "build", "--help")
+	if r.code != 0 || strings.Contains(r.stdout, "(--output oci:DIR | --push") || !strings.Contains(r.stdout, "--output oci:DIR and/or --push REPO[:TAG]") {
+		t.Errorf("%+v", r)
+	}
+	dir := t.TempDir()
+	r = cruxprov(t, "image", "build", "--wheel", filepath.Join(dir, "w.whl"), "--platform", "cp311-manylinux_2_36_x86_64", "--index", "http://127.0.0.1:9/simple/", "--base", "oci:x@sha256:"+strings.Repeat("0", 64), "--shim", filepath.Join(dir, "cruxshim"))
+	if r.code != exitUsage || !strings.Contains(r.stderr, "give --output oci:DIR, --push REPO, or both") {
+		t.Errorf("neither --output nor --push: %+v", r)
+	}
+}
