@@ -400,11 +400,11 @@ func pushFailed(repo name.Repository, err error) error {
 	case refusal.CodeOf(err) != "":
 		return err
 	case credentialsRefused(err):
-		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s", repo, err, credentialsAdvice(repo.RegistryStr()))
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s%s", repo, err, credentialsAdvice(repo.RegistryStr()), again)
 	case errors.As(err, &te):
 		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", repo, err, te.StatusCode, again)
 	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed
-		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v (the registry was not reached, or the connection to it broke: check its host, the network and credentials)%s", repo, err, again)
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s%s", repo, err, notReachedAdvice(err, true), again)
 	}
 	return fmt.Errorf("cannot push to %s: %w", repo, err)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -211,8 +212,20 @@ func credentialsAdvice(host string) string {
 	return " (the registry refused the credentials, or none were given: write them " + host + "in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)"
 }
 
-// notReachedAdvice is what to do about a registry not reached.
-const notReachedAdvice = " (the registry was not reached: check its host, the network and credentials)"
+// notReachedAdvice is what to do about a registry not reached (err a
+// network failure): one that refused the connection is down or named by
+// the wrong host or port; credentials are no part of it (a registry that
+// refuses them answers 401 or 403: credentialsAdvice). broke adds that
+// the connection may have broken half-way (a push's).
+func notReachedAdvice(err error, broke bool) string {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return " (the registry was not reached: nothing accepts connections there, so it is down or its host or port is wrong; start it or name the right one)"
+	}
+	if broke {
+		return " (the registry was not reached, or the connection to it broke: check that it is up, its host and the network)"
+	}
+	return " (the registry was not reached: check that it is up, its host and the network)"
+}
 
 // readFailed types an error reading ref that carries no refusal yet:
 // fetch_failed when the registry was not reached (notReached), else
@@ -224,7 +237,7 @@ func readFailed(code refusal.Code, err error, format string, args ...any) error 
 	case credentialsRefused(err):
 		return refusal.Wrap(refusal.FetchFailed, err, format+credentialsAdvice(""), args...)
 	case notReached(err):
-		return refusal.Wrap(refusal.FetchFailed, err, format+notReachedAdvice, args...)
+		return refusal.Wrap(refusal.FetchFailed, err, format+notReachedAdvice(err, false), args...)
 	}
 	return refusal.Wrap(code, err, format, args...)
 }
