@@ -111,6 +111,22 @@ type Warning struct {
 
 func (w Warning) String() string { return w.Key + ": " + w.Detail }
 
+// MarshalText is String: in JSON a warning is the one line "KEY: DETAIL",
+// the shape of every --json document's warnings (inspect's and lock
+// resolve's alike), not an object of Go field names.
+func (w Warning) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote: the key up to the first
+// ": ", the detail after it.
+func (w *Warning) UnmarshalText(b []byte) error {
+	k, d, ok := strings.Cut(string(b), ": ")
+	if !ok {
+		return fmt.Errorf("lock warning %q is not KEY: DETAIL", b)
+	}
+	*w = Warning{Key: k, Detail: d}
+	return nil
+}
+
 // maxLock bounds a lock file; the largest real ones are a few MiB.
 const maxLock = 64 << 20
 

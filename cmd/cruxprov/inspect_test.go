@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -229,4 +230,37 @@ func tamper(t *testing.T, path, member string) string {
 	}
 	t.Fatalf("no member %s", member)
 	return ""
+}
+
+// TestLockWarningsOneShape: inspect --json and lock resolve --json give a
+// lock's warnings in one shape, the one line "KEY: DETAIL" every
+// document's warnings list holds; inspect gave objects of Go field names,
+// [{"Detail":…,"Key":…}].
+func TestLockWarningsOneShape(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	in := t.TempDir()
+	mf, lf := embedInputs(t, in, "acme-echo", s)
+	lock, err := os.ReadFile(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lf, append([]byte("foo = 1\n"), lock...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), s.Echo.Filename)
+	if r := cruxprov(t, "package", "embed", s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", out); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	var inspect, resolve struct{ Warnings []string }
+	r := cruxprov(t, "inspect", out, "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &inspect); err != nil || r.code != 0 {
+		t.Fatalf("inspect --json: %v: %+v", err, r)
+	}
+	r = cruxprov(t, "lock", "resolve", "--lock", lf, "--platform", "cp311-manylinux_2_36_x86_64", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &resolve); err != nil {
+		t.Fatalf("lock resolve --json: %v: %+v", err, r)
+	}
+	if !slices.Contains(inspect.Warnings, "foo: unknown key ignored") || !slices.Contains(resolve.Warnings, "foo: unknown key ignored") {
+		t.Errorf("inspect %q, lock resolve %q: want both to say %q", inspect.Warnings, resolve.Warnings, "foo: unknown key ignored")
+	}
 }
