@@ -390,21 +390,34 @@ func archOf(p *platform.Platform) (string, string, error) {
 // shimMachines is the ELF machine of a cruxshim for each OCI architecture.
 var shimMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-// checkShimMachine refuses (platform_unsupported) a cruxshim that is an
-// ELF executable for another machine than the platform's: the image's
-// ENTRYPOINT could not start. A file that is not ELF is left alone.
+// checkShimMachine refuses (platform_unsupported) a cruxshim the
+// platform's image could not start as its ENTRYPOINT: a file that is not
+// an ELF executable (a script, a key, an empty file), one for another
+// machine than the platform's, or one linked dynamically (a PT_INTERP
+// program header: the loader it names need not be in the base, nor the
+// libraries). docs/images.md requires a static build for the
+// architecture, which docs/ci.md shows how to make.
 func checkShimMachine(shim, pid, arch string) error {
 	r, err := os.Open(shim)
 	if err != nil {
 		return &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}
 	defer r.Close()
+	build := fmt.Sprintf("build it static for %s: CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -trimpath -o bin/cruxshim ./cmd/cruxshim (docs/ci.md)", arch, arch)
 	f, err := elf.NewFile(r)
 	if err != nil {
-		return nil // not ELF (or too short to be): left to whoever runs it
+		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is not an ELF executable, so the image of %s could not start: give the cruxshim program, %s", shim, pid, build)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF %s, not an executable: give the cruxshim program, %s", shim, f.Type, build)
 	}
 	if want, ok := shimMachines[arch]; ok && f.Machine != want {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF executable for %s, the platform %s is %s (%s): give the platform a cruxshim built for it (a static build with GOARCH=%s)", shim, f.Machine, pid, arch, want, arch)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is linked dynamically (it needs a loader and libraries the image need not have): %s", shim, build)
+		}
 	}
 	return nil
 }

@@ -2,7 +2,11 @@ package image
 
 import (
 	"context"
+	"debug/elf"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,14 +41,41 @@ func TestParsePush(t *testing.T) {
 
 // TestShimForAnotherMachine: a cruxshim built for arm64 given for an
 // x86_64 platform (and the reverse) is platform_unsupported, before the
-// base is read.
+// base is read; so is one the image could not start at all: not ELF (a
+// PEM key, a shell script, an empty file), an ELF that is not an
+// executable, or a dynamically linked program (/usr/bin/ls). They were
+// built into the image, whose ENTRYPOINT then failed to start.
 func TestShimForAnotherMachine(t *testing.T) {
 	fx, client := testIndex(t)
 	dir, h := testBase(t)
-	for _, c := range []struct{ pid, shim string }{
-		{testPlatform, imagetest.ShimFor(t, "arm64")},
-		{testPlatformARM, testShim(t)},
-	} {
+	bad := t.TempDir()
+	file := func(name string, b []byte) string {
+		p := filepath.Join(bad, name)
+		if err := os.WriteFile(p, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	shim, err := os.ReadFile(testShim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := append([]byte(nil), shim...)
+	rel[16] = byte(elf.ET_REL) // e_type, little-endian
+	cases := []struct{ pid, shim, says string }{
+		{testPlatform, imagetest.ShimFor(t, "arm64"), "for EM_AARCH64"},
+		{testPlatformARM, testShim(t), "for EM_X86_64"},
+		{testPlatform, file("key.pem", []byte("-----BEGIN PUBLIC KEY-----\nMCow\n-----END PUBLIC KEY-----\n")), "not an ELF executable"},
+		{testPlatform, file("script", []byte("#!/bin/sh\nexec \"$@\"\n")), "not an ELF executable"},
+		{testPlatform, file("empty", nil), "not an ELF executable"},
+		{testPlatform, file("rel.o", rel), "not an executable"},
+	}
+	if runtime.GOARCH == "amd64" {
+		if ls, err := exec.LookPath("ls"); err == nil {
+			cases = append(cases, struct{ pid, shim, says string }{testPlatform, ls, "linked dynamically"})
+		}
+	}
+	for _, c := range cases {
 		st, err := store.Open(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +85,8 @@ func TestShimForAnotherMachine(t *testing.T) {
 			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
 			Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
 		})
-		if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim") {
-			t.Errorf("%s with the other machine's cruxshim: %v", c.pid, err)
+		if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim "+c.shim) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s with the cruxshim %s: %v, want platform_unsupported saying %q", c.pid, c.shim, err, c.says)
 		}
 	}
 }
