@@ -60,6 +60,10 @@ const (
 	// that what changed is reviewed and approved (Target: the package,
 	// "NAME==VERSION@sha256:HEX", or the provider's name).
 	ActionPropose Action = "propose"
+	// ActionRenewApproval approves the accepted pin's change-set again
+	// with an approver key whose approval expired: a new approval, with
+	// its own expiry, that counts (Target: the change-set id).
+	ActionRenewApproval Action = "renew_approval"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).
 	ActionScanLedger Action = "scan_ledger"

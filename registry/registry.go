@@ -93,8 +93,10 @@ type ApproveResult struct {
 	// Approvals is the count of valid approvals, Threshold the policy's.
 	Approvals int `json:"approvals"`
 	Threshold int `json:"threshold"`
-	// Accepted is true when this approval reached the threshold; Pin is
-	// then the accepted pin (nil for a governance change).
+	// Accepted is true when the valid, unexpired approvals reach the
+	// threshold (this approval accepted the change-set, or it is the
+	// accepted pin and still counts as such); Pin is then the accepted
+	// pin (nil for a governance change).
 	Accepted bool `json:"accepted"`
 	Pin      *Pin `json:"pin,omitempty"`
 	// Replaced is true when this key had approved the change-set
@@ -106,4 +108,9 @@ type ApproveResult struct {
 	// approval changed nothing (the same approve run again after it
 	// was killed or failed once the change was recorded).
 	Already bool `json:"already,omitempty"`
+	// Renewed is true when this approval renewed the key's expired
+	// approval of the accepted pin (the change-set accepted already):
+	// the pin carries the new approval, with its new expiry, and
+	// Accepted says whether the unexpired approvals reach the threshold.
+	Renewed bool `json:"renewed,omitempty"`
 }

@@ -315,15 +315,16 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	if err != nil {
 		return nil, err
 	}
-	if cs.Status.State != StateProposed {
-		if res := s.approvedBy(now, cs, signer.Public().Digest()); res != nil {
-			return res, nil
-		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
-	}
 	scope := cs.Scope()
-	base, rev := s.current(scope)
-	if cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
+	renew := false
+	if cs.Status.State != StateProposed {
+		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
+			if res := s.approvedBy(now, cs, signer.Public().Digest()); res != nil {
+				return res, nil
+			}
+			return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
+		}
+	} else if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
 		return nil, refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev)
 	}
 	if expires != nil && scope == TrustScope {
@@ -377,14 +378,30 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	cs.Status.Approvals = append(kept, ap)
 	s.dirty.changesets[id] = true
-	if err := s.record(now, EventChangeSetApproved, key.Name, id, cs.Spec.Revision, "signature by "+key.Digest.String()); err != nil {
+	detail := "signature by " + key.Digest.String()
+	if renew {
+		detail += " (renewal of an expired approval)"
+	}
+	if err := s.record(now, EventChangeSetApproved, key.Name, id, cs.Spec.Revision, detail); err != nil {
 		return nil, err
 	}
 	// The count is what decides: an approval that no longer counts (it
 	// expired, or its key was untrusted since) stays recorded but does
 	// not keep the others from reaching the threshold.
 	n, _, _ := countApprovals(s.trust, s.registryID(), id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
-	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced}
+	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced && !renew, Renewed: renew}
+	if renew {
+		// The accepted pin carries the renewed approval: its spec and
+		// revision are what the history accepted, so no pin-accepted
+		// entry is added (a verifier matches the pin with the last one);
+		// the changeset-approved entry records the renewal.
+		p := clonePin(s.pins[scope])
+		p.Approvals = cs.Status.Approvals
+		s.pins[scope] = p
+		s.dirty.pins[scope] = true
+		res.Accepted, res.Pin, res.ChangeSet = n >= res.Threshold, clonePin(p), cloneCS(cs)
+		return res, nil
+	}
 	if n >= s.trust.Policy.Threshold {
 		res.Accepted = true
 		if err := s.accept(now, cs); err != nil {
@@ -411,7 +428,7 @@ func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *
 		return nil
 	}
 	scope := cs.Scope()
-	res := &ApproveResult{ChangeSet: cloneCS(cs), Threshold: s.trust.Policy.Threshold, Accepted: true, Already: true}
+	res := &ApproveResult{ChangeSet: cloneCS(cs), Threshold: s.trust.Policy.Threshold, Already: true}
 	if scope == TrustScope {
 		h := s.trust.History
 		if len(h) == 0 || h[len(h)-1].SpecDigest != cs.Metadata.ID {
@@ -425,7 +442,36 @@ func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *
 		res.Pin = clonePin(p)
 	}
 	res.Approvals, _, _ = countApprovals(s.trust, s.registryID(), cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+	// Accepted says what the approvals make of it now, not that it was
+	// accepted once: an expired or no longer trusted approval does not
+	// count, and a pin short of the threshold does not run. (A trust
+	// change does not expire: its step stays applied.)
+	res.Accepted = scope == TrustScope || res.Approvals >= res.Threshold
 	return res
+}
+
+// renewable reports whether approving cs with the key whose digest is
+// signer renews an expired approval: cs is the accepted, not retired pin
+// of its provider (never a pin replaced since: an old change-set cannot
+// be approved back into place), and this key's approval on it has
+// expired at now. The renewal is a new approval, signed with its own
+// expiry over the same payload fields (the pin's revision), so an
+// expired signature never counts again: its expiry is what it signed.
+func (s *state) renewable(now time.Time, cs *ChangeSet, signer digest.Digest) bool {
+	if cs.Status.State != StateApproved || s.trust == nil {
+		return false
+	}
+	scope := cs.Scope()
+	p := s.pins[scope]
+	if scope == TrustScope || p == nil || p.Retired || p.SpecDigest != cs.Metadata.ID || p.Revision != cs.Spec.Revision {
+		return false
+	}
+	for _, a := range p.Approvals {
+		if a.Signer == signer {
+			return a.Expires != nil && !now.Before(*a.Expires)
+		}
+	}
+	return false
 }
 
 // countApprovals counts the distinct trusted approver keys whose

@@ -258,7 +258,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			if errors.As(why, &r) && r.Code == refusal.PinExpired {
 				detail = r.Detail
 			}
-			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %s", provider, n, th, detail)
+			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %s; an approver whose approval expired renews it by approving the change-set (%s) again", provider, n, th, detail, p.SpecDigest).WithRemedy(refusal.ActionRenewApproval, p.SpecDigest.String())
 		case why != nil:
 			return nil, why
 		default:

@@ -109,7 +109,8 @@ func init() {
 				"private key of a trusted approver; password from CRUXPROV_KEY_PASSWORD or a prompt).\n" +
 				"Once the policy's threshold of distinct approver keys have signed, the accepted pin is\n" +
 				"written (revision + 1) or the trust change applied. --expires 720h ends the approval's\n" +
-				"validity (verify then refuses pin_expired).\n\n" +
+				"validity (verify then refuses pin_expired). Approving the accepted pin's change-set\n" +
+				"again with a key whose approval expired renews it: a new approval, with its new expiry.\n\n" +
 				"Example:\n   cruxprov changeset approve 3f2a9c1e --key ~/keys/alice.key --expires 2160h",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "key", Usage: "the private key `FILE`", Required: true},
@@ -152,9 +153,17 @@ func init() {
 						fmt.Fprintln(w, res.ChangeSet.Status.State)
 						return
 					}
-					if res.Already {
-						fmt.Fprintf(w, "approved already %s, with this key's approval: nothing changed (%d of %d approvals)\n", id, res.Approvals, res.Threshold)
-					} else {
+					switch {
+					case res.Renewed:
+						fmt.Fprintf(w, "renewed %s: this key's approval had expired; its new approval counts (%d of %d approvals unexpired)\n", id, res.Approvals, res.Threshold)
+					case res.Already:
+						fmt.Fprintf(w, "approved already %s, with this key's approval: nothing changed (%d of %d approvals unexpired)\n", id, res.Approvals, res.Threshold)
+						if exp != nil {
+							// Not renewed: this key's approval has not
+							// expired, and stands as it was signed.
+							fmt.Fprintln(w, "--expires was not applied: this key's approval has not expired (an approval is renewed once it has expired)")
+						}
+					default:
 						fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
 					}
 					if res.Replaced {
@@ -165,6 +174,10 @@ func init() {
 						fmt.Fprintf(w, "accepted: %s at revision %d\n", res.Pin.Provider, res.Pin.Revision)
 					case res.Accepted:
 						fmt.Fprintln(w, "accepted: the trust change applies")
+					case res.Pin != nil:
+						// Accepted once, but the approvals that count now
+						// (unexpired, by keys trusted now) are short.
+						fmt.Fprintf(w, "not runnable: %s revision %d has %d of %d unexpired approvals: each approver whose approval expired approves it again (a threshold raised since: propose it again and approve it)\n", res.Pin.Provider, res.Pin.Revision, res.Approvals, res.Threshold)
 					default:
 						fmt.Fprintln(w, "not accepted yet: more approver keys must sign")
 					}

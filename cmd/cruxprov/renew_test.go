@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// TestApproveRenewsExpired, as an unprivileged operator (uid 65534)
+// owning the store: once an approval expired, verify refuses pin_expired
+// and advises approving the change-set again, which renews the approval
+// (a new one, with its new expiry) and the pin verifies again. Before, the
+// approve said "approved already … nothing changed" and "accepted"
+// (accepted: true, approvals: 0 in --json), exit 0, and the pin stayed
+// expired.
+func TestApproveRenewsExpired(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-renew-", "")
+	home, keys := filepath.Join(base, "home"), filepath.Join(base, "keys")
+	os.MkdirAll(home, 0o755)
+	os.MkdirAll(keys, 0o700)
+	chownTree(t, base)
+	as := func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(home, ".state")}
+		return runCmd(t, cmd)
+	}
+	key := filepath.Join(keys, "alice")
+	for _, a := range [][]string{{"key", "generate", "--out", key}, {"key", "trust", key + ".pub", "--name", "alice"}} {
+		if r := as(a...); r.code != 0 {
+			t.Fatalf("%v: %+v", a, r)
+		}
+	}
+	// The proposal (install's, without building an env), then the
+	// store handed back to its owner.
+	d, err := registry.OpenDir(context.Background(), filepath.Join(home, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chownTree(t, home)
+	id := cs.Metadata.ID.String()
+	if r := as("changeset", "approve", id, "--key", key+".key", "--expires", "2s"); r.code != 0 || !strings.Contains(r.stdout, "accepted: acme-echo at revision 1") {
+		t.Fatalf("approve: %+v", r)
+	}
+	time.Sleep(3 * time.Second)
+	r := as("verify", "acme-echo")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: pin_expired: ") {
+		t.Fatalf("verify after the expiry: %+v", r)
+	}
+	fix := "cruxprov changeset approve " + id + " --key KEY"
+	if !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+fix) {
+		t.Fatalf("pin_expired advises no renewal: %q", r.stderr)
+	}
+	// The advice, with the key, and a new expiry.
+	r = as("changeset", "approve", id, "--key", key+".key", "--expires", "720h", "--json")
+	var doc struct {
+		Accepted, Renewed, Already bool
+		Approvals, Threshold       int
+		Pin                        struct{ Approvals []struct{ Expires time.Time } }
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || !doc.Accepted || !doc.Renewed || doc.Already || doc.Approvals != 1 || doc.Threshold != 1 ||
+		len(doc.Pin.Approvals) != 1 || doc.Pin.Approvals[0].Expires.Before(time.Now().Add(719*time.Hour)) {
+		t.Fatalf("renew --json: %+v", r)
+	}
+	if r := as("registry", "log", "--verify"); r.code != 0 || strings.Contains(r.stdout, "not runnable") || strings.Count(r.stdout, "changeset-approved") != 2 {
+		t.Fatalf("registry log --verify after the renewal: %+v", r)
+	}
+	if r := as("verify", "acme-echo"); strings.Contains(r.stderr, "pin_expired") {
+		t.Fatalf("verify after the renewal: %+v", r)
+	}
+	// Approving again now, unexpired, changes nothing and says that
+	// --expires was not applied.
+	r = as("changeset", "approve", id, "--key", key+".key", "--expires", "1h")
+	if r.code != 0 || !strings.Contains(r.stdout, "approved already") || !strings.Contains(r.stdout, "--expires was not applied") || !strings.Contains(r.stdout, "accepted: acme-echo at revision 1") {
+		t.Fatalf("approve again, unexpired: %+v", r)
+	}
+}
