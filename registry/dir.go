@@ -46,6 +46,9 @@ type Dir struct {
 	// Now is the clock (time.Now when nil).
 	Now  func() time.Time
 	root string
+	// readOnly: opened by OpenDirReadOnly, it makes nothing and refuses
+	// every mutation.
+	readOnly bool
 }
 
 // OpenDir opens (creating when missing) the registry under root and
@@ -54,6 +57,21 @@ type Dir struct {
 // by it, or the file system is read-only) is left missing: no writer
 // ever opened the registry, which is not damage.
 func OpenDir(ctx context.Context, root string) (*Dir, error) {
+	return openDir(ctx, root, false)
+}
+
+// OpenDirReadOnly opens the registry under root for the commands that
+// only read it (lists, show, diff, the history, gc --dry-run, verify):
+// as OpenDir, but it makes nothing. A missing directory reads as empty,
+// as it does for a user who may not make it; a root that is missing
+// altogether is a registry no writer ever opened. Every mutation of the
+// returned Dir is refused. (A change left unfinished by a killed writer
+// is still finished by its owner, as by any open: docs/governance.md.)
+func OpenDirReadOnly(ctx context.Context, root string) (*Dir, error) {
+	return openDir(ctx, root, true)
+}
+
+func openDir(ctx context.Context, root string, readOnly bool) (*Dir, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -67,6 +85,13 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 			// registry made under the operator's umask 077): say so,
 			// rather than that it is missing.
 			return nil, unreadable(err, "the registry directory "+d)
+		}
+		if err == nil {
+			if readOnly {
+				return nil, refusal.New(refusal.RegistryCorrupt, "the registry's %s is not a directory", d)
+			}
+		} else if readOnly {
+			continue // read as empty (listDir, readOptional)
 		}
 		// 0755 whatever the umask, the store's home above it too:
 		// executors (other users) read them.
@@ -83,7 +108,7 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
 		}
 	}
-	d := &Dir{root: root}
+	d := &Dir{root: root, readOnly: readOnly}
 	if err := d.finishPending(ctx); err != nil {
 		return nil, err
 	}
@@ -260,6 +285,9 @@ func lockAdvice(err error) string {
 func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if d.readOnly {
+		return errors.New("registry: opened read-only (OpenDirReadOnly): open it with OpenDir to change it")
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

@@ -139,7 +139,7 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 	}
 	blobs := filepath.Join(s.home, BlobsDir)
 	ents, err := os.ReadDir(blobs)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // none (a store OpenExisting found without it): nothing to collect
 		return rep, fmt.Errorf("gc: %w", err)
 	}
 	gone := map[string]bool{}

@@ -48,6 +48,50 @@ const (
 type Store struct {
 	home  string
 	blobs groupSync // fsyncs of blobs/sha256, shared by concurrent Puts
+	// existing: opened by OpenExisting, which makes nothing (its locks
+	// do not make the lock file either).
+	existing bool
+}
+
+// OpenExisting opens the store at home as Open does, but makes nothing:
+// no directory of its layout, no lock file (a lock taken on a store
+// without one holds nothing: no process ever locked it). For the
+// commands that only read (gc --dry-run). A home that is not there is
+// an error wrapping fs.ErrNotExist; one that is not a directory, one
+// wrapping syscall.ENOTDIR.
+func OpenExisting(home string) (*Store, error) {
+	if home == "" {
+		return nil, errors.New("store: no home directory given")
+	}
+	abs, err := filepath.Abs(home)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", home, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", abs, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("store %s: %w", abs, unix.ENOTDIR)
+	}
+	st := &Store{home: abs, existing: true}
+	st.blobs.dir = filepath.Join(abs, BlobsDir)
+	st.blobs.cond = sync.NewCond(&st.blobs.mu)
+	return st, nil
+}
+
+// openLock opens the store's lock file, making it unless the store was
+// opened by OpenExisting; nil, nil when that store has none.
+func (s *Store) openLock() (*os.File, error) {
+	flag := os.O_RDONLY | os.O_CREATE
+	if s.existing {
+		flag = os.O_RDONLY
+	}
+	f, err := os.OpenFile(filepath.Join(s.home, lockName), flag, 0o644)
+	if s.existing && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return f, err
 }
 
 // Open opens the store at home, creating its layout when missing. In an
@@ -157,9 +201,12 @@ func (s *Store) LockExclusive(ctx context.Context) (Unlock, error) { return s.lo
 // TryLockExclusive takes the store lock exclusive if no process holds it,
 // and reports false otherwise.
 func (s *Store) TryLockExclusive() (Unlock, bool, error) {
-	f, err := os.OpenFile(filepath.Join(s.home, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := s.openLock()
 	if err != nil {
 		return nil, false, err
+	}
+	if f == nil {
+		return func() {}, true, nil
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
@@ -172,9 +219,12 @@ func (s *Store) TryLockExclusive() (Unlock, bool, error) {
 }
 
 func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
-	f, err := os.OpenFile(filepath.Join(s.home, lockName), os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := s.openLock()
 	if err != nil {
 		return nil, fmt.Errorf("store lock: %w", err)
+	}
+	if f == nil {
+		return func() {}, nil
 	}
 	for wait := time.Millisecond; ; {
 		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
@@ -872,8 +922,8 @@ func (s *Store) clean(ctx context.Context, dryRun bool) (removed []string, bytes
 	// stamp leaves one): each flocked by its writer while it lives.
 	for _, sub := range []string{BlobsDir, StampsDir} {
 		ents, err := os.ReadDir(filepath.Join(s.home, sub))
-		if errors.Is(err, fs.ErrNotExist) && sub == StampsDir {
-			continue // made by the first stamp
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // stamps: made by the first stamp; blobs: a store OpenExisting found without them
 		}
 		if err != nil {
 			return removed, bytes, fmt.Errorf("store: %w", err)
@@ -894,7 +944,7 @@ func (s *Store) clean(ctx context.Context, dryRun bool) (removed []string, bytes
 	}
 	tmp := filepath.Join(s.home, TmpDir)
 	ents, err := os.ReadDir(tmp)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // none: no staging left to clean
 		return removed, bytes, fmt.Errorf("store: %w", err)
 	}
 	listed := map[string]bool{}

@@ -26,7 +26,7 @@ func init() {
 			UsageText:   "cruxprov changeset list [--json]",
 			Description: "Example:\n   cruxprov changeset list",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}
@@ -286,7 +286,7 @@ func orDash(s string) string {
 // openChangeSet opens the registry and the change-set the command's one
 // argument names (a full digest or a unique prefix).
 func openChangeSet(c *cli.Context) (*opts, *registry.Dir, *registry.ChangeSet, error) {
-	o, reg, err := openRegistry(c, 1)
+	o, reg, err := readOnlyRegistry(c, 1) // show and diff only read
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -383,7 +383,7 @@ func envRemoveCmd() *cli.Command {
 				}
 			}
 			defer unlock()
-			names, err := registryNames(c.Context, o)
+			names, err := registryNames(c.Context, o, false)
 			if err != nil {
 				return err
 			}
@@ -514,6 +514,9 @@ func envList(c *cli.Context) error {
 	}
 	if c.NArg() > 0 {
 		return usagef("env list takes no arguments")
+	}
+	if err := noStore(o.home); err != nil {
+		return err
 	}
 	dir := filepath.Join(o.home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)

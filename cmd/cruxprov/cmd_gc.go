@@ -56,17 +56,27 @@ func gcAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("gc takes no arguments (got %q)", c.Args().First())
 	}
-	st, err := o.openStore()
-	if err != nil {
+	// A --home that names nothing is a typo more likely than a store
+	// to make: gc says so rather than make one to collect nothing, and
+	// gc --dry-run writes nothing (docs/operator.md §7).
+	if err := noStore(o.home); err != nil {
 		return err
 	}
 	dry := c.Bool("dry-run")
+	var st *store.Store
+	if dry {
+		if st, err = store.OpenExisting(o.home); err != nil {
+			return fmt.Errorf("cannot use %s as the store: %w; give --home (or CRUXPROV_HOME) the store's directory", o.home, err)
+		}
+	} else if st, err = o.openStore(); err != nil {
+		return err
+	}
 	gco := store.GCOptions{DryRun: dry, Wait: c.Bool("wait")}
 	// The registry is asked, and unnamed envs removed, only once gc holds
 	// the store: an install holds it from building its env until its
 	// change-set is proposed, so no env is taken between the two.
 	gco.Prepare = func(ctx context.Context) (store.GCPlan, error) {
-		names, err := registryNames(ctx, o)
+		names, err := registryNames(ctx, o, dry)
 		if err != nil {
 			return store.GCPlan{}, err
 		}
@@ -111,14 +121,20 @@ func gcAction(c *cli.Context) error {
 
 // registryNames asks the store's registry what accepted pins and open
 // change-sets name (nothing when the store has no registry, or one no
-// writer ever opened). It writes nothing: gc --dry-run and env remove
-// ask it as users who may not write the store.
-func registryNames(ctx context.Context, o *opts) (*registry.Names, error) {
+// writer ever opened). Read-only (gc --dry-run), it makes nothing; gc
+// and env remove, which change the store, open it as any writer does,
+// and a user who may not write the store is asked it without a write
+// too (OpenDir leaves what it cannot make).
+func registryNames(ctx context.Context, o *opts, readOnly bool) (*registry.Names, error) {
 	root := filepath.Join(o.home, "registry")
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
 		return &registry.Names{}, nil
 	}
-	reg, err := registry.OpenDir(ctx, root)
+	open := registry.OpenDir
+	if readOnly {
+		open = registry.OpenDirReadOnly
+	}
+	reg, err := open(ctx, root)
 	if err != nil {
 		return nil, err
 	}

@@ -51,7 +51,7 @@ func init() {
 			UsageText:   "cruxprov interface list [--json]",
 			Description: "Example:\n   cruxprov interface list",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}

@@ -173,7 +173,7 @@ func init() {
 			UsageText:   "cruxprov key list [--json]",
 			Description: "Example:\n   cruxprov key list --json",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}

@@ -21,7 +21,7 @@ func init() {
 			UsageText:   "cruxprov policy show [--json]",
 			Description: "Example:\n   cruxprov policy show",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}

@@ -22,7 +22,7 @@ func init() {
 			UsageText:   "cruxprov provider list [--json]",
 			Description: "Example:\n   cruxprov provider list",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}
@@ -49,7 +49,7 @@ func init() {
 			UsageText:   "cruxprov provider show NAME [--json]",
 			Description: "Example:\n   cruxprov provider show acme-echo --json",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				o, reg, err := readOnlyRegistry(c, 1)
 				if err != nil {
 					return err
 				}

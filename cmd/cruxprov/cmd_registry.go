@@ -45,7 +45,7 @@ func init() {
 				"Example:\n   cruxprov registry log\n   cruxprov registry log --verify --json",
 			Flags: []cli.Flag{&cli.BoolFlag{Name: "verify", Usage: "also check the trust state and every accepted pin"}},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
 					return err
 				}
@@ -136,8 +136,26 @@ func init() {
 // nowFunc is the clock of the governance commands.
 var nowFunc = timeNow
 
-// openRegistry opens <home>/registry and checks nargs positional args.
+// openRegistry opens <home>/registry to change it and checks nargs
+// positional args.
 func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
+	return openRegistryAs(c, nargs, registry.OpenDir)
+}
+
+// readOnlyRegistry is openRegistry for the commands that only read (the
+// lists, show, diff, registry log): it makes nothing, neither the store
+// nor the registry's directories, and a --home that names nothing is
+// said so (noStore) rather than answered as an empty store.
+func readOnlyRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
+	return openRegistryAs(c, nargs, func(ctx context.Context, root string) (*registry.Dir, error) {
+		if err := noStore(filepath.Dir(root)); err != nil {
+			return nil, err
+		}
+		return registry.OpenDirReadOnly(ctx, root)
+	})
+}
+
+func openRegistryAs(c *cli.Context, nargs int, open func(context.Context, string) (*registry.Dir, error)) (*opts, *registry.Dir, error) {
 	o, err := globals(c)
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +163,7 @@ func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
 	if c.NArg() != nargs {
 		return nil, nil, usagef("%s takes %s, got %d", c.Command.Name, count(nargs, "argument"), c.NArg())
 	}
-	reg, err := registry.OpenDir(c.Context, filepath.Join(o.home, "registry"))
+	reg, err := open(c.Context, filepath.Join(o.home, "registry"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -76,19 +76,33 @@ func stateDir(c *cli.Context) (string, error) {
 	return filepath.Join(h, ".local", "state", "cruxprov"), nil
 }
 
-// readRegistry opens the store's registry for reading: a store without
-// one has no accepted pin (an executor never creates it).
+// readRegistry opens the store's registry for reading, making nothing:
+// a store without one has no accepted pin (an executor never creates it).
 func readRegistry(c *cli.Context, o *opts, name string) (*registry.Dir, error) {
 	root := filepath.Join(o.home, "registry")
 	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
-		if _, herr := os.Stat(o.home); errors.Is(herr, fs.ErrNotExist) {
-			// A typo in --home or CRUXPROV_HOME, more likely than a pin
-			// never made: say there is no store there at all.
-			return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: there is no store at %s; check --home (or CRUXPROV_HOME): it must name the operator's store", name, o.home)
+		if noStore(o.home) != nil {
+			return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: %s", name, noStoreAt(o.home))
 		}
 		return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: the store %s has no registry", name, o.home)
 	}
-	return registry.OpenDir(c.Context, root)
+	return registry.OpenDirReadOnly(c.Context, root)
+}
+
+// noStoreAt says that home names nothing: a typo in --home or
+// CRUXPROV_HOME, more likely than a store never made.
+func noStoreAt(home string) string {
+	return fmt.Sprintf("there is no store at %s; check --home (or CRUXPROV_HOME): it must name the operator's store", home)
+}
+
+// noStore is the failure of a command that only reads the store (or gc)
+// when --home names nothing: it says so rather than make a store there
+// (or answer for an empty one).
+func noStore(home string) error {
+	if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
+		return errors.New(noStoreAt(home))
+	}
+	return nil
 }
 
 func verifyAction(c *cli.Context) error {

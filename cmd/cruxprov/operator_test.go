@@ -206,6 +206,7 @@ func TestReadOnlyStoreSaysNotWritable(t *testing.T) {
 	lb, _ := os.ReadFile(tlock)
 	os.WriteFile(lock, lb, 0o644)
 	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)                                    // gc makes no store where there is none
 	if r := cruxprov(t, "--home", home, "gc"); r.code != 0 { // creates the layout, as root
 		t.Fatalf("%+v", r)
 	}

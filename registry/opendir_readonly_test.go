@@ -1,0 +1,53 @@
+package registry_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// TestOpenDirReadOnlyMakesNothing: the commands that only read open the
+// registry with OpenDirReadOnly, which makes neither the registry nor its
+// changesets/ and pins/ (OpenDir made both, so gc --dry-run and registry
+// log wrote to the store), reads a registry never written as empty, and
+// refuses every mutation.
+func TestOpenDirReadOnlyMakesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, pre := range []bool{false, true} {
+		root := filepath.Join(t.TempDir(), "registry")
+		if pre {
+			os.Mkdir(root, 0o755)
+		}
+		d, err := registry.OpenDirReadOnly(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sets, err := d.ChangeSets(ctx); err != nil || len(sets) != 0 {
+			t.Errorf("change-sets: %v %v", sets, err)
+		}
+		if pins, err := d.Pins(ctx); err != nil || len(pins) != 0 {
+			t.Errorf("pins: %v %v", pins, err)
+		}
+		if log, err := d.Log(ctx); err != nil || len(log) != 0 {
+			t.Errorf("log: %v %v", log, err)
+		}
+		k := registrytest.NewKey(t, "a", registry.RoleApprover)
+		if _, err := d.TrustKey(ctx, k.Key, "t"); err == nil {
+			t.Error("a mutation of a registry opened read-only")
+		}
+		var made []string
+		filepath.WalkDir(filepath.Dir(root), func(p string, _ os.DirEntry, err error) error {
+			if err == nil && p != filepath.Dir(root) && !(pre && p == root) {
+				made = append(made, p)
+			}
+			return nil
+		})
+		if len(made) != 0 {
+			t.Errorf("made %v", made)
+		}
+	}
+}
