@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +22,12 @@ func init() {
 		UsageText:   "cruxprov changeset list|show|diff|approve|reject …",
 		Description: "Example:\n   cruxprov changeset diff 3f2a9c1e\n   cruxprov changeset approve 3f2a9c1e --key ops.key --expires 720h",
 		Subcommands: []*cli.Command{{
-			Name:        "list",
-			Usage:       "list the change-sets",
-			UsageText:   "cruxprov changeset list [--json]",
-			Description: "Example:\n   cruxprov changeset list",
+			Name:      "list",
+			Usage:     "list the change-sets",
+			UsageText: "cruxprov changeset list [--json]",
+			Description: "STATE is proposed, approved or rejected, or stale for a proposal whose base is no\n" +
+				"longer current (approving it is refused changeset_stale: propose it again).\n\n" +
+				"Example:\n   cruxprov changeset list",
 			Action: func(c *cli.Context) error {
 				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
@@ -34,11 +37,32 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.changeset.list/v1", map[string]any{"changeSets": l}, func(w io.Writer) {
+				// A proposal whose base is no longer current (another
+				// approval came first) is listed as stale: approving it
+				// is refused changeset_stale. One pin file per scope
+				// with open proposals, and the trust state, tell.
+				type listed struct {
+					*registry.ChangeSet
+					Stale bool `json:"stale,omitempty"`
+				}
+				out := make([]listed, 0, len(l))
+				cur := currentOf(reg)
+				for _, cs := range l {
+					stale, err := cur.stale(c.Context, cs)
+					if err != nil {
+						return err
+					}
+					out = append(out, listed{cs, stale})
+				}
+				return o.emit("cruxprov.changeset.list/v1", map[string]any{"changeSets": out}, func(w io.Writer) {
 					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(tw, "ID\tSTATE\tACTION\tSCOPE\tREVISION\tAPPROVALS\tPROPOSED")
-					for _, cs := range l {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s by %s\n", cs.Metadata.ID.Hex()[:12], cs.Status.State, cs.Spec.Changes[0].Action, cs.Scope(), cs.Spec.Revision, len(cs.Status.Approvals), cs.Metadata.ProposedAt.Format("2006-01-02T15:04:05Z"), cs.Metadata.ProposedBy)
+					for _, x := range out {
+						cs, state := x.ChangeSet, string(x.Status.State)
+						if x.Stale {
+							state = "stale"
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s by %s\n", cs.Metadata.ID.Hex()[:12], state, cs.Spec.Changes[0].Action, cs.Scope(), cs.Spec.Revision, len(cs.Status.Approvals), cs.Metadata.ProposedAt.Format("2006-01-02T15:04:05Z"), cs.Metadata.ProposedBy)
 					}
 					tw.Flush()
 				})
@@ -72,33 +96,18 @@ func init() {
 				if err != nil {
 					return err
 				}
-				var old *registry.Pin
-				var base digest.Digest
-				from := int64(0)
-				if cs.Scope() != registry.TrustScope {
-					old, err = reg.Pin(c.Context, cs.Scope())
-					if err != nil && !errors.Is(err, refusal.PinUnapproved) {
-						return err
-					}
-					if old != nil {
-						base, from = old.SpecDigest, old.Revision
-					}
-				} else {
-					t, err := reg.Trust(c.Context)
-					if err != nil {
-						return err
-					}
-					if t != nil {
-						base, from = t.StateDigest(), t.Revision
-					}
+				cur := currentOf(reg)
+				b, err := cur.of(c.Context, cs.Scope())
+				if err != nil {
+					return err
 				}
-				plan := registry.Diff(old, cs)
+				plan := registry.Diff(b.pin, cs)
 				// The plan is against what is current now: a governance
 				// change from the trust state's revision, and a proposal
 				// whose base is no longer current says so (its approval
 				// would be refused: changeset_stale).
-				plan.FromRevision = from
-				plan.Stale = cs.Status.State == registry.StateProposed && (cs.Spec.Base != base || cs.Spec.Revision != from+1)
+				plan.FromRevision = b.rev
+				plan.Stale, _ = cur.stale(c.Context, cs)
 				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan) })
 			},
 		}, {
@@ -281,6 +290,63 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// current is what each scope's change-sets replace now, read once per
+// scope: the accepted pin (its spec digest and revision) for a provider,
+// the trust state's digest and revision for a governance change.
+type current struct {
+	reg   registry.Reader
+	bases map[string]currentBase
+}
+
+type currentBase struct {
+	pin  *registry.Pin // nil: none, or a governance scope
+	base digest.Digest
+	rev  int64
+}
+
+func currentOf(reg registry.Reader) *current {
+	return &current{reg: reg, bases: map[string]currentBase{}}
+}
+
+func (c *current) of(ctx context.Context, scope string) (currentBase, error) {
+	if b, ok := c.bases[scope]; ok {
+		return b, nil
+	}
+	var b currentBase
+	if scope == registry.TrustScope {
+		t, err := c.reg.Trust(ctx)
+		if err != nil {
+			return b, err
+		}
+		if t != nil {
+			b.base, b.rev = t.StateDigest(), t.Revision
+		}
+	} else {
+		p, err := c.reg.Pin(ctx, scope)
+		if err != nil && !errors.Is(err, refusal.PinUnapproved) {
+			return b, err
+		}
+		if p != nil {
+			b.pin, b.base, b.rev = p, p.SpecDigest, p.Revision
+		}
+	}
+	c.bases[scope] = b
+	return b, nil
+}
+
+// stale reports whether cs is proposed and its base is no longer what
+// its scope holds (approving it is refused changeset_stale).
+func (c *current) stale(ctx context.Context, cs *registry.ChangeSet) (bool, error) {
+	if cs.Status.State != registry.StateProposed {
+		return false, nil
+	}
+	b, err := c.of(ctx, cs.Scope())
+	if err != nil {
+		return false, err
+	}
+	return cs.Spec.Base != b.base || cs.Spec.Revision != b.rev+1, nil
 }
 
 // openChangeSet opens the registry and the change-set the command's one
