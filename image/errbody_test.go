@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,6 +61,10 @@ func TestRegistryErrorBodyOneLine(t *testing.T) {
 			t.Logf("%s", msg)
 			if strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") || len(msg) > 1024 || !strings.Contains(msg, c.says) {
 				t.Fatalf("refusal %q: want one short line without HTML or control characters, saying %q", msg, c.says)
+			}
+			// A registry that answered is not said to be out of reach.
+			if strings.Contains(msg, "not reached") || !strings.Contains(msg, fmt.Sprintf("the registry answered HTTP %d", c.status)) {
+				t.Fatalf("refusal %q: want it to say the registry answered %d, not that it was not reached", msg, c.status)
 			}
 		})
 	}

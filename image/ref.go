@@ -218,6 +218,12 @@ func credentialsAdvice(host string) string {
 // refuses them answers 401 or 403: credentialsAdvice). broke adds that
 // the connection may have broken half-way (a push's).
 func notReachedAdvice(err error, broke bool) string {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		// It answered: a status of its own (a 500, a 429), not a
+		// registry out of reach.
+		return fmt.Sprintf(" (the registry answered HTTP %d: it failed or refused the request; check the registry's state and logs, then try again)", te.StatusCode)
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return " (the registry was not reached: nothing accepts connections there, so it is down or its host or port is wrong; start it or name the right one)"
 	}

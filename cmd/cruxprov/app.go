@@ -576,9 +576,15 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 		}
 		m["schema"] = schema
 		o.mu.Lock()
-		if _, own := m["warnings"]; !own && len(o.warnings) > 0 {
-			// What stderr would have said, where a pipeline reads it.
-			m["warnings"] = o.warnings
+		if len(o.warnings) > 0 {
+			// What stderr would have said, where a pipeline reads it;
+			// after a document's own warnings (inspect's, lock
+			// resolve's: lines too).
+			own, _ := m["warnings"].([]any)
+			for _, w := range o.warnings {
+				own = append(own, w)
+			}
+			m["warnings"] = own
 		}
 		o.mu.Unlock()
 		writeJSON(o.stdout, m)
