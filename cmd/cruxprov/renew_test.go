@@ -59,7 +59,7 @@ func TestApproveRenewsExpired(t *testing.T) {
 		t.Fatalf("verify after the expiry: %+v", r)
 	}
 	fix := "cruxprov changeset approve " + id + " --key KEY"
-	if !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+fix) {
+	if !strings.Contains(r.stderr, "; to fix: "+fix+" --home ") { // the refused command's store
 		t.Fatalf("pin_expired advises no renewal: %q", r.stderr)
 	}
 	// The advice, with the key, and a new expiry.
