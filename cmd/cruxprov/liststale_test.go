@@ -15,16 +15,10 @@ import (
 // with "stale": true in --json, as changeset diff says it; it was listed
 // as proposed. A current proposal is not.
 func TestChangesetListShowsStale(t *testing.T) {
-	base, exe := nobodyBase(t, "cruxprov-liststale-", "")
-	home, keys := filepath.Join(base, "home"), filepath.Join(base, "keys")
-	os.MkdirAll(home, 0o755)
-	os.MkdirAll(keys, 0o700)
-	chownTree(t, base)
+	_, keys, run := nobodyOperator(t, "cruxprov-liststale-")
 	as := func(args ...string) result {
 		t.Helper()
-		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw"}
-		r := runCmd(t, cmd)
+		r := run(args...)
 		if r.code != 0 && args[1] != "approve" {
 			t.Fatalf("%v: %+v", args, r)
 		}
@@ -68,5 +62,23 @@ func TestChangesetListShowsStale(t *testing.T) {
 	short := func(id string) string { return strings.TrimPrefix(id, "sha256:")[:12] }
 	if rows[short(b)] != "approved" || rows[short(c)] != "stale" || rows[short(d)] != "proposed" {
 		t.Errorf("changeset list: %v", rows)
+	}
+}
+
+// nobodyOperator is an operator as uid 65534 (t skipped where it cannot
+// be) owning a store HOME of its own, with a KEYS directory (0700) and
+// its key password and state directory set, and a runner of cruxprov
+// --home HOME as that user.
+func nobodyOperator(t *testing.T, prefix string) (home, keys string, run func(args ...string) result) {
+	t.Helper()
+	base, exe := nobodyBase(t, prefix, "")
+	home, keys = filepath.Join(base, "home"), filepath.Join(base, "keys")
+	os.MkdirAll(home, 0o755)
+	os.MkdirAll(keys, 0o700)
+	chownTree(t, base)
+	return home, keys, func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(home, ".state")}
+		return runCmd(t, cmd)
 	}
 }

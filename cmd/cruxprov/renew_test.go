@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,16 +20,7 @@ import (
 // (accepted: true, approvals: 0 in --json), exit 0, and the pin stayed
 // expired.
 func TestApproveRenewsExpired(t *testing.T) {
-	base, exe := nobodyBase(t, "cruxprov-renew-", "")
-	home, keys := filepath.Join(base, "home"), filepath.Join(base, "keys")
-	os.MkdirAll(home, 0o755)
-	os.MkdirAll(keys, 0o700)
-	chownTree(t, base)
-	as := func(args ...string) result {
-		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(home, ".state")}
-		return runCmd(t, cmd)
-	}
+	home, keys, as := nobodyOperator(t, "cruxprov-renew-")
 	key := filepath.Join(keys, "alice")
 	for _, a := range [][]string{{"key", "generate", "--out", key}, {"key", "trust", key + ".pub", "--name", "alice"}} {
 		if r := as(a...); r.code != 0 {
