@@ -31,8 +31,9 @@ func asInit() bool { return unix.Getpid() == 1 }
 // and exits as CMD did: its exit status, or 128+N when signal N killed it.
 // It returns only when CMD cannot be started, with exec_failed.
 func runInit(path string, argv, env []string) error {
-	// SIGHUP and SIGINT ignored at the shim's start stay ignored, for CMD
-	// too, as across an exec (asked before Notify, which un-ignores them).
+	// SIGHUP and SIGINT ignored at the shim's start stay ignored for CMD,
+	// as across an exec (asked before Notify, which un-ignores them): CMD
+	// is started with them ignored, and they are forwarded once it is.
 	hup, intr := signal.Ignored(unix.SIGHUP), signal.Ignored(unix.SIGINT)
 	// Caught from before the start, so that none ends the init before
 	// CMD exists; one that comes early is passed on once it does.
@@ -49,6 +50,17 @@ func runInit(path string, argv, env []string) error {
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{0, 1, 2}})
 	if err != nil {
 		return refuse(codeExecFailed)
+	}
+	// CMD has exec'd with them ignored; the init now catches them too and
+	// passes them on, as a signal sent to an exec'd CMD would reach it: a
+	// CMD that installs its own handler gets them (one that does not still
+	// ignores them). Ignored here, the init dropped them, so a CMD with a
+	// handler never saw the SIGHUP or SIGINT sent to the container.
+	if hup {
+		signal.Notify(fwd, unix.SIGHUP)
+	}
+	if intr {
+		signal.Notify(fwd, unix.SIGINT)
 	}
 	dropRunFDs()
 	go func() {

@@ -161,8 +161,25 @@ func TestInit(t *testing.T) {
 		}
 		wantRefused(t, runAsInit(t, []string{"--secret-pipe-fd", "3", notExec}, nil, pipeWith(t, bundle)), codeExecFailed)
 	})
-	t.Run("signals forwarded", func(t *testing.T) {
-		cmd := asInitCmd([]string{"--secret-pipe-fd", "3", childBin}, []string{"CHILD_MODE=signals"}, pipeWith(t, bundle))
+	for _, variant := range []struct{ name, wrapper string }{
+		{"signals forwarded", "1"},
+		// SIGHUP ignored at the start: CMD starts with it ignored, and a
+		// CMD that installs its own handler still gets the SIGHUP sent to
+		// pid 1, as it would across an exec (the init ignored it itself,
+		// so it never passed it on).
+		{"signals forwarded when SIGHUP was ignored at the start", "ignore-hup"},
+	} {
+		t.Run(variant.name, func(t *testing.T) { initForwards(t, variant.wrapper) })
+	}
+}
+
+// initForwards: cruxshim as pid 1 (its wrapper run with pid1Env=wrapper)
+// passes SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to a CMD that
+// catches them, and exits 143 when SIGTERM, uncaught, kills CMD.
+func initForwards(t *testing.T, wrapper string) {
+	canInit(t)
+	{
+		cmd := asInitCmd([]string{"--secret-pipe-fd", "3", childBin}, []string{"CHILD_MODE=signals", pid1Env + "=" + wrapper}, pipeWith(t, testBundle(50)))
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -201,5 +218,5 @@ func TestInit(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGTERM) {
 			t.Errorf("after SIGTERM to pid 1: %v, want exit 143 (stderr %q)", err, stderr.String())
 		}
-	})
+	}
 }
