@@ -426,7 +426,9 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		}
 		res.Timings.CompileCPU = bc.cpu
 		if err != nil {
-			return err
+			// A disk filled while the bytecode was written is said as
+			// the install's is, with gc to free it.
+			return diskFull(filepath.Dir(staging), st.Home(), err)
 		}
 	}
 	t2 := time.Now()
@@ -446,7 +448,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env")
+		return diskFull(filepath.Dir(staging), st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env"))
 	}
 	if err := ctx.Err(); err != nil {
 		return err

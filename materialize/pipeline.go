@@ -241,6 +241,12 @@ func diskFull(dir, home string, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
+	var r *refusal.Error
+	if errors.As(err, &r) && r.Err != nil {
+		// A refusal of its own ("cannot write … in the env"): its words as
+		// the cause, not its code a second time.
+		err = fmt.Errorf("%s: %w", r.Detail, r.Err)
+	}
 	var sfs unix.Statfs_t
 	space, free := "space", "free space unknown"
 	if unix.Statfs(dir, &sfs) == nil {

@@ -91,6 +91,11 @@ func gcAction(c *cli.Context) error {
 		return fmt.Errorf("gc: %w (or give --wait)", err)
 	}
 	if errors.Is(err, fs.ErrPermission) {
+		if dry {
+			// A dry run writes nothing: what it met is a part of the
+			// store this user may not read (an operator's umask 077).
+			return fmt.Errorf("%w; a dry run reads the whole store, and this user (uid %d) may not read that part of it: run it as the store's owner", err, os.Geteuid())
+		}
 		return fmt.Errorf("%w; the store is not writable by this user: run gc as its owner", err)
 	}
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/store"
 )
 
 // TestChangesetListShowsStale, as an unprivileged operator (uid 65534):
@@ -80,5 +82,29 @@ func nobodyOperator(t *testing.T, prefix string) (home, keys string, run func(ar
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(home, ".state")}
 		return runCmd(t, cmd)
+	}
+}
+
+// TestGCDryRunUnreadable: gc --dry-run by a user who may read the store
+// but not a private part of it (an operator's umask 077 made the unpacked
+// cache 0700) says that, not that the store is not writable (a dry run
+// writes nothing).
+func TestGCDryRunUnreadable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run as another user")
+	}
+	base, exe := nobodyBase(t, "cruxprov-gcdry-", "")
+	home := filepath.Join(base, "home")
+	if _, err := store.Open(home); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, "cache", "unpacked-v1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(home, "cache", "unpacked-v1"), 0o700) // the rest 0755
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "gc", "--dry-run")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "a dry run reads the whole store, and this user (uid 65534) may not read that part of it") || strings.Contains(r.stderr, "not writable") {
+		t.Errorf("gc --dry-run on a store with a private part: %+v", r)
 	}
 }
