@@ -118,7 +118,7 @@ func (r *Report) Err() error {
 	}
 	d := r.Differences[0]
 	more := ""
-	if n := len(r.Differences) - 1; n > 0 {
+	if n := len(r.Differences) - 1 - r.treeDigestOnTop(); n > 0 {
 		more = fmt.Sprintf(" (and %d more difference(s))", n)
 	}
 	return withRemedy(refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d)), d, r.Env)
@@ -140,7 +140,7 @@ func withRemedy(e *refusal.Error, d Difference, env string) *refusal.Error {
 // verification stopped before comparing (seal_missing, seal_invalid) or
 // found one difference.
 func (r *Report) Explained() error {
-	if r.fatal != nil || len(r.Differences) < 2 {
+	if r.fatal != nil || len(r.Differences)-r.treeDigestOnTop() < 2 {
 		return r.Err()
 	}
 	var ds []string
@@ -155,6 +155,15 @@ func (r *Report) Explained() error {
 		}
 	}
 	return withRemedy(refusal.New(r.Differences[0].Code, "%s: %d differences: %s; %s", r.Env, len(ds), strings.Join(ds, "; "), strings.Join(next, "; ")), r.Differences[0], r.Env)
+}
+
+// treeDigestOnTop is 1 when the differences include the tree digest's
+// besides others (it differs because of them: not one more), else 0.
+func (r *Report) treeDigestOnTop() int {
+	if len(r.Differences) > 1 && slices.ContainsFunc(r.Differences, func(d Difference) bool { return d.Change == TreeDigest }) {
+		return 1
+	}
+	return 0
 }
 
 // nextStep says what to do about d.
@@ -205,6 +214,18 @@ func Verify(ctx context.Context, dir string, opts Options) (*Report, error) {
 		r = &Report{Env: dir, Deep: opts.Deep, Differences: []Difference{}}
 		r.fatal = r.run(ctx, dir, opts)
 	}
+	// In path order, whichever pass found them (the deep walk meets a
+	// directory's files before its subdirectories), with the tree digest,
+	// which differs because of the others, last: Err names the first.
+	slices.SortStableFunc(r.Differences, func(a, b Difference) int {
+		if (a.Change == TreeDigest) != (b.Change == TreeDigest) {
+			if a.Change == TreeDigest {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
 	return r, r.Err()
 }
 

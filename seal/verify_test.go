@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -619,5 +620,86 @@ func TestUnreadableEnvIsNotMissing(t *testing.T) {
 				t.Errorf("%s: %v\n%s", tc.name, err, out)
 			}
 		})
+	}
+}
+
+// TestDifferencesInPathOrder: with Explain, fast and deep verification
+// report the same differences in path order (the deep walk meets a
+// directory's files before its subdirectories, and the refusal named a
+// different "first" difference than fast did), and the tree digest,
+// which differs because of the others, is neither first nor counted:
+// one changed byte under --deep is not "1 differences" of two.
+func TestDifferencesInPathOrder(t *testing.T) {
+	env := sealTree(t, manyEntries(3, 5))
+	sp := filepath.Join(env.dir, "lib", "python3.11", "site-packages")
+	testdir.Writable(env.dir)
+	for _, err := range []error{
+		os.Remove(filepath.Join(sp, "pkg002", "m001.py")),
+		os.WriteFile(filepath.Join(sp, "pkg000", "zz.py"), []byte("x\n"), 0o444),
+		os.Chmod(filepath.Join(sp, "pkg001", "sub", "tool.sh"), 0o444),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	refreeze(t, env.dir)
+	want := []string{
+		"lib/python3.11/site-packages/pkg000/zz.py",
+		"lib/python3.11/site-packages/pkg001/sub/tool.sh",
+		"lib/python3.11/site-packages/pkg002/m001.py",
+	}
+	var firsts []string
+	for _, deep := range []bool{false, true} {
+		rep, _ := Verify(context.Background(), env.dir, Options{Deep: deep, Explain: true})
+		var got []string
+		for _, d := range rep.Differences {
+			if d.Change != TreeDigest {
+				got = append(got, d.Path)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("deep=%v: %v, want %v", deep, got, want)
+		}
+		err := rep.Explained()
+		if !strings.Contains(err.Error(), "3 differences: "+want[0]) {
+			t.Errorf("deep=%v: %v", deep, err)
+		}
+		firsts = append(firsts, rep.Err().Error())
+	}
+	if firsts[0] != firsts[1] || !strings.Contains(firsts[0], want[0]+": added") || !strings.Contains(firsts[0], "(and 2 more difference(s))") {
+		t.Errorf("fast and deep name other first differences: %q, %q", firsts[0], firsts[1])
+	}
+	// One changed byte, deep: one difference, and the tree digest's.
+	env = sealTree(t, manyEntries(1, 2))
+	testdir.Writable(env.dir)
+	p := filepath.Join(env.dir, "lib", "python3.11", "site-packages", "pkg000", "m000.py")
+	b, _ := os.ReadFile(p)
+	os.Chmod(p, 0o644)
+	if err := os.WriteFile(p, append(b[:len(b)-1], 'X'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o444)
+	refreeze(t, env.dir)
+	rep, _ := Verify(context.Background(), env.dir, Options{Deep: true, Explain: true})
+	if err := rep.Explained(); err == nil || strings.Contains(err.Error(), "differences") || strings.Contains(err.Error(), "more difference") || !strings.Contains(err.Error(), "m000.py: content") {
+		t.Errorf("one changed byte, deep: %v (differences %+v)", err, rep.Differences)
+	}
+}
+
+// refreeze gives the directories below root (root included) their sealed
+// mode back, 0555, after testdir.Writable opened them for a change.
+func refreeze(t *testing.T, root string) {
+	t.Helper()
+	var dirs []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for _, d := range slices.Backward(dirs) {
+		if err := os.Chmod(d, 0o555); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
