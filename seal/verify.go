@@ -286,6 +286,9 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		if _, serr := os.Lstat(SealPath(dir)); serr == nil {
 			return refusal.New(refusal.EnvDrift, "%s: the sealed env directory is missing or not a directory", dir).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}
+		if err == nil {
+			return refusal.New(refusal.SealMissing, "%s is not a sealed env (a file, not a directory, and no seal beside it)", dir)
+		}
 		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir)
 	}
 	s, err := Load(dir)

@@ -703,3 +703,13 @@ func refreeze(t *testing.T, root string) {
 		}
 	}
 }
+
+// TestVerifyAFile: a path that is a file, with no seal beside it, is said
+// to be a file (it was "no such directory", of a path that exists).
+func TestVerifyAFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "passwd")
+	os.WriteFile(f, []byte("x"), 0o644)
+	if _, err := Verify(context.Background(), f, Options{}); !errors.Is(err, refusal.SealMissing) || !strings.Contains(err.Error(), "a file, not a directory, and no seal beside it") {
+		t.Errorf("%v", err)
+	}
+}

@@ -445,6 +445,10 @@ func envVerify(c *cli.Context) error {
 		return err
 	}
 	rep, err := seal.Verify(c.Context, dir, seal.Options{Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs")})
+	mode := "fast"
+	if c.Bool("deep") {
+		mode = "deep"
+	}
 	if err != nil {
 		if c.Bool("explain") && len(rep.Differences) > 0 {
 			err = rep.Explained()
@@ -458,9 +462,10 @@ func envVerify(c *cli.Context) error {
 			rep.Differences = ds
 			out := struct {
 				*seal.Report
+				Mode    string         `json:"mode"` // as the ok document's
 				OK      bool           `json:"ok"`
 				Refused map[string]any `json:"refused"`
-			}{rep, false, refusedDoc(err)}
+			}{rep, mode, false, refusedDoc(err)}
 			if jerr := o.emit("cruxprov.env.verify/v1", out, nil); jerr != nil {
 				return jerr
 			}
@@ -469,10 +474,6 @@ func envVerify(c *cli.Context) error {
 		return err
 	}
 	rep.Differences = explainDifferences(rep.Differences)
-	mode := "fast"
-	if rep.Deep {
-		mode = "deep"
-	}
 	out := struct {
 		*seal.Report
 		Mode string `json:"mode"`

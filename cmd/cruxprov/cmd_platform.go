@@ -93,6 +93,9 @@ func platformShow(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("platform show takes one NAME (a preset id, or host)")
 	}
+	if c.IsSet("python") && c.Args().First() != "host" {
+		return usagef("--python names the interpreter host is probed from; %s is a preset, which no interpreter changes: drop --python, or show host", c.Args().First())
+	}
 	ps, err := loadPlatforms(c, []string{c.Args().First()}, nil)
 	if err != nil {
 		return err
@@ -163,6 +166,21 @@ func loadPlatforms(c *cli.Context, names, files []string) ([]*platform.Platform,
 			return nil, err
 		}
 		out = append(out, p)
+	}
+	// One platform twice (host is a preset's id on most machines) gave
+	// two columns of one label, with their outcomes side by side.
+	seen := map[string]int{}
+	for i, p := range out {
+		if j, dup := seen[p.ID()]; dup {
+			what := func(k int) string {
+				if k < len(names) && strings.TrimSpace(names[k]) == "host" {
+					return "host"
+				}
+				return p.ID()
+			}
+			return nil, usagef("the platform %s is named twice (as %s and as %s): name it once", p.ID(), what(j), what(i))
+		}
+		seen[p.ID()] = i
 	}
 	return out, nil
 }

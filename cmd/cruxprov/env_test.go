@@ -160,10 +160,11 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	r = cruxprov(t, "--home", home, "env", "verify", out.Path, "--explain", "--json", "--deep")
 	var exp struct {
 		OK          bool
+		Mode        string // as the ok document's (it had none)
 		Differences []struct{ Path, Change string }
 		Refused     struct{ Code string }
 	}
-	if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &exp) != nil || exp.OK || exp.Refused.Code != string(refusal.EnvDrift) || len(exp.Differences) != 3 {
+	if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &exp) != nil || exp.OK || exp.Mode != "deep" || exp.Refused.Code != string(refusal.EnvDrift) || len(exp.Differences) != 3 {
 		t.Fatalf("explain --json: %+v", r)
 	}
 	// Its stderr line says what to do next, as without --json.

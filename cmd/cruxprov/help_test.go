@@ -456,3 +456,19 @@ func TestImageBuildOutputAndPush(t *testing.T) {
 		t.Errorf("neither --output nor --push: %+v", r)
 	}
 }
+
+// TestPlatformNamedTwice: one platform named twice (host is a preset's
+// id on most machines) is a usage error; lock resolve printed two
+// columns of one label with their outcomes side by side. And --python
+// with a preset, which no interpreter changes, is one too (it was
+// ignored without a word).
+func TestPlatformNamedTwice(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "pylock.toml")
+	os.WriteFile(lock, []byte("lock-version = \"1.0\"\ncreated-by = \"test\"\n"), 0o644)
+	if r := cruxprov(t, "lock", "resolve", "--lock", lock, "--platform", "cp311-win_amd64,cp311-win_amd64"); r.code != exitUsage || !strings.Contains(r.stderr, "the platform cp311-win_amd64 is named twice") {
+		t.Errorf("a preset twice: %+v", r)
+	}
+	if r := cruxprov(t, "platform", "show", "cp311-win_amd64", "--python", "/usr/bin/python3"); r.code != exitUsage || !strings.Contains(r.stderr, "drop --python") {
+		t.Errorf("platform show PRESET --python: %+v", r)
+	}
+}
