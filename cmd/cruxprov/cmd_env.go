@@ -290,6 +290,9 @@ func inStore(o *opts, env string, follow bool) (string, error) {
 	if err != nil {
 		return "", usagef("%v", err)
 	}
+	if env, err = filepath.Abs(env); err != nil { // a digest under a relative --home
+		return "", usagef("%v", err)
+	}
 	real := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			return r
@@ -519,7 +522,13 @@ func envList(c *cli.Context) error {
 	if err := noStore(o.home); err != nil {
 		return err
 	}
-	dir := filepath.Join(o.home, store.EnvsDir)
+	// Absolute, as env create prints an env's path (a relative --home
+	// gave paths that hold only from where the command ran).
+	home, err := filepath.Abs(o.home)
+	if err != nil {
+		return usagef("--home %s: %v", o.home, err)
+	}
+	dir := filepath.Join(home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cannot list the envs of the store %s: %w; give --home (or CRUXPROV_HOME) the store's directory", o.home, err)

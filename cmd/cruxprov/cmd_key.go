@@ -233,9 +233,19 @@ func keyPair(ctx context.Context, o *opts, prefix string) (pub *sign.PublicKey, 
 	defer runtime.UnlockOSThread()
 	// The example's --out ~/keys/alice works on a new host: a missing
 	// directory is made, private (it holds the key), and locked.
-	if err := mkdirSynced(filepath.Dir(prefix), 0o700); err != nil {
+	made, err := mkdirSynced(filepath.Dir(prefix), 0o700)
+	if err != nil {
 		return nil, false, fmt.Errorf("--out %s: %w", prefix, err)
 	}
+	defer func() {
+		// A run that wrote no key (no password, Ctrl-C at the prompt)
+		// leaves no directory it made: os.Remove takes only empty ones.
+		if err != nil {
+			for _, d := range made {
+				os.Remove(d)
+			}
+		}
+	}()
 	unlock, err := lockKeyDir(ctx, o, filepath.Dir(prefix))
 	if err != nil {
 		return nil, false, err
@@ -470,8 +480,8 @@ func removeAll(paths []string) {
 
 // mkdirSynced makes dir and its missing parents with perm and syncs the
 // parent of each it made: the key files' directory survives a power loss
-// with them.
-func mkdirSynced(dir string, perm os.FileMode) error {
+// with them. It returns those it made, deepest first.
+func mkdirSynced(dir string, perm os.FileMode) ([]string, error) {
 	var made []string
 	for d := dir; filepath.Dir(d) != d; d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
@@ -480,12 +490,12 @@ func mkdirSynced(dir string, perm os.FileMode) error {
 		made = append(made, d)
 	}
 	if err := os.MkdirAll(dir, perm); err != nil {
-		return err
+		return nil, err
 	}
 	for _, d := range made {
 		if err := atomicfile.SyncDir(filepath.Dir(d)); err != nil {
-			return err
+			return made, err
 		}
 	}
-	return nil
+	return made, nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -330,6 +332,17 @@ func TestKeyGenerateMakesItsDirectory(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	// A run that writes no key (no password) leaves no directory it made
+	// (it left an empty keys/eve/).
+	other := filepath.Join(dir, "eve", "deeper")
+	cmd = exec.Command(bin, "--home", t.TempDir(), "key", "generate", "--out", filepath.Join(other, "eve"))
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	if r := runCmd(t, cmd); r.code != exitUsage {
+		t.Fatalf("key generate without a password: %+v", r)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "eve")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a key generate that wrote nothing left %s: %v", filepath.Join(dir, "eve"), err)
 	}
 }
 
