@@ -78,9 +78,32 @@ func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, e
 		}
 	}
 	if len(keys) == 0 {
+		// One proposed already wants its approvals, not another proposal.
+		if id, name := proposedBuilderKey(ctx, reg); id != "" {
+			return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key yet: the change-set %s that trusts %s is proposed, not approved; approve it (cruxprov changeset approve %s --key KEY)", id, name, id)
+		}
 		return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key: trust the CI's key with 'cruxprov key trust PUB --role builder'")
 	}
 	return keys, nil
+}
+
+// proposedBuilderKey is the id and key name of a proposed change-set that
+// would trust a builder key, or "" (none, or the change-sets unreadable:
+// the refusal then says what it said before).
+func proposedBuilderKey(ctx context.Context, reg registry.Reader) (id, name string) {
+	css, err := reg.ChangeSets(ctx)
+	if err != nil {
+		return "", ""
+	}
+	for _, cs := range css {
+		if cs.Status.State != registry.StateProposed || len(cs.Spec.Changes) != 1 {
+			continue
+		}
+		if ch := cs.Spec.Changes[0]; ch.Action == registry.ActionTrustKey && ch.Key != nil && ch.Key.Role == registry.RoleBuilder {
+			return cs.Metadata.ID.String(), ch.Key.Name
+		}
+	}
+	return "", ""
 }
 
 // Verify checks the accepted pin of provider name as Verify does

@@ -145,3 +145,33 @@ func TestVerifyContainer(t *testing.T) {
 		}
 	})
 }
+
+// TestBuilderKeyProposed: with no builder key trusted yet but one
+// proposed, the refusal says to approve that change-set (it told the
+// operator, who had proposed it, to trust a key with key trust).
+func TestBuilderKeyProposed(t *testing.T) {
+	ctx := context.Background()
+	reg := registry.NewStub()
+	_, rootPub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ciPub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.TrustKey(ctx, registry.Key{Name: "ops", Role: registry.RoleApprover, PEM: string(rootPub)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := container.BuilderKeys(ctx, reg); refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "key trust PUB --role builder") {
+		t.Fatalf("no builder key proposed: %v", err)
+	}
+	tr, err := reg.TrustKey(ctx, registry.Key{Name: "ci", Role: registry.RoleBuilder, PEM: string(ciPub)}, "test")
+	if err != nil || tr.ChangeSet == nil {
+		t.Fatalf("propose the builder key: %v", err)
+	}
+	_, err = container.BuilderKeys(ctx, reg)
+	if refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "the change-set "+tr.ChangeSet.Metadata.ID.String()+" that trusts ci is proposed, not approved") {
+		t.Errorf("a builder key proposed: %v", err)
+	}
+}
