@@ -64,6 +64,10 @@ const (
 	// with an approver key whose approval expired: a new approval, with
 	// its own expiry, that counts (Target: the change-set id).
 	ActionRenewApproval Action = "renew_approval"
+	// ActionRepairRegistry writes again, under the registry's lock, the
+	// files the history says otherwise: a pin file lost or put back from
+	// before (from the change-set the history accepted last).
+	ActionRepairRegistry Action = "repair_registry"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).
 	ActionScanLedger Action = "scan_ledger"

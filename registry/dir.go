@@ -605,6 +605,19 @@ func (d *Dir) Approve(ctx context.Context, id digest.Digest, signer *sign.Privat
 	return out, err
 }
 
+// Repair writes again, under the lock and through the journal, what the
+// history says otherwise: each pin file that is lost or older than the pin
+// the history accepted or retired last for its provider (put back from
+// before), from that pin's approved change-set in changesets/. A pin
+// file that is newer than the history's, or whose change-set is gone,
+// is left as it is (verify and every change of that provider refuse
+// it). Nothing is added to the history: what is written again is what
+// it records.
+func (d *Dir) Repair(ctx context.Context) (out *Repaired, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.repair(); return })
+	return out, err
+}
+
 // Reject implements Writer.
 func (d *Dir) Reject(ctx context.Context, id digest.Digest, reason, by string) (out *ChangeSet, err error) {
 	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.reject(d.now(), id, reason, by); return })

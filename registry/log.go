@@ -196,7 +196,7 @@ func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entr
 	if err != nil {
 		return nil, err
 	}
-	lastI, topI := -1, -1
+	lastI, topI, flatI, flatPrev := -1, -1, -1, -1
 	var lastRev, topRev int64
 	for i, raw := range raws {
 		rev, ok, err := pe.revision(raw, i)
@@ -205,6 +205,9 @@ func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entr
 		}
 		if !ok {
 			continue
+		}
+		if lastI >= 0 && rev <= lastRev && flatI < 0 {
+			flatI, flatPrev = i, lastI // two pins at one revision, or one going down
 		}
 		lastI, lastRev = i, rev
 		if topI < 0 || rev > topRev {
@@ -227,6 +230,9 @@ func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entr
 	}
 	if lastRev < topRev {
 		return nil, refusal.New(refusal.PinRollback, "the registry's history accepted %s revision %d (entry %d), then revision %d (entry %d): revisions only go up, so an older pin was put back with an entry appended", provider, topRev, topI, lastRev, lastI)
+	}
+	if flatI >= 0 {
+		return nil, refusal.New(refusal.RegistryCorrupt, "the registry's history has a pin entry of %s (entry %d) at a revision not above the one before it (entry %d): a provider's revisions only go up, one pin each", provider, flatI, flatPrev)
 	}
 	return &e, nil
 }

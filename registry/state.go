@@ -175,6 +175,13 @@ func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) 
 	}
 	spec := Spec{Changes: []Change{c}}
 	scope := spec.scope()
+	if scope != TrustScope && validName(scope) {
+		// The base and revision come from the pin file: it must be the
+		// pin the history holds, not one put back from before.
+		if err := s.checkPin(scope); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.validateChange(&c); err != nil {
 		return nil, err
 	}
@@ -316,6 +323,15 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		return nil, err
 	}
 	scope := cs.Scope()
+	if scope != TrustScope {
+		// What is current for the provider (the base an approval must
+		// replace, the pin a renewal or an approval made again refers
+		// to) is the pin the history holds: a pin file put back from
+		// before is not built on.
+		if err := s.checkPin(scope); err != nil {
+			return nil, err
+		}
+	}
 	renew := false
 	if cs.Status.State != StateProposed {
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {

@@ -676,6 +676,8 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list" + home
+	case refusal.ActionRepairRegistry:
+		return "cruxprov registry repair" + home
 	case refusal.ActionRenewApproval:
 		return "cruxprov changeset approve " + t + " --key KEY" + home // an approver key whose approval expired; --expires as the first time
 	case refusal.ActionPropose:

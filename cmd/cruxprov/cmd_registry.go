@@ -83,6 +83,10 @@ func init() {
 					if err := registry.VerifyTrust(c.Context, reg); err != nil {
 						return err
 					}
+					// The pin entries of every provider, retired ones too.
+					if err := registry.VerifyHistory(c.Context, reg); err != nil {
+						return err
+					}
 					pins, err := reg.Pins(c.Context)
 					if err != nil {
 						return err
@@ -126,6 +130,34 @@ func init() {
 						for _, u := range notRunnable {
 							fmt.Fprintf(w, "not runnable: %s revision %d (%s: %s)\n", u.Provider, u.Revision, u.Code, u.Detail)
 						}
+					}
+				})
+			},
+		}, {
+			Name:      "repair",
+			Usage:     "write again the registry files its history says otherwise (a pin file put back)",
+			UsageText: "cruxprov registry repair [--json]",
+			Description: "A pin file put back from before (an older, validly signed pin) or lost is refused\n" +
+				"by verify and by every change of its provider. repair writes it again, under the\n" +
+				"registry's lock, from the change-set the history accepted (or retired) last for that\n" +
+				"provider, when it is still in changesets/.\n" +
+				"It adds nothing to the history, and leaves a pin file newer than the history's as it is.\n\n" +
+				"Example:\n   cruxprov registry repair",
+			Action: func(c *cli.Context) error {
+				o, reg, err := openRegistry(c, 0)
+				if err != nil {
+					return err
+				}
+				r, err := reg.Repair(c.Context)
+				if err != nil {
+					return err
+				}
+				return o.emit("cruxprov.registry.repair/v1", r, func(w io.Writer) {
+					for _, p := range r.Pins {
+						fmt.Fprintf(w, "pin of %s written again from the change-set the history accepted last\n", p)
+					}
+					if len(r.Pins) == 0 {
+						fmt.Fprintln(w, "nothing to repair: the pin files are what the history says")
 					}
 				})
 			},

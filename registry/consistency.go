@@ -1,0 +1,169 @@
+package registry
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// The files a Dir keeps beside its history (pins/*.json, interfaces.json)
+// say again what the history says: which pin the history accepted last
+// for each provider, which interfaces it registered with which digest.
+// A file put back from before (an older pin, validly signed), or edited,
+// disagrees with the history, and nothing is decided from it: verify
+// refuses it (matchHistory), and every mutation that reads a provider's
+// pin refuses it (checkPin) rather than build a change on it.
+
+// lastPinEvent is provider's last pin-accepted or pin-retired entry in
+// the history (nil when none).
+func (s *state) lastPinEvent(provider string) *Entry {
+	for i := len(s.log) - 1; i >= 0; i-- {
+		if isPinEvent(s.log[i].e, provider) {
+			e := s.log[i].e
+			e.Hash = s.log[i].hash
+			return &e
+		}
+	}
+	return nil
+}
+
+// checkPin checks provider's pin file against the history's last pin
+// entry for it, as VerifyPin does: a mutation that reads the pin (a
+// proposal takes its base and revision from it, an approval checks its
+// base against it) must not build on a pin file below the history's
+// (put back from before: two pins at one revision, revisions going
+// down) nor on a lost one (a registration again at revision 1). The refusal names the pin the
+// history holds and, when its approved change-set is still there, the
+// remedy: Repair writes the pin file again from it.
+func (s *state) checkPin(provider string) error {
+	last := s.lastPinEvent(provider)
+	p := s.pins[provider]
+	var err error
+	switch {
+	case last == nil, p != nil && p.Revision >= last.Revision:
+		// Not behind the history: a change on it continues above every
+		// revision the history accepted. (A pin file the history did not
+		// accept last — its last entries cut off by hand — is refused
+		// by verify, whose advice is to propose and approve it again.)
+		return nil
+	case p == nil:
+		err = refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
+	default:
+		err = matchHistory(p, last)
+	}
+	if err == nil {
+		return nil
+	}
+	r := err.(*refusal.Error)
+	if _, ok := s.restorablePin(provider); ok {
+		return refusal.New(r.Code, "%s; no change is made on it. The change-set the history accepted (%s) is in changesets/: repairing the registry writes that pin file again from it", r.Detail, last.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
+	}
+	return refusal.New(r.Code, "%s; no change is made on it, and the change-set the history accepted (%s) is not in changesets/ to restore it from: restore pins/%s.json and changesets/ from a copy of the registry taken after entry %d", r.Detail, last.Digest, provider, last.Seq)
+}
+
+// restorablePin is the pin the history's last pin entry for provider
+// names, rebuilt from its approved change-set, when the pin file is lost
+// or older than it (put back) and the change-set is there, approved at
+// that revision: the pin accept wrote, as it wrote it.
+func (s *state) restorablePin(provider string) (*Pin, bool) {
+	last := s.lastPinEvent(provider)
+	if last == nil {
+		return nil, false
+	}
+	if p := s.pins[provider]; p != nil && p.Revision >= last.Revision {
+		return nil, false // the same, or not a pin put back: nothing to restore from the history
+	}
+	cs := s.changesets[last.Digest]
+	if cs == nil || cs.Status.State != StateApproved || cs.Scope() != provider || cs.Spec.Revision != last.Revision ||
+		(cs.Spec.Changes[0].Action == ActionRetire) != (last.Event == EventPinRetired) {
+		return nil, false
+	}
+	return &Pin{
+		Format: PinFormat, Provider: provider, Revision: cs.Spec.Revision,
+		SpecDigest: cs.Metadata.ID, Spec: cs.Spec, Approvals: cs.Status.Approvals,
+		AcceptedAt: last.At.UTC().Truncate(time.Second), Retired: last.Event == EventPinRetired,
+	}, true
+}
+
+// Repaired says what Repair wrote again.
+type Repaired struct {
+	// Pins names each provider whose pin file was written again from the
+	// change-set the history accepted last for it.
+	Pins []string `json:"pins"`
+}
+
+// repair writes again each pin file that is lost or older than the pin the
+// history accepted last, from that pin's approved change-set. A pin
+// file it cannot give back so is refused as checkPin refuses it, and
+// then nothing is written.
+func (s *state) repair() (*Repaired, error) {
+	out := &Repaired{Pins: []string{}}
+	providers := map[string]bool{}
+	for name := range s.pins {
+		providers[name] = true
+	}
+	for _, r := range s.log {
+		if e := r.e; e.Event == EventPinAccepted || e.Event == EventPinRetired {
+			providers[e.Subject] = true
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(providers)) {
+		if p, ok := s.restorablePin(name); ok {
+			s.pins[name] = p
+			s.dirty.pins[name] = true
+			out.Pins = append(out.Pins, name)
+		} else if err := s.checkPin(name); err != nil {
+			// Not a pin the history's change-set can give back (newer
+			// than the history, its change-set gone): nothing is written,
+			// and the refusal says what to do.
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// checkPinRevisions checks that each provider's pin entries in the
+// history (pin-accepted, pin-retired) go up in revision, one entry per
+// revision: approvals make them so.
+func checkPinRevisions(log []Entry) error {
+	prev := map[string]*Entry{}
+	for i := range log {
+		e := &log[i]
+		if e.Event != EventPinAccepted && e.Event != EventPinRetired {
+			continue
+		}
+		if p := prev[e.Subject]; p != nil && e.Revision <= p.Revision {
+			code := refusal.RegistryCorrupt
+			if e.Revision < p.Revision {
+				code = refusal.PinRollback
+			}
+			return refusal.New(code, "the registry's history %s %s at revision %d (entry %d) after it %s it at revision %d (entry %d): a provider's revisions only go up, one pin each", strings.TrimPrefix(e.Event, "pin-"), e.Subject, e.Revision, e.Seq, strings.TrimPrefix(p.Event, "pin-"), p.Revision, p.Seq)
+		}
+		prev[e.Subject] = e
+	}
+	return nil
+}
+
+// VerifyHistory checks what the history says, beyond its chain: each
+// provider's pin entries go up in revision, one pin each
+// (registry_corrupt for two at one revision, pin_rollback for one below
+// an earlier one). `registry log --verify` runs
+// it with VerifyTrust and each pin's VerifyPin.
+func VerifyHistory(ctx context.Context, reg Reader) error {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return err
+	}
+	return checkPinRevisions(log)
+}
