@@ -516,7 +516,7 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 			if isBuilder {
 				note(refusal.New(refusal.SignerUntrusted, "approval by %s is a builder key's: it never counts", a.Signer))
 			} else {
-				note(refusal.New(refusal.SignerUntrusted, "approval by %s: that key is not trusted (now)", a.Signer))
+				note(refusal.Wrap(refusal.SignerUntrusted, untrustedKey{a.Signer}, "approval by %s: that key is not trusted (now)", a.Signer))
 			}
 			continue
 		}
@@ -558,6 +558,13 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 	}
 	return len(seen), expired, firstErr
 }
+
+// untrustedKey is the cause of countApprovals' refusal of an approval by
+// a key the trust state does not hold (its text is empty: the refusal's
+// detail says it), for VerifyPin to name the key as the history does.
+type untrustedKey struct{ signer digest.Digest }
+
+func (untrustedKey) Error() string { return "" }
 
 func (s *state) accept(now time.Time, cs *ChangeSet) error {
 	cs.Status.State = StateApproved

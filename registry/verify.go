@@ -251,18 +251,27 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	}
 	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
 	if th := t.Policy.Threshold; n < th {
+		var uk untrustedKey
 		switch {
 		case n+expired >= th:
+			// Renewing the expired approvals reaches the threshold.
 			detail := fmt.Sprint(why)
 			var r *refusal.Error
 			if errors.As(why, &r) && r.Code == refusal.PinExpired {
 				detail = r.Detail
 			}
-			return nil, refusal.New(refusal.PinExpired, "provider %s: %d of %d approvals unexpired: %s; an approver whose approval expired renews it by approving the change-set (%s) again", provider, n, th, detail, p.SpecDigest).WithRemedy(refusal.ActionRenewApproval, p.SpecDigest.String())
+			return nil, refusal.Wrap(refusal.PinExpired, notRunnable{}, "provider %s: %d of %d approvals unexpired: %s; an approver whose approval expired renews it by approving the change-set (%s) again", provider, n, th, detail, p.SpecDigest).WithRemedy(refusal.ActionRenewApproval, p.SpecDigest.String())
+		case errors.As(why, &uk):
+			if e := untrustedSince(ctx, reg, uk.signer); e != nil {
+				// Approved by a key trusted then and untrusted since (a
+				// key rotation): a state, as an expiry is, not a break.
+				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, provider)
+			}
+			return nil, why
 		case why != nil:
 			return nil, why
 		default:
-			return nil, refusal.New(refusal.PinUnapproved, "provider %s: %d of %d approvals (a pin approved below the current threshold is proposed and approved again)", provider, n, th).WithRemedy(refusal.ActionReviewChangesets, "")
+			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals (a pin approved below the current threshold is proposed and approved again)", provider, n, th).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 	}
 	if stateDir != "" && len(chain) > 0 {
@@ -283,6 +292,40 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	return p, nil
+}
+
+// notRunnable is the cause of VerifyPin's refusals of a pin that is in a
+// state, not broken: its approvals expired, short of a threshold raised
+// since, or by a key untrusted since. Its text is empty (the refusal's
+// detail says it); NotRunnable tells them from the rest.
+type notRunnable struct{}
+
+func (notRunnable) Error() string { return "" }
+
+// NotRunnable reports whether err, from VerifyPin, refuses a pin for
+// what happened to it since it was accepted — an approval expired
+// (pin_expired), a threshold raised (pin_unapproved), an approver key
+// untrusted (signer_untrusted) — rather than for a break of the history,
+// the trust state or the pin (`registry log --verify` lists the first
+// as not runnable and fails on the rest).
+func NotRunnable(err error) bool {
+	return errors.As(err, new(notRunnable))
+}
+
+// untrustedSince is the history's key-untrusted entry of the key whose
+// digest is signer (the last), or nil when the history never untrusted
+// it.
+func untrustedSince(ctx context.Context, reg Reader, signer digest.Digest) *Entry {
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return nil
+	}
+	for i := len(log) - 1; i >= 0; i-- {
+		if log[i].Event == EventKeyUntrusted && log[i].Digest == signer {
+			return &log[i]
+		}
+	}
+	return nil
 }
 
 // readLocker is a Reader whose reads can be made one snapshot (Dir).

@@ -39,9 +39,9 @@ func init() {
 				"changed, change-set proposed, approved or rejected, pin accepted or retired. The chain is\n" +
 				"always checked (registry_corrupt when an entry was rewritten, reordered or deleted);\n" +
 				"--verify also replays the trust state and checks every accepted pin's signatures; a pin\n" +
-				"whose approval expired, or below a threshold raised since, is listed as not runnable\n" +
-				"(runs refuse it) and the audit holds: it fails only on what breaks the history, the\n" +
-				"trust state or a pin.\n\n" +
+				"whose approval expired, below a threshold raised since, or approved by a key untrusted\n" +
+				"since, is listed as not runnable (runs refuse it) and the audit holds: it fails only on\n" +
+				"what breaks the history, the trust state or a pin.\n\n" +
 				"Example:\n   cruxprov registry log\n   cruxprov registry log --verify --json",
 			Flags: []cli.Flag{&cli.BoolFlag{Name: "verify", Usage: "also check the trust state and every accepted pin"}},
 			Action: func(c *cli.Context) error {
@@ -91,10 +91,11 @@ func init() {
 					if err != nil {
 						return err
 					}
-					// An approval that expired, or a threshold raised since
-					// the pin was accepted, leaves the history intact: the
-					// pin is listed as not runnable (runs refuse it), and
-					// the audit holds. Any other refusal fails it.
+					// An approval that expired, a threshold raised or an
+					// approver key untrusted since the pin was accepted
+					// leaves the history intact: the pin is listed as not
+					// runnable (runs refuse it), and the audit holds. Any
+					// other refusal fails it.
 					for _, p := range pins {
 						if p.Retired {
 							continue
@@ -102,7 +103,7 @@ func init() {
 						_, err := registry.VerifyPin(c.Context, reg, "", p.Provider, nowFunc())
 						switch code := refusal.CodeOf(err); {
 						case err == nil:
-						case code == refusal.PinExpired || code == refusal.PinUnapproved:
+						case registry.NotRunnable(err):
 							var r *refusal.Error
 							detail := err.Error()
 							if errors.As(err, &r) {
