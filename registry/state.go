@@ -499,7 +499,10 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 	expired := 0
 	var firstErr error
 	note := func(err error) {
-		if firstErr == nil {
+		// An expiry is the reason reported only when there is no
+		// other: the caller knows the count of expired approvals, and an
+		// approval that is bad or by an untrusted key is the news.
+		if firstErr == nil || refusal.CodeOf(firstErr) == refusal.PinExpired && refusal.CodeOf(err) != refusal.PinExpired {
 			firstErr = err
 		}
 	}

@@ -268,10 +268,17 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, provider)
 			}
 			return nil, why
-		case why != nil:
+		case why != nil && refusal.CodeOf(why) != refusal.PinExpired:
 			return nil, why
 		default:
-			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals (a pin approved below the current threshold is proposed and approved again)", provider, n, th).WithRemedy(refusal.ActionReviewChangesets, "")
+			// Short of the threshold even with the expired approvals
+			// renewed (a threshold raised since): renewing is not
+			// enough, so this is not pin_expired.
+			also := ""
+			if expired > 0 {
+				also = fmt.Sprintf(", and %d expired (renewing them would not reach it)", expired)
+			}
+			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 	}
 	if stateDir != "" && len(chain) > 0 {
