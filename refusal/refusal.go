@@ -66,7 +66,8 @@ const (
 	ActionRenewApproval Action = "renew_approval"
 	// ActionRepairRegistry writes again, under the registry's lock, the
 	// files the history says otherwise: a pin file lost or put back from
-	// before (from the change-set the history accepted last).
+	// before (from the change-set the history accepted last), and
+	// interfaces.json (from the history's registrations).
 	ActionRepairRegistry Action = "repair_registry"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).

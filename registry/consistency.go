@@ -15,8 +15,9 @@ import (
 // for each provider, which interfaces it registered with which digest.
 // A file put back from before (an older pin, validly signed), or edited,
 // disagrees with the history, and nothing is decided from it: verify
-// refuses it (matchHistory), and every mutation that reads a provider's
-// pin refuses it (checkPin) rather than build a change on it.
+// refuses it (matchHistory), every mutation that reads a provider's pin
+// refuses it (checkPin) rather than build a change on it, and the
+// interfaces are checked wherever they are read to decide (checkIfaces).
 
 // lastPinEvent is provider's last pin-accepted or pin-retired entry in
 // the history (nil when none).
@@ -94,14 +95,28 @@ type Repaired struct {
 	// Pins names each provider whose pin file was written again from the
 	// change-set the history accepted last for it.
 	Pins []string `json:"pins"`
+	// Interfaces is true when interfaces.json was written again from the
+	// history's interface-registered entries (each names the id, the
+	// digest and the time interfaces.json records).
+	Interfaces bool `json:"interfaces"`
 }
 
-// repair writes again each pin file that is lost or older than the pin the
+// repair writes again interfaces.json when it is not what the history
+// registered, and each pin file that is lost or older than the pin the
 // history accepted last, from that pin's approved change-set. A pin
 // file it cannot give back so is refused as checkPin refuses it, and
 // then nothing is written.
 func (s *state) repair() (*Repaired, error) {
 	out := &Repaired{Pins: []string{}}
+	if checkIfaces(s.interfaces(), entries(s.log)) != nil {
+		s.ifaces = map[string]Interface{}
+		for _, r := range s.log {
+			if e := r.e; e.Event == EventInterfaceRegistered {
+				s.ifaces[e.Subject] = Interface{ID: e.Subject, Digest: e.Digest, RegisteredAt: e.At.UTC()}
+			}
+		}
+		s.dirty.ifaces, out.Interfaces = true, true
+	}
 	providers := map[string]bool{}
 	for name := range s.pins {
 		providers[name] = true
@@ -126,6 +141,32 @@ func (s *state) repair() (*Repaired, error) {
 	return out, nil
 }
 
+// checkIfaces checks the registered interfaces against the history's
+// interface-registered entries: the same ids, each with the digest the
+// history registered (an interface is registered once and never changes).
+func checkIfaces(ifaces []Interface, log []Entry) error {
+	want := map[string]*Entry{}
+	for i := range log {
+		if e := &log[i]; e.Event == EventInterfaceRegistered {
+			want[e.Subject] = e
+		}
+	}
+	for _, it := range ifaces {
+		e := want[it.ID]
+		if e == nil {
+			return refusal.New(refusal.RegistryCorrupt, "interfaces.json registers interface %s (%s), which the registry's history never registered: interfaces.json was changed; repairing the registry writes it again from the history", it.ID, it.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
+		}
+		if e.Digest != it.Digest {
+			return refusal.New(refusal.RegistryCorrupt, "interfaces.json gives interface %s the digest %s; the registry's history registered it with %s (entry %d): interfaces.json was changed, and nothing is decided from it; repairing the registry writes it again from the history", it.ID, it.Digest, e.Digest, e.Seq).WithRemedy(refusal.ActionRepairRegistry, "")
+		}
+		delete(want, it.ID)
+	}
+	for _, id := range slices.Sorted(maps.Keys(want)) {
+		return refusal.New(refusal.RegistryCorrupt, "the registry's history registered interface %s (entry %d), which interfaces.json does not have: repairing the registry writes it again from the history", id, want[id].Seq).WithRemedy(refusal.ActionRepairRegistry, "")
+	}
+	return nil
+}
+
 // checkPinRevisions checks that each provider's pin entries in the
 // history (pin-accepted, pin-retired) go up in revision, one entry per
 // revision: approvals make them so.
@@ -148,10 +189,12 @@ func checkPinRevisions(log []Entry) error {
 	return nil
 }
 
-// VerifyHistory checks what the history says, beyond its chain: each
-// provider's pin entries go up in revision, one pin each
-// (registry_corrupt for two at one revision, pin_rollback for one below
-// an earlier one). `registry log --verify` runs
+// VerifyHistory checks what the history says against itself and the
+// files beside it, beyond its chain: each provider's pin entries go up
+// in revision, one pin each (registry_corrupt for two at one revision,
+// pin_rollback for one below an earlier one), and the registered
+// interfaces are those the history registered, with its digests
+// (registry_corrupt naming the interface). `registry log --verify` runs
 // it with VerifyTrust and each pin's VerifyPin.
 func VerifyHistory(ctx context.Context, reg Reader) error {
 	if l, ok := reg.(readLocker); ok {
@@ -165,5 +208,12 @@ func VerifyHistory(ctx context.Context, reg Reader) error {
 	if err != nil {
 		return err
 	}
-	return checkPinRevisions(log)
+	if err := checkPinRevisions(log); err != nil {
+		return err
+	}
+	ifaces, err := reg.Interfaces(ctx)
+	if err != nil {
+		return err
+	}
+	return checkIfaces(ifaces, log)
 }

@@ -448,10 +448,15 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// Interfaces implements Reader.
+// Interfaces implements Reader. They are checked against the history's
+// registrations (registry_corrupt naming the interface): install decides
+// from them.
 func (d *Dir) Interfaces(ctx context.Context) ([]Interface, error) {
 	s, err := d.load(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkIfaces(s.interfaces(), entries(s.log)); err != nil {
 		return nil, err
 	}
 	return s.interfaces(), nil
@@ -606,7 +611,8 @@ func (d *Dir) Approve(ctx context.Context, id digest.Digest, signer *sign.Privat
 }
 
 // Repair writes again, under the lock and through the journal, what the
-// history says otherwise: each pin file that is lost or older than the pin
+// history says otherwise: interfaces.json, from the history's
+// registrations, and each pin file that is lost or older than the pin
 // the history accepted or retired last for its provider (put back from
 // before), from that pin's approved change-set in changesets/. A pin
 // file that is newer than the history's, or whose change-set is gone,

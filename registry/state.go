@@ -69,6 +69,11 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 	if err != nil {
 		return nil, refusal.Wrap(refusal.InterfaceInvalid, err, "schema of %s is not canonicalizable JSON", id)
 	}
+	// interfaces.json decides below: it must be what the history
+	// registered (else an edited digest would be blamed on the schema).
+	if err := checkIfaces(s.interfaces(), entries(s.log)); err != nil {
+		return nil, err
+	}
 	if old, ok := s.ifaces[id]; ok {
 		if old.Digest != d {
 			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s", id, old.Digest, d)

@@ -83,7 +83,8 @@ func init() {
 					if err := registry.VerifyTrust(c.Context, reg); err != nil {
 						return err
 					}
-					// The pin entries of every provider, retired ones too.
+					// The pin entries of every provider, retired ones too,
+					// and the registered interfaces, against the history.
 					if err := registry.VerifyHistory(c.Context, reg); err != nil {
 						return err
 					}
@@ -136,12 +137,14 @@ func init() {
 			},
 		}, {
 			Name:      "repair",
-			Usage:     "write again the registry files its history says otherwise (a pin file put back)",
+			Usage:     "write again the registry files its history says otherwise (a pin file put back, interfaces.json)",
 			UsageText: "cruxprov registry repair [--json]",
 			Description: "A pin file put back from before (an older, validly signed pin) or lost is refused\n" +
 				"by verify and by every change of its provider. repair writes it again, under the\n" +
 				"registry's lock, from the change-set the history accepted (or retired) last for that\n" +
-				"provider, when it is still in changesets/.\n" +
+				"provider, when it is still in changesets/. An interfaces.json that is not what the\n" +
+				"history registered (an interface's digest edited) is refused wherever it decides\n" +
+				"something; repair writes it again from the history's registrations.\n" +
 				"It adds nothing to the history, and leaves a pin file newer than the history's as it is.\n\n" +
 				"Example:\n   cruxprov registry repair",
 			Action: func(c *cli.Context) error {
@@ -154,11 +157,14 @@ func init() {
 					return err
 				}
 				return o.emit("cruxprov.registry.repair/v1", r, func(w io.Writer) {
+					if r.Interfaces {
+						fmt.Fprintln(w, "interfaces.json written again from the history")
+					}
 					for _, p := range r.Pins {
 						fmt.Fprintf(w, "pin of %s written again from the change-set the history accepted last\n", p)
 					}
-					if len(r.Pins) == 0 {
-						fmt.Fprintln(w, "nothing to repair: the pin files are what the history says")
+					if !r.Interfaces && len(r.Pins) == 0 {
+						fmt.Fprintln(w, "nothing to repair: the pin files and interfaces.json are what the history says")
 					}
 				})
 			},

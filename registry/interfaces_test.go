@@ -1,0 +1,65 @@
+package registry_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+)
+
+// TestInterfacesCheckedAgainstHistory: interfaces.json with one hex digit
+// of a digest changed is registry_corrupt, naming the interface, to
+// VerifyHistory, to Interfaces (install's interface check) and to
+// registering it again — not interface_digest_mismatch blaming the
+// schema; Repair writes interfaces.json again from the history.
+func TestInterfacesCheckedAgainstHistory(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := []byte(`{"type":"object"}`)
+	it, err := d.RegisterInterface(ctx, "acme.echo/v1", schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d.Root(), "interfaces.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hex := it.Digest.Hex()
+	flip := "0"
+	if hex[0] == '0' {
+		flip = "1"
+	}
+	b = []byte(strings.Replace(string(b), hex, flip+hex[1:], 1))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"VerifyHistory": registry.VerifyHistory(ctx, d),
+		"Interfaces":    func() error { _, err := d.Interfaces(ctx); return err }(),
+		"register":      func() error { _, err := d.RegisterInterface(ctx, "acme.echo/v1", schema); return err }(),
+	} {
+		wantRefusal(t, err, refusal.RegistryCorrupt)
+		if !strings.Contains(err.Error(), "acme.echo/v1") {
+			t.Errorf("%s: %v does not name the interface", name, err)
+		}
+	}
+	r, err := d.Repair(ctx)
+	if err != nil || !r.Interfaces {
+		t.Fatalf("repair: %+v, %v", r, err)
+	}
+	l, err := d.Interfaces(ctx)
+	if err != nil || len(l) != 1 || l[0].Digest != it.Digest {
+		t.Fatalf("after repair: %+v, %v", l, err)
+	}
+	if err := registry.VerifyHistory(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
