@@ -157,7 +157,21 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.changeset.approve/v1", res, func(w io.Writer) {
+				// With --expires, the document says whether it was applied:
+				// approving again with a key whose approval has not expired
+				// changes nothing (Already), its expiry included.
+				doc := struct {
+					*registry.ApproveResult
+					ExpiresApplied *bool `json:"expiresApplied,omitempty"`
+				}{ApproveResult: res}
+				if exp != nil {
+					applied := !res.Already
+					doc.ExpiresApplied = &applied
+					if !applied && o.json {
+						o.warn(expiresNotApplied)
+					}
+				}
+				return o.emit("cruxprov.changeset.approve/v1", doc, func(w io.Writer) {
 					if o.quiet { // the result alone: the change-set's state now
 						fmt.Fprintln(w, res.ChangeSet.Status.State)
 						return
@@ -170,7 +184,7 @@ func init() {
 						if exp != nil {
 							// Not renewed: this key's approval has not
 							// expired, and stands as it was signed.
-							fmt.Fprintln(w, "--expires was not applied: this key's approval has not expired (an approval is renewed once it has expired)")
+							fmt.Fprintln(w, expiresNotApplied)
 						}
 					default:
 						fmt.Fprintf(w, "approved %s: %d of %d approvals\n", id, res.Approvals, res.Threshold)
@@ -376,3 +390,6 @@ func printProposed(w io.Writer, o *opts, what string, cs *registry.ChangeSet) {
 	}
 	fmt.Fprintf(w, "proposed %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
 }
+
+// expiresNotApplied says why approve --expires changed nothing.
+const expiresNotApplied = "--expires was not applied: this key's approval has not expired (an approval is renewed once it has expired)"

@@ -74,4 +74,15 @@ func TestApproveRenewsExpired(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "approved already") || !strings.Contains(r.stdout, "--expires was not applied") || !strings.Contains(r.stdout, "accepted: acme-echo at revision 1") {
 		t.Fatalf("approve again, unexpired: %+v", r)
 	}
+	// --json says it too: expiresApplied false, and the warning.
+	r = as("changeset", "approve", id, "--key", key+".key", "--expires", "1h", "--json")
+	var again struct {
+		Already        bool
+		ExpiresApplied *bool `json:"expiresApplied"`
+		Warnings       []string
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &again) != nil || !again.Already || again.ExpiresApplied == nil || *again.ExpiresApplied ||
+		len(again.Warnings) != 1 || !strings.Contains(again.Warnings[0], "--expires was not applied") {
+		t.Fatalf("approve again, unexpired, --json: %+v", r)
+	}
 }
