@@ -267,7 +267,18 @@ func (d *Dir) finishPending(ctx context.Context) error {
 	if p, err := d.pending(); err != nil || !p {
 		return err
 	}
+	// Whether this process may write the registry is asked first: a
+	// reader (an executor; the lock is 0644) may not open the lock for
+	// writing, and that it could not is no cause of anything, so the
+	// refusal says only what is so. Nor does a reader wait for the
+	// exclusive lock, which would hold writers and readers up.
+	if unix.Access(d.root, unix.W_OK) != nil {
+		return d.unfinished(nil)
+	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrPermission) {
+		return d.unfinished(nil) // the directory is writable, the lock another owner's
+	}
 	if err != nil {
 		return d.unfinished(err)
 	}
@@ -278,8 +289,5 @@ func (d *Dir) finishPending(ctx context.Context) error {
 		return d.unfinished(err)
 	}
 	defer lf.Close()
-	if err := unix.Access(d.root, unix.W_OK); err != nil {
-		return d.unfinished(err)
-	}
 	return d.finish()
 }
