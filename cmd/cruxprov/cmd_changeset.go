@@ -239,7 +239,14 @@ func init() {
 // printPlan renders a plan as `terraform plan` does: + added, - removed,
 // ~ changed.
 func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
-	fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d\n", cs.Metadata.ID, p.Action, p.Provider, p.FromRevision, p.ToRevision)
+	if p.Stale {
+		// Its revisions are the ones it was proposed at: the scope's
+		// revision now is not what it would go from (it goes nowhere:
+		// approving it is refused), and "revision 1 → 1" said nothing.
+		fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d as proposed; %s is at revision %d now\n", cs.Metadata.ID, p.Action, p.Provider, cs.Spec.Revision-1, p.ToRevision, p.Provider, p.FromRevision)
+	} else {
+		fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d\n", cs.Metadata.ID, p.Action, p.Provider, p.FromRevision, p.ToRevision)
+	}
 	if p.Stale {
 		fmt.Fprintf(w, "  STALE: it replaces %s at revision %d, no longer current: approving it is refused (changeset_stale); propose it again\n", orDash(cs.Spec.Base.String()), cs.Spec.Revision-1)
 	}
