@@ -461,6 +461,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	}
 	if !commit {
 		s.SetTree(ix)
+		s.Env.Location = dir // the path the tree is laid out for (final), not out
 		// staging is the directory mkdirStaging made (it may have another
 		// name than the one asked for): the tree's home.
 		res.Dir, res.TreeDigest, res.Seal, res.Index = staging, s.Tree.Digest, s, ix

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -282,8 +283,13 @@ func TestTreeOnAnotherFileSystemFillsTheCaches(t *testing.T) {
 	}))
 	req := request(t, w)
 	req.NoCompile = false
-	if _, err := Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env"); err != nil {
+	res, err := Tree(context.Background(), st, req, filepath.Join(out, "tree"), "/opt/env")
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The tree is built here for /opt/env: its seal says where it runs.
+	if res.Seal.Env.Location != "/opt/env" || res.Seal.Format != seal.Format {
+		t.Errorf("the tree's seal: format %s, env.location %q, want %s and /opt/env", res.Seal.Format, res.Seal.Env.Location, seal.Format)
 	}
 	if _, err := os.Stat(filepath.Join(st.Home(), filepath.FromSlash(UnpackedCacheDir), w.SHA256.Hex())); err != nil {
 		t.Errorf("the unpacked-wheel cache has no entry for the wheel: %v", err)

@@ -18,8 +18,14 @@ const TypeContent = "cruxprov.seal-content/v1"
 //	{"type":"cruxprov.seal-content/v1","seal":SEAL}
 //
 // where SEAL is the seal document (as Marshal writes it) with "index" (the
-// stat-index reference), "tool", and the interpreter's and libpython's
-// "mtime_ns", "ctime_ns" and "ino" left out. It keeps everything else —
+// stat-index reference), "tool", the interpreter's and libpython's
+// "mtime_ns", "ctime_ns" and "ino", and "env"."location" left out, and
+// "format" written as its major ("cruxprov.seal/v2" for v2.1). The
+// location and the minor are out so that a pinned env sealed before v2.1
+// (a v2 seal, no location), rebuilt by `env create --replace`, keeps the
+// content digest its pin records: where the env is is already in the tree
+// digest (its scripts and pyvenv.cfg name it), and Verify checks the
+// location against the env's path. It keeps everything else —
 // the format, the materialization and its inputs, the resolution with every
 // package's size, the tree digest and counts, the interpreter's real path,
 // version, implementation, size and sha256 (and libpython's), the env
@@ -39,6 +45,12 @@ func ContentDigest(s *Seal) (digest.Digest, error) {
 	}
 	delete(m, "index")
 	delete(m, "tool")
+	if major, _, ok := formatVersion(s.Format); ok {
+		m["format"] = "cruxprov.seal/v" + major
+	}
+	if env, ok := m["env"].(map[string]any); ok {
+		delete(env, "location")
+	}
 	if in, ok := m["interpreter"].(map[string]any); ok {
 		dropStats(in)
 		if lp, ok := in["libpython"].(map[string]any); ok {

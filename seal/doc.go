@@ -1,6 +1,6 @@
 // Package seal owns what makes a local environment trustworthy after it is
 // built (DESIGN §6, §7, §9): the seal document beside each env
-// (envs/<hex>.seal.json, format cruxprov.seal/v2, v1 still read), the
+// (envs/<hex>.seal.json, format cruxprov.seal/v2.1, v2 and v1 still read), the
 // seal content digest, the stat index
 // (envs/<hex>.index, format cruxprov.statindex/v1), freezing a finished
 // tree read-only while indexing it, and verification of an env against its

@@ -38,6 +38,8 @@ func TestSealFieldsCovered(t *testing.T) {
 	}{
 		{"format", "cruxprov.seal/v1", refused},
 		{"format", "cruxprov.seal/v3", refused},
+		{"format", "cruxprov.seal/v2", refused},   // v2 has no env.location
+		{"format", "cruxprov.seal/v2.7", ignored}, // a later minor: hashed as its major
 		{"materialization.digest", "sha256:" + strings.Repeat("0", 64), refused},
 		{"materialization.platform", "cp311-manylinux_2_17_x86_64", refused},
 		{"materialization.interpreter.Path", "/usr/bin/python3", refused},
@@ -72,6 +74,8 @@ func TestSealFieldsCovered(t *testing.T) {
 		{"env.python", "bin/normalizer", refused},
 		{"env.site_packages", "lib/python3.11/dist-packages", refused},
 		{"env.compiled", true, refused},
+		{"env.location", "/elsewhere/envs/0123", refused}, // env_drift: not where it is
+		{"env.location", "envs/0123", refused},            // not absolute
 		{"tool", "cruxprov v0.0.0-edited", ignored},
 	}
 	e := sealTree(t, func(t testing.TB, root string) {
@@ -213,6 +217,7 @@ func TestV1SealStillVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Format, s.Materialization.Digest, s.Materialization.Bytecode, s.Resolution.Root = FormatV1, v1, nil, nil
+	s.Env.Location = "" // v1 had no such field
 	dir := filepath.Join(filepath.Dir(e.dir), v1.Hex())
 	os.Chmod(e.dir, 0o755)
 	if err := os.Rename(e.dir, dir); err != nil {
@@ -231,7 +236,7 @@ func TestV1SealStillVerifies(t *testing.T) {
 		})
 	}
 	// The same document labelled v2 does not hash to the env's name.
-	s.Format = Format
+	s.Format = FormatV2
 	b, _ = s.Marshal()
 	writeSeal(t, dir, b)
 	if _, err := Verify(context.Background(), dir, Options{}); refusal.CodeOf(err) != refusal.SealInvalid {

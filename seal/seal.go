@@ -20,13 +20,18 @@ import (
 	"github.com/cruxible/cruxprov/treehash"
 )
 
-// Format is the format of the seal documents this version writes: v2, whose
-// materialization digest is the local digest v2 (DESIGN §5, with
-// bytecode). Readers accept v2 and v2.N, and v1 and v1.N (seals written
-// before v2: their digest is the superseded v1, recomputed as such);
-// fields added by a later minor are ignored; another major is refused
-// with seal_invalid (DESIGN §14).
-const Format = "cruxprov.seal/v2"
+// Format is the format of the seal documents this version writes: v2.1,
+// whose materialization digest is the local digest v2 (DESIGN §5, with
+// bytecode) and whose env section records where the env was sealed
+// (env.location, the one field v2.1 adds to v2). Readers accept v2 and
+// v2.N, and v1 and v1.N (seals written before v2: their digest is the
+// superseded v1, recomputed as such); fields added by a later minor are
+// ignored; another major is refused with seal_invalid (DESIGN §14).
+const Format = "cruxprov.seal/v2.1"
+
+// FormatV2 is the format of v2 seals written before env.location: read,
+// verified as before (with no location check), never written.
+const FormatV2 = "cruxprov.seal/v2"
 
 // FormatV1 is the format of seals written before the v2 local digest.
 const FormatV1 = "cruxprov.seal/v1"
@@ -149,6 +154,15 @@ type Env struct {
 	Python       string `json:"python"`        // relative to the env root, e.g. bin/python
 	SitePackages string `json:"site_packages"` // e.g. lib/python3.11/site-packages
 	Compiled     bool   `json:"compiled"`      // bytecode was compiled before sealing
+	// Location is where the env was sealed (v2.1): the absolute, clean
+	// path of its directory, which its scripts' shebangs, pyvenv.cfg, the
+	// activate scripts and the bytecode's file names name, so that the env
+	// works there and nowhere else. Commit records the final path (never
+	// the staging one); an image's tree (materialize.Tree) records its path
+	// in the image. Verify refuses an env that is elsewhere (env_drift).
+	// Empty in seals written before v2.1, which are not checked for it.
+	// Not in the seal content digest (ContentDigest).
+	Location string `json:"location,omitempty"`
 }
 
 // SealPath returns where the seal of the env at dir lives (dir + ".seal.json").
@@ -184,6 +198,13 @@ func digits(s string) bool {
 func (s *Seal) V1() bool {
 	major, _, _ := formatVersion(s.Format)
 	return major == "1"
+}
+
+// hasLocation reports whether format f records env.location: v2.1 and
+// every later v2 minor (a minor keeps the fields of the ones before it).
+func hasLocation(f string) bool {
+	major, minor, _ := formatVersion(f)
+	return major == "2" && minor != "" && strings.TrimLeft(minor, "0") != ""
 }
 
 // ComputeDigest recomputes the resolution digest from Resolution.Packages and
@@ -344,6 +365,10 @@ func Parse(b []byte) (*Seal, error) {
 		return nil, errors.New("libpython identity is incomplete")
 	case !validPath(s.Env.Python) || !validPath(s.Env.SitePackages):
 		return nil, errors.New("env layout paths are invalid")
+	case hasLocation(s.Format) && (!filepath.IsAbs(s.Env.Location) || filepath.Clean(s.Env.Location) != s.Env.Location):
+		return nil, fmt.Errorf("env.location %q is not an absolute clean path (a %s seal records where the env was sealed)", s.Env.Location, probe.Format)
+	case !hasLocation(s.Format) && s.Env.Location != "":
+		return nil, fmt.Errorf("env.location is in a %s seal, which has no such field (v2.1 added it)", probe.Format)
 	case strings.TrimSpace(s.Tool) == "":
 		return nil, errors.New("tool is missing")
 	}
@@ -387,8 +412,9 @@ func IdentityOf(path string) (FileIdentity, error) {
 	return FileIdentity{Path: path, Size: st.Size, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano(), Ino: st.Ino, SHA256: digest.FromBytes(sum[:])}, nil
 }
 
-// Commit publishes a frozen env: it fills s.Tree and s.Index from ix,
-// writes the stat index beside dir, renames staging (the tree Freeze
+// Commit publishes a frozen env: it fills s.Tree and s.Index from ix and
+// s.Env.Location with dir (absolute, clean: where the env's files say it
+// is), writes the stat index beside dir, renames staging (the tree Freeze
 // returned ix for) to dir, and writes the seal last. The seal is the
 // commit point: a crash before it leaves an env that Verify refuses
 // (seal_missing) and that the next create replaces.
@@ -414,7 +440,9 @@ func IdentityOf(path string) (FileIdentity, error) {
 // there after a power loss. The env's own files are not fsynced (as pip
 // does not): see docs/seal.md.
 func Commit(staging, dir string, s *Seal, ix *StatIndex) (replaced string, err error) {
-	dir = filepath.Clean(dir)
+	if dir, err = filepath.Abs(dir); err != nil {
+		return "", err
+	}
 	ib, err := ix.MarshalBinary()
 	if err != nil {
 		return "", err
@@ -434,6 +462,9 @@ func Commit(staging, dir string, s *Seal, ix *StatIndex) (replaced string, err e
 	}()
 	s.SetTree(ix)
 	s.Index = StatIndexRef{Format: StatIndexFormat, SHA256: digest.Sum(ib), Entries: len(ix.Entries)}
+	// Where the env will be once renamed (for a replacement too: the new
+	// tree is exchanged into dir), not staging: its files name dir.
+	s.Env.Location = dir
 	if _, err := s.ComputeDigest(); err != nil {
 		return "", fmt.Errorf("refusing to write an inconsistent seal: %w", err)
 	}

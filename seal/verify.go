@@ -51,6 +51,7 @@ const (
 	Kind       Change = "kind"        // e.g. a file replaced by a symlink
 	LinkTarget Change = "link_target" // a symlink points elsewhere
 	TreeDigest Change = "tree_digest" // the recomputed tree digest differs (deep)
+	Location   Change = "location"    // not where it was sealed (env.location): copied or moved
 	Identity   Change = "identity"    // the interpreter or libpython changed
 	// Unreadable: this user may not read the interpreter or its libpython
 	// (permission denied), so it could not be checked; it is not known to
@@ -70,6 +71,9 @@ type Difference struct {
 func (d Difference) String() string {
 	if d.Change == Unreadable {
 		return fmt.Sprintf("%s: cannot read it: %s", d.Path, d.Got)
+	}
+	if d.Change == Location {
+		return fmt.Sprintf("sealed at %s, not here: its scripts' shebangs and pyvenv.cfg name that path", d.Want)
 	}
 	s := fmt.Sprintf("%s: %s", d.Path, d.Change)
 	if d.Want != "" || d.Got != "" {
@@ -173,6 +177,8 @@ func nextStep(d Difference) string {
 		return "it could not be checked and is not known to have changed; run verify as a user who can read the interpreter and the env"
 	case d.Code == refusal.InterpreterDrift:
 		return "the interpreter the env points at changed (updated in place?); rebuild the env on it as it is now, or restore it"
+	case d.Change == Location:
+		return "an env works only where it was sealed: create it here with env create (env create --replace of this path, in the store it is in), which builds it for this location, rather than copying it; or use it at " + d.Want
 	}
 	return "find out who changed it, then rebuild the env under its digest"
 }
@@ -196,7 +202,10 @@ var errStop = errors.New("stop")
 // whose stat changed (and the root) are listed for added entries, and only
 // files whose stat changed are rehashed. Deep: one walk of the tree, every
 // file rehashed, the tree digest recomputed. Added, removed, content, mode,
-// kind and link target changes are env_drift.
+// kind and link target changes are env_drift, and so is an env that is not
+// where it was sealed (env.location, compared as clean absolute paths,
+// then as real paths): a copy elsewhere names its sealed path in its
+// scripts and pyvenv.cfg.
 //
 // Fast mode relies on size, mtime, ctime and inode, of files and of
 // directories: an edit that keeps all four is only found by Deep. ctime
@@ -309,6 +318,13 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 			return err
 		}
 	}
+	// Copied or moved (cp -a ENV ENV.seal.json ENV.index elsewhere): the
+	// tree is intact but names its sealed path, so it does not work here.
+	if at, ok := sealedHere(s.Env.Location, dir); !ok {
+		if r.add(Difference{Code: refusal.EnvDrift, Path: ".", Change: Location, Want: s.Env.Location, Got: at}, opts.Explain) {
+			return r.indexFirst(check(), nil)
+		}
+	}
 	// A difference found with an index that turns out not to be the
 	// sealed one means nothing: the index's refusal comes first.
 	if stop := r.checkInterpreter(s, opts); stop {
@@ -324,6 +340,24 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		return r.indexFirst(check(), err)
 	}
 	return r.checkTree(ctx, dir, ix, opts)
+}
+
+// sealedHere reports whether dir is the env's sealed location (ok when
+// the seal records none: seals before v2.1), and dir as an absolute path.
+// The clean absolute paths are compared, then, when they differ, their
+// real paths: the same directory reached through a symlink (a home given
+// as a link, a link to envs/) is where the env was sealed.
+func sealedHere(location, dir string) (string, bool) {
+	at, err := filepath.Abs(dir)
+	if err != nil {
+		at = dir
+	}
+	if location == "" || filepath.Clean(location) == at {
+		return at, true
+	}
+	a, aerr := filepath.EvalSymlinks(location)
+	b, berr := filepath.EvalSymlinks(at)
+	return at, aerr == nil && berr == nil && a == b
 }
 
 // indexFirst returns the index's refusal, dropping the differences found

@@ -150,6 +150,26 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	step("rebuild the deleted env", 0, "env", "create", "--replace", env, "--offline")
 	step("verify rebuilt", 0, "env", "verify", env)
 
+	// Copied into another home (cp -a ENV ENV.seal.json ENV.index DEST/):
+	// intact byte for byte, but its scripts name env, so it does not work
+	// there. Verify refuses it, naming where it was sealed; rebuilt where
+	// it is (--replace, which builds it for that path), it verifies.
+	home3 := filepath.Join(user, "store3")
+	dest := filepath.Join(home3, "envs")
+	cp := filepath.Join(dest, filepath.Base(env))
+	if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c",
+		"mkdir -p '"+dest+"' && cp -a '"+env+"' '"+env+".seal.json' '"+env+".index' '"+dest+"/'").CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
+	for _, mode := range []string{"--no-progress", "--deep"} {
+		r := step("verify a copy "+mode, exitRefused, "--home", home3, "env", "verify", cp, mode)
+		if !strings.Contains(r.stderr, "refused: "+string(refusal.EnvDrift)) || !strings.Contains(r.stderr, "sealed at "+env+", not here") || !strings.Contains(r.stderr, "env create") {
+			t.Fatalf("a copy in another home (%s): %+v", mode, r)
+		}
+	}
+	step("rebuild the copy where it is", 0, "--home", home3, "env", "create", "--replace", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx)
+	step("verify the rebuilt copy", 0, "--home", home3, "env", "verify", cp, "--deep")
+
 	// env remove, then gc.
 	// By a digest prefix, as change-set ids (a short one is a usage error).
 	step("env remove by a short prefix", exitUsage, "env", "remove", plainEnv.Digest.String()[:12])

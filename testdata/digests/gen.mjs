@@ -72,6 +72,9 @@ typed("seal-content.json", (i) => {
   const s = JSON.parse(JSON.stringify(i));
   delete s.index;
   delete s.tool;
+  // The format as its major (v2.1 hashes as v2), and no env.location.
+  s.format = s.format.replace(/^(cruxprov\.seal\/v[0-9]+)\.[0-9]+$/, "$1");
+  if (s.env) delete s.env.location;
   for (const id of [s.interpreter, s.interpreter && s.interpreter.libpython]) {
     if (id) { delete id.mtime_ns; delete id.ctime_ns; delete id.ino; }
   }
