@@ -520,6 +520,18 @@ type opts struct {
 
 	mu       sync.Mutex
 	warnings []string // what warn said, for the --json document's "warnings"
+
+	homeGiven bool // --home (or CRUXPROV_HOME) named the store
+}
+
+// homeFlag is " --home DIR" when the store was named (--home or
+// CRUXPROV_HOME), for a next command the output advises: run as printed
+// in another shell, it acts on this store, not the default one.
+func (o *opts) homeFlag() string {
+	if !o.homeGiven {
+		return ""
+	}
+	return " --home " + shellQuote(o.home)
 }
 
 // line prints s on stderr: above the progress bars while they are drawn
@@ -535,6 +547,7 @@ func (o *opts) line(s string) {
 func globals(c *cli.Context) (*opts, error) {
 	o := &opts{
 		home:       c.String("home"),
+		homeGiven:  c.IsSet("home"),
 		json:       c.Bool("json"),
 		quiet:      c.Bool("quiet"),
 		noProgress: c.Bool("no-progress"),
@@ -636,6 +649,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	// --home, which they would otherwise not name (CRUXPROV_HOME is in the
 	// environment they run in).
 	home := homeArg(args)
+	switch rem.Action {
+	case refusal.ActionReplaceEnv, refusal.ActionRebuildEnv:
+		if parent := filepath.Dir(rem.Target); home == "" && filepath.Base(parent) == store.EnvsDir {
+			// env verify PATH names no store; the env is in the one
+			// whose envs/ holds it, and --replace rebuilds it there only.
+			home = " --home " + shellQuote(filepath.Dir(parent))
+		}
+	}
 	switch rem.Action {
 	case refusal.ActionReplaceEnv:
 		return "cruxprov env create --replace " + t + home

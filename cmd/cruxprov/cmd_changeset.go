@@ -395,7 +395,7 @@ func printProposed(w io.Writer, o *opts, what string, cs *registry.ChangeSet) {
 		fmt.Fprintln(w, cs.Metadata.ID)
 		return
 	}
-	fmt.Fprintf(w, "proposed %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY\n", what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12])
+	fmt.Fprintf(w, "proposed %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY%s\n", what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12], o.homeFlag())
 }
 
 // expiresNotApplied says why approve --expires changed nothing.

@@ -448,6 +448,17 @@ func envVerify(c *cli.Context) error {
 		return err
 	}
 	rep, err := seal.Verify(c.Context, dir, seal.Options{Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs")})
+	if err != nil {
+		// The rebuild it may advise takes the index from the store's
+		// config.yaml when that names one, as env create would.
+		home := o.home // the env's own store when its path shows it
+		if parent := filepath.Dir(dir); filepath.Base(parent) == store.EnvsDir {
+			home = filepath.Dir(parent)
+		}
+		if cfg, cerr := loadConfig(home); cerr == nil && cfg.Index != "" {
+			indexFromConfig = true
+		}
+	}
 	mode := "fast"
 	if c.Bool("deep") {
 		mode = "deep"

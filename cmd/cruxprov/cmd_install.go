@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -97,7 +98,14 @@ func installAction(c *cli.Context) error {
 			if err != nil {
 				return err
 			}
-			containers = append(containers, ms...)
+			for _, m := range ms {
+				// One image per platform: two made a pin no verify could
+				// choose from ("has 2 container materializations").
+				if i := slices.IndexFunc(containers, func(x registry.Materialization) bool { return x.Platform == m.Platform }); i >= 0 {
+					return usagef("--image %s and --image %s both hold an image for %s: give one image per platform", containers[i].Image, m.Image, m.Platform)
+				}
+				containers = append(containers, m)
+			}
 		}
 		if len(c.StringSlice("platform")) == 0 {
 			for _, m := range containers {
@@ -176,7 +184,7 @@ func installAction(c *cli.Context) error {
 					fmt.Fprintf(w, "  %-34s resolution %s (no interpreter here: images build it)\n", m.Platform, m.Digest)
 				}
 			}
-			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12])
+			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
 			return
 		}
 		fmt.Fprintln(w, res.ChangeSet.Metadata.ID)

@@ -222,6 +222,9 @@ func TestGovWalkTrustMistakes(t *testing.T) {
 		r := run(args...)
 		if !strings.Contains(r.stdout, "approve with: cruxprov changeset approve ") {
 			t.Errorf("%v does not say how to approve: %+v", args, r)
+		} else if !strings.Contains(r.stdout, " --key KEY --home "+home+"\n") {
+			// Run as printed, it approved in the default store.
+			t.Errorf("%v: the approve line does not name the store: %+v", args, r)
 		}
 		if args[1] == "trust" {
 			id := strings.Fields(strings.SplitAfter(r.stdout, "approve with: cruxprov changeset approve ")[1])[0]

@@ -214,6 +214,12 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
 		ok(nobody("interface", "register", i, "--schema", filepath.Join(base, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
 	}
+	// The index and one of its own platforms' manifests: two images for
+	// that platform, a pin no verify could choose from.
+	if r := nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+built.Digest,
+		"--image", "oci:"+out+"@"+built.Platforms[0].Digest, "--python", debian); r.code != exitUsage || !strings.Contains(r.stderr, "both hold an image for "+built.Platforms[0].Platform) {
+		t.Errorf("install with two images for one platform: %+v", r)
+	}
 	r = nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container",
 		"--image", "oci:"+out+"@"+built.Digest, "--python", debian, "--json")
 	installed := ok(r, "install --backend container --image INDEX")

@@ -314,6 +314,13 @@ func TestRemedyKeepsHome(t *testing.T) {
 		{"-home DIR", []string{"cruxprov", "-home", "/s", "env", "verify", "E"}, " --home /s"},
 		{"none", []string{"cruxprov", "env", "verify", "E"}, ""},
 	} {
+		if tc.want == "" {
+			// env verify PATH names no store: the env's own, where its
+			// parent is an envs/ directory, is the one --replace needs.
+			if got, want := renderRemedy(&refusal.Remedy{Action: refusal.ActionReplaceEnv, Target: "/s/envs/abc"}, tc.args), "cruxprov env create --replace /s/envs/abc --home /s"; got != want {
+				t.Errorf("replace_env of an env in a store, no --home: %q, want %q", got, want)
+			}
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			for rem, want := range map[refusal.Action]string{
 				refusal.ActionReplaceEnv:       "cruxprov env create --replace /e" + tc.want,

@@ -73,6 +73,16 @@ func TestSealLostRebuild(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Refused.Code != string(refusal.SealMissing) || doc.Refused.Remedy.Action != string(refusal.ActionRebuildEnv) {
 				t.Fatalf("--json: %v %+v", err, r)
 			}
+			// env verify names no store and loaded no config: its advice
+			// still names the env's store, and leaves --index out where
+			// the store's config.yaml gives it (it said --index URL).
+			cfg := filepath.Join(home, "config.yaml")
+			os.WriteFile(cfg, []byte("format: cruxprov.config/v1\nindex: "+idx+"\n"), 0o644)
+			r = cruxprov(t, "env", "verify", out.Path)
+			os.Remove(cfg)
+			if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON --home "+home+"\n") {
+				t.Errorf("env verify of an env without its seal, the index in config.yaml: %+v", r)
+			}
 			r = cruxprov(t, append(append([]string{"--home", home}, c.args...), "--json")...)
 			var got envCreated
 			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
