@@ -18,6 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -159,12 +160,32 @@ func init() {
 				if err != nil {
 					return err
 				}
-				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: c.Args().First()}}, operator())
+				name := c.Args().First()
+				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
 				if err != nil {
 					return err
 				}
+				// The key material goes under every name it is trusted as:
+				// say so of the others, which key list shows as keys apart.
+				if tr, err := reg.Trust(c.Context); err == nil && tr != nil {
+					var d digest.Digest
+					for _, k := range tr.Keys {
+						if k.Name == name {
+							d = k.Digest
+						}
+					}
+					var also []string
+					for _, k := range tr.Keys {
+						if k.Name != name && k.Digest == d {
+							also = append(also, k.Name)
+						}
+					}
+					if len(also) > 0 {
+						o.warn(fmt.Sprintf("key %s is also trusted as %s (the same key): once approved, untrusting it removes it under every name", name, strings.Join(also, ", ")))
+					}
+				}
 				return o.emit("cruxprov.key.untrust/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					printProposed(w, o, "untrusting "+c.Args().First(), cs)
+					printProposed(w, o, "untrusting "+name, cs)
 				})
 			},
 		}, {

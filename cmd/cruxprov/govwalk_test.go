@@ -720,3 +720,28 @@ func TestGovWalkLogVerifyExpired(t *testing.T) {
 		t.Fatalf("a history without its last newline: %+v", r)
 	}
 }
+
+// TestKeyUntrustNamesTheKeysOtherNames: a key trusted under two names is
+// one key, and untrusting it removes it under both; key untrust says so
+// (key list showed them as two keys, and nothing said the other name
+// would go too).
+func TestKeyUntrustNamesTheKeysOtherNames(t *testing.T) {
+	_, keys, run := keyedHome(t, "a", "b")
+	for _, args := range [][]string{{"key", "trust", filepath.Join(keys, "b.pub"), "--name", "b"}, {"key", "trust", filepath.Join(keys, "a.pub"), "--name", "a-again"}} {
+		r := run(append(args, "--json")...)
+		var doc struct{ ChangeSet struct{ Metadata struct{ ID string } } }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.ChangeSet.Metadata.ID == "" {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		if r := run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", filepath.Join(keys, "a.key")); r.code != 0 {
+			t.Fatalf("approve %v: %+v", args, r)
+		}
+	}
+	r := run("key", "untrust", "a-again")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: key a-again is also trusted as a (the same key): once approved, untrusting it removes it under every name") {
+		t.Errorf("key untrust of a key with another name: %+v", r)
+	}
+	if r := run("key", "untrust", "b"); r.code != 0 || strings.Contains(r.stderr, "also trusted as") {
+		t.Errorf("key untrust of a key with one name: %+v", r)
+	}
+}
