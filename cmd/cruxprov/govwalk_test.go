@@ -729,7 +729,9 @@ func TestKeyUntrustNamesTheKeysOtherNames(t *testing.T) {
 	_, keys, run := keyedHome(t, "a", "b")
 	for _, args := range [][]string{{"key", "trust", filepath.Join(keys, "b.pub"), "--name", "b"}, {"key", "trust", filepath.Join(keys, "a.pub"), "--name", "a-again"}} {
 		r := run(append(args, "--json")...)
-		var doc struct{ ChangeSet struct{ Metadata struct{ ID string } } }
+		var doc struct {
+			ChangeSet struct{ Metadata struct{ ID string } }
+		}
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.ChangeSet.Metadata.ID == "" {
 			t.Fatalf("%v: %+v", args, r)
 		}
