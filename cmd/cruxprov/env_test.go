@@ -96,9 +96,18 @@ func createArgs(home, lock string, extra ...string) []string {
 func createJSON(t *testing.T, args ...string) envCreated {
 	t.Helper()
 	r := cruxprov(t, args...)
-	var out envCreated
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+	if r.code != 0 {
 		t.Fatalf("env create: %+v", r)
+	}
+	return createdOf(t, r)
+}
+
+// createdOf decodes env create's (or env verify's) --json document.
+func createdOf(t *testing.T, r result) envCreated {
+	t.Helper()
+	var out envCreated
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -65,14 +64,6 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 		}
 		return r
 	}
-	created := func(r result) envCreated {
-		t.Helper()
-		var out envCreated
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatalf("%v: %s", err, r.stdout)
-		}
-		return out
-	}
 
 	step("package embed", 0, "package", "embed", plain, "--manifest", mf, "--lock", lf, "-o", filepath.Join(base, "release")+"/")
 	if _, err := os.Stat(filepath.Join(base, "release", filepath.Base(plain))); err != nil {
@@ -85,15 +76,15 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 	echo := filepath.Join(wheels, filepath.Base(fx.Echo.Path))
 
 	// With bytecode (the default), then without: two envs.
-	compiled := created(step("env create", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--json"))
+	compiled := createdOf(t, step("env create", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--json"))
 	if compiled.Reused || !compiled.Compiled {
 		t.Fatalf("first create: %+v", compiled)
 	}
-	again := created(step("env create again", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--json"))
+	again := createdOf(t, step("env create again", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--json"))
 	if !again.Reused || again.Digest != compiled.Digest {
 		t.Fatalf("second create: %+v", again)
 	}
-	plainEnv := created(step("env create --no-compile", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--no-compile", "--json"))
+	plainEnv := createdOf(t, step("env create --no-compile", 0, "env", "create", "--wheel", echo, "--platform", "host", "--python", python, "--index", idx, "--no-compile", "--json"))
 	if plainEnv.Reused || plainEnv.Compiled || plainEnv.Digest == compiled.Digest || plainEnv.Files >= compiled.Files {
 		t.Fatalf("--no-compile reused or shares the digest of the compiled env: %+v vs %+v", plainEnv, compiled)
 	}
@@ -104,7 +95,7 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 		if nc {
 			args = append(args, "--no-compile")
 		}
-		out := created(step("env create --no-cache", 0, args...))
+		out := createdOf(t, step("env create --no-cache", 0, args...))
 		if want := map[bool]string{false: compiled.Digest.String(), true: plainEnv.Digest.String()}[nc]; out.Digest.String() != want || out.ContentDigest.IsZero() {
 			t.Errorf("--no-cache (no-compile %v): %+v", nc, out)
 		}

@@ -40,17 +40,9 @@ func TestSealLocationPinnedV2EnvReplaced(t *testing.T) {
 		}
 		return r
 	}
-	created := func(r result) envCreated {
-		t.Helper()
-		var out envCreated
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatalf("%v: %s", err, r.stdout)
-		}
-		return out
-	}
 	run("register acme.echo", 0, "interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json"))
 	run("register acme.diagnostics", 0, "interface", "register", "acme.diagnostics", "--schema", filepath.Join(w.schemas, "acme.diagnostics.json"))
-	env := created(run("env create", 0, "env", "create", "--wheel", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"))
+	env := createdOf(t, run("env create", 0, "env", "create", "--wheel", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"))
 
 	// The seal as cruxprov wrote it before v2.1: format v2, no location.
 	sp := seal.SealPath(env.Path)
@@ -75,7 +67,7 @@ func TestSealLocationPinnedV2EnvReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(sp, 0o444)
-	before := created(run("env verify of the v2 seal", 0, "env", "verify", env.Path, "--json"))
+	before := createdOf(t, run("env verify of the v2 seal", 0, "env", "verify", env.Path, "--json"))
 
 	// Pinned with that seal: install reuses the env.
 	r := run("install", 0, "install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json")
@@ -93,7 +85,7 @@ func TestSealLocationPinnedV2EnvReplaced(t *testing.T) {
 	run("approve", 0, "changeset", "approve", inst.ChangeSet.Metadata.ID, "--key", filepath.Join(keys, "alice.key"))
 	run("verify the pin", 0, "verify", "acme-echo", "--deep")
 
-	after := created(run("env create --replace", 0, "env", "create", "--replace", env.Path, "--offline", "--json"))
+	after := createdOf(t, run("env create --replace", 0, "env", "create", "--replace", env.Path, "--offline", "--json"))
 	if after.Path != env.Path || after.ContentDigest != before.ContentDigest {
 		t.Fatalf("--replace of a v2-sealed env: %s content digest %s, was %s at %s", after.Path, after.ContentDigest, before.ContentDigest, env.Path)
 	}
