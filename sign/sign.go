@@ -10,8 +10,12 @@
 // public key's Digest is the sha256 of its DER SubjectPublicKeyInfo, the
 // identity governance counts signers by.
 //
+// WritePair writes a key pair at a prefix the caller names, crash-safe:
+// each file whole or missing, never over a key, an interrupted pair
+// finished by the same call run again.
+//
 // This package does not know what is signed (package registry builds the
-// approval payload), where keys live, or how a password is obtained: the
+// approval payload), where keys are kept, or how a password is obtained: the
 // password is a []byte the caller reads (cmd/ reads CRUXPROV_KEY_PASSWORD
 // or prompts on a TTY). It never prints and never reads the environment.
 package sign
