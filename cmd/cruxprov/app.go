@@ -262,7 +262,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ctx.Err() != nil && !errors.As(err, &u) && !errors.As(err, &done) {
 		// A signal stopped the command: whatever error the work returned
 		// (context canceled, a killed probe) is a consequence of it.
-		msg := "interrupted by a signal; nothing partial was kept, and what finished before the signal stays done (wheels already fetched into the store, envs gc already removed, blobs already pushed to a registry, untagged): run the command again to complete it"
+		msg := interruptedMessage(path)
 		fmt.Fprintf(stderr, "error: %s\n", msg)
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}})
@@ -761,4 +761,23 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// interruptedMessage is what a command stopped by a signal says: nothing
+// partial was kept, what of its work finished before the signal stays
+// done (named for the commands that keep some), and running it again
+// completes it.
+func interruptedMessage(path []string) string {
+	kept := ""
+	switch strings.Join(path, " ") {
+	case "fetch", "env create", "install":
+		kept = "; the wheels fetched before it stay in the store, and the run again does not fetch them twice"
+	case "gc":
+		kept = "; what gc removed before it stays removed"
+	case "image build", "image push":
+		kept = "; blobs pushed before it stay in the registry, untagged"
+	case "index build":
+		kept = "; the previous index, if there was one, is unchanged"
+	}
+	return "interrupted by a signal; nothing partial was kept" + kept + ": run the command again to complete it"
 }

@@ -47,7 +47,35 @@ func TestInterruptKillsTheProbe(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt) // gone already (the old behaviour): the exit code says so
 	cmd.Wait()
 	code := cmd.ProcessState.ExitCode()
-	if code != exitFailure || !strings.HasPrefix(stderr.String(), "error: interrupted by a signal") {
+	if code != exitFailure || !strings.HasPrefix(stderr.String(), "error: interrupted by a signal") ||
+		!strings.Contains(stderr.String(), "the wheels fetched before it stay in the store") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestInterruptedMessage: each command says what of its work stays done
+// after a signal, and no other command's (a key generate said that gc's
+// removals stay removed).
+func TestInterruptedMessage(t *testing.T) {
+	for _, c := range []struct {
+		path     []string
+		want     string
+		wantNone bool
+	}{
+		{path: []string{"gc"}, want: "what gc removed before it stays removed"},
+		{path: []string{"image", "build"}, want: "blobs pushed before it stay in the registry, untagged"},
+		{path: []string{"index", "build"}, want: "the previous index, if there was one, is unchanged"},
+		{path: []string{"key", "generate"}, wantNone: true},
+		{path: []string{"verify"}, wantNone: true},
+	} {
+		t.Run(strings.Join(c.path, " "), func(t *testing.T) {
+			m := interruptedMessage(c.path)
+			if !strings.HasPrefix(m, "interrupted by a signal; nothing partial was kept") || !strings.HasSuffix(m, ": run the command again to complete it") {
+				t.Fatalf("%q", m)
+			}
+			if c.wantNone && strings.Count(m, ";") != 1 || !c.wantNone && !strings.Contains(m, c.want) {
+				t.Fatalf("%q", m)
+			}
+		})
 	}
 }
