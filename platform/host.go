@@ -199,6 +199,9 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 		if !ok {
 			return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: macOS version %q unreadable", pr.MacVer)
 		}
+		if !plausibleVersion(a, b) {
+			return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: macOS version %q is not one a Mac reports; name another interpreter", pr.MacVer)
+		}
 		arch := pr.MacArch // packaging's _mac_arch
 		if pr.PointerBits == 32 {
 			arch = "i386"
@@ -227,10 +230,16 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 		}
 		var plats []string
 		if g, ok := parseGlibc(pr.Glibc); ok {
+			if !plausibleVersion(g[0], g[1]) {
+				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: glibc version %q is not one a C library reports; name another interpreter", *pr.Glibc)
+			}
 			for _, a := range archs {
 				plats = append(plats, manylinuxPlatforms(g[0], g[1], a)...)
 			}
 		} else if mj, mn, ok := muslVersion(ctx, pr.Executable); ok {
+			if !plausibleVersion(mj, mn) {
+				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: its musl loader reports the version %d.%d, not one musl has; name another interpreter", mj, mn)
+			}
 			for _, a := range archs {
 				plats = append(plats, musllinuxPlatforms(mj, mn, a)...)
 			}
@@ -242,6 +251,17 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 	default:
 		return []string{normalizePlatform(pr.SysconfigPlatform)}, nil
 	}
+}
+
+// maxVersionPart bounds each part of a C library's or macOS's version as
+// the probe reports it: the tags are made from every version from it down
+// (glibc 2.39 makes some forty), so a program that says glibc 2.3000000
+// would make 81 million tags, minutes and gigabytes; none is near it.
+const maxVersionPart = 999
+
+// plausibleVersion reports whether major.minor is within maxVersionPart.
+func plausibleVersion(major, minor int) bool {
+	return major >= 0 && minor >= 0 && major <= maxVersionPart && minor <= maxVersionPart
 }
 
 var glibcRE = regexp.MustCompile(`^glibc (\d+)\.(\d+)`)
