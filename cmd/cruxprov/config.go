@@ -49,6 +49,11 @@ func loadConfig(home string) (*config, error) {
 	if err != nil {
 		return nil, usagef("%s: %v", p, unwrapPath(err))
 	}
+	return parseConfig(p, b)
+}
+
+// parseConfig decodes config.yaml's bytes b, read from p.
+func parseConfig(p string, b []byte) (*config, error) {
 	var c config
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -59,8 +64,26 @@ func loadConfig(home string) (*config, error) {
 		for f := range reflect.TypeFor[config]().Fields() {
 			keys = append(keys, f.Tag.Get("yaml"))
 		}
-		msg := strings.ReplaceAll(err.Error(), "not found in type main.config", "is not a key of config.yaml (its keys: "+strings.Join(keys, ", ")+"; docs/operator.md)")
+		// yaml's unmarshal errors are one line each under a heading
+		// ("yaml: unmarshal errors:\n  line 2: …"): one line, joined.
+		msg := err.Error()
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			msg = strings.Join(te.Errors, "; ")
+		}
+		lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+		for i := range lines {
+			lines[i] = strings.TrimSpace(lines[i])
+		}
+		msg = strings.Join(lines, " ")
+		msg = strings.ReplaceAll(msg, "not found in type main.config", "is not a key of config.yaml (its keys: "+strings.Join(keys, ", ")+"; docs/operator.md)")
 		return nil, usagef("%s: %s", p, msg)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil || !errors.Is(err, io.EOF) {
+		// A second document's keys would be ignored (or, not YAML,
+		// unread): one document, as the first is all that is read.
+		return nil, usagef("%s: more than one YAML document (or text after the first that is not YAML); keep one document with the keys format, index, platforms and python (docs/operator.md)", p)
 	}
 	if c.Format != configFormat {
 		return nil, usagef("%s: format %q is not %s", p, c.Format, configFormat)
