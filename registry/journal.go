@@ -183,6 +183,11 @@ func (d *Dir) readJournal() (*journal, error) {
 	if err != nil || b == nil {
 		return nil, err
 	}
+	return parseJournal(b)
+}
+
+// parseJournal decodes and checks the journal's bytes b.
+func parseJournal(b []byte) (*journal, error) {
 	var j journal
 	if err := strictJSON(b, &j); err != nil {
 		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "%s (an unfinished change)", journalName)
