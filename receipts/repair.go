@@ -191,15 +191,9 @@ func (l *Ledger) recoverJournal() error {
 			"repair journal %s %s; it may hold the only copy of a torn fragment: move the ledger and the journal aside together",
 			jp, reason)
 	}
-	var j journal
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil || j.Format != journalFormat {
-		return bad("is not a " + journalFormat + " document")
-	}
-	r, err := parseRow([]byte(j.Row))
-	if err != nil || r.torn == nil || r.torn.Offset != j.Offset {
-		return bad("does not hold a torn row for its offset")
+	j, reason := parseRepairJournal(b)
+	if reason != "" {
+		return bad(reason)
 	}
 	want := append([]byte(j.Row), '\n')
 	size, err := l.size()
@@ -223,6 +217,22 @@ func (l *Ledger) recoverJournal() error {
 		}
 	}
 	return l.removeJournal()
+}
+
+// parseRepairJournal decodes a repair journal's bytes b: the journal, or
+// why it is not one ("" when it is).
+func parseRepairJournal(b []byte) (journal, string) {
+	var j journal
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil || j.Format != journalFormat {
+		return journal{}, "is not a " + journalFormat + " document"
+	}
+	r, err := parseRow([]byte(j.Row))
+	if err != nil || r.torn == nil || r.torn.Offset != j.Offset {
+		return journal{}, "does not hold a torn row for its offset"
+	}
+	return j, ""
 }
 
 func (l *Ledger) writeJournal(b []byte) error {
