@@ -138,7 +138,16 @@ func errorBody(b []byte) []byte {
 		Errors []transport.Diagnostic `json:"errors"`
 	}
 	if json.Unmarshal(b, &e) != nil || len(e.Errors) == 0 {
-		return []byte(excerpt(string(b)))
+		s := excerpt(string(b))
+		if json.Unmarshal([]byte(s), &e) == nil && len(e.Errors) > 0 {
+			// The first line alone is a registry error (what followed
+			// it made the whole no JSON): go-containerregistry decodes
+			// it, escapes and all, so its fields are cut as any
+			// registry error's ("\u001b]0;…\u0007" in a message
+			// reached the terminal).
+			return errorBody([]byte(s))
+		}
+		return []byte(s)
 	}
 	e.Errors = e.Errors[:min(len(e.Errors), maxDiagnostics)]
 	for i := range e.Errors {
