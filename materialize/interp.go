@@ -137,6 +137,11 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String()))
 	}
+	return parseProbe(python, out)
+}
+
+// parseProbe reads the probe's answer out from the interpreter python.
+func parseProbe(python string, out []byte) (*Probe, error) {
 	var in Probe
 	if err := json.Unmarshal(out, &in); err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; name a CPython 3.8+ interpreter", python)
