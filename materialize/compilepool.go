@@ -353,6 +353,10 @@ func (p *compilePool) run() {
 	}
 }
 
+// answerChunk is how much more of a pyc than it has received readAnswers
+// makes room for at once.
+const answerChunk = 1 << 20
+
 // readAnswers reads n answers of the compile script into *buf (grown as
 // needed; the pycs returned share it, so they are good until the next
 // call with buf).
@@ -368,17 +372,27 @@ func readAnswers(r *bufio.Reader, n int, buf *[]byte) ([]compiled, error) {
 		if !bytes.ContainsRune([]byte("PDNX"), rune(kind)) || (kind == 'N' || kind == 'X') != (size == 0) || size > maxPycEntry {
 			return nil, errors.New("the compiler's answer is malformed")
 		}
-		if cap(b)-len(b) < int(size) {
-			// A bigger buffer; the pycs read so far keep the old one.
-			b = make([]byte, 0, max(2*cap(b), int(size), 256<<10))
-			*buf = b
+		// The pyc is read as it arrives, the buffer grown (doubled) when
+		// it is full: a header that claims maxPycEntry bytes and sends
+		// none costs what was sent, not 256 MiB up front.
+		start := len(b)
+		for got := 0; got < int(size); {
+			if len(b) == cap(b) {
+				// A bigger buffer, the pyc read so far copied over; the
+				// pycs before it keep the old one.
+				nb := make([]byte, got, max(2*cap(b), min(int(size), 2*got+answerChunk), 256<<10))
+				copy(nb, b[start:])
+				b, start = nb, 0
+				*buf = b
+			}
+			n := min(cap(b)-len(b), int(size)-got)
+			if _, err := io.ReadFull(r, b[len(b):len(b)+n]); err != nil {
+				return nil, errors.New("the compiler's answer is short")
+			}
+			b = b[:len(b)+n]
+			got += n
 		}
-		pyc := b[len(b) : len(b)+int(size)]
-		if _, err := io.ReadFull(r, pyc); err != nil {
-			return nil, errors.New("the compiler's answer is short")
-		}
-		b = b[:len(b)+int(size)]
-		res[i] = compiled{kind: kind, pyc: pyc}
+		res[i] = compiled{kind: kind, pyc: b[start:len(b):len(b)]}
 	}
 	return res, nil
 }
