@@ -3,6 +3,9 @@ package platform
 import (
 	"context"
 	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/refusal"
@@ -69,4 +72,23 @@ func TestHostImplausibleVersions(t *testing.T) {
 			t.Errorf("%s: %v", kv, err)
 		}
 	}
+}
+
+// FuzzParseMuslLoaderOutput: whatever the musl loader of the interpreter
+// prints, the version read is one it printed, on a "Version X.Y" line
+// after a first line starting "musl".
+func FuzzParseMuslLoaderOutput(f *testing.F) {
+	for _, s := range []string{"musl libc (x86_64)\nVersion 1.2.4\nDynamic Program Loader\n", "musl\nVersion 99999999999999999999.1\n", "glibc\nVersion 2.39\n", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		major, minor, ok := parseMuslLoaderOutput(out)
+		if !ok {
+			return
+		}
+		m := regexp.MustCompile(`(?m)^Version 0*(\d+)\.0*(\d+)`).FindStringSubmatch(out)
+		if major < 0 || minor < 0 || !strings.HasPrefix(strings.TrimSpace(out), "musl") || m == nil || strings.TrimLeft(m[1], "0") != strings.TrimLeft(strconv.Itoa(major), "0") || strings.TrimLeft(m[2], "0") != strings.TrimLeft(strconv.Itoa(minor), "0") {
+			t.Fatalf("%q read as %d.%d", out, major, minor)
+		}
+	})
 }
