@@ -141,6 +141,11 @@ func hostFromProbe(ctx context.Context, out []byte) (*Platform, error) {
 	if major != 3 || minor < 8 {
 		return bad("%s is Python %d.%d; cruxprov needs CPython 3.8 or newer", pr.Executable, major, minor)
 	}
+	if minor > maxPythonMinor {
+		// The tags are made for every minor from it down (3.30000 made
+		// 2.4 million): a version no CPython has is refused.
+		return bad("%s reports Python %d.%d, not a version CPython has; name another interpreter", pr.Executable, major, minor)
+	}
 	abis := cpythonABIs(minor, pr)
 	plats, err := hostPlatforms(ctx, pr, markers["sys_platform"])
 	if err != nil {
@@ -252,6 +257,9 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 		return []string{normalizePlatform(pr.SysconfigPlatform)}, nil
 	}
 }
+
+// maxPythonMinor bounds the minor version of Python 3 the probe may report.
+const maxPythonMinor = 99
 
 // maxVersionPart bounds each part of a C library's or macOS's version as
 // the probe reports it: the tags are made from every version from it down

@@ -46,7 +46,8 @@ func FuzzHostFromProbe(f *testing.F) {
 
 // TestHostImplausibleVersions: a probe that reports a glibc or macOS
 // version no system has is refused, not turned into one tag per version
-// below it (glibc 2.3000000 made 81 million tags in 80 seconds).
+// below it (glibc 2.3000000 made 81 million tags in 80 seconds), nor a
+// Python 3 minor no CPython has (3.30000 made 2.4 million).
 func TestHostImplausibleVersions(t *testing.T) {
 	probe := func(kv string) []byte {
 		return []byte(`{"executable":"/nonexistent/python3","version_info":[3,12],"sysconfig_platform":"linux-x86_64","pointer_bits":64,` + kv + `,"implementation_name":"cpython","implementation_version":"3.12.3","os_name":"posix","platform_machine":"x86_64","platform_python_implementation":"CPython","platform_release":"6.1","platform_system":"Linux","platform_version":"#1","python_full_version":"3.12.3","python_version":"3.12"}`)
@@ -56,6 +57,7 @@ func TestHostImplausibleVersions(t *testing.T) {
 		`"glibc":"glibc 300000.1","sys_platform":"linux"`,
 		`"mac_ver":"3000000.1","mac_arch":"arm64","sys_platform":"darwin"`,
 		`"mac_ver":"10.30000000","mac_arch":"x86_64","sys_platform":"darwin"`,
+		`"glibc":"glibc 2.39","sys_platform":"linux","version_info":[3,30000]`,
 	} {
 		p, err := hostFromProbe(context.Background(), probe(kv))
 		if refusal.CodeOf(err) != refusal.PlatformUnsupported {
