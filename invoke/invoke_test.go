@@ -142,6 +142,10 @@ func TestRefusals(t *testing.T) {
 		}, refusal.InputInvalid, false},
 		{"input number beyond a float64", func(c *invoke.Call) { c.Input = json.RawMessage(`{"x":1e400}`) }, refusal.InputInvalid, false},
 		{"input with a key twice", func(c *invoke.Call) { c.Input = json.RawMessage(`{"x":1,"x":2}`) }, refusal.InputInvalid, false},
+		// encoding/json's Compact passes bytes that are not UTF-8 inside a
+		// string; the harness could not decode the request, nor its run_id,
+		// and the run was recorded protocol_error, blaming the harness.
+		{"input not UTF-8", func(c *invoke.Call) { c.Input = json.RawMessage("{\"x\":\"\xff\"}") }, refusal.InputInvalid, false},
 		// The run's working directory cannot be made (WorkdirParent is a
 		// file, below): the receipt names invoke_failed, a code of the
 		// closed set, as every receipt's error_code is.

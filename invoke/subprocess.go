@@ -168,6 +168,12 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 		return nil, nil, refusal.Wrap(refusal.InputInvalid, err, "the call's input is not one JSON value")
 	}
 	input = in.Bytes()
+	if !utf8.Valid(input) {
+		// Compact passes any bytes inside a string: the harness could not
+		// decode the request, not even its run_id, and its answer would be
+		// recorded as the harness's protocol_error.
+		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input is not valid UTF-8 (JSON text is UTF-8; escape binary data, as base64 say)")
+	}
 	if why := pythonCannotRead(input); why != "" {
 		return nil, nil, refusal.New(refusal.InputInvalid, "the call's input has %s", why)
 	}

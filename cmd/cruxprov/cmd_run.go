@@ -172,6 +172,11 @@ func runAction(c *cli.Context) error {
 	if !json.Valid(input) {
 		return usagef("--input: not one JSON document")
 	}
+	if !utf8.Valid(input) {
+		// json.Valid takes any bytes inside a string: the harness could
+		// not read the request (invoke refuses it input_invalid).
+		return usagef("--input: not valid UTF-8 (JSON text is UTF-8; escape binary data, as base64 say)")
+	}
 	resolve, err := secretResolver(c.StringSlice("secret"))
 	if err != nil {
 		return err

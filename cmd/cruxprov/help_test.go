@@ -423,6 +423,18 @@ func TestRunLimitsThatWouldBeIgnored(t *testing.T) {
 	}
 }
 
+// TestRunInputNotUTF8: an input that is JSON but not UTF-8 is a usage
+// error before anything is read or run. json.Valid passed it, the harness
+// could not read the request, and the run was recorded as the harness's
+// protocol_error.
+func TestRunInputNotUTF8(t *testing.T) {
+	cmd := exec.Command(bin, "--home", t.TempDir(), "run", "acme-echo", "echo", "--input", "-")
+	cmd.Stdin = strings.NewReader("{\"a\":\"\xff\"}")
+	if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "--input: not valid UTF-8") {
+		t.Errorf("%+v", r)
+	}
+}
+
 // TestVerifyNoStore: verify with a --home that names nothing (a typo)
 // says there is no store there, not that the store has no registry.
 func TestVerifyNoStore(t *testing.T) {
