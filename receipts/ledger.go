@@ -406,7 +406,14 @@ func (l *Ledger) locked(ctx context.Context, fn func() error) error {
 func (l *Ledger) append(ctx context.Context, b []byte) error {
 	n, err := writeOnce(l.fd, b)
 	if err == nil && n != len(b) {
+		// A full file system or the file size limit writes what fits
+		// and returns short without saying why: the rest, written once
+		// more, gets the reason (ENOSPC, EDQUOT, EFBIG), which is what
+		// tells the executor what to do. Whatever lands is cut off below.
 		err = io.ErrShortWrite
+		if _, why := writeOnce(l.fd, b[n:]); why != nil {
+			err = fmt.Errorf("wrote %d of %d bytes: %w", n, len(b), why)
+		}
 	}
 	if err != nil {
 		// A write cut short (a full disk, the file size limit) left a

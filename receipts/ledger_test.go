@@ -633,6 +633,11 @@ func TestShortWriteLeavesNoRow(t *testing.T) {
 	if !errors.Is(err, refusal.LedgerWriteFailed) {
 		t.Fatalf("Begin past the file size limit: %v", err)
 	}
+	// The reason, not "short write": what the executor is told to do
+	// (free space, a quota, the limit) depends on it.
+	if !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("Begin past the file size limit does not say why: %v", err)
+	}
 	after, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
