@@ -290,13 +290,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if cmdline != "" {
 			line += "; to fix: " + cmdline
 		}
+		var adv *withAdvice
+		detail := oneLine(r.Message())
+		if errors.As(err, &adv) {
+			line += adv.advice
+			detail += adv.advice
+		}
 		var rec *withReceipt
 		if errors.As(err, &rec) {
 			line += "; its receipt: " + rec.show
 		}
 		fmt.Fprintf(stderr, "refused: %s\n", line)
 		if asJSON {
-			ref := map[string]any{"code": string(r.Code), "detail": oneLine(r.Message())}
+			ref := map[string]any{"code": string(r.Code), "detail": detail}
 			if cmdline != "" {
 				ref["remedy"] = map[string]string{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
 			}

@@ -262,7 +262,7 @@ func runAction(c *cli.Context) error {
 	}
 	led, err := receipts.Open(c.Context, lps[0], receipts.Options{})
 	if err != nil {
-		return err
+		return withLedgerAdvice(err)
 	}
 	defer led.Close()
 	if local {
@@ -293,7 +293,7 @@ func runAction(c *cli.Context) error {
 			// the refusal says where.
 			return &withReceipt{err: err, attempt: rr.AttemptID, ledger: lps[0], show: receiptShow(c, rr.AttemptID, lps[0])}
 		}
-		return err
+		return withLedgerAdvice(err)
 	}
 	// A Result with an error: the run happened, and its outcome could not
 	// be written (the ledger keeps the intent, an orphan). Not a refusal:
@@ -308,6 +308,30 @@ func receiptShow(c *cli.Context, attempt, ledger string) string {
 		show += " --ledger " + ledger
 	}
 	return show
+}
+
+// withAdvice is a refusal with what to do about it where its cause does
+// not say (app.go appends it to the refused line and the --json detail).
+type withAdvice struct {
+	err    error
+	advice string
+}
+
+func (e *withAdvice) Error() string { return e.err.Error() }
+func (e *withAdvice) Unwrap() error { return e.err }
+
+// withLedgerAdvice adds ledgerAdvice to a ledger that refused to open or
+// to take a run's intent (ledger_write_failed, nothing ran): a full file
+// system said only "short write", a read-only one "read-only file
+// system", with nothing of what to do, where an outcome's said it.
+func withLedgerAdvice(err error) error {
+	if refusal.CodeOf(err) != refusal.LedgerWriteFailed {
+		return err
+	}
+	if a := ledgerAdvice(err); a != "" {
+		return &withAdvice{err: err, advice: a}
+	}
+	return err
 }
 
 // withReceipt is a run's refusal that its ledger records: the error line
@@ -411,7 +435,7 @@ func ledgerAdvice(err error) string {
 	case errors.Is(err, syscall.EROFS):
 		return "; its file system is mounted read-only: remount it read-write, or give --ledger a path on another"
 	case errors.Is(err, syscall.EACCES):
-		return "; make the ledger writable by this user"
+		return "; make the ledger and its directory writable by this user"
 	case errors.Is(err, syscall.EPERM):
 		return "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"
 	}

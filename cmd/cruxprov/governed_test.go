@@ -470,6 +470,37 @@ func TestGovernedFlow(t *testing.T) {
 			t.Errorf("receipts list: %+v", r)
 		}
 	})
+	// A ledger that cannot take the intent refuses the run before it
+	// spawns, with what to do (a full file system said "short write",
+	// an immutable file "operation not permitted", and nothing more).
+	t.Run("intent unrecorded", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("makes the ledger immutable: needs root")
+		}
+		if _, err := exec.LookPath("chattr"); err != nil {
+			t.Skip("no chattr (e2fsprogs)")
+		}
+		in, tok := filepath.Join(base, "unint-in.json"), filepath.Join(base, "unint-tok")
+		os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+		os.WriteFile(tok, []byte("s3cr3t-token"), 0o600)
+		ledger := filepath.Join(base, "unint", "l.jsonl")
+		args := []string{"run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+		if r := run(args...); r.code != 0 {
+			t.Fatalf("first run: %+v", r)
+		}
+		if out, err := exec.Command("chattr", "+i", ledger).CombinedOutput(); err != nil {
+			t.Skipf("chattr +i: %v %s (the file system has no immutable flag)", err, out)
+		}
+		defer exec.Command("chattr", "-i", ledger).Run()
+		r := run(append(args, "--json")...)
+		var doc struct {
+			Refused struct{ Code, Detail string }
+		}
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: ledger_write_failed") || !strings.Contains(r.stderr, "; an immutable attribute (lsattr)") ||
+			json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Refused.Code != "ledger_write_failed" || !strings.Contains(doc.Refused.Detail, "an immutable attribute (lsattr)") {
+			t.Errorf("%+v", r)
+		}
+	})
 	retireAndRestore(t, w, home)
 }
 
