@@ -110,7 +110,11 @@ func nsProbe() []string {
 // process, as in a container) cost ~50 ms of copy-on-write faults a run.
 // The shell exports PWD, which the run's environment does not have unless
 // it was given (environ), so it is unset first when it was not.
-const initScript = `exec 9>&2 2>/dev/null; (exec "$@" 2>&9 9>&-); exit $?`
+// `ulimit -c 0` (soft and hard) keeps every process of the run from
+// dumping core: the harness holds the secret bundle, and a core file (or
+// systemd-coredump's store) outlives the run; the executor's own limit,
+// unlimited under many services, was inherited (TestNoCoreDumps).
+const initScript = `exec 9>&2 2>/dev/null; ulimit -c 0; (exec "$@" 2>&9 9>&-); exit $?`
 
 // initShell is the shell initScript runs in ("" where there is none: the
 // harness then forks its own init).
