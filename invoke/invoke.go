@@ -26,7 +26,8 @@ type Ledger interface {
 
 // SecretResolver returns the value of one secret ref. It is called for
 // every ref the manifest declares, afresh on every Run; any error refuses
-// the run secret_unresolved.
+// the run secret_unresolved, except a refusal secret_bundle_too_large (a
+// value the resolver knows cannot fit the bundle), which is kept.
 type SecretResolver func(ctx context.Context, ref string) (string, error)
 
 // Budgets are a run's limits; 0 is unset.

@@ -130,6 +130,13 @@ func TestRefusals(t *testing.T) {
 		{"bundle too large", func(c *invoke.Call) {
 			c.Resolve = func(context.Context, string) (string, error) { return strings.Repeat("x", 40<<10), nil }
 		}, refusal.SecretBundleTooLarge, true},
+		// A resolver that knows a value cannot fit (a file over 64 KiB)
+		// says so: not "has no value", whose advice is to supply it.
+		{"resolver: value too large", func(c *invoke.Call) {
+			c.Resolve = func(context.Context, string) (string, error) {
+				return "", refusal.New(refusal.SecretBundleTooLarge, "secret file over 64 KiB")
+			}
+		}, refusal.SecretBundleTooLarge, true},
 		{"input not JSON", func(c *invoke.Call) { c.Input = json.RawMessage(`{"a":`) }, refusal.InputInvalid, false},
 		{"input nested deeper than the harness reads", func(c *invoke.Call) {
 			c.Input = json.RawMessage(strings.Repeat(`{"a":[`, 300) + `"]}[{"` + strings.Repeat(`]}`, 300))

@@ -286,8 +286,8 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q has no value (the manifest declares it)", ref)
 		}
 		v, err := c.Resolve(ctx, ref)
-		if refusal.CodeOf(err) == refusal.SecretUnresolved {
-			return nil, nil, err // the resolver said which and why
+		if code := refusal.CodeOf(err); code == refusal.SecretUnresolved || code == refusal.SecretBundleTooLarge {
+			return nil, nil, err // the resolver said which and why (a value that cannot fit the bundle)
 		}
 		if err != nil {
 			return nil, nil, refusal.Wrap(refusal.SecretUnresolved, err, "secret %q has no value", ref)

@@ -371,7 +371,7 @@ func readInputFile(path string, max int64) ([]byte, error) {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && max > 0 && st.Size() > max {
-		return nil, fmt.Errorf("%s is larger than %s", path, sizeText(max))
+		return nil, &tooLargeError{path, max}
 	}
 	var r io.Reader = f
 	if max > 0 {
@@ -379,9 +379,20 @@ func readInputFile(path string, max int64) ([]byte, error) {
 	}
 	b, err := io.ReadAll(r)
 	if err == nil && max > 0 && int64(len(b)) > max {
-		err = fmt.Errorf("%s is larger than %s", path, sizeText(max))
+		err = &tooLargeError{path, max}
 	}
 	return b, err
+}
+
+// tooLargeError is a file named on the command line that is larger than
+// its command takes.
+type tooLargeError struct {
+	path string
+	max  int64
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than %s", e.path, sizeText(e.max))
 }
 
 // durationHint is what a flag's parse error lacks when the flag takes a

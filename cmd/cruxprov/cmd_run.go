@@ -115,6 +115,13 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 		}
 		if f, ok := strings.CutPrefix(src, "@"); ok {
 			b, err := readInputFile(f, 64<<10)
+			var large *tooLargeError
+			if errors.As(err, &large) {
+				// It could never fit the bundle (DESIGN §2): not a
+				// secret that is missing, for which the advice is to
+				// supply it.
+				return "", refusal.Wrap(refusal.SecretBundleTooLarge, err, "secret %s", ref)
+			}
 			if err != nil {
 				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s", ref)
 			}

@@ -177,6 +177,13 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 			t.Errorf("run --json of a recorded refusal: %+v", r)
 		}
 	}
+	// A secret file larger than the whole bundle may be is that refusal
+	// (pass a smaller secret), not secret_unresolved (supply it).
+	big := filepath.Join(filepath.Dir(secret), "big-secret")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("s"), 64<<10+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+big), refusal.SecretBundleTooLarge, "run with a secret over 64 KiB")
 	// A --secret the manifest does not declare (a typo of a ref) is
 	// warned of, not delivered; it was passed over without a word.
 	if r := must(ex("run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@"+secret, "--secret", "acme/api-tokn=@"+secret), "run with an undeclared secret"); !strings.Contains(r.stderr, "warning: --secret acme/api-tokn: acme-echo declares no such secret (it declares acme/api-token); it is not delivered") {
