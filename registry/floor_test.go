@@ -105,6 +105,33 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 		_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
 		wantRefusal(t, err, refusal.LedgerWriteFailed)
 	})
+	// A damaged floor (cut short, emptied, another format) names its
+	// file and what to do: it said "verifier floor: unexpected EOF".
+	t.Run("floor damaged", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		state := t.TempDir()
+		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		floors, _ := filepath.Glob(filepath.Join(state, "floors", "*.json"))
+		if len(floors) != 1 {
+			t.Fatalf("floors %v", floors)
+		}
+		good, err := os.ReadFile(floors[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{good[:len(good)/2], nil, []byte(`{"format":"cruxible.floor/v9","length":1}`)} {
+			if err := os.WriteFile(floors[0], b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+			wantRefusal(t, err, refusal.RegistryCorrupt)
+			if msg := err.Error(); !strings.Contains(msg, floors[0]) || !strings.Contains(msg, "restore it from a backup, or remove it") {
+				t.Errorf("a damaged floor (%q): %v", b, err)
+			}
+		}
+	})
 	t.Run("pin file unreadable", func(t *testing.T) {
 		d := acceptedRegistry(t, t.TempDir())
 		pin := filepath.Join(d.Root(), "pins", "acme-echo.json")

@@ -52,16 +52,20 @@ func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read the verifier floor %s", p)
 	}
-	return parseFloor(b)
+	return parseFloor(p, b)
 }
 
-func parseFloor(b []byte) (*Floor, error) {
+// parseFloor reads the floor file p holds. A damaged one says which file
+// and what to do: it said "verifier floor: unexpected EOF", naming
+// neither, and it is the executor's own state, not the registry.
+func parseFloor(p string, b []byte) (*Floor, error) {
+	const todo = "restore it from a backup, or remove it knowing that this verifier then forgets the revisions it saw (a rollback to them is no longer refused)"
 	var f Floor
 	if err := strictJSON(b, &f); err != nil {
-		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "verifier floor")
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the verifier floor %s is damaged: %v; %s", p, err, todo)
 	}
 	if !majorOK(f.Format, FloorFormat) || f.Length < 1 {
-		return nil, refusal.New(refusal.RegistryCorrupt, "verifier floor format %q length %d", f.Format, f.Length)
+		return nil, refusal.New(refusal.RegistryCorrupt, "the verifier floor %s has format %q and length %d, which this cruxprov does not read: %s", p, f.Format, f.Length, todo)
 	}
 	if f.Providers == nil {
 		f.Providers = map[string]int64{}
