@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -166,7 +167,13 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 			}
 		}
 		if acc.Entrypoint == nil {
-			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q", name, pin.Revision, o.Entrypoint)
+			// What it has, so that the line says what to give.
+			names := make([]string, 0, len(acc.Spec.Entrypoints))
+			for _, e := range acc.Spec.Entrypoints {
+				names = append(names, e.Name)
+			}
+			slices.Sort(names)
+			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, strings.Join(names, ", "))
 		}
 	}
 	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
