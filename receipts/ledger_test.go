@@ -651,3 +651,54 @@ func TestShortWriteLeavesNoRow(t *testing.T) {
 	// The ledger still takes the next intent.
 	begin(t, l, testIntent("", "", "next"))
 }
+
+// TestFIFOsDoNotHang: a FIFO named as a ledger to scan, or put at a
+// ledger's repair journal, is refused at once. Both hung in open(2) until
+// a writer came (receipts list|scan|show; every run's Open), and SIGTERM
+// did not end them: the blocked read never returned.
+func TestFIFOsDoNotHang(t *testing.T) {
+	dir := t.TempDir()
+	within := func(what string, fn func() error) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- fn() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still blocked after 5s", what)
+			return nil
+		}
+	}
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := within("Scan of a FIFO", func() error {
+		_, err := Scan(context.Background(), []string{fifo}, ScanOptions{})
+		return err
+	}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("Scan of a FIFO: %v", err)
+	}
+
+	path := filepath.Join(dir, "l.jsonl")
+	l, err := Open(context.Background(), path, Options{Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin(t, l, testIntent("", "", "first"))
+	l.Close()
+	if err := syscall.Mkfifo(path+".repair", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = within("Open with a FIFO at the repair journal", func() error {
+		l, err := Open(context.Background(), path, Options{})
+		if err == nil {
+			l.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, refusal.LedgerCorrupt) || !strings.Contains(err.Error(), "move the ledger and the journal aside together") {
+		t.Errorf("Open with a FIFO at the repair journal: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -173,23 +174,37 @@ func errOr(err, alt error) error {
 	return alt
 }
 
+// maxJournal bounds what recoverJournal reads: a journal holds one torn
+// row (at most MaxRow of fragment, base64: 4/3 of it) quoted as a JSON
+// string, well under this.
+const maxJournal = 4 * MaxRow
+
 // recoverJournal finishes a repair a crash interrupted: the journal's torn
 // row is put in place at its offset (unless it already is), then the
 // journal is removed. The repair lock is held.
 func (l *Ledger) recoverJournal() error {
 	jp := l.side + ".repair"
-	b, err := os.ReadFile(jp)
+	// Capped, and only a regular file: a FIFO at the journal's path hung
+	// every writer's Open in its read (SIGTERM too: the read never
+	// returned), and a huge file was read whole into memory.
+	b, err := capped.ReadFile(jp, maxJournal)
 	if errors.Is(err, fs.ErrNotExist) {
 		os.Remove(jp + ".tmp") // a journal never renamed: nothing was overwritten
 		return nil
-	}
-	if err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read repair journal %s", jp)
 	}
 	bad := func(reason string) error {
 		return refusal.New(refusal.LedgerCorrupt,
 			"repair journal %s %s; it may hold the only copy of a torn fragment: move the ledger and the journal aside together",
 			jp, reason)
+	}
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		// Not a regular file, or larger than any journal this package
+		// writes: not one of its journals.
+		return bad(fmt.Sprintf("is not a journal this writer reads (%v)", err))
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read repair journal %s", jp)
 	}
 	j, reason := parseRepairJournal(b)
 	if reason != "" {

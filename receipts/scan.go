@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/cruxible/cruxprov/refusal"
@@ -137,7 +138,10 @@ func Scan(ctx context.Context, paths []string, opts ScanOptions) (*ScanResult, e
 }
 
 func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts ScanOptions, seen *[]os.FileInfo) error {
-	f, err := os.Open(path)
+	// Without blocking: a FIFO named as a ledger hung the scan in open(2)
+	// until a writer came (receipts list|scan|show, SIGTERM included); it
+	// is refused below as not a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
 	}
