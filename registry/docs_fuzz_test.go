@@ -45,7 +45,7 @@ func FuzzRegistryDocs(f *testing.F) {
 			case 0:
 				return parseTrust(b)
 			case 1:
-				return parseFloor(b)
+				return parseFloor("floor.json", b)
 			default:
 				return parseJournal(b)
 			}
