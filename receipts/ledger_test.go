@@ -701,4 +701,27 @@ func TestFIFOsDoNotHang(t *testing.T) {
 	if !errors.Is(err, refusal.LedgerCorrupt) || !strings.Contains(err.Error(), "move the ledger and the journal aside together") {
 		t.Errorf("Open with a FIFO at the repair journal: %v", err)
 	}
+
+	// A FIFO at the repair lock, met when a torn tail is to be repaired.
+	os.Remove(path + ".repair")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"torn`)
+	f.Close()
+	if err := syscall.Mkfifo(path+".lock", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = within("Open with a FIFO at the repair lock", func() error {
+		l, err := Open(context.Background(), path, Options{})
+		if err == nil {
+			_, err = l.Begin(context.Background(), testIntent("", "", "second"))
+			l.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, refusal.LedgerWriteFailed) || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a repair with a FIFO at the repair lock: %v", err)
+	}
 }

@@ -387,7 +387,9 @@ func holdRepairLock(f *os.File, lp string) (bool, error) {
 // flock, and reports whether the caller should try to create it again
 // (it was removed, or was already gone).
 func breakRepairLock(lp string) (bool, error) {
-	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	// Without blocking: a FIFO at lp hung the repair (and the run) in
+	// open(2), SIGTERM included.
+	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
@@ -395,6 +397,9 @@ func breakRepairLock(lp string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false, errOr(err, fmt.Errorf("%s is not a regular file", lp))
+	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err != unix.EINTR {
