@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -136,7 +137,7 @@ func (d *Dir) path(elem ...string) string {
 // a file that cannot be read (its mode, a directory in its place, an I/O
 // error) is registry_corrupt: nothing can be verified from it.
 func readOptional(p string) ([]byte, error) {
-	b, err := os.ReadFile(p)
+	b, err := readRegular(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -144,6 +145,25 @@ func readOptional(p string) ([]byte, error) {
 		return nil, unreadable(err, "registry file "+p)
 	}
 	return b, nil
+}
+
+// readRegular is os.ReadFile of a regular file only, opened without
+// blocking: a FIFO at a registry file or a verifier floor hung verify and
+// run in open(2) until a writer came, SIGTERM included.
+func readRegular(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s)", st.Mode().Type())}
+	}
+	return io.ReadAll(f)
 }
 
 // unreadable is the registry_corrupt refusal for what cannot be read.
@@ -206,7 +226,7 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 		if !ok {
 			continue // a temp file of an interrupted write
 		}
-		b, err := os.ReadFile(d.path("changesets", n.Name()))
+		b, err := readRegular(d.path("changesets", n.Name()))
 		if err != nil {
 			return nil, unreadable(err, d.path("changesets", n.Name()))
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -130,6 +132,34 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 			if msg := err.Error(); !strings.Contains(msg, floors[0]) || !strings.Contains(msg, "restore it from a backup, or remove it") {
 				t.Errorf("a damaged floor (%q): %v", b, err)
 			}
+		}
+	})
+	// A FIFO at the floor's path is refused at once: verify hung in
+	// open(2) until a writer came, SIGTERM included.
+	t.Run("floor is a FIFO", func(t *testing.T) {
+		d := acceptedRegistry(t, t.TempDir())
+		state := t.TempDir()
+		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		floors, _ := filepath.Glob(filepath.Join(state, "floors", "*.json"))
+		if len(floors) != 1 {
+			t.Fatalf("floors %v", floors)
+		}
+		os.Remove(floors[0])
+		if err := unix.Mkfifo(floors[0], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			wantRefusal(t, err, refusal.LedgerWriteFailed)
+		case <-time.After(5 * time.Second):
+			t.Fatal("VerifyPin with a FIFO at the floor: still blocked after 5s")
 		}
 	})
 	t.Run("pin file unreadable", func(t *testing.T) {

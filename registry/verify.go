@@ -45,7 +45,7 @@ func floorPath(stateDir string, id digest.Digest) string {
 // ledger_write_failed, as the receipts ledger it lives beside.
 func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 	p := floorPath(stateDir, id)
-	b, err := os.ReadFile(p)
+	b, err := readRegular(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
