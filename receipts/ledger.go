@@ -411,9 +411,11 @@ func (l *Ledger) append(ctx context.Context, b []byte) error {
 		// more, gets the reason (ENOSPC, EDQUOT, EFBIG), which is what
 		// tells the executor what to do. Whatever lands is cut off below.
 		err = io.ErrShortWrite
-		if _, why := writeOnce(l.fd, b[n:]); why != nil {
+		m, why := writeOnce(l.fd, b[n:])
+		if why != nil {
 			err = fmt.Errorf("wrote %d of %d bytes: %w", n, len(b), why)
 		}
+		n += max(m, 0) // what landed, to cut off below
 	}
 	if err != nil {
 		// A write cut short (a full disk, the file size limit) left a
