@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -92,4 +94,38 @@ func (l *Ledger) unlockKey(key string) {
 	lk := unix.Flock_t{Type: unix.F_UNLCK, Whence: 0, Start: off, Len: 1}
 	for unix.FcntlFlock(l.keys.Fd(), setLockCmd, &lk) == unix.EINTR {
 	}
+}
+
+// KeyHeld reports whether a writer holds the key lock of key in the
+// ledger at path: whether an attempt under key that has no outcome is
+// still running (true) or an orphan (false), as Begin tells them apart. It
+// only reads (a missing sidecar: nobody holds it). Attempts without a key
+// take no lock: for them it cannot tell, and reports false.
+func KeyHeld(path, key string) (bool, error) {
+	if key == "" {
+		return false, nil
+	}
+	side, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		side = path
+	}
+	f, err := os.OpenFile(side+".inflight", os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: 0, Start: keyOffset(key), Len: 1}
+	for {
+		err = unix.FcntlFlock(f.Fd(), getLockCmd, &lk)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return false, err
+	}
+	return lk.Type != unix.F_UNLCK, nil
 }

@@ -9,3 +9,7 @@ import "golang.org/x/sys/unix"
 // other processes, but two Ledgers of one process on one path do not
 // exclude each other (one Ledger per process and path is the contract).
 const setLockCmd = unix.F_SETLK
+
+// getLockCmd asks whether a key lock is held (KeyHeld): another process's
+// only, as with setLockCmd.
+const getLockCmd = unix.F_GETLK

@@ -31,7 +31,8 @@ func init() {
 			Description: "Merges several ledgers. Strict by default: the first line that is not valid UTF-8, a JSON\n" +
 				"object of a known phase with its typed fields is refused (ledger_corrupt, with its line,\n" +
 				"byte offset and sha256); --tolerate-corrupt reports such lines as data instead. An orphan is\n" +
-				"an intent without its outcome (a crash between them): reconcile it by its attempt id.\n\n" +
+				"an intent without its outcome (a crash between them, or a run still going: list shows RUNNING\n" +
+				"for one under an idempotency key whose writer holds its lock): reconcile it by its attempt id.\n\n" +
 				"Example:\n   cruxprov receipts scan\n   cruxprov receipts scan --ledger worker1.jsonl --ledger worker2.jsonl --tolerate-corrupt --json",
 			Flags:  []cli.Flag{ledgerFlag, stateFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
 			Action: func(c *cli.Context) error { return receiptsAction(c, true) },
@@ -101,7 +102,7 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STARTED\tATTEMPT\tPROVIDER\tENTRYPOINT\tSTATUS\tEXIT\tKEY")
 		for _, a := range res.Attempts {
-			st, code := "ORPHAN", "-"
+			st, code := orphanStatus(a), "-"
 			if a.Outcome != nil {
 				st, code = a.Outcome.Status, fmt.Sprint(a.Outcome.ExitCode)
 				if a.Outcome.Replayed {
@@ -256,7 +257,11 @@ func receiptsShow(c *cli.Context) error {
 		row("tool", "%s, protocol %d", in.Tool, in.ProtocolVersion)
 		out := a.Outcome
 		if out == nil {
-			row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going)")
+			if orphanStatus(a) == "RUNNING" {
+				row("status", "RUNNING: no outcome yet; its writer holds the lock of its idempotency key, so the run is still going")
+			} else {
+				row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going)")
+			}
 			tw.Flush()
 			return
 		}
@@ -303,4 +308,17 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// orphanStatus is what list and show call an attempt without an outcome:
+// RUNNING when it has an idempotency key whose lock its writer holds
+// (receipts.KeyHeld: it is running, as Begin would refuse a duplicate of
+// it), else ORPHAN. A running attempt was listed ORPHAN, which the scan's
+// help said to reconcile as a crash. One without a key takes no lock and
+// cannot be told apart: ORPHAN.
+func orphanStatus(a receipts.Attempt) string {
+	if held, err := receipts.KeyHeld(a.Path, a.Intent.IdempotencyKey); err == nil && held {
+		return "RUNNING"
+	}
+	return "ORPHAN"
 }

@@ -92,3 +92,54 @@ func TestReceiptsScanSummary(t *testing.T) {
 		t.Errorf("receipts scan --json: %+v", r)
 	}
 }
+
+// TestReceiptsRunningIsNotOrphan: an attempt under an idempotency key
+// whose writer holds the key's lock is running, and list and show say
+// RUNNING; once the writer is gone (the kernel drops the lock) it is an
+// orphan. A running attempt was listed ORPHAN, which the scan's help said
+// to reconcile as a crash, where Begin refused a duplicate of it as still
+// running.
+func TestReceiptsRunningIsNotOrphan(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	for _, id := range []string{"att_keyed", "att_unkeyed"} {
+		key := ""
+		if id == "att_keyed" {
+			key = "k1"
+		}
+		in := receipts.Intent{AttemptID: id, IdempotencyKey: key, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+		if _, err := l.Begin(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(id string) string {
+		t.Helper()
+		r := cruxprov(t, "receipts", "list", "--ledger", ledger)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(line); len(f) > 4 && f[1] == id {
+				return f[4]
+			}
+		}
+		t.Fatalf("no %s in %+v", id, r)
+		return ""
+	}
+	if got := status("att_keyed"); got != "RUNNING" {
+		t.Errorf("a keyed attempt whose writer runs: %s, want RUNNING", got)
+	}
+	if got := status("att_unkeyed"); got != "ORPHAN" {
+		t.Errorf("an unkeyed attempt: %s, want ORPHAN (no lock tells it apart)", got)
+	}
+	if r := cruxprov(t, "receipts", "show", "att_keyed", "--ledger", ledger); !strings.Contains(r.stdout, "RUNNING: no outcome yet") {
+		t.Errorf("show of a running attempt: %+v", r)
+	}
+	l.Close()
+	if got := status("att_keyed"); got != "ORPHAN" {
+		t.Errorf("a keyed attempt whose writer is gone: %s, want ORPHAN", got)
+	}
+}
