@@ -45,7 +45,7 @@ func init() {
 				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'",
 			Flags: []cli.Flag{ledgerFlag, stateFlag,
 				&cli.StringFlag{Name: "provider", Usage: "only the runs of provider `NAME`"},
-				&cli.StringFlag{Name: "status", Usage: "only the runs that ended `S`: ok, error, timeout, output_limit, refused, or orphan (no outcome)"},
+				&cli.StringFlag{Name: "status", Usage: "only the runs that ended `S`: ok, error, timeout, output_limit, refused, or orphan (no outcome), or running (no outcome yet, its key's lock held)"},
 				&cli.IntFlag{Name: "last", Usage: "only the last `N` runs (default: all)"},
 			},
 			Action: func(c *cli.Context) error { return receiptsAction(c, false) },
@@ -170,9 +170,9 @@ func listFilter(c *cli.Context) (func([]receipts.Attempt) []receipts.Attempt, er
 	}
 	provider, status, last := c.String("provider"), c.String("status"), c.Int("last")
 	switch status {
-	case "", receipts.StatusOK, receipts.StatusError, receipts.StatusTimeout, receipts.StatusOutputLimit, receipts.StatusRefused, "orphan":
+	case "", receipts.StatusOK, receipts.StatusError, receipts.StatusTimeout, receipts.StatusOutputLimit, receipts.StatusRefused, "orphan", "running":
 	default:
-		return nil, usagef("--status %q: one of ok, error, timeout, output_limit, refused, orphan", status)
+		return nil, usagef("--status %q: one of ok, error, timeout, output_limit, refused, orphan, running", status)
 	}
 	if c.IsSet("last") && last < 1 {
 		return nil, usagef("--last must be 1 or more")
@@ -183,6 +183,8 @@ func listFilter(c *cli.Context) (func([]receipts.Attempt) []receipts.Attempt, er
 			st := "orphan"
 			if a.Outcome != nil {
 				st = a.Outcome.Status
+			} else if status != "" && orphanStatus(a) == "RUNNING" {
+				st = "running"
 			}
 			if (provider == "" || a.Intent.Provider == provider) && (status == "" || st == status) {
 				out = append(out, a)

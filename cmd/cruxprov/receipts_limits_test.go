@@ -138,6 +138,13 @@ func TestReceiptsRunningIsNotOrphan(t *testing.T) {
 	if r := cruxprov(t, "receipts", "show", "att_keyed", "--ledger", ledger); !strings.Contains(r.stdout, "RUNNING: no outcome yet") {
 		t.Errorf("show of a running attempt: %+v", r)
 	}
+	// --status orphan leaves the running one out; --status running has it.
+	if r := cruxprov(t, "receipts", "list", "--ledger", ledger, "--status", "orphan"); strings.Contains(r.stdout, "att_keyed") || !strings.Contains(r.stdout, "att_unkeyed") {
+		t.Errorf("list --status orphan: %+v", r)
+	}
+	if r := cruxprov(t, "receipts", "list", "--ledger", ledger, "--status", "running"); !strings.Contains(r.stdout, "att_keyed") || strings.Contains(r.stdout, "att_unkeyed") {
+		t.Errorf("list --status running: %+v", r)
+	}
 	l.Close()
 	if got := status("att_keyed"); got != "ORPHAN" {
 		t.Errorf("a keyed attempt whose writer is gone: %s, want ORPHAN", got)
