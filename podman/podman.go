@@ -15,7 +15,7 @@
 // intent; then `podman --runtime runc run` by image id with --network
 // none, --read-only, --cap-drop ALL, --security-opt no-new-privileges,
 // --user 65534:65534, --memory 256m, --cpus 1, --pids-limit 128, --ulimit
-// nofile and nproc 1024, --unsetenv-all, the working directory a tmpfs at
+// nofile and nproc 1024 and core 0 (no core dump holds a secret), --unsetenv-all, the working directory a tmpfs at
 // /work private to the run, variables forwarded by name only (--env NAME,
 // the value in podman's own environment, never on its argv), and the
 // secret bundle through `cruxshim --secret-pipe-fd 3` with --preserve-fds
@@ -566,6 +566,10 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		"--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64),
 		"--pids-limit", strconv.FormatInt(l.Pids, 10),
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", l.NoFile, l.NoFile), "--ulimit", fmt.Sprintf("nproc=%d:%d", l.NProc, l.NProc),
+		// No core dumps, soft and hard: cruxshim and the harness hold
+		// the secret bundle in memory (the subprocess executor's init
+		// shell sets the same).
+		"--ulimit", "core=0:0",
 		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,size=%d,mode=0700,U", Workdir, l.WorkdirBytes),
 		"--workdir", Workdir, "--log-driver", "none")
 	if id := ownerID(); id != "" {

@@ -175,6 +175,7 @@ out = {
   "marker": os.path.exists(sys.argv[1]), "host_checkout": os.path.exists("/work/main/go.mod"),
   "pids_max": open("/sys/fs/cgroup/pids/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids/pids.max") else open("/sys/fs/cgroup/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids.max") else "",
   "mounts": [l.split()[1] + " " + l.split()[3] for l in open("/proc/self/mounts")],
+  "core_limit": [l.split()[-3:-1] for l in open("/proc/self/limits") if l.startswith("Max core file size")],
 }
 print(json.dumps({"status": "ok", "run_id": req["run_id"], "result": out, "egress": []}))
 `
@@ -201,6 +202,9 @@ print(json.dumps({"status": "ok", "run_id": req["run_id"], "result": out, "egres
 	}
 	if p["marker"] != false || p["host_checkout"] != false {
 		t.Errorf("the host's files are visible: marker %v, checkout %v", p["marker"], p["host_checkout"])
+	}
+	if fmtJSON(p["core_limit"]) != `[["0","0"]]` {
+		t.Errorf("core file size limit (soft, hard) %v, want 0 and 0: a core dump would hold the secret bundle", p["core_limit"])
 	}
 	if limits && p["pids_max"] != "128" {
 		t.Errorf("pids.max %v, want 128", p["pids_max"])

@@ -147,6 +147,13 @@ func runAction(c *cli.Context) error {
 		return usagef("--backend %s: want local or container", b)
 	}
 	name, ep := c.Args().Get(0), c.Args().Get(1)
+	// No core dump of this process, or of any it starts, holds a secret:
+	// the limit, soft and hard, is inherited by every backend's processes
+	// (the subprocess init shell sets it too; --sandbox bwrap, a machine
+	// without /bin/sh and the podman client had the executor's own,
+	// unlimited under many services). A failure leaves the limit as it
+	// was, as before: nothing to refuse a run for.
+	_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
 	// A limit that would be ignored (0, negative, under a millisecond)
 	// would run with the manifest's: refused rather than failing open.
 	if d := c.Duration("timeout"); c.IsSet("timeout") && d < time.Millisecond {
