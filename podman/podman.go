@@ -819,17 +819,30 @@ func (p *process) Wait() (int, bool, error) {
 	if ierr != nil {
 		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", p.tail.last())
 	}
-	f := strings.Fields(string(out))
-	if len(f) != 2 {
+	code, started, ok := parseState(out)
+	switch {
+	case !ok:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
-	}
-	if f[1] == "true" {
+	case !started:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", p.tail.last())
-	}
-	code, err := strconv.Atoi(f[0])
-	if err != nil {
-		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
 	}
 	_ = werr
 	return code, false, nil
+}
+
+// parseState reads podman inspect's "{{.State.ExitCode}}
+// {{.State.StartedAt.IsZero}}": the exit code, and whether the container
+// started ("false": its start time is not zero). Anything else is not
+// ok: an answer that is neither "true" nor "false" is not taken for a
+// start.
+func parseState(out []byte) (code int, started, ok bool) {
+	f := strings.Fields(string(out))
+	if len(f) != 2 || f[1] != "true" && f[1] != "false" {
+		return 0, false, false
+	}
+	if f[1] == "true" {
+		return 0, false, true
+	}
+	code, err := strconv.Atoi(f[0])
+	return code, err == nil, err == nil
 }

@@ -44,3 +44,30 @@ func TestManifestReadOneLine(t *testing.T) {
 		t.Fatalf("refusal %q: want one line naming the status, without the page", msg)
 	}
 }
+
+// TestParseState: only "false" (a start time that is not zero) says the
+// container started; anything else podman might answer is not a start.
+func TestParseState(t *testing.T) {
+	for _, c := range []struct {
+		out         string
+		code        int
+		started, ok bool
+	}{
+		{"0 false\n", 0, true, true},
+		{"137 false", 137, true, true},
+		{"0 true", 0, false, true},
+		{"0 <no value>", 0, false, false},
+		{"0 False", 0, false, false},
+		{"x false", 0, false, false},
+		{"0", 0, false, false},
+		{"", 0, false, false},
+		{"0 false extra", 0, false, false},
+	} {
+		t.Run(c.out, func(t *testing.T) {
+			code, started, ok := parseState([]byte(c.out))
+			if code != c.code || started != c.started || ok != c.ok {
+				t.Fatalf("parseState(%q) = %d %v %v, want %d %v %v", c.out, code, started, ok, c.code, c.started, c.ok)
+			}
+		})
+	}
+}
