@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/seal"
 )
@@ -78,7 +79,7 @@ func resolve(python string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	f, err := os.Open(real)
+	f, err := os.OpenFile(real, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO must not hang the probe
 	if err != nil {
 		return "", false
 	}
@@ -103,7 +104,7 @@ func (c ProbeCache) load(python string) (*cacheEntry, string, bool) {
 	if !ok {
 		return nil, "", false
 	}
-	b, err := os.ReadFile(c.path(real))
+	b, err := capped.ReadFile(c.path(real), 1<<20)
 	if err != nil {
 		return nil, real, false
 	}

@@ -88,7 +88,7 @@ type pycPack struct {
 // openPycPack opens the pack at path and reads its index; an error means
 // it is absent, unreadable or not a whole pack for key.
 func openPycPack(path string, key [32]byte) (*pycPack, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0) // a FIFO there must not hang the create
 	if err != nil {
 		return nil, err
 	}

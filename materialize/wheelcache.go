@@ -98,7 +98,7 @@ func slotOf(w *wheel.Wheel, path string) *cacheSlot {
 func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error {
 	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
 	s := slotOf(o.w, filepath.Join(dir, p.SHA256.Hex()))
-	f, err := os.Open(s.path)
+	f, err := os.OpenFile(s.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0) // a FIFO there must not hang the create
 	if err == nil {
 		var st unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {

@@ -455,7 +455,8 @@ func (s *Seal) checkTreeCounts(ix *StatIndex) error {
 // readPrivate reads the regular file at path (not following a final
 // symlink, at most 1 GiB) into a fresh buffer.
 func readPrivate(path string) ([]byte, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO at path is refused below, not waited on for ever.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -711,5 +712,38 @@ func TestVerifyAFile(t *testing.T) {
 	os.WriteFile(f, []byte("x"), 0o644)
 	if _, err := Verify(context.Background(), f, Options{}); !errors.Is(err, refusal.SealMissing) || !strings.Contains(err.Error(), "a file, not a directory, and no seal beside it") {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestFIFOSealOrIndexRefused: a FIFO put in place of an env's seal or stat
+// index is refused seal_invalid at once; before, Verify (env verify,
+// env list, every run) blocked on its open for ever.
+func TestFIFOSealOrIndexRefused(t *testing.T) {
+	for _, which := range []string{"seal", "index"} {
+		t.Run(which, func(t *testing.T) {
+			env := sealTree(t, manyEntries(1, 1))
+			p := SealPath(env.dir)
+			if which == "index" {
+				p = StatIndexPath(env.dir)
+			}
+			os.Chmod(p, 0o644)
+			os.Remove(p)
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := Verify(context.Background(), env.dir, Options{})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, refusal.SealInvalid) || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("Verify: %v, want seal_invalid (not a regular file)", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Verify still blocked after 10s")
+			}
+		})
 	}
 }

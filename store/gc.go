@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/capped"
 )
 
 // GCReport says what a collection removed (or, with DryRun, would remove)
@@ -127,9 +128,9 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 		if unrooted[filepath.Base(p)] {
 			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := capped.ReadFile(p, 1<<30) // a FIFO there must not hang gc
 		if err != nil {
-			return rep, fmt.Errorf("gc: read seal %s: %w", p, err)
+			return rep, fmt.Errorf("gc: read seal %s: %w; remove it (it was not a seal), or let this user read it, then run gc again", p, err)
 		}
 		if !json.Valid(b) {
 			return rep, fmt.Errorf("gc: seal %s is not valid JSON; fix or remove it, then run gc again", p)
@@ -387,7 +388,7 @@ func gone(paths ...string) bool {
 // and reports whether it ran: not when another process holds the lock. A
 // missing lock file is nobody's.
 func withEnvLock(path string, fn func() error) (bool, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO there must not hang gc
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, fn()
 	}

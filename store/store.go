@@ -981,7 +981,7 @@ func (s *Store) clean(ctx context.Context, dryRun bool) (removed []string, bytes
 // be taken, holding it while removing; a missing lock file means nobody
 // owns target.
 func removeIfUnlocked(lockPath, target string, dryRun bool) (bool, int64) {
-	f, err := os.Open(lockPath)
+	f, err := os.OpenFile(lockPath, os.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO there must not hang the cleaner
 	if errors.Is(err, fs.ErrNotExist) {
 		n := TreeBytes(target)
 		if dryRun {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -139,7 +140,13 @@ func (s *Store) Check(d digest.Digest) (bool, int64, error) {
 // a damaged blob is removed only when remove is set.
 func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 	path := s.Path(d)
-	f, err := os.Open(path)
+	// Not following a symlink, and not blocking on a FIFO put in the
+	// blob's place (os.Open waited for a writer for ever, and every env
+	// create, fetch and gc with it): either is not a blob, so damaged.
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, 0, s.damaged(d, path, "", 0, remove)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -148,7 +155,7 @@ func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 		f.Close()
 		return nil, 0, s.damaged(d, path, "", 0, remove)
 	}
-	if b, err := os.ReadFile(s.stampPath(d)); err == nil && string(b) == line {
+	if b, err := capped.ReadFile(s.stampPath(d), 4096); err == nil && string(b) == line {
 		return f, size, nil
 	}
 	vr, err := verifying.NewReader(f, verifying.Want{SHA256: d, Size: size})

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -216,4 +218,94 @@ func TestModes(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", p, fi.Mode(), err, want)
 		}
 	}
+}
+
+// TestSpecialFilesInStore: a FIFO or a symlink put where a blob, its stamp,
+// a seal or an env's lock file belongs is not waited on. Before, the open
+// of a FIFO blob, stamp or seal blocked for ever (env create, fetch and gc
+// hung, SIGTERM did not end them); a symlinked blob was followed and
+// trusted as a blob. Now a FIFO or symlink blob is damaged (removed; fetch
+// it), a FIFO stamp means a rehash, a FIFO seal stops gc with an error.
+func TestSpecialFilesInStore(t *testing.T) {
+	ctx := context.Background()
+	within := func(t *testing.T, what string, fn func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { fn(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still blocked after 10s", what)
+		}
+	}
+	mkfifo := func(t *testing.T, p string) {
+		t.Helper()
+		os.Remove(p)
+		if err := unix.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, kind := range []string{"fifo", "symlink"} {
+		t.Run("blob is a "+kind, func(t *testing.T) {
+			s := open(t)
+			d := put(t, s, "wheel bytes")
+			p := s.Path(d)
+			if kind == "fifo" {
+				mkfifo(t, p)
+			} else {
+				outside := filepath.Join(t.TempDir(), "outside")
+				os.WriteFile(outside, []byte("wheel bytes"), 0o444)
+				os.Remove(p)
+				if err := os.Symlink(outside, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			within(t, "OpenVerified", func() {
+				_, _, err := s.OpenVerified(d, "w.whl")
+				if !errors.Is(err, refusal.HashMismatch) || !strings.Contains(err.Error(), "not a regular file") {
+					t.Errorf("OpenVerified: %v, want hash_mismatch (not a regular file)", err)
+				}
+			})
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the %s is still there: %v", kind, err)
+			}
+			if err := s.Put(ctx, d, int64(len("wheel bytes")), strings.NewReader("wheel bytes")); err != nil {
+				t.Fatal(err)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+				t.Errorf("after Put: %v %v", fi, err)
+			}
+		})
+	}
+	t.Run("stamp is a fifo", func(t *testing.T) {
+		s := open(t)
+		d := put(t, s, "wheel bytes")
+		mkfifo(t, filepath.Join(s.Home(), StampsDir, d.Hex()))
+		within(t, "Check", func() {
+			if ok, _, err := s.Check(d); !ok || err != nil {
+				t.Errorf("Check: %v %v", ok, err)
+			}
+		})
+	})
+	t.Run("seal is a fifo", func(t *testing.T) {
+		s := open(t)
+		seal := filepath.Join(s.Home(), EnvsDir, strings.Repeat("a", 64)+".seal.json")
+		mkfifo(t, seal)
+		within(t, "GC", func() {
+			if _, err := s.GC(ctx, GCOptions{DryRun: true}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("GC: %v, want an error naming the seal", err)
+			}
+		})
+	})
+	t.Run("env lock is a fifo", func(t *testing.T) {
+		s := open(t)
+		hex := strings.Repeat("b", 64)
+		mkfifo(t, filepath.Join(s.Home(), EnvsDir, "."+hex+".lock"))
+		os.MkdirAll(filepath.Join(s.Home(), EnvsDir, hex), 0o755) // debris: a tree without its seal
+		within(t, "GC", func() {
+			if _, err := s.GC(ctx, GCOptions{}); err != nil {
+				t.Errorf("GC: %v", err)
+			}
+		})
+	})
 }
