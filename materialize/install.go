@@ -656,8 +656,12 @@ func scriptBase(name string) string {
 	return name
 }
 
-// fixShebang rewrites a first line starting with "#!python" to
-// "#!<env>/bin/python\n", as pip does.
+// fixShebang rewrites a first line starting with "#!python" to the
+// env's python's shebang: "#!<env>/bin/python\n", as pip does, where
+// that is a shebang the kernel runs; else (a home with a space, or a path
+// too long) distlib's /bin/sh trampoline, as for entry points. Before,
+// such a script got "#!/home/a b/…/bin/python" and failed at run time
+// ("No such file or directory", exit 127).
 func (ins *installer) fixShebang(b []byte) []byte {
 	if !bytes.HasPrefix(b, []byte("#!python")) {
 		return b
@@ -666,10 +670,9 @@ func (ins *installer) fixShebang(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		rest = b[i+1:]
 	}
-	out := make([]byte, 0, len(ins.python)+3+len(rest))
-	out = append(out, "#!"...)
-	out = append(out, ins.python...)
-	out = append(out, '\n')
+	sb := ins.shebang()
+	out := make([]byte, 0, len(sb)+len(rest))
+	out = append(out, sb...)
 	return append(out, rest...)
 }
 
