@@ -659,7 +659,8 @@ func scriptBase(name string) string {
 // fixShebang rewrites a first line starting with "#!python" to the
 // env's python's shebang: "#!<env>/bin/python\n", as pip does, where
 // that is a shebang the kernel runs; else (a home with a space, or a path
-// too long) distlib's /bin/sh trampoline, as for entry points. Before,
+// past the kernel's 256 bytes) distlib's /bin/sh trampoline, as for entry
+// points. Before,
 // such a script got "#!/home/a b/…/bin/python" and failed at run time
 // ("No such file or directory", exit 127).
 func (ins *installer) fixShebang(b []byte) []byte {
@@ -670,7 +671,12 @@ func (ins *installer) fixShebang(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		rest = b[i+1:]
 	}
-	sb := ins.shebang()
+	// pip's line wherever the kernel (Linux 5.1 and later: 256 bytes) can
+	// run it, so that the tree stays pip's; distlib's shebang is shorter.
+	sb := "#!" + ins.python + "\n"
+	if strings.Contains(ins.python, " ") || len(sb) > 256 {
+		sb = ins.shebang()
+	}
 	out := make([]byte, 0, len(sb)+len(rest))
 	out = append(out, sb...)
 	return append(out, rest...)

@@ -11,16 +11,18 @@ import (
 // TestRawScriptShebangRuns: a wheel's "#!python" script, rewritten for an
 // env whose path has a space (a --home with one), runs. Before, its first
 // line became "#!/…/a b/…/bin/python", which the kernel splits at the
-// space: the script failed with exit 127. Where the path has no space the
-// line is pip's, as before.
+// space: the script failed with exit 127 (so did one under a path past
+// the kernel's 256 bytes). Where the path has no space the line is pip's,
+// as before.
 func TestRawScriptShebangRuns(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
 	}
 	py, _ = filepath.EvalSymlinks(py)
-	for _, dir := range []string{"plain", "a b"} {
-		t.Run(dir, func(t *testing.T) {
+	long := strings.Repeat("l", 150) + "/" + strings.Repeat("m", 150) // past the kernel's 256 bytes
+	for _, dir := range []string{"plain", "a b", long} {
+		t.Run(dir[:min(len(dir), 8)], func(t *testing.T) {
 			env := filepath.Join(t.TempDir(), dir, "env")
 			if err := os.MkdirAll(filepath.Join(env, "bin"), 0o755); err != nil {
 				t.Fatal(err)
