@@ -668,9 +668,11 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	home := homeArg(args)
 	switch rem.Action {
 	case refusal.ActionReplaceEnv, refusal.ActionRebuildEnv:
-		if parent := filepath.Dir(rem.Target); home == "" && filepath.Base(parent) == store.EnvsDir {
-			// env verify PATH names no store; the env is in the one
-			// whose envs/ holds it, and --replace rebuilds it there only.
+		if parent := filepath.Dir(rem.Target); filepath.Base(parent) == store.EnvsDir {
+			// The env is in the store whose envs/ holds it, and --replace
+			// rebuilds it there only: env verify PATH names no store, or
+			// another one (env verify --home A B/envs/HEX advised
+			// --home A, which built the env in A and left B's broken).
 			home = " --home " + shellQuote(filepath.Dir(parent))
 		}
 	}

@@ -314,11 +314,15 @@ func TestRemedyKeepsHome(t *testing.T) {
 		{"-home DIR", []string{"cruxprov", "-home", "/s", "env", "verify", "E"}, " --home /s"},
 		{"none", []string{"cruxprov", "env", "verify", "E"}, ""},
 	} {
-		if tc.want == "" {
-			// env verify PATH names no store: the env's own, where its
-			// parent is an envs/ directory, is the one --replace needs.
-			if got, want := renderRemedy(&refusal.Remedy{Action: refusal.ActionReplaceEnv, Target: "/s/envs/abc"}, tc.args), "cruxprov env create --replace /s/envs/abc --home /s"; got != want {
-				t.Errorf("replace_env of an env in a store, no --home: %q, want %q", got, want)
+		// env verify PATH names no store, or another one: the env's own,
+		// where its parent is an envs/ directory, is the one --replace
+		// needs (with --home /s it named /s, where the env is not).
+		for rem, want := range map[refusal.Action]string{
+			refusal.ActionReplaceEnv: "cruxprov env create --replace /t/envs/abc --home /t",
+			refusal.ActionRebuildEnv: "cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON --index URL --home /t",
+		} {
+			if got := renderRemedy(&refusal.Remedy{Action: rem, Target: "/t/envs/abc"}, tc.args); got != want {
+				t.Errorf("%s: %s of an env in the store /t: %q, want %q", tc.name, rem, got, want)
 			}
 		}
 		t.Run(tc.name, func(t *testing.T) {
