@@ -229,6 +229,12 @@ func (s *Store) OpenVerified(d digest.Digest, name string) (*os.File, int64, err
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, 0, refusal.New(refusal.MaterializeFailed, "%s (%s) is not in the store %s; fetch it", name, d, s.home).WithRemedy(refusal.ActionFetch, "")
+	case errors.As(err, &de) && de.RemoveErr != nil:
+		// Fetching again cannot help while it is there (a directory in
+		// its place, another user's store): the store's failure, as
+		// Write's; before, hash_mismatch advised a rebuild that failed
+		// the same way.
+		return nil, 0, refusal.Wrap(refusal.MaterializeFailed, err, "the wheel %s: remove it as the store's owner, then fetch it again", name)
 	case errors.As(err, &de):
 		return nil, 0, refusal.Wrap(refusal.HashMismatch, err, "the wheel %s", name).WithRemedy(refusal.ActionFetch, "")
 	}

@@ -309,3 +309,23 @@ func TestSpecialFilesInStore(t *testing.T) {
 		})
 	})
 }
+
+// TestDamagedBlobNotRemovable: a blob that is damaged and cannot be
+// removed (here a non-empty directory in its place) is the store's
+// failure, materialize_failed saying to remove it, with no fetch remedy:
+// before, it was hash_mismatch advising env create --replace, which
+// failed the same way for as long as it was there.
+func TestDamagedBlobNotRemovable(t *testing.T) {
+	s := open(t)
+	d := put(t, s, "wheel bytes")
+	p := s.Path(d)
+	os.Chmod(p, 0o644)
+	os.Remove(p)
+	if err := os.MkdirAll(filepath.Join(p, "inner"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := s.OpenVerified(d, "w.whl")
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "remove it as the store's owner") || refusal.RemedyOf(err) != nil {
+		t.Fatalf("OpenVerified: %v (remedy %+v), want materialize_failed saying to remove it", err, refusal.RemedyOf(err))
+	}
+}
