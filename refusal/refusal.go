@@ -38,6 +38,10 @@ const (
 	// trusted to name its inputs, under the same digest, from the wheel
 	// (or lock), platform and interpreter that made it (Target: the env).
 	ActionRebuildEnv Action = "rebuild_env"
+	// ActionListEnvs lists the envs of the store that holds Target (a
+	// path that names no env: a mistyped digest, an env removed), or of
+	// the command's store.
+	ActionListEnvs Action = "list_envs"
 	// ActionFetch runs the command again online: the wheels it needs are
 	// fetched from the index (again, for a damaged blob that was removed).
 	ActionFetch Action = "fetch"

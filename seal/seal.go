@@ -306,7 +306,7 @@ func Load(dir string) (*Seal, error) {
 		// No directory either: a mistyped path, not an env whose seal was
 		// lost (rebuilding from its inputs would not make this path one).
 		if _, derr := os.Lstat(dir); errors.Is(derr, fs.ErrNotExist) {
-			return nil, refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir)
+			return nil, refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir).WithRemedy(refusal.ActionListEnvs, dir)
 		}
 		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir))).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}

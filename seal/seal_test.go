@@ -256,12 +256,13 @@ func TestMaterializationWireKeys(t *testing.T) {
 
 // TestLoadNoSuchEnv: Load of a path that is neither an env nor a seal (a
 // typo given to env sbom, say) says so, without the rebuild remedy an env
-// whose seal was lost gets; env verify already said so.
+// whose seal was lost gets, and advises listing the envs there are; env
+// verify already said so.
 func TestLoadNoSuchEnv(t *testing.T) {
 	dir := t.TempDir()
 	gone := filepath.Join(dir, "nonexistent")
 	_, err := Load(gone)
-	if refusal.CodeOf(err) != refusal.SealMissing || !strings.Contains(err.Error(), "no such directory and no seal") || refusal.RemedyOf(err) != nil {
+	if refusal.CodeOf(err) != refusal.SealMissing || !strings.Contains(err.Error(), "no such directory and no seal") || refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionListEnvs {
 		t.Errorf("a path that does not exist: %v (remedy %+v)", err, refusal.RemedyOf(err))
 	}
 	env := filepath.Join(dir, strings.Repeat("a", 64))

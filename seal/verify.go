@@ -298,7 +298,7 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		if err == nil {
 			return refusal.New(refusal.SealMissing, "%s is not a sealed env (a file, not a directory, and no seal beside it)", dir)
 		}
-		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir)
+		return refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir).WithRemedy(refusal.ActionListEnvs, dir)
 	}
 	s, err := Load(dir)
 	if err != nil {

@@ -667,7 +667,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	// environment they run in).
 	home := homeArg(args)
 	switch rem.Action {
-	case refusal.ActionReplaceEnv, refusal.ActionRebuildEnv:
+	case refusal.ActionReplaceEnv, refusal.ActionRebuildEnv, refusal.ActionListEnvs:
 		if parent := filepath.Dir(rem.Target); filepath.Base(parent) == store.EnvsDir {
 			// The env is in the store whose envs/ holds it, and --replace
 			// rebuilds it there only: env verify PATH names no store, or
@@ -699,6 +699,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov " + strings.Join(again, " ")
 	case refusal.ActionGC:
 		return "cruxprov gc" + home
+	case refusal.ActionListEnvs:
+		if parent := filepath.Dir(rem.Target); filepath.Base(parent) == store.EnvsDir {
+			if _, err := os.Stat(parent); err != nil {
+				return "" // no store there, no env to list
+			}
+		}
+		return "cruxprov env list" + home
 	case refusal.ActionNoBytecode:
 		return again(args, "--no-compile")
 	case refusal.ActionNoCache:

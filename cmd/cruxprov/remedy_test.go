@@ -79,6 +79,26 @@ func TestRemediesRun(t *testing.T) {
 			}
 		}
 	})
+	t.Run("list_envs", func(t *testing.T) {
+		// A mistyped env path: neither an env nor a seal. The advice
+		// lists the envs of the store it is in (whose --home the
+		// refused command did not give), where the right one is.
+		home, lock := envHome(t, 1, 2)
+		out := createJSON(t, createArgs(home, lock, "--no-compile")...)
+		typo := out.Path[:len(out.Path)-1] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", out.Path[len(out.Path)-1])+1)%16])
+		r := cruxprov(t, "env", "verify", typo)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov env list --home "+home) {
+			t.Fatalf("%+v", r)
+		}
+		if f := runFix(t, r, t.TempDir()); f.code != 0 || !strings.Contains(f.stdout, out.Digest.Hex()) {
+			t.Fatalf("%+v", f)
+		}
+		// No store there: no env to list, and no advice to.
+		gone := filepath.Join(t.TempDir(), "h", "envs", out.Digest.Hex())
+		if r := cruxprov(t, "env", "verify", gone); r.code != exitRefused || strings.Contains(r.stderr, "to fix:") {
+			t.Fatalf("%+v", r)
+		}
+	})
 	t.Run("platform_list", func(t *testing.T) {
 		r := cruxprov(t, "lock", "resolve", "--wheel", fx.Echo.Path, "--platform", "cp311-bogus")
 		if f := runFix(t, r, t.TempDir()); f.code != 0 || !strings.Contains(f.stdout, "cp311-manylinux") {
