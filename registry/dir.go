@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -147,23 +147,12 @@ func readOptional(p string) ([]byte, error) {
 	return b, nil
 }
 
-// readRegular is os.ReadFile of a regular file only, opened without
-// blocking: a FIFO at a registry file or a verifier floor hung verify and
-// run in open(2) until a writer came, SIGTERM included.
+// readRegular reads the regular file at p whole (capped.ReadFile: opened
+// without blocking, so a FIFO at a registry file or a verifier floor,
+// which hung verify, run and gc in open(2) past SIGTERM, is refused at
+// once). No registry file comes near the bound.
 func readRegular(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("not a regular file (%s)", st.Mode().Type())}
-	}
-	return io.ReadAll(f)
+	return capped.ReadFile(p, 1<<30)
 }
 
 // unreadable is the registry_corrupt refusal for what cannot be read.
