@@ -516,8 +516,8 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !validName(provider) {
-		return nil, refusal.New(refusal.PinUnapproved, "%q is not a provider name", provider)
+	if err := checkProviderName(provider); err != nil {
+		return nil, err
 	}
 	b, err := readOptional(d.path("pins", provider+".json"))
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/pep503"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // The apiVersion and kind of a change-set document, and the format
@@ -50,6 +52,21 @@ const TrustScope = "@trust"
 
 // ValidKeyName reports whether s may name a trusted key (validName).
 func ValidKeyName(s string) bool { return validName(s) }
+
+// checkProviderName refuses a provider name that is not one a pin can
+// have: pins are named by the PEP 503 normalized name, so "Acme_Echo" or
+// "acme..echo" is told the name to give (acme-echo), where the first was
+// "not a provider name" with no next step and the second "has no
+// accepted pin" though acme-echo had one.
+func checkProviderName(provider string) error {
+	if validName(provider) && pep503.Normalize(provider) == provider {
+		return nil
+	}
+	if n := pep503.Normalize(provider); n != provider && validName(n) {
+		return refusal.New(refusal.PinUnapproved, "%q is not a provider name: provider names are PEP 503 normalized; give %s", provider, n)
+	}
+	return refusal.New(refusal.PinUnapproved, "%q is not a provider name (1 to 128 of a-z, 0-9 and single '-', starting and ending with a letter or digit)", provider)
+}
 
 // validName reports whether s is a provider or key name: 1 to 128 of
 // [a-z0-9._-], starting and ending with a letter or digit. (A compiled

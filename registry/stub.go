@@ -95,6 +95,9 @@ func (r *Stub) Pins(ctx context.Context) (out []*Pin, err error) {
 
 // Pin implements Reader.
 func (r *Stub) Pin(ctx context.Context, provider string) (out *Pin, err error) {
+	if err := checkProviderName(provider); err != nil {
+		return nil, err
+	}
 	err = r.read(ctx, func(s *state) error {
 		p := s.pins[provider]
 		if p == nil {
