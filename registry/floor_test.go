@@ -278,3 +278,44 @@ func TestFloorWriteRemovesDeadWritersTemps(t *testing.T) {
 		t.Errorf("another file was removed: %v", err)
 	}
 }
+
+// TestFloorOfAnotherRegistry: a floor file that names another registry
+// than the one whose id it is kept under (copied from another registry's
+// floor, a state directory moved between hosts) is registry_corrupt
+// saying whose floor it is. Before, one whose length and head were this
+// registry's was taken as this registry's floor (and written back over),
+// and another registry's whole floor was reported as "the history forks".
+func TestFloorOfAnotherRegistry(t *testing.T) {
+	ctx := context.Background()
+	a, b := acceptedRegistry(t, t.TempDir()), acceptedRegistry(t, t.TempDir())
+	state := t.TempDir()
+	now := time.Now()
+	for _, d := range []*registry.Dir{a, b} {
+		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chainA, _ := a.Chain(ctx)
+	chainB, _ := b.Chain(ctx)
+	pa := filepath.Join(state, "floors", chainA[0].Hex()+".json")
+	pb := filepath.Join(state, "floors", chainB[0].Hex()+".json")
+	own, err := os.ReadFile(pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.ReadFile(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabeled := []byte(strings.Replace(string(own), chainA[0].String(), chainB[0].String(), 1))
+	for name, data := range map[string][]byte{"another's floor": other, "relabeled": relabeled} {
+		if err := os.WriteFile(pa, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := registry.VerifyPin(ctx, a, state, "acme-echo", now)
+		wantRefusal(t, err, refusal.RegistryCorrupt)
+		if !strings.Contains(err.Error(), "is the floor of registry "+chainB[0].String()) {
+			t.Errorf("%s: %v, want it to name the registry the floor is of", name, err)
+		}
+	}
+}

@@ -52,7 +52,18 @@ func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read the verifier floor %s", p)
 	}
-	return parseFloor(p, b)
+	f, err := parseFloor(p, b)
+	if err != nil {
+		return nil, err
+	}
+	if f.Registry != id {
+		// A floor copied from another registry's (a state directory
+		// moved between hosts, a file renamed) was told apart only by
+		// its head, as "the history forks", or not at all when its
+		// length and head were this registry's: say whose floor it is.
+		return nil, refusal.New(refusal.RegistryCorrupt, "the verifier floor %s is the floor of registry %s, not of this registry %s: move it aside if it was copied here, knowing that this verifier then forgets the revisions it saw", p, f.Registry, id)
+	}
+	return f, nil
 }
 
 // parseFloor reads the floor file p holds. A damaged one says which file
