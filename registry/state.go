@@ -327,6 +327,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkRecordedApprovals(cs); err != nil {
+		return nil, err
+	}
 	scope := cs.Scope()
 	if scope != TrustScope {
 		// What is current for the provider (the base an approval must
@@ -434,6 +437,49 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	res.ChangeSet = cloneCS(cs)
 	return res, nil
+}
+
+// checkRecordedApprovals refuses a change-set whose approvals are not
+// the ones the history recorded for it since its last proposal: each
+// approval in its status has a changeset-approved entry of its key
+// (detail "signature by <digest>"), and no key approves twice. An
+// approval added to the change-set file by hand (one replayed from
+// another change-set, whose signature does not verify, or a copy of a
+// real one under another name) did not count, but an approval that
+// accepted the change-set carried it into the pin or the trust state,
+// where `changeset show` and `provider show` listed it as an approval
+// given; and a withdrawn approval put back after a rejection would
+// count again. registry_corrupt, naming the file.
+func (s *state) checkRecordedApprovals(cs *ChangeSet) error {
+	id := cs.Metadata.ID
+	recorded := map[digest.Digest]bool{}
+	for _, r := range s.log {
+		if r.e.Digest != id {
+			continue
+		}
+		switch r.e.Event {
+		case EventChangeSetProposed:
+			clear(recorded) // a rejection withdrew the approvals before it
+		case EventChangeSetApproved:
+			if d, ok := strings.CutPrefix(r.e.Detail, "signature by "); ok {
+				d, _, _ = strings.Cut(d, " ")
+				if dg, err := digest.Parse(d); err == nil {
+					recorded[dg] = true
+				}
+			}
+		}
+	}
+	seen := map[digest.Digest]bool{}
+	for _, a := range cs.Status.Approvals {
+		if seen[a.Signer] {
+			return refusal.New(refusal.RegistryCorrupt, "changesets/%s.yaml holds two approvals by key %s: this registry did not write them; restore the file from a copy of the registry, or reject the change-set and propose it again", id.Hex(), a.Signer)
+		}
+		seen[a.Signer] = true
+		if !recorded[a.Signer] {
+			return refusal.New(refusal.RegistryCorrupt, "changesets/%s.yaml holds an approval by %s (%s) that the history never recorded for it: this registry did not write it; restore the file from a copy of the registry, or reject the change-set and propose it again", id.Hex(), a.Name, a.Signer)
+		}
+	}
+	return nil
 }
 
 // approvedBy is the result of approving again, with the key whose
