@@ -217,3 +217,40 @@ func VerifyHistory(ctx context.Context, reg Reader) error {
 	}
 	return checkIfaces(ifaces, log)
 }
+
+// checkTrust refuses to build on a trust document that is not the one
+// the history holds, as checkPin does for a pin: a mutation that reads
+// the trust state (a key trusted, a proposal, an approval) first checks
+// that trust.json is there when the history records a root of trust,
+// and that it holds as many governance steps as the history records
+// (one key-trusted, key-untrusted or policy-changed entry each, after
+// the root's). Before, a trust.json removed made the next `key trust` a
+// second root of trust, and one put back from before a step (a key
+// untrusted since trusted again) took proposals and approvals, whose
+// history entries then forked the registry for good; verify refused
+// the registry only afterwards. registry_corrupt, saying to restore
+// trust.json.
+func (s *state) checkTrust() error {
+	var root *Entry
+	steps, last := 0, int64(-1)
+	for i := range s.log {
+		e := &s.log[i].e
+		switch {
+		case e.Event == EventKeyTrusted && root == nil && strings.HasPrefix(e.Detail, "root of trust"):
+			root, last = e, e.Seq
+		case e.Event == EventKeyTrusted, e.Event == EventKeyUntrusted, e.Event == EventPolicyChanged:
+			steps, last = steps+1, e.Seq
+		}
+	}
+	switch {
+	case s.trust == nil && root == nil:
+		return nil
+	case s.trust == nil:
+		return refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d) and %d governance steps: the trust document was lost; no change is made without it: restore trust.json from a copy of the registry taken after entry %d", root.Subject, root.Seq, steps, last)
+	case root == nil:
+		return refusal.New(refusal.RegistryCorrupt, "trust.json names the root of trust %s, but the registry's history records none: restore the registry from a copy", s.trust.Root.Name)
+	case s.trust.Revision != int64(steps) || len(s.trust.History) != steps:
+		return refusal.New(refusal.RegistryCorrupt, "trust.json is at revision %d with %d governance steps; the registry's history records %d (the last at entry %d): a trust document from before (or after) the history was put back; no change is made on it: restore trust.json from a copy of the registry taken after entry %d", s.trust.Revision, len(s.trust.History), steps, last, last)
+	}
+	return nil
+}

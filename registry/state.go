@@ -114,6 +114,9 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkTrust(); err != nil {
+		return nil, err
+	}
 	if s.trust == nil {
 		if k.Role != RoleApprover {
 			return nil, refusal.New(refusal.ChangesetInvalid, "the first key trusted is the root of trust and must be an approver")
@@ -166,6 +169,9 @@ func (s *state) current(scope string) (digest.Digest, int64) {
 }
 
 func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) {
+	if err := s.checkTrust(); err != nil {
+		return nil, err
+	}
 	if c.Action == ActionUntrustKey && c.Key != nil && c.Key.Digest.IsZero() && s.trust != nil {
 		// Untrusting a key by name removes its key material: the spec
 		// names the digest, so the approvers sign which key goes, and
@@ -328,6 +334,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		return nil, err
 	}
 	if err := s.checkRecordedApprovals(cs); err != nil {
+		return nil, err
+	}
+	if err := s.checkTrust(); err != nil {
 		return nil, err
 	}
 	scope := cs.Scope()
