@@ -61,9 +61,29 @@ func (s *state) record(now time.Time, event, subject string, d digest.Digest, re
 	return nil
 }
 
+// validInterfaceID reports whether id is an interface id a provider's
+// manifest can name (manifest's entrypoints[].interface.id: letters,
+// digits, . _ - /, starting with a letter or digit). Registration took
+// any id without whitespace: a look-alike (Cyrillic "о" in acme.echо),
+// or one with terminal escapes that `interface list` and `registry log`
+// then printed, registered for good though no provider could use it.
+func validInterfaceID(id string) bool {
+	if id == "" || len(id) > 256 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-' && c != '/') {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Interface, error) {
-	if id == "" || len(id) > 256 || strings.ContainsAny(id, " \t\r\n\x00") {
-		return nil, refusal.New(refusal.InterfaceInvalid, "interface id %q is empty, too long or has whitespace", id)
+	if !validInterfaceID(id) {
+		return nil, refusal.New(refusal.InterfaceInvalid, "interface id %q is not one a manifest can name: 1 to 256 of letters, digits, '.', '_', '-', '/', starting with a letter or digit (acme.echo/v1)", id)
 	}
 	d, err := digest.InterfaceDigest(schema)
 	if err != nil {
