@@ -490,7 +490,7 @@ func (d *Dir) ChangeSet(ctx context.Context, id digest.Digest) (*ChangeSet, erro
 		return nil, err
 	}
 	if b == nil || id.IsZero() {
-		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id)
+		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
 	cs, err := ParseChangeSet(b)
 	if err != nil {

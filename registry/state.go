@@ -343,7 +343,7 @@ func approverDigests(t *Trust) map[digest.Digest]Key {
 func (s *state) changeset(id digest.Digest) (*ChangeSet, error) {
 	cs := s.changesets[id]
 	if cs == nil {
-		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id)
+		return nil, refusal.New(refusal.ChangesetInvalid, "no change-set %s", id).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
 	return cs, nil
 }

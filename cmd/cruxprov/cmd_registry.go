@@ -252,9 +252,9 @@ func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Dig
 	case 1:
 		return found[0], nil
 	case 0:
-		return digest.Digest{}, refusal.New(refusal.ChangesetInvalid, "no change-set %s", s)
+		return digest.Digest{}, refusal.New(refusal.ChangesetInvalid, "no change-set %s", s).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
-	return digest.Digest{}, usagef("change-set id %s is ambiguous (%d match)", s, len(found))
+	return digest.Digest{}, usagef("change-set id %s is ambiguous (%d match): give more digits (cruxprov changeset list shows the ids)", s, len(found))
 }
 
 // keyPassword reads the private key password from CRUXPROV_KEY_PASSWORD,
