@@ -542,8 +542,23 @@ func (d *Dir) Trust(ctx context.Context) (*Trust, error) {
 		return nil, err
 	}
 	b, err := readOptional(d.path("trust.json"))
-	if err != nil || b == nil {
+	if err != nil {
 		return nil, err
+	}
+	if b == nil {
+		// No trust.json is a registry that trusts no key yet only while
+		// its history records no root of trust: else it was lost, and
+		// `key list` listed no key and `policy show` a threshold of 1.
+		log, err := d.Log(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range log {
+			if e.Event == EventKeyTrusted && strings.HasPrefix(e.Detail, "root of trust") {
+				return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d): the trust document was lost: restore trust.json from a copy of the registry", e.Subject, e.Seq)
+			}
+		}
+		return nil, nil
 	}
 	return parseTrust(b)
 }

@@ -92,3 +92,28 @@ func TestTrustPutBackNotBuiltOn(t *testing.T) {
 		t.Fatalf("restored: %v", err)
 	}
 }
+
+// TestTrustLostReadRefused: a Dir whose trust.json was removed after the
+// history recorded its root of trust answers Trust with registry_corrupt.
+// Before, it answered nil, a registry that trusts no key: `key list`
+// listed none and `policy show` said threshold 1 (it was 2) with exit 0.
+func TestTrustLostReadRefused(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := d.Trust(ctx); err != nil || tr != nil {
+		t.Fatalf("a new registry: trust %v, %v; want none", tr, err)
+	}
+	a := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(d.Root(), "trust.json")); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := d.Trust(ctx); refusal.CodeOf(err) != refusal.RegistryCorrupt {
+		t.Errorf("trust.json lost: Trust = %v, %v; want registry_corrupt", tr, err)
+	}
+}
