@@ -2,8 +2,10 @@ package registry
 
 import (
 	"context"
+	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // Names is what the accepted pins and the open change-sets name, for the
@@ -39,6 +41,9 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := pinsAsHistory(ctx, r, pins); err != nil {
+		return nil, err
+	}
 	for _, p := range pins {
 		add(p.ProviderSpec())
 	}
@@ -55,4 +60,38 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 		}
 	}
 	return n, nil
+}
+
+// pinsAsHistory refuses to name what pins name when a provider's pin file
+// is not the pin the history accepted (or retired) last: a pin file lost,
+// or an older one put back. Before, `gc --envs` removed the env and the
+// wheels of the pin the history accepted (nothing named them), and
+// `registry repair` then wrote back a pin whose env was gone.
+func pinsAsHistory(ctx context.Context, r Reader, pins []*Pin) error {
+	log, err := r.Log(ctx)
+	if err != nil {
+		return err
+	}
+	last := map[string]Entry{}
+	for _, e := range log {
+		if e.Event == EventPinAccepted || e.Event == EventPinRetired {
+			last[e.Subject] = e
+		}
+	}
+	have := map[string]*Pin{}
+	for _, p := range pins {
+		have[p.Provider] = p
+	}
+	for name, e := range last {
+		p := have[name]
+		if p != nil && (p.Revision > e.Revision || p.Revision == e.Revision && p.SpecDigest == e.Digest && p.Retired == (e.Event == EventPinRetired)) {
+			continue // as the history's, or newer (its tail cut off: verify refuses it, and it names its own env)
+		}
+		what := "lost"
+		if p != nil {
+			what = "not that pin"
+		}
+		return refusal.New(refusal.RegistryCorrupt, "the registry's history %s provider %s's pin at revision %d (spec %s, entry %d), but pins/%s.json is %s: nothing can say what the registry names until it is repaired", strings.TrimPrefix(e.Event, "pin-"), name, e.Revision, e.Digest, e.Seq, name, what).WithRemedy(refusal.ActionRepairRegistry, "")
+	}
+	return nil
 }
