@@ -108,6 +108,13 @@ type Repaired struct {
 // then nothing is written.
 func (s *state) repair() (*Repaired, error) {
 	out := &Repaired{Pins: []string{}}
+	// What repair cannot write again is refused rather than reported as
+	// "nothing to repair" while verify refuses the registry: a trust
+	// document lost or put back (restore it), a pin file the history
+	// never accepted (newer than it: propose it again and approve it).
+	if err := s.checkTrust(); err != nil {
+		return nil, err
+	}
 	if checkIfaces(s.interfaces(), entries(s.log)) != nil {
 		s.ifaces = map[string]Interface{}
 		for _, r := range s.log {
@@ -136,6 +143,11 @@ func (s *state) repair() (*Repaired, error) {
 			// than the history, its change-set gone): nothing is written,
 			// and the refusal says what to do.
 			return nil, err
+		}
+		if p, last := s.pins[name], s.lastPinEvent(name); p != nil && (last == nil || p.Revision > last.Revision) {
+			return nil, refusal.New(refusal.RegistryCorrupt, "pins/%s.json (revision %d) is not a pin the registry's history accepted (its last entries cut off): repair does not build over it; propose provider %s again and approve it", name, p.Revision, name)
+		} else if p != nil && matchHistory(p, last) != nil {
+			return nil, matchHistory(p, last)
 		}
 	}
 	return out, nil
