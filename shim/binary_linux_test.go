@@ -501,6 +501,28 @@ func TestPipeRefusals(t *testing.T) {
 	t.Run("descriptor not open", func(t *testing.T) {
 		wantRefused(t, runShim(t, []string{"--secret-pipe-fd", "9", childBin}, nil), codeReadFailed)
 	})
+	t.Run("descriptor is a regular file", func(t *testing.T) {
+		// A file on disk is no pipe: its bytes would have reached CMD from
+		// a mount, which path mode refuses. Before, they were delivered.
+		p := filepath.Join(t.TempDir(), "bundle")
+		if err := os.WriteFile(p, []byte(`{"k":"v"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		wantRefused(t, runShim(t, []string{"--secret-pipe-fd", "3", childBin}, nil, f), codeReadFailed)
+	})
+	t.Run("descriptor is a character device", func(t *testing.T) {
+		f, err := os.Open("/dev/zero")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		wantRefused(t, runShim(t, []string{"--secret-pipe-fd", "3", childBin}, nil, f), codeReadFailed)
+	})
 	t.Run("descriptor is a directory", func(t *testing.T) {
 		d, err := os.Open(t.TempDir())
 		if err != nil {

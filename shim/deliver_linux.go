@@ -30,6 +30,18 @@ func deliver(o options, argv, env []string) error {
 		if err != nil || fl&unix.FD_CLOEXEC != 0 {
 			return refuse(codeReadFailed)
 		}
+		// And a pipe (or a socket): a regular file there (one on disk,
+		// say) would hand CMD a bundle that stays on a mount, which path
+		// mode refuses (secret_path_not_memory) and pipe mode must not let
+		// through; a character device (a terminal, /dev/zero) is no
+		// one-shot channel either.
+		var st unix.Stat_t
+		if err := unix.Fstat(named, &st); err != nil {
+			return refuse(codeReadFailed)
+		}
+		if t := st.Mode & unix.S_IFMT; t != unix.S_IFIFO && t != unix.S_IFSOCK {
+			return refuse(codeReadFailed)
+		}
 	}
 	mem, err := newMemfd()
 	if err != nil {
