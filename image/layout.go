@@ -158,7 +158,7 @@ func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, e
 		return nil
 	}
 	final := filepath.Join(w.blobs, d.Hex)
-	if f, err := os.Open(final); err == nil {
+	if f, err := openRegular(final); err == nil {
 		got, n, err := w.hash(f, io.Discard)
 		f.Close()
 		if err == nil && got == d.Hex && n == size {
@@ -272,7 +272,7 @@ func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descripto
 	}
 	file := filepath.Join(w.dir, "index.json")
 	ix := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
-	raw, err := os.ReadFile(file)
+	raw, err := readRegular(file)
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(raw, &ix); err != nil {

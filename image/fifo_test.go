@@ -1,0 +1,95 @@
+package image
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// withinSeconds fails the test when f does not return in time: before,
+// a FIFO in a layout blocked os.Open for ever.
+func withinSeconds(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting on a FIFO after 5 s", what)
+		return nil
+	}
+}
+
+// TestLayoutFIFO: a FIFO planted in a layout, in place of a blob or of
+// index.json, is refused or replaced, never opened for a writer that
+// never comes. Before, image verify (a layer or config blob), and a
+// build into the layout (a blob already there, index.json) hung.
+func TestLayoutFIFO(t *testing.T) {
+	t.Run("verify: a layer blob", func(t *testing.T) {
+		dir, img, _ := randomLayout(t)
+		d, _ := img.Digest()
+		layers, _ := img.Layers()
+		ld, _ := layers[0].Digest()
+		blob := filepath.Join(dir, "blobs", "sha256", ld.Hex)
+		os.Remove(blob)
+		if err := syscall.Mkfifo(blob, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		src := layoutSource(dir)
+		err := withinSeconds(t, "blob", func() error {
+			rc, err := src.blob(context.Background(), ld, 1)
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO blob of %s: %v", d, err)
+		}
+	})
+	t.Run("build: a blob already there", func(t *testing.T) {
+		dir, img, _ := randomLayout(t)
+		d, _ := img.Digest()
+		layers, _ := img.Layers()
+		ld, _ := layers[0].Digest()
+		blob := filepath.Join(dir, "blobs", "sha256", ld.Hex)
+		os.Remove(blob)
+		if err := syscall.Mkfifo(blob, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := withinSeconds(t, "writeLayout", func() error {
+			return writeLayout(context.Background(), dir, img, d, "one", nil)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fi, err := os.Lstat(blob); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("the FIFO blob was not replaced: %v %v", fi, err)
+		}
+		lp, _ := layout.FromPath(dir)
+		if _, err := lp.Image(d); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("build: index.json", func(t *testing.T) {
+		dir, img, _ := randomLayout(t)
+		d, _ := img.Digest()
+		ix := filepath.Join(dir, "index.json")
+		os.Remove(ix)
+		if err := syscall.Mkfifo(ix, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := withinSeconds(t, "writeLayout", func() error {
+			return writeLayout(context.Background(), dir, img, d, "one", nil)
+		})
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO index.json: %v", err)
+		}
+	})
+}
