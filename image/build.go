@@ -398,7 +398,7 @@ var shimMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.E
 // libraries). docs/images.md requires a static build for the
 // architecture, which docs/ci.md shows how to make.
 func checkShimMachine(shim, pid, arch string) error {
-	r, err := os.Open(shim)
+	r, err := openRegular(shim) // a FIFO named --shim is refused, not waited on
 	if err != nil {
 		return &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}

@@ -93,3 +93,18 @@ func TestLayoutFIFO(t *testing.T) {
 		}
 	})
 }
+
+// TestShimFIFO: --shim naming a FIFO is refused at once, before, the
+// build waited on it for a writer for ever.
+func TestShimFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cruxshim")
+	if err := syscall.Mkfifo(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := withinSeconds(t, "checkShimMachine", func() error {
+		return checkShimMachine(p, "cp311-manylinux_2_36_x86_64", "amd64")
+	})
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("a FIFO --shim: %v", err)
+	}
+}
