@@ -441,6 +441,9 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 		if err != nil {
 			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "%s", ref)
 		}
+		if err := layoutBlobsRegular(blobs, ref); err != nil {
+			return "", err
+		}
 		idx := map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
 			"manifests": []map[string]any{{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": ref.Digest.String(), "size": st.Size(),
 				"annotations": map[string]string{"org.opencontainers.image.ref.name": "run"}}}}
@@ -475,6 +478,35 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 		_, _ = e.podmanOut(ctx, "untag", id)
 	}
 	return id, nil
+}
+
+// layoutBlobsRegular refuses a layout whose config or layer blob for ref
+// is not a regular file: podman's pull opens each blob and waits on a FIFO
+// planted there for ever (the check before a run skips rehashing layers,
+// so nothing else looked at them).
+func layoutBlobsRegular(blobs string, ref image.Ref) error {
+	raw, err := capped.ReadFile(filepath.Join(blobs, ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
+	if err != nil {
+		return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s is not one platform's image manifest", ref)
+	}
+	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		p := filepath.Join(blobs, d.Digest.Algorithm, d.Digest.Hex)
+		if d.Digest.Algorithm != "sha256" || strings.ContainsAny(d.Digest.Hex, "/.") {
+			return refusal.New(refusal.ImageDigestMismatch, "%s names the blob %s", ref, d.Digest)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s: a blob of the layout is missing: build or copy the layout again", ref)
+		}
+		if !st.Mode().IsRegular() {
+			return refusal.New(refusal.ImageDigestMismatch, "%s: the layout's blob %s is not a regular file (%s): build or copy the layout again", ref, d.Digest, st.Mode().Type())
+		}
+	}
+	return nil
 }
 
 func (e *Executor) limits() Limits {
