@@ -28,6 +28,7 @@ import (
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
@@ -398,7 +399,7 @@ var shimMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.E
 // libraries). docs/images.md requires a static build for the
 // architecture, which docs/ci.md shows how to make.
 func checkShimMachine(shim, pid, arch string) error {
-	r, err := openRegular(shim) // a FIFO named --shim is refused, not waited on
+	r, err := capped.Open(shim) // a FIFO named --shim is refused, not waited on
 	if err != nil {
 		return &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}

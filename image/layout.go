@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/capped"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -158,7 +159,7 @@ func (w *layoutWriter) blob(d v1.Hash, size int64, open func() (io.ReadCloser, e
 		return nil
 	}
 	final := filepath.Join(w.blobs, d.Hex)
-	if f, err := openRegular(final); err == nil {
+	if f, err := capped.Open(final); err == nil {
 		got, n, err := w.hash(f, io.Discard)
 		f.Close()
 		if err == nil && got == d.Hex && n == size {
@@ -272,7 +273,7 @@ func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descripto
 	}
 	file := filepath.Join(w.dir, "index.json")
 	ix := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
-	raw, err := readRegular(file)
+	raw, err := capped.ReadFile(file, maxManifest)
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(raw, &ix); err != nil {

@@ -154,7 +154,7 @@ func (l layoutSource) blob(_ context.Context, h v1.Hash, size int64) (io.ReadClo
 	if h.Algorithm != "sha256" || !hexRE.MatchString(h.Hex) {
 		return nil, refusal.New(refusal.ImageDigestMismatch, "blob %s: not a sha256 digest", h)
 	}
-	f, err := openRegular(l.blobPath(h))
+	f, err := capped.Open(l.blobPath(h))
 	if err != nil {
 		return nil, l.noLayout(err)
 	}
