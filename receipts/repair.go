@@ -197,8 +197,7 @@ func (l *Ledger) recoverJournal() error {
 			"repair journal %s %s; it may hold the only copy of a torn fragment: move the ledger and the journal aside together",
 			jp, reason)
 	}
-	var pe *fs.PathError
-	if err != nil && !errors.As(err, &pe) {
+	if errors.Is(err, capped.ErrNotRegular) || errors.Is(err, capped.ErrTooLarge) {
 		// Not a regular file, or larger than any journal this package
 		// writes: not one of its journals.
 		return bad(fmt.Sprintf("is not a journal this writer reads (%v)", err))

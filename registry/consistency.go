@@ -248,7 +248,7 @@ func (s *state) checkTrust() error {
 	for i := range s.log {
 		e := &s.log[i].e
 		switch {
-		case e.Event == EventKeyTrusted && root == nil && strings.HasPrefix(e.Detail, "root of trust"):
+		case root == nil && e.isRoot():
 			root, last = e, e.Seq
 		case e.Event == EventKeyTrusted, e.Event == EventKeyUntrusted, e.Event == EventPolicyChanged:
 			steps, last = steps+1, e.Seq

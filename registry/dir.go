@@ -554,7 +554,7 @@ func (d *Dir) Trust(ctx context.Context) (*Trust, error) {
 			return nil, err
 		}
 		for _, e := range log {
-			if e.Event == EventKeyTrusted && strings.HasPrefix(e.Detail, "root of trust") {
+			if e.isRoot() {
 				return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d): the trust document was lost: restore trust.json from a copy of the registry", e.Subject, e.Seq)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -37,6 +38,15 @@ type Entry struct {
 	Detail   string        `json:"detail,omitempty"`
 	Prev     digest.Digest `json:"-"`
 	Hash     digest.Digest `json:"-"`
+}
+
+// rootDetail begins the detail of the key-trusted entry that made the
+// registry's root of trust (state.trustKey writes it).
+const rootDetail = "root of trust"
+
+// isRoot reports whether e is the entry that trusted the root of trust.
+func (e *Entry) isRoot() bool {
+	return e.Event == EventKeyTrusted && strings.HasPrefix(e.Detail, rootDetail)
 }
 
 // logRec is an entry with its stored bytes.

@@ -143,7 +143,7 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 		}
 		s.trust = &Trust{Format: TrustFormat, Root: k, Keys: []Key{k}, Policy: Policy{Threshold: 1}, History: []Step{}}
 		s.dirty.trust = true
-		return &TrustResult{Root: true, Key: k}, s.record(now, EventKeyTrusted, k.Name, k.Digest, 0, "root of trust ("+k.Role+")")
+		return &TrustResult{Root: true, Key: k}, s.record(now, EventKeyTrusted, k.Name, k.Digest, 0, rootDetail+" ("+k.Role+")")
 	}
 	// This very key trusted already under this name and role (the same
 	// key trust run again by an operator who cannot tell whether it went

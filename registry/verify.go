@@ -385,7 +385,7 @@ func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
 	}
 	var root *Entry
 	for i := range log {
-		if log[i].Event == EventKeyTrusted && strings.HasPrefix(log[i].Detail, "root of trust") {
+		if log[i].isRoot() {
 			root = &log[i]
 			break
 		}

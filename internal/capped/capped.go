@@ -7,11 +7,29 @@
 package capped
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"syscall"
 )
+
+// ErrNotRegular and ErrTooLarge are what ReadFile and Open refuse (a
+// caller tells them from a file it could not read with errors.Is).
+var (
+	ErrNotRegular = errors.New("not a regular file")
+	ErrTooLarge   = errors.New("larger than its bound")
+)
+
+// refused is a refusal of path, said in one sentence, that errors.Is
+// finds as its kind.
+type refused struct {
+	msg  string
+	kind error
+}
+
+func (e *refused) Error() string { return e.msg }
+func (e *refused) Unwrap() error { return e.kind }
 
 // ReadFile returns the bytes of the regular file at path (symbolic links
 // followed), refusing one larger than max bytes or that is not a regular
@@ -28,7 +46,7 @@ func ReadFile(path string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+		return nil, &refused{fmt.Sprintf("%s is larger than %d bytes", path, max), ErrTooLarge}
 	}
 	return b, nil
 }
@@ -50,7 +68,7 @@ func Open(path string) (*os.File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+		return nil, &refused{fmt.Sprintf("%s is not a regular file (%s)", path, st.Mode().Type()), ErrNotRegular}
 	}
 	return f, nil
 }
