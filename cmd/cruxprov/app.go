@@ -800,7 +800,7 @@ func interruptedMessage(path []string) string {
 		kept = "; the wheels fetched before it stay in the store, and the run again does not fetch them twice"
 	case "gc":
 		kept = "; what gc removed before it stays removed"
-	case "image build", "image push":
+	case "image build":
 		kept = "; blobs pushed before it stay in the registry, untagged"
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"

@@ -71,12 +71,7 @@ func parseConfig(p string, b []byte) (*config, error) {
 		if errors.As(err, &te) {
 			msg = strings.Join(te.Errors, "; ")
 		}
-		lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
-		for i := range lines {
-			lines[i] = strings.TrimSpace(lines[i])
-		}
-		msg = strings.Join(lines, " ")
-		msg = strings.ReplaceAll(msg, "not found in type main.config", "is not a key of config.yaml (its keys: "+strings.Join(keys, ", ")+"; docs/operator.md)")
+		msg = strings.ReplaceAll(oneLine(msg), "not found in type main.config", "is not a key of config.yaml (its keys: "+strings.Join(keys, ", ")+"; docs/operator.md)")
 		return nil, usagef("%s: %s", p, msg)
 	}
 	var extra yaml.Node
