@@ -57,7 +57,12 @@ func TestPullLayoutFIFOBlob(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = (&Executor{}).pull(ctx, ref)
+	e := &Executor{}
+	m, err := e.manifest(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.pull(ctx, ref, m)
 	if refusal.CodeOf(err) != refusal.ImageDigestMismatch {
 		t.Fatalf("pull of a layout with a FIFO blob: %v (after %v)", err, time.Since(start))
 	}

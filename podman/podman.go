@@ -15,8 +15,9 @@
 // intent; then `podman --runtime runc run` by image id with --network
 // none, --read-only, --cap-drop ALL, --security-opt no-new-privileges,
 // --user 65534:65534, --memory 256m, --cpus 1, --pids-limit 128, --ulimit
-// nofile and nproc 1024 and core 0 (no core dump holds a secret), --unsetenv-all, the working directory a tmpfs at
-// /work private to the run, variables forwarded by name only (--env NAME,
+// nofile and nproc 1024 and core 0 (no core dump holds a secret),
+// --unsetenv-all, the working directory a tmpfs at /work private to the
+// run, variables forwarded by name only (--env NAME,
 // the value in podman's own environment, never on its argv), and the
 // secret bundle through `cruxshim --secret-pipe-fd 3` with --preserve-fds
 // 1 (or --secret-path on a tmpfs mounted for the run alone: SecretPath).
@@ -254,11 +255,11 @@ func (b *backend) Check(ctx context.Context, c *invoke.Call) ([]string, error) {
 	if !c.MaterializationDigest.IsZero() && c.MaterializationDigest.String() != ref.Digest.String() {
 		return nil, refusal.New(refusal.ImageDigestMismatch, "the call runs %s, its materialization digest is %s", ref.Digest, c.MaterializationDigest)
 	}
-	cfg, err := b.e.configDigest(ctx, ref)
+	m, err := b.e.manifest(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	id, err := b.e.ensure(ctx, ref, cfg)
+	id, err := b.e.ensure(ctx, ref, m)
 	if err != nil {
 		return nil, err
 	}
@@ -351,10 +352,10 @@ func readCgroups(out string) (unapplied, error) {
 		"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md), or choose to run without those limits", strings.Join(missing, ", "))}, nil
 }
 
-// configDigest reads the manifest ref names, checks it hashes to its
-// digest, and returns its config digest. An index is refused: a
-// materialization names one platform's manifest.
-func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, error) {
+// manifest reads the manifest ref names, checks it hashes to its digest,
+// and returns it parsed (its config digest is podman's id of the image).
+// An index is refused: a materialization names one platform's manifest.
+func (e *Executor) manifest(ctx context.Context, ref image.Ref) (*v1.Manifest, error) {
 	var raw []byte
 	var err error
 	if ref.Repo == nil {
@@ -373,29 +374,31 @@ func (e *Executor) configDigest(ctx context.Context, ref image.Ref) (v1.Hash, er
 		}
 	}
 	if err != nil {
-		return v1.Hash{}, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot read the manifest of %s", ref)
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot read the manifest of %s", ref)
 	}
 	sum := sha256.Sum256(raw)
 	if ref.Digest.Algorithm != "sha256" || hex.EncodeToString(sum[:]) != ref.Digest.Hex {
-		return v1.Hash{}, refusal.New(refusal.ImageDigestMismatch, "the manifest read for %s hashes to sha256:%x", ref, sum)
+		return nil, refusal.New(refusal.ImageDigestMismatch, "the manifest read for %s hashes to sha256:%x", ref, sum)
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil || m.Config.Digest.Algorithm != "sha256" || m.MediaType.IsIndex() {
-		return v1.Hash{}, refusal.New(refusal.ImageDigestMismatch, "%s is not one platform's image manifest", ref)
+		return nil, refusal.New(refusal.ImageDigestMismatch, "%s is not one platform's image manifest", ref)
 	}
-	return m.Config.Digest, nil
+	return m, nil
 }
 
-// ensure returns podman's id of the image whose config digest is cfg,
-// pulling ref by digest when podman does not hold it, and refuses an
-// image podman stores under another config digest.
-func (e *Executor) ensure(ctx context.Context, ref image.Ref, cfg v1.Hash) (string, error) {
+// ensure returns podman's id of the image whose verified manifest is m
+// (the id is its config digest), pulling ref by digest when podman does
+// not hold it, and refuses an image podman stores under another config
+// digest.
+func (e *Executor) ensure(ctx context.Context, ref image.Ref, m *v1.Manifest) (string, error) {
+	cfg := m.Config.Digest
 	if id, err := e.inspectID(ctx, cfg.Hex); err == nil && id == cfg.Hex {
 		return id, nil
 	} else if refusal.CodeOf(err) == refusal.ContainerUnavailable {
 		return "", err
 	}
-	id, err := e.pull(ctx, ref)
+	id, err := e.pull(ctx, ref, m)
 	if err != nil {
 		return "", err
 	}
@@ -424,8 +427,8 @@ func (e *Executor) inspectID(ctx context.Context, id string) (string, error) {
 // pull brings ref into podman's storage by digest and returns the id it
 // stored it under. A layout is pulled through a private one-entry layout
 // naming exactly that manifest (podman's oci transport takes a tag, not
-// a digest), whose blobs are the original's.
-func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
+// a digest), whose blobs are the original's; m is ref's verified manifest.
+func (e *Executor) pull(ctx context.Context, ref image.Ref, m *v1.Manifest) (string, error) {
 	var src string
 	if ref.Repo == nil {
 		dir, err := os.MkdirTemp("", "cruxprov-pull-")
@@ -441,7 +444,7 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 		if err != nil {
 			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "%s", ref)
 		}
-		if err := layoutBlobsRegular(blobs, ref); err != nil {
+		if err := layoutBlobsRegular(blobs, ref, m); err != nil {
 			return "", err
 		}
 		idx := map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
@@ -480,19 +483,11 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref) (string, error) {
 	return id, nil
 }
 
-// layoutBlobsRegular refuses a layout whose config or layer blob for ref
-// is not a regular file: podman's pull opens each blob and waits on a FIFO
-// planted there for ever (the check before a run skips rehashing layers,
-// so nothing else looked at them).
-func layoutBlobsRegular(blobs string, ref image.Ref) error {
-	raw, err := capped.ReadFile(filepath.Join(blobs, ref.Digest.Algorithm, ref.Digest.Hex), 4<<20)
-	if err != nil {
-		return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", ref)
-	}
-	m, err := v1.ParseManifest(bytes.NewReader(raw))
-	if err != nil {
-		return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s is not one platform's image manifest", ref)
-	}
+// layoutBlobsRegular refuses a layout whose config or layer blob named
+// by ref's verified manifest m is not a regular file: podman's pull opens
+// each blob and waits on a FIFO planted there for ever (the check before a
+// run skips rehashing layers, so nothing else looked at them).
+func layoutBlobsRegular(blobs string, ref image.Ref, m *v1.Manifest) error {
 	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 		p := filepath.Join(blobs, d.Digest.Algorithm, d.Digest.Hex)
 		if d.Digest.Algorithm != "sha256" || strings.ContainsAny(d.Digest.Hex, "/.") {

@@ -36,7 +36,7 @@ func TestManifestReadOneLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &Executor{Remote: []remote.Option{remote.WithRetryBackoff(remote.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 2})}}
-	_, err = e.configDigest(context.Background(), ref)
+	_, err = e.manifest(context.Background(), ref)
 	if refusal.CodeOf(err) != refusal.ContainerUnavailable {
 		t.Fatalf("got %v, want container_unavailable", err)
 	}
