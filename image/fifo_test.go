@@ -7,25 +7,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-)
 
-// withinSeconds fails the test when f does not return in time: before,
-// a FIFO in a layout blocked os.Open for ever.
-func withinSeconds(t *testing.T, what string, f func() error) error {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- f() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s: still waiting on a FIFO after 5 s", what)
-		return nil
-	}
-}
+	"github.com/cruxible/cruxprov/internal/testdir"
+)
 
 // TestLayoutFIFO: a FIFO planted in a layout, in place of a blob or of
 // index.json, is refused or replaced, never opened for a writer that
@@ -43,7 +29,7 @@ func TestLayoutFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := layoutSource(dir)
-		err := withinSeconds(t, "blob", func() error {
+		err := testdir.Returns(t, "blob", func() error {
 			rc, err := src.blob(context.Background(), ld, 1)
 			if err == nil {
 				rc.Close()
@@ -64,7 +50,7 @@ func TestLayoutFIFO(t *testing.T) {
 		if err := syscall.Mkfifo(blob, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := withinSeconds(t, "writeLayout", func() error {
+		if err := testdir.Returns(t, "writeLayout", func() error {
 			return writeLayout(context.Background(), dir, img, d, "one", nil)
 		}); err != nil {
 			t.Fatal(err)
@@ -85,7 +71,7 @@ func TestLayoutFIFO(t *testing.T) {
 		if err := syscall.Mkfifo(ix, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		err := withinSeconds(t, "writeLayout", func() error {
+		err := testdir.Returns(t, "writeLayout", func() error {
 			return writeLayout(context.Background(), dir, img, d, "one", nil)
 		})
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
@@ -101,7 +87,7 @@ func TestShimFIFO(t *testing.T) {
 	if err := syscall.Mkfifo(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := withinSeconds(t, "checkShimMachine", func() error {
+	err := testdir.Returns(t, "checkShimMachine", func() error {
 		return checkShimMachine(p, "cp311-manylinux_2_36_x86_64", "amd64")
 	})
 	if err == nil || !strings.Contains(err.Error(), "not a regular file") {

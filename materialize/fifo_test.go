@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/wheel"
@@ -23,13 +23,7 @@ import (
 func TestFIFOInCachesNotWaitedOn(t *testing.T) {
 	within := func(t *testing.T, what string, fn func()) {
 		t.Helper()
-		done := make(chan struct{})
-		go func() { fn(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: still blocked after 10s", what)
-		}
+		testdir.Returns(t, what, func() error { fn(); return nil })
 	}
 	fifo := func(t *testing.T, p string) string {
 		t.Helper()

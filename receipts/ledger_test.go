@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -658,23 +659,11 @@ func TestShortWriteLeavesNoRow(t *testing.T) {
 // did not end them: the blocked read never returned.
 func TestFIFOsDoNotHang(t *testing.T) {
 	dir := t.TempDir()
-	within := func(what string, fn func() error) error {
-		t.Helper()
-		done := make(chan error, 1)
-		go func() { done <- fn() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(5 * time.Second):
-			t.Fatalf("%s: still blocked after 5s", what)
-			return nil
-		}
-	}
 	fifo := filepath.Join(dir, "fifo.jsonl")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := within("Scan of a FIFO", func() error {
+	if err := testdir.Returns(t, "Scan of a FIFO", func() error {
 		_, err := Scan(context.Background(), []string{fifo}, ScanOptions{})
 		return err
 	}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
@@ -691,7 +680,7 @@ func TestFIFOsDoNotHang(t *testing.T) {
 	if err := syscall.Mkfifo(path+".repair", 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = within("Open with a FIFO at the repair journal", func() error {
+	err = testdir.Returns(t, "Open with a FIFO at the repair journal", func() error {
 		l, err := Open(context.Background(), path, Options{})
 		if err == nil {
 			l.Close()
@@ -713,7 +702,7 @@ func TestFIFOsDoNotHang(t *testing.T) {
 	if err := syscall.Mkfifo(path+".lock", 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = within("Open with a FIFO at the repair lock", func() error {
+	err = testdir.Returns(t, "Open with a FIFO at the repair lock", func() error {
 		l, err := Open(context.Background(), path, Options{})
 		if err == nil {
 			_, err = l.Begin(context.Background(), testIntent("", "", "second"))

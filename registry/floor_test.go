@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -150,17 +151,11 @@ func TestFloorFailuresAreRefusals(t *testing.T) {
 		if err := unix.Mkfifo(floors[0], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() {
+		err := testdir.Returns(t, "VerifyPin with a FIFO at the floor", func() error {
 			_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			wantRefusal(t, err, refusal.LedgerWriteFailed)
-		case <-time.After(5 * time.Second):
-			t.Fatal("VerifyPin with a FIFO at the floor: still blocked after 5s")
-		}
+			return err
+		})
+		wantRefusal(t, err, refusal.LedgerWriteFailed)
 	})
 	t.Run("pin file unreadable", func(t *testing.T) {
 		d := acceptedRegistry(t, t.TempDir())

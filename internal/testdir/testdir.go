@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // New returns t.TempDir(), registering a cleanup that runs before
@@ -53,4 +54,21 @@ func Tmpfs(t testing.TB, size string) string {
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	return dir
+}
+
+// Returns runs fn and returns its error, failing t when fn has not
+// returned within 10 seconds: a call that blocks for ever (an open(2) of a
+// FIFO nobody writes, which no signal ends) fails its test by name, not
+// the whole suite at its timeout.
+func Returns(t testing.TB, what string, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: still blocked after 10s", what)
+		return nil
+	}
 }
