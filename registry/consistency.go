@@ -52,7 +52,7 @@ func (s *state) checkPin(provider string) error {
 		// by verify, whose advice is to propose and approve it again.)
 		return nil
 	case p == nil:
-		err = refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
+		err = lostPin(provider, last)
 	default:
 		err = matchHistory(p, last)
 	}
@@ -64,6 +64,17 @@ func (s *state) checkPin(provider string) error {
 		return refusal.New(r.Code, "%s; no change is made on it. The change-set the history accepted (%s) is in changesets/: repairing the registry writes that pin file again from it", r.Detail, last.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
 	}
 	return refusal.New(r.Code, "%s; no change is made on it, and the change-set the history accepted (%s) is not in changesets/ to restore it from: restore pins/%s.json and changesets/ from a copy of the registry taken after entry %d", r.Detail, last.Digest, provider, last.Seq)
+}
+
+// lostPin is the refusal of a provider with no pin file whose history
+// accepted (or retired) a pin of it last at entry last: registry damage,
+// not a pin never approved. Verify said pin_unapproved ("a proposal takes
+// effect once approved") for it while every mutation and gc refused it
+// registry_corrupt; now each says registry_corrupt, advising `registry
+// repair` (which writes the pin file again from the change-set the
+// history accepted, or says what to restore when that is gone).
+func lostPin(provider string, last *Entry) *refusal.Error {
+	return refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq).WithRemedy(refusal.ActionRepairRegistry, "")
 }
 
 // restorablePin is the pin the history's last pin entry for provider

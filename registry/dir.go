@@ -511,7 +511,9 @@ func (d *Dir) Pins(ctx context.Context) ([]*Pin, error) {
 	return s.pinList(), nil
 }
 
-// Pin implements Reader: one JSON file read, no YAML.
+// Pin implements Reader: one JSON file read, no YAML (and, when there
+// is no pin file, the history, to tell a pin never accepted from a lost
+// one).
 func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -524,6 +526,13 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 		return nil, err
 	}
 	if b == nil {
+		// No pin file is no accepted pin only while the history accepted
+		// none: else it was lost (registry_corrupt, as for trust.json).
+		if _, last, err := d.PinHistory(ctx, provider); err != nil {
+			return nil, err
+		} else if last != nil {
+			return nil, lostPin(provider, last)
+		}
 		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
 	p, err := ParsePin(b)

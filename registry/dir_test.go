@@ -239,7 +239,14 @@ func TestTamperRefusals(t *testing.T) {
 		{"an unknown pin format major", func(t *testing.T, f *fixture) {
 			editPin(t, f, func(m map[string]any) { m["format"] = "cruxible.pin/v2" })
 		}, refusal.RegistryCorrupt, false},
-		{"the pin deleted", func(t *testing.T, f *fixture) { os.Remove(f.pinPath()) }, refusal.PinUnapproved, false},
+		// A pin file lost while the history accepted it is damage, as
+		// mutations and gc say, not a pin never approved.
+		{"the pin deleted", func(t *testing.T, f *fixture) { os.Remove(f.pinPath()) }, refusal.RegistryCorrupt, false},
+		{"the pin deleted, to a verifier without a floor", func(t *testing.T, f *fixture) { os.Remove(f.pinPath()) }, refusal.RegistryCorrupt, true},
+		{"a retired provider's pin deleted", func(t *testing.T, f *fixture) {
+			retire(t, f)
+			os.Remove(f.pinPath())
+		}, refusal.RegistryCorrupt, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -158,7 +158,9 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 //   - the history chain (registry_corrupt), and against the verifier's
 //     floor in stateDir (when stateDir is not ""): a history shorter
 //     than the floor or forking from it is registry_corrupt;
-//   - the provider has an accepted, not retired pin (pin_unapproved);
+//   - the provider has an accepted, not retired pin (pin_unapproved;
+//     registry_corrupt when the history accepted one and its pin file
+//     is gone);
 //   - its revision is not below the floor's (pin_rollback);
 //   - its spec hashes to its spec digest and its revision is the spec's
 //     (signature_invalid: the signatures cover both);
@@ -225,6 +227,11 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	p, err := reg.Pin(ctx, provider)
+	if refusal.CodeOf(err) == refusal.PinUnapproved && last != nil {
+		// No pin, but the history accepted one: lost, whatever the
+		// Reader says.
+		return nil, lostPin(provider, last)
+	}
 	if err != nil {
 		return nil, err
 	}

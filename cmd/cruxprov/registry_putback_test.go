@@ -63,6 +63,21 @@ func TestRegistryPinPutBack(t *testing.T) {
 	if r := as("registry", "repair"); r.code != 0 || !strings.Contains(r.stdout, "nothing to repair") {
 		t.Fatalf("registry repair again: %+v", r)
 	}
+	// The pin file lost: verify (what an executor runs) refuses it as
+	// damage with the same advice as a mutation, not as pin_unapproved
+	// ("a proposal takes effect once approved"), and provider show too.
+	if err := os.Remove(pinPath); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range [][]string{{"verify", "acme-echo"}, {"provider", "show", "acme-echo"}, {"provider", "retire", "acme-echo"}} {
+		if r := as(a...); r.code != exitRefused || !strings.Contains(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, "the pin file was lost") ||
+			!strings.Contains(r.stderr, "to fix: cruxprov registry repair --home ") {
+			t.Errorf("%v on a lost pin file: %+v", a, r)
+		}
+	}
+	if r := as("registry", "repair"); r.code != 0 || !strings.Contains(r.stdout, "pin of acme-echo written again") {
+		t.Fatalf("registry repair of the lost pin: %+v", r)
+	}
 	r = as("provider", "retire", "acme-echo", "--json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"revision": 3`) {
 		t.Fatalf("retire after the repair: %+v", r)
