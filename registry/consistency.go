@@ -45,6 +45,12 @@ func (s *state) checkPin(provider string) error {
 	p := s.pins[provider]
 	var err error
 	switch {
+	case p != nil && last != nil && p.Revision == last.Revision && matchHistory(p, last) == nil:
+		// The pin the history accepted: with the approvals and the
+		// time it recorded (not covered by the signatures), or edited.
+		if err = s.matchRecorded(p, last); err == nil {
+			return nil
+		}
 	case last == nil, p != nil && p.Revision >= last.Revision:
 		// Not behind the history: a change on it continues above every
 		// revision the history accepted. (A pin file the history did not
@@ -86,19 +92,29 @@ func (s *state) restorablePin(provider string) (*Pin, bool) {
 	if last == nil {
 		return nil, false
 	}
-	if p := s.pins[provider]; p != nil && p.Revision >= last.Revision {
-		return nil, false // the same, or not a pin put back: nothing to restore from the history
+	if p := s.pins[provider]; p != nil && p.Revision >= last.Revision &&
+		(p.Revision > last.Revision || matchHistory(p, last) != nil || s.matchRecorded(p, last) == nil) {
+		return nil, false // the same, or not a pin put back or edited: nothing to restore from the history
 	}
 	cs := s.changesets[last.Digest]
 	if cs == nil || cs.Status.State != StateApproved || cs.Scope() != provider || cs.Spec.Revision != last.Revision ||
 		(cs.Spec.Changes[0].Action == ActionRetire) != (last.Event == EventPinRetired) {
 		return nil, false
 	}
-	return &Pin{
+	p := &Pin{
 		Format: PinFormat, Provider: provider, Revision: cs.Spec.Revision,
 		SpecDigest: cs.Metadata.ID, Spec: cs.Spec, Approvals: cs.Status.Approvals,
 		AcceptedAt: last.At.UTC().Truncate(time.Second), Retired: last.Event == EventPinRetired,
-	}, true
+	}
+	if s.matchRecorded(p, last) != nil {
+		return nil, false // its change-set's approvals are not the recorded ones either
+	}
+	return p, true
+}
+
+// matchRecorded is matchRecorded against the state's history.
+func (s *state) matchRecorded(p *Pin, last *Entry) error {
+	return matchRecorded(p, last, approvedSince(entries(s.log), last.Digest))
 }
 
 // Repaired says what Repair wrote again.

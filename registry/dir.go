@@ -528,10 +528,10 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if b == nil {
 		// No pin file is no accepted pin only while the history accepted
 		// none: else it was lost (registry_corrupt, as for trust.json).
-		if _, last, err := d.PinHistory(ctx, provider); err != nil {
+		if rec, err := d.PinHistory(ctx, provider); err != nil {
 			return nil, err
-		} else if last != nil {
-			return nil, lostPin(provider, last)
+		} else if rec.Last != nil {
+			return nil, lostPin(provider, rec.Last)
 		}
 		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
@@ -602,21 +602,21 @@ func (d *Dir) Chain(ctx context.Context) ([]digest.Digest, error) {
 }
 
 // PinHistory implements Reader: the log is read once, its chain checked,
-// and only the lines that can be the provider's pin events are decoded.
-func (d *Dir) PinHistory(ctx context.Context, provider string) ([]digest.Digest, *Entry, error) {
+// and only the lines that can be the provider's pin events, or name the
+// last one's change-set, are decoded.
+func (d *Dir) PinHistory(ctx context.Context, provider string) (*PinRecord, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	b, err := readOptional(d.path("log.jsonl"))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	hashes, raws, err := chainLines(b)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	last, err := lastPinEntry(hashes, raws, provider)
-	return hashes, last, err
+	return pinRecord(hashes, raws, provider)
 }
 
 // RegisterInterface implements Writer.

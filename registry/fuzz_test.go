@@ -93,6 +93,24 @@ func FuzzLogLines(f *testing.F) {
 		if (got == nil) != (want == nil) || (got != nil && (got.Seq != want.Seq || got.Hash != want.Hash || got.Prev != want.Prev)) {
 			t.Fatalf("lastPinEntry %+v, decoding every entry %+v", got, want)
 		}
+		// The approvals PinHistory reads, decoding only the lines that
+		// name the pin's change-set, are the ones decoding every entry
+		// finds.
+		rec, err := pinRecord(hashes, raws, "acme")
+		if err != nil {
+			t.Fatalf("pinRecord on a decoded log: %v", err)
+		}
+		if want != nil {
+			all := approvedSince(entries(recs), want.Digest)
+			if len(all) != len(rec.Approved) {
+				t.Fatalf("pinRecord's approvals %+v, decoding every entry %+v", rec.Approved, all)
+			}
+			for i := range all {
+				if all[i].Seq != rec.Approved[i].Seq {
+					t.Fatalf("pinRecord's approvals %+v, decoding every entry %+v", rec.Approved, all)
+				}
+			}
+		}
 	})
 }
 

@@ -247,6 +247,52 @@ func lastPinEntry(hashes []digest.Digest, raws [][]byte, provider string) (*Entr
 	return &e, nil
 }
 
+// pinRecord is PinHistory's answer from a checked chain (chainLines'
+// hashes and entry bytes): the provider's last pin entry and, when there
+// is one, the changeset-approved entries of its change-set since its
+// last proposal. Only the lines that hold that change-set's digest are
+// decoded (an entry spelled otherwise is not found, and the pin's
+// approvals then do not match: refused, never passed).
+func pinRecord(hashes []digest.Digest, raws [][]byte, provider string) (*PinRecord, error) {
+	last, err := lastPinEntry(hashes, raws, provider)
+	if err != nil || last == nil {
+		return &PinRecord{Chain: hashes, Last: last}, err
+	}
+	hex := []byte(last.Digest.Hex())
+	var named []Entry
+	for i, raw := range raws {
+		if !bytes.Contains(raw, hex) {
+			continue
+		}
+		e, err := decodeEntry(raw, i)
+		if err != nil {
+			return nil, err
+		}
+		named = append(named, e)
+	}
+	return &PinRecord{Chain: hashes, Last: last, Approved: approvedSince(named, last.Digest)}, nil
+}
+
+// approvedSince is the changeset-approved entries of change-set id among
+// es (in history order) since its last changeset-proposed entry: the
+// approvals its status holds, each key's last one counting (a key that
+// approves again replaces its approval, a renewal too).
+func approvedSince(es []Entry, id digest.Digest) []Entry {
+	var out []Entry
+	for _, e := range es {
+		if e.Digest != id {
+			continue
+		}
+		switch e.Event {
+		case EventChangeSetProposed:
+			out = out[:0]
+		case EventChangeSetApproved:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // decodeEntry decodes entry i's bytes strictly.
 func decodeEntry(raw []byte, i int) (Entry, error) {
 	var e Entry

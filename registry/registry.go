@@ -29,12 +29,27 @@ type Reader interface {
 	// Chain returns the hash of every history entry in order, the chain
 	// checked (registry_corrupt), without decoding the entries.
 	Chain(ctx context.Context) ([]digest.Digest, error)
-	// PinHistory returns what Chain returns and the last pin-accepted or
-	// pin-retired entry of provider (nil when the history has none),
-	// decoding that entry alone: the pin a verifier reads must be the
-	// one the history accepted last, or it was put back or written
-	// outside an approval.
-	PinHistory(ctx context.Context, provider string) ([]digest.Digest, *Entry, error)
+	// PinHistory returns what Chain returns, the last pin-accepted or
+	// pin-retired entry of provider (nil when the history has none) and
+	// the changeset-approved entries of that entry's change-set since it
+	// was last proposed, decoding those entries alone: the pin a
+	// verifier reads must be the one the history accepted last, with
+	// the approvals and the time the history recorded, or it was put
+	// back, edited, or written outside an approval.
+	PinHistory(ctx context.Context, provider string) (*PinRecord, error)
+}
+
+// PinRecord is what the history records of a provider's accepted pin
+// (Reader.PinHistory).
+type PinRecord struct {
+	// Chain is the hash of every history entry, in order.
+	Chain []digest.Digest
+	// Last is the provider's last pin-accepted or pin-retired entry, nil
+	// when the history has none.
+	Last *Entry
+	// Approved are the changeset-approved entries of Last's change-set
+	// since it was last proposed, in order (nil when Last is nil).
+	Approved []Entry
 }
 
 // Writer changes the registry. Each mutation is appended to the history.

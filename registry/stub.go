@@ -128,17 +128,12 @@ func (r *Stub) Chain(ctx context.Context) (out []digest.Digest, err error) {
 }
 
 // PinHistory implements Reader.
-func (r *Stub) PinHistory(ctx context.Context, provider string) (hashes []digest.Digest, last *Entry, err error) {
+func (r *Stub) PinHistory(ctx context.Context, provider string) (out *PinRecord, err error) {
 	err = r.read(ctx, func(s *state) (err error) {
-		hashes = hashesOf(s.log)
-		raws := make([][]byte, len(s.log))
-		for i, rec := range s.log {
-			raws[i] = rec.raw
-		}
-		last, err = lastPinEntry(hashes, raws, provider)
+		out, err = s.pinRecord(provider)
 		return err
 	})
-	return hashes, last, err
+	return out, err
 }
 
 // RegisterInterface implements Writer.
@@ -206,6 +201,15 @@ func (s *state) changesetList() []*ChangeSet {
 		out = append(out, cloneCS(s.changesets[id]))
 	}
 	return out
+}
+
+// pinRecord is PinHistory's answer from the state's history.
+func (s *state) pinRecord(provider string) (*PinRecord, error) {
+	raws := make([][]byte, len(s.log))
+	for i, rec := range s.log {
+		raws[i] = rec.raw
+	}
+	return pinRecord(hashesOf(s.log), raws, provider)
 }
 
 func (s *state) pinList() []*Pin {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,7 +178,11 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 //   - distinct trusted approver keys whose signatures over the approval
 //     payload verify reach the threshold (signature_invalid,
 //     signer_untrusted, pin_unapproved when short), unexpired at now
-//     (pin_expired).
+//     (pin_expired);
+//   - what no signature covers is what the history recorded: the pin's
+//     acceptedAt is its pin entry's time, and its approvals are the
+//     ones recorded for its change-set, each under the recorded name
+//     and time (registry_corrupt: an edited pin file).
 //
 // On success it raises the floor (atomically; ledger_write_failed when
 // the floor cannot be read or written) and returns the pin. Every
@@ -200,10 +206,11 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 		defer release()
 	}
-	chain, last, err := reg.PinHistory(ctx, provider)
+	rec, err := reg.PinHistory(ctx, provider)
 	if err != nil {
 		return nil, err
 	}
+	chain, last := rec.Chain, rec.Last
 	if !id.IsZero() {
 		if len(chain) == 0 {
 			return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no history; this verifier expects registry %s", id)
@@ -303,6 +310,12 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 	}
+	// Last, what no signature covers (an approval's name and time, the
+	// pin's acceptedAt): a bad or expired approval is refused above for
+	// what it is.
+	if err := matchRecorded(p, last, rec.Approved); err != nil {
+		return nil, err
+	}
 	if stateDir != "" && len(chain) > 0 {
 		nf := &Floor{Format: FloorFormat, Registry: chain[0], Providers: map[string]int64{}}
 		if floor != nil {
@@ -321,6 +334,84 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	return p, nil
+}
+
+// CheckedPin is a provider's pin as the history accepted it, for what
+// shows it (`provider show`): Reader.Pin, then checked against the
+// history's last pin entry of the provider and the approvals it recorded
+// (matchHistory, matchRecorded), with no signature checked nor floor
+// read (VerifyPin does those). A pin put back, edited, or lost is
+// refused as VerifyPin refuses it.
+func CheckedPin(ctx context.Context, reg Reader, provider string) (*Pin, error) {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	if err := checkProviderName(provider); err != nil {
+		return nil, err
+	}
+	rec, err := reg.PinHistory(ctx, provider)
+	if err != nil {
+		return nil, err
+	}
+	p, err := reg.Pin(ctx, provider)
+	if refusal.CodeOf(err) == refusal.PinUnapproved && rec.Last != nil {
+		return nil, lostPin(provider, rec.Last)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := matchHistory(p, rec.Last); err != nil {
+		return nil, err
+	}
+	if err := matchRecorded(p, rec.Last, rec.Approved); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// CheckedPins is Reader.Pins with each pin checked as CheckedPin checks
+// it (`provider list`), against one read of the history; a pin file the
+// history accepted, lost, is refused too.
+func CheckedPins(ctx context.Context, reg Reader) ([]*Pin, error) {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pins, err := reg.Pins(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := map[string]*Entry{}
+	for i := range log {
+		if e := &log[i]; e.Event == EventPinAccepted || e.Event == EventPinRetired {
+			last[e.Subject] = e
+		}
+	}
+	for _, p := range pins {
+		if err := matchHistory(p, last[p.Provider]); err != nil {
+			return nil, err
+		}
+		if err := matchRecorded(p, last[p.Provider], approvedSince(log, p.SpecDigest)); err != nil {
+			return nil, err
+		}
+		delete(last, p.Provider)
+	}
+	if len(last) > 0 {
+		name := slices.Min(slices.Collect(maps.Keys(last)))
+		return nil, lostPin(name, last[name])
+	}
+	return pins, nil
 }
 
 // notRunnable is the cause of VerifyPin's refusals of a pin that is in a
@@ -377,6 +468,62 @@ func matchHistory(p *Pin, last *Entry) error {
 	}
 	if p.Revision != last.Revision || p.SpecDigest != last.Digest || p.Retired != (last.Event == EventPinRetired) {
 		return refusal.New(refusal.RegistryCorrupt, "provider %s pin (revision %d, spec %s) is not the one the registry's history %s last (revision %d, spec %s, entry %d): propose it again and approve it", p.Provider, p.Revision, p.SpecDigest, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
+	}
+	return nil
+}
+
+// matchRecorded checks what a pin says that no signature covers against
+// what the history recorded when it was accepted: its acceptedAt is the
+// time of the history's pin entry last, and its approvals are the ones
+// approved (the changeset-approved entries of its change-set since its
+// last proposal), each by the key whose digest the entry names, under
+// the entry's name, at its time. A signature covers an approval's
+// signer, revision and expiry, not the name and time that `provider
+// show` and `verify --json` print: an edited one was shown as it was
+// edited. registry_corrupt, advising `registry repair` (which writes the
+// pin again from its change-set, as accepted).
+func matchRecorded(p *Pin, last *Entry, approved []Entry) error {
+	bad := func(format string, a ...any) error {
+		return refusal.New(refusal.RegistryCorrupt, "provider %s pin (revision %d): %s: the pin file was edited", p.Provider, p.Revision, fmt.Sprintf(format, a...)).WithRemedy(refusal.ActionRepairRegistry, "")
+	}
+	if at := last.At.UTC().Truncate(time.Second); !p.AcceptedAt.Equal(at) {
+		return bad("it says it was accepted at %s; the history %s it at %s (entry %d)", p.AcceptedAt.UTC().Format(time.RFC3339), strings.TrimPrefix(last.Event, "pin-"), at.Format(time.RFC3339), last.Seq)
+	}
+	return matchApprovals(p.Approvals, approved, bad)
+}
+
+// matchApprovals checks approvals against the changeset-approved entries
+// recorded for them (matchRecorded): one approval per key, each the
+// key's last recorded one (its name and time), and none missing.
+func matchApprovals(aps []Approval, approved []Entry, bad func(string, ...any) error) error {
+	rec := map[digest.Digest]*Entry{}
+	for i := range approved {
+		e := &approved[i]
+		d, _ := strings.CutPrefix(e.Detail, "signature by ")
+		d, _, _ = strings.Cut(d, " ")
+		if dg, err := digest.Parse(d); err == nil {
+			rec[dg] = e
+		}
+	}
+	seen := map[digest.Digest]bool{}
+	for _, a := range aps {
+		e := rec[a.Signer]
+		switch {
+		case seen[a.Signer]:
+			return bad("it holds two approvals by key %s", a.Signer)
+		case e == nil:
+			return bad("it holds an approval by %s (%s) that the history never recorded", a.Name, a.Signer)
+		case a.Name != e.Subject || !a.At.Equal(e.At.UTC().Truncate(time.Second)):
+			return bad("its approval by key %s says %q at %s; the history recorded %q at %s (entry %d)", a.Signer, a.Name, a.At.UTC().Format(time.RFC3339), e.Subject, e.At.UTC().Truncate(time.Second).Format(time.RFC3339), e.Seq)
+		}
+		seen[a.Signer] = true
+	}
+	if len(seen) != len(rec) {
+		for d, e := range rec {
+			if !seen[d] {
+				return bad("the history recorded an approval by %s (%s, entry %d) that it does not hold", e.Subject, d, e.Seq)
+			}
+		}
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				pins, err := reg.Pins(c.Context)
+				pins, err := registry.CheckedPins(c.Context, reg)
 				if err != nil {
 					return err
 				}
@@ -53,7 +53,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				p, err := reg.Pin(c.Context, c.Args().First())
+				p, err := registry.CheckedPin(c.Context, reg, c.Args().First())
 				if err != nil {
 					return err
 				}

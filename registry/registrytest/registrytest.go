@@ -429,14 +429,19 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 			}
 		}
 		// PinHistory: the same chain and the provider's last pin entry.
-		hashes, last, err := r.PinHistory(ctx, "acme-echo")
-		if err != nil || len(hashes) != len(chain) || hashes[len(hashes)-1] != chain[len(chain)-1] {
-			t.Fatalf("PinHistory: %v, %d hashes", err, len(hashes))
+		// PinHistory: the same chain, the provider's last pin entry and
+		// the approval that accepted it.
+		rec, err := r.PinHistory(ctx, "acme-echo")
+		if err != nil || len(rec.Chain) != len(chain) || rec.Chain[len(rec.Chain)-1] != chain[len(chain)-1] {
+			t.Fatalf("PinHistory: %v, %+v", err, rec)
 		}
-		if last == nil || *last != log[len(log)-1] {
-			t.Errorf("PinHistory's last pin entry %+v, want %+v", last, log[len(log)-1])
+		if rec.Last == nil || *rec.Last != log[len(log)-1] {
+			t.Errorf("PinHistory's last pin entry %+v, want %+v", rec.Last, log[len(log)-1])
 		}
-		if _, none, err := r.PinHistory(ctx, "acme-other"); err != nil || none != nil {
+		if ap := log[len(log)-2]; len(rec.Approved) != 1 || rec.Approved[0].Seq != ap.Seq || rec.Approved[0].Event != ap.Event || rec.Approved[0].Subject != ap.Subject {
+			t.Errorf("PinHistory's approvals %+v, want the entry %+v", rec.Approved, ap)
+		}
+		if none, err := r.PinHistory(ctx, "acme-other"); err != nil || none.Last != nil || none.Approved != nil {
 			t.Errorf("PinHistory of a provider never accepted: %+v %v", none, err)
 		}
 	})
