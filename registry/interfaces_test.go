@@ -63,3 +63,30 @@ func TestInterfacesCheckedAgainstHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSchemaCap: a schema larger than MaxSchemaBytes (1 MiB) is
+// interface_invalid and nothing is recorded; one of exactly the cap is
+// registered. It was held only to the CLI's 64 MiB of every input file,
+// and a 30 MB schema took about 500 MB of memory to canonicalize.
+func TestSchemaCap(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := func(n int) []byte {
+		head, tail := `{"description":"`, `"}`
+		return []byte(head + strings.Repeat("x", n-len(head)-len(tail)) + tail)
+	}
+	_, err = d.RegisterInterface(ctx, "acme.big/v1", doc(registry.MaxSchemaBytes+1))
+	wantRefusal(t, err, refusal.InterfaceInvalid)
+	if !strings.Contains(err.Error(), "at most 1048576 (1 MiB)") {
+		t.Errorf("the refusal does not say the cap: %v", err)
+	}
+	if l, err := d.Log(ctx); err != nil || len(l) != 0 {
+		t.Errorf("a refused schema recorded: %+v, %v", l, err)
+	}
+	if _, err := d.RegisterInterface(ctx, "acme.big/v1", doc(registry.MaxSchemaBytes)); err != nil {
+		t.Errorf("a schema of exactly the cap: %v", err)
+	}
+}

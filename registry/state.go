@@ -81,9 +81,19 @@ func validInterfaceID(id string) bool {
 	return true
 }
 
+// MaxSchemaBytes is the most an interface schema may be, as given to
+// RegisterInterface: 1 MiB, far above any real JSON Schema (a few KiB),
+// and an order of magnitude of memory to canonicalize it. A schema was
+// held only to the 64 MiB of every input file, and a 30 MB one took
+// about 500 MB of memory to register.
+const MaxSchemaBytes = 1 << 20
+
 func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Interface, error) {
 	if !validInterfaceID(id) {
 		return nil, refusal.New(refusal.InterfaceInvalid, "interface id %q is not one a manifest can name: 1 to 256 of letters, digits, '.', '_', '-', '/', starting with a letter or digit (acme.echo/v1)", id)
+	}
+	if len(schema) > MaxSchemaBytes {
+		return nil, refusal.New(refusal.InterfaceInvalid, "the schema of %s is %d bytes; an interface schema is at most %d (1 MiB): give the interface's JSON Schema, not a larger document", id, len(schema), MaxSchemaBytes)
 	}
 	d, err := digest.InterfaceDigest(schema)
 	if err != nil {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"github.com/cruxible/cruxprov/digest"
 	"io"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
 )
 
 func init() {
@@ -20,7 +24,8 @@ func init() {
 			Usage:     "register an interface's JSON schema under its id",
 			UsageText: "cruxprov interface register ID --schema F",
 			Description: "Records ID → sha256 of the RFC 8785 form of the schema. The same schema again is a\n" +
-				"no-op; another schema under a registered id is refused (interface_digest_mismatch).\n\n" +
+				"no-op; another schema under a registered id is refused (interface_digest_mismatch).\n" +
+				"A schema is at most 1 MiB (larger: interface_invalid).\n\n" +
 				"Example:\n   cruxprov interface register cruxible.echo/v1 --schema echo.schema.json",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "schema", Usage: "the schema `FILE` (JSON)", Required: true}},
 			Action: func(c *cli.Context) error {
@@ -28,9 +33,13 @@ func init() {
 				if err != nil {
 					return err
 				}
-				b, err := inputFile("--schema", c.String("schema"), maxInputFile)
+				b, err := readInputFile(c.String("schema"), registry.MaxSchemaBytes)
+				if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+					// Refused as the registry refuses it, before it is read.
+					return refusal.New(refusal.InterfaceInvalid, "--schema %s is larger than 1 MiB, the most an interface schema may be: give the interface's JSON Schema, not a larger document", c.String("schema"))
+				}
 				if err != nil {
-					return err
+					return usagef("--schema %s: %v", c.String("schema"), unwrapPath(err))
 				}
 				if _, err := digest.InterfaceDigest(b); err != nil {
 					// Not a schema at all: the wrong file, not another

@@ -113,6 +113,11 @@ func govFlow(t *testing.T, home string, run func(args ...string) result) {
 	ok("interface", "register", "cruxible.echo/v1", "--schema", schema)
 	os.WriteFile(schema, []byte(`{"type":"array"}`), 0o644)
 	refused("interface_digest_mismatch", "interface", "register", "cruxible.echo/v1", "--schema", schema)
+	// A schema is at most 1 MiB: larger is interface_invalid, before it
+	// is read (a 30 MB one took 500 MB of memory to register).
+	big := filepath.Join(home, "big.schema.json")
+	os.WriteFile(big, []byte(`{"description":"`+strings.Repeat("x", 1<<20)+`"}`), 0o644)
+	refused("interface_invalid", "interface", "register", "cruxible.big/v1", "--schema", big)
 	if v := ok("interface", "list"); len(v["interfaces"].([]any)) != 1 {
 		t.Fatalf("%v", v)
 	}
