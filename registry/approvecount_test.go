@@ -22,15 +22,9 @@ import (
 // by a key untrusted since.
 func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	ctx := context.Background()
-	d, clock := clockedDir(t)
+	d, clock, k, _ := govDir(t, 2, "a", "b", "c", "x")
+	a, b, c, x := k["a"], k["b"], k["c"], k["x"]
 	var err error
-	a := registrytest.NewKey(t, "a", registry.RoleApprover)
-	b := registrytest.NewKey(t, "b", registry.RoleApprover)
-	c := registrytest.NewKey(t, "c", registry.RoleApprover)
-	x := registrytest.NewKey(t, "x", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
 	approve := func(id any, k registrytest.Key, exp *time.Time) *registry.ApproveResult {
 		t.Helper()
 		var cs *registry.ChangeSet
@@ -48,20 +42,6 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 		}
 		return r
 	}
-	trust := func(k registrytest.Key, signers ...registrytest.Key) {
-		t.Helper()
-		tr, err := d.TrustKey(ctx, k.Key, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range signers {
-			approve(tr.ChangeSet, s, nil)
-		}
-	}
-	trust(b, a)
-	trust(c, a)
-	trust(x, a)
-	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, a, nil)
 
 	// An approval that expired.
 	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")

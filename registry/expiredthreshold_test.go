@@ -17,7 +17,7 @@ import (
 // pin_expired, whose advice — renew — does not make it runnable.
 func TestVerifyPinExpiredBelowRaisedThreshold(t *testing.T) {
 	ctx := context.Background()
-	d, clock, k, approve := govDir(t)
+	d, clock, k, approve := govDir(t, 1, "alice", "bob", "carol")
 	exp := clock.Add(time.Minute)
 	approve(registrytest.Change("acme-echo", "1.0"), &exp, k["alice"])
 	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, nil, k["alice"])
@@ -28,7 +28,7 @@ func TestVerifyPinExpiredBelowRaisedThreshold(t *testing.T) {
 		t.Errorf("refusal: %v", err)
 	}
 	// With the threshold at 1, renewing is enough: pin_expired.
-	d2, clock2, k2, approve2 := govDir(t)
+	d2, clock2, k2, approve2 := govDir(t, 1, "alice", "bob", "carol")
 	exp2 := clock2.Add(time.Minute)
 	approve2(registrytest.Change("acme-echo", "1.0"), &exp2, k2["alice"])
 	*clock2 = clock2.Add(time.Hour)

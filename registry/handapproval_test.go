@@ -23,32 +23,8 @@ import (
 // the pin as an approval given; and the withdrawn one counted again.
 func TestApprovalAddedByHandRefused(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := registrytest.NewKey(t, "alice", registry.RoleApprover)
-	b := registrytest.NewKey(t, "bob", registry.RoleApprover)
-	c := registrytest.NewKey(t, "carol", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []registrytest.Key{b, c} {
-		cs, err := d.TrustKey(ctx, k.Key, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Approve(ctx, cs.ChangeSet.Metadata.ID, a.Priv, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Approve(ctx, pol.Metadata.ID, a.Priv, nil); err != nil {
-		t.Fatal(err)
-	}
+	d, _, k, _ := govDir(t, 2, "alice", "bob", "carol")
+	a, b, c := k["alice"], k["bob"], k["carol"]
 	csPath := func(id digest.Digest) string { return filepath.Join(d.Root(), "changesets", id.Hex()+".yaml") }
 	// Alice approves acme-echo; her approval is copied into acme-other.
 	one, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
