@@ -228,6 +228,28 @@ func TestTamperRefusals(t *testing.T) {
 		{"a history entry deleted", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); return bytes.Join(append(l[:1:1], l[2:]...), nil) })
 		}, refusal.RegistryCorrupt, false},
+		// The trust replay decodes only the lines that can be governance
+		// steps, and any with an escape: a key-untrusted entry spelled
+		// with a \u escape is decoded, and refused for its form.
+		{"a governance entry appended in another spelling", func(t *testing.T, f *fixture) {
+			appendEntry(t, f, registry.Entry{Event: "key-untrusted", Subject: "root", Digest: f.root.Key.Digest, Revision: 1})
+			edit(t, f.logPath(), func(b []byte) []byte {
+				l := lines(b)
+				last := l[len(l)-1]
+				// Rehash the line with its event spelled key\u002duntrusted.
+				var rec struct {
+					Prev  string          `json:"prev"`
+					Entry json.RawMessage `json:"entry"`
+				}
+				if err := json.Unmarshal(last, &rec); err != nil {
+					t.Fatal(err)
+				}
+				raw := bytes.Replace(rec.Entry, []byte(`"key-untrusted"`), []byte(`"key\u002duntrusted"`), 1)
+				h := sha256.Sum256([]byte(rec.Prev + "\n" + string(raw)))
+				l[len(l)-1] = []byte(fmt.Sprintf(`{"v":1,"prev":%q,"hash":"sha256:%x","entry":%s}`+"\n", rec.Prev, h, raw))
+				return bytes.Join(l, nil)
+			})
+		}, refusal.RegistryCorrupt, true},
 		{"history entries reordered", func(t *testing.T, f *fixture) {
 			edit(t, f.logPath(), func(b []byte) []byte { l := lines(b); l[1], l[2] = l[2], l[1]; return bytes.Join(l, nil) })
 		}, refusal.RegistryCorrupt, false},

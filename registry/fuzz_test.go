@@ -100,6 +100,16 @@ func FuzzLogLines(f *testing.F) {
 		if err != nil {
 			t.Fatalf("pinRecord on a decoded log: %v", err)
 		}
+		// So are the governance entries the trust state replays against.
+		if gov := governanceOf(entries(recs)); len(gov) != len(rec.Governance) {
+			t.Fatalf("pinRecord's governance entries %+v, decoding every entry %+v", rec.Governance, gov)
+		} else {
+			for i := range gov {
+				if gov[i].Seq != rec.Governance[i].Seq {
+					t.Fatalf("pinRecord's governance entries %+v, decoding every entry %+v", rec.Governance, gov)
+				}
+			}
+		}
 		if want != nil {
 			all := approvedSince(entries(recs), want.Digest)
 			if len(all) != len(rec.Approved) {

@@ -50,6 +50,10 @@ type PinRecord struct {
 	// Approved are the changeset-approved entries of Last's change-set
 	// since it was last proposed, in order (nil when Last is nil).
 	Approved []Entry
+	// Governance are the history's key-trusted, key-untrusted and
+	// policy-changed entries, in order (the root of trust the first):
+	// what the trust state replays against, without decoding the rest.
+	Governance []Entry
 }
 
 // Writer changes the registry. Each mutation is appended to the history.

@@ -274,7 +274,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	// record a trust change (a key untrusted) that the document, put back
 	// as it was, does not have.
 	if floor == nil || floor.Trust != td || floor.Length != len(chain) {
-		if err := replayTrust(ctx, reg, t); err != nil {
+		if err := replayTrust(t, chain[0], rec.Governance); err != nil {
 			return nil, err
 		}
 	}
@@ -291,7 +291,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			}
 			return nil, refusal.Wrap(refusal.PinExpired, notRunnable{}, "provider %s: %d of %d approvals unexpired: %s; an approver whose approval expired renews it by approving the change-set (%s) again", provider, n, th, detail, p.SpecDigest).WithRemedy(refusal.ActionRenewApproval, p.SpecDigest.String())
 		case errors.As(why, &uk):
-			if e := untrustedSince(ctx, reg, uk.signer); e != nil {
+			if e := untrustedSince(rec.Governance, uk.signer); e != nil {
 				// Approved by a key trusted then and untrusted since (a
 				// key rotation): a state, as an expiry is, not a break.
 				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, provider)
@@ -435,11 +435,7 @@ func NotRunnable(err error) bool {
 // untrustedSince is the history's key-untrusted entry of the key whose
 // digest is signer (the last), or nil when the history never untrusted
 // it.
-func untrustedSince(ctx context.Context, reg Reader, signer digest.Digest) *Entry {
-	log, err := reg.Log(ctx)
-	if err != nil {
-		return nil
-	}
+func untrustedSince(log []Entry, signer digest.Digest) *Entry {
 	for i := len(log) - 1; i >= 0; i-- {
 		if log[i].Event == EventKeyUntrusted && log[i].Digest == signer {
 			return &log[i]
@@ -532,11 +528,7 @@ func matchApprovals(aps []Approval, approved []Entry, bad func(string, ...any) e
 // steps and checks it is t: the root must be the one the history's
 // root-of-trust entry names, each step must follow the previous state
 // and carry the approvals of the threshold in force before it.
-func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
-	log, err := reg.Log(ctx)
-	if err != nil {
-		return err
-	}
+func replayTrust(t *Trust, id digest.Digest, log []Entry) error {
 	var root *Entry
 	for i := range log {
 		if log[i].isRoot() {
@@ -575,7 +567,7 @@ func replayTrust(ctx context.Context, reg Reader, t *Trust) error {
 		if st.Spec.Base != trustStateDigest(cur) || st.Spec.Revision != cur.Revision+1 {
 			return refusal.New(refusal.RegistryCorrupt, "governance step %d does not follow the trust state before it", i+1)
 		}
-		n, _, why := countApprovals(cur, log[0].Hash, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
+		n, _, why := countApprovals(cur, id, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
 		if n < cur.Policy.Threshold {
 			if why == nil {
 				why = refusal.New(refusal.PinUnapproved, "%d of %d approvals", n, cur.Policy.Threshold)
@@ -641,5 +633,12 @@ func VerifyTrust(ctx context.Context, reg Reader) error {
 		}
 		return nil
 	}
-	return replayTrust(ctx, reg, t)
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return err
+	}
+	if len(log) == 0 {
+		return refusal.New(refusal.RegistryCorrupt, "the registry has a trust state but no history")
+	}
+	return replayTrust(t, log[0].Hash, governanceOf(log))
 }
