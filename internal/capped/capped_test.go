@@ -3,6 +3,7 @@ package capped
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,5 +40,26 @@ func TestReadFile(t *testing.T) {
 				t.Fatalf("%q, %v; want an error with %q", b, err, tc.err)
 			}
 		})
+	}
+}
+
+// TestReadFileAllocatesItsSize: a file read whole is read into a buffer
+// of its size. io.ReadAll grew one from 512 bytes, allocating about
+// twice the file (a registry's history, read before every run).
+func TestReadFileAllocatesItsSize(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, make([]byte, 8<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	b, err := ReadFile(p, 1<<30)
+	runtime.ReadMemStats(&m1)
+	if err != nil || len(b) != 8<<20 {
+		t.Fatalf("ReadFile: %d bytes, %v", len(b), err)
+	}
+	if a := m1.TotalAlloc - m0.TotalAlloc; a > 9<<20 {
+		t.Errorf("ReadFile of 8 MiB allocated %d bytes", a)
 	}
 }
