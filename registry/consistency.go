@@ -181,8 +181,9 @@ func (s *state) repair() (*Repaired, error) {
 }
 
 // checkIfaces checks the registered interfaces against the history's
-// interface-registered entries: the same ids, each with the digest the
-// history registered (an interface is registered once and never changes).
+// interface-registered entries: the same ids, each with the digest and
+// the time the history registered (an interface is registered once and
+// never changes).
 func checkIfaces(ifaces []Interface, log []Entry) error {
 	want := map[string]*Entry{}
 	for i := range log {
@@ -197,6 +198,10 @@ func checkIfaces(ifaces []Interface, log []Entry) error {
 		}
 		if e.Digest != it.Digest {
 			return refusal.New(refusal.RegistryCorrupt, "interfaces.json gives interface %s the digest %s; the registry's history registered it with %s (entry %d): interfaces.json was changed, and nothing is decided from it; repairing the registry writes it again from the history", it.ID, it.Digest, e.Digest, e.Seq).WithRemedy(refusal.ActionRepairRegistry, "")
+		}
+		if !it.RegisteredAt.Equal(e.At) {
+			// No signature covers it, and `interface list` shows it.
+			return refusal.New(refusal.RegistryCorrupt, "interfaces.json says interface %s was registered at %s; the registry's history registered it at %s (entry %d): interfaces.json was changed; repairing the registry writes it again from the history", it.ID, it.RegisteredAt.UTC().Format(time.RFC3339Nano), e.At.UTC().Format(time.RFC3339Nano), e.Seq).WithRemedy(refusal.ActionRepairRegistry, "")
 		}
 		delete(want, it.ID)
 	}

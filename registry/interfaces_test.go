@@ -90,3 +90,43 @@ func TestSchemaCap(t *testing.T) {
 		t.Errorf("a schema of exactly the cap: %v", err)
 	}
 }
+
+// TestInterfaceRegisteredAtEdited: interfaces.json's registeredAt, which
+// no signature covers and `interface list` shows, is held to the time
+// of the history's entry: an edited one is registry_corrupt advising
+// repair, which writes it again. Before, it was shown as edited.
+func TestInterfaceRegisteredAtEdited(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := d.RegisterInterface(ctx, "acme.echo/v1", []byte(`{"type":"object"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(d.Root(), "interfaces.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, _ := it.RegisteredAt.MarshalJSON()
+	edited := strings.Replace(string(b), string(at), `"2020-01-01T00:00:00Z"`, 1)
+	if edited == string(b) {
+		t.Fatalf("registeredAt %s not in %s", at, b)
+	}
+	if err := os.WriteFile(p, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Interfaces(ctx)
+	wantRefusal(t, err, refusal.RegistryCorrupt)
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionRepairRegistry {
+		t.Errorf("remedy %+v, want repair_registry", rem)
+	}
+	if r, err := d.Repair(ctx); err != nil || !r.Interfaces {
+		t.Fatalf("repair: %+v, %v", r, err)
+	}
+	if l, err := d.Interfaces(ctx); err != nil || len(l) != 1 || !l[0].RegisteredAt.Equal(it.RegisteredAt) {
+		t.Errorf("after repair: %+v, %v", l, err)
+	}
+}
