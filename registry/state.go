@@ -490,6 +490,15 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 // given; and a withdrawn approval put back after a rejection would
 // count again. registry_corrupt, naming the file.
 func (s *state) checkRecordedApprovals(cs *ChangeSet) error {
+	if err := s.checkRecordedSigners(cs); err != nil {
+		return err
+	}
+	// And what no signature covers: its approvals' names and times, the
+	// time it was proposed (an approval accepts it into a pin with them).
+	return matchChangeSetRecord(cs, entries(s.log))
+}
+
+func (s *state) checkRecordedSigners(cs *ChangeSet) error {
 	id := cs.Metadata.ID
 	recorded := map[digest.Digest]bool{}
 	for _, r := range s.log {

@@ -414,6 +414,83 @@ func CheckedPins(ctx context.Context, reg Reader) ([]*Pin, error) {
 	return pins, nil
 }
 
+// matchChangeSetRecord checks what a change-set file says that neither
+// its id nor a signature covers against the history log: its proposedAt
+// is the time of its last changeset-proposed entry, and its approvals
+// are the ones recorded since (matchApprovals: each key's name and time,
+// none added, none missing). `changeset show` printed a file edited so
+// as it was edited (an approval under another name, dated back).
+func matchChangeSetRecord(cs *ChangeSet, log []Entry) error {
+	id := cs.Metadata.ID
+	bad := func(format string, a ...any) error {
+		return refusal.New(refusal.RegistryCorrupt, "changesets/%s.yaml: %s: this registry did not write it; restore the file from a copy of the registry, or reject the change-set and propose it again", id.Hex(), fmt.Sprintf(format, a...))
+	}
+	var proposed *Entry
+	for i := range log {
+		if e := &log[i]; e.Digest == id && e.Event == EventChangeSetProposed {
+			proposed = e
+		}
+	}
+	if proposed == nil {
+		return bad("the history never proposed change-set %s", id)
+	}
+	if at := proposed.At.UTC().Truncate(time.Second); !cs.Metadata.ProposedAt.Equal(at) {
+		return bad("it says it was proposed at %s; the history proposed it at %s (entry %d)", cs.Metadata.ProposedAt.UTC().Format(time.RFC3339), at.Format(time.RFC3339), proposed.Seq)
+	}
+	return matchApprovals(cs.Status.Approvals, approvedSince(log, id), bad)
+}
+
+// CheckedChangeSet is Reader.ChangeSet checked against the history
+// (matchChangeSetRecord), for what shows it (`changeset show`, `diff`).
+func CheckedChangeSet(ctx context.Context, reg Reader, id digest.Digest) (*ChangeSet, error) {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	cs, err := reg.ChangeSet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := matchChangeSetRecord(cs, log); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// CheckedChangeSets is Reader.ChangeSets, each checked as
+// CheckedChangeSet checks it (`changeset list`), against one read of the
+// history.
+func CheckedChangeSets(ctx context.Context, reg Reader) ([]*ChangeSet, error) {
+	if l, ok := reg.(readLocker); ok {
+		release, err := l.ReadLock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	l, err := reg.ChangeSets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	log, err := reg.Log(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, cs := range l {
+		if err := matchChangeSetRecord(cs, log); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
 // notRunnable is the cause of VerifyPin's refusals of a pin that is in a
 // state, not broken: its approvals expired, short of a threshold raised
 // since, or by a key untrusted since. Its text is empty (the refusal's

@@ -33,7 +33,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				l, err := reg.ChangeSets(c.Context)
+				l, err := registry.CheckedChangeSets(c.Context, reg)
 				if err != nil {
 					return err
 				}
@@ -381,7 +381,7 @@ func openChangeSet(c *cli.Context) (*opts, *registry.Dir, *registry.ChangeSet, e
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	cs, err := reg.ChangeSet(c.Context, id)
+	cs, err := registry.CheckedChangeSet(c.Context, reg, id)
 	if err != nil {
 		return nil, nil, nil, err
 	}
