@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -295,6 +296,17 @@ func (s *state) checkTrust() error {
 		return refusal.New(refusal.RegistryCorrupt, "trust.json names the root of trust %s, but the registry's history records none: restore the registry from a copy", s.trust.Root.Name)
 	case s.trust.Revision != int64(steps) || len(s.trust.History) != steps:
 		return refusal.New(refusal.RegistryCorrupt, "trust.json is at revision %d with %d governance steps; the registry's history records %d (the last at entry %d): a trust document from before (or after) the history was put back; no change is made on it: restore trust.json from a copy of the registry taken after entry %d", s.trust.Revision, len(s.trust.History), steps, last, last)
+	}
+	// Its keys and policy must be what its approved steps make, as
+	// verify replays them: a key added to trust.json by hand (or the
+	// threshold lowered) approved and accepted a pin alone, which the
+	// history then recorded as accepted.
+	if err := replayTrust(s.trust, s.registryID(), governanceOf(entries(s.log))); err != nil {
+		var r *refusal.Error
+		if !errors.As(err, &r) {
+			return err
+		}
+		return refusal.New(r.Code, "trust.json: %s; no change is made on it: restore trust.json from a copy of the registry taken after entry %d", r.Detail, last)
 	}
 	return nil
 }

@@ -687,35 +687,42 @@ func stepEntry(e *Entry, c *Change, t *Trust) bool {
 // signature_invalid, signer_untrusted). A registry that trusts no key
 // yet passes, unless its history trusted one.
 func VerifyTrust(ctx context.Context, reg Reader) error {
+	_, err := CheckedTrust(ctx, reg)
+	return err
+}
+
+// CheckedTrust is Reader.Trust replayed as VerifyTrust replays it, for
+// what shows it (`key list`, `policy show`): a trust.json edited by hand
+// (a key added, the threshold lowered) was listed as trusted.
+func CheckedTrust(ctx context.Context, reg Reader) (*Trust, error) {
 	if l, ok := reg.(readLocker); ok {
 		release, err := l.ReadLock(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer release()
 	}
 	t, err := reg.Trust(ctx)
 	if err != nil {
-		return err
-	}
-	if t == nil {
-		log, err := reg.Log(ctx)
-		if err != nil {
-			return err
-		}
-		for _, e := range log {
-			if e.Event == EventKeyTrusted {
-				return refusal.New(refusal.RegistryCorrupt, "the history trusts key %s (entry %d) but the registry has no trust state", e.Subject, e.Seq)
-			}
-		}
-		return nil
+		return nil, err
 	}
 	log, err := reg.Log(ctx)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if t == nil {
+		for _, e := range log {
+			if e.Event == EventKeyTrusted {
+				return nil, refusal.New(refusal.RegistryCorrupt, "the history trusts key %s (entry %d) but the registry has no trust state", e.Subject, e.Seq)
+			}
+		}
+		return nil, nil
 	}
 	if len(log) == 0 {
-		return refusal.New(refusal.RegistryCorrupt, "the registry has a trust state but no history")
+		return nil, refusal.New(refusal.RegistryCorrupt, "the registry has a trust state but no history")
 	}
-	return replayTrust(t, log[0].Hash, governanceOf(log))
+	if err := replayTrust(t, log[0].Hash, governanceOf(log)); err != nil {
+		return nil, err
+	}
+	return t, nil
 }

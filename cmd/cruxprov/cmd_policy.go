@@ -25,7 +25,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				t, err := reg.Trust(c.Context)
+				t, err := registry.CheckedTrust(c.Context, reg)
 				if err != nil {
 					return err
 				}
