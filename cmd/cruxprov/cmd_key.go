@@ -198,15 +198,19 @@ func init() {
 				}
 				keys := []registry.Key{}
 				root := ""
+				var rootDigest digest.Digest
 				if t != nil {
-					keys, root = t.Keys, t.Root.Name
+					keys, root, rootDigest = t.Keys, t.Root.Name, t.Root.Digest
 				}
-				return o.emit("cruxprov.key.list/v1", map[string]any{"keys": keys, "root": root}, func(w io.Writer) {
+				return o.emit("cruxprov.key.list/v1", map[string]any{"keys": keys, "root": root, "rootDigest": rootDigest}, func(w io.Writer) {
 					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(tw, "NAME\tROLE\tDIGEST")
 					for _, k := range keys {
 						n := k.Name
-						if n == root {
+						// The root of trust is a key, not a name: another
+						// key trusted since under the root's name (the root
+						// untrusted) was marked root.
+						if n == root && k.Digest == rootDigest {
 							n += " (root)"
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\n", n, k.Role, k.Digest)

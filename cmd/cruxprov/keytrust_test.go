@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // trustResult is what key trust --json says.
@@ -151,5 +152,42 @@ func TestKeyTrustRootKilled(t *testing.T) {
 				t.Fatalf("killed (committed: %v); the same key trust again: %+v", p.committed, r)
 			}
 		})
+	}
+}
+
+// TestKeyListRootIsAKey: the root of trust (alice) untrusted, and another
+// key trusted since under the name alice: key list marks no key root
+// (it marked the new alice, by name), and --json says the root's digest.
+func TestKeyListRootIsAKey(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	d, err := registry.OpenDir(ctx, filepath.Join(home, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, bob, alice2 := registrytest.NewKey(t, "alice", registry.RoleApprover), registrytest.NewKey(t, "bob", registry.RoleApprover), registrytest.NewKey(t, "alice", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	accept := func(c registry.Change, by registrytest.Key) {
+		t.Helper()
+		cs, err := d.Propose(ctx, c, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Approve(ctx, cs.Metadata.ID, by.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	accept(registry.Change{Action: registry.ActionTrustKey, Key: &bob.Key}, alice)
+	accept(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice"}}, bob)
+	accept(registry.Change{Action: registry.ActionTrustKey, Key: &alice2.Key}, bob)
+	r := runCmd(t, exec.Command(bin, "--home", home, "key", "list"))
+	if r.code != 0 || strings.Contains(r.stdout, "(root)") || !strings.Contains(r.stdout, alice2.Key.Digest.String()) {
+		t.Errorf("key list: %+v", r)
+	}
+	r = runCmd(t, exec.Command(bin, "--home", home, "key", "list", "--json"))
+	if r.code != 0 || !strings.Contains(r.stdout, `"rootDigest": "`+alice.Key.Digest.String()+`"`) {
+		t.Errorf("key list --json: %+v", r)
 	}
 }
