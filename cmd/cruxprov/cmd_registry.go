@@ -88,7 +88,9 @@ func init() {
 					if err := registry.VerifyHistory(c.Context, reg); err != nil {
 						return err
 					}
-					pins, err := reg.Pins(c.Context)
+					// Every pin file as the history accepted it (retired
+					// ones too), and none lost: a lost pin file passed.
+					pins, err := registry.CheckedPins(c.Context, reg)
 					if err != nil {
 						return err
 					}

@@ -69,7 +69,7 @@ func TestRegistryPinPutBack(t *testing.T) {
 	if err := os.Remove(pinPath); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range [][]string{{"verify", "acme-echo"}, {"provider", "show", "acme-echo"}, {"provider", "retire", "acme-echo"}} {
+	for _, a := range [][]string{{"verify", "acme-echo"}, {"provider", "show", "acme-echo"}, {"provider", "list"}, {"registry", "log", "--verify"}, {"provider", "retire", "acme-echo"}} {
 		if r := as(a...); r.code != exitRefused || !strings.Contains(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, "the pin file was lost") ||
 			!strings.Contains(r.stderr, "to fix: cruxprov registry repair --home ") {
 			t.Errorf("%v on a lost pin file: %+v", a, r)
