@@ -178,10 +178,24 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 			continue
 		}
 		p := filepath.Join(dir, n)
+		// A tree without its seal is staging debris, which the store's
+		// own gc lists and removes (Store.cleanEnvs): listed here too, a
+		// dry run named it twice and counted its bytes twice.
+		if _, err := os.Lstat(seal.SealPath(p)); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		size := treeBytes(p, seal.SealPath(p), seal.StatIndexPath(p))
 		out = append(out, filepath.ToSlash(filepath.Join(store.EnvsDir, n)))
 		if !dry {
 			if err := materialize.Remove(ctx, st, p); err != nil {
+				// A user who may not write the store is gc's failure
+				// (exit 1, gcAction's advice), as for a blob it may
+				// not remove, not env remove's materialize_failed
+				// refusal (exit 78): gc is no install, verify or run.
+				var pe *fs.PathError
+				if errors.Is(err, fs.ErrPermission) && errors.As(err, &pe) {
+					return out, total, fmt.Errorf("cannot remove the env %s: %w", p, pe)
+				}
 				return out, total, err
 			}
 		}

@@ -101,3 +101,45 @@ func diffPaths(before, after []string) []string {
 	}
 	return out
 }
+
+// TestGCEnvsAsNonOwner: gc --envs by a user who may not write the store
+// fails as gc does for a blob it may not remove (exit 1, "run gc as its
+// owner"), not with env remove's materialize_failed refusal (exit 78:
+// gc is no install, verify or run path), and removes nothing. Its dry
+// run lists an unsealed tree once (gc --envs listed it a second time).
+func TestGCEnvsAsNonOwner(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-gcenvs-", debian)
+	home := filepath.Join(base, "home")
+	os.Mkdir(home, 0o755)
+	home, lock := envHomeAt(t, home, 1, 2)
+	out, err := exec.Command(exe, "--home", home, "env", "create", "--lock", lock, "--platform", "host", "--python", debian, "--offline", "--no-compile").CombinedOutput()
+	if err != nil {
+		t.Fatalf("create as the owner: %v\n%s", err, out)
+	}
+	envs, _ := filepath.Glob(filepath.Join(home, "envs", "*.seal.json"))
+	if len(envs) != 1 {
+		t.Fatalf("envs: %v", envs)
+	}
+	env := strings.TrimSuffix(envs[0], ".seal.json")
+	as := func(args ...string) result {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		return runCmd(t, cmd)
+	}
+	if r := as("gc", "--envs"); r.code != exitFailure || !strings.Contains(r.stderr, "error: cannot remove the env "+env) ||
+		!strings.Contains(r.stderr, "permission denied; the store is not writable by this user: run gc as its owner") {
+		t.Errorf("gc --envs as a non-owner: %+v", r)
+	}
+	if _, err := os.Stat(env); err != nil {
+		t.Errorf("the env is gone: %v", err)
+	}
+
+	unsealed := filepath.Join(home, "envs", strings.Repeat("a", 64))
+	if err := os.Mkdir(unsealed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := as("gc", "--envs", "--dry-run")
+	if r.code != 0 || strings.Count(r.stdout, "would remove envs/"+strings.Repeat("a", 64)+"\n") != 1 || !strings.Contains(r.stdout, "would remove envs/"+filepath.Base(env)+"\n") {
+		t.Errorf("gc --envs --dry-run: %+v", r)
+	}
+}
