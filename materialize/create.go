@@ -599,13 +599,13 @@ func checkDisk(dir, home string, n usage, compile bool) error {
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s; free some space there or build elsewhere", dir, f, n)
 		}
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry", home, f, n).WithRemedy(refusal.ActionGC, "")
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n).WithRemedy(refusal.ActionGC, "")
 	}
 	if sfs.Files > 0 && int64(min(sfs.Ffree, 1<<62)) < files {
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %d inodes free but the tree makes about %d files and directories; remove files there or build elsewhere (df -i shows inodes)", dir, sfs.Ffree, files)
 		}
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes)", home, sfs.Ffree, files).WithRemedy(refusal.ActionGC, "")
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes): the sealed envs no accepted pin or open change-set names are what hold them", home, sfs.Ffree, files).WithRemedy(refusal.ActionGC, "")
 	}
 	return nil
 }

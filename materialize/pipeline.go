@@ -260,7 +260,7 @@ func diskFull(dir, home string, err error) error {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), space, free)
 	}
 	dir = home
-	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was installed (%s now, its staging not yet removed); free some space and retry", filepath.Clean(dir), space, free).WithRemedy(refusal.ActionGC, "")
+	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was installed (%s now, its staging not yet removed); free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free).WithRemedy(refusal.ActionGC, "")
 }
 
 // readWheel opens f, p's blob of size bytes (checked against p's sha256:

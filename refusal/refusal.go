@@ -45,8 +45,11 @@ const (
 	// ActionFetch runs the command again online: the wheels it needs are
 	// fetched from the index (again, for a damaged blob that was removed).
 	ActionFetch Action = "fetch"
-	// ActionGC removes what nothing names from the store, damaged blobs
-	// among them.
+	// ActionGC frees the store's space: it lists (a dry run first) the
+	// sealed envs no accepted pin or open change-set names, and the blobs
+	// nothing names, which gc --envs then removes. Envs are what fill a
+	// store; the blobs nothing names alone are mostly the wheels the
+	// refused command just fetched, which a retry fetches again.
 	ActionGC Action = "gc"
 	// ActionEmbed adds a manifest and a lock to a wheel (Target: the wheel).
 	ActionEmbed Action = "embed"

@@ -698,7 +698,10 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}
 		return "cruxprov " + strings.Join(again, " ")
 	case refusal.ActionGC:
-		return "cruxprov gc" + home
+		// Plain gc removes only blobs nothing names: after a create short
+		// of space, mostly the wheels it just fetched, which its retry
+		// fetches again; sealed envs are what fill a store.
+		return "cruxprov gc --envs --dry-run" + home
 	case refusal.ActionListEnvs:
 		if parent := filepath.Dir(rem.Target); filepath.Base(parent) == store.EnvsDir {
 			if _, err := os.Stat(parent); err != nil {

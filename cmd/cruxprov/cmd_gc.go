@@ -39,11 +39,13 @@ func init() {
 }
 
 // spaceAdvice adds to a full-disk failure (a *store.SpaceError: exit 1,
-// not a refusal) the command that frees the store's unused blobs.
+// not a refusal) the command that frees the store's space: sealed envs
+// are what fill it, and plain gc would remove only the blobs nothing
+// names (those this command fetched among them), not the envs.
 func spaceAdvice(err error) error {
 	var se *store.SpaceError
 	if errors.As(err, &se) {
-		return fmt.Errorf("%w; cruxprov gc --home %s removes the blobs nothing uses", err, shellQuote(se.Home))
+		return fmt.Errorf("%w; cruxprov gc --envs --dry-run --home %s lists the envs no accepted pin or open change-set names and the blobs nothing names, which cruxprov gc --envs removes", err, shellQuote(se.Home))
 	}
 	return err
 }

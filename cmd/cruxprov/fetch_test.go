@@ -585,7 +585,7 @@ func TestFetchNoSpace(t *testing.T) {
 			}
 			r := cruxprov(t, args...)
 			if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: no space left for the store "+home) ||
-				!strings.Contains(r.stderr, "cruxprov gc --home "+home) || strings.Contains(r.stderr, "fetch_failed") || strings.Contains(r.stderr, "check the index") {
+				!strings.Contains(r.stderr, "cruxprov gc --envs --dry-run --home "+home+" lists the envs no accepted pin") || strings.Contains(r.stderr, "fetch_failed") || strings.Contains(r.stderr, "check the index") {
 				t.Fatalf("json=%v: %+v", asJSON, r)
 			}
 			if asJSON && !strings.Contains(r.stdout, `"kind": "failure"`) {

@@ -139,7 +139,7 @@ func TestRemediesRun(t *testing.T) {
 		r := cruxprov(t, createArgs(home, lock, "--no-compile", "--no-cache")...)
 		// The advice names the refused command's store: run as printed, it
 		// collected the default store's garbage, not this one's.
-		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov gc --home "+home) {
+		if r.code != exitRefused || !strings.Contains(r.stderr, "to fix: cruxprov gc --envs --dry-run --home "+home) {
 			t.Fatalf("%+v", r)
 		}
 		if f := runFix(t, r, t.TempDir()); f.code != 0 {
@@ -348,7 +348,7 @@ func TestRemedyKeepsHome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for rem, want := range map[refusal.Action]string{
 				refusal.ActionReplaceEnv:       "cruxprov env create --replace /e" + tc.want,
-				refusal.ActionGC:               "cruxprov gc" + tc.want,
+				refusal.ActionGC:               "cruxprov gc --envs --dry-run" + tc.want,
 				refusal.ActionReviewChangesets: "cruxprov changeset list" + tc.want,
 			} {
 				if got := renderRemedy(&refusal.Remedy{Action: rem, Target: "/e"}, tc.args); got != want {
