@@ -150,3 +150,22 @@ func TestReceiptsRunningIsNotOrphan(t *testing.T) {
 		t.Errorf("a keyed attempt whose writer is gone: %s, want ORPHAN", got)
 	}
 }
+
+// TestRunOpensTheLedgerBeforeVerifying: run opens its ledger before it
+// verifies the pin, so that what it verified is what it spawns without
+// the ledger's read in between (Open reads a whole ledger whose
+// checkpoint is missing: seconds on a large one). Seen from outside: a
+// ledger that cannot be opened is refused before a pin refused itself.
+func TestRunOpensTheLedgerBeforeVerifying(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "l.jsonl")
+	if err := os.WriteFile(ledger, []byte("this is not a receipt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.json")
+	os.WriteFile(in, []byte("{}"), 0o644)
+	r := cruxprov(t, "--home", filepath.Join(dir, "home"), "run", "acme-nope", "echo", "--input", in, "--ledger", ledger)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: ledger_corrupt") {
+		t.Errorf("a corrupt ledger and a provider with no pin: %+v", r)
+	}
+}
