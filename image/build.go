@@ -29,6 +29,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/elfread"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
@@ -405,7 +406,7 @@ func checkShimMachine(shim, pid, arch string) error {
 	}
 	defer r.Close()
 	build := fmt.Sprintf("build it static for %s: CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -trimpath -o bin/cruxshim ./cmd/cruxshim (docs/ci.md)", arch, arch)
-	f, err := elf.NewFile(r)
+	f, err := elfread.Read(r, elfread.Options{})
 	if err != nil {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is not an ELF executable, so the image of %s could not start: give the cruxshim program, %s", shim, pid, build)
 	}
@@ -415,10 +416,8 @@ func checkShimMachine(shim, pid, arch string) error {
 	if want, ok := shimMachines[arch]; ok && f.Machine != want {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF executable for %s, the platform %s is %s (%s): give the platform a cruxshim built for it (a static build with GOARCH=%s)", shim, f.Machine, pid, arch, want, arch)
 	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is linked dynamically (it needs a loader and libraries the image need not have): %s", shim, build)
-		}
+	if f.Dynamic {
+		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is linked dynamically (it needs a loader and libraries the image need not have): %s", shim, build)
 	}
 	return nil
 }

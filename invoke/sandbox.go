@@ -1,13 +1,14 @@
 package invoke
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/elfread"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -171,28 +172,13 @@ func InterpreterPaths(python, version, libpython string) []string {
 		ro = append(ro, filepath.Dir(libpython))
 	}
 	ro = append(ro, runpathDirs(interpreterObjects(python, version, libpython))...)
-	if f, err := elf.Open(python); err == nil {
-		for _, p := range f.Progs {
-			if p.Type != elf.PT_INTERP {
-				continue
-			}
-			if p.Filesz > 4096 { // PATH_MAX: not a loader's name
-				break
-			}
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
-				break
-			}
-			loader := strings.TrimRight(string(b), "\x00")
-			if d, err := filepath.EvalSymlinks(filepath.Dir(loader)); err == nil {
-				ro = append(ro, d)
-			}
-			if r, err := filepath.EvalSymlinks(loader); err == nil {
-				ro = append(ro, filepath.Dir(r))
-			}
-			break
+	if loader, ok := interpOf(python); ok {
+		if d, err := filepath.EvalSymlinks(filepath.Dir(loader)); err == nil {
+			ro = append(ro, d)
 		}
-		f.Close()
+		if r, err := filepath.EvalSymlinks(loader); err == nil {
+			ro = append(ro, filepath.Dir(r))
+		}
 	}
 	seen := map[string]bool{}
 	out := ro[:0]
@@ -203,6 +189,24 @@ func InterpreterPaths(python, version, libpython string) []string {
 		}
 	}
 	return out
+}
+
+// interpOf is the loader the ELF file at path names (its PT_INTERP), if
+// it names one.
+func interpOf(path string) (string, bool) {
+	info, err := readELF(path, elfread.Options{})
+	return info.Interp, err == nil && info.Dynamic && info.Interp != ""
+}
+
+// readELF reads the ELF file at path (a regular file, not waited on),
+// bounded and without panicking on a malformed one (elfread).
+func readELF(path string, o elfread.Options) (elfread.Info, error) {
+	f, err := capped.Open(path)
+	if err != nil {
+		return elfread.Info{}, err
+	}
+	defer f.Close()
+	return elfread.Read(f, o)
 }
 
 // minorVersion returns "X.Y" of a version "X.Y[…]" (Y its leading
@@ -279,17 +283,11 @@ func runpathDirs(objs []string) []string {
 		}
 	}
 	for _, obj := range objs {
-		f, err := elf.Open(obj)
+		info, err := readELF(obj, elfread.Options{Runpaths: true})
 		if err != nil {
 			continue
 		}
-		var paths []string
-		for _, tag := range []elf.DynTag{elf.DT_RUNPATH, elf.DT_RPATH} {
-			if v, err := f.DynString(tag); err == nil {
-				paths = append(paths, v...)
-			}
-		}
-		f.Close()
+		paths := info.Runpaths
 		origins := []string{filepath.Dir(obj)}
 		if r, err := filepath.EvalSymlinks(obj); err == nil && filepath.Dir(r) != origins[0] {
 			origins = append(origins, filepath.Dir(r))

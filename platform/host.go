@@ -3,7 +3,6 @@ package platform
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/elfread"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -305,20 +306,16 @@ func parseMacVer(s string) (int, int, bool) {
 // muslVersion is packaging's _get_musl_version: the ELF interpreter of the
 // executable, run without arguments, prints its version on stderr.
 func muslVersion(ctx context.Context, executable string) (int, int, bool) {
-	f, err := elf.Open(executable)
+	f, err := capped.Open(executable)
 	if err != nil {
 		return 0, 0, false
 	}
-	defer f.Close()
-	var ld string
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
-				ld = strings.TrimRight(string(b), "\x00")
-			}
-		}
+	info, err := elfread.Read(f, elfread.Options{})
+	f.Close()
+	if err != nil {
+		return 0, 0, false
 	}
+	ld := info.Interp
 	if !strings.Contains(ld, "musl") {
 		return 0, 0, false
 	}
