@@ -861,7 +861,8 @@ func (p *process) Wait() (int, bool, error) {
 // {{.State.StartedAt.IsZero}}": the exit code, and whether the container
 // started ("false": its start time is not zero). Anything else is not
 // ok: an answer that is neither "true" nor "false" is not taken for a
-// start.
+// start, nor an exit code no process has (outside 0–255, or not plain
+// decimal digits: "+3", "-1") for one.
 func parseState(out []byte) (code int, started, ok bool) {
 	f := strings.Fields(string(out))
 	if len(f) != 2 || f[1] != "true" && f[1] != "false" {
@@ -870,6 +871,12 @@ func parseState(out []byte) (code int, started, ok bool) {
 	if f[1] == "true" {
 		return 0, false, true
 	}
+	if f[0] == "" || len(f[0]) > 3 || strings.Trim(f[0], "0123456789") != "" {
+		return 0, false, false
+	}
 	code, err := strconv.Atoi(f[0])
-	return code, err == nil, err == nil
+	if err != nil || code > 255 {
+		return 0, false, false
+	}
+	return code, true, true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -35,13 +36,18 @@ func startTime(pid int) (string, bool) {
 	if err != nil {
 		return "", false
 	}
+	return statStartTime(b)
+}
+
+// statStartTime is field 22 of a /proc/PID/stat line.
+func statStartTime(b []byte) (string, bool) {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')') // the command name may hold anything
 	if i < 0 {
 		return "", false
 	}
 	f := strings.Fields(s[i+1:]) // from field 3, the state
-	if len(f) < 20 {
+	if len(f) < 20 || f[19] == "" || strings.Trim(f[19], "0123456789") != "" {
 		return "", false
 	}
 	return f[19], true
@@ -59,8 +65,8 @@ func ownerGone(id string) bool {
 		return false
 	}
 	pidS, start, ok := strings.Cut(rest, ":")
-	var pid int
-	if _, err := fmt.Sscanf(pidS, "%d", &pid); !ok || err != nil || pid <= 0 || start == "" {
+	pid, err := strconv.Atoi(pidS) // all of it: Sscanf's %d took "12x" for pid 12
+	if !ok || err != nil || pid <= 0 || start == "" || strings.Trim(pidS, "0123456789") != "" {
 		return false
 	}
 	now, alive := startTime(pid)
@@ -90,15 +96,36 @@ func (e *Executor) Prune(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var gone []string
-	for _, ln := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		name, id, ok := strings.Cut(ln, "\t")
-		if !ok || !strings.HasPrefix(name, "cruxprov-") || !ownerGone(id) {
+	for _, c := range parsePS(out) {
+		if !ownerGone(c.owner) {
 			continue
 		}
+		name := c.name
 		if _, err := e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", name); err != nil {
 			return gone, err
 		}
 		gone = append(gone, name)
 	}
 	return gone, nil
+}
+
+// psEntry is one container podman ps listed: its name and its
+// LabelExecutor.
+type psEntry struct{ name, owner string }
+
+// parsePS reads Prune's podman ps lines ("NAME\tEXECUTOR"): only a
+// container of a run (its name cruxprov-…, one argument to podman rm:
+// no space, tab or control character) is listed; any other line (a
+// warning on stdout, another podman's format) is left out, so nothing is
+// removed that this package did not start.
+func parsePS(out []byte) []psEntry {
+	var cs []psEntry
+	for _, ln := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		name, owner, ok := strings.Cut(strings.TrimSuffix(ln, "\r"), "\t")
+		if !ok || !strings.HasPrefix(name, "cruxprov-") || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			continue
+		}
+		cs = append(cs, psEntry{name, owner})
+	}
+	return cs
 }
