@@ -242,6 +242,12 @@ func ppid(pid int) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return statPPid(b)
+}
+
+// statPPid is field 4 of a /proc/PID/stat line, the parent's pid (the
+// command name, field 2, may hold spaces and parentheses).
+func statPPid(b []byte) (int, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, false
@@ -251,7 +257,7 @@ func ppid(pid int) (int, bool) {
 		return 0, false
 	}
 	p, err := strconv.Atoi(string(f[1]))
-	return p, err == nil
+	return p, err == nil && p >= 0
 }
 
 // signalRun sends sig to the run's process group and to every member.
