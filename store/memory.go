@@ -20,18 +20,66 @@ import (
 func memAvailable() int64 {
 	avail := int64(-1)
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "MemAvailable:"); ok {
-				if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil {
-					avail = kb << 10
-				}
-			}
-		}
+		avail = meminfoAvailable(b)
 	}
 	if c := cgroupRoom(); c >= 0 && (avail < 0 || c < avail) {
 		avail = c
 	}
 	return avail
+}
+
+// maxMem bounds every amount these files give: a number past it (v1's
+// "unlimited", 2^63 rounded to a page) is no limit, and sums stay below
+// int64's overflow.
+const maxMem = 1 << 62
+
+// meminfoAvailable is the MemAvailable line of /proc/meminfo in bytes,
+// -1 when there is none or it is not a plausible amount.
+func meminfoAvailable(b []byte) int64 {
+	avail := int64(-1)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemAvailable:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil && kb >= 0 && kb < maxMem>>10 {
+				avail = kb << 10
+			}
+		}
+	}
+	return avail
+}
+
+// memCgroup is one memory cgroup a /proc/PID/cgroup line names: on
+// the unified hierarchy (v2) or v1's memory controller, its path
+// relative to the hierarchy's root (cleaned, absolute).
+type memCgroup struct {
+	v2   bool
+	path string
+}
+
+// memoryCgroups reads /proc/self/cgroup: the memory cgroups this process
+// is in. A path outside this namespace's root ("/../..") names none to
+// read.
+func memoryCgroups(b []byte) []memCgroup {
+	var out []memCgroup
+	for _, l := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var v2 bool
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			v2 = true
+		case hasController(parts[1], "memory"):
+		default:
+			continue
+		}
+		if strings.Contains(parts[2], "..") {
+			continue
+		}
+		out = append(out, memCgroup{v2, path.Clean("/" + parts[2])})
+	}
+	return out
 }
 
 // cgroupRoom is the least room (limit less usage) of the memory cgroups
@@ -43,33 +91,27 @@ func cgroupRoom() int64 {
 		return -1
 	}
 	room := int64(-1)
-	for _, l := range strings.Split(string(b), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
+	for _, cg := range memoryCgroups(b) {
 		// The usage counts the page cache, which the kernel frees before
 		// it fails an allocation: the files' pages (active and inactive;
 		// a memfd's are shmem, never among them) are room too.
-		var mount, limit, usage, statPrefix string
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			mount, limit, usage = cgroup2Mount(), "memory.max", "memory.current"
-		case hasController(parts[1], "memory"):
-			mount, limit, usage, statPrefix = "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_"
-		default:
+		mount, limit, usage, statPrefix := "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "total_"
+		if cg.v2 {
+			mount, limit, usage, statPrefix = cgroup2Mount(), "memory.max", "memory.current", ""
+		}
+		if mount == "" {
 			continue
 		}
-		if mount == "" || strings.Contains(parts[2], "..") {
-			continue // a cgroup outside this namespace's root: not one to read
-		}
-		for p := path.Clean("/" + parts[2]); ; p = path.Dir(p) {
+		for p := cg.path; ; p = path.Dir(p) {
 			dir := path.Join(mount, p)
 			lim, lok := readInt(path.Join(dir, limit))
 			use, uok := readInt(path.Join(dir, usage))
-			if lok && uok && lim < 1<<62 { // v1 says "unlimited" with a huge number
-				r := max(lim-use+fileCache(path.Join(dir, "memory.stat"), statPrefix), 0)
-				if room < 0 || r < room {
+			if lok && uok {
+				var stat []byte
+				if b, err := os.ReadFile(path.Join(dir, "memory.stat")); err == nil {
+					stat = b
+				}
+				if r, ok := roomOf(lim, use, fileCache(stat, statPrefix)); ok && (room < 0 || r < room) {
 					room = r
 				}
 			}
@@ -81,20 +123,26 @@ func cgroupRoom() int64 {
 	return room
 }
 
-// fileCache is the file pages (active and inactive) memory.stat counts,
-// its keys prefixed with prefix (v1's hierarchical "total_"); 0 when it
-// cannot be read.
-func fileCache(stat, prefix string) int64 {
-	b, err := os.ReadFile(stat)
-	if err != nil {
-		return 0
+// roomOf is a cgroup's room: its limit less its usage, plus the file
+// cache the kernel frees first, not below 0; not ok when the limit is
+// none (v1 says "unlimited" with a huge number) or an amount is not one.
+func roomOf(lim, use, cache int64) (int64, bool) {
+	if lim < 0 || lim >= maxMem || use < 0 || use >= maxMem || cache < 0 || cache >= maxMem {
+		return 0, false
 	}
+	return max(lim-use+cache, 0), true
+}
+
+// fileCache is the file pages (active and inactive) a memory.stat counts,
+// its keys prefixed with prefix (v1's hierarchical "total_"); 0 when
+// there are none, at most maxMem.
+func fileCache(stat []byte, prefix string) int64 {
 	var n int64
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(string(stat), "\n") {
 		k, v, ok := strings.Cut(l, " ")
 		if ok && (k == prefix+"inactive_file" || k == prefix+"active_file") {
-			if x, err := strconv.ParseInt(v, 10, 64); err == nil {
-				n += x
+			if x, err := strconv.ParseInt(v, 10, 64); err == nil && x >= 0 && x < maxMem {
+				n = min(n+x, maxMem)
 			}
 		}
 	}
@@ -130,6 +178,11 @@ func readInt(p string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return parseInt(b)
+}
+
+// parseInt reads a cgroup file's one number.
+func parseInt(b []byte) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return n, err == nil
 }
