@@ -160,17 +160,19 @@ func (w *watcher) changed() bool {
 	}
 }
 
-// relevant parses the events in b.
+// relevant parses the events in b. What does not parse as whole events
+// (a name running past the read, bytes left over after the last event)
+// counts as a change, as a failed read does.
 func (w *watcher) relevant(b []byte) bool {
 	for len(b) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(b[0:]))
 		mask := binary.NativeEndian.Uint32(b[4:])
-		n := int(binary.NativeEndian.Uint32(b[12:]))
-		if unix.SizeofInotifyEvent+n > len(b) {
+		n := uint64(binary.NativeEndian.Uint32(b[12:])) // no int: negative on 32 bits
+		if n > uint64(len(b)-unix.SizeofInotifyEvent) {
 			return true
 		}
-		name := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+n], "\x00"))
-		b = b[unix.SizeofInotifyEvent+n:]
+		name := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+int(n)], "\x00"))
+		b = b[unix.SizeofInotifyEvent+int(n):]
 		if mask&selfGone != 0 {
 			return true
 		}
@@ -179,7 +181,7 @@ func (w *watcher) relevant(b []byte) bool {
 			return true
 		}
 	}
-	return false
+	return len(b) != 0
 }
 
 // arm places every watch of spec in a new inotify instance. On error the
