@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/shim"
 )
 
 // Backend is what an executor other than Subprocess (package podman's
@@ -143,6 +144,9 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 		if ex.signaled {
 			res.Status = StatusError
 			res.Error = &Error{Code: CodeExited, Message: "the harness was killed by a signal"}
+		} else if code, ok := shimRefused(ex.code, out, errb, errN); ok {
+			res.Status = StatusError
+			res.Error = &Error{Code: CodeShimRefused, Message: "the container's entry shim refused before the harness started: shim_refused: " + code + " (docs/shim.md)"}
 		} else {
 			parseOutput(res, out, attempt)
 		}
@@ -158,3 +162,16 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 // O_CLOEXEC does not reach a child (a Backend calls it before it starts
 // its process).
 func CloseInherited() { cloexecAll() }
+
+// shimRefused reports the code of the entry shim's refusal: exit
+// shim.ExitRefused, nothing on stdout, and on stderr (errN bytes in all,
+// errb their kept tail) the shim's one line and nothing else. Read as the
+// harness's exit (harness_exited "the harness exited 78"), the shim's
+// refusal (a secret pipe not written within its deadline, an exec that
+// failed) was recorded as the provider's failure.
+func shimRefused(code int, out, errb []byte, errN int64) (string, bool) {
+	if code != shim.ExitRefused || len(out) != 0 || int64(len(errb)) != errN {
+		return "", false
+	}
+	return shim.ParseRefused(errb)
+}

@@ -110,6 +110,11 @@ const (
 	CodeOutputLimit = "output_limit"
 	// CodeCancelled: the caller's context ended the run.
 	CodeCancelled = "cancelled"
+	// CodeShimRefused: a container's entry shim (cruxshim) refused before
+	// it started the harness (exit 78, nothing on stdout, its one stderr
+	// line "shim_refused: <code>" and nothing else: shim.ParseRefused);
+	// the message names the shim's code. Not the provider's failure.
+	CodeShimRefused = "shim_refused"
 )
 
 // Error is an error result: a code and a message (never a secret value).

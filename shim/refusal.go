@@ -1,5 +1,10 @@
 package shim
 
+import (
+	"slices"
+	"strings"
+)
+
 // ExitRefused is the exit status of every shim refusal. The harness never
 // exits 78, so an executor tells "the shim refused" apart from a crashed child.
 const ExitRefused = 78
@@ -34,3 +39,23 @@ type RefusedError struct {
 func (r *RefusedError) Error() string { return "shim_refused: " + r.Code }
 
 func refuse(code string) *RefusedError { return &RefusedError{Code: code} }
+
+// ParseRefused reports the code of a shim refusal, given everything a run
+// wrote on stderr: exactly one line "shim_refused: <code>" with a code of
+// the closed set, and nothing else (what the shim writes when it refuses;
+// a child's output around it, a code outside the set, is not one). An
+// executor that also sees the exit status ExitRefused and nothing on
+// stdout records the shim's refusal, not the child's failure; a child
+// that writes that line alone and exits 78 reads the same.
+func ParseRefused(stderr []byte) (string, bool) {
+	s := string(stderr)
+	line, ok := strings.CutSuffix(s, "\n")
+	if !ok || strings.Contains(line, "\n") {
+		return "", false
+	}
+	code, ok := strings.CutPrefix(line, "shim_refused: ")
+	if !ok || !slices.Contains(codes, code) {
+		return "", false
+	}
+	return code, true
+}

@@ -223,3 +223,34 @@ func TestDocListsCodes(t *testing.T) {
 		t.Errorf("docs/shim.md lists %q, the code set is %q", documented, want)
 	}
 }
+
+// FuzzParseRefused: whatever a run wrote on stderr, ParseRefused names a
+// code only when stderr is the shim's one line for a code of the closed
+// set, and nothing else.
+func FuzzParseRefused(f *testing.F) {
+	for _, s := range []string{"shim_refused: secret_pipe_timeout\n", "shim_refused: exec_failed", "Traceback\nshim_refused: usage\n", "shim_refused: nope\n", ""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		code, ok := ParseRefused(b)
+		if ok && (string(b) != "shim_refused: "+code+"\n" || !slices.Contains(codes, code)) {
+			t.Fatalf("%q: %q", b, code)
+		}
+		if !ok && code != "" {
+			t.Fatalf("%q: %q not ok", b, code)
+		}
+	})
+}
+
+func TestParseRefused(t *testing.T) {
+	for _, c := range codes {
+		if got, ok := ParseRefused([]byte(refuse(c).Error() + "\n")); !ok || got != c {
+			t.Errorf("%s: %q %v", c, got, ok)
+		}
+	}
+	for _, s := range []string{"Traceback\nshim_refused: usage\n", "shim_refused: usage\nmore\n", "shim_refused: usage", "shim_refused: nope\n"} {
+		if got, ok := ParseRefused([]byte(s)); ok {
+			t.Errorf("%q: %q", s, got)
+		}
+	}
+}

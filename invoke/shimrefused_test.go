@@ -1,0 +1,115 @@
+package invoke_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/shim"
+)
+
+// shimBackend runs argv as a container runtime runs its entrypoint: the
+// real cruxshim in front, fd 3 the secret pipe's read end (its write end
+// held open and never written when stall is set, as an executor that
+// stalls).
+type shimBackend struct {
+	argv  []string
+	stall bool
+}
+
+func (b *shimBackend) Name() string { return "container" }
+func (b *shimBackend) Check(context.Context, *invoke.Call) ([]string, error) {
+	return nil, nil
+}
+
+type shimProc struct {
+	cmd *exec.Cmd
+	w   *os.File
+}
+
+func (b *shimBackend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(b.argv[0], b.argv[1:]...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = s.Stdout, s.Stderr, []*os.File{r}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r.Close()
+	if !b.stall {
+		w.Write(s.Bundle)
+		w.Close()
+		w = nil
+	}
+	return &shimProc{cmd, w}, nil
+}
+
+func (p *shimProc) Wait() (int, bool, error) {
+	err := p.cmd.Wait()
+	if p.w != nil {
+		p.w.Close()
+	}
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			if ws := ee.Sys().(syscall.WaitStatus); ws.Signaled() {
+				return 128 + int(ws.Signal()), false, nil
+			}
+			return ee.ExitCode(), false, nil
+		}
+		return -1, false, err
+	}
+	return 0, false, nil
+}
+
+func (p *shimProc) Signal(term bool) { p.cmd.Process.Kill() }
+
+// TestShimRefusalIsNotTheProvidersFailure: a container run whose entry
+// shim refuses (here its secret pipe is never written within the
+// deadline) is recorded shim_refused naming the shim's code, not
+// harness_exited "the harness exited 78" as if the provider had failed;
+// a child that exits 78 after writing more than the shim's one line is
+// still the harness's exit.
+func TestShimRefusalIsNotTheProvidersFailure(t *testing.T) {
+	sh := imagetest.Shim(t)
+	ledger, err := receipts.Open(context.Background(), filepath.Join(t.TempDir(), "l.jsonl"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	call := func() *invoke.Call {
+		return &invoke.Call{Provider: "p", Entrypoint: "e", Object: "m:f", Platform: "host", Input: []byte(`{}`),
+			ImplementationDigest: digest.Sum([]byte("i")), MaterializationDigest: digest.Sum([]byte("m")), SealDigest: digest.Sum([]byte("s")),
+			Secrets: []string{"acme/k"}, Resolve: func(context.Context, string) (string, error) { return "v", nil }}
+	}
+	fd := strconv.Itoa(shim.SecretFD)
+	for _, tc := range []struct {
+		name      string
+		b         *shimBackend
+		code, msg string
+	}{
+		{"pipe never written", &shimBackend{argv: []string{sh, "--secret-pipe-fd", fd, "--secret-pipe-timeout", "1", "--", "/bin/true"}, stall: true},
+			invoke.CodeShimRefused, "the container's entry shim refused before the harness started: shim_refused: secret_pipe_timeout (docs/shim.md)"},
+		{"a child's own exit 78", &shimBackend{argv: []string{sh, "--secret-pipe-fd", fd, "--", "/bin/sh", "-c", "echo Traceback >&2; echo 'shim_refused: secret_pipe_timeout' >&2; exit 78"}},
+			invoke.CodeExited, "the harness exited 78"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := invoke.Dispatch(context.Background(), call(), tc.b, invoke.DispatchOptions{Ledger: ledger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != invoke.StatusError || res.ExitCode != shim.ExitRefused || res.Error == nil || res.Error.Code != tc.code || res.Error.Message != tc.msg {
+				t.Errorf("%+v %+v", res, res.Error)
+			}
+		})
+	}
+}
