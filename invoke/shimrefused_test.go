@@ -6,8 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image/imagetest"
@@ -111,5 +113,48 @@ func TestShimRefusalIsNotTheProvidersFailure(t *testing.T) {
 				t.Errorf("%+v %+v", res, res.Error)
 			}
 		})
+	}
+}
+
+// TestOwnMessagesNotRedacted: with a one-letter secret ("a"), what the
+// executor wrote itself (an exit status, a timeout) is not redacted
+// letter by letter ("the h[redacted]rness exited 3"), while what the run
+// wrote (its stderr tail in the receipt) still is.
+func TestOwnMessagesNotRedacted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	ledger, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	for _, tc := range []struct {
+		argv    []string
+		timeout int64
+		msg     string
+	}{
+		{[]string{"/bin/sh", "-c", "echo 'a secret: a' >&2; exit 3"}, 0, "the harness exited 3"},
+		{[]string{"/bin/sh", "-c", "kill -ABRT $$"}, 0, "the harness was killed by SIGABRT (aborted; exit status 134)"},
+		{[]string{"/bin/sleep", "5"}, 300, "killed after the 300 ms timeout"},
+	} {
+		c := &invoke.Call{Provider: "p", Entrypoint: "e", Object: "m:f", Platform: "host", Input: []byte(`{}`),
+			ImplementationDigest: digest.Sum([]byte("i")), MaterializationDigest: digest.Sum([]byte("m")), SealDigest: digest.Sum([]byte("s")),
+			Secrets: []string{"acme/k"}, Resolve: func(context.Context, string) (string, error) { return "a", nil },
+			Budgets: invoke.Budgets{TimeoutMS: tc.timeout}}
+		res, err := invoke.Dispatch(context.Background(), c, &shimBackend{argv: tc.argv}, invoke.DispatchOptions{Ledger: ledger, Grace: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Error == nil || res.Error.Message != tc.msg {
+			t.Errorf("%v: %+v", tc.argv, res.Error)
+		}
+	}
+	rep, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Attempts {
+		if a.Outcome != nil && strings.Contains(a.Outcome.StderrTail, "a secret") {
+			t.Errorf("the stderr tail is not redacted: %q", a.Outcome.StderrTail)
+		}
 	}
 }

@@ -619,7 +619,12 @@ func settle(ctx context.Context, res *Result, why string, b Budgets, red *redact
 	default:
 		parse()
 	}
-	if res.Error != nil {
+	// A message the executor wrote from numbers and names of its own (an
+	// exit status, a signal, a budget, the shim's code) holds no byte of
+	// the run's: redacted, a short secret ("a", a PIN) took letters and
+	// digits out of it ("the h[redacted]rness exited 3"). Every other
+	// message may quote the run's output or the harness's words.
+	if res.Error != nil && why == "" && res.Error.Code != CodeExited && res.Error.Code != CodeShimRefused {
 		res.Error.Message = red.text(res.Error.Message)
 	}
 	for i := range res.Egress {
