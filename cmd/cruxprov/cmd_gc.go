@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/materialize"
@@ -100,6 +101,9 @@ func gcAction(c *cli.Context) error {
 		}
 		return fmt.Errorf("%w; the store is not writable by this user: run gc as its owner", err)
 	}
+	if errors.Is(err, unix.EROFS) {
+		return fmt.Errorf("%w; the store's file system is mounted read-only: remount it read-write to gc it", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -159,7 +163,10 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 	for _, d := range names.Envs {
 		keep[d.Hex()] = true
 	}
-	dir := filepath.Join(o.home, store.EnvsDir)
+	// The store's own home, absolute: materialize.Remove refuses a path
+	// outside it, and --home as given may be relative ("is not an env of
+	// the store" for every env, with --home ./store).
+	dir := filepath.Join(st.Home(), store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, 0, nil
@@ -195,7 +202,7 @@ func removeUnnamedEnvs(ctx context.Context, o *opts, st *store.Store, names *reg
 				// not remove, not env remove's materialize_failed
 				// refusal (exit 78): gc is no install, verify or run.
 				var pe *fs.PathError
-				if errors.Is(err, fs.ErrPermission) && errors.As(err, &pe) {
+				if (errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS)) && errors.As(err, &pe) {
 					return out, total, fmt.Errorf("cannot remove the env %s: %w", p, pe)
 				}
 				return out, total, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,37 @@ func TestSpaceAdviceFreesSpace(t *testing.T) {
 	}
 	if r := cruxprov(t, again...); strings.Contains(r.stderr, "free but the env needs about") || !strings.Contains(r.stderr, "offline_miss") {
 		t.Errorf("after gc --envs: %+v", r)
+	}
+}
+
+// TestGCEnvsRelativeHome: gc --envs with a relative --home removes the
+// envs no pin names (it refused each, materialize_failed "is not an env of
+// the store", comparing the relative path with the store's absolute home).
+func TestGCEnvsRelativeHome(t *testing.T) {
+	home, lock := envHome(t, 1, 2)
+	env := createJSON(t, createArgs(home, lock, "--no-compile")...).Path
+	cmd := exec.Command(bin, "--home", filepath.Base(home), "gc", "--envs")
+	cmd.Dir = filepath.Dir(home)
+	if r := runCmd(t, cmd); r.code != 0 || !strings.Contains(r.stdout, "removed ") {
+		t.Fatalf("gc --envs --home %s: %+v", filepath.Base(home), r)
+	}
+	if _, err := os.Stat(env); err == nil {
+		t.Errorf("%s is still there", env)
+	}
+}
+
+// TestGCEnvsReadOnlyStore: gc --envs on a store whose file system is
+// mounted read-only fails as gc does (exit 1), not with env remove's
+// materialize_failed refusal (exit 78).
+func TestGCEnvsReadOnlyStore(t *testing.T) {
+	dir := testdir.Tmpfs(t, "16m")
+	home, lock := envHomeAt(t, filepath.Join(dir, "home"), 1, 2)
+	createJSON(t, createArgs(home, lock, "--no-compile")...)
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		t.Skipf("cannot remount read-only: %v", err)
+	}
+	defer unix.Mount("", dir, "", unix.MS_REMOUNT, "")
+	if r := cruxprov(t, "--home", home, "gc", "--envs"); r.code != exitFailure || !strings.Contains(r.stderr, "error: cannot remove the env ") || !strings.Contains(r.stderr, "read-only file system; the store's file system is mounted read-only: remount it read-write to gc it") {
+		t.Errorf("gc --envs on a read-only store: %+v", r)
 	}
 }
