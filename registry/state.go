@@ -310,7 +310,7 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 			}
 		}
 		if i < 0 {
-			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s", c.Key.Name)
+			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s; cruxprov key list names the trusted keys", c.Key.Name)
 		}
 		if c.Key.Digest.IsZero() {
 			// A step from before untrusting named the key by name only.
@@ -385,7 +385,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			if res := s.approvedBy(now, cs, signer.Public().Digest()); res != nil {
 				return res, nil
 			}
-			return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
+			return nil, notProposed(cs, "approved")
 		}
 	} else if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
 		return nil, refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev)
@@ -707,6 +707,35 @@ func (s *state) accept(now time.Time, cs *ChangeSet) error {
 	return s.record(now, ev, p.Provider, p.SpecDigest, p.Revision, "")
 }
 
+// notProposed refuses to approve or reject (verb) cs, which is no longer
+// proposed, saying what to do instead: it said only "change-set … is
+// approved, not proposed", and an operator who had followed
+// pin_unapproved's advice to the list tried to add a second key's
+// approval to the pin's own change-set after the threshold was raised.
+func notProposed(cs *ChangeSet, verb string) *refusal.Error {
+	id, scope := cs.Metadata.ID, cs.Scope()
+	next := ""
+	switch {
+	case verb == "rejected" && cs.Status.State == StateRejected:
+		next = fmt.Sprintf("it was rejected already (%q)", cs.Status.Reason)
+	case verb == "rejected" && scope != TrustScope:
+		next = fmt.Sprintf("only a proposed change-set is rejected; an accepted provider is withdrawn with cruxprov provider retire %s", scope)
+	case verb == "rejected":
+		next = "only a proposed change-set is rejected; an applied trust change is undone by another (cruxprov key untrust, key trust or policy set)"
+	case scope != TrustScope:
+		// The refusal's remedy renders the install to run.
+		target := scope
+		if len(cs.Spec.Changes) == 1 && cs.Spec.Changes[0].Provider != nil && cs.Spec.Changes[0].Provider.Package != nil {
+			pkg := cs.Spec.Changes[0].Provider.Package
+			target = pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String()
+		}
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, target)
+	default:
+		next = "to make this trust change, propose it again (cruxprov key trust, key untrust or policy set) and approve the new change-set"
+	}
+	return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: %s", id, cs.Status.State, next)
+}
+
 func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {
 	cs, err := s.changeset(id)
 	if err != nil {
@@ -718,7 +747,7 @@ func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*Cha
 		return cloneCS(cs), nil
 	}
 	if cs.Status.State != StateProposed {
-		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed", id, cs.Status.State)
+		return nil, notProposed(cs, "rejected")
 	}
 	if strings.TrimSpace(reason) == "" {
 		return nil, refusal.New(refusal.ChangesetInvalid, "a rejection needs a reason")
