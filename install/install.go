@@ -40,8 +40,9 @@ type Options struct {
 	Python    string
 	// Client is the pinned index (nil: the store alone, offline).
 	Client *index.Client
-	// NoCompile, Jobs, PlainMalloc: as pipeline.Options.
+	// NoCompile, NoCache, Jobs, PlainMalloc: as pipeline.Options.
 	NoCompile   bool
+	NoCache     bool
 	Jobs        int
 	PlainMalloc bool
 	// Containers are container materializations to propose beside the
@@ -104,7 +105,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 		progress("materialize", p)
 		po := pipeline.Options{
 			Source:   pipeline.Source{Root: o.Root},
-			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, Jobs: o.Jobs, Warn: warn,
+			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: warn,
 			PlainMalloc: o.PlainMalloc,
 		}
 		local := p == "host" || runsHere(ctx, st, p, o.Python)

@@ -21,7 +21,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "install",
 		Usage:     "propose a provider: root wheel → interfaces checked → envs built and sealed → a change-set",
-		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--backend local|container --image REF@DIGEST] [--offline] [--no-compile] [--jobs N]",
+		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--backend local|container --image REF@DIGEST] [--offline] [--no-compile] [--no-cache] [--jobs N]",
 		Description: "Reads the provider's manifest, checks every entrypoint's interface against the registry\n" +
 			"(interface_unregistered, interface_digest_mismatch), runs the pipeline for each platform — a\n" +
 			"sealed local env where the interpreter (--python) runs the platform, the resolution alone\n" +
@@ -38,6 +38,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "image", Usage: "with --backend container: the image `REF@DIGEST` (or oci:DIR@DIGEST) CI built, signed by a trusted builder key; an image index gives every platform's manifest (repeatable)"},
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
+			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
 			&cli.IntFlag{Name: "jobs", Usage: "parallel `N` for downloads and installs (default: a sensible number)"},
 		}, indexFlags()...),
 		Action: installAction,
@@ -133,7 +134,7 @@ func installAction(c *cli.Context) error {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
 	}
 	iopts := install.Options{
-		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), Jobs: c.Int("jobs"),
+		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
 		ProposedBy: operator(), Warn: o.warn, Containers: containers, PlainMalloc: hugePagesOff(),
 	}
 	if !c.Bool("offline") {
