@@ -26,8 +26,8 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:      "env",
-		Usage:     "create, verify, list and remove sealed local environments",
-		UsageText: "cruxprov env create|verify|list|remove …",
+		Usage:     "create, verify, list and remove sealed local environments; their SBOM",
+		UsageText: "cruxprov env create|verify|list|remove|sbom …",
 		Description: "A local env is a venv built in Go from a resolution's wheels, sealed read-only under\n" +
 			"$CRUXPROV_HOME/envs/<materialization digest>, with a seal and a stat index beside it.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +

@@ -28,9 +28,9 @@ import (
 func init() {
 	register(&cli.Command{
 		Name:        "registry",
-		Usage:       "the governance registry's hash-chained history",
-		UsageText:   "cruxprov registry log …",
-		Description: "Example:\n   cruxprov registry log --verify",
+		Usage:       "the governance registry's hash-chained history: log, repair",
+		UsageText:   "cruxprov registry log|repair …",
+		Description: "Example:\n   cruxprov registry log --verify\n   cruxprov registry repair",
 		Subcommands: []*cli.Command{{
 			Name:      "log",
 			Usage:     "print the history (every mutation, hash-chained)",

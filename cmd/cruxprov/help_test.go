@@ -497,3 +497,20 @@ func TestPlatformNamedTwice(t *testing.T) {
 		t.Errorf("platform show PRESET --python: %+v", r)
 	}
 }
+
+// TestGroupUsageNamesEverySubcommand: a command group's usage line names
+// each of its subcommands, as its --help's COMMANDS list does; env's
+// said "create|verify|list|remove" without sbom, and registry's "log"
+// without repair, the command registry_corrupt's advice names.
+func TestGroupUsageNamesEverySubcommand(t *testing.T) {
+	for _, c := range newApp(nil, nil).Commands {
+		if len(c.Subcommands) < 2 {
+			continue
+		}
+		for _, s := range c.Subcommands {
+			if !regexp.MustCompile(`[ |(]` + regexp.QuoteMeta(s.Name) + `\b`).MatchString(c.UsageText) {
+				t.Errorf("cruxprov %s's usage %q does not name %s", c.Name, c.UsageText, s.Name)
+			}
+		}
+	}
+}
