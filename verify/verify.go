@@ -13,6 +13,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"path/filepath"
@@ -227,15 +228,41 @@ func pick(spec *registry.Provider, name, platform string) (registry.Materializat
 			locals = append(locals, m)
 		}
 	}
-	switch {
-	case len(locals) == 1:
+	if len(locals) == 1 {
 		return locals[0], nil
-	case len(locals) == 0 && platform != "":
-		return registry.Materialization{}, refusal.New(refusal.PinUnapproved, "provider %s has no accepted local materialization for %s", name, platform)
-	case len(locals) == 0:
-		return registry.Materialization{}, refusal.New(refusal.PinUnapproved, "provider %s has no accepted local materialization", name)
 	}
-	return registry.Materialization{}, refusal.New(refusal.PlatformUnsupported, "provider %s has %d local materializations; name the platform", name, len(locals))
+	return registry.Materialization{}, Unpinned(spec, name, registry.BackendLocal, platform, len(locals))
+}
+
+// Unpinned refuses to verify or run name on backend (and platform, ""
+// for any) where its accepted pin has no materialization for them
+// (n == 0) or several (n > 1), naming those the pin has and what to
+// give: it said only "has no accepted container materialization", or
+// "name the platform" without the platforms, so a run --backend
+// container of a provider pinned as a local env had no next step.
+func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *refusal.Error {
+	var has []string
+	for _, m := range spec.Materializations {
+		if n == 0 || m.Backend == backend {
+			has = append(has, m.Backend+" "+m.Platform)
+		}
+	}
+	if n > 1 {
+		return refusal.New(refusal.PlatformUnsupported, "provider %s has %d %s materializations (%s); name one with --platform", name, n, backend, strings.Join(has, ", "))
+	}
+	for_ := ""
+	if platform != "" {
+		for_ = " for " + platform
+	}
+	pinned := "none"
+	if len(has) > 0 {
+		pinned = strings.Join(has, ", ")
+	}
+	how := "cruxprov install … --platform " + cmp.Or(platform, "PLATFORM")
+	if backend == registry.BackendContainer {
+		how = "cruxprov install … --backend container --image REF@sha256:…; docs/operator.md"
+	}
+	return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): give --backend and --platform of one it has, or propose the provider again with one (%s) and approve it", name, backend, for_, pinned, how)
 }
 
 // checkProviderFiles holds the manifest and lock installed in the env's

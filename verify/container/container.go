@@ -133,11 +133,8 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 			found = append(found, m)
 		}
 	}
-	switch {
-	case len(found) == 0:
-		return r, refusal.New(refusal.PinUnapproved, "provider %s has no accepted container materialization%s", name, forPlatform(o.Platform))
-	case len(found) > 1:
-		return r, refusal.New(refusal.PlatformUnsupported, "provider %s has %d container materializations; name the platform", name, len(found))
+	if len(found) != 1 {
+		return r, verify.Unpinned(spec, name, registry.BackendContainer, o.Platform, len(found))
 	}
 	m := found[0]
 	r.Materialization = m
@@ -172,13 +169,6 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 		return r, refusal.New(refusal.ImageDigestMismatch, "%s is not one image of platform %s", m.Image, m.Platform)
 	}
 	return r, nil
-}
-
-func forPlatform(p string) string {
-	if p == "" {
-		return ""
-	}
-	return " for " + p
 }
 
 // Materialization is what `install --backend container --image

@@ -1,0 +1,51 @@
+package verify
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+)
+
+// TestUnpinnedSaysWhatThePinHas: a backend or platform the accepted pin
+// has no materialization for is refused naming those it has and what to
+// give (it said only "has no accepted container materialization"), and
+// several for one backend name their platforms (it said "name the
+// platform" without them).
+func TestUnpinnedSaysWhatThePinHas(t *testing.T) {
+	spec := &registry.Provider{Materializations: []registry.Materialization{
+		{Backend: registry.BackendLocal, Platform: "cp311-manylinux_2_36_x86_64"},
+		{Backend: registry.BackendLocal, Platform: "cp312-manylinux_2_17_aarch64"},
+	}}
+	for _, tc := range []struct {
+		backend, platform string
+		n                 int
+		code              refusal.Code
+		want              []string
+	}{
+		{registry.BackendContainer, "", 0, refusal.PinUnapproved, []string{
+			"provider acme-echo has no accepted container materialization (its pin has: local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64): give --backend and --platform of one it has",
+			"--backend container --image REF@sha256:…; docs/operator.md"}},
+		{registry.BackendLocal, "cp311-win_amd64", 0, refusal.PinUnapproved, []string{
+			"no accepted local materialization for cp311-win_amd64 (its pin has: local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64)",
+			"cruxprov install … --platform cp311-win_amd64"}},
+		{registry.BackendLocal, "", 2, refusal.PlatformUnsupported, []string{
+			"provider acme-echo has 2 local materializations (local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64); name one with --platform"}},
+	} {
+		err := Unpinned(spec, "acme-echo", tc.backend, tc.platform, tc.n)
+		if !errors.Is(err, tc.code) {
+			t.Errorf("%s %q: %v, want %s", tc.backend, tc.platform, err, tc.code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s %q: %v\nwant it to say %q", tc.backend, tc.platform, err, w)
+			}
+		}
+	}
+	// The local pick goes through it.
+	if _, err := pick(spec, "acme-echo", ""); err == nil || !strings.Contains(err.Error(), "name one with --platform") {
+		t.Errorf("pick of two: %v", err)
+	}
+}
