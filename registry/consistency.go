@@ -66,22 +66,40 @@ func (s *state) checkPin(provider string) error {
 	if err == nil {
 		return nil
 	}
-	r := err.(*refusal.Error)
-	if _, ok := s.restorablePin(provider); ok {
-		return refusal.New(r.Code, "%s; no change is made on it. The change-set the history accepted (%s) is in changesets/: repairing the registry writes that pin file again from it", r.Detail, last.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
-	}
-	return refusal.New(r.Code, "%s; no change is made on it, and the change-set the history accepted (%s) is not in changesets/ to restore it from: restore pins/%s.json and changesets/ from a copy of the registry taken after entry %d", r.Detail, last.Digest, provider, last.Seq)
+	_, ok := s.restorablePin(provider)
+	return behindHistory(err.(*refusal.Error), provider, last, ok, "; no change is made on it")
 }
 
 // lostPin is the refusal of a provider with no pin file whose history
 // accepted (or retired) a pin of it last at entry last: registry damage,
 // not a pin never approved. Verify said pin_unapproved ("a proposal takes
 // effect once approved") for it while every mutation and gc refused it
-// registry_corrupt; now each says registry_corrupt, advising `registry
-// repair` (which writes the pin file again from the change-set the
-// history accepted, or says what to restore when that is gone).
+// registry_corrupt; now each says registry_corrupt, and behindHistory
+// adds what brings it back.
 func lostPin(provider string, last *Entry) *refusal.Error {
-	return refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq).WithRemedy(refusal.ActionRepairRegistry, "")
+	return refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
+}
+
+// behindHistory is r, the refusal of provider's pin file (lost, put back
+// from below the history's last pin entry last, or edited), with what
+// brings it back: repair, when the change-set the history accepted is
+// there to write the pin again from (restorable), else a copy of the
+// registry. A mutation (checkPin) and VerifyPin say the same; verify
+// called a lost pin file unapproved, advising the change-set list, and
+// an older one put back a rollback with no advice.
+func behindHistory(r *refusal.Error, provider string, last *Entry, restorable bool, also string) error {
+	if restorable {
+		return refusal.New(r.Code, "%s%s. The change-set the history accepted (%s) is in changesets/: repairing the registry writes that pin file again from it", r.Detail, also, last.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
+	}
+	return refusal.New(r.Code, "%s%s, and the change-set the history accepted (%s) is not in changesets/ to restore it from: restore pins/%s.json and changesets/ from a copy of the registry taken after entry %d", r.Detail, also, last.Digest, provider, last.Seq)
+}
+
+// restores reports whether cs is the approved change-set the history's
+// last pin entry last accepted (or retired) for provider, from which
+// Repair writes its pin file again.
+func restores(cs *ChangeSet, provider string, last *Entry) bool {
+	return cs != nil && cs.Metadata.ID == last.Digest && cs.Status.State == StateApproved && cs.Scope() == provider && cs.Spec.Revision == last.Revision &&
+		(cs.Spec.Changes[0].Action == ActionRetire) == (last.Event == EventPinRetired)
 }
 
 // restorablePin is the pin the history's last pin entry for provider
@@ -98,8 +116,7 @@ func (s *state) restorablePin(provider string) (*Pin, bool) {
 		return nil, false // the same, or not a pin put back or edited: nothing to restore from the history
 	}
 	cs := s.changesets[last.Digest]
-	if cs == nil || cs.Status.State != StateApproved || cs.Scope() != provider || cs.Spec.Revision != last.Revision ||
-		(cs.Spec.Changes[0].Action == ActionRetire) != (last.Event == EventPinRetired) {
+	if !restores(cs, provider, last) {
 		return nil, false
 	}
 	p := &Pin{

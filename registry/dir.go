@@ -531,7 +531,7 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 		if rec, err := d.PinHistory(ctx, provider); err != nil {
 			return nil, err
 		} else if rec.Last != nil {
-			return nil, lostPin(provider, rec.Last)
+			return nil, lostPinFrom(ctx, d, provider, rec.Last)
 		}
 		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 	}

@@ -237,7 +237,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	if refusal.CodeOf(err) == refusal.PinUnapproved && last != nil {
 		// No pin, but the history accepted one: lost, whatever the
 		// Reader says.
-		return nil, lostPin(provider, last)
+		return nil, lostPinFrom(ctx, reg, provider, last)
 	}
 	if err != nil {
 		return nil, err
@@ -253,6 +253,11 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		return nil, refusal.New(refusal.SignatureInvalid, "provider %s pin: its spec, revision or name is not what was signed (spec digest %s, recorded %s)", provider, sd, p.SpecDigest)
 	}
 	if err := matchHistory(p, last); err != nil {
+		if last != nil && p.Revision < last.Revision {
+			// An older pin file put back: a rollback, which repair
+			// mends while the change-set the history accepted is there.
+			return nil, behindHistory(err.(*refusal.Error), provider, last, restores(historyChangeSet(ctx, reg, last), provider, last), "")
+		}
 		return nil, err
 	}
 	t, err := reg.Trust(ctx)
@@ -359,7 +364,7 @@ func CheckedPin(ctx context.Context, reg Reader, provider string) (*Pin, error) 
 	}
 	p, err := reg.Pin(ctx, provider)
 	if refusal.CodeOf(err) == refusal.PinUnapproved && rec.Last != nil {
-		return nil, lostPin(provider, rec.Last)
+		return nil, lostPinFrom(ctx, reg, provider, rec.Last)
 	}
 	if err != nil {
 		return nil, err
@@ -409,7 +414,7 @@ func CheckedPins(ctx context.Context, reg Reader) ([]*Pin, error) {
 	}
 	if len(last) > 0 {
 		name := slices.Min(slices.Collect(maps.Keys(last)))
-		return nil, lostPin(name, last[name])
+		return nil, lostPinFrom(ctx, reg, name, last[name])
 	}
 	return pins, nil
 }
@@ -532,6 +537,24 @@ type readLocker interface {
 // without a floor (its first run, or a provider it never verified) and
 // for a provider retired since. Any other difference is a pin file no
 // approval wrote: registry_corrupt.
+// lostPinFrom is lostPin with what brings the pin file back, as a
+// mutation says it: repair while reg holds the change-set the history
+// accepted, else a copy of the registry.
+func lostPinFrom(ctx context.Context, reg Reader, provider string, last *Entry) error {
+	return behindHistory(lostPin(provider, last), provider, last, restores(historyChangeSet(ctx, reg, last), provider, last), "")
+}
+
+// historyChangeSet is the change-set the history's pin entry last names,
+// nil when the registry cannot give it: read only on a refusal's path,
+// to say whether repair can restore the pin file.
+func historyChangeSet(ctx context.Context, reg Reader, last *Entry) *ChangeSet {
+	cs, err := reg.ChangeSet(ctx, last.Digest)
+	if err != nil {
+		return nil
+	}
+	return cs
+}
+
 func matchHistory(p *Pin, last *Entry) error {
 	if last == nil {
 		return refusal.New(refusal.RegistryCorrupt, "provider %s has a pin file (revision %d) but the registry's history never accepted a pin of it: propose it again and approve it", p.Provider, p.Revision)
