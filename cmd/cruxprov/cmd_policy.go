@@ -50,8 +50,23 @@ func init() {
 				if err != nil {
 					return err
 				}
-				if k := c.Int("threshold"); k < 1 || k > 100 {
+				k := c.Int("threshold")
+				if k < 1 || k > 100 {
 					return usagef("--threshold %d: want 1 to 100 distinct approver keys", k)
+				}
+				// The threshold in force already (a policy set run again
+				// after its change-set was approved): nothing to propose,
+				// as key trust of a key trusted already. It proposed a
+				// change-set that changed nothing, whose approval would
+				// make every other open trust proposal stale.
+				t, err := reg.Trust(c.Context)
+				if err != nil {
+					return err
+				}
+				if t != nil && t.Policy.Threshold == k {
+					return o.emit("cruxprov.policy.set/v1", map[string]any{"threshold": k, "trustRevision": t.Revision, "already": true}, func(w io.Writer) {
+						fmt.Fprintf(w, "threshold %d already (trust revision %d): nothing changed\n", k, t.Revision)
+					})
 				}
 				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
 				if err != nil {

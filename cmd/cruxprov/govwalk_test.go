@@ -218,7 +218,7 @@ func TestGovWalkTrustMistakes(t *testing.T) {
 		t.Errorf("a mistake proposed a change-set: %+v", r)
 	}
 	// A proposal says how to approve it, whichever command made it.
-	for _, args := range [][]string{{"key", "trust", filepath.Join(keys, "b.pub")}, {"policy", "set", "--threshold", "1"}, {"key", "untrust", "a"}} {
+	for _, args := range [][]string{{"key", "trust", filepath.Join(keys, "b.pub")}, {"policy", "set", "--threshold", "2"}, {"key", "untrust", "a"}} {
 		r := run(args...)
 		if !strings.Contains(r.stdout, "approve with: cruxprov changeset approve ") {
 			t.Errorf("%v does not say how to approve: %+v", args, r)

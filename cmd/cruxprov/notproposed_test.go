@@ -51,3 +51,41 @@ func TestNotProposedSaysWhatToDo(t *testing.T) {
 		t.Errorf("untrust of a name no key has: %+v", r)
 	}
 }
+
+// TestPolicySetToTheThresholdInForce: policy set to the threshold in
+// force (run again after its change-set was approved) proposes nothing
+// and says so, exit 0, as key trust of a key trusted already does; it
+// proposed a change-set that changed nothing.
+func TestPolicySetToTheThresholdInForce(t *testing.T) {
+	home, _, _, env := proposedHome(t)
+	run := func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = env
+		return runCmd(t, cmd)
+	}
+	count := func() int {
+		t.Helper()
+		var doc struct{ ChangeSets []any }
+		if r := run("changeset", "list", "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil {
+			t.Fatalf("%+v", r)
+		}
+		return len(doc.ChangeSets)
+	}
+	before := count()
+	if r := run("policy", "set", "--threshold", "1"); r.code != 0 || r.stdout != "threshold 1 already (trust revision 0): nothing changed\n" {
+		t.Errorf("policy set --threshold 1 at threshold 1: %+v", r)
+	}
+	r := run("policy", "set", "--threshold", "1", "--json")
+	var doc struct {
+		Schema    string
+		Threshold int
+		Already   bool
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Schema != "cruxprov.policy.set/v1" || doc.Threshold != 1 || !doc.Already {
+		t.Errorf("--json: %+v", r)
+	}
+	if n := count(); n != before {
+		t.Errorf("%d change-sets after, %d before: one was proposed", n, before)
+	}
+}
