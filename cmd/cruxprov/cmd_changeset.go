@@ -303,7 +303,21 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		}
 		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
 	}
+	if n == 0 && p.Action == registry.ActionUpdate {
+		fmt.Fprintf(w, "  nothing changes: %s\n", noChangeNote)
+	}
 	fmt.Fprintf(w, "Plan: %s.\n", count(n, "change"))
+}
+
+// noChangeNote is what a provider update that changes nothing in the
+// accepted pin is for: install run again proposes one, and its "Plan: 0
+// changes." did not say whether to approve it.
+const noChangeNote = "approving it only approves the accepted pin again (what a threshold raised since needs); otherwise reject it"
+
+// planChanges counts the changes printPlan lists for a provider plan.
+func planChanges(p *registry.Plan) int {
+	return len(p.Packages) + len(p.Digests) + len(p.Entrypoints) + len(p.Secrets.Added) + len(p.Secrets.Removed) +
+		len(p.Egress.Added) + len(p.Egress.Removed) + len(p.Budgets)
 }
 
 func orDash(s string) string {

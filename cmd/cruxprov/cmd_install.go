@@ -172,6 +172,12 @@ func installAction(c *cli.Context) error {
 	if err != nil {
 		return spaceAdvice(err)
 	}
+	// Install run again with nothing changed proposes an update that
+	// changes nothing: say what approving it is for.
+	same := false
+	if pin, err := reg.Pin(c.Context, res.Provider.Name); err == nil && !pin.Retired && res.ChangeSet.Spec.Changes[0].Action == registry.ActionUpdate {
+		same = planChanges(registry.Diff(pin, res.ChangeSet)) == 0
+	}
 	return o.emit(schemaName("install"), res, func(w io.Writer) {
 		p := res.Provider
 		if !o.quiet {
@@ -186,6 +192,9 @@ func installAction(c *cli.Context) error {
 				}
 			}
 			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
+			if same {
+				fmt.Fprintf(w, "it changes nothing in %s's accepted pin (revision %d): %s\n", p.Name, res.ChangeSet.Spec.Revision-1, noChangeNote)
+			}
 			return
 		}
 		fmt.Fprintln(w, res.ChangeSet.Metadata.ID)

@@ -80,3 +80,30 @@ func TestInstallNoCache(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallAgainChangesNothing: install run again on an accepted pin
+// with nothing changed proposes an update that changes nothing, and both
+// install and changeset diff say what approving it is for; the diff said
+// only "Plan: 0 changes.".
+func TestInstallAgainChangesNothing(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	_, must, approveInstall := approvingStore(t, w, base, "/usr/bin/python3.11")
+	approveInstall()
+	r := must("install", w.echo, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile")
+	if !strings.Contains(r.stdout, "it changes nothing in acme-echo's accepted pin (revision 1): approving it only approves the accepted pin again") {
+		t.Errorf("install again: %+v", r)
+	}
+	id := strings.Fields(strings.SplitAfter(r.stdout, "proposed change-set ")[1])[0]
+	if r := must("changeset", "diff", id); !strings.Contains(r.stdout, "  nothing changes: approving it only approves the accepted pin again") || !strings.HasSuffix(r.stdout, "Plan: 0 changes.\n") {
+		t.Errorf("changeset diff: %+v", r)
+	}
+	// A first install says nothing of the kind.
+	if r := must("install", w.echo2, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile"); strings.Contains(r.stdout, "changes nothing") {
+		t.Errorf("an upgrade: %+v", r)
+	}
+}
