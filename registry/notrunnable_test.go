@@ -32,7 +32,24 @@ func TestVerifyPinApproverUntrusted(t *testing.T) {
 	if !strings.Contains(err.Error(), "approval by alice (") || !strings.Contains(err.Error(), "propose the provider again") {
 		t.Errorf("the refusal does not name alice or say what to do: %v", err)
 	}
-	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || rem.Target != "acme-echo" {
-		t.Errorf("remedy %+v, want %s acme-echo", rem, refusal.ActionPropose)
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || !strings.HasPrefix(rem.Target, "acme-echo==1.0@sha256:") {
+		t.Errorf("remedy %+v, want %s acme-echo==1.0@sha256:…", rem, refusal.ActionPropose)
+	}
+}
+
+// TestVerifyPinBelowRaisedThreshold: a pin approved by one key, then the
+// threshold raised to 2, is pin_unapproved with the remedy to propose its
+// package again (the install to run); it advised the change-set list,
+// where nothing was open and the pin's own change-set takes no second
+// approval.
+func TestVerifyPinBelowRaisedThreshold(t *testing.T) {
+	ctx := context.Background()
+	d, clock, k, approve := govDir(t)
+	approve(registrytest.Change("acme-echo", "1.0"), nil, k["alice"])
+	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, nil, k["alice"])
+	_, err := registry.VerifyPin(ctx, d, "", "acme-echo", *clock)
+	wantRefusal(t, err, refusal.PinUnapproved)
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || !strings.HasPrefix(rem.Target, "acme-echo==1.0@sha256:") {
+		t.Errorf("remedy %+v, want %s acme-echo==1.0@sha256:…", rem, refusal.ActionPropose)
 	}
 }

@@ -724,16 +724,22 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		next = "only a proposed change-set is rejected; an applied trust change is undone by another (cruxprov key untrust, key trust or policy set)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		target := scope
-		if len(cs.Spec.Changes) == 1 && cs.Spec.Changes[0].Provider != nil && cs.Spec.Changes[0].Provider.Package != nil {
-			pkg := cs.Spec.Changes[0].Provider.Package
-			target = pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String()
-		}
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, target)
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope))
 	default:
 		next = "to make this trust change, propose it again (cruxprov key trust, key untrust or policy set) and approve the new change-set"
 	}
 	return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: %s", id, cs.Status.State, next)
+}
+
+// proposeTarget is ActionPropose's target for provider's spec: its
+// package, NAME==VERSION@sha256:HEX (rendered as the install that
+// proposes it again), or the provider's name where the spec names none.
+func proposeTarget(spec *Spec, provider string) string {
+	if len(spec.Changes) == 1 && spec.Changes[0].Provider != nil && spec.Changes[0].Provider.Package != nil {
+		pkg := spec.Changes[0].Provider.Package
+		return pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String()
+	}
+	return provider
 }
 
 func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {
