@@ -244,6 +244,11 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		// revision now is not what it would go from (it goes nowhere:
 		// approving it is refused), and "revision 1 → 1" said nothing.
 		fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d as proposed; %s is at revision %d now\n", cs.Metadata.ID, p.Action, p.Provider, cs.Spec.Revision-1, p.ToRevision, p.Provider, p.FromRevision)
+	} else if cs.Status.State != registry.StateProposed {
+		// Decided already: the plan is against what is current now, which
+		// for the accepted pin's own change-set is itself ("revision 2 →
+		// 2", with nothing said of its state).
+		fmt.Fprintf(w, "change-set %s (%s, not open): %s %s at revision %d, against what is current now (revision %d)\n", cs.Metadata.ID, cs.Status.State, p.Action, p.Provider, p.ToRevision, p.FromRevision)
 	} else {
 		fmt.Fprintf(w, "change-set %s: %s %s, revision %d → %d\n", cs.Metadata.ID, p.Action, p.Provider, p.FromRevision, p.ToRevision)
 	}
@@ -303,7 +308,7 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		}
 		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
 	}
-	if n == 0 && p.Action == registry.ActionUpdate {
+	if n == 0 && p.Action == registry.ActionUpdate && cs.Status.State == registry.StateProposed {
 		fmt.Fprintf(w, "  nothing changes: %s\n", noChangeNote)
 	}
 	fmt.Fprintf(w, "Plan: %s.\n", count(n, "change"))
