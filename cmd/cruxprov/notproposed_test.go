@@ -2,10 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
 // TestNotProposedSaysWhatToDo: approving or rejecting a change-set that is
@@ -87,5 +91,41 @@ func TestPolicySetToTheThresholdInForce(t *testing.T) {
 	}
 	if n := count(); n != before {
 		t.Errorf("%d change-sets after, %d before: one was proposed", n, before)
+	}
+}
+
+// TestInstallAgainChangesNothing: install run again on an accepted pin
+// with nothing changed proposes an update that changes nothing, and both
+// install and changeset diff say what approving it is for; the diff said
+// only "Plan: 0 changes.". The diff of a change-set approved or rejected
+// says so (it said "revision 2 → 2" of the accepted pin's own).
+func TestInstallAgainChangesNothing(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3.11"); err != nil {
+		t.Skip("needs /usr/bin/python3.11")
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	_, must, approveInstall := approvingStore(t, w, base, "/usr/bin/python3.11")
+	approveInstall()
+	r := must("install", w.echo, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile")
+	if !strings.Contains(r.stdout, "it changes nothing in acme-echo's accepted pin (revision 1): approving it only approves the accepted pin again") {
+		t.Errorf("install again: %+v", r)
+	}
+	id := strings.Fields(strings.SplitAfter(r.stdout, "proposed change-set ")[1])[0]
+	if r := must("changeset", "diff", id); !strings.Contains(r.stdout, "  nothing changes: approving it only approves the accepted pin again") || !strings.HasSuffix(r.stdout, "Plan: 0 changes.\n") {
+		t.Errorf("changeset diff: %+v", r)
+	}
+	// Once approved, its diff says it is decided, and no longer what
+	// approving it is for ("revision 1 → 1", the note as if open).
+	if r := must("changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key")); !strings.Contains(r.stdout, "accepted") {
+		t.Fatalf("approve: %+v", r)
+	}
+	if r := must("changeset", "diff", id); !strings.Contains(r.stdout, "(approved, not open): update acme-echo at revision 2, against what is current now (revision 2)") || strings.Contains(r.stdout, "approving it") {
+		t.Errorf("changeset diff of an approved change-set: %+v", r)
+	}
+	// A first install says nothing of the kind.
+	if r := must("install", w.echo2, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile"); strings.Contains(r.stdout, "changes nothing") {
+		t.Errorf("an upgrade: %+v", r)
 	}
 }
