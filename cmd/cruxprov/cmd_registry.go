@@ -284,7 +284,7 @@ func keyPassword(o *opts, confirm bool) ([]byte, error) {
 			return nil, err
 		}
 		if string(p) != string(q) {
-			return nil, usagef("the passwords differ")
+			return nil, usagef("the passwords differ: run it again and type the same password twice")
 		}
 	}
 	return p, nil

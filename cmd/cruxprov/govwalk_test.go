@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -366,10 +367,41 @@ func ptyPair(t *testing.T) (ptmx, pts *os.File) {
 
 // TestPasswordTypedAtThePrompt: key generate on a terminal reads the
 // password twice without echo (Enter sends a carriage return, which the
-// prompt takes as the end of the line), and the key opens with it.
+// prompt takes as the end of the line), and the key opens with it. Two
+// passwords that differ are a usage error that says to type the same one
+// twice (it said only "the passwords differ"), and write no key.
 func TestPasswordTypedAtThePrompt(t *testing.T) {
+	out, stderr, echoed, err := keyGenerateOnTerminal(t, "s3cret pw", "s3cret pw")
+	if err != nil {
+		t.Fatalf("key generate: %v: %s", err, stderr)
+	}
+	if bytes.Contains(echoed, []byte("s3cret")) {
+		t.Errorf("the terminal echoed the password: %q", echoed)
+	}
+	b, err := os.ReadFile(out + ".key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.LoadPrivateKey(b, []byte("s3cret pw")); err != nil {
+		t.Errorf("the key does not open with the typed password: %v", err)
+	}
+	out, stderr, _, err = keyGenerateOnTerminal(t, "s3cret pw", "s3cret pv")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || !strings.Contains(stderr, "usage: the passwords differ: run it again and type the same password twice") {
+		t.Errorf("two passwords that differ: %v: %s", err, stderr)
+	}
+	if m, _ := filepath.Glob(out + ".*"); len(m) != 0 {
+		t.Errorf("wrote %v", m)
+	}
+}
+
+// keyGenerateOnTerminal runs key generate on a pseudo-terminal without
+// CRUXPROV_KEY_PASSWORD and types each of typed at its prompts: the
+// key's prefix, its stderr, what the terminal echoed, and how it ended.
+func keyGenerateOnTerminal(t *testing.T, typed ...string) (out, stderr string, echoed []byte, err error) {
+	t.Helper()
 	ptmx, pts := ptyPair(t)
-	out := filepath.Join(t.TempDir(), "typed")
+	out = filepath.Join(t.TempDir(), "typed")
 	var e []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CRUXPROV_KEY_PASSWORD=") {
@@ -382,7 +414,7 @@ func TestPasswordTypedAtThePrompt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ef.Close()
-	stderr := func() string { b, _ := os.ReadFile(errFile); return string(b) }
+	read := func() string { b, _ := os.ReadFile(errFile); return string(b) }
 	cmd := exec.Command(bin, "--home", t.TempDir(), "key", "generate", "--out", out)
 	cmd.Env = e
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, io.Discard, ef
@@ -390,37 +422,26 @@ func TestPasswordTypedAtThePrompt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	echoed := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(ptmx); echoed <- b }()
-	for _, prompt := range []string{"key password: ", "again: "} {
-		for i := 0; !strings.Contains(stderr(), prompt); i++ {
-			if i > 200 {
+	echoes := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(ptmx); echoes <- b }()
+	for i, prompt := range []string{"key password: ", "again: "} {
+		for j := 0; !strings.Contains(read(), prompt); j++ {
+			if j > 200 {
 				cmd.Process.Kill()
-				t.Fatalf("no prompt %q: %q", prompt, stderr())
+				t.Fatalf("no prompt %q: %q", prompt, read())
 			}
 			time.Sleep(25 * time.Millisecond)
 		}
 		time.Sleep(100 * time.Millisecond) // the prompt turns the echo off after it prints
-		ptmx.Write([]byte("s3cret pw\r"))
+		ptmx.Write([]byte(typed[i] + "\r"))
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("key generate: %v: %s", err, stderr())
-	}
+	err = cmd.Wait()
 	pts.Close()
 	select {
-	case b := <-echoed:
-		if bytes.Contains(b, []byte("s3cret")) {
-			t.Errorf("the terminal echoed the password: %q", b)
-		}
+	case echoed = <-echoes:
 	case <-time.After(5 * time.Second):
 	}
-	b, err := os.ReadFile(out + ".key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sign.LoadPrivateKey(b, []byte("s3cret pw")); err != nil {
-		t.Errorf("the key does not open with the typed password: %v", err)
-	}
+	return out, read(), echoed, err
 }
 
 // TestGovWalkEmptyPassword: CRUXPROV_KEY_PASSWORD set but empty (an unset
