@@ -44,7 +44,7 @@ func TestVerifyPinApproverUntrusted(t *testing.T) {
 // approval.
 func TestVerifyPinBelowRaisedThreshold(t *testing.T) {
 	ctx := context.Background()
-	d, clock, k, approve := govDir(t)
+	d, clock, k, approve := govDir(t, 1, "alice", "bob", "carol")
 	approve(registrytest.Change("acme-echo", "1.0"), nil, k["alice"])
 	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, nil, k["alice"])
 	_, err := registry.VerifyPin(ctx, d, "", "acme-echo", *clock)
