@@ -79,18 +79,20 @@ func ownerGone(id string) bool {
 
 // Prune removes the containers that runs of executors no longer running
 // left behind: an executor killed mid-run cannot remove its container,
-// which ends at its budget (run --timeout) and stays, stopped, for
-// `podman ps --all` to show. Only containers that are not running and whose
-// executor (LabelExecutor) was a process of this pid namespace that has
-// exited are removed; it returns their names. It also unmounts the
+// which runs on until its budget (run --timeout) and then stays, stopped,
+// for `podman ps --all` to show. The containers whose executor
+// (LabelExecutor) was a process of this pid namespace that has exited are
+// removed, running or not (nobody reads what a running one writes, and
+// its intent is an orphan already: an executor restarted at once would
+// otherwise find it still running, leave it, and never prune again); it
+// returns their names. It also unmounts the
 // private secret tmpfs mounts (path mode) such executors left, which can
 // hold a bundle the shim never read (pruneSecretMounts). Run calls it once per
 // process, in the background, at the first run; an executor may call it
 // when it starts.
 func (e *Executor) Prune(ctx context.Context) ([]string, error) {
 	pruneSecretMounts(e.SecretDir)
-	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc",
-		"--filter", "label="+LabelExecutor, "--filter", "status=exited", "--filter", "status=created",
+	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc", "--filter", "label="+LabelExecutor,
 		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
 	if err != nil {
 		return nil, err
