@@ -13,7 +13,7 @@
 // podman runs its own copy, not the registry's, so its stored config
 // digest must be the verified one: image_digest_mismatch otherwise); the
 // intent; then `podman --runtime runc run` by image id with --network
-// none, --read-only, --cap-drop ALL, --security-opt no-new-privileges,
+// none, --read-only (and --read-only-tmpfs=false), --cap-drop ALL, --security-opt no-new-privileges,
 // --user 65534:65534, --memory 256m, --cpus 1, --pids-limit 128, --ulimit
 // nofile and nproc 1024 and core 0 (no core dump holds a secret),
 // --unsetenv-all, the working directory a tmpfs at /work private to the
@@ -587,7 +587,11 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	}
 	name := newName(s.Attempt)
 	args := append(e.globals(), "run", "--name", name, "--interactive", "--detach-keys", "", "--sig-proxy=false",
-		"--pull", "never", "--unsetenv-all", "--network", "none", "--read-only", "--cap-drop", "ALL",
+		"--pull", "never", "--unsetenv-all", "--network", "none",
+		// --read-only alone leaves /tmp, /var/tmp and /run writable, each a
+		// tmpfs of no size of its own: a provider wrote past the workdir's
+		// limit there. /work is the one place to write.
+		"--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges", "--user", user,
 		"--memory", strconv.FormatInt(l.Memory, 10), "--memory-swap", strconv.FormatInt(l.Memory, 10),
 		"--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64),

@@ -172,6 +172,7 @@ out = {
   "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(),
   "root_writable": writable("/probe"), "env_writable": writable("/opt/cruxprov/env/probe"),
   "work_writable": writable("/work/probe"),
+  "tmp_writable": [d for d in ["/tmp", "/var/tmp", "/run", "/dev/mqueue"] if writable(d + "/probe")],
   "marker": os.path.exists(sys.argv[1]), "host_checkout": os.path.exists("/work/main/go.mod"),
   "pids_max": open("/sys/fs/cgroup/pids/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids/pids.max") else open("/sys/fs/cgroup/pids.max").read().strip() if os.path.exists("/sys/fs/cgroup/pids.max") else "",
   "mounts": [l.split()[1] + " " + l.split()[3] for l in open("/proc/self/mounts")],
@@ -199,6 +200,12 @@ print(json.dumps({"status": "ok", "run_id": req["run_id"], "result": out, "egres
 	}
 	if p["work_writable"] != true {
 		t.Errorf("the workdir is not writable")
+	}
+	// podman's --read-only mounts a tmpfs of no size of its own on /tmp,
+	// /var/tmp and /run unless --read-only-tmpfs=false: a provider wrote
+	// past the workdir's 64 MiB there (up to the memory limit).
+	if fmtJSON(p["tmp_writable"]) != `[]` {
+		t.Errorf("writable outside the workdir: %v", p["tmp_writable"])
 	}
 	if p["marker"] != false || p["host_checkout"] != false {
 		t.Errorf("the host's files are visible: marker %v, checkout %v", p["marker"], p["host_checkout"])

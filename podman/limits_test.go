@@ -1,0 +1,116 @@
+package podman
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/receipts"
+)
+
+// TestLimitsHold: a provider that goes past each container limit is
+// stopped by it, and the run's outcome says what happened. Past the
+// memory it is killed (SIGKILL, exit 137: an error outcome, not ok);
+// past the pids limit fork fails (EAGAIN) before 128 processes; past the
+// workdir's 64 MiB, and anywhere else on the file system but /dev/shm,
+// a write fails. The outcomes are in the ledger as returned.
+func TestLimitsHold(t *testing.T) {
+	f := fixture(t)
+	if !limitsApply(t) {
+		t.Skip("this podman does not apply the cgroup limits (rootless on cgroups v1)")
+	}
+	const head = "import sys, json, os, time\nreq = json.loads(sys.stdin.readline())\n"
+	const tail = "\nprint(json.dumps({\"status\": \"ok\", \"run_id\": req[\"run_id\"], \"result\": out, \"egress\": []}))\n"
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	l, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var runs []*invoke.Result
+	run := func(t *testing.T, body string) *invoke.Result {
+		t.Helper()
+		e := &Executor{Ledger: l}
+		e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", head + body + tail}
+		res, err := e.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "alpha-value", "acme/beta": "beta-value"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, res)
+		return res
+	}
+	t.Run("memory", func(t *testing.T) {
+		res := run(t, "b = [bytearray(1 << 20) for _ in range(1024)]\nout = len(b)")
+		if res.Status != invoke.StatusError || res.ExitCode != 137 || res.Error == nil || res.Error.Code != invoke.CodeExited {
+			t.Fatalf("a provider allocating 1 GiB under a 256 MiB limit: %s, exit %d, %+v; want killed (137)", res.Status, res.ExitCode, res.Error)
+		}
+	})
+	t.Run("pids", func(t *testing.T) {
+		res := run(t, `
+n, err = 0, ""
+try:
+    for i in range(400):
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        n += 1
+except OSError as e:
+    err = e.strerror
+out = {"n": n, "err": err}`)
+		var v struct {
+			N   int    `json:"n"`
+			Err string `json:"err"`
+		}
+		if res.Status != invoke.StatusOK || json.Unmarshal(res.Value, &v) != nil || v.N >= 128 || v.Err == "" {
+			t.Fatalf("a fork bomb: %s %+v %s; want forks refused before 128 processes", res.Status, res.Error, res.Value)
+		}
+	})
+	t.Run("files", func(t *testing.T) {
+		res := run(t, `
+out = {}
+for d in ["/work", "/tmp", "/var/tmp", "/run", "/"]:
+    n, err = 0, ""
+    try:
+        with open(d.rstrip("/") + "/fill", "wb") as fh:
+            for i in range(100):
+                fh.write(b"x" * (1 << 20)); fh.flush(); n += 1
+    except OSError as e:
+        err = e.strerror
+    out[d] = [n, err]`)
+		var v map[string][2]any
+		if res.Status != invoke.StatusOK || json.Unmarshal(res.Value, &v) != nil {
+			t.Fatalf("%s %+v %s", res.Status, res.Error, res.Value)
+		}
+		for d, got := range v {
+			n, _ := got[0].(float64)
+			if d == "/work" && (n != 64 || !strings.Contains(got[1].(string), "No space")) || d != "/work" && n != 0 {
+				t.Errorf("%s: %v MiB written (%v); want the workdir full at 64 MiB, nothing elsewhere", d, n, got[1])
+			}
+		}
+	})
+	r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Attempts) != len(runs) || len(r.Orphans) != 0 {
+		t.Fatalf("ledger: %d attempts, %d orphans; want %d with outcomes", len(r.Attempts), len(r.Orphans), len(runs))
+	}
+	for i, a := range r.Attempts {
+		if o := a.Outcome; o.Status != string(runs[i].Status) || o.ExitCode != runs[i].ExitCode {
+			t.Errorf("the ledger's outcome %+v, the run's %s, exit %d", o, runs[i].Status, runs[i].ExitCode)
+		}
+	}
+}
+
+// limitsApply says whether the cgroup limits hold for this process's
+// podman: root's always does.
+func limitsApply(t *testing.T) bool {
+	t.Helper()
+	lost, err := (&Executor{UnenforcedLimits: true}).cgroupLimits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(lost) == 0
+}
