@@ -224,6 +224,9 @@ func notReachedAdvice(err error, broke bool) string {
 		// registry out of reach.
 		return fmt.Sprintf(" (the registry answered HTTP %d: it failed or refused the request; check the registry's state and logs, then try again)", te.StatusCode)
 	}
+	if errors.Is(err, errRedirects) {
+		return " (check the registry's, or its proxy's, configuration: its redirects go round in a loop)"
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		return " (the registry was not reached: nothing accepts connections there, so it is down or its host or port is wrong; start it or name the right one)"
 	}

@@ -62,7 +62,7 @@ func RemoteOptions(opts []remote.Option) []remote.Option { return withStall(opts
 // wait. A registry that said nothing for that long is not waited for
 // again.
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, errStalled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, errStalled) || errors.Is(err, errRedirects) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var ne net.Error
@@ -80,7 +80,35 @@ type stallTransport struct {
 	stall time.Duration
 }
 
+// maxRedirects bounds a chain of redirects, as net/http's own client does
+// (10). go-containerregistry's clients replace that check with one against
+// redirects to a private host (checkRedirectSSRF), which lets a registry
+// redirect to its own host without end: one that redirected a request to
+// itself (a misconfigured proxy) held a push and verify for ever, some
+// 4,000 requests a second.
+const maxRedirects = 10
+
+// errRedirects is a redirect chain longer than maxRedirects.
+var errRedirects = fmt.Errorf("the registry redirected the request more than %d times", maxRedirects)
+
+// redirected is how many redirects led to req: net/http gives each
+// request it makes for a redirect the answer that caused it (Response),
+// whose Request is the one before.
+func redirected(req *http.Request) int {
+	n := 0
+	for r := req; r.Response != nil && r.Response.Request != nil && n <= maxRedirects; r = r.Response.Request {
+		n++
+	}
+	return n
+}
+
 func (s *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if redirected(req) > maxRedirects {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errRedirects // net/http's client wraps it: a *url.Error
+	}
 	ctx, cancel := context.WithCancelCause(req.Context())
 	w := &watch{stall: s.stall}
 	w.timer = time.AfterFunc(s.stall, func() { cancel(errStalled) })
