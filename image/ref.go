@@ -224,6 +224,9 @@ func notReachedAdvice(err error, broke bool) string {
 		// registry out of reach.
 		return fmt.Sprintf(" (the registry answered HTTP %d: it failed or refused the request; check the registry's state and logs, then try again)", te.StatusCode)
 	}
+	if errors.Is(err, errTooSlow) {
+		return " (the registry, or the network to it, went slower than a byte a millisecond: check them, then try again)"
+	}
 	if errors.Is(err, errRedirects) {
 		return " (check the registry's, or its proxy's, configuration: its redirects go round in a loop)"
 	}

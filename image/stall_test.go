@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,49 @@ func TestVerifyRegistryStalls(t *testing.T) {
 	t.Logf("%v: %v", time.Since(start), err)
 	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil {
 		t.Fatalf("a registry that says nothing: %v after %v", err, time.Since(start))
+	}
+}
+
+// TestVerifyRegistryDrips: a registry that answers and then sends its
+// body a byte at a time, each within the stall deadline, is fetch_failed
+// once the body has gone slower than registryMinRate for a stall
+// deadline, not a verify that waits until the last byte (a 4 KiB manifest
+// at a byte every 29 s is 33 hours; each byte started the stall deadline
+// again).
+func TestVerifyRegistryDrips(t *testing.T) {
+	defer func(s time.Duration) { registryStall = s }(registryStall)
+	registryStall = 500 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+		w.Header().Set("Content-Length", "4096")
+		w.WriteHeader(http.StatusOK)
+		for i := 0; i < 4096; i++ {
+			if _, err := w.Write([]byte(" ")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := Verify(ctx, strings.TrimPrefix(srv.URL, "http://")+"/acme/echo@sha256:"+strings.Repeat("ab", 32), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	took := time.Since(start)
+	t.Logf("%v: %v", took, err)
+	if refusal.CodeOf(err) != refusal.FetchFailed || ctx.Err() != nil || !strings.Contains(err.Error(), "sent too little for too long") {
+		t.Fatalf("a registry that drips: %v after %v; want fetch_failed, too slow", err, took)
+	}
+	if took > 4*registryStall {
+		t.Fatalf("a registry that drips held verify %v", took)
 	}
 }
 

@@ -33,6 +33,17 @@ var registryStall = 30 * time.Second
 // errStalled is a registry that kept a request waiting registryStall.
 var errStalled = errors.New("the registry sent nothing for too long")
 
+// registryMinRate is the slowest an upload or an answer's body may go, in
+// bytes a second, once registryStall has passed since its first byte: a
+// registry that drips (a byte every 29 s resets the stall deadline each
+// time) held a read of a manifest for days, and so verify and a push.
+// 1 KiB/s is far below any registry's link; a body slower than that is
+// ended, as a stall is (errTooSlow).
+var registryMinRate int64 = 1 << 10
+
+// errTooSlow is a registry that sent (or took) less than registryMinRate.
+var errTooSlow = errors.New("the registry sent too little for too long")
+
 // withStall returns opts with a transport that cancels a request once
 // registryStall passes without progress, and a retry predicate that
 // does not try a stall or a timeout again, before them: a caller's own
@@ -62,7 +73,7 @@ func RemoteOptions(opts []remote.Option) []remote.Option { return withStall(opts
 // wait. A registry that said nothing for that long is not waited for
 // again.
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, errStalled) || errors.Is(err, errRedirects) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, errStalled) || errors.Is(err, errTooSlow) || errors.Is(err, errRedirects) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var ne net.Error
@@ -110,7 +121,7 @@ func (s *stallTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errRedirects // net/http's client wraps it: a *url.Error
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
-	w := &watch{stall: s.stall}
+	w := &watch{stall: s.stall, slow: func() { cancel(errTooSlow) }}
 	w.timer = time.AfterFunc(s.stall, func() { cancel(errStalled) })
 	req = req.WithContext(ctx)
 	if req.Body != nil {
@@ -227,20 +238,53 @@ func excerpt(s string) string {
 	return strings.TrimSpace(s)
 }
 
-// watch is one request's stall timer.
+// watch is one request's stall timer, and its rate floor.
 type watch struct {
 	mu    sync.Mutex
 	timer *time.Timer
 	stall time.Duration
 	done  bool
+	flow  [2]flow // the upload, the answer's body
+	slow  func()  // ends the request: errTooSlow
 }
 
-func (w *watch) progress() {
+// flow is one direction of a request: when its first byte moved, and how
+// many have since.
+type flow struct {
+	start time.Time
+	bytes int64
+}
+
+// Directions of a request's bytes (watch.flow).
+const (
+	sent     = 0
+	received = 1
+)
+
+// progress counts n bytes moved in direction dir: the stall deadline
+// starts again, unless that direction has gone slower than
+// registryMinRate since a registryStall after its first byte, which ends
+// the request. The floor is per direction, from its first byte: the wait
+// for the answer (the registry storing an upload) is the stall deadline's
+// alone.
+func (w *watch) progress(dir, n int) {
 	w.mu.Lock()
-	if !w.done {
-		w.timer.Reset(w.stall)
+	defer w.mu.Unlock()
+	if w.done {
+		return
 	}
-	w.mu.Unlock()
+	f := &w.flow[dir]
+	if f.start.IsZero() {
+		f.start = time.Now()
+	}
+	f.bytes += int64(n)
+	if late := time.Since(f.start) - w.stall; late > 0 && f.bytes < int64(late.Seconds()*float64(registryMinRate)) {
+		w.done = true
+		w.timer.Stop()
+		w.slow()
+		return
+	}
+	w.timer.Reset(w.stall)
 }
 
 func (w *watch) stop() {
@@ -253,8 +297,11 @@ func (w *watch) stop() {
 // stalled is err, or, when the request was cancelled for a stall, an
 // error that says so (a *url.Error: the network's failure, fetch_failed).
 func stalled(req *http.Request, ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errStalled) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errStalled):
 		return &url.Error{Op: req.Method, URL: req.URL.Redacted(), Err: fmt.Errorf("%w (%v)", errStalled, registryStall)}
+	case errors.Is(cause, errTooSlow):
+		return &url.Error{Op: req.Method, URL: req.URL.Redacted(), Err: fmt.Errorf("%w (under %d bytes a second)", errTooSlow, registryMinRate)}
 	}
 	return err
 }
@@ -268,7 +315,7 @@ type progressBody struct {
 func (b *progressBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.w.progress()
+		b.w.progress(sent, n)
 	}
 	return n, err
 }
@@ -285,7 +332,7 @@ type stallBody struct {
 func (b *stallBody) Read(p []byte) (int, error) {
 	n, err := b.body.Read(p)
 	if n > 0 {
-		b.w.progress()
+		b.w.progress(received, n)
 	}
 	if err != nil && err != io.EOF {
 		err = stalled(b.req, b.ctx, err)
