@@ -135,6 +135,22 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 	}, nil
 }
 
+// secretNotForwarded refuses an --allow-env naming the variable a --secret
+// REF=env:VAR reads: the secret's value would reach the provider in its
+// environment, besides fd 3, and a container run's in podman's record
+// of the container (podman inspect shows it; a container an executor
+// killed mid-run left keeps it until Prune). A secret goes on fd 3 alone
+// (DESIGN §10).
+func secretNotForwarded(secrets, allow []string) error {
+	for _, s := range secrets {
+		ref, src, _ := strings.Cut(s, "=")
+		if v, ok := strings.CutPrefix(src, "env:"); ok && slices.Contains(allow, v) {
+			return usagef("--allow-env %s: it holds the secret %s (--secret %s=env:%s), which reaches the provider on fd 3 only; drop --allow-env %s", v, ref, ref, v, v)
+		}
+	}
+	return nil
+}
+
 func runAction(c *cli.Context) error {
 	o, err := globals(c)
 	if err != nil {
@@ -193,6 +209,9 @@ func runAction(c *cli.Context) error {
 	}
 	resolve, err := secretResolver(c.StringSlice("secret"))
 	if err != nil {
+		return err
+	}
+	if err := secretNotForwarded(c.StringSlice("secret"), c.StringSlice("allow-env")); err != nil {
 		return err
 	}
 	sd, err := stateDir(c)

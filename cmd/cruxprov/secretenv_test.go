@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunSecretNotForwarded: --allow-env naming the variable a --secret
+// REF=env:VAR reads would put the secret in the provider's environment
+// besides fd 3, and for a container run in podman's record of the
+// container (podman inspect, and a container a killed executor left keeps
+// it): a usage error, before anything is read or run, that does not print
+// the value. Either backend, either order of the flags.
+func TestRunSecretNotForwarded(t *testing.T) {
+	input := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(input, []byte(`{}`), 0o644)
+	for _, backend := range []string{"local", "container"} {
+		cmd := exec.Command(bin, "--home", t.TempDir(), "run", "acme-echo", "echo", "--input", input, "--backend", backend,
+			"--allow-env", "ACME_TOKEN", "--secret", "acme/api-token=env:ACME_TOKEN", "--ledger", filepath.Join(t.TempDir(), "r.jsonl"))
+		cmd.Env = append(os.Environ(), "ACME_TOKEN=s3cret-value")
+		r := runCmd(t, cmd)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --allow-env ACME_TOKEN: it holds the secret acme/api-token") ||
+			strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stdout+r.stderr, "s3cret") {
+			t.Errorf("%s: %+v", backend, r)
+		}
+	}
+}
