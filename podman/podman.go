@@ -212,15 +212,35 @@ func (e *Executor) globals() []string {
 
 // podmanOut runs one short podman command and returns its stdout.
 func (e *Executor) podmanOut(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	return e.podmanWithin(ctx, commandTimeout, args...)
+}
+
+// commandTimeout bounds a podman command but a pull (pullTimeout).
+const commandTimeout = 2 * time.Minute
+
+// pullTimeout bounds podman pull: an image's layers over a slow link take
+// longer than a command's two minutes (a 300 MB image at 2 MB/s), and a
+// run that cannot pull its image never runs; a signal still ends it at
+// once (ctx).
+var pullTimeout = 20 * time.Minute
+
+// podmanWithin runs one podman command, ended after d, and returns its
+// stdout.
+func (e *Executor) podmanWithin(ctx context.Context, d time.Duration, args ...string) ([]byte, error) {
+	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.podman(), append(e.globals(), args...)...)
+	cmd := exec.CommandContext(tctx, e.podman(), append(e.globals(), args...)...)
 	cmd.Env = e.env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
+		if ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+			// Killed at the deadline: its stderr (none, with --quiet)
+			// does not say so.
+			return out, fmt.Errorf("podman %s did not finish in %v (killed): check the registry and the network to it, then run again", args[0], d)
+		}
 		if errors.As(err, &ee) {
 			return out, fmt.Errorf("podman %s: %s", args[0], lastLine(stderr.String()))
 		}
@@ -468,7 +488,7 @@ func (e *Executor) pull(ctx context.Context, ref image.Ref, m *v1.Manifest) (str
 	if e.InsecureRegistry || (ref.Repo != nil && ref.Repo.Registry.Scheme() == "http") {
 		args = append(args, "--tls-verify=false")
 	}
-	out, err := e.podmanOut(ctx, append(args, src)...)
+	out, err := e.podmanWithin(ctx, pullTimeout, append(args, src)...)
 	if err != nil {
 		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "podman cannot pull %s", ref)
 	}

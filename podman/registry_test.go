@@ -2,6 +2,8 @@ package podman
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cruxible/cruxprov/image"
@@ -69,5 +72,44 @@ func TestParseState(t *testing.T) {
 				t.Fatalf("parseState(%q) = %d %v %v, want %d %v %v", c.out, code, started, ok, c.code, c.started, c.ok)
 			}
 		})
+	}
+}
+
+// TestPullDeadlineSaysSo: podman pull has a deadline of its own
+// (pullTimeout, 20 minutes: an image's layers over a slow link take longer
+// than the two minutes of a podman command, which a run's first pull of a
+// large image never finished in), and a pull killed at it is
+// container_unavailable saying so. Before, it said "podman pull: " and
+// nothing else: podman --quiet writes nothing when killed. The registry
+// here accepts the connection and says nothing.
+func TestPullDeadlineSaysSo(t *testing.T) {
+	usable(t)
+	defer func(d time.Duration) { pullTimeout = d }(pullTimeout)
+	pullTimeout = 2 * time.Second
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(io.Discard, c) }()
+		}
+	}()
+	ref, err := image.ParseRef(l.Addr().String() + "/acme/echo@sha256:" + strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = (&Executor{}).pull(context.Background(), ref, &v1.Manifest{})
+	if refusal.CodeOf(err) != refusal.ContainerUnavailable || !strings.Contains(err.Error(), "podman pull did not finish in 2s (killed): check the registry and the network to it") {
+		t.Fatalf("a pull from a registry that says nothing: %v after %v; want container_unavailable saying it did not finish", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("the pull took %v past its deadline of %v", d, pullTimeout)
 	}
 }
