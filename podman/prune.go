@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // LabelExecutor labels every container a run starts with the executor
@@ -87,11 +89,13 @@ func ownerGone(id string) bool {
 // otherwise find it still running, leave it, and never prune again); it
 // returns their names. It also unmounts the
 // private secret tmpfs mounts (path mode) such executors left, which can
-// hold a bundle the shim never read (pruneSecretMounts). Run calls it once per
+// hold a bundle the shim never read (pruneSecretMounts), and removes the
+// private layouts of their pulls (prunePullStaging). Run calls it once per
 // process, in the background, at the first run; an executor may call it
 // when it starts.
 func (e *Executor) Prune(ctx context.Context) ([]string, error) {
 	pruneSecretMounts(e.SecretDir)
+	prunePullStaging(os.TempDir())
 	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc", "--filter", "label="+LabelExecutor,
 		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
 	if err != nil {
@@ -130,4 +134,23 @@ func parsePS(out []byte) []psEntry {
 		cs = append(cs, psEntry{name, owner})
 	}
 	return cs
+}
+
+// prunePullStaging removes the private layouts (cruxprov-pull-*, pull)
+// that executors killed while podman pulled from a layout left in dir:
+// those older than a pull may last (pullTimeout, and a minute), which no
+// pull still reads. Best effort; it returns what it removed.
+func prunePullStaging(dir string) []string {
+	names, _ := filepath.Glob(filepath.Join(dir, "cruxprov-pull-*"))
+	var gone []string
+	for _, p := range names {
+		fi, err := os.Lstat(p)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < pullTimeout+time.Minute {
+			continue
+		}
+		if os.RemoveAll(p) == nil {
+			gone = append(gone, p)
+		}
+	}
+	return gone
 }
