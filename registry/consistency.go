@@ -259,13 +259,11 @@ func checkPinRevisions(log []Entry) error {
 // (registry_corrupt naming the interface). `registry log --verify` runs
 // it with VerifyTrust and each pin's VerifyPin.
 func VerifyHistory(ctx context.Context, reg Reader) error {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return err
 	}
+	defer release()
 	log, err := reg.Log(ctx)
 	if err != nil {
 		return err

@@ -199,13 +199,11 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 // has another id: registry_corrupt, where VerifyPin would start a fresh
 // floor for it and accept it.
 func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time) (*Pin, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	rec, err := reg.PinHistory(ctx, provider)
 	if err != nil {
 		return nil, err
@@ -348,13 +346,11 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 // read (VerifyPin does those). A pin put back, edited, or lost is
 // refused as VerifyPin refuses it.
 func CheckedPin(ctx context.Context, reg Reader, provider string) (*Pin, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	if err := checkProviderName(provider); err != nil {
 		return nil, err
 	}
@@ -382,13 +378,11 @@ func CheckedPin(ctx context.Context, reg Reader, provider string) (*Pin, error) 
 // it (`provider list`), against one read of the history; a pin file the
 // history accepted, lost, is refused too.
 func CheckedPins(ctx context.Context, reg Reader) ([]*Pin, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	log, err := reg.Log(ctx)
 	if err != nil {
 		return nil, err
@@ -448,13 +442,11 @@ func matchChangeSetRecord(cs *ChangeSet, log []Entry) error {
 // CheckedChangeSet is Reader.ChangeSet checked against the history
 // (matchChangeSetRecord), for what shows it (`changeset show`, `diff`).
 func CheckedChangeSet(ctx context.Context, reg Reader, id digest.Digest) (*ChangeSet, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	cs, err := reg.ChangeSet(ctx, id)
 	if err != nil {
 		return nil, err
@@ -473,13 +465,11 @@ func CheckedChangeSet(ctx context.Context, reg Reader, id digest.Digest) (*Chang
 // CheckedChangeSet checks it (`changeset list`), against one read of the
 // history.
 func CheckedChangeSets(ctx context.Context, reg Reader) ([]*ChangeSet, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	l, err := reg.ChangeSets(ctx)
 	if err != nil {
 		return nil, err
@@ -531,12 +521,16 @@ type readLocker interface {
 	ReadLock(ctx context.Context) (release func(), err error)
 }
 
-// matchHistory checks that p is the pin the history accepted (or
-// retired) last for its provider. A pin below that revision is an older,
-// validly signed pin file put back: pin_rollback, even for a verifier
-// without a floor (its first run, or a provider it never verified) and
-// for a provider retired since. Any other difference is a pin file no
-// approval wrote: registry_corrupt.
+// readLock takes reg's shared lock when it has one (a Dir), so that what
+// is read under it is one state of the registry; release does nothing
+// for a Reader without one.
+func readLock(ctx context.Context, reg Reader) (release func(), err error) {
+	if l, ok := reg.(readLocker); ok {
+		return l.ReadLock(ctx)
+	}
+	return func() {}, nil
+}
+
 // lostPinFrom is lostPin with what brings the pin file back, as a
 // mutation says it: repair while reg holds the change-set the history
 // accepted, else a copy of the registry.
@@ -555,6 +549,12 @@ func historyChangeSet(ctx context.Context, reg Reader, last *Entry) *ChangeSet {
 	return cs
 }
 
+// matchHistory checks that p is the pin the history accepted (or
+// retired) last for its provider. A pin below that revision is an older,
+// validly signed pin file put back: pin_rollback, even for a verifier
+// without a floor (its first run, or a provider it never verified) and
+// for a provider retired since. Any other difference is a pin file no
+// approval wrote: registry_corrupt.
 func matchHistory(p *Pin, last *Entry) error {
 	if last == nil {
 		return refusal.New(refusal.RegistryCorrupt, "provider %s has a pin file (revision %d) but the registry's history never accepted a pin of it: propose it again and approve it", p.Provider, p.Revision)
@@ -718,13 +718,11 @@ func VerifyTrust(ctx context.Context, reg Reader) error {
 // what shows it (`key list`, `policy show`): a trust.json edited by hand
 // (a key added, the threshold lowered) was listed as trusted.
 func CheckedTrust(ctx context.Context, reg Reader) (*Trust, error) {
-	if l, ok := reg.(readLocker); ok {
-		release, err := l.ReadLock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+	release, err := readLock(ctx, reg)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	t, err := reg.Trust(ctx)
 	if err != nil {
 		return nil, err
