@@ -3,6 +3,7 @@ package podman
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,9 +44,16 @@ func TestLimitsHold(t *testing.T) {
 		return res
 	}
 	t.Run("memory", func(t *testing.T) {
+		// conmon writes an empty "oom" file into the podman client's
+		// working directory: the executor's must stay as it was.
+		cwd := t.TempDir()
+		t.Chdir(cwd)
 		res := run(t, "b = [bytearray(1 << 20) for _ in range(1024)]\nout = len(b)")
 		if res.Status != invoke.StatusError || res.ExitCode != 137 || res.Error == nil || res.Error.Code != invoke.CodeExited {
 			t.Fatalf("a provider allocating 1 GiB under a 256 MiB limit: %s, exit %d, %+v; want killed (137)", res.Status, res.ExitCode, res.Error)
+		}
+		if left, _ := os.ReadDir(cwd); len(left) != 0 {
+			t.Errorf("the run left %v in the executor's working directory", left)
 		}
 	})
 	t.Run("pids", func(t *testing.T) {

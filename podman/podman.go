@@ -694,8 +694,27 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	} else {
 		args = append(args, image.Harness...)
 	}
+	// conmon writes an empty file "oom" into its working directory, the
+	// podman client's, when the container is killed for memory (conmon
+	// 2.1): every such run left one in the executor's own directory.
+	// podman runs in a private directory, removed with the run (Prune
+	// removes those of executors killed mid-run).
+	cwd, err := os.MkdirTemp("", runDirPrefix)
+	if err != nil {
+		if secretR != nil {
+			secretR.Close()
+			secretW.Close()
+		}
+		cleanupMount()
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the run's private directory in %s; set TMPDIR to a directory this user can write", os.TempDir())
+	}
+	cleanup := func() {
+		cleanupMount()
+		_ = os.RemoveAll(cwd)
+	}
 	tail := &tailWriter{w: s.Stderr}
 	cmd := exec.Command(e.podman(), args...)
+	cmd.Dir = cwd
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(s.Request)
 	cmd.Stdout = s.Stdout
@@ -713,7 +732,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretR.Close()
 			secretW.Close()
 		}
-		cleanupMount()
+		cleanup()
 		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot start podman (%s)", e.podman())
 	}
 	if secretR != nil {
@@ -723,7 +742,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}()
 	}
-	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanupMount}, nil
+	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanup}, nil
 }
 
 // secretMountGrace is how old a private secret tmpfs must be before a

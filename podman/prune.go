@@ -90,12 +90,13 @@ func ownerGone(id string) bool {
 // returns their names. It also unmounts the
 // private secret tmpfs mounts (path mode) such executors left, which can
 // hold a bundle the shim never read (pruneSecretMounts), and removes the
-// private layouts of their pulls (prunePullStaging). Run calls it once per
+// private layouts of their pulls and the private directories of their
+// runs (pruneStaging). Run calls it once per
 // process, in the background, at the first run; an executor may call it
 // when it starts.
 func (e *Executor) Prune(ctx context.Context) ([]string, error) {
 	pruneSecretMounts(e.SecretDir)
-	prunePullStaging(os.TempDir())
+	pruneStaging(os.TempDir())
 	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc", "--filter", "label="+LabelExecutor,
 		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
 	if err != nil {
@@ -136,14 +137,23 @@ func parsePS(out []byte) []psEntry {
 	return cs
 }
 
-// prunePullStaging removes the private layouts (cruxprov-pull-*, pull)
-// that executors killed while podman pulled from a layout left in dir:
-// those older than a pull may last (pullTimeout, and a minute), which no
-// pull still reads. Best effort; it returns what it removed.
-func prunePullStaging(dir string) []string {
-	names, _ := filepath.Glob(filepath.Join(dir, "cruxprov-pull-*"))
+// runDirPrefix names a run's private directory in the temp directory,
+// the podman client's working directory (Start).
+const runDirPrefix = "cruxprov-run-"
+
+// pruneStaging removes what executors killed while podman pulled
+// from a layout or ran a container left in dir: the private layouts of
+// their pulls (cruxprov-pull-*, pull) and the private directories of
+// their runs (runDirPrefix, Start), those older than a pull may last
+// (pullTimeout, and a minute), which no pull still reads. (A run's
+// directory holds at most conmon's empty "oom" file: one removed while
+// its run goes on costs that run nothing.) Best effort; it returns what
+// it removed.
+func pruneStaging(dir string) []string {
+	pulls, _ := filepath.Glob(filepath.Join(dir, "cruxprov-pull-*"))
+	runs, _ := filepath.Glob(filepath.Join(dir, runDirPrefix+"*"))
 	var gone []string
-	for _, p := range names {
+	for _, p := range append(pulls, runs...) {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < pullTimeout+time.Minute {
 			continue

@@ -13,7 +13,8 @@ import (
 // oci-layout, a link to the layout's blobs) in the temp directory, where
 // nothing removed it. Prune removes those older than a pull may last; a
 // fresh one (a pull now) and anything else stay, and the blobs a link
-// names are not followed.
+// names are not followed. The private directories of runs (runDirPrefix,
+// podman's working directory) such executors left go the same way.
 func TestPrunePullStaging(t *testing.T) {
 	dir := t.TempDir()
 	blobs := filepath.Join(t.TempDir(), "blobs")
@@ -33,11 +34,13 @@ func TestPrunePullStaging(t *testing.T) {
 	stale := mk("cruxprov-pull-1", pullTimeout+2*time.Minute)
 	fresh := mk("cruxprov-pull-2", time.Minute)
 	other := mk("other-pull-3", pullTimeout+2*time.Minute)
-	gone := prunePullStaging(dir)
-	if !slices.Equal(gone, []string{stale}) {
-		t.Fatalf("pruned %v, want %v", gone, []string{stale})
+	staleRun := mk(runDirPrefix+"4", pullTimeout+2*time.Minute)
+	freshRun := mk(runDirPrefix+"5", time.Minute)
+	gone := pruneStaging(dir)
+	if !slices.Equal(gone, []string{stale, staleRun}) {
+		t.Fatalf("pruned %v, want %v", gone, []string{stale, staleRun})
 	}
-	for _, p := range []string{fresh, other, filepath.Join(blobs, "keep")} {
+	for _, p := range []string{fresh, other, freshRun, filepath.Join(blobs, "keep")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
