@@ -6,9 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -31,8 +28,6 @@ import (
 // misbehaves.
 func TestPushFailureRefused(t *testing.T) {
 	host := startDockerRegistry(t)
-	target, _ := url.Parse("http://" + host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	key := testKey(t)
 	keys := []*sign.PublicKey{key.Public()}
 	st, o := echoBuild(t)
@@ -65,13 +60,7 @@ func TestPushFailureRefused(t *testing.T) {
 		}
 	}
 	front := func(bad func(w http.ResponseWriter, r *http.Request) bool) string {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !bad(w, r) {
-				proxy.ServeHTTP(w, r)
-			}
-		}))
-		t.Cleanup(srv.Close)
-		return strings.TrimPrefix(srv.URL, "http://")
+		return inFront(t, "http://"+host, bad)
 	}
 	for _, c := range []struct {
 		name, host, says string

@@ -7,8 +7,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -29,13 +27,11 @@ import (
 func TestPushMergeBounded(t *testing.T) {
 	mem := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(mem.Close)
-	target, _ := url.Parse(mem.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
 	const cfg = "sha256:" + "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00"
 	var size atomic.Int64
 	var sent atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	repo := inFront(t, mem.URL, func(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case (r.Method == http.MethodGet || r.Method == http.MethodHead) && sig.MatchString(r.URL.Path):
 			m := fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":%d,"digest":"%s"},"layers":[]}`, size.Load(), cfg)
@@ -51,15 +47,14 @@ func TestPushMergeBounded(t *testing.T) {
 				n, err := w.Write(buf)
 				sent.Add(int64(n))
 				if err != nil {
-					return
+					return true
 				}
 			}
 		default:
-			proxy.ServeHTTP(w, r)
+			return false
 		}
-	}))
-	t.Cleanup(front.Close)
-	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+		return true
+	}) + "/acme/echo"
 	st, o := echoBuild(t)
 	o.Push = repo
 	for _, claimed := range []int64{8 << 30, -1} {

@@ -35,23 +35,18 @@ import (
 // are there, so `cosign verify REPO:TAG` never meets an image that a
 // failed or interrupted CI job left unsigned under its release tag.
 func TestPushTagLast(t *testing.T) {
-	host := startDockerRegistry(t)
-	target, _ := url.Parse("http://" + host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	att := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.att$`)
 	var deny atomic.Bool
 	deny.Store(true)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	repo := inFront(t, "http://"+startDockerRegistry(t), func(w http.ResponseWriter, r *http.Request) bool {
 		if deny.Load() && r.Method == http.MethodPut && att.MatchString(r.URL.Path) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden) // not retried by the client
 			w.Write([]byte(`{"errors":[{"code":"DENIED","message":"denied by the test"}]}`))
-			return
+			return true
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+		return false
+	}) + "/acme/echo"
 
 	st, o := echoBuild(t)
 	o.Push = repo + ":1.0"
@@ -90,22 +85,17 @@ func TestPushTagLast(t *testing.T) {
 // succeeds. The loopback proxy in front of the real registry answers the
 // first .sig manifest PUT the way the registry answered it in that race.
 func TestPushAgainOnBlobRace(t *testing.T) {
-	host := startDockerRegistry(t)
-	target, _ := url.Parse("http://" + host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
 	var raced atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	repo := inFront(t, "http://"+startDockerRegistry(t), func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method == http.MethodPut && sig.MatchString(r.URL.Path) && raced.Add(1) == 1 {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write([]byte(`{"errors":[{"code":"DIGEST_INVALID","message":"provided digest did not match uploaded content"},{"code":"MANIFEST_BLOB_UNKNOWN","message":"blob unknown to registry","detail":"sha256:a5c0a0de36adfe765397df7d5333a2a3a21d46d357538fc95fbf93e3cbbc9eb2"}]}`))
-			return
+			return true
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+		return false
+	}) + "/acme/echo"
 	key := testKey(t)
 	res := build(t, buildCase{push: repo + ":1.0", key: key})
 	if raced.Load() < 2 {

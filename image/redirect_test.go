@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,9 +23,6 @@ import (
 // the upload's POST (the push) or the manifest's GET (verify) to the same
 // URL held either for ever, some 4,000 requests a second, until a signal.
 func TestRegistryRedirectLoop(t *testing.T) {
-	host := startDockerRegistry(t)
-	target, _ := url.Parse("http://" + host)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	key := testKey(t)
 	st, o := echoBuild(t)
 	o.Key = key
@@ -36,16 +30,14 @@ func TestRegistryRedirectLoop(t *testing.T) {
 	manifest := regexp.MustCompile(`^/v2/.+/manifests/sha256:[0-9a-f]{64}$`)
 	var loop atomic.Pointer[regexp.Regexp]
 	var hits atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	repo := inFront(t, "http://"+startDockerRegistry(t), func(w http.ResponseWriter, r *http.Request) bool {
 		if re := loop.Load(); re != nil && re.MatchString(r.URL.Path) {
 			hits.Add(1)
 			http.Redirect(w, r, r.URL.String(), http.StatusTemporaryRedirect)
-			return
+			return true
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+		return false
+	}) + "/acme/echo"
 	// The layers cached, so that the push below is what takes the time.
 	o.Output = filepath.Join(t.TempDir(), "oci")
 	if _, err := Build(context.Background(), st, o); err != nil {

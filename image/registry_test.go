@@ -4,7 +4,10 @@ import (
 	"context"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +34,27 @@ import (
 func startDockerRegistry(t *testing.T) string {
 	t.Helper()
 	return imagetest.DockerRegistry(t, "", "")
+}
+
+// inFront serves a loopback proxy in front of the registry at upstream
+// (a URL) and returns the proxy's host:port: answer sees each request
+// first and answers it itself when it returns true (a redirect, an
+// error, a cut connection, a hostile document); the registry answers the
+// others.
+func inFront(t *testing.T, upstream string, answer func(w http.ResponseWriter, r *http.Request) bool) string {
+	t.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
 }
 
 // TestRegistries: the signed image pushed to go-containerregistry's

@@ -10,8 +10,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,8 +29,6 @@ import (
 func TestVerifyCosignBounded(t *testing.T) {
 	mem := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(mem.Close)
-	target, _ := url.Parse(mem.URL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
 	blob := bytes.Repeat([]byte("x"), maxManifest)
 	bsum := sha256.Sum256(blob)
 	bdig := "sha256:" + hex.EncodeToString(bsum[:])
@@ -45,7 +41,7 @@ func TestVerifyCosignBounded(t *testing.T) {
 	mdig := "sha256:" + hex.EncodeToString(msum[:])
 	var hostile atomic.Bool
 	var sent atomic.Int64
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	repo := inFront(t, mem.URL, func(w http.ResponseWriter, r *http.Request) bool {
 		switch {
 		case hostile.Load() && (strings.HasSuffix(r.URL.Path, ".sig") || strings.HasSuffix(r.URL.Path, "/manifests/"+mdig)):
 			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
@@ -59,11 +55,10 @@ func TestVerifyCosignBounded(t *testing.T) {
 			n, _ := w.Write(blob)
 			sent.Add(int64(n))
 		default:
-			proxy.ServeHTTP(w, r)
+			return false
 		}
-	}))
-	t.Cleanup(front.Close)
-	repo := strings.TrimPrefix(front.URL, "http://") + "/acme/echo"
+		return true
+	}) + "/acme/echo"
 	key := testKey(t)
 	res := build(t, buildCase{push: repo, key: key})
 	o := VerifyOptions{Keys: []*sign.PublicKey{key.Public()}, SkipBlobs: true}
