@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -398,7 +399,7 @@ func (e *tooLargeError) Error() string {
 // durationHint is what a flag's parse error lacks when the flag takes a
 // duration ("" for other flags).
 func durationHint(msg string) string {
-	for _, f := range []string{"--expires", "--timeout", "--stall"} {
+	for _, f := range []string{"--expires", "--timeout"} {
 		if strings.Contains(msg, " for flag "+f+":") {
 			return ": give a duration with its unit, for example 30s, 15m or 720h"
 		}
@@ -647,8 +648,9 @@ func (o *opts) progressOn() bool {
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	// A terminal, not any character device: with 2>/dev/null the bars
+	// were drawn into /dev/null.
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // renderRemedy is the command line that carries out rem ("" for none).

@@ -553,3 +553,25 @@ func TestRepeatedSingleValueFlagIsUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestProgressOnATerminalOnly: progress bars are drawn on a terminal, not
+// on every character device: with 2>/dev/null they were drawn into it.
+func TestProgressOnATerminalOnly(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if (&opts{stderr: null}).progressOn() {
+		t.Errorf("progress on %s", os.DevNull)
+	}
+	ptmx, pts := ptyPair(t)
+	defer ptmx.Close()
+	defer pts.Close()
+	if !(&opts{stderr: pts}).progressOn() {
+		t.Errorf("no progress on a terminal")
+	}
+	if (&opts{stderr: pts, noProgress: true}).progressOn() {
+		t.Errorf("progress on a terminal with --no-progress")
+	}
+}
