@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -570,18 +571,23 @@ func envList(c *cli.Context) error {
 	return o.emit("cruxprov.env.list/v1", struct {
 		Envs []envListed `json:"envs"`
 	}{list}, func(w io.Writer) {
+		// A header, as every other list has (an empty store printed
+		// nothing at all).
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ENV\tPLATFORM\tROOT\tPACKAGES\tFILES\tINTERPRETER")
 		for _, l := range list {
 			if !l.Sealed {
 				// Anyone who can write envs/ names such a directory.
-				fmt.Fprintf(w, "%s  UNSEALED: %s\n", escapeControls(l.Path), oneLine(l.Problem))
+				fmt.Fprintf(tw, "%s\tUNSEALED: %s\n", escapeControls(l.Path), oneLine(l.Problem))
 				continue
 			}
 			root := "-"
 			if l.Root != nil {
 				root = l.Root.Name + "==" + l.Root.Version
 			}
-			fmt.Fprintf(w, "%s  %s  %s  %s  %s  %s\n", l.Path, l.Platform, root, count(l.Packages, "package"), count(l.Files, "file"), l.Interpreter)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", l.Path, l.Platform, root, l.Packages, l.Files, l.Interpreter)
 		}
+		tw.Flush()
 	})
 }
 

@@ -514,7 +514,7 @@ func TestEnvCreateFixtureProviders(t *testing.T) {
 		t.Errorf("acme-hello: %v\n%s", err, b)
 	}
 	r := cruxprov(t, "--home", home, "env", "list")
-	if r.code != 0 || strings.Count(r.stdout, "\n") != len(fx.Providers()) {
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1+len(fx.Providers()) || !strings.HasPrefix(r.stdout, "ENV  ") {
 		t.Errorf("list: %+v", r)
 	}
 }
