@@ -52,7 +52,7 @@ func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read the verifier floor %s", p)
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: p, Err: err}, "cannot read the verifier floor %s", p)
 	}
 	f, err := parseFloor(p, b)
 	if err != nil {
@@ -100,20 +100,32 @@ func parseFloor(p string, b []byte) (*Floor, error) {
 // higher revision per provider; a floor written meanwhile whose head is
 // not in chain (the history this verification read) is a fork,
 // registry_corrupt.
+// FloorError is why a verifier's floor, or the floors directory of its
+// state directory (DIR/floors), could not be read or written (Path): a
+// caller can tell it from a ledger of its own that cannot be written,
+// and say where the floors may go instead.
+type FloorError struct {
+	Path string
+	Err  error
+}
+
+func (e *FloorError) Error() string { return e.Err.Error() }
+func (e *FloorError) Unwrap() error { return e.Err }
+
 func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.Digest) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot make the verifier floors directory %s", dir)
+		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot make the verifier floors directory %s", dir)
 	}
 	lf, err := os.Open(dir) // flock(2) on the directory itself: no lock file beside the floors
 	if err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the verifier floors directory %s", dir)
+		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot open the verifier floors directory %s", dir)
 	}
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot lock the verifier floors directory %s", dir)
+		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot lock the verifier floors directory %s", dir)
 	}
 	defer lf.Close()
 	// Every writer holds the flock for its whole write: a temp file
@@ -149,7 +161,7 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 	}
 	p := floorPath(stateDir, f.Registry)
 	if err := atomicfile.WriteFile(p, b, 0o644); err != nil { // the executor's state, not the registry
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot write the verifier floor %s", p)
+		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: p, Err: err}, "cannot write the verifier floor %s", p)
 	}
 	return nil
 }

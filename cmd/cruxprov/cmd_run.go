@@ -282,7 +282,7 @@ func runAction(c *cli.Context) error {
 		var rep *verify.Report
 		rep, verr = verify.Verify(c.Context, reg, name, vo)
 		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
-			return verr
+			return withFloorAdvice(verr)
 		}
 		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
@@ -300,7 +300,7 @@ func runAction(c *cli.Context) error {
 		var rep *container.Report
 		rep, verr = container.Verify(c.Context, reg, name, vo, container.Options{})
 		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
-			return verr
+			return withFloorAdvice(verr)
 		}
 		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Image = rep.Materialization.Image
@@ -372,6 +372,35 @@ func withLedgerAdvice(err error) error {
 		return &withAdvice{err: err, advice: a}
 	}
 	return err
+}
+
+// withFloorAdvice adds floorAdvice to a verification refused because its
+// floors could not be read or written (ledger_write_failed).
+func withFloorAdvice(err error) error {
+	if a := floorAdvice(err); a != "" {
+		return &withAdvice{err: err, advice: a}
+	}
+	return err
+}
+
+// floorAdvice says where a verifier's floors may go when the file
+// system keeps them from their state directory ("" for any other
+// error): its floors are not the ledger's (--ledger elsewhere leaves
+// them in the state directory), and --state-dir moves them.
+func floorAdvice(err error) string {
+	var fe *registry.FloorError
+	if !errors.As(err, &fe) {
+		return ""
+	}
+	switch {
+	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
+		return "; this verifier's floors are kept in its state directory: make " + fe.Path + " writable by this user, or give --state-dir a directory it can write"
+	case errors.Is(err, syscall.EROFS):
+		return "; this verifier's floors are kept in its state directory, on a read-only file system: give --state-dir a directory on another"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return "; free space on the file system of " + fe.Path + " (or give --state-dir a directory on another)"
+	}
+	return ""
 }
 
 // withReceipt is a run's refusal that its ledger records: the error line
@@ -469,6 +498,9 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecor
 // mode or mount that stopped the writes (a file moved or replaced says
 // it in its own words).
 func ledgerAdvice(err error) string {
+	if a := floorAdvice(err); a != "" {
+		return a
+	}
 	switch {
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "; free space on the ledger's file system (or raise its quota)"

@@ -159,7 +159,7 @@ func verifyAction(c *cli.Context) error {
 			}
 			return &reportedError{code: exitRefused, err: err}
 		}
-		return err
+		return withFloorAdvice(err)
 	}
 	mode := "fast"
 	if c.Bool("deep") {
@@ -184,7 +184,7 @@ func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd stri
 		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"), Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
 	}, container.Options{})
 	if err != nil {
-		return err
+		return withFloorAdvice(err)
 	}
 	mode := "fast"
 	if c.Bool("deep") {

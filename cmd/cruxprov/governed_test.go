@@ -580,6 +580,23 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 	w.executor, w.exState = as("65533", "XDG_STATE_HOME="+exState), exState
 	// The tamper step writes as root (an attacker with root, or the owner).
 	governedFlow(t, w, w.url)
+	// A state directory the executor cannot write, its ledger elsewhere:
+	// the floors stay in the state directory, and the refusal says so
+	// and where they may go. It said to make the ledger writable.
+	rootState := filepath.Join(base, "root-state")
+	os.Mkdir(rootState, 0o755)
+	input := filepath.Join(w.base, "input.json")
+	for _, args := range [][]string{
+		{"verify", "acme-echo", "--state-dir", rootState},
+		{"run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@" + filepath.Join(w.base, "token"),
+			"--state-dir", rootState, "--ledger", filepath.Join(exState, "elsewhere.jsonl")},
+	} {
+		r := w.executor(args...)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: ledger_write_failed: cannot make the verifier floors directory "+rootState+"/floors") ||
+			!strings.Contains(r.stderr, "give --state-dir a directory it can write") {
+			t.Errorf("%s with a state directory it cannot write: %+v", args[0], r)
+		}
+	}
 	retireAndRestore(t, w, home)
 }
 
