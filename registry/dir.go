@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,11 +38,12 @@ import (
 // fsync, rename, fsync of the directory); a mutation holds the exclusive
 // lock, finishes a change left unfinished, loads the whole state, applies
 // the rule, and commits what changed through the journal: the files, then
-// its history entries. Other reads take no lock (every file
-// is replaced whole); VerifyPin, which reads a pin, the history and the
-// trust state and checks them against each other, holds the lock shared
-// (ReadLock), so it never sees a pin whose history entry is not written
-// yet. Directories are 0755 and files 0644, so an executor that is not
+// its history entries. A read of one file takes no lock (every file
+// is replaced whole); a read of several (the lists' whole state, the
+// history, which is appended in place) and VerifyPin, which reads a pin,
+// the history and the trust state and checks them against each other,
+// hold the lock shared (ReadLock), so they never see a pin or an
+// interface whose history entry is not written yet. Directories are 0755 and files 0644, so an executor that is not
 // the operator can read (and take the lock shared, read-only).
 type Dir struct {
 	// Now is the clock (time.Now when nil).
@@ -50,6 +52,14 @@ type Dir struct {
 	// readOnly: opened by OpenDirReadOnly, it makes nothing and refuses
 	// every mutation.
 	readOnly bool
+	// lk is the registry's lock while this Dir holds it: shared for its
+	// reads (counted, so that reads nest and goroutines share one lock)
+	// or exclusive for a mutation, whose own reads then take no other.
+	lk struct {
+		mu sync.Mutex
+		n  int
+		f  *os.File // nil: held without a lock file (none, or not readable)
+	}
 }
 
 // OpenDir opens (creating when missing) the registry under root and
@@ -261,6 +271,21 @@ func (d *Dir) load(ctx context.Context) (*state, error) {
 	return s, nil
 }
 
+// loadShared is load under the registry's lock, shared: the files it
+// reads one by one are of one state, never of a change half-written.
+func (d *Dir) loadShared(ctx context.Context) (s *state, err error) {
+	err = d.shared(ctx, func() (err error) { s, err = d.load(ctx); return })
+	return s, err
+}
+
+// readLog reads the history under the registry's lock, shared: a writer
+// appends to it in place (journal.go), and a read beside the append
+// could see half of an entry.
+func (d *Dir) readLog(ctx context.Context) (b []byte, err error) {
+	err = d.shared(ctx, func() (err error) { b, err = readOptional(d.path("log.jsonl")); return })
+	return b, err
+}
+
 // listDir lists the registry's directory name (changesets or pins). One
 // that is missing in a registry with no history was never made (OpenDir
 // leaves it to the first writer when this user cannot make it): it holds
@@ -310,6 +335,8 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 		return fmt.Errorf("registry: lock: %w", err)
 	}
 	defer lf.Close() // closing the file releases the lock
+	d.hold()
+	defer d.release()
 	if err := d.finish(); err != nil {
 		return err
 	}
@@ -331,10 +358,18 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 // history entries that accept them). release gives it back. A registry
 // never written has no lock file and nothing to wait for. The lock file
 // is opened read-only: an executor that may only read the store can
-// take it (one that may not open it reads without it).
+// take it (one that may not open it reads without it). Every read of
+// several files (the history, the state a list loads) takes it too, so
+// a reader waits out a writer's change (a few milliseconds) rather than
+// read half of it and refuse registry_corrupt (an executor's verify, run
+// and lists did, beside an operator's install or approval). Taken
+// already by this Dir, it is taken again at no cost.
 func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if d.held() {
+		return d.release, nil
 	}
 	if err := d.finishPending(ctx); err != nil {
 		return nil, err
@@ -344,7 +379,8 @@ func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 		// Never written, or a lock this reader may not open (an operator's
 		// umask): read without it. That can only cost a refusal during a
 		// mutation, never accept anything: the checks are the same.
-		return func() {}, nil
+		d.adopt(nil)
+		return d.release, nil
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot open the registry's lock")
@@ -363,7 +399,68 @@ func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 		}
 		return nil, d.unfinished(nil)
 	}
-	return func() { lf.Close() }, nil
+	d.adopt(lf)
+	return d.release, nil
+}
+
+// held reports whether this Dir holds the lock, and counts one more
+// holder when it does.
+func (d *Dir) held() bool {
+	d.lk.mu.Lock()
+	defer d.lk.mu.Unlock()
+	if d.lk.n == 0 {
+		return false
+	}
+	d.lk.n++
+	return true
+}
+
+// hold counts a holder of the lock a mutation took (its file is the
+// mutation's, closed by it).
+func (d *Dir) hold() {
+	d.lk.mu.Lock()
+	d.lk.n++
+	d.lk.mu.Unlock()
+}
+
+// adopt makes f (locked shared; nil for no lock file) the lock this Dir
+// holds, or, when another goroutine took one meanwhile, closes it and
+// counts one more holder of that one.
+func (d *Dir) adopt(f *os.File) {
+	d.lk.mu.Lock()
+	defer d.lk.mu.Unlock()
+	if d.lk.n > 0 {
+		if f != nil {
+			f.Close()
+		}
+	} else {
+		d.lk.f = f
+	}
+	d.lk.n++
+}
+
+// release drops one holder; the last closes the lock's file (which
+// releases it).
+func (d *Dir) release() {
+	d.lk.mu.Lock()
+	defer d.lk.mu.Unlock()
+	if d.lk.n == 0 {
+		return
+	}
+	if d.lk.n--; d.lk.n == 0 && d.lk.f != nil {
+		d.lk.f.Close()
+		d.lk.f = nil
+	}
+}
+
+// shared runs read under the registry's lock, shared (ReadLock).
+func (d *Dir) shared(ctx context.Context, read func() error) error {
+	release, err := d.ReadLock(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return read()
 }
 
 // lockFile takes f's flock (how: LOCK_EX or LOCK_SH), blocking: a waiter
@@ -461,7 +558,7 @@ func syncDir(dir string) error {
 // registrations (registry_corrupt naming the interface): install decides
 // from them.
 func (d *Dir) Interfaces(ctx context.Context) ([]Interface, error) {
-	s, err := d.load(ctx)
+	s, err := d.loadShared(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -473,7 +570,7 @@ func (d *Dir) Interfaces(ctx context.Context) ([]Interface, error) {
 
 // ChangeSets implements Reader.
 func (d *Dir) ChangeSets(ctx context.Context) ([]*ChangeSet, error) {
-	s, err := d.load(ctx)
+	s, err := d.loadShared(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -504,7 +601,7 @@ func (d *Dir) ChangeSet(ctx context.Context, id digest.Digest) (*ChangeSet, erro
 
 // Pins implements Reader.
 func (d *Dir) Pins(ctx context.Context) ([]*Pin, error) {
-	s, err := d.load(ctx)
+	s, err := d.loadShared(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -577,7 +674,7 @@ func (d *Dir) Log(ctx context.Context) ([]Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := readOptional(d.path("log.jsonl"))
+	b, err := d.readLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -593,7 +690,7 @@ func (d *Dir) Chain(ctx context.Context) ([]digest.Digest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := readOptional(d.path("log.jsonl"))
+	b, err := d.readLog(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -608,7 +705,7 @@ func (d *Dir) PinHistory(ctx context.Context, provider string) (*PinRecord, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := readOptional(d.path("log.jsonl"))
+	b, err := d.readLog(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,11 @@ import (
 // applied again from the start (every step is idempotent: files are
 // replaced whole, and the history is cut back to its length before the
 // mutation and appended again), by the next process that can take the
-// lock exclusively. Until then, readers refuse (registry_corrupt), since
-// what they would read is half of a change.
+// lock exclusively. A reader that finds the journal waits for the lock,
+// shared (a live writer removes its journal before it lets the lock go);
+// a journal still there then is a dead writer's, and until its owner
+// finishes it readers refuse (registry_corrupt), since what they would
+// read is half of a change.
 
 // journalName is the journal's file under the registry's root.
 const journalName = "journal.json"
@@ -264,6 +267,36 @@ func (d *Dir) unfinished(why error) error {
 	return refusal.New(refusal.RegistryCorrupt, msg, d.path(journalName))
 }
 
+// awaitWriter is what a reader that may not finish a change does on
+// finding its journal: the journal of a live writer's change, which that
+// writer removes once its files are written (it holds the lock
+// exclusively until then), is no damage, so the reader waits for the
+// lock, shared, and looks again. Only a journal still there then is a
+// change its writer left unfinished. (A reader refused registry_corrupt,
+// "a registry change was interrupted", whenever it opened the registry
+// in the few milliseconds an operator's mutation was writing it.)
+func (d *Dir) awaitWriter(ctx context.Context) error {
+	lf, err := os.Open(d.path(".lock"))
+	if err != nil {
+		return d.unfinished(nil) // a lock this reader may not open: it cannot tell
+	}
+	if err := lockFile(ctx, lf, unix.LOCK_SH); err != nil {
+		// lockFile closed lf, or leaves it to its waiter.
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return d.unfinished(err)
+	}
+	defer lf.Close()
+	if p, err := d.pending(); err != nil || p {
+		if err != nil {
+			return err
+		}
+		return d.unfinished(nil)
+	}
+	return nil
+}
+
 // finishPending finishes an unfinished change when there is one and this
 // process may write the registry: it takes the lock exclusively (waiting
 // for a live writer, whose journal is then gone). A process that may not
@@ -278,11 +311,11 @@ func (d *Dir) finishPending(ctx context.Context) error {
 	// refusal says only what is so. Nor does a reader wait for the
 	// exclusive lock, which would hold writers and readers up.
 	if unix.Access(d.root, unix.W_OK) != nil {
-		return d.unfinished(nil)
+		return d.awaitWriter(ctx)
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrPermission) {
-		return d.unfinished(nil) // the directory is writable, the lock another owner's
+		return d.awaitWriter(ctx) // the directory is writable, the lock another owner's
 	}
 	if err != nil {
 		return d.unfinished(err)
