@@ -19,7 +19,16 @@ type Names struct {
 // NamedBy asks r what its accepted (not retired) pins and its open
 // (proposed) change-sets name. It reads the registry's model, never its
 // files: a history that names every proposal ever made keeps nothing.
+// The pins, the history and the change-sets are read under one shared
+// lock (a Dir's), so they are one state: read apart, an approval between
+// them named the env it accepted in neither (gc --envs removed it) or
+// refused a registry that was not damaged.
 func NamedBy(ctx context.Context, r Reader) (*Names, error) {
+	release, err := readLock(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	n := &Names{}
 	add := func(p *Provider) {
 		if p == nil {

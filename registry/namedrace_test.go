@@ -1,0 +1,98 @@
+package registry_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+)
+
+// midNames is a Dir that, once NamedBy has read the pins through it,
+// lets another process's approval run (a Dir of its own, so a lock of
+// its own) and waits for it a while: the interleaving gc met beside an
+// operator's `changeset approve`.
+type midNames struct {
+	*registry.Dir
+	between func()
+}
+
+func (m *midNames) Pins(ctx context.Context) ([]*registry.Pin, error) {
+	p, err := m.Dir.Pins(ctx)
+	if f := m.between; f != nil {
+		m.between = nil
+		f()
+	}
+	return p, err
+}
+
+// TestNamedByBesideAnApproval: what NamedBy reads (the pins, the history,
+// the change-sets) is one state of the registry. Before, each was read
+// on its own: an approval between the pins and the change-sets left the
+// env of the change-set it accepted named by neither (the old pin named
+// the old env, the change-set was no longer proposed), and `gc --envs`
+// removed the env of the pin just accepted; an approval between the pins
+// and the history refused gc registry_corrupt ("pins/acme-echo.json is
+// not that pin ... to fix: cruxprov registry repair") for a registry
+// that was not damaged (both seen with gc --envs in a loop beside
+// install and approve).
+func TestNamedByBesideAnApproval(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "registry")
+	d, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	propose := func(v string) *registry.ChangeSet {
+		t.Helper()
+		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	first := propose("1.0")
+	if _, err := d.Approve(ctx, first.Metadata.ID, key.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	next := propose("2.0")
+	env := func(cs *registry.ChangeSet) digest.Digest {
+		return cs.Spec.Changes[0].Provider.Materializations[0].Digest
+	}
+	done := make(chan error, 1)
+	m := &midNames{Dir: d, between: func() {
+		other, err := registry.OpenDir(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := other.Approve(ctx, next.Metadata.ID, key.Priv, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(500 * time.Millisecond): // waits for NamedBy's lock
+		}
+	}}
+	names, err := registry.NamedBy(ctx, m)
+	if err != nil {
+		t.Fatalf("NamedBy beside an approval: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	// Either state is right, never a mix: before the approval both envs
+	// are named (the pin's and the proposal's); after it, the new pin's.
+	if !slices.Contains(names.Envs, env(next)) {
+		t.Errorf("NamedBy names %v: not the env %s the approval accepted", names.Envs, env(next))
+	}
+}
