@@ -21,6 +21,7 @@ import (
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
 	"github.com/cruxible/cruxprov/verify/container"
 )
@@ -279,6 +280,16 @@ func runAction(c *cli.Context) error {
 		sandbox invoke.Sandbox
 	)
 	if local {
+		// The env is read from its verification to the run's end: under
+		// the store's lock, shared, as every reader of an env holds it,
+		// so gc --envs (which takes it exclusive) never removes it under
+		// the run. Before, an approval that moved the pin to another env
+		// and a gc --envs removed the env a run was running in.
+		unlock, err := holdStore(c.Context, o.home)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 		var rep *verify.Report
 		rep, verr = verify.Verify(c.Context, reg, name, vo)
 		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
@@ -417,6 +428,26 @@ func (e *withReceipt) Unwrap() error { return e.err }
 // pin names, the caller's lowered budgets, the input, the secrets resolved
 // at the run, the environment allowlist, and the verification's outcome
 // as the executor's first step.
+// holdStore takes the store's lock shared for a run (store.md,
+// "Locking"). A store that is not there, or whose lock this user may not
+// take (an operator's umask), is run without it, as the registry is read
+// without its lock then: verify refuses what is missing, and the lock
+// only keeps gc away.
+func holdStore(ctx context.Context, home string) (func(), error) {
+	st, err := store.OpenExisting(home)
+	if err != nil {
+		return func() {}, nil
+	}
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return func() {}, nil
+	}
+	return unlock, nil
+}
+
 func pinnedCall(c *cli.Context, o *opts, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
 	// Only the declared secrets are delivered: say so of another (a typo
 	// of a ref, most likely), which was passed over without a word.

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+)
+
+// TestGCEnvsBesideARun: a run holds the store's lock, shared, from its
+// verification to its end, so gc --envs does not remove the env it runs
+// in once an approval moved the pin to another env: gc says the store is
+// in use (or waits, with --wait), and removes the env after the run.
+// Before, run took no store lock, and gc --envs removed the env under
+// the running provider (seen with a sleeping run beside install,
+// approve and gc --envs).
+func TestGCEnvsBesideARun(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	base := t.TempDir()
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	home, state := filepath.Join(base, "home"), filepath.Join(base, "state")
+	keys := filepath.Join(base, "keys")
+	os.MkdirAll(keys, 0o700)
+	env := append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+state)
+	run := func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = env
+		return runCmd(t, cmd)
+	}
+	must := func(r result, what string) result {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r
+	}
+	for _, id := range []string{"acme.echo", "acme.diagnostics"} {
+		must(run("interface", "register", id, "--schema", filepath.Join(w.schemas, id+".json")), "register "+id)
+	}
+	propose := func(flags ...string) (id, envPath string) {
+		t.Helper()
+		r := must(run(append([]string{"install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"}, flags...)...), "install")
+		var v struct {
+			ChangeSet struct {
+				Metadata struct{ ID string }
+				Spec     struct {
+					Changes []struct {
+						Provider struct{ Materializations []struct{ Path string } }
+					}
+				}
+			} `json:"changeSet"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.ChangeSet.Spec.Changes) == 0 || len(v.ChangeSet.Spec.Changes[0].Provider.Materializations) == 0 {
+			t.Fatalf("install: %v: %s", err, r.stdout)
+		}
+		return v.ChangeSet.Metadata.ID, v.ChangeSet.Spec.Changes[0].Provider.Materializations[0].Path
+	}
+	id1, env1 := propose()
+	must(run("key", "generate", "--out", filepath.Join(keys, "alice")), "key generate")
+	must(run("key", "trust", filepath.Join(keys, "alice.pub"), "--name", "alice"), "key trust")
+	must(run("changeset", "approve", id1, "--key", filepath.Join(keys, "alice.key")), "approve")
+
+	in, tok := filepath.Join(base, "in.json"), filepath.Join(base, "tok")
+	os.WriteFile(in, []byte(`{"seconds": 3}`), 0o644)
+	os.WriteFile(tok, []byte("s3cr3t"), 0o600)
+	ledger := filepath.Join(base, "ledger", "l.jsonl")
+	cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--ledger", ledger)
+	cmd.Env = env
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if st, err := os.Stat(ledger); err == nil && st.Size() > 0 {
+			break // the run's intent is written: it runs
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the run did not start: %s", se.String())
+		}
+	}
+	// The pin moves to another env (the same wheel without bytecode).
+	id2, env2 := propose("--no-compile")
+	if env2 == env1 {
+		t.Fatalf("the same env twice: %s", env1)
+	}
+	must(run("changeset", "approve", id2, "--key", filepath.Join(keys, "alice.key")), "approve the other env")
+	if r := run("gc", "--envs"); r.code != 1 || !strings.Contains(r.stderr, "store is in use") {
+		t.Errorf("gc --envs beside a run: %+v", r)
+	}
+	if _, err := os.Stat(env1); err != nil {
+		t.Errorf("the env of a run in flight: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the run: %v: %s", err, se.String())
+	}
+	if r := must(run("gc", "--envs"), "gc --envs after the run"); !strings.Contains(r.stdout, "removed envs/"+filepath.Base(env1)) {
+		t.Errorf("gc --envs after the run: %+v", r)
+	}
+}
