@@ -96,3 +96,57 @@ func TestNamedByBesideAnApproval(t *testing.T) {
 		t.Errorf("NamedBy names %v: not the env %s the approval accepted", names.Envs, env(next))
 	}
 }
+
+// TestAuditBesideARetirement: `registry log --verify` (Audit) reads the
+// registry as one state. Before, it read the pins and then verified each
+// with its own lock: a retirement approved in between failed the audit
+// pin_unapproved ("provider acme-echo was retired") for a registry that
+// was intact (seen as an executor beside an operator's provider retire).
+func TestAuditBesideARetirement(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "registry")
+	d, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, cs.Metadata.ID, key.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	retire, err := d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	m := &midNames{Dir: d, between: func() {
+		other, err := registry.OpenDir(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := other.Approve(ctx, retire.Metadata.ID, key.Priv, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(500 * time.Millisecond): // waits for Audit's lock
+		}
+	}}
+	if _, _, err := registry.Audit(ctx, m, time.Now()); err != nil {
+		t.Errorf("registry log --verify beside a retirement: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("approve the retirement: %v", err)
+	}
+	if _, un, err := registry.Audit(ctx, d, time.Now()); err != nil || len(un) != 0 {
+		t.Errorf("after the retirement: %v %v", un, err)
+	}
+}

@@ -49,7 +49,15 @@ func init() {
 				if err != nil {
 					return err
 				}
-				log, err := reg.Log(c.Context)
+				var (
+					log         []registry.Entry
+					notRunnable []registry.Unrunnable
+				)
+				if c.Bool("verify") {
+					log, notRunnable, err = registry.Audit(c.Context, reg, nowFunc())
+				} else {
+					log, err = reg.Log(c.Context)
+				}
 				if err != nil {
 					return err
 				}
@@ -70,53 +78,7 @@ func init() {
 					id = log[0].Hash
 				}
 				out := map[string]any{"registry_id": id, "entries": lines, "verified": false}
-				type unrunnable struct {
-					Provider string `json:"provider"`
-					Revision int64  `json:"revision"`
-					Code     string `json:"code"`
-					Detail   string `json:"detail"`
-				}
-				notRunnable := []unrunnable{}
 				if c.Bool("verify") {
-					// The trust state is replayed even when no pin would
-					// replay it (none accepted yet, or all retired).
-					if err := registry.VerifyTrust(c.Context, reg); err != nil {
-						return err
-					}
-					// The pin entries of every provider, retired ones too,
-					// and the registered interfaces, against the history.
-					if err := registry.VerifyHistory(c.Context, reg); err != nil {
-						return err
-					}
-					// Every pin file as the history accepted it (retired
-					// ones too), and none lost: a lost pin file passed.
-					pins, err := registry.CheckedPins(c.Context, reg)
-					if err != nil {
-						return err
-					}
-					// An approval that expired, a threshold raised or an
-					// approver key untrusted since the pin was accepted
-					// leaves the history intact: the pin is listed as not
-					// runnable (runs refuse it), and the audit holds. Any
-					// other refusal fails it.
-					for _, p := range pins {
-						if p.Retired {
-							continue
-						}
-						_, err := registry.VerifyPin(c.Context, reg, "", p.Provider, nowFunc())
-						switch code := refusal.CodeOf(err); {
-						case err == nil:
-						case registry.NotRunnable(err):
-							var r *refusal.Error
-							detail := err.Error()
-							if errors.As(err, &r) {
-								detail = r.Message()
-							}
-							notRunnable = append(notRunnable, unrunnable{p.Provider, p.Revision, string(code), detail})
-						default:
-							return err
-						}
-					}
 					out["verified"], out["not_runnable"] = true, notRunnable
 				}
 				return o.emit("cruxprov.registry.log/v1", out, func(w io.Writer) {
