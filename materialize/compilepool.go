@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -344,6 +345,10 @@ func (p *compilePool) run() {
 	switch {
 	case p.parent.Err() != nil:
 		p.setErr(p.parent.Err(), false)
+	case first && killedFromOutside(werr, readErr):
+		// Not the compiling that failed: creating the env again without
+		// bytecode, the advice below, is not what mends it.
+		p.setErr(refusal.Wrap(refusal.MaterializeFailed, werr, "the compiler %s was killed while it compiled (by the kernel's out-of-memory killer, or a user): nothing of the env was kept; run the command again", p.pyName), false)
 	case first:
 		why := readErr
 		if why == nil {
@@ -353,9 +358,26 @@ func (p *compilePool) run() {
 	}
 }
 
+// killedFromOutside reports whether a compile process's exit (werr) was
+// SIGKILL or SIGTERM from outside this pool: its answers were cut off
+// (readErr errShortAnswer) or complete (nil), not refused by the pool,
+// which then kills the process itself.
+func killedFromOutside(werr, readErr error) bool {
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) || readErr != nil && !errors.Is(readErr, errShortAnswer) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && (ws.Signal() == syscall.SIGKILL || ws.Signal() == syscall.SIGTERM)
+}
+
 // answerChunk is how much more of a pyc than it has received readAnswers
 // makes room for at once.
 const answerChunk = 1 << 20
+
+// errShortAnswer is an answer cut off: the compiler exited (or was
+// killed) in the middle of it.
+var errShortAnswer = errors.New("the compiler's answer is short")
 
 // readAnswers reads n answers of the compile script into *buf (grown as
 // needed; the pycs returned share it, so they are good until the next
@@ -366,7 +388,7 @@ func readAnswers(r *bufio.Reader, n int, buf *[]byte) ([]compiled, error) {
 	var head [5]byte
 	for i := range res {
 		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return nil, errors.New("the compiler's answer is short")
+			return nil, errShortAnswer
 		}
 		kind, size := head[0], binary.LittleEndian.Uint32(head[1:])
 		if !bytes.ContainsRune([]byte("PDNX"), rune(kind)) || (kind == 'N' || kind == 'X') != (size == 0) || size > maxPycEntry {
@@ -387,7 +409,7 @@ func readAnswers(r *bufio.Reader, n int, buf *[]byte) ([]compiled, error) {
 			}
 			n := min(cap(b)-len(b), int(size)-got)
 			if _, err := io.ReadFull(r, b[len(b):len(b)+n]); err != nil {
-				return nil, errors.New("the compiler's answer is short")
+				return nil, errShortAnswer
 			}
 			b = b[:len(b)+n]
 			got += n

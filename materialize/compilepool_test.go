@@ -30,6 +30,10 @@ func TestCompilePoolFailures(t *testing.T) {
 		{"short", `head -c 5 >/dev/null; printf 'P\010\000\000\000ab'`, "short", false},
 		{"more", `head -c 5 >/dev/null; printf 'N\000\000\000\000N\000\000\000\000N\000\000\000\000'`, "more than it was asked", false},
 		{"cancelled", "exec sleep 30", "", true},
+		// Killed from outside (the out-of-memory killer, kill -9): not
+		// the compiling that failed, so not --no-compile's advice.
+		{"killed", "head -c 5 >/dev/null; kill -KILL $$", "was killed while it compiled", false},
+		{"terminated", "kill -TERM $$", "was killed while it compiled", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			py := filepath.Join(dir, tc.name)
@@ -57,6 +61,10 @@ func TestCompilePoolFailures(t *testing.T) {
 			}
 			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want materialize_failed mentioning %q", err, tc.want)
+			}
+			killed := strings.Contains(tc.want, "killed")
+			if rem := refusal.RemedyOf(err); (rem == nil) != killed || rem != nil && rem.Action != refusal.ActionNoBytecode {
+				t.Errorf("remedy %+v (killed from outside: %v)", rem, killed)
 			}
 		})
 	}
