@@ -140,7 +140,8 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	out, outN := stdout.bytes()
 	errb, errN := stderr.bytes()
 	res := &Result{AttemptID: attempt, ExitCode: ex.code, StdoutBytes: outN, StderrBytes: errN, Budgets: budgets, Duration: time.Since(start), Egress: []string{}}
-	tail := settle(ctx, res, why, budgets, red, errb, func() {
+	tailb, cut := stderr.tail(StderrTail)
+	tail := settle(ctx, res, why, budgets, red, tailb, cut, func() {
 		if ex.signaled {
 			res.Status = StatusError
 			res.Error = &Error{Code: CodeExited, Message: "the harness was killed by a signal"}

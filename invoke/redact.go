@@ -60,13 +60,17 @@ func (r *redactor) text(s string) string {
 	return r.rep.Replace(s)
 }
 
-// tail redacts s, a window cut out of a longer stream: besides whole
-// occurrences, a form cut by the window's start (s begins with a suffix of
-// it) or by its end (s ends with a prefix of it) is redacted too.
-func (r *redactor) tail(s string) string {
+// tail redacts s, the end of a stream (cut: the stream's first bytes are
+// not in s): besides whole occurrences, a form cut by the window's start
+// (s begins with a suffix of it), only where the window is cut there,
+// and one cut by its end (s ends with a prefix of it: a run killed
+// mid-write) are redacted too. A stream kept whole from its first byte
+// is not redacted at its start: a secret ending in "T" made a stderr of
+// "Traceback …" read "[redacted]raceback …".
+func (r *redactor) tail(s string, cut bool) string {
 	s = r.text(s)
 	for _, f := range r.forms {
-		for k := len(f) - 1; k > 0; k-- {
+		for k := len(f) - 1; k > 0 && cut; k-- {
 			if strings.HasPrefix(s, f[len(f)-k:]) {
 				s = redacted + s[k:]
 				break

@@ -94,3 +94,36 @@ json.dump(out, sys.stdout)
 		}
 	}
 }
+
+// TestTailCutOnlyWhereCut: a stderr kept whole from its first byte is not
+// redacted at its start for beginning with the end of a secret (a secret
+// ending in "T" made "Traceback …" read "[redacted]raceback …"); a window
+// that stderr's earlier bytes were dropped from is, as is an end cut
+// mid-secret.
+func TestTailCutOnlyWhereCut(t *testing.T) {
+	r := newRedactor([]string{"SEKRIT"})
+	const trace = "Traceback (most recent call last):\nRuntimeError: SEKRIT\n"
+	m := &meter{budget: 1 << 20, spent: make(chan struct{})}
+	whole := &sink{m: m, limit: StderrTail + 4096}
+	_, _ = whole.Write([]byte(trace))
+	b, cut := whole.tail(StderrTail)
+	if got, want := r.tail(string(b), cut), "Traceback (most recent call last):\nRuntimeError: [redacted]\n"; got != want {
+		t.Errorf("whole stderr: %q, want %q", got, want)
+	}
+	// The same text at the end of a longer stderr: its start may be the
+	// rest of a secret the window cut.
+	long := &sink{m: m, limit: StderrTail + 4096}
+	_, _ = long.Write([]byte(strings.Repeat("x", 3*StderrTail) + "SE"))
+	_, _ = long.Write([]byte("KRIT" + strings.Repeat("y", StderrTail-len("KRIT")-len(trace)) + trace))
+	b, cut = long.tail(StderrTail)
+	if !cut || !strings.HasPrefix(string(b), "KRIT") {
+		t.Fatalf("tail of a long stderr: cut %v, %q…", cut, b[:8])
+	}
+	if got := r.tail(string(b), cut); !strings.HasPrefix(got, "[redacted]yyy") {
+		t.Errorf("cut window: %q…", got[:30])
+	}
+	// An end cut mid-secret is redacted whether or not the start is.
+	if got := r.tail("Traceback\nvalue SEK", false); got != "Traceback\nvalue [redacted]" {
+		t.Errorf("end cut: %q", got)
+	}
+}

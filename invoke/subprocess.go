@@ -401,12 +401,13 @@ func (m *meter) bill(n int) bool {
 
 // sink is one stream: it counts, bills, and keeps what it may.
 type sink struct {
-	m     *meter
-	mu    sync.Mutex
-	n     int64
-	buf   []byte // stdout: everything within budget; stderr: a tail
-	limit int    // keep at most the last limit bytes (0: keep all)
-	over  bool
+	m       *meter
+	mu      sync.Mutex
+	n       int64
+	buf     []byte // stdout: everything within budget; stderr: a tail
+	limit   int    // keep at most the last limit bytes (0: keep all)
+	dropped int64  // bytes dropped from the front of buf
+	over    bool
 }
 
 func (s *sink) Write(p []byte) (int, error) {
@@ -430,9 +431,23 @@ func (s *sink) Write(p []byte) (int, error) {
 	}
 	s.buf = append(s.buf, keep...)
 	if s.limit > 0 && len(s.buf) > 2*s.limit {
+		s.dropped += int64(len(s.buf) - s.limit)
 		s.buf = append(s.buf[:0], s.buf[len(s.buf)-s.limit:]...)
 	}
 	return len(p), nil
+}
+
+// tail is the last n bytes kept, and whether the stream wrote any byte
+// before them (the window is cut at its start).
+func (s *sink) tail(n int) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.buf
+	cut := s.dropped > 0
+	if len(b) > n {
+		b, cut = b[len(b)-n:], true
+	}
+	return append([]byte(nil), b...), cut
 }
 
 func (s *sink) bytes() ([]byte, int64) {
@@ -597,18 +612,20 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 	dur := time.Since(start)
 
 	out, outN := stdout.bytes()
-	errb, errN := stderr.bytes()
+	_, errN := stderr.bytes()
+	errb, cut := stderr.tail(StderrTail)
 	res := &Result{AttemptID: attempt, ExitCode: exitStatus(cmd.ProcessState), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
 	_ = werr
-	tail := settle(ctx, res, why, b, red, errb, func() { parseOutput(res, out, attempt) })
+	tail := settle(ctx, res, why, b, red, errb, cut, func() { parseOutput(res, out, attempt) })
 	return res, tail, nil
 }
 
 // settle fills res's status for why (a kill the executor made: timeout,
 // output limit, cancelled; "" lets parse read the run's output), redacts
 // its error and egress of every bundle value, and returns the redacted
-// stderr tail the receipt keeps for a run that was not ok.
-func settle(ctx context.Context, res *Result, why string, b Budgets, red *redactor, errb []byte, parse func()) string {
+// stderr tail the receipt keeps for a run that was not ok: errb, the last
+// StderrTail bytes of stderr (cut: stderr wrote bytes before them).
+func settle(ctx context.Context, res *Result, why string, b Budgets, red *redactor, errb []byte, cut bool, parse func()) string {
 	switch why {
 	case CodeTimeout:
 		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", b.TimeoutMS)}
@@ -633,10 +650,7 @@ func settle(ctx context.Context, res *Result, why string, b Budgets, red *redact
 	if res.Status == StatusOK {
 		return ""
 	}
-	if len(errb) > StderrTail {
-		errb = errb[len(errb)-StderrTail:]
-	}
-	return red.tail(string(errb))
+	return red.tail(string(errb), cut)
 }
 
 // exitStatus is a finished process's exit status as a Result records it:
