@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:c3bd1337a5f18f66154796187d3efe74da0cf862ad6279d14294c9b417fb46e3",
-	"acme-echo/echo":     "sha256:4d79247e9a1a794922d6756542ee1135da325cb65d7b921f41c2d1eeaab2dad3",
-	"acme-echo/fail":     "sha256:c9c7204e0fcb1bec5bca2c7c08314a1aa059868d025e82b94c9ae7ee1c9b0ecf",
-	"acme-echo/flood":    "sha256:4ca3c447f3151107ddd6302354218b434dc6e30d0e39f45dc2062c4b809f491d",
-	"acme-echo/sleep":    "sha256:99e2592eacb25525e3a5d50afe6460bab567ebcea2810a80b149c1e1214082c9",
-	"acme-native":        "sha256:282a1cc5de6136336bba860a68c97e23dae2729fdd691be300941bd8827789d0",
-	"acme-native/which":  "sha256:34dd13ba43a3d1fadb920900ff3a5d914e51c7c3fb443d56283a744c3bd639ac",
-	"acme-scripts":       "sha256:e32ce50fadc90b8074731fc2587465e8f184e09444d4978a5c592465a2d8c6f0",
-	"acme-scripts/hello": "sha256:d5260c9b67932cd80a153c204166fbff089414b849e88acc5d3bb2145aa4311b",
+	"acme-echo":          "sha256:504a20186f5473d4ad9ceaad04614861f4c045e75c06d1a19e2e807c3504ec90",
+	"acme-echo/echo":     "sha256:6e7b502884636c6d7d611c2629c653f35a0a60e97df87326e0ca64f5492b8f69",
+	"acme-echo/fail":     "sha256:e632f2dc73527c43cab4bda73d5c6d9ec12fd657eadfdbacc3ac74152d95157e",
+	"acme-echo/flood":    "sha256:c174138f512488a11dc74dc5a36dfa104a46cbc57cd82ceed73ae035a9b20cc3",
+	"acme-echo/sleep":    "sha256:c40e425ab6ca31e0ef9cb690359b1dc4419ed3fe15b89eee5aba9d1ee7e5888d",
+	"acme-native":        "sha256:86cc9d82f46ccdec2bc8b75d58e46868b7eb16aac575d7e558ced93331978116",
+	"acme-native/which":  "sha256:d0ee73d2c1528cc9df1b4f29388b79353d47dc44ec441f2f76850d2d9a66ae3e",
+	"acme-scripts":       "sha256:20c6e76414cfd1bdabd1f6c9d835151fb6c2dcae231b56e0189de3551dd38939",
+	"acme-scripts/hello": "sha256:b37b519080feb8fdc6589d188491eabfbfddcbae5c7ed1dcadf95f4685e93941",
 }
 
 type inspectDoc struct {

@@ -390,12 +390,40 @@ def _check_result(out, ref: str) -> dict:
                     pass
         raise _Refused("result_invalid", "%s returned %s, not a ProviderResult%s" % (ref, type(out).__name__, hint))
     try:
-        out.check()
-        if out.status == "ok":
-            return {"status": "ok", "result": out.result}
-        return {"status": "error", "error": {"code": out.code, "message": out.message}}
+        # Read through ProviderResult's own slots and checked by its own
+        # check(): a subclass that overrides check() or a property is not
+        # asked, so what it returns is checked as any other (an unchecked
+        # code or a message that is not a str went out as the harness's
+        # and read as protocol_error; an egress entry that was not text
+        # left the harness unable to write any result).
+        plain = ProviderResult(*(ProviderResult.__dict__[n].__get__(out) for n in ProviderResult.__slots__))
+        ProviderResult.check(plain)
+        if plain._status == "ok":
+            return {"status": "ok", "result": plain._result}
+        return {"status": "error", "error": {"code": str(plain._code), "message": str(plain._message)}}
     except BaseException as e:
         raise _Refused("result_invalid", "%s returned an invalid ProviderResult: %s" % (ref, _describe(e)))
+
+
+def _egress(ctx) -> list:
+    """The run's egress log, each URL once and redacted; _Refused
+    (result_invalid) when it is not a list of one-line texts (provider
+    code wrote the log's private list itself, or replaced the log)."""
+    if ctx is None:
+        return []
+    try:
+        urls = list(ctx.egress.urls)
+        out = []
+        for u in urls:
+            if type(u) is not str or not u or "\n" in u or "\r" in u:
+                raise ValueError("an entry is a %s, not one line of text" % type(u).__name__)
+            u.encode("utf-8")
+            u = _redact(u)
+            if u not in out:
+                out.append(u)
+        return out
+    except BaseException as e:
+        raise _Refused("result_invalid", "the run's egress log cannot be written: %s (record URLs with ctx.egress.record)" % _describe(e))
 
 
 def _encode(doc: dict) -> bytes:
@@ -541,11 +569,12 @@ def run() -> int:
         body = {"status": "error", "error": {"code": r.code, "message": r.message}}
 
     # Receipts keep the observed egress: no secret value may ride in a URL.
-    egress = []
-    for u in ctx.egress.urls if ctx is not None else ():
-        u = _redact(u)
-        if u not in egress:
-            egress.append(u)
+    try:
+        egress = _egress(ctx)
+    except _Refused as r:
+        egress = []
+        if body["status"] == "ok":
+            body = {"status": "error", "error": {"code": r.code, "message": r.message}}
     if body["status"] == "error":
         body["error"]["message"] = _redact(body["error"]["message"])
     doc = {"status": body["status"], "run_id": run_id_box[0] if run_id_box else None}

@@ -135,7 +135,7 @@ class ProviderResult:
             return
         if self._status != "error":
             raise ValueError("status %r is neither ok nor error" % (self._status,))
-        if self._code not in PROVIDER_ERROR_CODES:
+        if type(self._code) is not str or self._code not in PROVIDER_ERROR_CODES:
             raise ValueError("error code %r is not one a provider may return (%s)" % (self._code, ", ".join(PROVIDER_ERROR_CODES)))
         if type(self._message) is not str:
             raise ValueError("error message must be a str, not %s" % type(self._message).__name__)

@@ -129,6 +129,45 @@ PROVIDERS = {
             return ProviderResult.ok("done")
 
         NOT_CALLABLE = 42
+
+        class Unchecked(ProviderResult):
+            __slots__ = ()
+            def check(self):
+                pass
+
+        class Lying(ProviderResult):
+            __slots__ = ()
+            @property
+            def status(self):
+                return "ok"
+            @property
+            def result(self):
+                return "not what it holds"
+
+        def unchecked_code(ctx):
+            return Unchecked("error", code="cancelled", message="a code of the executor's")
+
+        def unchecked_message(ctx):
+            return Unchecked("error", code="provider_error", message=5)
+
+        def unchecked_value(ctx):
+            return Unchecked("ok", result=float("nan"))
+
+        def lying(ctx):
+            return Lying.error("bad_request", "the slots say error")
+
+        def egress_not_text(ctx):
+            ctx.egress.record("https://api.acme.example/")
+            ctx.egress._urls.append(5)
+            return ProviderResult.ok("sent")
+
+        def egress_surrogate(ctx):
+            ctx.egress._urls.append("https://x.example/\\ud800")
+            return ProviderResult.ok("sent")
+
+        def egress_replaced(ctx):
+            object.__setattr__(ctx, "_egress", None)
+            raise RuntimeError("and the log is gone")
     ''',
     "tp_import_error": '''
         raise ImportError("this module refuses to load")
@@ -310,6 +349,29 @@ class HarnessTest(unittest.TestCase):
                 msg = self.refused(harness(request(obj)), "result_invalid")
                 self.assertIn(obj, msg)
         self.assertIn("async", self.refused(harness(request("tp_basic:coroutine")), "result_invalid"))
+
+    def test_subclass_results_are_checked_as_they_are(self):
+        # A subclass's own check() and properties are not asked: its slots
+        # are checked as any ProviderResult's.
+        for obj, want in (("tp_basic:unchecked_code", "cancelled"), ("tp_basic:unchecked_message", "str"),
+                          ("tp_basic:unchecked_value", "nan")):
+            with self.subTest(obj=obj):
+                self.assertIn(want, self.refused(harness(request(obj)), "result_invalid"))
+        run = harness(request("tp_basic:lying"))
+        self.assertEqual(run.doc["error"], {"code": "bad_request", "message": "the slots say error"})
+
+    def test_egress_log_written_by_hand(self):
+        # Provider code that writes the log's private list (or replaces
+        # the log) gets result_invalid, with no egress: the harness still
+        # writes a result and exits 0.
+        for obj in ("tp_basic:egress_not_text", "tp_basic:egress_surrogate"):
+            with self.subTest(obj=obj):
+                run = harness(request(obj))
+                self.assertIn("egress", self.refused(run, "result_invalid"))
+                self.assertEqual(run.doc["egress"], [])
+        run = harness(request("tp_basic:egress_replaced"))
+        self.assertIn("the log is gone", self.refused(run, "provider_error"))
+        self.assertEqual(run.doc["egress"], [])
 
     def test_provider_error_result(self):
         run = harness(request("tp_basic:rejects"))
