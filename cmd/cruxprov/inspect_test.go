@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:504a20186f5473d4ad9ceaad04614861f4c045e75c06d1a19e2e807c3504ec90",
-	"acme-echo/echo":     "sha256:6e7b502884636c6d7d611c2629c653f35a0a60e97df87326e0ca64f5492b8f69",
-	"acme-echo/fail":     "sha256:e632f2dc73527c43cab4bda73d5c6d9ec12fd657eadfdbacc3ac74152d95157e",
-	"acme-echo/flood":    "sha256:c174138f512488a11dc74dc5a36dfa104a46cbc57cd82ceed73ae035a9b20cc3",
-	"acme-echo/sleep":    "sha256:c40e425ab6ca31e0ef9cb690359b1dc4419ed3fe15b89eee5aba9d1ee7e5888d",
-	"acme-native":        "sha256:86cc9d82f46ccdec2bc8b75d58e46868b7eb16aac575d7e558ced93331978116",
-	"acme-native/which":  "sha256:d0ee73d2c1528cc9df1b4f29388b79353d47dc44ec441f2f76850d2d9a66ae3e",
-	"acme-scripts":       "sha256:20c6e76414cfd1bdabd1f6c9d835151fb6c2dcae231b56e0189de3551dd38939",
-	"acme-scripts/hello": "sha256:b37b519080feb8fdc6589d188491eabfbfddcbae5c7ed1dcadf95f4685e93941",
+	"acme-echo":          "sha256:73af0a5791bfb7e51bf5a4c1d93252cb178c2b166bdd34e81bcc4333761cd8c4",
+	"acme-echo/echo":     "sha256:8b705391d366b933f2c2dae168e26bedc29054acef94674aee5e1c3280e74aae",
+	"acme-echo/fail":     "sha256:0310ea64ff89b0e4df8047498222f3b801f5b5270aaf33b12cd1dcf2d77f75ae",
+	"acme-echo/flood":    "sha256:8620013b7e66677165f80d0f4b06d9544a4c9f356ab440cfdeb53f45e729bf99",
+	"acme-echo/sleep":    "sha256:949e06612eae62066b59aee26316339b103ffa98d9c84b86a623e113fbf84002",
+	"acme-native":        "sha256:39bad6ac1e53cf565306e2ee87a38c0af10f618a91d604a9def545b77ccfa62d",
+	"acme-native/which":  "sha256:d012a6f927ad1dc603c1e45b1f7e81d4b4c0d74b96065c53cd9b5b7b310fbb05",
+	"acme-scripts":       "sha256:05e162e676ca957d0327331702374203bf9c7ae77c98f2e6b7eca1855f7a3a3d",
+	"acme-scripts/hello": "sha256:3ebc7d93cef2418e93614899fccf544a754ab493db9b5a692471745971ebebc9",
 }
 
 type inspectDoc struct {

@@ -378,16 +378,24 @@ def _call(target, ref: str, ctx: ProviderRunContext):
 
 
 def _check_result(out, ref: str) -> dict:
-    if not isinstance(out, ProviderResult):
+    # Nothing about the returned object is asked outside a try: an
+    # object whose attributes raise (a lazy object, a context-bound proxy
+    # used outside its context: hasattr and isinstance let that through)
+    # left the harness without a result to write (exit 1, harness_exited).
+    try:
+        is_result = isinstance(out, ProviderResult)
+    except BaseException:
+        is_result = False
+    if not is_result:
         hint = ""
-        if hasattr(out, "__await__") or hasattr(out, "send") and hasattr(out, "throw"):
-            hint = " (async entrypoints are not supported: return the result itself)"
-            close = getattr(out, "close", None)
-            if callable(close):
-                try:
+        try:
+            if hasattr(out, "__await__") or hasattr(out, "send") and hasattr(out, "throw"):
+                hint = " (async entrypoints are not supported: return the result itself)"
+                close = getattr(out, "close", None)
+                if callable(close):
                     close()
-                except BaseException:
-                    pass
+        except BaseException:
+            pass
         raise _Refused("result_invalid", "%s returned %s, not a ProviderResult%s" % (ref, type(out).__name__, hint))
     try:
         # Read through ProviderResult's own slots and checked by its own

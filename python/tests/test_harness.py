@@ -156,6 +156,24 @@ PROVIDERS = {
         def lying(ctx):
             return Lying.error("bad_request", "the slots say error")
 
+        class Lazy:
+            def __getattr__(self, name):
+                raise RuntimeError("not loaded yet")
+
+        class OutOfContext:
+            """As werkzeug's LocalProxy outside its context: every attribute raises."""
+            def __getattr__(self, name):
+                raise RuntimeError("working outside of application context")
+            @property
+            def __class__(self):
+                raise RuntimeError("working outside of application context")
+
+        def returns_lazy(ctx):
+            return Lazy()
+
+        def returns_proxy(ctx):
+            return OutOfContext()
+
         def egress_not_text(ctx):
             ctx.egress.record("https://api.acme.example/")
             ctx.egress._urls.append(5)
@@ -372,6 +390,13 @@ class HarnessTest(unittest.TestCase):
         run = harness(request("tp_basic:egress_replaced"))
         self.assertIn("the log is gone", self.refused(run, "provider_error"))
         self.assertEqual(run.doc["egress"], [])
+
+    def test_returns_whose_attributes_raise(self):
+        # Asking what was returned (isinstance, hasattr) raised: no result
+        # was written and the harness exited 1.
+        for obj, name in (("tp_basic:returns_lazy", "Lazy"), ("tp_basic:returns_proxy", "OutOfContext")):
+            with self.subTest(obj=obj):
+                self.assertIn("returned %s, not a ProviderResult" % name, self.refused(harness(request(obj)), "result_invalid"))
 
     def test_provider_error_result(self):
         run = harness(request("tp_basic:rejects"))
