@@ -844,3 +844,47 @@ func bwrapBase(t *testing.T, name string) string {
 	os.Chmod(base, 0o755)
 	return base
 }
+
+// TestLeftChildDoesNotHoldTheRun: a tool that leaves a child holding its
+// stdout and stderr (a background helper started with subprocess) and
+// returns ok is recorded ok as soon as the harness exits, with or without
+// the namespaces, and the child is gone. Without them, the run waited
+// for the pipes the child held until the grace ran out: a run with less
+// time left than the grace was recorded timeout (exit status 0) after its
+// ok result, any other took the grace longer.
+func TestLeftChildDoesNotHoldTheRun(t *testing.T) {
+	f := fixture(t)
+	for _, noNS := range []bool{true, false} {
+		t.Run(fmt.Sprintf("NoNamespaces=%v", noNS), func(t *testing.T) {
+			l, path := openLedger(t)
+			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), NoNamespaces: noNS, Grace: 10 * time.Second}
+			token := fmt.Sprintf("cruxprov-linger-%d-%v", os.Getpid(), noNS)
+			c := f.Call("linger", map[string]string{"token": token}, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"})
+			c.Limits = invoke.Budgets{TimeoutMS: 3000}
+			start := time.Now()
+			res, err := ex.Run(context.Background(), c)
+			took := time.Since(start)
+			t.Cleanup(func() {
+				for _, p := range invoketest.ProcsWith(token) {
+					syscall.Kill(p, syscall.SIGKILL)
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != invoke.StatusOK || res.ExitCode != 0 || string(res.Value) != `{"lingering":true}` {
+				t.Errorf("%s exit %d %s %+v, want ok {\"lingering\":true}", res.Status, res.ExitCode, res.Value, res.Error)
+			}
+			if took > 2500*time.Millisecond {
+				t.Errorf("the run took %v: it waited for the child's pipes", took)
+			}
+			r, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+			if err != nil || len(r.Attempts) != 1 || r.Attempts[0].Outcome == nil || r.Attempts[0].Outcome.Status != receipts.StatusOK {
+				t.Errorf("the ledger does not hold one ok outcome: %+v, %v", r, err)
+			}
+			if left := invoketest.ProcsWith(token); len(left) > 0 {
+				t.Errorf("the tool's child outlived the run: %v", left)
+			}
+		})
+	}
+}

@@ -267,3 +267,34 @@ func signalRun(pid int, ns string, sig syscall.Signal) {
 		_ = syscall.Kill(p, sig)
 	}
 }
+
+// exitWatch returns a function that blocks until the child pid, not yet
+// waited for, has exited, without reaping it (WNOWAIT): while it is a
+// zombie its pid and process group cannot go to another process. It
+// reports whether the child is gone (exited, or already reaped); false
+// when the kernel would not say, and nothing is known. The child is
+// named by a pidfd opened now, so a wait that starts after another
+// goroutine reaped it cannot take a reused pid for it; where pidfds
+// are refused (kernels before 5.3, or waitid without P_PIDFD before
+// 5.4), by pid.
+func exitWatch(pid int) func() bool {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	return func() bool {
+		var info unix.Siginfo
+		for {
+			var werr error = unix.EINVAL
+			if err == nil {
+				werr = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			}
+			if werr == unix.EINVAL {
+				werr = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			}
+			if werr != unix.EINTR {
+				if err == nil {
+					unix.Close(pidfd)
+				}
+				return werr == nil || werr == unix.ECHILD
+			}
+		}
+	}
+}

@@ -24,3 +24,7 @@ func nsOf(int) string { return "" }
 func signalRun(pid int, _ string, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }
 
 func withInit(argv, _ []string) []string { return argv }
+
+// exitWatch: no waitid(WNOWAIT) to watch the harness's exit with apart
+// from cmd.Wait here (nil): its leftovers are killed once cmd.Wait returns.
+func exitWatch(int) func() bool { return nil }

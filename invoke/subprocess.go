@@ -567,6 +567,29 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 			secretW.Close()
 		}()
 	}
+	// Without a pid namespace nothing ends the harness's leftovers when it
+	// exits (in one the kernel kills them with its first process), and
+	// cmd.Wait waits for the pipes they inherited, up to the grace: a
+	// run that left a child behind (a background helper started with
+	// subprocess) took the grace longer, or, with less time left than
+	// that, was recorded timeout, exit status 0, after its ok result.
+	// So the harness's exit is watched on its own, and what it left in
+	// its process group is killed at once (exitWatch: before cmd.Wait
+	// can reap it).
+	var exited chan struct{}
+	var wait func() bool
+	if nsID == "" {
+		wait = exitWatch(pid)
+	}
+	if wait != nil {
+		exited = make(chan struct{})
+		go func() {
+			if wait() { // else unknown: cmd.Wait decides, as before
+				signalRun(pid, nsID, syscall.SIGKILL)
+				close(exited)
+			}
+		}()
+	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -576,6 +599,11 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 	var werr error
 	select {
 	case werr = <-done:
+	case <-exited:
+		// The harness ended the run itself: its leftovers are killed,
+		// and the pipes close (one that setsid() holds them at most the
+		// grace, as WaitDelay bounds).
+		werr = <-done
 	case <-timer.C:
 		why = CodeTimeout
 	case <-m.spent:
