@@ -376,6 +376,10 @@ func (ins *installer) member(j *wheelJob, f wheel.File, r io.Reader, srcs *[]pyc
 	if err != nil {
 		return err
 	}
+	if f.Name == j.distInfo+"/INSTALLER" {
+		_, err := io.Copy(io.Discard, r) // still verified
+		return err                       // finish writes the installer's own, as pip overwrites a shipped one with its
+	}
 	if isScript && j.scripts[scriptBase(path.Base(rel))] {
 		_, err := io.Copy(io.Discard, r) // still verified
 		return err                       // a setuptools wrapper for an entry point: pip skips it too

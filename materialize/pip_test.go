@@ -1,8 +1,11 @@
 package materialize
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io/fs"
 	"os"
@@ -174,52 +177,7 @@ func TestPipDifferential(t *testing.T) {
 	}
 	for _, set := range sets {
 		t.Run(set.name, func(t *testing.T) {
-			st := newStore(t)
-			var ws []lockfile.ResolvedWheel
-			for _, p := range set.wheels {
-				b, err := os.ReadFile(p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ws = append(ws, putWheel(t, st, filepath.Base(p), b))
-			}
-			res, err := Create(context.Background(), st, request(t, ws...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The oracle lives at a path as long as the env's, so that
-			// distlib picks the same shebang form for both, and has the
-			// env's name, which venv writes into the activate scripts.
-			oracle := filepath.Join(filepath.Dir(filepath.Dir(res.Dir)), strings.Repeat("p", len(filepath.Base(filepath.Dir(res.Dir)))), filepath.Base(res.Dir))
-			t.Cleanup(func() { os.RemoveAll(oracle) })
-			pipEnv(t, oracle, set.wheels)
-			got := snapshot(t, res.Dir, res.Dir, oracle)
-			want := snapshot(t, oracle, res.Dir, oracle)
-			if len(got) < 10 || len(want) < 10 {
-				t.Fatalf("suspiciously small trees: %d and %d entries", len(got), len(want))
-			}
-			var diffs []string
-			for _, rel := range union(got, want) {
-				g, gok := got[rel]
-				w, wok := want[rel]
-				switch {
-				case allowed(rel):
-					continue
-				case !gok:
-					diffs = append(diffs, fmt.Sprintf("%s: only pip has it (%s)", rel, w.kind))
-				case !wok:
-					diffs = append(diffs, fmt.Sprintf("%s: only cruxprov has it (%s)", rel, g.kind))
-				case g.kind != w.kind:
-					diffs = append(diffs, fmt.Sprintf("%s: %s here, %s from pip", rel, g.kind, w.kind))
-				case g.exec != w.exec:
-					diffs = append(diffs, fmt.Sprintf("%s: exec %v here, %v from pip", rel, g.exec, w.exec))
-				case g.content != w.content:
-					diffs = append(diffs, fmt.Sprintf("%s: content differs:\n--- cruxprov\n%.300s\n--- pip\n%.300s", rel, g.content, w.content))
-				}
-			}
-			for _, d := range diffs {
-				t.Error(d)
-			}
+			res := diffPip(t, set.wheels)
 			runPython(t, res.Dir, "-c", set.imports)
 			for _, r := range set.run {
 				f := strings.Fields(r)
@@ -229,6 +187,59 @@ func TestPipDifferential(t *testing.T) {
 			}
 		})
 	}
+}
+
+// diffPip installs wheels (paths) into a cruxprov env and into the oracle's
+// and fails the test for every difference allowedDifferences does not name.
+func diffPip(t *testing.T, wheels []string) *Result {
+	t.Helper()
+	st := newStore(t)
+	var ws []lockfile.ResolvedWheel
+	for _, p := range wheels {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, putWheel(t, st, filepath.Base(p), b))
+	}
+	res, err := Create(context.Background(), st, request(t, ws...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The oracle lives at a path as long as the env's, so that
+	// distlib picks the same shebang form for both, and has the
+	// env's name, which venv writes into the activate scripts.
+	oracle := filepath.Join(filepath.Dir(filepath.Dir(res.Dir)), strings.Repeat("p", len(filepath.Base(filepath.Dir(res.Dir)))), filepath.Base(res.Dir))
+	t.Cleanup(func() { os.RemoveAll(oracle) })
+	pipEnv(t, oracle, wheels)
+	got := snapshot(t, res.Dir, res.Dir, oracle)
+	want := snapshot(t, oracle, res.Dir, oracle)
+	if len(got) < 10 || len(want) < 10 {
+		t.Fatalf("suspiciously small trees: %d and %d entries", len(got), len(want))
+	}
+	var diffs []string
+	for _, rel := range union(got, want) {
+		g, gok := got[rel]
+		w, wok := want[rel]
+		switch {
+		case allowed(rel):
+			continue
+		case !gok:
+			diffs = append(diffs, fmt.Sprintf("%s: only pip has it (%s)", rel, w.kind))
+		case !wok:
+			diffs = append(diffs, fmt.Sprintf("%s: only cruxprov has it (%s)", rel, g.kind))
+		case g.kind != w.kind:
+			diffs = append(diffs, fmt.Sprintf("%s: %s here, %s from pip", rel, g.kind, w.kind))
+		case g.exec != w.exec:
+			diffs = append(diffs, fmt.Sprintf("%s: exec %v here, %v from pip", rel, g.exec, w.exec))
+		case g.content != w.content:
+			diffs = append(diffs, fmt.Sprintf("%s: content differs:\n--- cruxprov\n%.300s\n--- pip\n%.300s", rel, g.content, w.content))
+		}
+	}
+	for _, d := range diffs {
+		t.Error(d)
+	}
+	return res
 }
 
 func union(a, b map[string]node) []string {
@@ -243,4 +254,130 @@ func union(a, b map[string]node) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestPipDifferentialOddWheels holds the installer to pip on wheels an
+// index serves that the fixtures do not cover: every first line a script
+// may have, entry point names with dots, dashes and non-ASCII letters,
+// extras and attribute paths, gui_scripts, .pth files, empty files, both
+// lib schemes in one wheel, Root-Is-Purelib: false, a namespace package
+// split across two wheels, a dist-info spelled unlike the file name, and
+// a wheel that ships the installer's own INSTALLER, REQUESTED and
+// direct_url.json.
+func TestPipDifferentialOddWheels(t *testing.T) {
+	if _, err := os.Stat(pipWheel); err != nil {
+		t.Skip("no Debian pip wheel to run the oracle with")
+	}
+	host(t)
+	d := t.TempDir()
+	write := func(filename string, fs files) string { return wheeltest.Write(t, d, filename, fs) }
+	odd := write("odd-1.0-py3-none-any.whl", files{
+		"odd/__init__.py":                  "",
+		"odd/cli.py":                       "def main():\n    return 0\nclass O:\n    @staticmethod\n    def m():\n        return 0\n",
+		"odd/empty.txt":                    "",
+		"odd/run.sh*":                      "#!/bin/sh\n",
+		"odd-1.0.data/scripts/s-python*":   "#!python\nprint(1)\n",
+		"odd-1.0.data/scripts/s-pythonw*":  "#!pythonw\nprint(1)\n",
+		"odd-1.0.data/scripts/s-python-u*": "#!python -u\nprint(1)\n",
+		"odd-1.0.data/scripts/s-python3*":  "#!python3\nprint(1)\n",
+		"odd-1.0.data/scripts/s-pythonx*":  "#!pythonx\nprint(1)\n",
+		"odd-1.0.data/scripts/spaced*":     "#! python\nprint(1)\n",
+		"odd-1.0.data/scripts/crlf*":       "#!python\r\nprint(1)\r\n",
+		"odd-1.0.data/scripts/env":         "#!/usr/bin/env python\nprint(1)\n",
+		"odd-1.0.data/scripts/noexec":      "#!python\nprint(1)\n",
+		"odd-1.0.data/scripts/empty":       "",
+		"odd-1.0.data/scripts/binary*":     "\x7fELF\x00\x01",
+		"odd-1.0.data/scripts/sub/nested*": "#!python\nprint(1)\n",
+		"odd-1.0.data/headers/odd.h":       "",
+		"odd-1.0.data/headers/sub/x.h":     "x",
+		"odd-1.0.data/data/etc/odd.conf":   "c",
+		"odd-1.0.data/purelib/odd_p.py":    "",
+		"odd-1.0.data/platlib/odd_q.py":    "",
+		"odd-1.0.data/purelib/odd/pp.py":   "P = 1\n",
+		"odd-1.0.data/platlib/odd/qq.py":   "Q = 1\n",
+		"odd.pth":                          "import sys\n",
+		"odd-1.0.pth":                      "",
+		"DI/entry_points.txt": "[console_scripts]\nodd.dot = odd.cli:main\nodd-dash = odd.cli:main [extra1]\nodd_uscore=odd.cli:main\n" +
+			"ödd = odd.cli:main\nodd-attr = odd.cli:O.m\n[gui_scripts]\nodd-gui = odd.cli:main\n  odd-spaced = odd.cli:main\n[other.group]\nx = y:z\n",
+	})
+	plat := write("plat-1.0-py3-none-any.whl", files{
+		"plat/__init__.py":                   "",
+		"plat-1.0.data/purelib/plat_pure.py": "",
+		"DI/WHEEL":                           "Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: false\nTag: py3-none-any\n",
+	})
+	nsA := write("ns_a-1.0-py3-none-any.whl", files{"ns/a/__init__.py": "A = 1\n", "ns/shared.txt": "x"})
+	nsB := write("ns_b-1.0-py3-none-any.whl", files{"ns/b/__init__.py": "B = 1\n"})
+	spelled := rawWheel(t, d, "spelled_name-1.0-py3-none-any.whl", map[string]string{
+		"Spelled.Name-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: Spelled.Name\nVersion: 1.0\n",
+		"Spelled.Name-1.0.dist-info/WHEEL":    "Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+		"spelled/__init__.py":                 "",
+	}, "Spelled.Name-1.0.dist-info/RECORD")
+	shipped := write("shipped-1.0-py3-none-any.whl", files{
+		"shipped/__init__.py":   "",
+		"DI/INSTALLER":          "someone\n",
+		"DI/REQUESTED":          "",
+		"DI/direct_url.json":    "{}",
+		"DI/licenses/LICENSE":   "MIT",
+		"DI/licenses/sub/NOTES": "",
+	})
+	res := diffPip(t, []string{odd, plat, nsA, nsB, spelled, shipped})
+	runPython(t, res.Dir, "-c", "import odd.pp, odd.qq, odd_p, odd_q, plat, plat_pure, ns.a, ns.b, spelled, shipped")
+	sp := filepath.Join(res.Dir, "lib", "python3.11", "site-packages")
+	// A shipped INSTALLER is the installer's to write, as pip overwrites
+	// it with "pip"; RECORD lists it once.
+	if b, err := os.ReadFile(filepath.Join(sp, "shipped-1.0.dist-info", "INSTALLER")); err != nil || string(b) != Installer+"\n" {
+		t.Errorf("INSTALLER = %q, %v; want %q", b, err, Installer+"\n")
+	}
+	rec, err := os.ReadFile(filepath.Join(sp, "shipped-1.0.dist-info", "RECORD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(rec), "shipped-1.0.dist-info/INSTALLER,"); n != 1 {
+		t.Errorf("RECORD lists INSTALLER %d times:\n%s", n, rec)
+	}
+	for _, s := range []string{"odd-dash", "odd.dot", "ödd", "odd-attr", "odd-gui", "odd-spaced"} {
+		if out, err := exec.Command(filepath.Join(res.Dir, "bin", s)).CombinedOutput(); err != nil {
+			t.Errorf("bin/%s: %v\n%s", s, err, out)
+		}
+	}
+}
+
+// rawWheel writes a wheel zip of members by hand, with a RECORD at record
+// listing them: for the wheels wheel.Write will not make (a dist-info not
+// spelled as the file name).
+func rawWheel(t *testing.T, dir, filename string, members map[string]string, record string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	var rec strings.Builder
+	add := func(name, data string) {
+		h := &zip.FileHeader{Name: name, Method: zip.Store}
+		h.SetMode(0o644)
+		w, err := zw.CreateHeader(h)
+		if err == nil {
+			_, err = w.Write([]byte(data))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := make([]string, 0, len(members))
+	for n := range members {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		add(n, members[n])
+		sum := sha256.Sum256([]byte(members[n]))
+		fmt.Fprintf(&rec, "%s,sha256=%s,%d\n", n, base64.RawURLEncoding.EncodeToString(sum[:]), len(members[n]))
+	}
+	add(record, rec.String()+record+",,\n")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filename)
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
