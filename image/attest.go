@@ -262,6 +262,23 @@ type BOMProperty struct {
 	Value string `json:"value"`
 }
 
+// purlEscape percent-encodes a purl component as the purl specification
+// says: every byte but ASCII letters, digits, ".-_~" and ":". A local
+// version's "+" left bare reads back as a space in a qualifier and is
+// ambiguous in the version ("2.0.0+cpu" is "2.0.0%2Bcpu").
+func purlEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-_~:", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
 // SBOM is the CycloneDX 1.5 JSON SBOM of the env s seals: every package
 // of its resolution with its version, wheel file name and sha256 (as
 // hashes and a pypi purl with a file_name qualifier), the root package as
@@ -271,7 +288,7 @@ type BOMProperty struct {
 // image's attestation of the same env are the same bytes.
 func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	comp := func(p seal.Package) BOMComponent {
-		purl := "pkg:pypi/" + strings.ToLower(p.Name) + "@" + p.Version + "?file_name=" + p.Filename
+		purl := "pkg:pypi/" + purlEscape(strings.ToLower(p.Name)) + "@" + purlEscape(p.Version) + "?file_name=" + purlEscape(p.Filename)
 		return BOMComponent{
 			Type: "library", BOMRef: purl, Name: p.Name, Version: p.Version, PURL: purl,
 			Hashes:     []BOMHash{{Alg: "SHA-256", Content: strings.TrimPrefix(p.SHA256.String(), "sha256:")}},
@@ -284,6 +301,7 @@ func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	if r := s.Resolution.Root; r != nil {
 		c := comp(*r)
 		c.Type = "application"
+		c.BOMRef = "" // the root's component below has it; a bom-ref is unique within a BOM
 		b.Metadata.Component = &c
 		pkgs = append(pkgs, *r)
 	}
