@@ -262,6 +262,12 @@ type BOMProperty struct {
 	Value string `json:"value"`
 }
 
+// pypiPURL is p's purl without qualifiers, "pkg:pypi/NAME@VERSION", as
+// the SBOM and the provenance's resolved dependencies name a wheel.
+func pypiPURL(p seal.Package) string {
+	return "pkg:pypi/" + purlEscape(strings.ToLower(p.Name)) + "@" + purlEscape(p.Version)
+}
+
 // purlEscape percent-encodes a purl component as the purl specification
 // says: every byte but ASCII letters, digits, ".-_~" and ":". A local
 // version's "+" left bare reads back as a space in a qualifier and is
@@ -288,7 +294,7 @@ func purlEscape(s string) string {
 // image's attestation of the same env are the same bytes.
 func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	comp := func(p seal.Package) BOMComponent {
-		purl := "pkg:pypi/" + purlEscape(strings.ToLower(p.Name)) + "@" + purlEscape(p.Version) + "?file_name=" + purlEscape(p.Filename)
+		purl := pypiPURL(p) + "?file_name=" + purlEscape(p.Filename)
 		return BOMComponent{
 			Type: "library", BOMRef: purl, Name: p.Name, Version: p.Version, PURL: purl,
 			Hashes:     []BOMHash{{Alg: "SHA-256", Content: strings.TrimPrefix(p.SHA256.String(), "sha256:")}},

@@ -638,7 +638,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	deps := []ResourceDescriptor{{Name: "base", URI: "oci://" + baseName(ref), Digest: map[string]string{b.digest.Algorithm: b.digest.Hex}}}
 	wheels := append([]seal.Package{*root}, s.Resolution.Packages...)
 	for _, wp := range wheels {
-		deps = append(deps, ResourceDescriptor{Name: wp.Filename, URI: "pkg:pypi/" + strings.ToLower(wp.Name) + "@" + wp.Version, Digest: map[string]string{"sha256": hexOf(wp.SHA256)}})
+		deps = append(deps, ResourceDescriptor{Name: wp.Filename, URI: pypiPURL(wp), Digest: map[string]string{"sha256": hexOf(wp.SHA256)}})
 	}
 	deps = append(deps, ResourceDescriptor{Name: "cruxshim", URI: "file://" + ShimPath, Digest: map[string]string{"sha256": hexOf(shimSum)}})
 	p.BuildDefinition.ResolvedDependencies = deps

@@ -83,6 +83,10 @@ func TestSBOMIsValidCycloneDX(t *testing.T) {
 			t.Errorf("%s: hashes %+v", c.Name, c.Hashes)
 		}
 	}
+	// The provenance's resolved dependencies name wheels by the same purl.
+	if got := pypiPURL(torch); got != "pkg:pypi/torch@2.0.0%2Bcpu" {
+		t.Errorf("pypiPURL = %q", got)
+	}
 	if m := bom.Metadata.Component; m == nil || m.Name != "acme-echo" || m.Type != "application" {
 		t.Errorf("metadata.component = %+v, want the root", m)
 	}
