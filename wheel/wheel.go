@@ -329,6 +329,9 @@ func (w *Wheel) checkRecord() error {
 	listed := map[string]bool{}
 	for _, l := range lines {
 		j, ok := w.byName[l.path]
+		if !ok && w.isDirRow(l) {
+			continue // a directory listed as pip lists none, and accepts: nothing to check
+		}
 		if !ok {
 			return refusal.New(refusal.RecordMissing, "RECORD lists %q, which the wheel lacks; rebuild the wheel", l.path)
 		}
@@ -357,6 +360,23 @@ func (w *Wheel) checkRecord() error {
 		}
 	}
 	return nil
+}
+
+// isDirRow reports whether RECORD line l names a directory of the
+// archive ("pkg/", an entry or the parent of a member) without a hash or a
+// size. Some build tools list directories so; the row carries nothing to
+// verify, and pip installs such wheels. A directory row with a hash or a
+// size is not one.
+func (w *Wheel) isDirRow(l recordLine) bool {
+	if !strings.HasSuffix(l.path, "/") || !l.hash.IsZero() || l.size >= 0 {
+		return false
+	}
+	for _, zf := range w.zr.File {
+		if strings.HasPrefix(zf.Name, l.path) {
+			return true
+		}
+	}
+	return false
 }
 
 // readMeta reads and checks WHEEL and METADATA.

@@ -168,6 +168,40 @@ func TestOpenAcceptsNormalizedDistInfo(t *testing.T) {
 	}
 }
 
+// TestOpenAcceptsDirectoryRows: a RECORD that lists a directory ("pkg/,,"),
+// as some build tools write it, opens and verifies, as pip installs it; it
+// was record_missing "RECORD lists "pkg/", which the wheel lacks" though the
+// archive held the directory. A row for a directory the archive lacks, or
+// one with a hash or a size, is still refused.
+func TestOpenAcceptsDirectoryRows(t *testing.T) {
+	const di = "demo_pkg-1.0.dist-info"
+	for _, c := range []struct {
+		name  string
+		extra []rawMember
+		row   string
+		code  refusal.Code
+	}{
+		{"directory entry", []rawMember{{name: "demo_pkg/"}}, "demo_pkg/,,\n", ""},
+		{"implied directory", nil, "demo_pkg/,,\n", ""},
+		{"dist-info directory", nil, di + "/,,\n", ""},
+		{"absent directory", nil, "ghost/,,\n", refusal.RecordMissing},
+		{"directory with a size", []rawMember{{name: "demo_pkg/"}}, "demo_pkg/,,0\n", refusal.RecordMissing},
+		{"directory with a hash", []rawMember{{name: "demo_pkg/"}}, rec("demo_pkg/", nil), refusal.RecordMissing},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ms := append(demoRaw(), c.extra...)
+			ms = append(ms, recordFor(ms, di, c.row))
+			w, err := openBytes(rawZip(t, ms), demoName)
+			if err == nil {
+				err = w.Verify(context.Background())
+			}
+			if got := refusal.CodeOf(err); got != c.code {
+				t.Fatalf("got %v, want %q", err, c.code)
+			}
+		})
+	}
+}
+
 // TestHostileCorpus builds broken and malicious wheels with archive/zip
 // directly and checks each is refused with its code, and that extracting
 // what opens writes nothing outside the target nor any unverified file.
