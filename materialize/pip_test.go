@@ -259,8 +259,9 @@ func union(a, b map[string]node) []string {
 // TestPipDifferentialOddWheels holds the installer to pip on wheels an
 // index serves that the fixtures do not cover: every first line a script
 // may have, entry point names with dots, dashes and non-ASCII letters,
-// extras and attribute paths, gui_scripts, .pth files, empty files, both
-// lib schemes in one wheel, Root-Is-Purelib: false, a namespace package
+// extras and attribute paths, gui_scripts, a setuptools wrapper script
+// for an entry point, .pth files, empty files (one executable), both lib
+// schemes in one wheel, data reaching into bin/ and site-packages, Root-Is-Purelib: false, a namespace package
 // split across two wheels, a dist-info spelled unlike the file name, and
 // a wheel that ships the installer's own INSTALLER, REQUESTED and
 // direct_url.json.
@@ -272,32 +273,37 @@ func TestPipDifferentialOddWheels(t *testing.T) {
 	d := t.TempDir()
 	write := func(filename string, fs files) string { return wheeltest.Write(t, d, filename, fs) }
 	odd := write("odd-1.0-py3-none-any.whl", files{
-		"odd/__init__.py":                  "",
-		"odd/cli.py":                       "def main():\n    return 0\nclass O:\n    @staticmethod\n    def m():\n        return 0\n",
-		"odd/empty.txt":                    "",
-		"odd/run.sh*":                      "#!/bin/sh\n",
-		"odd-1.0.data/scripts/s-python*":   "#!python\nprint(1)\n",
-		"odd-1.0.data/scripts/s-pythonw*":  "#!pythonw\nprint(1)\n",
-		"odd-1.0.data/scripts/s-python-u*": "#!python -u\nprint(1)\n",
-		"odd-1.0.data/scripts/s-python3*":  "#!python3\nprint(1)\n",
-		"odd-1.0.data/scripts/s-pythonx*":  "#!pythonx\nprint(1)\n",
-		"odd-1.0.data/scripts/spaced*":     "#! python\nprint(1)\n",
-		"odd-1.0.data/scripts/crlf*":       "#!python\r\nprint(1)\r\n",
-		"odd-1.0.data/scripts/env":         "#!/usr/bin/env python\nprint(1)\n",
-		"odd-1.0.data/scripts/noexec":      "#!python\nprint(1)\n",
-		"odd-1.0.data/scripts/empty":       "",
-		"odd-1.0.data/scripts/binary*":     "\x7fELF\x00\x01",
-		"odd-1.0.data/scripts/sub/nested*": "#!python\nprint(1)\n",
-		"odd-1.0.data/headers/odd.h":       "",
-		"odd-1.0.data/headers/sub/x.h":     "x",
-		"odd-1.0.data/data/etc/odd.conf":   "c",
-		"odd-1.0.data/purelib/odd_p.py":    "",
-		"odd-1.0.data/platlib/odd_q.py":    "",
-		"odd-1.0.data/purelib/odd/pp.py":   "P = 1\n",
-		"odd-1.0.data/platlib/odd/qq.py":   "Q = 1\n",
-		"odd.pth":                          "import sys\n",
-		"odd-1.0.pth":                      "",
-		"DI/entry_points.txt": "[console_scripts]\nodd.dot = odd.cli:main\nodd-dash = odd.cli:main [extra1]\nodd_uscore=odd.cli:main\n" +
+		"odd/__init__.py":                                             "",
+		"odd/cli.py":                                                  "def main():\n    return 0\nclass O:\n    @staticmethod\n    def m():\n        return 0\n",
+		"odd/empty.txt":                                               "",
+		"odd/run.sh*":                                                 "#!/bin/sh\n",
+		"odd-1.0.data/scripts/s-python*":                              "#!python\nprint(1)\n",
+		"odd-1.0.data/scripts/s-pythonw*":                             "#!pythonw\nprint(1)\n",
+		"odd-1.0.data/scripts/s-python-u*":                            "#!python -u\nprint(1)\n",
+		"odd-1.0.data/scripts/s-python3*":                             "#!python3\nprint(1)\n",
+		"odd-1.0.data/scripts/s-pythonx*":                             "#!pythonx\nprint(1)\n",
+		"odd-1.0.data/scripts/spaced*":                                "#! python\nprint(1)\n",
+		"odd-1.0.data/scripts/crlf*":                                  "#!python\r\nprint(1)\r\n",
+		"odd-1.0.data/scripts/env":                                    "#!/usr/bin/env python\nprint(1)\n",
+		"odd-1.0.data/scripts/noexec":                                 "#!python\nprint(1)\n",
+		"odd-1.0.data/scripts/empty":                                  "",
+		"odd-1.0.data/scripts/binary*":                                "\x7fELF\x00\x01",
+		"odd-1.0.data/scripts/sub/nested*":                            "#!python\nprint(1)\n",
+		"odd-1.0.data/headers/odd.h":                                  "",
+		"odd-1.0.data/headers/sub/x.h":                                "x",
+		"odd-1.0.data/data/etc/odd.conf":                              "c",
+		"odd-1.0.data/purelib/odd_p.py":                               "",
+		"odd-1.0.data/platlib/odd_q.py":                               "",
+		"odd-1.0.data/purelib/odd/pp.py":                              "P = 1\n",
+		"odd-1.0.data/platlib/odd/qq.py":                              "Q = 1\n",
+		"odd-1.0.data/data/bin/odd-tool*":                             "#!python\nprint(1)\n",
+		"odd-1.0.data/data/bin/odd-plain":                             "plain\n",
+		"odd-1.0.data/data/lib/python3.11/site-packages/odd_data.pth": "import os\n",
+		"odd-1.0.data/scripts/odd-wrapper*":                           "#!python\nprint(1)\n",
+		"odd/zero_exec*":                                              "",
+		"odd.pth":                                                     "import sys\n",
+		"odd-1.0.pth":                                                 "",
+		"DI/entry_points.txt": "[console_scripts]\nodd-wrapper = odd.cli:main\nodd.dot = odd.cli:main\nodd-dash = odd.cli:main [extra1]\nodd_uscore=odd.cli:main\n" +
 			"ödd = odd.cli:main\nodd-attr = odd.cli:O.m\n[gui_scripts]\nodd-gui = odd.cli:main\n  odd-spaced = odd.cli:main\n[other.group]\nx = y:z\n",
 	})
 	plat := write("plat-1.0-py3-none-any.whl", files{
