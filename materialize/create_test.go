@@ -476,3 +476,29 @@ func TestSizesNeverReadTheSame(t *testing.T) {
 		})
 	}
 }
+
+// TestOneScriptNameTwoObjects: a wheel naming one script in
+// [console_scripts] and in [gui_scripts] with different objects is
+// wheel_invalid and says which two; it was install_conflict naming the
+// same wheel as both writers of bin/NAME. The same object in both groups
+// installs (the two scripts are the same bytes).
+func TestOneScriptNameTwoObjects(t *testing.T) {
+	host(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		eps  string
+		code refusal.Code
+	}{
+		{"[console_scripts]\nx = a:main\n[gui_scripts]\nx = b:main\n", refusal.WheelInvalid},
+		{"[console_scripts]\nx = a:main\n[gui_scripts]\nx = a:main [gui]\n", ""},
+	} {
+		st := newStore(t)
+		b := wheeltest.Build(t, "ep-1.0-py3-none-any.whl", files{"a.py": "def main(): pass\n", "b.py": "def main(): pass\n", "DI/entry_points.txt": c.eps})
+		_, err := Create(ctx, st, request(t, putWheel(t, st, "ep-1.0-py3-none-any.whl", b)))
+		if refusal.CodeOf(err) != c.code {
+			t.Errorf("%q: %v, want %q", c.eps, err, c.code)
+		} else if c.code != "" && !strings.Contains(err.Error(), "a:main") || c.code != "" && !strings.Contains(err.Error(), "b:main") {
+			t.Errorf("%q: %v does not name both objects", c.eps, err)
+		}
+	}
+}

@@ -357,12 +357,29 @@ func (ins *installer) prepare(w *wheel.Wheel) (*wheelJob, error) {
 		headers: "include/site/python" + ins.l.PythonVer + "/" + strings.ReplaceAll(fn.Distribution, "_", "-"),
 		scripts: map[string]bool{},
 	}
-	for _, g := range []string{"console_scripts", "gui_scripts"} {
-		for _, ep := range eps[g] {
-			j.scripts[ep.Name] = true
+	console := map[string]wheel.EntryPoint{}
+	for _, ep := range eps["console_scripts"] {
+		console[ep.Name] = ep
+		j.scripts[ep.Name] = true
+	}
+	for _, ep := range eps["gui_scripts"] {
+		// One bin/NAME for two objects: pip writes both, the gui one
+		// last; which one a command runs is not the wheel's to leave open.
+		if c, ok := console[ep.Name]; ok && (c.Module != ep.Module || c.Attr != ep.Attr) {
+			return nil, refusal.New(refusal.WheelInvalid, "%s: entry point %q is in [console_scripts] as %s and in [gui_scripts] as %s, one bin/%s for two objects; rebuild the wheel",
+				j.owner, ep.Name, objectRef(c), objectRef(ep), ep.Name)
 		}
+		j.scripts[ep.Name] = true
 	}
 	return j, nil
+}
+
+// objectRef writes an entry point's object reference, "module:attr".
+func objectRef(ep wheel.EntryPoint) string {
+	if ep.Attr == "" {
+		return ep.Module
+	}
+	return ep.Module + ":" + ep.Attr
 }
 
 // isRecord reports whether f is the wheel's RECORD (regenerated, not copied).
