@@ -502,3 +502,23 @@ func TestOneScriptNameTwoObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestWheelWritesOnePathTwice: two members of one wheel that install on
+// one path with different bytes (a root module and a .data/purelib one, a
+// data file in bin/ and an entry point script) are wheel_invalid naming
+// the wheel once; they were install_conflict saying the wheel and itself
+// both write it, whose remedy (fix the lock) does not apply.
+func TestWheelWritesOnePathTwice(t *testing.T) {
+	host(t)
+	for _, fs := range []files{
+		{"a.py": "A = 1\n", "ep-1.0.data/purelib/a.py": "A = 2\n"},
+		{"a.py": "def main(): pass\n", "ep-1.0.data/data/bin/x*": "#!/bin/sh\n", "DI/entry_points.txt": "[console_scripts]\nx = a:main\n"},
+	} {
+		st := newStore(t)
+		b := wheeltest.Build(t, "ep-1.0-py3-none-any.whl", fs)
+		_, err := Create(context.Background(), st, request(t, putWheel(t, st, "ep-1.0-py3-none-any.whl", b)))
+		if refusal.CodeOf(err) != refusal.WheelInvalid || strings.Count(err.Error(), "ep-1.0-py3-none-any.whl") != 1 {
+			t.Errorf("%v: %v, want wheel_invalid naming the wheel once", fs, err)
+		}
+	}
+}

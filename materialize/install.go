@@ -83,6 +83,12 @@ func (ins *installer) take(rel string, sum [32]byte, owner string) (bool, error)
 	if (c.sum == sum && c.owner != "the venv itself") || c.owner == bytecodeOwner {
 		return false, nil // identical bytes, or a pyc the bytecode stage wrote over it (as py_compile would)
 	}
+	if c.owner == owner {
+		// Two of one wheel's members (a root file and a .data scheme's, a
+		// data file and an entry point script) land on one path: the
+		// wheel is at fault, not the resolution.
+		return false, refusal.New(refusal.WheelInvalid, "%s writes %s twice with different bytes (two of its members, or a member and an entry point script, install there); rebuild the wheel", owner, rel)
+	}
 	return false, refusal.New(refusal.InstallConflict, "%s and %s both write %s with different bytes; the resolution cannot be installed as one env", c.owner, owner, rel)
 }
 
