@@ -10,6 +10,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // midNames is a Dir that, once NamedBy has read the pins through it,
@@ -28,6 +29,30 @@ func (m *midNames) Pins(ctx context.Context) ([]*registry.Pin, error) {
 		f()
 	}
 	return p, err
+}
+
+// approveMeanwhile is d as a midNames whose reader, once it has read the
+// pins, lets another Dir of the registry at root approve id with priv
+// and waits for it a while (it waits for the reader's lock, if the
+// reader holds one); done has the approval's error.
+func approveMeanwhile(t *testing.T, d *registry.Dir, root string, id digest.Digest, priv *sign.PrivateKey) (*midNames, chan error) {
+	ctx := context.Background()
+	done := make(chan error, 1)
+	return &midNames{Dir: d, between: func() {
+		other, err := registry.OpenDir(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := other.Approve(ctx, id, priv, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			done <- err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}}, done
 }
 
 // TestNamedByBesideAnApproval: what NamedBy reads (the pins, the history,
@@ -67,22 +92,7 @@ func TestNamedByBesideAnApproval(t *testing.T) {
 	env := func(cs *registry.ChangeSet) digest.Digest {
 		return cs.Spec.Changes[0].Provider.Materializations[0].Digest
 	}
-	done := make(chan error, 1)
-	m := &midNames{Dir: d, between: func() {
-		other, err := registry.OpenDir(ctx, root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			_, err := other.Approve(ctx, next.Metadata.ID, key.Priv, nil)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			done <- err
-		case <-time.After(500 * time.Millisecond): // waits for NamedBy's lock
-		}
-	}}
+	m, done := approveMeanwhile(t, d, root, next.Metadata.ID, key.Priv)
 	names, err := registry.NamedBy(ctx, m)
 	if err != nil {
 		t.Fatalf("NamedBy beside an approval: %v", err)
@@ -124,22 +134,7 @@ func TestAuditBesideARetirement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	m := &midNames{Dir: d, between: func() {
-		other, err := registry.OpenDir(ctx, root)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() {
-			_, err := other.Approve(ctx, retire.Metadata.ID, key.Priv, nil)
-			done <- err
-		}()
-		select {
-		case err := <-done:
-			done <- err
-		case <-time.After(500 * time.Millisecond): // waits for Audit's lock
-		}
-	}}
+	m, done := approveMeanwhile(t, d, root, retire.Metadata.ID, key.Priv)
 	if _, _, err := registry.Audit(ctx, m, time.Now()); err != nil {
 		t.Errorf("registry log --verify beside a retirement: %v", err)
 	}
