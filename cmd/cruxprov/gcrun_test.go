@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
 // TestGCEnvsBesideARun: a run holds the store's lock, shared, from its
@@ -25,7 +26,7 @@ func TestGCEnvsBesideARun(t *testing.T) {
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s", python)
 	}
-	base := t.TempDir()
+	base := testdir.New(t) // its envs are read-only: the unprivileged CI pass must remove them
 	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
 	home, state := filepath.Join(base, "home"), filepath.Join(base, "state")
 	keys := filepath.Join(base, "keys")
