@@ -67,7 +67,7 @@ func (s *state) checkPin(provider string) error {
 		return nil
 	}
 	_, ok := s.restorablePin(provider)
-	return behindHistory(err.(*refusal.Error), provider, last, ok, "; no change is made on it")
+	return behindHistory(err, provider, last, ok, "; no change is made on it")
 }
 
 // lostPin is the refusal of a provider with no pin file whose history
@@ -80,14 +80,18 @@ func lostPin(provider string, last *Entry) *refusal.Error {
 	return refusal.New(refusal.RegistryCorrupt, "provider %s has no pin file (pins/%s.json), but the registry's history %s its pin at revision %d (spec %s, entry %d): the pin file was lost", provider, provider, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
 }
 
-// behindHistory is r, the refusal of provider's pin file (lost, put back
+// behindHistory is err, the refusal of provider's pin file (lost, put back
 // from below the history's last pin entry last, or edited), with what
 // brings it back: repair, when the change-set the history accepted is
 // there to write the pin again from (restorable), else a copy of the
 // registry. A mutation (checkPin) and VerifyPin say the same; verify
 // called a lost pin file unapproved, advising the change-set list, and
 // an older one put back a rollback with no advice.
-func behindHistory(r *refusal.Error, provider string, last *Entry, restorable bool, also string) error {
+func behindHistory(err error, provider string, last *Entry, restorable bool, also string) error {
+	var r *refusal.Error
+	if !errors.As(err, &r) {
+		return err
+	}
 	if restorable {
 		return refusal.New(r.Code, "%s%s. The change-set the history accepted (%s) is in changesets/: repairing the registry writes that pin file again from it", r.Detail, also, last.Digest).WithRemedy(refusal.ActionRepairRegistry, "")
 	}

@@ -266,7 +266,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		if last != nil && p.Revision < last.Revision {
 			// An older pin file put back: a rollback, which repair
 			// mends while the change-set the history accepted is there.
-			return nil, behindHistory(err.(*refusal.Error), provider, last, restores(historyChangeSet(ctx, reg, last), provider, last), "")
+			return nil, behindHistory(err, provider, last, restorableFrom(ctx, reg, provider, last), "")
 		}
 		return nil, err
 	}
@@ -547,18 +547,15 @@ func readLock(ctx context.Context, reg Reader) (release func(), err error) {
 // mutation says it: repair while reg holds the change-set the history
 // accepted, else a copy of the registry.
 func lostPinFrom(ctx context.Context, reg Reader, provider string, last *Entry) error {
-	return behindHistory(lostPin(provider, last), provider, last, restores(historyChangeSet(ctx, reg, last), provider, last), "")
+	return behindHistory(lostPin(provider, last), provider, last, restorableFrom(ctx, reg, provider, last), "")
 }
 
-// historyChangeSet is the change-set the history's pin entry last names,
-// nil when the registry cannot give it: read only on a refusal's path,
-// to say whether repair can restore the pin file.
-func historyChangeSet(ctx context.Context, reg Reader, last *Entry) *ChangeSet {
+// restorableFrom reports whether reg holds the change-set the history's
+// pin entry last names, from which repair writes provider's pin file
+// again: read only on a refusal's path.
+func restorableFrom(ctx context.Context, reg Reader, provider string, last *Entry) bool {
 	cs, err := reg.ChangeSet(ctx, last.Digest)
-	if err != nil {
-		return nil
-	}
-	return cs
+	return err == nil && restores(cs, provider, last)
 }
 
 // matchHistory checks that p is the pin the history accepted (or
