@@ -424,10 +424,6 @@ type withReceipt struct {
 func (e *withReceipt) Error() string { return e.err.Error() }
 func (e *withReceipt) Unwrap() error { return e.err }
 
-// pinnedCall is the call both backends make of a verified pin: what the
-// pin names, the caller's lowered budgets, the input, the secrets resolved
-// at the run, the environment allowlist, and the verification's outcome
-// as the executor's first step.
 // holdStore takes the store's lock shared for a run (store.md,
 // "Locking"). A store that is not there, or whose lock this user may not
 // take (an operator's umask), is run without it, as the registry is read
@@ -448,6 +444,10 @@ func holdStore(ctx context.Context, home string) (func(), error) {
 	return unlock, nil
 }
 
+// pinnedCall is the call both backends make of a verified pin: what the
+// pin names, the caller's lowered budgets, the input, the secrets resolved
+// at the run, the environment allowlist, and the verification's outcome
+// as the executor's first step.
 func pinnedCall(c *cli.Context, o *opts, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
 	// Only the declared secrets are delivered: say so of another (a typo
 	// of a ref, most likely), which was passed over without a word.
