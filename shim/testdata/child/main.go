@@ -9,8 +9,9 @@
 //
 //	init      the report, plus its pid and parent's, its ignored signals
 //	          (SigIgn of /proc/self/status), the descriptors of pid 1 (the
-//	          init) and whether an orphan it made was reaped; then it
-//	          exits CHILD_EXIT (default 0)
+//	          init: once it holds none of the run's, or after 5 s) and
+//	          whether an orphan it made was reaped; then it exits
+//	          CHILD_EXIT (default 0)
 //	selfkill  sends itself signal number CHILD_SIGNAL, then exits 0 if it
 //	          is still alive 2 s later
 //	signals   prints "ready", then the number of each SIGINT, SIGHUP, SIGQUIT,
@@ -123,14 +124,14 @@ func main() {
 	code := 0
 	if os.Getenv("CHILD_MODE") == "init" {
 		r.Pid, r.PPid = os.Getpid(), os.Getppid()
-		r.InitFDs = map[int]string{}
-		ents, err := os.ReadDir("/proc/1/fd")
-		if err != nil {
-			r.InitFDs[-1] = err.Error()
-		}
-		for _, e := range ents {
-			fd, _ := strconv.Atoi(e.Name())
-			r.InitFDs[fd], _ = os.Readlink("/proc/1/fd/" + e.Name())
+		// The init drops the run's descriptors just after starting this
+		// process, which may already be running: look again until they
+		// are gone, for at most 5 s, and report the last look.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			r.InitFDs = initFDs()
+			if initDropped(r.InitFDs) || time.Now().After(deadline) {
+				break
+			}
 		}
 		if st, err := os.ReadFile("/proc/self/status"); err == nil {
 			for _, l := range strings.Split(string(st), "\n") {
@@ -145,6 +146,36 @@ func main() {
 	out, _ := json.Marshal(r)
 	os.Stdout.Write(append(out, '\n'))
 	os.Exit(code)
+}
+
+// initFDs maps each descriptor of pid 1 to its link; -1 to the error when
+// they cannot be listed.
+func initFDs() map[int]string {
+	fds := map[int]string{}
+	ents, err := os.ReadDir("/proc/1/fd")
+	if err != nil {
+		fds[-1] = err.Error()
+	}
+	for _, e := range ents {
+		fd, _ := strconv.Atoi(e.Name())
+		fds[fd], _ = os.Readlink("/proc/1/fd/" + e.Name())
+	}
+	return fds
+}
+
+// initDropped says whether the init holds none of the run's descriptors:
+// stdin and stdout are /dev/null, and it holds no memory file and no pipe but
+// stderr.
+func initDropped(fds map[int]string) bool {
+	if _, ok := fds[-1]; ok || fds[0] != "/dev/null" || fds[1] != "/dev/null" {
+		return false
+	}
+	for fd, link := range fds {
+		if strings.Contains(link, "memfd:") || strings.HasPrefix(link, "pipe:") && fd != 2 {
+			return false
+		}
+	}
+	return true
 }
 
 // orphan makes an orphan (a grandchild whose parent exited) and says whether
