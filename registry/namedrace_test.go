@@ -2,7 +2,6 @@ package registry_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -32,14 +31,14 @@ func (m *midNames) Pins(ctx context.Context) ([]*registry.Pin, error) {
 }
 
 // approveMeanwhile is d as a midNames whose reader, once it has read the
-// pins, lets another Dir of the registry at root approve id with priv
+// pins, lets another Dir of d's registry approve id with priv
 // and waits for it a while (it waits for the reader's lock, if the
 // reader holds one); done has the approval's error.
-func approveMeanwhile(t *testing.T, d *registry.Dir, root string, id digest.Digest, priv *sign.PrivateKey) (*midNames, chan error) {
+func approveMeanwhile(t *testing.T, d *registry.Dir, id digest.Digest, priv *sign.PrivateKey) (*midNames, chan error) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	return &midNames{Dir: d, between: func() {
-		other, err := registry.OpenDir(ctx, root)
+		other, err := registry.OpenDir(ctx, d.Root())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,32 +66,14 @@ func approveMeanwhile(t *testing.T, d *registry.Dir, root string, id digest.Dige
 // install and approve).
 func TestNamedByBesideAnApproval(t *testing.T) {
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "registry")
-	d, err := registry.OpenDir(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := registrytest.NewKey(t, "root", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	propose := func(v string) *registry.ChangeSet {
-		t.Helper()
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
-	first := propose("1.0")
-	if _, err := d.Approve(ctx, first.Metadata.ID, key.Priv, nil); err != nil {
-		t.Fatal(err)
-	}
-	next := propose("2.0")
+	d, _, keys, approve := govDir(t, 1, "root")
+	key := keys["root"]
+	approve(registrytest.Change("acme-echo", "1.0"), nil, key)
+	next := approve(registrytest.Change("acme-echo", "2.0"), nil)
 	env := func(cs *registry.ChangeSet) digest.Digest {
 		return cs.Spec.Changes[0].Provider.Materializations[0].Digest
 	}
-	m, done := approveMeanwhile(t, d, root, next.Metadata.ID, key.Priv)
+	m, done := approveMeanwhile(t, d, next.Metadata.ID, key.Priv)
 	names, err := registry.NamedBy(ctx, m)
 	if err != nil {
 		t.Fatalf("NamedBy beside an approval: %v", err)
@@ -114,27 +95,11 @@ func TestNamedByBesideAnApproval(t *testing.T) {
 // was intact (seen as an executor beside an operator's provider retire).
 func TestAuditBesideARetirement(t *testing.T) {
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "registry")
-	d, err := registry.OpenDir(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := registrytest.NewKey(t, "root", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Approve(ctx, cs.Metadata.ID, key.Priv, nil); err != nil {
-		t.Fatal(err)
-	}
-	retire, err := d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, done := approveMeanwhile(t, d, root, retire.Metadata.ID, key.Priv)
+	d, _, keys, approve := govDir(t, 1, "root")
+	key := keys["root"]
+	approve(registrytest.Change("acme-echo", "1.0"), nil, key)
+	retire := approve(registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, nil)
+	m, done := approveMeanwhile(t, d, retire.Metadata.ID, key.Priv)
 	if _, _, err := registry.Audit(ctx, m, time.Now()); err != nil {
 		t.Errorf("registry log --verify beside a retirement: %v", err)
 	}
