@@ -30,7 +30,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "run",
 		Usage:     "verify a provider's accepted pin, then run one entrypoint with its secrets on fd 3, recording a receipt",
-		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]…",
+		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]… [--backend local|container] [--platform P]",
 		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
 			"the env's harness (docs/executor.md): a replaced environment (only --allow-env names pass), a fresh\n" +
 			"empty working directory removed afterwards, the secret bundle on fd 3 (each --secret resolved\n" +

@@ -21,7 +21,7 @@ func init() {
 	register(&cli.Command{
 		Name:      "verify",
 		Usage:     "check a provider's accepted pin against the registry, your floor and the env on disk",
-		UsageText: "cruxprov verify NAME [--entrypoint E] [--platform P] [--deep] [--explain] [--state-dir DIR]",
+		UsageText: "cruxprov verify NAME [--entrypoint E] [--backend local|container] [--platform P] [--deep] [--explain] [--state-dir DIR]",
 		Description: "What an executor runs before every invocation (docs/executor.md): the accepted pin is present,\n" +
 			"signed by trusted approvers up to the threshold, not expired, not below this verifier's floor\n" +
 			"(kept in --state-dir); the entrypoint is in it; its protocol range includes ours; the env's\n" +

@@ -514,3 +514,41 @@ func TestGroupUsageNamesEverySubcommand(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIDocIsTheUsage: docs/cli.md lists every command's usage line as
+// --help prints it, and no usage line that no command has (verify's and
+// run's usage had left out --backend, which §13 names).
+func TestCLIDocIsTheUsage(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	usages := map[string]bool{}
+	var walk func([]*cli.Command)
+	walk = func(cs []*cli.Command) {
+		for _, c := range cs {
+			if len(c.Subcommands) > 0 {
+				walk(c.Subcommands)
+				continue
+			}
+			for _, l := range strings.Split(c.UsageText, "\n") {
+				l = strings.TrimSpace(l)
+				usages[l] = true
+				if !strings.Contains(string(doc), l) {
+					t.Errorf("docs/cli.md does not have the usage line %q (cruxprov %s --help)", l, c.FullName())
+				}
+			}
+		}
+	}
+	walk(newApp(nil, nil).Commands)
+	inBlock := false
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if l = strings.TrimSpace(l); inBlock && l != "" && !usages[l] {
+			t.Errorf("docs/cli.md lists %q, which no command's usage has", l)
+		}
+	}
+}
