@@ -30,12 +30,7 @@ MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 CRUXPROV=$A
 . bench/lib/common.sh
 bench_setup coldab
-"$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "${CORPUS_SIZE:-medium}" --python "$PY" | tail -1
-bench_serve "$W/corpus"
-ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
-H=$W/home
-args=(--home "$H" env create --wheel "$ROOT" --platform host --python "$PY" --index "http://127.0.0.1:$PORT/simple/")
-"$A" "${args[@]}" --no-compile --json >/dev/null   # the fetch and the probe cache, once
+bench_cold_home
 CORES=$(nproc)
 
 run() { # run LABEL BIN ENVSPEC: one cold create, one line of figures

@@ -24,15 +24,7 @@ command -v perf >/dev/null || { echo "cold-profile.sh: needs perf (apt install l
 CRUXPROV=$BIN
 . bench/lib/common.sh
 bench_setup coldprof
-"$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "${CORPUS_SIZE:-medium}" --python "$PY" | tail -1
-bench_serve "$W/corpus"
-ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
-H=$W/home
-args=(--home "$H" env create --wheel "$ROOT" --platform host --python "$PY" --index "http://127.0.0.1:$PORT/simple/")
-"$BIN" "${args[@]}" --no-compile --json >/dev/null   # the fetch and the probe cache, once
-chmod -R u+w "$H/envs" 2>/dev/null || true
-rm -rf "$H"/envs/[0-9a-f]* "$H/cache/pyc"
-
+bench_cold_home
 perf record -q -F 2000 -g -o "$W/perf.data" -- \
   "$BIN" "${args[@]}" --offline --json >"$W/out.json" 2>"$W/perf.err" || { cat "$W/perf.err" >&2; exit 1; }
 perf script -i "$W/perf.data" -F tid,comm,ip,sym,dso 2>/dev/null >"$W/samples.txt"

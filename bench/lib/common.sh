@@ -7,6 +7,11 @@
 #   bench_serve DIR [PORT]
 #                      serves DIR on 127.0.0.1:$PORT (PORT, or a free port) as $SERVER and
 #                      waits until /simple/ answers
+#   bench_cold_home    (after bench_setup, with $PY and $MAKE_CORPUS) builds the corpus
+#                      ($CORPUS_SIZE, default medium) into $W/corpus, serves it, and makes the
+#                      home $H whose cold creates the scripts time: $BIN creates the env once
+#                      with --no-compile (the fetch and the probe cache), then the env and the
+#                      pyc cache are removed; ${args[@]} is that create's command line
 bench_setup() {
 	W=$(mktemp -d "${BENCH_TMPDIR:-/tmp}/cruxprov-bench-$1.XXXXXX")
 	chmod 755 "$W"
@@ -34,4 +39,15 @@ bench_serve() {
 	python3 -m http.server "$PORT" --bind 127.0.0.1 -d "$1" >/dev/null 2>&1 &
 	SERVER=$!
 	for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
+}
+
+bench_cold_home() {
+	"$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "${CORPUS_SIZE:-medium}" --python "$PY" | tail -1
+	bench_serve "$W/corpus"
+	ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
+	H=$W/home
+	args=(--home "$H" env create --wheel "$ROOT" --platform host --python "$PY" --index "http://127.0.0.1:$PORT/simple/")
+	"$BIN" "${args[@]}" --no-compile --json >/dev/null
+	chmod -R u+w "$H/envs" 2>/dev/null || true
+	rm -rf "$H"/envs/[0-9a-f]* "$H/cache/pyc"
 }
