@@ -469,10 +469,22 @@ func TestJournalRecovery(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "l.jsonl")
 			os.WriteFile(path, []byte(tc.ledger), 0o600)
 			os.WriteFile(path+".repair", []byte(tc.journal), 0o600)
+			// The scan, a health check's, says what the writer will: a
+			// journal it finishes is pending, one it refuses is refused
+			// with the writer's words (the scan said all was well), and
+			// a tolerant scan reports that one with its reason.
+			res, serr := Scan(context.Background(), []string{path}, ScanOptions{})
+			tres, terr := Scan(context.Background(), []string{path}, ScanOptions{TolerateCorrupt: true})
+			if terr != nil || len(tres.Repairs) != 1 || tres.Repairs[0].Journal != path+".repair" || (tres.Repairs[0].Reason != "") != (tc.code != "") {
+				t.Fatalf("tolerant scan: %v %+v", terr, tres)
+			}
 			l, err := Open(context.Background(), path, Options{})
 			if tc.code != "" {
 				if !errors.Is(err, tc.code) {
 					t.Fatalf("got %v", err)
+				}
+				if serr == nil || serr.Error() != err.Error() || refusal.RemedyOf(serr) == nil {
+					t.Fatalf("the scan said %v (%+v), the writer %v", serr, res, err)
 				}
 				if _, err := os.Stat(path + ".repair"); err != nil {
 					t.Fatal("the journal of a refused recovery is gone")
@@ -482,8 +494,14 @@ func TestJournalRecovery(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if serr != nil || len(res.Repairs) != 1 || res.Repairs[0].Offset != int64(len(prefix)) || res.Repairs[0].Reason != "" {
+				t.Fatalf("the scan of a repair the writer finishes: %v %+v", serr, res)
+			}
 			l.Close()
-			res := scanT(t, path)
+			res = scanT(t, path)
+			if len(res.Repairs) != 0 {
+				t.Fatalf("repairs after the writer's: %+v", res.Repairs)
+			}
 			if len(res.Torn) != 1 || string(res.Torn[0].Bytes) != frag {
 				t.Fatalf("torn %+v", res.Torn)
 			}
@@ -713,4 +731,26 @@ func TestFIFOsDoNotHang(t *testing.T) {
 	if !errors.Is(err, refusal.LedgerWriteFailed) || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a repair with a FIFO at the repair lock: %v", err)
 	}
+}
+
+// TestScanRefusesWhatTheWriterRefuses: a torn tail whose repair lock the
+// writer cannot look at (here a symbolic link, as another user's lock it
+// cannot open) refuses every run ledger_write_failed; the scan said all
+// was well. It says what the writer says; with no tail to repair the
+// lock is not looked at, by either.
+func TestScanRefusesWhatTheWriterRefuses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "l.jsonl")
+	os.WriteFile(path, []byte(rows(t, "a")+"{frag"), 0o600)
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	_, serr := Scan(context.Background(), []string{path}, ScanOptions{TolerateCorrupt: true})
+	_, err := Open(context.Background(), path, Options{})
+	if !errors.Is(err, refusal.LedgerWriteFailed) || serr == nil || serr.Error() != err.Error() {
+		t.Fatalf("the scan said %v, the writer %v", serr, err)
+	}
+	os.WriteFile(path, []byte(rows(t, "a")), 0o600)
+	scanT(t, path)
+	openT(t, path)
 }

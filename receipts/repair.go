@@ -184,53 +184,75 @@ const maxJournal = 4 * MaxRow
 // journal is removed. The repair lock is held.
 func (l *Ledger) recoverJournal() error {
 	jp := l.side + ".repair"
+	size, err := l.size()
+	if err != nil {
+		return err
+	}
+	j, found, done, err := judgeJournal(jp, l.path, l.f, size, l.end)
+	if err != nil {
+		return err
+	}
+	if !found {
+		os.Remove(jp + ".tmp") // a journal never renamed: nothing was overwritten
+		return nil
+	}
+	if !done {
+		if err := l.writeAt(append([]byte(j.Row), '\n'), j.Offset); err != nil {
+			return err
+		}
+	}
+	return l.removeJournal()
+}
+
+// judgeJournal reads the repair journal jp of the ledger at path (f, of
+// size bytes, read up to from) and judges it as a writer does before
+// its first append, changing nothing: found is false when there is
+// none; done when its torn row already stands at its offset; an error
+// is what a writer refuses (the journal is left as it is): one it cannot
+// read, ledger_write_failed; one that is not a journal it wrote, or names
+// a repair rows were appended after, ledger_corrupt. receipts scan asks
+// it too, so that a health check is told what the next run would be.
+func judgeJournal(jp, path string, f io.ReaderAt, size, from int64) (j journal, found, done bool, err error) {
 	// Capped, and only a regular file: a FIFO at the journal's path hung
 	// every writer's Open in its read (SIGTERM too: the read never
 	// returned), and a huge file was read whole into memory.
 	b, err := capped.ReadFile(jp, maxJournal)
 	if errors.Is(err, fs.ErrNotExist) {
-		os.Remove(jp + ".tmp") // a journal never renamed: nothing was overwritten
-		return nil
+		return journal{}, false, false, nil
 	}
 	bad := func(reason string) error {
 		return refusal.New(refusal.LedgerCorrupt,
 			"repair journal %s %s; it may hold the only copy of a torn fragment: move the ledger and the journal aside together",
-			jp, reason)
+			jp, reason).WithRemedy(refusal.ActionScanLedger, path)
 	}
 	if errors.Is(err, capped.ErrNotRegular) || errors.Is(err, capped.ErrTooLarge) {
 		// Not a regular file, or larger than any journal this package
 		// writes: not one of its journals.
-		return bad(fmt.Sprintf("is not a journal this writer reads (%v)", err))
+		return journal{}, true, false, bad(fmt.Sprintf("is not a journal this writer reads (%v)", err))
 	}
 	if err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read repair journal %s", jp)
+		return journal{}, true, false, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read repair journal %s", jp)
 	}
 	j, reason := parseRepairJournal(b)
 	if reason != "" {
-		return bad(reason)
+		return journal{}, true, false, bad(reason)
 	}
 	want := append([]byte(j.Row), '\n')
-	size, err := l.size()
-	if err != nil {
-		return err
-	}
 	end := j.Offset + int64(len(want))
-	if j.Offset < l.end || j.Offset > size {
-		return bad("names offset " + strconv.FormatInt(j.Offset, 10) + ", outside the ledger's unread tail")
+	if j.Offset < from || j.Offset > size {
+		return journal{}, true, false, bad("names offset " + strconv.FormatInt(j.Offset, 10) + ", outside the ledger's unread tail")
 	}
 	have := make([]byte, min(size, end)-j.Offset)
-	if _, err := l.f.ReadAt(have, j.Offset); err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", l.path)
+	if _, err := f.ReadAt(have, j.Offset); err != nil {
+		return journal{}, true, false, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot read receipts ledger %s", path)
 	}
-	if !bytes.Equal(have, want) {
-		if size > end {
-			return bad("names a repair, but rows follow it in the ledger")
-		}
-		if err := l.writeAt(want, j.Offset); err != nil {
-			return err
-		}
+	if bytes.Equal(have, want) {
+		return j, true, true, nil
 	}
-	return l.removeJournal()
+	if size > end {
+		return journal{}, true, false, bad("names a repair, but rows follow it in the ledger")
+	}
+	return j, true, false, nil
 }
 
 // parseRepairJournal decodes a repair journal's bytes b: the journal, or
@@ -351,8 +373,7 @@ func (l *Ledger) withRepairLock(ctx context.Context, fn func() error) error {
 		}
 		broken, err := breakRepairLock(lp)
 		if err != nil {
-			return refusal.Wrap(refusal.LedgerWriteFailed, err,
-				"cannot tell whether the repair lock %s is held; remove it if no cruxprov writes this ledger", lp)
+			return repairLockRefusal(lp, err)
 		}
 		if broken {
 			continue
@@ -388,7 +409,7 @@ func holdRepairLock(f *os.File, lp string) (bool, error) {
 func breakRepairLock(lp string) (bool, error) {
 	// Without blocking: a FIFO at lp hung the repair (and the run) in
 	// open(2), SIGTERM included.
-	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := openRepairLock(lp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil
 	}
@@ -396,9 +417,6 @@ func breakRepairLock(lp string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return false, errOr(err, fmt.Errorf("%s is not a regular file", lp))
-	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err != unix.EINTR {
@@ -418,6 +436,27 @@ func breakRepairLock(lp string) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// openRepairLock opens the lock file at lp to look at its flock: a
+// regular file, opened without blocking and without following a link.
+func openRepairLock(lp string) (*os.File, error) {
+	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, errOr(err, fmt.Errorf("%s is not a regular file", lp))
+	}
+	return f, nil
+}
+
+// repairLockRefusal is a writer's refusal of a repair lock it cannot
+// look at (err: why).
+func repairLockRefusal(lp string, err error) error {
+	return refusal.Wrap(refusal.LedgerWriteFailed, err,
+		"cannot tell whether the repair lock %s is held; remove it if no cruxprov writes this ledger", lp)
 }
 
 // sameFile reports whether path names the file f has open.

@@ -6,10 +6,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -42,6 +45,20 @@ type ScanResult struct {
 	Tails []Fragment
 	// Corrupt are the bad lines (TolerateCorrupt only).
 	Corrupt []CorruptLine
+	// Repairs are the repair journals beside the ledgers: a repair a
+	// writer was killed in. The next writer finishes one without a
+	// Reason; one with a Reason it refuses (TolerateCorrupt only: a
+	// strict scan refuses it as the writer would).
+	Repairs []Repair
+}
+
+// Repair is a ledger's repair journal <path>.repair, left by a writer
+// killed while it quarantined a torn tail.
+type Repair struct {
+	Path    string `json:"path"`             // the ledger
+	Journal string `json:"journal"`          // the journal's path
+	Offset  int64  `json:"offset"`           // where its torn row goes; -1 when it cannot be read as a journal
+	Reason  string `json:"reason,omitempty"` // why the next writer refuses it (ledger_corrupt); "" when it finishes the repair
 }
 
 // Attempt is an intent joined with its own outcome.
@@ -159,7 +176,13 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("receipts: %s is not a regular file", path)
 	}
+	// The repair journal first, as a writer reads it before the rows.
+	side, journal, err := scanJournal(f, path, res, opts)
+	if err != nil {
+		return err
+	}
 	lr := newLineReader(f, 0, st.Size(), 1)
+	tail := false // an unterminated tail a writer would repair
 	for {
 		if lr.line%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -178,6 +201,7 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 			// terminate it); anything else is pending.
 			if ln.long {
 				res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, SHA256: ln.sum()})
+				tail = true
 				break
 			}
 			if r, err := j.p.parse(ln.b); err == nil {
@@ -189,6 +213,7 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 				break
 			}
 			res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, Bytes: bytes.Clone(ln.b), SHA256: ln.sum()})
+			tail = true
 			break
 		}
 		cl := checkLine(j, path, ln)
@@ -198,7 +223,54 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 			}
 		}
 	}
-	return nil
+	if !journal && !tail {
+		return nil
+	}
+	// A repair is due: the writer looks at the repair lock.
+	lp := side + ".lock"
+	lf, err := openRepairLock(lp)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return repairLockRefusal(lp, err)
+	}
+	return lf.Close()
+}
+
+// scanJournal looks at the repair journal of the ledger at path (f) as
+// its next writer will, changing nothing: it is reported in res.Repairs,
+// or refused as the writer refuses it (a tolerant scan reports a
+// ledger_corrupt one with its reason). It returns the ledger's own path
+// (links resolved: the sidecars' stem) and whether there is a journal.
+// A scan that said all was well while every run was refused left a
+// health check blind. (When a repair is due, the caller looks at the
+// repair lock too: one the writer cannot look at refuses the run.)
+func scanJournal(f *os.File, path string, res *ScanResult, opts ScanOptions) (string, bool, error) {
+	side, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", false, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return "", false, fmt.Errorf("receipts: %w", err)
+	}
+	jp := side + ".repair"
+	j, found, _, err := judgeJournal(jp, path, f, st.Size(), 0)
+	switch {
+	case err != nil && opts.TolerateCorrupt && errors.Is(err, refusal.LedgerCorrupt):
+		reason := err.Error()
+		var re *refusal.Error
+		if errors.As(err, &re) {
+			reason = re.Message()
+		}
+		res.Repairs = append(res.Repairs, Repair{Path: path, Journal: jp, Offset: -1, Reason: reason})
+	case err != nil:
+		return "", false, err
+	case found:
+		res.Repairs = append(res.Repairs, Repair{Path: path, Journal: jp, Offset: j.Offset})
+	}
+	return side, found, nil
 }
 
 // checkLine parses one terminated line and folds it into j, returning the

@@ -32,7 +32,9 @@ func init() {
 				"object of a known phase with its typed fields is refused (ledger_corrupt, with its line,\n" +
 				"byte offset and sha256); --tolerate-corrupt reports such lines as data instead. An orphan is\n" +
 				"an intent without its outcome (a crash between them, or a run still going: list shows RUNNING\n" +
-				"for one under an idempotency key whose writer holds its lock): reconcile it by its attempt id.\n\n" +
+				"for one under an idempotency key whose writer holds its lock): reconcile it by its attempt id.\n" +
+				"A repair a killed writer left (its journal, its lock) is checked as the next run will: one that\n" +
+				"run would refuse is refused here with run's own line, one it finishes is listed.\n\n" +
 				"Example:\n   cruxprov receipts scan\n   cruxprov receipts scan --ledger worker1.jsonl --ledger worker2.jsonl --tolerate-corrupt --json",
 			Flags:  []cli.Flag{ledgerFlag, stateFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
 			Action: func(c *cli.Context) error { return receiptsAction(c, true) },
@@ -97,6 +99,7 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	if scan {
 		// Empty lists are [] (not null), as attempts and orphans are.
 		v["torn"], v["corrupt"], v["unmatched"], v["tails"] = nonNil(res.Torn), nonNil(res.Corrupt), nonNil(res.Unmatched), nonNil(res.Tails)
+		v["repairs"] = nonNil(res.Repairs)
 	}
 	return o.emit("cruxprov.receipts."+c.Command.Name+"/v1", v, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -116,9 +119,20 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 		tw.Flush()
 		if scan {
-			fmt.Fprintf(w, "%s, %s, %s, %s, %s, %s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"),
+			for _, r := range res.Repairs {
+				if r.Reason != "" {
+					fmt.Fprintf(w, "repair journal %s: the next run refuses it: %s\n", r.Journal, oneLine(r.Reason))
+				} else {
+					fmt.Fprintf(w, "repair journal %s: a repair a writer was killed in; the next run finishes it\n", r.Journal)
+				}
+			}
+			repairs := ""
+			if len(res.Repairs) > 0 {
+				repairs = ", " + count(len(res.Repairs), "unfinished repair")
+			}
+			fmt.Fprintf(w, "%s, %s, %s, %s, %s, %s%s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"),
 				count(len(res.Unmatched), "outcome without its intent", "outcomes without their intent"), count(len(res.Torn), "torn row"),
-				count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), count(len(paths), "ledger"))
+				count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), repairs, count(len(paths), "ledger"))
 		}
 	})
 }

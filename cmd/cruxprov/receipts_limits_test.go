@@ -169,3 +169,52 @@ func TestRunOpensTheLedgerBeforeVerifying(t *testing.T) {
 		t.Errorf("a corrupt ledger and a provider with no pin: %+v", r)
 	}
 }
+
+// TestReceiptsScanSeesTheRepairJournal: a repair journal the writer
+// refuses (here one a killed writer left unreadable as a journal) refused
+// every run ledger_corrupt while receipts scan, an executor's health
+// check, exited 0. The scan now refuses it with the run's line and its
+// remedy; a tolerant scan lists it with the reason; and a journal the next
+// run finishes is reported as such, exit 0.
+func TestReceiptsScanSeesTheRepairJournal(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "r.jsonl")
+	if err := os.WriteFile(ledger, []byte(`{"frag`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ledger+".repair", []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(dir, "in.json")
+	os.WriteFile(in, []byte("{}"), 0o644)
+	run := cruxprov(t, "--home", filepath.Join(dir, "home"), "run", "acme-nope", "echo", "--input", in, "--ledger", ledger)
+	scan := cruxprov(t, "receipts", "scan", "--ledger", ledger)
+	if run.code != exitRefused || scan.code != exitRefused || !strings.HasPrefix(scan.stderr, "refused: ledger_corrupt: repair journal "+ledger+".repair") ||
+		!strings.Contains(run.stderr, scan.stderr) {
+		t.Errorf("run: %+v\nscan: %+v", run, scan)
+	}
+	var doc struct {
+		Repairs []receipts.Repair `json:"repairs"`
+	}
+	r := cruxprov(t, "receipts", "scan", "--ledger", ledger, "--tolerate-corrupt", "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Repairs) != 1 || !strings.Contains(doc.Repairs[0].Reason, "is not a cruxprov.receipt-repair/v1 document") {
+		t.Errorf("receipts scan --tolerate-corrupt --json: %+v", r)
+	}
+	// A journal the next writer finishes (written, nothing overwritten yet).
+	os.Remove(ledger + ".repair")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, _ := os.ReadFile(ledger)
+	row := strings.TrimSuffix(string(b), "\n")
+	j, _ := json.Marshal(map[string]any{"format": "cruxprov.receipt-repair/v1", "offset": 0, "row": row})
+	os.WriteFile(ledger, []byte(`{"frag`), 0o600)
+	os.WriteFile(ledger+".repair", j, 0o600)
+	r = cruxprov(t, "receipts", "scan", "--ledger", ledger)
+	if r.code != 0 || !strings.Contains(r.stdout, "repair journal "+ledger+".repair: a repair a writer was killed in; the next run finishes it\n") ||
+		!strings.HasSuffix(r.stdout, "1 unterminated tail, 1 unfinished repair in 1 ledger\n") {
+		t.Errorf("receipts scan of a repair to finish: %+v", r)
+	}
+}
