@@ -16,7 +16,6 @@ const redacted = "[redacted]"
 // redactor replaces every text form of a set of secret values.
 type redactor struct {
 	forms []string // longest first
-	rep   *strings.Replacer
 }
 
 func newRedactor(values []string) *redactor {
@@ -41,23 +40,123 @@ func newRedactor(values []string) *redactor {
 		}
 		return r.forms[i] < r.forms[j]
 	})
-	pairs := make([]string, 0, 2*len(r.forms))
-	for _, f := range r.forms {
-		pairs = append(pairs, f, redacted)
-	}
-	r.rep = strings.NewReplacer(pairs...)
 	return r
 }
 
-// text redacts every whole occurrence of every form, in one pass: at each
-// position the longest form that matches, and never inside a
-// "[redacted]" it wrote (replacing form after form redacted a short
-// secret's letters in the marker a longer form had left).
+// span is a byte range [lo, hi) of a text to redact.
+type span struct{ lo, hi int }
+
+// spans finds what to redact in s: every occurrence of every form,
+// overlapping ones included ("aa" in "aaa" is both of its places); with
+// start, the longest end of a form s begins with (s is cut there: the
+// form's start was before it); with end, the longest start of a form s
+// ends with (cut there: a run killed mid-write). Ranges that overlap are
+// merged (two secrets sharing bytes, "abc" and "bcd" in "abcd", are one
+// range: redacting one and keeping the rest of the other showed its
+// end); ranges that only touch stay apart. Sorted, disjoint.
+func (r *redactor) spans(s string, start, end bool) []span {
+	var sp []span
+	for _, f := range r.forms {
+		last := -1 // this form's latest span in sp
+		for i := 0; i+len(f) <= len(s); {
+			j := strings.Index(s[i:], f)
+			if j < 0 {
+				break
+			}
+			lo, hi := i+j, i+j+len(f)
+			if last >= 0 && lo < sp[last].hi {
+				sp[last].hi = hi // overlaps its previous occurrence
+			} else {
+				sp = append(sp, span{lo, hi})
+				last = len(sp) - 1
+			}
+			i = lo + 1
+		}
+		if start {
+			for k := min(len(f)-1, len(s)); k > 0; k-- {
+				if s[:k] == f[len(f)-k:] {
+					sp = append(sp, span{0, k})
+					break
+				}
+			}
+		}
+		if end {
+			for k := min(len(f)-1, len(s)); k > 0; k-- {
+				if s[len(s)-k:] == f[:k] {
+					sp = append(sp, span{len(s) - k, len(s)})
+					break
+				}
+			}
+		}
+	}
+	// A form that is not valid UTF-8 (a secret read from a file is any
+	// bytes) can match a part of a character: the range takes the whole
+	// character, so that what is kept around it is not cut mid-character.
+	for i := range sp {
+		for n := 0; n < utf8.UTFMax-1 && sp[i].lo > 0 && !utf8.RuneStart(s[sp[i].lo]); n++ {
+			sp[i].lo--
+		}
+		for n := 0; n < utf8.UTFMax-1 && sp[i].hi < len(s) && !utf8.RuneStart(s[sp[i].hi]); n++ {
+			sp[i].hi++
+		}
+	}
+	if len(sp) < 2 {
+		return sp
+	}
+	sort.Slice(sp, func(i, j int) bool { return sp[i].lo < sp[j].lo })
+	out := sp[:1]
+	for _, x := range sp[1:] {
+		if p := &out[len(out)-1]; x.lo < p.hi {
+			p.hi = max(p.hi, x.hi)
+		} else {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// redact is s with each of sp replaced by the marker, once: the marker is
+// never searched again, so a secret that is a part of it ("e", "act",
+// "]") does not nest markers in markers, and a secret's start or end is
+// never matched against a marker's letters. What is kept between the
+// ranges is made valid UTF-8, as the ledger would make it, and searched
+// once more where that changed it: a secret with U+FFFD in it must not
+// appear where the kept bytes were invalid. (That second search is of
+// valid UTF-8 and its ranges take whole characters, so what it keeps is
+// valid and is not searched again.)
+func (r *redactor) redact(s string, sp []span) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(sp)*len(redacted))
+	keep := func(t string) {
+		if utf8.ValidString(t) {
+			b.WriteString(t)
+			return
+		}
+		t = strings.ToValidUTF8(t, "\uFFFD")
+		at := 0
+		for _, x := range r.spans(t, false, false) {
+			b.WriteString(t[at:x.lo])
+			b.WriteString(redacted)
+			at = x.hi
+		}
+		b.WriteString(t[at:])
+	}
+	at := 0
+	for _, x := range sp {
+		keep(s[at:x.lo])
+		b.WriteString(redacted)
+		at = x.hi
+	}
+	keep(s[at:])
+	return b.String()
+}
+
+// text redacts every occurrence of every form in s, in one pass over s.
 func (r *redactor) text(s string) string {
 	if len(r.forms) == 0 {
-		return s
+		return strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return r.rep.Replace(s)
+	return r.redact(s, r.spans(s, false, false))
 }
 
 // tail redacts s, the end of a stream (cut: the stream's first bytes are
@@ -66,24 +165,12 @@ func (r *redactor) text(s string) string {
 // and one cut by its end (s ends with a prefix of it: a run killed
 // mid-write) are redacted too. A stream kept whole from its first byte
 // is not redacted at its start: a secret ending in "T" made a stderr of
-// "Traceback …" read "[redacted]raceback …".
+// "Traceback …" read "[redacted]raceback …". All in one pass over s: the
+// ends were matched against the text already redacted, so that a secret
+// ending in "[r" took the start of a marker for its own ("[redacted]"
+// became "[redacted]edacted]").
 func (r *redactor) tail(s string, cut bool) string {
-	s = r.text(s)
-	for _, f := range r.forms {
-		for k := len(f) - 1; k > 0 && cut; k-- {
-			if strings.HasPrefix(s, f[len(f)-k:]) {
-				s = redacted + s[k:]
-				break
-			}
-		}
-		for k := len(f) - 1; k > 0; k-- {
-			if strings.HasSuffix(s, f[:k]) {
-				s = s[:len(s)-k] + redacted
-				break
-			}
-		}
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return r.redact(s, r.spans(s, cut, true))
 }
 
 // secretForms are the forms a value takes in text a process writes: raw,

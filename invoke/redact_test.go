@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestRedactText: every text form of every secret goes, each in one
@@ -126,4 +128,156 @@ func TestTailCutOnlyWhereCut(t *testing.T) {
 	if got := r.tail("Traceback\nvalue SEK", false); got != "Traceback\nvalue [redacted]" {
 		t.Errorf("end cut: %q", got)
 	}
+}
+
+// TestRedactOnePass: redaction is one pass over the original text. A
+// secret that is a part of the marker ("e", "red", "]") does not make
+// markers nest; secrets that share bytes ("abc" and "bcd" in "abcd", or
+// "aa" in "aaa") are one range, not one redacted and the rest of the other
+// left ("x[redacted]dx" kept the "d" of "bcd"); and the stderr tail's cut
+// ends are matched against the text, not against the markers already
+// written (a secret ending in "[r" took the start of a marker for its own:
+// "[redacted]edacted]").
+func TestRedactOnePass(t *testing.T) {
+	for _, c := range []struct {
+		secrets []string
+		in      string
+		cut     bool
+		text    string // "" when only the tail is checked
+		tail    string
+	}{
+		{[]string{"e", "red", "act", "[redacted]"}, "the red act: [redacted]", false,
+			"th[redacted] [redacted] [redacted]: [redacted]", "th[redacted] [redacted] [redacted]: [redacted]"},
+		{[]string{"abc", "bcd"}, "xabcdx", false, "x[redacted]x", "x[redacted]x"},
+		{[]string{"aa"}, "xaaax aa", false, "x[redacted]x [redacted]", "x[redacted]x [redacted]"},
+		{[]string{"s3cr3t", "t"}, "ts3cr3t", false, "[redacted][redacted]", "[redacted][redacted]"},
+		{[]string{"abcd[", "x[r"}, "d[q", true, "d[q", "[redacted]q"},
+		{[]string{"q]x", "]abcd"}, "w]ab", true, "w]ab", "w[redacted]"},
+		{[]string{"SEKRIT"}, "KRIT then SEKRIT then SEK", true, "KRIT then [redacted] then SEK", "[redacted] then [redacted] then [redacted]"},
+	} {
+		r := newRedactor(c.secrets)
+		if got := r.text(c.in); got != c.text {
+			t.Errorf("%q: text(%q) = %q, want %q", c.secrets, c.in, got, c.text)
+		}
+		if got := r.tail(c.in, c.cut); got != c.tail {
+			t.Errorf("%q: tail(%q, %v) = %q, want %q", c.secrets, c.in, c.cut, got, c.tail)
+		}
+	}
+	// A secret with U+FFFD in it does not appear where invalid bytes
+	// stood, which the ledger writes as U+FFFD.
+	if got := newRedactor([]string{"\uFFFDab"}).text("x\xffab"); got != "x[redacted]" {
+		t.Errorf("invalid bytes: %q", got)
+	}
+}
+
+// FuzzRedact: for any text and two secrets, text and tail replace exactly
+// the ranges a brute-force search says must go (every occurrence of every
+// form of each secret, overlapping ones merged; for the tail, the longest
+// cut form at each end), each once by the marker, and keep every other
+// byte as it was; no form of a secret is left in what is kept.
+func FuzzRedact(f *testing.F) {
+	f.Add("the red act: [redacted]", "e", "red", false)
+	f.Add("xabcdx", "abc", "bcd", true)
+	f.Add("d[q and more d[q", "abcd[", "x[r", true)
+	f.Add("KRIT then SEKRIT then SEK", "SEKRIT", "T", true)
+	f.Add("x\xffab é", "\uFFFDab", "é", false)
+	f.Add(`{"v":"a\"b"} a%22b`, `a"b`, "", false)
+	f.Fuzz(func(t *testing.T, s, a, b string, cut bool) {
+		if len(s) > 2048 || len(a) > 64 || len(b) > 64 {
+			return
+		}
+		r := newRedactor([]string{a, b})
+		for _, tail := range []bool{false, true} {
+			var sp []span
+			var out string
+			if tail {
+				sp, out = r.spans(s, cut, true), r.tail(s, cut)
+			} else {
+				sp, out = r.spans(s, false, false), r.text(s)
+			}
+			// What must go, byte by byte.
+			must := make([]bool, len(s))
+			cover := func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					must[i] = true
+				}
+			}
+			for _, f := range r.forms {
+				for i := 0; i+len(f) <= len(s); i++ {
+					if s[i:i+len(f)] == f {
+						cover(i, i+len(f))
+					}
+				}
+				if tail {
+					for k := min(len(f)-1, len(s)); k > 0 && cut; k-- {
+						if s[:k] == f[len(f)-k:] {
+							cover(0, k)
+							break
+						}
+					}
+					for k := min(len(f)-1, len(s)); k > 0; k-- {
+						if s[len(s)-k:] == f[:k] {
+							cover(len(s)-k, len(s))
+							break
+						}
+					}
+				}
+			}
+			got := make([]bool, len(s))
+			prev := -1
+			for _, x := range sp {
+				if x.lo >= x.hi || x.lo < prev || x.hi > len(s) {
+					t.Fatalf("spans %v of %q", sp, s)
+				}
+				prev = x.hi
+				for i := x.lo; i < x.hi; i++ {
+					got[i] = true
+				}
+			}
+			// A range takes the whole characters it touches (a form
+			// that is not UTF-8 matches a part of one); in invalid text,
+			// at least what must go.
+			if utf8.ValidString(s) {
+				for i := 0; i < len(s); {
+					_, n := utf8.DecodeRuneInString(s[i:])
+					if slices.Contains(must[i:i+n], true) {
+						cover(i, i+n)
+					}
+					i += n
+				}
+			} else {
+				for i := range must {
+					if must[i] && !got[i] {
+						t.Fatalf("text %q, secrets %q %q, tail %v cut %v: byte %d kept", s, a, b, tail, cut, i)
+					}
+					must[i] = got[i]
+				}
+			}
+			if !slices.Equal(got, must) {
+				t.Fatalf("text %q, secrets %q %q, tail %v cut %v: redacted %v, must %v", s, a, b, tail, cut, got, must)
+			}
+			if !utf8.ValidString(out) {
+				t.Fatalf("not UTF-8: %q", out)
+			}
+			if !utf8.ValidString(s) {
+				continue
+			}
+			var want strings.Builder
+			at := 0
+			for _, x := range sp {
+				kept := s[at:x.lo]
+				for _, f := range r.forms {
+					if strings.Contains(kept, f) {
+						t.Fatalf("%q kept in %q", f, kept)
+					}
+				}
+				want.WriteString(kept + redacted)
+				at = x.hi
+			}
+			want.WriteString(s[at:])
+			if out != want.String() {
+				t.Fatalf("text %q, secrets %q %q, tail %v cut %v: got %q, want %q", s, a, b, tail, cut, out, want.String())
+			}
+		}
+	})
 }
