@@ -49,6 +49,15 @@ type Options struct {
 	// write its checkpoint <path>.checkpoint (checkpoint.go), as before
 	// checkpoints were written.
 	NoCheckpoint bool
+	// CreateAtBegin leaves a ledger that does not exist uncreated (and its
+	// missing directories) until the first Begin, which creates it as
+	// Open would have: a caller that may refuse before it has anything to
+	// record (cruxprov run, whose pin is verified after the Open) leaves
+	// nothing behind. Open still refuses, ledger_write_failed, a path
+	// whose nearest existing directory is not a directory this process
+	// can write. A ledger that exists is opened, read and repaired by
+	// Open as always.
+	CreateAtBegin bool
 }
 
 // Decision is what Begin decided.
@@ -85,13 +94,17 @@ type Ledger struct {
 	inflight map[string]string // attempts begun here and not finished -> their key
 	keys     *os.File          // <path>.inflight, the key locks (inflight.go); nil until a key is used
 	broken   error             // set after a failed fsync or Close: the Ledger writes no more
+	// uncreated: Open found no ledger and, with CreateAtBegin, left it so;
+	// the first Begin creates it (f is nil until then).
+	uncreated bool
 }
 
 // Open opens the ledger at path for appending, creating it (mode 0600,
-// missing directories 0700) when it does not exist. It reads the whole
-// ledger strictly (a corrupt line is refused ledger_corrupt before
-// anything is written), finishes an interrupted repair, and repairs a torn
-// tail under the repair lock.
+// missing directories 0700) when it does not exist (with
+// Options.CreateAtBegin, at the first Begin). It reads the whole ledger
+// strictly (a corrupt line is refused ledger_corrupt before anything is
+// written), finishes an interrupted repair, and repairs a torn tail under
+// the repair lock.
 func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if path == "" {
 		return nil, refusal.New(refusal.LedgerWriteFailed, "no receipts ledger path given")
@@ -99,8 +112,53 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	l := &Ledger{path: path, opts: opts, j: newLeanJoiner(), inflight: map[string]string{}}
+	if !opts.NoCheckpoint {
+		l.sum = sha256.New()
+	}
+	if opts.CreateAtBegin {
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+			if err := creatable(filepath.Dir(path)); err != nil {
+				return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create receipts ledger %s", path)
+			}
+			l.uncreated = true
+			return l, nil
+		}
+	}
+	if err := l.open(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// creatable checks that the nearest existing directory of dir (dir
+// itself, or its nearest existing parent) is a directory this process
+// may create entries in.
+func creatable(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if errors.Is(err, fs.ErrNotExist) && filepath.Dir(d) != d {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("%s is not a directory", d)
+		}
+		if err := unix.Access(d, unix.W_OK|unix.X_OK); err != nil {
+			return &fs.PathError{Op: "access", Path: d, Err: err}
+		}
+		return nil
+	}
+}
+
+// open opens the file at l.path, creating it (and its missing
+// directories) when it does not exist, reads it, and repairs its tail.
+func (l *Ledger) open(ctx context.Context) error {
+	path, opts := l.path, l.opts
 	if err := mkdirs(filepath.Dir(path)); err != nil {
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the directory of receipts ledger %s", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the directory of receipts ledger %s", path)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
@@ -112,12 +170,12 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		if f != nil {
 			f.Close()
 		}
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
 	st, err := f.Stat()
 	if err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is not a regular file", path)
+		return refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is not a regular file", path)
 	}
 	// The sidecars (key locks, repair lock and journal) go beside the file
 	// itself, so that every path to it finds the same ones.
@@ -130,12 +188,9 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
 	}
-	l := &Ledger{path: path, side: side, f: f, fd: int(f.Fd()), opts: opts, j: newLeanJoiner(), inflight: map[string]string{}}
-	if !opts.NoCheckpoint {
-		l.sum = sha256.New()
-	}
+	l.side, l.f, l.fd = side, f, int(f.Fd())
 	err = l.locked(ctx, func() error {
 		if !opts.NoCheckpoint {
 			if size, err := l.size(); err == nil {
@@ -150,9 +205,26 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	})
 	if err != nil {
 		f.Close()
-		return nil, err
+		l.f = nil
+		return err
 	}
-	return l, nil
+	return nil
+}
+
+// create opens the ledger Open left uncreated (Options.CreateAtBegin),
+// creating it, at the first Begin. Should that fail, the Ledger is as it
+// was (what the failed open read is dropped), and the next Begin tries
+// again.
+func (l *Ledger) create(ctx context.Context) error {
+	if err := l.open(ctx); err != nil {
+		l.j, l.end, l.line, l.ckptAt = newLeanJoiner(), 0, 0, 0
+		if l.sum != nil {
+			l.sum = sha256.New()
+		}
+		return err
+	}
+	l.uncreated = false
+	return nil
 }
 
 // Path returns the ledger's path.
@@ -183,6 +255,11 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 	defer l.mu.Unlock()
 	if l.broken != nil {
 		return Decision{}, l.broken
+	}
+	if l.uncreated {
+		if err := l.create(ctx); err != nil {
+			return Decision{}, err
+		}
 	}
 	if in.AttemptID == "" {
 		in.AttemptID = newAttemptID()
@@ -308,6 +385,9 @@ func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 	if err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "the outcome of attempt %s is not a valid receipt", out.AttemptID)
 	}
+	if l.uncreated {
+		return refusal.New(refusal.LedgerWriteFailed, "attempt %s has no intent in receipts ledger %s", out.AttemptID, l.path)
+	}
 	return l.locked(ctx, func() error {
 		defer release()
 		if err := l.sync(ctx); err != nil {
@@ -331,6 +411,9 @@ func (l *Ledger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
+		if l.broken == nil {
+			l.broken = refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is closed", l.path)
+		}
 		return nil
 	}
 	if l.keys != nil {

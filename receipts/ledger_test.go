@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -753,4 +754,70 @@ func TestScanRefusesWhatTheWriterRefuses(t *testing.T) {
 	os.WriteFile(path, []byte(rows(t, "a")), 0o600)
 	scanT(t, path)
 	openT(t, path)
+}
+
+// TestCreateAtBegin: with CreateAtBegin, Open leaves a ledger that does
+// not exist (and its directories) uncreated until the first Begin, so a
+// caller that refuses before it (cruxprov run, at the pin) leaves
+// nothing behind; Open still refuses a path whose directory cannot be
+// made; a ledger that exists is read and repaired by Open as always.
+func TestCreateAtBegin(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state", "receipts", "l.jsonl")
+	l, err := Open(ctx, path, Options{CreateAtBegin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(ctx, testOutcome("nope", StatusOK)); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("Finish without an intent: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Open made the ledger's directories: %v", err)
+	}
+	begin(t, l, testIntent("c-1", "k", "in"))
+	if err := l.Finish(ctx, testOutcome("c-1", StatusOK)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the directory Begin made: %v %v", st, err)
+	}
+	if res := scanT(t, path); len(res.Attempts) != 1 || res.Attempts[0].Outcome == nil {
+		t.Fatalf("%+v", res)
+	}
+	// Closed before it was created: nothing is created after.
+	other := filepath.Join(dir, "other.jsonl")
+	l, err = Open(ctx, other, Options{CreateAtBegin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if _, err := l.Begin(ctx, testIntent("c-2", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("Begin after Close: %v", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a closed Ledger created its file: %v", err)
+	}
+	// A directory that cannot be made is refused by Open, as before.
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o600)
+	if _, err := Open(ctx, filepath.Join(file, "receipts", "l.jsonl"), Options{CreateAtBegin: true}); !errors.Is(err, refusal.LedgerWriteFailed) {
+		t.Fatalf("under a file: %v", err)
+	}
+	// An existing ledger is opened (and its tail repaired) by Open.
+	appendFile(t, path, "{frag")
+	l, err = Open(ctx, path, Options{CreateAtBegin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if res := scanT(t, path); len(res.Torn) != 1 || len(res.Tails) != 0 {
+		t.Fatalf("not repaired by Open: %+v", res)
+	}
+	// The key the replay finds is the one the first Ledger wrote.
+	l = openT(t, path)
+	if d := begin(t, l, testIntent("c-3", "k", "in")); d.Replay == nil {
+		t.Fatalf("no replay: %+v", d)
+	}
 }

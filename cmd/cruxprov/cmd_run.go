@@ -255,8 +255,11 @@ func runAction(c *cli.Context) error {
 	// cores, ~0.3 s from the checkpoint, which hashes the ledger), and the
 	// env verified is the env run only as long as nothing changes it in
 	// between. A ledger that cannot be opened is refused first, a pin
-	// refused itself still leaves no receipt (nothing is appended).
-	led, err := receipts.Open(c.Context, lps[0], receipts.Options{})
+	// refused itself still leaves no receipt (nothing is appended), and
+	// no ledger where there was none: one that does not exist yet is
+	// created at the intent (CreateAtBegin; Open checks that its
+	// directory can be made), so a refused run leaves no file behind.
+	led, err := receipts.Open(c.Context, lps[0], receipts.Options{CreateAtBegin: true})
 	if err != nil {
 		return withLedgerAdvice(err)
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -216,5 +219,32 @@ func TestReceiptsScanSeesTheRepairJournal(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "repair journal "+ledger+".repair: a repair a writer was killed in; the next run finishes it\n") ||
 		!strings.HasSuffix(r.stdout, "1 unterminated tail, 1 unfinished repair in 1 ledger\n") {
 		t.Errorf("receipts scan of a repair to finish: %+v", r)
+	}
+}
+
+// TestRunRefusedAtThePinLeavesNoLedger: a run refused at its pin (here a
+// provider with no pin) created the default ledger file and its
+// directories under $XDG_STATE_HOME, since the ledger is opened before the
+// verify: a refused run left behind what was not there. It is created at
+// the intent now; a ledger that exists is still opened (and refused
+// when corrupt) before the pin, TestRunOpensTheLedgerBeforeVerifying.
+func TestRunRefusedAtThePinLeavesNoLedger(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.json")
+	os.WriteFile(in, []byte("{}"), 0o644)
+	state := filepath.Join(dir, "state")
+	for _, extra := range [][]string{nil, {"--ledger", filepath.Join(dir, "ledgers", "l.jsonl")}, {"--state-dir", filepath.Join(state, "executor")}} {
+		args := append([]string{"--home", filepath.Join(dir, "home"), "run", "acme-nope", "echo", "--input", in}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+		r := runCmd(t, cmd)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: pin_unapproved") {
+			t.Errorf("%v: %+v", extra, r)
+		}
+		for _, p := range []string{state, filepath.Join(dir, "ledgers")} {
+			if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%v: a run refused at its pin left %s (%v)", extra, p, err)
+			}
+		}
 	}
 }
