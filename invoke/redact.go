@@ -100,6 +100,39 @@ func (r *redactor) spans(s string, start, end bool) []span {
 			sp[i].hi++
 		}
 	}
+	sp = merge(sp)
+	if len(sp) == 0 {
+		return sp
+	}
+	// A marker already in s (the harness redacts the messages and the
+	// tracebacks it writes, before this sees them) is one: a match inside
+	// it ("e", "act" of a "[redacted]") is no secret's, and redacting it
+	// nested markers ("[r[redacted]d[redacted]ct[redacted]d]"); a range
+	// that overlaps it takes all of it, so that no part of a marker is
+	// left beside a new one.
+	marks := markers(s, start, end)
+	if len(marks) == 0 {
+		return sp
+	}
+	kept := sp[:0]
+	for _, x := range sp {
+		if i := sort.Search(len(marks), func(i int) bool { return marks[i].hi >= x.hi }); i < len(marks) && marks[i].lo <= x.lo {
+			continue // inside marks[i]
+		}
+		kept = append(kept, x)
+	}
+	for _, m := range marks {
+		// The first range ending after m starts: does it start before m ends?
+		if i := sort.Search(len(kept), func(i int) bool { return kept[i].hi > m.lo }); i < len(kept) && kept[i].lo < m.hi {
+			kept = append(kept, m)
+		}
+	}
+	return merge(kept)
+}
+
+// merge sorts sp and merges the ranges that overlap (not those that only
+// touch).
+func merge(sp []span) []span {
 	if len(sp) < 2 {
 		return sp
 	}
@@ -113,6 +146,40 @@ func (r *redactor) spans(s string, start, end bool) []span {
 		}
 	}
 	return out
+}
+
+// markers are the places of the marker in s, in order; with start, and
+// end, also the end of one that s begins with and the start of one it
+// ends with (a stream's window cut through one).
+func markers(s string, start, end bool) []span {
+	var ms []span
+	if start {
+		for k := min(len(redacted)-1, len(s)); k > 0; k-- {
+			if s[:k] == redacted[len(redacted)-k:] {
+				ms = append(ms, span{0, k})
+				break
+			}
+		}
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], redacted)
+		if j < 0 {
+			break
+		}
+		ms = append(ms, span{i + j, i + j + len(redacted)})
+		i += j + len(redacted)
+	}
+	if end {
+		for k := min(len(redacted)-1, len(s)); k > 0; k-- {
+			if s[len(s)-k:] == redacted[:k] {
+				if lo := len(s) - k; len(ms) == 0 || ms[len(ms)-1].hi <= lo {
+					ms = append(ms, span{lo, len(s)})
+				}
+				break
+			}
+		}
+	}
+	return ms
 }
 
 // redact is s with each of sp replaced by the marker, once: the marker is
