@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:73af0a5791bfb7e51bf5a4c1d93252cb178c2b166bdd34e81bcc4333761cd8c4",
-	"acme-echo/echo":     "sha256:8b705391d366b933f2c2dae168e26bedc29054acef94674aee5e1c3280e74aae",
-	"acme-echo/fail":     "sha256:0310ea64ff89b0e4df8047498222f3b801f5b5270aaf33b12cd1dcf2d77f75ae",
-	"acme-echo/flood":    "sha256:8620013b7e66677165f80d0f4b06d9544a4c9f356ab440cfdeb53f45e729bf99",
-	"acme-echo/sleep":    "sha256:949e06612eae62066b59aee26316339b103ffa98d9c84b86a623e113fbf84002",
-	"acme-native":        "sha256:39bad6ac1e53cf565306e2ee87a38c0af10f618a91d604a9def545b77ccfa62d",
-	"acme-native/which":  "sha256:d012a6f927ad1dc603c1e45b1f7e81d4b4c0d74b96065c53cd9b5b7b310fbb05",
-	"acme-scripts":       "sha256:05e162e676ca957d0327331702374203bf9c7ae77c98f2e6b7eca1855f7a3a3d",
-	"acme-scripts/hello": "sha256:3ebc7d93cef2418e93614899fccf544a754ab493db9b5a692471745971ebebc9",
+	"acme-echo":          "sha256:35349f722201aa58419d94ef9c81ef4f390de5b552be8e4e20ffcad3e5a4c82c",
+	"acme-echo/echo":     "sha256:d9d3eb6abddd0f2a5810e8d8916c12688a6be11698368e999e1d98b589832f2b",
+	"acme-echo/fail":     "sha256:82a06d6f316c9cd02cdf336bdb640edf0c964be322a51c696b9d8eca90594f78",
+	"acme-echo/flood":    "sha256:998bb6e3fe0b3fc0b452e0f2d697d9784709c95bf2c948e7f04739e4f82289b0",
+	"acme-echo/sleep":    "sha256:dcdeb92b6e7791cc87d30e3ba729323bf22722194b04cf670c3ab14e22b1ce66",
+	"acme-native":        "sha256:a2f71ae06b75f4bce8b44cc722ad27d0ec763048e69cfce75aee1f935584d1b0",
+	"acme-native/which":  "sha256:e5e6c5927e3b818a5ef8f51705d4e44a51e42cfc2277b11c10d1da0a3cc8c5aa",
+	"acme-scripts":       "sha256:98692da7c0477b0813df24858d1ce0c850443bd5544bc67f0e25bb5d3e8c6a17",
+	"acme-scripts/hello": "sha256:3697b7e536a83d4168ea5b88de91217df6e78f408c281b4d219926285ca97500",
 }
 
 type inspectDoc struct {

@@ -57,6 +57,7 @@ else; the init exits with the harness's status, 128+N for a death by signal N.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 import json
 import os
@@ -124,12 +125,71 @@ def _set_secrets(secrets) -> None:
     _SECRET_FORMS[:] = sorted((f for f in forms if f), key=lambda f: (-len(f), f))
 
 
+_MARKER = "[redacted]"
+
+
+def _merge(spans: list) -> list:
+    """spans (start, end) sorted, those that overlap (not those that only
+    touch) merged."""
+    out: list = []
+    for lo, hi in sorted(spans):
+        if out and lo < out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _overlaps(spans: list, ends: list, m: tuple) -> bool:
+    """Whether m overlaps one of spans (sorted, disjoint; ends their ends)."""
+    k = bisect.bisect_right(ends, m[0])
+    return k < len(spans) and spans[k][0] < m[1]
+
+
 def _redact(msg: str) -> str:
     """msg with every form of every delivered secret value replaced by
-    "[redacted]"."""
+    "[redacted]", in one pass over msg: every occurrence of every form
+    (overlapping ones too) is found, ranges that overlap are merged, and
+    each is replaced once. Replacing form after form redacted a short
+    secret's letters in the markers a longer one had left ("e" made
+    "[r[redacted]d[redacted]ct[redacted]d]"), and of two secrets sharing
+    characters ("abc", "bcd" in "abcd") left the rest of the second. A
+    marker already in msg stays one: a match inside it is no secret's, a
+    range overlapping it takes all of it."""
+    if not _SECRET_FORMS:
+        return msg
+    spans = []
     for f in _SECRET_FORMS:
-        msg = msg.replace(f, "[redacted]")
-    return msg
+        i = msg.find(f)
+        while i >= 0:
+            spans.append((i, i + len(f)))
+            i = msg.find(f, i + 1)
+    if not spans:
+        return msg
+    spans = _merge(spans)
+    marks = []
+    i = msg.find(_MARKER)
+    while i >= 0:
+        marks.append((i, i + len(_MARKER)))
+        i = msg.find(_MARKER, i + len(_MARKER))
+    if marks:
+        his = [m[1] for m in marks]
+        kept = []
+        for lo, hi in spans:
+            k = bisect.bisect_left(his, hi)
+            if k < len(marks) and marks[k][0] <= lo:
+                continue  # inside a marker
+            kept.append((lo, hi))
+        ends = [x[1] for x in kept]
+        joined = [m for m in marks if _overlaps(kept, ends, m)]
+        spans = _merge(kept + joined)
+    out, at = [], 0
+    for lo, hi in spans:
+        out.append(msg[at:lo])
+        out.append(_MARKER)
+        at = hi
+    out.append(msg[at:])
+    return "".join(out)
 
 
 def _log(msg: str) -> None:

@@ -458,6 +458,29 @@ class HarnessTest(unittest.TestCase):
         msg = self.refused(harness(request("tp_unprintable_import:run")), "import_failed")
         self.assertIn("Unprintable", msg)
 
+    def test_redaction_is_one_pass(self):
+        # Form after form, a secret "e" redacted the letters of the markers
+        # a longer one had left ("[r[redacted]d[redacted]ct[redacted]d]"),
+        # and of two secrets sharing characters the rest of the second
+        # was left ("x[redacted]dx"). One pass now, overlapping ranges
+        # merged, markers already there kept whole.
+        from cruxible_provider_runtime import harness as h
+        saved = list(h._SECRET_FORMS)
+        try:
+            for secrets, text, want in (
+                (["s3cr3t", "e"], "the s3cr3t here", "th[redacted] [redacted] h[redacted]r[redacted]"),
+                (["red", "act"], "a redacted act", "a [redacted][redacted]ed [redacted]"),
+                (["abc", "bcd"], "xabcdx", "x[redacted]x"),
+                (["aa"], "xaaax", "x[redacted]x"),
+                (["e"], "th[redacted] [redacted]", "th[redacted] [redacted]"),
+                (["d]x"], "a [redacted]x b", "a [redacted] b"),
+            ):
+                with self.subTest(secrets=secrets, text=text):
+                    h._set_secrets({str(i): v for i, v in enumerate(secrets)})
+                    self.assertEqual(h._redact(text), want)
+        finally:
+            h._SECRET_FORMS[:] = saved
+
     def test_a_secret_cut_by_the_message_limit_is_redacted(self):
         # The message was cut to 2000 characters before it was redacted: a
         # value straddling the cut kept its first characters ("s3cr3t-v").
