@@ -101,3 +101,34 @@ func nobodyChild(ctx context.Context, path string) error {
 	}
 	return nil
 }
+
+// TestAuditorScan: a user who may read another user's ledger (an auditor
+// given read access) scans it while its writer's repair sidecars, 0600 as
+// the writer makes them, are pending. The scan looks at the sidecars as
+// the ledger's next writer will, but that writer is not this user: a
+// sidecar it cannot read is not refused here (it would have failed every
+// scan of an auditor while its writer ran fine).
+func TestAuditorScan(t *testing.T) {
+	if os.Getenv("CRUXPROV_AUDITOR_LEDGER") != "" {
+		path := os.Getenv("CRUXPROV_AUDITOR_LEDGER")
+		res, err := Scan(context.Background(), []string{path}, ScanOptions{})
+		if err != nil || len(res.Attempts) != 1 || len(res.Tails) != 1 {
+			t.Fatalf("the auditor's scan: %v %+v", err, res)
+		}
+		return
+	}
+	asuser.Require(t, "scan as uid 65534")
+	base := asuser.Dir(t, "receipts-auditor-")
+	path := filepath.Join(base, "l.jsonl")
+	prefix := rows(t, "a")
+	frag := `{"frag`
+	os.WriteFile(path, []byte(prefix+frag), 0o644)
+	torn := encodeTorn(int64(len(prefix)), []byte(frag), t0)
+	os.WriteFile(path+".repair", []byte(`{"format":"cruxprov.receipt-repair/v1","offset":`+itoa(len(prefix))+`,"row":`+quote(string(torn[:len(torn)-1]))+"}\n"), 0o600)
+	os.WriteFile(path+".lock", []byte("1\n"), 0o600)
+	asuser.RunTest(t, base, "TestAuditorScan", "CRUXPROV_AUDITOR_LEDGER="+path)
+	// The owner's own scan reads them, and finds the repair pending.
+	if res := scanT(t, path); len(res.Repairs) != 1 || res.Repairs[0].Reason != "" {
+		t.Fatalf("the owner's scan: %+v", res.Repairs)
+	}
+}

@@ -232,10 +232,19 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	if errors.Is(err, fs.ErrPermission) && !ownMine(st) {
+		return nil // another user's ledger: as for its journal
+	}
 	if err != nil {
 		return repairLockRefusal(lp, err)
 	}
 	return lf.Close()
+}
+
+// ownMine reports whether this process's user owns the file of st.
+func ownMine(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return !ok || int(sys.Uid) == os.Geteuid()
 }
 
 // scanJournal looks at the repair journal of the ledger at path (f) as
@@ -257,6 +266,12 @@ func scanJournal(f *os.File, path string, res *ScanResult, opts ScanOptions) (st
 	}
 	jp := side + ".repair"
 	j, found, _, err := judgeJournal(jp, path, f, st.Size(), 0)
+	if errors.Is(err, fs.ErrPermission) && !ownMine(st) {
+		// Another user's ledger (an auditor reading it): its writer's
+		// sidecars are its own (0600), and its next run is not this
+		// user's to predict.
+		return side, false, nil
+	}
 	switch {
 	case err != nil && opts.TolerateCorrupt && errors.Is(err, refusal.LedgerCorrupt):
 		reason := err.Error()
