@@ -50,7 +50,8 @@ type span struct{ lo, hi int }
 // overlapping ones included ("aa" in "aaa" is both of its places); with
 // start, the longest end of a form s begins with (s is cut there: the
 // form's start was before it); with end, the longest start of a form s
-// ends with (cut there: a run killed mid-write). Ranges that overlap are
+// ends with (cut there: a run killed mid-write); with both, all of s when
+// it lies inside a form. Ranges that overlap are
 // merged (two secrets sharing bytes, "abc" and "bcd" in "abcd", are one
 // range: redacting one and keeping the rest of the other showed its
 // end); ranges that only touch stay apart. Sorted, disjoint.
@@ -71,6 +72,13 @@ func (r *redactor) spans(s string, start, end bool) []span {
 				last = len(sp) - 1
 			}
 			i = lo + 1
+		}
+		if start && end && len(s) < len(f) && strings.Contains(f, s) {
+			// A window cut at both ends inside one secret (one longer
+			// than the window, written while the run was killed or its
+			// output budget ran out): neither its start nor its end is
+			// the secret's, and the middle was kept.
+			sp = append(sp, span{0, len(s)})
 		}
 		if start {
 			for k := min(len(f)-1, len(s)); k > 0; k-- {

@@ -3,6 +3,7 @@ package invoke
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -170,6 +171,16 @@ func TestRedactOnePass(t *testing.T) {
 			t.Errorf("%q: tail(%q, %v) = %q, want %q", c.secrets, c.in, c.cut, got, c.tail)
 		}
 	}
+	// A window inside a secret longer than it (stderr cut at both ends
+	// within it: its middle was kept whole).
+	var sb strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "%04d-", i)
+	}
+	long := sb.String()
+	if got := newRedactor([]string{long}).tail(long[100:4196], true); got != redacted {
+		t.Errorf("a window inside a secret: %q…", got[:20])
+	}
 	// A secret with U+FFFD in it does not appear where invalid bytes
 	// stood, which the ledger writes as U+FFFD.
 	if got := newRedactor([]string{"\uFFFDab"}).text("x\xffab"); got != "x[redacted]" {
@@ -190,6 +201,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("KRIT then SEKRIT then SEK", "SEKRIT", "T", true)
 	f.Add("x\xffab é", "\uFFFDab", "é", false)
 	f.Add("acted] th[redacted] [redacted]x [reda", "e", "d]x", true)
+	f.Add("cdefgh", "abcdefghij", "", true)
 	f.Add(`{"v":"a\"b"} a%22b`, `a"b`, "", false)
 	f.Fuzz(func(t *testing.T, s, a, b string, cut bool) {
 		if len(s) > 2048 || len(a) > 64 || len(b) > 64 {
@@ -216,6 +228,9 @@ func FuzzRedact(f *testing.F) {
 					if s[i:i+len(f)] == f {
 						cover(i, i+len(f))
 					}
+				}
+				if tail && cut && len(s) < len(f) && strings.Contains(f, s) {
+					cover(0, len(s))
 				}
 				if tail {
 					for k := min(len(f)-1, len(s)); k > 0 && cut; k-- {
