@@ -73,7 +73,7 @@ func (r *redactor) spans(s string, start, end bool) []span {
 			}
 			i = lo + 1
 		}
-		if start && end && len(s) < len(f) && strings.Contains(f, s) {
+		if start && end && 0 < len(s) && len(s) < len(f) && strings.Contains(f, s) {
 			// A window cut at both ends inside one secret (one longer
 			// than the window, written while the run was killed or its
 			// output budget ran out): neither its start nor its end is
