@@ -113,9 +113,13 @@ func receiptsAction(c *cli.Context, scan bool) error {
 				}
 			}
 			if len(a.Intent.Unenforced) > 0 {
-				st += " (no " + strings.Join(a.Intent.Unenforced, ", ") + " limits)"
+				st += " (no " + oneLine(strings.Join(a.Intent.Unenforced, ", ")) + " limits)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, a.Intent.Provider, a.Intent.Entrypoint, st, code, dash(oneLine(a.Intent.IdempotencyKey)))
+			// Every string of a row is shown escaped: a ledger is not
+			// trusted text (a provider run without the sandbox can write
+			// it, docs/executor.md), and a provider name holding a
+			// terminal's escapes acted on the operator's terminal.
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, oneLine(a.Intent.Provider), oneLine(a.Intent.Entrypoint), st, code, dash(oneLine(a.Intent.IdempotencyKey)))
 		}
 		tw.Flush()
 		if scan {
@@ -252,13 +256,14 @@ func receiptsShow(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }
 		row("attempt", "%s (%s, line %d)", in.AttemptID, a.Path, a.Line)
-		row("run", "%s %s, backend %s, platform %s", in.Provider, in.Entrypoint, in.Backend, in.Platform)
+		// Escaped, as list shows them: a ledger is not trusted text.
+		row("run", "%s %s, backend %s, platform %s", oneLine(in.Provider), oneLine(in.Entrypoint), oneLine(in.Backend), oneLine(in.Platform))
 		if len(in.Unenforced) > 0 {
 			how := "" // a local run without its namespaces was not asked to be
 			if in.Backend == "container" {
 				how = " (--unenforced-limits)"
 			}
-			row("limits", "ran without the %s limits%s", strings.Join(in.Unenforced, ", "), how)
+			row("limits", "ran without the %s limits%s", oneLine(strings.Join(in.Unenforced, ", ")), how)
 		}
 		row("started", "%s", in.StartedAt.Format(time.RFC3339Nano))
 		if in.IdempotencyKey != "" {
@@ -270,7 +275,7 @@ func receiptsShow(c *cli.Context) error {
 			row("seal", "%s", in.SealDigest)
 		}
 		row("input", "%s", in.InputDigest)
-		row("tool", "%s, protocol %d", in.Tool, in.ProtocolVersion)
+		row("tool", "%s, protocol %d", oneLine(in.Tool), in.ProtocolVersion)
 		out := a.Outcome
 		if out == nil {
 			if orphanStatus(a) == "RUNNING" {

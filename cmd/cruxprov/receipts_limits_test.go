@@ -248,3 +248,31 @@ func TestRunRefusedAtThePinLeavesNoLedger(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptsShowsRowsEscaped: a ledger is not trusted text (a provider
+// run without the sandbox can append to it), and receipts list and show
+// printed an intent's provider, entrypoint, backend, platform and tool as
+// they were: a terminal's escapes there acted on the operator's terminal.
+// They are shown escaped, as the stderr tail and the error already were.
+func TestReceiptsShowsRowsEscaped(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	const esc = "\x1b]0;pwned\x07\x1b[2J"
+	in := receipts.Intent{AttemptID: "att_esc", Provider: "acme" + esc, Entrypoint: "echo" + esc, SealDigest: d,
+		Backend: "local" + esc, Platform: "linux" + esc, ProtocolVersion: 1, Tool: "cruxprov" + esc, Unenforced: []string{"memory" + esc},
+		InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+	if _, err := l.Begin(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for _, args := range [][]string{{"receipts", "list", "--ledger", ledger}, {"receipts", "show", "att_esc", "--ledger", ledger}} {
+		r := cruxprov(t, args...)
+		if r.code != 0 || strings.ContainsAny(r.stdout, "\x1b\x07") || !strings.Contains(r.stdout, `acme\x1b]0;pwned\x07\x1b[2J`) {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
