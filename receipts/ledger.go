@@ -227,6 +227,23 @@ func (l *Ledger) create(ctx context.Context) error {
 	return nil
 }
 
+// Writable checks that the ledger at path can be opened for appending as
+// Open opens it, changing nothing: the refusal Open would give
+// (ledger_write_failed) for one this process cannot write (its mode, a
+// read-only mount, an immutable attribute), nil for one it can, or that
+// does not exist. receipts scan asks it of the executor's own ledger, so
+// that a health check is not told all is well while every run is refused.
+func Writable(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
+	}
+	return f.Close()
+}
+
 // Path returns the ledger's path.
 func (l *Ledger) Path() string { return l.path }
 

@@ -79,6 +79,15 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	if err != nil {
 		return err
 	}
+	if scan && !c.IsSet("ledger") && len(paths) > 0 {
+		// This executor's own ledger, which its runs append to: one
+		// they cannot open for writing refuses every run, and a scan
+		// run as a health check said all was well. (A ledger named with
+		// --ledger may be an archive, read-only on purpose.)
+		if err := receipts.Writable(paths[0]); err != nil {
+			return withLedgerAdvice(err)
+		}
+	}
 	if keep != nil {
 		res.Attempts, res.Orphans = keep(res.Attempts), keep(res.Orphans)
 	}

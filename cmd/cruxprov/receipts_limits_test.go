@@ -276,3 +276,45 @@ func TestReceiptsShowsRowsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptsScanOfAnUnwritableLedger: the executor's own ledger made
+// read-only (its mode here; a read-only mount or an immutable attribute
+// alike) refuses every run ledger_write_failed, and receipts scan, its
+// health check, said all was well. It refuses as run does; a ledger named
+// with --ledger may be an archive, read-only on purpose, and is read as
+// before. (As root, run as uid 65534: root ignores the mode.)
+func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
+	uid, base, exe := os.Getuid(), t.TempDir(), bin
+	run := func(args ...string) result { return cruxprov(t, args...) }
+	if uid == 0 {
+		base, exe = nobodyBase(t, "cruxprov-scan-ro-", "")
+		uid = 65534
+		run = func(args ...string) result { return asUser(t, exe, "/nonexistent", args...) }
+	}
+	state := filepath.Join(base, "state")
+	host, _ := os.Hostname()
+	ledger := filepath.Join(state, "receipts", filepath.Base(receipts.DefaultPath(state, host, uid)))
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if os.Getuid() == 0 {
+		chownTree(t, base)
+	}
+	if r := run("receipts", "scan", "--state-dir", state); r.code != 0 {
+		t.Fatalf("a writable ledger: %+v", r)
+	}
+	os.Chmod(ledger, 0o400)
+	in := filepath.Join(base, "in.json")
+	os.WriteFile(in, []byte("{}"), 0o644)
+	r := run("receipts", "scan", "--state-dir", state)
+	ran := run("run", "acme-nope", "echo", "--input", in, "--state-dir", state)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot open receipts ledger "+ledger+": ") ||
+		ran.code != exitRefused || !strings.Contains(ran.stderr, strings.TrimSpace(r.stderr)) {
+		t.Errorf("scan: %+v\nrun: %+v", r, ran)
+	}
+	if r := run("receipts", "scan", "--ledger", ledger); r.code != 0 {
+		t.Errorf("a read-only ledger named: %+v", r)
+	}
+}
