@@ -229,3 +229,38 @@ func TestLedgerMovedAsideWhileOpen(t *testing.T) {
 		t.Fatalf("Begin of the old Ledger beside a new file: %v", err)
 	}
 }
+
+// TestWritableJudgesTheKeyLocks: Writable, receipts scan's question,
+// answers for the key locks as a keyed Begin finds them. A key-lock file
+// a run cannot open for writing (a directory here, for root too; one left
+// 0400 by another user alike) refuses every keyed run, so Writable refuses
+// it; a ledger without one is writable, and one that is a regular file.
+func TestWritableJudgesTheKeyLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	l, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := Writable(path); err != nil {
+		t.Fatalf("no key locks yet: %v", err)
+	}
+	if err := os.Mkdir(path+".inflight", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	werr := Writable(path)
+	_, berr := l.Begin(context.Background(), testIntent("att_k", "k", "in"))
+	if refusal.CodeOf(werr) != refusal.LedgerWriteFailed || refusal.CodeOf(berr) != refusal.LedgerWriteFailed {
+		t.Fatalf("a directory for the key locks: Writable %v, keyed Begin %v", werr, berr)
+	}
+	if !strings.Contains(werr.Error(), "in-flight lock file "+path+".inflight") {
+		t.Errorf("Writable does not name the key locks: %v", werr)
+	}
+	os.Remove(path + ".inflight")
+	if _, err := l.Begin(context.Background(), testIntent("att_k2", "k", "in")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Writable(path); err != nil {
+		t.Errorf("key locks a run made: %v", err)
+	}
+}

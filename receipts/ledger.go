@@ -233,6 +233,11 @@ func (l *Ledger) create(ctx context.Context) error {
 // read-only mount, an immutable attribute), nil for one it can, or that
 // does not exist. receipts scan asks it of the executor's own ledger, so
 // that a health check is not told all is well while every run is refused.
+//
+// Its key locks <path>.inflight, when there are (a run with an
+// idempotency key made them), are opened for writing too, as a keyed
+// Begin opens them: one this process cannot (left by root, say, running
+// with this user's state directory) refuses every keyed run.
 func Writable(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -241,7 +246,24 @@ func Writable(path string) error {
 	if err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
-	return f.Close()
+	f.Close()
+	side, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
+	}
+	p := side + ".inflight"
+	k, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s (every run with an idempotency key is refused)", p, path)
+	}
+	defer k.Close()
+	if st, err := k.Stat(); err != nil || !st.Mode().IsRegular() {
+		return refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, path)
+	}
+	return nil
 }
 
 // Path returns the ledger's path.

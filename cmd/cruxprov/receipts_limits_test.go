@@ -317,4 +317,17 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 	if r := run("receipts", "scan", "--ledger", ledger); r.code != 0 {
 		t.Errorf("a read-only ledger named: %+v", r)
 	}
+	// Its key locks, which every keyed run opens for writing, this user
+	// cannot write (left 0400 here; by root, say, running with this
+	// user's state directory). receipts.TestWritableJudgesTheKeyLocks
+	// shows a keyed Begin refused by what Writable refuses.
+	os.Chmod(ledger, 0o600)
+	os.WriteFile(ledger+".inflight", nil, 0o400)
+	if os.Getuid() == 0 {
+		chownTree(t, base)
+	}
+	r = run("receipts", "scan", "--state-dir", state)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot open the in-flight lock file "+ledger+".inflight") {
+		t.Errorf("key locks: scan: %+v", r)
+	}
 }
