@@ -40,6 +40,7 @@ const (
 	ReceiptsDir = "receipts"
 	TmpDir      = "tmp"
 	lockName    = ".lock"
+	gateName    = ".gate"
 	tempPrefix  = ".tmp-"
 )
 
@@ -80,15 +81,21 @@ func OpenExisting(home string) (*Store, error) {
 	return st, nil
 }
 
-// openLock opens the store's lock file, making it unless the store was
-// opened by OpenExisting; nil, nil when that store has none.
-func (s *Store) openLock() (*os.File, error) {
+// openLock opens the store's lock file (name: lockName) or its gate
+// (gateName), making it unless the store was opened by OpenExisting;
+// nil, nil when that store has none. A gate this user cannot make is
+// none too (Open makes it; a store made before the gate was added, which
+// only its owner can give one).
+func (s *Store) openLock(name string) (*os.File, error) {
 	flag := os.O_RDONLY | os.O_CREATE
 	if s.existing {
 		flag = os.O_RDONLY
 	}
-	f, err := os.OpenFile(filepath.Join(s.home, lockName), flag, 0o644)
-	if s.existing && errors.Is(err, fs.ErrNotExist) {
+	f, err := os.OpenFile(filepath.Join(s.home, name), flag, 0o644)
+	if errors.Is(err, fs.ErrNotExist) && (s.existing || name == gateName) {
+		return nil, nil
+	}
+	if name == gateName && err != nil && readOnly(s.home, err) {
 		return nil, nil
 	}
 	return f, err
@@ -111,16 +118,19 @@ func Open(home string) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w", abs, err)
 		}
 	}
-	// The lock file too is the executors': 0644 whatever the umask.
-	f, err := os.OpenFile(filepath.Join(abs, lockName), os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err == nil {
-		err = f.Chmod(0o644)
-		f.Close()
-	} else if errors.Is(err, fs.ErrExist) || readOnly(abs, err) {
-		err = nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store %s: lock file: %w", abs, err)
+	// The lock file and the gate too are the executors': 0644 whatever
+	// the umask.
+	for _, name := range []string{lockName, gateName} {
+		f, err := os.OpenFile(filepath.Join(abs, name), os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			err = f.Chmod(0o644)
+			f.Close()
+		} else if errors.Is(err, fs.ErrExist) || readOnly(abs, err) {
+			err = nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("store %s: lock file: %w", abs, err)
+		}
 	}
 	st := &Store{home: abs}
 	st.blobs.dir = filepath.Join(abs, BlobsDir)
@@ -164,9 +174,14 @@ type Unlock func()
 
 // LockShared takes the store lock shared: every process that reads or
 // writes blobs or envs holds it, so GC (which takes it exclusive) never
-// runs beside them. It waits until ctx is done (an error wrapping
-// ctx.Err(), never a refusal); a lock that cannot be taken is
-// materialize_failed.
+// runs beside them. It first passes the store's gate (shared, released
+// once the store lock is held): while a gc waits for the store it holds
+// the gate, so a new taker waits behind it rather than starve it. A
+// taker in a process that already holds the store shared does not pass
+// the gate (an install holds the store and its fetch and creates take
+// it again: held up at the gate, they would wait for a gc that waits
+// for them). It waits until ctx is done (an error wrapping ctx.Err(),
+// never a refusal); a lock that cannot be taken is materialize_failed.
 func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 	u, err := s.lock(ctx, unix.LOCK_SH)
 	switch {
@@ -194,14 +209,30 @@ func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 	}
 }
 
+// TryLockShared takes the store lock shared as LockShared does if it
+// need not wait (no gc holds the store or waits for it), and reports
+// false otherwise: a caller can say it waits before LockShared.
+func (s *Store) TryLockShared() (Unlock, bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	u, err := s.lock(ctx, unix.LOCK_SH)
+	if errors.Is(err, context.Canceled) {
+		return nil, false, nil
+	}
+	return u, err == nil, err
+}
+
 // LockExclusive takes the store lock exclusive (GC does), waiting until
-// every shared holder is gone or ctx is done.
+// every shared holder is gone or ctx is done. It holds the store's gate
+// while it waits: the processes that take the store after it began to
+// wait wait behind it, so it gets the store once those that held it
+// then are done, however much later takers overlap.
 func (s *Store) LockExclusive(ctx context.Context) (Unlock, error) { return s.lock(ctx, unix.LOCK_EX) }
 
 // TryLockExclusive takes the store lock exclusive if no process holds it,
 // and reports false otherwise.
 func (s *Store) TryLockExclusive() (Unlock, bool, error) {
-	f, err := s.openLock()
+	f, err := s.openLock(lockName)
 	if err != nil {
 		return nil, false, err
 	}
@@ -218,27 +249,106 @@ func (s *Store) TryLockExclusive() (Unlock, bool, error) {
 	return func() { f.Close() }, true, nil
 }
 
+// sharedHeld counts, for each store lock file (by its device and inode),
+// the shared store locks this process holds: a nested LockShared does
+// not pass the gate.
+var sharedHeld struct {
+	sync.Mutex
+	n map[fileID]int
+}
+
+type fileID struct{ dev, ino uint64 }
+
+func idOf(f *os.File) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fileID{}, err
+	}
+	return fileID{uint64(st.Dev), uint64(st.Ino)}, nil
+}
+
 func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
-	f, err := s.openLock()
+	f, err := s.openLock(lockName)
 	if err != nil {
 		return nil, fmt.Errorf("store lock: %w", err)
 	}
 	if f == nil {
 		return func() {}, nil
 	}
-	for wait := time.Millisecond; ; {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+	id, err := idOf(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("store lock: %w", err)
+	}
+	gated := true
+	if how == unix.LOCK_SH {
+		sharedHeld.Lock()
+		gated = sharedHeld.n[id] == 0
+		sharedHeld.Unlock()
+	}
+	if gated {
+		// The gate: exclusive for a waiting gc, shared for the others
+		// (passed, not held). A store without one (made before it was
+		// added, and this user cannot make it) has no gate: a gc
+		// there waits as before, and nothing else changes.
+		g, err := s.openLock(gateName)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			f.Close()
 			return nil, fmt.Errorf("store lock: %w", err)
 		}
+		if g != nil {
+			defer g.Close() // a gc waits with it; once it holds the store, the gate is let go
+			if err := flockWait(ctx, g, how); err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
+	}
+	if err := flockWait(ctx, f, how); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if how != unix.LOCK_SH {
+		return func() { f.Close() }, nil
+	}
+	sharedHeld.Lock()
+	if sharedHeld.n == nil {
+		sharedHeld.n = map[fileID]int{}
+	}
+	sharedHeld.n[id]++
+	sharedHeld.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			sharedHeld.Lock()
+			if sharedHeld.n[id]--; sharedHeld.n[id] <= 0 {
+				delete(sharedHeld.n, id)
+			}
+			sharedHeld.Unlock()
+			f.Close()
+		})
+	}, nil
+}
+
+// flockWait takes f's flock (how), polling without blocking so that ctx
+// can end the wait.
+func flockWait(ctx context.Context, f *os.File, how int) error {
+	for wait := time.Millisecond; ; {
+		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("store lock: %w", err)
+		}
 		select {
 		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
+			return ctx.Err()
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-time.After(wait):
 		}
 		if wait < 100*time.Millisecond {

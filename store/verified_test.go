@@ -212,7 +212,7 @@ func TestModes(t *testing.T) {
 	d := put(t, s, "moded")
 	for p, want := range map[string]os.FileMode{
 		BlobsDir: 0o755 | os.ModeDir, StampsDir: 0o755 | os.ModeDir, EnvsDir: 0o755 | os.ModeDir, TmpDir: 0o755 | os.ModeDir,
-		BlobsDir + "/" + d.Hex(): 0o444, StampsDir + "/" + d.Hex(): 0o444, lockName: 0o644,
+		BlobsDir + "/" + d.Hex(): 0o444, StampsDir + "/" + d.Hex(): 0o444, lockName: 0o644, gateName: 0o644,
 	} {
 		fi, err := os.Lstat(filepath.Join(s.Home(), p))
 		if err != nil || fi.Mode() != want {

@@ -739,7 +739,7 @@ func TestOperatorAsNobody(t *testing.T) {
 	if r := asNobody(t, exe, env, fetch...); r.code != 0 || r.stderr != "" {
 		t.Fatalf("fetch: %+v", r)
 	}
-	want := map[string]string{".": "drwxr-xr-x 65534", ".lock": "-rw-r--r-- 65534"}
+	want := map[string]string{".": "drwxr-xr-x 65534", ".lock": "-rw-r--r-- 65534", ".gate": "-rw-r--r-- 65534"}
 	for _, d := range []string{"blobs", "blobs/sha256", "blobs/stamps", "envs", "oci", "registry", "receipts", "tmp"} {
 		want[d] = "drwxr-xr-x 65534"
 	}

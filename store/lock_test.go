@@ -1,0 +1,219 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestHelperHoldStore is not a test: run by TestGCWaitBesideOverlappingRuns
+// as a process of its own, it holds the store of CRUXPROV_TEST_HOLD_HOME
+// shared for CRUXPROV_TEST_HOLD_MS milliseconds, as a run does.
+func TestHelperHoldStore(t *testing.T) {
+	home := os.Getenv("CRUXPROV_TEST_HOLD_HOME")
+	if home == "" {
+		t.Skip("a helper process of TestGCWaitBesideOverlappingRuns")
+	}
+	ms, _ := strconv.Atoi(os.Getenv("CRUXPROV_TEST_HOLD_MS"))
+	s, err := OpenExisting(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.LockShared(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	unlock()
+}
+
+// TestGCWaitBesideOverlappingRuns: a gc that waits for the store gets it
+// once the processes that held it when it began to wait are done, though
+// new holders keep coming and overlap. Before, flock gave a waiting
+// exclusive taker no turn while a shared one held the store, and gc
+// --wait beside overlapping runs waited for ever (seen with a shared
+// holder every 0.5 s, each holding 1 s: gc --wait still waiting after 15 s).
+func TestGCWaitBesideOverlappingRuns(t *testing.T) {
+	s := open(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldStore$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "CRUXPROV_TEST_HOLD_HOME="+s.Home(), "CRUXPROV_TEST_HOLD_MS=1000")
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); cmd.Wait() }()
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	// Once the holders overlap: the store is held.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		u, ok, err := s.TryLockExclusive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		u()
+		if time.Now().After(deadline) {
+			t.Fatal("no helper took the store")
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.GC(ctx, GCOptions{Wait: true}); err != nil {
+		t.Fatalf("gc --wait beside overlapping holders: %v", err)
+	}
+}
+
+// gateHeld reports whether a waiting gc holds the store's gate.
+func gateHeld(t *testing.T, s *Store) bool {
+	t.Helper()
+	g, err := os.Open(filepath.Join(s.Home(), gateName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	return errors.Is(unix.Flock(int(g.Fd()), unix.LOCK_SH|unix.LOCK_NB), unix.EWOULDBLOCK)
+}
+
+// TestLockSharedBehindWaitingGC: while a gc waits for the store, a new
+// shared taker waits behind it, except one in a process that already
+// holds the store shared (an install's fetch and creates take it again
+// under the install's: held up, they would wait for the gc, which waits
+// for them). Once the gc holds the store, it lets the gate go.
+func TestLockSharedBehindWaitingGC(t *testing.T) {
+	s := open(t)
+	waitingGC := func() (chan error, *Unlock) {
+		done, unlock := make(chan error, 1), new(Unlock)
+		go func() {
+			u, err := s.LockExclusive(context.Background())
+			*unlock = u
+			done <- err
+		}()
+		for deadline := time.Now().Add(time.Minute); !gateHeld(t, s); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the waiting gc holds no gate")
+			}
+		}
+		return done, unlock
+	}
+	notYet := func(done chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			t.Fatalf("%s: %v", what, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+
+	// Another process's holder (an open file of its own, which this
+	// process does not count).
+	other, err := os.Open(filepath.Join(s.Home(), lockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	done, unlockGC := waitingGC()
+	if u, ok, err := s.TryLockShared(); err != nil || ok {
+		if ok {
+			u()
+		}
+		t.Fatalf("a shared taker beside a waiting gc went first (%v, %v)", ok, err)
+	}
+	notYet(done, "gc took the store beside a holder")
+	other.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if gateHeld(t, s) {
+		t.Error("gc holds the gate once it holds the store")
+	}
+	after := make(chan error, 1)
+	go func() {
+		u, err := s.LockShared(context.Background())
+		if err == nil {
+			u()
+		}
+		after <- err
+	}()
+	notYet(after, "a shared taker beside a gc holding the store")
+	(*unlockGC)()
+	if err := <-after; err != nil {
+		t.Fatal(err)
+	}
+
+	// Nested: this process holds the store (an install), and takes it
+	// again beside the gc that waits for it.
+	outer, err := s.LockShared(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, unlockGC = waitingGC()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inner, err := s.LockShared(ctx)
+	if err != nil {
+		t.Fatalf("a nested shared taker beside a waiting gc: %v", err)
+	}
+	inner()
+	notYet(done, "gc took the store beside a holder")
+	outer()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	(*unlockGC)()
+}
+
+// TestLockWithoutGate: a store made before the gate (and a user who may
+// not make it: OpenExisting makes nothing) is locked without one.
+func TestLockWithoutGate(t *testing.T) {
+	s := open(t)
+	os.Remove(filepath.Join(s.Home(), gateName))
+	r, err := OpenExisting(s.Home())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := r.LockShared(context.Background())
+	if err != nil {
+		t.Fatalf("shared without a gate: %v", err)
+	}
+	u()
+	u, err = r.LockExclusive(context.Background())
+	if err != nil {
+		t.Fatalf("exclusive without a gate: %v", err)
+	}
+	u()
+	if _, err := os.Stat(filepath.Join(s.Home(), gateName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("OpenExisting's lock made the gate: %v", err)
+	}
+	if _, err := Open(s.Home()); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(s.Home(), gateName)); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("Open made no gate 0644: %v %v", fi, err)
+	}
+}
