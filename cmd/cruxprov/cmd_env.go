@@ -444,6 +444,14 @@ func envVerify(c *cli.Context) error {
 	if c.Int("jobs") < 0 {
 		return usagef("--jobs must be positive (or 0, the default)")
 	}
+	// The env is walked under the store's lock, shared, as a run holds
+	// it (holdStore): a gc --envs does not remove it under the walk,
+	// which then reported the env missing or tampered with.
+	unlock, err := holdStore(c.Context, o.home)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	dir, err := envArg(o, c.Args().First())
 	if err != nil {
 		return err

@@ -125,6 +125,15 @@ func verifyAction(c *cli.Context) error {
 		return err
 	}
 	name := c.Args().First()
+	// The pin is read and its env walked under the store's lock, shared,
+	// as a run holds it (holdStore): before, a gc --envs after an
+	// approval that moved the pin removed the env under the walk, and
+	// verify reported it missing or tampered with and advised a rebuild.
+	unlock, err := holdStore(c.Context, o.home)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	reg, err := readRegistry(c, o, name)
 	if err != nil {
 		return err

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
@@ -108,5 +111,78 @@ func TestGCEnvsBesideARun(t *testing.T) {
 	}
 	if r := must(run("gc", "--envs"), "gc --envs after the run"); !strings.Contains(r.stdout, "removed envs/"+filepath.Base(env1)) {
 		t.Errorf("gc --envs after the run: %+v", r)
+	}
+
+	// verify and env verify hold the store as a run does, from reading
+	// the pin (or finding the env) to the walk's end: gc --envs says the
+	// store is in use beside them. Before, they took no store lock, and
+	// a gc --envs after an approval removed the env a verify was
+	// walking (which then reported it missing or tampered with).
+	nothing := func() {}
+	verifyHolds(t, bin, home, env, filepath.Join(home, "registry", ".lock"), nothing, nothing, "verify", "acme-echo", "--deep")
+	// env verify waits for the env's writer (its lock held) when it
+	// finds the env changed (its seal gone): there it blocks.
+	sealPath, aside := env2+".seal.json", env2+".seal.aside"
+	verifyHolds(t, bin, home, env, filepath.Join(filepath.Dir(env2), "."+filepath.Base(env2)+".lock"),
+		func() { os.Rename(sealPath, aside) }, func() { os.Rename(aside, sealPath) },
+		"env", "verify", "sha256:"+filepath.Base(env2), "--deep")
+}
+
+// verifyHolds runs cruxprov args (a verify) while holding blocker
+// exclusive, where the command is to block once it holds the store
+// (the registry's lock: it reads the pin under it), and asserts that gc
+// says the store is in use meanwhile, and that the command then ends
+// well. setup runs before the command starts, restore before blocker
+// is let go. A command that takes no store lock, or takes it only
+// after blocker, fails it.
+func verifyHolds(t *testing.T, bin, home string, env []string, blocker string, setup, restore func(), args ...string) {
+	t.Helper()
+	lf, err := os.OpenFile(blocker, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	setup()
+	cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	lock, err := os.Open(filepath.Join(home, ".lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if errors.Is(unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB), unix.EWOULDBLOCK) {
+			break // the command holds the store
+		}
+		unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+		select {
+		case err := <-ended:
+			t.Fatalf("%v ended without holding the store: %v: %s", args, err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("%v did not hold the store: %s", args, out.String())
+		}
+	}
+	gc := exec.Command(bin, "--home", home, "gc", "--envs")
+	gc.Env = env
+	if b, err := gc.CombinedOutput(); err == nil || !strings.Contains(string(b), "store is in use") {
+		t.Errorf("gc --envs beside %v: %v: %s", args, err, b)
+	}
+	restore()
+	unix.Flock(int(lf.Fd()), unix.LOCK_UN)
+	if err := <-ended; err != nil {
+		t.Errorf("%v: %v: %s", args, err, out.String())
 	}
 }
