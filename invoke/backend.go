@@ -50,6 +50,19 @@ type Process interface {
 	Signal(term bool)
 }
 
+// Failer is a Process whose backend may know, once Wait has returned,
+// that its run failed in a way the exit status does not tell: the
+// container was killed for memory (a SIGKILL from the kernel reads as
+// any other SIGKILL), or podman's client was killed from outside while
+// the container ran (the container's exit status is then not the run's).
+// Dispatch records such a run as an error, harness_exited with that
+// message, whatever stdout held.
+type Failer interface {
+	// Failure is the message ("": none). Like the executor's own
+	// messages it is not redacted: it must hold none of the run's bytes.
+	Failure() string
+}
+
 // DispatchOptions are what Subprocess's fields are to Run.
 type DispatchOptions struct {
 	Ledger   Ledger
@@ -142,9 +155,16 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	res := &Result{AttemptID: attempt, ExitCode: ex.code, StdoutBytes: outN, StderrBytes: errN, Budgets: budgets, Duration: time.Since(start), Egress: []string{}}
 	tailb, cut := stderr.tail(StderrTail)
 	tail := settle(ctx, res, why, budgets, red, tailb, cut, func() {
+		var failure string
+		if f, ok := p.(Failer); ok {
+			failure = f.Failure()
+		}
 		if ex.signaled {
 			res.Status = StatusError
 			res.Error = &Error{Code: CodeExited, Message: "the harness was killed by a signal"}
+		} else if failure != "" {
+			res.Status = StatusError
+			res.Error = &Error{Code: CodeExited, Message: failure}
 		} else if code, ok := shimRefused(ex.code, out, errb, errN); ok {
 			res.Status = StatusError
 			res.Error = &Error{Code: CodeShimRefused, Message: "the container's entry shim refused before the harness started: shim_refused: " + code + " (docs/shim.md)"}

@@ -158,3 +158,54 @@ func TestOwnMessagesNotRedacted(t *testing.T) {
 		}
 	}
 }
+
+// failingBackend is shimBackend whose processes report failure
+// (invoke.Failer), as the container backend does for a container killed
+// for memory.
+type failingBackend struct {
+	shimBackend
+	failure string
+}
+
+type failingProc struct {
+	invoke.Process
+	failure string
+}
+
+func (p failingProc) Failure() string { return p.failure }
+
+func (b *failingBackend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, error) {
+	p, err := b.shimBackend.Start(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return failingProc{p, b.failure}, nil
+}
+
+// TestFailerSaysWhy: a Process that reports a failure (invoke.Failer)
+// is recorded harness_exited with its message, whatever its exit status
+// and stdout were; one that reports none is read as before.
+func TestFailerSaysWhy(t *testing.T) {
+	ledger, err := receipts.Open(context.Background(), filepath.Join(t.TempDir(), "l.jsonl"), receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ledger.Close()
+	call := &invoke.Call{Provider: "p", Entrypoint: "e", Object: "m:f", Platform: "host", Input: []byte(`{}`),
+		ImplementationDigest: digest.Sum([]byte("i")), MaterializationDigest: digest.Sum([]byte("m")), SealDigest: digest.Sum([]byte("s"))}
+	for _, tc := range []struct {
+		failure, code, msg string
+	}{
+		{"the provider ran out of memory", invoke.CodeExited, "the provider ran out of memory"},
+		{"", invoke.CodeProtocolError, "the harness wrote no result on stdout"},
+	} {
+		b := &failingBackend{shimBackend{argv: []string{"/bin/true"}}, tc.failure}
+		res, err := invoke.Dispatch(context.Background(), call, b, invoke.DispatchOptions{Ledger: ledger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != invoke.StatusError || res.ExitCode != 0 || res.Error == nil || res.Error.Code != tc.code || res.Error.Message != tc.msg {
+			t.Errorf("failure %q: %+v %+v", tc.failure, res, res.Error)
+		}
+	}
+}

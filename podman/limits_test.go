@@ -14,7 +14,8 @@ import (
 
 // TestLimitsHold: a provider that goes past each container limit is
 // stopped by it, and the run's outcome says what happened. Past the
-// memory it is killed (SIGKILL, exit 137: an error outcome, not ok);
+// memory it is killed (SIGKILL, exit 137: an error outcome, not ok,
+// whose message says the provider ran out of memory, and at which limit);
 // past the pids limit fork fails (EAGAIN) before 128 processes; past the
 // workdir's 64 MiB, and anywhere else on the file system but /dev/shm,
 // a write fails. The outcomes are in the ledger as returned.
@@ -49,11 +50,30 @@ func TestLimitsHold(t *testing.T) {
 		cwd := t.TempDir()
 		t.Chdir(cwd)
 		res := run(t, "b = [bytearray(1 << 20) for _ in range(1024)]\nout = len(b)")
-		if res.Status != invoke.StatusError || res.ExitCode != 137 || res.Error == nil || res.Error.Code != invoke.CodeExited {
-			t.Fatalf("a provider allocating 1 GiB under a 256 MiB limit: %s, exit %d, %+v; want killed (137)", res.Status, res.ExitCode, res.Error)
+		// podman's State.OOMKilled stays false here (runc): before, the
+		// receipt said only "killed by SIGKILL (killed; exit status 137)".
+		if res.Status != invoke.StatusError || res.ExitCode != 137 || res.Error == nil || res.Error.Code != invoke.CodeExited ||
+			!strings.HasPrefix(res.Error.Message, "the provider ran out of memory: the kernel killed it at the container's memory limit, 256 MiB (exit status 137);") {
+			t.Fatalf("a provider allocating 1 GiB under a 256 MiB limit: %s, exit %d, %+v; want killed (137), out of memory", res.Status, res.ExitCode, res.Error)
 		}
 		if left, _ := os.ReadDir(cwd); len(left) != 0 {
 			t.Errorf("the run left %v in the executor's working directory", left)
+		}
+	})
+	t.Run("memory of a child", func(t *testing.T) {
+		// A child killed for memory, the harness exiting 3 after it:
+		// the exit is the harness's, the cause the memory limit.
+		res := run(t, `
+pid = os.fork()
+if pid == 0:
+    b = [bytearray(1 << 20) for _ in range(1024)]
+    os._exit(0)
+_, st = os.waitpid(pid, 0)
+sys.exit(3 if os.WIFSIGNALED(st) else 4)
+out = None`)
+		if res.Status != invoke.StatusError || res.ExitCode != 3 || res.Error == nil || res.Error.Code != invoke.CodeExited ||
+			!strings.HasPrefix(res.Error.Message, "the provider ran out of memory: the harness exited 3 after the kernel killed a process of the run at the container's memory limit, 256 MiB;") {
+			t.Fatalf("a provider whose child allocates 1 GiB: %s, exit %d, %+v; want exit 3, out of memory", res.Status, res.ExitCode, res.Error)
 		}
 	})
 	t.Run("pids", func(t *testing.T) {

@@ -66,6 +66,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/capped"
@@ -742,7 +743,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}()
 	}
-	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanup}, nil
+	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanup, cwd: cwd, memory: l.Memory}, nil
 }
 
 // secretMountGrace is how old a private secret tmpfs must be before a
@@ -851,7 +852,18 @@ type process struct {
 	// killed is set once Signal(false) ran: the container may be gone
 	// (removed by force) by the time Wait inspects it.
 	killed atomic.Bool
+	// cwd is the podman client's private working directory, where
+	// conmon writes "oom" when the container is killed for memory.
+	cwd string
+	// memory is the container's --memory, in bytes.
+	memory int64
+	// failure is what Wait found that the exit status does not say
+	// (invoke.Failer).
+	failure string
 }
+
+// Failure implements invoke.Failer.
+func (p *process) Failure() string { return p.failure }
 
 // Signal asks podman to signal the container; SIGKILL also ends the
 // podman client.
@@ -881,8 +893,26 @@ func (p *process) Wait() (int, bool, error) {
 	werr := p.cmd.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// podman's client killed by a signal the executor did not send (kill
+	// -9 of `podman run`, the host's OOM killer): the container may still
+	// run, and its exit code, 0 while it runs, is not the run's. It is
+	// killed before it is inspected, and the run fails.
+	var clientSig syscall.Signal
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) && !p.killed.Load() {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			clientSig = ws.Signal()
+			_, _ = p.e.podmanOut(ctx, "kill", "--signal", "KILL", p.name)
+		}
+	}
 	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}}", p.name)
 	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
+	// conmon writes an empty "oom" into its working directory, the
+	// client's private one, when the kernel kills a process of the
+	// container for memory; podman's State.OOMKilled stays false with
+	// runc (podman 4.3, conmon 2.1).
+	_, oerr := os.Lstat(filepath.Join(p.cwd, "oom"))
+	oom := oerr == nil
 	if ierr != nil && p.killed.Load() {
 		return -1, true, nil // the executor killed it (timeout, flood): gone with the force
 	}
@@ -895,9 +925,32 @@ func (p *process) Wait() (int, bool, error) {
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
 	case !started:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", p.tail.last())
+	case clientSig != 0:
+		code = 128 + int(clientSig)
+		p.failure = fmt.Sprintf("podman, the container's client, was killed by %s from outside the executor (exit status %d) before the run ended: the container was killed and removed, and how the harness ended, and its result, are unknown; run again", unix.SignalName(clientSig), code)
+	case oom && code != 0:
+		p.failure = outOfMemory(p.memory, code)
 	}
-	_ = werr
 	return code, false, nil
+}
+
+// outOfMemory is the message of a run whose container the kernel killed
+// for memory (or whose harness exited code after a process of the run
+// was).
+func outOfMemory(limit int64, code int) string {
+	what := fmt.Sprintf("the kernel killed it at the container's memory limit, %s (exit status %d)", mib(limit), code)
+	if code != 128+int(syscall.SIGKILL) {
+		what = fmt.Sprintf("the harness exited %d after the kernel killed a process of the run at the container's memory limit, %s", code, mib(limit))
+	}
+	return "the provider ran out of memory: " + what + "; that limit is the container executor's own (podman --memory, docs/executor.md), which neither the manifest nor the caller can raise: the provider must use less memory"
+}
+
+// mib writes n bytes in MiB where it is a whole number of them.
+func mib(n int64) string {
+	if n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // parseState reads podman inspect's "{{.State.ExitCode}}

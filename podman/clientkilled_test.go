@@ -1,0 +1,117 @@
+package podman
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/receipts"
+)
+
+// TestClientKilledFromOutside: the podman client of a run killed by
+// someone else (kill -9 of `podman run`, an OOM killer on the host) while
+// its container runs is a failed run, recorded as such, and its container
+// is killed and removed. Before, the executor inspected the container,
+// still running, read its exit code as 0 and recorded the run exit 0,
+// a protocol_error blaming the harness ("wrote no result"), and left the
+// container running until podman's backstop.
+func TestClientKilledFromOutside(t *testing.T) {
+	f := fixture(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	l, err := receipts.Open(ctx, path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e := &Executor{Ledger: l}
+	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(60)"}
+	c := f.Call("probe", nil, map[string]string{"acme/alpha": "a-value", "acme/beta": "b-value"})
+	c.Budgets = invoke.Budgets{TimeoutMS: 50000}
+
+	type ran struct {
+		res *invoke.Result
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() { res, err := e.Run(ctx, c); done <- ran{res, err} }()
+	var name string
+	for deadline := time.Now().Add(2 * time.Minute); name == ""; time.Sleep(200 * time.Millisecond) {
+		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+ownerID(), "--filter", "status=running", "--format", "{{.Names}}")
+		name = strings.TrimSpace(string(out))
+		if time.Now().After(deadline) {
+			t.Fatal("the container never ran")
+		}
+	}
+	t.Cleanup(func() { e.podmanOut(context.Background(), "rm", "--force", "--time", "0", "--ignore", name) })
+	pid := podmanClient(t, name)
+	start := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var r ran
+	select {
+	case r = <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the run did not end after its podman client was killed")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	res := r.res
+	if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeExited ||
+		!strings.Contains(res.Error.Message, "podman") || !strings.Contains(res.Error.Message, "SIGKILL") || res.ExitCode == 0 {
+		t.Fatalf("the run whose podman client was killed: %s, exit %d, %+v; want an error saying podman was killed", res.Status, res.ExitCode, res.Error)
+	}
+	t.Logf("%s", res.Error.Message)
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the run took %v after the kill: the container was left to run", d)
+	}
+	if _, err := e.podmanOut(ctx, "container", "exists", name); err == nil {
+		t.Errorf("the container %s is still there", name)
+	}
+	sc, err := receipts.Scan(ctx, []string{path}, receipts.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sc.Attempts) != 1 || sc.Attempts[0].Outcome == nil || sc.Attempts[0].Outcome.Status != receipts.StatusError || sc.Attempts[0].Outcome.ExitCode != res.ExitCode {
+		t.Fatalf("ledger: %+v; want the run's error outcome", sc.Attempts)
+	}
+}
+
+// podmanClient is the pid of this process's `podman run` child for the
+// container name.
+func podmanClient(t *testing.T, name string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if f := strings.Fields(string(stat[i+1:])); len(f) < 2 || f[1] != self {
+			continue
+		}
+		argv, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if strings.Contains(string(argv), "\x00run\x00") && strings.Contains(string(argv), "\x00"+name+"\x00") {
+			return pid
+		}
+	}
+	t.Fatalf("no podman run child for %s", name)
+	return 0
+}
