@@ -15,7 +15,9 @@
 // intent; then `podman --runtime runc run` by image id with --network
 // none, --read-only (and --read-only-tmpfs=false), --cap-drop ALL, --security-opt no-new-privileges,
 // --user 65534:65534, --memory 256m, --cpus 1, --pids-limit 128, --ulimit
-// nofile and nproc 1024 and core 0 (no core dump holds a secret),
+// nofile and nproc 1024 and core 0 (no core dump holds a secret), its
+// own IPC, pid and UTS namespaces and a 64 MiB /dev/shm (--ipc, --pid,
+// --uts private, --shm-size: not containers.conf's),
 // --unsetenv-all, the working directory a tmpfs at /work private to the
 // run, variables forwarded by name only (--env NAME,
 // the value in podman's own environment, never on its argv), and the
@@ -91,7 +93,7 @@ const Workdir = "/work"
 
 // Defaults are the container's limits where the Executor sets none
 // (the seed executor's).
-var Defaults = Limits{Memory: 256 << 20, CPUs: 1, Pids: 128, NoFile: 1024, NProc: 1024, WorkdirBytes: 64 << 20}
+var Defaults = Limits{Memory: 256 << 20, CPUs: 1, Pids: 128, NoFile: 1024, NProc: 1024, WorkdirBytes: 64 << 20, ShmBytes: 64 << 20}
 
 // Limits are a container's resource limits; 0 is unset (Defaults').
 // They may be lowered, never raised above Defaults.
@@ -102,6 +104,11 @@ type Limits struct {
 	NoFile       int64 // RLIMIT_NOFILE, soft and hard
 	NProc        int64 // RLIMIT_NPROC, soft and hard
 	WorkdirBytes int64 // the /work tmpfs's size
+	// ShmBytes is /dev/shm's size (--shm-size), a tmpfs of the
+	// container's own IPC namespace (--ipc private): writable, as
+	// Python's multiprocessing needs, counted against Memory, and gone
+	// with the container.
+	ShmBytes int64
 }
 
 // Executor runs calls in containers with podman. The zero value is
@@ -537,6 +544,7 @@ func (e *Executor) limits() Limits {
 	low(&l.NoFile, e.Limits.NoFile)
 	low(&l.NProc, e.Limits.NProc)
 	low(&l.WorkdirBytes, e.Limits.WorkdirBytes)
+	low(&l.ShmBytes, e.Limits.ShmBytes)
 	if e.Limits.CPUs > 0 && e.Limits.CPUs < l.CPUs {
 		l.CPUs = e.Limits.CPUs
 	}
@@ -623,6 +631,15 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		// shell sets the same).
 		"--ulimit", "core=0:0",
 		"--tmpfs", fmt.Sprintf("%s:rw,nosuid,nodev,size=%d,mode=0700,U", Workdir, l.WorkdirBytes),
+		// The container's own IPC, pid and UTS namespaces, and a
+		// /dev/shm of a size of the executor's, whatever containers.conf
+		// says (ipcns, pidns, utsns = "host"; shm_size): podman takes
+		// its defaults from there, and with ipcns = "host" a provider
+		// read and wrote the host's /dev/shm, which outlives the run;
+		// with pidns = "host" it saw (and could signal) every process
+		// of the host running as its uid.
+		"--ipc", "private", "--pid", "private", "--uts", "private",
+		"--shm-size", strconv.FormatInt(l.ShmBytes, 10),
 		"--workdir", Workdir, "--log-driver", "none")
 	if id := ownerID(); id != "" {
 		args = append(args, "--label", LabelExecutor+"="+id)
