@@ -183,6 +183,10 @@ const backstopSeconds = 5
 type backend struct {
 	e  *Executor
 	id string // the image's config digest hex: podman's image id
+	// unenforced are the limits podman cannot apply here, which Check
+	// found and the Executor accepted (UnenforcedLimits): Start does not
+	// pass their flags.
+	unenforced []string
 }
 
 func (b *backend) Name() string { return "container" }
@@ -292,6 +296,7 @@ func (b *backend) Check(ctx context.Context, c *invoke.Call) ([]string, error) {
 		return nil, err
 	}
 	b.id = id
+	b.unenforced = unenforced
 	return unenforced, nil
 }
 
@@ -621,10 +626,23 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		// tmpfs of no size of its own: a provider wrote past the workdir's
 		// limit there. /work is the one place to write.
 		"--read-only", "--read-only-tmpfs=false", "--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges", "--user", user,
-		"--memory", strconv.FormatInt(l.Memory, 10), "--memory-swap", strconv.FormatInt(l.Memory, 10),
-		"--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64),
-		"--pids-limit", strconv.FormatInt(l.Pids, 10),
+		"--security-opt", "no-new-privileges", "--user", user)
+	// A limit podman cannot apply here (UnenforcedLimits) is not asked
+	// for: rootless on cgroups v1 podman ignores them, but prints
+	// "Resource limits are not supported and ignored on cgroups V1
+	// rootless systems" on the run's stderr, which was billed as the
+	// provider's, kept in its receipt, and made a shim refusal (its one
+	// stderr line and nothing else) read as the harness's exit 78.
+	if !slices.Contains(b.unenforced, "memory") {
+		args = append(args, "--memory", strconv.FormatInt(l.Memory, 10), "--memory-swap", strconv.FormatInt(l.Memory, 10))
+	}
+	if !slices.Contains(b.unenforced, "cpus") {
+		args = append(args, "--cpus", strconv.FormatFloat(l.CPUs, 'f', -1, 64))
+	}
+	if !slices.Contains(b.unenforced, "pids") {
+		args = append(args, "--pids-limit", strconv.FormatInt(l.Pids, 10))
+	}
+	args = append(args,
 		"--ulimit", fmt.Sprintf("nofile=%d:%d", l.NoFile, l.NoFile), "--ulimit", fmt.Sprintf("nproc=%d:%d", l.NProc, l.NProc),
 		// No core dumps, soft and hard: cruxshim and the harness hold
 		// the secret bundle in memory (the subprocess executor's init

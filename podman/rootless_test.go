@@ -169,6 +169,26 @@ func TestRootlessChild(t *testing.T) {
 			return &Executor{Ledger: l, UnenforcedLimits: !limits}
 		}, f.Fixtures)
 	})
+	// Nothing of podman's own reaches the run's stderr: rootless on
+	// cgroups v1, podman printed "Resource limits are not supported and
+	// ignored on cgroups V1 rootless systems" on every run given
+	// --memory, --cpus or --pids-limit, billed as the provider's stderr,
+	// kept in its receipt's tail, and turning the shim's refusal (its one
+	// stderr line and nothing else) into harness_exited "the harness
+	// exited 78".
+	t.Run("StderrIsTheRuns", func(t *testing.T) {
+		e := &Executor{UnenforcedLimits: !limits}
+		e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import sys, json; req = json.loads(sys.stdin.readline()); print(json.dumps({'status': 'ok', 'run_id': req['run_id'], 'result': 1, 'egress': []}))"}
+		res, err := e.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		if err != nil || res.Status != invoke.StatusOK || res.StderrBytes != 0 {
+			t.Errorf("a run that writes nothing on stderr: %v %+v %+v, %d stderr bytes", err, res, res.Error, res.StderrBytes)
+		}
+		e.command = []string{"/nonexistent/harness"}
+		res, err = e.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		if err != nil || res.Error == nil || res.Error.Code != invoke.CodeShimRefused {
+			t.Errorf("the shim cannot exec the harness: %v %+v %+v; want shim_refused", err, res, res.Error)
+		}
+	})
 	t.Run("ContainerRemoved", func(t *testing.T) {
 		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
 		if err != nil {
