@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
 )
 
@@ -20,9 +21,19 @@ import (
 // is killed and removed. Before, the executor inspected the container,
 // still running, read its exit code as 0 and recorded the run exit 0,
 // a protocol_error blaming the harness ("wrote no result"), and left the
-// container running until podman's backstop.
+// container running until podman's backstop. Rootless, the podman that
+// attaches is a child of the one started, which exits 137 when it is
+// killed: the executor read the container's state, running, as exit 0.
 func TestClientKilledFromOutside(t *testing.T) {
-	f := fixture(t)
+	clientKilled(t, &Executor{}, fixture(t))
+}
+
+// clientKilled kills the podman process of a run that attaches to its
+// container: the one started as root, its child rootless (podman re-runs
+// itself in the user namespace; the one started then exits 137 as its
+// child was killed, not by a signal).
+func clientKilled(t *testing.T, base *Executor, f *invoketest.Container) {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "receipts.jsonl")
 	l, err := receipts.Open(ctx, path, receipts.Options{})
@@ -30,7 +41,8 @@ func TestClientKilledFromOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	e := &Executor{Ledger: l}
+	e := *base
+	e.Ledger = l
 	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(60)"}
 	c := f.Call("probe", nil, map[string]string{"acme/alpha": "a-value", "acme/beta": "b-value"})
 	c.Budgets = invoke.Budgets{TimeoutMS: 50000}
@@ -50,7 +62,10 @@ func TestClientKilledFromOutside(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { e.podmanOut(context.Background(), "rm", "--force", "--time", "0", "--ignore", name) })
-	pid := podmanClient(t, name)
+	pid := podmanClient(t, os.Getpid(), name)
+	if inner := podmanClient(t, pid, ""); inner != 0 {
+		pid = inner
+	}
 	start := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -66,7 +81,7 @@ func TestClientKilledFromOutside(t *testing.T) {
 	}
 	res := r.res
 	if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeExited ||
-		!strings.Contains(res.Error.Message, "podman") || !strings.Contains(res.Error.Message, "SIGKILL") || res.ExitCode == 0 {
+		!strings.HasPrefix(res.Error.Message, "podman, the container's client, ") || !strings.Contains(res.Error.Message, "137") || res.ExitCode != 137 {
 		t.Fatalf("the run whose podman client was killed: %s, exit %d, %+v; want an error saying podman was killed", res.Status, res.ExitCode, res.Error)
 	}
 	t.Logf("%s", res.Error.Message)
@@ -85,15 +100,15 @@ func TestClientKilledFromOutside(t *testing.T) {
 	}
 }
 
-// podmanClient is the pid of this process's `podman run` child for the
-// container name.
-func podmanClient(t *testing.T, name string) int {
+// podmanClient is the pid of parent's `podman run` child for the
+// container name (any podman child where name is ""; 0 if none).
+func podmanClient(t *testing.T, parent int, name string) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := strconv.Itoa(os.Getpid())
+	self := strconv.Itoa(parent)
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -108,10 +123,34 @@ func podmanClient(t *testing.T, name string) int {
 			continue
 		}
 		argv, _ := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if strings.Contains(string(argv), "\x00run\x00") && strings.Contains(string(argv), "\x00"+name+"\x00") {
+		if strings.Contains(string(argv), "\x00run\x00") && (name == "" || strings.Contains(string(argv), "\x00"+name+"\x00")) {
 			return pid
 		}
 	}
-	t.Fatalf("no podman run child for %s", name)
+	if name != "" {
+		t.Fatalf("no podman run child for %s", name)
+	}
 	return 0
+}
+
+// TestCutRunning: the running field is the last of podman inspect's
+// answer, "true" or "false"; anything else is not an answer.
+func TestCutRunning(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		rest    string
+		run, ok bool
+	}{
+		{"0 false true\n", "0 false", true, true},
+		{"137 false false", "137 false", false, true},
+		{"0 false", "0", false, true},
+		{"0 false yes", "", false, false},
+		{"true", "", false, false},
+		{"", "", false, false},
+	} {
+		rest, run, ok := cutRunning([]byte(c.in))
+		if string(rest) != c.rest || run != c.run || ok != c.ok {
+			t.Errorf("cutRunning(%q) = %q %v %v, want %q %v %v", c.in, rest, run, ok, c.rest, c.run, c.ok)
+		}
+	}
 }

@@ -928,19 +928,25 @@ func (p *process) Wait() (int, bool, error) {
 	werr := p.cmd.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// podman's client killed by a signal the executor did not send (kill
-	// -9 of `podman run`, the host's OOM killer): the container may still
-	// run, and its exit code, 0 while it runs, is not the run's. It is
-	// killed before it is inspected, and the run fails.
+	// How podman's client ended, where that is not how the container
+	// did: killed by a signal the executor did not send (kill -9 of
+	// `podman run`, the host's OOM killer), or gone while the container
+	// still runs (rootless, the podman that attaches is a child of the
+	// one started, which then exits 137 itself). The container's exit
+	// code, 0 while it runs, is then not the run's: the run fails.
 	var clientSig syscall.Signal
+	clientCode := -1
 	var ee *exec.ExitError
-	if errors.As(werr, &ee) && !p.killed.Load() {
+	if errors.As(werr, &ee) {
+		clientCode = ee.ExitCode()
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			clientSig = ws.Signal()
-			_, _ = p.e.podmanOut(ctx, "kill", "--signal", "KILL", p.name)
+			clientCode = 128 + int(clientSig)
 		}
+	} else if werr == nil {
+		clientCode = 0
 	}
-	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}}", p.name)
+	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}} {{.State.Running}}", p.name)
 	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
 	// conmon writes an empty "oom" into its working directory, the
 	// client's private one, when the kernel kills a process of the
@@ -954,15 +960,20 @@ func (p *process) Wait() (int, bool, error) {
 	if ierr != nil {
 		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", p.tail.last())
 	}
-	code, started, ok := parseState(out)
+	state, running, rok := cutRunning(out)
+	code, started, ok := parseState(state)
 	switch {
-	case !ok:
+	case !ok || !rok:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
 	case !started:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", p.tail.last())
+	case p.killed.Load():
 	case clientSig != 0:
-		code = 128 + int(clientSig)
+		code = clientCode
 		p.failure = fmt.Sprintf("podman, the container's client, was killed by %s from outside the executor (exit status %d) before the run ended: the container was killed and removed, and how the harness ended, and its result, are unknown; run again", unix.SignalName(clientSig), code)
+	case running:
+		code = clientCode
+		p.failure = fmt.Sprintf("podman, the container's client, exited %d while the container still ran (a podman process killed from outside the executor, or podman's own failure): the container was killed and removed, and how the harness ended, and its result, are unknown; run again", code)
 	case oom && code != 0:
 		p.failure = outOfMemory(p.memory, code)
 	}
@@ -986,6 +997,24 @@ func mib(n int64) string {
 		return fmt.Sprintf("%d MiB", n>>20)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// cutRunning splits podman inspect's "… {{.State.Running}}" into what
+// comes before, for parseState, and whether the container runs; ok is
+// false where the last field is neither "true" nor "false".
+func cutRunning(out []byte) (rest []byte, running, ok bool) {
+	s := strings.TrimRight(string(out), " \t\r\n")
+	i := strings.LastIndexAny(s, " \t")
+	if i < 0 {
+		return nil, false, false
+	}
+	switch s[i+1:] {
+	case "true":
+		return []byte(s[:i]), true, true
+	case "false":
+		return []byte(s[:i]), false, true
+	}
+	return nil, false, false
 }
 
 // parseState reads podman inspect's "{{.State.ExitCode}}

@@ -189,6 +189,7 @@ func TestRootlessChild(t *testing.T) {
 			t.Errorf("the shim cannot exec the harness: %v %+v %+v; want shim_refused", err, res, res.Error)
 		}
 	})
+	t.Run("ClientKilled", func(t *testing.T) { clientKilled(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("ContainerRemoved", func(t *testing.T) {
 		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
 		if err != nil {
