@@ -276,6 +276,9 @@ func lastLine(s string) string {
 // podman holds the image under exactly that id (pulling it by digest
 // when it does not).
 func (b *backend) Check(ctx context.Context, c *invoke.Call) ([]string, error) {
+	if err := forwardable(c); err != nil {
+		return nil, err
+	}
 	unenforced, err := b.e.cgroupLimits(ctx)
 	if err != nil {
 		return nil, err
@@ -554,6 +557,43 @@ func (e *Executor) limits() Limits {
 		l.CPUs = e.Limits.CPUs
 	}
 	return l
+}
+
+// podmanReads are the variables podman (its libraries, and the dynamic
+// linker and Go runtime under it, conmon and runc) reads itself, and the
+// prefixes of such families: forwarded to a container, a variable goes
+// into `podman run`'s own environment (its value never on argv), where it
+// changes what podman does. HOME or XDG_DATA_HOME other than the pull's
+// made the run look for the image in other storage ("image not known");
+// NOTIFY_SOCKET has podman send the executor's systemd service MAINPID=
+// (conmon's pid) and bind a notify socket into the container;
+// CONTAINERS_CONF and its kin change every default of the run.
+var podmanReads = struct{ names, prefixes []string }{
+	names: []string{"HOME", "PATH", "TMPDIR", "NOTIFY_SOCKET", "REGISTRY_AUTH_FILE", "REGISTRIES_CONFIG_PATH",
+		"STORAGE_DRIVER", "STORAGE_OPTS", "GODEBUG", "GOGC", "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK"},
+	prefixes: []string{"XDG_", "CONTAINERS_", "CONTAINER_", "_CONTAINERS_", "PODMAN_", "DOCKER_", "LISTEN_", "LD_", "SSH_"},
+}
+
+// forwardable refuses a call that would forward a variable podman reads
+// itself (podmanReads), allowed from the caller's environment or
+// injected, set there or not: the provider gets it from the image
+// instead, or not at all.
+func forwardable(c *invoke.Call) error {
+	names := slices.Clone(c.Allow)
+	for _, kv := range c.Inject {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	for _, n := range names {
+		bad := slices.Contains(podmanReads.names, n)
+		for _, p := range podmanReads.prefixes {
+			bad = bad || strings.HasPrefix(n, p)
+		}
+		if bad {
+			return refusal.New(refusal.ContainerUnavailable, "a container run cannot pass %s to the provider: podman, which passes the variables by name from its own environment, reads it itself (its storage, configuration or sockets); drop --allow-env %s", n, n)
+		}
+	}
+	return nil
 }
 
 // forward returns the names to pass with --env and podman's environment
