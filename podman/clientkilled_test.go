@@ -154,3 +154,48 @@ func TestCutRunning(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDirHeld: a container run holds its private directory (the
+// podman client's working directory, where conmon writes "oom") locked
+// while it runs, as the subprocess executor holds its working
+// directories, which share its name: that executor's sweep removes those
+// a minute old that no run holds, so a container run's went, with its
+// "oom", while the run went on. It is gone after the run.
+func TestRunDirHeld(t *testing.T) {
+	f := fixture(t)
+	ctx := context.Background()
+	e := &Executor{}
+	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(4)"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		done <- err
+	}()
+	var name string
+	for deadline := time.Now().Add(2 * time.Minute); name == ""; time.Sleep(200 * time.Millisecond) {
+		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+ownerID(), "--filter", "status=running", "--format", "{{.Names}}")
+		name = strings.TrimSpace(string(out))
+		if time.Now().After(deadline) {
+			t.Fatal("the container never ran")
+		}
+	}
+	dir, err := os.Readlink("/proc/" + strconv.Itoa(podmanClient(t, os.Getpid(), name)) + "/cwd")
+	if err != nil || !strings.HasPrefix(filepath.Base(dir), runDirPrefix) {
+		t.Fatalf("the podman client's working directory %q: %v", dir, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	d.Close()
+	if err == nil {
+		t.Errorf("the running container's directory %s is not held", dir)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after the run: %v", dir, err)
+	}
+}

@@ -784,9 +784,31 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		cleanupMount()
 		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the run's private directory in %s; set TMPDIR to a directory this user can write", os.TempDir())
 	}
+	// Held for the run, as the subprocess executor holds its working
+	// directories, which share the name and the temp directory: each
+	// executor's sweep removes only those no run holds. Unheld, a
+	// local run's sweep removed a container run's directory once a
+	// minute old, and with it conmon's "oom" (the run then read as a
+	// plain SIGKILL); and Prune removed a local run's working directory
+	// under it once 21 minutes old.
+	held, err := os.Open(cwd)
+	if err == nil && syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		held.Close()
+		err = errors.New("cannot lock it")
+	}
+	if err != nil {
+		if secretR != nil {
+			secretR.Close()
+			secretW.Close()
+		}
+		cleanupMount()
+		_ = os.RemoveAll(cwd)
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot hold the run's private directory %s", cwd)
+	}
 	cleanup := func() {
 		cleanupMount()
 		_ = os.RemoveAll(cwd)
+		held.Close()
 	}
 	tail := &tailWriter{w: s.Stderr}
 	cmd := exec.Command(e.podman(), args...)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -145,17 +146,36 @@ const runDirPrefix = "cruxprov-run-"
 // from a layout or ran a container left in dir: the private layouts of
 // their pulls (cruxprov-pull-*, pull) and the private directories of
 // their runs (runDirPrefix, Start), those older than a pull may last
-// (pullTimeout, and a minute), which no pull still reads. (A run's
-// directory holds at most conmon's empty "oom" file: one removed while
-// its run goes on costs that run nothing.) Best effort; it returns what
-// it removed.
+// (pullTimeout, and a minute), which no pull still reads, and a run's
+// only where no run holds it locked (a run lasts as long as its budget;
+// the subprocess executor's working directories share the name). Best
+// effort; it returns what it removed.
 func pruneStaging(dir string) []string {
 	pulls, _ := filepath.Glob(filepath.Join(dir, "cruxprov-pull-*"))
 	runs, _ := filepath.Glob(filepath.Join(dir, runDirPrefix+"*"))
 	var gone []string
-	for _, p := range append(pulls, runs...) {
+	for i, p := range append(pulls, runs...) {
 		fi, err := os.Lstat(p)
 		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < pullTimeout+time.Minute {
+			continue
+		}
+		if i >= len(pulls) {
+			// A run's directory, this executor's or the subprocess
+			// executor's working directory (the same name): a live run
+			// holds it locked.
+			d, err := os.Open(p)
+			if err != nil {
+				continue
+			}
+			if syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+				d.Close()
+				continue
+			}
+			err = os.RemoveAll(p)
+			d.Close()
+			if err == nil {
+				gone = append(gone, p)
+			}
 			continue
 		}
 		if os.RemoveAll(p) == nil {

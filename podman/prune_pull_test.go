@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -14,7 +15,10 @@ import (
 // nothing removed it. Prune removes those older than a pull may last; a
 // fresh one (a pull now) and anything else stay, and the blobs a link
 // names are not followed. The private directories of runs (runDirPrefix,
-// podman's working directory) such executors left go the same way.
+// podman's working directory) such executors left go the same way, but
+// not one a run holds locked: a run goes on as long as its budget, and
+// the subprocess executor's working directories share the name (Prune
+// removed a local run's directory under it once 21 minutes old).
 func TestPrunePullStaging(t *testing.T) {
 	dir := t.TempDir()
 	blobs := filepath.Join(t.TempDir(), "blobs")
@@ -36,11 +40,22 @@ func TestPrunePullStaging(t *testing.T) {
 	other := mk("other-pull-3", pullTimeout+2*time.Minute)
 	staleRun := mk(runDirPrefix+"4", pullTimeout+2*time.Minute)
 	freshRun := mk(runDirPrefix+"5", time.Minute)
+	// A run still going, this executor's or a local run's working
+	// directory (the same name): it holds its directory locked.
+	heldRun := mk(runDirPrefix+"6", pullTimeout+2*time.Minute)
+	h, err := os.Open(heldRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := syscall.Flock(int(h.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
 	gone := pruneStaging(dir)
 	if !slices.Equal(gone, []string{stale, staleRun}) {
 		t.Fatalf("pruned %v, want %v", gone, []string{stale, staleRun})
 	}
-	for _, p := range []string{fresh, other, freshRun, filepath.Join(blobs, "keep")} {
+	for _, p := range []string{fresh, other, freshRun, heldRun, filepath.Join(blobs, "keep")} {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
