@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // TestClientKilledFromOutside: the podman client of a run killed by
@@ -197,5 +198,38 @@ func TestRunDirHeld(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s is still there after the run: %v", dir, err)
+	}
+}
+
+// TestClientKilledBeforeStart: a podman client killed from outside
+// before its container started is container_unavailable saying so; the
+// refusal read "the container did not start: " and nothing more (podman
+// said nothing on stderr).
+func TestClientKilledBeforeStart(t *testing.T) {
+	f := fixture(t)
+	e := &Executor{}
+	e.command = []string{"/opt/cruxprov/env/bin/python", "-I", "-c", "import time; time.sleep(30)"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+		done <- err
+	}()
+	killed := false
+	for deadline := time.Now().Add(2 * time.Minute); !killed; time.Sleep(time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the run ended before its podman client was seen: %v", err)
+		default:
+		}
+		if pid := podmanClient(t, os.Getpid(), ""); pid != 0 {
+			killed = syscall.Kill(pid, syscall.SIGKILL) == nil
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no podman client")
+		}
+	}
+	err := <-done
+	if refusal.CodeOf(err) != refusal.ContainerUnavailable || !strings.Contains(err.Error(), "podman, the container's client, was killed by SIGKILL from outside the executor; run again") {
+		t.Errorf("%v; want container_unavailable saying podman was killed", err)
 	}
 }

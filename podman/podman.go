@@ -1019,8 +1019,17 @@ func (p *process) Wait() (int, bool, error) {
 	if ierr != nil && p.killed.Load() {
 		return -1, true, nil // the executor killed it (timeout, flood): gone with the force
 	}
+	// podman's client killed before the container started: its stderr
+	// says nothing of it (the refusal read "the container did not
+	// start: " and nothing more).
+	why := p.tail.last()
+	if clientSig != 0 && !p.killed.Load() {
+		why = fmt.Sprintf("podman, the container's client, was killed by %s from outside the executor; run again", unix.SignalName(clientSig))
+	} else if why == "" {
+		why = fmt.Sprintf("podman exited %d and said nothing", clientCode)
+	}
 	if ierr != nil {
-		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", p.tail.last())
+		return -1, false, refusal.Wrap(refusal.ContainerUnavailable, ierr, "the container was not created: %s", why)
 	}
 	state, running, rok := cutRunning(out)
 	code, started, ok := parseState(state)
@@ -1028,7 +1037,7 @@ func (p *process) Wait() (int, bool, error) {
 	case !ok || !rok:
 		return -1, false, refusal.New(refusal.ContainerUnavailable, "podman inspect said %q", out)
 	case !started:
-		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", p.tail.last())
+		return -1, false, refusal.New(refusal.ContainerUnavailable, "the container did not start: %s", why)
 	case p.killed.Load():
 	case clientSig != 0:
 		code = clientCode
