@@ -54,13 +54,9 @@ func clientKilled(t *testing.T, base *Executor, f *invoketest.Container) {
 	}
 	done := make(chan ran, 1)
 	go func() { res, err := e.Run(ctx, c); done <- ran{res, err} }()
-	var name string
-	for deadline := time.Now().Add(2 * time.Minute); name == ""; time.Sleep(200 * time.Millisecond) {
-		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+ownerID(), "--filter", "status=running", "--format", "{{.Names}}")
-		name = strings.TrimSpace(string(out))
-		if time.Now().After(deadline) {
-			t.Fatal("the container never ran")
-		}
+	name := runningContainer(ctx, &e, ownerID())
+	if name == "" {
+		t.Fatal("the container never ran")
 	}
 	t.Cleanup(func() { e.podmanOut(context.Background(), "rm", "--force", "--time", "0", "--ignore", name) })
 	pid := podmanClient(t, os.Getpid(), name)
@@ -99,6 +95,18 @@ func clientKilled(t *testing.T, base *Executor, f *invoketest.Container) {
 	if len(sc.Attempts) != 1 || sc.Attempts[0].Outcome == nil || sc.Attempts[0].Outcome.Status != receipts.StatusError || sc.Attempts[0].Outcome.ExitCode != res.ExitCode {
 		t.Fatalf("ledger: %+v; want the run's error outcome", sc.Attempts)
 	}
+}
+
+// runningContainer waits up to two minutes for a running container of
+// the executor owner id and returns its name ("" if none ran).
+func runningContainer(ctx context.Context, e *Executor, id string) string {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+id, "--filter", "status=running", "--format", "{{.Names}}")
+		if name := strings.TrimSpace(string(out)); name != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // podmanClient is the pid of parent's `podman run` child for the
@@ -172,13 +180,9 @@ func TestRunDirHeld(t *testing.T) {
 		_, err := e.Run(ctx, f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
 		done <- err
 	}()
-	var name string
-	for deadline := time.Now().Add(2 * time.Minute); name == ""; time.Sleep(200 * time.Millisecond) {
-		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+ownerID(), "--filter", "status=running", "--format", "{{.Names}}")
-		name = strings.TrimSpace(string(out))
-		if time.Now().After(deadline) {
-			t.Fatal("the container never ran")
-		}
+	name := runningContainer(ctx, e, ownerID())
+	if name == "" {
+		t.Fatal("the container never ran")
 	}
 	dir, err := os.Readlink("/proc/" + strconv.Itoa(podmanClient(t, os.Getpid(), name)) + "/cwd")
 	if err != nil || !strings.HasPrefix(filepath.Base(dir), runDirPrefix) {

@@ -60,14 +60,10 @@ func TestExecutorKilledMidRun(t *testing.T) {
 	go func() { child.Wait(); close(exited) }()
 	id := ownerOf(t, child.Process.Pid)
 	e := &Executor{}
-	var name string
-	for deadline := time.Now().Add(2 * time.Minute); name == ""; time.Sleep(200 * time.Millisecond) {
-		out, _ := e.podmanOut(ctx, "ps", "--filter", "label="+LabelExecutor+"="+id, "--filter", "status=running", "--format", "{{.Names}}")
-		name = strings.TrimSpace(string(out))
-		if time.Now().After(deadline) {
-			child.Process.Kill()
-			t.Fatal("the executor's container never ran")
-		}
+	name := runningContainer(ctx, e, id)
+	if name == "" {
+		child.Process.Kill()
+		t.Fatal("the executor's container never ran")
 	}
 	t.Cleanup(func() { e.podmanOut(context.Background(), "rm", "--force", "--time", "0", "--ignore", name) })
 	child.Process.Signal(syscall.SIGKILL)
