@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -541,6 +542,13 @@ func ledgerAdvice(err error) string {
 	case errors.Is(err, syscall.EROFS):
 		return "; its file system is mounted read-only: remount it read-write, or give --ledger a path on another"
 	case errors.Is(err, syscall.EACCES):
+		// The ledger's in-flight lock file (receipts/inflight.go), which
+		// a keyed run opens for writing: the ledger and its directory
+		// may be writable, and the advice to make them so was no help.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight") {
+			return "; make the in-flight lock file " + shellQuote(pe.Path) + " writable by this user (chmod u+w, or chown it to this user)"
+		}
 		return "; make the ledger and its directory writable by this user"
 	case errors.Is(err, syscall.EPERM):
 		return "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"

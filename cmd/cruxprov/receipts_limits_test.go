@@ -327,7 +327,11 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 		chownTree(t, base)
 	}
 	r = run("receipts", "scan", "--state-dir", state)
-	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot open the in-flight lock file "+ledger+".inflight") {
+	// What to do names the file: the ledger and its directory are
+	// writable, and the advice to make them so was what scan said.
+	fix := "; make the in-flight lock file " + ledger + ".inflight writable by this user"
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot open the in-flight lock file "+ledger+".inflight") ||
+		!strings.Contains(r.stderr, fix) || strings.Contains(r.stderr, "make the ledger and its directory writable") {
 		t.Errorf("key locks: scan: %+v", r)
 	}
 }
