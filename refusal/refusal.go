@@ -91,11 +91,22 @@ type Remedy struct {
 	Action Action `json:"action"`
 	// Target is the object of the action (an env path, a wheel), or "".
 	Target string `json:"target,omitempty"`
+	// Images are, for ActionPropose, the images (REF@sha256:…) the
+	// pin names: a proposal that does not name them again drops them.
+	Images []string `json:"images,omitempty"`
 }
 
 // WithRemedy sets e's remedy and returns e.
 func (e *Error) WithRemedy(a Action, target string) *Error {
 	e.Remedy = &Remedy{Action: a, Target: target}
+	return e
+}
+
+// WithImages sets the images of e's remedy (Remedy.Images) and returns e.
+func (e *Error) WithImages(images []string) *Error {
+	if e.Remedy != nil && len(images) > 0 {
+		e.Remedy.Images = images
+	}
 	return e
 }
 

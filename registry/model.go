@@ -182,6 +182,21 @@ type Provider struct {
 	Materializations []Materialization `json:"materializations,omitempty" yaml:"materializations,omitempty"`
 }
 
+// Images are the images (REF@sha256:…, each platform's) p pins, in its
+// order; nil when it pins none (nil p included).
+func (p *Provider) Images() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range p.Materializations {
+		if m.Backend == BackendContainer && m.Image != "" {
+			out = append(out, m.Image)
+		}
+	}
+	return out
+}
+
 // Change is one change of a change-set: Provider for register, update and
 // retire (retire needs only the name); Key for trust-key (name, role, PEM,
 // digest) and untrust-key (name, digest); Policy for set-policy.

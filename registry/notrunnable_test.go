@@ -53,3 +53,25 @@ func TestVerifyPinBelowRaisedThreshold(t *testing.T) {
 		t.Errorf("remedy %+v, want %s acme-echo==1.0@sha256:…", rem, refusal.ActionPropose)
 	}
 }
+
+// TestProposeRemedyNamesThePinnedImages: the install a pin_unapproved (or
+// signer_untrusted) pin advises proposes the pin again, images included.
+// A pin with a container image advised the install without --image
+// (seen following docs/operator.md §8 as cruxprov-rootless): its
+// change-set, approved, dropped the image, and with it every container run.
+func TestProposeRemedyNamesThePinnedImages(t *testing.T) {
+	ctx := context.Background()
+	d, clock, k, approve := govDir(t, 1, "alice", "bob")
+	c := registrytest.Change("acme-echo", "1.0")
+	m := c.Provider.Materializations[0]
+	img := "registry.example/acme/echo@" + m.Digest.String()
+	c.Provider.Materializations = append(c.Provider.Materializations, registry.Materialization{
+		Backend: registry.BackendContainer, Platform: m.Platform, Digest: m.Digest, Image: img, Resolution: m.Resolution})
+	approve(c, nil, k["alice"])
+	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, nil, k["alice"])
+	_, err := registry.VerifyPin(ctx, d, "", "acme-echo", *clock)
+	wantRefusal(t, err, refusal.PinUnapproved)
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || len(rem.Images) != 1 || rem.Images[0] != img {
+		t.Errorf("remedy %+v, want %s naming the image %s", rem, refusal.ActionPropose, img)
+	}
+}

@@ -724,7 +724,7 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		next = "only a proposed change-set is rejected; an applied trust change is undone by another (cruxprov key untrust, key trust or policy set)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope))
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
 	default:
 		next = "to make this trust change, propose it again (cruxprov key trust, key untrust or policy set) and approve the new change-set"
 	}
@@ -740,6 +740,16 @@ func proposeTarget(spec *Spec, provider string) string {
 		return pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String()
 	}
 	return provider
+}
+
+// specImages are the images (REF@sha256:…) a provider's spec pins: an
+// install that proposes it again must name them (ActionPropose's
+// Remedy.Images), or its change-set drops them.
+func specImages(spec *Spec) []string {
+	if len(spec.Changes) != 1 || spec.Changes[0].Provider == nil {
+		return nil
+	}
+	return spec.Changes[0].Provider.Images()
 }
 
 func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {

@@ -305,7 +305,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if asJSON {
 			ref := map[string]any{"code": string(r.Code), "detail": detail}
 			if cmdline != "" {
-				ref["remedy"] = map[string]string{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
+				jr := map[string]any{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
+				if len(rem.Images) > 0 {
+					jr["images"] = rem.Images
+				}
+				ref["remedy"] = jr
 			}
 			if rec != nil {
 				ref["attempt_id"], ref["ledger"] = rec.attempt, rec.ledger
@@ -742,6 +746,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			r += " --sha256 " + shellQuote(sha)
 		}
 		r += " --platform PLATFORM --python PYTHON"
+		if len(rem.Images) > 0 {
+			// The pin's images: an install without them proposes a
+			// change-set that drops them (its diff shows them going).
+			r += " --backend container"
+			for _, img := range rem.Images {
+				r += " --image " + shellQuote(img)
+			}
+		}
 		if !indexFromConfig {
 			r += " --index URL"
 		}

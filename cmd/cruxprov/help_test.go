@@ -552,3 +552,16 @@ func TestCLIDocIsTheUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestProposeRemedyRendersImages: the install a refusal advises to
+// propose a pin again names the pin's images (Remedy.Images); without
+// them the change-set it proposed dropped the container backend.
+func TestProposeRemedyRendersImages(t *testing.T) {
+	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
+	rem := &refusal.Remedy{Action: refusal.ActionPropose, Target: "acme-echo==1.0.0@sha256:" + strings.Repeat("cd", 32), Images: []string{img}}
+	got := renderRemedy(rem, []string{"cruxprov", "--home", "/h", "verify", "acme-echo"})
+	if !strings.HasPrefix(got, "cruxprov install acme-echo==1.0.0 --sha256 "+strings.Repeat("cd", 32)+" ") ||
+		!strings.Contains(got, " --backend container --image "+img+" ") || !strings.HasSuffix(got, " --home /h") {
+		t.Errorf("the remedy renders %q", got)
+	}
+}
