@@ -54,6 +54,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -890,6 +891,11 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
 		parent = "/run"
 	}
 	dir, err := os.MkdirTemp(parent, "cruxprov-secret-")
+	if errors.Is(err, fs.ErrPermission) {
+		// Not root, most likely (parent is /run): say what the mount's
+		// refusal says, or the refusal read "permission denied" alone.
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs (path mode mounts one, which needs root; the pipe mode does not)")
+	}
 	if err != nil {
 		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs")
 	}
