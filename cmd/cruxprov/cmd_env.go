@@ -380,7 +380,7 @@ func envRemoveCmd() *cli.Command {
 			}
 			if !ok {
 				if !o.quiet && !o.json {
-					fmt.Fprintf(o.stderr, "waiting for the processes using the store %s to finish (an install, a create, a fetch)…\n", o.home)
+					fmt.Fprintf(o.stderr, "waiting for the processes using the store %s to finish (a run, a verify, an install, a create, a fetch)…\n", o.home)
 				}
 				if unlock, err = st.LockExclusive(c.Context); err != nil {
 					return err
