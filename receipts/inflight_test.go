@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -262,5 +263,38 @@ func TestWritableJudgesTheKeyLocks(t *testing.T) {
 	}
 	if err := Writable(path); err != nil {
 		t.Errorf("key locks a run made: %v", err)
+	}
+}
+
+// TestWritableOfALedgerNotMadeYet: a ledger no run has made yet is judged
+// as a run's Open judges it (CreateAtBegin: its nearest existing
+// directory must take new entries). Writable said nil for any missing
+// ledger, so receipts scan, a new executor's health check, exited 0 with
+// a state directory it could not write (0555, seen as cruxprov-rootless)
+// while every run was refused ledger_write_failed. (As root, run as uid
+// 65534: root ignores the mode.)
+func TestWritableOfALedgerNotMadeYet(t *testing.T) {
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "be a user the directory's mode stops")
+		asuser.RunTest(t, asuser.Dir(t, "cruxprov-writable-"), "TestWritableOfALedgerNotMadeYet")
+		return
+	}
+	dir := t.TempDir()
+	if err := Writable(filepath.Join(dir, "state", "receipts", "l.jsonl")); err != nil {
+		t.Errorf("a ledger a run can make: %v", err)
+	}
+	state := filepath.Join(dir, "ro")
+	if err := os.Mkdir(state, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(state, 0o755) })
+	path := filepath.Join(state, "receipts", "l.jsonl")
+	werr := Writable(path)
+	_, oerr := Open(context.Background(), path, Options{CreateAtBegin: true})
+	if refusal.CodeOf(werr) != refusal.LedgerWriteFailed || refusal.CodeOf(oerr) != refusal.LedgerWriteFailed {
+		t.Fatalf("a ledger no run can make: Writable %v, Open %v", werr, oerr)
+	}
+	if werr.Error() != oerr.Error() {
+		t.Errorf("Writable says %q, a run's Open %q", werr, oerr)
 	}
 }

@@ -230,8 +230,10 @@ func (l *Ledger) create(ctx context.Context) error {
 // Writable checks that the ledger at path can be opened for appending as
 // Open opens it, changing nothing: the refusal Open would give
 // (ledger_write_failed) for one this process cannot write (its mode, a
-// read-only mount, an immutable attribute), nil for one it can, or that
-// does not exist. receipts scan asks it of the executor's own ledger, so
+// read-only mount, an immutable attribute), nil for one it can. One that
+// does not exist yet is judged as Open with CreateAtBegin judges it (a
+// run's first Begin creates it): its nearest existing directory must
+// take new entries. receipts scan asks it of the executor's own ledger, so
 // that a health check is not told all is well while every run is refused.
 //
 // Its key locks <path>.inflight, when there are (a run with an
@@ -241,6 +243,11 @@ func (l *Ledger) create(ctx context.Context) error {
 func Writable(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
+		// Not made yet (no run yet): judged as Open with CreateAtBegin
+		// judges it, by its nearest existing directory.
+		if err := creatable(filepath.Dir(path)); err != nil {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create receipts ledger %s", path)
+		}
 		return nil
 	}
 	if err != nil {

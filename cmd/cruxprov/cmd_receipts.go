@@ -79,12 +79,18 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	if err != nil {
 		return err
 	}
-	if scan && !c.IsSet("ledger") && len(paths) > 0 {
+	if scan && !c.IsSet("ledger") {
 		// This executor's own ledger, which its runs append to: one
 		// they cannot open for writing refuses every run, and a scan
 		// run as a health check said all was well. (A ledger named with
-		// --ledger may be an archive, read-only on purpose.)
-		if err := receipts.Writable(paths[0]); err != nil {
+		// --ledger may be an archive, read-only on purpose.) One no run
+		// has made yet (paths is empty then) is judged as the first run
+		// would make it.
+		own, err := ledgerPaths(c, true)
+		if err != nil {
+			return err
+		}
+		if err := receipts.Writable(own[0]); err != nil {
 			return withLedgerAdvice(err)
 		}
 	}

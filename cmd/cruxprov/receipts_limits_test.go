@@ -334,4 +334,18 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 		!strings.Contains(r.stderr, fix) || strings.Contains(r.stderr, "make the ledger and its directory writable") {
 		t.Errorf("key locks: scan: %+v", r)
 	}
+	// A state directory no run has made its ledger in yet, and no run
+	// can (its mode 0555): the scan of a new executor exited 0.
+	fresh := filepath.Join(base, "fresh")
+	if err := os.Mkdir(fresh, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(fresh, 0o755) })
+	if os.Getuid() == 0 {
+		chownTree(t, base)
+	}
+	r = run("receipts", "scan", "--state-dir", fresh)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot create receipts ledger "+filepath.Join(fresh, "receipts")) {
+		t.Errorf("a state directory no ledger can be made in: scan: %+v", r)
+	}
 }
