@@ -292,6 +292,20 @@ func unreadable(err error) string {
 	return ""
 }
 
+// digestName reports whether name is an env directory's name: the 64
+// lowercase hex digits of a materialization digest.
+func digestName(name string) bool {
+	if len(name) != 64 {
+		return false
+	}
+	for _, c := range name {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // Load reads and checks the seal of the env at dir: it must exist
 // (seal_missing), be a regular file (a symlink there is seal_invalid),
 // parse, carry a known format, and its recomputed
@@ -307,6 +321,11 @@ func Load(dir string) (*Seal, error) {
 		// lost (rebuilding from its inputs would not make this path one).
 		if _, derr := os.Lstat(dir); errors.Is(derr, fs.ErrNotExist) {
 			return nil, refusal.New(refusal.SealMissing, "%s is not a sealed env (no such directory and no seal)", dir).WithRemedy(refusal.ActionListEnvs, dir)
+		}
+		if !digestName(filepath.Base(dir)) {
+			// A directory no env is named as (the store's envs/ itself,
+			// /tmp): rebuilding an env would not make this path one.
+			return nil, refusal.New(refusal.SealMissing, "%s is not a sealed env (a directory, but not named by a materialization digest, and no seal beside it)", dir).WithRemedy(refusal.ActionListEnvs, dir)
 		}
 		return nil, refusal.New(refusal.SealMissing, "%s has no seal %s: it was never sealed or its creation was interrupted", dir, filepath.Base(SealPath(dir))).WithRemedy(refusal.ActionRebuildEnv, dir)
 	}

@@ -272,4 +272,12 @@ func TestLoadNoSuchEnv(t *testing.T) {
 	if _, err = Load(env); refusal.CodeOf(err) != refusal.SealMissing || refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionRebuildEnv {
 		t.Errorf("an env without its seal: %v (remedy %+v)", err, refusal.RemedyOf(err))
 	}
+	// A directory no env is named as (env verify ~/.local/share/cruxprov/envs,
+	// or /tmp): it advised rebuilding an env, which would not make it one.
+	for _, d := range []string{dir, filepath.Join(dir, "envs")} {
+		os.MkdirAll(d, 0o755)
+		if _, err = Load(d); refusal.CodeOf(err) != refusal.SealMissing || !strings.Contains(err.Error(), "not named by a materialization digest") || refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionListEnvs {
+			t.Errorf("%s, no env's name: %v (remedy %+v)", d, err, refusal.RemedyOf(err))
+		}
+	}
 }
