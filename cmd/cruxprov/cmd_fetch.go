@@ -305,7 +305,7 @@ func (pr *progress) event(e fetch.Event) {
 	switch e.Kind {
 	case fetch.EventPlan:
 		pr.total = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarPriority(1<<30),
-			mpb.PrependDecorators(decor.Name(fmt.Sprintf("total (%d wheels)", e.Count), decor.WCSyncSpaceR)),
+			mpb.PrependDecorators(decor.Name("total ("+count(e.Count, "wheel")+")", decor.WCSyncSpaceR)),
 			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
 	case fetch.EventStart:
 		if b := pr.bars[e.Filename]; b != nil {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vbauerster/mpb/v8"
+
+	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/invoke"
 )
 
@@ -63,5 +66,23 @@ func TestEnvListShowsJunkNames(t *testing.T) {
 	r := cruxprov(t, "--home", home, "env", "list")
 	if r.code != 0 || strings.ContainsRune(r.stdout, 0x1b) || !strings.Contains(r.stdout, `junk\x1b[31mred  UNSEALED: `) {
 		t.Errorf("env list: %+v", r)
+	}
+}
+
+// TestProgressTotalCountsWheels: the total bar says "1 wheel" of one
+// download (a fetch of acme-echo's lock on a terminal, as cruxprov-rootless
+// following docs/operator.md §4, drew "total (1 wheels)").
+func TestProgressTotalCountsWheels(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{1, "total (1 wheel)"}, {2, "total (2 wheels)"}} {
+		var buf bytes.Buffer
+		pr := &progress{p: mpb.New(mpb.WithOutput(&buf), mpb.WithWidth(32), mpb.WithAutoRefresh()), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
+		pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: c.n})
+		pr.wait(true)
+		if out := buf.String(); !strings.Contains(out, c.want+" ") {
+			t.Errorf("%d wheels: the bar reads %q, want %q", c.n, out, c.want)
+		}
 	}
 }
