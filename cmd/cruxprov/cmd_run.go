@@ -536,7 +536,13 @@ func ledgerAdvice(err error) string {
 	if a := floorAdvice(err); a != "" {
 		return a
 	}
+	var pe *fs.PathError
+	inflight := errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight")
 	switch {
+	case inflight && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR)):
+		// Not what a keyed run makes there (a regular file, 0600), so
+		// no run holds a key lock in it: removing it loses nothing.
+		return "; " + shellQuote(pe.Path) + " is not the regular file a keyed run makes there (a symbolic link, a directory): remove it, and the next keyed run makes it"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "; free space on the ledger's file system (or raise its quota)"
 	case errors.Is(err, syscall.EROFS):
@@ -545,8 +551,7 @@ func ledgerAdvice(err error) string {
 		// The ledger's in-flight lock file (receipts/inflight.go), which
 		// a keyed run opens for writing: the ledger and its directory
 		// may be writable, and the advice to make them so was no help.
-		var pe *fs.PathError
-		if errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight") {
+		if inflight {
 			return "; make the in-flight lock file " + shellQuote(pe.Path) + " writable by this user (chmod u+w, or chown it to this user)"
 		}
 		return "; make the ledger and its directory writable by this user"

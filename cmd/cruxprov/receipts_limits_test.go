@@ -334,6 +334,22 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 		!strings.Contains(r.stderr, fix) || strings.Contains(r.stderr, "make the ledger and its directory writable") {
 		t.Errorf("key locks: scan: %+v", r)
 	}
+	// A directory or a symbolic link at its name, which no keyed run
+	// made: the refusal said what failed and nothing of what to do.
+	os.Remove(ledger + ".inflight")
+	for _, make := range []func(p string) error{func(p string) error { return os.Mkdir(p, 0o700) }, func(p string) error { return os.Symlink(ledger, p) }} {
+		if err := make(ledger + ".inflight"); err != nil {
+			t.Fatal(err)
+		}
+		if os.Getuid() == 0 {
+			chownTree(t, base)
+		}
+		r = run("receipts", "scan", "--state-dir", state)
+		if r.code != exitRefused || !strings.Contains(r.stderr, ledger+".inflight is not the regular file a keyed run makes there (a symbolic link, a directory): remove it") {
+			t.Errorf("key locks not a file: scan: %+v", r)
+		}
+		os.Remove(ledger + ".inflight")
+	}
 	// A state directory no run has made its ledger in yet, and no run
 	// can (its mode 0555): the scan of a new executor exited 0.
 	fresh := filepath.Join(base, "fresh")
