@@ -150,10 +150,10 @@ func verifyAction(c *cli.Context) error {
 			err = rep.Seal.Explained()
 			ds := explainDifferences(rep.Seal.Differences)
 			if !o.json {
-				if len(ds) > 1 {
-					for _, d := range ds {
-						fmt.Fprintf(o.stdout, "drift: %s\n", oneLine(d.String()))
-					}
+				// One line each, as env verify --explain prints them: a
+				// script reading them got none of a single difference.
+				for _, d := range ds {
+					fmt.Fprintf(o.stdout, "drift: %s\n", oneLine(d.String()))
 				}
 				return err
 			}

@@ -343,6 +343,14 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	}
 	must(op("env", "create", "--replace", env1, "--offline"), "the advised --replace")
 	must(ex("verify", "acme-echo", "--deep"), "verify after --replace")
+	// One difference (its mode): --explain prints its "drift:" line, as
+	// env verify --explain does; it printed none for one difference.
+	if os.Chmod(target, 0o644) == nil {
+		if r := ex("verify", "acme-echo", "--explain"); r.code != exitRefused || strings.Count(r.stdout, "drift: ") != 1 || !strings.HasPrefix(r.stdout, "drift: pyvenv.cfg: mode") {
+			t.Errorf("verify --explain of one difference: %+v", r)
+		}
+		must(op("env", "create", "--replace", env1, "--offline"), "the advised --replace, again")
+	}
 	if r := op("env", "remove", env1); r.code != exitUsage {
 		t.Errorf("env remove of a pinned env: %+v", r)
 	}
