@@ -113,7 +113,7 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 	return func(_ context.Context, ref string) (string, error) {
 		src, ok := m[ref]
 		if !ok {
-			return "", refusal.New(refusal.SecretUnresolved, "no --secret given for %s", ref)
+			return "", refusal.New(refusal.SecretUnresolved, "no --secret given for %s, which the provider declares: give --secret %s=@FILE or %s=env:VAR", ref, ref, ref)
 		}
 		if f, ok := strings.CutPrefix(src, "@"); ok {
 			b, err := readInputFile(f, 64<<10)

@@ -161,7 +161,9 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	}
 	// A refusal the ledger records names its receipt, on stderr and in
 	// --json (it named none, though the ledger had it).
-	if r := refused(ex("run", "acme-echo", "echo", "--input", input), refusal.SecretUnresolved, "run without its secret"); !strings.Contains(r.stderr, "; its receipt: cruxprov receipts show att_") {
+	// And says what to give (it said only "no --secret given for …").
+	if r := refused(ex("run", "acme-echo", "echo", "--input", input), refusal.SecretUnresolved, "run without its secret"); !strings.Contains(r.stderr, "; its receipt: cruxprov receipts show att_") ||
+		!strings.Contains(r.stderr, "give --secret acme/api-token=@FILE or acme/api-token=env:VAR") {
 		t.Errorf("a recorded refusal that does not name its receipt: %s", r.stderr)
 	} else {
 		att := strings.TrimSpace(r.stderr[strings.Index(r.stderr, "receipts show ")+len("receipts show "):])
