@@ -217,3 +217,85 @@ func TestLockWithoutGate(t *testing.T) {
 		t.Errorf("Open made no gate 0644: %v %v", fi, err)
 	}
 }
+
+// TestOnWait: a lock call that has to wait says so, once, before it
+// waits, with what it waits for: a gc holding the store, a gc waiting
+// for it (its gate), or (for a gc) the processes using it. Before, a
+// run, fetch or install behind a waiting gc waited without a word.
+func TestOnWait(t *testing.T) {
+	s := open(t)
+	var (
+		mu   sync.Mutex
+		said []Wait
+	)
+	s.OnWait(func(w Wait) { mu.Lock(); said = append(said, w); mu.Unlock() })
+	heard := func() []Wait { mu.Lock(); defer mu.Unlock(); return append([]Wait(nil), said...) }
+	// hold flocks name (another process's open file) how, for a while.
+	hold := func(name string, how int) func() {
+		f, err := os.Open(filepath.Join(s.Home(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), how); err != nil {
+			t.Fatal(err)
+		}
+		return func() { f.Close() }
+	}
+	for _, c := range []struct {
+		name, file string
+		held       int
+		exclusive  bool
+		want       Wait
+	}{
+		{"shared behind a gc holding the store", lockName, unix.LOCK_EX, false, WaitForGC},
+		{"shared behind a gc waiting (its gate)", gateName, unix.LOCK_EX, false, WaitBehindGC},
+		{"exclusive beside a run", lockName, unix.LOCK_SH, true, WaitForUsers},
+		{"exclusive behind a waiting gc", gateName, unix.LOCK_EX, true, WaitForUsers},
+	} {
+		said = nil
+		release := hold(c.file, c.held)
+		if !c.exclusive {
+			if _, ok, err := s.TryLockShared(); ok || err != nil {
+				t.Fatalf("%s: TryLockShared %v %v", c.name, ok, err)
+			}
+			if w := heard(); len(w) != 0 {
+				t.Fatalf("%s: TryLockShared said it waits: %v", c.name, w)
+			}
+		}
+		done := make(chan error, 1)
+		go func() {
+			lock := s.LockShared
+			if c.exclusive {
+				lock = s.LockExclusive
+			}
+			u, err := lock(context.Background())
+			if err == nil {
+				u()
+			}
+			done <- err
+		}()
+		for deadline := time.Now().Add(time.Minute); len(heard()) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: nothing said", c.name)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // it polls meanwhile
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if w := heard(); len(w) != 1 || w[0] != c.want {
+			t.Errorf("%s: said %v, want once %v", c.name, w, c.want)
+		}
+	}
+	// Not waiting, nothing is said.
+	said = nil
+	u, err := s.LockShared(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u()
+	if w := heard(); len(w) != 0 {
+		t.Errorf("a lock that did not wait said %v", w)
+	}
+}

@@ -52,7 +52,29 @@ type Store struct {
 	// existing: opened by OpenExisting, which makes nothing (its locks
 	// do not make the lock file either).
 	existing bool
+	// waiting, when set (OnWait), is told what a lock call waits for.
+	waiting func(Wait)
 }
+
+// Wait is what a lock call of the store has to wait for (OnWait).
+type Wait int
+
+const (
+	// WaitForGC: a gc (or env remove) holds the store exclusive.
+	WaitForGC Wait = iota + 1
+	// WaitBehindGC: a gc (or env remove) waits for the store and holds
+	// its gate: a new taker waits behind it, until it has had the store.
+	WaitBehindGC
+	// WaitForUsers: an exclusive taker waits for the processes that
+	// hold the store (runs, fetches, installs, …, or another gc).
+	WaitForUsers
+)
+
+// OnWait sets f to be called, once, by each lock call of s that has to
+// wait (LockShared, LockExclusive; never the Try forms), before it
+// waits, with what it waits for: a command can say why it waits. Call
+// it before s is used.
+func (s *Store) OnWait(f func(Wait)) { s.waiting = f }
 
 // OpenExisting opens the store at home as Open does, but makes nothing:
 // no directory of its layout, no lock file (a lock taken on a store
@@ -280,6 +302,15 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 		f.Close()
 		return nil, fmt.Errorf("store lock: %w", err)
 	}
+	said := false
+	blocked := func(w Wait) func() {
+		return func() {
+			if !said && s.waiting != nil {
+				said = true
+				s.waiting(w)
+			}
+		}
+	}
 	gated := true
 	if how == unix.LOCK_SH {
 		sharedHeld.Lock()
@@ -297,14 +328,22 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 			return nil, fmt.Errorf("store lock: %w", err)
 		}
 		if g != nil {
-			defer g.Close() // a gc waits with it; once it holds the store, the gate is let go
-			if err := flockWait(ctx, g, how); err != nil {
+			defer g.Close()   // a gc waits with it; once it holds the store, the gate is let go
+			w := WaitBehindGC // a shared taker's gate is held by a waiting gc
+			if how != unix.LOCK_SH {
+				w = WaitForUsers // another waiting gc, or a taker passing it
+			}
+			if err := flockWait(ctx, g, how, blocked(w)); err != nil {
 				f.Close()
 				return nil, err
 			}
 		}
 	}
-	if err := flockWait(ctx, f, how); err != nil {
+	w := WaitForGC // a shared taker's store is held by a gc
+	if how != unix.LOCK_SH {
+		w = WaitForUsers
+	}
+	if err := flockWait(ctx, f, how, blocked(w)); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -331,8 +370,9 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 }
 
 // flockWait takes f's flock (how), polling without blocking so that ctx
-// can end the wait.
-func flockWait(ctx context.Context, f *os.File, how int) error {
+// can end the wait; blocked is called each time it has to wait (not when
+// ctx is done already: TryLockShared's cancelled ctx never waits).
+func flockWait(ctx context.Context, f *os.File, how int, blocked func()) error {
 	for wait := time.Millisecond; ; {
 		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
 		if err == nil {
@@ -346,6 +386,7 @@ func flockWait(ctx context.Context, f *os.File, how int) error {
 			return ctx.Err()
 		default:
 		}
+		blocked()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -592,7 +592,29 @@ func (o *opts) openStore() (*store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot use %s as the store: %w; give --home (or CRUXPROV_HOME) a directory you can write", o.home, err)
 	}
+	o.sayWaits(st)
 	return st, nil
+}
+
+// sayWaits has st's lock calls that wait say so on stderr, once each,
+// with what they wait for (store.md, "Locking"): behind a gc that waits
+// for the store, a run, fetch or install otherwise waited without a
+// word for as long as the gc waited. Said whatever --quiet and --json
+// (stdout keeps the one document): a command that seems to hang says why.
+func (o *opts) sayWaits(st *store.Store) {
+	home := st.Home()
+	st.OnWait(func(w store.Wait) {
+		var why string
+		switch w {
+		case store.WaitForGC:
+			why = "a gc (or env remove) is using it"
+		case store.WaitBehindGC:
+			why = "a gc --wait (or env remove) waits for it and goes first, once the processes using the store now are done"
+		default:
+			why = "the processes using it (runs, verifies, fetches, env creates, installs, image builds, or another gc) are to finish first"
+		}
+		o.line(fmt.Sprintf("waiting for the store %s: %s; Ctrl-C stops waiting", home, why))
+	})
 }
 
 // emit prints a command's result: with --json, v plus its schema as one

@@ -374,17 +374,10 @@ func envRemoveCmd() *cli.Command {
 			// Held exclusive, as gc holds it: an install holds the store
 			// from building its env until its change-set names it, so
 			// the registry's answer below stays true until the env is gone.
-			unlock, ok, err := st.TryLockExclusive()
+			// Waiting, it says so (openStore).
+			unlock, err := st.LockExclusive(c.Context)
 			if err != nil {
-				return fmt.Errorf("store lock: %w", err)
-			}
-			if !ok {
-				if !o.quiet && !o.json {
-					fmt.Fprintf(o.stderr, "waiting for the processes using the store %s to finish (a run, a verify, an install, a create, a fetch)…\n", o.home)
-				}
-				if unlock, err = st.LockExclusive(c.Context); err != nil {
-					return err
-				}
+				return err
 			}
 			defer unlock()
 			names, err := registryNames(c.Context, o, false)
@@ -447,7 +440,7 @@ func envVerify(c *cli.Context) error {
 	// The env is walked under the store's lock, shared, as a run holds
 	// it (holdStore): a gc --envs does not remove it under the walk,
 	// which then reported the env missing or tampered with.
-	unlock, err := holdStore(c.Context, o.home)
+	unlock, err := holdStore(c.Context, o)
 	if err != nil {
 		return err
 	}

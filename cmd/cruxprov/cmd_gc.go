@@ -71,6 +71,7 @@ func gcAction(c *cli.Context) error {
 		if st, err = store.OpenExisting(o.home); err != nil {
 			return fmt.Errorf("cannot use %s as the store: %w; give --home (or CRUXPROV_HOME) the store's directory", o.home, err)
 		}
+		o.sayWaits(st)
 	} else if st, err = o.openStore(); err != nil {
 		return err
 	}

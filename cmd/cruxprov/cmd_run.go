@@ -289,7 +289,7 @@ func runAction(c *cli.Context) error {
 		// so gc --envs (which takes it exclusive) never removes it under
 		// the run. Before, an approval that moved the pin to another env
 		// and a gc --envs removed the env a run was running in.
-		unlock, err := holdStore(c.Context, o.home)
+		unlock, err := holdStore(c.Context, o)
 		if err != nil {
 			return err
 		}
@@ -433,11 +433,12 @@ func (e *withReceipt) Unwrap() error { return e.err }
 // take (an operator's umask), is run without it, as the registry is read
 // without its lock then: verify refuses what is missing, and the lock
 // only keeps gc away.
-func holdStore(ctx context.Context, home string) (func(), error) {
-	st, err := store.OpenExisting(home)
+func holdStore(ctx context.Context, o *opts) (func(), error) {
+	st, err := store.OpenExisting(o.home)
 	if err != nil {
 		return func() {}, nil
 	}
+	o.sayWaits(st)
 	unlock, err := st.LockShared(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

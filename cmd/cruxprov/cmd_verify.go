@@ -129,7 +129,7 @@ func verifyAction(c *cli.Context) error {
 	// as a run holds it (holdStore): before, a gc --envs after an
 	// approval that moved the pin removed the env under the walk, and
 	// verify reported it missing or tampered with and advised a rebuild.
-	unlock, err := holdStore(c.Context, o.home)
+	unlock, err := holdStore(c.Context, o)
 	if err != nil {
 		return err
 	}

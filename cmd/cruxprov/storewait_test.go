@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/store"
+)
+
+// lockedBuffer is a bytes.Buffer a running command writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// holdFlock flocks the store's file name (another process's open file:
+// a gc that waits holds .gate exclusive, one that runs .lock exclusive,
+// a run .lock shared) until the returned func.
+func holdFlock(t *testing.T, home, name string, how int) func() {
+	t.Helper()
+	f, err := os.Open(filepath.Join(home, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), how); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { f.Close() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// TestSaysItWaitsForTheStore: a command that has to wait for the store
+// (behind a gc that waits for it, holding its gate, or for a gc holding
+// it) says so once on stderr, naming what it waits for and that Ctrl-C
+// stops it; with --json, stdout holds the one document and nothing of
+// it. Interrupted while it waits, it exits 1 (interrupted), and a run
+// leaves no receipt. Before, run, verify, env verify, env create,
+// fetch, install and gc --wait waited without a word (a run behind a
+// gc --wait behind a long run seemed to hang).
+func TestSaysItWaitsForTheStore(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	home := filepath.Join(base, "home")
+	env := append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(base, "state"))
+	for _, id := range []string{"acme.echo", "acme.diagnostics"} {
+		cmd := exec.Command(bin, "--home", home, "interface", "register", id, "--schema", filepath.Join(w.schemas, id+".json"))
+		cmd.Env = env
+		if r := runCmd(t, cmd); r.code != 0 {
+			t.Fatalf("register %s: %+v", id, r)
+		}
+	}
+	if _, err := store.Open(home); err != nil { // its .gate (interface register makes none)
+		t.Fatal(err)
+	}
+	idx, lock, _ := fetchFixture(t)
+	in := filepath.Join(base, "in.json")
+	os.WriteFile(in, []byte(`{"message": "hi"}`), 0o644)
+	ledger := filepath.Join(base, "ledger", "l.jsonl")
+	const env0 = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+	// wait starts args, waits for it to say it waits (want in the line),
+	// then interrupts it (sig) and checks how it ends.
+	wait := func(what string, sig syscall.Signal, want string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = env
+		var so, se lockedBuffer
+		cmd.Stdout, cmd.Stderr = &so, &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line := "waiting for the store " + home + ": "
+		for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(se.String(), line); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%s: said nothing of its wait; stderr %q, stdout %q", what, se.String(), so.String())
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // still waiting, and not saying it again
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		ee, _ := err.(*exec.ExitError)
+		if ee == nil || ee.ExitCode() != exitFailure {
+			t.Errorf("%s, interrupted while it waits: %v, stderr %q", what, err, se.String())
+		}
+		stderr := se.String()
+		if strings.Count(stderr, "waiting for the store") != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "Ctrl-C stops waiting") || !strings.Contains(stderr, "interrupted by a signal") {
+			t.Errorf("%s: stderr %q", what, stderr)
+		}
+		var doc struct {
+			Error struct{ Kind string }
+		}
+		if dec := json.NewDecoder(strings.NewReader(so.String())); dec.Decode(&doc) != nil || dec.More() || doc.Error.Kind != "interrupted" {
+			t.Errorf("%s --json: stdout %q is not the one interrupted document", what, so.String())
+		}
+	}
+	shared := map[string][]string{
+		"run":        {"run", "acme-echo", "echo", "--input", in, "--ledger", ledger, "--json"},
+		"verify":     {"verify", "acme-echo", "--json"},
+		"env verify": {"env", "verify", env0, "--json"},
+		"env create": {"env", "create", "--wheel", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"},
+		"fetch":      {"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--json"},
+		"install":    {"install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"},
+	}
+	// Behind a gc that waits (its gate), then beside a gc that holds the store.
+	release := holdFlock(t, home, ".gate", unix.LOCK_EX)
+	for what, args := range shared {
+		wait(what, syscall.SIGINT, "a gc --wait (or env remove) waits for it and goes first", args...)
+	}
+	release()
+	release = holdFlock(t, home, ".lock", unix.LOCK_EX)
+	for what, args := range shared {
+		wait(what, syscall.SIGTERM, "a gc (or env remove) is using it", args...)
+	}
+	release()
+	if _, err := os.Stat(ledger); !os.IsNotExist(err) {
+		t.Errorf("a run interrupted while it waited for the store left a ledger: %v", err)
+	}
+	// A gc that waits, and env remove, beside a run.
+	release = holdFlock(t, home, ".lock", unix.LOCK_SH)
+	wait("gc --wait", syscall.SIGINT, "the processes using it (runs,", "gc", "--wait", "--json")
+	wait("env remove", syscall.SIGTERM, "the processes using it (runs,", "env", "remove", env0, "--json")
+	release()
+
+	// Not waiting, nothing is said; once the gc is done, the command
+	// goes on, and its --json document is the one thing on stdout.
+	release = holdFlock(t, home, ".lock", unix.LOCK_EX)
+	cmd := exec.Command(bin, "--home", home, "verify", "acme-echo", "--json")
+	cmd.Env = env
+	var so, se lockedBuffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(se.String(), "waiting for the store"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("verify said nothing of its wait: %q", se.String())
+		}
+	}
+	release()
+	cmd.Wait()
+	var doc struct{ Refused struct{ Code string } }
+	if dec := json.NewDecoder(strings.NewReader(so.String())); dec.Decode(&doc) != nil || dec.More() || doc.Refused.Code != "pin_unapproved" {
+		t.Errorf("verify once the gc was done: stdout %q, stderr %q", so.String(), se.String())
+	}
+	c := exec.Command(bin, "--home", home, "verify", "acme-echo")
+	c.Env = env
+	if r := runCmd(t, c); strings.Contains(r.stderr, "waiting") {
+		t.Errorf("verify of a store no one holds: %+v", r)
+	}
+}
