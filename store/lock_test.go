@@ -27,7 +27,11 @@ func TestHelperHoldStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := s.LockShared(context.Background())
+	lock := s.LockShared
+	if os.Getenv("CRUXPROV_TEST_HOLD_EXCLUSIVE") != "" {
+		lock = s.LockExclusive // a gc --wait (TestKilledGCLeavesNoGate)
+	}
+	unlock, err := lock(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,5 +301,92 @@ func TestOnWait(t *testing.T) {
 	u()
 	if w := heard(); len(w) != 0 {
 		t.Errorf("a lock that did not wait said %v", w)
+	}
+}
+
+// TestKilledGCLeavesNoGate: a gc --wait killed (SIGKILL) while it waits
+// for the store, holding the gate, takes its gate with it: the next
+// shared taker goes on at once, and the next gc --wait gets the store.
+func TestKilledGCLeavesNoGate(t *testing.T) {
+	s := open(t)
+	run, err := os.Open(filepath.Join(s.Home(), lockName)) // a run holds the store
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if err := unix.Flock(int(run.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	gc := exec.Command(os.Args[0], "-test.run=^TestHelperHoldStore$", "-test.count=1")
+	gc.Env = append(os.Environ(), "CRUXPROV_TEST_HOLD_HOME="+s.Home(), "CRUXPROV_TEST_HOLD_MS=60000", "CRUXPROV_TEST_HOLD_EXCLUSIVE=1")
+	if err := gc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer gc.Process.Kill()
+	for deadline := time.Now().Add(time.Minute); !gateHeld(t, s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting gc holds no gate")
+		}
+	}
+	gc.Process.Signal(unix.SIGKILL)
+	gc.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u, err := s.LockShared(ctx)
+	if err != nil {
+		t.Fatalf("a shared taker after the waiting gc was killed: %v", err)
+	}
+	u()
+	run.Close()
+	u, err = s.LockExclusive(ctx)
+	if err != nil {
+		t.Fatalf("gc --wait after the waiting gc was killed: %v", err)
+	}
+	u()
+}
+
+// TestExclusiveWaitersTakeTurns: two gc --wait (or a gc --wait and an
+// env remove) waiting at once beside a run, and a run that starts while
+// they wait, all get the store in turn: none waits for ever.
+func TestExclusiveWaitersTakeTurns(t *testing.T) {
+	s := open(t)
+	run, err := os.Open(filepath.Join(s.Home(), lockName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	if err := unix.Flock(int(run.Fd()), unix.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 3)
+	take := func(lock func(context.Context) (Unlock, error)) {
+		u, err := lock(ctx)
+		if err == nil {
+			time.Sleep(50 * time.Millisecond)
+			u()
+		}
+		done <- err
+	}
+	go take(s.LockExclusive)
+	go take(s.LockExclusive)
+	for deadline := time.Now().Add(time.Minute); !gateHeld(t, s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no waiting gc holds the gate")
+		}
+	}
+	go take(s.LockShared)
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("a taker went on beside the run: %v", err)
+	default:
+	}
+	run.Close()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -182,3 +182,79 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 		t.Errorf("verify of a store no one holds: %+v", r)
 	}
 }
+
+// TestExecutorBesideTheGate: an executor (uid 65534) who may only read
+// the operator's store (root's) verifies and runs on it with its gate
+// and on one made before the gate (no .gate, which it cannot make); it
+// waits behind a waiting gc (saying so) where there is a gate, and for a
+// gc holding the store where there is none: the store is still locked.
+func TestExecutorBesideTheGate(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	base, exe := nobodyBase(t, "cruxprov-gate-", python)
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	_, _, approveInstall := approvingStore(t, w, base, python)
+	approveInstall()
+	home := filepath.Join(base, "home")
+	xstate := filepath.Join(base, "xstate")
+	os.Mkdir(xstate, 0o755)
+	os.Chown(xstate, 65534, 65534)
+	secret, input := filepath.Join(base, "token"), filepath.Join(base, "input.json")
+	os.WriteFile(secret, []byte("s3cr3t"), 0o644)
+	os.WriteFile(input, []byte(`{"hello": "world"}`), 0o644)
+	ex := func(args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "XDG_STATE_HOME=" + xstate}
+		so, se := new(lockedBuffer), new(lockedBuffer)
+		cmd.Stdout, cmd.Stderr = so, se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, so, se
+	}
+	commands := [][]string{
+		{"verify", "acme-echo", "--deep"},
+		{"run", "acme-echo", "echo", "--input", input, "--secret", "acme/api-token=@" + secret},
+	}
+	// check runs each command as the executor, while held (a flock on
+	// the store's file name, how) if name is not "", expecting it to say
+	// it waits (want) before held is let go.
+	check := func(what, name string, how int, want string) {
+		t.Helper()
+		for _, args := range commands {
+			release := func() {}
+			if name != "" {
+				release = holdFlock(t, home, name, how)
+			}
+			cmd, so, se := ex(args...)
+			if want != "" {
+				for deadline := time.Now().Add(time.Minute); !strings.Contains(se.String(), want); time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						cmd.Process.Kill()
+						cmd.Wait()
+						t.Fatalf("%s: %s said nothing of its wait: %q", what, args[0], se.String())
+					}
+				}
+			}
+			release()
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("%s: %s: %v: stdout %q, stderr %q", what, args[0], err, so.String(), se.String())
+			}
+			if args[0] == "run" && !strings.Contains(so.String(), `"hello":"world"`) {
+				t.Errorf("%s: run: stdout %q", what, so.String())
+			}
+		}
+	}
+	gate := filepath.Join(home, ".gate")
+	if _, err := os.Stat(gate); err != nil {
+		t.Fatal(err)
+	}
+	check("with the gate", "", 0, "")
+	check("behind a waiting gc", ".gate", unix.LOCK_EX, "a gc --wait (or env remove) waits for it")
+	check("beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove) is using it")
+	os.Remove(gate) // a store made before the gate
+	check("without the gate", "", 0, "")
+	check("without the gate, beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove) is using it")
+	if _, err := os.Stat(gate); !os.IsNotExist(err) {
+		t.Errorf("the executor made the gate: %v", err)
+	}
+}
