@@ -374,10 +374,22 @@ func envRemoveCmd() *cli.Command {
 			// Held exclusive, as gc holds it: an install holds the store
 			// from building its env until its change-set names it, so
 			// the registry's answer below stays true until the env is gone.
-			// Waiting, it says so (openStore).
-			unlock, err := st.LockExclusive(c.Context)
+			unlock, ok, err := st.TryLockExclusive()
 			if err != nil {
-				return err
+				return fmt.Errorf("store lock: %w", err)
+			}
+			if !ok {
+				// Not for a user who may not write the store: waiting,
+				// it holds the store's gate, and the runs, fetches and
+				// installs that start meanwhile wait behind it, for a
+				// removal that then fails (gc --wait likewise).
+				if why := notWritable(filepath.Join(o.home, store.EnvsDir)); why != "" {
+					return refusal.New(refusal.MaterializeFailed, "cannot remove the env %s: %s, and the store is in use (another process holds it), so env remove does not wait for it, holding up the runs that start meanwhile; remove the env as the store's owner", dir, why)
+				}
+				// Waiting, it says so (openStore).
+				if unlock, err = st.LockExclusive(c.Context); err != nil {
+					return err
+				}
 			}
 			defer unlock()
 			names, err := registryNames(c.Context, o, false)

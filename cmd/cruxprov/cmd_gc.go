@@ -76,6 +76,17 @@ func gcAction(c *cli.Context) error {
 		return err
 	}
 	gco := store.GCOptions{DryRun: dry, Wait: c.Bool("wait")}
+	// A user who may not write the store does not wait for it: waiting,
+	// gc holds the store's gate, and every run, fetch and install that
+	// starts meanwhile waits behind it, for a gc that then fails (an
+	// executor's gc --wait held up the operator's runs). It tries once,
+	// as gc without --wait does.
+	var cannot string
+	if !dry {
+		if cannot = notWritable(filepath.Join(o.home, store.BlobsDir)); cannot != "" {
+			gco.Wait = false
+		}
+	}
 	// The registry is asked, and unnamed envs removed, only once gc holds
 	// the store: an install holds it from building its env until its
 	// change-set is proposed, so no env is taken between the two.
@@ -91,6 +102,9 @@ func gcAction(c *cli.Context) error {
 		return plan, err
 	}
 	rep, err := st.GC(c.Context, gco)
+	if errors.Is(err, store.ErrBusy) && cannot != "" {
+		return fmt.Errorf("gc: %w; %s, so gc does not wait for it (waiting, it would hold up the runs, fetches and installs that start meanwhile, to fail once it had the store): run gc as the store's owner (gc --dry-run shows what it would remove)", err, cannot)
+	}
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)
 	}
@@ -222,4 +236,18 @@ func treeBytes(roots ...string) int64 {
 		n += store.TreeBytes(r)
 	}
 	return n
+}
+
+// notWritable says why this user may not write dir, a directory of the
+// store ("" when it may, or when that cannot be told): checked by gc
+// --wait and env remove before they wait for the store.
+func notWritable(dir string) string {
+	err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK, unix.AT_EACCESS)
+	switch {
+	case errors.Is(err, unix.EROFS):
+		return "the store's file system is mounted read-only"
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Sprintf("the store is not writable by this user (uid %d)", os.Geteuid())
+	}
+	return ""
 }

@@ -258,3 +258,57 @@ func TestExecutorBesideTheGate(t *testing.T) {
 		t.Errorf("the executor made the gate: %v", err)
 	}
 }
+
+// TestNonWriterDoesNotWait: gc --wait and env remove by a user who may
+// not write the store (an executor, uid 65534, on root's) fail at once
+// while a run holds the store, saying why, rather than wait holding the
+// gate: waiting, they held up every run, fetch and install that started
+// meanwhile (the owner's verify waited behind an executor's gc --wait),
+// to fail once they had the store.
+func TestNonWriterDoesNotWait(t *testing.T) {
+	base, exe := nobodyBase(t, "cruxprov-nonwriter-", "")
+	home := filepath.Join(base, "home")
+	if _, err := store.Open(home); err != nil {
+		t.Fatal(err)
+	}
+	env0 := filepath.Join(home, "envs", strings.Repeat("0", 64))
+	if err := os.MkdirAll(env0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	release := holdFlock(t, home, ".lock", unix.LOCK_SH) // a run
+	defer release()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"gc", "--wait"}, exitFailure, "the store is not writable by this user (uid 65534), so gc does not wait for it"},
+		{[]string{"gc", "--wait", "--envs"}, exitFailure, "the store is not writable by this user (uid 65534), so gc does not wait for it"},
+		{[]string{"gc"}, exitFailure, "run gc as the store's owner"},
+		{[]string{"env", "remove", env0}, exitRefused, "the store is not writable by this user (uid 65534), and the store is in use"},
+	} {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		var se lockedBuffer
+		cmd.Stderr = &se
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("%v as a non-writer waited for the store: %q", c.args, se.String())
+			continue
+		}
+		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(se.String(), c.want) || strings.Contains(se.String(), "waiting for the store") {
+			t.Errorf("%v as a non-writer beside a run: exit %d, stderr %q", c.args, code, se.String())
+		}
+	}
+	if _, err := os.Stat(env0); err != nil {
+		t.Errorf("the env is gone: %v", err)
+	}
+}
