@@ -231,8 +231,9 @@ func TestOnWait(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		said []Wait
+		pids [][]int
 	)
-	s.OnWait(func(w Wait) { mu.Lock(); said = append(said, w); mu.Unlock() })
+	s.OnWait(func(w Wait, p []int) { mu.Lock(); said, pids = append(said, w), append(pids, p); mu.Unlock() })
 	heard := func() []Wait { mu.Lock(); defer mu.Unlock(); return append([]Wait(nil), said...) }
 	// hold flocks name (another process's open file) how, for a while.
 	hold := func(name string, how int) func() {
@@ -256,7 +257,7 @@ func TestOnWait(t *testing.T) {
 		{"exclusive beside a run", lockName, unix.LOCK_SH, true, WaitForUsers},
 		{"exclusive behind a waiting gc", gateName, unix.LOCK_EX, true, WaitForUsers},
 	} {
-		said = nil
+		said, pids = nil, nil
 		release := hold(c.file, c.held)
 		if !c.exclusive {
 			if _, ok, err := s.TryLockShared(); ok || err != nil {
@@ -288,9 +289,14 @@ func TestOnWait(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if w := heard(); len(w) != 1 || w[0] != c.want {
-			t.Errorf("%s: said %v, want once %v", c.name, w, c.want)
+		mu.Lock()
+		if len(said) != 1 || said[0] != c.want {
+			t.Errorf("%s: said %v, want once %v", c.name, said, c.want)
+		} else if len(pids[0]) != 1 || pids[0][0] != os.Getpid() {
+			// The holder is this process's other open file.
+			t.Errorf("%s: holders %v, want [%d]", c.name, pids[0], os.Getpid())
 		}
+		mu.Unlock()
 	}
 	// Not waiting, nothing is said.
 	said = nil

@@ -19,6 +19,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -53,7 +55,7 @@ type Store struct {
 	// do not make the lock file either).
 	existing bool
 	// waiting, when set (OnWait), is told what a lock call waits for.
-	waiting func(Wait)
+	waiting func(Wait, []int)
 }
 
 // Wait is what a lock call of the store has to wait for (OnWait).
@@ -72,9 +74,40 @@ const (
 
 // OnWait sets f to be called, once, by each lock call of s that has to
 // wait (LockShared, LockExclusive; never the Try forms), before it
-// waits, with what it waits for: a command can say why it waits. Call
-// it before s is used.
-func (s *Store) OnWait(f func(Wait)) { s.waiting = f }
+// waits, with what it waits for and the processes that hold what it
+// waits on (their pids, as /proc/locks names them; none where it cannot
+// tell): a command can say why it waits, and for whom. Call it before s
+// is used.
+func (s *Store) OnWait(f func(w Wait, pids []int)) { s.waiting = f }
+
+// flockHolders returns the pids that hold a flock on f (only exclusive
+// ones when writers), as /proc/locks lists them; nil when it cannot be
+// read (a process in another pid namespace is listed as 0, left out).
+func flockHolders(f *os.File, writers bool) []int {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil
+	}
+	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
+	var pids []int
+	for _, line := range strings.Split(string(b), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 807 fe:00:10077025 0 EOF"; a
+		// blocked waiter's line has "->" after its number.
+		fl := strings.Fields(line)
+		if len(fl) < 6 || fl[1] != "FLOCK" || fl[5] != id || writers && fl[3] != "WRITE" {
+			continue
+		}
+		if pid, err := strconv.Atoi(fl[4]); err == nil && pid > 0 && !slices.Contains(pids, pid) {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
 
 // OpenExisting opens the store at home as Open does, but makes nothing:
 // no directory of its layout, no lock file (a lock taken on a store
@@ -303,11 +336,11 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 		return nil, fmt.Errorf("store lock: %w", err)
 	}
 	said := false
-	blocked := func(w Wait) func() {
+	blocked := func(w Wait, on *os.File) func() {
 		return func() {
 			if !said && s.waiting != nil {
 				said = true
-				s.waiting(w)
+				s.waiting(w, flockHolders(on, w != WaitForUsers))
 			}
 		}
 	}
@@ -333,7 +366,7 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 			if how != unix.LOCK_SH {
 				w = WaitForUsers // another waiting gc, or a taker passing it
 			}
-			if err := flockWait(ctx, g, how, blocked(w)); err != nil {
+			if err := flockWait(ctx, g, how, blocked(w, g)); err != nil {
 				f.Close()
 				return nil, err
 			}
@@ -343,7 +376,7 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 	if how != unix.LOCK_SH {
 		w = WaitForUsers
 	}
-	if err := flockWait(ctx, f, how, blocked(w)); err != nil {
+	if err := flockWait(ctx, f, how, blocked(w, f)); err != nil {
 		f.Close()
 		return nil, err
 	}

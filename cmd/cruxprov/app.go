@@ -603,15 +603,34 @@ func (o *opts) openStore() (*store.Store, error) {
 // (stdout keeps the one document): a command that seems to hang says why.
 func (o *opts) sayWaits(st *store.Store) {
 	home := st.Home()
-	st.OnWait(func(w store.Wait) {
+	st.OnWait(func(w store.Wait, pids []int) {
+		// Which processes, where /proc/locks says (a few of them).
+		who := ""
+		if len(pids) > 0 {
+			var ps []string
+			for _, p := range pids[:min(len(pids), 5)] {
+				ps = append(ps, strconv.Itoa(p))
+			}
+			who = "pid " + strings.Join(ps, ", ")
+			if len(pids) > 1 {
+				who = "pids " + strings.Join(ps, ", ")
+			}
+			if len(pids) > 5 {
+				who += ", …"
+			}
+		}
+		gc, users := "", ""
+		if who != "" {
+			gc, users = "; "+who, who+": "
+		}
 		var why string
 		switch w {
 		case store.WaitForGC:
-			why = "a gc (or env remove) is using it"
+			why = "a gc (or env remove" + gc + ") is using it"
 		case store.WaitBehindGC:
-			why = "a gc --wait (or env remove) waits for it and goes first, once the processes using the store now are done"
+			why = "a gc --wait (or env remove" + gc + ") waits for it and goes first, once the processes using the store now are done"
 		default:
-			why = "the processes using it (runs, verifies, fetches, env creates, installs, image builds, or another gc) are to finish first"
+			why = "the processes using it (" + users + "runs, verifies, fetches, env creates, installs, image builds, or another gc) are to finish first"
 		}
 		o.line(fmt.Sprintf("waiting for the store %s: %s; Ctrl-C stops waiting", home, why))
 	})

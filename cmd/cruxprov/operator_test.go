@@ -184,7 +184,7 @@ func TestOperatorAsUnprivilegedUser(t *testing.T) {
 		t.Errorf("env remove went on while the store was held: %v", err)
 	}
 	lock.Close()
-	if err := rm.Wait(); err != nil || !strings.Contains(stderr.String(), "waiting for the store "+home+": the processes using it") {
+	if err := rm.Wait(); err != nil || !strings.Contains(stderr.String(), "waiting for the store "+home+": the processes using it (pid ") {
 		t.Fatalf("env remove once the store was released: %v, stderr %q", err, stderr.String())
 	}
 	step("env remove by a prefix now unknown", exitUsage, "env", "remove", plainEnv.Digest.String()[:19])

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,15 +135,17 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 		"fetch":      {"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--json"},
 		"install":    {"install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"},
 	}
-	// Behind a gc that waits (its gate), then beside a gc that holds the store.
+	// Behind a gc that waits (its gate), then beside a gc that holds
+	// the store: the holder (this process) is named by its pid.
+	pid := strconv.Itoa(os.Getpid())
 	release := holdFlock(t, home, ".gate", unix.LOCK_EX)
 	for what, args := range shared {
-		wait(what, syscall.SIGINT, "a gc --wait (or env remove) waits for it and goes first", args...)
+		wait(what, syscall.SIGINT, "a gc --wait (or env remove; pid "+pid+") waits for it and goes first", args...)
 	}
 	release()
 	release = holdFlock(t, home, ".lock", unix.LOCK_EX)
 	for what, args := range shared {
-		wait(what, syscall.SIGTERM, "a gc (or env remove) is using it", args...)
+		wait(what, syscall.SIGTERM, "a gc (or env remove; pid "+pid+") is using it", args...)
 	}
 	release()
 	if _, err := os.Stat(ledger); !os.IsNotExist(err) {
@@ -150,8 +153,8 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 	}
 	// A gc that waits, and env remove, beside a run.
 	release = holdFlock(t, home, ".lock", unix.LOCK_SH)
-	wait("gc --wait", syscall.SIGINT, "the processes using it (runs,", "gc", "--wait", "--json")
-	wait("env remove", syscall.SIGTERM, "the processes using it (runs,", "env", "remove", env0, "--json")
+	wait("gc --wait", syscall.SIGINT, "the processes using it (pid "+pid+": runs,", "gc", "--wait", "--json")
+	wait("env remove", syscall.SIGTERM, "the processes using it (pid "+pid+": runs,", "env", "remove", env0, "--json")
 	release()
 
 	// Not waiting, nothing is said; once the gc is done, the command
@@ -248,12 +251,13 @@ func TestExecutorBesideTheGate(t *testing.T) {
 	if _, err := os.Stat(gate); err != nil {
 		t.Fatal(err)
 	}
+	pid := strconv.Itoa(os.Getpid()) // the holder, named
 	check("with the gate", "", 0, "")
-	check("behind a waiting gc", ".gate", unix.LOCK_EX, "a gc --wait (or env remove) waits for it")
-	check("beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove) is using it")
+	check("behind a waiting gc", ".gate", unix.LOCK_EX, "a gc --wait (or env remove; pid "+pid+") waits for it")
+	check("beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove; pid "+pid+") is using it")
 	os.Remove(gate) // a store made before the gate
 	check("without the gate", "", 0, "")
-	check("without the gate, beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove) is using it")
+	check("without the gate, beside a gc", ".lock", unix.LOCK_EX, "a gc (or env remove; pid "+pid+") is using it")
 	if _, err := os.Stat(gate); !os.IsNotExist(err) {
 		t.Errorf("the executor made the gate: %v", err)
 	}
