@@ -82,7 +82,7 @@ func (s *Store) OnWait(f func(w Wait, pids []int)) { s.waiting = f }
 
 // flockHolders returns the pids that hold a flock on f (only exclusive
 // ones when writers), as /proc/locks lists them; nil when it cannot be
-// read (a process in another pid namespace is listed as 0, left out).
+// read.
 func flockHolders(f *os.File, writers bool) []int {
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil {
@@ -92,11 +92,19 @@ func flockHolders(f *os.File, writers bool) []int {
 	if err != nil {
 		return nil
 	}
-	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), st.Ino)
+	return parseFlockHolders(b, unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), uint64(st.Ino), writers)
+}
+
+// parseFlockHolders reads /proc/locks (b) for the pids holding a flock
+// on the file of device major:minor and inode ino (only exclusive ones
+// when writers), sorted, each once. A blocked waiter's line (with "->"
+// after its number) holds nothing; a process in another pid namespace
+// is listed as 0 and left out.
+func parseFlockHolders(b []byte, major, minor uint32, ino uint64, writers bool) []int {
+	id := fmt.Sprintf("%02x:%02x:%d", major, minor, ino)
 	var pids []int
-	for _, line := range strings.Split(string(b), "\n") {
-		// "1: FLOCK  ADVISORY  WRITE 807 fe:00:10077025 0 EOF"; a
-		// blocked waiter's line has "->" after its number.
+	for line := range strings.SplitSeq(string(b), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 807 fe:00:10077025 0 EOF"
 		fl := strings.Fields(line)
 		if len(fl) < 6 || fl[1] != "FLOCK" || fl[5] != id || writers && fl[3] != "WRITE" {
 			continue
