@@ -177,6 +177,14 @@ func installAction(c *cli.Context) error {
 	same := false
 	if pin, err := reg.Pin(c.Context, res.Provider.Name); err == nil && !pin.Retired && res.ChangeSet.Spec.Changes[0].Action == registry.ActionUpdate {
 		same = planChanges(registry.Diff(pin, res.ChangeSet)) == 0
+		// An update names every materialization the pin is to have:
+		// one the accepted pin has and this install did not build (an
+		// image not given again, a platform left out) is dropped, and
+		// only the diff showed it.
+		if gone := droppedMaterializations(pin.ProviderSpec(), res.Provider); len(gone) > 0 {
+			o.warn(fmt.Sprintf("this change-set drops what %s's accepted pin (revision %d) runs on: %s; approved, no verify or run finds them again. To keep them, install again naming every --backend, --image and --platform the pin has (cruxprov provider show %s%s), or reject this change-set",
+				res.Provider.Name, pin.Revision, strings.Join(gone, ", "), res.Provider.Name, o.homeFlag()))
+		}
 	}
 	return o.emit(schemaName("install"), res, func(w io.Writer) {
 		p := res.Provider
@@ -199,4 +207,29 @@ func installAction(c *cli.Context) error {
 		}
 		fmt.Fprintln(w, res.ChangeSet.Metadata.ID)
 	})
+}
+
+// droppedMaterializations names the materializations a run can use
+// (local and container: a resolution alone runs nothing) of old that
+// next has none for, by backend and platform, and a container's image.
+func droppedMaterializations(old, next *registry.Provider) []string {
+	if old == nil || next == nil {
+		return nil
+	}
+	have := map[string]bool{}
+	for _, m := range next.Materializations {
+		have[m.Backend+" "+m.Platform] = true
+	}
+	var gone []string
+	for _, m := range old.Materializations {
+		if m.Backend == registry.BackendResolution || have[m.Backend+" "+m.Platform] {
+			continue
+		}
+		what := m.Backend + " " + m.Platform
+		if m.Image != "" {
+			what += " (image " + m.Image + ")"
+		}
+		gone = append(gone, what)
+	}
+	return gone
 }

@@ -240,6 +240,26 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	if r := nobody("verify", "acme-echo", "--backend", "container", "--state-dir", state); r.code != exitRefused || !strings.Contains(r.stderr, string(refusal.PlatformUnsupported)) {
 		t.Errorf("verify without a platform, two pinned: %+v", r)
 	}
+
+	// An update naming one of the two images drops the other: install
+	// says so (only the diff showed it), on stderr and in --json's
+	// warnings, and names only what is dropped.
+	kept, dropped := built.Platforms[0], built.Platforms[1]
+	r = nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+kept.Digest, "--python", debian)
+	want := "warning: this change-set drops what acme-echo's accepted pin (revision "
+	gone := "runs on: container " + dropped.Platform + " (image oci:" + out + "@" + dropped.Digest + "); "
+	if r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, gone) || strings.Contains(r.stderr, kept.Platform+" (image") {
+		t.Errorf("install dropping an image: %+v", r)
+	}
+	var doc struct{ Warnings []string }
+	r = nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+kept.Digest, "--python", debian, "--json")
+	if r.code != 0 || r.stderr != "" || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Warnings) != 1 || !strings.Contains(doc.Warnings[0], gone) {
+		t.Errorf("install --json dropping an image: %+v", r)
+	}
+	// Naming both again drops nothing.
+	if r := nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+built.Digest, "--python", debian); r.code != 0 || strings.Contains(r.stderr, "drops") {
+		t.Errorf("install naming every image again: %+v", r)
+	}
 }
 
 // TestImageBuildRepeatedPlatform: --platform A --platform B is --platform
