@@ -334,7 +334,11 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		if c.Action == ActionSetPolicy {
 			next = "trust another approver key first (cruxprov key trust), then set the threshold"
 		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver keys for a threshold of %d: nothing could be approved again; %s", a, n.Policy.Threshold, next)
+		keys := "keys"
+		if a == 1 {
+			keys = "key"
+		}
+		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver %s for a threshold of %d: nothing could be approved again; %s", a, keys, n.Policy.Threshold, next)
 	}
 	n.Revision++
 	return &n, nil

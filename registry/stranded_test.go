@@ -12,7 +12,7 @@ import (
 
 // TestStrandedThresholdSaysWhatToDo: operator.md's `cruxprov policy set
 // --threshold 2` with one approver key trusted was refused "the change
-// would leave 1 distinct approver keys for a threshold of 2: nothing
+// would leave 1 distinct approver key for a threshold of 2: nothing
 // could be approved again" and no more: the refusal now says what to do
 // first, which depends on the change (trust a key before raising the
 // threshold; lower the threshold before untrusting a key it needs).
@@ -38,6 +38,7 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 		}
 	}
 	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "trust another approver key first (cruxprov key trust)")
+	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "would leave 1 distinct approver key for a threshold of 2")
 
 	tr, err := d.TrustKey(ctx, bob.Key, "t")
 	if err != nil {

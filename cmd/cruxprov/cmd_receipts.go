@@ -127,7 +127,8 @@ func receiptsAction(c *cli.Context, scan bool) error {
 					st += " (replayed)"
 				}
 			}
-			if len(a.Intent.Unenforced) > 0 {
+			// A replay ran nothing: no limit went unheld.
+			if len(a.Intent.Unenforced) > 0 && (a.Outcome == nil || !a.Outcome.Replayed) {
 				st += " (no " + oneLine(strings.Join(a.Intent.Unenforced, ", ")) + " limits)"
 			}
 			// Every string of a row is shown escaped: a ledger is not
@@ -273,7 +274,8 @@ func receiptsShow(c *cli.Context) error {
 		row("attempt", "%s (%s, line %d)", in.AttemptID, a.Path, a.Line)
 		// Escaped, as list shows them: a ledger is not trusted text.
 		row("run", "%s %s, backend %s, platform %s", oneLine(in.Provider), oneLine(in.Entrypoint), oneLine(in.Backend), oneLine(in.Platform))
-		if len(in.Unenforced) > 0 {
+		// A replay ran nothing: no limit went unheld.
+		if len(in.Unenforced) > 0 && (a.Outcome == nil || !a.Outcome.Replayed) {
 			how := "" // a local run without its namespaces was not asked to be
 			if in.Backend == "container" {
 				how = " (--unenforced-limits)"

@@ -18,6 +18,14 @@ import (
 	"github.com/cruxible/cruxprov/receipts"
 )
 
+// replayOf is a replayed outcome's replay_of (the container run's), "" for a run.
+func replayOf(replayed bool) string {
+	if replayed {
+		return "att_container"
+	}
+	return ""
+}
+
 // TestReceiptsShowLimits: a run's receipt that names limits it went
 // without reads as such in receipts list and show; the container's
 // --unenforced-limits is named only for a container run (a local run
@@ -32,14 +40,16 @@ func TestReceiptsShowLimits(t *testing.T) {
 	for _, run := range []struct {
 		id, backend string
 		lost        []string
-	}{{"att_local", "local", []string{invoke.LimitNamespaces}}, {"att_container", "container", []string{"memory", "cpus", "pids"}}} {
+		replayed    bool
+	}{{"att_local", "local", []string{invoke.LimitNamespaces}, false}, {"att_container", "container", []string{"memory", "cpus", "pids"}, false},
+		{"att_replay", "container", []string{"memory", "cpus", "pids"}, true}} {
 		in := receipts.Intent{AttemptID: run.id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
 			Backend: run.backend, Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
 			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d, Unenforced: run.lost}
 		if _, err := l.Begin(context.Background(), in); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: run.id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
+		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: run.id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now(), Replayed: run.replayed, ReplayOf: replayOf(run.replayed)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,6 +62,14 @@ func TestReceiptsShowLimits(t *testing.T) {
 	}
 	if r := cruxprov(t, "receipts", "show", "att_container", "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, "ran without the memory, cpus, pids limits (--unenforced-limits)") {
 		t.Errorf("receipts show of the container run: %+v", r)
+	}
+	// A replay ran nothing, so no limit went unheld: its row says
+	// replayed and nothing of limits.
+	if r := cruxprov(t, "receipts", "list", "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, "ok (replayed)  ") {
+		t.Errorf("receipts list of a replay: %+v", r)
+	}
+	if r := cruxprov(t, "receipts", "show", "att_replay", "--ledger", ledger); r.code != 0 || strings.Contains(r.stdout, "ran without") {
+		t.Errorf("receipts show of a replay: %+v", r)
 	}
 }
 
