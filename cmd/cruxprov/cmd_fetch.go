@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
@@ -294,9 +296,23 @@ type progress struct {
 // newProgress starts the bars on o's stderr; o.line writes above them
 // until wait.
 func newProgress(c *cli.Context, o *opts) *progress {
-	pr := &progress{p: mpb.NewWithContext(c.Context, mpb.WithOutput(o.stderr), mpb.WithWidth(32)), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
+	pr := &progress{p: barsOn(c.Context, o.stderr), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
 	o.bars.Store(pr)
 	return pr
+}
+
+// barsOn starts a bar container drawing on w (each bar 32 columns wide).
+// mpb draws to a terminal's size as the terminal reports it, and one
+// that reports none (0×0: a pseudo-terminal nobody sized, a serial
+// console) got no bar at all: on such a terminal the lines are drawn 80
+// columns wide, each frame drawn over the last as on any terminal.
+func barsOn(ctx context.Context, w io.Writer) *mpb.Progress {
+	if f, ok := w.(*os.File); ok {
+		if cols, rows, err := term.GetSize(int(f.Fd())); err == nil && (cols == 0 || rows == 0) {
+			return mpb.NewWithContext(ctx, mpb.WithOutput(struct{ io.Writer }{f}), mpb.WithWidth(80), mpb.ForceTTY(), mpb.WithAutoRefresh())
+		}
+	}
+	return mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithWidth(32))
 }
 
 func (pr *progress) event(e fetch.Event) {
@@ -304,7 +320,7 @@ func (pr *progress) event(e fetch.Event) {
 	defer pr.mu.Unlock()
 	switch e.Kind {
 	case fetch.EventPlan:
-		pr.total = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarPriority(1<<30),
+		pr.total = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarWidth(32), mpb.BarPriority(1<<30),
 			mpb.PrependDecorators(decor.Name("total ("+count(e.Count, "wheel")+")", decor.WCSyncSpaceR)),
 			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
 	case fetch.EventStart:
@@ -315,7 +331,7 @@ func (pr *progress) event(e fetch.Event) {
 		if len(name) > 40 {
 			name = name[:37] + "..."
 		}
-		pr.bars[e.Filename] = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarRemoveOnComplete(),
+		pr.bars[e.Filename] = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarWidth(32), mpb.BarRemoveOnComplete(),
 			mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR)),
 			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))
 		pr.current[e.Filename] = 0

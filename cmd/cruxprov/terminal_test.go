@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vbauerster/mpb/v8"
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/invoke"
@@ -84,5 +88,45 @@ func TestProgressTotalCountsWheels(t *testing.T) {
 		if out := buf.String(); !strings.Contains(out, c.want+" ") {
 			t.Errorf("%d wheels: the bar reads %q, want %q", c.n, out, c.want)
 		}
+	}
+}
+
+// TestProgressOnAnUnsizedTerminal: a terminal that reports no size (a
+// new pseudo-terminal is 0×0 until someone sizes it, as under `script`
+// without a terminal of its own, or a serial console) gets the bars; mpb
+// took 0 columns and 0 rows as the room it had and drew nothing. A
+// sized terminal draws them as before.
+func TestProgressOnAnUnsizedTerminal(t *testing.T) {
+	for _, size := range []struct{ cols, rows uint16 }{{0, 0}, {100, 30}} {
+		t.Run(fmt.Sprintf("%dx%d", size.cols, size.rows), func(t *testing.T) {
+			ptmx, pts := ptyPair(t)
+			if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: size.cols, Row: size.rows}); err != nil {
+				t.Skipf("TIOCSWINSZ: %v", err)
+			}
+			read := make(chan string, 1)
+			go func() {
+				var all []byte
+				buf := make([]byte, 4096)
+				for {
+					n, err := ptmx.Read(buf)
+					all = append(all, buf[:n]...)
+					if err != nil || bytes.Contains(all, []byte("total (1 wheel)")) {
+						read <- string(all)
+						return
+					}
+				}
+			}()
+			pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
+			pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: 1})
+			pr.wait(true)
+			select {
+			case out := <-read:
+				if !strings.Contains(out, "total (1 wheel)") {
+					t.Errorf("the terminal shows %q", out)
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("no bar on the terminal")
+			}
+		})
 	}
 }
