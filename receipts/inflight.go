@@ -41,16 +41,29 @@ func (l *Ledger) inflightFile() (*os.File, error) {
 	if l.keys != nil {
 		return l.keys, nil
 	}
-	p := l.side + ".inflight"
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	f, err := openKeyLocks(l.side, l.path, os.O_CREATE)
 	if err != nil {
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, l.path)
+		return nil, err
+	}
+	l.keys = f
+	return f, nil
+}
+
+// openKeyLocks opens the key-lock sidecar of the ledger path (whose
+// file is side) for writing, as a keyed Begin takes its locks in it
+// (flag: os.O_CREATE to make it, 0600, when missing), refusing
+// ledger_write_failed one it cannot open or that is not a regular file.
+// Writable asks the same question without making it.
+func openKeyLocks(side, path string, flag int) (*os.File, error) {
+	p := side + ".inflight"
+	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|flag, 0o600)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, l.path)
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, path)
 	}
-	l.keys = f
 	return f, nil
 }
 

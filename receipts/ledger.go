@@ -258,19 +258,14 @@ func Writable(path string) error {
 	if err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
 	}
-	p := side + ".inflight"
-	k, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	k, err := openKeyLocks(side, path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s (every run with an idempotency key is refused)", p, path)
+		return err
 	}
-	defer k.Close()
-	if st, err := k.Stat(); err != nil || !st.Mode().IsRegular() {
-		return refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, path)
-	}
-	return nil
+	return k.Close()
 }
 
 // Path returns the ledger's path.
