@@ -15,7 +15,7 @@ CONFORMANCE_DIR ?= $(CURDIR)/../shared/conformance
 FUZZTIME ?= 10s
 CMDS := $(notdir $(wildcard cmd/*))
 
-.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean interop
+.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean interop schemas
 
 all: build
 
@@ -80,3 +80,9 @@ lint:
 
 clean:
 	rm -rf bin build
+
+# What internal/schematest validates with: the in-toto validator's modules (the CycloneDX JSON
+# schemas come with github.com/CycloneDX/cyclonedx-go, pinned by its go.sum) into the module cache.
+# Its tests skip without them (and without python3-jsonschema, .ci/apt-packages); CI runs them.
+schemas:
+	cd internal/schematest/intoto && $(GO) mod download
