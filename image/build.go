@@ -635,7 +635,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		Tree: s.Tree.Digest.String(), EnvPath: EnvPath, BaseDigest: b.digest.String(),
 		Interpreter: *in, Compiler: stripStats(s.Interpreter),
 	}
-	deps := []ResourceDescriptor{{Name: "base", URI: "oci://" + baseName(ref), Digest: map[string]string{b.digest.Algorithm: b.digest.Hex}}}
+	deps := []ResourceDescriptor{{Name: "base", URI: baseURI(ref), Digest: map[string]string{b.digest.Algorithm: b.digest.Hex}}}
 	wheels := append([]seal.Package{*root}, s.Resolution.Packages...)
 	for _, wp := range wheels {
 		deps = append(deps, ResourceDescriptor{Name: wp.Filename, URI: pypiPURL(wp), Digest: map[string]string{"sha256": hexOf(wp.SHA256)}})
@@ -721,6 +721,18 @@ func baseName(r Ref) string {
 		return LayoutPrefix + filepath.Base(r.Layout)
 	}
 	return r.Repo.Name()
+}
+
+// baseURI is the provenance's URI of the base r: oci://REGISTRY/REPOSITORY
+// for a registry's (the registry lowercase, as a ResourceURI's authority
+// must be), none for a layout's, which is a directory of this host and no
+// URI names it (its name and digest identify it; "oci://oci:DIR" was no
+// URI at all).
+func baseURI(r Ref) string {
+	if r.Repo == nil {
+		return ""
+	}
+	return "oci://" + strings.ToLower(r.Repo.RegistryStr()) + "/" + r.Repo.RepositoryStr()
 }
 
 func xy(v string) string {

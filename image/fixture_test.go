@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/schematest"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -58,6 +59,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(fxDir)
 	}
 	imagetest.Cleanup()
+	schematest.Cleanup()
 	if signedOut != "" {
 		os.RemoveAll(filepath.Dir(signedOut))
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -10,9 +13,14 @@ import (
 	"syscall"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/schematest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -49,7 +57,9 @@ func imageSetup(t *testing.T, prefix string) (base, exe string, fx *fixtures.Set
 // into a layout (signed, SOURCE_DATE_EPOCH), the same digest built by
 // root in another home, image verify accepting it and refusing another
 // repository, a base named without a digest, and env sbom of the same env
-// built locally naming the image's materialization.
+// built locally naming the image's materialization and being the image's
+// SBOM attestation, valid CycloneDX 1.5 (the statements valid in-toto and
+// SLSA provenance v1; internal/schematest, which CI has).
 func TestImageCLI(t *testing.T) {
 	baseLayout, baseDigest := imagetest.Base(t)
 	base, exe, fx, idx, shim := imageSetup(t, "cruxprov-image-")
@@ -139,6 +149,78 @@ func TestImageCLI(t *testing.T) {
 	if !strings.Contains(r.stdout, `"value": "`+built.Platforms[0].Materialization+`"`) {
 		t.Errorf("env sbom does not name the materialization %s", built.Platforms[0].Materialization)
 	}
+	// env sbom's document is the image's CycloneDX attestation (compacted
+	// as the statement's predicate), and both meet the CycloneDX 1.5
+	// schema; the statements meet in-toto's (internal/schematest).
+	atts := layoutAttestations(t, filepath.Join(out, "oci"), built.Platforms[0].Digest)
+	var st struct{ Predicate json.RawMessage }
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(r.stdout)); err != nil {
+		t.Fatal(err)
+	}
+	if json.Unmarshal(atts[image.CycloneDXType], &st) != nil || !bytes.Equal(st.Predicate, compact.Bytes()) {
+		t.Errorf("env sbom is not the image's SBOM attestation:\n%s\n%s", r.stdout, atts[image.CycloneDXType])
+	}
+	schematest.InToto(t, atts[image.SLSAProvenanceType], atts[image.CycloneDXType])
+	schematest.CycloneDX(t, []byte(r.stdout))
+}
+
+// layoutAttestations are the in-toto statements, by predicate type, that
+// the .att image of the manifest d in the layout dir carries.
+func layoutAttestations(t *testing.T, dir, d string) map[string][]byte {
+	t.Helper()
+	h, err := v1.NewHash(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ii, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{}
+	for _, m := range im.Manifests {
+		if m.Annotations["org.opencontainers.image.ref.name"] != image.AttestationTag(h) {
+			continue
+		}
+		img, err := lp.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			rc, err := l.Compressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			var e image.Envelope
+			if err != nil || json.Unmarshal(b, &e) != nil {
+				t.Fatalf("attestation layer: %v %s", err, b)
+			}
+			body, err := base64.StdEncoding.DecodeString(e.Payload)
+			var st image.Statement
+			if err != nil || json.Unmarshal(body, &st) != nil {
+				t.Fatalf("attestation payload: %v %s", err, body)
+			}
+			got[st.PredicateType] = body
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("%s: %d attestations of %s, want the provenance and the SBOM", dir, len(got), d)
+	}
+	return got
 }
 
 // TestImageMultiPlatformInstall: CI builds one provider (named

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/schematest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	imagetest.Cleanup() // the cruxshim the image tests built
+	imagetest.Cleanup()  // the cruxshim the image tests built
+	schematest.Cleanup() // the in-toto validator
 	os.Exit(code)
 }
 
