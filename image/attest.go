@@ -263,9 +263,13 @@ type BOMProperty struct {
 }
 
 // pypiPURL is p's purl without qualifiers, "pkg:pypi/NAME@VERSION", as
-// the SBOM and the provenance's resolved dependencies name a wheel.
+// the SBOM and the provenance's resolved dependencies name a wheel. The
+// purl specification's pypi type wants the name lowercase with '-' for
+// '_' (PyPI does not tell them apart); a resolution's names are PEP 503
+// normal already, which is that and '.' as '-' too.
 func pypiPURL(p seal.Package) string {
-	return "pkg:pypi/" + purlEscape(strings.ToLower(p.Name)) + "@" + purlEscape(p.Version)
+	n := strings.ReplaceAll(strings.ToLower(p.Name), "_", "-")
+	return "pkg:pypi/" + purlEscape(n) + "@" + purlEscape(p.Version)
 }
 
 // purlEscape percent-encodes a purl component as the purl specification

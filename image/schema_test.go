@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/schematest"
+	"github.com/cruxible/cruxprov/seal"
 )
 
 // attestations are the in-toto statements of the .att image of the
@@ -104,6 +108,104 @@ func TestAttestationsMeetTheirSpecifications(t *testing.T) {
 		t.Errorf("the attestation's SBOM is not env sbom's document:\n%s\n%s", st.Predicate, p.sbom)
 	}
 	schematest.CycloneDX(t, p.sbom, st.Predicate)
+}
+
+// TestSBOMEdgeCasesMeetTheSchema validates SBOMs of seals a real env
+// seldom has against the CycloneDX 1.5 JSON schema, and each purl
+// against the purl specification's pypi type (name lowercase, '_' as
+// '-'; every component percent-encoded; qualifiers with lowercase keys,
+// sorted): local versions ("2.0.0+cpu"), epochs, a name that is not PEP
+// 503 normal, a seal without a root, and a thousand packages. The name
+// "Typing_Extensions" was written "typing_extensions" in its purl (only
+// lowercased). CI runs it (see TestAttestationsMeetTheirSpecifications).
+func TestSBOMEdgeCasesMeetTheSchema(t *testing.T) {
+	pkg := func(name, version, filename string) seal.Package {
+		return seal.Package{Name: name, Version: version, Filename: filename, SHA256: digest.Sum([]byte(filename)), Size: 1}
+	}
+	root := pkg("acme-echo", "1.0.0", "acme_echo-1.0.0-py3-none-any.whl")
+	edge := []seal.Package{
+		pkg("torch", "2.0.0+cpu", "torch-2.0.0+cpu-cp311-cp311-linux_x86_64.whl"),
+		pkg("zope-interface", "1!6.0", "zope_interface-1!6.0-py3-none-any.whl"),
+		pkg("Typing_Extensions", "4.12.2", "typing_extensions-4.12.2-py3-none-any.whl"),
+		pkg("local-thing", "1.0+ubuntu.1~x", "local_thing-1.0+ubuntu.1~x-py3-none-any.whl"),
+	}
+	var many []seal.Package
+	for i := range 1000 {
+		n := fmt.Sprintf("pkg-%04d", i)
+		many = append(many, pkg(n, "1.0."+fmt.Sprint(i), strings.ReplaceAll(n, "-", "_")+"-1.0."+fmt.Sprint(i)+"-py3-none-any.whl"))
+	}
+	mk := func(root *seal.Package, pkgs []seal.Package) *seal.Seal {
+		s := &seal.Seal{}
+		s.Resolution.Packages = pkgs
+		s.Resolution.Root = root
+		s.Resolution.Digest = digest.Sum([]byte("resolution"))
+		s.Materialization.Digest = digest.Sum([]byte("materialization"))
+		s.Materialization.Platform = "cp311-manylinux_2_36_x86_64"
+		s.Interpreter.Path, s.Interpreter.Version = "/usr/bin/python3.11", "3.11.2"
+		return s
+	}
+	var docs [][]byte
+	for _, s := range []*seal.Seal{mk(&root, edge), mk(nil, edge), mk(&root, many), mk(nil, nil)} {
+		b, err := SBOM(s, "cruxprov v1.2.3+dirty go1.26.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, b)
+		var bom BOM
+		if err := json.Unmarshal(b, &bom); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range bom.Components {
+			checkPypiPURL(t, c.PURL)
+		}
+	}
+	schematest.CycloneDX(t, docs...)
+}
+
+// checkPypiPURL holds purl to the purl specification: pkg:TYPE/NAME@VERSION?QUALIFIERS,
+// the pypi type's name lowercase with '-' for '_', each component
+// percent-encoded (no byte outside the unreserved set and ':' left bare),
+// qualifier keys lowercase and sorted.
+func checkPypiPURL(t *testing.T, purl string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(purl, "pkg:pypi/")
+	if !ok {
+		t.Errorf("purl %q: not pkg:pypi/", purl)
+		return
+	}
+	nameVer, quals, _ := strings.Cut(rest, "?")
+	name, ver, ok := strings.Cut(nameVer, "@")
+	if !ok || name == "" || ver == "" {
+		t.Errorf("purl %q: no NAME@VERSION", purl)
+	}
+	bare := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(".-_~:%", c) >= 0) {
+				return false
+			}
+		}
+		return true
+	}
+	if n, err := url.PathUnescape(name); err != nil || n != strings.ToLower(n) || strings.Contains(n, "_") || !bare(name) {
+		t.Errorf("purl %q: the pypi name %q is not lowercase with '-' for '_', percent-encoded", purl, name)
+	}
+	if _, err := url.PathUnescape(ver); err != nil || !bare(ver) {
+		t.Errorf("purl %q: the version %q is not percent-encoded", purl, ver)
+	}
+	var keys []string
+	for _, kv := range strings.Split(quals, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != strings.ToLower(k) || !bare(v) {
+			t.Errorf("purl %q: qualifier %q", purl, kv)
+		}
+		keys = append(keys, k)
+	}
+	for i := 1; i < len(keys); i++ {
+		if keys[i] < keys[i-1] {
+			t.Errorf("purl %q: qualifiers not sorted", purl)
+		}
+	}
 }
 
 // TestBaseURI: the provenance names a registry's base by an RFC 3986 URI
