@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -338,4 +340,25 @@ func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// CheckTypeURI says why s is not what in-toto calls a TypeURI, as SLSA
+// provenance v1 wants runDetails.builder.id and buildType: an absolute RFC
+// 3986 URI, case normalized (scheme and authority lowercase). nil when it
+// is one.
+func CheckTypeURI(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return errors.New("empty: give a URI, such as https://ci.example/builder")
+	case err != nil:
+		return fmt.Errorf("not a URI: %w", err)
+	case !u.IsAbs():
+		return fmt.Errorf("%q is not an absolute URI (no scheme), such as https://ci.example/builder", s)
+	case strings.ContainsAny(s, " \t\r\n"):
+		return fmt.Errorf("%q has white space, which no URI has", s)
+	case u.Scheme != strings.ToLower(u.Scheme) || u.Host != strings.ToLower(u.Host):
+		return fmt.Errorf("%q: a URI's scheme and host are lowercase here (%s)", s, strings.ToLower(u.Scheme)+"://"+strings.ToLower(u.Host))
+	}
+	return nil
 }

@@ -74,7 +74,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
 			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's; localhost/<provider> for a layout alone)"},
 			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate or cosign generate-key-pair)"},
-			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`"},
+			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`, an absolute URI (SLSA's runDetails.builder.id)"},
 			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "build every layer: neither read nor write the store's layer, wheel and bytecode caches (docs/store.md)"},
@@ -136,6 +136,11 @@ func imageBuild(c *cli.Context) error {
 	}
 	if c.String("index") == "" && !c.Bool("offline") {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	// The provenance's runDetails.builder.id is a URI (SLSA provenance v1);
+	// verify and the pin compare it as given.
+	if err := image.CheckTypeURI(c.String("builder-id")); err != nil {
+		return usagef("--builder-id: %v", err)
 	}
 	bo := image.Options{
 		Base: c.String("base"), Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"),

@@ -369,6 +369,27 @@ func TestImageBuildRepeatedPlatform(t *testing.T) {
 	}
 }
 
+// TestImageBuildBuilderIDIsAURI: --builder-id becomes the provenance's
+// runDetails.builder.id, which SLSA provenance v1 wants a URI (in-toto's
+// TypeURI): an id that is none ("ci-runner-7", one with a space or an
+// uppercase host; an empty one was refused already) is a usage error before
+// anything is read. It was written as given, and the provenance was
+// invalid.
+func TestImageBuildBuilderIDIsAURI(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	for _, id := range []string{"", "ci-runner-7", "https://ci.example/my builder", "HTTPS://CI.example/builder"} {
+		r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"),
+			"--builder-id", id)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || !strings.Contains(r.stderr, "--builder-id") {
+			t.Errorf("--builder-id %q: %+v", id, r)
+		}
+	}
+}
+
 // TestImageBuildEpochPastTar: a SOURCE_DATE_EPOCH a USTAR header cannot
 // hold is a usage error before anything is read, not a refusal
 // (materialize_failed) once the env was built.
