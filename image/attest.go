@@ -297,7 +297,8 @@ func purlEscape(s string) string {
 // the BOM's subject, the platform, interpreter, resolution and
 // materialization digests as properties, and tool (cruxprov's
 // version). It depends on the seal alone (no time, no random serial number), so `env sbom` and an
-// image's attestation of the same env are the same bytes.
+// image's attestation of the same env are the same bytes (the attestation's in-toto statement
+// carries them compacted, as its predicate: TestAttestationsMeetTheirSpecifications).
 func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	comp := func(p seal.Package) BOMComponent {
 		purl := pypiPURL(p) + "?file_name=" + purlEscape(p.Filename)

@@ -12,8 +12,8 @@
 // github.com/CycloneDX/cyclonedx-go v0.12.0 carries the CycloneDX schemas
 // in schema/, github.com/in-toto/attestation v1.2.0 the bindings. When
 // the validator cannot be had, a test skips saying what to install:
-// `apt-get install python3-jsonschema` (Debian's, 4.10) and
-// `(cd internal/schematest/intoto && go mod download)`. CI (.ci/run)
+// `apt-get install python3-jsonschema` (Debian's, 4.10) and `make schemas`
+// (`cd internal/schematest/intoto && go mod download`). CI (.ci/run)
 // installs both, so the tests run there.
 package schematest
 
@@ -78,7 +78,7 @@ func setup() tools {
 	}
 	if _, err := run("mod", "download"); err != nil {
 		t.skip = "the validator's modules (the CycloneDX schemas, the in-toto bindings) are not in the module cache and cannot be fetched: " +
-			"(cd internal/schematest/intoto && go mod download) with the Go module proxy reachable (CI's .ci/run does it): " + err.Error()
+			"make schemas (cd internal/schematest/intoto && go mod download) with the Go module proxy reachable (CI's .ci/run does it): " + err.Error()
 		return t
 	}
 	out, err := run("list", "-m", "-f", "{{.Dir}}", CycloneDXModule)
