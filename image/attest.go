@@ -358,7 +358,7 @@ func CheckTypeURI(s string) error {
 		return fmt.Errorf("%q is not an absolute URI (no scheme), such as https://ci.example/builder", s)
 	case strings.ContainsAny(s, " \t\r\n"):
 		return fmt.Errorf("%q has white space, which no URI has", s)
-	case u.Scheme != strings.ToLower(u.Scheme) || u.Host != strings.ToLower(u.Host):
+	case s[:len(u.Scheme)] != u.Scheme || u.Host != strings.ToLower(u.Host): // url.Parse lowercases the scheme it returns
 		return fmt.Errorf("%q: a URI's scheme and host are lowercase here (%s)", s, strings.ToLower(u.Scheme)+"://"+strings.ToLower(u.Host))
 	}
 	return nil

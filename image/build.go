@@ -213,6 +213,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if o.Output == "" && o.Push == "" {
 		return nil, errors.New("neither an output layout nor a repository to push to")
 	}
+	// SLSA provenance v1's runDetails.builder.id is a URI: a provenance
+	// naming anything else is one in-toto's validators reject.
+	if err := CheckTypeURI(o.BuilderID); err != nil {
+		return nil, fmt.Errorf("the builder id: %w", err)
+	}
 	if warn := o.Warn; warn != nil {
 		// A platform's plan (for the layer cache) and its run resolve
 		// the same lock: say each warning once.

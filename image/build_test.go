@@ -115,3 +115,18 @@ func TestBuildEpochPastTar(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildBuilderIDIsAURI: the library refuses a builder id that is no
+// absolute URI before anything is read, as the CLI's --builder-id does (a
+// program calling Build wrote it into the provenance as given).
+func TestBuildBuilderIDIsAURI(t *testing.T) {
+	for _, id := range []string{"", "ci-runner-7", "HTTPS://ci.example/b", "https://ci.example/a b"} {
+		_, err := Build(context.Background(), nil, Options{
+			Platforms: []string{testPlatform}, Output: t.TempDir(), Base: "oci:/nonexistent@sha256:" + strings.Repeat("0", 64),
+			Shims: map[string]string{"": "/nonexistent"}, Epoch: time.Unix(1700000000, 0), BuilderID: id,
+		})
+		if err == nil || !strings.Contains(err.Error(), "the builder id") {
+			t.Errorf("builder id %q: %v", id, err)
+		}
+	}
+}

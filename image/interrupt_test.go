@@ -38,7 +38,7 @@ func TestBuildInterruptedWhileLayering(t *testing.T) {
 	_, err = Build(ctx, st, Options{
 		Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{testPlatform},
 		Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
-		Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: out, NoCompile: true,
+		Epoch: time.Unix(1700000000, 0), Tool: testTool, BuilderID: "https://ci.example/builder", Output: out, NoCompile: true,
 		Progress: func(stage, _ string) {
 			if stage == "layers" {
 				layering = true

@@ -83,7 +83,7 @@ func TestShimForAnotherMachine(t *testing.T) {
 		_, err = Build(context.Background(), st, Options{
 			Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
 			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
-			Epoch: time.Unix(1700000000, 0), Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
+			Epoch: time.Unix(1700000000, 0), Tool: testTool, BuilderID: "https://ci.example/builder", Output: filepath.Join(t.TempDir(), "oci"),
 		})
 		if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim "+c.shim) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s with the cruxshim %s: %v, want platform_unsupported saying %q", c.pid, c.shim, err, c.says)
