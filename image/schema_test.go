@@ -2,78 +2,19 @@ package image
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/schematest"
 	"github.com/cruxible/cruxprov/seal"
 )
-
-// attestations are the in-toto statements of the .att image of the
-// platform image d in the layout out, as the build wrote them.
-func attestations(t *testing.T, out string, p *PlatformImage) map[string][]byte {
-	t.Helper()
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ii, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := ii.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]byte{}
-	for _, m := range im.Manifests {
-		if m.Annotations[refNameAnnotation] != AttestationTag(p.Digest) {
-			continue
-		}
-		img, err := lp.Image(m.Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			rc, err := l.Compressed()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var e Envelope
-			if err := json.Unmarshal(b, &e); err != nil {
-				t.Fatal(err)
-			}
-			body, err := base64.StdEncoding.DecodeString(e.Payload)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var st Statement
-			if err := json.Unmarshal(body, &st); err != nil {
-				t.Fatal(err)
-			}
-			got[st.PredicateType] = body
-		}
-	}
-	return got
-}
 
 // TestAttestationsMeetTheirSpecifications validates what a signed image
 // build writes against the official definitions, with real validators
@@ -90,7 +31,7 @@ func attestations(t *testing.T, out string, p *PlatformImage) map[string][]byte 
 func TestAttestationsMeetTheirSpecifications(t *testing.T) {
 	res, out, _ := signedBuild(t)
 	p := res.Platforms[0]
-	atts := attestations(t, out, &p)
+	atts := imagetest.Attestations(t, out, AttestationTag(p.Digest))
 	prov, sbom := atts[SLSAProvenanceType], atts[CycloneDXType]
 	if prov == nil || sbom == nil {
 		t.Fatalf("the .att image holds %d attestations, want the provenance and the SBOM", len(atts))

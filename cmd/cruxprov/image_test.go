@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,7 +12,6 @@ import (
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
@@ -152,7 +149,14 @@ func TestImageCLI(t *testing.T) {
 	// env sbom's document is the image's CycloneDX attestation (compacted
 	// as the statement's predicate), and both meet the CycloneDX 1.5
 	// schema; the statements meet in-toto's (internal/schematest).
-	atts := layoutAttestations(t, filepath.Join(out, "oci"), built.Platforms[0].Digest)
+	h, err := v1.NewHash(built.Platforms[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atts := imagetest.Attestations(t, filepath.Join(out, "oci"), image.AttestationTag(h))
+	if len(atts) != 2 {
+		t.Fatalf("%d attestations of %s, want the provenance and the SBOM", len(atts), h)
+	}
 	var st struct{ Predicate json.RawMessage }
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, []byte(r.stdout)); err != nil {
@@ -163,64 +167,6 @@ func TestImageCLI(t *testing.T) {
 	}
 	schematest.InToto(t, atts[image.SLSAProvenanceType], atts[image.CycloneDXType])
 	schematest.CycloneDX(t, []byte(r.stdout))
-}
-
-// layoutAttestations are the in-toto statements, by predicate type, that
-// the .att image of the manifest d in the layout dir carries.
-func layoutAttestations(t *testing.T, dir, d string) map[string][]byte {
-	t.Helper()
-	h, err := v1.NewHash(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ii, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := ii.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]byte{}
-	for _, m := range im.Manifests {
-		if m.Annotations["org.opencontainers.image.ref.name"] != image.AttestationTag(h) {
-			continue
-		}
-		img, err := lp.Image(m.Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls, err := img.Layers()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			rc, err := l.Compressed()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(rc)
-			rc.Close()
-			var e image.Envelope
-			if err != nil || json.Unmarshal(b, &e) != nil {
-				t.Fatalf("attestation layer: %v %s", err, b)
-			}
-			body, err := base64.StdEncoding.DecodeString(e.Payload)
-			var st image.Statement
-			if err != nil || json.Unmarshal(body, &st) != nil {
-				t.Fatalf("attestation payload: %v %s", err, body)
-			}
-			got[st.PredicateType] = body
-		}
-	}
-	if len(got) != 2 {
-		t.Fatalf("%s: %d attestations of %s, want the provenance and the SBOM", dir, len(got), d)
-	}
-	return got
 }
 
 // TestImageMultiPlatformInstall: CI builds one provider (named

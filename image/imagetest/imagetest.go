@@ -8,7 +8,9 @@ package imagetest
 import (
 	"archive/tar"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -284,4 +286,57 @@ func Cleanup() {
 	if shimDir != "" {
 		os.RemoveAll(shimDir)
 	}
+}
+
+// Attestations are the in-toto statements, by predicate type, that the
+// attestation image tagged tag (image.AttestationTag of the platform
+// image) in the layout dir carries: each DSSE layer's payload, as the
+// build wrote it.
+func Attestations(t testing.TB, dir, tag string) map[string][]byte {
+	t.Helper()
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ii, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]byte{}
+	for _, m := range im.Manifests {
+		if m.Annotations["org.opencontainers.image.ref.name"] != tag {
+			continue
+		}
+		img, err := lp.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := img.Layers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			rc, err := l.Compressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			var e struct{ Payload string }
+			if err != nil || json.Unmarshal(b, &e) != nil {
+				t.Fatalf("attestation layer: %v %s", err, b)
+			}
+			body, err := base64.StdEncoding.DecodeString(e.Payload)
+			var st struct{ PredicateType string }
+			if err != nil || json.Unmarshal(body, &st) != nil {
+				t.Fatalf("attestation payload: %v %s", err, body)
+			}
+			got[st.PredicateType] = body
+		}
+	}
+	return got
 }
