@@ -33,6 +33,7 @@ import (
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
@@ -52,8 +53,10 @@ const (
 )
 
 // Harness is the image's CMD: the harness under the env's interpreter,
-// isolated (-I), as the subprocess executor runs it (DESIGN §10).
-var Harness = []string{EnvPath + "/bin/python", "-I", "-m", "cruxible_provider_runtime.harness"}
+// isolated (-I), site deferred (-S) until the bootstrap has moved the
+// protocol channel off fd 1, as the subprocess executor runs it (DESIGN
+// §10; python.Harness).
+var Harness = python.Harness(EnvPath + "/bin/python")
 
 // Label and annotation keys cruxprov sets (DESIGN §7), besides the
 // org.opencontainers.image ones.

@@ -1,7 +1,11 @@
 // Package invoke owns running one provider entrypoint out of process
 // (DESIGN §10): the Executor interface, the Call an executor is given and
 // the Result it returns, and Subprocess, the local executor that spawns
-// <env>/bin/python -I -m cruxible_provider_runtime.harness in a sealed env.
+// the harness in a sealed env: <env>/bin/python -I -S -c BOOTSTRAP
+// (python.Harness), which moves the protocol channel off fd 1 before site
+// runs the env's .pth files and sitecustomize (DESIGN §10 quotes -I -m
+// cruxible_provider_runtime.harness, under which site, and so a
+// dependency's .pth file, ran first; docs/executor.md says more).
 //
 // One Run, in order: the Call's Verify hook (any error refuses: nothing is
 // spawned); the harness module must be in the env (runtime_missing); the

@@ -888,3 +888,67 @@ func TestLeftChildDoesNotHoldTheRun(t *testing.T) {
 		})
 	}
 }
+
+// TestHarnessSeesANormalStart: the harness starts with site deferred (-I
+// -S, python.Harness) so that the env's .pth files run only once the
+// protocol channel is off fd 1; site.main() must then leave the provider
+// what `python -I` leaves any program in the env: the same sys.prefix,
+// sys.exec_prefix, sys.base_prefix and sys.path (the env's site-packages,
+// not the base interpreter's, whose own .pth files are not run), no user
+// site, sitecustomize imported where the interpreter has one, usercustomize
+// not. On Debian's CPython and, where it is readable, pyenv's.
+func TestHarnessSeesANormalStart(t *testing.T) {
+	f := fixture(t)
+	envs := map[string]invoketest.Fixtures{python: f}
+	const pyenv = "/root/.pyenv/versions/3.11.7/bin/python3.11"
+	if _, err := os.Stat(pyenv); err == nil {
+		f2, err := invoketest.BuildLocal(context.Background(), filepath.Join(t.TempDir(), "fx"), pyenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs[pyenv] = f2
+	}
+	const script = `import json, site, sys
+print(json.dumps({"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_prefix": sys.base_prefix,
+    "path": sys.path, "isolated": sys.flags.isolated, "no_user_site": sys.flags.no_user_site,
+    "ignore_environment": sys.flags.ignore_environment, "enable_user_site": site.ENABLE_USER_SITE,
+    "sitecustomize": "sitecustomize" in sys.modules, "usercustomize": "usercustomize" in sys.modules}))`
+	for interp, f := range envs {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(interp)))+"-"+filepath.Base(interp), func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(f.Env, f.Python), "-I", "-c", script)
+			cmd.Env = []string{}
+			cmd.Dir = t.TempDir()
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("python -I: %v", err)
+			}
+			var want map[string]any
+			if err := json.Unmarshal(out, &want); err != nil {
+				t.Fatal(err)
+			}
+			site := filepath.Join(f.Env, "lib", "python3.11", "site-packages")
+			if p, _ := want["path"].([]any); len(p) == 0 || p[len(p)-1] != site {
+				t.Fatalf("python -I's sys.path %v does not end with the env's site-packages %s", want["path"], site)
+			}
+			ex := &invoke.Subprocess{WorkdirParent: t.TempDir()}
+			res, err := ex.Run(context.Background(), f.Call("startup", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != invoke.StatusOK {
+				t.Fatalf("%s %+v", res.Status, res.Error)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(res.Value, &got); err != nil {
+				t.Fatal(err)
+			}
+			if ran, _ := got["pth_ran"].([]any); len(ran) == 0 {
+				t.Errorf("the env's .pth file did not run: %s", res.Value)
+			}
+			delete(got, "pth_ran")
+			if g, w := fmt.Sprint(got), fmt.Sprint(want); g != w {
+				t.Errorf("the provider saw\n%s\nwhere python -I sees\n%s", g, w)
+			}
+		})
+	}
+}

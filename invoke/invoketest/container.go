@@ -51,7 +51,7 @@ func BuildContainer(ctx context.Context, dir, base, shimPath, platform string) (
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range []fixtures.Wheel{set.Runtime, prov.Wheel} {
+	for _, w := range append([]fixtures.Wheel{prov.Wheel}, prov.Dependencies...) {
 		b, err := os.ReadFile(w.Path)
 		if err != nil {
 			return nil, err

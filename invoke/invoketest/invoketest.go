@@ -20,7 +20,10 @@
 // and is recorded as killed by that signal, exit status 128+N, whatever
 // runs in front of it; that its orphans are reaped, not left zombies; and
 // that a tool closing every descriptor above 2 (the harness's result
-// channel with them) is a protocol_error saying so.
+// channel with them) is a protocol_error saying so; and that code a
+// dependency's .pth file runs at interpreter start cannot write the
+// result (what it prints goes to stderr), and ends the run as a clear
+// outcome when it exits.
 //
 // BuildLocal builds the fixture env a local executor runs the battery on.
 // This package does not implement an executor.
@@ -148,8 +151,10 @@ func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
 		}
 		return lockfile.ResolvedWheel{Name: w.Name, Version: w.Version, Filename: w.Filename, Size: w.Size, SHA256: w.SHA256}, nil
 	}
-	if _, err := put(set.Runtime); err != nil {
-		return Fixtures{}, err
+	for _, d := range prov.Dependencies { // the runtime and acme-startup
+		if _, err := put(d); err != nil {
+			return Fixtures{}, err
+		}
 	}
 	root, err := put(prov.Wheel)
 	if err != nil {
@@ -213,6 +218,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	t.Run("SelfSignalKills", b.selfSignal)
 	t.Run("OrphansReaped", b.reaped)
 	t.Run("ResultChannelClosed", b.channelClosed)
+	t.Run("StartupCodeCannotWriteTheResult", b.startup)
 }
 
 type battery struct {
@@ -793,4 +799,64 @@ func (b *battery) channelClosed(t *testing.T) {
 	if o := recorded(t, path, res); !strings.Contains(o.StderrTail, "closed the result channel") {
 		t.Errorf("the stderr tail lacks the harness's line: %q", o.StderrTail)
 	}
+}
+
+// startup: code a dependency's .pth file runs at interpreter start (as
+// site processes .pth files) is provider code that runs before any of the
+// harness's own would under `python -I -m`: what it prints, writes on fd 1
+// itself, or forges there as a result must go to stderr, never into the
+// result (the run was a protocol_error blamed on the harness). One that
+// raises is reported by site on stderr and the run goes on, as any start
+// would; one that exits ends the run as import_failed (SystemExit named),
+// one that calls os._exit as a protocol_error (no result): each a clear
+// outcome, not a hang.
+func (b *battery) startup(t *testing.T) {
+	ex, path := b.open(t)
+	run := func(t *testing.T, modes string) *invoke.Result {
+		t.Helper()
+		c := b.fx.Call("startup", nil, secrets)
+		c.Inject = append(c.Inject, "ACME_STARTUP="+modes)
+		res := b.run(t, ex, c)
+		recorded(t, path, res)
+		return res
+	}
+	for _, modes := range []string{"print,write", "forge", "raise", ""} {
+		t.Run("mode="+modes, func(t *testing.T) {
+			res := run(t, modes)
+			if res.Status != invoke.StatusOK {
+				t.Fatalf("status %s %+v (exit %d, %d bytes on stdout), want ok: the .pth's %q reached the result channel",
+					res.Status, res.Error, res.ExitCode, res.StdoutBytes, modes)
+			}
+			var got struct {
+				PthRan []string `json:"pth_ran"`
+			}
+			if err := json.Unmarshal(res.Value, &got); err != nil {
+				t.Fatalf("result %s: %v", res.Value, err)
+			}
+			if len(got.PthRan) == 0 {
+				t.Errorf("acme_startup.pth did not run: %s", res.Value)
+			}
+			for _, fd1 := range got.PthRan {
+				if fd1 != "stderr" {
+					t.Errorf("when acme_startup.pth ran, fd 1 was %s: the protocol channel was not yet off fd 1 (%q)", fd1, got.PthRan)
+					break
+				}
+			}
+			if modes == "print,write" && res.StderrBytes < int64(len("acme-startup: printed at interpreter start\nacme-startup: written on fd 1 at interpreter start\n")) {
+				t.Errorf("only %d bytes on stderr: what the .pth printed went elsewhere", res.StderrBytes)
+			}
+		})
+	}
+	t.Run("mode=exit", func(t *testing.T) {
+		res := run(t, "exit")
+		if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != "import_failed" || !strings.Contains(res.Error.Message, "SystemExit") {
+			t.Fatalf("status %s %+v (exit %d), want error import_failed naming SystemExit", res.Status, res.Error, res.ExitCode)
+		}
+	})
+	t.Run("mode=osexit", func(t *testing.T) {
+		res := run(t, "osexit")
+		if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeProtocolError {
+			t.Fatalf("status %s %+v (exit %d), want error %s (no result)", res.Status, res.Error, res.ExitCode, invoke.CodeProtocolError)
+		}
+	})
 }

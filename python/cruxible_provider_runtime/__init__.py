@@ -2,7 +2,7 @@
 
 Providers import ProviderResult and ProviderRunContext from here (or from
 cruxible_provider_runtime.provider_api). The harness module is what the
-executor runs: ``python -I -m cruxible_provider_runtime.harness``.
+executor runs (as ``python -I -S -c BOOTSTRAP``: see its docstring).
 
 This package uses the standard library only and supports CPython 3.9+.
 """

@@ -1,11 +1,23 @@
-"""The harness an executor runs: ``python -I -m cruxible_provider_runtime.harness``.
+"""The harness an executor runs.
+
+The executor starts ``python -I -S -c BOOTSTRAP`` (python/bootstrap.py, the
+same argv for local runs and an image's CMD), not ``python -I -m
+cruxible_provider_runtime.harness``: without -S, site runs the env's .pth
+files (and imports sitecustomize) before the harness's first line, and that
+start-up code, which is provider code, could write the result channel. The
+bootstrap moves the channel off fd 1 (step 1 below), only then runs
+site.main() (what a start without -S runs: the venv's prefix, site-packages,
+its .pth files, sitecustomize; no user site, as under -I), and calls
+run_bootstrapped. ``python -I -m cruxible_provider_runtime.harness`` still
+works, with the channel moved only once site has run.
 
 The contract is DESIGN section 10 and docs/provider-authors.md:
 
 1. First of all, the protocol channel moves off fd 1: fd 1 is duplicated to a
    private, non-inheritable descriptor, then fd 1 (and sys.stdout) point at
    stderr, so nothing a provider prints, from Python or from C, reaches the
-   result.
+   result. Start-up code that stopped site.main() (a .pth file or
+   sitecustomize calling sys.exit) is ``import_failed``.
 2. One JSON line is read from stdin::
 
        {"protocol_version": 1, "run_id": "...", "entrypoint": "...",
@@ -229,9 +241,14 @@ def _describe(exc: BaseException) -> str:
     return _short(_redact("%s: %s" % (name, text) if text else name))
 
 
-def _protect_stdout() -> int:
-    """Duplicate fd 1 to a private descriptor and point fd 1 at stderr."""
-    proto = os.dup(1)  # non-inheritable (PEP 446)
+def _protect_stdout(proto=None) -> int:
+    """Duplicate fd 1 to a private descriptor (proto, when the bootstrap
+    did) and point fd 1 and sys.stdout at stderr (again: start-up code may
+    have pointed them elsewhere since)."""
+    if proto is None:
+        proto = os.dup(1)  # non-inheritable (PEP 446)
+    elif isinstance(proto, BaseException):
+        raise proto  # the bootstrap could not duplicate fd 1
     try:
         sys.stdout.flush()
     except Exception:
@@ -597,10 +614,29 @@ def _init_in_front() -> None:
             os._exit(os.WEXITSTATUS(status))
 
 
-def run() -> int:
-    """Run one request; return the exit status (0: a result was written)."""
+def _site_failed(exc: BaseException) -> _Refused:
+    """import_failed for an exception that stopped site.main() (start-up
+    code: a .pth file's import line or sitecustomize called sys.exit; site
+    itself reports an Exception there on stderr and goes on), its
+    traceback on stderr."""
     try:
-        proto_fd = _protect_stdout()
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        sys.stderr.write(_redact(text))
+        sys.stderr.flush()
+    except Exception:
+        pass
+    return _Refused("import_failed", "the env's start-up code (site: a .pth file in site-packages, or sitecustomize) raised %s" % _describe(exc))
+
+
+def run(proto=None, site_error=None) -> int:
+    """Run one request; return the exit status (0: a result was written).
+
+    proto and site_error are the bootstrap's (run_bootstrapped): the
+    protocol channel it moved off fd 1 before site ran (an OSError when fd 1
+    could not be duplicated), and what stopped site.main(), if anything.
+    Run as ``-m`` (proto None) the harness moves the channel itself."""
+    try:
+        proto_fd = _protect_stdout(proto)
         proto_id = _identity(proto_fd)
     except OSError as e:
         _log("stdout is not usable, no result can be written: %s" % e)
@@ -630,6 +666,8 @@ def run() -> int:
             idempotency_key=req["idempotency_key"],
             protocol_version=req["protocol_version"],
         )
+        if site_error is not None:
+            raise _site_failed(site_error)
         target = _resolve(req["object"])
         out = _call(target, req["object"], ctx)
         body = _check_result(out, req["object"])
@@ -688,6 +726,22 @@ def _exit(code: int) -> None:
     # os._exit: a provider's leftover threads or atexit hooks cannot change
     # the status once the result is written.
     os._exit(code)
+
+
+def run_bootstrapped(proto, site_error=None) -> None:
+    """What the executor's bootstrap (python/bootstrap.py, run as ``python
+    -I -S -c``) calls once it has moved the protocol channel off fd 1 (proto)
+    and only then run site.main(), which processes the env's .pth files and
+    imports sitecustomize: start-up code, provider code, that under ``-I -m``
+    ran before the harness's first line and could write the result channel.
+    Never returns."""
+    _init_in_front()
+    try:
+        status = run(proto, site_error)
+    except BaseException:
+        _print_traceback()
+        status = 1
+    _exit(status)
 
 
 if __name__ == "__main__":

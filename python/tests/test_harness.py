@@ -1,5 +1,5 @@
 """The harness, run as the executor runs it: a real interpreter in a venv,
-``python -I -m cruxible_provider_runtime.harness``, a real pipe on fd 3.
+``python -I -S -c BOOTSTRAP`` (python/bootstrap.py), a real pipe on fd 3.
 
 Run with: python3 -m unittest discover -s python/tests -t python
 """
@@ -16,8 +16,41 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)  # python/, which holds cruxible_provider_runtime
+with open(os.path.join(PYROOT, "bootstrap.py")) as _f:
+    BOOTSTRAP = _f.read()
+
+
+def argv(py):
+    """The executor's argv for interpreter py (python.Harness in Go)."""
+    return [py, "-I", "-S", "-c", BOOTSTRAP]
+
+
+# Start-up code, as a dependency's .pth file runs it, misbehaving when the
+# variable CRUX_TEST_STARTUP says how (-I ignores PYTHON* variables only).
+STARTUP_PTH = (
+    "import os, sys; m = os.environ.get('CRUX_TEST_STARTUP', ''); "
+    "m == 'print' and (print('printed at start-up'), sys.stdout.flush(), os.write(1, b'written on fd 1 at start-up\\n')); "
+    "m == 'exit' and sys.exit(7); "
+    "m == 'raise' and 1 / 0; "
+    "d = os.environ.get('CRUX_TEST_RUNTIME'); d and sys.path.insert(0, d)\n"
+)
+
+# What a program sees of its start.
+START_INFO = """
+import json, site, sys
+info = {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_prefix": sys.base_prefix,
+        "path": sys.path, "isolated": sys.flags.isolated, "no_user_site": sys.flags.no_user_site,
+        "enable_user_site": site.ENABLE_USER_SITE, "sitecustomize": "sitecustomize" in sys.modules,
+        "usercustomize": "usercustomize" in sys.modules}
+"""
 
 PROVIDERS = {
+    "tp_start": START_INFO + '''
+from cruxible_provider_runtime import ProviderResult
+
+def info_(ctx):
+    return ProviderResult.ok(info)
+''',
     "tp_basic": '''
         import os, subprocess, sys, threading, time
         from cruxible_provider_runtime import ProviderResult
@@ -224,6 +257,8 @@ def setUpModule():
             f.write(textwrap.dedent(src))
     with open(os.path.join(site, "crux_test_paths.pth"), "w") as f:
         f.write(PYROOT + "\n" + provdir + "\n")
+    with open(os.path.join(site, "crux_test_startup.pth"), "w") as f:
+        f.write(STARTUP_PTH)
 
 
 def tearDownModule():
@@ -260,7 +295,7 @@ class Run:
         self.doc = json.loads(lines[0]) if len(lines) == 1 else None
 
 
-def harness(stdin, secret=None, close_stdout=False):
+def harness(stdin, secret=None, close_stdout=False, env=None, args=None):
     """Run the harness; stdin is a dict (sent as one line) or bytes. secret,
     when not None, is written to a pipe that the child sees as fd 3."""
     if isinstance(stdin, dict):
@@ -275,8 +310,10 @@ def harness(stdin, secret=None, close_stdout=False):
         # only fd 3 and the standard streams reach the harness.
         # dup2(3, 3) is a no-op that keeps close-on-exec, hence set_inheritable.
         kw = {"preexec_fn": lambda: (os.dup2(r, 3), os.set_inheritable(3, True)), "close_fds": False}
+    if env is not None:
+        kw["env"] = dict(os.environ, **env)
     p = subprocess.Popen(
-        [PY, "-I", "-m", "cruxible_provider_runtime.harness"],
+        args or argv(PY),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         cwd=TMP, **kw,
     )
@@ -425,7 +462,7 @@ class HarnessTest(unittest.TestCase):
         os.lseek(fd, 5, os.SEEK_SET)  # an offset left behind by whoever wrote it
         try:
             p = subprocess.run(
-                [PY, "-I", "-m", "cruxible_provider_runtime.harness"],
+                argv(PY),
                 input=json.dumps(request("tp_basic:uses_secret", secret_channel={"fd": 3, "refs": ["acme/api-token"]})).encode() + b"\n",
                 capture_output=True, cwd=TMP, close_fds=False, timeout=60,
                 preexec_fn=lambda: (os.dup2(fd, 3), os.set_inheritable(3, True)),
@@ -591,6 +628,77 @@ class HarnessTest(unittest.TestCase):
 
     def test_lingering_thread_does_not_hold_the_exit(self):
         self.ok(harness(request("tp_basic:lingering_thread")), "done")
+
+    # Start-up code: under -I -m, site ran the venv's .pth files (and
+    # sitecustomize) before the harness's first line, so what they printed
+    # or wrote on fd 1 went into the result channel.
+
+    def test_startup_code_cannot_write_the_result(self):
+        run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "print"})
+        self.ok(run, {"echo": {"name": "world"}})
+        self.assertIn("printed at start-up", run.stderr)
+        self.assertIn("written on fd 1 at start-up", run.stderr)
+
+    def test_startup_code_that_raises_is_reported_and_the_run_goes_on(self):
+        run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "raise"})
+        self.ok(run, {"echo": {"name": "world"}})
+        self.assertIn("ZeroDivisionError", run.stderr)
+
+    def test_startup_code_that_exits_is_import_failed(self):
+        msg = self.refused(harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "exit"}), "import_failed")
+        self.assertIn("SystemExit: 7", msg)
+        self.assertIn(".pth", msg)
+
+    def test_minus_m_still_runs(self):
+        # python -I -m, as executors before the bootstrap ran it.
+        self.ok(harness(request("tp_basic:echo"), args=[PY, "-I", "-m", "cruxible_provider_runtime.harness"]),
+                {"echo": {"name": "world"}})
+
+    def test_bootstrap_runs_a_runtime_without_run_bootstrapped(self):
+        # An env installed with a runtime wheel from before the bootstrap:
+        # its harness has no run_bootstrapped. The bootstrap gives fd 1
+        # back and runs it as -m did; what start-up code wrote stays off
+        # the result all the same.
+        old = os.path.join(TMP, "old-runtime")
+        shutil.copytree(os.path.join(PYROOT, "cruxible_provider_runtime"), os.path.join(old, "cruxible_provider_runtime"))
+        with open(os.path.join(old, "cruxible_provider_runtime", "harness.py"), "a") as f:
+            f.write("\ndel run_bootstrapped\n")
+        try:
+            run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "print", "CRUX_TEST_RUNTIME": old})
+            self.ok(run, {"echo": {"name": "world"}})
+            self.assertIn("printed at start-up", run.stderr)
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def test_bootstrap_leaves_the_start_python_minus_I_gives(self):
+        # site.main(), run by the bootstrap once fd 1 is safe, must leave
+        # what a start without -S leaves: sys.prefix, sys.path (the venv's
+        # site-packages, not the base's), no user site. On every CPython
+        # 3.9+ here that this user can run.
+        pys = [sys.executable, "/usr/bin/python3"]
+        pys += ["/root/.pyenv/versions/%s/bin/python3" % v for v in ("3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")]
+        tried = 0
+        for base in pys:
+            if not os.access(base, os.X_OK):
+                continue
+            with self.subTest(python=base):
+                d = tempfile.mkdtemp(prefix="crux-start-", dir=TMP)
+                if subprocess.run([base, "-m", "venv", "--without-pip", d], capture_output=True).returncode != 0:
+                    continue
+                tried += 1
+                py = os.path.join(d, "bin", "python")
+                site = subprocess.run([py, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                      check=True, capture_output=True, text=True).stdout.strip()
+                with open(os.path.join(site, "crux_test_paths.pth"), "w") as f:
+                    f.write(PYROOT + "\n" + os.path.join(TMP, "providers") + "\n")
+                want = json.loads(subprocess.run([py, "-I", "-c", START_INFO + "print(json.dumps(info))"],
+                                                 check=True, capture_output=True, cwd=TMP).stdout)
+                self.assertIn(site, want["path"])
+                run = harness(request("tp_start:info_"), args=argv(py))
+                self.assertEqual(run.code, 0, run.stderr)
+                self.assertEqual(run.doc["status"], "ok", run.doc)
+                self.assertEqual(run.doc["result"], want)
+        self.assertGreater(tried, 0)
 
 
 if __name__ == "__main__":
