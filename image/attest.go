@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
+	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -272,6 +273,28 @@ type BOMProperty struct {
 func pypiPURL(p seal.Package) string {
 	n := strings.ReplaceAll(strings.ToLower(p.Name), "_", "-")
 	return "pkg:pypi/" + purlEscape(n) + "@" + purlEscape(p.Version)
+}
+
+// Runtime is the version of the runtime (cruxible-provider-runtime) among
+// the provenance's resolved dependencies (pypiPURL's
+// "pkg:pypi/NAME@VERSION"), "" when it names none.
+func (p *Provenance) Runtime() string {
+	for _, d := range p.BuildDefinition.ResolvedDependencies {
+		rest, ok := strings.CutPrefix(d.URI, "pkg:pypi/")
+		if !ok {
+			continue
+		}
+		name, version, ok := strings.Cut(rest, "@")
+		if !ok {
+			continue
+		}
+		n, err1 := url.PathUnescape(name)
+		v, err2 := url.PathUnescape(version)
+		if err1 == nil && err2 == nil && python.IsRuntime(n) {
+			return v
+		}
+	}
+	return ""
 }
 
 // purlEscape percent-encodes a purl component as the purl specification

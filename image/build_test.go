@@ -2,14 +2,20 @@ package image
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
+	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -100,6 +106,50 @@ func TestBuildLayout(t *testing.T) {
 		t.Errorf("interpreter %+v", p.Interpreter)
 	}
 	oracles(t, "oci:"+out+":acme-echo", res.Digest.String(), true)
+
+	// The CMD is the executor's argv for the runtime the env holds, as the
+	// provenance names it (what the container executor runs it with).
+	var prov Provenance
+	if err := json.Unmarshal(p.prov, &prov); err != nil {
+		t.Fatal(err)
+	}
+	if got := prov.Runtime(); got != python.RuntimeVersion {
+		t.Errorf("the provenance names runtime %q, want %s", got, python.RuntimeVersion)
+	}
+	lp, err := layout.FromPath(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := lp.Image(p.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Harness(python.RuntimeVersion); !slices.Equal(cf.Config.Cmd, want) || want[2] != "-S" {
+		t.Errorf("CMD %q, want %q", cf.Config.Cmd, want)
+	}
+}
+
+// TestProvenanceRuntime: the runtime's version is read from the purl the
+// provenance names its wheel by, whatever the name's spelling; none, "".
+func TestProvenanceRuntime(t *testing.T) {
+	var p Provenance
+	if got := p.Runtime(); got != "" {
+		t.Errorf("no dependencies: %q", got)
+	}
+	for _, w := range []seal.Package{
+		{Name: "acme-echo", Version: "1.0.0"},
+		{Name: "Cruxible_Provider.Runtime", Version: "0.2.0+local.1"},
+	} {
+		p.BuildDefinition.ResolvedDependencies = append(p.BuildDefinition.ResolvedDependencies, ResourceDescriptor{Name: w.Filename, URI: pypiPURL(w)})
+	}
+	p.BuildDefinition.ResolvedDependencies = append([]ResourceDescriptor{{Name: "base", URI: "oci://example/base"}}, p.BuildDefinition.ResolvedDependencies...)
+	if got := p.Runtime(); got != "0.2.0+local.1" {
+		t.Errorf("Runtime() = %q", got)
+	}
 }
 
 // TestBuildEpochPastTar: an epoch a USTAR header cannot hold is refused

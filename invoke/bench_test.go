@@ -165,7 +165,7 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte, shimArgv []string) {
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		argv := append(append([]string(nil), shimArgv...), pyrt.Harness(py)...)
+		argv := append(append([]string(nil), shimArgv...), pyrt.Harness(py, c.Runtime)...)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if shimArgv != nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}

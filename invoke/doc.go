@@ -2,10 +2,13 @@
 // (DESIGN §10): the Executor interface, the Call an executor is given and
 // the Result it returns, and Subprocess, the local executor that spawns
 // the harness in a sealed env: <env>/bin/python -I -S -c BOOTSTRAP
-// (python.Harness), which moves the protocol channel off fd 1 before site
-// runs the env's .pth files and sitecustomize (DESIGN §10 quotes -I -m
-// cruxible_provider_runtime.harness, under which site, and so a
-// dependency's .pth file, ran first; docs/executor.md says more).
+// <env>/bin/python -I -m cruxible_provider_runtime.harness
+// (python.Harness): the bootstrap moves the protocol channel off fd 1 and
+// execs DESIGN §10's -I -m argv in the same process, so that site runs the
+// env's .pth files and sitecustomize only once fd 1 is stderr (under -I -m
+// alone they ran first, and a .pth that printed wrote the result). An env
+// whose runtime predates the handoff (Call.Runtime, from the seal) runs
+// with -I -m alone; docs/executor.md says more.
 //
 // One Run, in order: the Call's Verify hook (any error refuses: nothing is
 // spawned); the harness module must be in the env (runtime_missing); the

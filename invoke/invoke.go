@@ -48,6 +48,13 @@ type Call struct {
 	// podman), pinned by digest: REF@sha256:… or oci:DIR@sha256:…; Env and
 	// Python are then unused.
 	Image string
+	// Runtime is the version of the runtime (cruxible-provider-runtime)
+	// in the env or image, as its verified seal's resolution (an image's
+	// provenance) names it. It picks the harness's argv (python.Harness):
+	// from python.HandoffVersion on the harness is started through the
+	// bootstrap that moves the protocol channel off fd 1 before the env's
+	// start-up code runs; before it, or "" (not known), as python -I -m.
+	Runtime string
 	// Provider, Entrypoint and Object (module:attr) name what runs.
 	Provider, Entrypoint, Object string
 	// ImplementationDigest, MaterializationDigest and SealDigest (the seal

@@ -19,6 +19,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
+	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -889,14 +890,19 @@ func TestLeftChildDoesNotHoldTheRun(t *testing.T) {
 	}
 }
 
-// TestHarnessSeesANormalStart: the harness starts with site deferred (-I
-// -S, python.Harness) so that the env's .pth files run only once the
-// protocol channel is off fd 1; site.main() must then leave the provider
-// what `python -I` leaves any program in the env: the same sys.prefix,
-// sys.exec_prefix, sys.base_prefix and sys.path (the env's site-packages,
-// not the base interpreter's, whose own .pth files are not run), no user
-// site, sitecustomize imported where the interpreter has one, usercustomize
-// not. On Debian's CPython and, where it is readable, pyenv's.
+// TestHarnessSeesANormalStart: the harness is started through the
+// bootstrap (python -I -S -c, python.Harness), which moves the protocol
+// channel off fd 1 and execs python -I -m harness, so that the env's .pth
+// files run only once fd 1 is stderr. The provider must see what `python
+// -I` leaves any program in the env: the same sys.prefix, sys.exec_prefix,
+// sys.base_prefix and sys.path (the env's site-packages, not the base
+// interpreter's), no user site, sitecustomize imported where the
+// interpreter has one, usercustomize not; and what `python -I -m` gives
+// the harness: sys.argv, sys.orig_argv, sys.executable, every sys.flags
+// (no_site 0), and so multiprocessing children (spawn, forkserver) that
+// start with site, the env's sys.prefix and .pth files. The channel's
+// descriptor and variable reach no subprocess. On Debian's CPython and,
+// where it is readable, pyenv's.
 func TestHarnessSeesANormalStart(t *testing.T) {
 	f := fixture(t)
 	envs := map[string]invoketest.Fixtures{python: f}
@@ -948,6 +954,78 @@ print(json.dumps({"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_pr
 			delete(got, "pth_ran")
 			if g, w := fmt.Sprint(got), fmt.Sprint(want); g != w {
 				t.Errorf("the provider saw\n%s\nwhere python -I sees\n%s", g, w)
+			}
+
+			// The provider's own start, and its multiprocessing children's
+			// (spawn, forkserver: they get the interpreter's flags), are
+			// those python -I -m gives, as an env whose runtime predates
+			// the bootstrap is still run (Runtime 0.1.0: python.Harness).
+			start := func(runtime string) (self map[string]any, kids map[string]map[string]any, fds map[string]any) {
+				t.Helper()
+				c := f.Call("startup", map[string]any{"start": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+				c.Runtime = runtime
+				res, err := ex.Run(context.Background(), c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Status != invoke.StatusOK {
+					t.Fatalf("runtime %q: %s %+v", runtime, res.Status, res.Error)
+				}
+				var v struct {
+					Start struct {
+						Self        map[string]any            `json:"self"`
+						Children    map[string]map[string]any `json:"children"`
+						Descriptors map[string]any            `json:"descriptors"`
+					} `json:"start"`
+				}
+				if err := json.Unmarshal(res.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range v.Start.Children {
+					// Up to -c: what follows names the descriptors of the
+					// child's pipes.
+					if a, ok := k["orig_argv"].([]any); ok {
+						for i, x := range a {
+							if x == "-c" {
+								k["orig_argv"] = a[:i]
+								break
+							}
+						}
+					}
+				}
+				return v.Start.Self, v.Start.Children, v.Start.Descriptors
+			}
+			self, kids, fds := start(f.Runtime)
+			wantSelf, wantKids, _ := start("0.1.0")
+			if f.Runtime != pyrt.RuntimeVersion {
+				t.Fatalf("the fixture's runtime is %q, not %s", f.Runtime, pyrt.RuntimeVersion)
+			}
+			if g, w := fmt.Sprint(self), fmt.Sprint(wantSelf); g != w {
+				t.Errorf("the provider's start\n%s\nis not python -I -m's\n%s", g, w)
+			}
+			if a, _ := self["argv"].([]any); len(a) == 0 || !strings.HasSuffix(fmt.Sprint(a[0]), "/cruxible_provider_runtime/harness.py") {
+				t.Errorf("the provider's sys.argv is %v", self["argv"])
+			}
+			for _, m := range []string{"spawn", "forkserver"} {
+				k := kids[m]
+				if flags, _ := k["flags"].(map[string]any); flags["no_site"] != 0.0 || flags["isolated"] != 1.0 {
+					t.Errorf("a %s child's flags: %v", m, k["flags"])
+				}
+				if k["prefix"] != f.Env || k["pth_ran"] == 0.0 {
+					t.Errorf("a %s child's sys.prefix %v (the env is %s), .pth files run %v times", m, k["prefix"], f.Env, k["pth_ran"])
+				}
+				if g, w := fmt.Sprint(k), fmt.Sprint(wantKids[m]); g != w {
+					t.Errorf("a %s child's start\n%s\nis not that of a child under python -I -m\n%s", m, g, w)
+				}
+			}
+			// The channel's descriptor and the variable that named it stay
+			// the harness's: a subprocess, even with close_fds=False, gets
+			// neither.
+			if fds["var"] != nil || fds["child_var"] != nil || fmt.Sprint(fds["inheritable"]) != "[0 1 2]" {
+				t.Errorf("the provider would pass on %v (the variable %v; its subprocess saw %v)", fds["inheritable"], fds["var"], fds["child_var"])
+			}
+			if c, _ := fds["child_fds"].([]any); len(c) > 4 {
+				t.Errorf("a subprocess inherited descriptors: %v", c)
 			}
 		})
 	}

@@ -501,7 +501,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 			return nil, "", typed(err, "the sandbox")
 		}
 	}
-	argv = append(argv, python.Harness(py)...)
+	argv = append(argv, python.Harness(py, c.Runtime)...)
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
 	stdout := &sink{m: m}
 	stderr := &sink{m: m, limit: StderrTail + 4096}

@@ -769,7 +769,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	if e.command != nil {
 		args = append(args, e.command...)
 	} else {
-		args = append(args, image.Harness...)
+		args = append(args, image.Harness(s.Call.Runtime)...)
 	}
 	// conmon writes an empty file "oom" into its working directory, the
 	// podman client's, when the container is killed for memory (conmon

@@ -1,35 +1,24 @@
 import os, sys
+a = sys.argv[1:]
+e = dict(os.environ)
+e.pop("CRUXIBLE_PROTOCOL_FD", None)
+if sys.version_info < (3, 15) and sys.flags.utf8_mode and not e.get("LC_ALL") and e.get("LC_CTYPE") in ("C.UTF-8", "C.utf8", "UTF-8"):
+    e["LC_CTYPE"] = "C"
 try:
     fd = os.dup(1)
-except OSError as x:
-    fd = x
+except OSError:
+    pass
 else:
+    os.set_inheritable(fd, True)
     try:
         os.dup2(2, 1)
     except OSError:
         n = os.open(os.devnull, os.O_WRONLY)
         os.dup2(n, 1)
         os.close(n)
-sys.stdout = sys.stderr
-err = None
+    e["CRUXIBLE_PROTOCOL_FD"] = str(fd)
 try:
-    import site
-    site.main()
-except BaseException as x:
-    err = x
-import cruxible_provider_runtime.harness as h
-if hasattr(h, "run_bootstrapped"):
-    h.run_bootstrapped(fd, err)
-for f in (sys.stdout, sys.__stdout__):
-    try:
-        f.flush()
-    except Exception:
-        pass
-if type(fd) is int:
-    os.dup2(fd, 1)
-    os.close(fd)
-sys.stdout = sys.__stdout__
-if err is not None:
-    raise err
-import runpy
-runpy.run_module(h.__name__, run_name="__main__", alter_sys=True)
+    os.execve(a[0], a, e)
+except (OSError, IndexError) as x:
+    os.write(2, ("cruxprov bootstrap: cannot run the harness %r: %s\n" % (a, x)).encode("utf-8", "replace"))
+    os._exit(1)

@@ -11,34 +11,73 @@ package python
 import (
 	"embed"
 	"io/fs"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/pep440"
+	"github.com/cruxible/cruxprov/pep503"
 )
 
 //go:embed cruxible_provider_runtime/*.py
 var runtimeFS embed.FS
 
-// Bootstrap is the program the executor gives the env's interpreter
-// (python/bootstrap.py; Harness): it moves the protocol channel off fd 1
-// and points fd 1 and sys.stdout at stderr, only then runs site.main(),
-// which processes the env's .pth files and imports sitecustomize, and
-// hands the channel to the harness (run_bootstrapped). Under -I -m the
-// harness moved the channel as its first act, but site had run by then:
-// a dependency's .pth file that printed, or wrote fd 1, wrote the result
-// channel (DESIGN §10 says no provider code may). With a runtime whose
-// harness predates run_bootstrapped (an env installed with an older
-// runtime wheel) it gives fd 1 back and runs the harness as -m did, which
-// moves the channel again: the .pth files have run by then, protected.
+// Bootstrap is the program the executor gives the env's interpreter, run
+// with -I -S (python/bootstrap.py; Harness): no code of the env runs in it.
+// It duplicates fd 1, the protocol channel, to an inheritable descriptor,
+// points fd 1 at stderr and execs (the same process) the argv it is given,
+// py -I -m HarnessModule, with ProtocolFDVar naming that descriptor. site
+// then runs the env's .pth files and sitecustomize (start-up code,
+// provider code) while fd 1 is stderr, and the harness takes the channel
+// from ProtocolFDVar, which it removes, making the descriptor
+// non-inheritable. Under -I -m alone site ran before the harness's first
+// line, with fd 1 the channel: a dependency's .pth file that printed wrote
+// the result channel. The exec, not a site.main() in the bootstrap, is
+// what keeps the provider's start the start -I -m gives (sys.argv,
+// sys.flags, and so the flags multiprocessing passes its spawn and
+// forkserver children).
 //
 //go:embed bootstrap.py
 var Bootstrap string
 
 // Harness returns the argv that runs the harness under an env's
-// interpreter py: py -I -S -c Bootstrap. -I: no PYTHON* variables, no
-// user site-packages, no script directory or working directory on
-// sys.path; -S: site is not imported at start, so no code of the env runs
-// before Bootstrap's first line (site.main() then sets sys.prefix,
-// sys.path and site-packages as a start without -S would). The local
-// executor and image builds (an image's CMD) run this one argv.
-func Harness(py string) []string { return []string{py, "-I", "-S", "-c", Bootstrap} }
+// interpreter py whose runtime is at version runtime (the seal's
+// resolution, an image's provenance). From HandoffVersion on: py -I -S -c
+// Bootstrap py -I -m HarnessModule. Before it, or when the version is not
+// known (""), the harness cannot take the channel from Bootstrap: py -I -m
+// HarnessModule (DESIGN §10's argv; start-up code then runs before the
+// channel is off fd 1). -I: no PYTHON* variables, no user site-packages,
+// no script or working directory on sys.path. The local executor, the
+// container executor and image builds (an image's CMD) use this one argv.
+func Harness(py, runtime string) []string {
+	direct := []string{py, "-I", "-m", HarnessModule}
+	if !Handoff(runtime) {
+		return direct
+	}
+	return append([]string{py, "-I", "-S", "-c", Bootstrap}, direct...)
+}
+
+// Handoff reports whether a runtime at version runtime takes the protocol
+// channel from Bootstrap (ProtocolFDVar): HandoffVersion or later.
+func Handoff(runtime string) bool {
+	v, err := pep440.Parse(runtime)
+	return err == nil && pep440.Compare(v, pep440.MustParse(HandoffVersion)) >= 0
+}
+
+// IsRuntime reports whether a distribution name is the runtime's (PEP
+// 503 normalized), as a resolution's packages name it.
+func IsRuntime(name string) bool {
+	return pep503.Normalize(name) == pep503.Normalize(RuntimeDistribution)
+}
+
+// RuntimeOf is the version of the runtime among a resolution's packages
+// (a seal's), "" when it holds none: Harness's runtime.
+func RuntimeOf(pkgs []digest.ResolvedWheel) string {
+	for _, p := range pkgs {
+		if IsRuntime(p.Name) {
+			return p.Version
+		}
+	}
+	return ""
+}
 
 const (
 	// RuntimeDistribution is the runtime's distribution name as its wheel
@@ -46,10 +85,18 @@ const (
 	RuntimeDistribution = "cruxible_provider_runtime"
 	// RuntimeVersion is the runtime's version; __init__.py's __version__
 	// says the same (a test holds them together).
-	RuntimeVersion = "0.1.0"
+	RuntimeVersion = "0.2.0"
+	// HandoffVersion is the first runtime version whose harness takes the
+	// protocol channel from Bootstrap (ProtocolFDVar). An env installed
+	// with an earlier runtime wheel runs as python -I -m HarnessModule.
+	HandoffVersion = "0.2.0"
 	// HarnessModule is the harness's module: an env without it is refused
-	// runtime_missing. The executor runs it through Bootstrap (Harness).
+	// runtime_missing. The executor runs it with Harness's argv.
 	HarnessModule = "cruxible_provider_runtime.harness"
+	// ProtocolFDVar is the variable through which Bootstrap names the
+	// protocol channel's descriptor to the harness, which removes it from
+	// its environment before any provider code runs.
+	ProtocolFDVar = "CRUXIBLE_PROTOCOL_FD"
 )
 
 // Runtime returns the runtime package's source files, rooted so that each

@@ -3,6 +3,7 @@ package python
 import (
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,24 +41,46 @@ func TestRuntimeFilesAndVersion(t *testing.T) {
 	}
 }
 
-// TestBootstrapCallsTheHarness: the argv runs Bootstrap, which hands the
-// protocol channel to the harness's run_bootstrapped (and falls back to
-// running it as -m for a runtime without it).
-func TestBootstrapCallsTheHarness(t *testing.T) {
-	argv := Harness("/env/bin/python")
-	if len(argv) != 5 || argv[0] != "/env/bin/python" || argv[1] != "-I" || argv[2] != "-S" || argv[3] != "-c" || argv[4] != Bootstrap {
-		t.Fatalf("Harness = %q", argv)
+// TestHarnessArgv: a runtime that takes the channel from Bootstrap is
+// started through it, which execs DESIGN §10's argv; an earlier runtime
+// (an env installed with an older runtime wheel), or one whose version is
+// not known, is started with that argv alone: its harness would take fd 1,
+// stderr by then, for the channel.
+func TestHarnessArgv(t *testing.T) {
+	direct := []string{"/env/bin/python", "-I", "-m", HarnessModule}
+	for _, tc := range []struct {
+		runtime string
+		want    []string
+	}{
+		{RuntimeVersion, append([]string{"/env/bin/python", "-I", "-S", "-c", Bootstrap}, direct...)},
+		{HandoffVersion, append([]string{"/env/bin/python", "-I", "-S", "-c", Bootstrap}, direct...)},
+		{"0.2.1", append([]string{"/env/bin/python", "-I", "-S", "-c", Bootstrap}, direct...)},
+		{"1.0", append([]string{"/env/bin/python", "-I", "-S", "-c", Bootstrap}, direct...)},
+		{"0.1.0", direct},
+		{"0.2.0rc1", direct},
+		{"", direct},
+		{"not a version", direct},
+	} {
+		if got := Harness("/env/bin/python", tc.runtime); !slices.Equal(got, tc.want) {
+			t.Errorf("Harness(%q) = %q, want %q", tc.runtime, got, tc.want)
+		}
 	}
 	h, err := fs.ReadFile(Runtime(), "cruxible_provider_runtime/harness.py")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^def run_bootstrapped\(`).Match(h) {
-		t.Error("harness.py defines no run_bootstrapped")
+	if !strings.Contains(string(h), `PROTOCOL_FD_VAR = "`+ProtocolFDVar+`"`) {
+		t.Errorf("harness.py does not read %s", ProtocolFDVar)
 	}
-	for _, want := range []string{"import " + HarnessModule + " as h", "h.run_bootstrapped(fd, err)", "site.main()"} {
+	for _, want := range []string{`"` + ProtocolFDVar + `"`, "os.execve(a[0], a, e)", "os.set_inheritable(fd, True)"} {
 		if !strings.Contains(Bootstrap, want) {
 			t.Errorf("Bootstrap lacks %q", want)
 		}
+	}
+	if strings.Contains(Bootstrap, "site") {
+		t.Errorf("Bootstrap runs site itself: the exec'd interpreter's start does")
+	}
+	if !IsRuntime("Cruxible.Provider_Runtime") || IsRuntime("cruxible-provider") {
+		t.Error("IsRuntime")
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/podman"
+	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -301,6 +302,7 @@ func runAction(c *cli.Context) error {
 		}
 		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
+		call.Runtime = python.RuntimeOf(rep.Seal.Seal.Resolution.Packages)
 		if bwrap {
 			// The sandbox shows the env and what its sealed interpreter
 			// needs: its real path, stdlib, libpython and loader.
@@ -319,6 +321,7 @@ func runAction(c *cli.Context) error {
 		}
 		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
 		call.Image = rep.Materialization.Image
+		call.Runtime = rep.Runtime()
 	}
 	if local {
 		// Each run's working directory in $TMPDIR (else /tmp), as a

@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:35349f722201aa58419d94ef9c81ef4f390de5b552be8e4e20ffcad3e5a4c82c",
-	"acme-echo/echo":     "sha256:d9d3eb6abddd0f2a5810e8d8916c12688a6be11698368e999e1d98b589832f2b",
-	"acme-echo/fail":     "sha256:82a06d6f316c9cd02cdf336bdb640edf0c964be322a51c696b9d8eca90594f78",
-	"acme-echo/flood":    "sha256:998bb6e3fe0b3fc0b452e0f2d697d9784709c95bf2c948e7f04739e4f82289b0",
-	"acme-echo/sleep":    "sha256:dcdeb92b6e7791cc87d30e3ba729323bf22722194b04cf670c3ab14e22b1ce66",
-	"acme-native":        "sha256:a2f71ae06b75f4bce8b44cc722ad27d0ec763048e69cfce75aee1f935584d1b0",
-	"acme-native/which":  "sha256:e5e6c5927e3b818a5ef8f51705d4e44a51e42cfc2277b11c10d1da0a3cc8c5aa",
-	"acme-scripts":       "sha256:98692da7c0477b0813df24858d1ce0c850443bd5544bc67f0e25bb5d3e8c6a17",
-	"acme-scripts/hello": "sha256:3697b7e536a83d4168ea5b88de91217df6e78f408c281b4d219926285ca97500",
+	"acme-echo":          "sha256:38a76a64f755a72be28be48c91cb6f0016cb4b7918291d874e3bece93b29119e",
+	"acme-echo/echo":     "sha256:ed7ec72f78f00cd0ce8bc40b10eeb849c39cb5eb7490c2cecb111814872ed8a5",
+	"acme-echo/fail":     "sha256:c912614756a9cb5ce6178ff8d64f17d9fc72456a75095b71526b80d158c26115",
+	"acme-echo/flood":    "sha256:5fc458ec7d473e74be881f79bc78c9bbfe7b3a830304f93a4af550418d08fedb",
+	"acme-echo/sleep":    "sha256:478b7b50c56e37c1d2a8c21735b8b886b5469c1d741eb151e4edd61560d79d0e",
+	"acme-native":        "sha256:e339d6716ec3f8348f0d07a4d9e1f0722b24418cae3d90817f10711219ed7770",
+	"acme-native/which":  "sha256:a745d503f14abeafb4658a40d574b06e3eb4561f4d1ac8d3d1eaf22cfc4602f0",
+	"acme-scripts":       "sha256:f274729e69d0d7c0ad935169d6901c0e65dcea9e29f33062631f66b526ae85d5",
+	"acme-scripts/hello": "sha256:aa43ec06c8cbffbe5bd5544984527f8de081ba9dc8811e3449f1851b3d1f54a8",
 }
 
 type inspectDoc struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
+	"github.com/cruxible/cruxprov/python"
 )
 
 // embedInputs writes a manifest and a lock for the distribution name to dir.
@@ -168,10 +169,10 @@ func TestPackageEmbedRefusals(t *testing.T) {
 	badLock := write("bad.toml", "lock-version = \"1.0\"\n[[packages]]\nname = 5\n")
 	selfLock := write("self.toml", string(s.Echo.Lock)+"\n[[packages]]\nname = \"acme-echo\"\nversion = \"1.0.0\"\nwheels = [{ name = \"acme_echo-1.0.0-py3-none-any.whl\", url = \"https://x.example/a.whl\", hashes = { sha256 = \""+strings.Repeat("a", 64)+"\" } }]\n")
 	notTOML := write("not.toml", "[[[")
-	// acme-echo's METADATA requires cruxible-provider-runtime==0.1.0 (no
-	// marker: on every platform).
+	// acme-echo's METADATA requires cruxible-provider-runtime==
+	// python.RuntimeVersion (no marker: on every platform).
 	noRuntime := write("noruntime.toml", "lock-version = \"1.0\"\ncreated-by = \"test\"\npackages = []\n")
-	oldRuntime := write("oldruntime.toml", strings.ReplaceAll(string(s.Echo.Lock), "0.1.0", "0.0.9"))
+	oldRuntime := write("oldruntime.toml", strings.ReplaceAll(string(s.Echo.Lock), python.RuntimeVersion, "0.0.9"))
 	outDir := t.TempDir()
 	out := filepath.Join(outDir, s.Echo.Filename)
 	cases := []struct {
@@ -188,8 +189,8 @@ func TestPackageEmbedRefusals(t *testing.T) {
 	}
 	// What the refusal's detail says, where the code alone does not tell.
 	details := map[string]string{
-		"lock lacks a Requires-Dist":                      `"cruxible-provider-runtime==0.1.0", but the lock has no cruxible-provider-runtime`,
-		"lock pins a Requires-Dist outside its specifier": `"cruxible-provider-runtime==0.1.0", but the lock pins cruxible-provider-runtime 0.0.9`,
+		"lock lacks a Requires-Dist":                      `"cruxible-provider-runtime==` + python.RuntimeVersion + `", but the lock has no cruxible-provider-runtime`,
+		"lock pins a Requires-Dist outside its specifier": `"cruxible-provider-runtime==` + python.RuntimeVersion + `", but the lock pins cruxible-provider-runtime 0.0.9`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

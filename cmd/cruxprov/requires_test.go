@@ -10,6 +10,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
+	"github.com/cruxible/cruxprov/python"
 )
 
 // TestLockAndEnvRequiresDist: a root wheel whose METADATA requires what
@@ -45,14 +46,14 @@ func TestLockAndEnvRequiresDist(t *testing.T) {
 		// inspect: inspect refuses it too (a requirement without a marker).
 		inspect bool
 	}{
-		{name: "absent", requires: []string{"cruxible-provider-runtime==0.1.0", "httpx==0.27.2"}, inspect: true,
+		{name: "absent", requires: []string{"cruxible-provider-runtime==" + python.RuntimeVersion, "httpx==0.27.2"}, inspect: true,
 			want: []string{`acme-echo 1.0.0 requires`, `"httpx==0.27.2", but the lock has no httpx for `, "uv export --format pylock.toml", "cruxprov package embed"}},
-		{name: "absent where its marker holds", requires: []string{"cruxible-provider-runtime==0.1.0", `httpx==0.27.2; python_version >= "3.9"`},
+		{name: "absent where its marker holds", requires: []string{"cruxible-provider-runtime==" + python.RuntimeVersion, `httpx==0.27.2; python_version >= "3.9"`},
 			want: []string{`"httpx==0.27.2; python_version >= \"3.9\"", but the lock has no httpx for `}},
-		{name: "version outside the specifier", requires: []string{"cruxible-provider-runtime>=0.2"}, inspect: true,
-			want: []string{`"cruxible-provider-runtime>=0.2", but the lock pins cruxible-provider-runtime 0.1.0 for `}},
+		{name: "version outside the specifier", requires: []string{"cruxible-provider-runtime>=9.2"}, inspect: true,
+			want: []string{`"cruxible-provider-runtime>=9.2", but the lock pins cruxible-provider-runtime ` + python.RuntimeVersion + ` for `}},
 		{name: "marker excludes the platform, extras only", requires: []string{
-			"Cruxible_Provider.Runtime==0.1.*", `pywin32>=306; sys_platform == "win32"`, `httpx; extra == "http"`, `rich; python_version < "3.9"`,
+			"Cruxible_Provider.Runtime==0.*", `pywin32>=306; sys_platform == "win32"`, `httpx; extra == "http"`, `rich; python_version < "3.9"`,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

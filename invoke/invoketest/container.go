@@ -96,7 +96,7 @@ func BuildContainer(ctx context.Context, dir, base, shimPath, platform string) (
 	ref := image.LayoutPrefix + out + "@" + pi.Digest.String()
 	pub := key.Public()
 	c := &Container{Build: res, Layout: out, Key: key, Fixtures: Fixtures{
-		Image: ref, Provider: m.Name, Platform: pi.Platform, MaterializationDigest: md, Manifest: m,
+		Image: ref, Runtime: set.Runtime.Version, Provider: m.Name, Platform: pi.Platform, MaterializationDigest: md, Manifest: m,
 		Entrypoints: map[string]Entrypoint{}, RuntimeEnv: []string{"HOME", "HOSTNAME"},
 		Verify: func(ctx context.Context) error {
 			_, err := image.Verify(ctx, ref, image.VerifyOptions{Keys: []*sign.PublicKey{pub}, SkipBlobs: true,

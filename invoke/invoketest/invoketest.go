@@ -53,6 +53,7 @@ import (
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/platform"
+	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
@@ -81,6 +82,9 @@ type Fixtures struct {
 	Image string
 	// Verify is the check before every call (nil: seal.Verify of Env).
 	Verify func(ctx context.Context) error `json:"-"`
+	// Runtime is the version of the runtime the env or image holds
+	// (invoke.Call.Runtime).
+	Runtime string
 	// RuntimeEnv are variables the runtime sets itself in the child (podman
 	// sets HOME from the image's passwd and HOSTNAME): allowed, as long as
 	// their value is not the host's.
@@ -108,7 +112,7 @@ func (fx Fixtures) Call(ep string, input any, secrets map[string]string) *invoke
 		}
 	}
 	return &invoke.Call{
-		Env: fx.Env, Python: fx.Python, Image: fx.Image, Provider: fx.Provider, Entrypoint: ep, Object: e.Object,
+		Env: fx.Env, Python: fx.Python, Image: fx.Image, Runtime: fx.Runtime, Provider: fx.Provider, Entrypoint: ep, Object: e.Object,
 		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: fx.MaterializationDigest,
 		SealDigest: fx.SealDigest, Platform: fx.Platform,
 		Budgets: invoke.Budgets{TimeoutMS: m.Budgets.TimeoutMS, OutputBytes: m.Budgets.OutputBytes},
@@ -193,7 +197,7 @@ func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
 	if err != nil {
 		return Fixtures{}, err
 	}
-	fx := Fixtures{Env: r.Dir, Python: r.Seal.Env.Python, Provider: m.Name, Platform: plat.ID(),
+	fx := Fixtures{Env: r.Dir, Python: r.Seal.Env.Python, Runtime: pyrt.RuntimeOf(r.Seal.Resolution.Packages), Provider: m.Name, Platform: plat.ID(),
 		MaterializationDigest: r.Digest, SealDigest: sd, Manifest: m, Entrypoints: map[string]Entrypoint{}}
 	for _, e := range prov.Entrypoints {
 		fx.Entrypoints[e.Name] = Entrypoint{Object: e.Object, ImplementationDigest: e.ImplementationDigest}
@@ -807,17 +811,18 @@ func (b *battery) channelClosed(t *testing.T) {
 // itself, or forges there as a result must go to stderr, never into the
 // result (the run was a protocol_error blamed on the harness). One that
 // raises is reported by site on stderr and the run goes on, as any start
-// would; one that exits ends the run as import_failed (SystemExit named),
-// one that calls os._exit as a protocol_error (no result): each a clear
-// outcome, not a hang.
+// would; one that exits ends the interpreter's start, harness_exited
+// (SystemExit in the stderr tail), one that calls os._exit is a
+// protocol_error (no result): each a clear outcome, not a hang.
 func (b *battery) startup(t *testing.T) {
 	ex, path := b.open(t)
+	var tail string
 	run := func(t *testing.T, modes string) *invoke.Result {
 		t.Helper()
 		c := b.fx.Call("startup", nil, secrets)
 		c.Inject = append(c.Inject, "ACME_STARTUP="+modes)
 		res := b.run(t, ex, c)
-		recorded(t, path, res)
+		tail = recorded(t, path, res).StderrTail
 		return res
 	}
 	for _, modes := range []string{"print,write", "forge", "raise", ""} {
@@ -848,9 +853,15 @@ func (b *battery) startup(t *testing.T) {
 		})
 	}
 	t.Run("mode=exit", func(t *testing.T) {
+		// sys.exit in a .pth file ends the interpreter's start before the
+		// harness runs (CPython: "Fatal Python error: init_import_site",
+		// exit 1): the harness exited, the traceback in the stderr tail.
 		res := run(t, "exit")
-		if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != "import_failed" || !strings.Contains(res.Error.Message, "SystemExit") {
-			t.Fatalf("status %s %+v (exit %d), want error import_failed naming SystemExit", res.Status, res.Error, res.ExitCode)
+		if res.Status != invoke.StatusError || res.Error == nil || res.Error.Code != invoke.CodeExited || res.ExitCode != 1 {
+			t.Fatalf("status %s %+v (exit %d), want error %s, exit 1", res.Status, res.Error, res.ExitCode, invoke.CodeExited)
+		}
+		if !strings.Contains(tail, "SystemExit: 7") {
+			t.Errorf("the stderr tail does not say what ended the start: %q", tail)
 		}
 	})
 	t.Run("mode=osexit", func(t *testing.T) {

@@ -2,7 +2,9 @@
 
 Providers import ProviderResult and ProviderRunContext from here (or from
 cruxible_provider_runtime.provider_api). The harness module is what the
-executor runs (as ``python -I -S -c BOOTSTRAP``: see its docstring).
+executor runs: ``python -I -m cruxible_provider_runtime.harness``, exec'd
+by a bootstrap that has moved the protocol channel off fd 1 (see its
+docstring).
 
 This package uses the standard library only and supports CPython 3.9+.
 """
@@ -15,7 +17,7 @@ from .provider_api import (
     ProviderRunContext,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PROTOCOL_VERSION",

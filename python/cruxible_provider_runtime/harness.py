@@ -1,23 +1,25 @@
-"""The harness an executor runs.
+"""The harness an executor runs: ``python -I -m cruxible_provider_runtime.harness``.
 
-The executor starts ``python -I -S -c BOOTSTRAP`` (python/bootstrap.py, the
-same argv for local runs and an image's CMD), not ``python -I -m
-cruxible_provider_runtime.harness``: without -S, site runs the env's .pth
-files (and imports sitecustomize) before the harness's first line, and that
-start-up code, which is provider code, could write the result channel. The
-bootstrap moves the channel off fd 1 (step 1 below), only then runs
-site.main() (what a start without -S runs: the venv's prefix, site-packages,
-its .pth files, sitecustomize; no user site, as under -I), and calls
-run_bootstrapped. ``python -I -m cruxible_provider_runtime.harness`` still
-works, with the channel moved only once site has run.
+The executor starts it through a bootstrap (python/bootstrap.py): ``python
+-I -S -c BOOTSTRAP python -I -m cruxible_provider_runtime.harness``. Under
+-S no code of the env runs; the bootstrap duplicates fd 1, the protocol
+channel, to an inheritable descriptor, points fd 1 at stderr and execs
+(same pid) the argv it was given, with CRUXIBLE_PROTOCOL_FD naming that
+descriptor. site then runs the env's .pth files and sitecustomize (start-up
+code, provider code) with fd 1 already on stderr, and the harness takes the
+channel from the variable (step 1), which it removes from its environment
+and makes non-inheritable at once. The provider sees the start ``python -I
+-m`` gives: the same sys.argv, sys.flags, sys.prefix, sys.path, and
+multiprocessing children started as any. Run as plain ``-m``, without the
+variable, the harness moves fd 1 itself, once site has run.
 
 The contract is DESIGN section 10 and docs/provider-authors.md:
 
 1. First of all, the protocol channel moves off fd 1: fd 1 is duplicated to a
    private, non-inheritable descriptor, then fd 1 (and sys.stdout) point at
    stderr, so nothing a provider prints, from Python or from C, reaches the
-   result. Start-up code that stopped site.main() (a .pth file or
-   sitecustomize calling sys.exit) is ``import_failed``.
+   result. Handed the channel by the bootstrap (CRUXIBLE_PROTOCOL_FD), the
+   harness takes that descriptor instead of duplicating fd 1.
 2. One JSON line is read from stdin::
 
        {"protocol_version": 1, "run_id": "...", "entrypoint": "...",
@@ -241,14 +243,39 @@ def _describe(exc: BaseException) -> str:
     return _short(_redact("%s: %s" % (name, text) if text else name))
 
 
+PROTOCOL_FD_VAR = "CRUXIBLE_PROTOCOL_FD"
+"""The variable through which the bootstrap (python/bootstrap.py) names the
+protocol channel it moved off fd 1 before the interpreter's start ran the
+env's start-up code."""
+
+
+def _take_channel():
+    """The protocol channel the bootstrap handed over: its descriptor, None
+    without the variable (run as plain -m), or the OSError that makes it
+    unusable. The variable leaves the environment (provider code and its
+    subprocesses never see it) and the descriptor becomes non-inheritable
+    (provider subprocesses never get it) before anything else."""
+    v = os.environ.pop(PROTOCOL_FD_VAR, None)
+    if v is None:
+        return None
+    if not (v.isascii() and v.isdigit()) or int(v) < 3:
+        return OSError("%s=%r names no descriptor the bootstrap could have made" % (PROTOCOL_FD_VAR, v))
+    fd = int(v)
+    try:
+        os.set_inheritable(fd, False)
+    except OSError as e:
+        return e
+    return fd
+
+
 def _protect_stdout(proto=None) -> int:
-    """Duplicate fd 1 to a private descriptor (proto, when the bootstrap
-    did) and point fd 1 and sys.stdout at stderr (again: start-up code may
-    have pointed them elsewhere since)."""
+    """Duplicate fd 1 to a private, non-inheritable descriptor, unless the
+    bootstrap did (proto), and point fd 1 and sys.stdout at stderr (again,
+    after the bootstrap: start-up code may have pointed them elsewhere)."""
     if proto is None:
         proto = os.dup(1)  # non-inheritable (PEP 446)
     elif isinstance(proto, BaseException):
-        raise proto  # the bootstrap could not duplicate fd 1
+        raise proto
     try:
         sys.stdout.flush()
     except Exception:
@@ -614,27 +641,11 @@ def _init_in_front() -> None:
             os._exit(os.WEXITSTATUS(status))
 
 
-def _site_failed(exc: BaseException) -> _Refused:
-    """import_failed for an exception that stopped site.main() (start-up
-    code: a .pth file's import line or sitecustomize called sys.exit; site
-    itself reports an Exception there on stderr and goes on), its
-    traceback on stderr."""
-    try:
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        sys.stderr.write(_redact(text))
-        sys.stderr.flush()
-    except Exception:
-        pass
-    return _Refused("import_failed", "the env's start-up code (site: a .pth file in site-packages, or sitecustomize) raised %s" % _describe(exc))
-
-
-def run(proto=None, site_error=None) -> int:
+def run(proto=None) -> int:
     """Run one request; return the exit status (0: a result was written).
 
-    proto and site_error are the bootstrap's (run_bootstrapped): the
-    protocol channel it moved off fd 1 before site ran (an OSError when fd 1
-    could not be duplicated), and what stopped site.main(), if anything.
-    Run as ``-m`` (proto None) the harness moves the channel itself."""
+    proto is _take_channel's: the channel the bootstrap moved off fd 1 (or
+    why it cannot be used); None, the harness moves fd 1 itself."""
     try:
         proto_fd = _protect_stdout(proto)
         proto_id = _identity(proto_fd)
@@ -666,8 +677,6 @@ def run(proto=None, site_error=None) -> int:
             idempotency_key=req["idempotency_key"],
             protocol_version=req["protocol_version"],
         )
-        if site_error is not None:
-            raise _site_failed(site_error)
         target = _resolve(req["object"])
         out = _call(target, req["object"], ctx)
         body = _check_result(out, req["object"])
@@ -728,26 +737,11 @@ def _exit(code: int) -> None:
     os._exit(code)
 
 
-def run_bootstrapped(proto, site_error=None) -> None:
-    """What the executor's bootstrap (python/bootstrap.py, run as ``python
-    -I -S -c``) calls once it has moved the protocol channel off fd 1 (proto)
-    and only then run site.main(), which processes the env's .pth files and
-    imports sitecustomize: start-up code, provider code, that under ``-I -m``
-    ran before the harness's first line and could write the result channel.
-    Never returns."""
-    _init_in_front()
-    try:
-        status = run(proto, site_error)
-    except BaseException:
-        _print_traceback()
-        status = 1
-    _exit(status)
-
-
 if __name__ == "__main__":
+    _proto = _take_channel()
     _init_in_front()
     try:
-        status = run()
+        status = run(_proto)
     except BaseException:
         _print_traceback()
         status = 1

@@ -21,14 +21,21 @@ with open(os.path.join(PYROOT, "bootstrap.py")) as _f:
 
 
 def argv(py):
-    """The executor's argv for interpreter py (python.Harness in Go)."""
-    return [py, "-I", "-S", "-c", BOOTSTRAP]
+    """The executor's argv for interpreter py (python.Harness in Go): the
+    bootstrap, under -S, execs python -I -m harness once the protocol
+    channel is off fd 1."""
+    return [py, "-I", "-S", "-c", BOOTSTRAP] + direct(py)
+
+
+def direct(py):
+    """DESIGN section 10's argv: site runs before the harness's first line."""
+    return [py, "-I", "-m", "cruxible_provider_runtime.harness"]
 
 
 # Start-up code, as a dependency's .pth file runs it, misbehaving when the
 # variable CRUX_TEST_STARTUP says how (-I ignores PYTHON* variables only).
 STARTUP_PTH = (
-    "import os, sys; m = os.environ.get('CRUX_TEST_STARTUP', ''); "
+    "import os, sys; sys.__dict__.setdefault('crux_test_pth', []).append(1); m = os.environ.get('CRUX_TEST_STARTUP', ''); "
     "m == 'print' and (print('printed at start-up'), sys.stdout.flush(), os.write(1, b'written on fd 1 at start-up\\n')); "
     "m == 'exit' and sys.exit(7); "
     "m == 'raise' and 1 / 0; "
@@ -44,12 +51,63 @@ info = {"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_prefix": sys
         "usercustomize": "usercustomize" in sys.modules}
 """
 
+# All a provider (or a multiprocessing child of one) sees of its start.
+FULL_INFO = """
+import json, os, site, subprocess, sys
+
+def full_info():
+    flags = {k: getattr(sys.flags, k) for k in dir(sys.flags) if not k.startswith("_") and not callable(getattr(sys.flags, k))}
+    return {"argv": sys.argv, "orig_argv": getattr(sys, "orig_argv", None), "executable": sys.executable,
+            "flags": flags, "prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_prefix": sys.base_prefix,
+            "path": sys.path, "pth_ran": len(getattr(sys, "crux_test_pth", [])),
+            "locale_env": {k: v for k, v in os.environ.items() if k.startswith("LC_") or k == "LANG"},
+            "stdio": [sys.stdin.encoding, sys.stdin.errors, sys.stderr.encoding, sys.stderr.errors],
+            "enable_user_site": site.ENABLE_USER_SITE, "sitecustomize": "sitecustomize" in sys.modules,
+            "main": getattr(sys.modules.get("__main__"), "__spec__", None) and sys.modules["__main__"].__spec__.name}
+
+def _child(w):
+    w.send(full_info())
+    w.close()
+
+def children():
+    import multiprocessing
+    out = {}
+    for method in ("spawn", "forkserver"):
+        ctx = multiprocessing.get_context(method)
+        r, w = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_child, args=(w,))
+        p.start()
+        w.close()
+        out[method] = r.recv()
+        p.join()
+    return out
+
+def descriptors():
+    inheritable = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if _inheritable(int(fd)))
+    code = "import os, json; print(json.dumps([os.environ.get(%r), sorted(int(f) for f in os.listdir('/proc/self/fd'))]))" % "CRUXIBLE_PROTOCOL_FD"
+    out = subprocess.run([sys.executable, "-I", "-c", code], close_fds=False, stdout=subprocess.PIPE, check=True).stdout
+    var, fds = json.loads(out)
+    return {"var": os.environ.get("CRUXIBLE_PROTOCOL_FD"), "inheritable": inheritable, "child_var": var, "child_fds": fds}
+
+def _inheritable(fd):
+    try:
+        return os.get_inheritable(fd)
+    except OSError:
+        return False
+"""
+
 PROVIDERS = {
-    "tp_start": START_INFO + '''
+    "tp_start": START_INFO + FULL_INFO + '''
 from cruxible_provider_runtime import ProviderResult
 
 def info_(ctx):
     return ProviderResult.ok(info)
+
+def full(ctx):
+    return ProviderResult.ok({"self": full_info(), "children": children()})
+
+def fds(ctx):
+    return ProviderResult.ok(descriptors())
 ''',
     "tp_basic": '''
         import os, subprocess, sys, threading, time
@@ -629,9 +687,10 @@ class HarnessTest(unittest.TestCase):
     def test_lingering_thread_does_not_hold_the_exit(self):
         self.ok(harness(request("tp_basic:lingering_thread")), "done")
 
-    # Start-up code: under -I -m, site ran the venv's .pth files (and
+    # Start-up code: under -I -m alone, site ran the venv's .pth files (and
     # sitecustomize) before the harness's first line, so what they printed
-    # or wrote on fd 1 went into the result channel.
+    # or wrote on fd 1 went into the result channel. The bootstrap moves
+    # the channel off fd 1 and execs -I -m.
 
     def test_startup_code_cannot_write_the_result(self):
         run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "print"})
@@ -644,37 +703,84 @@ class HarnessTest(unittest.TestCase):
         self.ok(run, {"echo": {"name": "world"}})
         self.assertIn("ZeroDivisionError", run.stderr)
 
-    def test_startup_code_that_exits_is_import_failed(self):
-        msg = self.refused(harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "exit"}), "import_failed")
-        self.assertIn("SystemExit: 7", msg)
-        self.assertIn(".pth", msg)
+    def test_startup_code_that_exits_ends_the_interpreter(self):
+        # sys.exit in a .pth ends the interpreter's start (CPython: "Fatal
+        # Python error: init_import_site", exit 1) before the harness runs:
+        # no result, the exit and the traceback on stderr (harness_exited).
+        run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "exit"})
+        self.assertEqual(run.code, 1, run.stderr)
+        self.assertEqual(run.stdout, "")
+        self.assertIn("SystemExit: 7", run.stderr)
 
     def test_minus_m_still_runs(self):
-        # python -I -m, as executors before the bootstrap ran it.
-        self.ok(harness(request("tp_basic:echo"), args=[PY, "-I", "-m", "cruxible_provider_runtime.harness"]),
-                {"echo": {"name": "world"}})
+        # python -I -m, as an env with a runtime from before the bootstrap
+        # is run (python.Harness), and as by hand.
+        self.ok(harness(request("tp_basic:echo"), args=direct(PY)), {"echo": {"name": "world"}})
 
-    def test_bootstrap_runs_a_runtime_without_run_bootstrapped(self):
-        # An env installed with a runtime wheel from before the bootstrap:
-        # its harness has no run_bootstrapped. The bootstrap gives fd 1
-        # back and runs it as -m did; what start-up code wrote stays off
-        # the result all the same.
-        old = os.path.join(TMP, "old-runtime")
-        shutil.copytree(os.path.join(PYROOT, "cruxible_provider_runtime"), os.path.join(old, "cruxible_provider_runtime"))
-        with open(os.path.join(old, "cruxible_provider_runtime", "harness.py"), "a") as f:
-            f.write("\ndel run_bootstrapped\n")
-        try:
-            run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "print", "CRUX_TEST_RUNTIME": old})
-            self.ok(run, {"echo": {"name": "world"}})
-            self.assertIn("printed at start-up", run.stderr)
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
+    def test_provider_sees_the_start_minus_m_gives(self):
+        # The same sys.argv, sys.orig_argv, sys.executable, sys.flags (no_site
+        # among them), prefix and path as under python -I -m, and so do its
+        # multiprocessing children (spawn, forkserver), which get the
+        # interpreter's flags passed on: .pth files run in them too.
+        def info(args):
+            run = harness(request("tp_start:full"), args=args)
+            self.assertEqual(run.code, 0, run.stderr)
+            self.assertEqual(run.doc["status"], "ok", run.doc)
+            return run.doc["result"]
+
+        want, got = info(direct(PY)), info(argv(PY))
+        self.assertEqual(got["self"]["flags"]["no_site"], 0)
+        self.assertTrue(got["self"]["argv"][0].endswith("harness.py"), got["self"]["argv"])
+        self.assertGreater(got["self"]["pth_ran"], 0)
+        for method in ("spawn", "forkserver"):
+            child = got["children"][method]
+            self.assertEqual(child["flags"]["no_site"], 0, method)
+            self.assertEqual(child["prefix"], got["self"]["prefix"], method)
+            self.assertGreater(child["pth_ran"], 0, method)
+        self.assertEqual(got, want)
+
+    def test_locale_coercion_is_not_passed_on(self):
+        # In the C locale CPython coerces LC_CTYPE to C.UTF-8 in its own
+        # environment (PEP 538) and turns UTF-8 mode on (PEP 540): the
+        # bootstrap's coerced LC_CTYPE, passed through the exec, turned
+        # UTF-8 mode off in the harness (sys.flags.utf8_mode 0, not 1).
+        for env in ([], ["LC_CTYPE=C"], ["LC_CTYPE=POSIX", "LANG=C.UTF-8"], ["LANG=C.UTF-8"], ["LC_CTYPE=C.UTF-8"],
+                    ["LC_ALL=C"], ["LC_ALL=C", "LC_CTYPE=C.UTF-8"]):
+            with self.subTest(env=env):
+                runs = [harness(request("tp_start:full"), args=["/usr/bin/env", "-i"] + env + a(PY)) for a in (direct, argv)]
+                for r in runs:
+                    self.assertEqual(r.code, 0, r.stderr)
+                self.assertEqual(runs[1].doc, runs[0].doc)
+
+    def test_channel_and_variable_do_not_reach_provider_subprocesses(self):
+        # The bootstrap hands the channel over as an inheritable descriptor
+        # named by CRUXIBLE_PROTOCOL_FD; the harness removes the variable
+        # and makes the descriptor non-inheritable before provider code
+        # runs, so a subprocess (even with close_fds=False) gets neither.
+        run = harness(request("tp_start:fds"), args=argv(PY))
+        self.assertEqual(run.code, 0, run.stderr)
+        got = run.doc["result"]
+        self.assertIsNone(got["var"])
+        self.assertIsNone(got["child_var"])
+        self.assertEqual(got["inheritable"], [0, 1, 2])
+        self.assertLessEqual(len(got["child_fds"]), 4, got)  # 0, 1, 2 and listdir's own
+
+    def test_bad_channel_variable_is_no_result(self):
+        # The harness run with a variable that names no open descriptor
+        # (not the bootstrap's doing) writes no result anywhere.
+        for v in ("99", "1", "x"):
+            with self.subTest(v=v):
+                run = harness(request("tp_basic:echo"), args=direct(PY), env={"CRUXIBLE_PROTOCOL_FD": v})
+                self.assertEqual(run.code, 1, run.stderr)
+                self.assertEqual(run.stdout, "")
+                self.assertIn("stdout is not usable", run.stderr)
 
     def test_bootstrap_leaves_the_start_python_minus_I_gives(self):
-        # site.main(), run by the bootstrap once fd 1 is safe, must leave
-        # what a start without -S leaves: sys.prefix, sys.path (the venv's
-        # site-packages, not the base's), no user site. On every CPython
-        # 3.9+ here that this user can run.
+        # The exec'd interpreter's start must be what python -I gives any
+        # program: sys.prefix, sys.path (the venv's site-packages, not the
+        # base's), no user site; and what -I -m gives the provider, its
+        # multiprocessing children included. On every CPython 3.9+ here
+        # that this user can run.
         pys = [sys.executable, "/usr/bin/python3"]
         pys += ["/root/.pyenv/versions/%s/bin/python3" % v for v in ("3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")]
         tried = 0
@@ -698,6 +804,10 @@ class HarnessTest(unittest.TestCase):
                 self.assertEqual(run.code, 0, run.stderr)
                 self.assertEqual(run.doc["status"], "ok", run.doc)
                 self.assertEqual(run.doc["result"], want)
+                full = [harness(request("tp_start:full"), args=a(py)) for a in (direct, argv)]
+                for r in full:
+                    self.assertEqual(r.code, 0, r.stderr)
+                self.assertEqual(full[1].doc, full[0].doc)
         self.assertGreater(tried, 0)
 
 

@@ -41,6 +41,22 @@ type Report struct {
 	ValidUntil time.Time `json:"-"`
 }
 
+// Runtime is the version of the runtime (cruxible-provider-runtime) in
+// the pinned image, as its verified provenance's resolved dependencies
+// name it ("" when r holds no verified image, or it names none): what
+// picks the harness's argv (invoke.Call.Runtime).
+func (r *Report) Runtime() string {
+	if r == nil || r.Image == nil {
+		return ""
+	}
+	for _, m := range r.Image.Manifests {
+		if m.Provenance != nil && strings.HasSuffix(r.Materialization.Image, "@"+m.Digest.String()) {
+			return m.Provenance.Runtime()
+		}
+	}
+	return ""
+}
+
 // Unexpired refuses pin_expired once the pin verified in r is past its
 // ValidUntil at now (verify.Report.Unexpired).
 func (r *Report) Unexpired(now time.Time) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/pipeline"
+	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
@@ -114,8 +115,18 @@ func TestVerifyContainer(t *testing.T) {
 	}
 	propose(m)
 	o := verify.Options{StateDir: t.TempDir()}
-	if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); err != nil {
+	rep, err := container.Verify(ctx, reg, c.Provider, o, container.Options{})
+	if err != nil {
 		t.Fatalf("the accepted image: %v", err)
+	}
+	// The runtime the verified provenance names picks the harness's argv
+	// (invoke.Call.Runtime).
+	if got := rep.Runtime(); got != c.Runtime || got != pyrt.RuntimeVersion {
+		t.Errorf("Runtime() = %q, want %s", got, pyrt.RuntimeVersion)
+	}
+	var none *container.Report
+	if got := none.Runtime(); got != "" {
+		t.Errorf("a nil report's Runtime() = %q", got)
 	}
 
 	t.Run("provenance names another base", func(t *testing.T) {
