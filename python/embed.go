@@ -33,7 +33,11 @@ var runtimeFS embed.FS
 // the result channel. The exec, not a site.main() in the bootstrap, is
 // what keeps the provider's start the start -I -m gives (sys.argv,
 // sys.flags, and so the flags multiprocessing passes its spawn and
-// forkserver children).
+// forkserver children). The one thing of its own start it undoes is
+// CPython's locale coercion (PEP 538: LC_CTYPE=C.UTF-8 set in its
+// environment in the C locale), which passed on would start the harness
+// without UTF-8 mode: it gives LC_CTYPE=C back, and the exec'd interpreter
+// coerces as a direct start does.
 //
 //go:embed bootstrap.py
 var Bootstrap string
