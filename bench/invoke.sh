@@ -76,12 +76,9 @@ req bench_provider.impl:Echo echo null '[]' >"$W/req-corpus.json"
 req acme_echo:Echo echo '{"fd":3,"refs":["acme/api-token"]}' '["https://api.acme.example/*"]' >"$W/req-echo.json"
 echo '{"hello":"world"}' >"$W/input.json"
 printf 'bench-token' >"$W/token"
-# The executor's argv (python.Harness): the bootstrap under -I -S moves the channel off fd 1 and
-# execs python -I -m harness (two interpreter starts).
-BOOTSTRAP=$(cat python/bootstrap.py)
 HARNESS=cruxible_provider_runtime.harness
-bare_corpus() { "$CORPUS_ENV/bin/python" -I -S -c "$BOOTSTRAP" "$CORPUS_ENV/bin/python" -I -m $HARNESS <"$W/req-corpus.json" >/dev/null; }
-bare_echo() { "$ECHO_ENV/bin/python" -I -S -c "$BOOTSTRAP" "$ECHO_ENV/bin/python" -I -m $HARNESS <"$W/req-echo.json" >/dev/null 2>&1 3< <(printf '{"acme/api-token":"bench-token"}'); }
+bare_corpus() { "$CORPUS_ENV/bin/python" -I -m $HARNESS <"$W/req-corpus.json" >/dev/null; }
+bare_echo() { "$ECHO_ENV/bin/python" -I -m $HARNESS <"$W/req-echo.json" >/dev/null 2>&1 3< <(printf '{"acme/api-token":"bench-token"}'); }
 run_corpus() { cx run bench-provider echo --input "$W/input.json" --ledger "$W/ledger.jsonl" --state-dir "$W/state" >/dev/null; }
 run_echo() { cx run acme-echo echo --input "$W/input.json" --secret "acme/api-token=@$W/token" --ledger "$W/ledger.jsonl" --state-dir "$W/state" >/dev/null 2>&1; }
 for f in bare_corpus bare_echo run_corpus run_echo; do $f || { echo "invoke.sh: $f failed" >&2; exit 1; }; done
@@ -161,7 +158,7 @@ echo "the process and its children: steadier than the wall clock on a shared mac
 printf '  %-40s %11s %7s   %11s %7s\n' "" "wall" "" "cpu" ""
 for env in fixture corpus; do
   echo "Go API, $env env:"
-  row "bare spawn (bootstrap, exec -I -m)" "go-$env/bare-spawn" "go-$env/bare-spawn"
+  row "bare spawn (python -I -m harness)" "go-$env/bare-spawn" "go-$env/bare-spawn"
   row "invoke.Subprocess + watch.Verifier" "go-$env/go-api-watched" "go-$env/bare-spawn"
   row "invoke.Subprocess + fast seal verify" "go-$env/go-api-fast-verify" "go-$env/bare-spawn"
 done

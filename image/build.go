@@ -52,13 +52,13 @@ const (
 	User = "65534:65534"
 )
 
-// Harness is the argv that runs the harness under the image's env, whose
-// runtime is at version runtime: python.Harness's, as the subprocess
-// executor runs it (DESIGN §10; docs/executor.md, "Start-up code"). An
-// image's CMD is Harness of the runtime its resolution holds; the
-// container executor passes Harness of the runtime the image's verified
-// provenance names.
-func Harness(runtime string) []string { return python.Harness(EnvPath+"/bin/python", runtime) }
+// Harness is the image's CMD: the harness under the env's interpreter,
+// isolated (-I), as the subprocess executor runs it (python.Harness;
+// DESIGN §10). The container executor gives the same argv; for a runtime
+// that takes the protocol channel from python.ProtocolFDVar it asks
+// cruxshim to move the channel off fd 1 before the exec
+// (--protocol-fd-env; docs/executor.md, "Start-up code").
+var Harness = python.Harness(EnvPath + "/bin/python")
 
 // Label and annotation keys cruxprov sets (DESIGN §7), besides the
 // org.opencontainers.image ones.
@@ -608,7 +608,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	cfg.Author = ""
 	cfg.Container, cfg.DockerVersion = "", ""
 	cfg.Config.Entrypoint = []string{ShimPath}
-	cfg.Config.Cmd = Harness(python.RuntimeOf(s.Resolution.Packages))
+	cfg.Config.Cmd = append([]string(nil), Harness...)
 	cfg.Config.User = User
 	cfg.Config.WorkingDir = "/"
 	if cfg.Config.Labels == nil {

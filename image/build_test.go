@@ -107,8 +107,9 @@ func TestBuildLayout(t *testing.T) {
 	}
 	oracles(t, "oci:"+out+":acme-echo", res.Digest.String(), true)
 
-	// The CMD is the executor's argv for the runtime the env holds, as the
-	// provenance names it (what the container executor runs it with).
+	// The CMD is the executor's argv, plain -I -m whatever the runtime; the
+	// provenance names the runtime (what tells the container executor how
+	// to wire the channel).
 	var prov Provenance
 	if err := json.Unmarshal(p.prov, &prov); err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestBuildLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := Harness(python.RuntimeVersion); !slices.Equal(cf.Config.Cmd, want) || want[2] != "-S" {
+	if want := []string{EnvPath + "/bin/python", "-I", "-m", python.HarnessModule}; !slices.Equal(cf.Config.Cmd, want) || !slices.Equal(Harness, want) {
 		t.Errorf("CMD %q, want %q", cf.Config.Cmd, want)
 	}
 }

@@ -11,8 +11,8 @@
 // path and X.Y lays out the venv and compiles the bytecode; the
 // provenance names it. Three layers go on the base: the env, cruxshim at
 // ShimPath (the ENTRYPOINT) and the provider metadata (provider.toml,
-// pylock.toml and the seal without host stats) at MetaDir; Harness, for
-// the runtime the resolution holds, is the CMD. Layers are gzip at GzipLevel over tar entries sorted by name, every
+// pylock.toml and the seal without host stats) at MetaDir; Harness is the
+// CMD. Layers are gzip at GzipLevel over tar entries sorted by name, every
 // mtime the caller's epoch (SOURCE_DATE_EPOCH), uid/gid 0, no user or
 // group names, no PAX records, modes normalized (0755 directories and
 // executables, 0644 files); the config's created and history carry the

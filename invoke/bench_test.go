@@ -69,7 +69,7 @@ func BenchmarkInvoke(b *testing.B) {
 		c := &invoke.Call{
 			Env: env, Python: s.Env.Python, Provider: "bench-provider", Entrypoint: "echo", Object: "bench_provider.impl:Echo",
 			ImplementationDigest: digest.Sum([]byte("bench_provider.impl:Echo")), MaterializationDigest: s.Materialization.Digest,
-			SealDigest: sd, Platform: "host", Input: []byte(`{"hello":"world"}`),
+			SealDigest: sd, Platform: "host", Input: []byte(`{"hello":"world"}`), Runtime: pyrt.RuntimeOf(s.Resolution.Packages),
 		}
 		benchEnv(b, c, nil)
 	})
@@ -165,7 +165,7 @@ func bareSpawn(b *testing.B, c *invoke.Call, bundle []byte, shimArgv []string) {
 	b.ResetTimer()
 	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
-		argv := append(append([]string(nil), shimArgv...), pyrt.Harness(py, c.Runtime)...)
+		argv := append(append([]string(nil), shimArgv...), pyrt.Harness(py)...)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if shimArgv != nil {
 			cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}

@@ -1,14 +1,14 @@
 // Package invoke owns running one provider entrypoint out of process
 // (DESIGN §10): the Executor interface, the Call an executor is given and
 // the Result it returns, and Subprocess, the local executor that spawns
-// the harness in a sealed env: <env>/bin/python -I -S -c BOOTSTRAP
-// <env>/bin/python -I -m cruxible_provider_runtime.harness
-// (python.Harness): the bootstrap moves the protocol channel off fd 1 and
-// execs DESIGN §10's -I -m argv in the same process, so that site runs the
-// env's .pth files and sitecustomize only once fd 1 is stderr (under -I -m
-// alone they ran first, and a .pth that printed wrote the result). An env
-// whose runtime predates the handoff (Call.Runtime, from the seal) runs
-// with -I -m alone; docs/executor.md says more.
+// <env>/bin/python -I -m cruxible_provider_runtime.harness in a sealed
+// env (python.Harness). For a runtime from python.HandoffVersion on
+// (Call.Runtime, from the seal) the result channel is not fd 1: fd 1 is
+// the stderr pipe from the interpreter's start and the channel is a pipe
+// on ProtocolFD, named by python.ProtocolFDVar, so that the env's .pth
+// files and sitecustomize, which site runs before the harness's first
+// line, cannot write the result. An older runtime gets the channel on
+// fd 1; docs/executor.md ("Start-up code") says more.
 //
 // One Run, in order: the Call's Verify hook (any error refuses: nothing is
 // spawned); the harness module must be in the env (runtime_missing); the

@@ -50,10 +50,12 @@ type Call struct {
 	Image string
 	// Runtime is the version of the runtime (cruxible-provider-runtime)
 	// in the env or image, as its verified seal's resolution (an image's
-	// provenance) names it. It picks the harness's argv (python.Harness):
-	// from python.HandoffVersion on the harness is started through the
-	// bootstrap that moves the protocol channel off fd 1 before the env's
-	// start-up code runs; before it, or "" (not known), as python -I -m.
+	// provenance) names it. It picks how the protocol channel reaches the
+	// harness (python.Handoff): from python.HandoffVersion on, on a
+	// descriptor of its own that python.ProtocolFDVar names, with fd 1 on
+	// stderr from the interpreter's start, so that the env's start-up code
+	// cannot write the result; before it, or "" (not known), on fd 1. The
+	// argv is python -I -m either way (python.Harness).
 	Runtime string
 	// Provider, Entrypoint and Object (module:attr) name what runs.
 	Provider, Entrypoint, Object string

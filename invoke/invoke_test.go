@@ -890,9 +890,9 @@ func TestLeftChildDoesNotHoldTheRun(t *testing.T) {
 	}
 }
 
-// TestHarnessSeesANormalStart: the harness is started through the
-// bootstrap (python -I -S -c, python.Harness), which moves the protocol
-// channel off fd 1 and execs python -I -m harness, so that the env's .pth
+// TestHarnessSeesANormalStart: the harness is started as python -I -m
+// harness (python.Harness) with fd 1 on stderr and the protocol channel
+// on invoke.ProtocolFD (python.ProtocolFDVar), so that the env's .pth
 // files run only once fd 1 is stderr. The provider must see what `python
 // -I` leaves any program in the env: the same sys.prefix, sys.exec_prefix,
 // sys.base_prefix and sys.path (the env's site-packages, not the base
@@ -958,8 +958,9 @@ print(json.dumps({"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_pr
 
 			// The provider's own start, and its multiprocessing children's
 			// (spawn, forkserver: they get the interpreter's flags), are
-			// those python -I -m gives, as an env whose runtime predates
-			// the bootstrap is still run (Runtime 0.1.0: python.Harness).
+			// those python -I -m gives with the channel on fd 1, as an
+			// env whose runtime predates the handoff is still run
+			// (Runtime 0.1.0: python.Handoff), descriptors included.
 			start := func(runtime string) (self map[string]any, kids map[string]map[string]any, fds map[string]any) {
 				t.Helper()
 				c := f.Call("startup", map[string]any{"start": true}, map[string]string{"acme/alpha": "a", "acme/beta": "b"})

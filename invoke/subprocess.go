@@ -313,6 +313,23 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 
 // environ builds the child's environment: the allowed names from Environ,
 // then Inject.
+// ProtocolFD is the descriptor on which the subprocess executor hands a
+// runtime from python.HandoffVersion on its protocol channel, named by
+// python.ProtocolFDVar (shim.ProtocolFD): the one after the secret
+// bundle's (shim.SecretFD, not opened when the run has no secrets).
+const ProtocolFD = shim.ProtocolFD
+
+// setEnv is env with k=v in place of every k= entry, or added.
+func setEnv(env []string, k, v string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, k+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, k+"="+v)
+}
+
 func environ(c *Call) []string {
 	allow := map[string]bool{}
 	for _, a := range c.Allow {
@@ -501,10 +518,24 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 			return nil, "", typed(err, "the sandbox")
 		}
 	}
-	argv = append(argv, python.Harness(py, c.Runtime)...)
+	argv = append(argv, python.Harness(py)...)
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
 	stdout := &sink{m: m}
 	stderr := &sink{m: m, limit: StderrTail + 4096}
+
+	// A runtime that takes the channel from python.ProtocolFDVar gets it
+	// on ProtocolFD, and fd 1 is the stderr pipe from the interpreter's
+	// start: start-up code (a .pth file, sitecustomize) that prints
+	// writes stderr, billed as before. Older runtimes: fd 1 is the channel.
+	handoff := python.Handoff(c.Runtime)
+	var chanR, chanW *os.File
+	if handoff {
+		if chanR, chanW, err = os.Pipe(); err != nil {
+			return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the protocol channel's pipe")
+		}
+		defer chanR.Close()
+		defer chanW.Close()
+	}
 
 	var secretR, secretW *os.File
 	if bundle != nil {
@@ -516,6 +547,9 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 	}
 	build := func(ns bool) *exec.Cmd {
 		env := environ(c)
+		if handoff {
+			env = setEnv(env, python.ProtocolFDVar, strconv.Itoa(ProtocolFD))
+		}
 		args := argv
 		if ns && s.Sandbox == nil {
 			// The harness is not the namespace's first process (a
@@ -530,11 +564,19 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 		cmd.Stderr = stderr
 		cmd.WaitDelay = s.grace()
 		cmd.SysProcAttr = sysProcAttr(ns)
+		var extra []*os.File // fd 3 on: nil, not opened
 		if secretR != nil {
-			extra := make([]*os.File, shim.SecretFD-2)
+			extra = make([]*os.File, shim.SecretFD-2)
 			extra[shim.SecretFD-3] = secretR
-			cmd.ExtraFiles = extra
 		}
+		if handoff {
+			// One pipe, and one sink, for fd 1 and fd 2 (os/exec shares
+			// it when Stdout and Stderr are the same writer).
+			cmd.Stdout = stderr
+			extra = append(extra, make([]*os.File, ProtocolFD-2-len(extra))...)
+			extra[ProtocolFD-3] = chanW
+		}
+		cmd.ExtraFiles = extra
 		return cmd
 	}
 	cloexecAll()
@@ -554,6 +596,15 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 	}
 	if err != nil {
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot start %s", argv[0])
+	}
+	var copied chan struct{}
+	if handoff {
+		chanW.Close()
+		copied = make(chan struct{})
+		go func() {
+			_, _ = io.Copy(stdout, chanR)
+			close(copied)
+		}()
 	}
 	pid := cmd.Process.Pid
 	nsID := ""
@@ -636,6 +687,14 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 	// group and the descendants still attached are left.
 	if nsID == "" {
 		signalRun(pid, nsID, syscall.SIGKILL)
+	}
+	if copied != nil {
+		// What the harness wrote is in the pipe; a process that
+		// inherited the channel before the harness took it (start-up
+		// code's child) may still hold it open: the grace bounds the
+		// wait, as WaitDelay bounds cmd.Wait's for the streams.
+		_ = chanR.SetReadDeadline(time.Now().Add(s.grace()))
+		<-copied
 	}
 	dur := time.Since(start)
 

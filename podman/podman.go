@@ -22,7 +22,11 @@
 // run, variables forwarded by name only (--env NAME,
 // the value in podman's own environment, never on its argv), and the
 // secret bundle through `cruxshim --secret-pipe-fd 3` with --preserve-fds
-// 1 (or --secret-path on a tmpfs mounted for the run alone: SecretPath).
+// 1 (or --secret-path on a tmpfs mounted for the run alone: SecretPath),
+// and, for a runtime from python.HandoffVersion on (invoke.Call.Runtime,
+// from the image's provenance), `cruxshim --protocol-fd-env
+// CRUXIBLE_PROTOCOL_FD`, which moves the protocol channel off fd 1 before
+// the harness's interpreter starts (docs/executor.md, "Start-up code").
 // At the timeout the container gets SIGTERM, then SIGKILL after the
 // grace; a flood kills it at once; it is removed afterwards whatever
 // happened (what an executor killed mid-run leaves, Prune removes later).
@@ -74,6 +78,7 @@ import (
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/shim"
 )
@@ -763,13 +768,22 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			return nil, refusal.New(refusal.ContainerUnavailable, "unknown secret mode %q (pipe or path)", e.SecretMode)
 		}
 	}
+	if e.command == nil && python.Handoff(s.Call.Runtime) {
+		// The runtime takes the channel from a variable: cruxshim moves it
+		// off fd 1 (the container's stdout, still the channel here) before
+		// the harness's interpreter starts, so that the env's start-up
+		// code writes stderr. An older image's cruxshim does not know the
+		// flag, and its runtime would not take the channel. (A command of
+		// the executor's own, not the harness, keeps fd 1.)
+		shimArgs = append(shimArgs, "--protocol-fd-env", python.ProtocolFDVar)
+	}
 	args = append(args, b.id)
 	args = append(args, shimArgs...)
 	args = append(args, "--")
 	if e.command != nil {
 		args = append(args, e.command...)
 	} else {
-		args = append(args, image.Harness(s.Call.Runtime)...)
+		args = append(args, image.Harness...)
 	}
 	// conmon writes an empty file "oom" into its working directory, the
 	// podman client's, when the container is killed for memory (conmon

@@ -28,13 +28,17 @@ type options struct {
 	path    string
 	pipeFD  int
 	timeout time.Duration
-	argv    []string // CMD and its ARGS, exec'd as given
+	// protoVar, when set (--protocol-fd-env), names the variable through
+	// which CMD learns the descriptor its protocol channel, fd 1 as the
+	// shim got it, was moved to (moveChannel).
+	protoVar string
+	argv     []string // CMD and its ARGS, exec'd as given
 }
 
 // parseArgs parses cruxshim's argv (without the program name) by hand, so
 // nothing can print. Grammar:
 //
-//	[--secret-path P | --secret-pipe-fd N] [--secret-pipe-timeout SECONDS] [--] CMD ARGS...
+//	[--secret-path P | --secret-pipe-fd N] [--secret-pipe-timeout SECONDS] [--protocol-fd-env NAME] [--] CMD ARGS...
 //
 // Each flag takes its value as the next argument or after "=". The first
 // argument that is not a flag (or everything after "--") is CMD; later
@@ -42,7 +46,8 @@ type options struct {
 // a flag given twice, both secret flags, a missing or empty value, a
 // descriptor that is not a decimal number of at least 3 (0, 1 and 2 are the
 // child's streams), a timeout that is not a positive decimal number of
-// seconds of at most a day (or given without --secret-pipe-fd), no CMD.
+// seconds of at most a day (or given without --secret-pipe-fd), a NAME
+// that is not a variable name ([A-Z_][A-Z0-9_]*), no CMD.
 func parseArgs(args []string) (options, bool) {
 	o := options{timeout: DefaultPipeTimeout}
 	var havePath, haveFD, haveTimeout bool
@@ -83,6 +88,11 @@ func parseArgs(args []string) (options, bool) {
 				return options{}, false
 			}
 			haveTimeout, o.timeout = true, d
+		case "--protocol-fd-env":
+			if o.protoVar != "" || !varName(val) {
+				return options{}, false
+			}
+			o.protoVar = val
 		default:
 			return options{}, false
 		}
@@ -143,4 +153,13 @@ func parseSeconds(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// varName accepts an environment variable's name: [A-Z_][A-Z0-9_]*, at
+// most 64 bytes.
+func varName(s string) bool {
+	if s == "" || len(s) > 64 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == ""
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -687,4 +688,70 @@ func BenchmarkStart(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestProtocolFDEnv: with --protocol-fd-env NAME, CMD starts with fd 1 on
+// stderr and the shim's fd 1 (the protocol channel) on a descriptor of its
+// own from ProtocolFD up, which NAME names (any NAME= the shim got is
+// replaced); fd 3 stays the secret's (nothing else inherited then), or
+// unopened. So a harness's start-up code that writes fd 1 writes stderr,
+// never the channel. As a plain exec and as pid 1 (the child started by
+// the init), with and without a secret.
+func TestProtocolFDEnv(t *testing.T) {
+	for _, asInit := range []bool{false, true} {
+		for _, secret := range []bool{false, true} {
+			t.Run(fmt.Sprintf("init=%v/secret=%v", asInit, secret), func(t *testing.T) {
+				args := []string{"--protocol-fd-env", "CRUX_FD"}
+				var extra []*os.File
+				bundle := testBundle(40)
+				if secret {
+					args = append(args, "--secret-pipe-fd", "3")
+					extra = append(extra, pipeWith(t, bundle))
+				}
+				args = append(args, childBin)
+				env := []string{"CRUX_FD=99"}
+				var r result
+				if asInit {
+					r = runAsInit(t, args, env, extra...)
+				} else {
+					r = runShim(t, args, env, extra...)
+				}
+				// The child prints its report on its fd 1: stderr now.
+				if r.code != 0 || r.stdout != "" {
+					t.Fatalf("exit %d, stdout %q (the channel), stderr %q: want the report on stderr, nothing on the channel", r.code, r.stdout, r.stderr)
+				}
+				var rep report
+				if err := json.Unmarshal([]byte(r.stderr), &rep); err != nil {
+					t.Fatalf("stderr %q: %v", r.stderr, err)
+				}
+				var vars []string
+				for _, kv := range rep.Env {
+					if strings.HasPrefix(kv, "CRUX_FD=") {
+						vars = append(vars, kv)
+					}
+				}
+				if len(vars) != 1 {
+					t.Fatalf("CMD's environment names the channel %q, want once", vars)
+				}
+				n, err := strconv.Atoi(strings.TrimPrefix(vars[0], "CRUX_FD="))
+				if err != nil || n < ProtocolFD {
+					t.Fatalf("%s: want a descriptor from %d up", vars[0], ProtocolFD)
+				}
+				if rep.FDs[1] != rep.FDs[2] || !strings.HasPrefix(rep.FDs[n], "pipe:") || rep.FDs[n] == rep.FDs[1] {
+					t.Errorf("fd 1 %q, fd 2 %q, channel fd %d %q: want fd 1 on stderr and the channel apart", rep.FDs[1], rep.FDs[2], n, rep.FDs[n])
+				}
+				if secret {
+					// The sweep left 0, 1, 2, the memory file and the channel.
+					if !rep.FD3Open || rep.FD3 != string(bundle) {
+						t.Errorf("fd 3 (open %v) does not hold the bundle", rep.FD3Open)
+					}
+					if len(rep.FDs) != 5 {
+						t.Errorf("CMD inherited %v, want 0, 1, 2, 3 and %d", rep.FDs, n)
+					}
+				} else if rep.FD3Open {
+					t.Errorf("fd 3 is open without a secret: %v", rep.FDs)
+				}
+			})
+		}
+	}
 }

@@ -8,6 +8,13 @@ import "sort"
 // SecretChannel), never from a literal.
 const SecretFD = 3
 
+// ProtocolFD is the first descriptor an executor hands a harness its
+// protocol channel on, when the runtime takes it from a variable
+// (--protocol-fd-env; the subprocess executor uses it as is): the one
+// after SecretFD, so that fd 3 means the secret, or nothing, to every
+// runtime.
+const ProtocolFD = SecretFD + 1
+
 // Channel is the protocol's secret_channel: the descriptor the bundle is on
 // and the refs it holds, sorted. It marshals as {"fd":3,"refs":[...]}.
 type Channel struct {

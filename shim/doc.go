@@ -3,7 +3,9 @@
 // anonymous, sealed memory file on descriptor 3, then execs the command
 // (DESIGN §11), or, as a container's pid 1, starts it and stays as its init.
 // It also names that descriptor for executors: SecretChannel is the
-// secret_channel spec both backends put in the protocol line.
+// secret_channel spec both backends put in the protocol line. Given
+// --protocol-fd-env, it moves the protocol channel off fd 1 just before
+// the command starts (ProtocolFD).
 //
 // It owns the argv of cruxshim, the descriptor sweep, the path and pipe checks,
 // the copy into the memory file, the exec or the init, and the closed set of shim

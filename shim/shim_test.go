@@ -29,6 +29,8 @@ func TestParseArgs(t *testing.T) {
 		{"pipe timeout whole", []string{"--secret-pipe-fd", "3", "--secret-pipe-timeout", "12", "py"}, options{mode: modePipe, pipeFD: 3, timeout: 12 * time.Second, argv: []string{"py"}}},
 		{"flags after CMD are CMD's", []string{"py", "--secret-path", "x"}, options{timeout: DefaultPipeTimeout, argv: []string{"py", "--secret-path", "x"}}},
 		{"a day", []string{"--secret-pipe-fd", "3", "--secret-pipe-timeout", "86400", "py"}, options{mode: modePipe, pipeFD: 3, timeout: 24 * time.Hour, argv: []string{"py"}}},
+		{"protocol fd env", []string{"--protocol-fd-env", "CRUXIBLE_PROTOCOL_FD", "--", "py"}, options{timeout: DefaultPipeTimeout, protoVar: "CRUXIBLE_PROTOCOL_FD", argv: []string{"py"}}},
+		{"protocol fd env and pipe", []string{"--secret-pipe-fd", "3", "--protocol-fd-env=_X9", "py"}, options{mode: modePipe, pipeFD: 3, timeout: DefaultPipeTimeout, protoVar: "_X9", argv: []string{"py"}}},
 	}
 	for _, c := range ok {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,6 +85,13 @@ func TestParseArgs(t *testing.T) {
 		{"--secret_path", "p", "py"},
 		{"-", "py"},
 		{"--verbose", "py"},
+		{"--protocol-fd-env", "", "py"},
+		{"--protocol-fd-env", "lower", "py"},
+		{"--protocol-fd-env", "9X", "py"},
+		{"--protocol-fd-env", "A-B", "py"},
+		{"--protocol-fd-env", "A=B", "py"},
+		{"--protocol-fd-env", "A", "--protocol-fd-env", "A", "py"},
+		{"--protocol-fd-env", "A"},
 	}
 	for _, args := range bad {
 		t.Run(fmt.Sprintf("%q", args), func(t *testing.T) {

@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:38a76a64f755a72be28be48c91cb6f0016cb4b7918291d874e3bece93b29119e",
-	"acme-echo/echo":     "sha256:ed7ec72f78f00cd0ce8bc40b10eeb849c39cb5eb7490c2cecb111814872ed8a5",
-	"acme-echo/fail":     "sha256:c912614756a9cb5ce6178ff8d64f17d9fc72456a75095b71526b80d158c26115",
-	"acme-echo/flood":    "sha256:5fc458ec7d473e74be881f79bc78c9bbfe7b3a830304f93a4af550418d08fedb",
-	"acme-echo/sleep":    "sha256:478b7b50c56e37c1d2a8c21735b8b886b5469c1d741eb151e4edd61560d79d0e",
-	"acme-native":        "sha256:e339d6716ec3f8348f0d07a4d9e1f0722b24418cae3d90817f10711219ed7770",
-	"acme-native/which":  "sha256:a745d503f14abeafb4658a40d574b06e3eb4561f4d1ac8d3d1eaf22cfc4602f0",
-	"acme-scripts":       "sha256:f274729e69d0d7c0ad935169d6901c0e65dcea9e29f33062631f66b526ae85d5",
-	"acme-scripts/hello": "sha256:aa43ec06c8cbffbe5bd5544984527f8de081ba9dc8811e3449f1851b3d1f54a8",
+	"acme-echo":          "sha256:98dd2d88b344db01bd6308e686f1042de0d96f0393f31ab61b8e6c3debd551ad",
+	"acme-echo/echo":     "sha256:082f3e9d729f1ec7a78f6cd508575595180986682c0b7f6bc753499c7ac96dba",
+	"acme-echo/fail":     "sha256:6a1474f9ef5431dd499cd35bbcd2c245be156a9b74911258592462a89bd2c9ea",
+	"acme-echo/flood":    "sha256:715b65cce11fab7f86d9bd0c415d5f4fbcf3e9d9f2fa446b967481e0bce79aef",
+	"acme-echo/sleep":    "sha256:4a54a58a9e5c17d5498a69a79a4b5370994e2dbad57713fb5c7f11ad02014e7b",
+	"acme-native":        "sha256:9bb29521c5edbfc8924a951a63456ebe6d6915ac1ef76336131c76114d64ebc7",
+	"acme-native/which":  "sha256:931e8ba9269750b21c94ce81dcd11abd7da226fb86ba8dfb3eb034928aebc33c",
+	"acme-scripts":       "sha256:b5875ce8031c701b5201dcb823d52bc97be6f8641a6911746cf3e77ed7891773",
+	"acme-scripts/hello": "sha256:51b0f1332b418940aed72b144f04237616d751cff32c7d595425a97910e3261c",
 }
 
 type inspectDoc struct {

@@ -23,7 +23,8 @@
 // channel with them) is a protocol_error saying so; and that code a
 // dependency's .pth file runs at interpreter start cannot write the
 // result (what it prints goes to stderr), and ends the run as a clear
-// outcome when it exits.
+// outcome when it exits; a runtime before 0.2.0 still gets the channel on
+// fd 1.
 //
 // BuildLocal builds the fixture env a local executor runs the battery on.
 // This package does not implement an executor.
@@ -38,6 +39,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -852,6 +854,28 @@ func (b *battery) startup(t *testing.T) {
 			}
 		})
 	}
+	t.Run("old runtime", func(t *testing.T) {
+		// A runtime before python.HandoffVersion does not take the channel
+		// from a variable (an older image's cruxshim does not know the
+		// flag): it gets the channel on fd 1 as before, which is what the
+		// .pth sees then; a quiet start still runs.
+		c := b.fx.Call("startup", nil, secrets)
+		c.Runtime = "0.1.0"
+		res := b.run(t, ex, c)
+		recorded(t, path, res)
+		if res.Status != invoke.StatusOK {
+			t.Fatalf("status %s %+v (exit %d)", res.Status, res.Error, res.ExitCode)
+		}
+		var got struct {
+			PthRan []string `json:"pth_ran"`
+		}
+		if err := json.Unmarshal(res.Value, &got); err != nil {
+			t.Fatalf("result %s: %v", res.Value, err)
+		}
+		if len(got.PthRan) == 0 || slices.Contains(got.PthRan, "stderr") {
+			t.Errorf("when acme_startup.pth ran, fd 1 was %q: want the channel (old wiring)", got.PthRan)
+		}
+	})
 	t.Run("mode=exit", func(t *testing.T) {
 		// sys.exit in a .pth file ends the interpreter's start before the
 		// harness runs (CPython: "Fatal Python error: init_import_site",

@@ -2,9 +2,9 @@
 
 Providers import ProviderResult and ProviderRunContext from here (or from
 cruxible_provider_runtime.provider_api). The harness module is what the
-executor runs: ``python -I -m cruxible_provider_runtime.harness``, exec'd
-by a bootstrap that has moved the protocol channel off fd 1 (see its
-docstring).
+executor runs: ``python -I -m cruxible_provider_runtime.harness``, with the
+protocol channel on fd 1 or, from 0.2.0 on, handed over on a descriptor of
+its own (see its docstring).
 
 This package uses the standard library only and supports CPython 3.9+.
 """

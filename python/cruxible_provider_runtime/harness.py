@@ -1,24 +1,20 @@
 """The harness an executor runs: ``python -I -m cruxible_provider_runtime.harness``.
 
-The executor starts it through a bootstrap (python/bootstrap.py): ``python
--I -S -c BOOTSTRAP python -I -m cruxible_provider_runtime.harness``. Under
--S no code of the env runs; the bootstrap duplicates fd 1, the protocol
-channel, to an inheritable descriptor, points fd 1 at stderr and execs
-(same pid) the argv it was given, with CRUXIBLE_PROTOCOL_FD naming that
-descriptor. site then runs the env's .pth files and sitecustomize (start-up
-code, provider code) with fd 1 already on stderr, and the harness takes the
-channel from the variable (step 1), which it removes from its environment
-and makes non-inheritable at once. The provider sees the start ``python -I
--m`` gives: the same sys.argv, sys.flags, sys.prefix, sys.path, and
-multiprocessing children started as any. Run as plain ``-m``, without the
-variable, the harness moves fd 1 itself, once site has run.
+An executor that knows this runtime (0.2.0 on) starts it with fd 1 already on
+stderr and the protocol channel on another descriptor, which the variable
+CRUXIBLE_PROTOCOL_FD names: site runs the env's .pth files and sitecustomize
+(start-up code, provider code) before the harness's first line, and what
+they print cannot reach the result. The harness takes the channel from the
+variable (step 1), which it removes from its environment, making the
+descriptor non-inheritable, before anything else. Run without the variable
+(an older executor, by hand), it moves fd 1 itself, once site has run.
 
 The contract is DESIGN section 10 and docs/provider-authors.md:
 
 1. First of all, the protocol channel moves off fd 1: fd 1 is duplicated to a
    private, non-inheritable descriptor, then fd 1 (and sys.stdout) point at
    stderr, so nothing a provider prints, from Python or from C, reaches the
-   result. Handed the channel by the bootstrap (CRUXIBLE_PROTOCOL_FD), the
+   result. Handed the channel by the executor (CRUXIBLE_PROTOCOL_FD), the
    harness takes that descriptor instead of duplicating fd 1.
 2. One JSON line is read from stdin::
 
@@ -244,13 +240,13 @@ def _describe(exc: BaseException) -> str:
 
 
 PROTOCOL_FD_VAR = "CRUXIBLE_PROTOCOL_FD"
-"""The variable through which the bootstrap (python/bootstrap.py) names the
-protocol channel it moved off fd 1 before the interpreter's start ran the
-env's start-up code."""
+"""The variable through which the executor names the protocol channel it
+handed over on a descriptor of its own, fd 1 being stderr from the
+interpreter's start, before the env's start-up code ran."""
 
 
 def _take_channel():
-    """The protocol channel the bootstrap handed over: its descriptor, None
+    """The protocol channel the executor handed over: its descriptor, None
     without the variable (run as plain -m), or the OSError that makes it
     unusable. The variable leaves the environment (provider code and its
     subprocesses never see it) and the descriptor becomes non-inheritable
@@ -259,7 +255,7 @@ def _take_channel():
     if v is None:
         return None
     if not (v.isascii() and v.isdigit()) or int(v) < 3:
-        return OSError("%s=%r names no descriptor the bootstrap could have made" % (PROTOCOL_FD_VAR, v))
+        return OSError("%s=%r names no descriptor the executor could have handed over" % (PROTOCOL_FD_VAR, v))
     fd = int(v)
     try:
         os.set_inheritable(fd, False)
@@ -270,12 +266,23 @@ def _take_channel():
 
 def _protect_stdout(proto=None) -> int:
     """Duplicate fd 1 to a private, non-inheritable descriptor, unless the
-    bootstrap did (proto), and point fd 1 and sys.stdout at stderr (again,
-    after the bootstrap: start-up code may have pointed them elsewhere)."""
+    executor handed the channel over (proto), and point fd 1 and sys.stdout
+    at stderr (again, when handed over: start-up code may have pointed them
+    elsewhere). A channel handed over moves to the lowest free descriptor
+    when that is lower, so that the provider finds the descriptors where a
+    channel on fd 1 would have left them (the secret's fd 3, when the run
+    has none, is then the channel's, as ever)."""
     if proto is None:
         proto = os.dup(1)  # non-inheritable (PEP 446)
     elif isinstance(proto, BaseException):
         raise proto
+    else:
+        low = os.dup(proto)  # non-inheritable (PEP 446)
+        if low < proto:
+            os.close(proto)
+            proto = low
+        else:
+            os.close(low)
     try:
         sys.stdout.flush()
     except Exception:
@@ -644,7 +651,7 @@ def _init_in_front() -> None:
 def run(proto=None) -> int:
     """Run one request; return the exit status (0: a result was written).
 
-    proto is _take_channel's: the channel the bootstrap moved off fd 1 (or
+    proto is _take_channel's: the channel the executor handed over (or
     why it cannot be used); None, the harness moves fd 1 itself."""
     try:
         proto_fd = _protect_stdout(proto)

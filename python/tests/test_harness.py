@@ -1,9 +1,12 @@
 """The harness, run as the executor runs it: a real interpreter in a venv,
-``python -I -S -c BOOTSTRAP`` (python/bootstrap.py), a real pipe on fd 3.
+``python -I -m cruxible_provider_runtime.harness`` with fd 1 on stderr from
+the start and the protocol channel on fd 4, named by CRUXIBLE_PROTOCOL_FD
+(or, as for a runtime before 0.2.0, on fd 1), a real pipe on fd 3.
 
 Run with: python3 -m unittest discover -s python/tests -t python
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -16,19 +19,13 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)  # python/, which holds cruxible_provider_runtime
-with open(os.path.join(PYROOT, "bootstrap.py")) as _f:
-    BOOTSTRAP = _f.read()
 
-
-def argv(py):
-    """The executor's argv for interpreter py (python.Harness in Go): the
-    bootstrap, under -S, execs python -I -m harness once the protocol
-    channel is off fd 1."""
-    return [py, "-I", "-S", "-c", BOOTSTRAP] + direct(py)
+PROTOCOL_FD = 4
+"""Where the executor hands the channel over (invoke.ProtocolFD in Go)."""
 
 
 def direct(py):
-    """DESIGN section 10's argv: site runs before the harness's first line."""
+    """The executor's argv (python.Harness in Go), DESIGN section 10's."""
     return [py, "-I", "-m", "cruxible_provider_runtime.harness"]
 
 
@@ -353,27 +350,45 @@ class Run:
         self.doc = json.loads(lines[0]) if len(lines) == 1 else None
 
 
-def harness(stdin, secret=None, close_stdout=False, env=None, args=None):
+def harness(stdin, secret=None, close_stdout=False, env=None, handoff=True, py=None):
     """Run the harness; stdin is a dict (sent as one line) or bytes. secret,
-    when not None, is written to a pipe that the child sees as fd 3."""
+    when not None, is written to a pipe that the child sees as fd 3.
+
+    handoff: wired as the executor wires a runtime from 0.2.0 on: fd 1 and
+    fd 2 one pipe (Run.stderr), the channel a pipe on PROTOCOL_FD
+    (Run.stdout), CRUXIBLE_PROTOCOL_FD naming it. Otherwise as before 0.2.0:
+    the channel is fd 1. close_stdout closes the channel's read end."""
     if isinstance(stdin, dict):
         stdin = json.dumps(stdin).encode() + b"\n"
-    r = w = None
-    kw = {}
+    r = w = cr = cw = None
+    # The child's fd 3 (the secret) and PROTOCOL_FD (the channel) exactly,
+    # as the executor gives them: dup2'd in preexec_fn and kept by
+    # pass_fds (close_fds runs after preexec_fn), so that only they and the
+    # standard streams reach the harness. Moved above 10 first
+    # (close-on-exec), so that one dup2 cannot overwrite the other's source.
+    place = []
     if secret is not None:
         r, w = os.pipe()
-        # Make the read end the child's fd 3 exactly, as the executor does.
-        # close_fds runs after preexec_fn in the child and would close fd 3;
-        # the parent's own descriptors are non-inheritable (PEP 446), so
-        # only fd 3 and the standard streams reach the harness.
-        # dup2(3, 3) is a no-op that keeps close-on-exec, hence set_inheritable.
-        kw = {"preexec_fn": lambda: (os.dup2(r, 3), os.set_inheritable(3, True)), "close_fds": False}
-    if env is not None:
-        kw["env"] = dict(os.environ, **env)
+        place.append((r, 3))
+    if handoff:
+        cr, cw = os.pipe()
+        place.append((cw, PROTOCOL_FD))
+
+    def preexec():
+        high = [(fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, 10), dst) for src, dst in place]
+        for src, dst in high:
+            os.dup2(src, dst)
+            os.set_inheritable(dst, True)
+
+    kw = {"preexec_fn": preexec, "pass_fds": [dst for _, dst in place]} if place else {}
+    environ = dict(os.environ, **(env or {}))
+    if handoff:
+        environ["CRUXIBLE_PROTOCOL_FD"] = str(PROTOCOL_FD)
     p = subprocess.Popen(
-        args or argv(PY),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=TMP, **kw,
+        direct(py or PY),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if handoff else subprocess.PIPE,
+        cwd=TMP, env=environ, **kw,
     )
     writer = None
     if secret is not None:
@@ -391,6 +406,25 @@ def harness(stdin, secret=None, close_stdout=False, env=None, args=None):
 
         writer = threading.Thread(target=feed)
         writer.start()
+    if handoff:
+        os.close(cw)
+        got = []
+        if close_stdout:
+            os.close(cr)
+            reader = None
+        else:
+            def drain():
+                with os.fdopen(cr, "rb") as f:
+                    got.append(f.read())
+
+            reader = threading.Thread(target=drain)
+            reader.start()
+        err, _ = p.communicate(stdin, timeout=60)
+        if reader:
+            reader.join(60)
+        if writer:
+            writer.join()
+        return Run(p.returncode, got[0].decode() if got else "", err.decode())
     if close_stdout:
         p.stdout.close()
         p.stdin.write(stdin)
@@ -520,7 +554,7 @@ class HarnessTest(unittest.TestCase):
         os.lseek(fd, 5, os.SEEK_SET)  # an offset left behind by whoever wrote it
         try:
             p = subprocess.run(
-                argv(PY),
+                direct(PY),
                 input=json.dumps(request("tp_basic:uses_secret", secret_channel={"fd": 3, "refs": ["acme/api-token"]})).encode() + b"\n",
                 capture_output=True, cwd=TMP, close_fds=False, timeout=60,
                 preexec_fn=lambda: (os.dup2(fd, 3), os.set_inheritable(3, True)),
@@ -687,10 +721,10 @@ class HarnessTest(unittest.TestCase):
     def test_lingering_thread_does_not_hold_the_exit(self):
         self.ok(harness(request("tp_basic:lingering_thread")), "done")
 
-    # Start-up code: under -I -m alone, site ran the venv's .pth files (and
-    # sitecustomize) before the harness's first line, so what they printed
-    # or wrote on fd 1 went into the result channel. The bootstrap moves
-    # the channel off fd 1 and execs -I -m.
+    # Start-up code: site runs the venv's .pth files (and sitecustomize)
+    # before the harness's first line. With the channel on fd 1 what they
+    # printed or wrote there went into the result; the executor starts a
+    # runtime from 0.2.0 on with fd 1 on stderr and the channel elsewhere.
 
     def test_startup_code_cannot_write_the_result(self):
         run = harness(request("tp_basic:echo"), env={"CRUX_TEST_STARTUP": "print"})
@@ -712,23 +746,23 @@ class HarnessTest(unittest.TestCase):
         self.assertEqual(run.stdout, "")
         self.assertIn("SystemExit: 7", run.stderr)
 
-    def test_minus_m_still_runs(self):
-        # python -I -m, as an env with a runtime from before the bootstrap
-        # is run (python.Harness), and as by hand.
-        self.ok(harness(request("tp_basic:echo"), args=direct(PY)), {"echo": {"name": "world"}})
+    def test_channel_on_fd_1_still_runs(self):
+        # As an env with a runtime from before 0.2.0 is run, and as by hand:
+        # without the variable the harness moves fd 1 off itself.
+        self.ok(harness(request("tp_basic:echo"), handoff=False), {"echo": {"name": "world"}})
 
     def test_provider_sees_the_start_minus_m_gives(self):
-        # The same sys.argv, sys.orig_argv, sys.executable, sys.flags (no_site
-        # among them), prefix and path as under python -I -m, and so do its
-        # multiprocessing children (spawn, forkserver), which get the
-        # interpreter's flags passed on: .pth files run in them too.
-        def info(args):
-            run = harness(request("tp_start:full"), args=args)
+        # The same sys.argv, sys.orig_argv, sys.executable, sys.flags, prefix,
+        # path, locale and streams as with the channel on fd 1 (a plain
+        # start), and so do its multiprocessing children (spawn,
+        # forkserver): .pth files run in them too.
+        def info(handoff):
+            run = harness(request("tp_start:full"), handoff=handoff)
             self.assertEqual(run.code, 0, run.stderr)
             self.assertEqual(run.doc["status"], "ok", run.doc)
             return run.doc["result"]
 
-        want, got = info(direct(PY)), info(argv(PY))
+        want, got = info(False), info(True)
         self.assertEqual(got["self"]["flags"]["no_site"], 0)
         self.assertTrue(got["self"]["argv"][0].endswith("harness.py"), got["self"]["argv"])
         self.assertGreater(got["self"]["pth_ran"], 0)
@@ -739,25 +773,12 @@ class HarnessTest(unittest.TestCase):
             self.assertGreater(child["pth_ran"], 0, method)
         self.assertEqual(got, want)
 
-    def test_locale_coercion_is_not_passed_on(self):
-        # In the C locale CPython coerces LC_CTYPE to C.UTF-8 in its own
-        # environment (PEP 538) and turns UTF-8 mode on (PEP 540): the
-        # bootstrap's coerced LC_CTYPE, passed through the exec, turned
-        # UTF-8 mode off in the harness (sys.flags.utf8_mode 0, not 1).
-        for env in ([], ["LC_CTYPE=C"], ["LC_CTYPE=POSIX", "LANG=C.UTF-8"], ["LANG=C.UTF-8"], ["LC_CTYPE=C.UTF-8"],
-                    ["LC_ALL=C"], ["LC_ALL=C", "LC_CTYPE=C.UTF-8"]):
-            with self.subTest(env=env):
-                runs = [harness(request("tp_start:full"), args=["/usr/bin/env", "-i"] + env + a(PY)) for a in (direct, argv)]
-                for r in runs:
-                    self.assertEqual(r.code, 0, r.stderr)
-                self.assertEqual(runs[1].doc, runs[0].doc)
-
     def test_channel_and_variable_do_not_reach_provider_subprocesses(self):
-        # The bootstrap hands the channel over as an inheritable descriptor
+        # The executor hands the channel over as an inheritable descriptor
         # named by CRUXIBLE_PROTOCOL_FD; the harness removes the variable
         # and makes the descriptor non-inheritable before provider code
         # runs, so a subprocess (even with close_fds=False) gets neither.
-        run = harness(request("tp_start:fds"), args=argv(PY))
+        run = harness(request("tp_start:fds"))
         self.assertEqual(run.code, 0, run.stderr)
         got = run.doc["result"]
         self.assertIsNone(got["var"])
@@ -766,21 +787,21 @@ class HarnessTest(unittest.TestCase):
         self.assertLessEqual(len(got["child_fds"]), 4, got)  # 0, 1, 2 and listdir's own
 
     def test_bad_channel_variable_is_no_result(self):
-        # The harness run with a variable that names no open descriptor
-        # (not the bootstrap's doing) writes no result anywhere.
+        # A variable that names no descriptor the executor could have
+        # handed over writes no result anywhere.
         for v in ("99", "1", "x"):
             with self.subTest(v=v):
-                run = harness(request("tp_basic:echo"), args=direct(PY), env={"CRUXIBLE_PROTOCOL_FD": v})
+                run = harness(request("tp_basic:echo"), handoff=False, env={"CRUXIBLE_PROTOCOL_FD": v})
                 self.assertEqual(run.code, 1, run.stderr)
                 self.assertEqual(run.stdout, "")
                 self.assertIn("stdout is not usable", run.stderr)
 
-    def test_bootstrap_leaves_the_start_python_minus_I_gives(self):
-        # The exec'd interpreter's start must be what python -I gives any
-        # program: sys.prefix, sys.path (the venv's site-packages, not the
-        # base's), no user site; and what -I -m gives the provider, its
-        # multiprocessing children included. On every CPython 3.9+ here
-        # that this user can run.
+    def test_handoff_leaves_the_start_python_minus_I_gives(self):
+        # The start must be what python -I gives any program: sys.prefix,
+        # sys.path (the venv's site-packages, not the base's), no user
+        # site; and the same with the channel on fd 1, multiprocessing
+        # children included. On every CPython 3.9+ here that this user can
+        # run.
         pys = [sys.executable, "/usr/bin/python3"]
         pys += ["/root/.pyenv/versions/%s/bin/python3" % v for v in ("3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")]
         tried = 0
@@ -800,11 +821,11 @@ class HarnessTest(unittest.TestCase):
                 want = json.loads(subprocess.run([py, "-I", "-c", START_INFO + "print(json.dumps(info))"],
                                                  check=True, capture_output=True, cwd=TMP).stdout)
                 self.assertIn(site, want["path"])
-                run = harness(request("tp_start:info_"), args=argv(py))
+                run = harness(request("tp_start:info_"), py=py)
                 self.assertEqual(run.code, 0, run.stderr)
                 self.assertEqual(run.doc["status"], "ok", run.doc)
                 self.assertEqual(run.doc["result"], want)
-                full = [harness(request("tp_start:full"), args=a(py)) for a in (direct, argv)]
+                full = [harness(request("tp_start:full"), py=py, handoff=h) for h in (False, True)]
                 for r in full:
                     self.assertEqual(r.code, 0, r.stderr)
                 self.assertEqual(full[1].doc, full[0].doc)

@@ -7,24 +7,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/python"
 )
 
-// TestRunStartsTheHarnessThroughTheBootstrap: `cruxprov run` gives the
-// executor the runtime's version from the verified seal (invoke.Call.Runtime),
-// so that an env with the current runtime is started through the bootstrap
-// (python.Harness), which execs python -I -m harness with the protocol
-// channel handed over in python.ProtocolFDVar: the running harness's
-// command line is DESIGN §10's, and its initial environment (what the exec
-// was given; the harness removed the variable from os.environ since) names
-// the channel. Without the version the executor runs -I -m alone.
-func TestRunStartsTheHarnessThroughTheBootstrap(t *testing.T) {
+// TestRunHandsTheHarnessItsChannel: `cruxprov run` gives the executor
+// the runtime's version from the verified seal (invoke.Call.Runtime), so
+// that an env with the current runtime is started as DESIGN §10's python
+// -I -m harness (python.Harness), no other process in front of it, with
+// fd 1 on stderr from the start and the protocol channel on
+// invoke.ProtocolFD, which python.ProtocolFDVar names in its initial
+// environment (the harness removed it from os.environ since).
+func TestRunHandsTheHarnessItsChannel(t *testing.T) {
 	const py = "/usr/bin/python3.11"
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("needs %s", py)
@@ -85,8 +86,13 @@ func TestRunStartsTheHarnessThroughTheBootstrap(t *testing.T) {
 		if pid == "" {
 			continue
 		}
-		if !slices.ContainsFunc(environ, func(kv string) bool { return strings.HasPrefix(kv, python.ProtocolFDVar+"=") }) {
-			t.Fatalf("the harness (pid %s) was not exec'd by the bootstrap: its environment %q names no %s", pid, environ, python.ProtocolFDVar)
+		if v := python.ProtocolFDVar + "=" + strconv.Itoa(invoke.ProtocolFD); !slices.Contains(environ, v) {
+			t.Fatalf("the harness (pid %s) was not handed its channel: its environment %q lacks %s", pid, environ, v)
+		}
+		fd1, err1 := os.Readlink("/proc/" + pid + "/fd/1")
+		fd2, err2 := os.Readlink("/proc/" + pid + "/fd/2")
+		if err1 != nil || err2 != nil || fd1 != fd2 {
+			t.Fatalf("the harness's fd 1 is %q (%v), its fd 2 %q (%v): want fd 1 on stderr", fd1, err1, fd2, err2)
 		}
 		break
 	}
