@@ -311,8 +311,6 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 	return values, bundle, nil
 }
 
-// environ builds the child's environment: the allowed names from Environ,
-// then Inject.
 // ProtocolFD is the descriptor on which the subprocess executor hands a
 // runtime from python.HandoffVersion on its protocol channel, named by
 // python.ProtocolFDVar (shim.ProtocolFD): the one after the secret
@@ -330,6 +328,8 @@ func setEnv(env []string, k, v string) []string {
 	return append(out, k+"="+v)
 }
 
+// environ builds the child's environment: the allowed names from Environ,
+// then Inject.
 func environ(c *Call) []string {
 	allow := map[string]bool{}
 	for _, a := range c.Allow {
