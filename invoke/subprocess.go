@@ -317,20 +317,10 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 // bundle's (shim.SecretFD, not opened when the run has no secrets).
 const ProtocolFD = shim.ProtocolFD
 
-// setEnv is env with k=v in place of every k= entry, or added.
-func setEnv(env []string, k, v string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, k+"=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, k+"="+v)
-}
-
 // environ builds the child's environment: the allowed names from Environ,
-// then Inject.
-func environ(c *Call) []string {
+// then Inject, then set (the executor's own NAME=VALUE entries); a later
+// entry of a name replaces an earlier one.
+func environ(c *Call, set ...string) []string {
 	allow := map[string]bool{}
 	for _, a := range c.Allow {
 		allow[a] = true
@@ -355,6 +345,9 @@ func environ(c *Call) []string {
 		}
 	}
 	for _, kv := range c.Inject {
+		add(kv)
+	}
+	for _, kv := range set {
 		add(kv)
 	}
 	if out == nil {
@@ -546,10 +539,11 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 		defer secretW.Close()
 	}
 	build := func(ns bool) *exec.Cmd {
-		env := environ(c)
+		var set []string
 		if handoff {
-			env = setEnv(env, python.ProtocolFDVar, strconv.Itoa(ProtocolFD))
+			set = append(set, python.ProtocolFDVar+"="+strconv.Itoa(ProtocolFD))
 		}
+		env := environ(c, set...)
 		args := argv
 		if ns && s.Sandbox == nil {
 			// The harness is not the namespace's first process (a
