@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
@@ -141,4 +144,34 @@ func limitsApply(t *testing.T) bool {
 		t.Fatal(err)
 	}
 	return len(lost) == 0
+}
+
+// TestCgroupsV1Shortcut: where /sys/fs/cgroup is not a cgroup2 mount,
+// the limits a rootless podman leaves unapplied are known without
+// podman info, and said in podman info's answer's words; on cgroups v2,
+// or for a remote podman (whose host's cgroups count), podman is asked.
+func TestCgroupsV1Shortcut(t *testing.T) {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		t.Skipf("statfs /sys/fs/cgroup: %v", err)
+	}
+	v1 := st.Type != unix.CGROUP2_SUPER_MAGIC
+	got, ok := (&Executor{}).cgroupsV1()
+	if ok != v1 {
+		t.Fatalf("cgroups v1 %v, answered without podman info %v", v1, ok)
+	}
+	if v1 {
+		want, err := readCgroups("true v1 ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.limits, want.limits) || got.why != want.why {
+			t.Errorf("without podman info %+v, from its answer %+v", got, want)
+		}
+	}
+	for _, kv := range []string{"CONTAINER_HOST=unix:///run/podman/podman.sock", "CONTAINER_CONNECTION=remote"} {
+		if _, ok := (&Executor{Environ: []string{DefaultPath, kv}}).cgroupsV1(); ok {
+			t.Errorf("%s: answered without asking the remote podman", kv)
+		}
+	}
 }

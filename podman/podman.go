@@ -326,9 +326,12 @@ func (e *Executor) cgroupLimits(ctx context.Context) ([]string, error) {
 	key := strings.Join(append(append([]string{e.podman()}, e.globals()...), e.env()...), "\x00")
 	v, ok := limitsChecked.Load(key)
 	if !ok {
-		lost, err := e.unappliedLimits(ctx)
-		if err != nil {
-			return nil, err
+		lost, known := e.cgroupsV1()
+		if !known {
+			var err error
+			if lost, err = e.unappliedLimits(ctx); err != nil {
+				return nil, err
+			}
 		}
 		limitsChecked.Store(key, lost)
 		v = lost
@@ -338,6 +341,36 @@ func (e *Executor) cgroupLimits(ctx context.Context) ([]string, error) {
 		return slices.Clone(lost.limits), nil
 	}
 	return nil, refusal.New(refusal.ContainerUnavailable, "%s", lost.why).WithRemedy(refusal.ActionUnenforcedLimits, "")
+}
+
+// cgroupsV1 answers for podman info where the answer does not need it:
+// a podman that is not root's on a host whose cgroup hierarchy is v1
+// (/sys/fs/cgroup not a cgroup2 mount: podman's own test, statfs's
+// magic) applies none of the limits, whatever its configuration. Running
+// podman info costs half a second here (rootless podman joins its user
+// namespace first), on every `cruxprov run --backend container`. The
+// shortcut only ever concludes that the limits do not hold: any answer
+// that they do still comes from podman info. A remote podman
+// (CONTAINER_HOST, CONTAINER_CONNECTION) is asked, since the limits are
+// its host's.
+func (e *Executor) cgroupsV1() (unapplied, bool) {
+	for _, kv := range e.env() {
+		if k, _, _ := strings.Cut(kv, "="); k == "CONTAINER_HOST" || k == "CONTAINER_CONNECTION" {
+			return unapplied{}, false
+		}
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &fs); err != nil || fs.Type == unix.CGROUP2_SUPER_MAGIC {
+		return unapplied{}, false
+	}
+	return v1Unapplied("v1"), true
+}
+
+// v1Unapplied is what a rootless podman on cgroups of version v (not
+// v2) leaves unapplied.
+func v1Unapplied(v string) unapplied {
+	return unapplied{[]string{"memory", "cpus", "pids"}, fmt.Sprintf(
+		"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md), or choose to run without those limits", v)}
 }
 
 // unapplied is what podman info said of the limits: the ones a run
@@ -371,8 +404,7 @@ func readCgroups(out string) (unapplied, error) {
 		return unapplied{}, nil
 	}
 	if f[1] != "v2" {
-		return unapplied{[]string{"memory", "cpus", "pids"}, fmt.Sprintf(
-			"rootless podman on cgroups %s ignores --memory, --cpus and --pids-limit: run the executor as root, or rootless on cgroups v2 with the memory, pids and cpu controllers delegated to the user (docs/executor.md), or choose to run without those limits", f[1])}, nil
+		return v1Unapplied(f[1]), nil
 	}
 	have := map[string]bool{}
 	if len(f) > 2 {

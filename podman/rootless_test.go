@@ -133,6 +133,28 @@ func TestRootlessChild(t *testing.T) {
 	limits := lerr == nil
 	t.Logf("uid %d, rootless podman, cgroups %s, storage %s, limits enforced: %v", os.Getuid(), fields[1], fields[2], limits)
 
+	// On cgroups v1 the executor answers without podman info (half a
+	// second a run here), and says what podman info says.
+	t.Run("CgroupsV1WithoutPodmanInfo", func(t *testing.T) {
+		if fields[1] != "v1" {
+			t.Skipf("cgroups %s: podman info is asked", fields[1])
+		}
+		e := &Executor{}
+		asked, err := e.unappliedLimits(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		known, ok := e.cgroupsV1()
+		if !ok || !slices.Equal(known.limits, asked.limits) || known.why != asked.why {
+			t.Fatalf("without podman info: %+v (answered: %v); podman info: %+v", known, ok, asked)
+		}
+		// No podman is run for it: one that cannot be run still gets
+		// the limits' refusal, not "cannot run podman".
+		_, err = (&Executor{Podman: filepath.Join(t.TempDir(), "no-podman")}).cgroupLimits(context.Background())
+		if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionUnenforcedLimits {
+			t.Fatalf("with no podman to run: %v (remedy %+v), want the limits' refusal", err, rem)
+		}
+	})
 	// By default the executor refuses a rootless podman that would
 	// ignore the limits, before any container.
 	t.Run("LimitsOrRefusal", func(t *testing.T) {
