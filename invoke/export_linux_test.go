@@ -12,3 +12,6 @@ func WithoutShell() (restore func()) {
 		forgetNamespaces()
 	}
 }
+
+// InstalledRuntime is installedRuntime, for TestInstalledRuntime.
+var InstalledRuntime = installedRuntime

@@ -54,8 +54,12 @@ type Call struct {
 	// harness (python.Handoff): from python.HandoffVersion on, on a
 	// descriptor of its own that python.ProtocolFDVar names, with fd 1 on
 	// stderr from the interpreter's start, so that the env's start-up code
-	// cannot write the result; before it, or "" (not known), on fd 1. The
-	// argv is python -I -m either way (python.Harness).
+	// cannot write the result; before it, on fd 1. "" (not known): the
+	// subprocess executor reads it from the env's installed dist-info
+	// (cruxible_provider_runtime-VERSION.dist-info beside the harness); a
+	// container executor cannot look inside the image and takes "" as
+	// before python.HandoffVersion. The argv is python -I -m either way
+	// (python.Harness).
 	Runtime string
 	// Provider, Entrypoint and Object (module:attr) name what runs.
 	Provider, Entrypoint, Object string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1027,6 +1028,68 @@ print(json.dumps({"prefix": sys.prefix, "exec_prefix": sys.exec_prefix, "base_pr
 			}
 			if c, _ := fds["child_fds"].([]any); len(c) > 4 {
 				t.Errorf("a subprocess inherited descriptors: %v", c)
+			}
+		})
+	}
+}
+
+// TestRuntimeReadFromTheEnv: a Call that does not name its runtime (a Go
+// API caller that builds it by hand, as docs/executor.md's example did)
+// gets the wiring of the runtime the env has installed, so that start-up
+// code in the env cannot write the result: before, "" meant the old
+// wiring, and the .pth file found the protocol channel on fd 1. The
+// caller's Call is not written to.
+func TestRuntimeReadFromTheEnv(t *testing.T) {
+	f := fixture(t)
+	l, _ := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+	c := f.Call("startup", nil, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"})
+	c.Runtime = ""
+	c.Inject = append(c.Inject, "ACME_STARTUP=print,write")
+	res, err := ex.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Runtime != "" {
+		t.Errorf("the caller's Call was written to: Runtime %q", c.Runtime)
+	}
+	if res.Status != invoke.StatusOK {
+		t.Fatalf("%s exit %d %+v: the .pth's output reached the result channel", res.Status, res.ExitCode, res.Error)
+	}
+	var got struct {
+		PthRan []string `json:"pth_ran"`
+	}
+	if err := json.Unmarshal(res.Value, &got); err != nil {
+		t.Fatalf("result %s: %v", res.Value, err)
+	}
+	if len(got.PthRan) == 0 || slices.ContainsFunc(got.PthRan, func(s string) bool { return s != "stderr" }) {
+		t.Errorf("when acme_startup.pth ran, fd 1 was %q, want stderr", got.PthRan)
+	}
+}
+
+// TestInstalledRuntime: the runtime's version from its dist-info's name;
+// none, two, or a name that is not name-version, say nothing.
+func TestInstalledRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dirs []string
+		want string
+	}{
+		{"one", []string{"cruxible_provider_runtime-0.2.0.dist-info", "acme_echo-1.0.dist-info"}, "0.2.0"},
+		{"older", []string{"cruxible_provider_runtime-0.1.0.dist-info"}, "0.1.0"},
+		{"none", []string{"acme_echo-1.0.dist-info"}, ""},
+		{"two", []string{"cruxible_provider_runtime-0.1.0.dist-info", "cruxible_provider_runtime-0.2.0.dist-info"}, ""},
+		{"not name-version", []string{"cruxible_provider_runtime-extra-0.2.0.dist-info"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			site := t.TempDir()
+			for _, d := range tc.dirs {
+				if err := os.Mkdir(filepath.Join(site, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := invoke.InstalledRuntime(site); got != tc.want {
+				t.Errorf("%v: %q, want %q", tc.dirs, got, tc.want)
 			}
 		})
 	}

@@ -114,8 +114,17 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	var ns bool
 	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
-		if py, err = s.checkEnv(c); err != nil {
+		var rt string
+		if py, rt, err = s.checkEnv(c); err != nil {
 			return nil, err
+		}
+		if c.Runtime == "" && rt != "" {
+			// The env's own runtime picks the channel's wiring for a
+			// caller that did not say (a Call built by hand): the
+			// caller's Call is not written to.
+			cc := *c
+			cc.Runtime = rt
+			c = &cc
 		}
 		if probe == nil && !s.NoNamespaces {
 			ns = namespacesAllowed([]string{py, "-I", "-S", "-c", ""})
@@ -247,15 +256,17 @@ func asRefusal(err error, code refusal.Code, detail string) error {
 	return refusal.Wrap(code, err, "%s", detail)
 }
 
-// checkEnv returns the interpreter's path, refusing a link that leaves the
-// env and an env without the harness module (runtime_missing).
-func (s *Subprocess) checkEnv(c *Call) (string, error) {
+// checkEnv returns the interpreter's path and the version of the runtime
+// installed beside the harness ("" where its dist-info does not say one),
+// refusing a link that leaves the env and an env without the harness
+// module (runtime_missing).
+func (s *Subprocess) checkEnv(c *Call) (string, string, error) {
 	rel := filepath.Clean(filepath.FromSlash(c.Python))
 	if c.Env == "" || c.Python == "" || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", refusal.New(refusal.SealInvalid, "the env's python link %q is not a path inside the env", c.Python)
+		return "", "", refusal.New(refusal.SealInvalid, "the env's python link %q is not a path inside the env", c.Python)
 	}
 	if c.Object == "" || c.Entrypoint == "" {
-		return "", refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
+		return "", "", refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
 	}
 	mod := strings.ReplaceAll(python.HarnessModule, ".", "/") + ".py"
 	found, _ := filepath.Glob(filepath.Join(c.Env, "lib", "python*", "site-packages", mod))
@@ -263,13 +274,28 @@ func (s *Subprocess) checkEnv(c *Call) (string, error) {
 		found, _ = filepath.Glob(filepath.Join(c.Env, "Lib", "site-packages", mod))
 	}
 	if len(found) == 0 {
-		return "", refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
+		return "", "", refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
 	}
 	env, err := filepath.Abs(c.Env)
 	if err != nil {
-		return "", refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
+		return "", "", refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
 	}
-	return filepath.Join(env, rel), nil
+	return filepath.Join(env, rel), installedRuntime(filepath.Dir(filepath.Dir(found[0]))), nil
+}
+
+// installedRuntime is the version of the runtime whose dist-info is in
+// the site-packages directory site (name-version.dist-info, as every
+// installer names it), "" when there is not exactly one.
+func installedRuntime(site string) string {
+	found, _ := filepath.Glob(filepath.Join(site, python.RuntimeDistribution+"-*.dist-info"))
+	if len(found) != 1 {
+		return ""
+	}
+	v := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(found[0]), python.RuntimeDistribution+"-"), ".dist-info")
+	if strings.Contains(v, "-") {
+		return ""
+	}
+	return v
 }
 
 // resolveSecrets resolves every declared ref and builds the bundle: a JSON
