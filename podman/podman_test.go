@@ -239,6 +239,49 @@ func TestContainerRemoved(t *testing.T) {
 	}
 }
 
+// TestOKRunReadsNoState: a run whose podman exits 0 is not followed by a
+// podman container inspect (its state is known: it ran and exited 0),
+// and its container is still removed; a run that ends otherwise still
+// reads the container's state (the battery checks what it finds).
+func TestOKRunReadsNoState(t *testing.T) {
+	f := fixture(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "podman.log")
+	real, err := exec.LookPath("podman")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "podman")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+log+"\nexec "+real+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ex := &Executor{Podman: wrapper, UnenforcedLimits: !limitsApply(t)}
+	calls := func() string { b, _ := os.ReadFile(log); os.Remove(log); return string(b) }
+
+	res, err := ex.Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil || res.Status != invoke.StatusOK {
+		t.Fatalf("%+v %v", res, err)
+	}
+	got := calls()
+	if strings.Contains(got, "container inspect") || !strings.Contains(got, " rm --force") {
+		t.Errorf("an ok run ran podman:\n%s\nwant a rm and no container inspect", got)
+	}
+	res, err = ex.Run(context.Background(), f.Call("crash", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := calls(); !strings.Contains(got, "container inspect") {
+		t.Errorf("a run that exited %d (%s) did not read the container's state:\n%s", res.ExitCode, res.Status, got)
+	}
+	out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		t.Errorf("containers left behind: %s", s)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	f := fixture(t)
 	for _, tc := range []struct {
