@@ -20,6 +20,10 @@ func TestDependencies(t *testing.T) {
 		{pkg: "seal", banned: []string{"materialize", "index", "store", "fetch", "pipeline", "install", "lockfile", "wheel", "image"}},
 		{pkg: "verify", banned: []string{"materialize", "index", "store", "fetch", "pipeline", "install", "lockfile", "image"}},
 		{pkg: "receipts", banned: []string{"materialize", "index", "store", "fetch", "pipeline", "install", "seal", "registry", "image"}},
+		// A run on a pin, for an executor of local envs: the verify, the
+		// store's lock and the subprocess executor, not the image code
+		// or podman (pinned/container has those).
+		{pkg: "pinned", banned: []string{"materialize", "index", "fetch", "pipeline", "install", "lockfile", "image", "podman", "verify/container", "pinned/container"}},
 		{pkg: "shim", onlyStd: true},
 	}
 	for _, c := range cases {

@@ -1,0 +1,67 @@
+// Package container is package pinned for a container materialization
+// (`cruxprov run --backend container`): the accepted pin and its image
+// verified (verify/container), the invoke.Call built from the verified
+// report (Call: the image by digest, the runtime its signed provenance
+// names), run by podman.Executor, the verification's outcome its first
+// step.
+//
+// It is apart from pinned because it reaches the image code and podman:
+// an executor that runs local envs imports pinned alone. It never prints
+// and never reads the environment (podman's own, its registry
+// credentials included, is the caller's to pass in Options.Executor).
+package container
+
+import (
+	"context"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/pinned"
+	"github.com/cruxible/cruxprov/podman"
+	"github.com/cruxible/cruxprov/registry"
+	vcontainer "github.com/cruxible/cruxprov/verify/container"
+)
+
+// Options is how Run runs a container.
+type Options struct {
+	// Verify tunes the image's verification beyond req.Verify.
+	Verify vcontainer.Options
+	// Executor is the podman executor's settings: its Ledger, SecretMode,
+	// UnenforcedLimits, Environ (podman's own: PATH and the registry
+	// credentials it pulls with), ….
+	Executor podman.Executor
+}
+
+// Run runs req on the provider's accepted pin in its container
+// materialization, as `cruxprov run --backend container` does. Its
+// results and errors are pinned.Run's (a verification refused before
+// the pin named the image is a *pinned.VerifyError). No store lock is
+// taken: a container run reads no env.
+func Run(ctx context.Context, reg registry.Reader, req pinned.Request, o Options) (*invoke.Result, error) {
+	vo := req.Verify
+	vo.Entrypoint = req.Entrypoint
+	rep, verr := vcontainer.Verify(ctx, reg, req.Provider, vo, o.Verify)
+	call := Call(rep, req)
+	if call == nil {
+		return nil, &pinned.VerifyError{Err: verr}
+	}
+	if req.OnPin != nil {
+		req.OnPin(rep.Spec)
+	}
+	call.Verify = func(context.Context) error { return verr }
+	ex := o.Executor
+	return ex.Run(ctx, call)
+}
+
+// Call is the invoke.Call of req on the pin and image rep verified: as
+// pinned.CallOn, with the image by digest and the runtime its verified
+// provenance names (Call.Runtime). Its Verify is left nil (pinned.Call).
+// nil when rep does not name what would run.
+func Call(rep *vcontainer.Report, req pinned.Request) *invoke.Call {
+	if rep == nil || rep.Spec == nil || rep.Entrypoint == nil || rep.Materialization.Image == "" {
+		return nil
+	}
+	c := pinned.CallOn(rep.Spec, rep.Entrypoint, rep.Materialization, req)
+	c.Image = rep.Materialization.Image
+	c.Runtime = rep.Runtime()
+	return c
+}

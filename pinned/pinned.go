@@ -1,0 +1,206 @@
+// Package pinned runs a provider on its accepted pin, as one call: the
+// composition DESIGN §1 draws as "invoke/: verify → spawn → receipts",
+// which `cruxprov run` and an in-process executor both make the same way.
+// Run holds the store's lock shared from the verification to the run's
+// end (so that gc --envs never removes the env under the run), verifies
+// the pin (verify.Verify), builds the invoke.Call from the verified report
+// (Call: the pin's digests, the manifest's budgets, secrets and egress,
+// the runtime that picks the channel's wiring, the caller's limits, input,
+// key and environment) with the verification's outcome as its first step
+// (a refusal found after the pin was read is recorded in the ledger), and
+// runs it with invoke.Subprocess (a bwrap sandbox showing the sealed
+// interpreter, when asked). Package pinned/container is the same for a
+// container materialization, with podman.
+//
+// It owns that composition only: the checks are package verify's, the
+// run and its receipts package invoke's, the lock package store's. It
+// never prints, never reads the environment (the caller passes what a
+// provider may see), and returns refusals typed as their packages give
+// them. It does not reach the build side, the image code or podman
+// (internal/archtest): an executor that runs local envs imports it alone.
+package pinned
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/verify"
+)
+
+// Request is one run of a provider's entrypoint on its accepted pin.
+type Request struct {
+	// Provider and Entrypoint name what runs, as the pin names them.
+	Provider, Entrypoint string
+	// Input is the request's input, one JSON value.
+	Input json.RawMessage
+	// Resolve resolves the secret refs the pin's manifest declares,
+	// afresh on every run (nil: none can be resolved).
+	Resolve invoke.SecretResolver
+	// Limits are the caller's budgets: they lower the manifest's, never
+	// raise them (zero fields: the manifest's).
+	Limits invoke.Budgets
+	// IdempotencyKey, when set, replays a recorded ok outcome for the
+	// same key and input (DESIGN §10).
+	IdempotencyKey string
+	// Environ is the environment the provider's is chosen from ("K=V";
+	// cmd passes os.Environ()): only the names in Allow pass.
+	Environ, Allow []string
+	// Verify are the verification's options (platform, state directory,
+	// registry id, …); its Entrypoint is Request.Entrypoint.
+	Verify verify.Options
+	// OnPin, when set, is called with the pin's provider spec once the
+	// verification has named what runs, before the run (also when the
+	// verification then refused, a refusal the ledger records): the
+	// caller may check its own arguments against what the pin declares
+	// (cruxprov run warns of a --secret the manifest does not declare).
+	OnPin func(spec *registry.Provider)
+}
+
+// Local is how Run runs a local env.
+type Local struct {
+	// Home is the store's directory: its lock is held shared from the
+	// verification to the run's end (HoldStore). "": the store is not
+	// locked, and a gc --envs may remove the env under the run.
+	Home string
+	// OnWait, when set, is called when the lock has to wait (a gc holds
+	// the store or waits for it), before it waits (store.Store.OnWait).
+	OnWait func(w store.Wait, pids []int)
+	// Bwrap runs the provider in the bubblewrap preset, showing the env
+	// and what its sealed interpreter needs (Bwrap).
+	Bwrap bool
+	// Executor is the subprocess executor's settings: its Ledger,
+	// WorkdirParent, Grace, Defaults, NoNamespaces. Its Sandbox is
+	// replaced when Bwrap is set.
+	Executor invoke.Subprocess
+}
+
+// VerifyError is a verification refused before the pin named what would
+// run (pin_unapproved, signature_invalid, pin_expired, registry_corrupt,
+// entrypoint_unknown, …, or a verifier floor that cannot be read or
+// written): nothing ran and nothing was recorded. Err is the refusal;
+// errors.As and refusal.CodeOf see through to it.
+type VerifyError struct {
+	Err error
+}
+
+func (e *VerifyError) Error() string { return e.Err.Error() }
+func (e *VerifyError) Unwrap() error { return e.Err }
+
+// Run runs req on the provider's accepted pin in its local env, as
+// `cruxprov run` does: the store held shared (lo.Home) from before the
+// pin is read to the run's end, the pin and env verified, the call built
+// by Call, run by invoke.Subprocess. It returns what the executor's Run
+// returns: a Result (with an error: the run happened and its outcome
+// could not be written), or a refusal when nothing ran (an
+// *invoke.RecordedRefusal when the ledger records it: a verification
+// that refused once the pin named the env, such as env_drift, is one).
+// A verification refused before that is a *VerifyError; a wait for the
+// store's lock that ctx ended is ctx's error, wrapped.
+func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invoke.Result, error) {
+	unlock, err := HoldStore(ctx, lo.Home, lo.OnWait)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	vo := req.Verify
+	vo.Entrypoint = req.Entrypoint
+	rep, verr := verify.Verify(ctx, reg, req.Provider, vo)
+	call := Call(rep, req)
+	if call == nil {
+		return nil, &VerifyError{Err: verr}
+	}
+	if req.OnPin != nil {
+		req.OnPin(rep.Spec)
+	}
+	// The verification's outcome is the executor's first step: a refusal
+	// found after the pin named the env is recorded like any outcome.
+	call.Verify = func(context.Context) error { return verr }
+	ex := lo.Executor
+	if lo.Bwrap {
+		ex.Sandbox = Bwrap(rep)
+	}
+	return ex.Run(ctx, call)
+}
+
+// Call is the invoke.Call of req on the pin and env rep verified: what
+// the pin names (entrypoint, digests, platform, env, its interpreter
+// link), the manifest's budgets, secrets and egress, the runtime in the
+// env's sealed resolution (Call.Runtime, which picks the protocol
+// channel's wiring: from python.HandoffVersion on, start-up code in the
+// env cannot write the result), and req's limits, input, key, resolver
+// and environment. Its Verify is left nil: Run sets the verification's
+// outcome there; an executor that verified earlier and watches (package
+// watch) sets its check. Build it from the report verified last, before
+// every run. nil when rep does not name what would run (a verification
+// refused before the pin named its entrypoint and the env's seal).
+func Call(rep *verify.Report, req Request) *invoke.Call {
+	if rep == nil || rep.Spec == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil {
+		return nil
+	}
+	c := CallOn(rep.Spec, rep.Entrypoint, rep.Materialization, req)
+	c.Env, c.Python, c.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
+	c.Runtime = python.RuntimeOf(rep.Seal.Seal.Resolution.Packages)
+	return c
+}
+
+// CallOn is the part of a call every backend makes alike of an accepted
+// pin: what spec's entrypoint e and materialization m name, the
+// manifest's budgets, secrets and egress, and req's limits, input, key,
+// resolver and environment. Call (and pinned/container's) add what the
+// backend runs: the env and its runtime, or the image.
+func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, req Request) *invoke.Call {
+	return &invoke.Call{
+		Provider: req.Provider, Entrypoint: req.Entrypoint, Object: e.Object,
+		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,
+		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
+		Limits:  req.Limits,
+		Secrets: spec.Secrets, Egress: spec.Egress, Input: req.Input, IdempotencyKey: req.IdempotencyKey,
+		Resolve: req.Resolve, Environ: req.Environ, Allow: req.Allow,
+	}
+}
+
+// Bwrap is the bubblewrap preset for the env rep verified: the env and
+// what its sealed interpreter needs (its real path, stdlib, libpython
+// and loader), as invoke.BwrapFor gives them.
+func Bwrap(rep *verify.Report) invoke.Bwrap {
+	in := rep.Seal.Seal.Interpreter
+	var lib string
+	if in.LibPython != nil {
+		lib = in.LibPython.Path
+	}
+	return invoke.BwrapFor("", in.Path, in.Version, lib)
+}
+
+// HoldStore takes the lock of the store at home shared (store.md,
+// "Locking"), as every reader of an env holds it, so that gc --envs
+// (which takes it exclusive) does not remove an env while it is read or
+// run; the returned func releases it. onWait (nil: none) is told when the
+// lock has to wait. A store that is not there, or whose lock this user
+// may not take (an operator's umask), is used without it, as the
+// registry is read without its lock then: the verification refuses what
+// is missing, and the lock only keeps gc away. A wait that ctx ends is
+// ctx's error, wrapped. home "": no lock.
+func HoldStore(ctx context.Context, home string, onWait func(store.Wait, []int)) (func(), error) {
+	if home == "" {
+		return func() {}, nil
+	}
+	st, err := store.OpenExisting(home)
+	if err != nil {
+		return func() {}, nil
+	}
+	if onWait != nil {
+		st.OnWait(onWait)
+	}
+	unlock, err := st.LockShared(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return func() {}, nil
+	}
+	return unlock, nil
+}

@@ -1,0 +1,341 @@
+package pinned_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/pinned"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
+	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
+	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/verify"
+)
+
+// interpreter is the one the env is sealed on: Debian's, which root and
+// cruxprov-rootless (who cannot read /root's pyenv) can both run.
+const interpreter = "/usr/bin/python3.11"
+
+// world is a store with acme-hostile (whose dependency acme-startup has
+// a .pth file that runs at interpreter start) installed for the host and
+// approved, a ledger and an executor's state directory.
+type world struct {
+	home   string
+	reg    *registry.Dir
+	st     *store.Store
+	ledger *receipts.Ledger
+	path   string // the ledger's
+	state  string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	if _, err := os.Stat(interpreter); err != nil {
+		t.Skipf("needs %s", interpreter)
+	}
+	ctx := context.Background()
+	dir := testdir.New(t)
+	fx := filepath.Join(dir, "fx")
+	set, err := fixtures.Build(fx, fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov, err := fixtures.BuildHostile(fx, set.Runtime, fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := filepath.Join(dir, "index")
+	if _, err := index.Build(ctx, idx, filepath.Dir(prov.Path)); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	t.Cleanup(srv.Close)
+	client, err := index.New(srv.URL+"/simple/", index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{home: filepath.Join(dir, "home"), state: filepath.Join(dir, "state"), path: filepath.Join(dir, "receipts.jsonl")}
+	if w.st, err = store.Open(w.home); err != nil {
+		t.Fatal(err)
+	}
+	if w.reg, err = registry.OpenDir(ctx, filepath.Join(w.home, "registry")); err != nil {
+		t.Fatal(err)
+	}
+	key := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	if _, err := w.reg.TrustKey(ctx, key.Key, "test"); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := os.ReadFile(filepath.Join(fx, "interfaces", "acme.hostile.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.reg.RegisterInterface(ctx, "acme.hostile", schema); err != nil {
+		t.Fatal(err)
+	}
+	res, err := install.Install(ctx, w.st, w.reg, install.Options{
+		Root: pipelinetest.OpenRoot(t, w.st, prov.Path), Platforms: []string{"host"},
+		Python: interpreter, NoCompile: true, Client: client,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, err := w.reg.Approve(ctx, res.ChangeSet.Metadata.ID, key.Priv, nil); err != nil || !a.Accepted {
+		t.Fatalf("approve: %+v %v", a, err)
+	}
+	if w.ledger, err = receipts.Open(ctx, w.path, receipts.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.ledger.Close() })
+	return w
+}
+
+// secrets resolves acme-hostile's declared secrets.
+func secrets(_ context.Context, ref string) (string, error) {
+	if !slices.Contains(fixtures.HostileSecrets, ref) {
+		return "", fmt.Errorf("no value for %s", ref)
+	}
+	return "value of " + ref, nil
+}
+
+func (w *world) request(ep string, input string) pinned.Request {
+	return pinned.Request{
+		Provider: fixtures.HostileName, Entrypoint: ep, Input: json.RawMessage(input),
+		Resolve: secrets, Verify: verify.Options{StateDir: w.state},
+	}
+}
+
+func (w *world) local() pinned.Local {
+	return pinned.Local{Home: w.home, Executor: invoke.Subprocess{Ledger: w.ledger}}
+}
+
+// TestStartupCodeCannotWriteTheResult: a provider whose env has start-up
+// code (acme-startup's .pth file) that prints, writes on fd 1 itself and
+// forges a result there returns its own result through the library, the
+// .pth having seen fd 1 on stderr: the call is built with the runtime of
+// the env's sealed resolution (Call.Runtime), which puts the protocol
+// channel on a descriptor of its own. The documented Go API's call
+// (docs/executor.md before this package) set no Runtime: the channel was
+// fd 1, what the .pth wrote went into it, and the run was a
+// protocol_error.
+func TestStartupCodeCannotWriteTheResult(t *testing.T) {
+	w := newWorld(t)
+	req := w.request("startup", "{}")
+	req.Environ, req.Allow = []string{"ACME_STARTUP=print,write,forge", "OTHER=x"}, []string{"ACME_STARTUP"}
+	res, err := pinned.Run(context.Background(), w.reg, req, w.local())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != invoke.StatusOK {
+		t.Fatalf("status %s %+v (exit %d, %d bytes on stdout), want ok: the .pth's writes reached the result channel", res.Status, res.Error, res.ExitCode, res.StdoutBytes)
+	}
+	var got struct {
+		PthRan []string `json:"pth_ran"`
+	}
+	if err := json.Unmarshal(res.Value, &got); err != nil {
+		t.Fatalf("result %s: %v", res.Value, err)
+	}
+	if len(got.PthRan) == 0 {
+		t.Fatalf("acme_startup.pth did not run: %s", res.Value)
+	}
+	for _, fd1 := range got.PthRan {
+		if fd1 != "stderr" {
+			t.Errorf("when acme_startup.pth ran, fd 1 was %s (%q): the channel was not off fd 1", fd1, got.PthRan)
+		}
+	}
+	if bytes.Contains(res.Value, []byte("forged")) {
+		t.Errorf("the forged result came back: %s", res.Value)
+	}
+	// What the run's receipt says is the result returned.
+	sr, err := receipts.Scan(context.Background(), []string{w.path}, receipts.ScanOptions{})
+	if err != nil || len(sr.Attempts) != 1 || sr.Attempts[0].Outcome == nil || sr.Attempts[0].Outcome.Status != receipts.StatusOK {
+		t.Fatalf("ledger: %+v %v", sr, err)
+	}
+}
+
+// TestCallSetsTheRuntime: the exported conversion an executor that
+// verifies once and watches uses sets Call.Runtime from the env's sealed
+// resolution, and what Run runs.
+func TestCallSetsTheRuntime(t *testing.T) {
+	w := newWorld(t)
+	req := w.request("startup", "{}")
+	req.Verify.Entrypoint = "startup"
+	rep, err := verify.Verify(context.Background(), w.reg, req.Provider, req.Verify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pinned.Call(rep, req)
+	if c == nil || c.Runtime == "" || c.Runtime != python.RuntimeOf(rep.Seal.Seal.Resolution.Packages) {
+		t.Fatalf("Call: %+v, want Runtime %q", c, python.RuntimeOf(rep.Seal.Seal.Resolution.Packages))
+	}
+	if c.Env != rep.Env || c.Python == "" || c.SealDigest != rep.Materialization.Seal || c.Object == "" || c.Verify != nil {
+		t.Errorf("Call: %+v", c)
+	}
+	if pinned.Call(&verify.Report{Provider: req.Provider}, req) != nil {
+		t.Errorf("Call of a report that names no env: want nil")
+	}
+}
+
+// TestStoreHeldForTheRun: the store's lock is held shared while the
+// provider runs (a gc, which takes it exclusive, cannot have it then:
+// gc --envs would remove the env under the run), and released when Run
+// returns.
+func TestStoreHeldForTheRun(t *testing.T) {
+	w := newWorld(t)
+	token := fmt.Sprintf("pinned-held-%d", time.Now().UnixNano())
+	req := w.request("term", fmt.Sprintf(`{"token": %q}`, token))
+	req.Limits = invoke.Budgets{TimeoutMS: 120_000}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := pinned.Run(ctx, w.reg, req, w.local())
+		done <- err
+	}()
+	// The provider is running once a process carries the token.
+	deadline := time.Now().Add(60 * time.Second)
+	for !running(token) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before its provider was seen running: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the provider was not seen running within 60s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if unlock, ok, err := w.st.TryLockExclusive(); err != nil || ok {
+		if ok {
+			unlock()
+		}
+		t.Fatalf("TryLockExclusive while the provider runs: ok=%v err=%v, want refused (the run holds the store)", ok, err)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+	unlock, ok, err := w.st.TryLockExclusive()
+	if err != nil || !ok {
+		t.Fatalf("TryLockExclusive after the run: ok=%v err=%v, want taken", ok, err)
+	}
+	unlock()
+}
+
+// running reports whether a process of this user has token on its argv.
+func running(token string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(token)) && !bytes.Contains(b, []byte("pinned.test")) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWaitsForGC: a run that finds the store held exclusive (a gc) says
+// so through OnWait, waits, and runs once the gc is done.
+func TestWaitsForGC(t *testing.T) {
+	w := newWorld(t)
+	unlock, ok, err := w.st.TryLockExclusive()
+	if err != nil || !ok {
+		t.Fatalf("TryLockExclusive: %v %v", ok, err)
+	}
+	var waited atomic.Int32
+	lo := w.local()
+	lo.OnWait = func(wt store.Wait, _ []int) {
+		if wt == store.WaitForGC {
+			waited.Add(1)
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pinned.Run(context.Background(), w.reg, w.request("startup", "{}"), lo)
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for waited.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if waited.Load() != 1 {
+		t.Fatalf("OnWait said WaitForGC %d times, want once", waited.Load())
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while the store was held exclusive: %v", err)
+	default:
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRefusals: a verification refused before the pin names the env is
+// a *pinned.VerifyError that keeps its code and writes no receipt; one
+// refused after (the env drifted) is recorded, an
+// *invoke.RecordedRefusal.
+func TestRefusals(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	req := w.request("nonesuch", "{}")
+	_, err := pinned.Run(ctx, w.reg, req, w.local())
+	var ve *pinned.VerifyError
+	if !errors.As(err, &ve) || refusal.CodeOf(err) != refusal.EntrypointUnknown {
+		t.Fatalf("unknown entrypoint: %v, want a *pinned.VerifyError entrypoint_unknown", err)
+	}
+	req = w.request("startup", "{}")
+	req.Provider = "acme-nonesuch"
+	if _, err := pinned.Run(ctx, w.reg, req, w.local()); !errors.As(err, &ve) || refusal.CodeOf(err) != refusal.PinUnapproved {
+		t.Fatalf("no pin: %v, want a *pinned.VerifyError pin_unapproved", err)
+	}
+	if fi, err := os.Stat(w.path); err != nil || fi.Size() != 0 {
+		t.Fatalf("the ledger after refusals before the pin named the env: %v %v, want empty", fi, err)
+	}
+	// The env drifts: a file added.
+	req = w.request("startup", "{}")
+	rep, err := verify.Verify(ctx, w.reg, req.Provider, verify.Options{StateDir: w.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(rep.Env, 0o755)
+	if err := os.WriteFile(filepath.Join(rep.Env, "planted"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pinSeen *registry.Provider
+	req.OnPin = func(spec *registry.Provider) { pinSeen = spec }
+	_, err = pinned.Run(ctx, w.reg, req, w.local())
+	var rr *invoke.RecordedRefusal
+	if !errors.As(err, &rr) || refusal.CodeOf(err) != refusal.EnvDrift || errors.As(err, &ve) {
+		t.Fatalf("drifted env: %v, want a recorded env_drift", err)
+	}
+	if pinSeen == nil || pinSeen.Name != fixtures.HostileName {
+		t.Errorf("OnPin saw %+v, want the pin's spec", pinSeen)
+	}
+	b, _ := os.ReadFile(w.path)
+	if !strings.Contains(string(b), rr.AttemptID) || !strings.Contains(string(b), string(refusal.EnvDrift)) {
+		t.Errorf("the ledger does not record the refusal of %s: %s", rr.AttemptID, b)
+	}
+}
