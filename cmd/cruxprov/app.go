@@ -601,9 +601,21 @@ func (o *opts) openStore() (*store.Store, error) {
 // for the store, a run, fetch or install otherwise waited without a
 // word for as long as the gc waited. Said whatever --quiet and --json
 // (stdout keeps the one document): a command that seems to hang says why.
-func (o *opts) sayWaits(st *store.Store) {
-	home := st.Home()
-	st.OnWait(func(w store.Wait, pids []int) {
+func (o *opts) sayWaits(st *store.Store) { st.OnWait(o.waitSayer(st.Home())) }
+
+// storeWaits is sayWaits for a store at --home that a library opens
+// (pinned.HoldStore): it names the store as store.Store.Home does.
+func (o *opts) storeWaits() func(store.Wait, []int) {
+	home, err := filepath.Abs(o.home)
+	if err != nil {
+		home = o.home // the store cannot be opened either, nor waited for
+	}
+	return o.waitSayer(home)
+}
+
+// waitSayer is what sayWaits has the lock calls of the store at home call.
+func (o *opts) waitSayer(home string) func(store.Wait, []int) {
+	return func(w store.Wait, pids []int) {
 		// Which processes, where /proc/locks says (a few of them).
 		who := ""
 		if len(pids) > 0 {
@@ -633,7 +645,7 @@ func (o *opts) sayWaits(st *store.Store) {
 			why = "the processes using it (" + users + "runs, verifies, fetches, env creates, installs, image builds, or another gc) are to finish first"
 		}
 		o.line(fmt.Sprintf("waiting for the store %s: %s; Ctrl-C stops waiting", home, why))
-	})
+	}
 }
 
 // emit prints a command's result: with --json, v plus its schema as one

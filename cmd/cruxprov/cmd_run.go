@@ -18,14 +18,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/pinned"
+	pcontainer "github.com/cruxible/cruxprov/pinned/container"
 	"github.com/cruxible/cruxprov/podman"
-	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
-	"github.com/cruxible/cruxprov/verify/container"
 )
 
 func init() {
@@ -274,64 +273,34 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	vo := verify.Options{Entrypoint: ep, Platform: c.String("platform"), StateDir: sd, RegistryID: rid}
-	// The pin says what runs. Its verification's outcome is handed to the
-	// executor as its first step, so that a refusal found after the pin
-	// was read (drift) is recorded in the ledger like any outcome.
-	var (
-		ex      invoke.Executor
-		call    *invoke.Call
-		verr    error
-		sandbox invoke.Sandbox
-	)
-	if local {
-		// The env is read from its verification to the run's end: under
-		// the store's lock, shared, as every reader of an env holds it,
-		// so gc --envs (which takes it exclusive) never removes it under
-		// the run. Before, an approval that moved the pin to another env
-		// and a gc --envs removed the env a run was running in.
-		unlock, err := holdStore(c.Context, o)
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		var rep *verify.Report
-		rep, verr = verify.Verify(c.Context, reg, name, vo)
-		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil) {
-			return withFloorAdvice(verr)
-		}
-		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
-		call.Env, call.Python, call.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
-		call.Runtime = python.RuntimeOf(rep.Seal.Seal.Resolution.Packages)
-		if bwrap {
-			// The sandbox shows the env and what its sealed interpreter
-			// needs: its real path, stdlib, libpython and loader.
-			in := rep.Seal.Seal.Interpreter
-			var lib string
-			if in.LibPython != nil {
-				lib = in.LibPython.Path
-			}
-			sandbox = invoke.BwrapFor("", in.Path, in.Version, lib)
-		}
-	} else {
-		var rep *container.Report
-		rep, verr = container.Verify(c.Context, reg, name, vo, container.Options{})
-		if verr != nil && (rep == nil || rep.Entrypoint == nil || rep.Materialization.Image == "") {
-			return withFloorAdvice(verr)
-		}
-		call = pinnedCall(c, o, name, ep, rep.Spec, rep.Entrypoint, rep.Materialization, input, resolve, verr)
-		call.Image = rep.Materialization.Image
-		call.Runtime = rep.Runtime()
+	req := pinned.Request{
+		Provider: name, Entrypoint: ep, Input: input, Resolve: resolve, IdempotencyKey: c.String("idempotency-key"),
+		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
+		Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
+		Verify: verify.Options{Platform: c.String("platform"), StateDir: sd, RegistryID: rid},
+		// A --secret the pin's manifest does not declare draws a warning
+		// once the pin is read, before the run.
+		OnPin: func(spec *registry.Provider) { warnUndeclared(c, o, name, spec) },
 	}
+	// The pin says what runs: one call verifies it (any drift refuses and
+	// is recorded, as the executor's first step) and runs it (package
+	// pinned; docs/executor.md).
+	var res *invoke.Result
 	if local {
 		// Each run's working directory in $TMPDIR (else /tmp), as a
 		// program's temp files go: an executor whose /tmp is read-only
 		// or small sets TMPDIR.
-		tmp, err := filepath.Abs(os.TempDir()) // a relative TMPDIR, made absolute before a sandbox binds it
-		if err != nil {
+		var tmp string
+		if tmp, err = filepath.Abs(os.TempDir()); err != nil { // a relative TMPDIR, made absolute before a sandbox binds it
 			return usagef("TMPDIR %q: %v", os.TempDir(), err)
 		}
-		ex = &invoke.Subprocess{Ledger: led, Sandbox: sandbox, WorkdirParent: tmp}
+		// The env is read from its verification to the run's end under
+		// the store's lock, shared (pinned.HoldStore): gc --envs never
+		// removes it under the run.
+		res, err = pinned.Run(c.Context, reg, req, pinned.Local{
+			Home: o.home, OnWait: o.storeWaits(), Bwrap: bwrap,
+			Executor: invoke.Subprocess{Ledger: led, WorkdirParent: tmp},
+		})
 	} else {
 		// podman pulls with the registry credentials this command's
 		// environment names, as image build and verify read them.
@@ -341,11 +310,19 @@ func runAction(c *cli.Context) error {
 				penv = append(penv, k+"="+v)
 			}
 		}
-		ex = &podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv}
+		res, err = pcontainer.Run(c.Context, reg, req, pcontainer.Options{
+			Executor: podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv},
+		})
 	}
-	res, err := ex.Run(c.Context, call)
-	var rr *invoke.RecordedRefusal
+	var (
+		rr *invoke.RecordedRefusal
+		ve *pinned.VerifyError
+	)
 	if err != nil && res == nil {
+		if errors.As(err, &ve) {
+			// Refused before the pin named what would run: no receipt.
+			return withFloorAdvice(ve.Err)
+		}
 		if errors.As(err, &rr) {
 			// Refused after its intent: the ledger has the receipt, and
 			// the refusal says where.
@@ -431,34 +408,17 @@ type withReceipt struct {
 func (e *withReceipt) Error() string { return e.err.Error() }
 func (e *withReceipt) Unwrap() error { return e.err }
 
-// holdStore takes the store's lock shared for a run (store.md,
-// "Locking"). A store that is not there, or whose lock this user may not
-// take (an operator's umask), is run without it, as the registry is read
-// without its lock then: verify refuses what is missing, and the lock
-// only keeps gc away.
+// holdStore takes the store's lock shared for a read of an env (verify,
+// env verify; a run takes it in pinned.Run): pinned.HoldStore, saying
+// on stderr when it waits.
 func holdStore(ctx context.Context, o *opts) (func(), error) {
-	st, err := store.OpenExisting(o.home)
-	if err != nil {
-		return func() {}, nil
-	}
-	o.sayWaits(st)
-	unlock, err := st.LockShared(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		return func() {}, nil
-	}
-	return unlock, nil
+	return pinned.HoldStore(ctx, o.home, o.storeWaits())
 }
 
-// pinnedCall is the call both backends make of a verified pin: what the
-// pin names, the caller's lowered budgets, the input, the secrets resolved
-// at the run, the environment allowlist, and the verification's outcome
-// as the executor's first step.
-func pinnedCall(c *cli.Context, o *opts, name, ep string, spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, input []byte, resolve invoke.SecretResolver, verr error) *invoke.Call {
-	// Only the declared secrets are delivered: say so of another (a typo
-	// of a ref, most likely), which was passed over without a word.
+// warnUndeclared warns of each --secret for a ref the pin's manifest does
+// not declare (a typo of a ref, most likely): only the declared secrets
+// are delivered, and another was passed over without a word.
+func warnUndeclared(c *cli.Context, o *opts, name string, spec *registry.Provider) {
 	for _, s := range c.StringSlice("secret") {
 		if ref, _, _ := strings.Cut(s, "="); !slices.Contains(spec.Secrets, ref) {
 			declared := "none"
@@ -467,15 +427,6 @@ func pinnedCall(c *cli.Context, o *opts, name, ep string, spec *registry.Provide
 			}
 			o.warn(fmt.Sprintf("--secret %s: %s declares no such secret (it declares %s); it is not delivered", ref, name, declared))
 		}
-	}
-	return &invoke.Call{
-		Provider: name, Entrypoint: ep, Object: e.Object,
-		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,
-		Budgets: invoke.Budgets{TimeoutMS: spec.Budgets["timeout_ms"], OutputBytes: spec.Budgets["output_bytes"]},
-		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
-		Secrets: spec.Secrets, Egress: spec.Egress, Input: input, IdempotencyKey: c.String("idempotency-key"),
-		Resolve: resolve, Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
-		Verify: func(context.Context) error { return verr },
 	}
 }
 
