@@ -229,8 +229,13 @@ func fmtJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 // TestContainerRemoved: nothing of a run is left in podman afterwards.
 func TestContainerRemoved(t *testing.T) {
 	f := fixture(t)
-	probe(t, &Executor{}, f)
-	out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
+	res, err := (&Executor{}).Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+	if err != nil || res.Status != invoke.StatusOK || res.AttemptID == "" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// This run's container only (cruxprov-ATTEMPT-…): other tests' may be
+	// running beside it.
+	out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-"+res.AttemptID, "--format", "{{.Names}}").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +271,7 @@ func TestOKRunReadsNoState(t *testing.T) {
 	if strings.Contains(got, "container inspect") || !strings.Contains(got, " rm --force") {
 		t.Errorf("an ok run ran podman:\n%s\nwant a rm and no container inspect", got)
 	}
+	attempts := []string{res.AttemptID}
 	res, err = ex.Run(context.Background(), f.Call("crash", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
 	if err != nil {
 		t.Fatal(err)
@@ -273,12 +279,15 @@ func TestOKRunReadsNoState(t *testing.T) {
 	if got := calls(); !strings.Contains(got, "container inspect") {
 		t.Errorf("a run that exited %d (%s) did not read the container's state:\n%s", res.ExitCode, res.Status, got)
 	}
-	out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("containers left behind: %s", s)
+	// These runs' containers only: other tests' may be running beside.
+	for _, a := range append(attempts, res.AttemptID) {
+		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-"+a, "--format", "{{.Names}}").Output()
+		if a == "" || err != nil {
+			t.Fatalf("attempt %q: %v", a, err)
+		}
+		if s := strings.TrimSpace(string(out)); s != "" {
+			t.Errorf("containers left behind: %s", s)
+		}
 	}
 }
 

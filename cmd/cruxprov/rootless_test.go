@@ -128,6 +128,7 @@ func TestContainerRunRootless(t *testing.T) {
 	var doc struct {
 		Attempts []struct {
 			Intent struct {
+				AttemptID  string   `json:"attempt_id"`
 				Backend    string   `json:"backend"`
 				Unenforced []string `json:"unenforced"`
 			} `json:"intent"`
@@ -146,9 +147,13 @@ func TestContainerRunRootless(t *testing.T) {
 	if table := ok("receipts list", "receipts", "list"); unenforced != nil && !strings.Contains(table, "ok (no memory, cpus, pids limits)") {
 		t.Errorf("receipts list does not show the limits the run went without:\n%s", table)
 	}
-	ps := asuser.CommandInitGroups(u.UID, u.GID, "/usr/bin/podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}")
-	ps.Env, ps.Dir = env, own
-	if out, err := ps.Output(); err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Errorf("containers left behind: %q %v", out, err)
+	// This test's containers only (cruxprov-ATTEMPT-…): the user's podman
+	// also holds those of other tests running beside this one.
+	for _, a := range doc.Attempts {
+		ps := asuser.CommandInitGroups(u.UID, u.GID, "/usr/bin/podman", "ps", "--all", "--filter", "name=cruxprov-"+a.Intent.AttemptID, "--format", "{{.Names}}")
+		ps.Env, ps.Dir = env, own
+		if out, err := ps.Output(); a.Intent.AttemptID == "" || err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Errorf("attempt %q: containers left behind: %q %v", a.Intent.AttemptID, out, err)
+		}
 	}
 }
