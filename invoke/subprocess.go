@@ -114,17 +114,20 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	var ns bool
 	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
-		var rt string
-		if py, rt, err = s.checkEnv(c); err != nil {
+		var site string
+		if py, site, err = s.checkEnv(c); err != nil {
 			return nil, err
 		}
-		if c.Runtime == "" && rt != "" {
+		if c.Runtime == "" {
 			// The env's own runtime picks the channel's wiring for a
-			// caller that did not say (a Call built by hand): the
-			// caller's Call is not written to.
-			cc := *c
-			cc.Runtime = rt
-			c = &cc
+			// caller that did not say (a Call built by hand; one that
+			// did pays no directory read): the caller's Call is not
+			// written to.
+			if rt := installedRuntime(site); rt != "" {
+				cc := *c
+				cc.Runtime = rt
+				c = &cc
+			}
 		}
 		if probe == nil && !s.NoNamespaces {
 			ns = namespacesAllowed([]string{py, "-I", "-S", "-c", ""})
@@ -256,10 +259,9 @@ func asRefusal(err error, code refusal.Code, detail string) error {
 	return refusal.Wrap(code, err, "%s", detail)
 }
 
-// checkEnv returns the interpreter's path and the version of the runtime
-// installed beside the harness ("" where its dist-info does not say one),
-// refusing a link that leaves the env and an env without the harness
-// module (runtime_missing).
+// checkEnv returns the interpreter's path and the site-packages directory
+// the harness module is in, refusing a link that leaves the env and an
+// env without the harness module (runtime_missing).
 func (s *Subprocess) checkEnv(c *Call) (string, string, error) {
 	rel := filepath.Clean(filepath.FromSlash(c.Python))
 	if c.Env == "" || c.Python == "" || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
@@ -280,7 +282,7 @@ func (s *Subprocess) checkEnv(c *Call) (string, string, error) {
 	if err != nil {
 		return "", "", refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
 	}
-	return filepath.Join(env, rel), installedRuntime(filepath.Dir(filepath.Dir(found[0]))), nil
+	return filepath.Join(env, rel), filepath.Dir(filepath.Dir(found[0])), nil
 }
 
 // installedRuntime is the version of the runtime whose dist-info is in
