@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,7 +123,7 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		for _, a := range res.Attempts {
 			st, code := orphanStatus(a), "-"
 			if a.Outcome != nil {
-				st, code = a.Outcome.Status, fmt.Sprint(a.Outcome.ExitCode)
+				st, code = a.Outcome.Status, exitText(a.Outcome.ExitCode)
 				if a.Outcome.Replayed {
 					st += " (replayed)"
 				}
@@ -307,7 +308,11 @@ func receiptsShow(c *cli.Context) error {
 		if out.Replayed {
 			st += " (replayed: the recorded ok outcome of " + out.ReplayOf + ")"
 		}
-		row("status", "%s, exit %d, after %s", st, out.ExitCode, out.EndedAt.Sub(in.StartedAt).Round(time.Millisecond))
+		exit := "exit " + exitText(out.ExitCode)
+		if out.ExitCode == -1 {
+			exit = "no exit status"
+		}
+		row("status", "%s, %s, after %s", st, exit, out.EndedAt.Sub(in.StartedAt).Round(time.Millisecond))
 		row("ended", "%s", out.EndedAt.Format(time.RFC3339Nano))
 		row("output", "%d bytes on stdout, %d on stderr", out.StdoutBytes, out.StderrBytes)
 		if out.ResultDigest != "" {
@@ -359,4 +364,14 @@ func orphanStatus(a receipts.Attempt) string {
 		return "RUNNING"
 	}
 	return "ORPHAN"
+}
+
+// exitText is an outcome's exit code as a person reads it: "-" for the
+// ledger's -1, a run that has none (refused before anything ran, or a
+// container removed with its status: docs/receipts.md); --json keeps -1.
+func exitText(code int) string {
+	if code == -1 {
+		return "-"
+	}
+	return strconv.Itoa(code)
 }

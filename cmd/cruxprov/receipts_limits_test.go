@@ -73,6 +73,55 @@ func TestReceiptsShowLimits(t *testing.T) {
 	}
 }
 
+// TestReceiptsNoExitStatus: a run with no exit status (refused before
+// anything ran: the ledger's -1) reads as such in receipts list and show,
+// not as an exit code of -1; --json keeps the ledger's -1, and a run's
+// real exit code is shown as it is.
+func TestReceiptsNoExitStatus(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	for _, run := range []struct {
+		id, status string
+		code       int
+	}{{"att_refused", receipts.StatusRefused, -1}, {"att_error", receipts.StatusError, 3}} {
+		in := receipts.Intent{AttemptID: run.id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+		if _, err := l.Begin(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: run.id, Status: run.status, ExitCode: run.code, ErrorCode: "env_drift", EndedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	r := cruxprov(t, "receipts", "list", "--ledger", ledger)
+	if r.code != 0 || !strings.Contains(r.stdout, "refused  -  ") || !strings.Contains(r.stdout, "error    3  ") || strings.Contains(r.stdout, " -1 ") {
+		t.Errorf("receipts list: %+v", r)
+	}
+	if r := cruxprov(t, "receipts", "show", "att_refused", "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, "refused, no exit status, after ") {
+		t.Errorf("receipts show of the refused run: %+v", r)
+	}
+	if r := cruxprov(t, "receipts", "show", "att_error", "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, "error, exit 3, after ") {
+		t.Errorf("receipts show of the failed run: %+v", r)
+	}
+	r = cruxprov(t, "receipts", "list", "--ledger", ledger, "--json")
+	var doc struct {
+		Attempts []struct {
+			Outcome struct {
+				ExitCode int `json:"exit_code"`
+			} `json:"outcome"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Attempts) != 2 || doc.Attempts[0].Outcome.ExitCode+doc.Attempts[1].Outcome.ExitCode != 2 {
+		t.Errorf("receipts list --json: %v %+v", err, r)
+	}
+}
+
 // TestReceiptsScanSummary: the text summary of receipts scan counts what
 // its --json lists, an outcome whose intent is in no scanned ledger
 // included (it was left out, so such an outcome showed nowhere in text).
