@@ -74,7 +74,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
 	@# What an executor imports besides the Linux-only seal (its doc says why) builds for macOS too.
-	GOOS=darwin GOARCH=arm64 $(GO) build ./refusal ./digest ./canonical ./treehash ./registry/... ./sign ./receipts
+	GOOS=darwin GOARCH=arm64 $(GO) build ./refusal ./digest ./canonical ./treehash ./registry/... ./sign ./receipts ./invoke ./shim
 	@# cruxshim is the ENTRYPOINT of arm64 images too (docs/images.md, another architecture).
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -o /dev/null ./cmd/cruxshim
 

@@ -41,4 +41,10 @@
 // the sub-package invoketest. This package does not verify pins (the Verify
 // hook is the governance layer's), choose the ledger's path, read the host
 // environment (the caller passes the variables to choose from) or print.
+//
+// It builds for Linux and macOS (`make lint` cross-builds it): elsewhere
+// than Linux there are no namespaces and no /proc, so a run is contained
+// by its process group alone (proc_other.go), and no init shell sets its
+// core-dump limit. The local envs it runs are sealed on Linux (package
+// seal, Linux only).
 package invoke

@@ -18,6 +18,9 @@
 // provider may see), and returns refusals typed as their packages give
 // them. It does not reach the build side, the image code or podman
 // (internal/archtest): an executor that runs local envs imports it alone.
+//
+// Linux only, as package verify (package seal's checks): invoke, which
+// runs the call, builds for macOS too.
 package pinned
 
 import (

@@ -93,7 +93,7 @@ func moveChannel(name string, env []string) ([]string, bool) {
 	if err != nil {
 		return env, false
 	}
-	if err := unix.Dup3(2, 1, 0); err != nil {
+	if err := unix.Dup2(2, 1); err != nil {
 		unix.Close(fd)
 		return env, false
 	}

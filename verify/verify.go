@@ -10,6 +10,9 @@
 // to the store or the registry (only the floor in the caller's state
 // directory, through registry.VerifyPin), never prints, and makes no
 // network call.
+//
+// Linux only, as package seal, whose env checks it composes (seal's doc
+// says why); the pin's own packages (registry, sign) build for macOS too.
 package verify
 
 import (

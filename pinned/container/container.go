@@ -9,6 +9,8 @@
 // an executor that runs local envs imports pinned alone. It never prints
 // and never reads the environment (podman's own, its registry
 // credentials included, is the caller's to pass in Options.Executor).
+//
+// Linux only, as package pinned.
 package container
 
 import (
