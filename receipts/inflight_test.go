@@ -73,7 +73,7 @@ func TestRunningAttemptOfAnotherProcessConflicts(t *testing.T) {
 	before, _ := os.ReadFile(path)
 	l := openT(t, path)
 	_, err := l.Begin(context.Background(), testIntent("", "k", "in"))
-	if !errors.Is(err, refusal.IdempotencyConflict) || !strings.Contains(err.Error(), "attempt held-1 is still running") {
+	if !errors.Is(err, refusal.IdempotencyConflict) || !strings.Contains(err.Error(), "attempt held-1 is still running") || !strings.HasSuffix(err.Error(), "; send the request again once it has ended") {
 		t.Fatalf("while the child runs held-1: %v", err)
 	}
 	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
@@ -100,7 +100,7 @@ func TestRunningAttemptOfAnotherProcessConflicts(t *testing.T) {
 	// very process) is refused too, until the attempt finishes.
 	l2 := openT(t, path)
 	if _, err := l2.Begin(context.Background(), testIntent("", "k", "in")); !errors.Is(err, refusal.IdempotencyConflict) ||
-		!strings.Contains(err.Error(), "attempt "+d.AttemptID+" is still running") {
+		!strings.Contains(err.Error(), "attempt "+d.AttemptID+" is still running") || !strings.HasSuffix(err.Error(), "; send the request again once it has ended") {
 		t.Fatalf("second Ledger while the attempt runs: %v", err)
 	}
 	finish(t, l, testOutcome(d.AttemptID, StatusError))

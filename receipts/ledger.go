@@ -328,12 +328,13 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 				first := ks.first.Intent
 				if first.InputDigest != in.InputDigest || first.Provider != in.Provider || first.Entrypoint != in.Entrypoint {
 					return refusal.New(refusal.IdempotencyConflict,
-						"idempotency key %q was first used by attempt %s for %s %s with input %s, not for %s %s with input %s",
-						k, first.AttemptID, first.Provider, first.Entrypoint, first.InputDigest, in.Provider, in.Entrypoint, in.InputDigest)
+						"idempotency key %q was first used by attempt %s for %s %s with input %s, not for %s %s with input %s; "+
+							"give a new request a new key, or send attempt %s's input again under this one to get its recorded outcome",
+						k, first.AttemptID, first.Provider, first.Entrypoint, first.InputDigest, in.Provider, in.Entrypoint, in.InputDigest, first.AttemptID)
 				}
 				for id, key := range l.inflight {
 					if key == k {
-						return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: attempt %s is still running", k, id)
+						return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: attempt %s is still running; send the request again once it has ended", k, id)
 					}
 				}
 				dec.Attempt = ks.attempts + 1
@@ -365,7 +366,7 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 				if ks != nil && ks.last.Outcome == nil {
 					running = "attempt " + ks.last.Intent.AttemptID
 				}
-				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (its writer holds the key's lock in %s.inflight)", k, running, l.side)
+				return refusal.New(refusal.IdempotencyConflict, "idempotency key %q: %s is still running (its writer holds the key's lock in %s.inflight); send the request again once it has ended", k, running, l.side)
 			}
 		}
 		if err := l.append(ctx, b); err != nil {

@@ -194,6 +194,11 @@ func TestIdempotency(t *testing.T) {
 				if !errors.Is(err, tc.code) {
 					t.Fatalf("got %v, want %s", err, tc.code)
 				}
+				// The refusal says what to do next (DESIGN §2), not only
+				// what clashed: `cruxprov run` prints it as it is.
+				if !strings.Contains(err.Error(), "give a new request a new key, or send attempt first's input again under this one") {
+					t.Fatalf("the refusal does not say what to do: %v", err)
+				}
 				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 					t.Fatal("a refused Begin wrote to the ledger")
 				}
