@@ -407,6 +407,25 @@ func TestPinFromAnotherRegistryRefused(t *testing.T) {
 	}
 }
 
+// TestRegistryIDMismatchSaysWhatToDo: a verifier that pinned a registry id
+// and reads another registry refuses registry_corrupt naming both ids and
+// what to do next (DESIGN §2: a refusal says what to do): check the store
+// and the id pinned, else restore. It named only the two ids and "a
+// registry rewritten from its first entry, or another store", no remedy.
+func TestRegistryIDMismatchSaysWhatToDo(t *testing.T) {
+	f := newFixture(t)
+	want := digest.Sum([]byte("another registry"))
+	_, err := registry.VerifyPinFrom(context.Background(), f.dir, want, f.state, "acme-echo", time.Now())
+	if !errors.Is(err, refusal.RegistryCorrupt) || !strings.Contains(err.Error(), "this verifier expects registry "+want.String()) {
+		t.Fatalf("another registry id: %v, want registry_corrupt naming the id expected", err)
+	}
+	for _, s := range []string{"--home", "--registry-id", "restore the registry from a trusted copy"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("the refusal does not say what to do (%q): %v", s, err)
+		}
+	}
+}
+
 // TestApprovalV1Refused: an approval signed over the payload's v1 form
 // (which did not name the registry) is refused, saying so and to approve
 // again, not counted.
