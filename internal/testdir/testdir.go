@@ -2,7 +2,8 @@
 // not root can remove: a sealed env, a store's blobs and an image tree are
 // read-only (directories 0555), and testing's own cleanup of t.TempDir
 // then fails with "permission denied" for everyone but root, who ignores
-// the modes. Tests import it; nothing else does.
+// the modes. Tests import it, and the test helper package invoketest,
+// whose TempDir is this New for an executor's own tests.
 package testdir
 
 import (

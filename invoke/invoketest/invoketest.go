@@ -50,6 +50,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
@@ -130,10 +131,24 @@ func (fx Fixtures) Call(ep string, input any, secrets map[string]string) *invoke
 	}
 }
 
+// TempDir returns a new temporary directory for BuildLocal that t's
+// cleanup removes: the env BuildLocal seals in it and its store's blobs
+// are read-only (directories 0555), which testing's own removal of a
+// t.TempDir cannot remove for a user who is not root ("TempDir RemoveAll
+// cleanup: … permission denied", failing a battery that passed). The
+// cleanup gives the owner write permission on every directory below it
+// first.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	return testdir.New(t)
+}
+
 // BuildLocal builds the fixture wheels and the hostile provider into
 // dir/fixtures, stores them in a store at dir/store, and materializes and
 // seals the provider's env there for the host platform of python (a real
 // interpreter path). The result is readable by every user when dir is.
+// The env and the store's blobs are read-only: give it TempDir(t) in a
+// test, or remove dir after making its directories writable.
 func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
 	set, err := fixtures.Build(filepath.Join(dir, "fixtures"), fixtures.Options{})
 	if err != nil {
