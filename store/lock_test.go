@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -393,6 +394,22 @@ func TestExclusiveWaitersTakeTurns(t *testing.T) {
 	for range 3 {
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestWaitString: what a lock call waits for reads as words where a
+// caller logs it with %v, as docs/executor.md's OnWait example does
+// (walked as an integrator, it logged "waiting for the store: 2 [8451]").
+func TestWaitString(t *testing.T) {
+	for w, want := range map[Wait]string{
+		WaitForGC:    "a gc (or env remove) is using the store",
+		WaitBehindGC: "a gc --wait (or env remove) waits for the store and goes first",
+		WaitForUsers: "the processes using the store are to finish first",
+		Wait(9):      "Wait(9)",
+	} {
+		if got := fmt.Sprintf("%v", w); got != want {
+			t.Errorf("%d: %q, want %q", int(w), got, want)
 		}
 	}
 }

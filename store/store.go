@@ -72,6 +72,21 @@ const (
 	WaitForUsers
 )
 
+// String says what w waits for, so that an OnWait callback that logs it
+// with %v (docs/executor.md's example) says something: before, it logged
+// "waiting for the store: 2 [8451]".
+func (w Wait) String() string {
+	switch w {
+	case WaitForGC:
+		return "a gc (or env remove) is using the store"
+	case WaitBehindGC:
+		return "a gc --wait (or env remove) waits for the store and goes first"
+	case WaitForUsers:
+		return "the processes using the store are to finish first"
+	}
+	return "Wait(" + strconv.Itoa(int(w)) + ")"
+}
+
 // OnWait sets f to be called, once, by each lock call of s that has to
 // wait (LockShared, LockExclusive; never the Try forms), before it
 // waits, with what it waits for and the processes that hold what it
