@@ -434,6 +434,33 @@ func TestHarnessBehindShellInit(t *testing.T) {
 	}
 }
 
+// TestSandboxNotInstalled: a sandbox launcher that is not installed
+// refuses the run invoke_failed saying what to do: install it, or run
+// without the sandbox. Walking docs/executor.md's bwrap section with a PATH
+// that had no bwrap, `cruxprov run --sandbox bwrap` said only "cannot
+// start bwrap: exec: "bwrap": executable file not found in $PATH".
+func TestSandboxNotInstalled(t *testing.T) {
+	f := fixture(t)
+	for name, sb := range map[string]invoke.Sandbox{
+		"not on PATH":  invoke.Bwrap{Path: "cruxprov-test-no-such-bwrap"},
+		"no such path": invoke.Bwrap{Path: filepath.Join(t.TempDir(), "bwrap")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, _ := openLedger(t)
+			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: sb}
+			res, err := ex.Run(context.Background(), f.Call("probe", map[string]bool{}, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
+			if res != nil || !errors.Is(err, refusal.InvokeFailed) {
+				t.Fatalf("got %+v, %v; want invoke_failed, nothing run", res, err)
+			}
+			for _, s := range []string{"is not installed here: install it (bwrap: the package bubblewrap", "or run without the sandbox; it cannot be started: "} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("the refusal does not say %q: %v", s, err)
+				}
+			}
+		})
+	}
+}
+
 func bwrapProbe(t *testing.T, f invoketest.Fixtures, b invoke.Bwrap) {
 	l, path := openLedger(t)
 	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Sandbox: b}

@@ -617,6 +617,12 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "the kernel refused the run's user and pid namespaces, which it allowed when this executor first asked (was user.max_user_namespaces lowered?): nothing ran; run it again, and it runs contained by its process group, as its receipt will say")
 	}
 	if err != nil {
+		if s.Sandbox != nil && (errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist)) {
+			// The launcher is not installed: say what to do, where it said
+			// only os/exec's "executable file not found in $PATH".
+			return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "the sandbox launcher %s is not installed here: install it (bwrap: the package bubblewrap, "+
+				"apt-get install -y bubblewrap on Debian), or run without the sandbox; it cannot be started", argv[0])
+		}
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot start %s", argv[0])
 	}
 	var copied chan struct{}
