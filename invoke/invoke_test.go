@@ -434,6 +434,25 @@ func TestHarnessBehindShellInit(t *testing.T) {
 	}
 }
 
+// TestBundleTooLargeSaysWhatToDo: a bundle over 64 KiB is refused naming
+// its size, the limit and what to do. Walking docs/executor.md's Go API
+// with a resolver returning a 70,000-byte value, the refusal said only
+// "the secret bundle is 70021 bytes, over 65536".
+func TestBundleTooLargeSaysWhatToDo(t *testing.T) {
+	f := fixture(t)
+	l, _ := openLedger(t)
+	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
+	c := f.Call("probe", nil, nil)
+	c.Resolve = func(context.Context, string) (string, error) { return strings.Repeat("x", 40<<10), nil }
+	res, err := ex.Run(context.Background(), c)
+	if res != nil || !errors.Is(err, refusal.SecretBundleTooLarge) {
+		t.Fatalf("got %+v, %v; want secret_bundle_too_large", res, err)
+	}
+	if !strings.Contains(err.Error(), "over the 65536 bytes it may hold: give the provider smaller or fewer secret values") {
+		t.Errorf("the refusal does not say what to do: %v", err)
+	}
+}
+
 // TestSandboxNotInstalled: a sandbox launcher that is not installed
 // refuses the run invoke_failed saying what to do: install it, or run
 // without the sandbox. Walking docs/executor.md's bwrap section with a PATH

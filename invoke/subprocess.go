@@ -334,7 +334,7 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 	}
 	bundle := bytes.TrimRight(b.Bytes(), "\n")
 	if len(bundle) > MaxSecretBundle {
-		return nil, nil, refusal.New(refusal.SecretBundleTooLarge, "the secret bundle is %d bytes, over %d", len(bundle), MaxSecretBundle)
+		return nil, nil, refusal.New(refusal.SecretBundleTooLarge, "the secret bundle is %d bytes, over the %d bytes it may hold: give the provider smaller or fewer secret values", len(bundle), MaxSecretBundle)
 	}
 	return values, bundle, nil
 }
