@@ -227,7 +227,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 		if chain[0] != id {
 			return nil, refusal.New(refusal.RegistryCorrupt, "the registry is %s; this verifier expects registry %s (a registry rewritten from its first entry, or another store): "+
-				"check that the store is the one whose registry id was pinned (--home, CRUXPROV_HOME; --registry-id, CRUXPROV_REGISTRY_ID); "+
+				"check that this is the store whose registry the verifier pinned, and that the id pinned is that registry's; "+
 				"if it is, treat this as tampering and restore the registry from a trusted copy (docs/refusals.md, registry_corrupt)", chain[0], id)
 		}
 	}
