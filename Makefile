@@ -14,14 +14,22 @@ BUILD := CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false -tags urfave_cli_no
 CONFORMANCE_DIR ?= $(CURDIR)/../shared/conformance
 FUZZTIME ?= 10s
 CMDS := $(notdir $(wildcard cmd/*))
+BIN := bin
 
-.PHONY: all build test gotest pytest bench fuzz conformance demo fixtures lint clean interop schemas
+.PHONY: FORCE all build test gotest pytest bench fuzz conformance demo fixtures lint clean interop schemas
 
 all: build
 
 build:
 	@mkdir -p bin
 	@for c in $(CMDS); do echo "build bin/$$c"; $(BUILD) -o bin/$$c ./cmd/$$c || exit 1; done
+
+# cruxshim for another architecture's images (ci.md, "several architectures"): make bin/cruxshim-arm64.
+# The same build command as make build's, so its bytes are the ones any runner gets for that
+# architecture (an image's digest depends on them); FORCE: go's cache decides what to rebuild.
+$(BIN)/cruxshim-%: FORCE
+	@mkdir -p $(BIN)
+	@echo "build $@"; GOOS=linux GOARCH=$* $(BUILD) -o $@ ./cmd/cruxshim
 
 test: gotest pytest
 

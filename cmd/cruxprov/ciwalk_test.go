@@ -256,3 +256,77 @@ func TestImageBuildShimPlatforms(t *testing.T) {
 		}
 	}
 }
+
+// TestCIShimForAnotherArchIsMakeBuilds: the cruxshim ci.md builds for
+// another architecture's image ("For several architectures", the command
+// that writes bin/cruxshim-arm64) comes out of the Makefile's own build
+// command, so it has the bytes `make build` gives that architecture on
+// any runner. ci.md gave a `go build` line of its own, without the
+// Makefile's -tags: run for amd64 here, its cruxshim differed from
+// `make build`'s bin/cruxshim (the build info records the tags), so two
+// runners, one following ci.md and one `make build`, pushed the same
+// provider under two image digests. The doc's line is run as written,
+// amd64 for arm64 (this machine's, so make build's bytes are at hand)
+// and a temporary directory for bin/.
+func TestCIShimForAnotherArchIsMakeBuilds(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("make is not installed")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "ci.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recipe string
+	for _, l := range strings.Split(string(doc), "\n") {
+		l = strings.TrimSpace(l)
+		if i := strings.Index(l, " #"); i >= 0 {
+			l = strings.TrimSpace(l[:i]) // the shell comment the doc puts after it
+		}
+		if strings.Contains(l, "bin/cruxshim-arm64") && !strings.HasPrefix(l, "cruxprov") && !strings.HasPrefix(l, "--") {
+			recipe = l
+			break
+		}
+	}
+	if recipe == "" {
+		t.Fatal("docs/ci.md has no command that writes bin/cruxshim-arm64")
+	}
+	dir := t.TempDir()
+	line := strings.ReplaceAll(strings.ReplaceAll(recipe, "arm64", "amd64"), "bin/", dir+"/")
+	if strings.HasPrefix(line, "make ") {
+		line = "make BIN=" + dir + " " + strings.TrimPrefix(line, "make ")
+	}
+	cmd := exec.Command("bash", "-c", line)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ci.md's %q, run as %q: %v: %s", recipe, line, err, out)
+	}
+	// make build's cruxshim, as TestMakeBuildReproducible builds it.
+	mk := exec.Command("make", "-s", "--no-print-directory", "--eval", "print-build: ; @echo \"$(BUILD)\"", "print-build")
+	mk.Dir = root
+	out, err := mk.Output()
+	if err != nil {
+		t.Fatalf("make print-build: %v", err)
+	}
+	want := filepath.Join(dir, "cruxshim-make-build")
+	build := exec.Command("bash", "-c", strings.TrimSpace(string(out))+" -o "+want+" ./cmd/cruxshim")
+	build.Dir = root
+	build.Env = append(os.Environ(), "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("make build's cruxshim: %v: %s", err, out)
+	}
+	a, err := os.ReadFile(filepath.Join(dir, "cruxshim-amd64"))
+	if err != nil {
+		t.Fatalf("ci.md's %q wrote no cruxshim-amd64: %v", recipe, err)
+	}
+	b, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(a) != sha256.Sum256(b) {
+		t.Errorf("ci.md's %q builds another cruxshim than make build (sha256 %x, make build's %x): an image built with it has another digest than one built with make build's", recipe, sha256.Sum256(a), sha256.Sum256(b))
+	}
+}
