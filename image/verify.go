@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -221,7 +222,7 @@ func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.Pub
 		}
 		return signer.Digest().String(), p.Critical.Identity.DockerReference, nil
 	}
-	return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s: no valid signature under a trusted key (%v)", d, why)
+	return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s: no valid signature under a trusted key: %s", d, strings.Join(why, "; "))
 }
 
 type cosignLayer struct {

@@ -265,3 +265,22 @@ func TestVerifyMissingLayout(t *testing.T) {
 		t.Fatalf("a layout without the digest: %v", err)
 	}
 }
+
+// TestVerifyUntrustedSignatureDetail: image verify under a key that
+// signed none of the image's signatures says why as a sentence: it
+// printed a Go slice, "no valid signature under a trusted key ([a
+// signature under no trusted key])" (seen walking ci.md with the
+// approver's key given for the builder's), and the reasons of two
+// signatures (a second builder's beside the first) would have run
+// together with a space between them.
+func TestVerifyUntrustedSignatureDetail(t *testing.T) {
+	res, out, _ := signedBuild(t)
+	_, err := Verify(context.Background(), LayoutPrefix+out+"@"+res.Digest.String(), VerifyOptions{Keys: []*sign.PublicKey{testKey(t).Public()}})
+	if refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
+		t.Fatalf("code %q, want image_signature_invalid (err %v)", refusal.CodeOf(err), err)
+	}
+	detail := err.Error()
+	if strings.ContainsAny(detail, "[]") || !strings.HasSuffix(detail, "no valid signature under a trusted key: a signature under no trusted key") {
+		t.Errorf("detail %q, want it to end in \"no valid signature under a trusted key: a signature under no trusted key\"", detail)
+	}
+}
