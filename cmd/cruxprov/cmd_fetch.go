@@ -243,23 +243,32 @@ func fetchAction(c *cli.Context) error {
 // fetchEvents shows a fetch's events: progress bars on a TTY (bars, or
 // nil), and a line on stderr for each retry and each damaged blob found
 // in the store, above the bars or, without them, one per event (unless
-// --quiet).
+// --quiet). A damaged blob is a warning as o.warn's: with --json it is in
+// the document's "warnings", not on stderr (it was on stderr and missing
+// from the document).
 func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
 	var mu sync.Mutex
 	return func(e fetch.Event) {
 		if bars != nil {
 			bars.event(e)
 		}
-		if o.quiet {
-			return
-		}
 		var line string
 		switch e.Kind {
 		case fetch.EventRetry:
 			line = fmt.Sprintf("retry: %s: attempt %d failed: %s; trying again", e.Filename, e.Attempt, oneLine(e.Err.Error()))
 		case fetch.EventDamaged:
-			line = fmt.Sprintf("warning: %s: %s; fetching it again", e.Filename, oneLine(e.Err.Error()))
+			msg := fmt.Sprintf("%s: %s; fetching it again", e.Filename, oneLine(e.Err.Error()))
+			o.mu.Lock()
+			o.warnings = append(o.warnings, msg)
+			o.mu.Unlock()
+			if o.json {
+				return
+			}
+			line = "warning: " + msg
 		default:
+			return
+		}
+		if o.quiet {
 			return
 		}
 		mu.Lock()

@@ -473,6 +473,20 @@ func TestFetchDamagedBlob(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "fetched  "+bad[:12]) || !strings.Contains(r.stderr, "damaged") || !blobGood(t, home, bad) {
 		t.Fatalf("online after damage: %+v", r)
 	}
+	// With --json the warning is the document's, as every warning is
+	// (operator.md): not on stderr, in "warnings".
+	damageBlob(t, home, bad)
+	r = fetch("--index", idx, "--json")
+	var doc struct {
+		Warnings []string `json:"warnings"`
+		Wheels   []struct {
+			Damaged bool `json:"damaged"`
+		} `json:"wheels"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); r.code != 0 || err != nil || len(doc.Warnings) != 1 ||
+		!strings.Contains(doc.Warnings[0], "damaged") || strings.Contains(r.stderr, "damaged") || !blobGood(t, home, bad) {
+		t.Fatalf("online after damage, --json: %+v (%v, %+v)", r, err, doc)
+	}
 
 	// gc, then fetch (what env create advises): gc drops the damaged blob
 	// although a seal names it, fetch brings it back.
