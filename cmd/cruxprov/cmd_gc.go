@@ -80,7 +80,8 @@ func gcAction(c *cli.Context) error {
 	// gc holds the store's gate, and every run, fetch and install that
 	// starts meanwhile waits behind it, for a gc that then fails (an
 	// executor's gc --wait held up the operator's runs). It tries once,
-	// as gc without --wait does.
+	// as gc without --wait does. Its advice names a dry run that waits:
+	// one that does not fails the same way while the store is held.
 	var cannot string
 	if !dry {
 		if cannot = notWritable(filepath.Join(o.home, store.BlobsDir)); cannot != "" {
@@ -103,7 +104,7 @@ func gcAction(c *cli.Context) error {
 	}
 	rep, err := st.GC(c.Context, gco)
 	if errors.Is(err, store.ErrBusy) && cannot != "" {
-		return fmt.Errorf("gc: %w; %s, so gc does not wait for it (waiting, it would hold up the runs, fetches and installs that start meanwhile, to fail once it had the store): run gc as the store's owner (gc --dry-run shows what it would remove)", err, cannot)
+		return fmt.Errorf("gc: %w; %s, so gc does not wait for it (waiting, it would hold up the runs, fetches and installs that start meanwhile, to fail once it had the store): run gc as the store's owner (gc --dry-run --wait shows what it would remove, once the processes using the store are done)", err, cannot)
 	}
 	if errors.Is(err, store.ErrBusy) {
 		return fmt.Errorf("gc: %w (or give --wait)", err)

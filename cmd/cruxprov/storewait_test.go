@@ -288,7 +288,9 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 	}{
 		{[]string{"gc", "--wait"}, exitFailure, "the store is not writable by this user (uid 65534), so gc does not wait for it"},
 		{[]string{"gc", "--wait", "--envs"}, exitFailure, "the store is not writable by this user (uid 65534), so gc does not wait for it"},
-		{[]string{"gc"}, exitFailure, "run gc as the store's owner"},
+		// The dry run it advises is one that waits: gc --dry-run fails
+		// as gc does while the store is held ("or give --wait").
+		{[]string{"gc"}, exitFailure, "run gc as the store's owner (gc --dry-run --wait shows what it would remove"},
 		{[]string{"env", "remove", env0}, exitRefused, "the store is not writable by this user (uid 65534), and the store is in use"},
 	} {
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
@@ -314,5 +316,21 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 	}
 	if _, err := os.Stat(env0); err != nil {
 		t.Errorf("the env is gone: %v", err)
+	}
+	// The advice works as a non-writer: the dry run waits for the run
+	// and lists once it ends.
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "gc", "--dry-run", "--wait")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	var so, se lockedBuffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(se.String(), "waiting for the store") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	if err := cmd.Wait(); err != nil || !strings.Contains(so.String(), "would remove") {
+		t.Errorf("gc --dry-run --wait as a non-writer beside a run: %v, stdout %q, stderr %q", err, so.String(), se.String())
 	}
 }
