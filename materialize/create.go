@@ -342,7 +342,17 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if cacheTmp == "" {
 		need.cache = usage{}
 	}
-	if err := checkDisks(where, cacheTmp, st.Home(), need, !req.NoCompile && !req.NoCache); err != nil {
+	// Beside the members: the venv, staging, seal and caches' own entries
+	// (createEntries), and, compiling into the cache, a pack and its
+	// distribution's directory per wheel under the interpreter's key.
+	need.tree = need.tree.plus(usage{bytes: createEntries * (max(sfs.Bsize, 512) + 256), files: createEntries})
+	compile := !req.NoCompile
+	if compile && cacheTmp != "" && !req.NoCache {
+		need.cache = need.cache.plus(usage{files: 2 + 2*int64(len(all))})
+	}
+	// Bytecode is weighed whenever the create compiles: with --no-cache
+	// too, whose pycs go into the env all the same (it was left out).
+	if err := checkDisks(where, cacheTmp, st.Home(), need, compile); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
 		// refused as such, not for the disk those sizes would take.
 		if werr := parallel(ctx, len(all), jobs, func(i int) error {
@@ -549,6 +559,17 @@ func parallel(ctx context.Context, n, jobs int, fn func(i int) error) error {
 	}
 	return ctx.Err()
 }
+
+// createEntries is what a create writes beside the wheels' members, which
+// sizeWheels does not count: the staging directory and its lock file (2),
+// the venv's own entries (writeVenv: the env, bin, include and its
+// pythonX.Y, lib, lib/pythonX.Y, site-packages, lib64, pyvenv.cfg,
+// .gitignore, three or four interpreter links and four activate scripts:
+// 17), the seal and stat index (2), the env's lock file, the
+// unpacked cache's directories and the interpreters cache's entry (5).
+// Counted as inodes they were ~25 of a small env's ~60, and a create on a
+// file system short of inodes passed the check and ran out half-way.
+const createEntries = 26
 
 // checkDisks checks the free space for a tree staged in dir and for the
 // cache entries written in cacheTmp: as one need when both are on one
