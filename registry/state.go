@@ -330,9 +330,23 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		// What to do first depends on the change: a threshold is raised
 		// after the keys that meet it are trusted; a key goes after the
 		// threshold is lowered (or another key trusted in its place).
-		next := "lower the threshold first (cruxprov policy set --threshold N) or trust another approver key (cruxprov key trust)"
-		if c.Action == ActionSetPolicy {
+		// Lowering the threshold helps only while an approver key
+		// remains: with none left (the last approver key, or one
+		// trusted under several names, each of which goes), no
+		// threshold is low enough (it is at least 1).
+		var next string
+		switch {
+		case c.Action == ActionSetPolicy:
 			next = "trust another approver key first (cruxprov key trust), then set the threshold"
+		case a == 0:
+			next = "trust another approver key first (cruxprov key trust) and approve that, then untrust this one"
+		default:
+			next = fmt.Sprintf("lower the threshold first (cruxprov policy set --threshold %d) or trust another approver key (cruxprov key trust)", a)
+		}
+		if c.Action == ActionUntrustKey {
+			if others := otherNames(t, c.Key); len(others) > 0 {
+				next = fmt.Sprintf("the key %s is also trusted as %s, and untrusting it removes it under every name; %s", c.Key.Name, strings.Join(others, ", "), next)
+			}
 		}
 		keys := "keys"
 		if a == 1 {
@@ -342,6 +356,24 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 	}
 	n.Revision++
 	return &n, nil
+}
+
+// otherNames returns the names, other than k's, under which the key
+// trusted as k.Name in t is trusted too.
+func otherNames(t *Trust, k *Key) []string {
+	var d digest.Digest
+	for _, x := range t.Keys {
+		if x.Name == k.Name {
+			d = x.Digest
+		}
+	}
+	var names []string
+	for _, x := range t.Keys {
+		if x.Digest == d && x.Name != k.Name {
+			names = append(names, x.Name)
+		}
+	}
+	return names
 }
 
 func approverDigests(t *Trust) map[digest.Digest]Key {

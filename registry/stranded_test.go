@@ -54,5 +54,60 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	if _, err := d.Approve(ctx, cs.Metadata.ID, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	stranded(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "lower the threshold first (cruxprov policy set --threshold N)")
+	stranded(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "lower the threshold first (cruxprov policy set --threshold 1)")
+}
+
+// TestStrandedLastApproverSaysWhatWorks: walking governance.md as an
+// operator, `key untrust alice2` (alice's key trusted again under a
+// second name, the threshold 1) was refused "the change would leave 0
+// distinct approver keys for a threshold of 1 … lower the threshold
+// first (cruxprov policy set --threshold N)", advice that cannot work
+// (a threshold is at least 1: policy set --threshold 0 is a usage
+// error), and it did not say that the key goes under every name. The
+// refusal now names what works (trust another approver key first), the
+// other names, and following it lets the untrust be proposed.
+func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	bob := registrytest.NewKey(t, "bob", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	alias := alice.Key
+	alias.Name = "alice2"
+	tr, err := d.TrustKey(ctx, alias, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, alice.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	untrust := registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice2", Digest: alice.Key.Digest}}
+	_, err = d.Propose(ctx, untrust, "t")
+	if refusal.CodeOf(err) != refusal.ChangesetInvalid {
+		t.Fatalf("untrust alice2: %v, want changeset_invalid", err)
+	}
+	for _, want := range []string{"would leave 0 distinct approver keys for a threshold of 1", "also trusted as alice,", "trust another approver key first (cruxprov key trust)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("untrust alice2: %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "policy set") {
+		t.Errorf("untrust alice2: %q advises lowering a threshold of 1", err)
+	}
+	// Follow the advice.
+	tr, err = d.TrustKey(ctx, bob.Key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, alice.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Propose(ctx, untrust, "t"); err != nil {
+		t.Fatalf("untrust alice2 once bob is trusted: %v", err)
+	}
 }
