@@ -35,6 +35,17 @@ type Floor struct {
 	Providers map[string]int64 `json:"providers"`
 }
 
+// belowFloor says what to do about a history that its verifier's floor
+// is past (cut off, restored from an older copy, or forked): restore the
+// newest copy of the registry, or, having found only entries lost, move
+// the floor aside (governance.md, "Restoring the registry from a
+// backup"). The refusal said only what was wrong.
+func belowFloor(stateDir string, f *Floor) string {
+	return fmt.Sprintf("restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (cruxprov registry log --json prints them); "+
+		"if the history lost only entries (no pin or trust change this verifier ran undone), move this verifier's floor %s aside: its next verify starts a fresh floor (docs/governance.md, Restoring the registry from a backup)",
+		f.Length, f.Length-1, f.Head, floorPath(stateDir, f.Registry))
+}
+
 func floorPath(stateDir string, id digest.Digest) string {
 	return filepath.Join(stateDir, "floors", id.Hex()+".json")
 }
@@ -144,7 +155,7 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 	}
 	if cur != nil {
 		if cur.Length <= len(chain) && chain[cur.Length-1] != cur.Head {
-			return refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d", cur.Length-1)
+			return refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d: %s", cur.Length-1, belowFloor(stateDir, cur))
 		}
 		if cur.Length > f.Length {
 			f.Length, f.Head, f.Trust = cur.Length, cur.Head, cur.Trust
@@ -238,10 +249,10 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 		if floor != nil {
 			if len(chain) < floor.Length {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the history has %d entries; this verifier saw %d (its tail was cut off)", len(chain), floor.Length)
+				return nil, refusal.New(refusal.RegistryCorrupt, "the history has %d entries; this verifier saw %d (its tail was cut off): %s", len(chain), floor.Length, belowFloor(stateDir, floor))
 			}
 			if chain[floor.Length-1] != floor.Head {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d", floor.Length-1)
+				return nil, refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d: %s", floor.Length-1, belowFloor(stateDir, floor))
 			}
 		}
 	}
