@@ -303,7 +303,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	// as it was, does not have.
 	if floor == nil || floor.Trust != td || floor.Length != len(chain) {
 		if err := replayTrust(t, chain[0], rec.Governance); err != nil {
-			return nil, err
+			return nil, restoreTrust(err, rec.Governance)
 		}
 	}
 	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
@@ -705,9 +705,50 @@ func replayTrust(t *Trust, id digest.Digest, log []Entry) error {
 		}
 	}
 	if trustStateDigest(cur) != trustStateDigest(t) {
-		return refusal.New(refusal.RegistryCorrupt, "the trust state's keys or policy are not what its approved steps make")
+		return refusal.New(refusal.RegistryCorrupt, "the trust state's keys or policy are not what its approved steps make (%s)", trustDiff(cur, t))
 	}
 	return nil
+}
+
+// trustDiff says how the trust state t differs from made, the state its
+// approved steps make: the keys one has and the other not, and the
+// threshold.
+func trustDiff(made, t *Trust) string {
+	var out []string
+	has := func(ks []Key, k Key) bool {
+		return slices.ContainsFunc(ks, func(x Key) bool { return x.Name == k.Name && x.Role == k.Role && x.Digest == k.Digest })
+	}
+	for _, k := range t.Keys {
+		if !has(made.Keys, k) {
+			out = append(out, fmt.Sprintf("it trusts %s (%s, %s), which they do not", k.Name, k.Role, k.Digest))
+		}
+	}
+	for _, k := range made.Keys {
+		if !has(t.Keys, k) {
+			out = append(out, fmt.Sprintf("they trust %s (%s, %s), which it does not", k.Name, k.Role, k.Digest))
+		}
+	}
+	if made.Policy.Threshold != t.Policy.Threshold {
+		out = append(out, fmt.Sprintf("its threshold is %d; they make %d", t.Policy.Threshold, made.Policy.Threshold))
+	}
+	if len(out) == 0 {
+		out = append(out, fmt.Sprintf("its revision is %d; they make %d", t.Revision, made.Revision))
+	}
+	return strings.Join(out, "; ")
+}
+
+// restoreTrust gives a refusal of the trust document's replay
+// (replayTrust) to a reader (verify, key list, policy show, registry log
+// --verify) with the way on that a mutation gives (checkTrust): the
+// history is what was approved, so trust.json is restored from a copy
+// taken after its last governance entry. The readers said only what was
+// wrong.
+func restoreTrust(err error, gov []Entry) error {
+	var r *refusal.Error
+	if !errors.As(err, &r) || len(gov) == 0 {
+		return err
+	}
+	return refusal.New(r.Code, "trust.json: %s: restore trust.json from a copy of the registry taken after entry %d", r.Detail, gov[len(gov)-1].Seq)
 }
 
 // stepEntry reports whether history entry e is the one recorded when
@@ -764,8 +805,9 @@ func CheckedTrust(ctx context.Context, reg Reader) (*Trust, error) {
 	if len(log) == 0 {
 		return nil, refusal.New(refusal.RegistryCorrupt, "the registry has a trust state but no history")
 	}
-	if err := replayTrust(t, log[0].Hash, governanceOf(log)); err != nil {
-		return nil, err
+	gov := governanceOf(log)
+	if err := replayTrust(t, log[0].Hash, gov); err != nil {
+		return nil, restoreTrust(err, gov)
 	}
 	return t, nil
 }
