@@ -424,7 +424,11 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return nil, notProposed(cs, "approved")
 		}
 	} else if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
-		return nil, refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev)
+		stale := refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again (%s)", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev, proposeAgain(&cs.Spec))
+		if c := cs.Spec.Changes[0]; c.Action == ActionRegister || c.Action == ActionUpdate {
+			stale = stale.WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
+		}
+		return nil, stale
 	}
 	if expires != nil && scope == TrustScope {
 		// The trust state replays without expiries: one here would be a
@@ -445,10 +449,10 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		}
 	}
 	if key == nil {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry", pub.Digest())
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry: approve with a trusted approver key (cruxprov key list names them), or have this one trusted first (cruxprov key trust PUB, a change-set the trusted keys approve)", pub.Digest())
 	}
 	if key.Role != RoleApprover {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals", key.Name, key.Digest)
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals; approve with an approver key (cruxprov key list names each key's role)", key.Name, key.Digest)
 	}
 	if expires != nil {
 		e := expires.UTC().Truncate(time.Second)
@@ -765,6 +769,32 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		next = "to make this trust change, propose it again (cruxprov key trust, key untrust or policy set) and approve the new change-set"
 	}
 	return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: %s", id, cs.Status.State, next)
+}
+
+// proposeAgain is the command that proposes spec's change again, for a
+// stale change-set's refusal: the registry cannot name a wheel's or a
+// public key's file, so those are placeholders.
+func proposeAgain(spec *Spec) string {
+	c := spec.Changes[0]
+	switch c.Action {
+	case ActionTrustKey:
+		if c.Key != nil {
+			return fmt.Sprintf("cruxprov key trust PUB --name %s --role %s", c.Key.Name, c.Key.Role)
+		}
+	case ActionUntrustKey:
+		if c.Key != nil {
+			return "cruxprov key untrust " + c.Key.Name
+		}
+	case ActionSetPolicy:
+		if c.Policy != nil {
+			return fmt.Sprintf("cruxprov policy set --threshold %d", c.Policy.Threshold)
+		}
+	case ActionRetire:
+		if c.Provider != nil {
+			return "cruxprov provider retire " + c.Provider.Name
+		}
+	}
+	return "cruxprov install, as it was proposed"
 }
 
 // proposeTarget is ActionPropose's target for provider's spec: its

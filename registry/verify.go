@@ -266,7 +266,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		return nil, err
 	}
 	if p.Retired {
-		return nil, refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d", provider, p.Revision)
+		return nil, refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d: it runs again once proposed again and approved", provider, p.Revision).WithRemedy(refusal.ActionPropose, provider)
 	}
 	if floor != nil && p.Revision < floor.Providers[provider] {
 		return nil, refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
