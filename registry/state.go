@@ -596,6 +596,20 @@ func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *
 		}
 		res.Pin = clonePin(p)
 	}
+	if scope == TrustScope {
+		// A trust change was accepted at the threshold (and by the
+		// keys) in force before it, and stays applied: count its
+		// approvals there. Counted against the state after it, a
+		// threshold raised by this very change (policy set
+		// --threshold 2, approved by one key) read "1 of 2 approvals"
+		// beside "accepted".
+		if before := trustBefore(s.trust, len(s.trust.History)-1); before != nil {
+			res.Threshold = before.Policy.Threshold
+			res.Approvals, _, _ = countApprovals(before, s.registryID(), cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
+			res.Accepted = true
+			return res
+		}
+	}
 	res.Approvals, _, _ = countApprovals(s.trust, s.registryID(), cs.Metadata.ID, scope, cs.Spec.Revision, cs.Status.Approvals, now)
 	// Accepted says what the approvals make of it now, not that it was
 	// accepted once: an expired or no longer trusted approval does not
@@ -603,6 +617,25 @@ func (s *state) approvedBy(now time.Time, cs *ChangeSet, signer digest.Digest) *
 	// change does not expire: its step stays applied.)
 	res.Accepted = scope == TrustScope || res.Approvals >= res.Threshold
 	return res
+}
+
+// trustBefore is the trust state t's first n governance steps make from
+// its root (as replayTrust replays them), or nil where a step does not
+// apply.
+func trustBefore(t *Trust, n int) *Trust {
+	cur := &Trust{Root: t.Root, Keys: []Key{t.Root}, Policy: Policy{Threshold: 1}}
+	for _, st := range t.History[:n] {
+		if len(st.Spec.Changes) != 1 {
+			return nil
+		}
+		c := st.Spec.Changes[0]
+		next, err := applyTrust(cur, &c)
+		if err != nil {
+			return nil
+		}
+		cur = next
+	}
+	return cur
 }
 
 // renewable reports whether approving cs with the key whose digest is
