@@ -202,7 +202,13 @@ func init() {
 						// (unexpired, by keys trusted now) are short.
 						fmt.Fprintf(w, "not runnable: %s revision %d has %d of %d unexpired approvals: each approver whose approval expired approves it again (a threshold raised since: propose it again and approve it)\n", res.Pin.Provider, res.Pin.Revision, res.Approvals, res.Threshold)
 					default:
-						fmt.Fprintln(w, "not accepted yet: more approver keys must sign")
+						// Say who signs next, and with what: the
+						// approve command, with another approver's key.
+						more, keys := res.Threshold-res.Approvals, "keys"
+						if more == 1 {
+							keys = "key"
+						}
+						fmt.Fprintf(w, "not accepted yet: %d more approver %s must sign: cruxprov changeset approve %s --key KEY%s\n", more, keys, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
 					}
 				})
 			},
