@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // TestApproveAgainTrustCountsAtItsThreshold: walking governance.md as
@@ -17,15 +16,7 @@ import (
 // the threshold in force before it and stays applied: "1 of 1".
 func TestApproveAgainTrustCountsAtItsThreshold(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
-	bob := registrytest.NewKey(t, "bob", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
+	d, alice, bob := aliceRoot(t)
 	tr, err := d.TrustKey(ctx, bob.Key, "t")
 	if err != nil {
 		t.Fatal(err)

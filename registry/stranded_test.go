@@ -18,15 +18,7 @@ import (
 // threshold; lower the threshold before untrusting a key it needs).
 func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
-	bob := registrytest.NewKey(t, "bob", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
+	d, alice, bob := aliceRoot(t)
 	stranded := func(c registry.Change, want string) {
 		t.Helper()
 		_, err := d.Propose(ctx, c, "t")
@@ -68,15 +60,7 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 // other names, and following it lets the untrust be proposed.
 func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
-	bob := registrytest.NewKey(t, "bob", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
+	d, alice, bob := aliceRoot(t)
 	alias := alice.Key
 	alias.Name = "alice2"
 	tr, err := d.TrustKey(ctx, alias, "t")
@@ -110,4 +94,20 @@ func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 	if _, err := d.Propose(ctx, untrust, "t"); err != nil {
 		t.Fatalf("untrust alice2 once bob is trusted: %v", err)
 	}
+}
+
+// aliceRoot is a new Dir registry whose root of trust is the approver
+// key alice (threshold 1), and bob, an approver key it does not trust yet.
+func aliceRoot(t *testing.T) (d *registry.Dir, alice, bob registrytest.Key) {
+	t.Helper()
+	d, err := registry.OpenDir(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice = registrytest.NewKey(t, "alice", registry.RoleApprover)
+	bob = registrytest.NewKey(t, "bob", registry.RoleApprover)
+	if _, err := d.TrustKey(context.Background(), alice.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	return d, alice, bob
 }
