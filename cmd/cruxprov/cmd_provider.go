@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/registry"
 )
 
@@ -57,7 +58,19 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.provider.show/v1", p, func(w io.Writer) { printPin(w, p) })
+				// The keys trusted as approvers now: an approval by a key
+				// untrusted since is shown as not counting (verify refuses
+				// a pin short of the threshold for it).
+				var approvers map[digest.Digest]bool
+				if t, err := reg.Trust(c.Context); err == nil && t != nil {
+					approvers = map[digest.Digest]bool{}
+					for _, k := range t.Keys {
+						if k.Role == registry.RoleApprover {
+							approvers[k.Digest] = true
+						}
+					}
+				}
+				return o.emit("cruxprov.provider.show/v1", p, func(w io.Writer) { printPin(w, p, approvers) })
 			},
 		}, {
 			Name:        "retire",
@@ -81,7 +94,10 @@ func init() {
 	})
 }
 
-func printPin(w io.Writer, p *registry.Pin) {
+// printPin prints p; approvers, when known (nil: not read), are the keys
+// trusted as approvers now, and an approval by any other key is marked
+// as not counting.
+func printPin(w io.Writer, p *registry.Pin, approvers map[digest.Digest]bool) {
 	fmt.Fprintf(w, "provider  %s\nrevision  %d\nspec      %s\naccepted  %s\n", p.Provider, p.Revision, p.SpecDigest, p.AcceptedAt.Format("2006-01-02T15:04:05Z"))
 	if p.Retired {
 		fmt.Fprintln(w, "retired")
@@ -102,6 +118,10 @@ func printPin(w io.Writer, p *registry.Pin) {
 		if a.Expires != nil {
 			exp = a.Expires.Format("2006-01-02T15:04:05Z")
 		}
-		fmt.Fprintf(w, "approved by %s (%s) at %s, expires %s\n", a.Name, a.Signer, a.At.Format("2006-01-02T15:04:05Z"), exp)
+		gone := ""
+		if approvers != nil && !approvers[a.Signer] {
+			gone = "; its key is no longer trusted as an approver: it does not count"
+		}
+		fmt.Fprintf(w, "approved by %s (%s) at %s, expires %s%s\n", a.Name, a.Signer, a.At.Format("2006-01-02T15:04:05Z"), exp, gone)
 	}
 }

@@ -86,6 +86,14 @@ func TestGovWalkTrustPutBack(t *testing.T) {
 	un := csOf(t, must("key", "untrust", "bob", "--json"))
 	must("changeset", "approve", un, "--key", filepath.Join(keys, "k.key"))
 	wantRefusal(t, run("verify", "acme-echo"), "signer_untrusted", "verify a pin approved by a key untrusted since")
+	// provider show says so of the approval (it listed it as any other),
+	// and its --json keeps the pin as the registry holds it.
+	if r := must("provider", "show", "acme-echo"); !strings.Contains(r.stdout, "approved by bob (") || !strings.Contains(r.stdout, "its key is no longer trusted as an approver: it does not count") {
+		t.Errorf("provider show of a pin approved by a key untrusted since: %q", r.stdout)
+	}
+	if r := must("provider", "show", "acme-echo", "--json"); strings.Contains(r.stdout, "no longer trusted") {
+		t.Errorf("provider show --json: %q", r.stdout)
+	}
 	if err := os.WriteFile(trustFile, before, 0o644); err != nil {
 		t.Fatal(err)
 	}
