@@ -320,12 +320,9 @@ func (s *state) checkTrust() error {
 	// verify replays them: a key added to trust.json by hand (or the
 	// threshold lowered) approved and accepted a pin alone, which the
 	// history then recorded as accepted.
-	if err := replayTrust(s.trust, s.registryID(), governanceOf(entries(s.log))); err != nil {
-		var r *refusal.Error
-		if !errors.As(err, &r) {
-			return err
-		}
-		return refusal.New(r.Code, "trust.json: %s; no change is made on it: restore trust.json from a copy of the registry taken after entry %d", r.Detail, last)
+	gov := governanceOf(entries(s.log))
+	if err := replayTrust(s.trust, s.registryID(), gov); err != nil {
+		return restoreTrust(err, gov, "; no change is made on it")
 	}
 	return nil
 }

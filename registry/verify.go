@@ -303,7 +303,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	// as it was, does not have.
 	if floor == nil || floor.Trust != td || floor.Length != len(chain) {
 		if err := replayTrust(t, chain[0], rec.Governance); err != nil {
-			return nil, restoreTrust(err, rec.Governance)
+			return nil, restoreTrust(err, rec.Governance, "")
 		}
 	}
 	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
@@ -738,17 +738,17 @@ func trustDiff(made, t *Trust) string {
 }
 
 // restoreTrust gives a refusal of the trust document's replay
-// (replayTrust) to a reader (verify, key list, policy show, registry log
-// --verify) with the way on that a mutation gives (checkTrust): the
-// history is what was approved, so trust.json is restored from a copy
-// taken after its last governance entry. The readers said only what was
-// wrong.
-func restoreTrust(err error, gov []Entry) error {
+// (replayTrust), against the history's governance entries gov, its way
+// on: the history is what was approved, so trust.json is restored from a
+// copy taken after its last governance entry. note is said before it (a
+// mutation's "; no change is made on it"). The readers (verify, key list,
+// policy show, registry log --verify) said only what was wrong.
+func restoreTrust(err error, gov []Entry, note string) error {
 	var r *refusal.Error
 	if !errors.As(err, &r) || len(gov) == 0 {
 		return err
 	}
-	return refusal.New(r.Code, "trust.json: %s: restore trust.json from a copy of the registry taken after entry %d", r.Detail, gov[len(gov)-1].Seq)
+	return refusal.New(r.Code, "trust.json: %s%s: restore trust.json from a copy of the registry taken after entry %d", r.Detail, note, gov[len(gov)-1].Seq)
 }
 
 // stepEntry reports whether history entry e is the one recorded when
@@ -807,7 +807,7 @@ func CheckedTrust(ctx context.Context, reg Reader) (*Trust, error) {
 	}
 	gov := governanceOf(log)
 	if err := replayTrust(t, log[0].Hash, gov); err != nil {
-		return nil, restoreTrust(err, gov)
+		return nil, restoreTrust(err, gov, "")
 	}
 	return t, nil
 }
