@@ -21,17 +21,11 @@ import (
 // the retired one's carry the install remedy the CLI renders.
 func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice := registrytest.NewKey(t, "alice", registry.RoleApprover)
+	d, alice, _ := aliceRoot(t)
 	ci := registrytest.NewKey(t, "ci", registry.RoleBuilder)
 	mallory := registrytest.NewKey(t, "mallory", registry.RoleApprover)
 	carol := registrytest.NewKey(t, "carol", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	approve := func(id any, k registrytest.Key) error {
 		t.Helper()
 		var cs *registry.ChangeSet

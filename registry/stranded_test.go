@@ -97,17 +97,10 @@ func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 }
 
 // aliceRoot is a new Dir registry whose root of trust is the approver
-// key alice (threshold 1), and bob, an approver key it does not trust yet.
+// key alice (threshold 1: govDir's), and bob, an approver key it does not
+// trust yet.
 func aliceRoot(t *testing.T) (d *registry.Dir, alice, bob registrytest.Key) {
 	t.Helper()
-	d, err := registry.OpenDir(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	alice = registrytest.NewKey(t, "alice", registry.RoleApprover)
-	bob = registrytest.NewKey(t, "bob", registry.RoleApprover)
-	if _, err := d.TrustKey(context.Background(), alice.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	return d, alice, bob
+	d, _, keys, _ := govDir(t, 1, "alice")
+	return d, keys["alice"], registrytest.NewKey(t, "bob", registry.RoleApprover)
 }
