@@ -687,12 +687,19 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 // warn prints a warning on stderr (not with --quiet or --json); with
 // --json, the document's "warnings" list carries it (emit).
 func (o *opts) warn(msg string) {
+	if o.keepWarning(msg) {
+		fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(msg))
+	}
+}
+
+// keepWarning adds msg to the --json document's warnings and reports
+// whether it is also to be shown on stderr (neither --quiet nor --json),
+// for a caller that writes it there itself (above progress bars).
+func (o *opts) keepWarning(msg string) bool {
 	o.mu.Lock()
 	o.warnings = append(o.warnings, oneLine(msg))
 	o.mu.Unlock()
-	if !o.quiet && !o.json {
-		fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(msg))
-	}
+	return !o.quiet && !o.json
 }
 
 // progressOn reports whether progress bars may be drawn: a TTY on stderr,

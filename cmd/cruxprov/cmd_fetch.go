@@ -258,10 +258,7 @@ func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
 			line = fmt.Sprintf("retry: %s: attempt %d failed: %s; trying again", e.Filename, e.Attempt, oneLine(e.Err.Error()))
 		case fetch.EventDamaged:
 			msg := fmt.Sprintf("%s: %s; fetching it again", e.Filename, oneLine(e.Err.Error()))
-			o.mu.Lock()
-			o.warnings = append(o.warnings, msg)
-			o.mu.Unlock()
-			if o.json {
+			if !o.keepWarning(msg) {
 				return
 			}
 			line = "warning: " + msg
