@@ -27,15 +27,19 @@ func TestParsePush(t *testing.T) {
 		{"127.0.0.1:5000/acme/echo:1.0", "127.0.0.1:5000/acme/echo", "1.0"},
 		{"localhost:5000/echo", "localhost:5000/echo", ""},
 	} {
-		r, tag, err := ParsePush(c.in)
-		if err != nil || r.Name() != c.repo || tag != c.tag {
-			t.Errorf("%s: %s %q %v", c.in, r.Name(), tag, err)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			r, tag, err := ParsePush(c.in)
+			if err != nil || r.Name() != c.repo || tag != c.tag {
+				t.Errorf("%s: %s %q %v", c.in, r.Name(), tag, err)
+			}
+		})
 	}
 	for _, bad := range []string{"", "registry.example/acme/echo@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "Registry.example/ACME/echo", "registry.example/acme/echo:", "registry.example/acme/echo:a:b"} {
-		if r, tag, err := ParsePush(bad); err == nil {
-			t.Errorf("%q: %s %q", bad, r.Name(), tag)
-		}
+		t.Run("bad "+bad, func(t *testing.T) {
+			if r, tag, err := ParsePush(bad); err == nil {
+				t.Errorf("%q: %s %q", bad, r.Name(), tag)
+			}
+		})
 	}
 }
 
@@ -76,17 +80,19 @@ func TestShimForAnotherMachine(t *testing.T) {
 		}
 	}
 	for _, c := range cases {
-		st, err := store.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = Build(context.Background(), st, Options{
-			Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
-			Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
-			Epoch: time.Unix(1700000000, 0), Tool: testTool, BuilderID: "https://ci.example/builder", Output: filepath.Join(t.TempDir(), "oci"),
+		t.Run(filepath.Base(c.shim)+" for "+c.pid, func(t *testing.T) {
+			st, err := store.Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Build(context.Background(), st, Options{
+				Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{c.pid},
+				Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": c.shim},
+				Epoch: time.Unix(1700000000, 0), Tool: testTool, BuilderID: "https://ci.example/builder", Output: filepath.Join(t.TempDir(), "oci"),
+			})
+			if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim "+c.shim) || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("%s with the cruxshim %s: %v, want platform_unsupported saying %q", c.pid, c.shim, err, c.says)
+			}
 		})
-		if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim "+c.shim) || !strings.Contains(err.Error(), c.says) {
-			t.Errorf("%s with the cruxshim %s: %v, want platform_unsupported saying %q", c.pid, c.shim, err, c.says)
-		}
 	}
 }

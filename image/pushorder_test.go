@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -151,9 +152,11 @@ func TestPushKeepsOtherSignatures(t *testing.T) {
 		{[]*sign.PublicKey{a.Public(), b.Public()}, idA},
 		{[]*sign.PublicKey{a.Public(), b.Public()}, idB},
 	} {
-		if _, err := Verify(ctx, ref, VerifyOptions{Keys: c.keys, Expect: Expect{BuilderID: c.builder}}); err != nil {
-			t.Errorf("%d keys, builder %s: %v", len(c.keys), c.builder, err)
-		}
+		t.Run(fmt.Sprintf("%d keys, builder %s", len(c.keys), c.builder), func(t *testing.T) {
+			if _, err := Verify(ctx, ref, VerifyOptions{Keys: c.keys, Expect: Expect{BuilderID: c.builder}}); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	count := func(tag string) int {
 		t.Helper()

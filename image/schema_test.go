@@ -158,18 +158,21 @@ func TestBaseURI(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
+		name string
 		ref  Ref
 		want string
 	}{
-		{Ref{Repo: &repo}, "oci://registry.example:5000/acme/base"},
-		{Ref{Layout: "/tmp/oci"}, ""},
+		{"registry", Ref{Repo: &repo}, "oci://registry.example:5000/acme/base"},
+		{"layout", Ref{Layout: "/tmp/oci"}, ""},
 	} {
-		got := baseURI(c.ref)
-		if got != c.want {
-			t.Errorf("baseURI(%+v) = %q, want %q", c.ref, got, c.want)
-		}
-		if u, err := url.Parse(got); got != "" && (err != nil || !u.IsAbs()) {
-			t.Errorf("baseURI(%+v) = %q: not an absolute URI (%v)", c.ref, got, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			got := baseURI(c.ref)
+			if got != c.want {
+				t.Errorf("baseURI(%+v) = %q, want %q", c.ref, got, c.want)
+			}
+			if u, err := url.Parse(got); got != "" && (err != nil || !u.IsAbs()) {
+				t.Errorf("baseURI(%+v) = %q: not an absolute URI (%v)", c.ref, got, err)
+			}
+		})
 	}
 }

@@ -163,13 +163,15 @@ func TestRedactOnePass(t *testing.T) {
 		{[]string{"q]x", "]abcd"}, "w]ab", true, "w]ab", "w[redacted]"},
 		{[]string{"SEKRIT"}, "KRIT then SEKRIT then SEK", true, "KRIT then [redacted] then SEK", "[redacted] then [redacted] then [redacted]"},
 	} {
-		r := newRedactor(c.secrets)
-		if got := r.text(c.in); got != c.text {
-			t.Errorf("%q: text(%q) = %q, want %q", c.secrets, c.in, got, c.text)
-		}
-		if got := r.tail(c.in, c.cut); got != c.tail {
-			t.Errorf("%q: tail(%q, %v) = %q, want %q", c.secrets, c.in, c.cut, got, c.tail)
-		}
+		t.Run(fmt.Sprintf("%q in %q", c.secrets, c.in), func(t *testing.T) {
+			r := newRedactor(c.secrets)
+			if got := r.text(c.in); got != c.text {
+				t.Errorf("text(%q) = %q, want %q", c.in, got, c.text)
+			}
+			if got := r.tail(c.in, c.cut); got != c.tail {
+				t.Errorf("tail(%q, %v) = %q, want %q", c.in, c.cut, got, c.tail)
+			}
+		})
 	}
 	// A window inside a secret longer than it (stderr cut at both ends
 	// within it: its middle was kept whole).

@@ -136,17 +136,19 @@ func TestOwnMessagesNotRedacted(t *testing.T) {
 		{[]string{"/bin/sh", "-c", "kill -ABRT $$"}, 0, "the harness was killed by SIGABRT (aborted; exit status 134)"},
 		{[]string{"/bin/sleep", "5"}, 300, "killed after the 300 ms timeout"},
 	} {
-		c := &invoke.Call{Provider: "p", Entrypoint: "e", Object: "m:f", Platform: "host", Input: []byte(`{}`),
-			ImplementationDigest: digest.Sum([]byte("i")), MaterializationDigest: digest.Sum([]byte("m")), SealDigest: digest.Sum([]byte("s")),
-			Secrets: []string{"acme/k"}, Resolve: func(context.Context, string) (string, error) { return "a", nil },
-			Budgets: invoke.Budgets{TimeoutMS: tc.timeout}}
-		res, err := invoke.Dispatch(context.Background(), c, &shimBackend{argv: tc.argv}, invoke.DispatchOptions{Ledger: ledger, Grace: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Error == nil || res.Error.Message != tc.msg {
-			t.Errorf("%v: %+v", tc.argv, res.Error)
-		}
+		t.Run(tc.msg, func(t *testing.T) {
+			c := &invoke.Call{Provider: "p", Entrypoint: "e", Object: "m:f", Platform: "host", Input: []byte(`{}`),
+				ImplementationDigest: digest.Sum([]byte("i")), MaterializationDigest: digest.Sum([]byte("m")), SealDigest: digest.Sum([]byte("s")),
+				Secrets: []string{"acme/k"}, Resolve: func(context.Context, string) (string, error) { return "a", nil },
+				Budgets: invoke.Budgets{TimeoutMS: tc.timeout}}
+			res, err := invoke.Dispatch(context.Background(), c, &shimBackend{argv: tc.argv}, invoke.DispatchOptions{Ledger: ledger, Grace: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Error == nil || res.Error.Message != tc.msg {
+				t.Errorf("%v: %+v", tc.argv, res.Error)
+			}
+		})
 	}
 	rep, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
 	if err != nil {
@@ -199,13 +201,15 @@ func TestFailerSaysWhy(t *testing.T) {
 		{"the provider ran out of memory", invoke.CodeExited, "the provider ran out of memory"},
 		{"", invoke.CodeProtocolError, "the harness wrote no result on stdout"},
 	} {
-		b := &failingBackend{shimBackend{argv: []string{"/bin/true"}}, tc.failure}
-		res, err := invoke.Dispatch(context.Background(), call, b, invoke.DispatchOptions{Ledger: ledger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Status != invoke.StatusError || res.ExitCode != 0 || res.Error == nil || res.Error.Code != tc.code || res.Error.Message != tc.msg {
-			t.Errorf("failure %q: %+v %+v", tc.failure, res, res.Error)
-		}
+		t.Run(tc.code, func(t *testing.T) {
+			b := &failingBackend{shimBackend{argv: []string{"/bin/true"}}, tc.failure}
+			res, err := invoke.Dispatch(context.Background(), call, b, invoke.DispatchOptions{Ledger: ledger})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != invoke.StatusError || res.ExitCode != 0 || res.Error == nil || res.Error.Code != tc.code || res.Error.Message != tc.msg {
+				t.Errorf("failure %q: %+v %+v", tc.failure, res, res.Error)
+			}
+		})
 	}
 }

@@ -486,20 +486,23 @@ func TestOneScriptNameTwoObjects(t *testing.T) {
 	host(t)
 	ctx := context.Background()
 	for _, c := range []struct {
+		name string
 		eps  string
 		code refusal.Code
 	}{
-		{"[console_scripts]\nx = a:main\n[gui_scripts]\nx = b:main\n", refusal.WheelInvalid},
-		{"[console_scripts]\nx = a:main\n[gui_scripts]\nx = a:main [gui]\n", ""},
+		{"two objects", "[console_scripts]\nx = a:main\n[gui_scripts]\nx = b:main\n", refusal.WheelInvalid},
+		{"one object", "[console_scripts]\nx = a:main\n[gui_scripts]\nx = a:main [gui]\n", ""},
 	} {
-		st := newStore(t)
-		b := wheeltest.Build(t, "ep-1.0-py3-none-any.whl", files{"a.py": "def main(): pass\n", "b.py": "def main(): pass\n", "DI/entry_points.txt": c.eps})
-		_, err := Create(ctx, st, request(t, putWheel(t, st, "ep-1.0-py3-none-any.whl", b)))
-		if refusal.CodeOf(err) != c.code {
-			t.Errorf("%q: %v, want %q", c.eps, err, c.code)
-		} else if c.code != "" && !strings.Contains(err.Error(), "a:main") || c.code != "" && !strings.Contains(err.Error(), "b:main") {
-			t.Errorf("%q: %v does not name both objects", c.eps, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			st := newStore(t)
+			b := wheeltest.Build(t, "ep-1.0-py3-none-any.whl", files{"a.py": "def main(): pass\n", "b.py": "def main(): pass\n", "DI/entry_points.txt": c.eps})
+			_, err := Create(ctx, st, request(t, putWheel(t, st, "ep-1.0-py3-none-any.whl", b)))
+			if refusal.CodeOf(err) != c.code {
+				t.Errorf("%q: %v, want %q", c.eps, err, c.code)
+			} else if c.code != "" && !strings.Contains(err.Error(), "a:main") || c.code != "" && !strings.Contains(err.Error(), "b:main") {
+				t.Errorf("%q: %v does not name both objects", c.eps, err)
+			}
+		})
 	}
 }
 

@@ -346,11 +346,13 @@ func TestFetchRootHostileIndex(t *testing.T) {
 		mode string
 		code refusal.Code
 	}{{"404", refusal.FetchFailed}, {"other bytes", refusal.HashMismatch}, {"too large", refusal.FetchFailed}} {
-		mode.Store(tc.mode)
-		_, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
-		if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Filename) || !strings.Contains(err.Error(), "/files/") {
-			t.Errorf("%s: %v, want %s naming the file and its URL", tc.mode, err, tc.code)
-		}
+		t.Run(tc.mode, func(t *testing.T) {
+			mode.Store(tc.mode)
+			_, err := pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256)
+			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Filename) || !strings.Contains(err.Error(), "/files/") {
+				t.Errorf("%v, want %s naming the file and its URL", err, tc.code)
+			}
+		})
 	}
 	// A body sent without its length is bounded by what arrives: one byte
 	// past the bound is refused, a body of exactly the bound is taken.

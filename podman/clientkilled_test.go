@@ -157,10 +157,12 @@ func TestCutRunning(t *testing.T) {
 		{"true", "", false, false},
 		{"", "", false, false},
 	} {
-		rest, run, ok := cutRunning([]byte(c.in))
-		if string(rest) != c.rest || run != c.run || ok != c.ok {
-			t.Errorf("cutRunning(%q) = %q %v %v, want %q %v %v", c.in, rest, run, ok, c.rest, c.run, c.ok)
-		}
+		t.Run(c.in, func(t *testing.T) {
+			rest, run, ok := cutRunning([]byte(c.in))
+			if string(rest) != c.rest || run != c.run || ok != c.ok {
+				t.Errorf("cutRunning(%q) = %q %v %v, want %q %v %v", c.in, rest, run, ok, c.rest, c.run, c.ok)
+			}
+		})
 	}
 }
 

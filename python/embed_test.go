@@ -63,9 +63,11 @@ func TestHarnessArgv(t *testing.T) {
 		{"", false},
 		{"not a version", false},
 	} {
-		if got := Handoff(tc.runtime); got != tc.want {
-			t.Errorf("Handoff(%q) = %v, want %v", tc.runtime, got, tc.want)
-		}
+		t.Run("Handoff "+tc.runtime, func(t *testing.T) {
+			if got := Handoff(tc.runtime); got != tc.want {
+				t.Errorf("Handoff(%q) = %v, want %v", tc.runtime, got, tc.want)
+			}
+		})
 	}
 	h, err := fs.ReadFile(Runtime(), "cruxible_provider_runtime/harness.py")
 	if err != nil {

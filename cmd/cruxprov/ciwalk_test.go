@@ -250,10 +250,12 @@ func TestImageBuildShimPlatforms(t *testing.T) {
 		{"a shim for a platform not built", []string{"--platform", x86, "--shim", x86 + "=" + shim, "--shim", arm + "=" + shim}, arm + " is not a platform of --platform"},
 		{"a platform without a shim", []string{"--platform", x86 + "," + arm, "--shim", arm + "=" + shim}, "no cruxshim for " + x86},
 	} {
-		r := cruxprov(t, append(common, c.args...)...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("%s: %+v", c.name, r)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			r := cruxprov(t, append(common, c.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("%+v", r)
+			}
+		})
 	}
 }
 

@@ -81,13 +81,15 @@ func TestProgressTotalCountsWheels(t *testing.T) {
 		n    int
 		want string
 	}{{1, "total (1 wheel)"}, {2, "total (2 wheels)"}} {
-		var buf bytes.Buffer
-		pr := &progress{p: mpb.New(mpb.WithOutput(&buf), mpb.WithWidth(32), mpb.WithAutoRefresh()), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
-		pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: c.n})
-		pr.wait(true)
-		if out := buf.String(); !strings.Contains(out, c.want+" ") {
-			t.Errorf("%d wheels: the bar reads %q, want %q", c.n, out, c.want)
-		}
+		t.Run(c.want, func(t *testing.T) {
+			var buf bytes.Buffer
+			pr := &progress{p: mpb.New(mpb.WithOutput(&buf), mpb.WithWidth(32), mpb.WithAutoRefresh()), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
+			pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: c.n})
+			pr.wait(true)
+			if out := buf.String(); !strings.Contains(out, c.want+" ") {
+				t.Errorf("%d wheels: the bar reads %q, want %q", c.n, out, c.want)
+			}
+		})
 	}
 }
 

@@ -32,10 +32,12 @@ func TestValidatorsRefuse(t *testing.T) {
 		{strings.Replace(comp, `"name"`, `"colour":"red","name"`, 1), "'colour' was unexpected"},
 		{strings.Replace(comp, hex64, "xyz", 1), "does not match"},
 	} {
-		out, err := cycloneDX(t, [][]byte{[]byte(strings.Replace(bom, "%s", c.doc, 1))})
-		if err == nil || !strings.Contains(string(out), c.want) {
-			t.Errorf("%s: %v\n%s; want %q", c.doc, err, out, c.want)
-		}
+		t.Run("BOM "+c.want, func(t *testing.T) {
+			out, err := cycloneDX(t, [][]byte{[]byte(strings.Replace(bom, "%s", c.doc, 1))})
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("%s: %v\n%s; want %q", c.doc, err, out, c.want)
+			}
+		})
 	}
 
 	const prov = `{"buildDefinition":{"buildType":"https://example.com/build/v1","externalParameters":{"a":1},` +
@@ -58,10 +60,12 @@ func TestValidatorsRefuse(t *testing.T) {
 		{st(v1, hex64, strings.Replace(prov, "oci://registry.example/base", "oci://oci:oci", 1)), "is not a URI"},
 		{st(v1, hex64, strings.Replace(prov, "https://ci.example/builder", "ci-runner-7", 1)), "not an absolute URI"},
 	} {
-		out, err := inToto(t, [][]byte{[]byte(c.doc)})
-		if err == nil || !strings.Contains(string(out), c.want) {
-			t.Errorf("%s: %v\n%s; want %q", c.doc, err, out, c.want)
-		}
+		t.Run("statement "+c.want, func(t *testing.T) {
+			out, err := inToto(t, [][]byte{[]byte(c.doc)})
+			if err == nil || !strings.Contains(string(out), c.want) {
+				t.Errorf("%s: %v\n%s; want %q", c.doc, err, out, c.want)
+			}
+		})
 	}
 }
 
