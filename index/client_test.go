@@ -1,7 +1,6 @@
 package index
 
 import (
-	"archive/zip"
 	"bufio"
 	"bytes"
 	"context"
@@ -23,35 +22,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// writeWheel writes a small wheel with a METADATA (members stored, not
-// deflated, so the bytes are stable) and returns its bytes.
+// writeWheel writes a small wheel (wheeltest's) with a METADATA that
+// says requiresPython, if not "", and returns its bytes.
 func writeWheel(t *testing.T, dir, name, version, requiresPython string) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	di := name + "-" + version + ".dist-info/"
 	meta := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
 	if requiresPython != "" {
 		meta += "Requires-Python: " + requiresPython + "\n"
 	}
-	for _, m := range []struct{ n, b string }{{name + "/__init__.py", "x = 1\n"}, {di + "METADATA", meta + "\n"}, {di + "WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"}} {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: m.n, Method: zip.Store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(m.b))
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
 	fn := name + "-" + version + "-py3-none-any.whl"
-	if err := os.WriteFile(filepath.Join(dir, fn), buf.Bytes(), 0o644); err != nil {
+	b := wheeltest.Build(t, fn, map[string]string{name + "/__init__.py": "x = 1\n", "DI/METADATA": meta + "\n"})
+	if err := os.WriteFile(filepath.Join(dir, fn), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return buf.Bytes()
+	return b
 }
 
 func sumHex(b []byte) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/zip"
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"github.com/cruxible/cruxprov/internal/testdir"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +22,8 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -52,20 +52,14 @@ func fetchFixturePadded(t *testing.T, wrap func(http.Handler) http.Handler, pad 
 	var b strings.Builder
 	b.WriteString("lock-version = \"1.0\"\ncreated-by = \"test\"\nrequires-python = \">=3.9\"\n")
 	for _, name := range []string{"alpha", "beta_pkg"} {
-		var buf bytes.Buffer
-		zw := zip.NewWriter(&buf)
-		for _, m := range []struct{ n, body string }{
-			{name + "/__init__.py", "x = 1\n"},
-			{name + "-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\nRequires-Python: >=3.9\n\n"},
-			{name + "-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n"},
-			{name + "/padding.bin", string(padding)},
-		} {
-			w, _ := zw.CreateHeader(&zip.FileHeader{Name: m.n, Method: zip.Store})
-			w.Write([]byte(m.body))
-		}
-		zw.Close()
 		fn := name + "-1.0-py3-none-any.whl"
-		os.WriteFile(filepath.Join(wheels, fn), buf.Bytes(), 0o644)
+		whl := wheeltest.Build(t, fn, map[string]string{
+			name + "/__init__.py": "x = 1\n",
+			"DI/METADATA":         "Metadata-Version: 2.1\nName: " + name + "\nVersion: 1.0\nRequires-Python: >=3.9\n\n",
+			name + "/padding.bin": string(padding),
+		})
+		os.WriteFile(filepath.Join(wheels, fn), whl, 0o644)
+		buf := bytes.NewBuffer(whl)
 		s := sha256.Sum256(buf.Bytes())
 		h := hex.EncodeToString(s[:])
 		sums = append(sums, h)
