@@ -111,11 +111,11 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 		go func() { allowed <- namespacesAllowed(probe) }()
 	}
 	var py string
-	var ns bool
+	var ns, bytecode bool
 	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
 		var site string
-		if py, site, err = s.checkEnv(c); err != nil {
+		if py, site, bytecode, err = s.checkEnv(c); err != nil {
 			return nil, err
 		}
 		if c.Runtime == "" {
@@ -142,7 +142,7 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	if st == nil {
 		return replay, err
 	}
-	res, tail, err := s.spawn(ctx, c, py, ns, st.attempt, st.input, st.budgets, st.bundle, st.red)
+	res, tail, err := s.spawn(ctx, c, py, ns, bytecode, st.attempt, st.input, st.budgets, st.bundle, st.red)
 	if err != nil {
 		return nil, st.rec.finishRefused(ctx, err)
 	}
@@ -259,16 +259,20 @@ func asRefusal(err error, code refusal.Code, detail string) error {
 	return refusal.Wrap(code, err, "%s", detail)
 }
 
-// checkEnv returns the interpreter's path and the site-packages directory
-// the harness module is in, refusing a link that leaves the env and an
-// env without the harness module (runtime_missing).
-func (s *Subprocess) checkEnv(c *Call) (string, string, error) {
+// checkEnv returns the interpreter's path, the site-packages directory
+// the harness module is in and whether the env holds bytecode, refusing a
+// link that leaves the env and an env without the harness module
+// (runtime_missing). An env holds bytecode when the runtime's package has
+// its __pycache__: a create compiles every module of every wheel or none
+// (--no-compile), and a __pycache__ added since is drift the Verify hook
+// has refused by now.
+func (s *Subprocess) checkEnv(c *Call) (py, site string, bytecode bool, err error) {
 	rel := filepath.Clean(filepath.FromSlash(c.Python))
 	if c.Env == "" || c.Python == "" || filepath.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", "", refusal.New(refusal.SealInvalid, "the env's python link %q is not a path inside the env", c.Python)
+		return "", "", false, refusal.New(refusal.SealInvalid, "the env's python link %q is not a path inside the env", c.Python)
 	}
 	if c.Object == "" || c.Entrypoint == "" {
-		return "", "", refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
+		return "", "", false, refusal.New(refusal.EntrypointUnknown, "the call names no entrypoint or object")
 	}
 	mod := strings.ReplaceAll(python.HarnessModule, ".", "/") + ".py"
 	found, _ := filepath.Glob(filepath.Join(c.Env, "lib", "python*", "site-packages", mod))
@@ -276,13 +280,14 @@ func (s *Subprocess) checkEnv(c *Call) (string, string, error) {
 		found, _ = filepath.Glob(filepath.Join(c.Env, "Lib", "site-packages", mod))
 	}
 	if len(found) == 0 {
-		return "", "", refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
+		return "", "", false, refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
 	}
 	env, err := filepath.Abs(c.Env)
 	if err != nil {
-		return "", "", refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
+		return "", "", false, refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
 	}
-	return filepath.Join(env, rel), filepath.Dir(filepath.Dir(found[0])), nil
+	_, err = os.Lstat(filepath.Join(filepath.Dir(found[0]), "__pycache__"))
+	return filepath.Join(env, rel), filepath.Dir(filepath.Dir(found[0])), err == nil, nil
 }
 
 // installedRuntime is the version of the runtime whose dist-info is in
@@ -498,7 +503,7 @@ func (s *sink) bytes() ([]byte, int64) {
 	return append([]byte(nil), b...), s.n
 }
 
-func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
+func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode bool, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
 	call := *c
 	call.Input = input
 	line, err := Request(&call, attempt, b)
@@ -539,7 +544,15 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 			return nil, "", typed(err, "the sandbox")
 		}
 	}
-	argv = append(argv, python.Harness(py)...)
+	if bytecode {
+		argv = append(argv, python.Harness(py)...)
+	} else {
+		// An env without bytecode is compiled in memory on every run; a
+		// run as root (whose writes no 0555 directory stops) wrote the
+		// compiled modules into the sealed env, which the next run's
+		// verify refused as drift.
+		argv = append(argv, python.HarnessNoBytecode(py)...)
+	}
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
 	stdout := &sink{m: m}
 	stderr := &sink{m: m, limit: StderrTail + 4096}
@@ -570,6 +583,11 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns bool, att
 		var set []string
 		if handoff {
 			set = append(set, python.ProtocolFDVar+"="+strconv.Itoa(ProtocolFD))
+		}
+		if !bytecode {
+			// -B is the harness's; a Python subprocess the provider starts
+			// (sys.executable -m …) reads it here, unless it is isolated.
+			set = append(set, "PYTHONDONTWRITEBYTECODE=1")
 		}
 		env := environ(c, set...)
 		args := argv

@@ -29,6 +29,17 @@ var runtimeFS embed.FS
 // channel: on fd 1, or handed over on a descriptor ProtocolFDVar names.
 func Harness(py string) []string { return []string{py, "-I", "-m", HarnessModule} }
 
+// HarnessNoBytecode is Harness with -B, so that the interpreter writes no
+// bytecode: the local executor's argv for an env made without it
+// (--no-compile), whose modules are compiled in memory on every run. The
+// env is read-only, but not to root: a run as root wrote __pycache__
+// directories into the sealed env, and every later verify refused the
+// env as drifted. (An image's env is the container's to write, in a layer
+// the run discards: its CMD stays Harness.)
+func HarnessNoBytecode(py string) []string {
+	return []string{py, "-I", "-B", "-m", HarnessModule}
+}
+
 // Handoff reports whether a runtime at version runtime (the seal's
 // resolution, an image's provenance) takes the protocol channel from the
 // descriptor ProtocolFDVar names: HandoffVersion or later. The executor

@@ -150,6 +150,20 @@ func TempDir(t testing.TB) string {
 // The env and the store's blobs are read-only: give it TempDir(t) in a
 // test, or remove dir after making its directories writable.
 func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
+	return BuildLocalWith(ctx, dir, python, LocalOptions{})
+}
+
+// LocalOptions are the choices BuildLocalWith adds to BuildLocal's.
+type LocalOptions struct {
+	// NoCompile makes the env without bytecode (env create --no-compile):
+	// its modules are compiled in memory on every run, and an executor
+	// must keep the interpreter from writing them into the sealed env,
+	// which the next call's verify refuses as drift (a run as root can).
+	NoCompile bool
+}
+
+// BuildLocalWith is BuildLocal with the choices of o.
+func BuildLocalWith(ctx context.Context, dir, python string, o LocalOptions) (Fixtures, error) {
 	set, err := fixtures.Build(filepath.Join(dir, "fixtures"), fixtures.Options{})
 	if err != nil {
 		return Fixtures{}, err
@@ -206,7 +220,7 @@ func BuildLocal(ctx context.Context, dir, python string) (Fixtures, error) {
 	if err != nil {
 		return Fixtures{}, err
 	}
-	r, err := materialize.Create(ctx, st, materialize.Request{Platform: plat, Interpreter: in, Resolution: res, RootWheel: &root})
+	r, err := materialize.Create(ctx, st, materialize.Request{Platform: plat, Interpreter: in, Resolution: res, RootWheel: &root, NoCompile: o.NoCompile})
 	if err != nil {
 		return Fixtures{}, err
 	}
