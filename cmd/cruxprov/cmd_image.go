@@ -48,14 +48,15 @@ func imageBuildCmd() *cli.Command {
 			"     [--python PATH_IN_IMAGE] [--no-compile] [--no-cache] [--jobs N]",
 		Description: "Resolves the provider's lock for each platform, materializes the env laid out at\n" +
 			image.EnvPath + " for the base's interpreter (found in its files, or --python), and writes\n" +
-			"the layers byte-for-byte reproducibly: every timestamp is SOURCE_DATE_EPOCH (or 0). The\n" +
-			"host needs a CPython of the same X.Y at the image interpreter's path (it lays out the venv\n" +
-			"and compiles the bytecode, neither of which depends on the machine: an aarch64 image builds\n" +
-			"on an x86_64 host): interpreter_mismatch otherwise. A base named by a tag alone is\n" +
-			"base_image_unpinned. With --sign-key (password from CRUXPROV_KEY_PASSWORD or a prompt), the\n" +
-			"image gets a cosign signature and signed SLSA v1 provenance and CycloneDX SBOM attestations\n" +
-			"(sha256-<hex>.sig / .att tags), which `cosign verify --key` and `cosign verify-attestation`\n" +
-			"accept. Registry credentials come from the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
+			"the layers byte-for-byte reproducibly: every timestamp is SOURCE_DATE_EPOCH (decimal digits;\n" +
+			"0 when unset or empty). The host needs a CPython of the same X.Y at the image interpreter's\n" +
+			"path (it lays out the venv and compiles the bytecode, neither of which depends on the\n" +
+			"machine: an aarch64 image builds on an x86_64 host): interpreter_mismatch otherwise. A base\n" +
+			"named by a tag alone is base_image_unpinned. With --sign-key (password from\n" +
+			"CRUXPROV_KEY_PASSWORD or a prompt), the image gets a cosign signature and signed SLSA v1\n" +
+			"provenance and CycloneDX SBOM attestations (sha256-<hex>.sig / .att tags), which\n" +
+			"`cosign verify --key` and `cosign verify-attestation` accept. Registry credentials come from\n" +
+			"the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
 			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0.0-py3-none-any.whl \\\n" +
 			"     --index http://127.0.0.1:8080/simple/ --platform cp311-manylinux_2_36_x86_64 \\\n" +
 			"     --base registry.example/debian@sha256:<hex> --shim bin/cruxshim --push registry.example/acme/echo:1.0 \\\n" +
@@ -194,15 +195,8 @@ func imageBuild(c *cli.Context) error {
 			}
 		}
 	}
-	if e, ok := os.LookupEnv("SOURCE_DATE_EPOCH"); ok && e != "" {
-		n, err := strconv.ParseInt(e, 10, 64)
-		if err != nil || n < 0 {
-			return usagef("SOURCE_DATE_EPOCH=%q is not a non-negative integer", e)
-		}
-		if n > image.MaxEpoch {
-			return usagef("SOURCE_DATE_EPOCH=%q is past %d (2242-03-16), the latest time a layer's tar headers hold", e, int64(image.MaxEpoch))
-		}
-		bo.Epoch = time.Unix(n, 0)
+	if bo.Epoch, err = sourceDateEpoch(os.Getenv("SOURCE_DATE_EPOCH")); err != nil {
+		return err
 	}
 	var wf *os.File // the --wheel, opened
 	if name == "" {
@@ -350,4 +344,25 @@ func imageVerify(c *cli.Context) error {
 				p.BuildDefinition.InternalParameters.BaseDigest, p.RunDetails.Builder.ID)
 		}
 	})
+}
+
+// sourceDateEpoch is the time SOURCE_DATE_EPOCH's value e names: the
+// reproducible-builds.org spec's ASCII decimal integer of seconds since
+// 1970, as `date +%s` prints it, nothing else. "" (set but empty) is taken
+// as unset: the zero Time, which image.Options reads as the Unix epoch.
+// Anything else (a sign, which strconv.ParseInt took, so "+5" and "-0"
+// built; a space, an exponent, hex) is a usage error, as is a time past
+// what a layer's tar headers hold.
+func sourceDateEpoch(e string) (time.Time, error) {
+	if e == "" {
+		return time.Time{}, nil
+	}
+	if strings.Trim(e, "0123456789") != "" {
+		return time.Time{}, usagef("SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970 in decimal digits (as `date +%%s` prints it); unset it (or set it empty) for 0", e)
+	}
+	n, err := strconv.ParseInt(e, 10, 64)
+	if err != nil || n > image.MaxEpoch {
+		return time.Time{}, usagef("SOURCE_DATE_EPOCH=%q is past %d (2242-03-16), the latest time a layer's tar headers hold", e, int64(image.MaxEpoch))
+	}
+	return time.Unix(n, 0), nil
 }

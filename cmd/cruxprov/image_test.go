@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -350,6 +351,39 @@ func TestImageBuildEpochPastTar(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+e)
 		if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "SOURCE_DATE_EPOCH") {
 			t.Errorf("SOURCE_DATE_EPOCH=%s: %+v", e, r)
+		}
+	}
+}
+
+// TestImageBuildEpochMalformed: SOURCE_DATE_EPOCH is decimal digits and
+// nothing else (reproducible-builds.org, `date +%s`): a malformed one is a
+// usage error that names it and says what it takes, before anything is
+// read; "+5" and "-0" (which strconv.ParseInt takes) built at 5 and 0. One
+// too large for an int64 is past what the tar headers hold, not "not an
+// integer". Set but empty is unset (the build goes on to the --wheel,
+// absent here).
+func TestImageBuildEpochMalformed(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	build := func(e string) result {
+		cmd := exec.Command(bin, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"))
+		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH="+e)
+		return runCmd(t, cmd)
+	}
+	for _, e := range []string{"abc", "-1", "1e9", "+5", "-0", " 5", "5 ", "0x10", "1_000", "1700000000.5"} {
+		if r := build(e); r.code != exitUsage || !strings.Contains(r.stderr, fmt.Sprintf("usage: SOURCE_DATE_EPOCH=%q is not a number of seconds since 1970 in decimal digits", e)) {
+			t.Errorf("SOURCE_DATE_EPOCH=%q: %+v", e, r)
+		}
+	}
+	if r := build("99999999999999999999"); r.code != exitUsage || !strings.Contains(r.stderr, "is past 8589934591") {
+		t.Errorf("SOURCE_DATE_EPOCH past an int64: %+v", r)
+	}
+	for _, e := range []string{"", "0", "1700000000"} {
+		if r := build(e); r.code != exitUsage || strings.Contains(r.stderr, "SOURCE_DATE_EPOCH") || !strings.Contains(r.stderr, "no.whl") {
+			t.Errorf("SOURCE_DATE_EPOCH=%q: %+v, want it taken (and the absent --wheel refused)", e, r)
 		}
 	}
 }
