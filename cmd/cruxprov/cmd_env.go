@@ -508,7 +508,9 @@ func envVerify(c *cli.Context) error {
 		OK   bool   `json:"ok"`
 	}{rep, mode, true}
 	return o.emit("cruxprov.env.verify/v1", out, func(w io.Writer) {
-		fmt.Fprintf(w, "ok %s (%s: %s, %d rehashed)\nmaterialization_digest %s\ntree_digest %s\n", dir, mode, count(rep.Entries, "entry", "entries"), rep.Rehashed, rep.Digest, rep.TreeDigest)
+		// The three digests env create prints, in its order: the seal
+		// content digest is what a pin and a CI record hold.
+		fmt.Fprintf(w, "ok %s (%s: %s, %d rehashed)\nmaterialization_digest %s\ntree_digest %s\nseal_content_digest %s\n", dir, mode, count(rep.Entries, "entry", "entries"), rep.Rehashed, rep.Digest, rep.TreeDigest, rep.ContentDigest)
 	})
 }
 

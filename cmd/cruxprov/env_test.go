@@ -118,10 +118,21 @@ func TestEnvCreateVerifyList(t *testing.T) {
 	if out.Path != filepath.Join(home, "envs", out.Digest.Hex()) || out.Reused || out.Packages != 3 || out.TreeDigest.IsZero() {
 		t.Fatalf("%+v", out)
 	}
+	// The text says the three digests --json carries: the seal content
+	// digest, which an operator compares with a CI record or a pin, was
+	// left out of it.
+	digests := fmt.Sprintf("\nmaterialization_digest %s\ntree_digest %s\nseal_content_digest %s\n", out.Digest, out.TreeDigest, out.ContentDigest)
 	for _, args := range [][]string{{"env", "verify", out.Path}, {"env", "verify", out.Path, "--deep"}, {"env", "verify", "--deep", out.Path, "--json"}} {
 		r := cruxprov(t, append([]string{"--home", home}, args...)...)
 		if r.code != 0 {
 			t.Fatalf("%v: %+v", args, r)
+		}
+		if args[len(args)-1] == "--json" {
+			if v := createdOf(t, r); v.Digest != out.Digest || v.TreeDigest != out.TreeDigest || v.ContentDigest != out.ContentDigest || out.ContentDigest.IsZero() {
+				t.Errorf("%v: %+v, want the digests env create reported (%+v)", args, v, out)
+			}
+		} else if !strings.Contains(r.stdout, digests) {
+			t.Errorf("%v: %q, want the lines %q", args, r.stdout, digests)
 		}
 	}
 	r := cruxprov(t, "--home", home, "env", "verify", out.Path, "--deep", "--json")
