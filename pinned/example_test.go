@@ -58,10 +58,10 @@ func ExampleRun() {
 	}
 }
 
-// An executor that stays up verifies fully once, then watches (package
-// watch), and builds each run's call from the report verified last with
-// pinned.Call, as pinned.Run builds it (docs/executor.md, "Watching an
-// env").
+// An executor that stays up learns the env from the pin, verifies fully
+// once, then watches (package watch), and builds each run's call from the
+// report verified last with pinned.Call, as pinned.Run builds it
+// (docs/executor.md, "Watching an env").
 func ExampleCall() {
 	ctx := context.Background()
 	home, state := "/home/op/.local/share/cruxprov", "/var/lib/executor/cruxprov"
@@ -79,10 +79,13 @@ func ExampleCall() {
 		}
 		return err
 	}
-	if err := full(ctx); err != nil {
+	// The env the pin names, from the pin alone: the Verifier's first
+	// Verify is the full one, once its watches are placed.
+	env, err := verify.PinnedEnv(ctx, reg, req.Provider, vo)
+	if err != nil {
 		log.Fatal(err)
 	}
-	v := watch.NewVerifier(watch.Spec{Env: last.Env, Extra: []string{reg.Root()}}, full)
+	v := watch.NewVerifier(watch.Spec{Env: env, Extra: []string{reg.Root()}}, full)
 	defer v.Close()
 	ex := &invoke.Subprocess{WorkdirParent: os.TempDir()}
 
@@ -92,7 +95,10 @@ func ExampleCall() {
 		log.Fatal(err)
 	}
 	defer unlock()
-	verr := v.Verify(ctx)
+	verr := v.Verify(ctx) // a full verify at first, then O(1) while nothing changed
+	if last == nil {      // none has passed yet: nothing to build a call from
+		log.Fatal(verr)
+	}
 	if verr == nil {
 		verr = last.Unexpired(time.Now())
 	}

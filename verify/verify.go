@@ -131,6 +131,25 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }
 
+// PinnedEnv is the directory of the local env the accepted pin of name
+// names (o.Platform's, or the only local one: the materialization Verify
+// picks), from the pin alone (CheckPin), without reading the env. An
+// executor that stays up makes its watch.Verifier for that env before the
+// first full verify, which the Verifier runs once its watches are placed:
+// learning the env from a full verify made the Verifier's first call a
+// second one (docs/executor.md, "Watching an env").
+func PinnedEnv(ctx context.Context, reg registry.Reader, name string, o Options) (string, error) {
+	acc, err := CheckPin(ctx, reg, name, o)
+	if err != nil {
+		return "", err
+	}
+	m, err := pick(acc.Spec, name, o.Platform)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Clean(m.Path), nil
+}
+
 // Accepted is a provider's accepted pin, checked (CheckPin): the pin, the
 // provider it pins, and the entrypoint the caller named (nil when none).
 type Accepted struct {
