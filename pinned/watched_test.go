@@ -53,8 +53,7 @@ func TestWatchedVerifiesOnceAtFirst(t *testing.T) {
 	}()
 
 	// One call, up to the Call built; ex.Run(ctx, call) is left out: the
-	// provider is not what is counted, and as root it would write
-	// bytecode into this --no-compile env.
+	// provider is not what is counted.
 	run := func() (*invoke.Call, error) {
 		// Before every run (one goroutine at a time, or guard v and watched): the
 		// store held shared from the check to the run's end, as pinned.Run holds it,
