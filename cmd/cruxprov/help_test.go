@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -61,6 +60,11 @@ func TestHelpIsHonest(t *testing.T) {
 			}
 			if !strings.Contains(help, "Example:") {
 				t.Errorf("no example:\n%s", help)
+			}
+			if strings.Contains(help, "help, h") {
+				// A help command there was listed ("package --help"
+				// did), and refused as unknown.
+				t.Errorf("lists a help command, which does not exist:\n%s", help)
 			}
 			for _, m := range example.FindAllStringSubmatch(help[strings.Index(help, "Example:")+1:], -1) {
 				words := strings.Fields(m[1])
@@ -136,40 +140,6 @@ func TestHelpBeforePositional(t *testing.T) {
 	}
 }
 
-// TestGroupHelpHasExample: the help of every command group shows an
-// example too; "package --help" had none (TestEveryCommandHasExampleHelp
-// walks only the leaves).
-func TestGroupHelpHasExample(t *testing.T) {
-	for _, c := range newApp(nil, nil).Commands {
-		if len(c.Subcommands) == 0 {
-			continue
-		}
-		t.Run(c.Name, func(t *testing.T) {
-			if r := cruxprov(t, c.Name, "--help"); r.code != 0 || !strings.Contains(r.stdout, "Example") {
-				t.Errorf("%s --help: %+v", c.Name, r)
-			} else if strings.Contains(r.stdout, "help, h") {
-				// A help command there was listed, and refused as unknown.
-				t.Errorf("%s --help lists a help command, which does not exist: %s", c.Name, r.stdout)
-			}
-		})
-	}
-}
-
-// oneJSONDocument decodes stdout as exactly one JSON object (nothing
-// before or after it), as --json promises (DESIGN §13).
-func oneJSONDocument(t *testing.T, stdout string) map[string]any {
-	t.Helper()
-	dec := json.NewDecoder(strings.NewReader(stdout))
-	var v map[string]any
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("stdout is not a JSON object: %v: %q", err, stdout)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		t.Fatalf("stdout has more than one JSON document: %q", stdout)
-	}
-	return v
-}
-
 // TestHelpJSON: --help with --json prints the help inside one JSON
 // document (schema cruxprov.help/v1, the command path, the text) and
 // exits 0, wherever the flags are; it printed the text alone, which no
@@ -190,7 +160,7 @@ func TestHelpJSON(t *testing.T) {
 			if r.code != 0 || r.stderr != "" {
 				t.Fatalf("%+v", r)
 			}
-			v := oneJSONDocument(t, r.stdout)
+			v := jsonDoc(t, r)
 			help, _ := v["help"].(string)
 			if v["schema"] != "cruxprov.help/v1" || v["command"] != tc.command || !strings.Contains(help, "USAGE:") || !strings.Contains(help, "cruxprov "+tc.command) {
 				t.Errorf("%v", v)
@@ -220,7 +190,7 @@ func TestUsageErrorJSON(t *testing.T) {
 			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: ") || strings.Count(r.stderr, "\n") != 1 {
 				t.Fatalf("%+v", r)
 			}
-			v := oneJSONDocument(t, r.stdout)
+			v := jsonDoc(t, r)
 			e, _ := v["error"].(map[string]any)
 			if v["schema"] != tc.schema || e["kind"] != "usage" || e["message"] == "" {
 				t.Errorf("%v", v)

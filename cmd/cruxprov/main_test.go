@@ -160,28 +160,6 @@ func TestReorder(t *testing.T) {
 	}
 }
 
-// TestEveryCommandHasExampleHelp keeps the promise that --help on every
-// command shows an example, and that --help works after positionals too.
-func TestEveryCommandHasExampleHelp(t *testing.T) {
-	var walk func(path []string, cs []*cli.Command)
-	walk = func(path []string, cs []*cli.Command) {
-		for _, c := range cs {
-			p := append(append([]string(nil), path...), c.Name)
-			if len(c.Subcommands) > 0 {
-				walk(p, c.Subcommands)
-				continue
-			}
-			t.Run(strings.Join(p, " "), func(t *testing.T) {
-				r := cruxprov(t, append(p, "--help")...)
-				if r.code != 0 || !strings.Contains(r.stdout, "Example") {
-					t.Errorf("%v --help: code %d, no Example:\n%s%s", p, r.code, r.stdout, r.stderr)
-				}
-			})
-		}
-	}
-	walk(nil, newApp(nil, nil).Commands)
-}
-
 // jsonDoc decodes stdout as exactly one JSON object.
 func jsonDoc(t *testing.T, r result) map[string]any {
 	t.Helper()
