@@ -364,13 +364,16 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		return err
 	}
 	// The staging env and the venv, then the wheels' members.
+	// From here on a full disk, or one out of inodes, is said as such
+	// (diskFull) wherever it strikes: the check passed, so another
+	// process took the room meanwhile, or the estimate missed.
 	staging, err = mkdirStaging(staging)
 	if err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env")
+		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env"))
 	}
 	scripts, err := writeVenv(staging, dir, in, l)
 	if err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv")
+		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv"))
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
@@ -495,7 +498,9 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		_ = removeTree(replaced) // debris the next create removes if this fails
 	}
 	if err != nil {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env")
+		// The seal and stat index are the last files written: a disk
+		// filled (or out of inodes) by then is said as the install's is.
+		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env"))
 	}
 	if aside != "" {
 		_ = removeTree(aside) // debris the next create removes if this fails

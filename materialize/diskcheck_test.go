@@ -493,3 +493,52 @@ func TestInodeCheckCountsTheVenv(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateOutOfInodesWhileSealing: inodes another process takes once
+// the install is over (after the check passed, before the seal and stat
+// index are written) end the create with the refusal that says inodes ran
+// out while blocks remain, and what to do: seal.Commit's ENOSPC was
+// reported as "cannot commit the sealed env: … no space left on device",
+// with megabytes free.
+func TestCreateOutOfInodesWhileSealing(t *testing.T) {
+	st, mnt := tmpfsHome(t, "64m,nr_inodes=2000")
+	req := request(t, manyFilesWheel(t, st, "few", 20))
+	req.NoCompile = true
+	var once sync.Once
+	req.Events = func(e Event) {
+		if e.Stage == "seal" {
+			once.Do(func() { fillInodes(t, mnt) })
+		}
+	}
+	r, err := Create(context.Background(), st, req)
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "ran out of inodes") || !strings.Contains(err.Error(), "but no inode") {
+		t.Fatalf("want the out-of-inodes refusal, got %v (result %+v)", err, r)
+	}
+	if refusal.RemedyOf(err) == nil {
+		t.Error("the refusal has no remedy (gc)")
+	}
+	envs, _ := filepath.Glob(filepath.Join(st.Home(), "envs", "*.seal.json"))
+	if len(envs) > 0 {
+		t.Errorf("a seal was written: %v", envs)
+	}
+}
+
+// fillInodes creates empty files below mnt until its file system has no
+// inode left.
+func fillInodes(t *testing.T, mnt string) {
+	fill := filepath.Join(mnt, "filler")
+	if err := os.Mkdir(fill, 0o755); err != nil {
+		t.Error(err)
+		return
+	}
+	for i := 0; ; i++ {
+		f, err := os.Create(filepath.Join(fill, fmt.Sprint(i)))
+		if err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Error(err)
+			}
+			return
+		}
+		f.Close()
+	}
+}

@@ -248,19 +248,20 @@ func diskFull(dir, home string, err error) error {
 		err = fmt.Errorf("%s: %w", r.Detail, r.Err)
 	}
 	var sfs unix.Statfs_t
-	space, free := "space", "free space unknown"
+	space, free, todo := "space", "free space unknown", "free some space"
 	if unix.Statfs(dir, &sfs) == nil {
 		free = fmt.Sprintf("%d MiB free", int64(sfs.Bavail)*sfs.Bsize>>20)
 		if sfs.Files > 0 && sfs.Ffree == 0 {
 			// Blocks left, no inode: a file system of many small files.
-			space, free = "inodes (df -i)", free+" but no inode"
+			// Freeing space does not help; removing files does.
+			space, free, todo = "inodes (df -i)", free+" but no inode", "remove files there (df -i shows the inodes free)"
 		}
 	}
 	if outsideStore(home, dir) {
-		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); free some space there or build elsewhere", filepath.Clean(dir), space, free)
+		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); %s or build elsewhere", filepath.Clean(dir), space, free, todo)
 	}
 	dir = home
-	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was installed (%s now, its staging not yet removed); free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free).WithRemedy(refusal.ActionGC, "")
+	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free, todo).WithRemedy(refusal.ActionGC, "")
 }
 
 // readWheel opens f, p's blob of size bytes (checked against p's sha256:

@@ -915,10 +915,25 @@ type SpaceError struct {
 	Home string
 	Op   string
 	Err  error
+	// Inodes is set when the file system ran out of inodes, not blocks
+	// (statfs: no free inode, blocks free): ENOSPC says the same for
+	// both, and freeing megabytes does not help a volume of many small
+	// files; removing files does.
+	Inodes bool
 }
 
 func (e *SpaceError) Error() string {
+	if e.Inodes {
+		return fmt.Sprintf("no inode left for the store %s (its file system has blocks free but no free inode; df -i shows them): %s: %v; remove files on its file system (blobs nothing uses can be collected) and run again", e.Home, e.Op, e.Err)
+	}
 	return fmt.Sprintf("no space left for the store %s: %s: %v; free space on its file system (blobs nothing uses can be collected) and run again", e.Home, e.Op, e.Err)
+}
+
+// outOfInodes reports whether the file system of dir has blocks free but
+// no inode (a file system that counts none, as btrfs, never has).
+func outOfInodes(dir string) bool {
+	var sfs unix.Statfs_t
+	return unix.Statfs(dir, &sfs) == nil && sfs.Files > 0 && sfs.Ffree == 0 && sfs.Bavail > 0
 }
 
 // Unwrap returns the system error.
@@ -984,7 +999,7 @@ func writeFailure(dir, op string, err error) error {
 	}
 	var errno unix.Errno
 	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
-		return &SpaceError{Home: dir, Op: op, Err: errno}
+		return &SpaceError{Home: dir, Op: op, Err: errno, Inodes: errno == unix.ENOSPC && outOfInodes(dir)}
 	}
 	return &WriteError{Dir: dir, Op: op, Err: err}
 }

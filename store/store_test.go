@@ -809,3 +809,35 @@ func TestIngestLeavesHalfTheDisk(t *testing.T) {
 		t.Errorf("left in the store: %v", got)
 	}
 }
+
+// TestWriteNoInode: a blob written on a file system with blocks free but
+// no inode left is a *SpaceError that says so (Inodes, "no inode left …
+// df -i") and what helps (removing files), not "no space left" with
+// megabytes free.
+func TestWriteNoInode(t *testing.T) {
+	disk := smallDisk(t, "16m,nr_inodes=64")
+	s, err := Open(filepath.Join(disk, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := filepath.Join(disk, "filler")
+	if err := os.Mkdir(fill, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		f, err := os.Create(filepath.Join(fill, fmt.Sprint(i)))
+		if err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+		f.Close()
+	}
+	body := []byte("a small blob")
+	err = s.Put(context.Background(), digest.Sum(body), int64(len(body)), bytes.NewReader(body))
+	var se *SpaceError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no inode left for the store") || !strings.Contains(err.Error(), "df -i") {
+		t.Fatalf("put on a file system out of inodes: %v", err)
+	}
+}
