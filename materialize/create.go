@@ -16,6 +16,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/internal/bytesize"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
@@ -621,11 +622,12 @@ func checkDisk(dir, home string, n usage, compile bool) error {
 	}
 	outside := outsideStore(home, dir)
 	if free := int64(sfs.Bavail) * sfs.Bsize; free < bytes {
-		f, n := sizes(free, bytes)
+		// Never "0.0 MiB": bytesize writes each in the unit that fits.
+		f, n, short := bytesize.Short(free, bytes)
 		if outside {
-			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s; free some space there or build elsewhere", dir, f, n)
+			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s, %s more; free some space there or build elsewhere", dir, f, n, short)
 		}
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n).WithRemedy(refusal.ActionGC, "")
+		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n, short).WithRemedy(refusal.ActionGC, "")
 	}
 	if sfs.Files > 0 && int64(min(sfs.Ffree, 1<<62)) < files {
 		if outside {
@@ -810,19 +812,6 @@ func Remove(ctx context.Context, st *store.Store, dir string) error {
 	// The env gone, its lock goes too (it piled up, one per env removed).
 	unlockAndRemove(lock, unlock)
 	return nil
-}
-
-// sizes renders free and need (free < need) so that they never read the
-// same: MiB with one decimal (free rounded down, need up), or bytes when
-// even that rounds them together.
-func sizes(free, need int64) (string, string) {
-	const mib = 1 << 20
-	f := float64(free/(mib/10)) / 10
-	n := float64((need+mib/10-1)/(mib/10)) / 10
-	if f < n {
-		return fmt.Sprintf("%.1f MiB", f), fmt.Sprintf("%.1f MiB", n)
-	}
-	return fmt.Sprintf("%d bytes", free), fmt.Sprintf("%d bytes", need)
 }
 
 // Tree materializes req into out, a directory that must not exist yet,

@@ -462,21 +462,6 @@ func TestCreateChecksFreeDisk(t *testing.T) {
 	}
 }
 
-// TestSizesNeverReadTheSame: a free-space refusal never says "has 5 MiB
-// free but needs about 5 MiB" (issue 11 item 9).
-func TestSizesNeverReadTheSame(t *testing.T) {
-	for _, c := range []struct{ free, need int64 }{
-		{5<<20 + 100, 5<<20 + 200}, {5 << 20, 6 << 20}, {0, 1}, {5<<20 - 1, 5 << 20}, {1 << 30, 1<<30 + 1},
-	} {
-		t.Run(fmt.Sprintf("free=%d,need=%d", c.free, c.need), func(t *testing.T) {
-			f, n := sizes(c.free, c.need)
-			if f == n {
-				t.Errorf("sizes(%d, %d) = %q twice", c.free, c.need, f)
-			}
-		})
-	}
-}
-
 // TestOneScriptNameTwoObjects: a wheel naming one script in
 // [console_scripts] and in [gui_scripts] with different objects is
 // wheel_invalid and says which two; it was install_conflict naming the

@@ -542,3 +542,26 @@ func fillInodes(t *testing.T, mnt string) {
 		f.Close()
 	}
 }
+
+// TestShortDiskRefusalNeverSaysNothing: a store with a few KiB free is
+// refused saying how many KiB it has, how much the env needs and how much
+// more that is; the refusal said "has 0.0 MiB free" (MiB with one decimal,
+// rounded down, for anything under 0.1 MiB).
+func TestShortDiskRefusalNeverSaysNothing(t *testing.T) {
+	st, mnt := tmpfsHome(t, "16m")
+	req := request(t, manyFilesWheel(t, st, "few", 6))
+	req.NoCompile = true
+	f, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, freeBytes(t, mnt)-32<<10)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Create(context.Background(), st, req)
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "has 32.0 KiB free but the env needs about") ||
+		!strings.Contains(err.Error(), " more;") || strings.Contains(err.Error(), " 0.0 ") {
+		t.Fatalf("want the free-space refusal in KiB, got %v", err)
+	}
+}

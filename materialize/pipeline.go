@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/bytesize"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -250,7 +251,7 @@ func diskFull(dir, home string, err error) error {
 	var sfs unix.Statfs_t
 	space, free, todo := "space", "free space unknown", "free some space"
 	if unix.Statfs(dir, &sfs) == nil {
-		free = fmt.Sprintf("%d MiB free", int64(sfs.Bavail)*sfs.Bsize>>20)
+		free = bytesize.Format(int64(sfs.Bavail)*sfs.Bsize) + " free"
 		if sfs.Files > 0 && sfs.Ffree == 0 {
 			// Blocks left, no inode: a file system of many small files.
 			// Freeing space does not help; removing files does.

@@ -21,6 +21,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/bytesize"
 	"github.com/cruxible/cruxprov/pipeline"
 )
 
@@ -278,15 +279,7 @@ func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
 	}
 }
 
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func humanBytes(n int64) string { return bytesize.Format(n) }
 
 // progress draws one bar per download and one overall, on a TTY.
 type progress struct {
