@@ -67,6 +67,25 @@ type Request struct {
 	AnyMachine bool
 	// Events, when set, receives progress (from several goroutines).
 	Events func(Event)
+	// Warn, when set, receives warnings: each damaged unpacked-cache
+	// entry found and removed.
+	Warn func(string)
+}
+
+// wheels are every wheel req installs: the resolution's and the root.
+func (req Request) wheels() []lockfile.ResolvedWheel {
+	all := req.Resolution.Packages
+	if req.RootWheel != nil {
+		all = append(slices.Clone(all), *req.RootWheel)
+	}
+	return all
+}
+
+// warn sends msg to req.Warn, when set.
+func (req Request) warn(msg string) {
+	if req.Warn != nil {
+		req.Warn(msg)
+	}
 }
 
 // Event is a progress report.
@@ -190,11 +209,14 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	err = build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
 	var damaged *cacheDamaged
 	if errors.As(err, &damaged) && ctx.Err() == nil {
-		// A damaged cache entry costs a rebuild from the archives alone.
-		if err = os.Remove(damaged.entry); err == nil || errors.Is(err, fs.ErrNotExist) {
-			if err = removeTree(stg.Path); err == nil {
-				err = os.Mkdir(stg.Path, 0o700)
-			}
+		// A damaged cache entry costs a rebuild from the archives alone;
+		// every damaged entry of the resolution goes now, with a warning
+		// each, not one per create.
+		if err = discardDamaged(ctx, st, req.wheels(), damaged, jobs, req.warn); err != nil {
+			return nil, err
+		}
+		if err = removeTree(stg.Path); err == nil {
+			err = os.Mkdir(stg.Path, 0o700)
 		}
 		if err != nil {
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s; remove %s and retry", damaged.entry, filepath.Join(st.Home(), UnpackedCacheDir))
@@ -318,10 +340,7 @@ func sealInputs(req Request, in *Probe, l Layout) (*seal.Seal, error) {
 func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layout, s *seal.Seal, staging, cacheTmp, dir string, jobs int, emit func(Event), res *Result, commit bool) error {
 	t0 := time.Now()
 	emit(Event{Stage: "install"})
-	all := req.Resolution.Packages
-	if req.RootWheel != nil {
-		all = append(slices.Clone(all), *req.RootWheel)
-	}
+	all := req.wheels()
 	// What the wheels unpack to (their central directories: no member is
 	// read) is checked against the free space before anything is written
 	// (DESIGN §14); a create the check refuses leaves the disk as it found
@@ -850,6 +869,24 @@ func Tree(ctx context.Context, st *store.Store, req Request, out, final string) 
 	}
 	res := &Result{Dir: out, Digest: s.Materialization.Digest}
 	err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
+	var damaged *cacheDamaged
+	if errors.As(err, &damaged) && ctx.Err() == nil {
+		// As Create: every damaged entry goes, and the tree is built
+		// again from the archives alone.
+		if err = discardDamaged(ctx, st, req.wheels(), damaged, jobs, req.warn); err == nil {
+			if err = removeTree(out); err == nil {
+				err = os.Mkdir(out, 0o700)
+			}
+			if err != nil {
+				err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s", damaged.entry)
+			}
+		}
+		if err == nil {
+			req.NoCache = true
+			*res = Result{Dir: out, Digest: s.Materialization.Digest}
+			err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
+		}
+	}
 	if err != nil {
 		_ = removeTree(out)
 		if ctx.Err() != nil {

@@ -2,17 +2,20 @@ package materialize
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/lockfile"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
 )
@@ -73,6 +76,89 @@ func (e *cacheDamaged) Error() string {
 }
 
 func (e *cacheDamaged) Unwrap() error { return e.err }
+
+// damagedEntries checks the unpacked-cache entry of every wheel of pkgs
+// that has one against the wheel's RECORD, each member hashed as an
+// install reads it, and returns the entries that are damaged: of the
+// wrong size, or with a member whose bytes differ. An entry that cannot
+// be opened, or whose wheel cannot be (the build refuses that), is left
+// out: the install does not read it either. It runs once a create has
+// met one damaged entry, so that every damaged entry goes in that create
+// (one at a time, each create found the next).
+func damagedEntries(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, jobs int) []*cacheDamaged {
+	found := make([]*cacheDamaged, len(pkgs))
+	dir := filepath.Join(st.Home(), filepath.FromSlash(UnpackedCacheDir))
+	_ = parallel(ctx, len(pkgs), jobs, func(i int) error {
+		p := pkgs[i]
+		path := filepath.Join(dir, p.SHA256.Hex())
+		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		bf, size, err := st.OpenVerified(p.SHA256, p.Filename)
+		if err != nil {
+			return nil
+		}
+		defer bf.Close()
+		w, err := readWheel(bf, size, p)
+		if err != nil {
+			return nil
+		}
+		s := slotOf(w, path)
+		if fi.Size() != s.total {
+			found[i] = &cacheDamaged{entry: path, err: fmt.Errorf("%d bytes, the wheel's members are %d", fi.Size(), s.total)}
+			return nil
+		}
+		rec := w.DistInfo() + "/RECORD"
+		for _, m := range w.Files() {
+			if m.Name == rec {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			r := wheel.NewMemberReader(io.NewSectionReader(f, s.offsets[m.Name], m.Size), m)
+			_, err := io.Copy(io.Discard, r)
+			r.Close()
+			if err != nil {
+				// Not the wheel's fault (it is the reference): said as the
+				// cache's, not as the refusal's "treat the wheel as tampered".
+				found[i] = &cacheDamaged{entry: path, err: fmt.Errorf("its copy of %s differs from the wheel's RECORD", m.Name)}
+				return nil
+			}
+		}
+		return nil
+	})
+	var bad []*cacheDamaged
+	for _, d := range found {
+		if d != nil {
+			bad = append(bad, d)
+		}
+	}
+	return bad
+}
+
+// discardDamaged removes the damaged cache entry first, which a build
+// met, and every other damaged entry of pkgs (damagedEntries), warning
+// about each.
+func discardDamaged(ctx context.Context, st *store.Store, pkgs []lockfile.ResolvedWheel, first *cacheDamaged, jobs int, warn func(string)) error {
+	bad := damagedEntries(ctx, st, pkgs, jobs)
+	if !slices.ContainsFunc(bad, func(d *cacheDamaged) bool { return d.entry == first.entry }) {
+		bad = append([]*cacheDamaged{first}, bad...)
+	}
+	for _, d := range bad {
+		if err := os.Remove(d.entry); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return refusal.Wrap(refusal.MaterializeFailed, err, "cannot remove the damaged unpacked-wheel cache entry %s; remove %s and retry", d.entry, filepath.Dir(d.entry))
+		}
+		warn(d.Error() + "; removed it: the env is built from the wheels, and the next create writes it again")
+	}
+	return nil
+}
 
 // slotOf lays out w's members (all but RECORD, which is regenerated) in
 // archive order.

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
@@ -149,5 +152,115 @@ func TestUnpackedCacheNotWrittenOnRefusal(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(st2.Home(), UnpackedCacheDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("NoCache wrote the cache: %v", err)
+	}
+}
+
+// TestUnpackedCacheSeveralDamaged: when several entries are damaged, one
+// create discards every one of them, warns about each, and succeeds from
+// the wheels; it used to discard the first it hit and build without the
+// cache, leaving the others for the next creates to find one at a time
+// (silently). The create after it writes them again.
+func TestUnpackedCacheSeveralDamaged(t *testing.T) {
+	st := newStore(t)
+	var ws []lockfile.ResolvedWheel
+	for _, name := range []string{"alpha", "beta", "gamma"} {
+		fn := name + "-1.0-py3-none-any.whl"
+		ws = append(ws, putWheel(t, st, fn, wheeltest.Build(t, fn, map[string]string{name + "/__init__.py": "VALUE = 42\n"})))
+	}
+	req := request(t, ws...)
+	first, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := map[string][]byte{}
+	for _, w := range ws[:2] { // alpha and beta damaged, gamma intact
+		e := unpackedEntry(st, w)
+		b, err := os.ReadFile(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		good[e] = b
+		i := bytes.Index(b, []byte("VALUE = 42"))
+		if i < 0 {
+			t.Fatal("member bytes not found in the cache entry")
+		}
+		bad := append(append(bytes.Clone(b[:i+9]), '3'), b[i+10:]...)
+		if err := os.Chmod(e, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(e, bad, 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warnings []string
+	req.Warn = func(s string) { warnings = append(warnings, s) }
+	r := recreate(t, st, req, first)
+	if r.TreeDigest != first.TreeDigest {
+		t.Fatalf("tree %s, want %s", r.TreeDigest, first.TreeDigest)
+	}
+	for e := range good {
+		if _, err := os.Lstat(e); err == nil {
+			t.Errorf("the damaged entry %s is still there", e)
+		}
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, e) && strings.Contains(w, "damaged") }) {
+			t.Errorf("no warning names %s: %q", e, warnings)
+		}
+	}
+	if len(warnings) != 2 {
+		t.Errorf("%d warnings, want 2 (gamma's entry is intact): %q", len(warnings), warnings)
+	}
+	if _, err := os.Stat(unpackedEntry(st, ws[2])); err != nil {
+		t.Errorf("the intact entry is gone: %v", err)
+	}
+	// The next create writes them again, warning about nothing.
+	warnings = nil
+	recreate(t, st, req, r)
+	for e, b := range good {
+		if got, err := os.ReadFile(e); err != nil || !bytes.Equal(got, b) {
+			t.Errorf("%s not rewritten: %v", e, err)
+		}
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings on a good cache: %q", warnings)
+	}
+}
+
+// TestTreeDiscardsDamagedEntries: an image's tree (Tree) meets a damaged
+// entry as a create does: removed with a warning, the tree built from the
+// wheels. It failed with the bare cacheDamaged error (no refusal code).
+func TestTreeDiscardsDamagedEntries(t *testing.T) {
+	st := newStore(t)
+	w := putDemo(t, st)
+	req := request(t, w)
+	cold, err := Tree(context.Background(), st, req, filepath.Join(testdir.New(t), "cold"), "/opt/env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := unpackedEntry(st, w)
+	b, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(b, []byte("VALUE = 42"))
+	if i < 0 {
+		t.Fatal("member bytes not found in the cache entry")
+	}
+	if err := os.Chmod(entry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, append(append(bytes.Clone(b[:i+9]), '3'), b[i+10:]...), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	req.Warn = func(s string) { warnings = append(warnings, s) }
+	warm, err := Tree(context.Background(), st, req, filepath.Join(testdir.New(t), "warm"), "/opt/env")
+	if err != nil {
+		t.Fatalf("tree over a damaged cache entry: %v", err)
+	}
+	if warm.TreeDigest != cold.TreeDigest || len(warnings) != 1 || !strings.Contains(warnings[0], entry) {
+		t.Fatalf("tree %s (want %s), warnings %q", warm.TreeDigest, cold.TreeDigest, warnings)
+	}
+	if _, err := os.Lstat(entry); err == nil {
+		t.Error("the damaged entry is still there")
 	}
 }
