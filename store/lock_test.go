@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -411,5 +412,40 @@ func TestWaitString(t *testing.T) {
 		if got := fmt.Sprintf("%v", w); got != want {
 			t.Errorf("%d: %q, want %q", int(w), got, want)
 		}
+	}
+}
+
+// TestLockWaitEndedIsWaitError: a lock call whose wait ctx ends (a
+// signal, a caller's deadline) is a *WaitError wrapping ctx's error, which
+// says which it was; callers tell "stopped while waiting, nothing done"
+// from an interruption of their work by it.
+func TestLockWaitEndedIsWaitError(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.LockExclusive(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	// Another process's view: a fresh open of the lock file (flock locks
+	// belong to the open file description).
+	s2, err := Open(s.Home())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s2.LockShared(ctx)
+	var we *WaitError
+	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "gave up waiting for the store") {
+		t.Fatalf("a shared lock past its deadline: %v", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err = s2.LockExclusive(ctx)
+	if !errors.As(err, &we) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted while waiting for the store") {
+		t.Fatalf("an exclusive lock interrupted: %v", err)
 	}
 }

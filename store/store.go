@@ -258,7 +258,7 @@ type Unlock func()
 // taker in a process that already holds the store shared does not pass
 // the gate (an install holds the store and its fetch and creates take
 // it again: held up at the gate, they would wait for a gc that waits
-// for them). It waits until ctx is done (an error wrapping ctx.Err(),
+// for them). It waits until ctx is done (a *WaitError wrapping ctx.Err(),
 // never a refusal); a lock that cannot be taken is materialize_failed.
 func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 	u, err := s.lock(ctx, unix.LOCK_SH)
@@ -266,7 +266,7 @@ func (s *Store) LockShared(ctx context.Context) (Unlock, error) {
 	case err == nil:
 		return u, nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("interrupted while waiting for the store lock: %w", ctx.Err())
+		return nil, err // a *WaitError
 	case errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS):
 		// Every reader takes it: a lock file missing (where this user
 		// cannot make it) or unreadable stops them all, and only the
@@ -304,7 +304,8 @@ func (s *Store) TryLockShared() (Unlock, bool, error) {
 // every shared holder is gone or ctx is done. It holds the store's gate
 // while it waits: the processes that take the store after it began to
 // wait wait behind it, so it gets the store once those that held it
-// then are done, however much later takers overlap.
+// then are done, however much later takers overlap. A wait ctx ends is
+// a *WaitError.
 func (s *Store) LockExclusive(ctx context.Context) (Unlock, error) { return s.lock(ctx, unix.LOCK_EX) }
 
 // TryLockExclusive takes the store lock exclusive if no process holds it,
@@ -391,7 +392,7 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 			}
 			if err := flockWait(ctx, g, how, blocked(w, g)); err != nil {
 				f.Close()
-				return nil, err
+				return nil, s.waitErr(ctx, err)
 			}
 		}
 	}
@@ -401,7 +402,7 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 	}
 	if err := flockWait(ctx, f, how, blocked(w, f)); err != nil {
 		f.Close()
-		return nil, err
+		return nil, s.waitErr(ctx, err)
 	}
 	if how != unix.LOCK_SH {
 		return func() { f.Close() }, nil
@@ -428,6 +429,34 @@ func (s *Store) lock(ctx context.Context, how int) (Unlock, error) {
 // flockWait takes f's flock (how), polling without blocking so that ctx
 // can end the wait; blocked is called each time it has to wait (not when
 // ctx is done already: TryLockShared's cancelled ctx never waits).
+// WaitError is a lock call of the store (LockShared, LockExclusive) that
+// ctx ended while it waited for other processes to let the store go:
+// nothing was done under the lock. Err is ctx's error: context.Canceled
+// for an interruption (a signal), context.DeadlineExceeded for a bound
+// the caller put on the wait (a run's timeout: package pinned).
+type WaitError struct {
+	Home string
+	Err  error
+}
+
+func (e *WaitError) Error() string {
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return fmt.Sprintf("gave up waiting for the store %s: other processes held it past the deadline", e.Home)
+	}
+	return fmt.Sprintf("interrupted while waiting for the store %s, which other processes held", e.Home)
+}
+
+// Unwrap returns ctx's error.
+func (e *WaitError) Unwrap() error { return e.Err }
+
+// waitErr is err of a lock wait: a *WaitError when ctx ended it.
+func (s *Store) waitErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return &WaitError{Home: s.home, Err: ctx.Err()}
+	}
+	return err
+}
+
 func flockWait(ctx context.Context, f *os.File, how int, blocked func()) error {
 	for wait := time.Millisecond; ; {
 		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)

@@ -263,7 +263,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ctx.Err() != nil && !errors.As(err, &u) && !errors.As(err, &done) {
 		// A signal stopped the command: whatever error the work returned
 		// (context canceled, a killed probe) is a consequence of it.
-		msg := interruptedMessage(path)
+		msg := interruptedMessage(path, err)
 		fmt.Fprintf(stderr, "error: %s\n", msg)
 		if asJSON {
 			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}})
@@ -869,10 +869,22 @@ func shellQuote(s string) string {
 // interruptedMessage is what a command stopped by a signal says: nothing
 // partial was kept, what of its work finished before the signal stays
 // done (named for the commands that keep some), and running it again
-// completes it.
-func interruptedMessage(path []string) string {
+// completes it. A command stopped while it waited for the store's lock
+// (err a *store.WaitError) says so: it had done nothing under it, and a
+// gc removed nothing (it said that what it removed stays removed).
+func interruptedMessage(path []string, err error) string {
+	var we *store.WaitError
+	waited := errors.As(err, &we)
+	cmd := strings.Join(path, " ")
+	if waited && cmd == "gc" {
+		return "interrupted by a signal while gc waited for the store (other processes held it); gc removed nothing: run it again once they are done, or without --wait, which fails at once while the store is in use"
+	}
+	how := "interrupted by a signal"
+	if waited {
+		how += " while it waited for the store (other processes held it)"
+	}
 	kept := ""
-	switch strings.Join(path, " ") {
+	switch cmd {
 	case "fetch", "env create", "install":
 		kept = "; the wheels fetched before it stay in the store, and the run again does not fetch them twice"
 	case "gc":
@@ -882,5 +894,5 @@ func interruptedMessage(path []string) string {
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"
 	}
-	return "interrupted by a signal; nothing partial was kept" + kept + ": run the command again to complete it"
+	return how + "; nothing partial was kept" + kept + ": run the command again to complete it"
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // TestInterruptKillsTheProbe: Ctrl-C signals the whole process group, so
@@ -53,6 +56,26 @@ func TestInterruptKillsTheProbe(t *testing.T) {
 	}
 }
 
+// TestInterruptedWhileWaitingMessage: a command stopped while it waited
+// for the store's lock says so; gc says it removed nothing. gc --wait
+// interrupted while it waited said "what gc removed before it stays
+// removed", having removed nothing (the walk of store.md as
+// cruxprov-rootless: gc --wait beside a run, Ctrl-C).
+func TestInterruptedWhileWaitingMessage(t *testing.T) {
+	err := fmt.Errorf("wrapped: %w", &store.WaitError{Home: "/h", Err: context.Canceled})
+	m := interruptedMessage([]string{"gc"}, err)
+	if !strings.HasPrefix(m, "interrupted by a signal while gc waited for the store") || !strings.Contains(m, "gc removed nothing") || strings.Contains(m, "stays removed") {
+		t.Errorf("gc: %q", m)
+	}
+	m = interruptedMessage([]string{"run"}, err)
+	if !strings.HasPrefix(m, "interrupted by a signal while it waited for the store (other processes held it); nothing partial was kept") {
+		t.Errorf("run: %q", m)
+	}
+	if m := interruptedMessage([]string{"gc"}, context.Canceled); !strings.Contains(m, "what gc removed before it stays removed") {
+		t.Errorf("gc interrupted while removing: %q", m)
+	}
+}
+
 // TestInterruptedMessage: each command says what of its work stays done
 // after a signal, and no other command's (a key generate said that gc's
 // removals stay removed).
@@ -69,7 +92,7 @@ func TestInterruptedMessage(t *testing.T) {
 		{path: []string{"verify"}, wantNone: true},
 	} {
 		t.Run(strings.Join(c.path, " "), func(t *testing.T) {
-			m := interruptedMessage(c.path)
+			m := interruptedMessage(c.path, context.Canceled)
 			if !strings.HasPrefix(m, "interrupted by a signal; nothing partial was kept") || !strings.HasSuffix(m, ": run the command again to complete it") {
 				t.Fatalf("%q", m)
 			}

@@ -92,7 +92,7 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 
 	// wait starts args, waits for it to say it waits (want in the line),
 	// then interrupts it (sig) and checks how it ends.
-	wait := func(what string, sig syscall.Signal, want string, args ...string) {
+	wait := func(what string, sig syscall.Signal, want string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
 		cmd.Env = env
@@ -126,6 +126,7 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 		if dec := json.NewDecoder(strings.NewReader(so.String())); dec.Decode(&doc) != nil || dec.More() || doc.Error.Kind != "interrupted" {
 			t.Errorf("%s --json: stdout %q is not the one interrupted document", what, so.String())
 		}
+		return stderr
 	}
 	shared := map[string][]string{
 		"run":        {"run", "acme-echo", "echo", "--input", in, "--ledger", ledger, "--json"},
@@ -153,7 +154,11 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 	}
 	// A gc that waits, and env remove, beside a run.
 	release = holdFlock(t, home, ".lock", unix.LOCK_SH)
-	wait("gc --wait", syscall.SIGINT, "the processes using it (pid "+pid+": runs,", "gc", "--wait", "--json")
+	// It says it removed nothing: it said "what gc removed before it
+	// stays removed".
+	if stderr := wait("gc --wait", syscall.SIGINT, "the processes using it (pid "+pid+": runs,", "gc", "--wait", "--json"); !strings.Contains(stderr, "interrupted by a signal while gc waited for the store (other processes held it); gc removed nothing") {
+		t.Errorf("gc --wait interrupted while it waited: %q", stderr)
+	}
 	wait("env remove", syscall.SIGTERM, "the processes using it (pid "+pid+": runs,", "env", "remove", env0, "--json")
 	release()
 
