@@ -26,6 +26,9 @@ package pinned
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/python"
@@ -102,10 +105,29 @@ func (e *VerifyError) Unwrap() error { return e.Err }
 // *invoke.RecordedRefusal when the ledger records it: a verification
 // that refused once the pin named the env, such as env_drift, is one).
 // A verification refused before that is a *VerifyError; a wait for the
-// store's lock that ctx ended is ctx's error, wrapped.
+// store's lock that ctx ended is a *store.WaitError wrapping ctx's error.
+//
+// The caller's timeout (req.Limits.TimeoutMS) bounds the wait for the
+// store's lock too, on its own: a run that cannot take the store within
+// it (a gc holds it, or waits for it behind a long run) gives up, runs
+// nothing and records nothing, with a *store.WaitError wrapping
+// context.DeadlineExceeded that says so; once the store is held, the
+// provider has its whole budget. Without it the wait was unbounded, and
+// `cruxprov run --timeout 5s` behind a gc --wait waited for ever. Without
+// a caller's timeout the wait is not bounded (the manifest's budget is
+// known only once the pin is read, under the lock).
 func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invoke.Result, error) {
-	unlock, err := HoldStore(ctx, lo.Home, lo.OnWait)
+	hold, cancel := ctx, context.CancelFunc(func() {})
+	bound := time.Duration(req.Limits.TimeoutMS) * time.Millisecond
+	if bound > 0 {
+		hold, cancel = context.WithTimeout(ctx, bound)
+	}
+	unlock, err := HoldStore(hold, lo.Home, lo.OnWait)
+	cancel() // the lock, once held, does not depend on it
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w (the run's timeout, %s, bounds that wait as it bounds the provider); the provider did not run and nothing was written to the ledger: run it again once they are done", err, bound)
+		}
 		return nil, err
 	}
 	defer unlock()

@@ -293,6 +293,41 @@ func TestWaitsForGC(t *testing.T) {
 	}
 }
 
+// TestTimeoutBoundsTheStoreWait: a run with a timeout (the caller's
+// --timeout) that cannot take the store within it (a gc holds it) gives
+// up then, saying so (a *store.WaitError past its deadline, naming the
+// timeout), and runs and records nothing; it waited for ever past its
+// --timeout.
+func TestTimeoutBoundsTheStoreWait(t *testing.T) {
+	w := newWorld(t)
+	unlock, ok, err := w.st.TryLockExclusive()
+	if err != nil || !ok {
+		t.Fatalf("TryLockExclusive: %v %v", ok, err)
+	}
+	defer unlock()
+	req := w.request("startup", "{}")
+	req.Limits = invoke.Budgets{TimeoutMS: 300}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pinned.Run(context.Background(), w.reg, req, w.local())
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("a run with a 300ms timeout still waits for the store after 60s")
+	}
+	var we *store.WaitError
+	if !errors.As(err, &we) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "the run's timeout, 300ms") || !strings.Contains(err.Error(), "the provider did not run") {
+		t.Fatalf("want the bounded wait's error, got %v", err)
+	}
+	if fi, err := os.Stat(w.path); err == nil && fi.Size() > 0 {
+		if rows, _ := os.ReadFile(w.path); bytes.Contains(rows, []byte(`"intent"`)) {
+			t.Errorf("a run that never took the store wrote %s", rows)
+		}
+	}
+}
+
 // TestRefusals: a verification refused before the pin names the env is
 // a *pinned.VerifyError that keeps its code and writes no receipt; one
 // refused after (the env drifted) is recorded, an

@@ -43,7 +43,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Usage: "the request's input JSON `FILE`, or - for stdin"},
 			&cli.StringSliceFlag{Name: "secret", Usage: "a secret `REF=@FILE` or REF=env:VAR, resolved at the run; repeatable"},
-			&cli.DurationFlag{Name: "timeout", Usage: "lower the manifest's timeout to `D` (default: the manifest's)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "lower the manifest's timeout to `D` (default: the manifest's); D also bounds the wait for the store (a gc holding it)"},
 			&cli.Int64Flag{Name: "output-bytes", Usage: "lower the manifest's output budget to `N` bytes (default: the manifest's)"},
 			&cli.StringFlag{Name: "sandbox", Usage: "a sandbox `LAUNCHER`: bwrap (no network; only the env, the interpreter and the workdir visible)"},
 			&cli.StringFlag{Name: "idempotency-key", Usage: "replay a recorded ok outcome for the same key `K` and input (its result is not printed again, only its digest); refuse another input"},

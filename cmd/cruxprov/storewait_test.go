@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -148,6 +149,15 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 	for what, args := range shared {
 		wait(what, syscall.SIGTERM, "a gc (or env remove; pid "+pid+") is using it", args...)
 	}
+	// A run's --timeout bounds its wait for the store too: it gives up,
+	// exit 1, no receipt (it waited for ever past it: killed at 60s here).
+	tctx, tcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer tcancel()
+	c := exec.CommandContext(tctx, bin, "--home", home, "run", "acme-echo", "echo", "--input", in, "--ledger", ledger, "--timeout", "500ms")
+	c.Env = env
+	if r := runCmd(t, c); r.code != exitFailure || !strings.Contains(r.stderr, "gave up waiting for the store") || !strings.Contains(r.stderr, "the run's timeout, 500ms") {
+		t.Errorf("run --timeout 500ms while a gc holds the store: %+v", r)
+	}
 	release()
 	if _, err := os.Stat(ledger); !os.IsNotExist(err) {
 		t.Errorf("a run interrupted while it waited for the store left a ledger: %v", err)
@@ -184,7 +194,7 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 	if dec := json.NewDecoder(strings.NewReader(so.String())); dec.Decode(&doc) != nil || dec.More() || doc.Refused.Code != "pin_unapproved" {
 		t.Errorf("verify once the gc was done: stdout %q, stderr %q", so.String(), se.String())
 	}
-	c := exec.Command(bin, "--home", home, "verify", "acme-echo")
+	c = exec.Command(bin, "--home", home, "verify", "acme-echo")
 	c.Env = env
 	if r := runCmd(t, c); strings.Contains(r.stderr, "waiting") {
 		t.Errorf("verify of a store no one holds: %+v", r)
