@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/asuser"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -322,5 +325,86 @@ func TestDamagedBlobNotRemovable(t *testing.T) {
 	_, _, err := s.OpenVerified(d, "w.whl")
 	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "remove it as the store's owner") || refusal.RemedyOf(err) != nil {
 		t.Fatalf("OpenVerified: %v (remedy %+v), want materialize_failed saying to remove it", err, refusal.RemedyOf(err))
+	}
+}
+
+// TestDocDamageExample: the shell lines of docs/store.md that damage a
+// blob in place (all but the fetch that follows them) work as written for
+// the store's owner who is not root (as root, this test runs them as uid
+// 65534 on a store it owns), leave the blob's size, mode and mtime as they
+// were, and make it damaged. The doc said `dd conv=notrunc` with no
+// `chmod u+w`: blobs are 0444, and dd failed with Permission denied for
+// anyone but root.
+func TestDocDamageExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "store.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(doc), "\n") {
+		switch {
+		case len(lines) == 0 && !strings.HasPrefix(l, `    b="${CRUXPROV_HOME`):
+		case strings.HasPrefix(l, "    cruxprov fetch"), !strings.HasPrefix(l, "    "):
+			goto found
+		default:
+			lines = append(lines, strings.TrimPrefix(l, "    "))
+		}
+	}
+found:
+	if len(lines) == 0 {
+		t.Fatal(`docs/store.md has no block starting b="${CRUXPROV_HOME…`)
+	}
+	script := "set -e\n" + strings.Join(lines, "\n") + "\n"
+
+	base := t.TempDir()
+	root := os.Geteuid() == 0
+	if root {
+		asuser.Require(t, "run the doc's lines as a user who is not root")
+		base = asuser.Dir(t, "cruxprov-dd-")
+	}
+	home, wheels := filepath.Join(base, "home"), filepath.Join(base, "wheels")
+	s, err := Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(strings.Repeat("the runtime wheel's bytes ", 20))
+	d := digest.Sum(body)
+	if err := s.Put(context.Background(), d, int64(len(body)), bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(wheels, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(wheels, "cruxible_provider_runtime-0.2.0-py3-none-any.whl"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cmd *exec.Cmd
+	if root {
+		if out, err := exec.Command("chown", "-R", "65534:65534", base).CombinedOutput(); err != nil {
+			t.Fatalf("chown: %v %s", err, out)
+		}
+		cmd = asuser.Command(65534, 65534, "/bin/bash", "-c", script)
+	} else {
+		cmd = exec.Command("/bin/bash", "-c", script)
+	}
+	cmd.Dir = wheels
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_HOME=" + home}
+	before, err := os.Stat(s.Path(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the doc's lines as the store's owner (not root): %v\n%s", err, out)
+	}
+	after, err := os.Stat(s.Path(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() != before.Size() || after.Mode() != before.Mode() || !after.ModTime().Equal(before.ModTime()) {
+		t.Errorf("stat before %v %v %v, after %v %v %v", before.Size(), before.Mode(), before.ModTime(), after.Size(), after.Mode(), after.ModTime())
+	}
+	var de *DamagedError
+	if ok, _, err := s.Check(d); ok || !errors.As(err, &de) {
+		t.Fatalf("the blob the doc damaged: Check %v %v", ok, err)
 	}
 }
