@@ -259,46 +259,48 @@ func TestOnWait(t *testing.T) {
 		{"exclusive beside a run", lockName, unix.LOCK_SH, true, WaitForUsers},
 		{"exclusive behind a waiting gc", gateName, unix.LOCK_EX, true, WaitForUsers},
 	} {
-		said, pids = nil, nil
-		release := hold(c.file, c.held)
-		if !c.exclusive {
-			if _, ok, err := s.TryLockShared(); ok || err != nil {
-				t.Fatalf("%s: TryLockShared %v %v", c.name, ok, err)
+		t.Run(c.name, func(t *testing.T) {
+			said, pids = nil, nil
+			release := hold(c.file, c.held)
+			if !c.exclusive {
+				if _, ok, err := s.TryLockShared(); ok || err != nil {
+					t.Fatalf("%s: TryLockShared %v %v", c.name, ok, err)
+				}
+				if w := heard(); len(w) != 0 {
+					t.Fatalf("%s: TryLockShared said it waits: %v", c.name, w)
+				}
 			}
-			if w := heard(); len(w) != 0 {
-				t.Fatalf("%s: TryLockShared said it waits: %v", c.name, w)
+			done := make(chan error, 1)
+			go func() {
+				lock := s.LockShared
+				if c.exclusive {
+					lock = s.LockExclusive
+				}
+				u, err := lock(context.Background())
+				if err == nil {
+					u()
+				}
+				done <- err
+			}()
+			for deadline := time.Now().Add(time.Minute); len(heard()) == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: nothing said", c.name)
+				}
 			}
-		}
-		done := make(chan error, 1)
-		go func() {
-			lock := s.LockShared
-			if c.exclusive {
-				lock = s.LockExclusive
+			time.Sleep(300 * time.Millisecond) // it polls meanwhile
+			release()
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", c.name, err)
 			}
-			u, err := lock(context.Background())
-			if err == nil {
-				u()
+			mu.Lock()
+			if len(said) != 1 || said[0] != c.want {
+				t.Errorf("%s: said %v, want once %v", c.name, said, c.want)
+			} else if len(pids[0]) != 1 || pids[0][0] != os.Getpid() {
+				// The holder is this process's other open file.
+				t.Errorf("%s: holders %v, want [%d]", c.name, pids[0], os.Getpid())
 			}
-			done <- err
-		}()
-		for deadline := time.Now().Add(time.Minute); len(heard()) == 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: nothing said", c.name)
-			}
-		}
-		time.Sleep(300 * time.Millisecond) // it polls meanwhile
-		release()
-		if err := <-done; err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		mu.Lock()
-		if len(said) != 1 || said[0] != c.want {
-			t.Errorf("%s: said %v, want once %v", c.name, said, c.want)
-		} else if len(pids[0]) != 1 || pids[0][0] != os.Getpid() {
-			// The holder is this process's other open file.
-			t.Errorf("%s: holders %v, want [%d]", c.name, pids[0], os.Getpid())
-		}
-		mu.Unlock()
+			mu.Unlock()
+		})
 	}
 	// Not waiting, nothing is said.
 	said = nil

@@ -503,28 +503,30 @@ func TestIngestUnwritableStore(t *testing.T) {
 		body   string
 		stored bool
 	}{{"present", true}, {"absent", false}} {
-		p, err := s.Ingest(ctx, strings.NewReader(tc.body))
-		if err != nil {
-			t.Fatalf("%s: %v", tc.body, err)
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(int(p.f.Fd()), &st); err != nil || st.Nlink != 0 {
-			t.Errorf("%s: the copy has %d names (%v), want none", tc.body, st.Nlink, err)
-		}
-		got := make([]byte, len(tc.body))
-		if n, err := p.ReadAt(got, 0); n != len(got) || err != nil || string(got) != tc.body || p.Digest() != digest.Sum([]byte(tc.body)) {
-			t.Errorf("%s: ReadAt %q, %v; digest %s", tc.body, got[:n], err, p.Digest())
-		}
-		err = s.Commit(ctx, []*Pending{p})
-		if tc.stored && (err != nil || p.Digest() != present) {
-			t.Errorf("%s: Commit: %v", tc.body, err)
-		}
-		if !tc.stored && (err == nil || !strings.Contains(err.Error(), "the store cannot be written")) {
-			t.Errorf("%s: Commit of a blob the store lacks: %v, want not writable", tc.body, err)
-		}
-		if _, err := p.ReadAt(got, 0); !errors.Is(err, os.ErrClosed) {
-			t.Errorf("%s: the copy is still open after Commit: %v", tc.body, err)
-		}
+		t.Run(tc.body, func(t *testing.T) {
+			p, err := s.Ingest(ctx, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.body, err)
+			}
+			var st unix.Stat_t
+			if err := unix.Fstat(int(p.f.Fd()), &st); err != nil || st.Nlink != 0 {
+				t.Errorf("%s: the copy has %d names (%v), want none", tc.body, st.Nlink, err)
+			}
+			got := make([]byte, len(tc.body))
+			if n, err := p.ReadAt(got, 0); n != len(got) || err != nil || string(got) != tc.body || p.Digest() != digest.Sum([]byte(tc.body)) {
+				t.Errorf("%s: ReadAt %q, %v; digest %s", tc.body, got[:n], err, p.Digest())
+			}
+			err = s.Commit(ctx, []*Pending{p})
+			if tc.stored && (err != nil || p.Digest() != present) {
+				t.Errorf("%s: Commit: %v", tc.body, err)
+			}
+			if !tc.stored && (err == nil || !strings.Contains(err.Error(), "the store cannot be written")) {
+				t.Errorf("%s: Commit of a blob the store lacks: %v, want not writable", tc.body, err)
+			}
+			if _, err := p.ReadAt(got, 0); !errors.Is(err, os.ErrClosed) {
+				t.Errorf("%s: the copy is still open after Commit: %v", tc.body, err)
+			}
+		})
 	}
 	// A full temp directory is named as such: not a *SpaceError, whose
 	// advice (free the store's disk, gc it) is not this user's to follow.

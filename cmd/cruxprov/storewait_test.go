@@ -308,26 +308,28 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 		{[]string{"gc"}, exitFailure, "run gc as the store's owner (gc --dry-run --wait shows what it would remove"},
 		{[]string{"env", "remove", env0}, exitRefused, "the store is not writable by this user (uid 65534), and the store is in use"},
 	} {
-		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		var se lockedBuffer
-		cmd.Stderr = &se
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Errorf("%v as a non-writer waited for the store: %q", c.args, se.String())
-			continue
-		}
-		if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(se.String(), c.want) || strings.Contains(se.String(), "waiting for the store") {
-			t.Errorf("%v as a non-writer beside a run: exit %d, stderr %q", c.args, code, se.String())
-		}
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+			var se lockedBuffer
+			cmd.Stderr = &se
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-done
+				t.Errorf("%v as a non-writer waited for the store: %q", c.args, se.String())
+				return
+			}
+			if code := cmd.ProcessState.ExitCode(); code != c.code || !strings.Contains(se.String(), c.want) || strings.Contains(se.String(), "waiting for the store") {
+				t.Errorf("%v as a non-writer beside a run: exit %d, stderr %q", c.args, code, se.String())
+			}
+		})
 	}
 	if _, err := os.Stat(env0); err != nil {
 		t.Errorf("the env is gone: %v", err)
