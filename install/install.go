@@ -228,9 +228,9 @@ func checkInterfaces(ctx context.Context, reg registry.Reader, m *manifest.Manif
 	switch len(missing) {
 	case 0:
 	case 1:
-		return refusal.New(refusal.InterfaceUnregistered, "%s implements interface %s, which the registry does not know; register its schema first (cruxprov interface register %s --schema FILE)", m.Name, missing[0], missing[0])
+		return refusal.New(refusal.InterfaceUnregistered, "%s implements interface %s, which the registry does not know; register its schema first", m.Name, missing[0]).WithRemedy(refusal.ActionRegisterInterface, missing[0])
 	default:
-		return refusal.New(refusal.InterfaceUnregistered, "%s implements interfaces the registry does not know: %s; register each one's schema first (cruxprov interface register ID --schema FILE)", m.Name, strings.Join(missing, ", "))
+		return refusal.New(refusal.InterfaceUnregistered, "%s implements interfaces the registry does not know: %s; register each one's schema first", m.Name, strings.Join(missing, ", ")).WithRemedy(refusal.ActionRegisterInterface, "")
 	}
 	for _, e := range m.Entrypoints {
 		if d := known[e.Interface.ID]; d != e.Interface.Digest {

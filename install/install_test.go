@@ -112,10 +112,13 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 	if refusal.CodeOf(err) != refusal.InterfaceUnregistered {
 		t.Fatalf("Install: %v, want interface_unregistered", err)
 	}
-	for _, want := range []string{"acme.echo", "acme.diagnostics", "cruxprov interface register"} {
+	for _, want := range []string{"acme.echo", "acme.diagnostics", "register each one's schema first"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not name %q", err, want)
 		}
+	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionRegisterInterface || r.Target != "" {
+		t.Errorf("remedy %+v, want register_interface (of no one interface: there are two)", r)
 	}
 	// Refused before anything was built or fetched: no env, no blob (it
 	// built the host env first, then refused); once the caller closes the

@@ -74,7 +74,8 @@ const (
 	// ActionRepairRegistry writes again, under the registry's lock, the
 	// files the history says otherwise: a pin file lost or put back from
 	// before (from the change-set the history accepted last), and
-	// interfaces.json (from the history's registrations).
+	// interfaces.json (from the history's registrations). Run by the
+	// registry's owner, it first finishes a change left interrupted.
 	ActionRepairRegistry Action = "repair_registry"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).
@@ -84,6 +85,31 @@ const (
 	// (the network, file system, capability, user and ulimit confinement
 	// still holds): the executor's explicit choice.
 	ActionUnenforcedLimits Action = "unenforced_limits"
+	// ActionTrustKey trusts another public key in the registry: the
+	// root of trust in a registry that trusts none yet, a change-set
+	// the approvers approve after that (Target: the key's role,
+	// "approver" or "builder"; Remedy.Name, when set, the name to
+	// trust it under).
+	ActionTrustKey Action = "trust_key"
+	// ActionUntrustKey proposes untrusting the key the registry trusts
+	// under a name (Target: the name).
+	ActionUntrustKey Action = "untrust_key"
+	// ActionListKeys lists the keys the registry trusts: their names,
+	// roles and digests.
+	ActionListKeys Action = "list_keys"
+	// ActionSetThreshold proposes setting the number of distinct
+	// approver keys a change-set needs (Target: the number).
+	ActionSetThreshold Action = "set_threshold"
+	// ActionRetire proposes retiring an accepted provider: it no
+	// longer runs once that is approved (Target: the provider's name).
+	ActionRetire Action = "retire"
+	// ActionApprove approves a proposed change-set with an approver key
+	// (Target: the change-set id).
+	ActionApprove Action = "approve"
+	// ActionRegisterInterface registers an interface's JSON schema in
+	// the registry (Target: the interface id, or "" where there are
+	// several, which the refusal names).
+	ActionRegisterInterface Action = "register_interface"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.
@@ -94,6 +120,9 @@ type Remedy struct {
 	// Images are, for ActionPropose, the images (REF@sha256:…) the
 	// pin names: a proposal that does not name them again drops them.
 	Images []string `json:"images,omitempty"`
+	// Name is, for ActionTrustKey, the name to trust the key under ("":
+	// the public key file's name, as key trust defaults it).
+	Name string `json:"name,omitempty"`
 }
 
 // WithRemedy sets e's remedy and returns e.

@@ -60,8 +60,20 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	says("approve by a builder key", approve(v1, ci), refusal.SignerUntrusted, "approve with an approver key (cruxprov key list")
-	says("approve by an untrusted key", approve(v1, mallory), refusal.SignerUntrusted, "approve with a trusted approver key (cruxprov key list")
+	// The words say what to do; the remedy (rendered by cmd/) lists the
+	// keys with their roles.
+	for _, c := range []struct {
+		what string
+		key  registrytest.Key
+		want string
+	}{{"approve by a builder key", ci, "approve with an approver key (the registry's trusted keys are listed with their roles)"},
+		{"approve by an untrusted key", mallory, "approve with a trusted approver key (the registry's trusted keys are listed with their roles)"}} {
+		err := approve(v1, c.key)
+		says(c.what, err, refusal.SignerUntrusted, c.want)
+		if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionListKeys {
+			t.Errorf("%s: remedy %+v, want list_keys", c.what, r)
+		}
+	}
 
 	// Two proposals on one base: the second, once the first is
 	// approved, is stale, and says what proposes it again.
@@ -81,14 +93,18 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = approve(v2, alice)
-	says("approve a stale provider change-set", err, refusal.ChangesetStale, "propose again (cruxprov install")
+	says("approve a stale provider change-set", err, refusal.ChangesetStale, "propose again (install it again, as it was proposed)")
 	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionPropose || !strings.HasPrefix(r.Target, "acme-echo==2.0@sha256:") {
 		t.Errorf("stale provider change-set: remedy %+v, want propose acme-echo==2.0@sha256:…", r)
 	}
 	if err := approve(trustCarol.ChangeSet, alice); err != nil {
 		t.Fatal(err)
 	}
-	says("approve a stale trust change-set", approve(untrustCI, alice), refusal.ChangesetStale, "propose again (cruxprov key untrust ci)")
+	err = approve(untrustCI, alice)
+	says("approve a stale trust change-set", err, refusal.ChangesetStale, "propose again (untrust ci again)")
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionUntrustKey || r.Target != "ci" {
+		t.Errorf("stale trust change-set: remedy %+v, want untrust_key ci", r)
+	}
 
 	// Retired: verify says it runs again once proposed and approved.
 	if err := approve(registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, alice); err != nil {

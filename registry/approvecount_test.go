@@ -167,8 +167,8 @@ func TestTrustKeyNameTaken(t *testing.T) {
 	other := registrytest.NewKey(t, "alice", registry.RoleApprover)
 	_, err = d.TrustKey(ctx, other.Key, "test")
 	wantRefusal(t, err, refusal.ChangesetInvalid)
-	if !strings.Contains(err.Error(), "under another name") || !strings.Contains(err.Error(), "key untrust alice") {
-		t.Errorf("another key under the name: %v", err)
+	if r := refusal.RemedyOf(err); !strings.Contains(err.Error(), "under another name") || !strings.Contains(err.Error(), "untrust that one first") || r == nil || r.Action != refusal.ActionUntrustKey || r.Target != "alice" {
+		t.Errorf("another key under the name: %v (remedy %+v, want untrust_key alice)", err, r)
 	}
 	// A change-set document that trusts this very key still has
 	// nothing to change (Propose, as changeset propose does).

@@ -284,8 +284,8 @@ func unfinishedReader(t *testing.T, root string) {
 	for name, open := range map[string]func(context.Context, string) (*registry.Dir, error){"OpenDir": registry.OpenDir, "OpenDirReadOnly": registry.OpenDirReadOnly} {
 		_, err := open(ctx, root)
 		wantRefusal(t, err, refusal.RegistryCorrupt)
-		if !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "registry log --verify") {
-			t.Errorf("%s: does not say what happened and who finishes it: %v", name, err)
+		if r := refusal.RemedyOf(err); !strings.Contains(err.Error(), "interrupted") || !strings.Contains(err.Error(), "the registry's owner finishes it") || r == nil || r.Action != refusal.ActionRepairRegistry {
+			t.Errorf("%s: does not say what happened and who finishes it (with a repair_registry remedy): %v (%+v)", name, err, r)
 		}
 		// The lock is 0644 and a reader takes it read-only: that it
 		// could not open it for writing is no cause of anything (it

@@ -260,11 +260,11 @@ func (d *Dir) pending() (bool, error) {
 // unfinished is the refusal of a reader that finds a change recorded and
 // not finished, which it may not finish itself.
 func (d *Dir) unfinished(why error) error {
-	msg := "a registry change was interrupted and is not finished (%s); the registry's owner finishes it with any cruxprov command that opens it, for example `cruxprov registry log --verify`"
+	msg := "a registry change was interrupted and is not finished (%s); the registry's owner finishes it by opening the registry (any change, a repair, or a read of it with its history verified)"
 	if why != nil {
-		return refusal.Wrap(refusal.RegistryCorrupt, why, msg, d.path(journalName))
+		return refusal.Wrap(refusal.RegistryCorrupt, why, msg, d.path(journalName)).WithRemedy(refusal.ActionRepairRegistry, "")
 	}
-	return refusal.New(refusal.RegistryCorrupt, msg, d.path(journalName))
+	return refusal.New(refusal.RegistryCorrupt, msg, d.path(journalName)).WithRemedy(refusal.ActionRepairRegistry, "")
 }
 
 // awaitWriter is what a reader that may not finish a change does on

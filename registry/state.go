@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -275,7 +276,7 @@ func (s *state) validateChange(c *Change) error {
 		}
 	case ActionTrustKey, ActionUntrustKey, ActionSetPolicy:
 		if s.trust == nil {
-			return refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust the root key first (cruxprov key trust)")
+			return noTrust()
 		}
 		_, err := applyTrust(s.trust, c)
 		return err
@@ -295,10 +296,10 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		}
 		for _, x := range n.Keys {
 			if x.Name == k.Name && x.Digest == k.Digest && x.Role == k.Role {
-				return nil, refusal.New(refusal.ChangesetInvalid, "%s is already trusted, this very key as %s: nothing to change (key list shows it)", k.Name, x.Role)
+				return nil, refusal.New(refusal.ChangesetInvalid, "%s is already trusted, this very key as %s: nothing to change (the registry's trusted keys list it)", k.Name, x.Role).WithRemedy(refusal.ActionListKeys, "")
 			}
 			if x.Name == k.Name {
-				return nil, refusal.New(refusal.ChangesetInvalid, "a key named %s is already trusted (%s, %s); trust this one under another name, or untrust that one first (key untrust %s)", k.Name, x.Role, x.Digest, k.Name)
+				return nil, refusal.New(refusal.ChangesetInvalid, "a key named %s is already trusted (%s, %s); untrust that one first, or trust this one under another name", k.Name, x.Role, x.Digest).WithRemedy(refusal.ActionUntrustKey, k.Name)
 			}
 		}
 		n.Keys = append(n.Keys, k)
@@ -310,7 +311,7 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 			}
 		}
 		if i < 0 {
-			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s; cruxprov key list names the trusted keys", c.Key.Name)
+			return nil, refusal.New(refusal.ChangesetInvalid, "no trusted key is named %s; the registry's trusted keys are listed by name", c.Key.Name).WithRemedy(refusal.ActionListKeys, "")
 		}
 		if c.Key.Digest.IsZero() {
 			// A step from before untrusting named the key by name only.
@@ -334,14 +335,15 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		// remains: with none left (the last approver key, or one
 		// trusted under several names, each of which goes), no
 		// threshold is low enough (it is at least 1).
-		var next string
+		next, act, target := "", refusal.ActionTrustKey, RoleApprover
 		switch {
 		case c.Action == ActionSetPolicy:
-			next = "trust another approver key first (cruxprov key trust), then set the threshold"
+			next = "trust another approver key first, then set the threshold"
 		case a == 0:
-			next = "trust another approver key first (cruxprov key trust) and approve that, then untrust this one"
+			next = "trust another approver key first and approve that, then untrust this one"
 		default:
-			next = fmt.Sprintf("lower the threshold first (cruxprov policy set --threshold %d) or trust another approver key (cruxprov key trust)", a)
+			next = fmt.Sprintf("lower the threshold to %d first, or trust another approver key", a)
+			act, target = refusal.ActionSetThreshold, strconv.Itoa(a)
 		}
 		if c.Action == ActionUntrustKey {
 			if others := otherNames(t, c.Key); len(others) > 0 {
@@ -352,7 +354,7 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		if a == 1 {
 			keys = "key"
 		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver %s for a threshold of %d: nothing could be approved again; %s", a, keys, n.Policy.Threshold, next)
+		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver %s for a threshold of %d: nothing could be approved again; %s", a, keys, n.Policy.Threshold, next).WithRemedy(act, target)
 	}
 	n.Revision++
 	return &n, nil
@@ -424,10 +426,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return nil, notProposed(cs, "approved")
 		}
 	} else if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
-		stale := refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again (%s)", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev, proposeAgain(&cs.Spec))
-		if c := cs.Spec.Changes[0]; c.Action == ActionRegister || c.Action == ActionUpdate {
-			stale = stale.WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
-		}
+		again, remedy := proposeAgain(&cs.Spec, scope)
+		stale := refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again (%s)", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev, again)
+		stale.Remedy = remedy
 		return nil, stale
 	}
 	if expires != nil && scope == TrustScope {
@@ -436,7 +437,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s changes the trust state, which does not expire: approve it without an expiry", id)
 	}
 	if s.trust == nil {
-		return nil, refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust the root key first (cruxprov key trust)")
+		return nil, noTrust()
 	}
 	pub := signer.Public()
 	var key *Key
@@ -449,10 +450,10 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		}
 	}
 	if key == nil {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry: approve with a trusted approver key (cruxprov key list names them), or have this one trusted first (cruxprov key trust PUB, a change-set the trusted keys approve)", pub.Digest())
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry: approve with a trusted approver key (the registry's trusted keys are listed with their roles), or have this one trusted first (a change-set the trusted keys approve)", pub.Digest()).WithRemedy(refusal.ActionListKeys, "")
 	}
 	if key.Role != RoleApprover {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals; approve with an approver key (cruxprov key list names each key's role)", key.Name, key.Digest)
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals; approve with an approver key (the registry's trusted keys are listed with their roles)", key.Name, key.Digest).WithRemedy(refusal.ActionListKeys, "")
 	}
 	if expires != nil {
 		e := expires.UTC().Truncate(time.Second)
@@ -788,46 +789,66 @@ func (s *state) accept(now time.Time, cs *ChangeSet) error {
 func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 	id, scope := cs.Metadata.ID, cs.Scope()
 	next := ""
+	var remedy *refusal.Remedy
 	switch {
 	case verb == "rejected" && cs.Status.State == StateRejected:
 		next = fmt.Sprintf("it was rejected already (%q)", cs.Status.Reason)
 	case verb == "rejected" && scope != TrustScope:
-		next = fmt.Sprintf("only a proposed change-set is rejected; an accepted provider is withdrawn with cruxprov provider retire %s", scope)
+		next = fmt.Sprintf("only a proposed change-set is rejected; an accepted provider is withdrawn by retiring it (%s)", scope)
+		remedy = &refusal.Remedy{Action: refusal.ActionRetire, Target: scope}
 	case verb == "rejected":
-		next = "only a proposed change-set is rejected; an applied trust change is undone by another (cruxprov key untrust, key trust or policy set)"
+		next = "only a proposed change-set is rejected; an applied trust change is undone by another (untrusting or trusting a key, or setting the threshold)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (cruxprov changeset list shows them); to have %s approved anew, propose it again (cruxprov install) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
 	default:
-		next = "to make this trust change, propose it again (cruxprov key trust, key untrust or policy set) and approve the new change-set"
+		var again string
+		again, remedy = proposeAgain(&cs.Spec, scope)
+		next = "to make this trust change, propose it again (" + again + ") and approve the new change-set"
 	}
-	return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: %s", id, cs.Status.State, next)
+	r := refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: %s", id, cs.Status.State, next)
+	r.Remedy = remedy
+	return r
 }
 
-// proposeAgain is the command that proposes spec's change again, for a
-// stale change-set's refusal: the registry cannot name a wheel's or a
-// public key's file, so those are placeholders.
-func proposeAgain(spec *Spec) string {
+// noTrust is the refusal of a trust change in a registry that trusts no
+// key yet.
+func noTrust() *refusal.Error {
+	return refusal.New(refusal.SignerUntrusted, "the registry trusts no key yet: trust its root key first (the first key trusted is the root of trust, an approver)").WithRemedy(refusal.ActionTrustKey, RoleApprover)
+}
+
+// proposeAgain says, in words, how spec's change is proposed again, for
+// a stale change-set's refusal (or an approval of a trust change no
+// longer proposed), and the remedy that does it: the registry cannot
+// name a wheel's or a public key's file, so the remedy's command leaves
+// those to the operator.
+func proposeAgain(spec *Spec, scope string) (string, *refusal.Remedy) {
 	c := spec.Changes[0]
 	switch c.Action {
 	case ActionTrustKey:
 		if c.Key != nil {
-			return fmt.Sprintf("cruxprov key trust PUB --name %s --role %s", c.Key.Name, c.Key.Role)
+			return fmt.Sprintf("trust the key again, as %s with the role %s", c.Key.Name, c.Key.Role), &refusal.Remedy{Action: refusal.ActionTrustKey, Target: c.Key.Role, Name: c.Key.Name}
 		}
 	case ActionUntrustKey:
 		if c.Key != nil {
-			return "cruxprov key untrust " + c.Key.Name
+			return "untrust " + c.Key.Name + " again", &refusal.Remedy{Action: refusal.ActionUntrustKey, Target: c.Key.Name}
 		}
 	case ActionSetPolicy:
 		if c.Policy != nil {
-			return fmt.Sprintf("cruxprov policy set --threshold %d", c.Policy.Threshold)
+			return fmt.Sprintf("set the threshold to %d again", c.Policy.Threshold), &refusal.Remedy{Action: refusal.ActionSetThreshold, Target: strconv.Itoa(c.Policy.Threshold)}
 		}
 	case ActionRetire:
 		if c.Provider != nil {
-			return "cruxprov provider retire " + c.Provider.Name
+			return "retire " + c.Provider.Name + " again", &refusal.Remedy{Action: refusal.ActionRetire, Target: c.Provider.Name}
 		}
+	case ActionRegister, ActionUpdate:
+		r := &refusal.Remedy{Action: refusal.ActionPropose, Target: proposeTarget(spec, scope)}
+		if images := specImages(spec); len(images) > 0 {
+			r.Images = images
+		}
+		return "install it again, as it was proposed", r
 	}
-	return "cruxprov install, as it was proposed"
+	return "as it was proposed", nil
 }
 
 // proposeTarget is ActionPropose's target for provider's spec: its

@@ -19,7 +19,9 @@ import (
 func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	ctx := context.Background()
 	d, alice, bob := aliceRoot(t)
-	stranded := func(c registry.Change, want string) {
+	// The words say what to do first; the remedy (cmd/ renders it as
+	// the command) does it.
+	stranded := func(c registry.Change, want string, remedy refusal.Remedy) {
 		t.Helper()
 		_, err := d.Propose(ctx, c, "t")
 		if refusal.CodeOf(err) != refusal.ChangesetInvalid {
@@ -28,9 +30,13 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Propose(%s): %q does not say %q", c.Action, err, want)
 		}
+		if r := refusal.RemedyOf(err); r == nil || r.Action != remedy.Action || r.Target != remedy.Target {
+			t.Errorf("Propose(%s): remedy %+v, want %+v", c.Action, r, remedy)
+		}
 	}
-	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "trust another approver key first (cruxprov key trust)")
-	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "would leave 1 distinct approver key for a threshold of 2")
+	trustApprover := refusal.Remedy{Action: refusal.ActionTrustKey, Target: registry.RoleApprover}
+	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "trust another approver key first, then set the threshold", trustApprover)
+	stranded(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "would leave 1 distinct approver key for a threshold of 2", trustApprover)
 
 	tr, err := d.TrustKey(ctx, bob.Key, "t")
 	if err != nil {
@@ -46,7 +52,7 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	if _, err := d.Approve(ctx, cs.Metadata.ID, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	stranded(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "lower the threshold first (cruxprov policy set --threshold 1)")
+	stranded(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "lower the threshold to 1 first, or trust another approver key", refusal.Remedy{Action: refusal.ActionSetThreshold, Target: "1"})
 }
 
 // TestStrandedLastApproverSaysWhatWorks: walking governance.md as an
@@ -75,13 +81,13 @@ func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 	if refusal.CodeOf(err) != refusal.ChangesetInvalid {
 		t.Fatalf("untrust alice2: %v, want changeset_invalid", err)
 	}
-	for _, want := range []string{"would leave 0 distinct approver keys for a threshold of 1", "also trusted as alice,", "trust another approver key first (cruxprov key trust)"} {
+	for _, want := range []string{"would leave 0 distinct approver keys for a threshold of 1", "also trusted as alice,", "trust another approver key first and approve that"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("untrust alice2: %q does not say %q", err, want)
 		}
 	}
-	if strings.Contains(err.Error(), "policy set") {
-		t.Errorf("untrust alice2: %q advises lowering a threshold of 1", err)
+	if r := refusal.RemedyOf(err); strings.Contains(err.Error(), "lower the threshold") || r == nil || r.Action != refusal.ActionTrustKey || r.Target != registry.RoleApprover {
+		t.Errorf("untrust alice2: %q (remedy %+v) advises lowering a threshold of 1, or not trusting an approver", err, r)
 	}
 	// Follow the advice.
 	tr, err = d.TrustKey(ctx, bob.Key, "t")

@@ -309,6 +309,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				if len(rem.Images) > 0 {
 					jr["images"] = rem.Images
 				}
+				if rem.Name != "" {
+					jr["name"] = rem.Name
+				}
 				ref["remedy"] = jr
 			}
 			if rec != nil {
@@ -824,8 +827,35 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"
+	case refusal.ActionTrustKey:
+		r := "cruxprov key trust PUB"
+		if rem.Name != "" {
+			r += " --name " + shellQuote(rem.Name)
+		}
+		return r + " --role " + targetOr(rem, "approver") + home
+	case refusal.ActionUntrustKey:
+		return "cruxprov key untrust " + targetOr(rem, "NAME") + home
+	case refusal.ActionListKeys:
+		return "cruxprov key list" + home
+	case refusal.ActionSetThreshold:
+		return "cruxprov policy set --threshold " + targetOr(rem, "K") + home
+	case refusal.ActionRetire:
+		return "cruxprov provider retire " + targetOr(rem, "NAME") + home
+	case refusal.ActionApprove:
+		return "cruxprov changeset approve " + targetOr(rem, "ID") + " --key KEY" + home
+	case refusal.ActionRegisterInterface:
+		return "cruxprov interface register " + targetOr(rem, "ID") + " --schema FILE" + home
 	}
 	return ""
+}
+
+// targetOr is rem's target quoted for a shell, or placeholder where it
+// has none (the operator names it).
+func targetOr(rem *refusal.Remedy, placeholder string) string {
+	if rem.Target == "" {
+		return placeholder
+	}
+	return shellQuote(rem.Target)
 }
 
 // homeArg is " --home DIR" for the --home the command line args gave,

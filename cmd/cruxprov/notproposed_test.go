@@ -35,7 +35,7 @@ func TestNotProposedSaysWhatToDo(t *testing.T) {
 	}
 	r := run("changeset", "approve", id, "--key", bob+".key")
 	if r.code != exitRefused || !strings.Contains(r.stderr, "is approved, not proposed: only a proposed change-set is approved") ||
-		!strings.Contains(r.stderr, "propose it again (cruxprov install)") ||
+		!strings.Contains(r.stderr, "propose it again (install it)") ||
 		!strings.Contains(r.stderr, "to fix: cruxprov install acme-echo==1.0 --sha256 ") || !strings.Contains(r.stderr, "--home "+home) {
 		t.Errorf("approve of an approved change-set: %+v", r)
 	}
@@ -48,10 +48,10 @@ func TestNotProposedSaysWhatToDo(t *testing.T) {
 	if json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Refused.Remedy.Action != "propose" || !strings.HasPrefix(doc.Refused.Remedy.Target, "acme-echo==1.0@sha256:") {
 		t.Errorf("--json: %+v", r)
 	}
-	if r := run("changeset", "reject", id, "--reason", "too late"); r.code != exitRefused || !strings.Contains(r.stderr, "an accepted provider is withdrawn with cruxprov provider retire acme-echo") {
+	if r := run("changeset", "reject", id, "--reason", "too late"); r.code != exitRefused || !strings.Contains(r.stderr, "an accepted provider is withdrawn by retiring it (acme-echo); to fix: cruxprov provider retire acme-echo --home "+home) {
 		t.Errorf("reject of an approved change-set: %+v", r)
 	}
-	if r := run("key", "untrust", "nobody"); r.code != exitRefused || !strings.Contains(r.stderr, "no trusted key is named nobody; cruxprov key list names the trusted keys") {
+	if r := run("key", "untrust", "nobody"); r.code != exitRefused || !strings.Contains(r.stderr, "no trusted key is named nobody; the registry's trusted keys are listed by name; to fix: cruxprov key list --home "+home) {
 		t.Errorf("untrust of a name no key has: %+v", r)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // fixRE finds the command a refusal advises.
@@ -123,6 +126,130 @@ func TestRemediesRun(t *testing.T) {
 		}
 		if r := cruxprov(t, "--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", "cp311-manylinux_2_36_x86_64", "--offline"); r.code != 0 {
 			t.Fatalf("offline after the advised fetch: %+v", r)
+		}
+	})
+	t.Run("governance", func(t *testing.T) {
+		// The registry's refusals say what to do in words and carry a
+		// remedy (issue 12 item 5): each rendered command, its
+		// placeholders (PUB, KEY, FILE, ID) filled in, runs as printed.
+		dir := t.TempDir()
+		home := filepath.Join(dir, "home")
+		env := []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(dir, "state")}
+		run := func(args ...string) result {
+			t.Helper()
+			cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+			cmd.Env = append(os.Environ(), env...)
+			return runCmd(t, cmd)
+		}
+		ok := func(what string, args ...string) string {
+			t.Helper()
+			r := run(args...)
+			if r.code != 0 {
+				t.Fatalf("%s: %+v", what, r)
+			}
+			return r.stdout
+		}
+		changeSet := func(what string, args ...string) string {
+			t.Helper()
+			var doc struct {
+				ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
+			}
+			if err := json.Unmarshal([]byte(ok(what, append(args, "--json")...)), &doc); err != nil || doc.ChangeSet.Metadata.ID == "" {
+				t.Fatalf("%s: no change-set proposed (%v)", what, err)
+			}
+			return doc.ChangeSet.Metadata.ID
+		}
+		// follow checks that r is refused with code, advising want, and
+		// runs the advice with fill's placeholders replaced.
+		follow := func(what string, r result, code refusal.Code, want string, fill ...string) result {
+			t.Helper()
+			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+want) {
+				t.Fatalf("%s: %+v\nwant %s advising %q", what, r, code, want)
+			}
+			r.stderr = strings.NewReplacer(fill...).Replace(r.stderr)
+			f := runFix(t, r, dir, env...)
+			if f.code != 0 {
+				t.Fatalf("%s: the advice as printed: %+v", what, f)
+			}
+			return f
+		}
+		key := func(name string) string { return filepath.Join(dir, name) }
+		for _, k := range []string{"alice", "bob", "carol", "ci"} {
+			ok("key generate "+k, "key", "generate", "--out", key(k), "--quiet")
+		}
+
+		// trust_key: a trust change where no key is trusted yet.
+		follow("policy set in an empty registry", run("policy", "set", "--threshold", "1"), refusal.SignerUntrusted,
+			"cruxprov key trust PUB --role approver --home "+home, "PUB", key("alice.pub"))
+		if out := ok("key list", "key", "list"); !strings.Contains(out, "alice") {
+			t.Fatalf("the advised key trust did not trust alice: %s", out)
+		}
+
+		// trust_key (builder) and approve: a container install where no
+		// builder key is trusted, then where one is proposed only.
+		zeros := strings.Repeat("0", 64)
+		install := []string{"install", "acme-echo==1.0", "--sha256", zeros, "--backend", "container", "--image", "oci:" + filepath.Join(dir, "oci") + "@sha256:" + zeros, "--platform", "host"}
+		follow("container install, no builder key", run(install...), refusal.ImageSignatureInvalid,
+			"cruxprov key trust PUB --role builder --home "+home, "PUB", key("ci.pub"))
+		r := run(install...)
+		id := regexp.MustCompile(`the change-set (sha256:[0-9a-f]{64}) that trusts ci is proposed`).FindStringSubmatch(r.stderr)
+		if id == nil {
+			t.Fatalf("container install, the builder key proposed: %+v", r)
+		}
+		follow("container install, the builder key proposed", r, refusal.ImageSignatureInvalid,
+			"cruxprov changeset approve "+id[1]+" --key KEY --home "+home, " --key KEY", " --key "+key("alice.key"))
+		if r := run(install...); strings.Contains(r.stderr, "builder key") {
+			t.Fatalf("container install after the advised approval: %+v", r)
+		}
+
+		// trust_key with the name: a trust change-set gone stale (another
+		// approved on its base) is proposed again under its name.
+		a := changeSet("key trust carol", "key", "trust", key("carol.pub"), "--role", "builder")
+		b := changeSet("key trust ci2", "key", "trust", key("ci.pub"), "--name", "ci2", "--role", "builder")
+		ok("approve carol", "changeset", "approve", a, "--key", key("alice.key"), "--quiet")
+		follow("approve of a stale trust change-set", run("changeset", "approve", b, "--key", key("alice.key")), refusal.ChangesetStale,
+			"cruxprov key trust PUB --name ci2 --role builder --home "+home, "PUB", key("ci.pub"))
+
+		// list_keys: untrusting a name no key has.
+		if f := follow("key untrust of no key", run("key", "untrust", "nobody"), refusal.ChangesetInvalid, "cruxprov key list --home "+home); !strings.Contains(f.stdout, "alice") {
+			t.Fatalf("the advised key list: %+v", f)
+		}
+
+		// untrust_key: trusting another key under a name taken (bob,
+		// trusted beside alice, at threshold 1).
+		ok("approve bob", "changeset", "approve", changeSet("key trust bob", "key", "trust", key("bob.pub")), "--key", key("alice.key"), "--quiet")
+		follow("key trust under a name taken", run("key", "trust", key("carol.pub"), "--name", "bob"), refusal.ChangesetInvalid,
+			"cruxprov key untrust bob --home "+home)
+
+		// retire: rejecting a provider's change-set once approved.
+		d, err := registry.OpenDir(context.Background(), filepath.Join(home, "registry"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok("approve acme-echo", "changeset", "approve", cs.Metadata.ID.String(), "--key", key("alice.key"), "--quiet")
+		follow("reject of an approved change-set", run("changeset", "reject", cs.Metadata.ID.String(), "--reason", "too late"), refusal.ChangesetInvalid,
+			"cruxprov provider retire acme-echo --home "+home)
+
+		// set_threshold: untrusting an approver the threshold needs.
+		ok("approve threshold 2", "changeset", "approve", changeSet("policy set 2", "policy", "set", "--threshold", "2"), "--key", key("alice.key"), "--quiet")
+		follow("key untrust below the threshold", run("key", "untrust", "bob"), refusal.ChangesetInvalid,
+			"cruxprov policy set --threshold 1 --home "+home)
+
+		// register_interface: an install of a provider whose interfaces
+		// the registry does not know (two: the operator names each; then
+		// one: the advice names it).
+		wheel := []string{"install", fx.Echo.Path, "--platform", "host", "--python", envPython, "--offline", "--no-compile"}
+		schema := func(id string) string { return fx.Interfaces[id].Path }
+		follow("install, two interfaces unknown", run(wheel...), refusal.InterfaceUnregistered,
+			"cruxprov interface register ID --schema FILE --home "+home, "register ID --schema FILE", "register acme.echo --schema "+schema("acme.echo"))
+		follow("install, one interface unknown", run(wheel...), refusal.InterfaceUnregistered,
+			"cruxprov interface register acme.diagnostics --schema FILE --home "+home, "--schema FILE", "--schema "+schema("acme.diagnostics"))
+		if r := run(wheel...); strings.Contains(r.stderr, string(refusal.InterfaceUnregistered)) {
+			t.Fatalf("install after the advised registrations: %+v", r)
 		}
 	})
 	t.Run("gc", func(t *testing.T) {

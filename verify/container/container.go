@@ -96,9 +96,9 @@ func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, e
 	if len(keys) == 0 {
 		// One proposed already wants its approvals, not another proposal.
 		if id, name := proposedBuilderKey(ctx, reg); id != "" {
-			return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key yet: the change-set %s that trusts %s is proposed, not approved; approve it (cruxprov changeset approve %s --key KEY)", id, name, id)
+			return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key yet: the change-set %s that trusts %s is proposed, not approved; approve it with an approver key", id, name).WithRemedy(refusal.ActionApprove, id)
 		}
-		return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key: trust the CI's key with 'cruxprov key trust PUB --role builder'")
+		return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key: trust the CI's key, as a builder").WithRemedy(refusal.ActionTrustKey, registry.RoleBuilder)
 	}
 	return keys, nil
 }
@@ -174,7 +174,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 		vo.Expect.PackageSHA256 = spec.Package.SHA256
 	}
 	if m.Resolution.IsZero() || m.Base == "" || m.Builder == "" || vo.Expect.PackageSHA256.IsZero() {
-		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with 'cruxprov install --backend container --image REF@DIGEST'", name)
+		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, verify.ProposeTarget(spec, name)).WithImages(spec.Images())
 	}
 	rep, err := image.Verify(ctx, m.Image, vo)
 	r.Image = rep
@@ -272,7 +272,7 @@ func otherRole(ctx context.Context, reg registry.Reader, ref string, vo image.Ve
 		o := vo
 		o.Keys, o.SkipBlobs = []*sign.PublicKey{pk}, true
 		if _, verr := image.Verify(ctx, ref, o); refusal.CodeOf(verr) != refusal.ImageSignatureInvalid {
-			return refusal.New(refusal.ImageSignatureInvalid, "%s is signed by %s, a key this registry trusts as %s, under no builder key: only builder keys sign images; sign it with the CI's builder key (trusted with 'cruxprov key trust PUB --role builder')", ref, k.Name, k.Role)
+			return refusal.New(refusal.ImageSignatureInvalid, "%s is signed by %s, a key this registry trusts as %s, under no builder key: only builder keys sign images; sign it with the CI's builder key (a key trusted with the role builder)", ref, k.Name, k.Role).WithRemedy(refusal.ActionTrustKey, registry.RoleBuilder)
 		}
 	}
 	return err

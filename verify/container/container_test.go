@@ -174,15 +174,23 @@ func TestBuilderKeyProposed(t *testing.T) {
 	if _, err := reg.TrustKey(ctx, registry.Key{Name: "ops", Role: registry.RoleApprover, PEM: string(rootPub)}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := container.BuilderKeys(ctx, reg); refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "key trust PUB --role builder") {
-		t.Fatalf("no builder key proposed: %v", err)
+	if _, err := container.BuilderKeys(ctx, reg); refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "trust the CI's key, as a builder") ||
+		!hasRemedy(err, refusal.ActionTrustKey, registry.RoleBuilder) {
+		t.Fatalf("no builder key proposed: %v (remedy %+v, want trust_key builder)", err, refusal.RemedyOf(err))
 	}
 	tr, err := reg.TrustKey(ctx, registry.Key{Name: "ci", Role: registry.RoleBuilder, PEM: string(ciPub)}, "test")
 	if err != nil || tr.ChangeSet == nil {
 		t.Fatalf("propose the builder key: %v", err)
 	}
 	_, err = container.BuilderKeys(ctx, reg)
-	if refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "the change-set "+tr.ChangeSet.Metadata.ID.String()+" that trusts ci is proposed, not approved") {
-		t.Errorf("a builder key proposed: %v", err)
+	if refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "the change-set "+tr.ChangeSet.Metadata.ID.String()+" that trusts ci is proposed, not approved") ||
+		!hasRemedy(err, refusal.ActionApprove, tr.ChangeSet.Metadata.ID.String()) {
+		t.Errorf("a builder key proposed: %v (remedy %+v, want approve of it)", err, refusal.RemedyOf(err))
 	}
+}
+
+// hasRemedy reports whether err carries the remedy action on target.
+func hasRemedy(err error, action refusal.Action, target string) bool {
+	r := refusal.RemedyOf(err)
+	return r != nil && r.Action == action && r.Target == target
 }
