@@ -52,7 +52,7 @@ func checkRequires(rep *Report, p *platform.Platform, opts Options) error {
 		return nil
 	}
 	return refusal.New(refusal.LockInvalid,
-		"%s requires (METADATA Requires-Dist) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock (cruxprov package embed)",
+		"%s requires (METADATA Requires-Dist) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock in the provider's wheel",
 		root, strings.Join(unmet, "; and "))
 }
 

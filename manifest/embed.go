@@ -88,7 +88,7 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 		}
 	}
 	if len(unmet) > 0 {
-		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock (cruxprov package embed)",
+		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock in the provider's wheel",
 			m.Name, strings.Join(unmet, "; and "))
 	}
 	return nil

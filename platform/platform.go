@@ -174,7 +174,7 @@ const maxPlatformJSON = 4 << 20
 // Every fault is a refusal.PlatformUnsupported naming the field.
 func ParseJSON(data []byte) (*Platform, error) {
 	bad := func(format string, args ...any) (*Platform, error) {
-		return nil, refusal.New(refusal.PlatformUnsupported, "platform file: "+format+" (a platform file is the canonical JSON of a platform: make it again with cruxprov platform show NAME --json, NAME a preset or host, then edit it)", args...).WithRemedy(refusal.ActionPlatformList, "")
+		return nil, refusal.New(refusal.PlatformUnsupported, "platform file: "+format+" (a platform file is the canonical JSON of a platform: make it again from the JSON form of a preset or of host, then edit it)", args...).WithRemedy(refusal.ActionPlatformList, "")
 	}
 	if len(data) > maxPlatformJSON {
 		return bad("%d bytes is too large", len(data))

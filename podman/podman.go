@@ -628,7 +628,7 @@ func forwardable(c *invoke.Call) error {
 			bad = bad || strings.HasPrefix(n, p)
 		}
 		if bad {
-			return refusal.New(refusal.ContainerUnavailable, "a container run cannot pass %s to the provider: podman, which passes the variables by name from its own environment, reads it itself (its storage, configuration or sockets); drop --allow-env %s", n, n)
+			return refusal.New(refusal.ContainerUnavailable, "a container run cannot pass %s to the provider: podman, which passes the variables by name from its own environment, reads it itself (its storage, configuration or sockets); do not allow %s into the provider's environment", n, n)
 		}
 	}
 	return nil

@@ -307,7 +307,7 @@ func lockAdvice(err error) string {
 	case errors.Is(err, unix.EROFS):
 		return "its file system is mounted read-only; remount it read-write, or use a store of your own"
 	case errors.Is(err, fs.ErrNotExist):
-		return "it does not exist and this user cannot make it; give --home (or CRUXPROV_HOME) a directory you can write, or run as the store's owner"
+		return "it does not exist and this user cannot make it; use a store in a directory this user can write, or run as the store's owner"
 	case errors.Is(err, fs.ErrPermission):
 		return "it is not writable by this user; run as the store's owner (an executor only reads the registry)"
 	}

@@ -109,7 +109,7 @@ func unwritableChild(t *testing.T, base string) {
 			// And why, with what to do (it said "an executor cannot change
 			// the registry" to an operator whose home could not be made).
 			why := map[string]string{"empty": "it is not writable by this user; run as the store's owner",
-				"absent": "it does not exist and this user cannot make it; give --home (or CRUXPROV_HOME) a directory you can write"}[filepath.Base(filepath.Dir(root))]
+				"absent": "it does not exist and this user cannot make it; use a store in a directory this user can write"}[filepath.Base(filepath.Dir(root))]
 			if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot change the registry") || !strings.Contains(err.Error(), why) {
 				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want a plain failure saying it cannot change the registry, and %q", err, refusal.CodeOf(err), why)
 			}

@@ -41,7 +41,7 @@ type Floor struct {
 // the floor aside (governance.md, "Restoring the registry from a
 // backup"). The refusal said only what was wrong.
 func belowFloor(stateDir string, f *Floor) string {
-	return fmt.Sprintf("restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (cruxprov registry log --json prints them); "+
+	return fmt.Sprintf("restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (the registry's log prints them); "+
 		"if the history lost only entries (no pin or trust change this verifier ran undone), move this verifier's floor %s aside: its next verify starts a fresh floor (docs/governance.md, Restoring the registry from a backup)",
 		f.Length, f.Length-1, f.Head, floorPath(stateDir, f.Registry))
 }

@@ -75,8 +75,8 @@ func TestCopiedEnvIsRefused(t *testing.T) {
 				}
 				// The detail names where it was sealed and what to do (the
 				// operator reads it; the test holds that it is said).
-				if msg := err.Error(); !strings.Contains(msg, e.dir) || !strings.Contains(msg, "env create") {
-					t.Fatalf("detail %q does not name the sealed location and env create", msg)
+				if msg := err.Error(); !strings.Contains(msg, e.dir) || !strings.Contains(msg, "create it here (replace the env at this path") {
+					t.Fatalf("detail %q does not name the sealed location and creating it here", msg)
 				}
 			})
 		}

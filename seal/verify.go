@@ -178,7 +178,7 @@ func nextStep(d Difference) string {
 	case d.Code == refusal.InterpreterDrift:
 		return "the interpreter the env points at changed (updated in place?); rebuild the env on it as it is now, or restore it"
 	case d.Change == Location:
-		return "an env works only where it was sealed: create it here with env create (env create --replace of this path, in the store it is in), which builds it for this location, rather than copying it; or use it at " + d.Want
+		return "an env works only where it was sealed: create it here (replace the env at this path, in the store it is in, from its seal), which builds it for this location, rather than copying it; or use it at " + d.Want
 	}
 	return "find out who changed it, then rebuild the env under its digest"
 }
@@ -390,7 +390,7 @@ func readIndex(dir string, s *Seal) (ix *StatIndex, check func() error, release 
 			// A replace killed between its stat index's rename and its
 			// seal's leaves the new seal's temp file beside the old seal.
 			if m, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "."+filepath.Base(SealPath(dir))+".tmp-*")); len(m) > 0 {
-				why = "an env create --replace of it was interrupted before its new seal was renamed into place (" + filepath.Base(m[0]) + " beside it), or it was tampered with"
+				why = "a replacement of it was interrupted before its new seal was renamed into place (" + filepath.Base(m[0]) + " beside it), or it was tampered with"
 			}
 			return refusal.New(refusal.SealInvalid, "%s: the stat index hashes to %s, the seal states %s (%s)", dir, got, s.Index.SHA256, why).WithRemedy(refusal.ActionReplaceEnv, dir)
 		}

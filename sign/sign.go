@@ -141,7 +141,7 @@ func LoadPrivateKey(pemBytes, password []byte) (*PrivateKey, error) {
 		return nil, errors.New("not a PEM private key")
 	}
 	if blk.Type != PrivateKeyPEMType && blk.Type != "ENCRYPTED COSIGN PRIVATE KEY" {
-		return nil, fmt.Errorf("private key PEM type %q: want %q (cruxprov key generate or cosign generate-key-pair)", blk.Type, PrivateKeyPEMType)
+		return nil, fmt.Errorf("private key PEM type %q: want %q (a key pair cruxprov or cosign generates)", blk.Type, PrivateKeyPEMType)
 	}
 	if len(password) == 0 {
 		return nil, errors.New("the private key is encrypted and no password was given")

@@ -407,7 +407,7 @@ func TestExclusiveWaitersTakeTurns(t *testing.T) {
 func TestWaitString(t *testing.T) {
 	for w, want := range map[Wait]string{
 		WaitForGC:    "a gc (or env remove) is using the store",
-		WaitBehindGC: "a gc --wait (or env remove) waits for the store and goes first",
+		WaitBehindGC: "a gc that waits (or env remove) waits for the store and goes first",
 		WaitForUsers: "the processes using the store are to finish first",
 		Wait(9):      "Wait(9)",
 	} {

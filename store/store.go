@@ -80,7 +80,7 @@ func (w Wait) String() string {
 	case WaitForGC:
 		return "a gc (or env remove) is using the store"
 	case WaitBehindGC:
-		return "a gc --wait (or env remove) waits for the store and goes first"
+		return "a gc that waits (or env remove) waits for the store and goes first"
 	case WaitForUsers:
 		return "the processes using the store are to finish first"
 	}

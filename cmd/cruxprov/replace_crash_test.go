@@ -125,7 +125,7 @@ func TestReplaceKilledAtSealSaysSo(t *testing.T) {
 		t.Fatalf("the replace was not killed: %s", b)
 	}
 	r := cruxprov(t, "--home", home, "env", "verify", out.Path)
-	if r.code != 78 || !strings.Contains(r.stderr, "an env create --replace of it was interrupted before its new seal was renamed into place") {
+	if r.code != 78 || !strings.Contains(r.stderr, "a replacement of it was interrupted before its new seal was renamed into place") || !strings.Contains(r.stderr, "; to fix: cruxprov env create --replace "+out.Path) {
 		t.Fatalf("verify after the kill: %+v", r)
 	}
 	if r := cruxprov(t, replace...); r.code != 0 {
