@@ -1,6 +1,7 @@
 // Package archtest holds the architecture to its promises with tests: every
 // package says what it owns, every exported identifier is documented, and
-// libraries neither print nor read the environment (only cmd/ does).
+// libraries neither print, read the environment nor name the CLI's
+// commands and flags (only cmd/ does).
 package archtest
 
 import (
