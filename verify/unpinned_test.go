@@ -38,18 +38,20 @@ func TestUnpinnedSaysWhatThePinHas(t *testing.T) {
 		{registry.BackendLocal, "", 2, refusal.PlatformUnsupported, []string{
 			"provider acme-echo has 2 local materializations (local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64); name the platform of one"}, ""},
 	} {
-		err := Unpinned(spec, "acme-echo", tc.backend, tc.platform, tc.n)
-		if !errors.Is(err, tc.code) {
-			t.Errorf("%s %q: %v, want %s", tc.backend, tc.platform, err, tc.code)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s %q: %v\nwant it to say %q", tc.backend, tc.platform, err, w)
+		t.Run(tc.backend+" "+tc.platform, func(t *testing.T) {
+			err := Unpinned(spec, "acme-echo", tc.backend, tc.platform, tc.n)
+			if !errors.Is(err, tc.code) {
+				t.Errorf("%s %q: %v, want %s", tc.backend, tc.platform, err, tc.code)
 			}
-		}
-		if r := refusal.RemedyOf(err); tc.remedy == "" && r != nil || tc.remedy != "" && (r == nil || r.Action != tc.remedy || r.Target != "acme-echo") {
-			t.Errorf("%s %q: remedy %+v, want %q of acme-echo", tc.backend, tc.platform, r, tc.remedy)
-		}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s %q: %v\nwant it to say %q", tc.backend, tc.platform, err, w)
+				}
+			}
+			if r := refusal.RemedyOf(err); tc.remedy == "" && r != nil || tc.remedy != "" && (r == nil || r.Action != tc.remedy || r.Target != "acme-echo") {
+				t.Errorf("%s %q: remedy %+v, want %q of acme-echo", tc.backend, tc.platform, r, tc.remedy)
+			}
+		})
 	}
 	// The local pick goes through it.
 	if _, err := pick(spec, "acme-echo", ""); err == nil || !strings.Contains(err.Error(), "name the platform of one") {
