@@ -416,23 +416,7 @@ func TestCreateOutOfInodesMidway(t *testing.T) {
 	var once sync.Once
 	req.Events = func(e Event) {
 		if e.Stage == "wheel" { // past the check: the wheel's batches are queued
-			once.Do(func() {
-				fill := filepath.Join(mnt, "filler")
-				if err := os.Mkdir(fill, 0o755); err != nil {
-					t.Error(err)
-					return
-				}
-				for i := 0; ; i++ {
-					f, err := os.Create(filepath.Join(fill, fmt.Sprint(i)))
-					if err != nil {
-						if !errors.Is(err, unix.ENOSPC) {
-							t.Error(err)
-						}
-						return
-					}
-					f.Close()
-				}
-			})
+			once.Do(func() { fillInodes(t, mnt) })
 		}
 	}
 	r, err := Create(context.Background(), st, req)

@@ -43,6 +43,13 @@ func proposedHome(t *testing.T) (home, id, key string, env []string) {
 	}
 	run("key", "generate", "--out", key)
 	run("key", "trust", key+".pub", "--name", "alice")
+	return home, proposeEcho(t, home), key + ".key", env
+}
+
+// proposeEcho proposes acme-echo 1.0 in home's registry (install's
+// proposal, without building an env) and returns the change-set's id.
+func proposeEcho(t *testing.T, home string) string {
+	t.Helper()
 	d, err := registry.OpenDir(context.Background(), filepath.Join(home, "registry"))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func proposedHome(t *testing.T) (home, id, key string, env []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return home, cs.Metadata.ID.String(), key + ".key", env
+	return cs.Metadata.ID.String()
 }
 
 // changeSetState is the state `changeset show` gives the change-set id.

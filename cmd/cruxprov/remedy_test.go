@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -15,8 +14,6 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // fixRE finds the command a refusal advises.
@@ -222,16 +219,9 @@ func TestRemediesRun(t *testing.T) {
 			"cruxprov key untrust bob --home "+home)
 
 		// retire: rejecting a provider's change-set once approved.
-		d, err := registry.OpenDir(context.Background(), filepath.Join(home, "registry"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok("approve acme-echo", "changeset", "approve", cs.Metadata.ID.String(), "--key", key("alice.key"), "--quiet")
-		follow("reject of an approved change-set", run("changeset", "reject", cs.Metadata.ID.String(), "--reason", "too late"), refusal.ChangesetInvalid,
+		echo := proposeEcho(t, home)
+		ok("approve acme-echo", "changeset", "approve", echo, "--key", key("alice.key"), "--quiet")
+		follow("reject of an approved change-set", run("changeset", "reject", echo, "--reason", "too late"), refusal.ChangesetInvalid,
 			"cruxprov provider retire acme-echo --home "+home)
 
 		// set_threshold: untrusting an approver the threshold needs.

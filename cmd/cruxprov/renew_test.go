@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // TestApproveRenewsExpired, as an unprivileged operator (uid 65534)
@@ -29,16 +25,8 @@ func TestApproveRenewsExpired(t *testing.T) {
 	}
 	// The proposal (install's, without building an env), then the
 	// store handed back to its owner.
-	d, err := registry.OpenDir(context.Background(), filepath.Join(home, "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := proposeEcho(t, home)
 	chownTree(t, home)
-	id := cs.Metadata.ID.String()
 	if r := as("changeset", "approve", id, "--key", key+".key", "--expires", "2s"); r.code != 0 || !strings.Contains(r.stdout, "accepted: acme-echo at revision 1") {
 		t.Fatalf("approve: %+v", r)
 	}
