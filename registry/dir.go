@@ -740,6 +740,23 @@ func (d *Dir) Approve(ctx context.Context, id digest.Digest, signer *sign.Privat
 	return out, err
 }
 
+// Approvable checks, without a key, what Approve of change-set id would
+// refuse whatever key signed it: an unknown change-set, one rejected or
+// replaced since, a proposal whose base is no longer current
+// (changeset_stale), a registry that trusts no key, files that are not
+// the history's. nil says only that an approval may go through: Approve
+// checks again, under the lock, and what depends on the key. A command
+// asks it before the key's password, so that an approver is not asked
+// for a passphrase to be told no.
+func (d *Dir) Approvable(ctx context.Context, id digest.Digest) error {
+	s, err := d.loadShared(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.approvable(id)
+	return err
+}
+
 // Repair writes again, under the lock and through the journal, what the
 // history says otherwise: interfaces.json, from the history's
 // registrations, and each pin file that is lost or older than the pin

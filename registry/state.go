@@ -396,7 +396,15 @@ func (s *state) changeset(id digest.Digest) (*ChangeSet, error) {
 	return cs, nil
 }
 
-func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey, expires *time.Time) (*ApproveResult, error) {
+// approvable checks what an approval of change-set id can be refused for
+// whatever key signs it (Approvable): the change-set is there and as the
+// history recorded it, the trust document and the scope's pin are the
+// history's, a proposal's base is current (else changeset_stale), a
+// change-set no longer proposed is one that a key could still approve
+// again or renew (the accepted pin's, or the trust state's last step),
+// and some key is trusted. approve makes these checks first, under the
+// lock; the rest depend on the key.
+func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 	cs, err := s.changeset(id)
 	if err != nil {
 		return nil, err
@@ -417,6 +425,50 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return nil, err
 		}
 	}
+	if cs.Status.State != StateProposed {
+		// Only an approval made again (approvedBy) or a renewal
+		// (renewable) of what the registry holds now can go through,
+		// and which one depends on the key; anything else is refused
+		// for every key.
+		if !s.heldNow(cs) {
+			return nil, notProposed(cs, "approved")
+		}
+		return cs, nil
+	}
+	if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
+		again, remedy := proposeAgain(&cs.Spec, scope)
+		stale := refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again (%s)", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev, again)
+		stale.Remedy = remedy
+		return nil, stale
+	}
+	if s.trust == nil {
+		return nil, noTrust()
+	}
+	return cs, nil
+}
+
+// heldNow reports whether cs, approved, is what the registry holds for
+// its scope now (the accepted pin, or the trust state's last step): the
+// only change-set no longer proposed that approvedBy or renewable can
+// take.
+func (s *state) heldNow(cs *ChangeSet) bool {
+	if cs.Status.State != StateApproved || s.trust == nil {
+		return false
+	}
+	if cs.Scope() == TrustScope {
+		h := s.trust.History
+		return len(h) > 0 && h[len(h)-1].SpecDigest == cs.Metadata.ID
+	}
+	p := s.pins[cs.Scope()]
+	return p != nil && p.SpecDigest == cs.Metadata.ID
+}
+
+func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey, expires *time.Time) (*ApproveResult, error) {
+	cs, err := s.approvable(id)
+	if err != nil {
+		return nil, err
+	}
+	scope := cs.Scope()
 	renew := false
 	if cs.Status.State != StateProposed {
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
@@ -425,19 +477,11 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			}
 			return nil, notProposed(cs, "approved")
 		}
-	} else if base, rev := s.current(scope); cs.Spec.Base != base || cs.Spec.Revision != rev+1 {
-		again, remedy := proposeAgain(&cs.Spec, scope)
-		stale := refusal.New(refusal.ChangesetStale, "change-set %s replaces %s at revision %d; %s is now at %s revision %d: propose again (%s)", id, orNone(cs.Spec.Base), cs.Spec.Revision-1, scope, orNone(base), rev, again)
-		stale.Remedy = remedy
-		return nil, stale
 	}
 	if expires != nil && scope == TrustScope {
 		// The trust state replays without expiries: one here would be a
 		// promise nothing keeps.
 		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s changes the trust state, which does not expire: approve it without an expiry", id)
-	}
-	if s.trust == nil {
-		return nil, noTrust()
 	}
 	pub := signer.Public()
 	var key *Key

@@ -160,6 +160,12 @@ func (r *Stub) Approve(ctx context.Context, id digest.Digest, signer *sign.Priva
 	return out, err
 }
 
+// Approvable is Dir.Approvable: what Approve of change-set id would
+// refuse whatever key signed it.
+func (r *Stub) Approvable(ctx context.Context, id digest.Digest) error {
+	return r.read(ctx, func(s *state) error { _, err := s.approvable(id); return err })
+}
+
 // Reject implements Writer.
 func (r *Stub) Reject(ctx context.Context, id digest.Digest, reason, by string) (out *ChangeSet, err error) {
 	err = r.do(ctx, func(s *state) (err error) { out, err = s.reject(r.now(), id, reason, by); return })

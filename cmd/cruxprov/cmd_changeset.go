@@ -142,6 +142,12 @@ func init() {
 						return usagef("--expires is for provider pins: a trust or policy change does not expire (approve it without --expires)")
 					}
 				}
+				// What is refused whatever key signs (a change-set stale,
+				// rejected, replaced since, unknown) is said before the
+				// key is read and its password asked for.
+				if err := reg.Approvable(c.Context, id); err != nil {
+					return err
+				}
 				signer, err := loadSigner(o, "--key", c.String("key"))
 				if err != nil {
 					return err
