@@ -200,16 +200,23 @@ func init() {
 				root := ""
 				var rootDigest digest.Digest
 				if t != nil {
-					keys, root, rootDigest = t.Keys, t.Root.Name, t.Root.Digest
+					keys = t.Keys
+					// The root of trust is a key, not a name, and is
+					// reported while that key is trusted under its name:
+					// once untrusted, --json still named it root though
+					// no key listed was (another key trusted since under
+					// the root's name was marked root, by name).
+					for _, k := range t.Keys {
+						if k.Name == t.Root.Name && k.Digest == t.Root.Digest {
+							root, rootDigest = k.Name, k.Digest
+						}
+					}
 				}
 				return o.emit("cruxprov.key.list/v1", map[string]any{"keys": keys, "root": root, "rootDigest": rootDigest}, func(w io.Writer) {
 					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 					fmt.Fprintln(tw, "NAME\tROLE\tDIGEST")
 					for _, k := range keys {
 						n := k.Name
-						// The root of trust is a key, not a name: another
-						// key trusted since under the root's name (the root
-						// untrusted) was marked root.
 						if n == root && k.Digest == rootDigest {
 							n += " (root)"
 						}
