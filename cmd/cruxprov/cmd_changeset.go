@@ -108,7 +108,11 @@ func init() {
 				// would be refused: changeset_stale).
 				plan.FromRevision = b.rev
 				plan.Stale, _ = cur.stale(c.Context, cs)
-				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan) })
+				note := ""
+				if !o.json && plan.Action == registry.ActionUpdate && cs.Status.State == registry.StateProposed && !plan.Stale && b.pin != nil && !b.pin.Retired && planChanges(plan) == 0 {
+					note = noChangeNote(c.Context, reg, cs.Scope())
+				}
+				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan, note) })
 			},
 		}, {
 			Name:      "approve",
@@ -250,7 +254,9 @@ func init() {
 
 // printPlan renders a plan as `terraform plan` does: + added, - removed,
 // ~ changed.
-func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
+// note is what an update that changes nothing is for (noChangeNote), or
+// "" for any other change-set.
+func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan, note string) {
 	if p.Stale {
 		// Its revisions are the ones it was proposed at: the scope's
 		// revision now is not what it would go from (it goes nowhere:
@@ -320,16 +326,37 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan) {
 		}
 		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
 	}
-	if n == 0 && p.Action == registry.ActionUpdate && cs.Status.State == registry.StateProposed {
-		fmt.Fprintf(w, "  nothing changes: %s\n", noChangeNote)
+	if n == 0 && note != "" {
+		fmt.Fprintf(w, "  nothing changes: %s\n", note)
 	}
 	fmt.Fprintf(w, "Plan: %s.\n", count(n, "change"))
 }
 
-// noChangeNote is what a provider update that changes nothing in the
+// noChangeNote says what a provider update that changes nothing in the
 // accepted pin is for: install run again proposes one, and its "Plan: 0
-// changes." did not say whether to approve it.
-const noChangeNote = "approving it only approves the accepted pin again (what a threshold raised since needs); otherwise reject it"
+// changes." did not say whether to approve it. Approving it approves the
+// pin again, which a pin that does not run now needs; why it does not
+// is what verify finds (an approval expired, its key untrusted since, a
+// threshold raised): the note blamed a threshold raised since whatever
+// the reason, or when the pin ran as it was.
+func noChangeNote(ctx context.Context, reg registry.Reader, provider string) string {
+	const again = "approving it only approves the accepted pin again"
+	_, err := registry.VerifyPin(ctx, reg, "", provider, nowFunc())
+	if err == nil {
+		return again + ", which runs as it is (nothing needs that): reject it"
+	}
+	detail := err.Error()
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		detail = string(r.Code) + ": " + r.Message()
+	}
+	if !registry.NotRunnable(err) {
+		// Not a state of the pin but a break: approving changes nothing
+		// of it, and verify's refusal says what does.
+		return again + ", which does not verify (" + detail + "); otherwise reject it"
+	}
+	return again + ", which does not run now: " + detail + ". Approving this change-set with the keys trusted now, at the threshold in force, makes the pin run again; otherwise reject it"
+}
 
 // planChanges counts the changes printPlan lists for a provider plan.
 func planChanges(p *registry.Plan) int {
