@@ -429,13 +429,22 @@ func TestInputNotARegularFile(t *testing.T) {
 // bare "error: stat nope.json: no such file or directory" (exit 1).
 func TestMissingInputFileIsUsage(t *testing.T) {
 	dir := t.TempDir()
+	// approve refuses a change-set no key can approve before it reads
+	// the key (TestApproveRefusedBeforeTheKey): its --key is read for one
+	// that is open.
+	home, keys, run := keyedHome(t, "a", "b")
+	r := run("--quiet", "key", "trust", filepath.Join(keys, "b.pub"))
+	open := strings.TrimSpace(r.stdout)
+	if r.code != 0 || open == "" {
+		t.Fatalf("propose: %+v", r)
+	}
 	for _, c := range []struct {
 		args []string
 		name string
 	}{
 		{[]string{"interface", "register", "acme.echo", "--schema", filepath.Join(dir, "nope.json")}, "--schema"},
 		{[]string{"key", "trust", filepath.Join(dir, "nope.pub"), "--name", "nope"}, "key trust"},
-		{[]string{"changeset", "approve", "sha256:" + strings.Repeat("ab", 32), "--key", filepath.Join(dir, "nope.key")}, "--key"},
+		{[]string{"changeset", "approve", open, "--key", filepath.Join(dir, "nope.key"), "--home", home}, "--key"},
 	} {
 		t.Run(strings.Join(c.args[:2], " "), func(t *testing.T) {
 			r := cruxprov(t, c.args...)
