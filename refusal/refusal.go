@@ -74,8 +74,11 @@ const (
 	// ActionRepairRegistry writes again, under the registry's lock, the
 	// files the history says otherwise: a pin file lost or put back from
 	// before (from the change-set the history accepted last), and
-	// interfaces.json (from the history's registrations). Run by the
-	// registry's owner, it first finishes a change left interrupted.
+	// interfaces.json (from the history's registrations), and a
+	// trust.json lost (from the history's governance steps and their
+	// change-sets; Target: the root of trust's key digest, whose public
+	// key the repair is given). Run by the registry's owner, it first
+	// finishes a change left interrupted.
 	ActionRepairRegistry Action = "repair_registry"
 	// ActionScanLedger lists every bad line of a corrupt receipts ledger,
 	// scanning on past them (Target: the ledger).

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -148,6 +149,22 @@ type Repaired struct {
 	// history's interface-registered entries (each names the id, the
 	// digest and the time interfaces.json records).
 	Interfaces bool `json:"interfaces"`
+	// Trust is true when trust.json, lost, was made again from the
+	// history's root of trust and the approved governance change-sets in
+	// changesets/ (RepairOptions.RootKey).
+	Trust bool `json:"trust"`
+}
+
+// RepairOptions are what a repair is given beside the registry.
+type RepairOptions struct {
+	// RootKey is the public key (PEM) of the registry's root of trust,
+	// for a trust.json that was lost. The history records the root's
+	// name, role and digest, and each later key is in the approved
+	// change-set that trusted it, but the root's key itself only
+	// trust.json held (unless a change-set trusted it again since). It
+	// must be the key of the digest the history records; it is not read
+	// while trust.json is there.
+	RootKey []byte
 }
 
 // repair writes again interfaces.json when it is not what the history
@@ -155,11 +172,23 @@ type Repaired struct {
 // history accepted last, from that pin's approved change-set. A pin
 // file it cannot give back so is refused as checkPin refuses it, and
 // then nothing is written.
-func (s *state) repair() (*Repaired, error) {
+func (s *state) repair(opts RepairOptions) (*Repaired, error) {
 	out := &Repaired{Pins: []string{}}
+	if s.trust == nil {
+		// Lost (missing; one that is there and not the history's is
+		// refused below, with what differs): its steps are the history's
+		// and their change-sets', replayed from its root.
+		t, err := s.rebuildTrust(opts.RootKey)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			s.trust, s.dirty.trust, out.Trust = t, true, true
+		}
+	}
 	// What repair cannot write again is refused rather than reported as
 	// "nothing to repair" while verify refuses the registry: a trust
-	// document lost or put back (restore it), a pin file the history
+	// document put back or edited (restore it), a pin file the history
 	// never accepted (newer than it: propose it again and approve it).
 	if err := s.checkTrust(); err != nil {
 		return nil, err
@@ -200,6 +229,89 @@ func (s *state) repair() (*Repaired, error) {
 		}
 	}
 	return out, nil
+}
+
+// rebuildTrust makes the trust document again, for a trust.json lost,
+// as the mutations made it: from the root of trust the history records
+// (its key rootPEM, or the key of that digest in a change-set), each
+// governance step the history records after it applied in order from
+// the approved change-set in changesets/ whose base is the trust state
+// before it. The change-sets' approvals must be the ones the history
+// recorded, and the result must replay as verify replays it (every
+// step's signatures at the threshold then in force, each step the
+// history's entry): else registry_corrupt, and nothing is written. nil
+// when the history records no root of trust (no trust.json is then what
+// the registry holds).
+func (s *state) rebuildTrust(rootPEM []byte) (*Trust, error) {
+	log := entries(s.log)
+	var root *Entry
+	var steps []*Entry
+	for i := range log {
+		switch e := &log[i]; {
+		case root == nil && e.isRoot():
+			root = e
+		case root != nil && (e.Event == EventKeyTrusted || e.Event == EventKeyUntrusted || e.Event == EventPolicyChanged):
+			steps = append(steps, e)
+		}
+	}
+	if root == nil {
+		return nil, nil
+	}
+	lost := fmt.Sprintf("trust.json was lost; the history records the root of trust %s (%s, entry %d) and %d governance steps", root.Subject, root.Digest, root.Seq, len(steps))
+	pem := string(rootPEM)
+	if pem == "" {
+		// Trusted again by a change-set since (untrusted, then trusted
+		// again): its key is there.
+		for _, id := range s.order {
+			if c := s.changesets[id].Spec.Changes; len(c) == 1 && c[0].Action == ActionTrustKey && c[0].Key != nil {
+				if k, err := parseKey(*c[0].Key); err == nil && k.Digest == root.Digest {
+					pem = k.PEM
+					break
+				}
+			}
+		}
+	}
+	if pem == "" {
+		return nil, refusal.New(refusal.RegistryCorrupt, "%s: repairing the registry makes trust.json again from them and their approved change-sets, given the root's public key, which only trust.json held (the PUB its first key trust was given, of digest %s); or restore trust.json from a copy of the registry", lost, root.Digest).WithRemedy(refusal.ActionRepairRegistry, root.Digest.String())
+	}
+	rk, err := parseKey(Key{Name: root.Subject, Role: RoleApprover, PEM: pem})
+	if err != nil {
+		return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "%s: the root key given is not a public key", lost)
+	}
+	if rk.Digest != root.Digest {
+		return nil, refusal.New(refusal.RegistryCorrupt, "%s: the root key given is %s, not the root of trust's: give the public key of digest %s; trust.json is not written", lost, rk.Digest, root.Digest).WithRemedy(refusal.ActionRepairRegistry, root.Digest.String())
+	}
+	t := &Trust{Format: TrustFormat, Root: rk, Keys: []Key{rk}, Policy: Policy{Threshold: 1}, History: []Step{}}
+	for i, e := range steps {
+		base := trustStateDigest(t)
+		var cs *ChangeSet
+		for _, id := range s.order {
+			x := s.changesets[id]
+			if x.Status.State == StateApproved && x.Scope() == TrustScope && x.Spec.Base == base && x.Spec.Revision == t.Revision+1 {
+				cs = x
+				break
+			}
+		}
+		if cs == nil {
+			return nil, refusal.New(refusal.RegistryCorrupt, "%s: the approved change-set of governance step %d (entry %d: %s %s) is not in changesets/, and trust.json cannot be made again without it: restore trust.json from a copy of the registry taken after entry %d", lost, i+1, e.Seq, e.Event, e.Subject, steps[len(steps)-1].Seq)
+		}
+		if err := s.checkRecordedApprovals(cs); err != nil {
+			return nil, err
+		}
+		c := cs.Spec.Changes[0]
+		n, err := applyTrust(t, &c)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "%s: governance step %d (change-set %s) does not apply", lost, i+1, cs.Metadata.ID)
+		}
+		n.History = append(append([]Step{}, t.History...), Step{SpecDigest: cs.Metadata.ID, Spec: cs.Spec, Approvals: cs.Status.Approvals})
+		t = n
+	}
+	// As verify replays it: each step signed at the threshold then in
+	// force, and the one the history records.
+	if err := replayTrust(t, s.registryID(), governanceOf(log)); err != nil {
+		return nil, refusal.Wrap(refusal.CodeOf(err), err, "%s: the trust document its change-sets make does not replay", lost)
+	}
+	return t, nil
 }
 
 // checkIfaces checks the registered interfaces against the history's
@@ -310,7 +422,7 @@ func (s *state) checkTrust() error {
 	case s.trust == nil && root == nil:
 		return nil
 	case s.trust == nil:
-		return refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d) and %d governance steps: the trust document was lost; no change is made without it: restore trust.json from a copy of the registry taken after entry %d", root.Subject, root.Seq, steps, last)
+		return refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d) and %d governance steps: the trust document was lost; no change is made without it: repairing the registry makes it again from the history and the approved change-sets (given the root's public key), or restore trust.json from a copy of the registry taken after entry %d", root.Subject, root.Seq, steps, last).WithRemedy(refusal.ActionRepairRegistry, root.Digest.String())
 	case root == nil:
 		return refusal.New(refusal.RegistryCorrupt, "trust.json names the root of trust %s, but the registry's history records none: restore the registry from a copy", s.trust.Root.Name)
 	case s.trust.Revision != int64(steps) || len(s.trust.History) != steps:

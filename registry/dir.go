@@ -661,7 +661,7 @@ func (d *Dir) Trust(ctx context.Context) (*Trust, error) {
 		}
 		for _, e := range log {
 			if e.isRoot() {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d): the trust document was lost: restore trust.json from a copy of the registry", e.Subject, e.Seq)
+				return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no trust.json, but its history records the root of trust %s (entry %d): the trust document was lost: repairing the registry makes it again from the history and the approved change-sets (given the root's public key), or restore trust.json from a copy of the registry", e.Subject, e.Seq).WithRemedy(refusal.ActionRepairRegistry, e.Digest.String())
 			}
 		}
 		return nil, nil
@@ -767,7 +767,17 @@ func (d *Dir) Approvable(ctx context.Context, id digest.Digest) error {
 // it). Nothing is added to the history: what is written again is what
 // it records.
 func (d *Dir) Repair(ctx context.Context) (out *Repaired, err error) {
-	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.repair(); return })
+	return d.RepairWith(ctx, RepairOptions{})
+}
+
+// RepairWith is Repair, and for a trust.json lost (missing), it makes it
+// again from the history's root of trust (opts.RootKey, its public key)
+// and governance steps, each from its approved change-set in
+// changesets/, replayed as verify replays it. A trust.json that is there
+// and not the history's (edited, put back) is refused as before, naming
+// what differs: restore it.
+func (d *Dir) RepairWith(ctx context.Context, opts RepairOptions) (out *Repaired, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.repair(opts); return })
 	return out, err
 }
 

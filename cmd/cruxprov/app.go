@@ -796,6 +796,9 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list" + home
 	case refusal.ActionRepairRegistry:
+		if rem.Target != "" { // trust.json lost: the root of trust's public key (of that digest) is needed
+			return "cruxprov registry repair --root-key PUB" + home
+		}
 		return "cruxprov registry repair" + home
 	case refusal.ActionRenewApproval:
 		return "cruxprov changeset approve " + t + " --key KEY" + home // an approver key whose approval expired; --expires as the first time

@@ -101,34 +101,53 @@ func init() {
 			},
 		}, {
 			Name:      "repair",
-			Usage:     "write again the registry files its history says otherwise (a pin file put back, interfaces.json)",
-			UsageText: "cruxprov registry repair [--json]",
+			Usage:     "write again the registry files its history says otherwise (a pin file put back, interfaces.json, trust.json lost)",
+			UsageText: "cruxprov registry repair [--root-key PUB] [--json]",
 			Description: "A pin file put back from before (an older, validly signed pin) or lost is refused\n" +
 				"by verify and by every change of its provider. repair writes it again, under the\n" +
 				"registry's lock, from the change-set the history accepted (or retired) last for that\n" +
 				"provider, when it is still in changesets/. An interfaces.json that is not what the\n" +
 				"history registered (an interface's digest edited) is refused wherever it decides\n" +
-				"something; repair writes it again from the history's registrations.\n" +
+				"something; repair writes it again from the history's registrations. A trust.json\n" +
+				"lost (deleted) is made again from the history's governance steps, each from its\n" +
+				"approved change-set in changesets/, replayed as verify replays it; the root of trust's\n" +
+				"public key, which only trust.json held, is given with --root-key (the PUB its first\n" +
+				"key trust was given). A trust.json edited or put back is refused: restore it.\n" +
 				"It adds nothing to the history, and leaves a pin file newer than the history's as it is.\n\n" +
-				"Example:\n   cruxprov registry repair",
+				"Example:\n   cruxprov registry repair\n   cruxprov registry repair --root-key ~/keys/alice.pub",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "root-key", Usage: "the root of trust's public key `PUB`, for a trust.json lost"},
+			},
 			Action: func(c *cli.Context) error {
 				o, reg, err := openRegistry(c, 0)
 				if err != nil {
 					return err
 				}
-				r, err := reg.Repair(c.Context)
+				var opts registry.RepairOptions
+				if c.IsSet("root-key") {
+					if opts.RootKey, err = inputFile("--root-key", c.String("root-key"), 1<<20); err != nil {
+						return err
+					}
+					if _, err := sign.ParsePublicKey(opts.RootKey); err != nil {
+						return usagef("--root-key %s is not a public key (PEM \"PUBLIC KEY\", as key generate writes PREFIX.pub)", c.String("root-key"))
+					}
+				}
+				r, err := reg.RepairWith(c.Context, opts)
 				if err != nil {
 					return err
 				}
 				return o.emit("cruxprov.registry.repair/v1", r, func(w io.Writer) {
+					if r.Trust {
+						fmt.Fprintln(w, "trust.json written again from the history and its approved change-sets")
+					}
 					if r.Interfaces {
 						fmt.Fprintln(w, "interfaces.json written again from the history")
 					}
 					for _, p := range r.Pins {
 						fmt.Fprintf(w, "pin of %s written again from the change-set the history accepted last\n", p)
 					}
-					if !r.Interfaces && len(r.Pins) == 0 {
-						fmt.Fprintln(w, "nothing to repair: the pin files and interfaces.json are what the history says")
+					if !r.Trust && !r.Interfaces && len(r.Pins) == 0 {
+						fmt.Fprintln(w, "nothing to repair: trust.json, the pin files and interfaces.json are what the history says")
 					}
 				})
 			},
