@@ -49,14 +49,16 @@ func TestApprovableWithoutTheKey(t *testing.T) {
 		{"rejected", rejected.Metadata.ID, refusal.ChangesetInvalid},
 		{"accepted and replaced since", v1.Metadata.ID, refusal.ChangesetInvalid},
 	} {
-		err := d.Approvable(ctx, c.id)
-		if refusal.CodeOf(err) != c.want {
-			t.Errorf("%s: Approvable: %v, want %s", c.what, err, c.want)
-		}
-		_, aerr := d.Approve(ctx, c.id, alice.Priv, nil)
-		if err == nil || aerr == nil || aerr.Error() != err.Error() {
-			t.Errorf("%s: Approvable %v, Approve %v: want the same refusal", c.what, err, aerr)
-		}
+		t.Run(c.what, func(t *testing.T) {
+			err := d.Approvable(ctx, c.id)
+			if refusal.CodeOf(err) != c.want {
+				t.Errorf("%s: Approvable: %v, want %s", c.what, err, c.want)
+			}
+			_, aerr := d.Approve(ctx, c.id, alice.Priv, nil)
+			if err == nil || aerr == nil || aerr.Error() != err.Error() {
+				t.Errorf("%s: Approvable %v, Approve %v: want the same refusal", c.what, err, aerr)
+			}
+		})
 	}
 	for _, id := range []digest.Digest{open.Metadata.ID, v2.Metadata.ID} {
 		if err := d.Approvable(ctx, id); err != nil {

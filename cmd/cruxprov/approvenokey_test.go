@@ -54,9 +54,11 @@ func TestApproveRefusedBeforeTheKey(t *testing.T) {
 		{"accepted and replaced since", replaced, "changeset_invalid"},
 		{"unknown", strings.Repeat("0", 64), "changeset_invalid"},
 	} {
-		cmd := exec.Command(bin, "--home", home, "changeset", "approve", x.id, "--key", noKey)
-		cmd.Env = env
-		wantRefusal(t, runCmd(t, cmd), x.code, x.what+", without the key")
+		t.Run(x.what, func(t *testing.T) {
+			cmd := exec.Command(bin, "--home", home, "changeset", "approve", x.id, "--key", noKey)
+			cmd.Env = env
+			wantRefusal(t, runCmd(t, cmd), x.code, x.what+", without the key")
+		})
 	}
 	// What the key decides still needs it: the trust state's last step,
 	// approved again, is "approved already" for a key that approved it.

@@ -87,16 +87,18 @@ func TestKeyTrustAgain(t *testing.T) {
 		pub, name string
 		root      bool
 	}{{alice, "alice", true}, {bob, "bob", false}} {
-		v, r := keyTrustJSON(t, home, env, c.pub)
-		if r.code != 0 || !v.Already || v.Root != c.root || v.ChangeSet != nil || v.Key.Name != c.name || !strings.Contains(r.stdout, `"already": true`) {
-			t.Errorf("%s trusted again: %+v", c.name, r)
-		}
-		cmd := exec.Command(bin, "--home", home, "key", "trust", c.pub, "--name", c.name, "--role", "approver")
-		cmd.Env = env
-		r = runCmd(t, cmd)
-		if r.code != 0 || !strings.Contains(r.stdout, "trusted already "+c.name) || !strings.Contains(r.stdout, "nothing changed") || strings.Contains(r.stdout, "ROOT OF TRUST") != c.root {
-			t.Errorf("%s trusted again, the text: %+v", c.name, r)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			v, r := keyTrustJSON(t, home, env, c.pub)
+			if r.code != 0 || !v.Already || v.Root != c.root || v.ChangeSet != nil || v.Key.Name != c.name || !strings.Contains(r.stdout, `"already": true`) {
+				t.Errorf("%s trusted again: %+v", c.name, r)
+			}
+			cmd := exec.Command(bin, "--home", home, "key", "trust", c.pub, "--name", c.name, "--role", "approver")
+			cmd.Env = env
+			r = runCmd(t, cmd)
+			if r.code != 0 || !strings.Contains(r.stdout, "trusted already "+c.name) || !strings.Contains(r.stdout, "nothing changed") || strings.Contains(r.stdout, "ROOT OF TRUST") != c.root {
+				t.Errorf("%s trusted again, the text: %+v", c.name, r)
+			}
+		})
 	}
 	if m := historyLen(t, home); m != n {
 		t.Fatalf("trusting again wrote %d history entries", m-n)
