@@ -118,19 +118,9 @@ func TestRepairTrustNeedsEveryStep(t *testing.T) {
 func TestRepairTrustRootTrustedAgain(t *testing.T) {
 	ctx := context.Background()
 	d, alice, bob := aliceRoot(t)
-	accept := func(c registry.Change, by registrytest.Key) {
-		t.Helper()
-		cs, err := d.Propose(ctx, c, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Approve(ctx, cs.Metadata.ID, by.Priv, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	accept(registry.Change{Action: registry.ActionTrustKey, Key: &bob.Key}, alice)
-	accept(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice", Digest: alice.Key.Digest}}, bob)
-	accept(registry.Change{Action: registry.ActionTrustKey, Key: &alice.Key}, bob)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionTrustKey, Key: &bob.Key}, alice)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice", Digest: alice.Key.Digest}}, bob)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionTrustKey, Key: &alice.Key}, bob)
 	tf := filepath.Join(d.Root(), "trust.json")
 	want, _ := os.ReadFile(tf)
 	os.Remove(tf)

@@ -22,15 +22,7 @@ func TestApproveShortNamesTheNextApproval(t *testing.T) {
 		}
 		return r
 	}
-	propose := func(args ...string) string {
-		t.Helper()
-		r := run(append([]string{"--quiet"}, args...)...)
-		id := strings.TrimSpace(r.stdout)
-		if r.code != 0 || id == "" {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return id
-	}
+	propose := func(args ...string) string { t.Helper(); return proposeQuiet(t, run, args...) }
 	approve(propose("key", "trust", filepath.Join(keys, "b.pub")), "a")
 	approve(propose("policy", "set", "--threshold", "2"), "a")
 	id := propose("key", "trust", filepath.Join(keys, "c.pub"))

@@ -18,15 +18,7 @@ import (
 func TestApproveRefusedBeforeTheKey(t *testing.T) {
 	home, keys, run := keyedHome(t, "a", "b", "c")
 	akey := filepath.Join(keys, "a.key")
-	propose := func(args ...string) string {
-		t.Helper()
-		r := run(append([]string{"--quiet"}, args...)...)
-		id := strings.TrimSpace(r.stdout)
-		if r.code != 0 || id == "" {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return id
-	}
+	propose := func(args ...string) string { t.Helper(); return proposeQuiet(t, run, args...) }
 	b := propose("key", "trust", filepath.Join(keys, "b.pub"))
 	c := propose("key", "trust", filepath.Join(keys, "c.pub")) // stale once b is approved
 	if r := run("changeset", "approve", b, "--key", akey); r.code != 0 {

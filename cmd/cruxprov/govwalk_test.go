@@ -157,14 +157,7 @@ func TestGovWalkDiffStale(t *testing.T) {
 		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
 		return runCmd(t, cmd)
 	}
-	must := func(args ...string) result {
-		t.Helper()
-		r := run(args...)
-		if r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return r
-	}
+	must := func(args ...string) result { t.Helper(); return mustRun(t, run, args...) }
 	for _, n := range []string{"a", "b", "c"} {
 		must("key", "generate", "--out", filepath.Join(keys, n))
 	}
@@ -600,6 +593,29 @@ func TestGovWalkApproveTwice(t *testing.T) {
 // keyedHome is a fresh home whose registry trusts the first of the keys
 // it generates (password "pw") in keys as its root of trust; run runs the
 // binary against that home.
+// mustRun runs args through run (keyedHome's) and fails t unless the
+// command exits 0.
+func mustRun(t *testing.T, run func(args ...string) result, args ...string) result {
+	t.Helper()
+	r := run(args...)
+	if r.code != 0 {
+		t.Fatalf("%v: %+v", args, r)
+	}
+	return r
+}
+
+// proposeQuiet runs a command that proposes a change-set (key trust,
+// policy set, …) through run with --quiet and returns the id it prints.
+func proposeQuiet(t *testing.T, run func(args ...string) result, args ...string) string {
+	t.Helper()
+	r := run(append([]string{"--quiet"}, args...)...)
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("%v: %+v", args, r)
+	}
+	return id
+}
+
 func keyedHome(t *testing.T, names ...string) (home, keys string, run func(args ...string) result) {
 	t.Helper()
 	home = t.TempDir()

@@ -174,16 +174,6 @@ func TestKeyListRootIsAKey(t *testing.T) {
 	if _, err := d.TrustKey(ctx, alice.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	accept := func(c registry.Change, by registrytest.Key) {
-		t.Helper()
-		cs, err := d.Propose(ctx, c, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Approve(ctx, cs.Metadata.ID, by.Priv, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
 	check := func(when string, root *registrytest.Key) {
 		t.Helper()
 		r := runCmd(t, exec.Command(bin, "--home", home, "key", "list"))
@@ -205,11 +195,11 @@ func TestKeyListRootIsAKey(t *testing.T) {
 			t.Errorf("%s: key list --json: want root %s %s: %s", when, root.Key.Name, root.Key.Digest, r.stdout)
 		}
 	}
-	accept(registry.Change{Action: registry.ActionTrustKey, Key: &bob.Key}, alice)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionTrustKey, Key: &bob.Key}, alice)
 	check("the root trusted", &alice)
-	accept(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice"}}, bob)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice"}}, bob)
 	check("the root untrusted", nil)
-	accept(registry.Change{Action: registry.ActionTrustKey, Key: &alice2.Key}, bob)
+	registrytest.Accept(t, d, registry.Change{Action: registry.ActionTrustKey, Key: &alice2.Key}, bob)
 	check("another key trusted under the root's name", nil)
 	if r := runCmd(t, exec.Command(bin, "--home", home, "key", "list")); !strings.Contains(r.stdout, alice2.Key.Digest.String()) {
 		t.Errorf("key list: %+v", r)

@@ -16,14 +16,7 @@ import (
 // for byte: key list, registry log --verify and approvals work again.
 func TestRegistryRepairRebuildsLostTrust(t *testing.T) {
 	home, keys, run := keyedHome(t, "a", "b")
-	must := func(args ...string) result {
-		t.Helper()
-		r := run(args...)
-		if r.code != 0 {
-			t.Fatalf("%v: %+v", args, r)
-		}
-		return r
-	}
+	must := func(args ...string) result { t.Helper(); return mustRun(t, run, args...) }
 	b := strings.TrimSpace(must("--quiet", "key", "trust", filepath.Join(keys, "b.pub")).stdout)
 	must("changeset", "approve", b, "--key", filepath.Join(keys, "a.key"))
 	p := strings.TrimSpace(must("--quiet", "policy", "set", "--threshold", "2").stdout)

@@ -58,6 +58,20 @@ func KeyFrom(t testing.TB, name, role string, ek *ecdsa.PrivateKey) Key {
 	return Key{Priv: pk, Key: registry.Key{Name: name, Role: role, PEM: string(p), Digest: pk.Public().Digest()}}
 }
 
+// Accept proposes c in d and approves it with by, failing t on either:
+// for a registry whose threshold by's approval alone meets.
+func Accept(t testing.TB, d *registry.Dir, c registry.Change, by Key) *registry.ChangeSet {
+	t.Helper()
+	cs, err := d.Propose(context.Background(), c, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Approve(context.Background(), cs.Metadata.ID, by.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // Change returns a register change for provider name at version v, with
 // one entrypoint and one local materialization whose digests derive from
 // name and v.
