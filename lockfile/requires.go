@@ -51,9 +51,13 @@ func checkRequires(rep *Report, p *platform.Platform, opts Options) error {
 	if len(unmet) == 0 {
 		return nil
 	}
-	return refusal.New(refusal.LockInvalid,
+	err = refusal.New(refusal.LockInvalid,
 		"%s requires (METADATA Requires-Dist) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock in the provider's wheel",
 		root, strings.Join(unmet, "; and "))
+	if opts.RootWheel != "" {
+		err = err.(*refusal.Error).WithRemedy(refusal.ActionEmbed, opts.RootWheel)
+	}
+	return err
 }
 
 // unmetBy says how the selected packages fail req ("has no httpx",

@@ -32,6 +32,10 @@ type Options struct {
 	// packages the lock selects there (Report.Requires).
 	Requires []pep508.Requirement
 	Root     string
+	// RootWheel is the root's wheel file name: where it is known, the
+	// refusal of an unmet requirement carries the remedy that embeds a
+	// new lock in it (refusal.ActionEmbed).
+	RootWheel string
 }
 
 // Outcome is what resolution decided for one package name on one

@@ -204,7 +204,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 			lockData, r.Root, r.Manifest, r.ManifestData = root.LockData, &w, root.Manifest, root.ManifestData
 			// The lock must meet the root's own requirements here
 			// (lock_invalid): an env without one cannot import it.
-			lopts.Requires, lopts.Root = root.Requires, w.Name+" "+w.Version
+			lopts.Requires, lopts.Root, lopts.RootWheel = root.Requires, w.Name+" "+w.Version, w.Filename
 		}
 		r.LockDigest = digest.Sum(lockData)
 		lock, warnings, err := lockfile.Parse(lockData)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -84,6 +85,7 @@ func lockSource(c *cli.Context, opts *lockfile.Options) ([]byte, string, error) 
 			return nil, "", err
 		}
 		opts.Root = w.Filename().Name + " " + w.Metadata().Version
+		opts.RootWheel = filepath.Base(wf)
 		return b, wf + " (" + w.DistInfo() + "/cruxible/pylock.toml)", nil
 	}
 	return nil, "", usagef("give --wheel W or --lock F")
