@@ -205,26 +205,11 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	// block group of a directory created with the TOPDIR hint
 	// (mkdirStaging) from a hash of its name.
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
-	res := &Result{Dir: dir, Digest: s.Materialization.Digest}
-	err = build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
-	var damaged *cacheDamaged
-	if errors.As(err, &damaged) && ctx.Err() == nil {
-		// A damaged cache entry costs a rebuild from the archives alone;
-		// every damaged entry of the resolution goes now, with a warning
-		// each, not one per create.
-		if err = discardDamaged(ctx, st, req.wheels(), damaged, jobs, req.warn); err != nil {
-			return nil, err
-		}
-		if err = removeTree(stg.Path); err == nil {
-			err = os.Mkdir(stg.Path, 0o700)
-		}
-		if err != nil {
-			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s; remove %s and retry", damaged.entry, filepath.Join(st.Home(), UnpackedCacheDir))
-		}
-		req.NoCache = true
+	res := &Result{}
+	err = buildAgainIfDamaged(ctx, st, req, jobs, stg.Path, func(req Request) error {
 		*res = Result{Dir: dir, Digest: s.Materialization.Digest}
-		err = build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
-	}
+		return build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
+	})
 	if err != nil {
 		if ctx.Err() != nil {
 			// An interruption, not a refusal: whatever failed (a killed
@@ -867,26 +852,11 @@ func Tree(ctx context.Context, st *store.Store, req Request, out, final string) 
 		}()
 		cacheTmp = stg.Path
 	}
-	res := &Result{Dir: out, Digest: s.Materialization.Digest}
-	err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
-	var damaged *cacheDamaged
-	if errors.As(err, &damaged) && ctx.Err() == nil {
-		// As Create: every damaged entry goes, and the tree is built
-		// again from the archives alone.
-		if err = discardDamaged(ctx, st, req.wheels(), damaged, jobs, req.warn); err == nil {
-			if err = removeTree(out); err == nil {
-				err = os.Mkdir(out, 0o700)
-			}
-			if err != nil {
-				err = refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s", damaged.entry)
-			}
-		}
-		if err == nil {
-			req.NoCache = true
-			*res = Result{Dir: out, Digest: s.Materialization.Digest}
-			err = build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
-		}
-	}
+	res := &Result{}
+	err = buildAgainIfDamaged(ctx, st, req, jobs, out, func(req Request) error {
+		*res = Result{Dir: out, Digest: s.Materialization.Digest}
+		return build(ctx, st, req, in, l, s, filepath.Join(out, "env"), cacheTmp, final, jobs, emit, res, false)
+	})
 	if err != nil {
 		_ = removeTree(out)
 		if ctx.Err() != nil {

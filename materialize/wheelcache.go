@@ -143,6 +143,30 @@ func damagedEntries(ctx context.Context, st *store.Store, pkgs []lockfile.Resolv
 	return bad
 }
 
+// buildAgainIfDamaged runs b; where it met a damaged unpacked-cache
+// entry, every damaged entry of req's wheels goes (discardDamaged, a
+// warning each, not one per create), scratch (the staging directory, or
+// the tree) is emptied, and b runs again without the cache: from the
+// archives alone. Create and Tree build through it.
+func buildAgainIfDamaged(ctx context.Context, st *store.Store, req Request, jobs int, scratch string, b func(req Request) error) error {
+	err := b(req)
+	var damaged *cacheDamaged
+	if !errors.As(err, &damaged) || ctx.Err() != nil {
+		return err
+	}
+	if err := discardDamaged(ctx, st, req.wheels(), damaged, jobs, req.warn); err != nil {
+		return err
+	}
+	if err = removeTree(scratch); err == nil {
+		err = os.Mkdir(scratch, 0o700)
+	}
+	if err != nil {
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot start again after a damaged cache entry %s; remove %s and retry", damaged.entry, filepath.Join(st.Home(), UnpackedCacheDir))
+	}
+	req.NoCache = true
+	return b(req)
+}
+
 // discardDamaged removes the damaged cache entry first, which a build
 // met, and every other damaged entry of pkgs (damagedEntries), warning
 // about each.
