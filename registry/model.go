@@ -182,6 +182,16 @@ type Provider struct {
 	Materializations []Materialization `json:"materializations,omitempty" yaml:"materializations,omitempty"`
 }
 
+// ProposeTarget is refusal.ActionPropose's target for p, provider
+// name's spec: the package to propose again, "NAME==VERSION@sha256:HEX"
+// (name when p names no package, nil p included).
+func (p *Provider) ProposeTarget(name string) string {
+	if p == nil || p.Package == nil {
+		return name
+	}
+	return p.Package.Name + "==" + p.Package.Version + "@" + p.Package.SHA256.String()
+}
+
 // Images are the images (REF@sha256:…, each platform's) p pins, in its
 // order; nil when it pins none (nil p included).
 func (p *Provider) Images() []string {

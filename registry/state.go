@@ -899,11 +899,10 @@ func proposeAgain(spec *Spec, scope string) (string, *refusal.Remedy) {
 // package, NAME==VERSION@sha256:HEX (rendered as the install that
 // proposes it again), or the provider's name where the spec names none.
 func proposeTarget(spec *Spec, provider string) string {
-	if len(spec.Changes) == 1 && spec.Changes[0].Provider != nil && spec.Changes[0].Provider.Package != nil {
-		pkg := spec.Changes[0].Provider.Package
-		return pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String()
+	if len(spec.Changes) != 1 {
+		return provider
 	}
-	return provider
+	return spec.Changes[0].Provider.ProposeTarget(provider)
 }
 
 // specImages are the images (REF@sha256:…) a provider's spec pins: an

@@ -126,7 +126,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	// holds the seal's digest to the name: the materialization is the
 	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, ProposeTarget(spec, name)).WithImages(spec.Images())
+		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }
@@ -286,7 +286,7 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		// knows.
 		return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned)
 	}
-	return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, ProposeTarget(spec, name)).WithImages(spec.Images())
+	return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
 }
 
 // checkProviderFiles holds the manifest and lock installed in the env's
@@ -315,15 +315,4 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 		}
 	}
 	return nil
-}
-
-// ProposeTarget is refusal.ActionPropose's target for the pin spec of
-// provider name: the pinned package to propose again,
-// "NAME==VERSION@sha256:HEX" (the provider's name when the pin names no
-// package).
-func ProposeTarget(spec *registry.Provider, name string) string {
-	if spec == nil || spec.Package == nil {
-		return name
-	}
-	return spec.Package.Name + "==" + spec.Package.Version + "@" + spec.Package.SHA256.String()
 }
