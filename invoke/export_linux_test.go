@@ -1,5 +1,11 @@
 package invoke
 
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
 // WithoutShell makes this process's runs go as where there is no
 // /bin/sh (the harness forks its own init; the env's interpreter asks
 // the kernel for the namespaces) until the returned func is called.
@@ -15,3 +21,14 @@ func WithoutShell() (restore func()) {
 
 // InstalledRuntime is installedRuntime, for TestInstalledRuntime.
 var InstalledRuntime = installedRuntime
+
+// MountNamespaceRefused reports whether the kernel refuses this process a
+// mount namespace (asked on a thread that ends with the answer).
+func MountNamespaceRefused() bool {
+	refused := make(chan bool)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends
+		refused <- unix.Unshare(unix.CLONE_NEWNS) != nil
+	}()
+	return <-refused
+}

@@ -42,6 +42,8 @@ func TestMain(m *testing.M) {
 		os.Exit(killedMain())
 	case "nsrefused":
 		os.Exit(nsRefusedMain())
+	case "nosysadmin":
+		os.Exit(noSysAdminMain())
 	default:
 		os.Exit(childMain())
 	}

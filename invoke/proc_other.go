@@ -2,7 +2,11 @@
 
 package invoke
 
-import "syscall"
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
 
 // Elsewhere than Linux there are no namespaces to ask for and no /proc to
 // walk: the run is contained by its process group only.
@@ -28,3 +32,15 @@ func withInit(argv, _ []string) []string { return argv }
 // exitWatch: no waitid(WNOWAIT) to watch the harness's exit with apart
 // from cmd.Wait here (nil): its leftovers are killed once cmd.Wait returns.
 func exitWatch(int) func() bool { return nil }
+
+// roThread: there is no mount namespace to show a root run its env
+// read-only in here (readOnlyEnv always fails).
+type roThread struct{}
+
+func readOnlyEnv(string) (*roThread, error) {
+	return nil, errors.New("no mount namespaces on this system")
+}
+
+func (*roThread) Start(cmd *exec.Cmd) error { return cmd.Start() }
+
+func (*roThread) Release() {}

@@ -95,6 +95,15 @@ func (s *Subprocess) grace() time.Duration {
 // descendants only (docs/executor.md, "Limits").
 const LimitNamespaces = "namespaces"
 
+// LimitReadOnlyEnv is the name a local run's receipt gives, in
+// receipts.Intent.Unenforced, the read-only view of its env a run started
+// by root gets (roThread) when it ran without it: the kernel refused this
+// executor a mount namespace (no CAP_SYS_ADMIN, as in a container). The
+// run then went as before the view was made: root's writes into the env
+// are the next call's verify's to refuse (env_drift). A run by any other
+// user is kept out of its env by the env's modes, and never names it.
+const LimitReadOnlyEnv = "readonly_env"
+
 // Run implements Executor.
 func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	// Whether the run gets its namespaces is decided before the intent is
@@ -112,11 +121,31 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 	}
 	var py string
 	var ns, bytecode bool
+	var ro *roThread
+	defer func() {
+		if ro != nil {
+			ro.Release() // after spawn has waited for the run
+		}
+	}()
 	st, replay, err := begin(ctx, c, "local", s.Ledger, s.Defaults, func() ([]string, error) {
 		var err error
 		var site string
 		if py, site, bytecode, err = s.checkEnv(c); err != nil {
 			return nil, err
+		}
+		var unenforced []string
+		if os.Geteuid() == 0 {
+			// Root's writes no mode of the env stops: the run gets a view
+			// of it read-only, made before the intent so that the receipt
+			// says whether it held. Where the kernel refuses it the run
+			// goes as before (docs/executor.md).
+			env, err := filepath.Abs(c.Env)
+			if err != nil {
+				return nil, refusal.Wrap(refusal.InvokeFailed, err, "the env path %s", c.Env)
+			}
+			if ro, err = readOnlyEnv(env); err != nil {
+				unenforced = append(unenforced, LimitReadOnlyEnv)
+			}
 		}
 		if c.Runtime == "" {
 			// The env's own runtime picks the channel's wiring for a
@@ -135,14 +164,14 @@ func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
 			ns = <-allowed
 		}
 		if !ns {
-			return []string{LimitNamespaces}, nil
+			unenforced = append([]string{LimitNamespaces}, unenforced...)
 		}
-		return nil, nil
+		return unenforced, nil
 	})
 	if st == nil {
 		return replay, err
 	}
-	res, tail, err := s.spawn(ctx, c, py, ns, bytecode, st.attempt, st.input, st.budgets, st.bundle, st.red)
+	res, tail, err := s.spawn(ctx, c, py, ns, bytecode, ro, st.attempt, st.input, st.budgets, st.bundle, st.red)
 	if err != nil {
 		return nil, st.rec.finishRefused(ctx, err)
 	}
@@ -503,7 +532,7 @@ func (s *sink) bytes() ([]byte, int64) {
 	return append([]byte(nil), b...), s.n
 }
 
-func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode bool, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
+func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode bool, ro *roThread, attempt string, input []byte, b Budgets, bundle []byte, red *redactor) (*Result, string, error) {
 	call := *c
 	call.Input = input
 	line, err := Request(&call, attempt, b)
@@ -620,14 +649,22 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		return cmd
 	}
 	cloexecAll()
-	// The child's parent-death signal fires when the thread that forked it
-	// ends (go.dev/issue/27505): hold this thread until the run is over,
-	// so that no other goroutine can lock it and end it under the run.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	startCmd := (*exec.Cmd).Start
+	if ro != nil {
+		// Started on the thread that sees the env read-only, which the
+		// caller holds until the run is over.
+		startCmd = ro.Start
+	} else {
+		// The child's parent-death signal fires when the thread that
+		// forked it ends (go.dev/issue/27505): hold this thread until the
+		// run is over, so that no other goroutine can lock it and end it
+		// under the run.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	cmd := build(ns)
 	start := time.Now()
-	err = cmd.Start()
+	err = startCmd(cmd)
 	if err != nil && ns && nsUnavailable(err) {
 		// The intent says the namespaces held: falling back now would
 		// make it untrue. The next run asks the kernel again.
