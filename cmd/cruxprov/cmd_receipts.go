@@ -140,6 +140,28 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		}
 		tw.Flush()
 		if scan {
+			// Each finding on a line of its own, where it is: the refusal
+			// of a corrupt ledger says to list its bad lines with a
+			// tolerant scan, which counted them and said nowhere which
+			// (only --json had them).
+			for _, cl := range res.Corrupt {
+				line := (&receipts.CorruptError{CorruptLine: cl}).Error()
+				if cl.AlsoIn != "" {
+					line += " (its attempt is also in " + cl.AlsoIn + ")"
+				}
+				fmt.Fprintf(w, "corrupt line: %s\n", oneLine(line))
+			}
+			for _, u := range res.Unmatched {
+				fmt.Fprintf(w, "outcome without its intent: %s: line %d at byte offset %d: attempt %s\n", oneLine(u.Path), u.Line, u.Off, oneLine(u.Value.AttemptID))
+			}
+			for _, tr := range res.Torn {
+				fmt.Fprintf(w, "torn row: %s: line %d: a fragment of %d bytes (%s) from byte offset %d, quarantined %s\n",
+					oneLine(tr.Path), tr.Line, len(tr.Bytes), tr.SHA256, tr.Offset, tr.RepairedAt.UTC().Format(time.RFC3339))
+			}
+			for _, f := range res.Tails {
+				fmt.Fprintf(w, "unterminated tail: %s at byte offset %d (%d bytes, %s): the next writer quarantines it as a torn row\n",
+					oneLine(f.Path), f.Offset, len(f.Bytes), f.SHA256)
+			}
 			for _, r := range res.Repairs {
 				if r.Reason != "" {
 					fmt.Fprintf(w, "repair journal %s: the next run refuses it: %s\n", r.Journal, oneLine(r.Reason))

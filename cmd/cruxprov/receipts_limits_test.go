@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -430,5 +431,66 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 	r = run("receipts", "scan", "--state-dir", fresh)
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot create receipts ledger "+filepath.Join(fresh, "receipts")) {
 		t.Errorf("a state directory no ledger can be made in: scan: %+v", r)
+	}
+}
+
+// TestReceiptsScanListsWhatItFound: a corrupt ledger's refusal says to
+// list its bad lines with a tolerant scan, and names that scan as the
+// command to run; its text counted them ("1 corrupt line") and said
+// nowhere which line, so only --json answered it. Each corrupt line,
+// outcome without its intent, torn row and unterminated tail is now on a
+// line of its own, where it is, before the counts.
+func TestReceiptsScanListsWhatItFound(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	// A torn tail the writer quarantines at its first Begin, then one
+	// receipt whose intent is taken out below.
+	if err := os.WriteFile(ledger, []byte(`{"frag`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	in := receipts.Intent{AttemptID: "att_lost", Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+		Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+		InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+	if _, err := l.Begin(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: "att_lost", Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, err := os.ReadFile(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.SplitAfter(string(b), "\n") // torn row, intent, outcome, ""
+	if len(rows) != 4 || !strings.Contains(rows[0], `"phase":"torn"`) {
+		t.Fatalf("the ledger written: %q", b)
+	}
+	// Line 1 the torn row, line 2 the outcome, line 3 bad, then a tail.
+	body := rows[0] + rows[2] + "not a receipt\n" + `{"tail`
+	if err := os.WriteFile(ledger, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	strict := cruxprov(t, "receipts", "scan", "--ledger", ledger)
+	if strict.code != exitRefused || !strings.Contains(strict.stderr, "list its bad lines with a tolerant scan") ||
+		!strings.Contains(strict.stderr, "to fix: cruxprov receipts scan --tolerate-corrupt --ledger "+ledger) {
+		t.Fatalf("strict scan: %+v", strict)
+	}
+	r := cruxprov(t, "receipts", "scan", "--tolerate-corrupt", "--ledger", ledger)
+	off := len(rows[0]) + len(rows[2])
+	for _, want := range []string{
+		"corrupt line: " + ledger + ": line 3 at byte offset " + strconv.Itoa(off) + " (13 bytes, " + digest.Sum([]byte("not a receipt")).String() + "): ",
+		"outcome without its intent: " + ledger + ": line 2 at byte offset " + strconv.Itoa(len(rows[0])) + ": attempt att_lost\n",
+		"torn row: " + ledger + ": line 1: a fragment of 6 bytes (" + digest.Sum([]byte(`{"frag`)).String() + ") from byte offset 0, quarantined ",
+		"unterminated tail: " + ledger + " at byte offset " + strconv.Itoa(off+14) + " (6 bytes, " + digest.Sum([]byte(`{"tail`)).String() + ")",
+		"0 attempts, 0 orphaned intents, 1 outcome without its intent, 1 torn row, 1 corrupt line, 1 unterminated tail in 1 ledger\n",
+	} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("receipts scan --tolerate-corrupt does not say %q: %+v", want, r)
+		}
 	}
 }
