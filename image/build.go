@@ -415,7 +415,12 @@ func checkShimMachine(shim, pid, arch string) error {
 		return &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}
 	defer r.Close()
-	build := fmt.Sprintf("build it static for %s: CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -trimpath -o bin/cruxshim ./cmd/cruxshim (docs/ci.md)", arch, arch)
+	// make's command, not a go build of one's own: docs/ci.md and
+	// docs/images.md make every runner's cruxshim the same bytes (other
+	// flags give another cruxshim, so another image digest), and the go
+	// build named here before left out make build's -buildvcs, tags and
+	// ldflags.
+	build := fmt.Sprintf("build it static for %s with make build's command: make bin/cruxshim-%s (docs/ci.md)", arch, arch)
 	f, err := elfread.Read(r, elfread.Options{})
 	if err != nil {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is not an ELF executable, so the image of %s could not start: give the cruxshim program, %s", shim, pid, build)
@@ -424,7 +429,7 @@ func checkShimMachine(shim, pid, arch string) error {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF %s, not an executable: give the cruxshim program, %s", shim, f.Type, build)
 	}
 	if want, ok := shimMachines[arch]; ok && f.Machine != want {
-		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF executable for %s, the platform %s is %s (%s): give the platform a cruxshim built for it (a static build with GOARCH=%s)", shim, f.Machine, pid, arch, want, arch)
+		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is an ELF executable for %s, the platform %s is %s (%s): give the platform a cruxshim built for it: make bin/cruxshim-%s (docs/ci.md)", shim, f.Machine, pid, arch, want, arch)
 	}
 	if f.Dynamic {
 		return refusal.New(refusal.PlatformUnsupported, "the cruxshim %s is linked dynamically (it needs a loader and libraries the image need not have): %s", shim, build)

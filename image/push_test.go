@@ -66,6 +66,10 @@ func TestShimForAnotherMachine(t *testing.T) {
 	}
 	rel := append([]byte(nil), shim...)
 	rel[16] = byte(elf.ET_REL) // e_type, little-endian
+	// Every case names make's command for the platform's architecture,
+	// whose bytes every runner gets (docs/ci.md), never a go build of
+	// one's own: the one named before left out make build's flags, so it
+	// gave another cruxshim and another image digest.
 	cases := []struct{ pid, shim, says string }{
 		{testPlatform, imagetest.ShimFor(t, "arm64"), "for EM_AARCH64"},
 		{testPlatformARM, testShim(t), "for EM_X86_64"},
@@ -92,6 +96,13 @@ func TestShimForAnotherMachine(t *testing.T) {
 			})
 			if refusal.CodeOf(err) != refusal.PlatformUnsupported || !strings.Contains(err.Error(), "cruxshim "+c.shim) || !strings.Contains(err.Error(), c.says) {
 				t.Errorf("%s with the cruxshim %s: %v, want platform_unsupported saying %q", c.pid, c.shim, err, c.says)
+			}
+			arch := "amd64"
+			if c.pid == testPlatformARM {
+				arch = "arm64"
+			}
+			if err != nil && (!strings.Contains(err.Error(), "make bin/cruxshim-"+arch+" (docs/ci.md)") || strings.Contains(err.Error(), "go build")) {
+				t.Errorf("%s with the cruxshim %s: %v, want make bin/cruxshim-%s as the way to build one", c.pid, c.shim, err, arch)
 			}
 		})
 	}
