@@ -327,10 +327,17 @@ func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
 			if ks != nil {
 				first := ks.first.Intent
 				if first.InputDigest != in.InputDigest || first.Provider != in.Provider || first.Entrypoint != in.Entrypoint {
+					// What sending the first request again gets: its
+					// recorded outcome only when an attempt under the
+					// key ended ok; otherwise a new attempt.
+					gets := "to get its recorded outcome"
+					if ks.ok == nil {
+						gets = "to run it again (no attempt under the key has ended ok)"
+					}
 					return refusal.New(refusal.IdempotencyConflict,
 						"idempotency key %q was first used by attempt %s for %s %s with input %s, not for %s %s with input %s; "+
-							"give a new request a new key, or send attempt %s's input again under this one to get its recorded outcome",
-						k, first.AttemptID, first.Provider, first.Entrypoint, first.InputDigest, in.Provider, in.Entrypoint, in.InputDigest, first.AttemptID)
+							"give a new request a new key, or send attempt %s's input again under this one %s",
+						k, first.AttemptID, first.Provider, first.Entrypoint, first.InputDigest, in.Provider, in.Entrypoint, in.InputDigest, first.AttemptID, gets)
 				}
 				for id, key := range l.inflight {
 					if key == k {

@@ -167,6 +167,7 @@ func TestIdempotency(t *testing.T) {
 	}{
 		{"same key other input", StatusOK, testIntent("", "k", "other"), refusal.IdempotencyConflict, false, 0},
 		{"same key other input after error", StatusError, testIntent("", "k", "other"), refusal.IdempotencyConflict, false, 0},
+		{"same key other input after orphan", "", testIntent("", "k", "other"), refusal.IdempotencyConflict, false, 0},
 		{"same key other provider", StatusOK, func() Intent { i := testIntent("", "k", "in"); i.Provider = "acme-other"; return i }(), refusal.IdempotencyConflict, false, 0},
 		{"same key other entrypoint", StatusOK, func() Intent { i := testIntent("", "k", "in"); i.Entrypoint = "other"; return i }(), refusal.IdempotencyConflict, false, 0},
 		{"replay of ok", StatusOK, testIntent("", "k", "in"), "", true, 2},
@@ -198,6 +199,13 @@ func TestIdempotency(t *testing.T) {
 				// what clashed: `cruxprov run` prints it as it is.
 				if !strings.Contains(err.Error(), "give a new request a new key, or send attempt first's input again under this one") {
 					t.Fatalf("the refusal does not say what to do: %v", err)
+				}
+				// And what that gets: the recorded outcome only where one
+				// ended ok; after an error or an orphan it runs again (it
+				// promised the recorded outcome of a run that had none).
+				if ok := tc.first == StatusOK; ok != strings.HasSuffix(err.Error(), " to get its recorded outcome") ||
+					!ok && !strings.HasSuffix(err.Error(), " to run it again (no attempt under the key has ended ok)") {
+					t.Fatalf("the refusal's remedy after a first attempt %q: %v", tc.first, err)
 				}
 				if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
 					t.Fatal("a refused Begin wrote to the ledger")
