@@ -65,7 +65,7 @@ func loadBase(ctx context.Context, ref Ref, os, arch string, opts []remote.Optio
 			}
 		}
 		if !found {
-			return nil, refusal.New(refusal.PlatformUnsupported, "the base %s has no image for %s/%s", ref, os, arch)
+			return nil, refusal.New(refusal.PlatformUnsupported, "the base %s has no image for %s/%s: pin a base index that has one, or leave this platform out", ref, os, arch)
 		}
 		raw = nil
 	}
@@ -78,7 +78,9 @@ func loadBase(ctx context.Context, ref Ref, os, arch string, opts []remote.Optio
 		return nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "the base %s: config", ref)
 	}
 	if cfg.OS != os || cfg.Architecture != arch {
-		return nil, refusal.New(refusal.PlatformUnsupported, "the base %s is %s/%s, the platform needs %s/%s", ref, cfg.OS, cfg.Architecture, os, arch)
+		// A digest of one platform's image builds that platform only.
+		return nil, refusal.New(refusal.PlatformUnsupported, "the base %s is %s/%s, the platform needs %s/%s: pin a multi-platform base by its index's digest (one with a %s/%s image), or leave this platform out",
+			ref, cfg.OS, cfg.Architecture, os, arch, os, arch)
 	}
 	return &base{ref: ref, img: img, digest: h, config: cfg}, nil
 }
