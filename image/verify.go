@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -88,6 +89,32 @@ func Verify(ctx context.Context, ref string, o VerifyOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	rep, err := verify(ctx, r, ref, o)
+	return rep, notAsBuilt(r, err)
+}
+
+// notAsBuilt adds to an image_digest_mismatch refusal of Verify the
+// image it is about and what to do: a blob of a layout that did not
+// rehash was refused "blob sha256:… hashes to sha256:…" alone, naming
+// neither the image nor a next step (DESIGN §2).
+func notAsBuilt(r Ref, err error) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Code != refusal.ImageDigestMismatch {
+		return err
+	}
+	out := *re
+	if !strings.Contains(out.Detail, r.String()) {
+		out.Detail = r.String() + ": " + out.Detail
+	}
+	if r.Repo == nil {
+		out.Detail += " (the layout does not hold the image as it was built: damaged, or changed since; write the image into it again, by building it again or copying it from its registry)"
+	} else {
+		out.Detail += " (the registry does not serve the image as it was built: a mistyped digest, or the image missing, damaged or changed there; check the digest, or push the image again from where it was built)"
+	}
+	return &out
+}
+
+func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, error) {
 	if len(o.Keys) == 0 {
 		return nil, refusal.New(refusal.ImageSignatureInvalid, "no trusted key to verify %s with", ref)
 	}

@@ -196,6 +196,12 @@ func TestVerifyLayout(t *testing.T) {
 			if c.want != "" && !errors.As(err, &re) {
 				t.Errorf("not a *refusal.Error: %T", err)
 			}
+			// It names the image and what to do: a flipped layer byte
+			// said "blob sha256:… hashes to sha256:…" alone.
+			if c.want == refusal.ImageDigestMismatch && (!strings.Contains(err.Error(), ref(dir)) ||
+				!strings.HasSuffix(err.Error(), "(the layout does not hold the image as it was built: damaged, or changed since; write the image into it again, by building it again or copying it from its registry)")) {
+				t.Errorf("the refusal names neither the image nor what to do: %v", err)
+			}
 		})
 	}
 }
@@ -243,6 +249,9 @@ func TestVerifyRegistryNotReached(t *testing.T) {
 			_, err := Verify(ctx, c.host+pinned, VerifyOptions{Keys: keys})
 			if got := refusal.CodeOf(err); got != c.want {
 				t.Fatalf("got %v (%s), want %s", err, got, c.want)
+			}
+			if c.want == refusal.ImageDigestMismatch && !strings.Contains(err.Error(), " (the registry does not serve the image as it was built: a mistyped digest, or the image missing, damaged or changed there; check the digest, or push the image again from where it was built)") {
+				t.Errorf("the refusal does not say what to do: %v", err)
 			}
 		})
 	}
