@@ -124,6 +124,18 @@ func (e *CorruptError) Error() string {
 		e.Path, e.Line, e.Offset, e.Length, e.SHA256, e.Reason)
 }
 
+// NotRegularError is Scan's error for a ledger path that names no
+// regular file (a directory, a FIFO, a device): a caller can tell it
+// from a ledger it could not read.
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("receipts: %s is not a regular file", e.Path)
+}
+
 // Is matches refusal.LedgerCorrupt, so errors.Is works on a bare
 // *CorruptError too.
 func (e *CorruptError) Is(target error) bool { return target == refusal.LedgerCorrupt }
@@ -174,7 +186,7 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 	}
 	*seen = append(*seen, st)
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("receipts: %s is not a regular file", path)
+		return &NotRegularError{Path: path, Mode: st.Mode()}
 	}
 	// The repair journal first, as a writer reads it before the rows.
 	side, journal, err := scanJournal(f, path, res, opts)

@@ -208,7 +208,17 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 	}
 	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: tolerate})
 	var pe *fs.PathError
+	var nr *receipts.NotRegularError
 	switch {
+	case errors.As(err, &nr) && c.IsSet("ledger"):
+		// A directory (the state directory, say) or a FIFO named as a
+		// ledger is the caller's mistake, as a path that is not there
+		// is: it exited 1 with "receipts: D is not a regular file".
+		what := "not a regular file"
+		if nr.Mode.IsDir() {
+			what = "a directory"
+		}
+		return nil, nil, usagef("--ledger %s is %s: name a ledger file (cruxprov receipts %s, without --ledger, reads this host and user's)", nr.Path, what, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):

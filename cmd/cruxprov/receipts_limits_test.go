@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -491,6 +492,29 @@ func TestReceiptsScanListsWhatItFound(t *testing.T) {
 	} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("receipts scan --tolerate-corrupt does not say %q: %+v", want, r)
+		}
+	}
+}
+
+// TestReceiptsLedgerNotAFile: a --ledger naming a directory (the state
+// directory instead of the ledger in it) or a FIFO exited 1 with
+// "error: receipts: D is not a regular file", where a --ledger that is
+// not there is a usage error saying to check the path. Both are the
+// caller's mistake: exit 64, saying what D is and what to name.
+func TestReceiptsLedgerNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "not a regular file"}} {
+		for _, args := range [][]string{{"scan"}, {"list"}, {"show", "att_x"}} {
+			t.Run(strings.Join(args, " ")+" "+filepath.Base(c.path), func(t *testing.T) {
+				r := cruxprov(t, append(append([]string{"receipts"}, args...), "--ledger", c.path)...)
+				if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --ledger "+c.path+" is "+c.is+": name a ledger file (cruxprov receipts "+args[0]+", without --ledger, reads this host and user's)") {
+					t.Errorf("%+v", r)
+				}
+			})
 		}
 	}
 }
