@@ -159,6 +159,9 @@ type Result struct {
 	// Replayed is set when a recorded ok outcome was returned without
 	// spawning.
 	Replayed bool `json:"replayed,omitempty"`
+	// ReplayOf is set on a replay: the earlier ok attempt whose outcome
+	// it returned (the receipt's replay_of), whose receipt says what ran.
+	ReplayOf string `json:"replay_of,omitempty"`
 	// ResultDigest is set on a replay: the recorded result's digest
 	// ("sha256:<hex>"). A ledger keeps no result values, so a replay has
 	// no Value.

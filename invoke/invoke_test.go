@@ -561,9 +561,14 @@ func TestRefusedRunUnderKey(t *testing.T) {
 			l, path := openLedger(t)
 			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir()}
 			ctx := context.Background()
+			var first string // the attempt a replay returns the outcome of
 			for _, c := range tc.before {
-				if res, err := ex.Run(ctx, c); err != nil || res.Status != invoke.StatusOK {
+				res, err := ex.Run(ctx, c)
+				if err != nil || res.Status != invoke.StatusOK {
 					t.Fatalf("before: %+v %v", res, err)
+				}
+				if first == "" {
+					first = res.AttemptID
 				}
 			}
 			res, err := ex.Run(ctx, call(1, drift))
@@ -587,6 +592,10 @@ func TestRefusedRunUnderKey(t *testing.T) {
 				}
 			case err != nil || res.Status != invoke.StatusOK || res.Replayed != tc.replayed:
 				t.Fatalf("after: %+v %v, want ok replayed=%v", res, err, tc.replayed)
+			case tc.replayed && (res.ReplayOf != first || first == "" || res.AttemptID == first):
+				// A replay names the attempt that ran, as its receipt's
+				// replay_of does (the CLI shows that receipt).
+				t.Fatalf("after: a replay of %q (its own attempt %s), want of %s", res.ReplayOf, res.AttemptID, first)
 			}
 		})
 	}

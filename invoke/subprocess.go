@@ -1066,7 +1066,7 @@ func parseOutput(res *Result, out []byte, attempt string) {
 
 func replayed(o *receipts.Outcome, b Budgets) *Result {
 	r := &Result{AttemptID: o.AttemptID, Status: Status(o.Status), ExitCode: o.ExitCode, StdoutBytes: o.StdoutBytes,
-		StderrBytes: o.StderrBytes, Egress: append([]string{}, o.EgressObserved...), Replayed: true, ResultDigest: o.ResultDigest, Budgets: b}
+		StderrBytes: o.StderrBytes, Egress: append([]string{}, o.EgressObserved...), Replayed: true, ReplayOf: o.ReplayOf, ResultDigest: o.ResultDigest, Budgets: b}
 	return r
 }
 

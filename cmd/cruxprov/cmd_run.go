@@ -333,7 +333,7 @@ func runAction(c *cli.Context) error {
 	// A Result with an error: the run happened, and its outcome could not
 	// be written (the ledger keeps the intent, an orphan). Not a refusal:
 	// the result is shown, and the exit is a failure.
-	return emitRun(o, res, name, ep, lps[0], receiptShow(c, res.AttemptID, lps[0]), err)
+	return emitRun(o, res, name, ep, lps[0], func(attempt string) string { return receiptShow(c, attempt, lps[0]) }, err)
 }
 
 // receiptShow is the command that shows attempt's receipt.
@@ -431,7 +431,8 @@ func warnUndeclared(c *cli.Context, o *opts, name string, spec *registry.Provide
 }
 
 // emitRun prints a run's result (both backends).
-func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecorded error) error {
+// show is the command that shows an attempt's receipt.
+func emitRun(o *opts, res *invoke.Result, name, ep, ledger string, show func(attempt string) string, unrecorded error) error {
 	type receiptError struct {
 		Code   string `json:"code"`
 		Detail string `json:"detail"`
@@ -458,7 +459,11 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecor
 			// The ledger keeps the result's digest, not its value.
 			// AttemptID is this replay's own attempt, not the earlier
 			// one that ran (its outcome's replay_of names that one).
-			fmt.Fprintf(o.stderr, "replayed: attempt %s returned the recorded ok outcome of an earlier run under this idempotency key and input; its result (%s) is not kept, only its digest, in %s\n", res.AttemptID, res.ResultDigest, ledger)
+			// It names the attempt that ran and how to see its receipt:
+			// the line named only this replay's attempt, whose receipt
+			// is a copy.
+			fmt.Fprintf(o.stderr, "replayed: attempt %s returned the recorded ok outcome of attempt %s, the earlier run under this idempotency key and input; its result (%s) is not kept, only its digest, in %s; what ran: %s\n",
+				res.AttemptID, res.ReplayOf, res.ResultDigest, ledger, show(res.ReplayOf))
 			return
 		}
 		if res.Status == invoke.StatusOK {
@@ -475,7 +480,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger, show string, unrecor
 			}
 			msg += ": " + invoke.Clip(e.Message, invoke.ReceiptMessage)
 		}
-		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)%s", name, ep, msg, res.AttemptID, ledger, show, lost)}
+		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended %s (attempt %s, receipt in %s; its stderr and egress: %s)%s", name, ep, msg, res.AttemptID, ledger, show(res.AttemptID), lost)}
 	}
 	if unrecorded != nil {
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended ok (attempt %s)%s; the result above is the run's", name, ep, res.AttemptID, lost)}

@@ -47,7 +47,7 @@ func TestRunFailureLine(t *testing.T) {
 	o := &opts{stdout: &out, stderr: &errb}
 	msg := "\x1b[2K\rok: acme-echo echo\n" + strings.Repeat("<", 100_000)
 	res := &invoke.Result{AttemptID: "att_1", Status: invoke.StatusError, Error: &invoke.Error{Code: "provider_error", Message: msg}, Egress: []string{}}
-	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", "cruxprov receipts show att_1", nil)
+	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", func(a string) string { return "cruxprov receipts show " + a }, nil)
 	if err == nil {
 		t.Fatal("a failed run returned no error")
 	}
@@ -57,6 +57,34 @@ func TestRunFailureLine(t *testing.T) {
 	}
 	if !strings.Contains(line, "ended error: provider_error: \\x1b[2K ok: acme-echo echo <<<") || !strings.Contains(line, "bytes more)") {
 		t.Errorf("the failure line: %.300q", line)
+	}
+}
+
+// TestReplayLineNamesTheRun: a replayed run's line on stderr named only
+// the replay's own attempt, whose receipt is a copy of the outcome: it
+// names the attempt that ran and the command showing its receipt (with
+// the run's --ledger when it was given one), and --json carries it as
+// replay_of, as the receipt does.
+func TestReplayLineNamesTheRun(t *testing.T) {
+	var out, errb bytes.Buffer
+	o := &opts{stdout: &out, stderr: &errb}
+	res := &invoke.Result{AttemptID: "att_2", Status: invoke.StatusOK, Replayed: true, ReplayOf: "att_1", ResultDigest: "sha256:" + strings.Repeat("0", 64), Egress: []string{}}
+	show := func(a string) string { return "cruxprov receipts show " + a + " --ledger /l.jsonl" }
+	if err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", show, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 || !strings.HasPrefix(errb.String(), "replayed: attempt att_2 returned the recorded ok outcome of attempt att_1, ") ||
+		!strings.HasSuffix(errb.String(), "; what ran: cruxprov receipts show att_1 --ledger /l.jsonl\n") {
+		t.Errorf("stdout %q, stderr %q", out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	o.json = true
+	if err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", show, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"replay_of": "att_1"`) || !strings.Contains(out.String(), `"replayed": true`) {
+		t.Errorf("--json: %s", out.String())
 	}
 }
 
