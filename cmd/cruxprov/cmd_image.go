@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -137,6 +138,11 @@ func imageBuild(c *cli.Context) error {
 	}
 	if c.String("index") == "" && !c.Bool("offline") {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+	}
+	// A path in the image, never the host's: a relative one was taken
+	// through the whole base read and then exited 1.
+	if p := c.String("python"); p != "" && !path.IsAbs(p) {
+		return usagef("--python %s is not an absolute path in the image (such as /usr/bin/python3.11)", p)
 	}
 	// The provenance's runDetails.builder.id is a URI (SLSA provenance v1);
 	// verify and the pin compare it as given.

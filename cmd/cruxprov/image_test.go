@@ -337,6 +337,26 @@ func TestImageBuildBuilderIDIsAURI(t *testing.T) {
 	}
 }
 
+// TestImageBuildPythonNotAbsolute: --python names a path in the image; a
+// relative one (usr/bin/python3, the leading slash lost) went through the
+// whole base read and then exited 1, "error: the interpreter path … is not
+// an absolute path in the image", naming no flag. It is a usage error
+// before anything is read.
+func TestImageBuildPythonNotAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	for _, p := range []string{"usr/bin/python3", "python3.11", "./python3"} {
+		r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"),
+			"--builder-id", "https://ci.example/builder", "--python", p)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --python "+p+" is not an absolute path in the image (such as /usr/bin/python3.11)") {
+			t.Errorf("--python %q: %+v", p, r)
+		}
+	}
+}
+
 // TestImageBuildEpochPastTar: a SOURCE_DATE_EPOCH a USTAR header cannot
 // hold is a usage error before anything is read, not a refusal
 // (materialize_failed) once the env was built.
