@@ -328,10 +328,18 @@ func receiptsShow(c *cli.Context) error {
 		row("tool", "%s, protocol %d", oneLine(in.Tool), in.ProtocolVersion)
 		out := a.Outcome
 		if out == nil {
-			if orphanStatus(a) == "RUNNING" {
+			held, herr := receipts.KeyHeld(a.Path, in.IdempotencyKey)
+			switch {
+			case herr == nil && held:
 				row("status", "RUNNING: no outcome yet; its writer holds the lock of its idempotency key, so the run is still going")
-			} else {
-				row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going)")
+			case herr == nil && in.IdempotencyKey != "":
+				// Its writer would hold the key's lock while it ran: it
+				// said "or the run is still going" of a run that is not.
+				row("status", "ORPHAN: no outcome; the executor died between intent and outcome (nobody holds its idempotency key's lock, so it is not running): it may have run (delivery is at-least-once)")
+			case herr == nil:
+				row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going: a run without an idempotency key holds no lock that tells)")
+			default:
+				row("status", "ORPHAN: no outcome (the executor died between intent and outcome, or the run is still going: its idempotency key's lock could not be looked at: %s)", oneLine(herr.Error()))
 			}
 			tw.Flush()
 			return

@@ -221,6 +221,14 @@ func TestReceiptsRunningIsNotOrphan(t *testing.T) {
 	if got := status("att_keyed"); got != "ORPHAN" {
 		t.Errorf("a keyed attempt whose writer is gone: %s, want ORPHAN", got)
 	}
+	// show says of the keyed orphan that it is not running (nobody holds
+	// its key's lock): it said "or the run is still going" of both.
+	if r := cruxprov(t, "receipts", "show", "att_keyed", "--ledger", ledger); !strings.Contains(r.stdout, "(nobody holds its idempotency key's lock, so it is not running)") || strings.Contains(r.stdout, "still going") {
+		t.Errorf("show of a keyed orphan: %+v", r)
+	}
+	if r := cruxprov(t, "receipts", "show", "att_unkeyed", "--ledger", ledger); !strings.Contains(r.stdout, "or the run is still going: a run without an idempotency key holds no lock that tells") {
+		t.Errorf("show of an unkeyed orphan: %+v", r)
+	}
 }
 
 // TestRunOpensTheLedgerBeforeVerifying: run opens its ledger before it
