@@ -262,6 +262,11 @@ func (e *Executor) podmanWithin(ctx context.Context, d time.Duration, args ...st
 		if errors.As(err, &ee) {
 			return out, fmt.Errorf("podman %s: %s", args[0], lastLine(stderr.String()))
 		}
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			// It said "cannot run podman (podman): exec: … not found",
+			// and nothing of what to do.
+			return out, refusal.Wrap(refusal.ContainerUnavailable, err, "podman is not installed here (%s not found): install podman and runc (Debian: apt-get install podman runc) so that %s is found", e.podman(), e.podman())
+		}
 		return out, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot run podman (%s)", e.podman())
 	}
 	return out, nil
