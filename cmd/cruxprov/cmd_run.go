@@ -514,6 +514,14 @@ func ledgerAdvice(err error) string {
 		if inflight {
 			return "; make the in-flight lock file " + shellQuote(pe.Path) + " writable by this user (chmod u+w, or chown it to this user)"
 		}
+		// A ledger not made yet: its directories are made in the nearest
+		// one there, which is what must be writable (a state directory
+		// of mode 0555, say); the ledger and its directory are not there.
+		if pe != nil && pe.Op == "access" {
+			if st, serr := os.Stat(pe.Path); serr == nil && st.IsDir() {
+				return "; make the directory " + shellQuote(pe.Path) + " writable by this user (a run makes what is missing of the ledger's path in it)"
+			}
+		}
 		return "; make the ledger and its directory writable by this user"
 	case errors.Is(err, syscall.EPERM):
 		return "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"

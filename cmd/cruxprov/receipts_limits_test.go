@@ -18,6 +18,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // replayOf is a replayed outcome's replay_of (the container run's), "" for a run.
@@ -524,5 +525,26 @@ func TestReceiptsLedgerNotAFile(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestLedgerAdviceNamesTheDirectory: a ledger no run has made yet, under
+// a state directory this user cannot write (0555), was refused with
+// "access DIR: permission denied; make the ledger and its directory
+// writable by this user", neither of which exists: it names the
+// directory to make writable. (The error is built here: root's runs
+// ignore the mode, and receipts' TestWritableOfALedgerNotMadeYet makes
+// the real one as an unprivileged user.)
+func TestLedgerAdviceNamesTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "receipts", "h-1.jsonl")
+	err := refusal.Wrap(refusal.LedgerWriteFailed, &fs.PathError{Op: "access", Path: dir, Err: syscall.EACCES}, "cannot create receipts ledger %s", path)
+	if got, want := ledgerAdvice(err), "; make the directory "+shellQuote(dir)+" writable by this user (a run makes what is missing of the ledger's path in it)"; got != want {
+		t.Errorf("advice %q, want %q", got, want)
+	}
+	// A ledger file that is there and not writable keeps its advice.
+	err = refusal.Wrap(refusal.LedgerWriteFailed, &fs.PathError{Op: "open", Path: path, Err: syscall.EACCES}, "cannot open receipts ledger %s", path)
+	if got := ledgerAdvice(err); got != "; make the ledger and its directory writable by this user" {
+		t.Errorf("advice of an unwritable ledger: %q", got)
 	}
 }
