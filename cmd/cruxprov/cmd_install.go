@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -95,6 +96,19 @@ func installAction(c *cli.Context) error {
 			sum = root.Wheel.SHA256
 		}
 		for _, ref := range c.StringSlice("image") {
+			// A layout named by a relative path is pinned by its absolute
+			// one: the pin was oci:DIR@… as given, which verify and run
+			// resolve against their own working directory, so that
+			// anywhere but the installer's the pin was fetch_failed.
+			if dir, ok := strings.CutPrefix(ref, image.LayoutPrefix); ok {
+				if at := strings.LastIndex(dir, "@"); at > 0 && !filepath.IsAbs(dir[:at]) {
+					abs, err := filepath.Abs(dir[:at])
+					if err != nil {
+						return err
+					}
+					ref = image.LayoutPrefix + abs + dir[at:]
+				}
+			}
 			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{})
 			if err != nil {
 				return err

@@ -289,6 +289,17 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	if r := nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+built.Digest, "--python", debian); r.code != 0 || strings.Contains(r.stderr, "drops") {
 		t.Errorf("install naming every image again: %+v", r)
 	}
+	// A layout named by a relative path is pinned by its absolute one:
+	// the pin held "oci:oci@…" as given, which verify and run read
+	// against their own working directory (fetch_failed anywhere but
+	// the installer's).
+	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home,
+		"install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+filepath.Base(out)+"@"+built.Digest, "--python", debian, "--json")
+	cmd.Env, cmd.Dir = env, filepath.Dir(out)
+	r = runCmd(t, cmd)
+	if r.code != 0 || !strings.Contains(r.stdout, `"oci:`+out+"@"+kept.Digest+`"`) || strings.Contains(r.stdout, `"oci:`+filepath.Base(out)+"@") {
+		t.Errorf("install --image oci:RELATIVE@…: %+v", r)
+	}
 }
 
 // TestImageBuildRepeatedPlatform: --platform A --platform B is --platform
