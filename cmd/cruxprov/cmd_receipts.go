@@ -145,11 +145,9 @@ func receiptsAction(c *cli.Context, scan bool) error {
 			// tolerant scan, which counted them and said nowhere which
 			// (only --json had them).
 			for _, cl := range res.Corrupt {
-				line := (&receipts.CorruptError{CorruptLine: cl}).Error()
-				if cl.AlsoIn != "" {
-					line += " (its attempt is also in " + cl.AlsoIn + ")"
-				}
-				fmt.Fprintf(w, "corrupt line: %s\n", oneLine(line))
+				// A second row of an attempt in another ledger given
+				// (also_in) says where the first is in its reason.
+				fmt.Fprintf(w, "corrupt line: %s\n", oneLine((&receipts.CorruptError{CorruptLine: cl}).Error()))
 			}
 			for _, u := range res.Unmatched {
 				fmt.Fprintf(w, "outcome without its intent: %s: line %d at byte offset %d: attempt %s\n", oneLine(u.Path), u.Line, u.Off, oneLine(u.Value.AttemptID))

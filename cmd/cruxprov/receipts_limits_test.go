@@ -503,6 +503,25 @@ func TestReceiptsScanListsWhatItFound(t *testing.T) {
 			t.Errorf("receipts scan --tolerate-corrupt does not say %q: %+v", want, r)
 		}
 	}
+	// A ledger scanned with its copy: each row of the copy is a second
+	// row of its attempt, whose reason names where the first is, once.
+	sound := filepath.Join(filepath.Dir(ledger), "sound.jsonl")
+	l, err = receipts.Open(context.Background(), sound, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.AttemptID = "att_twice"
+	if _, err := l.Begin(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	b, _ = os.ReadFile(sound)
+	cp := sound + ".copy"
+	os.WriteFile(cp, b, 0o600)
+	r = cruxprov(t, "receipts", "scan", "--tolerate-corrupt", "--ledger", sound, "--ledger", cp)
+	if want := "corrupt line: " + cp + ": line 1 at byte offset 0 (" + strconv.Itoa(len(b)-1) + " bytes, " + digest.Sum(b[:len(b)-1]).String() + "): a second intent for attempt att_twice (the first: " + sound + " line 1)\n"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("a ledger and its copy: want %q in %+v", want, r)
+	}
 }
 
 // TestReceiptsLedgerNotAFile: a --ledger naming a directory (the state
