@@ -319,9 +319,11 @@ func purlEscape(s string) string {
 // hashes and a pypi purl with a file_name qualifier), the root package as
 // the BOM's subject, the platform, interpreter, resolution and
 // materialization digests as properties, and tool (cruxprov's
-// version). It depends on the seal alone (no time, no random serial number), so `env sbom` and an
-// image's attestation of the same env are the same bytes (the attestation's in-toto statement
-// carries them compacted, as its predicate: TestAttestationsMeetTheirSpecifications).
+// version, metadata.tools). It depends on the seal and tool alone (no time, no random serial
+// number), so `env sbom` and an image's attestation of the same env are the same bytes when
+// the same cruxprov version made both (the attestation's in-toto statement carries them
+// compacted, as its predicate: TestAttestationsMeetTheirSpecifications); another tool
+// differs in metadata.tools only (TestSBOMDependsOnTheSealAndTheTool).
 func SBOM(s *seal.Seal, tool string) ([]byte, error) {
 	comp := func(p seal.Package) BOMComponent {
 		purl := pypiPURL(p) + "?file_name=" + purlEscape(p.Filename)

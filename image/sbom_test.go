@@ -91,3 +91,45 @@ func TestSBOMIsValidCycloneDX(t *testing.T) {
 		t.Errorf("metadata.component = %+v, want the root", m)
 	}
 }
+
+// TestSBOMDependsOnTheSealAndTheTool: images.md said the SBOM depends on
+// the seal alone, so that an image's and env sbom's agree; it also names
+// the cruxprov that wrote it (metadata.tools), so an env sbom on a host
+// whose cruxprov is not CI's differed. The doc says so now; this holds
+// that the tool's version is the only other input, in that field only.
+func TestSBOMDependsOnTheSealAndTheTool(t *testing.T) {
+	root := seal.Package{Name: "acme-echo", Version: "1.0.0", Filename: "acme_echo-1.0.0-py3-none-any.whl", SHA256: digest.Sum([]byte("w"))}
+	s := &seal.Seal{}
+	s.Resolution.Root = &root
+	s.Materialization.Platform = "linux-x86_64-cp311"
+	read := func(tool string) map[string]any {
+		t.Helper()
+		b, err := SBOM(s, tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, _ := SBOM(s, tool)
+		if !bytes.Equal(b, again) {
+			t.Fatal("two SBOMs of one seal and tool differ")
+		}
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	a, b := read("v1 go1.26.0"), read("v2 go1.26.8")
+	version := func(v map[string]any) any {
+		return v["metadata"].(map[string]any)["tools"].(map[string]any)["components"].([]any)[0].(map[string]any)["version"]
+	}
+	if version(a) != "v1 go1.26.0" || version(b) != "v2 go1.26.8" {
+		t.Fatalf("metadata.tools names %v and %v", version(a), version(b))
+	}
+	delete(a["metadata"].(map[string]any), "tools")
+	delete(b["metadata"].(map[string]any), "tools")
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("two tools' SBOMs of one seal differ beyond metadata.tools:\n%s\n%s", ja, jb)
+	}
+}

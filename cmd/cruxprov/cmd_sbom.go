@@ -13,8 +13,9 @@ import (
 )
 
 // envSbomCmd is `env sbom PATH`: the CycloneDX SBOM of a sealed env, the
-// same document an image built from the same env carries as an
-// attestation (image.SBOM, from the seal alone).
+// same document an image built from the same env by the same cruxprov
+// version carries as an attestation (image.SBOM, from the seal and the
+// tool's version).
 func envSbomCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "sbom",
@@ -23,7 +24,8 @@ func envSbomCmd() *cli.Command {
 		Description: "Reads the env's seal (not its tree) and prints a CycloneDX 1.5 JSON SBOM: every package\n" +
 			"of the resolution with its version, wheel file name and sha256, the root package as the\n" +
 			"subject, the platform, interpreter, resolution and materialization digest as properties.\n" +
-			"It depends on the seal alone, so it is the SBOM `image build` attests for the same env.\n" +
+			"It depends on the seal and on this cruxprov's version (metadata.tools) alone, so it is the\n" +
+			"SBOM `image build` of the same cruxprov version attests for the same env.\n" +
 			"The output is the document itself, with or without --json.\n\n" +
 			"Example:\n   cruxprov env sbom ~/.local/share/cruxprov/envs/<hex> > sbom.cdx.json",
 		Action: func(c *cli.Context) error {
