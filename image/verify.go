@@ -159,6 +159,7 @@ func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, e
 		list = append(list, todo{d: r.Digest, raw: raw})
 	}
 	matched := false
+	var has []string // the platforms the image holds, for a --platform it does not
 	for _, t := range list {
 		mr := ManifestReport{Digest: t.d}
 		img, m, err := loadImage(ctx, src, t.d, t.raw)
@@ -172,6 +173,7 @@ func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, e
 		}
 		mr.Labels = cf.Config.Labels
 		mr.Platform = mr.Labels[LabelPlatform]
+		has = append(has, mr.Platform)
 		if o.Platform != "" && mr.Platform != o.Platform {
 			continue
 		}
@@ -197,7 +199,9 @@ func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, e
 		}
 	}
 	if !matched {
-		return rep, refusal.New(refusal.PlatformUnsupported, "%s has no image for %s", ref, o.Platform)
+		// It said only what is not there; the platforms that are are
+		// the choice.
+		return rep, refusal.New(refusal.PlatformUnsupported, "%s has no image for %s: it holds %s; name one of those", ref, o.Platform, strings.Join(has, ", "))
 	}
 	return rep, nil
 }

@@ -175,6 +175,11 @@ func TestVerifyLayout(t *testing.T) {
 			lp.RemoveDescriptors(match.Annotation(refNameAnnotation, AttestationTag(d)))
 			return ok
 		}, refusal.ProvenanceMismatch},
+		{"a platform the image does not hold", func(t *testing.T, dir string) VerifyOptions {
+			o := ok
+			o.Platform = "cp312-manylinux_2_36_x86_64"
+			return o
+		}, refusal.PlatformUnsupported},
 		{"signature missing", func(t *testing.T, dir string) VerifyOptions {
 			lp, _ := layout.FromPath(dir)
 			lp.RemoveDescriptors(match.Annotation(refNameAnnotation, SignatureTag(d)))
@@ -195,6 +200,11 @@ func TestVerifyLayout(t *testing.T) {
 			var re *refusal.Error
 			if c.want != "" && !errors.As(err, &re) {
 				t.Errorf("not a *refusal.Error: %T", err)
+			}
+			// It names the platforms there are: it said only "has no
+			// image for P".
+			if c.want == refusal.PlatformUnsupported && !strings.HasSuffix(err.Error(), " has no image for cp312-manylinux_2_36_x86_64: it holds "+p.Platform+"; name one of those") {
+				t.Errorf("the refusal does not name the platforms the image holds: %v", err)
 			}
 			// It names the image and what to do: a flipped layer byte
 			// said "blob sha256:… hashes to sha256:…" alone.
