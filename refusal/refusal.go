@@ -60,6 +60,10 @@ const (
 	ActionNoCache Action = "no_cache"
 	// ActionPlatformList lists the platform presets.
 	ActionPlatformList Action = "platform_list"
+	// ActionNamePlatform runs the refused command again for one platform,
+	// which the operator chooses among those the accepted pin has
+	// materializations of for the backend asked (Remedy.Platforms).
+	ActionNamePlatform Action = "name_platform"
 	// ActionReviewChangesets lists the open change-sets, the proposals
 	// an approval would accept.
 	ActionReviewChangesets Action = "review_changesets"
@@ -126,6 +130,13 @@ type Remedy struct {
 	// Name is, for ActionTrustKey, the name to trust the key under ("":
 	// the public key file's name, as key trust defaults it).
 	Name string `json:"name,omitempty"`
+	// Platforms are, for ActionNamePlatform, the platforms the pin has
+	// materializations of for the backend asked, one of which to name.
+	Platforms []string `json:"platforms,omitempty"`
+	// Backend is, for ActionPropose, a backend the proposal is to add a
+	// materialization of: "container", whose image (REF@sha256:…, built
+	// and signed for the package) only the operator knows.
+	Backend string `json:"backend,omitempty"`
 }
 
 // WithRemedy sets e's remedy and returns e.
@@ -138,6 +149,24 @@ func (e *Error) WithRemedy(a Action, target string) *Error {
 func (e *Error) WithImages(images []string) *Error {
 	if e.Remedy != nil && len(images) > 0 {
 		e.Remedy.Images = images
+	}
+	return e
+}
+
+// WithPlatforms sets the platforms of e's remedy (Remedy.Platforms) and
+// returns e.
+func (e *Error) WithPlatforms(platforms []string) *Error {
+	if e.Remedy != nil && len(platforms) > 0 {
+		e.Remedy.Platforms = platforms
+	}
+	return e
+}
+
+// WithBackend sets the backend of e's remedy (Remedy.Backend) and
+// returns e.
+func (e *Error) WithBackend(backend string) *Error {
+	if e.Remedy != nil {
+		e.Remedy.Backend = backend
 	}
 	return e
 }

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,16 +28,16 @@ func TestUnpinnedSaysWhatThePinHas(t *testing.T) {
 		remedy            refusal.Action // "" for none
 	}{
 		// A container materialization names its image, which only the
-		// operator knows: the words say so, and no remedy proposes a
-		// local one.
+		// operator knows: the words say so, and the remedy proposes
+		// one (Backend), not a local one.
 		{registry.BackendContainer, "", 0, refusal.PinUnapproved, []string{
 			"provider acme-echo has no accepted container materialization (its pin has: local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64): name the backend and platform of one it has",
-			"with a container materialization, the image built for it (REF@sha256:…; docs/operator.md)"}, ""},
+			"with a container materialization, the image built for it (REF@sha256:…; docs/operator.md)"}, refusal.ActionPropose},
 		{registry.BackendLocal, "cp311-win_amd64", 0, refusal.PinUnapproved, []string{
 			"no accepted local materialization for cp311-win_amd64 (its pin has: local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64)",
 			"propose the provider again for cp311-win_amd64 and approve it"}, refusal.ActionPropose},
 		{registry.BackendLocal, "", 2, refusal.PlatformUnsupported, []string{
-			"provider acme-echo has 2 local materializations (local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64); name the platform of one"}, ""},
+			"provider acme-echo has 2 local materializations (local cp311-manylinux_2_36_x86_64, local cp312-manylinux_2_17_aarch64); name the platform of one"}, refusal.ActionNamePlatform},
 	} {
 		t.Run(tc.backend+" "+tc.platform, func(t *testing.T) {
 			err := Unpinned(spec, "acme-echo", tc.backend, tc.platform, tc.n)
@@ -48,10 +49,37 @@ func TestUnpinnedSaysWhatThePinHas(t *testing.T) {
 					t.Errorf("%s %q: %v\nwant it to say %q", tc.backend, tc.platform, err, w)
 				}
 			}
-			if r := refusal.RemedyOf(err); tc.remedy == "" && r != nil || tc.remedy != "" && (r == nil || r.Action != tc.remedy || r.Target != "acme-echo") {
-				t.Errorf("%s %q: remedy %+v, want %q of acme-echo", tc.backend, tc.platform, r, tc.remedy)
+			r := refusal.RemedyOf(err)
+			if tc.remedy == "" && r != nil || tc.remedy != "" && (r == nil || r.Action != tc.remedy) {
+				t.Fatalf("%s %q: remedy %+v, want %q", tc.backend, tc.platform, r, tc.remedy)
+			}
+			// The proposal is of acme-echo, adding a container
+			// materialization where one was asked for; the platforms
+			// to name one of are the pin's for the backend asked.
+			switch tc.remedy {
+			case refusal.ActionPropose:
+				backend := "" // local: the install proposes it as it does
+				if tc.backend == registry.BackendContainer {
+					backend = registry.BackendContainer
+				}
+				if r.Target != "acme-echo" || r.Backend != backend {
+					t.Errorf("%s %q: remedy %+v, want propose acme-echo, backend %q", tc.backend, tc.platform, r, backend)
+				}
+			case refusal.ActionNamePlatform:
+				if !slices.Equal(r.Platforms, []string{"cp311-manylinux_2_36_x86_64", "cp312-manylinux_2_17_aarch64"}) {
+					t.Errorf("%s %q: remedy %+v, want the pin's two local platforms", tc.backend, tc.platform, r)
+				}
 			}
 		})
+	}
+	// A container materialization for another platform: the proposal
+	// keeps its image beside the one to add.
+	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
+	withImage := &registry.Provider{Materializations: append(slices.Clone(spec.Materializations),
+		registry.Materialization{Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: img})}
+	if r := refusal.RemedyOf(Unpinned(withImage, "acme-echo", registry.BackendContainer, "cp312-manylinux_2_17_aarch64", 0)); r == nil ||
+		r.Action != refusal.ActionPropose || r.Backend != registry.BackendContainer || !slices.Equal(r.Images, []string{img}) {
+		t.Errorf("container for cp312 beside an image for cp311: remedy %+v, want propose keeping %s", r, img)
 	}
 	// The local pick goes through it.
 	if _, err := pick(spec, "acme-echo", ""); err == nil || !strings.Contains(err.Error(), "name the platform of one") {

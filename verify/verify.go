@@ -261,16 +261,22 @@ func pick(spec *registry.Provider, name, platform string) (registry.Materializat
 // (n == 0) or several (n > 1), naming those the pin has and what to
 // give: it said only "has no accepted container materialization", or
 // "name the platform" without the platforms, so a run --backend
-// container of a provider pinned as a local env had no next step.
+// container of a provider pinned as a local env had no next step. Each
+// carries a remedy: several, the platforms to name one of
+// (ActionNamePlatform); none, the proposal that adds one (ActionPropose,
+// for a container materialization with the image the operator names).
 func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *refusal.Error {
-	var has []string
+	var has, platforms []string
 	for _, m := range spec.Materializations {
 		if n == 0 || m.Backend == backend {
 			has = append(has, m.Backend+" "+m.Platform)
 		}
+		if m.Backend == backend && !slices.Contains(platforms, m.Platform) {
+			platforms = append(platforms, m.Platform)
+		}
 	}
 	if n > 1 {
-		return refusal.New(refusal.PlatformUnsupported, "provider %s has %d %s materializations (%s); name the platform of one", name, n, backend, strings.Join(has, ", "))
+		return refusal.New(refusal.PlatformUnsupported, "provider %s has %d %s materializations (%s); name the platform of one", name, n, backend, strings.Join(has, ", ")).WithRemedy(refusal.ActionNamePlatform, "").WithPlatforms(platforms)
 	}
 	for_ := ""
 	if platform != "" {
@@ -281,10 +287,10 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		pinned = strings.Join(has, ", ")
 	}
 	if backend == registry.BackendContainer {
-		// The remedy's install would propose a local materialization:
-		// a container one names its image, which only the operator
-		// knows.
-		return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned)
+		// A container materialization names its image, which only the
+		// operator knows: the remedy's install names the pin's images
+		// and asks for the new one (Remedy.Backend).
+		return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer)
 	}
 	return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
 }

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -311,6 +312,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				}
 				if rem.Name != "" {
 					jr["name"] = rem.Name
+				}
+				if len(rem.Platforms) > 0 {
+					jr["platforms"] = rem.Platforms
+				}
+				if rem.Backend != "" {
+					jr["backend"] = rem.Backend
 				}
 				ref["remedy"] = jr
 			}
@@ -812,12 +819,17 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			r += " --sha256 " + shellQuote(sha)
 		}
 		r += " --platform PLATFORM --python PYTHON"
-		if len(rem.Images) > 0 {
+		if len(rem.Images) > 0 || rem.Backend == registry.BackendContainer {
 			// The pin's images: an install without them proposes a
 			// change-set that drops them (its diff shows them going).
 			r += " --backend container"
 			for _, img := range rem.Images {
 				r += " --image " + shellQuote(img)
+			}
+			if rem.Backend == registry.BackendContainer {
+				// The image to add, which only the operator knows
+				// (its platform among --platform's).
+				r += " --image REF@sha256:DIGEST"
 			}
 		}
 		if !indexFromConfig {
@@ -826,6 +838,10 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return r + home
 	case refusal.ActionUnenforcedLimits:
 		return again(args, "--unenforced-limits")
+	case refusal.ActionNamePlatform:
+		// One of rem.Platforms (the detail names them), which the
+		// operator chooses; a --platform given is replaced.
+		return rerun(args, "platform", func(string) string { return "" }, "--platform", "PLATFORM")
 	case refusal.ActionScanLedger:
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:
@@ -887,6 +903,50 @@ func again(args []string, flag string) string {
 		}
 	}
 	return strings.Join(append(out, flag), " ")
+}
+
+// rerun is the refused command line args again (without --json, for a
+// person to run) with each value v of the flag name (--name v, --name=v,
+// or with one dash) given as keep(v) instead, the flag left out where
+// keep returns "", and add appended before any "--" (after it, a flag
+// is an argument).
+func rerun(args []string, name string, keep func(string) string, add ...string) string {
+	out := []string{"cruxprov"}
+	value := func(a, v string) {
+		if v = keep(v); v != "" {
+			out = append(out, a, shellQuote(v))
+		}
+	}
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			out = append(out, add...)
+			add = nil
+			for _, p := range rest[i:] {
+				out = append(out, shellQuote(p))
+			}
+			break
+		}
+		if a == "--json" || strings.HasPrefix(a, "--json=") {
+			continue
+		}
+		if (a == "--"+name || a == "-"+name) && i+1 < len(rest) {
+			value("--"+name, rest[i+1])
+			i++
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			value("--"+name, v)
+			continue
+		}
+		if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {
+			value("--"+name, v)
+			continue
+		}
+		out = append(out, shellQuote(a))
+	}
+	return strings.Join(append(out, add...), " ")
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

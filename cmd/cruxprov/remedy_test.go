@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +11,13 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // fixRE finds the command a refusal advises.
@@ -473,5 +477,155 @@ func TestRemedyKeepsHome(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRemediesRenderRerun: the refusals that lost their flag when the
+// libraries stopped naming the CLI (a verify or run of a pin with
+// several materializations for the backend; a container verify or run
+// of a pin with no container materialization) carry a remedy, rendered
+// as a command: the refused one again with --platform (a --platform
+// given replaced, before any "--"), and the install that proposes the
+// pin again with its images and the one to add.
+func TestRemediesRenderRerun(t *testing.T) {
+	platforms := &refusal.Remedy{Action: refusal.ActionNamePlatform, Platforms: []string{"a", "b"}}
+	run := []string{"cruxprov", "--home", "/h", "run", "acme-echo", "echo", "--input", "in put.json", "--backend", "container"}
+	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
+	target := "acme-echo==1.0.0@sha256:" + strings.Repeat("cd", 32)
+	for _, tc := range []struct {
+		name string
+		rem  *refusal.Remedy
+		args []string
+		want string
+	}{
+		{"verify", platforms, []string{"cruxprov", "verify", "acme-echo", "--backend", "container", "--json"},
+			"cruxprov verify acme-echo --backend container --platform PLATFORM"},
+		{"run", platforms, run,
+			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --platform PLATFORM"},
+		{"--platform P", platforms, []string{"cruxprov", "verify", "--platform", "a", "acme-echo", "--backend", "container"},
+			"cruxprov verify acme-echo --backend container --platform PLATFORM"},
+		{"--platform=P", platforms, []string{"cruxprov", "verify", "acme-echo", "-platform=a", "--json=true"},
+			"cruxprov verify acme-echo --platform PLATFORM"},
+		{"before --", platforms, []string{"cruxprov", "verify", "--backend", "container", "--", "acme-echo"},
+			"cruxprov verify --backend container --platform PLATFORM -- acme-echo"},
+		{"propose a container materialization", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Backend: "container"}, run,
+			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
+		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
+			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image " + img + " --image REF@sha256:DIGEST --index URL --home /h"},
+	} {
+		if got := renderRemedy(tc.rem, tc.args); got != tc.want {
+			t.Errorf("%s: %s renders %q, want %q", tc.name, tc.rem.Action, got, tc.want)
+		}
+	}
+}
+
+// TestContainerRemediesRun: the container refusals that lost their flag
+// (issue 12 item 5) advise a command again, and each runs as printed, its
+// placeholders filled in. A provider pinned as a local env, verified
+// --backend container, advises the install that proposes a container
+// materialization, naming the image to add; a pin with images for two
+// platforms, verified without one, advises the verify again with
+// --platform, whose --json remedy names the two.
+func TestContainerRemediesRun(t *testing.T) {
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("needs %s", envPython)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { testdir.Writable(dir) })
+	fx, idx := fixtureindex.Serve(t, dir)
+	baseRef, _ := imagetest.MultiArchBase(t, filepath.Join(dir, "base"))
+	priv, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "builder.key"), priv, 0o600)
+	os.WriteFile(filepath.Join(dir, "builder.pub"), pub, 0o644)
+	home, state, out := filepath.Join(dir, "home"), filepath.Join(dir, "state"), filepath.Join(dir, "oci")
+	env := []string{"CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000", "XDG_STATE_HOME=" + state}
+	run := func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return runCmd(t, cmd)
+	}
+	ok := func(what string, args ...string) string {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r.stdout
+	}
+	// follow checks that r is refused with code, advising want, and runs
+	// the advice with fill's placeholders replaced.
+	follow := func(what string, r result, code refusal.Code, want string, fill ...string) result {
+		t.Helper()
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+want) {
+			t.Fatalf("%s: %+v\nwant %s advising %q", what, r, code, want)
+		}
+		r.stderr = strings.NewReplacer(fill...).Replace(r.stderr)
+		f := runFix(t, r, dir, env...)
+		if f.code != 0 {
+			t.Fatalf("%s: the advice as printed: %+v", what, f)
+		}
+		return f
+	}
+	remedy := func(what string, r result) map[string]any {
+		t.Helper()
+		var doc struct {
+			Refused struct{ Remedy map[string]any }
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Refused.Remedy == nil {
+			t.Fatalf("%s --json: no remedy (%v): %+v", what, err, r)
+		}
+		return doc.Refused.Remedy
+	}
+	approve := func(what, stdout string) {
+		t.Helper()
+		id := regexp.MustCompile(`(?:proposed change-set|change-set) (sha256:[0-9a-f]{64})`).FindStringSubmatch(stdout)
+		if id == nil {
+			t.Fatalf("%s: no change-set proposed: %s", what, stdout)
+		}
+		ok("approve "+what, "changeset", "approve", id[1], "--key", filepath.Join(dir, "alice.key"), "--quiet")
+	}
+
+	var built struct{ Digest string }
+	r := run("image", "build", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--index", idx,
+		"--platform", imagetest.Platform+","+imagetest.PlatformARM, "--base", baseRef,
+		"--shim", imagetest.Platform+"="+imagetest.Shim(t), "--shim", imagetest.PlatformARM+"="+imagetest.ShimFor(t, "arm64"),
+		"--output", "oci:"+out, "--sign-key", filepath.Join(dir, "builder.key"), "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &built) != nil || built.Digest == "" {
+		t.Fatalf("image build: %+v", r)
+	}
+	ok("key generate", "key", "generate", "--out", filepath.Join(dir, "alice"), "--quiet")
+	ok("key trust alice", "key", "trust", filepath.Join(dir, "alice.pub"), "--name", "alice")
+	approve("the builder key", ok("key trust ci", "key", "trust", filepath.Join(dir, "builder.pub"), "--name", "ci", "--role", "builder"))
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		ok("interface register "+i, "interface", "register", i, "--schema", fx.Interfaces[i].Path, "--quiet")
+	}
+	approve("the local install", ok("install", "install", fx.Echo.Path, "--index", idx, "--platform", "host", "--python", envPython, "--no-compile"))
+
+	// propose, for a container materialization: the install names the
+	// image to add (it advised nothing).
+	verifyContainer := []string{"verify", "acme-echo", "--backend", "container", "--state-dir", state}
+	if rem := remedy("verify --backend container", run(append(verifyContainer, "--json")...)); rem["action"] != string(refusal.ActionPropose) || rem["backend"] != "container" {
+		t.Fatalf("verify --backend container --json: remedy %v", rem)
+	}
+	install := "cruxprov install " + fx.Echo.Name + "==" + fx.Echo.Version + " --sha256 " + fx.Echo.SHA256.Hex() +
+		" --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home " + home
+	f := follow("verify --backend container of a local pin", run(verifyContainer...), refusal.PinUnapproved, install,
+		"PLATFORM", imagetest.Platform+","+imagetest.PlatformARM, "PYTHON", envPython, "REF@sha256:DIGEST", "oci:"+out+"@"+built.Digest, "--index URL", "--index "+idx)
+	approve("the advised install", f.stdout)
+
+	// name_platform: two container platforms pinned, none named.
+	r = run(append(verifyContainer, "--json")...)
+	if rem := remedy("verify of two platforms", r); rem["action"] != string(refusal.ActionNamePlatform) ||
+		fmt.Sprint(rem["platforms"]) != fmt.Sprint([]string{imagetest.Platform, imagetest.PlatformARM}) {
+		t.Fatalf("verify of two platforms --json: remedy %v", rem)
+	}
+	f = follow("verify of two platforms", run(verifyContainer...), refusal.PlatformUnsupported,
+		"cruxprov --home "+home+" verify acme-echo --backend container --state-dir "+state+" --platform PLATFORM", "PLATFORM", imagetest.PlatformARM)
+	if !strings.Contains(f.stdout, "platform "+imagetest.PlatformARM) {
+		t.Fatalf("the advised verify: %+v", f)
 	}
 }
