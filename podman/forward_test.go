@@ -27,16 +27,25 @@ func TestForwardNotWhatPodmanReads(t *testing.T) {
 	for _, tc := range []struct {
 		allow, inject []string
 		name          string
+		remedy        bool // the allowed name is not allowed again (an injected one is the caller's code)
 	}{
-		{[]string{"LANG", "HOME"}, nil, "HOME"},
-		{[]string{"XDG_DATA_HOME"}, nil, "XDG_DATA_HOME"},
-		{[]string{"NOTIFY_SOCKET"}, nil, "NOTIFY_SOCKET"},
-		{[]string{"CONTAINERS_CONF"}, nil, "CONTAINERS_CONF"},
-		{nil, []string{"LD_PRELOAD=/x.so"}, "LD_PRELOAD"},
+		{[]string{"LANG", "HOME"}, nil, "HOME", true},
+		{[]string{"XDG_DATA_HOME"}, nil, "XDG_DATA_HOME", true},
+		{[]string{"NOTIFY_SOCKET"}, nil, "NOTIFY_SOCKET", true},
+		{[]string{"CONTAINERS_CONF"}, nil, "CONTAINERS_CONF", true},
+		{nil, []string{"LD_PRELOAD=/x.so"}, "LD_PRELOAD", false},
+		// Injected as well as allowed: not allowing it would not do.
+		{[]string{"LD_PRELOAD"}, []string{"LD_PRELOAD=/x.so"}, "LD_PRELOAD", false},
+		// One injected beside one allowed: the injected one first.
+		{[]string{"HOME"}, []string{"LD_PRELOAD=/x.so"}, "LD_PRELOAD", false},
 	} {
 		_, err := (&Executor{Podman: "/nonexistent/podman"}).Run(context.Background(), call(tc.allow, tc.inject))
 		if refusal.CodeOf(err) != refusal.ContainerUnavailable || !strings.Contains(err.Error(), "cannot pass "+tc.name+" to the provider") {
 			t.Errorf("allow %q, inject %q: %v; want container_unavailable naming %s", tc.allow, tc.inject, err, tc.name)
+		}
+		r := refusal.RemedyOf(err)
+		if tc.remedy && (r == nil || r.Action != refusal.ActionDisallowEnv || r.Target != tc.name) || !tc.remedy && r != nil {
+			t.Errorf("allow %q, inject %q: remedy %+v, want %s of %s: %t", tc.allow, tc.inject, r, refusal.ActionDisallowEnv, tc.name, tc.remedy)
 		}
 	}
 	// Other names pass this check (podman missing is what refuses then).

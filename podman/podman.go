@@ -620,20 +620,26 @@ var podmanReads = struct{ names, prefixes []string }{
 // forwardable refuses a call that would forward a variable podman reads
 // itself (podmanReads), allowed from the caller's environment or
 // injected, set there or not: the provider gets it from the image
-// instead, or not at all.
+// instead, or not at all. An injected one is refused first: the caller
+// that injects it changes its code. An allowed one (only) carries the
+// remedy that runs again without allowing it.
 func forwardable(c *invoke.Call) error {
-	names := slices.Clone(c.Allow)
+	var injected []string
 	for _, kv := range c.Inject {
 		k, _, _ := strings.Cut(kv, "=")
-		names = append(names, k)
+		injected = append(injected, k)
 	}
-	for _, n := range names {
+	for _, n := range append(injected, c.Allow...) {
 		bad := slices.Contains(podmanReads.names, n)
 		for _, p := range podmanReads.prefixes {
 			bad = bad || strings.HasPrefix(n, p)
 		}
 		if bad {
-			return refusal.New(refusal.ContainerUnavailable, "a container run cannot pass %s to the provider: podman, which passes the variables by name from its own environment, reads it itself (its storage, configuration or sockets); do not allow %s into the provider's environment", n, n)
+			r := refusal.New(refusal.ContainerUnavailable, "a container run cannot pass %s to the provider: podman, which passes the variables by name from its own environment, reads it itself (its storage, configuration or sockets); do not allow %s into the provider's environment", n, n)
+			if !slices.Contains(injected, n) {
+				r.WithRemedy(refusal.ActionDisallowEnv, n)
+			}
+			return r
 		}
 	}
 	return nil

@@ -92,6 +92,10 @@ const (
 	// (the network, file system, capability, user and ulimit confinement
 	// still holds): the executor's explicit choice.
 	ActionUnenforcedLimits Action = "unenforced_limits"
+	// ActionDisallowEnv runs a container run again without allowing the
+	// variable that podman reads itself into the provider's environment
+	// (Target: the variable's name).
+	ActionDisallowEnv Action = "disallow_env"
 	// ActionTrustKey trusts another public key in the registry: the
 	// root of trust in a registry that trusts none yet, a change-set
 	// the approvers approve after that (Target: the key's role,

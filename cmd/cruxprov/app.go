@@ -842,6 +842,24 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		// One of rem.Platforms (the detail names them), which the
 		// operator chooses; a --platform given is replaced.
 		return rerun(args, "platform", func(string) string { return "" }, "--platform", "PLATFORM")
+	case refusal.ActionDisallowEnv:
+		if rem.Target == "" {
+			return ""
+		}
+		// --allow-env takes NAME,NAME too: only this name goes.
+		r := rerun(args, "allow-env", func(v string) string {
+			var keep []string
+			for _, n := range strings.Split(v, ",") {
+				if strings.TrimSpace(n) != rem.Target {
+					keep = append(keep, n)
+				}
+			}
+			return strings.Join(keep, ",")
+		})
+		if r == rerun(args, "allow-env", func(v string) string { return v }) {
+			return "" // no --allow-env named it: the same command would be refused again
+		}
+		return r
 	case refusal.ActionScanLedger:
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -482,13 +483,16 @@ func TestRemedyKeepsHome(t *testing.T) {
 
 // TestRemediesRenderRerun: the refusals that lost their flag when the
 // libraries stopped naming the CLI (a verify or run of a pin with
-// several materializations for the backend; a container verify or run
-// of a pin with no container materialization) carry a remedy, rendered
-// as a command: the refused one again with --platform (a --platform
-// given replaced, before any "--"), and the install that proposes the
-// pin again with its images and the one to add.
+// several materializations for the backend; a container run allowing a
+// variable podman reads itself; a container verify or run of a pin with
+// no container materialization) carry a remedy, rendered as a command:
+// the refused one again with --platform (a --platform given replaced,
+// before any "--"), the refused one again without that --allow-env (each
+// form it was given in), and the install that proposes the pin again
+// with its images and the one to add.
 func TestRemediesRenderRerun(t *testing.T) {
 	platforms := &refusal.Remedy{Action: refusal.ActionNamePlatform, Platforms: []string{"a", "b"}}
+	home := &refusal.Remedy{Action: refusal.ActionDisallowEnv, Target: "HOME"}
 	run := []string{"cruxprov", "--home", "/h", "run", "acme-echo", "echo", "--input", "in put.json", "--backend", "container"}
 	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
 	target := "acme-echo==1.0.0@sha256:" + strings.Repeat("cd", 32)
@@ -508,6 +512,13 @@ func TestRemediesRenderRerun(t *testing.T) {
 			"cruxprov verify acme-echo --platform PLATFORM"},
 		{"before --", platforms, []string{"cruxprov", "verify", "--backend", "container", "--", "acme-echo"},
 			"cruxprov verify --backend container --platform PLATFORM -- acme-echo"},
+		{"--allow-env NAME", home, append(slices.Clone(run), "--allow-env", "LANG", "--allow-env", "HOME", "--json"),
+			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --allow-env LANG"},
+		{"--allow-env=NAME", home, append(slices.Clone(run), "--allow-env=HOME", "--allow-env=LANG"),
+			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --allow-env LANG"},
+		{"--allow-env A,NAME", home, append(slices.Clone(run), "--allow-env", "LANG,HOME,TZ"),
+			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --allow-env LANG,TZ"},
+		{"--allow-env HOME_DIR", home, append(slices.Clone(run), "--allow-env", "HOME_DIR"), ""},
 		{"propose a container materialization", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Backend: "container"}, run,
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
 		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
@@ -525,7 +536,11 @@ func TestRemediesRenderRerun(t *testing.T) {
 // --backend container, advises the install that proposes a container
 // materialization, naming the image to add; a pin with images for two
 // platforms, verified without one, advises the verify again with
-// --platform, whose --json remedy names the two.
+// --platform, whose --json remedy names the two. A container run that
+// allows HOME advises the run again without that --allow-env: it is
+// refused before podman is asked, and its advice, run with no podman on
+// PATH (it would start a container), passes that check and is refused
+// for podman missing.
 func TestContainerRemediesRun(t *testing.T) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("needs %s", envPython)
@@ -627,5 +642,27 @@ func TestContainerRemediesRun(t *testing.T) {
 		"cruxprov --home "+home+" verify acme-echo --backend container --state-dir "+state+" --platform PLATFORM", "PLATFORM", imagetest.PlatformARM)
 	if !strings.Contains(f.stdout, "platform "+imagetest.PlatformARM) {
 		t.Fatalf("the advised verify: %+v", f)
+	}
+
+	// disallow_env: refused before podman is asked (PATH has none).
+	input := filepath.Join(dir, "in.json")
+	os.WriteFile(input, []byte(`{}`), 0o644)
+	call := []string{"run", "acme-echo", "echo", "--input", input, "--backend", "container", "--platform", imagetest.Platform, "--state-dir", state}
+	cmd := exec.Command(bin, append(append([]string{"--home", home}, call...), "--allow-env", "LANG,HOME")...)
+	cmd.Env = append(os.Environ(), append(env, "PATH=/nonexistent")...)
+	r = runCmd(t, cmd)
+	// Refused after its intent: the line names its receipt after the advice.
+	want := "; to fix: cruxprov --home " + home + " " + strings.Join(call, " ") + " --allow-env LANG; its receipt: "
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: container_unavailable: a container run cannot pass HOME") || !strings.Contains(r.stderr, want) {
+		t.Fatalf("run --allow-env LANG,HOME: %+v\nwant it to say %q", r, want)
+	}
+	// The advice as printed passes that check: with no podman on PATH,
+	// podman missing is what refuses it then.
+	fix := strings.TrimPrefix(want, "; to fix: cruxprov")
+	fix = strings.TrimSuffix(fix, "; its receipt: ")
+	cmd = exec.Command("sh", "-c", bin+fix)
+	cmd.Env = append(os.Environ(), append(env, "PATH=/nonexistent")...)
+	if f := runCmd(t, cmd); f.code != exitRefused || !strings.Contains(f.stderr, "refused: container_unavailable: cannot run podman") {
+		t.Fatalf("the advised run, no podman on PATH: %+v", f)
 	}
 }
