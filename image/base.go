@@ -341,7 +341,7 @@ func findInterpreter(fs map[string]*node, want string) (*Interpreter, error) {
 		}
 		m := pyNameRE.FindStringSubmatch(path.Base(real))
 		if m == nil {
-			return nil, refusal.New(refusal.InterpreterMismatch, "the image's interpreter %s (from %s) is not named pythonX.Y, so its version cannot be read from its files: name the interpreter's path in the image", real, c)
+			return nil, refusal.New(refusal.InterpreterMismatch, "the image's interpreter %s (from %s) is not named pythonX.Y, so its version cannot be read from its files: name the interpreter's path in the image", real, c).WithRemedy(refusal.ActionNamePython, "")
 		}
 		v, err := versionIn(fs, real, m[1])
 		if err != nil {
@@ -349,7 +349,7 @@ func findInterpreter(fs map[string]*node, want string) (*Interpreter, error) {
 		}
 		return &Interpreter{Path: real, Version: v}, nil
 	}
-	return nil, refusal.New(refusal.InterpreterMismatch, "no Python interpreter found in the base image (%s): name the interpreter's path in the image", strings.Join(errs, "; "))
+	return nil, refusal.New(refusal.InterpreterMismatch, "no Python interpreter found in the base image (%s): name the interpreter's path in the image", strings.Join(errs, "; ")).WithRemedy(refusal.ActionNamePython, "")
 }
 
 var versionRE = regexp.MustCompile(`\x00(3\.[0-9]+\.[0-9]+(?:(?:a|b|rc)[0-9]+)?\+?)\x00`)

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,5 +136,19 @@ func TestScanWhiteouts(t *testing.T) {
 	}
 	if took > 10*time.Second { // 41 s before, 2 s now, under -race
 		t.Fatalf("the scan took %v", took)
+	}
+}
+
+// TestNoInterpreterAdvisesNaming: a base with no interpreter found is
+// refused with the remedy that names one (its path in the image), as
+// the words say: they said the flag before issue 12 item 5, and then
+// nothing the CLI could render.
+func TestNoInterpreterAdvisesNaming(t *testing.T) {
+	_, err := findInterpreter(map[string]*node{}, "")
+	if refusal.CodeOf(err) != refusal.InterpreterMismatch || !strings.Contains(err.Error(), "no Python interpreter found") {
+		t.Fatalf("an empty base: %v", err)
+	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNamePython {
+		t.Fatalf("an empty base: remedy %+v, want %s", r, refusal.ActionNamePython)
 	}
 }

@@ -371,6 +371,14 @@ func TestCreateRefusals(t *testing.T) {
 	req.Platform = &other
 	if _, err := Create(ctx, st, req); !errors.Is(err, refusal.InterpreterMismatch) {
 		t.Errorf("3.12 platform on a 3.11 interpreter: %v", err)
+	} else if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNamePython {
+		t.Errorf("3.12 platform on a 3.11 interpreter: remedy %+v, want %s (an interpreter that matches)", r, refusal.ActionNamePython)
+	}
+	// An interpreter that does not run: the same remedy.
+	bad := request(t, good)
+	bad.Interpreter, bad.Python = nil, "/nonexistent/python3"
+	if _, err := Create(ctx, st, bad); refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionNamePython {
+		t.Errorf("an interpreter not there: %v: remedy %+v, want %s", err, refusal.RemedyOf(err), refusal.ActionNamePython)
 	}
 	// Cancelled before anything: nothing is left.
 	cctx, cancel := context.WithCancel(ctx)

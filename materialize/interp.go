@@ -122,7 +122,7 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	if !strings.Contains(python, "/") {
 		lp, err := exec.LookPath(python)
 		if err != nil {
-			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot find the interpreter %s on PATH; name a CPython 3.8+ interpreter by its path", python)
+			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot find the interpreter %s on PATH; name a CPython 3.8+ interpreter by its path", python).WithRemedy(refusal.ActionNamePython, "")
 		}
 		python = lp
 	}
@@ -135,7 +135,7 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 		return nil, fmt.Errorf("interrupted while probing the interpreter %s: %w", python, err)
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String()))
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String())).WithRemedy(refusal.ActionNamePython, "")
 	}
 	return parseProbe(python, out)
 }
@@ -144,10 +144,10 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 func parseProbe(python string, out []byte) (*Probe, error) {
 	var in Probe
 	if err := json.Unmarshal(out, &in); err != nil {
-		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; name a CPython 3.8+ interpreter", python)
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "the interpreter %s answered the probe with something else; name a CPython 3.8+ interpreter", python).WithRemedy(refusal.ActionNamePython, "")
 	}
 	if !filepath.IsAbs(in.Path) || filepath.Clean(in.Path) != in.Path || in.Version == "" || in.Markers["python_version"] == "" {
-		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported no usable executable path or version (%q, %q); name another interpreter", python, in.Path, in.Version)
+		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported no usable executable path or version (%q, %q); name another interpreter", python, in.Path, in.Version).WithRemedy(refusal.ActionNamePython, "")
 	}
 	if in.LibPython != "" && !filepath.IsAbs(in.LibPython) {
 		return nil, refusal.New(refusal.MaterializeFailed, "the interpreter %s reported a relative libpython %q", python, in.LibPython)
@@ -204,7 +204,7 @@ func (in *Probe) CheckPlatform(p *platform.Platform) error { return in.checkPlat
 // out the venv and compiles bytecode, neither of which depends on it).
 func (in *Probe) checkPlatform(p *platform.Platform, anyMachine bool) error {
 	mismatch := func(what, got, want string) error {
-		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; name an interpreter that matches the platform", in.Path, what, got, p.ID(), want)
+		return refusal.New(refusal.InterpreterMismatch, "interpreter %s has %s %q but platform %s needs %q; name an interpreter that matches the platform", in.Path, what, got, p.ID(), want).WithRemedy(refusal.ActionNamePython, "")
 	}
 	for _, k := range []string{"implementation_name", "python_version", "sys_platform", "os_name", "platform_machine"} {
 		want := p.Markers[k]

@@ -94,12 +94,12 @@ func Host(ctx context.Context, python string) (*Platform, error) {
 		if l := lastLine(stderr.String()); l != "" {
 			said = " (" + l + ")"
 		}
-		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed%s; name a working CPython interpreter", python, said)
+		return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s failed%s; name a working CPython interpreter", python, said).WithRemedy(refusal.ActionNamePython, "")
 	}
 	p, err := hostFromProbe(ctx, stdout.Bytes())
 	if err != nil && len(bytes.TrimSpace(stdout.Bytes())) == 0 {
 		// It ran and said nothing: not a Python that ran the probe.
-		return nil, refusal.New(refusal.PlatformUnsupported, "%s answered nothing to the probe (it exited 0 and printed nothing): it is not a CPython interpreter; name one (python3.11, /usr/bin/python3)", python)
+		return nil, refusal.New(refusal.PlatformUnsupported, "%s answered nothing to the probe (it exited 0 and printed nothing): it is not a CPython interpreter; name one (python3.11, /usr/bin/python3)", python).WithRemedy(refusal.ActionNamePython, "")
 	}
 	return p, err
 }
@@ -206,7 +206,7 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 			return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: macOS version %q unreadable", pr.MacVer)
 		}
 		if !plausibleVersion(a, b) {
-			return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: macOS version %q is not one a Mac reports; name another interpreter", pr.MacVer)
+			return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: macOS version %q is not one a Mac reports; name another interpreter", pr.MacVer).WithRemedy(refusal.ActionNamePython, "")
 		}
 		arch := pr.MacArch // packaging's _mac_arch
 		if pr.PointerBits == 32 {
@@ -237,14 +237,14 @@ func hostPlatforms(ctx context.Context, pr probe, sysPlatform string) ([]string,
 		var plats []string
 		if g, ok := parseGlibc(pr.Glibc); ok {
 			if !plausibleVersion(g[0], g[1]) {
-				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: glibc version %q is not one a C library reports; name another interpreter", *pr.Glibc)
+				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: glibc version %q is not one a C library reports; name another interpreter", *pr.Glibc).WithRemedy(refusal.ActionNamePython, "")
 			}
 			for _, a := range archs {
 				plats = append(plats, manylinuxPlatforms(g[0], g[1], a)...)
 			}
 		} else if mj, mn, ok := muslVersion(ctx, pr.Executable); ok {
 			if !plausibleVersion(mj, mn) {
-				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: its musl loader reports the version %d.%d, not one musl has; name another interpreter", mj, mn)
+				return nil, refusal.New(refusal.PlatformUnsupported, "host interpreter: its musl loader reports the version %d.%d, not one musl has; name another interpreter", mj, mn).WithRemedy(refusal.ActionNamePython, "")
 			}
 			for _, a := range archs {
 				plats = append(plats, musllinuxPlatforms(mj, mn, a)...)

@@ -325,6 +325,14 @@ func TestHostRefusals(t *testing.T) {
 	if _, err := Host(context.Background(), "/bin/sh"); !errors.Is(err, refusal.PlatformUnsupported) || !strings.Contains(err.Error(), "failed (/bin/sh: ") {
 		t.Errorf("a program that says why it fails, its last line: %v", err)
 	}
+	// Each says to name another interpreter, and carries the remedy
+	// that does (it said --python before issue 12 item 5, then nothing
+	// the CLI could render).
+	for _, python := range []string{"/nonexistent/python", "/bin/false", "/bin/true"} {
+		if _, err := Host(context.Background(), python); refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionNamePython {
+			t.Errorf("%s: %v: remedy %+v, want %s", python, err, refusal.RemedyOf(err), refusal.ActionNamePython)
+		}
+	}
 	for name, out := range map[string]string{
 		"garbage": "not json",
 		"pypy":    `{"implementation_name":"pypy"}`,

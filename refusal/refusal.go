@@ -64,6 +64,11 @@ const (
 	// which the operator chooses among those the accepted pin has
 	// materializations of for the backend asked (Remedy.Platforms).
 	ActionNamePlatform Action = "name_platform"
+	// ActionNamePython runs the refused command again with another
+	// interpreter, which the operator names: one that runs (and, for a
+	// platform, matches it), or, building an image, the interpreter's
+	// path in the base image.
+	ActionNamePython Action = "name_python"
 	// ActionReviewChangesets lists the open change-sets, the proposals
 	// an approval would accept.
 	ActionReviewChangesets Action = "review_changesets"

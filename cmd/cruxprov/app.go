@@ -842,6 +842,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		// One of rem.Platforms (the detail names them), which the
 		// operator chooses; a --platform given is replaced.
 		return rerun(args, "platform", func(string) string { return "" }, "--platform", "PLATFORM")
+	case refusal.ActionNamePython:
+		// Only where the command names its interpreter: env create
+		// --replace takes the seal's (--python is a usage error there).
+		if !commandTakes(args, "python") || hasFlag(args, "replace") {
+			return ""
+		}
+		return rerun(args, "python", func(string) string { return "" }, "--python", "PYTHON")
 	case refusal.ActionDisallowEnv:
 		if rem.Target == "" {
 			return ""
@@ -921,6 +928,22 @@ func again(args []string, flag string) string {
 		}
 	}
 	return strings.Join(append(out, flag), " ")
+}
+
+// commandTakes reports whether the command args run defines the flag.
+func commandTakes(args []string, flag string) bool {
+	app := newApp(io.Discard, io.Discard)
+	_, path, err := reorder(app, args)
+	if err != nil || len(path) == 0 {
+		return false
+	}
+	var c *cli.Command
+	for cs := app.Commands; len(path) > 0; path, cs = path[1:], c.Subcommands {
+		if c = findCommand(cs, path[0]); c == nil {
+			return false
+		}
+	}
+	return hasFlagDef(&cli.Context{Command: c}, flag)
 }
 
 // rerun is the refused command line args again (without --json, for a

@@ -104,6 +104,34 @@ func TestRemediesRun(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("name_python", func(t *testing.T) {
+		// An interpreter that is not there, or does not run, or is not
+		// the platform's: the library said "name a working CPython
+		// interpreter" (it said --python before issue 12 item 5) and
+		// advised nothing. The advice is the command again with
+		// --python, which the operator names.
+		home, lock := envHome(t, 1, 2)
+		dir := t.TempDir()
+		notPython := filepath.Join(dir, "python3")
+		os.WriteFile(notPython, []byte("#!/bin/sh\nexit 3\n"), 0o755)
+		for _, python := range []string{filepath.Join(dir, "nonexistent"), "--python=" + notPython} {
+			args := []string{"--home", home, "env", "create", "--lock", lock, "--platform", "host", "--offline", "--no-compile", "--json"}
+			if strings.HasPrefix(python, "--python=") {
+				args = append(args, python)
+			} else {
+				args = append(args, "--python", python)
+			}
+			r := cruxprov(t, args...)
+			want := "; to fix: cruxprov --home " + home + " env create --lock " + lock + " --platform host --offline --no-compile --python PYTHON"
+			if r.code != exitRefused || !strings.HasSuffix(strings.TrimSpace(r.stderr), want) {
+				t.Fatalf("%s: %+v\nwant it to end %q", python, r, want)
+			}
+			r.stderr = strings.Replace(r.stderr, "PYTHON", envPython, 1)
+			if f := runFix(t, r, dir); f.code != 0 {
+				t.Fatalf("%s: the advice as printed: %+v", python, f)
+			}
+		}
+	})
 	t.Run("platform_list", func(t *testing.T) {
 		r := cruxprov(t, "lock", "resolve", "--wheel", fx.Echo.Path, "--platform", "cp311-bogus")
 		if f := runFix(t, r, t.TempDir()); f.code != 0 || !strings.Contains(f.stdout, "cp311-manylinux") {
@@ -488,8 +516,9 @@ func TestRemedyKeepsHome(t *testing.T) {
 // no container materialization) carry a remedy, rendered as a command:
 // the refused one again with --platform (a --platform given replaced,
 // before any "--"), the refused one again without that --allow-env (each
-// form it was given in), and the install that proposes the pin again
-// with its images and the one to add.
+// form it was given in), the install that proposes the pin again with
+// its images and the one to add, and the refused command again with
+// --python (an interpreter that does not run, or not the platform's).
 func TestRemediesRenderRerun(t *testing.T) {
 	platforms := &refusal.Remedy{Action: refusal.ActionNamePlatform, Platforms: []string{"a", "b"}}
 	home := &refusal.Remedy{Action: refusal.ActionDisallowEnv, Target: "HOME"}
@@ -519,6 +548,15 @@ func TestRemediesRenderRerun(t *testing.T) {
 		{"--allow-env A,NAME", home, append(slices.Clone(run), "--allow-env", "LANG,HOME,TZ"),
 			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --allow-env LANG,TZ"},
 		{"--allow-env HOME_DIR", home, append(slices.Clone(run), "--allow-env", "HOME_DIR"), ""},
+		// An interpreter named again: where the command names one, and
+		// not for env create --replace (the seal's; --python is a usage
+		// error there) or a command that names none.
+		{"--python P", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "install", "w.whl", "--python", "/x", "--platform", "host"},
+			"cruxprov install w.whl --platform host --python PYTHON"},
+		{"image build", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "image", "build", "w.whl", "--base", "b@sha256:" + strings.Repeat("0", 64)},
+			"cruxprov image build w.whl --base b@sha256:" + strings.Repeat("0", 64) + " --python PYTHON"},
+		{"--replace", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "env", "create", "--replace", "/h/envs/abc"}, ""},
+		{"no --python", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "env", "verify", "/h/envs/abc"}, ""},
 		{"propose a container materialization", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Backend: "container"}, run,
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
 		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
