@@ -173,6 +173,10 @@ func TestFetchRoot(t *testing.T) {
 			if tc.c == nil && !strings.Contains(err.Error(), "give the root wheel as its file") {
 				t.Errorf("offline: %v does not say to give the wheel file", err)
 			}
+			// Or to fetch it online: the remedy that runs it so.
+			if r := refusal.RemedyOf(err); tc.c == nil && (r == nil || r.Action != refusal.ActionFetch) {
+				t.Errorf("offline: remedy %+v, want %s", r, refusal.ActionFetch)
+			}
 		})
 	}
 	// A store that fails to write the copy (EFBIG: RLIMIT_FSIZE below the

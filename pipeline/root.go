@@ -143,7 +143,7 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		// The store keeps wheels by content, not by the file name the
 		// index published, which the image's provenance records: offline,
 		// the root wheel is given as its file.
-		return nil, refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and an offline install has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex())
+		return nil, refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and an offline install has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION, or fetch it online", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex()).WithRemedy(refusal.ActionFetch, "")
 	}
 	if sum.IsZero() {
 		return nil, refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", name, version)

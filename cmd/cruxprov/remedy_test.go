@@ -158,6 +158,28 @@ func TestRemediesRun(t *testing.T) {
 			t.Fatalf("offline after the advised fetch: %+v", r)
 		}
 	})
+	t.Run("fetch_offline NAME==VERSION", func(t *testing.T) {
+		// The root wheel named NAME==VERSION comes from the index only:
+		// offline, the refusal said to give its file, and advised no
+		// command. The advice is the install online, which proposes it.
+		dir := testdir.New(t) // the env built is read-only
+		home := filepath.Join(dir, "home")
+		idx := fixtureindex.ServeSet(t, fx, t.TempDir())
+		for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+			if r := cruxprov(t, "--home", home, "interface", "register", i, "--schema", fx.Interfaces[i].Path, "--quiet"); r.code != 0 {
+				t.Fatalf("interface register %s: %+v", i, r)
+			}
+		}
+		r := cruxprov(t, "--home", home, "install", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(), "--platform", "host", "--python", envPython, "--no-compile", "--offline")
+		want := "; to fix: cruxprov --home " + home + " install " + fx.Echo.Name + "==" + fx.Echo.Version + " --sha256 " + fx.Echo.SHA256.Hex() + " --platform host --python " + envPython + " --no-compile --index URL"
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: offline_miss: ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), want) {
+			t.Fatalf("%+v\nwant it to end %q", r, want)
+		}
+		r.stderr = strings.Replace(r.stderr, "--index URL", "--index "+idx, 1)
+		if f := runFix(t, r, dir); f.code != 0 || !strings.Contains(f.stdout, "proposed change-set") {
+			t.Fatalf("the advice as printed: %+v", f)
+		}
+	})
 	t.Run("governance", func(t *testing.T) {
 		// The registry's refusals say what to do in words and carry a
 		// remedy (issue 12 item 5): each rendered command, its
