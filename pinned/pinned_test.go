@@ -341,6 +341,9 @@ func TestRefusals(t *testing.T) {
 	if !errors.As(err, &ve) || refusal.CodeOf(err) != refusal.EntrypointUnknown {
 		t.Fatalf("unknown entrypoint: %v, want a *pinned.VerifyError entrypoint_unknown", err)
 	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNameEntrypoint || r.Target != "nonesuch" {
+		t.Errorf("unknown entrypoint: remedy %+v, want %s of nonesuch", r, refusal.ActionNameEntrypoint)
+	}
 	req = w.request("startup", "{}")
 	req.Provider = "acme-nonesuch"
 	if _, err := pinned.Run(ctx, w.reg, req, w.local()); !errors.As(err, &ve) || refusal.CodeOf(err) != refusal.PinUnapproved {

@@ -69,6 +69,11 @@ const (
 	// platform, matches it), or, building an image, the interpreter's
 	// path in the base image.
 	ActionNamePython Action = "name_python"
+	// ActionNameEntrypoint runs the refused command again for one of the
+	// entrypoints the accepted pin has, which the detail names and the
+	// operator chooses (Target: the entrypoint asked for, which it has
+	// not).
+	ActionNameEntrypoint Action = "name_entrypoint"
 	// ActionReviewChangesets lists the open change-sets, the proposals
 	// an approval would accept.
 	ActionReviewChangesets Action = "review_changesets"

@@ -196,7 +196,7 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 				names = append(names, e.Name)
 			}
 			slices.Sort(names)
-			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, strings.Join(names, ", "))
+			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, strings.Join(names, ", ")).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
 		}
 	}
 	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {

@@ -849,6 +849,30 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return rerun(args, "python", func(string) string { return "" }, "--python", "PYTHON")
+	case refusal.ActionNameEntrypoint:
+		if commandTakes(args, "entrypoint") { // verify NAME --entrypoint E
+			return rerun(args, "entrypoint", func(string) string { return "" }, "--entrypoint", "ENTRYPOINT")
+		}
+		// run NAME ENTRYPOINT: the argument that named it, where one
+		// alone did (not run echo echo).
+		if rem.Target == "" || strings.HasPrefix(rem.Target, "-") {
+			return ""
+		}
+		at := -1
+		for i, a := range args[1:] {
+			if a == rem.Target {
+				if at >= 0 {
+					return ""
+				}
+				at = i + 1
+			}
+		}
+		if at < 0 {
+			return ""
+		}
+		named := slices.Clone(args)
+		named[at] = "ENTRYPOINT"
+		return rerun(named, "", func(v string) string { return v })
 	case refusal.ActionDisallowEnv:
 		if rem.Target == "" {
 			return ""
@@ -948,9 +972,9 @@ func commandTakes(args []string, flag string) bool {
 
 // rerun is the refused command line args again (without --json, for a
 // person to run) with each value v of the flag name (--name v, --name=v,
-// or with one dash) given as keep(v) instead, the flag left out where
-// keep returns "", and add appended before any "--" (after it, a flag
-// is an argument).
+// or with one dash; none where name is "") given as keep(v) instead, the
+// flag left out where keep returns "", and add appended before any "--"
+// (after it, a flag is an argument).
 func rerun(args []string, name string, keep func(string) string, add ...string) string {
 	out := []string{"cruxprov"}
 	value := func(a, v string) {
@@ -970,6 +994,10 @@ func rerun(args []string, name string, keep func(string) string, add ...string) 
 			break
 		}
 		if a == "--json" || strings.HasPrefix(a, "--json=") {
+			continue
+		}
+		if name == "" {
+			out = append(out, shellQuote(a))
 			continue
 		}
 		if (a == "--"+name || a == "-"+name) && i+1 < len(rest) {

@@ -540,7 +540,8 @@ func TestRemedyKeepsHome(t *testing.T) {
 // before any "--"), the refused one again without that --allow-env (each
 // form it was given in), the install that proposes the pin again with
 // its images and the one to add, and the refused command again with
-// --python (an interpreter that does not run, or not the platform's).
+// --python (an interpreter that does not run, or not the platform's) or
+// another entrypoint.
 func TestRemediesRenderRerun(t *testing.T) {
 	platforms := &refusal.Remedy{Action: refusal.ActionNamePlatform, Platforms: []string{"a", "b"}}
 	home := &refusal.Remedy{Action: refusal.ActionDisallowEnv, Target: "HOME"}
@@ -579,6 +580,13 @@ func TestRemediesRenderRerun(t *testing.T) {
 			"cruxprov image build w.whl --base b@sha256:" + strings.Repeat("0", 64) + " --python PYTHON"},
 		{"--replace", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "env", "create", "--replace", "/h/envs/abc"}, ""},
 		{"no --python", &refusal.Remedy{Action: refusal.ActionNamePython}, []string{"cruxprov", "env", "verify", "/h/envs/abc"}, ""},
+		// An entrypoint named again: verify's --entrypoint, run's
+		// argument (where one argument alone named it).
+		{"verify --entrypoint", &refusal.Remedy{Action: refusal.ActionNameEntrypoint, Target: "ehco"}, []string{"cruxprov", "verify", "acme-echo", "--entrypoint=ehco", "--json"},
+			"cruxprov verify acme-echo --entrypoint ENTRYPOINT"},
+		{"run NAME E", &refusal.Remedy{Action: refusal.ActionNameEntrypoint, Target: "ehco"}, []string{"cruxprov", "run", "acme-echo", "ehco", "--input", "-", "--json"},
+			"cruxprov run acme-echo ENTRYPOINT --input -"},
+		{"run NAME E, E twice", &refusal.Remedy{Action: refusal.ActionNameEntrypoint, Target: "ehco"}, []string{"cruxprov", "run", "acme-echo", "ehco", "--idempotency-key", "ehco"}, ""},
 		{"propose a container materialization", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Backend: "container"}, run,
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
 		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
@@ -596,11 +604,12 @@ func TestRemediesRenderRerun(t *testing.T) {
 // --backend container, advises the install that proposes a container
 // materialization, naming the image to add; a pin with images for two
 // platforms, verified without one, advises the verify again with
-// --platform, whose --json remedy names the two. A container run that
-// allows HOME advises the run again without that --allow-env: it is
-// refused before podman is asked, and its advice, run with no podman on
-// PATH (it would start a container), passes that check and is refused
-// for podman missing.
+// --platform, whose --json remedy names the two; a verify or run of an
+// entrypoint the pin has not advises it again with one. A container run
+// that allows HOME advises the run again without that --allow-env: it
+// is refused before podman is asked, and its advice, run with no podman
+// on PATH (it would start a container), passes that check and is
+// refused for podman missing.
 func TestContainerRemediesRun(t *testing.T) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("needs %s", envPython)
@@ -702,6 +711,21 @@ func TestContainerRemediesRun(t *testing.T) {
 		"cruxprov --home "+home+" verify acme-echo --backend container --state-dir "+state+" --platform PLATFORM", "PLATFORM", imagetest.PlatformARM)
 	if !strings.Contains(f.stdout, "platform "+imagetest.PlatformARM) {
 		t.Fatalf("the advised verify: %+v", f)
+	}
+
+	// name_entrypoint: verify --entrypoint, and run's argument, of one
+	// the pin has not; each advice, the entrypoint filled in, runs (the
+	// pin's local env).
+	f = follow("verify --entrypoint ehco", run("verify", "acme-echo", "--entrypoint", "ehco", "--state-dir", state), refusal.EntrypointUnknown,
+		"cruxprov --home "+home+" verify acme-echo --state-dir "+state+" --entrypoint ENTRYPOINT", "ENTRYPOINT", "echo")
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("tok"), 0o600)
+	in := filepath.Join(dir, "hello.json")
+	os.WriteFile(in, []byte(`{"hello": "world"}`), 0o644)
+	f = follow("run acme-echo ehco", run("run", "acme-echo", "ehco", "--input", in, "--secret", "acme/api-token=@"+token, "--state-dir", state), refusal.EntrypointUnknown,
+		"cruxprov --home "+home+" run acme-echo ENTRYPOINT --input "+in+" --secret acme/api-token=@"+token+" --state-dir "+state, "ENTRYPOINT", "echo")
+	if !strings.Contains(f.stdout, `"hello":"world"`) {
+		t.Fatalf("the advised run: %+v", f)
 	}
 
 	// disallow_env: refused before podman is asked (PATH has none).
