@@ -114,7 +114,7 @@ func EmbedFile(ctx context.Context, srcPath, outPath string, manifestTOML, lockT
 	}
 	sn := src.Filename()
 	if on.Name != sn.Name || on.Version != sn.Version || !slices.Equal(on.Tags, sn.Tags) {
-		return nil, refusal.New(refusal.WheelInvalid, "output name %s does not name the same wheel as %s (same distribution, version and tags); pass -o DIR to keep the name", base, filepath.Base(srcPath))
+		return nil, refusal.New(refusal.WheelInvalid, "output name %s does not name the same wheel as %s (same distribution, version and tags); write it into a directory to keep the name", base, filepath.Base(srcPath))
 	}
 	dir := filepath.Dir(outPath)
 	stage, err := os.MkdirTemp(dir, ".cruxprov-embed-")
