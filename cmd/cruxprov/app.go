@@ -841,6 +841,9 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionNamePlatform:
 		// One of rem.Platforms (the detail names them), which the
 		// operator chooses; a --platform given is replaced.
+		if !commandTakes(args, "platform") {
+			return ""
+		}
 		return rerun(args, "platform", func(string) string { return "" }, "--platform", "PLATFORM")
 	case refusal.ActionNamePython:
 		// Only where the command names its interpreter: env create

@@ -564,6 +564,7 @@ func TestRemediesRenderRerun(t *testing.T) {
 			"cruxprov verify acme-echo --platform PLATFORM"},
 		{"before --", platforms, []string{"cruxprov", "verify", "--backend", "container", "--", "acme-echo"},
 			"cruxprov verify --backend container --platform PLATFORM -- acme-echo"},
+		{"no --platform", platforms, []string{"cruxprov", "env", "verify", "/h/envs/abc"}, ""},
 		{"--allow-env NAME", home, append(slices.Clone(run), "--allow-env", "LANG", "--allow-env", "HOME", "--json"),
 			"cruxprov --home /h run acme-echo echo --input 'in put.json' --backend container --allow-env LANG"},
 		{"--allow-env=NAME", home, append(slices.Clone(run), "--allow-env=HOME", "--allow-env=LANG"),
