@@ -256,14 +256,29 @@ func unwrapPath(err error) error {
 // envArg resolves an env given by path or by its digest (hex or
 // sha256:hex) or a prefix of it (sha256:PREFIX, or the bare hex prefix
 // when no file of that name is here) in the store of o.
+//
+// A digest names an env of the store at o.home; where --home names
+// nothing, that is said (noStore), as env list says it: "no env … in
+// the store (env list shows them)" sent the user to env list, which then
+// said there is no store, and env remove of a full digest made a whole
+// store at the mistyped --home and answered "nothing removed", exit 0.
 func envArg(o *opts, arg string) (string, error) {
+	inHome := func(hex string) (string, error) {
+		if err := noStore(o.home); err != nil {
+			return "", err
+		}
+		return filepath.Join(o.home, store.EnvsDir, hex), nil
+	}
 	if d, err := digest.Parse(arg); err == nil {
-		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
+		return inHome(d.Hex())
 	}
 	if d, err := digest.ParseHex(arg); err == nil {
-		return filepath.Join(o.home, store.EnvsDir, d.Hex()), nil
+		return inHome(d.Hex())
 	}
 	if p, ok := strings.CutPrefix(arg, digest.Prefix); ok {
+		if err := noStore(o.home); err != nil {
+			return "", err
+		}
 		return envByPrefix(o, p)
 	}
 	// A short hex digest as env list shows it, when no file of that name
@@ -271,6 +286,9 @@ func envArg(o *opts, arg string) (string, error) {
 	// said "nothing removed").
 	if len(arg) >= 8 && strings.Trim(arg, "0123456789abcdef") == "" {
 		if _, err := os.Lstat(arg); errors.Is(err, fs.ErrNotExist) {
+			if err := noStore(o.home); err != nil {
+				return "", err
+			}
 			return envByPrefix(o, arg)
 		}
 	}
@@ -365,6 +383,11 @@ func envRemoveCmd() *cli.Command {
 				return err
 			}
 			if dir, err = inStore(o, dir, false); err != nil {
+				return err
+			}
+			// Nothing to remove where --home names nothing: openStore
+			// would make a store there first.
+			if err := noStore(o.home); err != nil {
 				return err
 			}
 			st, err := o.openStore()

@@ -143,3 +143,33 @@ func TestGCEnvsAsNonOwner(t *testing.T) {
 		t.Errorf("gc --envs --dry-run: %+v", r)
 	}
 }
+
+// TestEnvByDigestWithoutAStore: env verify, sbom, remove and create
+// --replace, given an env by its digest (or a prefix of it) with a --home
+// that names nothing, say there is no store there (exit 1), as env list
+// does, and make nothing: they said "no env … in the store (cruxprov env
+// list shows them)", exit 64, sending the user to env list, which said
+// there is no store; env remove of a full digest made a whole store at
+// the mistyped --home and answered "nothing removed", exit 0.
+func TestEnvByDigestWithoutAStore(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-home")
+	const hex = "442ccc7f83f1de73158bba8a017ac9a83f87835d95a0400c8970383d8b005046"
+	for _, args := range [][]string{
+		{"env", "verify", "sha256:442ccc7f"},
+		{"env", "verify", "sha256:" + hex},
+		{"env", "verify", hex[:12]},
+		{"env", "sbom", "sha256:442ccc7f"},
+		{"env", "remove", "sha256:442ccc7f"},
+		{"env", "remove", "sha256:" + hex},
+		{"env", "remove", filepath.Join(missing, "envs", hex)},
+		{"env", "create", "--replace", "sha256:442ccc7f"},
+	} {
+		r := cruxprov(t, append([]string{"--home", missing}, args...)...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "there is no store at "+missing+"; check --home (or CRUXPROV_HOME)") {
+			t.Errorf("%v with --home naming nothing: %+v", args, r)
+		}
+		if _, err := os.Lstat(missing); err == nil {
+			t.Fatalf("%v made %s: %v", args, missing, tree(t, missing))
+		}
+	}
+}
