@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -279,10 +280,51 @@ func (s *state) validateChange(c *Change) error {
 			return noTrust()
 		}
 		_, err := applyTrust(s.trust, c)
-		return err
+		if err != nil {
+			return s.awaitingApprover(c, err)
+		}
 	}
 	return nil
 }
+
+// awaitingApprover is err, applyTrust's refusal of the governance change
+// c, or, where an approver key's trust is proposed and not approved yet,
+// and c would be valid once it is, a refusal that says so and advises its
+// approval: "trust another approver key first" sent the operator to a
+// key trust that proposed nothing new (it printed the open change-set
+// again), or, for a policy set --threshold, named no key at all.
+func (s *state) awaitingApprover(c *Change, err error) error {
+	var r *refusal.Error
+	if c.Action == ActionTrustKey || !errors.As(err, &r) || r.Code != refusal.ChangesetInvalid {
+		return err
+	}
+	head, _, ok := strings.Cut(r.Message(), noApprovalAgain)
+	if !ok {
+		return err
+	}
+	for _, id := range s.order {
+		cs := s.changesets[id]
+		if cs == nil || cs.Status.State != StateProposed || len(cs.Spec.Changes) != 1 {
+			continue
+		}
+		p := cs.Spec.Changes[0]
+		if p.Action != ActionTrustKey || p.Key == nil || p.Key.Role != RoleApprover {
+			continue
+		}
+		t, perr := applyTrust(s.trust, &p)
+		if perr != nil {
+			continue
+		}
+		if _, cerr := applyTrust(t, c); cerr == nil {
+			return refusal.New(refusal.ChangesetInvalid, "%s%s; the change-set %s that trusts the approver key %s is proposed, not approved: approve it first, then propose this change again", head, noApprovalAgain, id, p.Key.Name).WithRemedy(refusal.ActionApprove, id.String())
+		}
+	}
+	return err
+}
+
+// noApprovalAgain is what applyTrust's refusal of a change that would
+// leave fewer approver keys than the threshold says of it.
+const noApprovalAgain = "nothing could be approved again"
 
 // applyTrust returns t with the governance change c applied (t unchanged).
 func applyTrust(t *Trust, c *Change) (*Trust, error) {
@@ -354,7 +396,7 @@ func applyTrust(t *Trust, c *Change) (*Trust, error) {
 		if a == 1 {
 			keys = "key"
 		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver %s for a threshold of %d: nothing could be approved again; %s", a, keys, n.Policy.Threshold, next).WithRemedy(act, target)
+		return nil, refusal.New(refusal.ChangesetInvalid, "the change would leave %d distinct approver %s for a threshold of %d: %s; %s", a, keys, n.Policy.Threshold, noApprovalAgain, next).WithRemedy(act, target)
 	}
 	n.Revision++
 	return &n, nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -109,4 +110,61 @@ func aliceRoot(t *testing.T) (d *registry.Dir, alice, bob registrytest.Key) {
 	t.Helper()
 	d, _, keys, _ := govDir(t, 1, "alice")
 	return d, keys["alice"], registrytest.NewKey(t, "bob", registry.RoleApprover)
+}
+
+// TestStrandedThresholdNamesTheOpenTrust: walking operator.md, `policy
+// set --threshold 2` while the second approver key's `key trust` was
+// proposed and not approved yet was refused "trust another approver key
+// first" (to fix: key trust PUB), which only printed the open change-set
+// again; `key untrust bob` with a third key's trust open advised lowering
+// the threshold. The refusal now names the open trust change-set and
+// advises its approval (a builder key's, which would not help, is not
+// named), and once it is approved the change is proposed.
+func TestStrandedThresholdNamesTheOpenTrust(t *testing.T) {
+	ctx := context.Background()
+	d, alice, bob := aliceRoot(t)
+	builder := registrytest.NewKey(t, "ci", registry.RoleBuilder)
+	if _, err := d.TrustKey(ctx, builder.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	raise := registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}
+	if _, err := d.Propose(ctx, raise, "t"); refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionTrustKey {
+		t.Fatalf("threshold 2 with only a builder key's trust open: %v (remedy %+v), want the advice to trust an approver key", err, refusal.RemedyOf(err))
+	}
+	tr, err := d.TrustKey(ctx, bob.Key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := tr.ChangeSet.Metadata.ID
+	awaiting := func(c registry.Change, id digest.Digest, name string) {
+		t.Helper()
+		_, err := d.Propose(ctx, c, "t")
+		if refusal.CodeOf(err) != refusal.ChangesetInvalid {
+			t.Fatalf("Propose(%s): %v, want changeset_invalid", c.Action, err)
+		}
+		want := "the change-set " + id.String() + " that trusts the approver key " + name + " is proposed, not approved: approve it first"
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nothing could be approved again") {
+			t.Errorf("Propose(%s): %q does not say %q", c.Action, err, want)
+		}
+		if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionApprove || r.Target != id.String() {
+			t.Errorf("Propose(%s): remedy %+v, want the approval of %s", c.Action, r, id)
+		}
+	}
+	awaiting(raise, open, "bob")
+	if _, err := d.Approve(ctx, open, alice.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.Propose(ctx, raise, "t")
+	if err != nil {
+		t.Fatalf("threshold 2 once bob is trusted: %v", err)
+	}
+	if _, err := d.Approve(ctx, cs.Metadata.ID, alice.Priv, nil); err != nil {
+		t.Fatal(err)
+	}
+	carol := registrytest.NewKey(t, "carol", registry.RoleApprover)
+	tr, err = d.TrustKey(ctx, carol.Key, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaiting(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, tr.ChangeSet.Metadata.ID, "carol")
 }
