@@ -145,8 +145,15 @@ type Remedy struct {
 	// the public key file's name, as key trust defaults it).
 	Name string `json:"name,omitempty"`
 	// Platforms are, for ActionNamePlatform, the platforms the pin has
-	// materializations of for the backend asked, one of which to name.
+	// materializations of for the backend asked, one of which to name;
+	// for ActionPropose, the platforms the pin names (its envs' and its
+	// resolutions') when the pin has envs of one interpreter and no
+	// images (with Python): an install given them proposes the envs the
+	// pin names (nil: the operator names them).
 	Platforms []string `json:"platforms,omitempty"`
+	// Python is, for ActionPropose with Platforms, the interpreter the
+	// pin's envs point at.
+	Python string `json:"python,omitempty"`
 	// Backend is, for ActionPropose, a backend the proposal is to add a
 	// materialization of: "container", whose image (REF@sha256:…, built
 	// and signed for the package) only the operator knows.
@@ -181,6 +188,16 @@ func (e *Error) WithPlatforms(platforms []string) *Error {
 func (e *Error) WithBackend(backend string) *Error {
 	if e.Remedy != nil {
 		e.Remedy.Backend = backend
+	}
+	return e
+}
+
+// WithProposePlatforms sets the platforms and interpreter a propose
+// remedy's install names (Remedy.Platforms, Remedy.Python: the pin's own)
+// and returns e; none where python is "" (the operator names them).
+func (e *Error) WithProposePlatforms(platforms []string, python string) *Error {
+	if e.Remedy != nil && python != "" && len(platforms) > 0 {
+		e.Remedy.Platforms, e.Remedy.Python = platforms, python
 	}
 	return e
 }

@@ -1,6 +1,8 @@
 package registry
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -205,6 +207,50 @@ func (p *Provider) Images() []string {
 		}
 	}
 	return out
+}
+
+// ProposePlatforms are the platforms p pins (its local envs' and its
+// resolutions', in its order) and the interpreter path its envs point
+// at: what an install that proposes p again is given to propose the same
+// envs (refusal.Remedy's Platforms and Python). Nil and "" when p pins
+// an image (an image names its own platform), no env, or envs of more
+// than one interpreter (an install takes one).
+func (p *Provider) ProposePlatforms() (platforms []string, python string) {
+	if p == nil {
+		return nil, ""
+	}
+	for _, m := range p.Materializations {
+		switch m.Backend {
+		case BackendContainer:
+			return nil, ""
+		case BackendLocal:
+			path := interpreterPath(m.Interpreter)
+			if path == "" || (python != "" && path != python) {
+				return nil, ""
+			}
+			python = path
+		}
+		if !slices.Contains(platforms, m.Platform) {
+			platforms = append(platforms, m.Platform)
+		}
+	}
+	if python == "" {
+		return nil, ""
+	}
+	return platforms, python
+}
+
+// interpreterPath is the path of a materialization's interpreter
+// identity, "PATH VERSION sha256:HEX12" (or "PATH VERSION"), "" when it
+// has none.
+func interpreterPath(id string) string {
+	if i := strings.LastIndexByte(id, ' '); i > 0 && strings.HasPrefix(id[i+1:], "sha256:") {
+		id = id[:i]
+	}
+	if i := strings.LastIndexByte(id, ' '); i > 0 {
+		return id[:i]
+	}
+	return ""
 }
 
 // Change is one change of a change-set: Provider for register, update and

@@ -886,7 +886,7 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		next = "only a proposed change-set is rejected; an applied trust change is undone by another (untrusting or trusting a key, or setting the threshold)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec))
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec))
 	default:
 		var again string
 		again, remedy = proposeAgain(&cs.Spec, scope)
@@ -932,6 +932,7 @@ func proposeAgain(spec *Spec, scope string) (string, *refusal.Remedy) {
 		if images := specImages(spec); len(images) > 0 {
 			r.Images = images
 		}
+		r.Platforms, r.Python = specPlatforms(spec)
 		return "install it again, as it was proposed", r
 	}
 	return "as it was proposed", nil
@@ -955,6 +956,15 @@ func specImages(spec *Spec) []string {
 		return nil
 	}
 	return spec.Changes[0].Provider.Images()
+}
+
+// specPlatforms are the platforms and interpreter a provider's spec pins
+// (Provider.ProposePlatforms).
+func specPlatforms(spec *Spec) ([]string, string) {
+	if len(spec.Changes) != 1 || spec.Changes[0].Provider == nil {
+		return nil, ""
+	}
+	return spec.Changes[0].Provider.ProposePlatforms()
 }
 
 func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {

@@ -126,7 +126,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	// holds the seal's digest to the name: the materialization is the
 	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
+		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }

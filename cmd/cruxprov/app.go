@@ -818,7 +818,12 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		if sha != "" {
 			r += " --sha256 " + shellQuote(sha)
 		}
-		r += " --platform PLATFORM --python PYTHON"
+		if len(rem.Platforms) > 0 && rem.Python != "" {
+			// The pin's own: the install proposes the envs it names.
+			r += " --platform " + shellQuote(strings.Join(rem.Platforms, ",")) + " --python " + shellQuote(rem.Python)
+		} else {
+			r += " --platform PLATFORM --python PYTHON"
+		}
 		if len(rem.Images) > 0 || rem.Backend == registry.BackendContainer {
 			// The pin's images: an install without them proposes a
 			// change-set that drops them (its diff shows them going).

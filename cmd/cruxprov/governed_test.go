@@ -736,9 +736,14 @@ func TestPinAfterInterpreterUpdate(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PinMismatch)) {
 		t.Fatalf("a rebuilt env whose interpreter changed, under the old pin: %+v", r)
 	}
-	// The advice proposes the pinned package again; its change-set,
+	// The advice proposes the pinned package again, for the pin's own
+	// platform and interpreter (it said --platform PLATFORM --python
+	// PYTHON, which the operator had to look up); its change-set,
 	// approved, is the new pin.
-	r.stderr = strings.NewReplacer("PLATFORM", "host", "PYTHON", python, "--index URL", "--index "+w.url+" --no-compile --quiet").Replace(r.stderr)
+	if strings.Contains(r.stderr, "PLATFORM") || strings.Contains(r.stderr, "PYTHON") || !strings.Contains(r.stderr, " --platform cp311-") || !strings.Contains(r.stderr, " --python "+python+" ") {
+		t.Fatalf("the advice does not name the pin's platform and interpreter: %s", r.stderr)
+	}
+	r.stderr = strings.NewReplacer("--index URL", "--index "+w.url+" --no-compile --quiet").Replace(r.stderr)
 	fix := runFix(t, r, base, "CRUXPROV_HOME="+home)
 	if fix.code != 0 {
 		t.Fatalf("the advised proposal: %+v", fix)

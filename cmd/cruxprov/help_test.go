@@ -535,3 +535,20 @@ func TestProposeRemedyRendersImages(t *testing.T) {
 		t.Errorf("the remedy renders %q", got)
 	}
 }
+
+// TestProposeRemedyRendersThePinsPlatforms: a propose remedy that carries
+// the pin's platforms and interpreter renders them (it rendered
+// --platform PLATFORM --python PYTHON whatever the pin held); one without
+// them keeps the placeholders.
+func TestProposeRemedyRendersThePinsPlatforms(t *testing.T) {
+	target := "acme-echo==1.0.0@sha256:" + strings.Repeat("cd", 32)
+	rem := &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Platforms: []string{"cp311-manylinux_2_36_x86_64", "cp312-win_amd64"}, Python: "/opt/py 3/bin/python3.11"}
+	got := renderRemedy(rem, []string{"cruxprov", "--home", "/h", "verify", "acme-echo"})
+	if !strings.Contains(got, " --platform cp311-manylinux_2_36_x86_64,cp312-win_amd64 --python '/opt/py 3/bin/python3.11' ") || strings.Contains(got, "PLATFORM") || strings.Contains(got, "PYTHON") {
+		t.Errorf("the remedy renders %q", got)
+	}
+	got = renderRemedy(&refusal.Remedy{Action: refusal.ActionPropose, Target: target}, []string{"cruxprov", "verify", "acme-echo"})
+	if !strings.Contains(got, " --platform PLATFORM --python PYTHON") {
+		t.Errorf("without the pin's platforms the remedy renders %q", got)
+	}
+}

@@ -1,0 +1,48 @@
+package registry_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cruxible/cruxprov/registry"
+)
+
+// TestProposePlatforms: what a propose remedy names for an install to
+// propose a pin's envs again: the platforms the pin names (its envs' and
+// its resolutions', once each, in its order) and the interpreter path its
+// envs point at (a path with spaces kept whole); nothing where an install
+// of one --python could not (envs of two interpreters), or where the pin
+// pins images (an image names its own platform) or no env.
+func TestProposePlatforms(t *testing.T) {
+	local := func(platform, interp string) registry.Materialization {
+		return registry.Materialization{Backend: registry.BackendLocal, Platform: platform, Interpreter: interp}
+	}
+	res := func(platform string) registry.Materialization {
+		return registry.Materialization{Backend: registry.BackendResolution, Platform: platform}
+	}
+	for _, c := range []struct {
+		name      string
+		ms        []registry.Materialization
+		platforms []string
+		python    string
+	}{
+		{"one env", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/usr/bin/python3.11 3.11.2 sha256:a83c0370d915")}, []string{"cp311-manylinux_2_36_x86_64"}, "/usr/bin/python3.11"},
+		{"a path with spaces, an identity without a hash", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/opt/my py/python3.11 3.11.2")}, []string{"cp311-manylinux_2_36_x86_64"}, "/opt/my py/python3.11"},
+		{"an env and a resolution", []registry.Materialization{res("cp312-manylinux_2_17_aarch64"), local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915")}, []string{"cp312-manylinux_2_17_aarch64", "cp311-manylinux_2_36_x86_64"}, "/p/python3.11"},
+		{"envs of two interpreters", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/a/python3.11 3.11.2 sha256:a83c0370d915"), local("cp312-manylinux_2_36_x86_64", "/b/python3.12 3.12.1 sha256:0123456789ab")}, nil, ""},
+		{"an image", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"}}, nil, ""},
+		{"resolutions alone", []registry.Materialization{res("cp312-win_amd64")}, nil, ""},
+		{"no interpreter recorded", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "")}, nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &registry.Provider{Name: "acme-echo", Materializations: c.ms}
+			platforms, python := p.ProposePlatforms()
+			if !slices.Equal(platforms, c.platforms) || python != c.python {
+				t.Errorf("ProposePlatforms() = %q, %q; want %q, %q", platforms, python, c.platforms, c.python)
+			}
+		})
+	}
+	if platforms, python := (*registry.Provider)(nil).ProposePlatforms(); platforms != nil || python != "" {
+		t.Errorf("a nil provider: %q, %q", platforms, python)
+	}
+}
