@@ -234,7 +234,7 @@ func checkInterfaces(ctx context.Context, reg registry.Reader, m *manifest.Manif
 	}
 	for _, e := range m.Entrypoints {
 		if d := known[e.Interface.ID]; d != e.Interface.Digest {
-			return refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d)
+			return refusal.New(refusal.InterfaceDigestMismatch, "entrypoint %q implements %s at %s, but the registry has %s at %s: the provider was built against another schema of %s than the one registered; install a provider built against the registered schema, or one whose manifest names a new interface id for its schema, registered first (a registered id keeps its schema for good)", e.Name, e.Interface.ID, e.Interface.Digest, e.Interface.ID, d, e.Interface.ID)
 		}
 	}
 	return nil

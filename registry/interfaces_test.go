@@ -130,3 +130,27 @@ func TestInterfaceRegisteredAtEdited(t *testing.T) {
 		t.Errorf("after repair: %+v, %v", l, err)
 	}
 }
+
+// TestInterfaceSchemaChangedSaysWhatToDo: walking operator.md §6,
+// `interface register acme.echo --schema` with another schema than the
+// one registered was refused "interface acme.echo is registered with
+// sha256:…; this schema is sha256:…" and no more: the refusal now says
+// that an id keeps its schema and what to do (a new id, or the
+// registered schema), as refusals.md advises.
+func TestInterfaceSchemaChangedSaysWhatToDo(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.RegisterInterface(ctx, "acme.echo", []byte(`{"type":"object"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.RegisterInterface(ctx, "acme.echo", []byte(`{"type":"array"}`))
+	wantRefusal(t, err, refusal.InterfaceDigestMismatch)
+	for _, want := range []string{"interface acme.echo is registered with sha256:", "keeps its schema for good", "register this schema under a new interface id", "or give the schema registered as acme.echo"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+}

@@ -108,7 +108,7 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 	}
 	if old, ok := s.ifaces[id]; ok {
 		if old.Digest != d {
-			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s", id, old.Digest, d)
+			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s: a registered id keeps its schema for good (the history is append-only), so register this schema under a new interface id, the one the providers built against it name in their manifests (%s's next version), or give the schema registered as %s (the providers that name it were built against that one)", id, old.Digest, d, id, id)
 		}
 		return &old, nil
 	}

@@ -645,6 +645,10 @@ func TestInstallSources(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: interface_digest_mismatch") {
 		t.Fatalf("another schema: %+v", r)
 	}
+	// It says what to do (it named the two digests and no more).
+	if !strings.Contains(r.stderr, "the provider was built against another schema of acme.diagnostics than the one registered; install a provider built against the registered schema, or one whose manifest names a new interface id") {
+		t.Errorf("another schema: the refusal does not say what to do: %s", r.stderr)
+	}
 	home = filepath.Join(base, "home2")
 	for _, a := range [][]string{
 		{"interface", "register", "acme.echo", "--schema", filepath.Join(w.schemas, "acme.echo.json")},
