@@ -132,14 +132,14 @@ func envCreate(c *cli.Context) error {
 		// The wheels a seal names are in the store (its seal keeps them
 		// from gc): the store alone, unless --index fetches what is missing.
 		if c.String("index") != "" && !c.Bool("offline") {
-			if po.Client, err = newIndexClient(c, c.String("index")); err != nil {
+			if po.Client, err = newIndexClient(c, o, c.String("index")); err != nil {
 				return err
 			}
 		}
 	case c.NArg() > 0:
 		return usagef("env create takes no arguments but with --replace ENV (got %q)", c.Args().First())
 	default:
-		if po.Client, err = pinnedSource(c); err != nil {
+		if po.Client, err = pinnedSource(c, o); err != nil {
 			return err
 		}
 		if po.Source, wf, err = sourceOf(c); err != nil {

@@ -70,7 +70,7 @@ func indexFlags() []cli.Flag {
 // --ca-bundle and the environment (DESIGN §14): the system CA pool plus
 // the bundle, proxies from the standard variables, credentials from the
 // URL, netrc ($NETRC or ~/.netrc) or CRUXPROV_INDEX_USERNAME/PASSWORD.
-func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
+func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		if !strings.Contains(rawURL, "://") {
@@ -107,23 +107,24 @@ func newIndexClient(c *cli.Context, rawURL string) (*index.Client, error) {
 			netrc = filepath.Join(h, ".netrc")
 		}
 	}
-	o, err := globals(c)
-	if err != nil {
-		return nil, err
-	}
 	// An unreadable netrc (HOME still root's after sudo -u) is a warning;
 	// the index's 401 or 403, if it comes, names it. Page and root wheel
 	// retries get a line each (no bar shows them), above the bars when
-	// they are drawn.
+	// they are drawn: o is the command's own, whose bars those are and
+	// whose --json document carries the warning (keepWarning), with or
+	// without --quiet (an opts of its own here wrote the warning on
+	// stderr under --json and left it out of the document, and wrote
+	// the lines through the bars rather than above them).
 	events := func(e index.Event) {
-		if o.quiet {
-			return
-		}
 		switch e.Kind {
 		case index.EventWarning:
-			o.line("warning: " + oneLine(e.Err.Error()))
+			if msg := oneLine(e.Err.Error()); o.keepWarning(msg) {
+				o.line("warning: " + msg)
+			}
 		case index.EventRetry:
-			o.line(fmt.Sprintf("retry: %s: attempt %d of %d failed: %s; trying again in %s", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait))
+			if !o.quiet {
+				o.line(fmt.Sprintf("retry: %s: attempt %d of %d failed: %s; trying again in %s", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait))
+			}
 		}
 	}
 	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds, Netrc: netrc, Events: events})
@@ -148,7 +149,7 @@ func sourceOf(c *cli.Context) (pipeline.Source, *os.File, error) {
 // pinnedSource checks the flags fetch and env create share (one of --wheel
 // or --lock, --platform, --index unless --offline, --jobs) and returns the
 // pinned index's client (nil with --offline: nothing is fetched).
-func pinnedSource(c *cli.Context) (*index.Client, error) {
+func pinnedSource(c *cli.Context, o *opts) (*index.Client, error) {
 	if (c.String("wheel") == "") == (c.String("lock") == "") {
 		return nil, usagef("give exactly one of --wheel W or --lock F")
 	}
@@ -162,7 +163,7 @@ func pinnedSource(c *cli.Context) (*index.Client, error) {
 		return nil, usagef("--jobs must be positive (or 0, the default)")
 	}
 	if u := c.String("index"); u != "" && !c.Bool("offline") {
-		return newIndexClient(c, u)
+		return newIndexClient(c, o, u)
 	}
 	return nil, nil // offline: the store alone, no client (and no CA pool to load)
 }
@@ -178,7 +179,7 @@ func fetchAction(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("fetch takes no arguments (got %q)", c.Args().First())
 	}
-	client, err := pinnedSource(c)
+	client, err := pinnedSource(c, o)
 	if err != nil {
 		return err
 	}

@@ -217,7 +217,7 @@ func imageBuild(c *cli.Context) error {
 		}
 	}
 	if u := c.String("index"); u != "" && !c.Bool("offline") {
-		if bo.Client, err = newIndexClient(c, u); err != nil {
+		if bo.Client, err = newIndexClient(c, o, u); err != nil {
 			return err
 		}
 	}

@@ -152,7 +152,7 @@ func installAction(c *cli.Context) error {
 		ProposedBy: operator(), Warn: o.warn, Containers: containers, PlainMalloc: hugePagesOff(),
 	}
 	if !c.Bool("offline") {
-		if iopts.Client, err = newIndexClient(c, c.String("index")); err != nil {
+		if iopts.Client, err = newIndexClient(c, o, c.String("index")); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
@@ -564,8 +566,10 @@ func TestFetchStalledIndexOnATerminal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the terminal's output did not end")
 	}
+	// A line printed above the bars begins with the cursor moves that
+	// clear them (ESC [ N A, ESC [ J): the line is what follows.
 	n := 0
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.Split(csiRE.ReplaceAllString(out, ""), "\n") {
 		if strings.HasPrefix(strings.TrimLeft(l, "\r"), "retry: ") {
 			n++
 		}
@@ -573,7 +577,16 @@ func TestFetchStalledIndexOnATerminal(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != 78 || n < 3 || !strings.Contains(out, "attempt 1 of 4 failed") {
 		t.Fatalf("exit %d, %d retry lines on the terminal, want 3: %q", cmd.ProcessState.ExitCode(), n, out)
 	}
+	// Each is printed above the bars, once they are drawn, which are
+	// cleared first (it was written under them, into the lines the next
+	// redraw moved up over and cleared).
+	if i := strings.Index(out, "total ("); i >= 0 && !strings.Contains(out[i:], "\x1b[J"+"retry: ") {
+		t.Errorf("no retry line printed above the bars once they were drawn: %q", out)
+	}
 }
+
+// csiRE matches a terminal control sequence (ESC [ parameters final).
+var csiRE = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 
 // TestFetchNoSpace (issue 11 item 9): a full disk while fetching is a
 // failure (exit 1, one line) naming the store and what frees space, not a
@@ -872,5 +885,39 @@ func TestFetchYankedReasonOneLine(t *testing.T) {
 	}
 	if strings.ContainsAny(r.stderr, "\x1b") || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "warning: alpha-1.0-py3-none-any.whl is yanked on the index (bad ") {
 		t.Fatalf("the yanked warning is not one clean line: %q", r.stderr)
+	}
+}
+
+// TestIndexWarningInTheJSONDocument: walking operator.md as
+// cruxprov-rootless with an unreadable ~/.netrc, `fetch --json` wrote
+// "warning: netrc … skipped" on stderr and the document had no warnings:
+// operator.md says --json carries the warnings stderr would have shown,
+// and stderr is quiet under --json. The index's warning is now the
+// document's (with --quiet too: it changes only the human output), and
+// without --json stderr still says it. A netrc that is a directory is
+// unreadable to root as well.
+func TestIndexWarningInTheJSONDocument(t *testing.T) {
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := fixtureindex.ServeSet(t, fx, t.TempDir())
+	home := t.TempDir()
+	netrc := t.TempDir()
+	run := func(extra ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", home, "fetch", "--wheel", fx.Echo.Path, "--platform", fetchTestPlatform, "--index", idx}, extra...)...)
+		cmd.Env = append(os.Environ(), "NETRC="+netrc)
+		return runCmd(t, cmd)
+	}
+	want := "netrc " + netrc + " skipped"
+	for _, extra := range [][]string{{"--json"}, {"--json", "--quiet"}} {
+		r := run(extra...)
+		var doc struct{ Warnings []string }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil {
+			t.Fatalf("%v: %+v", extra, r)
+		}
+		if len(doc.Warnings) != 1 || !strings.HasPrefix(doc.Warnings[0], want) || strings.Contains(r.stderr, "warning:") {
+			t.Errorf("%v: the netrc warning is not the document's alone: warnings %q, stderr %q", extra, doc.Warnings, r.stderr)
+		}
+	}
+	if r := run(); r.code != 0 || !strings.Contains(r.stderr, "warning: "+want) {
+		t.Errorf("without --json: %+v", r)
 	}
 }
