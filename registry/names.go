@@ -14,6 +14,12 @@ import (
 type Names struct {
 	Envs  []digest.Digest
 	Blobs []digest.Digest
+	// EnvPins and EnvChangeSets say what names each env of Envs (by its
+	// materialization digest): the providers whose accepted pins name it,
+	// and the open change-sets, so that a refusal to remove it can say
+	// which to retire or reject.
+	EnvPins       map[digest.Digest][]string
+	EnvChangeSets map[digest.Digest][]digest.Digest
 }
 
 // NamedBy asks r what its accepted (not retired) pins and its open
@@ -29,8 +35,8 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 		return nil, err
 	}
 	defer release()
-	n := &Names{}
-	add := func(p *Provider) {
+	n := &Names{EnvPins: map[digest.Digest][]string{}, EnvChangeSets: map[digest.Digest][]digest.Digest{}}
+	add := func(p *Provider, cs *ChangeSet) {
 		if p == nil {
 			return
 		}
@@ -40,6 +46,11 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 		for _, m := range p.Materializations {
 			if m.Backend == BackendLocal {
 				n.Envs = append(n.Envs, m.Digest)
+				if cs == nil {
+					n.EnvPins[m.Digest] = append(n.EnvPins[m.Digest], p.Name)
+				} else {
+					n.EnvChangeSets[m.Digest] = append(n.EnvChangeSets[m.Digest], cs.Metadata.ID)
+				}
 			}
 			for _, w := range m.Packages {
 				n.Blobs = append(n.Blobs, w.SHA256)
@@ -54,7 +65,7 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 		return nil, err
 	}
 	for _, p := range pins {
-		add(p.ProviderSpec())
+		add(p.ProviderSpec(), nil)
 	}
 	css, err := r.ChangeSets(ctx)
 	if err != nil {
@@ -65,7 +76,7 @@ func NamedBy(ctx context.Context, r Reader) (*Names, error) {
 			continue
 		}
 		for i := range cs.Spec.Changes {
-			add(cs.Spec.Changes[i].Provider)
+			add(cs.Spec.Changes[i].Provider, cs)
 		}
 	}
 	return n, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -421,7 +422,7 @@ func envRemoveCmd() *cli.Command {
 			}
 			for _, d := range names.Envs {
 				if d.Hex() == filepath.Base(dir) {
-					return usagef("env %s is named by an accepted pin or an open change-set (cruxprov provider list and changeset list show which): retire the provider (cruxprov provider retire NAME) or reject the change-set first", dir)
+					return usagef("env %s is named by %s: %s first", dir, envNamers(names, d), envUnnaming(names, d, o.homeFlag()))
 				}
 			}
 			_, errDir := os.Lstat(dir)
@@ -440,6 +441,41 @@ func envRemoveCmd() *cli.Command {
 			})
 		},
 	}
+}
+
+// envNamers says what names the env d: the providers whose accepted pins
+// name it and the open change-sets (it said "an accepted pin or an open
+// change-set (cruxprov provider list and changeset list show which)",
+// and those, without the --home given, listed another store's).
+func envNamers(names *registry.Names, d digest.Digest) string {
+	var by []string
+	for _, p := range names.EnvPins[d] {
+		by = append(by, "the accepted pin of "+p)
+	}
+	for _, id := range names.EnvChangeSets[d] {
+		by = append(by, "the open change-set "+id.Hex()[:12])
+	}
+	if len(by) == 0 {
+		return "an accepted pin or an open change-set"
+	}
+	return strings.Join(by, " and ")
+}
+
+// envUnnaming is what makes the env d named by nothing: each command
+// that retires a provider naming it or rejects a change-set, with the
+// --home given (home, from homeArg).
+func envUnnaming(names *registry.Names, d digest.Digest, home string) string {
+	var do []string
+	for _, p := range names.EnvPins[d] {
+		do = append(do, "retire "+p+" (cruxprov provider retire "+shellQuote(p)+home+", and approve that change-set)")
+	}
+	for _, id := range names.EnvChangeSets[d] {
+		do = append(do, "reject "+id.Hex()[:12]+" (cruxprov changeset reject "+id.Hex()[:12]+" --reason TEXT"+home+")")
+	}
+	if len(do) == 0 {
+		return "retire the provider (cruxprov provider retire NAME" + home + ") or reject the change-set"
+	}
+	return strings.Join(do, ", and ")
 }
 
 func envVerifyCmd() *cli.Command {

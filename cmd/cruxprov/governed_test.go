@@ -894,3 +894,36 @@ func padLedger(t *testing.T, path string, n int) {
 		}
 	}
 }
+
+// TestEnvRemoveNamesWhatNamesIt: walking operator.md as
+// cruxprov-rootless, `env remove` of an env an open change-set named said
+// "is named by an accepted pin or an open change-set (cruxprov provider
+// list and changeset list show which)", commands that, without the
+// --home given, listed another store's. It now names the open change-set
+// (then the accepted pin) and the command that lets the env go, with
+// that --home; still exit 64.
+func TestEnvRemoveNamesWhatNamesIt(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	_, must, _ := approvingStore(t, w, base, debian)
+	id := strings.TrimPrefix(strings.TrimSpace(must("install", w.echo, "--platform", "host", "--python", debian, "--index", w.url, "--no-compile", "--quiet").stdout), "sha256:")[:12]
+	var list struct{ Envs []struct{ Path string } }
+	if err := json.Unmarshal([]byte(must("env", "list", "--json").stdout), &list); err != nil || len(list.Envs) != 1 {
+		t.Fatalf("env list: %v %+v", err, list)
+	}
+	env := list.Envs[0].Path
+	r := runCmd(t, exec.Command(bin, "--home", home, "env", "remove", env))
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is named by the open change-set "+id+": reject "+id+" (cruxprov changeset reject "+id+" --reason TEXT --home "+home+") first") {
+		t.Errorf("env remove of an env an open change-set names: %+v", r)
+	}
+	must("changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key"))
+	r = runCmd(t, exec.Command(bin, "--home", home, "env", "remove", env))
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is named by the accepted pin of acme-echo: retire acme-echo (cruxprov provider retire acme-echo --home "+home+", and approve that change-set) first") {
+		t.Errorf("env remove of a pinned env: %+v", r)
+	}
+}
