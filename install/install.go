@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/manifest"
@@ -55,6 +56,10 @@ type Options struct {
 	// Warn and Progress receive warnings and stage names.
 	Warn     func(string)
 	Progress func(stage, platform string)
+	// FetchEvents receives each platform's download events, one platform
+	// after another (pipeline.Options.FetchEvents): its retries, and a
+	// damaged blob fetched again, which were not shown by install.
+	FetchEvents func(fetch.Event)
 }
 
 // Result is a proposed change-set and what went into it. Its JSON names
@@ -106,7 +111,7 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 		po := pipeline.Options{
 			Source:   pipeline.Source{Root: o.Root},
 			Platform: p, Python: o.Python, Client: o.Client, NoCompile: o.NoCompile, NoCache: o.NoCache, Jobs: o.Jobs, Warn: warn,
-			PlainMalloc: o.PlainMalloc,
+			PlainMalloc: o.PlainMalloc, FetchEvents: o.FetchEvents,
 		}
 		local := p == "host" || runsHere(ctx, st, p, o.Python)
 		po.ResolveOnly = !local

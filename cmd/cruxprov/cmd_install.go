@@ -150,6 +150,10 @@ func installAction(c *cli.Context) error {
 	iopts := install.Options{
 		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
 		ProposedBy: operator(), Warn: o.warn, Containers: containers, PlainMalloc: hugePagesOff(),
+		// Its download retries and damaged blobs, as fetch and env create
+		// show them (index.md: every retry is shown); no bars: an install
+		// fetches for each platform in turn, one bar set each would not do.
+		FetchEvents: fetchEvents(o, nil),
 	}
 	if !c.Bool("offline") {
 		if iopts.Client, err = newIndexClient(c, o, c.String("index")); err != nil {

@@ -9,8 +9,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -925,5 +927,50 @@ func TestEnvRemoveNamesWhatNamesIt(t *testing.T) {
 	r = runCmd(t, exec.Command(bin, "--home", home, "env", "remove", env))
 	if r.code != exitUsage || !strings.Contains(r.stderr, "is named by the accepted pin of acme-echo: retire acme-echo (cruxprov provider retire acme-echo --home "+home+", and approve that change-set) first") {
 		t.Errorf("env remove of a pinned env: %+v", r)
+	}
+}
+
+// TestInstallShowsDownloadRetries: index.md says every retry is shown,
+// and install (unlike fetch and env create) gave its downloads no event
+// handler: a wheel whose first download failed was retried in silence
+// (and a damaged blob fetched again without its warning). Its retry is
+// now a line on stderr, as fetch's, and stdout stays the document under
+// --json.
+func TestInstallShowsDownloadRetries(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	for _, asJSON := range []bool{false, true} {
+		var failed sync.Map
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(path.Base(r.URL.Path), "cruxible_provider_runtime-") && strings.HasSuffix(r.URL.Path, ".whl") {
+				if _, again := failed.LoadOrStore(r.URL.Path, true); !again {
+					rw.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+			}
+			http.FileServer(http.Dir(w.index)).ServeHTTP(rw, r)
+		}))
+		defer srv.Close()
+		home := filepath.Join(base, fmt.Sprintf("home-%v", asJSON))
+		for _, id := range []string{"acme.echo", "acme.diagnostics"} {
+			if r := cruxprov(t, "--home", home, "interface", "register", id, "--schema", filepath.Join(w.schemas, id+".json")); r.code != 0 {
+				t.Fatalf("%+v", r)
+			}
+		}
+		args := []string{"--home", home, "install", w.echo, "--platform", "host", "--python", debian, "--index", srv.URL + "/simple/", "--no-compile"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		r := runCmd(t, exec.Command(bin, args...))
+		if r.code != 0 || !strings.Contains(r.stderr, "retry: cruxible_provider_runtime-0.2.0-py3-none-any.whl: attempt 1 failed") {
+			t.Errorf("json %v: the download's retry is not shown: %+v", asJSON, r)
+		}
+		if asJSON && !json.Valid([]byte(r.stdout)) {
+			t.Errorf("--json: stdout is not one document: %q", r.stdout)
+		}
 	}
 }
