@@ -837,7 +837,10 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 				r += " --image REF@sha256:DIGEST"
 			}
 		}
-		if !indexFromConfig {
+		// The install takes the index from the store's config.yaml when
+		// it names one; verify and run, which read no index, did not
+		// know it and asked for --index URL all the same.
+		if !indexFromConfig && !configNamesIndex(args) {
 			r += " --index URL"
 		}
 		return r + home
@@ -932,6 +935,31 @@ func targetOr(rem *refusal.Remedy, placeholder string) string {
 		return placeholder
 	}
 	return shellQuote(rem.Target)
+}
+
+// configNamesIndex reports whether the config.yaml of the store the
+// command line args acts on (its --home, else CRUXPROV_HOME, else the
+// default) names an index, which a command run there takes as --index.
+func configNamesIndex(args []string) bool {
+	home := os.Getenv("CRUXPROV_HOME")
+	for i := 1; i < len(args); i++ {
+		for _, f := range []string{"--home", "-home"} {
+			if args[i] == f && i+1 < len(args) {
+				home = args[i+1]
+			} else if v, ok := strings.CutPrefix(args[i], f+"="); ok {
+				home = v
+			}
+		}
+	}
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return false
+		}
+		home = filepath.Join(h, ".local", "share", "cruxprov")
+	}
+	cfg, err := loadConfig(home)
+	return err == nil && cfg.Index != ""
 }
 
 // homeArg is " --home DIR" for the --home the command line args gave,

@@ -552,3 +552,21 @@ func TestProposeRemedyRendersThePinsPlatforms(t *testing.T) {
 		t.Errorf("without the pin's platforms the remedy renders %q", got)
 	}
 }
+
+// TestProposeRemedyTakesTheConfigIndex: walking operator.md §6 with a
+// config.yaml naming the index, verify's pin_unapproved advised `install
+// … --index URL`, though the install it advises takes the index from that
+// config.yaml (env create's and fetch's advice left it out already). The
+// store's config is read for the advice now: no --index URL where it
+// names the index, and --index URL where it does not.
+func TestProposeRemedyTakesTheConfigIndex(t *testing.T) {
+	rem := &refusal.Remedy{Action: refusal.ActionPropose, Target: "acme-echo==1.0.0@sha256:" + strings.Repeat("cd", 32), Platforms: []string{"cp311-manylinux_2_36_x86_64"}, Python: "/usr/bin/python3.11"}
+	with, without := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(with, "config.yaml"), []byte("format: cruxprov.config/v1\nindex: http://127.0.0.1:8080/simple/\n"), 0o644)
+	if got := renderRemedy(rem, []string{"cruxprov", "--home", with, "verify", "acme-echo"}); strings.Contains(got, "--index") || !strings.HasSuffix(got, " --home "+with) {
+		t.Errorf("with the store's config naming the index, the remedy renders %q", got)
+	}
+	if got := renderRemedy(rem, []string{"cruxprov", "verify", "acme-echo", "--home=" + without}); !strings.Contains(got, " --index URL") {
+		t.Errorf("without a config, the remedy renders %q", got)
+	}
+}
