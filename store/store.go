@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -514,6 +515,10 @@ type Pending struct {
 	// copy has no name (outside the store), and Commit cannot store it.
 	unnamed bool
 	why     *WriteError
+	// stored is an Ingest whose copy did not fit on the store's disk, of
+	// bytes the store has already as a verified blob: f is that blob,
+	// open read-only, which Discard closes and never removes.
+	stored bool
 }
 
 // Digest returns the blob's name.
@@ -536,7 +541,7 @@ func (p *Pending) ReadAt(b []byte, off int64) (int, error) {
 // Discard removes the temp file; the blob is not stored. Safe to repeat.
 func (p *Pending) Discard() {
 	if p.f != nil {
-		if !p.unnamed {
+		if !p.unnamed && !p.stored {
 			os.Remove(p.f.Name())
 		}
 		p.f.Close()
@@ -627,7 +632,8 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 // and fails (the store is not writable) when it does not.
 func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 	h := sha256.New()
-	src := io.TeeReader(r, h)
+	read := &countingReader{r: r}
+	src := io.TeeReader(read, h)
 	room := newRoomReader(src, filepath.Join(s.home, BlobsDir))
 	f, n, err := s.writeTemp(ctx, "ingest", "writing a blob", room)
 	unnamed := false
@@ -637,13 +643,82 @@ func (s *Store) Ingest(ctx context.Context, r io.Reader) (*Pending, error) {
 		f, n, err = s.unnamedTemp(ctx, src)
 	}
 	if !unnamed && errors.Is(err, errNoRoom) {
-		return nil, &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}
+		err = &SpaceError{Home: s.home, Op: fmt.Sprintf("a copy of %d bytes and no end yet (a blob whose sha256 is not known may take half of the %d bytes that were free when it began, no more)", n, room.free), Err: err}
+	}
+	if se := (*SpaceError)(nil); !unnamed && errors.As(err, &se) {
+		// The copy did not fit (its temp is removed): bytes the store
+		// has already need none. Those are read on, hashed only, and
+		// when they are a verified blob's, that blob is the copy.
+		if p := s.ingestStored(ctx, h, read, src); p != nil {
+			return p, nil
+		}
+		return nil, err
 	}
 	if err != nil {
 		return nil, err // the store's or the temp directory's (classified), ctx's or the reader's
 	}
 	d := digest.FromBytes(h.Sum(nil))
 	return &Pending{d: d, size: n, f: f, path: s.Path(d), ingested: true, unnamed: unnamed, why: why}, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// ingestStored reads the rest of Ingest's source src (read counts what
+// was read of it, h hashes it), writing nothing, and returns the blob of
+// the digest they hash to as a Pending (stored) when the store has it,
+// verified, with that many bytes: a root wheel the store has already
+// (an env create refused for free space, run again) is not copied
+// again, and the run gets as far as its free-space check. It reads no
+// more bytes than the largest blob in the store has, so an endless
+// source stops there; it returns nil when the bytes are no blob's, or
+// reading fails.
+func (s *Store) ingestStored(ctx context.Context, h hash.Hash, read *countingReader, src io.Reader) *Pending {
+	max := s.largestBlob()
+	if read.n > max {
+		return nil
+	}
+	if _, err := copyCtx(ctx, io.Discard, io.LimitReader(src, max-read.n+1)); err != nil || read.n > max {
+		return nil
+	}
+	d := digest.FromBytes(h.Sum(nil))
+	f, size, err := s.open(d, false)
+	if err != nil {
+		return nil
+	}
+	if size != read.n {
+		f.Close()
+		return nil
+	}
+	return &Pending{d: d, size: size, f: f, path: s.Path(d), ingested: true, stored: true}
+}
+
+// largestBlob is the size of the largest blob in the store, 0 when it
+// has none or they cannot be listed.
+func (s *Store) largestBlob() int64 {
+	es, err := os.ReadDir(filepath.Join(s.home, BlobsDir))
+	if err != nil {
+		return 0
+	}
+	var max int64
+	for _, e := range es {
+		if !isHexName(e.Name()) || !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Size() > max {
+			max = fi.Size()
+		}
+	}
+	return max
 }
 
 // unnamedTemp copies src into a file of the system's temp directory that
@@ -837,6 +912,24 @@ func (s *Store) Commit(ctx context.Context, ps []*Pending) error {
 			// is kept (a damaged one was removed by Check and is replaced).
 			if ok, _, _ := s.Check(p.d); ok {
 				p.Discard()
+				continue
+			}
+		}
+		if p.stored {
+			// The blob Ingest found went since (gc, or found damaged):
+			// its bytes, open still, are written again.
+			q, err := s.Write(ctx, p.d, p.size, io.NewSectionReader(p.f, 0, p.size))
+			p.Discard()
+			if err != nil {
+				for _, q := range ps {
+					if q != nil {
+						q.Discard()
+					}
+				}
+				return err
+			}
+			p = q
+			if p.f == nil {
 				continue
 			}
 		}

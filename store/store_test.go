@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -587,6 +588,91 @@ func TestWriteNoSpace(t *testing.T) {
 	}
 	if got := blobDir(t, s); len(got) != 0 {
 		t.Errorf("left in the store by Ingest: %v", got)
+	}
+}
+
+// fillDisk writes a file in dir until its file system is full.
+func fillDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// TestIngestStoredOnFullDisk: bytes Ingest is given that the store has
+// already as a verified blob need no room: on a full disk they are the
+// blob present (readable, kept by Commit, not removed by Discard), not a
+// *SpaceError (and Commit stores them again if the blob went meanwhile).
+// An env create refused for free space (its root wheel
+// stored) and run again failed "no space left … writing a blob", exit
+// 1, before it reached its free-space refusal, because the root wheel
+// was copied into the store again first. Other bytes on that disk are
+// still a *SpaceError that leaves nothing.
+func TestIngestStoredOnFullDisk(t *testing.T) {
+	disk := smallDisk(t, "2m")
+	s, err := Open(filepath.Join(disk, "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("a root wheel.. "), 40<<10) // 600 KiB
+	d := digest.Sum(body)
+	if err := s.Put(ctx, d, int64(len(body)), bytes.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
+	fillDisk(t, disk)
+	before := blobDir(t, s)
+	for round := range 2 {
+		p, err := s.Ingest(ctx, bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("ingesting a blob the store has, on a full disk: %v", err)
+		}
+		if p.Digest() != d || p.Size() != int64(len(body)) {
+			t.Fatalf("pending %s, %d bytes; want %s, %d", p.Digest(), p.Size(), d, len(body))
+		}
+		got := make([]byte, len(body))
+		if n, err := p.ReadAt(got, 0); n != len(body) || err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("ReadAt: %d bytes, %v", n, err)
+		}
+		if round == 0 {
+			p.Discard()
+		} else {
+			// Removed meanwhile (gc, which freed room too): Commit
+			// stores the bytes held open again.
+			if err := os.Remove(s.Path(d)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(disk, "filler")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Commit(ctx, []*Pending{p}); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			fillDisk(t, disk)
+		}
+		if ok, _, err := s.Check(d); !ok || err != nil {
+			t.Fatalf("round %d: the blob is gone: %v, %v", round, ok, err)
+		}
+	}
+	// Other bytes (even a longer source) do not fit: a *SpaceError.
+	other := append(bytes.Repeat([]byte("another wheel. "), 80<<10), body...)
+	var se *SpaceError
+	if _, err := s.Ingest(ctx, bytes.NewReader(other)); !errors.As(err, &se) || refusal.CodeOf(err) != "" {
+		t.Fatalf("ingesting other bytes on a full disk: %v, want a *SpaceError", err)
+	}
+	if got := blobDir(t, s); !slices.Equal(got, before) {
+		t.Errorf("store holds %v, had %v", got, before)
 	}
 }
 
