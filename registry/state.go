@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,6 +84,27 @@ func validInterfaceID(id string) bool {
 	return true
 }
 
+// schemaNamesID refuses (interface_invalid) a schema whose own top-level
+// "$id" or "id" is an interface id (validInterfaceID: a URI, as JSON
+// Schema's "$id" often is, is not one, and is left alone) other than id,
+// the one it is being registered under: acme.echo's schema registered
+// as acme.hello was accepted, and the providers that name acme.hello
+// were held to the schema of another interface.
+func schemaNamesID(id string, schema []byte) error {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(schema, &doc) != nil {
+		return nil // not an object: it names no id
+	}
+	for _, field := range []string{"$id", "id"} {
+		var named string
+		if json.Unmarshal(doc[field], &named) != nil || !validInterfaceID(named) || named == id {
+			continue
+		}
+		return refusal.New(refusal.InterfaceInvalid, "the schema given for interface %s names itself %s (its %q): it is another interface's schema; register it under %s, or, if it is %s's, set its %q to %q", id, named, field, named, id, field, id)
+	}
+	return nil
+}
+
 // MaxSchemaBytes is the most an interface schema may be, as given to
 // RegisterInterface: 1 MiB, far above any real JSON Schema (a few KiB),
 // and an order of magnitude of memory to canonicalize it. A schema was
@@ -111,6 +133,11 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s: a registered id keeps its schema for good (the history is append-only), so register this schema under a new interface id, the one the providers built against it name in their manifests (%s's next version), or give the schema registered as %s (the providers that name it were built against that one)", id, old.Digest, d, id, id)
 		}
 		return &old, nil
+	}
+	// A new registration only: one made before this check stays as the
+	// history has it.
+	if err := schemaNamesID(id, schema); err != nil {
+		return nil, err
 	}
 	it := Interface{ID: id, Digest: d, RegisteredAt: now.UTC()}
 	s.ifaces[id] = it

@@ -25,7 +25,8 @@ func init() {
 			UsageText: "cruxprov interface register ID --schema F",
 			Description: "Records ID → sha256 of the RFC 8785 form of the schema. The same schema again is a\n" +
 				"no-op; another schema under a registered id is refused (interface_digest_mismatch).\n" +
-				"A schema is at most 1 MiB (larger: interface_invalid).\n\n" +
+				"A schema is at most 1 MiB (larger: interface_invalid). A schema whose own \"id\" or\n" +
+				"\"$id\" names another interface id than ID is refused (interface_invalid).\n\n" +
 				"Example:\n   cruxprov interface register cruxible.echo/v1 --schema echo.schema.json",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "schema", Usage: "the schema `FILE` (JSON)", Required: true}},
 			Action: func(c *cli.Context) error {

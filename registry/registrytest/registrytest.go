@@ -16,6 +16,8 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,8 +162,19 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		codeIs(t, err, refusal.InterfaceInvalid)
 		_, err = r.RegisterInterface(ctx, "has space", []byte(`{}`))
 		codeIs(t, err, refusal.InterfaceInvalid)
+		// A schema that names itself another interface ("id" or "$id")
+		// is not registered under this one (acme.echo's schema was
+		// accepted as acme.hello's); one naming this id, or a URI, is.
+		for _, doc := range []string{`{"id":"acme.echo","a":1}`, `{"$id":"acme.echo","a":1}`} {
+			_, err = r.RegisterInterface(ctx, "acme.hello", []byte(doc))
+			codeIs(t, err, refusal.InterfaceInvalid)
+			if err != nil && (!strings.Contains(err.Error(), "acme.echo") || !strings.Contains(err.Error(), "acme.hello")) {
+				t.Errorf("%s: the refusal names not both ids: %v", doc, err)
+			}
+		}
+		must[*registry.Interface](t)(r.RegisterInterface(ctx, "acme.same", []byte(`{"id":"acme.same","$id":"https://acme.example/schemas/acme.echo.json"}`)))
 		l := must[[]registry.Interface](t)(r.Interfaces(ctx))
-		if len(l) != 1 || l[0].Digest != want {
+		if len(l) != 2 || !slices.ContainsFunc(l, func(i registry.Interface) bool { return i.ID == "cruxible.echo/v1" && i.Digest == want }) {
 			t.Fatalf("%+v", l)
 		}
 	})
