@@ -118,6 +118,14 @@ func govFlow(t *testing.T, home string, run func(args ...string) result) {
 	big := filepath.Join(home, "big.schema.json")
 	os.WriteFile(big, []byte(`{"description":"`+strings.Repeat("x", 1<<20)+`"}`), 0o644)
 	refused("interface_invalid", "interface", "register", "cruxible.big/v1", "--schema", big)
+	// A schema whose own "id" names another interface is not registered
+	// under this one (acme.echo's schema was accepted as acme.hello).
+	echo := filepath.Join(home, "acme.echo.json")
+	os.WriteFile(echo, []byte(`{"id":"acme.echo","type":"object"}`), 0o644)
+	if r := run("interface", "register", "acme.hello", "--schema", echo); r.code != exitRefused ||
+		!strings.HasPrefix(r.stderr, "refused: interface_invalid:") || !strings.Contains(r.stderr, "acme.echo") || !strings.Contains(r.stderr, "acme.hello") {
+		t.Fatalf("another interface's schema: %+v", r)
+	}
 	if v := ok("interface", "list"); len(v["interfaces"].([]any)) != 1 {
 		t.Fatalf("%v", v)
 	}
