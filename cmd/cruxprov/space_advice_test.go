@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/store"
 )
@@ -102,5 +104,46 @@ func TestGCEnvsReadOnlyStore(t *testing.T) {
 	defer unix.Mount("", dir, "", unix.MS_REMOUNT, "")
 	if r := cruxprov(t, "--home", home, "gc", "--envs"); r.code != exitFailure || !strings.Contains(r.stderr, "error: cannot remove the env ") || !strings.Contains(r.stderr, "read-only file system; the store's file system is mounted read-only: remount it read-write to gc it") {
 		t.Errorf("gc --envs on a read-only store: %+v", r)
+	}
+}
+
+// TestEnvCreateFullStoreRootWheelStored: env create --wheel on a store
+// whose disk is full, with the root wheel (and every wheel) stored
+// already, as after an env create refused for free space, is refused as
+// that one was (materialize_failed, the free-space check) and its advice.
+// It failed "no space left for the store …: writing a blob", exit 1,
+// before reaching the check: the root wheel was copied into the store
+// again first.
+func TestEnvCreateFullStoreRootWheelStored(t *testing.T) {
+	dir := testdir.Tmpfs(t, "64m")
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	base := testdir.New(t)
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
+	home := filepath.Join(dir, "home")
+	create := []string{"--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--no-compile", "--index", idx}
+	first := createJSON(t, append(create, "--json")...)
+	if r := cruxprov(t, "--home", home, "env", "remove", first.Path); r.code != 0 {
+		t.Fatalf("env remove: %+v", r)
+	}
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for len(chunk) > 0 {
+		if _, err := f.Write(chunk); err != nil {
+			chunk = chunk[:len(chunk)/2]
+		}
+	}
+	f.Close()
+	r := cruxprov(t, create...)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: materialize_failed:") || !strings.Contains(r.stderr, "free but the env needs about") {
+		t.Fatalf("env create on a full store, its wheels stored: %+v", r)
 	}
 }
