@@ -619,7 +619,9 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 // size): a file named as a root wheel has no bound but its size (a
 // sparse one is a regular file too), and a root wheel that takes more
 // than half of the free space could not be installed anyway (its blob
-// and its unpacked files). That, and a full disk, is a *SpaceError; an
+// and its unpacked files). That, and a full disk, is a *SpaceError,
+// unless the bytes are a verified blob the store has already
+// (ingestStored): that blob is then the copy, and needs no room. An
 // error of r is returned as it is, and cancellation stops the copy. On
 // error nothing is left behind.
 //
