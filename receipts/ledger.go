@@ -170,12 +170,24 @@ func (l *Ledger) open(ctx context.Context) error {
 		if f != nil {
 			f.Close()
 		}
+		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+			// A directory (the state directory named for the ledger in
+			// it): a *NotRegularError, as Scan's, so that a caller can
+			// tell the path named from a ledger it could not open.
+			nr := &NotRegularError{Path: path, Mode: st.Mode()}
+			return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v", nr)
+		}
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	if err != nil {
 		f.Close()
-		return refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s is not a regular file", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		nr := &NotRegularError{Path: path, Mode: st.Mode()}
+		return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v", nr)
 	}
 	// The sidecars (key locks, repair lock and journal) go beside the file
 	// itself, so that every path to it finds the same ones.

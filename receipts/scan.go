@@ -124,9 +124,10 @@ func (e *CorruptError) Error() string {
 		e.Path, e.Line, e.Offset, e.Length, e.SHA256, e.Reason)
 }
 
-// NotRegularError is Scan's error for a ledger path that names no
-// regular file (a directory, a FIFO, a device): a caller can tell it
-// from a ledger it could not read.
+// NotRegularError is Scan's error, and the cause of Open's
+// ledger_write_failed, for a ledger path that names no regular file (a
+// directory, a FIFO, a device): a caller can tell it from a ledger it
+// could not read or write.
 type NotRegularError struct {
 	Path string
 	Mode fs.FileMode

@@ -212,11 +212,7 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 		// A directory (the state directory, say) or a FIFO named as a
 		// ledger is the caller's mistake, as a path that is not there
 		// is: it exited 1 with "receipts: D is not a regular file".
-		what := "not a regular file"
-		if nr.Mode.IsDir() {
-			what = "a directory"
-		}
-		return nil, nil, usagef("--ledger %s is %s: name a ledger file (cruxprov receipts %s, without --ledger, reads this host and user's)", nr.Path, what, c.Command.Name)
+		return nil, nil, usagef("--ledger %s is %s: name a ledger file (cruxprov receipts %s, without --ledger, reads this host and user's)", nr.Path, notRegularWhat(nr), c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
@@ -412,4 +408,12 @@ func exitText(code int) string {
 		return "-"
 	}
 	return strconv.Itoa(code)
+}
+
+// notRegularWhat says what a --ledger that is no regular file is.
+func notRegularWhat(nr *receipts.NotRegularError) string {
+	if nr.Mode.IsDir() {
+		return "a directory"
+	}
+	return "not a regular file"
 }

@@ -261,6 +261,14 @@ func runAction(c *cli.Context) error {
 	// created at the intent (CreateAtBegin; Open checks that its
 	// directory can be made), so a refused run leaves no file behind.
 	led, err := receipts.Open(c.Context, lps[0], receipts.Options{CreateAtBegin: true})
+	var nr *receipts.NotRegularError
+	if errors.As(err, &nr) && c.IsSet("ledger") {
+		// A directory (the state directory, say) or a FIFO named as the
+		// ledger is the caller's mistake, as in receipts scan|list|show:
+		// it was refused ledger_write_failed "… is not a regular file",
+		// with no next step.
+		return usagef("--ledger %s is %s: name a ledger file (cruxprov run, without --ledger, writes this host and user's)", nr.Path, notRegularWhat(nr))
+	}
 	if err != nil {
 		return withLedgerAdvice(err)
 	}

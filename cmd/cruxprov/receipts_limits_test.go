@@ -567,3 +567,31 @@ func TestLedgerAdviceNamesTheDirectory(t *testing.T) {
 		t.Errorf("advice of an unwritable ledger: %q", got)
 	}
 }
+
+// TestRunLedgerNotAFile: run --ledger naming a directory (the state
+// directory instead of the ledger in it) or a FIFO was refused
+// ledger_write_failed "receipts ledger D is not a regular file", with no
+// next step, where receipts scan|list|show make it a usage error. run
+// says the same, before anything runs, and writes nothing there.
+func TestRunLedgerNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "not a regular file"}} {
+		t.Run(filepath.Base(c.path), func(t *testing.T) {
+			r := cruxprov(t, "run", "echo", "main", "--input", in, "--ledger", c.path)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --ledger "+c.path+" is "+c.is+": name a ledger file (cruxprov run, without --ledger, writes this host and user's)") {
+				t.Errorf("%+v", r)
+			}
+			if es, err := os.ReadDir(dir); err != nil || len(es) != 1 {
+				t.Errorf("%s holds %v (%v): want only the FIFO", dir, es, err)
+			}
+		})
+	}
+}
