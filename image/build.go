@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -374,15 +375,53 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 // anything else that is neither form, is an error that says what is
 // expected.
 func ParsePush(s string) (name.Repository, string, error) {
-	if r, err := name.NewRepository(s, name.StrictValidation); err == nil {
+	r, rerr := name.NewRepository(s, name.StrictValidation)
+	if rerr == nil {
 		return r, "", nil
 	}
 	t, err := name.NewTag(s, name.StrictValidation)
-	if err != nil {
-		return name.Repository{}, "", fmt.Errorf("push destination %q is not REPO or REPO:TAG (e.g. registry.example/acme/echo or registry.example/acme/echo:1.0; the image is always pushed by digest): %v", s, err)
+	if err == nil {
+		return t.Context(), t.TagStr(), nil
 	}
-	return t.Context(), t.TagStr(), nil
+	if part := upperPathPart(s); part != "" {
+		// go-containerregistry said "tag must be between 1 and 128
+		// characters in length" of registry.example/Acme/echo.
+		return name.Repository{}, "", fmt.Errorf("push destination %q: the repository's path component %q has uppercase letters; a repository is lowercase (OCI distribution spec: path components of [a-z0-9]+ joined by '.', '_', '__' or '-'): give %q", s, part, strings.ToLower(part))
+	}
+	if last := s[strings.LastIndex(s, "/")+1:]; !strings.ContainsAny(last, ":@") {
+		// No tag given: the repository's error is the one that says
+		// what is wrong, not the empty tag's.
+		err = rerr
+	}
+	return name.Repository{}, "", fmt.Errorf("push destination %q is not REPO or REPO:TAG (e.g. registry.example/acme/echo or registry.example/acme/echo:1.0; the image is always pushed by digest): %v", s, err)
 }
+
+// upperPathPart is the first path component of push destination s's
+// repository (after its registry, before its tag or digest) with an
+// uppercase letter, or "".
+func upperPathPart(s string) string {
+	repo := s
+	if i := strings.IndexByte(repo, '@'); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	parts := strings.Split(repo, "/")
+	if len(parts) > 1 && (strings.ContainsAny(parts[0], ".:") || parts[0] == "localhost") {
+		parts = parts[1:] // the registry's host, which is not case-sensitive
+	}
+	for _, p := range parts {
+		if strings.ToLower(p) != p && pathComponent.MatchString(strings.ToLower(p)) {
+			return p
+		}
+	}
+	return ""
+}
+
+// pathComponent is a repository's path component (OCI distribution
+// spec): one that only its uppercase letters make wrong is named as such.
+var pathComponent = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*$`)
 
 // archOf is the OCI os and architecture of a platform.
 func archOf(p *platform.Platform) (string, string, error) {

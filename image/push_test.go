@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,6 +41,41 @@ func TestParsePush(t *testing.T) {
 				t.Errorf("%q: %s %q", bad, r.Name(), tag)
 			}
 		})
+	}
+}
+
+// TestParsePushUppercase: an uppercase letter in the repository
+// (registry.example/Acme/echo) was "tag must be between 1 and 128
+// characters in length", go-containerregistry's word for the tag it
+// then tried: it says the repository must be lowercase, and which part
+// is not. The registry's host is not case-sensitive, and is accepted.
+func TestParsePushUppercase(t *testing.T) {
+	for _, c := range []struct{ in, part string }{
+		{"registry.example/Acme/echo", "Acme"},
+		{"registry.example/Acme/echo:1.0", "Acme"},
+		{"127.0.0.1:5000/acme/Echo", "Echo"},
+		{"localhost:5000/acme/echo-Two:1.0", "echo-Two"},
+		{"Acme/echo", "Acme"},
+	} {
+		t.Run(c.in, func(t *testing.T) {
+			_, _, err := ParsePush(c.in)
+			want := fmt.Sprintf("push destination %q: the repository's path component %q has uppercase letters; a repository is lowercase (OCI distribution spec: path components of [a-z0-9]+ joined by '.', '_', '__' or '-'): give %q", c.in, c.part, strings.ToLower(c.part))
+			if err == nil || err.Error() != want {
+				t.Errorf("%v\nwant %s", err, want)
+			}
+		})
+	}
+	if r, _, err := ParsePush("Registry.example/acme/echo"); err != nil {
+		t.Errorf("an uppercase registry host: %s %v", r.Name(), err)
+	}
+	// A component wrong for more than its case is not said to be
+	// uppercase only.
+	if _, _, err := ParsePush("Bad Repo"); err == nil || strings.Contains(err.Error(), "uppercase") {
+		t.Errorf("%v", err)
+	}
+	// No tag given: the repository's own error, not the empty tag's.
+	if _, _, err := ParsePush("registry.example/acme/echo!"); err == nil || strings.Contains(err.Error(), "tag must be") {
+		t.Errorf("%v", err)
 	}
 }
 
