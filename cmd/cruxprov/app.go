@@ -124,6 +124,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands:               cmds,
 		Writer:                 stdout,
 		ErrWriter:              stderr,
+		Metadata:               map[string]any{},
 		HideHelpCommand:        true,
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run() maps errors to exit codes
@@ -267,7 +268,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		msg := interruptedMessage(path, err)
 		fmt.Fprintf(stderr, "error: %s\n", msg)
 		if asJSON {
-			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}})
+			writeJSON(stdout, failedDoc(app, path, map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": msg}}))
 		}
 		return exitFailure
 	}
@@ -324,19 +325,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			if rec != nil {
 				ref["attempt_id"], ref["ledger"] = rec.attempt, rec.ledger
 			}
-			writeJSON(stdout, map[string]any{"schema": schema, "refused": ref})
+			writeJSON(stdout, failedDoc(app, path, map[string]any{"schema": schema, "refused": ref}))
 		}
 		return exitRefused
 	case errors.As(err, &u):
 		fmt.Fprintf(stderr, "usage: %s (see 'cruxprov %s--help')\n", oneLine(u.msg), strings.Join(append(path, ""), " "))
 		if asJSON {
-			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "usage", "message": oneLine(u.msg)}})
+			writeJSON(stdout, failedDoc(app, path, map[string]any{"schema": schema, "error": map[string]string{"kind": "usage", "message": oneLine(u.msg)}}))
 		}
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "error: %s\n", oneLine(err.Error()))
 		if asJSON {
-			writeJSON(stdout, map[string]any{"schema": schema, "error": map[string]string{"kind": "failure", "message": oneLine(err.Error())}})
+			writeJSON(stdout, failedDoc(app, path, map[string]any{"schema": schema, "error": map[string]string{"kind": "failure", "message": oneLine(err.Error())}}))
 		}
 		return exitFailure
 	}
@@ -576,6 +577,36 @@ func (o *opts) line(s string) {
 	fmt.Fprintln(o.stderr, s)
 }
 
+// optsKey is the cli.App Metadata key under which globals keeps every
+// *opts it makes.
+const optsKey = "cruxprov.opts"
+
+// failedDoc is a --json document run writes for a command that failed
+// (refused, a usage error, a failure): with the warnings said before it,
+// which --json kept off stderr and the command's own document would have
+// carried, when there are any, and always ([] when none) for the
+// commands whose documents always carry theirs (inspect, lock resolve:
+// a refused inspect --json had none, a refused lock resolve --json
+// "warnings": []).
+func failedDoc(app *cli.App, path []string, doc map[string]any) map[string]any {
+	ws := []string{}
+	all, _ := app.Metadata[optsKey].([]*opts)
+	for _, o := range all {
+		o.mu.Lock()
+		ws = append(ws, o.warnings...)
+		o.mu.Unlock()
+	}
+	switch strings.Join(path, " ") {
+	case "inspect", "lock resolve":
+		doc["warnings"] = ws
+	default:
+		if len(ws) > 0 {
+			doc["warnings"] = ws
+		}
+	}
+	return doc
+}
+
 func globals(c *cli.Context) (*opts, error) {
 	o := &opts{
 		home:       c.String("home"),
@@ -585,6 +616,11 @@ func globals(c *cli.Context) (*opts, error) {
 		noProgress: c.Bool("no-progress"),
 		stdout:     c.App.Writer,
 		stderr:     c.App.ErrWriter,
+	}
+	if m := c.App.Metadata; m != nil {
+		// run finds what warn said here, for a document it writes itself.
+		prev, _ := m[optsKey].([]*opts)
+		m[optsKey] = append(prev, o)
 	}
 	if o.home == "" {
 		h, err := os.UserHomeDir()
