@@ -307,20 +307,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if asJSON {
 			ref := map[string]any{"code": string(r.Code), "detail": detail}
 			if cmdline != "" {
-				jr := map[string]any{"action": string(rem.Action), "target": rem.Target, "command": cmdline}
-				if len(rem.Images) > 0 {
-					jr["images"] = rem.Images
-				}
-				if rem.Name != "" {
-					jr["name"] = rem.Name
-				}
-				if len(rem.Platforms) > 0 {
-					jr["platforms"] = rem.Platforms
-				}
-				if rem.Backend != "" {
-					jr["backend"] = rem.Backend
-				}
-				ref["remedy"] = jr
+				ref["remedy"] = remedyJSON(rem, cmdline)
 			}
 			if rec != nil {
 				ref["attempt_id"], ref["ledger"] = rec.attempt, rec.ledger
@@ -761,6 +748,35 @@ func (o *opts) progressOn() bool {
 	// A terminal, not any character device: with 2>/dev/null the bars
 	// were drawn into /dev/null.
 	return term.IsTerminal(int(f.Fd()))
+}
+
+// remedyJSON is a --json "refused" object's "remedy": the action, its
+// command line, and those of the remedy's fields it has. A remedy with
+// no target (offline_miss's fetch) has no "target", as refusal.Remedy's
+// own JSON omits it: it carried "target": "".
+func remedyJSON(rem *refusal.Remedy, cmdline string) map[string]any {
+	jr := map[string]any{"action": string(rem.Action), "command": cmdline}
+	if rem.Target != "" {
+		jr["target"] = rem.Target
+	}
+	if len(rem.Images) > 0 {
+		jr["images"] = rem.Images
+	}
+	if rem.Name != "" {
+		jr["name"] = rem.Name
+	}
+	if len(rem.Platforms) > 0 {
+		jr["platforms"] = rem.Platforms
+	}
+	if rem.Python != "" {
+		// refusals.md says propose adds it with its platforms; it was
+		// rendered into the command only.
+		jr["python"] = rem.Python
+	}
+	if rem.Backend != "" {
+		jr["backend"] = rem.Backend
+	}
+	return jr
 }
 
 // renderRemedy is the command line that carries out rem ("" for none).

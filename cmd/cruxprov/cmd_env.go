@@ -671,8 +671,10 @@ func refusedDoc(err error) map[string]any {
 	var r *refusal.Error
 	errors.As(err, &r)
 	ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
-	if cmdline := renderRemedy(refusal.RemedyOf(err), os.Args); cmdline != "" {
-		ref["remedy"] = map[string]string{"action": string(r.Remedy.Action), "target": r.Remedy.Target, "command": cmdline}
+	if rem := refusal.RemedyOf(err); rem != nil {
+		if cmdline := renderRemedy(rem, os.Args); cmdline != "" {
+			ref["remedy"] = remedyJSON(rem, cmdline)
+		}
 	}
 	return ref
 }

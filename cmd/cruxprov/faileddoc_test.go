@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/urfave/cli/v2"
 )
 
@@ -41,5 +42,41 @@ func TestRefusedDocumentWarnings(t *testing.T) {
 	app.Metadata[optsKey] = nil
 	if doc := failedDoc(app, []string{"env", "create"}, map[string]any{}); doc["warnings"] != nil {
 		t.Errorf("a command with no warnings: %#v", doc)
+	}
+}
+
+// TestOfflineMissRemedyNoTarget: the --json remedy of an offline_miss
+// (fetch online: a remedy with no target) carried "target": "", where
+// refusal.Remedy's own JSON omits an empty one. It has none now, and
+// still the action and the command.
+func TestOfflineMissRemedyNoTarget(t *testing.T) {
+	_, lock, _ := fetchFixture(t)
+	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--offline", "--home", t.TempDir(), "--json")
+	var doc struct {
+		Refused struct {
+			Code   string
+			Remedy map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != exitRefused || doc.Refused.Code != "offline_miss" {
+		t.Fatalf("%+v (%v)", r, err)
+	}
+	rem := doc.Refused.Remedy
+	if _, ok := rem["target"]; ok || rem["action"] != "fetch" || rem["command"] == "" || rem["command"] == nil {
+		t.Errorf("remedy %#v", rem)
+	}
+}
+
+// TestRemedyJSON: the remedy object carries the remedy's fields it has,
+// no "target" when it has none, and the propose remedy's "python" with
+// its "platforms" (refusals.md; it was in the command line only).
+func TestRemedyJSON(t *testing.T) {
+	got := remedyJSON(&refusal.Remedy{Action: refusal.ActionPropose, Target: "acme-echo", Platforms: []string{"cp311-manylinux_2_36_x86_64"}, Python: "/py/python3.11"}, "cruxprov install …")
+	want := map[string]any{"action": "propose", "target": "acme-echo", "command": "cruxprov install …", "platforms": []string{"cp311-manylinux_2_36_x86_64"}, "python": "/py/python3.11"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%#v\nwant %#v", got, want)
+	}
+	if got := remedyJSON(&refusal.Remedy{Action: refusal.ActionFetch}, "cruxprov fetch …"); !reflect.DeepEqual(got, map[string]any{"action": "fetch", "command": "cruxprov fetch …"}) {
+		t.Errorf("%#v", got)
 	}
 }
