@@ -187,20 +187,7 @@ func TestRemediesRun(t *testing.T) {
 		dir := t.TempDir()
 		home := filepath.Join(dir, "home")
 		env := []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(dir, "state")}
-		run := func(args ...string) result {
-			t.Helper()
-			cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-			cmd.Env = append(os.Environ(), env...)
-			return runCmd(t, cmd)
-		}
-		ok := func(what string, args ...string) string {
-			t.Helper()
-			r := run(args...)
-			if r.code != 0 {
-				t.Fatalf("%s: %+v", what, r)
-			}
-			return r.stdout
-		}
+		run, ok := homeRunner(t, home, env)
 		changeSet := func(what string, args ...string) string {
 			t.Helper()
 			var doc struct {
@@ -627,20 +614,7 @@ func TestContainerRemediesRun(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "builder.pub"), pub, 0o644)
 	home, state, out := filepath.Join(dir, "home"), filepath.Join(dir, "state"), filepath.Join(dir, "oci")
 	env := []string{"CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000", "XDG_STATE_HOME=" + state}
-	run := func(args ...string) result {
-		t.Helper()
-		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		return runCmd(t, cmd)
-	}
-	ok := func(what string, args ...string) string {
-		t.Helper()
-		r := run(args...)
-		if r.code != 0 {
-			t.Fatalf("%s: %+v", what, r)
-		}
-		return r.stdout
-	}
+	run, ok := homeRunner(t, home, env)
 	// follow checks that r is refused with code, advising want, and runs
 	// the advice with fill's placeholders replaced.
 	follow := func(what string, r result, code refusal.Code, want string, fill ...string) result {
@@ -751,4 +725,25 @@ func TestContainerRemediesRun(t *testing.T) {
 	if f := runCmd(t, cmd); f.code != exitRefused || !strings.Contains(f.stderr, "refused: container_unavailable: ") || strings.Contains(f.stderr, "cannot pass") {
 		t.Fatalf("the advised run, no podman on PATH: %+v", f)
 	}
+}
+
+// homeRunner runs cruxprov --home home with env added to the test's
+// environment: run returns the result, ok fails the test (naming what)
+// unless the command exits 0, and returns its stdout.
+func homeRunner(t *testing.T, home string, env []string) (run func(args ...string) result, ok func(what string, args ...string) string) {
+	run = func(args ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		return runCmd(t, cmd)
+	}
+	ok = func(what string, args ...string) string {
+		t.Helper()
+		r := run(args...)
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r.stdout
+	}
+	return run, ok
 }
