@@ -198,20 +198,7 @@ func TestRemediesRun(t *testing.T) {
 			}
 			return doc.ChangeSet.Metadata.ID
 		}
-		// follow checks that r is refused with code, advising want, and
-		// runs the advice with fill's placeholders replaced.
-		follow := func(what string, r result, code refusal.Code, want string, fill ...string) result {
-			t.Helper()
-			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+want) {
-				t.Fatalf("%s: %+v\nwant %s advising %q", what, r, code, want)
-			}
-			r.stderr = strings.NewReplacer(fill...).Replace(r.stderr)
-			f := runFix(t, r, dir, env...)
-			if f.code != 0 {
-				t.Fatalf("%s: the advice as printed: %+v", what, f)
-			}
-			return f
-		}
+		follow := adviceFollower(t, dir, env)
 		key := func(name string) string { return filepath.Join(dir, name) }
 		for _, k := range []string{"alice", "bob", "carol", "ci"} {
 			ok("key generate "+k, "key", "generate", "--out", key(k), "--quiet")
@@ -615,20 +602,7 @@ func TestContainerRemediesRun(t *testing.T) {
 	home, state, out := filepath.Join(dir, "home"), filepath.Join(dir, "state"), filepath.Join(dir, "oci")
 	env := []string{"CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000", "XDG_STATE_HOME=" + state}
 	run, ok := homeRunner(t, home, env)
-	// follow checks that r is refused with code, advising want, and runs
-	// the advice with fill's placeholders replaced.
-	follow := func(what string, r result, code refusal.Code, want string, fill ...string) result {
-		t.Helper()
-		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+want) {
-			t.Fatalf("%s: %+v\nwant %s advising %q", what, r, code, want)
-		}
-		r.stderr = strings.NewReplacer(fill...).Replace(r.stderr)
-		f := runFix(t, r, dir, env...)
-		if f.code != 0 {
-			t.Fatalf("%s: the advice as printed: %+v", what, f)
-		}
-		return f
-	}
+	follow := adviceFollower(t, dir, env)
 	remedy := func(what string, r result) map[string]any {
 		t.Helper()
 		var doc struct {
@@ -746,4 +720,22 @@ func homeRunner(t *testing.T, home string, env []string) (run func(args ...strin
 		return r.stdout
 	}
 	return run, ok
+}
+
+// adviceFollower returns follow: it checks that r is refused with code,
+// advising want, and runs the advice (in dir, with env added) with fill's
+// placeholders replaced, failing the test unless it exits 0.
+func adviceFollower(t *testing.T, dir string, env []string) func(what string, r result, code refusal.Code, want string, fill ...string) result {
+	return func(what string, r result, code refusal.Code, want string, fill ...string) result {
+		t.Helper()
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(code)+":") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+want) {
+			t.Fatalf("%s: %+v\nwant %s advising %q", what, r, code, want)
+		}
+		r.stderr = strings.NewReplacer(fill...).Replace(r.stderr)
+		f := runFix(t, r, dir, env...)
+		if f.code != 0 {
+			t.Fatalf("%s: the advice as printed: %+v", what, f)
+		}
+		return f
+	}
 }
