@@ -610,13 +610,23 @@ func globals(c *cli.Context) (*opts, error) {
 		m[optsKey] = append(prev, o)
 	}
 	if o.home == "" {
-		h, err := os.UserHomeDir()
+		h, err := defaultHome()
 		if err != nil {
 			return nil, usagef("no --home and no home directory: %v", err)
 		}
-		o.home = filepath.Join(h, ".local", "share", "cruxprov")
+		o.home = h
 	}
 	return o, nil
+}
+
+// defaultHome is the store a command uses where neither --home nor
+// CRUXPROV_HOME names one.
+func defaultHome() (string, error) {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(h, ".local", "share", "cruxprov"), nil
 }
 
 // openStore opens the store at --home, saying what to do when it cannot.
@@ -993,22 +1003,15 @@ func targetOr(rem *refusal.Remedy, placeholder string) string {
 // command line args acts on (its --home, else CRUXPROV_HOME, else the
 // default) names an index, which a command run there takes as --index.
 func configNamesIndex(args []string) bool {
-	home := os.Getenv("CRUXPROV_HOME")
-	for i := 1; i < len(args); i++ {
-		for _, f := range []string{"--home", "-home"} {
-			if args[i] == f && i+1 < len(args) {
-				home = args[i+1]
-			} else if v, ok := strings.CutPrefix(args[i], f+"="); ok {
-				home = v
-			}
-		}
+	home, ok := homeGiven(args)
+	if !ok {
+		home = os.Getenv("CRUXPROV_HOME")
 	}
 	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
+		var err error
+		if home, err = defaultHome(); err != nil {
 			return false
 		}
-		home = filepath.Join(h, ".local", "share", "cruxprov")
 	}
 	cfg, err := loadConfig(home)
 	return err == nil && cfg.Index != ""
@@ -1017,17 +1020,25 @@ func configNamesIndex(args []string) bool {
 // homeArg is " --home DIR" for the --home the command line args gave,
 // or "" when it gave none.
 func homeArg(args []string) string {
+	if home, ok := homeGiven(args); ok {
+		return " --home " + shellQuote(home)
+	}
+	return ""
+}
+
+// homeGiven is the --home the command line args gave (the last, as the
+// flag parser takes it), and whether it gave one.
+func homeGiven(args []string) (home string, given bool) {
 	for i := 1; i < len(args); i++ {
 		for _, f := range []string{"--home", "-home"} {
 			if args[i] == f && i+1 < len(args) {
-				return " --home " + shellQuote(args[i+1])
-			}
-			if v, ok := strings.CutPrefix(args[i], f+"="); ok {
-				return " --home " + shellQuote(v)
+				home, given = args[i+1], true
+			} else if v, ok := strings.CutPrefix(args[i], f+"="); ok {
+				home, given = v, true
 			}
 		}
 	}
-	return ""
+	return home, given
 }
 
 // again is the refused command line args run again with flag added
