@@ -212,7 +212,7 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 		// A directory (the state directory, say) or a FIFO named as a
 		// ledger is the caller's mistake, as a path that is not there
 		// is: it exited 1 with "receipts: D is not a regular file".
-		return nil, nil, usagef("--ledger %s is %s: name a ledger file (cruxprov receipts %s, without --ledger, reads this host and user's)", nr.Path, notRegularWhat(nr), c.Command.Name)
+		return nil, nil, ledgerNotAFile(nr, "receipts "+c.Command.Name+", without --ledger, reads")
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
@@ -410,10 +410,13 @@ func exitText(code int) string {
 	return strconv.Itoa(code)
 }
 
-// notRegularWhat says what a --ledger that is no regular file is.
-func notRegularWhat(nr *receipts.NotRegularError) string {
+// ledgerNotAFile is the usage error of a --ledger that is no regular
+// file (a directory, a FIFO); instead is what the command does without
+// --ledger ("run, without --ledger, writes").
+func ledgerNotAFile(nr *receipts.NotRegularError, instead string) error {
+	what := "not a regular file"
 	if nr.Mode.IsDir() {
-		return "a directory"
+		what = "a directory"
 	}
-	return "not a regular file"
+	return usagef("--ledger %s is %s: name a ledger file (cruxprov %s this host and user's)", nr.Path, what, instead)
 }

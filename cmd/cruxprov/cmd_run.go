@@ -267,7 +267,7 @@ func runAction(c *cli.Context) error {
 		// ledger is the caller's mistake, as in receipts scan|list|show:
 		// it was refused ledger_write_failed "… is not a regular file",
 		// with no next step.
-		return usagef("--ledger %s is %s: name a ledger file (cruxprov run, without --ledger, writes this host and user's)", nr.Path, notRegularWhat(nr))
+		return ledgerNotAFile(nr, "run, without --ledger, writes")
 	}
 	if err != nil {
 		return withLedgerAdvice(err)
