@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/wheeltest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
+	"github.com/urfave/cli/v2"
 )
 
 // fixRE finds the command a refusal advises.
@@ -737,5 +739,34 @@ func adviceFollower(t *testing.T, dir string, env []string) func(what string, r 
 			t.Fatalf("%s: the advice as printed: %+v", what, f)
 		}
 		return f
+	}
+}
+
+// TestHomeGivenIsTheParsers: the --home a remedy carries is the one the
+// command ran on, the last given, as the flag parser takes it (homeArg
+// took the first, configNamesIndex the last).
+func TestHomeGivenIsTheParsers(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		home string
+		ok   bool
+	}{
+		{[]string{"cruxprov", "verify", "x"}, "", false},
+		{[]string{"cruxprov", "--home", "A", "verify", "x"}, "A", true},
+		{[]string{"cruxprov", "--home=A", "verify", "x", "-home", "B"}, "B", true},
+		{[]string{"cruxprov", "--home", "A", "verify", "x", "--home=B"}, "B", true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if home, ok := homeGiven(tc.args); home != tc.home || ok != tc.ok {
+				t.Errorf("homeGiven = %q, %v; want %q, %v", home, ok, tc.home, tc.ok)
+			}
+		})
+	}
+	// The parser's own answer, for the last case.
+	app := newApp(io.Discard, io.Discard)
+	var got string
+	app.Commands = append(app.Commands, &cli.Command{Name: "probe-home", Action: func(c *cli.Context) error { got = c.String("home"); return nil }})
+	if err := app.Run([]string{"cruxprov", "--home", "A", "--home=B", "probe-home"}); err != nil || got != "B" {
+		t.Fatalf("the flag parser took %q (%v), not the last --home", got, err)
 	}
 }
