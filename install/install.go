@@ -267,7 +267,7 @@ func materialization(r *pipeline.Result, local bool) (registry.Materialization, 
 	}
 	return registry.Materialization{
 		Backend: registry.BackendLocal, Platform: r.Platform, Digest: r.Env.Digest, Resolution: rd, Seal: cd, Path: r.Env.Dir,
-		Interpreter: s.Interpreter.Path + " " + s.Interpreter.Version + " sha256:" + s.Interpreter.SHA256.Hex()[:12],
+		Interpreter: registry.InterpreterLabel(s.Interpreter.Path, s.Interpreter.Version, s.Interpreter.SHA256),
 		Packages:    pkgs,
 	}, nil
 }

@@ -164,8 +164,9 @@ type Materialization struct {
 	// proposed: verify holds the provenance to them.
 	Base    string `json:"base,omitempty" yaml:"base,omitempty"`
 	Builder string `json:"builder,omitempty" yaml:"builder,omitempty"`
-	// Interpreter is the interpreter identity the env points at ("path
-	// version"), shown by Diff; covered by Seal.
+	// Interpreter is the interpreter identity the env points at ("PATH
+	// VERSION sha256:HEX12", InterpreterLabel; "PATH VERSION" in pins made
+	// before), shown by Diff; covered by Seal.
 	Interpreter string    `json:"interpreter,omitempty" yaml:"interpreter,omitempty"`
 	Packages    []Package `json:"packages,omitempty" yaml:"packages,omitempty"`
 }
@@ -238,6 +239,13 @@ func (p *Provider) ProposePlatforms() (platforms []string, python string) {
 		return nil, ""
 	}
 	return platforms, python
+}
+
+// InterpreterLabel is a local materialization's Interpreter for the
+// interpreter at path, of version and sha256 sum: "PATH VERSION
+// sha256:HEX12" (interpreterPath reads the path back).
+func InterpreterLabel(path, version string, sum digest.Digest) string {
+	return path + " " + version + " sha256:" + sum.Hex()[:12]
 }
 
 // interpreterPath is the path of a materialization's interpreter

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/registry"
 )
 
@@ -32,6 +33,7 @@ func TestProposePlatforms(t *testing.T) {
 		{"envs of two interpreters", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/a/python3.11 3.11.2 sha256:a83c0370d915"), local("cp312-manylinux_2_36_x86_64", "/b/python3.12 3.12.1 sha256:0123456789ab")}, nil, ""},
 		{"an image", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"}}, nil, ""},
 		{"resolutions alone", []registry.Materialization{res("cp312-win_amd64")}, nil, ""},
+		{"the identity install writes (InterpreterLabel)", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", registry.InterpreterLabel("/opt/my py/python3.11", "3.11.2", digest.FromBytes(make([]byte, 32))))}, []string{"cp311-manylinux_2_36_x86_64"}, "/opt/my py/python3.11"},
 		{"no interpreter recorded", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "")}, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
