@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 func init() {
@@ -213,6 +214,11 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 		// ledger is the caller's mistake, as a path that is not there
 		// is: it exited 1 with "receipts: D is not a regular file".
 		return nil, nil, ledgerNotAFile(nr, "receipts "+c.Command.Name+", without --ledger, reads")
+	case errors.As(err, &nr):
+		// This host and user's own, from --state-dir or $XDG_STATE_HOME:
+		// every run is refused for it, as this says (it exited 1 with
+		// "receipts: P is not a regular file").
+		return nil, nil, ownLedgerNotAFile(c, nr)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
@@ -419,4 +425,27 @@ func ledgerNotAFile(nr *receipts.NotRegularError, instead string) error {
 		what = "a directory"
 	}
 	return usagef("--ledger %s is %s: name a ledger file (cruxprov %s this host and user's)", nr.Path, what, instead)
+}
+
+// ownLedgerNotAFile is the refusal of this host and user's ledger, the
+// path run and receipts take from --state-dir DIR (DIR/receipts/…) or
+// $XDG_STATE_HOME, when it names no regular file (a directory, a FIFO):
+// the caller did not name that path, so it is no usage error but the
+// state every run is refused for, ledger_write_failed, before anything
+// runs, naming the path, where it came from and what to do. It was
+// refused with "receipts: P is not a regular file" and no next step.
+func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
+	what := "not a regular file"
+	switch {
+	case nr.Mode.IsDir():
+		what = "a directory, not a ledger file"
+	case nr.Mode&fs.ModeNamedPipe != 0:
+		what = "a FIFO, not a ledger file"
+	}
+	from := "the default, under $XDG_STATE_HOME or ~/.local/state"
+	if d := c.String("state-dir"); d != "" {
+		from = "from --state-dir " + d
+	}
+	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) is %s: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
+		nr.Path, from, what, shellQuote(nr.Path), shellQuote(nr.Path+".moved"))
 }

@@ -262,12 +262,18 @@ func runAction(c *cli.Context) error {
 	// directory can be made), so a refused run leaves no file behind.
 	led, err := receipts.Open(c.Context, lps[0], receipts.Options{CreateAtBegin: true})
 	var nr *receipts.NotRegularError
-	if errors.As(err, &nr) && c.IsSet("ledger") {
+	switch {
+	case errors.As(err, &nr) && c.IsSet("ledger"):
 		// A directory (the state directory, say) or a FIFO named as the
 		// ledger is the caller's mistake, as in receipts scan|list|show:
 		// it was refused ledger_write_failed "… is not a regular file",
 		// with no next step.
 		return ledgerNotAFile(nr, "run, without --ledger, writes")
+	case errors.As(err, &nr):
+		// The ledger's path came from --state-dir or $XDG_STATE_HOME: the
+		// same refusal said neither where that path came from nor what
+		// to do about it.
+		return ownLedgerNotAFile(c, nr)
 	}
 	if err != nil {
 		return withLedgerAdvice(err)

@@ -595,3 +595,63 @@ func TestRunLedgerNotAFile(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnLedgerNotAFile: a ledger path run and receipts take from
+// --state-dir DIR or $XDG_STATE_HOME (one the caller did not name) that
+// is a directory or a FIFO was refused ledger_write_failed "receipts: P
+// is not a regular file" by run, and exited 1 with that line from
+// receipts scan|list|show: it said neither where the path came from nor
+// what to do. It is refused ledger_write_failed (every run is, until it
+// is moved), before anything runs, naming the path, where it came from
+// and the remedy, and nothing is written there.
+func TestOwnLedgerNotAFile(t *testing.T) {
+	host, _ := os.Hostname()
+	in := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"directory", "FIFO"} {
+		for _, from := range []string{"state-dir", "XDG_STATE_HOME"} {
+			t.Run(kind+" "+from, func(t *testing.T) {
+				dir := t.TempDir()
+				var flags, env []string
+				var ledger, says string
+				if from == "state-dir" {
+					flags, says = []string{"--state-dir", dir}, "(from --state-dir "+dir+")"
+					ledger = filepath.Join(dir, "receipts", filepath.Base(receipts.DefaultPath(dir, host, os.Getuid())))
+				} else {
+					env, says = []string{"XDG_STATE_HOME=" + dir}, "(the default, under $XDG_STATE_HOME or ~/.local/state)"
+					ledger = receipts.DefaultPath(dir, host, os.Getuid())
+				}
+				if err := os.MkdirAll(filepath.Dir(ledger), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				is := "a directory, not a ledger file"
+				if kind == "FIFO" {
+					is = "a FIFO, not a ledger file"
+					if err := syscall.Mkfifo(ledger, 0o600); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.Mkdir(ledger, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				detail := "this host and user's receipts ledger " + ledger + " " + says + " is " + is + ": move it away (mv " + shellQuote(ledger) + " " + shellQuote(ledger+".moved") + "), and the next run makes a new ledger there; or name a ledger file with --ledger"
+				for _, args := range [][]string{{"run", "acme-nope", "echo", "--input", in}, {"receipts", "scan"}, {"receipts", "list"}, {"receipts", "show", "att_x"}} {
+					cmd := exec.Command(bin, append(append(args, flags...), "--json")...)
+					cmd.Env = append(append(os.Environ(), "CRUXPROV_HOME="+t.TempDir()), env...)
+					r := runCmd(t, cmd)
+					var doc struct {
+						Refused struct{ Code, Detail string } `json:"refused"`
+					}
+					if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Refused.Code != "ledger_write_failed" || doc.Refused.Detail != detail ||
+						r.stderr != "refused: ledger_write_failed: "+detail+"\n" {
+						t.Errorf("%s: want refused %q: %+v", strings.Join(args, " "), detail, r)
+					}
+				}
+				if es, err := os.ReadDir(filepath.Dir(ledger)); err != nil || len(es) != 1 {
+					t.Errorf("%s holds %v (%v): want only the %s", filepath.Dir(ledger), es, err, kind)
+				}
+			})
+		}
+	}
+}
