@@ -965,6 +965,15 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}
 		return r
 	case refusal.ActionScanLedger:
+		// receipts list and show, refused at a corrupt line, list (show)
+		// the valid rows again with --tolerate-corrupt, and the bad lines
+		// after them: they advised a scan, which lists the attempts but
+		// shows none. One given it already and refused all the same is
+		// sent to the scan.
+		if _, path, err := reorder(newApp(io.Discard, io.Discard), args); err == nil && len(path) == 2 && path[0] == "receipts" &&
+			(path[1] == "list" || path[1] == "show") && !hasFlag(args, "tolerate-corrupt") {
+			return rerun(args, "", func(v string) string { return v }, "--tolerate-corrupt")
+		}
 		return "cruxprov receipts scan --tolerate-corrupt --ledger " + t
 	case refusal.ActionPlatformList:
 		return "cruxprov platform list"

@@ -21,6 +21,7 @@ import (
 func init() {
 	ledgerFlag := &cli.StringSliceFlag{Name: "ledger", Usage: "a receipts ledger `PATH`; repeatable (default: this host and user's)"}
 	stateFlag := &cli.StringFlag{Name: "state-dir", Usage: "the executor's state `DIR` whose ledger (DIR/receipts/<host>-<uid>.jsonl) to read, as run --state-dir DIR wrote it (default $XDG_STATE_HOME/cruxprov)"}
+	tolerateFlag := &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}
 	register(&cli.Command{
 		Name:        "receipts",
 		Usage:       "read receipts ledgers: every run's intent and outcome",
@@ -38,16 +39,19 @@ func init() {
 				"A repair a killed writer left (its journal, its lock) is checked as the next run will: one that\n" +
 				"run would refuse is refused here with run's own line, one it finishes is listed.\n\n" +
 				"Example:\n   cruxprov receipts scan\n   cruxprov receipts scan --ledger worker1.jsonl --ledger worker2.jsonl --tolerate-corrupt --json",
-			Flags:  []cli.Flag{ledgerFlag, stateFlag, &cli.BoolFlag{Name: "tolerate-corrupt", Usage: "report corrupt lines instead of refusing"}},
+			Flags:  []cli.Flag{ledgerFlag, stateFlag, tolerateFlag},
 			Action: func(c *cli.Context) error { return receiptsAction(c, true) },
 		}, {
 			Name:      "list",
 			Usage:     "list the runs a ledger recorded",
-			UsageText: "cruxprov receipts list [--ledger PATH]… [--provider NAME] [--status S] [--last N]",
-			Description: "Oldest first, as the ledger holds them; the filters apply to the orphaned intents too.\n\n" +
+			UsageText: "cruxprov receipts list [--ledger PATH]… [--provider NAME] [--status S] [--last N] [--tolerate-corrupt]",
+			Description: "Oldest first, as the ledger holds them; the filters apply to the orphaned intents too.\n" +
+				"Strict, as scan is: a corrupt line refuses the ledger (ledger_corrupt); --tolerate-corrupt lists\n" +
+				"the valid rows and then each corrupt line (its line, byte offset and sha256; --json: \"corrupt\").\n\n" +
 				"Example:\n   cruxprov receipts list --last 20\n   cruxprov receipts list --provider acme-echo --status error\n" +
-				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'",
-			Flags: []cli.Flag{ledgerFlag, stateFlag,
+				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'\n" +
+				"   cruxprov receipts list --tolerate-corrupt",
+			Flags: []cli.Flag{ledgerFlag, stateFlag, tolerateFlag,
 				&cli.StringFlag{Name: "provider", Usage: "only the runs of provider `NAME`"},
 				&cli.StringFlag{Name: "status", Usage: "only the runs that ended `S`: ok, error, timeout, output_limit, refused, or orphan (no outcome), or running (no outcome yet, its key's lock held)"},
 				&cli.IntFlag{Name: "last", Usage: "only the last `N` runs (default: all)"},
@@ -56,10 +60,13 @@ func init() {
 		}, {
 			Name:      "show",
 			Usage:     "show one run's receipt: what ran, how it ended, its error, stderr tail and egress",
-			UsageText: "cruxprov receipts show ATTEMPT [--ledger PATH]…",
-			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n\n" +
-				"Example:\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts show att_3f2a9c1d --ledger worker1.jsonl --json",
-			Flags:  []cli.Flag{ledgerFlag, stateFlag},
+			UsageText: "cruxprov receipts show ATTEMPT [--ledger PATH]… [--tolerate-corrupt]",
+			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n" +
+				"Strict, as scan is: a corrupt line refuses the ledger (ledger_corrupt); --tolerate-corrupt shows\n" +
+				"the attempt from the valid rows and then each corrupt line (--json: \"corrupt\").\n\n" +
+				"Example:\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts show att_3f2a9c1d --ledger worker1.jsonl --json\n" +
+				"   cruxprov receipts show att_3f2a9c1d --tolerate-corrupt",
+			Flags:  []cli.Flag{ledgerFlag, stateFlag, tolerateFlag},
 			Action: receiptsShow,
 		}},
 	})
@@ -77,7 +84,8 @@ func receiptsAction(c *cli.Context, scan bool) error {
 	if err != nil {
 		return err
 	}
-	paths, res, err := scanLedgers(c, scan && c.Bool("tolerate-corrupt"))
+	tolerate := c.Bool("tolerate-corrupt")
+	paths, res, err := scanLedgers(c, tolerate)
 	if err != nil {
 		return err
 	}
@@ -117,6 +125,9 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		// Empty lists are [] (not null), as attempts and orphans are.
 		v["torn"], v["corrupt"], v["unmatched"], v["tails"] = nonNil(res.Torn), nonNil(res.Corrupt), nonNil(res.Unmatched), nonNil(res.Tails)
 		v["repairs"] = nonNil(res.Repairs)
+	} else if tolerate {
+		// What the tolerance passed over, as scan gives it.
+		v["corrupt"], v["repairs"] = nonNil(res.Corrupt), refusedRepairs(res)
 	}
 	return o.emit("cruxprov.receipts."+c.Command.Name+"/v1", v, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -140,43 +151,80 @@ func receiptsAction(c *cli.Context, scan bool) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Intent.StartedAt.Format("2006-01-02T15:04:05Z07:00"), a.Intent.AttemptID, oneLine(a.Intent.Provider), oneLine(a.Intent.Entrypoint), st, code, dash(oneLine(a.Intent.IdempotencyKey)))
 		}
 		tw.Flush()
-		if scan {
-			// Each finding on a line of its own, where it is: the refusal
-			// of a corrupt ledger says to list its bad lines with a
-			// tolerant scan, which counted them and said nowhere which
-			// (only --json had them).
-			for _, cl := range res.Corrupt {
-				// A second row of an attempt in another ledger given
-				// (also_in) says where the first is in its reason.
-				fmt.Fprintf(w, "corrupt line: %s\n", oneLine((&receipts.CorruptError{CorruptLine: cl}).Error()))
-			}
-			for _, u := range res.Unmatched {
-				fmt.Fprintf(w, "outcome without its intent: %s: line %d at byte offset %d: attempt %s\n", oneLine(u.Path), u.Line, u.Off, oneLine(u.Value.AttemptID))
-			}
-			for _, tr := range res.Torn {
-				fmt.Fprintf(w, "torn row: %s: line %d: a fragment of %d bytes (%s) from byte offset %d, quarantined %s\n",
-					oneLine(tr.Path), tr.Line, len(tr.Bytes), tr.SHA256, tr.Offset, tr.RepairedAt.UTC().Format(time.RFC3339))
-			}
-			for _, f := range res.Tails {
-				fmt.Fprintf(w, "unterminated tail: %s at byte offset %d (%d bytes, %s): the next writer quarantines it as a torn row\n",
-					oneLine(f.Path), f.Offset, len(f.Bytes), f.SHA256)
-			}
-			for _, r := range res.Repairs {
-				if r.Reason != "" {
-					fmt.Fprintf(w, "repair journal %s: the next run refuses it: %s\n", r.Journal, oneLine(r.Reason))
-				} else {
-					fmt.Fprintf(w, "repair journal %s: a repair a writer was killed in; the next run finishes it\n", r.Journal)
-				}
-			}
-			repairs := ""
-			if len(res.Repairs) > 0 {
-				repairs = ", " + count(len(res.Repairs), "unfinished repair")
-			}
-			fmt.Fprintf(w, "%s, %s, %s, %s, %s, %s%s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"),
-				count(len(res.Unmatched), "outcome without its intent", "outcomes without their intent"), count(len(res.Torn), "torn row"),
-				count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), repairs, count(len(paths), "ledger"))
+		// Each finding on a line of its own, where it is: the refusal of
+		// a corrupt ledger says to list its bad lines with a tolerant
+		// scan, which counted them and said nowhere which (only --json
+		// had them).
+		if !scan {
+			// list --tolerate-corrupt: what it passed over (a strict list
+			// refuses it), as scan prints it.
+			corruptFindings(w, res)
+			return
 		}
+		corruptLines(w, res)
+		for _, u := range res.Unmatched {
+			fmt.Fprintf(w, "outcome without its intent: %s: line %d at byte offset %d: attempt %s\n", oneLine(u.Path), u.Line, u.Off, oneLine(u.Value.AttemptID))
+		}
+		for _, tr := range res.Torn {
+			fmt.Fprintf(w, "torn row: %s: line %d: a fragment of %d bytes (%s) from byte offset %d, quarantined %s\n",
+				oneLine(tr.Path), tr.Line, len(tr.Bytes), tr.SHA256, tr.Offset, tr.RepairedAt.UTC().Format(time.RFC3339))
+		}
+		for _, f := range res.Tails {
+			fmt.Fprintf(w, "unterminated tail: %s at byte offset %d (%d bytes, %s): the next writer quarantines it as a torn row\n",
+				oneLine(f.Path), f.Offset, len(f.Bytes), f.SHA256)
+		}
+		for _, r := range res.Repairs {
+			if r.Reason != "" {
+				repairLine(w, r)
+			} else {
+				fmt.Fprintf(w, "repair journal %s: a repair a writer was killed in; the next run finishes it\n", r.Journal)
+			}
+		}
+		repairs := ""
+		if len(res.Repairs) > 0 {
+			repairs = ", " + count(len(res.Repairs), "unfinished repair")
+		}
+		fmt.Fprintf(w, "%s, %s, %s, %s, %s, %s%s in %s\n", count(len(res.Attempts), "attempt"), count(len(res.Orphans), "orphaned intent"),
+			count(len(res.Unmatched), "outcome without its intent", "outcomes without their intent"), count(len(res.Torn), "torn row"),
+			count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), repairs, count(len(paths), "ledger"))
 	})
+}
+
+// corruptLines prints each corrupt line a tolerant scan found, on a line
+// of its own (receipts scan, list and show --tolerate-corrupt).
+func corruptLines(w io.Writer, res *receipts.ScanResult) {
+	for _, cl := range res.Corrupt {
+		// A second row of an attempt in another ledger given (also_in)
+		// says where the first is in its reason.
+		fmt.Fprintf(w, "corrupt line: %s\n", oneLine((&receipts.CorruptError{CorruptLine: cl}).Error()))
+	}
+}
+
+// repairLine prints a repair journal the next run refuses (r.Reason).
+func repairLine(w io.Writer, r receipts.Repair) {
+	fmt.Fprintf(w, "repair journal %s: the next run refuses it: %s\n", r.Journal, oneLine(r.Reason))
+}
+
+// refusedRepairs are the repair journals the next run refuses, which a
+// tolerant scan returns where a strict one refuses them ([] for none).
+func refusedRepairs(res *receipts.ScanResult) []receipts.Repair {
+	out := []receipts.Repair{}
+	for _, r := range res.Repairs {
+		if r.Reason != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// corruptFindings prints what receipts list and show --tolerate-corrupt
+// passed over, which a strict read refuses, as scan prints it: each
+// corrupt line and each repair journal the next run refuses.
+func corruptFindings(w io.Writer, res *receipts.ScanResult) {
+	corruptLines(w, res)
+	for _, r := range refusedRepairs(res) {
+		repairLine(w, r)
+	}
 }
 
 // scanLedgers scans the --ledger paths (default: this host and user's;
@@ -274,7 +322,8 @@ func receiptsShow(c *cli.Context) error {
 		return usagef("receipts show takes one ATTEMPT (an attempt id, or a prefix of one)")
 	}
 	id := c.Args().First()
-	paths, res, err := scanLedgers(c, false)
+	tolerate := c.Bool("tolerate-corrupt")
+	paths, res, err := scanLedgers(c, tolerate)
 	if err != nil {
 		return err
 	}
@@ -292,15 +341,25 @@ func receiptsShow(c *cli.Context) error {
 	if c.IsSet("ledger") {
 		where = strings.Join(paths, ", ")
 	}
+	passed := "" // the corrupt lines --tolerate-corrupt passed over, of which one may be its intent
+	if n := len(res.Corrupt); n > 0 {
+		passed = fmt.Sprintf(" (whose %s passed over may have held it)", count(n, "corrupt line"))
+	}
 	switch {
 	case len(found) == 0:
-		return fmt.Errorf("no attempt %s in %s; cruxprov receipts list shows the attempts (--ledger names another ledger)", oneLine(id), where)
+		return fmt.Errorf("no attempt %s in %s%s; cruxprov receipts list shows the attempts (--ledger names another ledger)", oneLine(id), where, passed)
 	case len(found) > 1:
 		return usagef("%s is the start of %d attempts (%s, …): give more of it", id, len(found), found[0].Intent.AttemptID)
 	}
 	a := found[0]
 	v := map[string]any{"intent": a.Intent, "outcome": a.Outcome, "ledger": a.Path, "line": a.Line}
+	if tolerate {
+		// What the tolerance passed over, as scan gives it: a corrupt
+		// line may be this attempt's outcome.
+		v["corrupt"], v["repairs"] = nonNil(res.Corrupt), refusedRepairs(res)
+	}
 	return o.emit("cruxprov.receipts.show/v1", v, func(w io.Writer) {
+		defer corruptFindings(w, res)
 		in := a.Intent
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, args...)) }

@@ -655,3 +655,73 @@ func TestOwnLedgerNotAFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiptsListShowTolerateCorrupt: one corrupt line refused the whole
+// ledger to receipts list and show (ledger_corrupt), so the valid
+// attempts before it could not be listed or shown, and they took no
+// --tolerate-corrupt, as scan does. Strict stays their default; with the
+// flag they list (show) the valid rows, then each corrupt line as scan
+// prints it (--json: "corrupt", as scan's), and exit 0 as a tolerant
+// scan does. The strict refusal advises the same command with the flag,
+// which runs as printed.
+func TestReceiptsListShowTolerateCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{NoCheckpoint: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	for _, id := range []string{"att_one", "att_two"} {
+		in := receipts.Intent{AttemptID: id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+		if _, err := l.Begin(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	st, err := os.Stat(ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(ledger, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("not a receipt\n")
+	f.Close()
+	finding := "corrupt line: " + ledger + ": line 5 at byte offset " + strconv.FormatInt(st.Size(), 10) + " (13 bytes, " + digest.Sum([]byte("not a receipt")).String() + "): "
+	for _, args := range [][]string{{"list"}, {"show", "att_two"}} {
+		t.Run(args[0], func(t *testing.T) {
+			strict := cruxprov(t, append(append([]string{"receipts"}, args...), "--ledger", ledger)...)
+			fix := "to fix: cruxprov receipts " + strings.Join(args, " ") + " --ledger " + ledger + " --tolerate-corrupt"
+			if strict.code != exitRefused || !strings.HasPrefix(strict.stderr, "refused: ledger_corrupt: ") || !strings.Contains(strict.stderr, fix) {
+				t.Fatalf("strict: want refused, advising %q: %+v", fix, strict)
+			}
+			r := runFix(t, strict, dir, "XDG_STATE_HOME="+dir)
+			if r.code != 0 || !strings.Contains(r.stdout, "att_two") || !strings.HasSuffix(r.stdout, "\n"+finding+"not a JSON object alone on its line\n") {
+				t.Errorf("tolerant: want att_two, then %q: %+v", finding, r)
+			}
+			if args[0] == "list" && !strings.Contains(r.stdout, "att_one") {
+				t.Errorf("tolerant list without att_one: %+v", r)
+			}
+			r = cruxprov(t, append(append([]string{"receipts"}, args...), "--ledger", ledger, "--tolerate-corrupt", "--json")...)
+			var doc struct {
+				Corrupt []struct {
+					Path   string `json:"path"`
+					Line   int    `json:"line"`
+					Offset int64  `json:"offset"`
+					SHA256 string `json:"sha256"`
+				} `json:"corrupt"`
+			}
+			if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Corrupt) != 1 || doc.Corrupt[0].Line != 5 ||
+				doc.Corrupt[0].Offset != st.Size() || doc.Corrupt[0].SHA256 != digest.Sum([]byte("not a receipt")).String() || !strings.Contains(r.stdout, `"att_two"`) {
+				t.Errorf("tolerant --json: %+v", r)
+			}
+		})
+	}
+}

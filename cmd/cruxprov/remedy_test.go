@@ -450,19 +450,28 @@ func TestRebuildWithConfigAndBrokenSeal(t *testing.T) {
 
 // TestCorruptLedgerAdviceRuns: a corrupt ledger's refusal advises the
 // tolerant scan of that ledger (not of the default one), which runs as
-// printed and lists the bad line.
+// printed and lists the bad line; receipts list's, the list again with
+// --tolerate-corrupt (TestReceiptsListShowTolerateCorrupt).
 func TestCorruptLedgerAdviceRuns(t *testing.T) {
 	dir := t.TempDir()
 	led := filepath.Join(dir, "ledger.jsonl")
 	if err := os.WriteFile(led, []byte("not json\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := cruxprov(t, "receipts", "list", "--ledger", led)
+	r := cruxprov(t, "receipts", "scan", "--ledger", led)
 	if r.code != exitRefused || !strings.Contains(r.stderr, "ledger_corrupt") {
 		t.Fatalf("%+v", r)
 	}
 	f := runFix(t, r, dir, "XDG_STATE_HOME="+dir)
 	if f.code != 0 || !strings.Contains(f.stdout, "1 corrupt line,") {
+		t.Fatalf("%+v", f)
+	}
+	r = cruxprov(t, "receipts", "list", "--ledger", led)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "ledger_corrupt") {
+		t.Fatalf("%+v", r)
+	}
+	f = runFix(t, r, dir, "XDG_STATE_HOME="+dir)
+	if f.code != 0 || !strings.Contains(f.stdout, "corrupt line: "+led+": line 1 ") {
 		t.Fatalf("%+v", f)
 	}
 }
