@@ -381,7 +381,7 @@ func (pr *progress) wait(ok bool) {
 
 // count says n of a noun: "1 wheel", "2 wheels"; an irregular plural is
 // given after the noun ("entry", "entries").
-func count[N int | int64](n N, noun string, plural ...string) string {
+func count[N int | int64 | uint64](n N, noun string, plural ...string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

@@ -103,6 +103,22 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		if err := receipts.Writable(own[0]); err != nil {
 			return withLedgerAdvice(err)
 		}
+		roomWarning(o, own[0])
+	} else if scan {
+		// A ledger named may be an archive, read-only on purpose, or the
+		// one runs given --ledger append to: what would refuse them is
+		// said, and the scan of a sound ledger still exits 0.
+		for _, p := range paths {
+			if err := receipts.Writable(p); err != nil {
+				msg := err.Error()
+				var r *refusal.Error
+				if errors.As(err, &r) {
+					msg = r.Message()
+				}
+				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: a run given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, p, msg, ledgerAdvice(err)))
+			}
+			roomWarning(o, p)
+		}
 	}
 	if keep != nil {
 		res.Attempts, res.Orphans = keep(res.Attempts), keep(res.Orphans)
@@ -188,6 +204,24 @@ func receiptsAction(c *cli.Context, scan bool) error {
 			count(len(res.Unmatched), "outcome without its intent", "outcomes without their intent"), count(len(res.Torn), "torn row"),
 			count(len(res.Corrupt), "corrupt line"), count(len(res.Tails), "unterminated tail"), repairs, count(len(paths), "ledger"))
 	})
+}
+
+// roomWarning warns when the file system of the ledger at path cannot
+// take the next run's receipt (receipts.RoomOf): each such run is refused
+// ledger_write_failed at its intent while the ledger itself is sound, and
+// a scan run as the executor's health check exited 0 without a word.
+func roomWarning(o *opts, path string) {
+	r, err := receipts.RoomOf(path)
+	switch {
+	case err != nil:
+		o.warn(fmt.Sprintf("cannot measure the free space for receipts ledger %s: %v", path, err))
+	case r.FreeBytes < r.NeedBytes:
+		o.warn(fmt.Sprintf("the file system of receipts ledger %s has %s free, less than the %s a run's intent and outcome may take: a run whose receipt does not fit is refused ledger_write_failed; free space on it (or give --ledger a path on another)",
+			path, humanBytes(int64(r.FreeBytes)), sizeText(int64(r.NeedBytes))))
+	case r.Short():
+		o.warn(fmt.Sprintf("the file system of receipts ledger %s has %s free, fewer than the %d a run makes there (the ledger and its directories where no run has made them, its key locks %s.inflight): a run that cannot make them is refused ledger_write_failed; free inodes on it (or give --ledger a path on another)",
+			path, count(r.FreeInodes, "inode"), r.NeedInodes, path))
+	}
 }
 
 // corruptLines prints each corrupt line a tolerant scan found, on a line
