@@ -587,12 +587,12 @@ const createEntries = 26
 // image's tree on another file system than the store's).
 func checkDisks(dir, cacheTmp, home string, n diskNeed, compile bool) error {
 	if n.cache == (usage{}) || sameFS(dir, cacheTmp) {
-		return checkDisk(dir, home, n.tree.plus(n.cache), compile)
+		return checkDisk(dir, home, n.tree, n.cache, compile)
 	}
-	if err := checkDisk(dir, home, n.tree, compile); err != nil {
+	if err := checkDisk(dir, home, n.tree, usage{}, compile); err != nil {
 		return err
 	}
-	return checkDisk(cacheTmp, home, n.cache, compile)
+	return checkDisk(cacheTmp, home, usage{}, n.cache, compile)
 }
 
 // sameFS reports whether a and b are on one file system (true when either
@@ -607,37 +607,58 @@ func sameFS(a, b string) bool {
 }
 
 // checkDisk refuses when the file system holding dir (the store's home,
-// where the env is staged) has less free space than need.bytes, what the
-// wheels unpack to in whole blocks with the unpacked-cache entries the
-// install will write (sizeWheels), plus half again for bytecode when
-// compiling, or fewer free inodes than the files and directories it
-// makes, with a pyc and a __pycache__ per module when compiling (a file
-// system that reports no inode count, as btrfs, is not checked for
-// them). It runs before anything is written (build).
-func checkDisk(dir, home string, n usage, compile bool) error {
+// where the env is staged) has less free space than tree and cache need,
+// what the wheels unpack to in whole blocks and the unpacked-cache
+// entries the install will write (sizeWheels), plus half again for
+// bytecode when compiling, or fewer free inodes than the files and
+// directories they make, with a pyc and a __pycache__ per module when
+// compiling (a file system that reports no inode count, as btrfs, is not
+// checked for them). It runs before anything is written (build).
+//
+// Where the tree alone would fit, the refusal says so and its remedy is
+// the create without the store's caches (ActionNoCache), with freeing
+// space (ActionGC) as the other: the cache's entries are what does not
+// fit, and leaving them out builds the same env.
+func checkDisk(dir, home string, tree, cache usage, compile bool) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
 	}
-	bytes, files := n.bytes, n.files
-	if compile {
-		bytes += bytes / 2
-		files += n.modules
+	weigh := func(n usage) (bytes, files int64) {
+		bytes, files = n.bytes, n.files
+		if compile {
+			bytes += bytes / 2
+			files += n.modules
+		}
+		return bytes, files
 	}
+	bytes, files := weigh(tree.plus(cache))
+	treeBytes, treeFiles := weigh(tree)
 	outside := outsideStore(home, dir)
-	if free := int64(sfs.Bavail) * sfs.Bsize; free < bytes {
+	freeFiles := int64(min(sfs.Ffree, 1<<62))
+	inodesOK := func(files int64) bool { return sfs.Files == 0 || freeFiles >= files }
+	free := int64(sfs.Bavail) * sfs.Bsize
+	// Without the cache's entries the create fits: say so, and advise it.
+	withoutCache := func(r *refusal.Error, cacheTakes string) *refusal.Error {
+		if cache == (usage{}) || free < treeBytes || !inodesOK(treeFiles) {
+			return r.WithRemedy(refusal.ActionGC, "")
+		}
+		r.Detail += "; or create it without the store's caches, whose new entries " + cacheTakes + ": the env without them fits (it is the same env)"
+		return r.WithRemedy(refusal.ActionNoCache, "").OrRemedy(refusal.ActionGC, "")
+	}
+	if free < bytes {
 		// Never "0.0 MiB": bytesize writes each in the unit that fits.
 		f, n, short := bytesize.Short(free, bytes)
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s, %s more; free some space there or build elsewhere", dir, f, n, short)
 		}
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n, short).WithRemedy(refusal.ActionGC, "")
+		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n, short), "take about "+bytesize.Format(bytes-treeBytes)+" of that")
 	}
-	if sfs.Files > 0 && int64(min(sfs.Ffree, 1<<62)) < files {
+	if !inodesOK(files) {
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %d inodes free but the tree makes about %d files and directories; remove files there or build elsewhere (df -i shows inodes)", dir, sfs.Ffree, files)
 		}
-		return refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes): the sealed envs no accepted pin or open change-set names are what hold them", home, sfs.Ffree, files).WithRemedy(refusal.ActionGC, "")
+		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes): the sealed envs no accepted pin or open change-set names are what hold them", home, sfs.Ffree, files), fmt.Sprintf("make %d of them", files-treeFiles))
 	}
 	return nil
 }

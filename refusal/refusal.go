@@ -56,7 +56,10 @@ const (
 	// ActionNoBytecode runs the command again without compiling bytecode
 	// (another env: bytecode is part of its identity).
 	ActionNoBytecode Action = "no_bytecode"
-	// ActionNoCache runs the command again without the store's caches.
+	// ActionNoCache runs the command again without the store's caches:
+	// for a damaged cache entry that could not be set aside, and for a
+	// store short of the space the caches' new entries would take (the
+	// command fits without them).
 	ActionNoCache Action = "no_cache"
 	// ActionPlatformList lists the platform presets.
 	ActionPlatformList Action = "platform_list"
@@ -158,11 +161,26 @@ type Remedy struct {
 	// materialization of: "container", whose image (REF@sha256:…, built
 	// and signed for the package) only the operator knows.
 	Backend string `json:"backend,omitempty"`
+	// Or is another remedy that fixes it too, where there are two: a
+	// store short of space where the command fits without the store's
+	// caches (ActionNoCache) or in the space freed (ActionGC). cmd/
+	// renders it after the first, or alone where the command cannot
+	// carry out the first (a command without the caches to leave out).
+	Or *Remedy `json:"or,omitempty"`
 }
 
 // WithRemedy sets e's remedy and returns e.
 func (e *Error) WithRemedy(a Action, target string) *Error {
 	e.Remedy = &Remedy{Action: a, Target: target}
+	return e
+}
+
+// OrRemedy sets another remedy of e (Remedy.Or), which fixes it too,
+// and returns e; e's remedy is set first.
+func (e *Error) OrRemedy(a Action, target string) *Error {
+	if e.Remedy != nil {
+		e.Remedy.Or = &Remedy{Action: a, Target: target}
+	}
 	return e
 }
 

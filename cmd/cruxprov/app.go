@@ -278,8 +278,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// The document on stdout was written already (with the
 			// remedy); the line says what to do next as any refusal's.
 			line := oneLine(r.Error())
-			if cmdline := renderRemedy(refusal.RemedyOf(err), args); cmdline != "" {
-				line += "; to fix: " + cmdline
+			if _, cmdline, or := renderRemedies(refusal.RemedyOf(err), args); cmdline != "" {
+				line += "; to fix: " + cmdline + or
 			}
 			fmt.Fprintf(stderr, "refused: %s\n", line)
 		} else {
@@ -288,10 +288,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return done.code
 	case errors.As(err, &r):
 		line := oneLine(r.Error())
-		rem := refusal.RemedyOf(err)
-		cmdline := renderRemedy(rem, args)
+		rem, cmdline, or := renderRemedies(refusal.RemedyOf(err), args)
 		if cmdline != "" {
-			line += "; to fix: " + cmdline
+			line += "; to fix: " + cmdline + or
 		}
 		var adv *withAdvice
 		detail := oneLine(r.Message())
@@ -307,7 +306,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if asJSON {
 			ref := map[string]any{"code": string(r.Code), "detail": detail}
 			if cmdline != "" {
-				ref["remedy"] = remedyJSON(rem, cmdline)
+				ref["remedy"] = remedyJSON(rem, cmdline, args)
 			}
 			if rec != nil {
 				ref["attempt_id"], ref["ledger"] = rec.attempt, rec.ledger
@@ -760,11 +759,33 @@ func (o *opts) progressOn() bool {
 	return term.IsTerminal(int(f.Fd()))
 }
 
+// renderRemedies is the remedy of a refusal to advise, its command line,
+// and "; or: " and its other remedy's (Remedy.Or), where the refusal has
+// two: the first is rem, or, where the command cannot carry it out (a
+// command without --no-cache), the other alone.
+func renderRemedies(rem *refusal.Remedy, args []string) (*refusal.Remedy, string, string) {
+	if rem == nil {
+		return nil, "", ""
+	}
+	cmdline := renderRemedy(rem, args)
+	if rem.Or == nil {
+		return rem, cmdline, ""
+	}
+	or := renderRemedy(rem.Or, args)
+	switch {
+	case cmdline == "":
+		return rem.Or, or, ""
+	case or == "":
+		return rem, cmdline, ""
+	}
+	return rem, cmdline, "; or: " + or
+}
+
 // remedyJSON is a --json "refused" object's "remedy": the action, its
 // command line, and those of the remedy's fields it has. A remedy with
 // no target (offline_miss's fetch) has no "target", as refusal.Remedy's
 // own JSON omits it: it carried "target": "".
-func remedyJSON(rem *refusal.Remedy, cmdline string) map[string]any {
+func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]any {
 	jr := map[string]any{"action": string(rem.Action), "command": cmdline}
 	if rem.Target != "" {
 		jr["target"] = rem.Target
@@ -785,6 +806,11 @@ func remedyJSON(rem *refusal.Remedy, cmdline string) map[string]any {
 	}
 	if rem.Backend != "" {
 		jr["backend"] = rem.Backend
+	}
+	if rem.Or != nil && rem.Or != rem {
+		if or := renderRemedy(rem.Or, args); or != "" {
+			jr["or"] = remedyJSON(rem.Or, or, args)
+		}
 	}
 	return jr
 }
@@ -850,6 +876,11 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionNoBytecode:
 		return again(args, "--no-compile")
 	case refusal.ActionNoCache:
+		// Only where the command has the caches to leave out (env
+		// create, install, image build), and not with them left out.
+		if !commandTakes(args, "no-cache") || hasFlag(args, "no-cache") {
+			return ""
+		}
 		return again(args, "--no-cache")
 	case refusal.ActionEmbed:
 		// The target is the wheel's file name; the refused command named

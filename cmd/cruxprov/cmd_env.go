@@ -672,8 +672,8 @@ func refusedDoc(err error) map[string]any {
 	errors.As(err, &r)
 	ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
 	if rem := refusal.RemedyOf(err); rem != nil {
-		if cmdline := renderRemedy(rem, os.Args); cmdline != "" {
-			ref["remedy"] = remedyJSON(rem, cmdline)
+		if rem, cmdline, _ := renderRemedies(rem, os.Args); cmdline != "" {
+			ref["remedy"] = remedyJSON(rem, cmdline, os.Args)
 		}
 	}
 	return ref

@@ -49,6 +49,13 @@ func envHome(t *testing.T, n, filesPer int) (home, lock string) {
 // envHomeAt is envHome with the home at a given directory.
 func envHomeAt(t *testing.T, home string, n, filesPer int) (string, string) {
 	t.Helper()
+	return envHomeWith(t, home, n, filesPer, 50)
+}
+
+// envHomeWith is envHomeAt with each module's line repeated lines times
+// (50 there: about 400 bytes a module).
+func envHomeWith(t *testing.T, home string, n, filesPer, lines int) (string, string) {
+	t.Helper()
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("no %s", envPython)
 	}
@@ -69,7 +76,7 @@ func envHomeAt(t *testing.T, home string, n, filesPer int) (string, string) {
 			{Name: name + "/__init__.py", Data: []byte("def main():\n    print('" + name + "')\n")},
 		}
 		for j := 0; j < filesPer; j++ {
-			es = append(es, wheel.Entry{Name: fmt.Sprintf("%s/sub%d/mod%d.py", name, j%7, j), Data: bytes.Repeat([]byte(fmt.Sprintf("x%d = %d\n", j, j)), 50)})
+			es = append(es, wheel.Entry{Name: fmt.Sprintf("%s/sub%d/mod%d.py", name, j%7, j), Data: bytes.Repeat([]byte(fmt.Sprintf("x%d = %d\n", j, j)), lines)})
 		}
 		var buf bytes.Buffer
 		if err := wheel.Write(&buf, fn, es); err != nil {

@@ -71,12 +71,12 @@ func TestOfflineMissRemedyNoTarget(t *testing.T) {
 // no "target" when it has none, and the propose remedy's "python" with
 // its "platforms" (refusals.md; it was in the command line only).
 func TestRemedyJSON(t *testing.T) {
-	got := remedyJSON(&refusal.Remedy{Action: refusal.ActionPropose, Target: "acme-echo", Platforms: []string{"cp311-manylinux_2_36_x86_64"}, Python: "/py/python3.11"}, "cruxprov install …")
+	got := remedyJSON(&refusal.Remedy{Action: refusal.ActionPropose, Target: "acme-echo", Platforms: []string{"cp311-manylinux_2_36_x86_64"}, Python: "/py/python3.11"}, "cruxprov install …", nil)
 	want := map[string]any{"action": "propose", "target": "acme-echo", "command": "cruxprov install …", "platforms": []string{"cp311-manylinux_2_36_x86_64"}, "python": "/py/python3.11"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%#v\nwant %#v", got, want)
 	}
-	if got := remedyJSON(&refusal.Remedy{Action: refusal.ActionFetch}, "cruxprov fetch …"); !reflect.DeepEqual(got, map[string]any{"action": "fetch", "command": "cruxprov fetch …"}) {
+	if got := remedyJSON(&refusal.Remedy{Action: refusal.ActionFetch}, "cruxprov fetch …", nil); !reflect.DeepEqual(got, map[string]any{"action": "fetch", "command": "cruxprov fetch …"}) {
 		t.Errorf("%#v", got)
 	}
 }

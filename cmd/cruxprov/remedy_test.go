@@ -23,8 +23,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// fixRE finds the command a refusal advises.
-var fixRE = regexp.MustCompile(`; to fix: (cruxprov .*)$`)
+// fixRE finds the command a refusal advises (the first, where it
+// advises two: "; to fix: A; or: B").
+var fixRE = regexp.MustCompile(`; to fix: (cruxprov .*?)(?:; or: cruxprov .*)?$`)
 
 // runFix runs the command the refusal r advises, in dir, with the built
 // binary first on PATH, and returns its result.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -145,5 +148,91 @@ func TestEnvCreateFullStoreRootWheelStored(t *testing.T) {
 	r := cruxprov(t, create...)
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: materialize_failed:") || !strings.Contains(r.stderr, "free but the env needs about") {
 		t.Fatalf("env create on a full store, its wheels stored: %+v", r)
+	}
+}
+
+// TestSpaceAdviceNoCache: env create on a store with room for the env but
+// not for the unpacked-wheel cache's new entries as well is refused with
+// the advice to create it without the caches (its remedy no_cache, freeing
+// space the other: it advised gc only, which had nothing to free), and the
+// advice, run as printed, creates the env.
+func TestSpaceAdviceNoCache(t *testing.T) {
+	dir := testdir.Tmpfs(t, "16m")
+	const files, lines = 8, 50000
+	home, lock := envHomeWith(t, filepath.Join(dir, "home"), 1, files, lines)
+	var members int64 // what the modules take, in the env and again in the cache
+	for j := 0; j < files; j++ {
+		members += int64(len(fmt.Sprintf("x%d = %d\n", j, j)) * lines)
+	}
+	// Leave the env and half the cache's entry free.
+	fill(t, dir, members*3/2)
+
+	r := cruxprov(t, createArgs(home, lock, "--no-compile")...)
+	want := "; or: cruxprov gc --envs --dry-run --home " + home
+	if r.code != exitRefused || !strings.Contains(r.stderr, "without the store's caches") || !strings.Contains(r.stderr, " --no-cache"+want) {
+		t.Fatalf("create with room for the env, not its cache: %+v", r)
+	}
+	var doc struct {
+		Refused struct {
+			Remedy struct {
+				Action, Command string
+				Or              *struct{ Action, Command string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if rem := doc.Refused.Remedy; rem.Action != "no_cache" || rem.Or == nil || rem.Or.Action != "gc" || !strings.HasSuffix(rem.Command, " --no-cache") {
+		t.Fatalf("--json remedy: %+v", doc.Refused.Remedy)
+	}
+	f := runFix(t, r, dir)
+	if f.code != 0 || !strings.Contains(f.stdout, "created ") {
+		t.Fatalf("the advice as printed: %+v", f)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(home, "cache/unpacked-v1")); len(ents) != 0 {
+		t.Errorf("the create without the caches wrote %v", ents)
+	}
+}
+
+// fill writes a file into dir until its file system has about free bytes
+// free.
+func fill(t *testing.T, dir string, free int64) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 16<<10)
+	for {
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(dir, &sfs); err != nil {
+			t.Fatal(err)
+		}
+		if int64(sfs.Bavail)*sfs.Bsize <= free+int64(len(chunk)) {
+			return
+		}
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestNoCacheRemedyFallsBack: a remedy no_cache whose command has no
+// --no-cache is not rendered (it rendered the command again with it, a
+// usage error); the other remedy (Or) is advised alone.
+func TestNoCacheRemedyFallsBack(t *testing.T) {
+	rem := &refusal.Remedy{Action: refusal.ActionNoCache, Or: &refusal.Remedy{Action: refusal.ActionGC}}
+	for _, tc := range []struct{ args, want string }{
+		{"cruxprov --home H env create --lock L", "cruxprov --home H env create --lock L --no-cache; or: cruxprov gc --envs --dry-run --home H"},
+		{"cruxprov --home H install W", "cruxprov --home H install W --no-cache; or: cruxprov gc --envs --dry-run --home H"},
+		{"cruxprov --home H env create --lock L --no-cache", "cruxprov gc --envs --dry-run --home H"},
+		{"cruxprov --home H verify acme-echo", "cruxprov gc --envs --dry-run --home H"},
+	} {
+		_, cmdline, or := renderRemedies(rem, strings.Fields(tc.args))
+		if cmdline+or != tc.want {
+			t.Errorf("%s: %q, want %q", tc.args, cmdline+or, tc.want)
+		}
 	}
 }
