@@ -68,7 +68,8 @@ type Request struct {
 	// Events, when set, receives progress (from several goroutines).
 	Events func(Event)
 	// Warn, when set, receives warnings: each damaged unpacked-cache
-	// entry found and removed.
+	// entry found and removed (its bytes not RECORD's, its size wrong,
+	// not a regular file). Called from several goroutines.
 	Warn func(string)
 }
 
@@ -402,7 +403,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		written = bc.add
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
-	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, cacheTmp, jobs, emit, written); err != nil {
+	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, cacheTmp, jobs, emit, req.warn, written); err != nil {
 		return err
 	}
 	commitCache(st.Home(), wheels)

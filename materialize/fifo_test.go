@@ -47,7 +47,7 @@ func TestFIFOInCachesNotWaitedOn(t *testing.T) {
 		p := fifo(t, filepath.Join(home, filepath.FromSlash(UnpackedCacheDir), d.Hex()))
 		o := &opened{w: w}
 		within(t, "attachCache", func() {
-			if err := attachCache(home, tmp, o, lockfile.ResolvedWheel{SHA256: d}); err != nil {
+			if err := attachCache(home, tmp, o, lockfile.ResolvedWheel{SHA256: d}, func(string) {}); err != nil {
 				t.Error(err)
 			}
 		})

@@ -156,7 +156,7 @@ func outsideStore(home, dir string) bool {
 //
 // A refusal opening a wheel wins over an error installing another; an
 // error cancels the rest.
-func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, ws []opened, order []int, noCache bool, tmpDir string, jobs int, emit func(Event), written func([]pycSource) error) error {
+func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []lockfile.ResolvedWheel, ws []opened, order []int, noCache bool, tmpDir string, jobs int, emit func(Event), warn func(string), written func([]pycSource) error) error {
 	jobs = max(jobs, 1)
 	js := make([]*wheelJob, len(pkgs))
 	ctx, cancel := context.WithCancel(ctx)
@@ -176,7 +176,7 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 			}
 			ws[i].w = w
 			if !noCache {
-				if err := attachCache(st.Home(), tmpDir, &ws[i], pkgs[i]); err != nil {
+				if err := attachCache(st.Home(), tmpDir, &ws[i], pkgs[i], warn); err != nil {
 					return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the unpacked-wheel cache").WithRemedy(refusal.ActionNoCache, "")
 				}
 			}

@@ -203,23 +203,47 @@ func slotOf(w *wheel.Wheel, path string) *cacheSlot {
 // when it exists with the right size, else a temp file in tmpDir (a
 // staging directory of the store, removed with it) to fill while
 // the wheel is installed from its archive (none when tmpDir is "": a
-// store this process cannot write). An entry of the wrong size is
-// removed; an unreadable one is left alone and not used.
-func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error {
+// store this process cannot write). An entry of the wrong size, or that
+// is not a regular file (a symbolic link, a named pipe, a directory), is
+// damaged or was put there: it is removed, with a warning naming it and
+// what was wrong, as an entry whose bytes differ from RECORD is
+// (discardDamaged); it was replaced silently. An unreadable one (a store
+// of another user's) is left alone and not used.
+func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel, warn func(string)) error {
 	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
 	s := slotOf(o.w, filepath.Join(dir, p.SHA256.Hex()))
 	f, err := os.OpenFile(s.path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0) // a FIFO there must not hang the create
-	if err == nil {
+	var wrong string
+	switch {
+	case err == nil:
 		var st unix.Stat_t
-		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total {
+		ferr := unix.Fstat(int(f.Fd()), &st)
+		switch {
+		case ferr == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total:
 			s.src = f
 			o.cache = s
 			return nil
+		case ferr != nil:
+			wrong = "cannot be stat'ed: " + ferr.Error()
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			wrong = "not a regular file but " + fileKind(st.Mode)
+		default:
+			wrong = fmt.Sprintf("%d bytes, the wheel's members are %d", st.Size, s.total)
 		}
 		f.Close()
-		_ = os.Remove(s.path)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	case errors.Is(err, unix.ELOOP):
+		// O_NOFOLLOW: a symbolic link, which the cache never writes.
+		wrong = "not a regular file but a symbolic link"
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil // unreadable: install from the archive, write nothing
+	}
+	if wrong != "" {
+		d := &cacheDamaged{entry: s.path, err: errors.New(wrong)}
+		if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			warn(d.Error() + "; cannot remove it (" + rerr.Error() + "): the env is built from the wheel")
+			return nil
+		}
+		warn(d.Error() + "; removed it: the env is built from the wheel, which writes it again")
 	}
 	if tmpDir == "" {
 		return nil
@@ -235,6 +259,23 @@ func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel) error
 	s.tee = &teeFile{f: t}
 	o.cache = s
 	return nil
+}
+
+// fileKind names the type of a file of mode m that is not a regular one.
+func fileKind(m uint32) string {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return "a directory"
+	case unix.S_IFIFO:
+		return "a named pipe"
+	case unix.S_IFSOCK:
+		return "a socket"
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return "a device"
+	case unix.S_IFLNK:
+		return "a symbolic link"
+	}
+	return fmt.Sprintf("of mode %#o", m&unix.S_IFMT)
 }
 
 // commitCache renames every complete, unbroken temp entry into the cache

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/internal/wheeltest"
@@ -78,15 +81,22 @@ func TestUnpackedCacheRoundTrip(t *testing.T) {
 }
 
 // TestUnpackedCacheDamage: an entry whose bytes differ from RECORD (same
-// size) or whose size is wrong is never installed from: the env is the
-// same as from the archive, and the bad entry is gone.
+// size), whose size is wrong, or that is not a regular file is never
+// installed from: the env is the same as from the archive, the bad entry
+// is gone, and a warning names it and what was wrong (an entry of the
+// wrong size, or not a regular file, was replaced silently).
 func TestUnpackedCacheDamage(t *testing.T) {
 	st := newStore(t)
 	w := putDemo(t, st)
 	req := request(t, w)
+	var warnings []string
+	req.Warn = func(s string) { warnings = append(warnings, s) }
 	first, err := Create(context.Background(), st, req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Fatalf("warnings of a create with no cache: %q", warnings)
 	}
 	entry := unpackedEntry(st, w)
 	good, err := os.ReadFile(entry)
@@ -97,33 +107,64 @@ func TestUnpackedCacheDamage(t *testing.T) {
 	if i < 0 {
 		t.Fatal("member bytes not found in the cache entry")
 	}
-	for name, bad := range map[string][]byte{
-		"flipped byte": append(append(bytes.Clone(good[:i+9]), '3'), good[i+10:]...),
-		"truncated":    good[:len(good)-1],
-		"extended":     append(bytes.Clone(good), 'x'),
-		"empty":        {},
+	write := func(b []byte) func() error {
+		return func() error { return os.WriteFile(entry, b, 0o444) }
+	}
+	sized := fmt.Sprintf(" bytes, the wheel's members are %d", len(good))
+	for _, tc := range []struct {
+		name, says string
+		put        func() error
+	}{
+		{"flipped byte", "differs from the wheel's RECORD", write(append(append(bytes.Clone(good[:i+9]), '3'), good[i+10:]...))},
+		{"truncated", fmt.Sprint(len(good)-1) + sized, write(good[:len(good)-1])},
+		{"extended", fmt.Sprint(len(good)+1) + sized, write(append(bytes.Clone(good), 'x'))},
+		{"empty", "0" + sized, write([]byte{})},
+		{"symlink", "not a regular file but a symbolic link", func() error {
+			// To the right bytes: still not what the cache writes.
+			target := filepath.Join(t.TempDir(), "good")
+			if err := os.WriteFile(target, good, 0o444); err != nil {
+				return err
+			}
+			return os.Symlink(target, entry)
+		}},
+		{"directory", "not a regular file but a directory", func() error { return os.Mkdir(entry, 0o755) }},
+		{"named pipe", "not a regular file but a named pipe", func() error { return unix.Mkfifo(entry, 0o644) }},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			if err := os.Chmod(entry, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(entry, bad, 0o444); err != nil {
+			if err := os.Remove(entry); err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
+			if err := tc.put(); err != nil {
+				t.Fatal(err)
+			}
+			warnings = nil
 			r := recreate(t, st, req, first)
 			if r.TreeDigest != first.TreeDigest {
 				t.Fatalf("tree %s, want %s", r.TreeDigest, first.TreeDigest)
 			}
+			if fi, err := os.Lstat(entry); err == nil && !fi.Mode().IsRegular() {
+				t.Fatalf("the entry is still %v", fi.Mode())
+			}
 			if b, err := os.ReadFile(entry); err == nil && !bytes.Equal(b, good) {
 				t.Fatal("the damaged entry is still there")
+			}
+			if len(warnings) != 1 || !strings.Contains(warnings[0], entry+" is damaged: ") || !strings.Contains(warnings[0], tc.says) {
+				t.Fatalf("warnings %q, want one naming %s, saying %q", warnings, entry, tc.says)
 			}
 			first = r
 		})
 	}
-	// The next create writes the entry again.
+	// The next create writes the entry again, and warns about nothing.
+	warnings = nil
 	recreate(t, st, req, first)
 	if b, err := os.ReadFile(entry); err != nil || !bytes.Equal(b, good) {
 		t.Fatalf("entry not rewritten: %v", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings on a good cache: %q", warnings)
 	}
 }
 

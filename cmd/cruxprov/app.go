@@ -730,7 +730,10 @@ func (o *opts) emit(schema string, v any, human func(w io.Writer)) error {
 // --json, the document's "warnings" list carries it (emit).
 func (o *opts) warn(msg string) {
 	if o.keepWarning(msg) {
-		fmt.Fprintf(o.stderr, "warning: %s\n", oneLine(msg))
+		// Above the progress bars while they are drawn (line): a damaged
+		// cache entry is found while they are (it was written under them,
+		// where the next redraw wiped it).
+		o.line("warning: " + oneLine(msg))
 	}
 }
 

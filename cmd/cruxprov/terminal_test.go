@@ -160,3 +160,49 @@ func TestProgressOnAnUnsizedTerminal(t *testing.T) {
 		})
 	}
 }
+
+// TestWarningAboveTheBars: a warning said while the progress bars are
+// drawn (a damaged unpacked-cache entry, found while a create installs)
+// is written above them, through the bars, not onto stderr under them,
+// where the next redraw wiped it.
+func TestWarningAboveTheBars(t *testing.T) {
+	ptmx, pts := ptyPair(t)
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: 100, Row: 30}); err != nil {
+		t.Skipf("TIOCSWINSZ: %v", err)
+	}
+	const msg = "the unpacked-wheel cache entry E is damaged: 1 bytes, the wheel's members are 2"
+	read := make(chan string, 1)
+	go func() {
+		var all []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil || bytes.Contains(all, []byte(msg)) {
+				read <- string(all)
+				return
+			}
+		}
+	}()
+	var stderr bytes.Buffer
+	o := &opts{stderr: &stderr}
+	pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
+	o.bars.Store(pr)
+	pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: 1})
+	o.warn(msg)
+	pr.wait(true)
+	if stderr.Len() != 0 {
+		t.Errorf("written under the bars: %q", stderr.String())
+	}
+	select {
+	case out := <-read:
+		if !strings.Contains(out, "warning: "+msg) {
+			t.Errorf("the terminal shows %q", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no warning on the terminal")
+	}
+	if o.warnings[0] != msg {
+		t.Errorf("--json warnings: %q", o.warnings)
+	}
+}
