@@ -128,6 +128,8 @@ type Options struct {
 	Push   string
 	// Repo is the repository the signature names (docker-reference);
 	// "" means Push's, or localhost/<provider name> for a layout alone.
+	// With Push it must be Push's repository (SignedRepo): a verifier
+	// of the pushed image holds its signature to where it was pulled.
 	Repo string
 	// Remote are go-containerregistry options for the base's and Push's
 	// registry (auth, transport).
@@ -258,8 +260,8 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			return nil, err
 		}
 		push, pushTag = &r, tag
-		if repo == "" {
-			repo = r.Name()
+		if repo, err = SignedRepo(r, repo); err != nil {
+			return nil, err
 		}
 	}
 	if repo == "" {
@@ -366,6 +368,25 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	res.Timings.Write = time.Since(start)
 	return res, nil
+}
+
+// SignedRepo is the repository a signature of an image pushed to push
+// names, given repo, the one asked for ("" for push's): push's own name,
+// as a verifier of push@DIGEST reads it (registry and path, normalized).
+// Another repository is an error naming both: the image's signature would
+// name a repository it is not in, and every verifier pulling it from push
+// (image verify, install and verify of the container backend) refuses it,
+// image_signature_invalid, after the push. Before, it was signed for repo
+// and pushed to push all the same.
+func SignedRepo(push name.Repository, repo string) (string, error) {
+	if repo == "" {
+		return push.Name(), nil
+	}
+	if r, err := name.NewRepository(repo); err == nil && r.Name() == push.Name() {
+		return push.Name(), nil
+	}
+	return "", fmt.Errorf("the signature would name the repository %s, and the image is pushed to %s: a signature names the repository the image is pushed to (every verifier of %s@DIGEST refuses one for %s), so name %s or none (it is the push's), or push to %s",
+		repo, push.Name(), push.Name(), repo, push.Name(), repo)
 }
 
 // ParsePush parses a push destination (Options.Push), REPO or REPO:TAG, into the repository

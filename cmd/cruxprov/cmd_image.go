@@ -74,7 +74,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.StringSliceFlag{Name: "shim", Usage: "cruxshim for a platform: `[PLATFORM_ID=]PATH` (a static build for its architecture; repeatable)"},
 			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR` (with --push too: the same image both ways)"},
 			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
-			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's; localhost/<provider> for a layout alone)"},
+			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's, and with --push only --push's; localhost/<provider> for a layout alone)"},
 			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate or cosign generate-key-pair)"},
 			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`, an absolute URI (SLSA's runDetails.builder.id)"},
 			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
@@ -132,8 +132,18 @@ func imageBuild(c *cli.Context) error {
 		return usagef("give --output oci:DIR, --push REPO, or both")
 	}
 	if p := c.String("push"); p != "" {
-		if _, _, err := image.ParsePush(p); err != nil {
+		pr, _, err := image.ParsePush(p)
+		if err != nil {
 			return usagef("--push: %v", err)
+		}
+		// The signature names where the image is pushed: signed for
+		// --repo and pushed to --push, it was refused by every verifier
+		// pulling it from there, after a build and a push that said ok.
+		if r := c.String("repo"); r != "" {
+			if _, err := image.SignedRepo(pr, r); err != nil {
+				return usagef("--repo %s is not the repository of --push %s (%s): the signature names the repository the image is pushed to, and a verifier of %s@DIGEST (image verify, install and verify --backend container) refuses one for %s: drop --repo (it defaults to --push's), or push to %s",
+					r, p, pr.Name(), pr.Name(), r, r)
+			}
 		}
 	}
 	if c.String("index") == "" && !c.Bool("offline") {
