@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"time"
 
@@ -384,27 +385,55 @@ func notThere(err error) bool {
 
 // pushFailed types a push to repo that failed with err. The registry
 // not taking the push — not reached, the connection dropped half-way,
-// credentials refused, its own failure (any HTTP status) — is fetch_failed,
-// as image verify says of a registry it cannot read (DESIGN §2), with
-// what to do about it: go-containerregistry's error does not say it
-// ("unexpected status code 401 Unauthorized (HEAD responses have no
-// body, use GET for details)"). A refusal (a base blob that does not hash
+// credentials refused, a registry that takes no pushes (read-only), its
+// own failure (any HTTP status) — is fetch_failed, as image verify says of
+// a registry it cannot read (DESIGN §2 has no code of its own for a push),
+// so its detail says it is the push that failed, to which registry and
+// repository, and what to do about it: go-containerregistry's error does
+// not say it ("unexpected status code 401 Unauthorized (HEAD responses
+// have no body, use GET for details)"). A fetch_failed refusal of the
+// push's own (a .sig or .att tag that holds no cosign image) is said to
+// be the push's too; any other refusal (a base blob that does not hash
 // to its name, read as it is pushed) stays what it is; anything else (a
 // file of this host that could not be read) is returned as it is.
 // Whatever a failed push left in the registry is named by no tag it
 // moved, and does not verify: its signature or attestations are missing.
 func pushFailed(repo name.Repository, err error) error {
 	const again = "; run the build again (a failed push moves no tag)"
-	var te *transport.Error
+	at := fmt.Sprintf("the push to the registry %s failed: cannot push to %s", repo.RegistryStr(), repo)
+	var (
+		te *transport.Error
+		re *refusal.Error
+	)
 	switch {
+	case refusal.CodeOf(err) == refusal.FetchFailed && errors.As(err, &re):
+		return &refusal.Error{Code: re.Code, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
 	case refusal.CodeOf(err) != "":
 		return err
 	case credentialsRefused(err):
-		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s%s", repo, err, credentialsAdvice(repo.RegistryStr()), again)
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v%s%s", at, err, credentialsAdvice(repo.RegistryStr()), again)
+	case errors.As(err, &te) && takesNoPush(te):
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v (the registry takes no pushes, HTTP %d: it is read-only, in maintenance, or a pull-only mirror or cache; push to a registry that takes them, or have its operator allow pushes to it, and run the build again; a failed push moves no tag)", at, err, te.StatusCode)
 	case errors.As(err, &te):
-		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", repo, err, te.StatusCode, again)
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", at, err, te.StatusCode, again)
 	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed
-		return refusal.Wrap(refusal.FetchFailed, err, "cannot push to %s: %v%s%s", repo, err, notReachedAdvice(err, true), again)
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v%s%s", at, err, notReachedAdvice(err, true), again)
 	}
 	return fmt.Errorf("cannot push to %s: %w", repo, err)
+}
+
+// takesNoPush reports whether te is a registry's answer that it takes no
+// writes: 405 Method Not Allowed (Debian's docker-registry in read-only
+// maintenance mode answers every upload so), or the distribution
+// spec's UNSUPPORTED.
+func takesNoPush(te *transport.Error) bool {
+	if te.StatusCode == http.StatusMethodNotAllowed {
+		return true
+	}
+	for _, d := range te.Errors {
+		if d.Code == transport.UnsupportedErrorCode {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,33 @@ import (
 // With a user, the registry asks for that user and password (htpasswd).
 // Its log is shown when the test fails.
 func DockerRegistry(t testing.TB, user, password string) string {
+	t.Helper()
+	host, _ := dockerRegistry(t, user, password, false)
+	return host
+}
+
+// ReadOnlyDockerRegistry is DockerRegistry without auth in its read-only
+// maintenance mode (storage.maintenance.readonly): it serves what it
+// holds (nothing) and refuses every upload, as a registry under
+// maintenance or a pull-only mirror does.
+func ReadOnlyDockerRegistry(t testing.TB) string {
+	t.Helper()
+	host, _ := dockerRegistry(t, "", "", true)
+	return host
+}
+
+// StoppedDockerRegistry is the host:port of a DockerRegistry that
+// answered and was then stopped: nothing listens there any more.
+func StoppedDockerRegistry(t testing.TB) string {
+	t.Helper()
+	host, stop := dockerRegistry(t, "", "", false)
+	stop()
+	return host
+}
+
+// dockerRegistry starts the registry; stop ends it (and the test's
+// cleanup does, when it was not).
+func dockerRegistry(t testing.TB, user, password string, readOnly bool) (host string, stop func()) {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -41,11 +69,15 @@ func DockerRegistry(t testing.TB, user, password string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := l.Addr().String()
+	host = l.Addr().String()
 	l.Close()
+	var maintenance string
+	if readOnly {
+		maintenance = "  maintenance:\n    readonly:\n      enabled: true\n"
+	}
 	cfg := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s",
-		filepath.Join(dir, "data"), host, auth)), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\n%shttp:\n  addr: %s\n%s",
+		filepath.Join(dir, "data"), maintenance, host, auth)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "serve", cfg)
@@ -57,9 +89,15 @@ func DockerRegistry(t testing.TB, user, password string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		stop()
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
@@ -70,7 +108,7 @@ func DockerRegistry(t testing.TB, user, password string) string {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if resp, err := c.Get("http://" + host + "/v2/"); err == nil {
 			resp.Body.Close() // 401 with auth: it answers
-			return host
+			return host, stop
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("docker-registry did not start")
