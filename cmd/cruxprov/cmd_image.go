@@ -56,7 +56,8 @@ func imageBuildCmd() *cli.Command {
 			"named by a tag alone is base_image_unpinned. With --sign-key (password from\n" +
 			"CRUXPROV_KEY_PASSWORD or a prompt), the image gets a cosign signature and signed SLSA v1\n" +
 			"provenance and CycloneDX SBOM attestations (sha256-<hex>.sig / .att tags), which\n" +
-			"`cosign verify --key` and `cosign verify-attestation` accept. Registry credentials come from\n" +
+			"`cruxprov image verify` checks (cosign is optional: where it is installed, `cosign verify\n" +
+			"--key` and `cosign verify-attestation` accept them too). Registry credentials come from\n" +
 			"the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
 			"Example:\n   SOURCE_DATE_EPOCH=1700000000 cruxprov image build --wheel acme_echo-1.0.0-py3-none-any.whl \\\n" +
 			"     --index http://127.0.0.1:8080/simple/ --platform cp311-manylinux_2_36_x86_64 \\\n" +
@@ -75,7 +76,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR` (with --push too: the same image both ways)"},
 			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
 			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's, and with --push only --push's; localhost/<provider> for a layout alone)"},
-			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate or cosign generate-key-pair)"},
+			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate, or cosign generate-key-pair)"},
 			&cli.StringFlag{Name: "builder-id", Value: "https://cruxible.dev/cruxprov/local", Usage: "the provenance's builder `ID`, an absolute URI (SLSA's runDetails.builder.id)"},
 			&cli.StringFlag{Name: "python", Usage: "the interpreter's `PATH` in the image (default: found in the base's files)"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode"},
