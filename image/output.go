@@ -386,14 +386,13 @@ func notThere(err error) bool {
 // pushFailed types a push to repo that failed with err. The registry
 // not taking the push — not reached, the connection dropped half-way,
 // credentials refused, a registry that takes no pushes (read-only), its
-// own failure (any HTTP status) — is fetch_failed, as image verify says of
-// a registry it cannot read (DESIGN §2 has no code of its own for a push),
-// so its detail says it is the push that failed, to which registry and
-// repository, and what to do about it: go-containerregistry's error does
+// own failure (any HTTP status) — is push_failed (it was fetch_failed, a
+// fetch's code, which gave one code two meanings), and its detail says
+// to which registry and repository, and what to do about it: go-containerregistry's error does
 // not say it ("unexpected status code 401 Unauthorized (HEAD responses
 // have no body, use GET for details)"). A fetch_failed refusal of the
-// push's own (a .sig or .att tag that holds no cosign image) is said to
-// be the push's too; any other refusal (a base blob that does not hash
+// push's own (a .sig or .att tag that holds no cosign image) is the
+// push's too, push_failed; any other refusal (a base blob that does not hash
 // to its name, read as it is pushed) stays what it is; anything else (a
 // file of this host that could not be read) is returned as it is.
 // Whatever a failed push left in the registry is named by no tag it
@@ -407,17 +406,17 @@ func pushFailed(repo name.Repository, err error) error {
 	)
 	switch {
 	case refusal.CodeOf(err) == refusal.FetchFailed && errors.As(err, &re):
-		return &refusal.Error{Code: re.Code, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
+		return &refusal.Error{Code: refusal.PushFailed, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
 	case refusal.CodeOf(err) != "":
 		return err
 	case credentialsRefused(err):
-		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v%s%s", at, err, credentialsAdvice(repo.RegistryStr()), again)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v%s%s", at, err, credentialsAdvice(repo.RegistryStr()), again)
 	case errors.As(err, &te) && takesNoPush(te):
-		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v (the registry takes no pushes, HTTP %d: it is read-only, in maintenance, or a pull-only mirror or cache; push to a registry that takes them, or have its operator allow pushes to it, and run the build again; a failed push moves no tag)", at, err, te.StatusCode)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v (the registry takes no pushes, HTTP %d: it is read-only, in maintenance, or a pull-only mirror or cache; push to a registry that takes them, or have its operator allow pushes to it, and run the build again; a failed push moves no tag)", at, err, te.StatusCode)
 	case errors.As(err, &te):
-		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", at, err, te.StatusCode, again)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", at, err, te.StatusCode, again)
 	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed
-		return refusal.Wrap(refusal.FetchFailed, err, "%s: %v%s%s", at, err, notReachedAdvice(err, true), again)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v%s%s", at, err, notReachedAdvice(err, true), again)
 	}
 	return fmt.Errorf("cannot push to %s: %w", repo, err)
 }

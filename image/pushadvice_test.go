@@ -61,8 +61,8 @@ func TestPushFailedSaysWhatToDo(t *testing.T) {
 			repo, _ := name.NewRepository(c.host+"/acme/echo", name.Insecure)
 			err := pushFailed(repo, read(c.host))
 			var re *refusal.Error
-			if !errors.As(err, &re) || re.Code != refusal.FetchFailed {
-				t.Fatalf("%v: want fetch_failed", err)
+			if !errors.As(err, &re) || re.Code != refusal.PushFailed {
+				t.Fatalf("%v: want push_failed", err)
 			}
 			for _, s := range c.says {
 				if !strings.Contains(re.Detail, s) {

@@ -22,8 +22,8 @@ import (
 // refuses the credentials, fails (5xx), or the connection is cut half-way
 // through a layer's upload, after the image but before its signature, or
 // after the signature but before the attestations —
-// is a fetch_failed refusal (DESIGN §2: exit 78, like image verify's
-// registry not reached) whose detail says what to do, never a bare error
+// is a push_failed refusal (DESIGN §2: exit 78; it was fetch_failed, a
+// fetch's code) whose detail says what to do, never a bare error
 // (exit 1). What a failed push left in the registry does not verify. The
 // registry is a real docker-registry behind a loopback proxy that
 // misbehaves.
@@ -120,12 +120,12 @@ func TestPushFailureRefused(t *testing.T) {
 			_, err := build(repo+":1.0", "")
 			t.Logf("%v: %v", time.Since(start), err)
 			var re *refusal.Error
-			// fetch_failed is a fetch's code too (DESIGN §2 has none for a
-			// push): the detail says first that the push failed, and where.
+			// push_failed, whose detail says first that the push failed,
+			// and where.
 			at := "the push to the registry " + c.host + " failed: cannot push to " + repo + ": "
-			if refusal.CodeOf(err) != refusal.FetchFailed || !errors.As(err, &re) || !strings.HasPrefix(re.Detail, at) || !strings.Contains(re.Detail, c.says) ||
+			if refusal.CodeOf(err) != refusal.PushFailed || !errors.As(err, &re) || !strings.HasPrefix(re.Detail, at) || !strings.Contains(re.Detail, c.says) ||
 				!strings.HasSuffix(re.Detail, "run the build again (a failed push moves no tag)") && !strings.HasSuffix(re.Detail, "run the build again; a failed push moves no tag)") {
-				t.Fatalf("push: %v (code %q), want fetch_failed beginning %q, saying %q and ending \"run the build again\" (docs/images.md)", err, refusal.CodeOf(err), at, c.says)
+				t.Fatalf("push: %v (code %q), want push_failed beginning %q, saying %q and ending \"run the build again\" (docs/images.md)", err, refusal.CodeOf(err), at, c.says)
 			}
 			if msg := err.Error(); strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") {
 				t.Fatalf("push: %q: want one line without the registry's HTML", msg)

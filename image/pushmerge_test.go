@@ -62,8 +62,8 @@ func TestPushMergeBounded(t *testing.T) {
 		sent.Store(0)
 		_, err := Build(context.Background(), st, o)
 		t.Logf("config of %d bytes claimed: %d sent: %v", claimed, sent.Load(), err)
-		if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), "the push to the registry ") {
-			t.Errorf("config of %d bytes claimed: %v, want fetch_failed saying the push failed", claimed, err)
+		if refusal.CodeOf(err) != refusal.PushFailed || !strings.Contains(err.Error(), "the push to the registry ") {
+			t.Errorf("config of %d bytes claimed: %v, want push_failed saying the push failed", claimed, err)
 		}
 		if sent.Load() > 2*maxManifest {
 			t.Errorf("config of %d bytes claimed: %d bytes of it read", claimed, sent.Load())

@@ -21,7 +21,7 @@ func TestBuildPushSignsWherePushed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := l.Addr().String() // nothing listens: a push there would be fetch_failed, not this
+	host := l.Addr().String() // nothing listens: a push there would be push_failed, not this
 	l.Close()
 	st, o := echoBuild(t)
 	o.Push, o.Repo = host+"/acme/echo:1.0", host+"/acme/other"

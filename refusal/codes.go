@@ -74,6 +74,11 @@ const (
 	ImageDigestMismatch   Code = "image_digest_mismatch"
 	ImageSignatureInvalid Code = "image_signature_invalid"
 	ProvenanceMismatch    Code = "provenance_mismatch"
+	// PushFailed: a built image was not pushed into its
+	// registry (not reached, credentials refused, a registry that takes
+	// no pushes, its own failure); fetch_failed was used for it, one
+	// code for two meanings, which DESIGN §2 forbids.
+	PushFailed Code = "push_failed"
 	// ledger
 	LedgerWriteFailed   Code = "ledger_write_failed"
 	LedgerCorrupt       Code = "ledger_corrupt"
@@ -136,6 +141,7 @@ var all = []Code{
 	ImageDigestMismatch,
 	ImageSignatureInvalid,
 	ProvenanceMismatch,
+	PushFailed,
 	LedgerWriteFailed,
 	LedgerCorrupt,
 	IdempotencyConflict,

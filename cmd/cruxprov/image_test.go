@@ -447,12 +447,11 @@ func TestImageBuildSignKeyMistakeNamesTheFlag(t *testing.T) {
 }
 
 // TestImagePushRefused: image build --push to a registry that is not
-// there exits 78 with one line, `refused: fetch_failed: the push to the
+// there exits 78 with one line, `refused: push_failed: the push to the
 // registry HOST failed: cannot push to REPO: …`, saying to check the
 // registry's host and run the build again (with --json, the refusal on
-// stdout); it exited 1 with a bare error. fetch_failed is a fetch's code
-// too (DESIGN §2 has none for a push), so the line says first that it is
-// the push that failed, and to which registry. A real docker-registry in
+// stdout); it exited 1 with a bare error, and was then fetch_failed, a
+// fetch's code. The line says to which registry. A real docker-registry in
 // read-only mode (405 to every upload) is a registry that takes no
 // pushes, to push elsewhere or have them allowed: it said "the registry
 // failed or refused the push … run the build again".
@@ -474,7 +473,7 @@ func TestImagePushRefused(t *testing.T) {
 			"--shim", imagetest.Shim(t), "--push", ro+"/acme/echo:1.0")
 		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000", "DOCKER_CONFIG="+t.TempDir())
 		r := runCmd(t, cmd)
-		if r.code != exitRefused || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "refused: fetch_failed: the push to the registry "+ro+" failed: cannot push to "+ro+"/acme/echo: ") ||
+		if r.code != exitRefused || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "refused: push_failed: the push to the registry "+ro+" failed: cannot push to "+ro+"/acme/echo: ") ||
 			!strings.Contains(r.stderr, "the registry takes no pushes, HTTP 405: it is read-only") || !strings.Contains(r.stderr, "push to a registry that takes them") {
 			t.Errorf("a read-only registry: %+v", r)
 		}
@@ -491,11 +490,11 @@ func TestImagePushRefused(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000", "DOCKER_CONFIG="+t.TempDir())
 		r := runCmd(t, cmd)
-		if r.code != exitRefused || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "refused: fetch_failed: the push to the registry "+host+" failed: cannot push to "+repo+": ") ||
+		if r.code != exitRefused || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "refused: push_failed: the push to the registry "+host+" failed: cannot push to "+repo+": ") ||
 			!strings.Contains(r.stderr, "not reached") || !strings.Contains(r.stderr, "run the build again") {
 			t.Errorf("json=%v: %+v", asJSON, r)
 		}
-		if asJSON && !strings.Contains(r.stdout, `"code": "fetch_failed"`) {
+		if asJSON && !strings.Contains(r.stdout, `"code": "push_failed"`) {
 			t.Errorf("json: %s", r.stdout)
 		}
 	}
