@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -23,8 +24,9 @@ func init() {
 			Name:      "register",
 			Usage:     "register an interface's JSON schema under its id",
 			UsageText: "cruxprov interface register ID --schema F",
-			Description: "Records ID → sha256 of the RFC 8785 form of the schema. The same schema again is a\n" +
-				"no-op; another schema under a registered id is refused (interface_digest_mismatch).\n" +
+			Description: "Records ID → sha256 of the RFC 8785 form of the schema. The same schema again\n" +
+				"changes nothing and says so (\"already registered\"; \"already\": true in --json; exit 0);\n" +
+				"another schema under a registered id is refused (interface_digest_mismatch).\n" +
 				"A schema is at most 1 MiB (larger: interface_invalid). A schema whose own \"id\" or\n" +
 				"\"$id\" names another interface id than ID is refused (interface_invalid).\n\n" +
 				"Example:\n   cruxprov interface register cruxible.echo/v1 --schema echo.schema.json",
@@ -42,16 +44,38 @@ func init() {
 				if err != nil {
 					return usagef("--schema %s: %v", c.String("schema"), unwrapPath(err))
 				}
-				if _, err := digest.InterfaceDigest(b); err != nil {
+				d, err := digest.InterfaceDigest(b)
+				if err != nil {
 					// Not a schema at all: the wrong file, not another
 					// schema under a registered id.
 					return usagef("--schema %s is not a JSON document RFC 8785 can canonicalize: %v", c.String("schema"), err)
+				}
+				// The same schema registered already under this id (the
+				// command run again): nothing to record, and said so, as
+				// policy set and key trust say it. It printed the first
+				// registration's line as if it had just made it.
+				l, err := reg.Interfaces(c.Context)
+				if err != nil {
+					return err
+				}
+				for _, it := range l {
+					if it.ID == c.Args().First() && it.Digest == d {
+						return o.emit("cruxprov.interface.register/v1", struct {
+							registry.Interface
+							Already bool `json:"already"`
+						}{it, true}, func(w io.Writer) {
+							fmt.Fprintf(w, "already registered %s %s (at %s): nothing changed\n", it.ID, it.Digest, it.RegisteredAt.UTC().Format(time.RFC3339))
+						})
+					}
 				}
 				it, err := reg.RegisterInterface(c.Context, c.Args().First(), b)
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.interface.register/v1", it, func(w io.Writer) {
+				return o.emit("cruxprov.interface.register/v1", struct {
+					*registry.Interface
+					Already bool `json:"already"`
+				}{it, false}, func(w io.Writer) {
 					fmt.Fprintf(w, "%s %s\n", it.ID, it.Digest)
 				})
 			},
