@@ -553,6 +553,16 @@ func (o *opts) homeFlag() string {
 	return " --home " + shellQuote(o.home)
 }
 
+// homeArgs is a command line naming the store this command acts on as
+// it was given (--home, when given), for renderRemedy to render a remedy
+// met outside a refusal (a note) for that store.
+func (o *opts) homeArgs() []string {
+	if !o.homeGiven {
+		return []string{"cruxprov"}
+	}
+	return []string{"cruxprov", "--home", o.home}
+}
+
 // line prints s on stderr: above the progress bars while they are drawn
 // (a line written under them would be drawn over).
 func (o *opts) line(s string) {

@@ -110,7 +110,7 @@ func init() {
 				plan.Stale, _ = cur.stale(c.Context, cs)
 				note := ""
 				if !o.json && plan.Action == registry.ActionUpdate && cs.Status.State == registry.StateProposed && !plan.Stale && b.pin != nil && !b.pin.Retired && planChanges(plan) == 0 {
-					note = noChangeNote(c.Context, reg, cs.Scope())
+					note = noChangeNote(c.Context, o, reg, cs.Scope())
 				}
 				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan, note) })
 			},
@@ -338,8 +338,10 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan, note strin
 // pin again, which a pin that does not run now needs; why it does not
 // is what verify finds (an approval expired, its key untrusted since, a
 // threshold raised): the note blamed a threshold raised since whatever
-// the reason, or when the pin ran as it was.
-func noChangeNote(ctx context.Context, reg registry.Reader, provider string) string {
+// the reason, or when the pin ran as it was. An approval expired is
+// renewed instead (verify's remedy, rendered for o's store), which needs
+// no new revision.
+func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider string) string {
 	const again = "approving it only approves the accepted pin again"
 	_, err := registry.VerifyPin(ctx, reg, "", provider, nowFunc())
 	if err == nil {
@@ -349,6 +351,14 @@ func noChangeNote(ctx context.Context, reg registry.Reader, provider string) str
 	var r *refusal.Error
 	if errors.As(err, &r) {
 		detail = string(r.Code) + ": " + r.Message()
+	}
+	if rem := refusal.RemedyOf(err); rem != nil && rem.Action == refusal.ActionRenewApproval {
+		// Approvals expired (pin_expired): renewing them (verify's
+		// advice, the same remedy) makes the accepted pin run again at
+		// its revision. This change-set is not needed for that; the note
+		// advised approving it, a new revision of the same pin.
+		return again + ", which does not run now: " + detail + ". Renew the expired approval instead, which makes the accepted pin run again as it is: " +
+			renderRemedy(rem, o.homeArgs()) + "; and reject this change-set"
 	}
 	if !registry.NotRunnable(err) {
 		// Not a state of the pin but a break: approving changes nothing

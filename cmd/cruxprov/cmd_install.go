@@ -219,7 +219,7 @@ func installAction(c *cli.Context) error {
 			}
 			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
 			if same {
-				fmt.Fprintf(w, "it changes nothing in %s's accepted pin (revision %d): %s\n", p.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, reg, p.Name))
+				fmt.Fprintf(w, "it changes nothing in %s's accepted pin (revision %d): %s\n", p.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, o, reg, p.Name))
 			}
 			return
 		}
