@@ -222,18 +222,6 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 // has another id: registry_corrupt, where VerifyPin would start a fresh
 // floor for it and accept it.
 func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time) (*Pin, error) {
-	return VerifyPinAccept(ctx, reg, id, stateDir, provider, now, nil)
-}
-
-// VerifyPinAccept is VerifyPinFrom whose caller checks the verified pin
-// further before it counts as accepted: accept (when not nil) runs once
-// every check of the pin has passed, before the floor is raised, and an
-// error it returns is returned as it is (with a nil pin) and raises no
-// floor. A verifier's further checks that refuse (an entrypoint the pin
-// does not have, a protocol it does not speak) so leave its state
-// directory as they found it: before, such a refusal under a new
-// --state-dir made DIR/floors and the floor in it.
-func VerifyPinAccept(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time, accept func(*Pin) error) (*Pin, error) {
 	release, err := readLock(ctx, reg)
 	if err != nil {
 		return nil, err
@@ -355,11 +343,6 @@ func VerifyPinAccept(ctx context.Context, reg Reader, id digest.Digest, stateDir
 	// what it is.
 	if err := matchRecorded(p, last, rec.Approved); err != nil {
 		return nil, err
-	}
-	if accept != nil {
-		if err := accept(p); err != nil {
-			return nil, err
-		}
 	}
 	if stateDir != "" && len(chain) > 0 {
 		nf := &Floor{Format: FloorFormat, Registry: chain[0], Providers: map[string]int64{}}

@@ -165,45 +165,27 @@ type Accepted struct {
 // (registry.VerifyPin: present, signed by trusted approvers up to the
 // threshold, not expired, not below the floor), not retired, the named
 // entrypoint in it (entrypoint_unknown), its protocol range including
-// ours (protocol_unsupported). The floor is raised only once all of these
-// have passed (registry.VerifyPinAccept): a refusal leaves the state
-// directory as it was (one not made yet is not made). The Accepted is
-// returned as far as it got (nil when the pin itself failed).
+// ours (protocol_unsupported). The Accepted is returned as far as it got
+// (nil when the pin itself failed).
 func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) (*Accepted, error) {
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()
 	}
-	var acc *Accepted
-	_, err := registry.VerifyPinAccept(ctx, reg, o.RegistryID, o.StateDir, name, now, func(pin *registry.Pin) error {
-		acc = &Accepted{Pin: pin, Spec: pin.ProviderSpec()}
-		return acc.check(name, o.Entrypoint)
-	})
-	if acc == nil {
+	pin, err := registry.VerifyPinFrom(ctx, reg, o.RegistryID, o.StateDir, name, now)
+	if err != nil {
 		return nil, err
 	}
-	// validUntil reads the registry again (its own VerifyPin at each
-	// expiry), so not under the lock VerifyPinAccept holds.
-	until, verr := validUntil(ctx, reg, name, acc.Pin, now)
-	if verr == nil {
-		acc.ValidUntil = until
-	}
-	if err != nil {
+	acc := &Accepted{Pin: pin, Spec: pin.ProviderSpec()}
+	if acc.ValidUntil, err = validUntil(ctx, reg, name, pin, now); err != nil {
 		return acc, err
 	}
-	return acc, verr
-}
-
-// check is what CheckPin asks of a verified pin beyond its signatures:
-// not retired, the entrypoint (when one is named) in it, its protocol
-// range including ours.
-func (acc *Accepted) check(name, entrypoint string) error {
 	if acc.Spec == nil {
-		return refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
+		return acc, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
 	}
-	if entrypoint != "" {
+	if o.Entrypoint != "" {
 		for i := range acc.Spec.Entrypoints {
-			if acc.Spec.Entrypoints[i].Name == entrypoint {
+			if acc.Spec.Entrypoints[i].Name == o.Entrypoint {
 				acc.Entrypoint = &acc.Spec.Entrypoints[i]
 			}
 		}
@@ -214,13 +196,13 @@ func (acc *Accepted) check(name, entrypoint string) error {
 				names = append(names, e.Name)
 			}
 			slices.Sort(names)
-			return refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, acc.Pin.Revision, entrypoint, strings.Join(names, ", ")).WithRemedy(refusal.ActionNameEntrypoint, entrypoint)
+			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, strings.Join(names, ", ")).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
 		}
 	}
 	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
-		return refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
+		return acc, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
 	}
-	return nil
+	return acc, nil
 }
 
 // validUntil is the earliest approval expiry after now at which the pin,
