@@ -265,8 +265,14 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	if err != nil {
 		return nil, err
 	}
-	if p.Retired {
-		return nil, refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d: it runs again once proposed again and approved", provider, p.Revision).WithRemedy(refusal.ActionPropose, provider)
+	// A retired provider's pin is checked as any other before it is
+	// refused for being retired, so that a verifier keeps the
+	// retirement: its floor moves to the retirement's revision, and a
+	// registry put back to before it (a backup, a replay) is refused
+	// pin_rollback instead of running the retired provider again. Before,
+	// the retirement was refused at once and raised no floor.
+	retired := func() error {
+		return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d: it runs again once proposed again and approved", provider, p.Revision).WithRemedy(refusal.ActionPropose, provider)
 	}
 	if floor != nil && p.Revision < floor.Providers[provider] {
 		return nil, refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
@@ -307,6 +313,12 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
+	if th := t.Policy.Threshold; n < th && p.Retired && (why == nil || errors.As(why, new(untrustedKey)) || refusal.CodeOf(why) == refusal.PinExpired) {
+		// A retirement whose approvals expired or fell short since is
+		// still a retirement, refused as one; its floor is not raised
+		// (what is short of the threshold now raises none).
+		return nil, retired()
+	}
 	if th := t.Policy.Threshold; n < th {
 		var uk untrustedKey
 		switch {
@@ -360,6 +372,9 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 				return nil, err
 			}
 		}
+	}
+	if p.Retired {
+		return nil, retired()
 	}
 	return p, nil
 }
