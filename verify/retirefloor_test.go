@@ -19,8 +19,9 @@ import (
 // attacker's replay) is refused pin_rollback rather than running the
 // retired provider again: rollback protection is for the newest state a
 // verifier saw, as TUF's client keeps the newest metadata it verified
-// whatever it then looked up. A change that raised the floor only for
-// pins that passed every check of the caller let this replay run.
+// whatever it then looked up. Before, VerifyPin refused a retired pin
+// before checking it and raised no floor, so this replay ran the retired
+// provider again.
 func TestRetirementRaisesTheFloor(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
