@@ -372,14 +372,17 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	// The staging env and the venv, then the wheels' members.
 	// From here on a full disk, or one out of inodes, is said as such
 	// (diskFull) wherever it strikes: the check passed, so another
-	// process took the room meanwhile, or the estimate missed.
+	// process took the room meanwhile, or the estimate missed. Until the
+	// install and bytecode are over the caches' new entries (need.cache)
+	// are written too: leaving them out is advised with freeing space.
+	writesCache := need.cache != (usage{})
 	staging, err = mkdirStaging(staging)
 	if err != nil {
-		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env"))
+		return diskFull(where, st.Home(), writesCache, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env"))
 	}
 	scripts, err := writeVenv(staging, dir, in, l)
 	if err != nil {
-		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv"))
+		return diskFull(where, st.Home(), writesCache, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv"))
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
@@ -404,7 +407,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
 	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, cacheTmp, jobs, emit, req.warn, written); err != nil {
-		return err
+		return diskFull(where, st.Home(), writesCache, err)
 	}
 	commitCache(st.Home(), wheels)
 	t1 := time.Now()
@@ -446,8 +449,8 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		res.Timings.CompileCPU = bc.cpu
 		if err != nil {
 			// A disk filled while the bytecode was written is said as
-			// the install's is, with gc to free it.
-			return diskFull(filepath.Dir(staging), st.Home(), err)
+			// the install's is, with the same remedies.
+			return diskFull(filepath.Dir(staging), st.Home(), writesCache, err)
 		}
 	}
 	t2 := time.Now()
@@ -467,7 +470,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return diskFull(filepath.Dir(staging), st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env"))
+		return diskFull(filepath.Dir(staging), st.Home(), false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env"))
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -506,7 +509,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err != nil {
 		// The seal and stat index are the last files written: a disk
 		// filled (or out of inodes) by then is said as the install's is.
-		return diskFull(where, st.Home(), refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env"))
+		return diskFull(where, st.Home(), false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env"))
 	}
 	if aside != "" {
 		_ = removeTree(aside) // debris the next create removes if this fails

@@ -549,3 +549,61 @@ func TestShortDiskRefusalNeverSaysNothing(t *testing.T) {
 		t.Fatalf("want the free-space refusal in KiB, got %v", err)
 	}
 }
+
+// TestCreateOutOfSpaceMidwayAdvisesNoCache: space another process takes
+// while the create installs (after the check passed) ends it with the
+// out-of-space refusal whose remedies, where the create was writing the
+// unpacked-wheel cache's new entries, are the create without the caches
+// (no_cache) or freeing space (gc, Remedy.Or), as the up-front check's
+// are; it advised gc alone. With NoCache, gc alone.
+func TestCreateOutOfSpaceMidwayAdvisesNoCache(t *testing.T) {
+	for _, noCache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noCache=%v", noCache), func(t *testing.T) {
+			st, mnt := tmpfsHome(t, "16m")
+			req := request(t, manyFilesWheel(t, st, "many", 300))
+			req.NoCache = noCache
+			var once sync.Once
+			req.Events = func(e Event) {
+				if e.Stage == "wheel" { // past the check: the wheel's batches are queued
+					once.Do(func() { fillBlocks(t, mnt) })
+				}
+			}
+			r, err := Create(context.Background(), st, req)
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "ran out of space while the env was built") {
+				t.Fatalf("want the out-of-space refusal, got %v (result %+v)", err, r)
+			}
+			rem := refusal.RemedyOf(err)
+			switch {
+			case rem == nil:
+				t.Fatal("no remedy")
+			case noCache && (rem.Action != refusal.ActionGC || rem.Or != nil):
+				t.Errorf("with NoCache: remedy %s (or %+v), want gc alone", rem.Action, rem.Or)
+			case !noCache && (rem.Action != refusal.ActionNoCache || rem.Or == nil || rem.Or.Action != refusal.ActionGC):
+				t.Errorf("writing the cache: remedy %s (or %+v), want no_cache or gc", rem.Action, rem.Or)
+			case !noCache && !strings.Contains(err.Error(), "without the store's caches"):
+				t.Errorf("writing the cache, the refusal does not say the caches can be left out: %v", err)
+			}
+		})
+	}
+}
+
+// fillBlocks writes a file below mnt until its file system has no byte
+// left.
+func fillBlocks(t *testing.T, mnt string) {
+	f, err := os.Create(filepath.Join(mnt, "filler"))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for len(chunk) > 0 {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Error(err)
+				return
+			}
+			chunk = chunk[:len(chunk)/2]
+		}
+	}
+}

@@ -152,7 +152,7 @@ func outsideStore(home, dir string) bool {
 // set, as soon as they are on disk (the bytecode stage compiles them
 // while the install goes on); its error stops the install. The free space
 // was checked before (checkDisk): a disk that fills anyway (another
-// process wrote to it) is reported as such (diskFull).
+// process wrote to it) is for the caller to report as such (diskFull).
 //
 // A refusal opening a wheel wins over an error installing another; an
 // error cancels the rest.
@@ -226,19 +226,23 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 	}
 	for _, err := range installErrs {
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return diskFull(filepath.Dir(ins.root), st.Home(), err)
+			return err
 		}
 	}
 	if err := errors.Join(openErr, errors.Join(installErrs...)); err != nil {
 		return err
 	}
-	return diskFull(filepath.Dir(ins.root), st.Home(), parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) }))
+	return parallel(ctx, len(js), jobs, func(i int) error { return ins.finish(js[i]) })
 }
 
 // diskFull rewords an install error caused by a full disk as such. The
 // free space was checked before the install started (checkDisk), so this
 // is a disk another process filled meanwhile, or one the estimate missed.
-func diskFull(dir, home string, err error) error {
+// Where the create was writing the caches' new entries in the store
+// (cache), their room is part of what ran out: its remedy is the create
+// without the store's caches (ActionNoCache), with freeing space
+// (ActionGC) as the other, as checkDisk's; else freeing space alone.
+func diskFull(dir, home string, cache bool, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
@@ -262,7 +266,12 @@ func diskFull(dir, home string, err error) error {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); %s or build elsewhere", filepath.Clean(dir), space, free, todo)
 	}
 	dir = home
-	return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free, todo).WithRemedy(refusal.ActionGC, "")
+	full := refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free, todo)
+	if !cache {
+		return full.WithRemedy(refusal.ActionGC, "")
+	}
+	full.Detail += "; or create it without the store's caches, whose new entries it was writing too: the env without them takes less room (it is the same env)"
+	return full.WithRemedy(refusal.ActionNoCache, "").OrRemedy(refusal.ActionGC, "")
 }
 
 // readWheel opens f, p's blob of size bytes (checked against p's sha256:
