@@ -208,7 +208,13 @@ func slotOf(w *wheel.Wheel, path string) *cacheSlot {
 // damaged or was put there: it is removed, with a warning naming it and
 // what was wrong, as an entry whose bytes differ from RECORD is
 // (discardDamaged); it was replaced silently. An unreadable one (a store
-// of another user's) is left alone and not used.
+// of another user's) is left alone and not used. One of the right size
+// whose mode is not 0444 (made writable: the cache writes every entry
+// read-only) is set back to 0444 and used, with a warning saying so: its
+// bytes are checked against RECORD as they are read, as any entry's, so
+// it is no less sound than another, and a damaged one is discarded then;
+// one this process cannot set back is removed as a damaged one is (it
+// was used silently).
 func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel, warn func(string)) error {
 	dir := filepath.Join(home, filepath.FromSlash(UnpackedCacheDir))
 	s := slotOf(o.w, filepath.Join(dir, p.SHA256.Hex()))
@@ -219,7 +225,17 @@ func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel, warn 
 		var st unix.Stat_t
 		ferr := unix.Fstat(int(f.Fd()), &st)
 		switch {
+		case ferr == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total && st.Mode&07777 == 0o444:
+			s.src = f
+			o.cache = s
+			return nil
 		case ferr == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == s.total:
+			mode := fmt.Sprintf("mode %04o, not the 0444 the cache writes", st.Mode&07777)
+			if cerr := unix.Fchmod(int(f.Fd()), 0o444); cerr != nil {
+				wrong = mode + ", and it cannot be set back (" + cerr.Error() + ")"
+				break
+			}
+			warn(fmt.Sprintf("the unpacked-wheel cache entry %s had %s; set it back to 0444: its bytes are checked against the wheel's RECORD as they are read", s.path, mode))
 			s.src = f
 			o.cache = s
 			return nil

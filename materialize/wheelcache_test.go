@@ -108,7 +108,12 @@ func TestUnpackedCacheDamage(t *testing.T) {
 		t.Fatal("member bytes not found in the cache entry")
 	}
 	write := func(b []byte) func() error {
-		return func() error { return os.WriteFile(entry, b, 0o444) }
+		return func() error {
+			if err := os.WriteFile(entry, b, 0o444); err != nil {
+				return err
+			}
+			return os.Chmod(entry, 0o444) // whatever the umask: of the mode the cache writes
+		}
 	}
 	sized := fmt.Sprintf(" bytes, the wheel's members are %d", len(good))
 	for _, tc := range []struct {
@@ -163,6 +168,85 @@ func TestUnpackedCacheDamage(t *testing.T) {
 	if b, err := os.ReadFile(entry); err != nil || !bytes.Equal(b, good) {
 		t.Fatalf("entry not rewritten: %v", err)
 	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings on a good cache: %q", warnings)
+	}
+}
+
+// TestUnpackedCacheWrongMode: an entry of the right size made writable
+// (mode 0644, where the cache writes 0444) is set back to 0444 with a
+// warning naming it and its mode, and read as any entry is (the same
+// file, not rewritten: its bytes are checked against RECORD as they are
+// read); it was used silently, writable. Writable and with a byte
+// flipped, it is warned of for both, and replaced as a damaged entry is.
+func TestUnpackedCacheWrongMode(t *testing.T) {
+	st := newStore(t)
+	w := putDemo(t, st)
+	req := request(t, w)
+	var warnings []string
+	req.Warn = func(s string) { warnings = append(warnings, s) }
+	first, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := unpackedEntry(st, w)
+	good, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := func() uint64 {
+		var s unix.Stat_t
+		if err := unix.Stat(entry, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Mode&07777 != 0o444 {
+			t.Errorf("the entry's mode is %04o, want 0444", s.Mode&07777)
+		}
+		return s.Ino
+	}
+	before := ino()
+	if err := os.Chmod(entry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnings = nil
+	r := recreate(t, st, req, first)
+	if r.TreeDigest != first.TreeDigest {
+		t.Fatalf("tree %s, want %s", r.TreeDigest, first.TreeDigest)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "cache entry "+entry+" had mode 0644, not the 0444 the cache writes; set it back to 0444") {
+		t.Fatalf("warnings %q, want one naming %s and its mode", warnings, entry)
+	}
+	if ino() != before {
+		t.Error("the entry was rewritten, not set back")
+	}
+
+	// Writable and damaged: both said, and the entry replaced.
+	i := bytes.Index(good, []byte("VALUE = 42"))
+	bad := append(append(bytes.Clone(good[:i+9]), '3'), good[i+10:]...)
+	if err := os.Chmod(entry, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	warnings = nil
+	r = recreate(t, st, req, r)
+	if r.TreeDigest != first.TreeDigest {
+		t.Fatalf("tree %s, want %s", r.TreeDigest, first.TreeDigest)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], " had mode 0644") || !strings.Contains(warnings[1], entry+" is damaged: ") {
+		t.Fatalf("warnings %q, want the mode's, then the damage's", warnings)
+	}
+	if _, err := os.Lstat(entry); err == nil {
+		t.Fatal("the damaged entry is still there")
+	}
+	// The next create writes it again, read-only, warning about nothing.
+	warnings = nil
+	recreate(t, st, req, r)
+	if b, err := os.ReadFile(entry); err != nil || !bytes.Equal(b, good) {
+		t.Fatalf("entry not rewritten: %v", err)
+	}
+	ino()
 	if len(warnings) != 0 {
 		t.Errorf("warnings on a good cache: %q", warnings)
 	}
@@ -232,6 +316,9 @@ func TestUnpackedCacheSeveralDamaged(t *testing.T) {
 		if err := os.WriteFile(e, bad, 0o444); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chmod(e, 0o444); err != nil { // damaged in place, not made writable
+			t.Fatal(err)
+		}
 	}
 	var warnings []string
 	req.Warn = func(s string) { warnings = append(warnings, s) }
@@ -290,6 +377,9 @@ func TestTreeDiscardsDamagedEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(entry, append(append(bytes.Clone(b[:i+9]), '3'), b[i+10:]...), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(entry, 0o444); err != nil { // damaged in place, not made writable
 		t.Fatal(err)
 	}
 	var warnings []string
