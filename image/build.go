@@ -126,8 +126,11 @@ type Options struct {
 	// one.
 	Output string
 	Push   string
-	// Repo is the repository the signature names (docker-reference);
-	// "" means Push's, or localhost/<provider name> for a layout alone.
+	// Repo is the repository the signature names (docker-reference),
+	// as a reference's repository is read (RepoName: acme/echo signs for
+	// index.docker.io/acme/echo, as a verifier of docker.io/acme/echo@…
+	// reads it); "" means Push's, or localhost/<provider name> for a
+	// layout alone.
 	// With Push it must be Push's repository (SignedRepo): a verifier
 	// of the pushed image holds its signature to where it was pulled.
 	Repo string
@@ -264,6 +267,14 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	if push == nil && repo != "" {
+		// As a verifier reads it from a reference (acme/echo is
+		// index.docker.io/acme/echo): signed as typed, it was refused
+		// by a verifier of docker.io/acme/echo@DIGEST.
+		if repo, err = RepoName(repo); err != nil {
+			return nil, err
+		}
+	}
 	if repo == "" {
 		repo = "localhost/" + m.Name
 	}
@@ -387,6 +398,31 @@ func SignedRepo(push name.Repository, repo string) (string, error) {
 	}
 	return "", fmt.Errorf("the signature would name the repository %s, and the image is pushed to %s: a signature names the repository the image is pushed to (every verifier of %s@DIGEST refuses one for %s), so name %s or none (it is the push's), or push to %s",
 		repo, push.Name(), push.Name(), repo, push.Name(), repo)
+}
+
+// RepoName is the repository s names as a reference's repository is read
+// (name.NewRepository: acme/echo and docker.io/acme/echo are both
+// index.docker.io/acme/echo), the name a signature's docker-reference
+// gives and is compared by, so that one repository in any spelling
+// compares equal and two never do. s that is no repository is an error
+// saying so.
+func RepoName(s string) (string, error) {
+	r, err := name.NewRepository(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a repository (such as registry.example/acme/echo): %v", s, err)
+	}
+	return r.Name(), nil
+}
+
+// sameRepo reports whether a and b name one repository (RepoName), or,
+// either being none, are the same string.
+func sameRepo(a, b string) bool {
+	na, aerr := RepoName(a)
+	nb, berr := RepoName(b)
+	if aerr != nil || berr != nil {
+		return a == b
+	}
+	return na == nb
 }
 
 // ParsePush parses a push destination (Options.Push), REPO or REPO:TAG, into the repository

@@ -29,6 +29,8 @@ type VerifyOptions struct {
 	// Repo is the repository the signature must name (its
 	// docker-reference, which cosign never checks); "" means the
 	// registry reference's own repository, and no check for a layout.
+	// Both are compared as repositories (RepoName): acme/echo and
+	// docker.io/acme/echo are one.
 	Repo string
 	// Platform picks one platform of an index ("" checks every one).
 	Platform string
@@ -247,7 +249,7 @@ func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.Pub
 			why = append(why, fmt.Sprintf("a signed payload for %s", p.Critical.Image.DockerManifestDigest))
 			continue
 		}
-		if repo != "" && p.Critical.Identity.DockerReference != repo {
+		if repo != "" && !sameRepo(p.Critical.Identity.DockerReference, repo) {
 			why = append(why, fmt.Sprintf("a signature for the repository %s, not %s", p.Critical.Identity.DockerReference, repo))
 			continue
 		}

@@ -147,6 +147,11 @@ func imageBuild(c *cli.Context) error {
 			}
 		}
 	}
+	if r := c.String("repo"); r != "" && c.String("push") == "" {
+		if _, err := image.RepoName(r); err != nil {
+			return usagef("--repo: %v", err)
+		}
+	}
 	if c.String("index") == "" && !c.Bool("offline") {
 		return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
 	}
@@ -321,6 +326,11 @@ func imageVerify(c *cli.Context) error {
 	}
 	if len(c.StringSlice("key")) == 0 {
 		return usagef("--key PUB is required (a trusted builder's public key)")
+	}
+	if r := c.String("repo"); r != "" {
+		if _, err := image.RepoName(r); err != nil {
+			return usagef("--repo: %v", err)
+		}
 	}
 	vo := image.VerifyOptions{
 		Repo: c.String("repo"), Platform: c.String("platform"), SkipBlobs: c.Bool("skip-blobs"),

@@ -499,3 +499,29 @@ func TestImagePushRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestImageRepoNotARepository: --repo that is no repository (uppercase, a
+// tag) is a usage error of image build (for a layout) and image verify,
+// before anything is read: a layout was signed for it as typed, a
+// signature no verifier could hold to a reference, and verify refused
+// every signature for it.
+func TestImageRepoNotARepository(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	pub := filepath.Join(dir, "builder.pub")
+	os.WriteFile(pub, []byte("not read"), 0o644)
+	for _, repo := range []string{"Acme/Echo", "acme/echo:1.0"} {
+		r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"),
+			"--builder-id", "https://ci.example/builder", "--repo", repo)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --repo: \""+repo+"\" is not a repository") {
+			t.Errorf("image build --repo %q: %+v", repo, r)
+		}
+		r = cruxprov(t, "image", "verify", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--key", pub, "--repo", repo)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --repo: \""+repo+"\" is not a repository") {
+			t.Errorf("image verify --repo %q: %+v", repo, r)
+		}
+	}
+}
