@@ -564,11 +564,15 @@ func (o *opts) homeArgs() []string {
 }
 
 // line prints s on stderr: above the progress bars while they are drawn
-// (a line written under them would be drawn over).
+// (a line written under them would be drawn over). The bars' container
+// writes such a line only when it draws a bar: while it draws none (a
+// warm store, nothing to download) the line goes to stderr itself; it
+// was dropped.
 func (o *opts) line(s string) {
-	if pr := o.bars.Load(); pr != nil {
-		fmt.Fprintln(pr.p, s)
-		return
+	if pr := o.bars.Load(); pr != nil && pr.drawing() {
+		if _, err := fmt.Fprintln(pr.p, s); err == nil {
+			return
+		}
 	}
 	fmt.Fprintln(o.stderr, s)
 }

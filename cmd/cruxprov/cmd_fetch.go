@@ -315,6 +315,14 @@ func barsOn(ctx context.Context, w io.Writer) *mpb.Progress {
 	return mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithWidth(32))
 }
 
+// drawing reports whether a bar is drawn: the total's, from the plan on,
+// or a download's.
+func (pr *progress) drawing() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.total != nil || len(pr.bars) > 0
+}
+
 func (pr *progress) event(e fetch.Event) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()

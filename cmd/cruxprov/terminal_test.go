@@ -206,3 +206,50 @@ func TestWarningAboveTheBars(t *testing.T) {
 		t.Errorf("--json warnings: %q", o.warnings)
 	}
 }
+
+// TestWarningWithoutBars: a warning said on a terminal while the progress
+// container is up but draws no bar (a warm store: nothing to download)
+// reaches the terminal. Walking store.md as cruxprov-rootless, env create
+// over a writable unpacked-cache entry said its warning under --json and
+// through a pipe, and nothing on a terminal (script -qec): it was written
+// into the bars' container, which flushes what is written to it only
+// when it draws a bar, and dropped it.
+func TestWarningWithoutBars(t *testing.T) {
+	for _, size := range []unix.Winsize{{Col: 100, Row: 30}, {}} { // {}: script -qec's, run without a terminal
+		t.Run(fmt.Sprintf("%dx%d", size.Col, size.Row), func(t *testing.T) { warnWithoutBars(t, size) })
+	}
+}
+
+func warnWithoutBars(t *testing.T, size unix.Winsize) {
+	ptmx, pts := ptyPair(t)
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &size); err != nil {
+		t.Skipf("TIOCSWINSZ: %v", err)
+	}
+	const msg = "the unpacked-wheel cache entry E had mode 0644, not the 0444 the cache writes"
+	read := make(chan string, 1)
+	go func() {
+		var all []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil || bytes.Contains(all, []byte(msg)) {
+				read <- string(all)
+				return
+			}
+		}
+	}()
+	o := &opts{stderr: pts}
+	pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
+	o.bars.Store(pr)
+	o.warn(msg)
+	pr.wait(true)
+	select {
+	case out := <-read:
+		if !strings.Contains(out, "warning: "+msg) {
+			t.Errorf("the terminal shows %q", out)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no warning on the terminal")
+	}
+}
