@@ -403,7 +403,14 @@ func floorAdvice(err error) string {
 	}
 	switch {
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		return "; this verifier's floors are kept in its state directory: make " + fe.Path + " writable by this user, or give --state-dir a directory it can write"
+		// A floors directory not made yet is made in its parent, which is
+		// what must be writable: the advice named the floors directory,
+		// which is not there to be made writable.
+		dir := fe.Path
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Op == "mkdir" {
+			dir = filepath.Dir(pe.Path)
+		}
+		return "; this verifier's floors are kept in its state directory: make " + shellQuote(dir) + " writable by this user, or give --state-dir a directory it can write"
 	case errors.Is(err, syscall.EROFS):
 		return "; this verifier's floors are kept in its state directory, on a read-only file system: give --state-dir a directory on another"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
