@@ -105,8 +105,16 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 	m := map[string]string{}
 	for _, s := range specs {
 		ref, src, ok := strings.Cut(s, "=")
-		if !ok || ref == "" || (!strings.HasPrefix(src, "@") && !strings.HasPrefix(src, "env:")) {
-			return nil, usagef("--secret %q: want REF=@FILE or REF=env:VAR", strings.SplitN(s, "=", 2)[0]+"=…")
+		switch {
+		case s == "":
+			return nil, usagef("--secret is empty: want REF=@FILE or REF=env:VAR")
+		case !ok:
+			// No source at all: it read "REF=…", as if one had been given
+			// and hidden.
+			return nil, usagef("--secret %q names no source: want %s=@FILE or %s=env:VAR", s, s, s)
+		case ref == "" || (!strings.HasPrefix(src, "@") && !strings.HasPrefix(src, "env:")):
+			// What follows = is not shown: it may be the secret itself.
+			return nil, usagef("--secret %q: want REF=@FILE or REF=env:VAR (what follows = is not shown, as it may be the secret itself)", ref+"=…")
 		}
 		m[ref] = src
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,24 @@ func TestRunSecretNotForwarded(t *testing.T) {
 		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --allow-env ACME_TOKEN: it holds the secret acme/api-token") ||
 			strings.Count(r.stderr, "\n") != 1 || strings.Contains(r.stdout+r.stderr, "s3cret") {
 			t.Errorf("%s: %+v", backend, r)
+		}
+	}
+}
+
+// TestSecretSpecUsage: --secret acme/api-token, with no =@FILE or
+// =env:VAR, was a usage error quoting "acme/api-token=…", as if a source
+// had been given and hidden. It now says no source was named; what
+// follows an = that is not a source stays hidden (it may be the secret).
+func TestSecretSpecUsage(t *testing.T) {
+	for _, c := range []struct{ spec, want, not string }{
+		{"acme/api-token", `--secret "acme/api-token" names no source: want acme/api-token=@FILE or acme/api-token=env:VAR`, "=…"},
+		{"acme/api-token=s3cr3t", `--secret "acme/api-token=…": want REF=@FILE or REF=env:VAR`, "s3cr3t"},
+		{"=@token", `--secret "=…": want REF=@FILE or REF=env:VAR`, "token"},
+		{"", "--secret is empty", "=…"},
+	} {
+		_, err := secretResolver([]string{c.spec})
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.not) || !errors.As(err, new(*usageError)) {
+			t.Errorf("--secret %q: %v", c.spec, err)
 		}
 	}
 }
