@@ -135,14 +135,27 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 			if err != nil {
 				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s", ref)
 			}
+			if !utf8.Valid(b) {
+				return "", notUTF8(ref, f)
+			}
 			return strings.TrimSuffix(string(b), "\n"), nil
 		}
 		v, ok := os.LookupEnv(strings.TrimPrefix(src, "env:"))
 		if !ok {
 			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set", ref, src)
 		}
+		if !utf8.ValidString(v) {
+			return "", notUTF8(ref, src)
+		}
 		return v, nil
 	}, nil
+}
+
+// notUTF8 refuses a secret whose source does not hold UTF-8 text, naming
+// the source: invoke's own refusal names only the ref, which left the
+// file or variable to be guessed.
+func notUTF8(ref, src string) error {
+	return refusal.New(refusal.SecretUnresolved, "secret %s: %s is not valid UTF-8 text (the bundle on fd 3 is JSON text)", ref, src)
 }
 
 // secretNotForwarded refuses an --allow-env naming the variable a --secret

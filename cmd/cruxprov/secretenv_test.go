@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // TestRunSecretNotForwarded: --allow-env naming the variable a --secret
@@ -44,6 +46,28 @@ func TestSecretSpecUsage(t *testing.T) {
 		_, err := secretResolver([]string{c.spec})
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), c.not) || !errors.As(err, new(*usageError)) {
 			t.Errorf("--secret %q: %v", c.spec, err)
+		}
+	}
+}
+
+// TestSecretNotUTF8NamesItsSource: a --secret REF=@FILE whose file is not
+// UTF-8 was refused "secret \"REF\" is not valid UTF-8 text", naming
+// neither the file nor the variable it came from. It names it.
+func TestSecretNotUTF8NamesItsSource(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "bad.txt")
+	if err := os.WriteFile(f, []byte{0xff, 0xfe}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CRUXPROV_TEST_BAD_SECRET", "\xff")
+	for _, src := range []string{"@" + f, "env:CRUXPROV_TEST_BAD_SECRET"} {
+		resolve, err := secretResolver([]string{"acme/api-token=" + src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(src, "@")
+		_, err = resolve(t.Context(), "acme/api-token")
+		if refusal.CodeOf(err) != refusal.SecretUnresolved || !strings.Contains(err.Error(), "secret acme/api-token: "+name+" is not valid UTF-8 text") {
+			t.Errorf("%s: %v", src, err)
 		}
 	}
 }
