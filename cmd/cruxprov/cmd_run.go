@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -222,8 +223,15 @@ func runAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if !json.Valid(input) {
-		return usagef("--input: not one JSON document")
+	// Which --input, and why not: "--input: not one JSON document" said
+	// neither, for an empty stdin (a job whose pipe gave nothing) as for a
+	// typo in a file.
+	if len(bytes.TrimSpace(input)) == 0 {
+		return usagef("--input %s is empty: give one JSON document, {} for a request without input", c.String("input"))
+	}
+	var doc json.RawMessage
+	if err := json.Unmarshal(input, &doc); err != nil {
+		return usagef("--input %s: not one JSON document (%v)", c.String("input"), err)
 	}
 	if !utf8.Valid(input) {
 		// json.Valid takes any bytes inside a string: the harness could

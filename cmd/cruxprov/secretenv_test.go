@@ -71,3 +71,28 @@ func TestSecretNotUTF8NamesItsSource(t *testing.T) {
 		}
 	}
 }
+
+// TestRunInputNotJSONSaysWhy: an --input that is empty (a job's stdin that
+// gave nothing) or not JSON was "usage: --input: not one JSON document",
+// naming neither the input nor what was wrong. Exit 64, before any pin is
+// read.
+func TestRunInputNotJSONSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	empty, bad := filepath.Join(dir, "empty.json"), filepath.Join(dir, "bad.json")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
+	os.WriteFile(bad, []byte(`{"a": 1} {"b": 2}`), 0o600)
+	for _, c := range []struct{ in, stdin, want string }{
+		{empty, "", "usage: --input " + empty + " is empty: give one JSON document, {} for a request without input"},
+		{"-", "", "usage: --input - is empty: give one JSON document"},
+		{bad, "", "usage: --input " + bad + ": not one JSON document (invalid character '{' after top-level value)"},
+		{"-", `{"a": `, "usage: --input -: not one JSON document (unexpected end of JSON input)"},
+	} {
+		cmd := exec.Command(bin, "run", "acme-echo", "echo", "--input", c.in)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+		cmd.Stdin = strings.NewReader(c.stdin)
+		r := runCmd(t, cmd)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, c.want) {
+			t.Errorf("--input %s (stdin %q): %+v", c.in, c.stdin, r)
+		}
+	}
+}
