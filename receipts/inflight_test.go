@@ -217,7 +217,8 @@ func TestLedgerMovedAsideWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(path + ".old")
-	if _, err := l.Begin(context.Background(), testIntent("", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) || !strings.Contains(err.Error(), "moved or replaced") {
+	if _, err := l.Begin(context.Background(), testIntent("", "", "in")); !errors.Is(err, refusal.LedgerWriteFailed) || !strings.Contains(err.Error(), "moved or replaced") ||
+		!errors.As(err, new(*MovedError)) || err.Error() != "ledger_write_failed: "+(&MovedError{Path: path}).Error() {
 		t.Fatalf("Begin after the ledger was moved aside: %v", err)
 	}
 	if after, _ := os.ReadFile(path + ".old"); !bytes.Equal(before, after) {

@@ -535,10 +535,24 @@ func (l *Ledger) locked(ctx context.Context, fn func() error) error {
 	// are the new file's.
 	var at, open unix.Stat_t
 	if err := unix.Stat(l.side, &at); err != nil || unix.Fstat(l.fd, &open) != nil || at.Dev != open.Dev || at.Ino != open.Ino {
-		l.broken = refusal.New(refusal.LedgerWriteFailed, "receipts ledger %s was moved or replaced while this process had it open: nothing more is written to the file it had; open the ledger again", l.path)
+		moved := &MovedError{Path: l.path}
+		l.broken = refusal.Wrap(refusal.LedgerWriteFailed, moved, "%s", moved.Error())
 		return l.broken
 	}
 	return fn()
+}
+
+// MovedError is a Ledger's refusal once its path no longer names the
+// file it has open (moved aside or replaced): what it wrote before, an
+// intent whose outcome is then refused, say, is in the file that was
+// moved, not in the one at Path now. A caller tells it apart with
+// errors.As, never by its words.
+type MovedError struct {
+	Path string
+}
+
+func (e *MovedError) Error() string {
+	return "receipts ledger " + e.Path + " was moved or replaced while this process had it open: nothing more is written to the file it had; open the ledger again"
 }
 
 // append writes b (whole rows) with one write(2) at the end of the

@@ -502,7 +502,14 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string, show func(att
 			code, detail = r.Code, r.Message()
 		}
 		out.ReceiptError = &receiptError{Code: string(code), Detail: oneLine(detail)}
-		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %s), which shows the attempt as an orphan%s", code, detail, ledgerAdvice(unrecorded))
+		// The ledger at its path shows the attempt as an orphan, unless
+		// the file was moved or replaced during the run: the intent is
+		// then in the file moved away, and the one there has no trace.
+		orphan := "which shows the attempt as an orphan"
+		if me := (*receipts.MovedError)(nil); errors.As(unrecorded, &me) {
+			orphan = "and the attempt's intent, an orphan, is in the file that was moved away from " + me.Path + ", not in the one there now"
+		}
+		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %s), %s%s", code, detail, orphan, ledgerAdvice(unrecorded))
 	}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Replayed {

@@ -15,6 +15,8 @@ import (
 
 	"github.com/cruxible/cruxprov/fetch"
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // TestOneLineShowsNoControls: an error line carries what others wrote (a
@@ -251,5 +253,27 @@ func warnWithoutBars(t *testing.T, size unix.Winsize) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("no warning on the terminal")
+	}
+}
+
+// TestRunLedgerMovedLine: a ledger moved or replaced while a run went on
+// could not take its outcome, and the line said the ledger "shows the
+// attempt as an orphan": the file at the ledger's path now has no trace
+// of it, its intent being in the file moved away. It says where it is.
+func TestRunLedgerMovedLine(t *testing.T) {
+	var out, errb bytes.Buffer
+	o := &opts{stdout: &out, stderr: &errb}
+	res := &invoke.Result{AttemptID: "att_1", Status: invoke.StatusOK, Value: []byte(`{}`), Egress: []string{}}
+	show := func(a string) string { return "cruxprov receipts show " + a }
+	moved := &receipts.MovedError{Path: "/l.jsonl"}
+	err := emitRun(o, res, "acme-echo", "echo", "/l.jsonl", show, refusal.Wrap(refusal.LedgerWriteFailed, moved, "%s", moved.Error()))
+	if err == nil || strings.Contains(err.Error(), "which shows the attempt as an orphan") ||
+		!strings.Contains(err.Error(), "the attempt's intent, an orphan, is in the file that was moved away from /l.jsonl, not in the one there now") {
+		t.Errorf("moved: %v", err)
+	}
+	// Any other failure to write the outcome: the ledger there has the orphan.
+	err = emitRun(o, res, "acme-echo", "echo", "/l.jsonl", show, refusal.New(refusal.LedgerWriteFailed, "receipts ledger /l.jsonl failed to sync; open it again"))
+	if err == nil || !strings.Contains(err.Error(), "which shows the attempt as an orphan") {
+		t.Errorf("not moved: %v", err)
 	}
 }
