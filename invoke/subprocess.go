@@ -802,7 +802,7 @@ func settle(ctx context.Context, res *Result, why string, b Budgets, red *redact
 	case CodeOutputLimit:
 		res.Status, res.Error = StatusOutputLimit, &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("killed when stdout and stderr passed %d bytes", b.OutputBytes)}
 	case CodeCancelled:
-		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "the caller cancelled the run (" + ctx.Err().Error() + ")"}
+		res.Status, res.Error = StatusError, &Error{Code: CodeCancelled, Message: "the caller cancelled the run (" + context.Cause(ctx).Error() + ")"}
 	default:
 		parse()
 	}
