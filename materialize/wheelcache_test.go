@@ -80,21 +80,30 @@ func TestUnpackedCacheRoundTrip(t *testing.T) {
 	}
 }
 
+// createWarned creates the demo env in a new store, its warnings kept
+// in *warnings, and returns the store, the wheel, the request and the
+// env.
+func createWarned(t *testing.T, warnings *[]string) (*store.Store, lockfile.ResolvedWheel, Request, *Result) {
+	t.Helper()
+	st := newStore(t)
+	w := putDemo(t, st)
+	req := request(t, w)
+	req.Warn = func(s string) { *warnings = append(*warnings, s) }
+	first, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, w, req, first
+}
+
 // TestUnpackedCacheDamage: an entry whose bytes differ from RECORD (same
 // size), whose size is wrong, or that is not a regular file is never
 // installed from: the env is the same as from the archive, the bad entry
 // is gone, and a warning names it and what was wrong (an entry of the
 // wrong size, or not a regular file, was replaced silently).
 func TestUnpackedCacheDamage(t *testing.T) {
-	st := newStore(t)
-	w := putDemo(t, st)
-	req := request(t, w)
 	var warnings []string
-	req.Warn = func(s string) { warnings = append(warnings, s) }
-	first, err := Create(context.Background(), st, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, w, req, first := createWarned(t, &warnings)
 	if len(warnings) != 0 {
 		t.Fatalf("warnings of a create with no cache: %q", warnings)
 	}
@@ -180,15 +189,8 @@ func TestUnpackedCacheDamage(t *testing.T) {
 // read); it was used silently, writable. Writable and with a byte
 // flipped, it is warned of for both, and replaced as a damaged entry is.
 func TestUnpackedCacheWrongMode(t *testing.T) {
-	st := newStore(t)
-	w := putDemo(t, st)
-	req := request(t, w)
 	var warnings []string
-	req.Warn = func(s string) { warnings = append(warnings, s) }
-	first, err := Create(context.Background(), st, req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, w, req, first := createWarned(t, &warnings)
 	entry := unpackedEntry(st, w)
 	good, err := os.ReadFile(entry)
 	if err != nil {

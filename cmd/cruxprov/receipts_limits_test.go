@@ -670,23 +670,8 @@ func TestOwnLedgerNotAFile(t *testing.T) {
 func TestReceiptsListShowTolerateCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	ledger := filepath.Join(dir, "r.jsonl")
-	l, err := receipts.Open(context.Background(), ledger, receipts.Options{NoCheckpoint: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := digest.Sum([]byte("x")).String()
-	for _, id := range []string{"att_one", "att_two"} {
-		in := receipts.Intent{AttemptID: id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
-			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
-			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
-		if _, err := l.Begin(context.Background(), in); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l.Close()
+	writeReceipt(t, ledger, "att_one")
+	writeReceipt(t, ledger, "att_two")
 	st, err := os.Stat(ledger)
 	if err != nil {
 		t.Fatal(err)

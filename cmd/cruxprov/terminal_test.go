@@ -173,19 +173,7 @@ func TestWarningAboveTheBars(t *testing.T) {
 		t.Skipf("TIOCSWINSZ: %v", err)
 	}
 	const msg = "the unpacked-wheel cache entry E is damaged: 1 bytes, the wheel's members are 2"
-	read := make(chan string, 1)
-	go func() {
-		var all []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			all = append(all, buf[:n]...)
-			if err != nil || bytes.Contains(all, []byte(msg)) {
-				read <- string(all)
-				return
-			}
-		}
-	}()
+	read := readPtyUntil(ptmx, msg)
 	var stderr bytes.Buffer
 	o := &opts{stderr: &stderr}
 	pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
@@ -228,19 +216,7 @@ func warnWithoutBars(t *testing.T, size unix.Winsize) {
 		t.Skipf("TIOCSWINSZ: %v", err)
 	}
 	const msg = "the unpacked-wheel cache entry E had mode 0644, not the 0444 the cache writes"
-	read := make(chan string, 1)
-	go func() {
-		var all []byte
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			all = append(all, buf[:n]...)
-			if err != nil || bytes.Contains(all, []byte(msg)) {
-				read <- string(all)
-				return
-			}
-		}
-	}()
+	read := readPtyUntil(ptmx, msg)
 	o := &opts{stderr: pts}
 	pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: o}
 	o.bars.Store(pr)
@@ -276,4 +252,23 @@ func TestRunLedgerMovedLine(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "which shows the attempt as an orphan") {
 		t.Errorf("not moved: %v", err)
 	}
+}
+
+// readPtyUntil reads the terminal's master side until msg shows (or the
+// read fails) and sends what it read.
+func readPtyUntil(ptmx *os.File, msg string) <-chan string {
+	read := make(chan string, 1)
+	go func() {
+		var all []byte
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			all = append(all, buf[:n]...)
+			if err != nil || bytes.Contains(all, []byte(msg)) {
+				read <- string(all)
+				return
+			}
+		}
+	}()
+	return read
 }
