@@ -196,6 +196,13 @@ func newPackWriter(dir string, key [32]byte) (*packWriter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// 0444 whatever the umask (docs/store.md), as the unpacked-wheel
+	// cache's entries are: under umask 077 the open alone made it 0400.
+	if err := f.Chmod(0o444); err != nil {
+		f.Close()
+		_ = os.Remove(f.Name())
+		return nil, err
+	}
 	w := &packWriter{f: f, bw: bufio.NewWriterSize(f, 64<<10), index: map[[32]byte]packEntry{}}
 	w.bw.WriteString(pycPackMagic)
 	w.bw.Write(key[:])

@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -162,4 +163,19 @@ func FuzzReadPackIndex(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPycPackModeUmask077: a pack is 0444 under an operator's umask 077,
+// as docs/store.md says and as the unpacked-wheel cache's entries are (it
+// was 0400: the mode given to open, masked). Not parallel: the umask is
+// the process's.
+func TestPycPackModeUmask077(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	key := [32]byte{1}
+	writePack(t, dir, "demo/demo-1.0-py3-none-any.whl.pycs", key, map[[32]byte]packTestEntry{{2}: {pycKindNoSource, nil}})
+	if fi, err := os.Stat(filepath.Join(dir, "demo/demo-1.0-py3-none-any.whl.pycs")); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Errorf("under umask 077: mode %v (%v), want 0444", fi.Mode(), err)
+	}
 }
