@@ -67,6 +67,11 @@ type Request struct {
 	AnyMachine bool
 	// Events, when set, receives progress (from several goroutines).
 	Events func(Event)
+	// Fetched is how many of the wheels the caller downloaded into the
+	// store for this create (nothing names them until the env is sealed):
+	// the free-space refusal says that they are too few to free only
+	// when there are some.
+	Fetched int
 	// Warn, when set, receives warnings: each damaged unpacked-cache
 	// entry found and removed (its bytes not RECORD's, its size wrong,
 	// not a regular file). Called from several goroutines.
@@ -358,7 +363,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	}
 	// Bytecode is weighed whenever the create compiles: with --no-cache
 	// too, whose pycs go into the env all the same (it was left out).
-	if err := checkDisks(where, cacheTmp, st.Home(), need, compile); err != nil {
+	if err := checkDisks(where, cacheTmp, st.Home(), need, compile, req.Fetched); err != nil {
 		// A wheel that is none (a bomb declaring sizes it cannot have) is
 		// refused as such, not for the disk those sizes would take.
 		if werr := parallel(ctx, len(all), jobs, func(i int) error {
@@ -589,14 +594,14 @@ const createEntries = 26
 // cache entries written in cacheTmp: as one need when both are on one
 // file system (an env staged in the store), else each on its own (an
 // image's tree on another file system than the store's).
-func checkDisks(dir, cacheTmp, home string, n diskNeed, compile bool) error {
+func checkDisks(dir, cacheTmp, home string, n diskNeed, compile bool, fetched int) error {
 	if n.cache == (usage{}) || sameFS(dir, cacheTmp) {
-		return checkDisk(dir, home, n.tree, n.cache, compile)
+		return checkDisk(dir, home, n.tree, n.cache, compile, fetched)
 	}
-	if err := checkDisk(dir, home, n.tree, usage{}, compile); err != nil {
+	if err := checkDisk(dir, home, n.tree, usage{}, compile, fetched); err != nil {
 		return err
 	}
-	return checkDisk(cacheTmp, home, usage{}, n.cache, compile)
+	return checkDisk(cacheTmp, home, usage{}, n.cache, compile, fetched)
 }
 
 // sameFS reports whether a and b are on one file system (true when either
@@ -623,7 +628,11 @@ func sameFS(a, b string) bool {
 // the create without the store's caches (ActionNoCache), with freeing
 // space (ActionGC) as the other: the cache's entries are what does not
 // fit, and leaving them out builds the same env.
-func checkDisk(dir, home string, tree, cache usage, compile bool) error {
+//
+// fetched is how many wheels the create downloaded (Request.Fetched):
+// the refusal says they are too few to free only when there are some
+// (it said so of a create that had fetched nothing).
+func checkDisk(dir, home string, tree, cache usage, compile bool, fetched int) error {
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(dir, &sfs); err != nil {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot check free space in %s", dir)
@@ -656,7 +665,14 @@ func checkDisk(dir, home string, tree, cache usage, compile bool) error {
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %s free but the tree needs about %s, %s more; free some space there or build elsewhere", dir, f, n, short)
 		}
-		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it (the wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", home, f, n, short), "take about "+bytesize.Format(bytes-treeBytes)+" of that")
+		var fetchedNote string
+		switch {
+		case fetched == 1:
+			fetchedNote = " (the wheel this create fetched, which nothing names yet, is too little to free and is fetched again)"
+		case fetched > 1:
+			fetchedNote = fmt.Sprintf(" (the %d wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", fetched)
+		}
+		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it%s", home, f, n, short, fetchedNote), "take about "+bytesize.Format(bytes-treeBytes)+" of that")
 	}
 	if !inodesOK(files) {
 		if outside {

@@ -607,3 +607,31 @@ func fillBlocks(t *testing.T, mnt string) {
 		}
 	}
 }
+
+// TestShortDiskRefusalFetchedNote: the free-space refusal says that the
+// wheels the create fetched are too few to free only when it fetched
+// some (it said so of a create that had fetched nothing: every wheel
+// already in the store).
+func TestShortDiskRefusalFetchedNote(t *testing.T) {
+	dir := t.TempDir()
+	huge := usage{bytes: 1 << 60, files: 1}
+	for _, c := range []struct {
+		fetched int
+		want    string // "" for none
+	}{
+		{0, ""},
+		{1, "(the wheel this create fetched, which nothing names yet, is too little to free and is fetched again)"},
+		{3, "(the 3 wheels this create fetched, which nothing names yet, are too few to free and are fetched again)"},
+	} {
+		err := checkDisks(dir, dir, dir, diskNeed{tree: huge}, false, c.fetched)
+		if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "free but the env needs about") {
+			t.Fatalf("fetched %d: want the free-space refusal, got %v", c.fetched, err)
+		}
+		switch msg := err.Error(); {
+		case c.want == "" && strings.Contains(msg, "this create fetched"):
+			t.Errorf("fetched nothing, but the refusal says it did: %s", msg)
+		case c.want != "" && !strings.Contains(msg, c.want):
+			t.Errorf("fetched %d: the refusal does not say %q: %s", c.fetched, c.want, msg)
+		}
+	}
+}

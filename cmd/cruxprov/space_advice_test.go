@@ -60,6 +60,10 @@ func TestSpaceAdviceFreesSpace(t *testing.T) {
 	if r.code != exitRefused || !strings.Contains(r.stderr, "free but the env needs about") || !strings.Contains(r.stderr, advice) {
 		t.Fatalf("create short of space: %+v", r)
 	}
+	// Every wheel was in the store: the create fetched none.
+	if strings.Contains(r.stderr, "this create fetched") {
+		t.Errorf("a create that fetched nothing says it fetched wheels: %s", r.stderr)
+	}
 	if r := cruxprov(t, "--home", home, "gc"); r.code != 0 {
 		t.Fatalf("gc: %+v", r)
 	}
@@ -148,6 +152,9 @@ func TestEnvCreateFullStoreRootWheelStored(t *testing.T) {
 	r := cruxprov(t, create...)
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: materialize_failed:") || !strings.Contains(r.stderr, "free but the env needs about") {
 		t.Fatalf("env create on a full store, its wheels stored: %+v", r)
+	}
+	if strings.Contains(r.stderr, "this create fetched") {
+		t.Errorf("a create that fetched nothing says it fetched wheels: %s", r.stderr)
 	}
 }
 
