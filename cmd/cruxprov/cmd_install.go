@@ -204,7 +204,18 @@ func installAction(c *cli.Context) error {
 				res.Provider.Name, pin.Revision, strings.Join(gone, ", "), res.Provider.Name, o.homeFlag()))
 		}
 	}
-	return o.emit(schemaName("install"), res, func(w io.Writer) {
+	// The notes the text prints after the change-set, one line each; the
+	// --json document carries them as "notes" ([] when none: it carried
+	// none, and a pipeline never saw the renewal advice).
+	notes := []string{}
+	if same {
+		notes = append(notes, fmt.Sprintf("it changes nothing in %s's accepted pin (revision %d): %s", res.Provider.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, o, reg, res.Provider.Name)))
+	}
+	doc := struct {
+		*install.Result
+		Notes []string `json:"notes"`
+	}{res, notes}
+	return o.emit(schemaName("install"), doc, func(w io.Writer) {
 		p := res.Provider
 		if !o.quiet {
 			fmt.Fprintf(w, "provider %s %s (%s)\n", p.Name, p.Package.Version, p.Package.SHA256)
@@ -218,8 +229,8 @@ func installAction(c *cli.Context) error {
 				}
 			}
 			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
-			if same {
-				fmt.Fprintf(w, "it changes nothing in %s's accepted pin (revision %d): %s\n", p.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, o, reg, p.Name))
+			for _, n := range notes {
+				fmt.Fprintln(w, n)
 			}
 			return
 		}

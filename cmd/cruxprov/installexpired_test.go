@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,5 +64,55 @@ func TestInstallOnExpiredPinAdvisesRenewal(t *testing.T) {
 	must("changeset", "reject", id, "--reason", "the renewal made the pin run")
 	if r := must("verify", "acme-echo"); !strings.Contains(r.stdout, "ok acme-echo revision 1") {
 		t.Fatalf("verify after the rejection: %+v", r)
+	}
+}
+
+// TestInstallJSONNotes: install --json carries the notes the text prints
+// after the change-set, as "notes" ([] when there are none): install again
+// on a pin whose approval expired has the renewal advice there, the very
+// line the text prints. The document had no such key: a pipeline reading
+// it never saw the advice.
+func TestInstallJSONNotes(t *testing.T) {
+	base, w, _, must := govWalkStore(t)
+	key := filepath.Join(base, "keys", "k.key")
+	install := func(json bool) result {
+		t.Helper()
+		args := []string{"install", w.echo, "--platform", "host", "--python", "/usr/bin/python3.11", "--index", w.url, "--no-compile"}
+		if json {
+			args = append(args, "--json")
+		}
+		return must(args...)
+	}
+	type doc struct {
+		Schema    string    `json:"schema"`
+		Notes     *[]string `json:"notes"`
+		ChangeSet struct {
+			Metadata struct {
+				ID string `json:"id"`
+			} `json:"metadata"`
+		} `json:"changeSet"`
+	}
+	decode := func(r result) doc {
+		t.Helper()
+		var d doc
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil || d.Schema != "cruxprov.install/v2" || d.Notes == nil {
+			t.Fatalf("install --json: %v, schema %q, notes %v: %s", err, d.Schema, d.Notes, r.stdout)
+		}
+		return d
+	}
+	first := decode(install(true))
+	if len(*first.Notes) != 0 {
+		t.Errorf("a first install has notes: %q", *first.Notes)
+	}
+	must("changeset", "approve", first.ChangeSet.Metadata.ID, "--key", key, "--expires", "2s")
+	time.Sleep(3 * time.Second)
+	again := decode(install(true))
+	renew := "cruxprov changeset approve " + first.ChangeSet.Metadata.ID + " --key KEY --home " + filepath.Join(base, "home")
+	if len(*again.Notes) != 1 || !strings.Contains((*again.Notes)[0], "does not run now: pin_expired: ") || !strings.Contains((*again.Notes)[0], ": "+renew+"; and reject this change-set") {
+		t.Fatalf("install --json again on an expired pin: notes %q, want the renewal %q", *again.Notes, renew)
+	}
+	// The text prints the same line.
+	if text := install(false).stdout; !strings.Contains(text, (*again.Notes)[0]+"\n") {
+		t.Errorf("the text does not print the note of --json %q: %q", (*again.Notes)[0], text)
 	}
 }
