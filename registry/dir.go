@@ -717,7 +717,7 @@ func (d *Dir) PinHistory(ctx context.Context, provider string) (*PinRecord, erro
 }
 
 // RegisterInterface implements Writer.
-func (d *Dir) RegisterInterface(ctx context.Context, id string, schema []byte) (out *Interface, err error) {
+func (d *Dir) RegisterInterface(ctx context.Context, id string, schema []byte) (out *InterfaceResult, err error) {
 	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.registerInterface(d.now(), id, schema); return })
 	return out, err
 }

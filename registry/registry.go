@@ -59,9 +59,12 @@ type PinRecord struct {
 // Writer changes the registry. Each mutation is appended to the history.
 type Writer interface {
 	// RegisterInterface records id → the digest of the canonical schema.
-	// Registering the same schema again is a no-op; another schema under
-	// a registered id is refused (interface_digest_mismatch).
-	RegisterInterface(ctx context.Context, id string, schema []byte) (*Interface, error)
+	// Registering the same schema again changes nothing and says so
+	// (InterfaceResult.Already, decided under the registry's lock, so of
+	// two registrations of one schema at once exactly one is not
+	// Already); another schema under a registered id is refused
+	// (interface_digest_mismatch).
+	RegisterInterface(ctx context.Context, id string, schema []byte) (*InterfaceResult, error)
 	// TrustKey trusts k (Name, Role, PEM) at once while the registry
 	// trusts no key (the root of trust; it must be an approver) and
 	// otherwise proposes a trust-key change-set; k trusted already
@@ -104,6 +107,19 @@ type TrustResult struct {
 	// under another name, or another key or role under this name, is
 	// not the same request: it is proposed, or refused, as a new one.
 	Already bool `json:"already,omitempty"`
+}
+
+// InterfaceResult says what RegisterInterface did.
+type InterfaceResult struct {
+	// Interface is the registration: the one just recorded, or with
+	// Already the one recorded before (its RegisteredAt).
+	Interface
+	// Already is true when id was registered with this schema (its
+	// canonical form) already: nothing was recorded. It is decided under
+	// the registry's lock, with the registration, so that a caller
+	// reading the registry first cannot tell two registrations at once
+	// that each made it.
+	Already bool `json:"already"`
 }
 
 // ApproveResult says what an approval did.

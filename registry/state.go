@@ -112,7 +112,7 @@ func schemaNamesID(id string, schema []byte) error {
 // about 500 MB of memory to register.
 const MaxSchemaBytes = 1 << 20
 
-func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Interface, error) {
+func (s *state) registerInterface(now time.Time, id string, schema []byte) (*InterfaceResult, error) {
 	if !validInterfaceID(id) {
 		return nil, refusal.New(refusal.InterfaceInvalid, "interface id %q is not one a manifest can name: 1 to 256 of letters, digits, '.', '_', '-', '/', starting with a letter or digit (acme.echo/v1)", id)
 	}
@@ -132,7 +132,7 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 		if old.Digest != d {
 			return nil, refusal.New(refusal.InterfaceDigestMismatch, "interface %s is registered with %s; this schema is %s: a registered id keeps its schema for good (the history is append-only), so register this schema under a new interface id, the one the providers built against it name in their manifests (%s's next version), or give the schema registered as %s (the providers that name it were built against that one)", id, old.Digest, d, id, id)
 		}
-		return &old, nil
+		return &InterfaceResult{Interface: old, Already: true}, nil
 	}
 	// A new registration only: one made before this check stays as the
 	// history has it.
@@ -142,7 +142,7 @@ func (s *state) registerInterface(now time.Time, id string, schema []byte) (*Int
 	it := Interface{ID: id, Digest: d, RegisteredAt: now.UTC()}
 	s.ifaces[id] = it
 	s.dirty.ifaces = true
-	return &it, s.record(now, EventInterfaceRegistered, id, d, 0, "")
+	return &InterfaceResult{Interface: it}, s.record(now, EventInterfaceRegistered, id, d, 0, "")
 }
 
 // parseKey validates k's name, role and PEM and fills in its digest.

@@ -137,7 +137,7 @@ func (r *Stub) PinHistory(ctx context.Context, provider string) (out *PinRecord,
 }
 
 // RegisterInterface implements Writer.
-func (r *Stub) RegisterInterface(ctx context.Context, id string, schema []byte) (out *Interface, err error) {
+func (r *Stub) RegisterInterface(ctx context.Context, id string, schema []byte) (out *InterfaceResult, err error) {
 	err = r.do(ctx, func(s *state) (err error) { out, err = s.registerInterface(r.now(), id, schema); return })
 	return out, err
 }

@@ -44,38 +44,26 @@ func init() {
 				if err != nil {
 					return usagef("--schema %s: %v", c.String("schema"), unwrapPath(err))
 				}
-				d, err := digest.InterfaceDigest(b)
-				if err != nil {
+				if _, err := digest.InterfaceDigest(b); err != nil {
 					// Not a schema at all: the wrong file, not another
 					// schema under a registered id.
 					return usagef("--schema %s is not a JSON document RFC 8785 can canonicalize: %v", c.String("schema"), err)
 				}
-				// The same schema registered already under this id (the
-				// command run again): nothing to record, and said so, as
-				// policy set and key trust say it. It printed the first
-				// registration's line as if it had just made it.
-				l, err := reg.Interfaces(c.Context)
-				if err != nil {
-					return err
-				}
-				for _, it := range l {
-					if it.ID == c.Args().First() && it.Digest == d {
-						return o.emit("cruxprov.interface.register/v1", struct {
-							registry.Interface
-							Already bool `json:"already"`
-						}{it, true}, func(w io.Writer) {
-							fmt.Fprintf(w, "already registered %s %s (at %s): nothing changed\n", it.ID, it.Digest, it.RegisteredAt.UTC().Format(time.RFC3339))
-						})
-					}
-				}
+				// The registry says, under its lock, whether it recorded the
+				// registration or found this schema registered already (the
+				// command run again, or another registration at once): then
+				// nothing changed, and it is said so, as policy set and key
+				// trust say it. Read from the registry before registering,
+				// two registrations at once could both say registered.
 				it, err := reg.RegisterInterface(c.Context, c.Args().First(), b)
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.interface.register/v1", struct {
-					*registry.Interface
-					Already bool `json:"already"`
-				}{it, false}, func(w io.Writer) {
+				return o.emit("cruxprov.interface.register/v1", it, func(w io.Writer) {
+					if it.Already {
+						fmt.Fprintf(w, "already registered %s %s (at %s): nothing changed\n", it.ID, it.Digest, it.RegisteredAt.UTC().Format(time.RFC3339))
+						return
+					}
 					fmt.Fprintf(w, "%s %s\n", it.ID, it.Digest)
 				})
 			},

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,12 +151,17 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 
 	t.Run("interfaces", func(t *testing.T) {
 		r := newReg(t)
-		it := must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"b":1, "a":2}`)))
+		it := must[*registry.InterfaceResult](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"b":1, "a":2}`)))
 		want, _ := digest.InterfaceDigest([]byte(`{"a":2,"b":1}`))
-		if it.Digest != want {
-			t.Fatalf("digest %s want %s", it.Digest, want)
+		if it.Digest != want || it.Already {
+			t.Fatalf("first registration: digest %s want %s, already %v", it.Digest, want, it.Already)
 		}
-		must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":2,"b":1}`)))
+		// The same schema again (another spelling): nothing recorded,
+		// and said so, with the first registration's time.
+		again := must[*registry.InterfaceResult](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":2,"b":1}`)))
+		if !again.Already || again.Interface != it.Interface {
+			t.Fatalf("registered again: %+v, want Already and %+v", again, it.Interface)
+		}
 		_, err := r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"a":3}`))
 		codeIs(t, err, refusal.InterfaceDigestMismatch)
 		_, err = r.RegisterInterface(ctx, "x", []byte(`{"a":`))
@@ -172,10 +178,43 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 				t.Errorf("%s: the refusal names not both ids: %v", doc, err)
 			}
 		}
-		must[*registry.Interface](t)(r.RegisterInterface(ctx, "acme.same", []byte(`{"id":"acme.same","$id":"https://acme.example/schemas/acme.echo.json"}`)))
+		must[*registry.InterfaceResult](t)(r.RegisterInterface(ctx, "acme.same", []byte(`{"id":"acme.same","$id":"https://acme.example/schemas/acme.echo.json"}`)))
 		l := must[[]registry.Interface](t)(r.Interfaces(ctx))
 		if len(l) != 2 || !slices.ContainsFunc(l, func(i registry.Interface) bool { return i.ID == "cruxible.echo/v1" && i.Digest == want }) {
 			t.Fatalf("%+v", l)
+		}
+	})
+	t.Run("interfaces at once", func(t *testing.T) {
+		// Registrations of one schema at once: Already is decided with
+		// the registration, so exactly one of them registered it, and
+		// the history has one entry for it. (The command decided it by
+		// reading the registry first: both could say registered.)
+		r := newReg(t)
+		const n = 8
+		res := make([]*registry.InterfaceResult, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { res[i], errs[i] = r.RegisterInterface(ctx, "acme.race/v1", []byte(`{"type":"object"}`)) })
+		}
+		wg.Wait()
+		registered := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("registration %d: %v", i, errs[i])
+			}
+			if !res[i].Already {
+				registered++
+			}
+		}
+		entries := 0
+		for _, e := range must[[]registry.Entry](t)(r.Log(ctx)) {
+			if e.Event == registry.EventInterfaceRegistered {
+				entries++
+			}
+		}
+		if registered != 1 || entries != 1 {
+			t.Fatalf("%d registrations at once: %d say registered (want 1), %d history entries (want 1)", n, registered, entries)
 		}
 	})
 	t.Run("root of trust", func(t *testing.T) {
@@ -442,7 +481,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	})
 	t.Run("history", func(t *testing.T) {
 		r, root := setup(t)
-		must[*registry.Interface](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{}`)))
+		must[*registry.InterfaceResult](t)(r.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{}`)))
 		accept(t, r, Change("acme-echo", "1.0"), root)
 		log := must[[]registry.Entry](t)(r.Log(ctx))
 		chain := must[[]digest.Digest](t)(r.Chain(ctx))
