@@ -170,10 +170,11 @@ func (l *Ledger) open(ctx context.Context) error {
 		if f != nil {
 			f.Close()
 		}
-		if st, serr := os.Stat(path); serr == nil && st.IsDir() {
+		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
 			// A directory (the state directory named for the ledger in
-			// it): a *NotRegularError, as Scan's, so that a caller can
-			// tell the path named from a ledger it could not open.
+			// it), or a unix socket (open says ENXIO, "no such device or
+			// address"): a *NotRegularError, as Scan's, so that a caller
+			// can tell the path named from a ledger it could not open.
 			nr := &NotRegularError{Path: path, Mode: st.Mode()}
 			return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v", nr)
 		}

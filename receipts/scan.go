@@ -134,7 +134,28 @@ type NotRegularError struct {
 }
 
 func (e *NotRegularError) Error() string {
+	if k := e.Kind(); k != "not a regular file" {
+		return fmt.Sprintf("receipts: %s is %s, not a regular file", e.Path, k)
+	}
 	return fmt.Sprintf("receipts: %s is not a regular file", e.Path)
+}
+
+// Kind says what the path is: "a directory", "a FIFO (named pipe)", "a
+// socket", "a device", or "not a regular file" for any other kind. A
+// FIFO named as a ledger was said to be "not a regular file", which the
+// one who made it may not recognise.
+func (e *NotRegularError) Kind() string {
+	switch m := e.Mode; {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO (named pipe)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
 }
 
 // Is matches refusal.LedgerCorrupt, so errors.Is works on a bare
@@ -173,6 +194,11 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 	// is refused below as not a regular file.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		// A unix socket is not opened at all (ENXIO, "no such device or
+		// address"): it is no ledger either, and said so.
+		if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+			return &NotRegularError{Path: path, Mode: st.Mode()}
+		}
 		return fmt.Errorf("receipts: %w", err)
 	}
 	defer f.Close()

@@ -510,30 +510,26 @@ func exitText(code int) string {
 }
 
 // ledgerNotAFile is the usage error of a --ledger that is no regular
-// file (a directory, a FIFO); instead is what the command does without
-// --ledger ("run, without --ledger, writes").
+// file (a directory, a FIFO, a socket, a device), saying which;
+// instead is what the command does without --ledger ("run, without
+// --ledger, writes"). A FIFO was "not a regular file".
 func ledgerNotAFile(nr *receipts.NotRegularError, instead string) error {
-	what := "not a regular file"
-	if nr.Mode.IsDir() {
-		what = "a directory"
-	}
+	what := nr.Kind()
 	return usagef("--ledger %s is %s: name a ledger file (cruxprov %s this host and user's)", nr.Path, what, instead)
 }
 
 // ownLedgerNotAFile is the refusal of this host and user's ledger, the
 // path run and receipts take from --state-dir DIR (DIR/receipts/…) or
-// $XDG_STATE_HOME, when it names no regular file (a directory, a FIFO):
+// $XDG_STATE_HOME, when it names no regular file (a directory, a FIFO,
+// a socket, a device: said which):
 // the caller did not name that path, so it is no usage error but the
 // state every run is refused for, ledger_write_failed, before anything
 // runs, naming the path, where it came from and what to do. It was
 // refused with "receipts: P is not a regular file" and no next step.
 func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
-	what := "not a regular file"
-	switch {
-	case nr.Mode.IsDir():
-		what = "a directory, not a ledger file"
-	case nr.Mode&fs.ModeNamedPipe != 0:
-		what = "a FIFO, not a ledger file"
+	what := nr.Kind()
+	if what != "not a regular file" {
+		what += ", not a ledger file"
 	}
 	from := "the default, under $XDG_STATE_HOME or ~/.local/state"
 	if d := c.String("state-dir"); d != "" {

@@ -531,14 +531,18 @@ func TestReceiptsScanListsWhatItFound(t *testing.T) {
 // directory instead of the ledger in it) or a FIFO exited 1 with
 // "error: receipts: D is not a regular file", where a --ledger that is
 // not there is a usage error saying to check the path. Both are the
-// caller's mistake: exit 64, saying what D is and what to name.
+// caller's mistake: exit 64, saying what D is and what to name. A FIFO
+// was "not a regular file", and a unix socket exited 1 with "receipts:
+// open S: no such device or address": each is said by its kind.
 func TestReceiptsLedgerNotAFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.jsonl")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "not a regular file"}} {
+	sock := filepath.Join(dir, "sock.jsonl")
+	makeSocket(t, sock)
+	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "a FIFO (named pipe)"}, {sock, "a socket"}, {os.DevNull, "a device"}} {
 		for _, args := range [][]string{{"scan"}, {"list"}, {"show", "att_x"}} {
 			t.Run(strings.Join(args, " ")+" "+filepath.Base(c.path), func(t *testing.T) {
 				r := cruxprov(t, append(append([]string{"receipts"}, args...), "--ledger", c.path)...)
@@ -575,25 +579,32 @@ func TestLedgerAdviceNamesTheDirectory(t *testing.T) {
 // directory instead of the ledger in it) or a FIFO was refused
 // ledger_write_failed "receipts ledger D is not a regular file", with no
 // next step, where receipts scan|list|show make it a usage error. run
-// says the same, before anything runs, and writes nothing there.
+// says the same, before anything runs, and writes nothing there, saying
+// what the path is (a FIFO was "not a regular file"; a unix socket was
+// refused "cannot open receipts ledger S: … no such device or address").
 func TestRunLedgerNotAFile(t *testing.T) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo.jsonl")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	sockDir := t.TempDir()
+	sock := filepath.Join(sockDir, "sock.jsonl")
+	makeSocket(t, sock)
 	in := filepath.Join(t.TempDir(), "in.json")
 	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "not a regular file"}} {
+	for _, c := range []struct{ path, is string }{{dir, "a directory"}, {fifo, "a FIFO (named pipe)"}, {sock, "a socket"}, {os.DevNull, "a device"}} {
 		t.Run(filepath.Base(c.path), func(t *testing.T) {
 			r := cruxprov(t, "run", "echo", "main", "--input", in, "--ledger", c.path)
 			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --ledger "+c.path+" is "+c.is+": name a ledger file (cruxprov run, without --ledger, writes this host and user's)") {
 				t.Errorf("%+v", r)
 			}
-			if es, err := os.ReadDir(dir); err != nil || len(es) != 1 {
-				t.Errorf("%s holds %v (%v): want only the FIFO", dir, es, err)
+			for d, n := range map[string]int{dir: 1, sockDir: 1} {
+				if es, err := os.ReadDir(d); err != nil || len(es) != n {
+					t.Errorf("%s holds %v (%v): want only the FIFO or socket", d, es, err)
+				}
 			}
 		})
 	}
@@ -613,7 +624,7 @@ func TestOwnLedgerNotAFile(t *testing.T) {
 	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"directory", "FIFO"} {
+	for _, kind := range []string{"directory", "FIFO", "socket"} {
 		for _, from := range []string{"state-dir", "XDG_STATE_HOME"} {
 			t.Run(kind+" "+from, func(t *testing.T) {
 				dir := t.TempDir()
@@ -630,13 +641,19 @@ func TestOwnLedgerNotAFile(t *testing.T) {
 					t.Fatal(err)
 				}
 				is := "a directory, not a ledger file"
-				if kind == "FIFO" {
-					is = "a FIFO, not a ledger file"
+				switch kind {
+				case "FIFO":
+					is = "a FIFO (named pipe), not a ledger file"
 					if err := syscall.Mkfifo(ledger, 0o600); err != nil {
 						t.Fatal(err)
 					}
-				} else if err := os.Mkdir(ledger, 0o700); err != nil {
-					t.Fatal(err)
+				case "socket":
+					is = "a socket, not a ledger file"
+					makeSocket(t, ledger)
+				default:
+					if err := os.Mkdir(ledger, 0o700); err != nil {
+						t.Fatal(err)
+					}
 				}
 				detail := "this host and user's receipts ledger " + ledger + " " + says + " is " + is + ": move it away (mv " + shellQuote(ledger) + " " + shellQuote(ledger+".moved") + "), and the next run makes a new ledger there; or name a ledger file with --ledger"
 				for _, args := range [][]string{{"run", "acme-nope", "echo", "--input", in}, {"receipts", "scan"}, {"receipts", "list"}, {"receipts", "show", "att_x"}} {
@@ -732,5 +749,29 @@ func TestFloorAdviceNamesTheDirectory(t *testing.T) {
 	err = refusal.Wrap(refusal.LedgerWriteFailed, &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "open", Path: floors, Err: syscall.EACCES}}, "cannot open the verifier floors directory %s", floors)
 	if got, want := floorAdvice(err), "; this verifier's floors are kept in its state directory: make "+shellQuote(floors)+" writable by this user, or give --state-dir a directory it can write"; got != want {
 		t.Errorf("advice %q, want %q", got, want)
+	}
+}
+
+// makeSocket leaves a unix socket at path (bound, then its listener
+// closed: the file stays, as a crashed server's does). It is bound in a
+// short directory and moved to path, which may be longer than a socket
+// address may be (108 bytes).
+func makeSocket(t *testing.T, path string) {
+	t.Helper()
+	short, err := os.MkdirTemp("", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(short)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: filepath.Join(short, "s")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(short, "s"), path); err != nil {
+		t.Fatal(err)
 	}
 }
