@@ -147,18 +147,39 @@ func (r *Report) Explained() error {
 	if r.fatal != nil || len(r.Differences)-r.treeDigestOnTop() < 2 {
 		return r.Err()
 	}
-	var ds []string
+	// The code, the remedy and the first next step are the first
+	// difference's, as Err's (the check that found it first decides);
+	// the differences are listed sorted by path, as verify --explain's
+	// drift lines are (they were in report order: a file's mode before
+	// its content, where the drift lines say content first).
 	var next []string
 	for _, d := range r.Differences {
+		if n := nextStep(d); d.Change != TreeDigest && !slices.Contains(next, n) {
+			next = append(next, n)
+		}
+	}
+	var ds []string
+	for _, d := range SortDifferences(r.Differences) {
 		if d.Change == TreeDigest {
 			continue // it differs because of the others: not one more
 		}
 		ds = append(ds, d.String())
-		if n := nextStep(d); !slices.Contains(next, n) {
-			next = append(next, n)
-		}
 	}
 	return withRemedy(refusal.New(r.Differences[0].Code, "%s: %d differences: %s; %s", r.Env, len(ds), strings.Join(ds, "; "), strings.Join(next, "; ")), r.Differences[0], r.Env)
+}
+
+// SortDifferences returns a copy of ds sorted by path, then change: the
+// order verify --explain lists them in, whatever order the checks found
+// them in.
+func SortDifferences(ds []Difference) []Difference {
+	out := slices.Clone(ds)
+	slices.SortStableFunc(out, func(a, b Difference) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Change), string(b.Change))
+	})
+	return out
 }
 
 // treeDigestOnTop is 1 when the differences include the tree digest's

@@ -741,3 +741,37 @@ func TestFIFOSealOrIndexRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainedListsByPath: Explained lists the differences sorted by
+// path, then change, as verify --explain's drift lines are, where it
+// listed them in the order the checks found them (a file's mode before
+// its content, the drift lines content first); the code, the remedy and
+// the first next step stay the first difference's.
+func TestExplainedListsByPath(t *testing.T) {
+	ds := []Difference{
+		{Code: refusal.InterpreterDrift, Path: "/usr/bin/python3", Change: Identity},
+		{Code: refusal.EnvDrift, Path: "b.py", Change: Mode, Want: "0444", Got: "0644"},
+		{Code: refusal.EnvDrift, Path: "b.py", Change: Content, Want: "3 bytes", Got: "4 bytes"},
+		{Code: refusal.EnvDrift, Path: ".", Change: Mode, Want: "0555", Got: "0755"},
+		{Code: refusal.EnvDrift, Path: ".", Change: TreeDigest, Want: "sha256:a", Got: "sha256:b"},
+	}
+	r := &Report{Env: "ENV", Differences: ds}
+	err := r.Explained()
+	if !errors.Is(err, refusal.InterpreterDrift) {
+		t.Fatalf("code: %v, want the first difference's, interpreter_drift", err)
+	}
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionReplaceEnv || rem.Target != "ENV" {
+		t.Errorf("remedy %+v, want the first difference's", rem)
+	}
+	var want []string
+	for _, d := range []Difference{ds[3], ds[0], ds[2], ds[1]} {
+		want = append(want, d.String())
+	}
+	list := "4 differences: " + strings.Join(want, "; ") + "; " + nextStep(ds[0]) + "; " + nextStep(ds[1])
+	if !strings.Contains(err.Error(), list) {
+		t.Errorf("%q\nwant it to say %q", err, list)
+	}
+	if !slices.Equal(r.Differences, ds) {
+		t.Errorf("Explained reordered the report's differences: %+v", r.Differences)
+	}
+}

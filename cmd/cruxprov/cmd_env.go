@@ -679,21 +679,16 @@ func refusedDoc(err error) map[string]any {
 	return ref
 }
 
-// explainDifferences is ds sorted by path (then change), without the
-// recomputed tree digest's own entry: it differs because of the others,
-// and counting it would report one difference too many.
+// explainDifferences is ds sorted by path (then change, as the
+// refusal's own list: seal.SortDifferences), without the recomputed tree
+// digest's own entry: it differs because of the others, and counting it
+// would report one difference too many.
 func explainDifferences(ds []seal.Difference) []seal.Difference {
 	out := make([]seal.Difference, 0, len(ds))
-	for _, d := range ds {
+	for _, d := range seal.SortDifferences(ds) {
 		if d.Change != seal.TreeDigest || len(ds) == 1 {
 			out = append(out, d)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Path != out[j].Path {
-			return out[i].Path < out[j].Path
-		}
-		return out[i].Change < out[j].Change
-	})
 	return out
 }
