@@ -180,3 +180,22 @@ func containsInt(xs []int, x int) bool {
 	}
 	return false
 }
+
+// idRE is the shape of a platform's id (Platform.ID): CPython's
+// "cp3Y" (a free-threaded one's "cp3Yt") and its best platform tag, one
+// tag component, which a preset, host or a platform file may name.
+var idRE = regexp.MustCompile(`^cp3(?:0|[1-9][0-9]*)t?-[A-Za-z0-9_]+$`)
+
+// CheckID holds a platform id a command names to pick a pinned
+// materialization (not to build one) to what can be a platform: "host",
+// a preset id, or an id of the shape Platform.ID gives (a platform file's
+// or a host's, which a pin may name). Anything else is refused
+// platform_unsupported, as Lookup refuses it, naming how to list the
+// presets: a pin lookup for it said only that the pin has no
+// materialization for it, and advised proposing the provider again for it.
+func CheckID(id string) error {
+	if id == "host" || idRE.MatchString(id) {
+		return nil
+	}
+	return refusal.New(refusal.PlatformUnsupported, "no platform %q: a platform is named by a preset id, the id of a platform file or host", id).WithRemedy(refusal.ActionPlatformList, "")
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
@@ -165,9 +166,18 @@ type Accepted struct {
 // (registry.VerifyPin: present, signed by trusted approvers up to the
 // threshold, not expired, not below the floor), not retired, the named
 // entrypoint in it (entrypoint_unknown), its protocol range including
-// ours (protocol_unsupported). The Accepted is returned as far as it got
-// (nil when the pin itself failed).
+// ours (protocol_unsupported); before all, an o.Platform that can be a
+// platform (platform.CheckID: platform_unsupported). The Accepted is
+// returned as far as it got (nil when the pin itself failed).
 func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) (*Accepted, error) {
+	if o.Platform != "" {
+		// A platform that cannot be one is refused before the pin is
+		// read: refused pin_unapproved, it was advised proposing the
+		// provider again for it.
+		if err := platform.CheckID(o.Platform); err != nil {
+			return nil, err
+		}
+	}
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()
