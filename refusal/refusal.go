@@ -36,7 +36,9 @@ const (
 	ActionReplaceEnv Action = "replace_env"
 	// ActionRebuildEnv rebuilds an env whose seal is missing or cannot be
 	// trusted to name its inputs, under the same digest, from the wheel
-	// (or lock), platform and interpreter that made it (Target: the env).
+	// (or lock), platform and interpreter that made it (Target: the env;
+	// Package, Platforms, Python and NoBytecode, those inputs where an
+	// accepted pin names the env).
 	ActionRebuildEnv Action = "rebuild_env"
 	// ActionListEnvs lists the envs of the store that holds Target (a
 	// path that names no env: a mistyped digest, an env removed), or of
@@ -152,11 +154,22 @@ type Remedy struct {
 	// for ActionPropose, the platforms the pin names (its envs' and its
 	// resolutions') when the pin has envs of one interpreter and no
 	// images (with Python): an install given them proposes the envs the
-	// pin names (nil: the operator names them).
+	// pin names (nil: the operator names them); for ActionRebuildEnv with
+	// Package, the env's platform.
 	Platforms []string `json:"platforms,omitempty"`
 	// Python is, for ActionPropose with Platforms, the interpreter the
-	// pin's envs point at.
+	// pin's envs point at; for ActionRebuildEnv with Package, the
+	// interpreter the env points at.
 	Python string `json:"python,omitempty"`
+	// Package is, for ActionRebuildEnv, the root wheel the env was made
+	// from, "NAME==VERSION@sha256:HEX", when the accepted pin that names
+	// the env knows it (with Platforms, the env's one platform, Python
+	// and NoBytecode): the rebuild names those inputs ("": the operator
+	// names them).
+	Package string `json:"package,omitempty"`
+	// NoBytecode is, for ActionRebuildEnv with Package, that the env was
+	// made without compiled bytecode (part of its identity).
+	NoBytecode bool `json:"noBytecode,omitempty"`
 	// Backend is, for ActionPropose, a backend the proposal is to add a
 	// materialization of: "container", whose image (REF@sha256:…, built
 	// and signed for the package) only the operator knows.
@@ -216,6 +229,17 @@ func (e *Error) WithBackend(backend string) *Error {
 func (e *Error) WithProposePlatforms(platforms []string, python string) *Error {
 	if e.Remedy != nil && python != "" && len(platforms) > 0 {
 		e.Remedy.Platforms, e.Remedy.Python = platforms, python
+	}
+	return e
+}
+
+// WithRebuildInputs sets the inputs an ActionRebuildEnv remedy's rebuild
+// names (Remedy.Package, Platforms, Python, NoBytecode: those the env was
+// made from, as the accepted pin that names it knows them) and returns
+// e; none where e's remedy is another, or pkg, platform or python is "".
+func (e *Error) WithRebuildInputs(pkg, platform, python string, noBytecode bool) *Error {
+	if e.Remedy != nil && e.Remedy.Action == ActionRebuildEnv && pkg != "" && platform != "" && python != "" {
+		e.Remedy.Package, e.Remedy.Platforms, e.Remedy.Python, e.Remedy.NoBytecode = pkg, []string{platform}, python, noBytecode
 	}
 	return e
 }

@@ -248,6 +248,10 @@ func InterpreterLabel(path, version string, sum digest.Digest) string {
 	return path + " " + version + " sha256:" + sum.Hex()[:12]
 }
 
+// InterpreterPath is the path of the interpreter m's env points at (its
+// Interpreter's), "" when m records none.
+func (m Materialization) InterpreterPath() string { return interpreterPath(m.Interpreter) }
+
 // interpreterPath is the path of a materialization's interpreter
 // identity, "PATH VERSION sha256:HEX12" (or "PATH VERSION"), "" when it
 // has none.

@@ -18,6 +18,8 @@ package verify
 import (
 	"cmp"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -121,7 +123,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	rep, err := seal.Verify(ctx, env, seal.Options{Deep: o.Deep, Explain: o.Explain, Jobs: o.Jobs})
 	r.Seal = rep
 	if err != nil {
-		return r, err
+		return r, withRebuildInputs(err, spec, m)
 	}
 	// The env's name is the pinned digest (checked above) and seal.Verify
 	// holds the seal's digest to the name: the materialization is the
@@ -130,6 +132,41 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
+}
+
+// withRebuildInputs gives a refusal advising to rebuild env m (a seal
+// missing or not to be trusted: ActionRebuildEnv) the inputs it was made
+// from, as the pin knows them: the root wheel's name, version and sha256,
+// the platform and the interpreter. The advice named only placeholders,
+// though the pin knew them. Whether the env was compiled the pin does
+// not say: a tree with a __pycache__ directory was, one without was made
+// without bytecode (another env, another digest).
+func withRebuildInputs(err error, spec *registry.Provider, m registry.Materialization) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Remedy == nil || re.Remedy.Action != refusal.ActionRebuildEnv || spec.Package == nil {
+		return err
+	}
+	re.WithRebuildInputs(spec.ProposeTarget(""), m.Platform, m.InterpreterPath(), !hasBytecode(filepath.Clean(m.Path)))
+	return err
+}
+
+// hasBytecode reports whether the tree at dir holds a __pycache__
+// directory (an env made with bytecode does; one that cannot be read is
+// taken to, as an env is by default).
+func hasBytecode(dir string) bool {
+	found, read := false, false
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		read = true
+		if d.IsDir() && d.Name() == "__pycache__" {
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found || !read
 }
 
 // PinnedEnv is the directory of the local env the accepted pin of name

@@ -824,6 +824,12 @@ func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]a
 	if rem.Backend != "" {
 		jr["backend"] = rem.Backend
 	}
+	if rem.Package != "" {
+		jr["package"] = rem.Package
+		if rem.NoBytecode {
+			jr["noBytecode"] = true
+		}
+	}
 	if rem.Or != nil && rem.Or != rem {
 		if or := renderRemedy(rem.Or, args); or != "" {
 			jr["or"] = remedyJSON(rem.Or, or, args)
@@ -861,9 +867,20 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionReplaceEnv:
 		return "cruxprov env create --replace " + t + home
 	case refusal.ActionRebuildEnv:
-		// The seal cannot name the env's inputs: the operator names them.
+		// The seal cannot name the env's inputs: the accepted pin that
+		// names the env does (verify NAME), or the operator names them.
 		r := "cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON"
-		if !indexFromConfig {
+		if pkg, sha, ok := strings.Cut(rem.Package, "@sha256:"); ok && len(rem.Platforms) == 1 && rem.Python != "" {
+			r = "cruxprov env create --replace " + shellQuote(pkg) + " --sha256 " + shellQuote(sha) +
+				" --platform " + shellQuote(rem.Platforms[0]) + " --python " + shellQuote(rem.Python)
+			if rem.NoBytecode {
+				r += " --no-compile"
+			}
+		}
+		// The rebuild takes the index from the env's store's config.yaml
+		// when that names one: verify NAME, which reads no index, advised
+		// --index URL all the same (env verify PATH loads it itself).
+		if !indexFromConfig && !envStoreNamesIndex(rem.Target) {
 			r += " --index URL"
 		}
 		return r + home
@@ -1071,6 +1088,17 @@ func configNamesIndex(args []string) bool {
 		}
 	}
 	cfg, err := loadConfig(home)
+	return err == nil && cfg.Index != ""
+}
+
+// envStoreNamesIndex reports whether the config.yaml of the store whose
+// envs/ holds env names an index (false for a path in no store).
+func envStoreNamesIndex(env string) bool {
+	parent := filepath.Dir(env)
+	if filepath.Base(parent) != store.EnvsDir {
+		return false
+	}
+	cfg, err := loadConfig(filepath.Dir(parent))
 	return err == nil && cfg.Index != ""
 }
 

@@ -42,7 +42,7 @@ func envCreateCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "resolve, fetch, materialize and seal an env; prints its path and digests",
-		UsageText: "cruxprov env create (--wheel W | --lock F) --platform P (--index URL | --offline) [--python PATH] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL]",
+		UsageText: "cruxprov env create (--wheel W | --lock F | NAME==VERSION --sha256 HEX) --platform P (--index URL | --offline) [--python PATH] [--no-compile] [--no-cache] [--replace] [--jobs N] [--ca-bundle F]\n   cruxprov env create --replace ENV [--index URL]",
 		Description: "Resolves the provider's embedded lock (--wheel, the root wheel is installed too) or a\n" +
 			"bare lock (--lock) for the platform, fetches every wheel from the pinned index into the\n" +
 			"store, installs them into a venv for the interpreter, compiles bytecode (unless\n" +
@@ -52,11 +52,15 @@ func envCreateCmd() *cli.Command {
 			"With an env's path (or digest) instead of --wheel/--lock, it is rebuilt from its own seal,\n" +
 			"from the wheels in the store (--index URL fetches any that are missing). One without a\n" +
 			"seal is refused seal_missing: name its inputs instead (--replace --wheel W --platform P\n" +
-			"--python PATH --offline).\n\n" +
+			"--python PATH --offline). NAME==VERSION --sha256 HEX instead of --wheel fetches the root\n" +
+			"wheel from the index, only those bytes (as install does): what verify NAME advises for\n" +
+			"an env whose seal is missing, the accepted pin's package, platform and interpreter.\n\n" +
 			"Example:\n   cruxprov env create --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov env create --lock pylock.toml --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --offline --json\n" +
-			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex>",
+			"   cruxprov env create --replace ~/.local/share/cruxprov/envs/<hex>\n" +
+			"   cruxprov env create --replace acme-echo==1.0.0 --sha256 <hex> --platform cp311-manylinux_2_36_x86_64 --python /usr/bin/python3.11 --index http://127.0.0.1:8080/simple/",
 		Flags: append(sourceFlags("the interpreter `PATH` the env points at"),
+			&cli.StringFlag{Name: "sha256", Usage: "the root wheel's sha256 `HEX` (with NAME==VERSION)"},
 			&cli.BoolFlag{Name: "no-compile", Usage: "do not compile bytecode (another env than one with bytecode)"},
 			&cli.BoolFlag{Name: "no-cache", Usage: "neither read nor write the store's caches: every wheel is inflated from its archive and all bytecode compiled (docs/store.md)"},
 			&cli.BoolFlag{Name: "replace", Usage: "rebuild the env under its digest even if it exists (the old tree goes once the new one is sealed)"},
@@ -102,7 +106,11 @@ func envCreate(c *cli.Context) error {
 	// and bytecode: config.yaml's defaults for them do not apply, and only
 	// the operator's own flags are an error (checked before the config
 	// sets them).
-	fromSeal := c.NArg() == 1 && c.Bool("replace")
+	// NAME==VERSION (with --sha256) names the root wheel as install
+	// takes it: the index's file of those bytes.
+	pkgName, pkgVersion, fromPackage := strings.Cut(c.Args().First(), "==")
+	fromPackage = fromPackage && c.NArg() == 1 && !strings.HasSuffix(c.Args().First(), ".whl")
+	fromSeal := c.NArg() == 1 && c.Bool("replace") && !fromPackage
 	if fromSeal && (c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile")) {
 		return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
 	}
@@ -118,7 +126,32 @@ func envCreate(c *cli.Context) error {
 		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
 	var wf *os.File // the --wheel, opened
+	var rootSum digest.Digest
 	switch {
+	case fromPackage:
+		if c.String("wheel") != "" || c.String("lock") != "" {
+			return usagef("give NAME==VERSION or --wheel/--lock, not both")
+		}
+		if c.String("sha256") == "" {
+			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
+		}
+		if rootSum, err = digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:")); err != nil {
+			return usagef("--sha256: %v", err)
+		}
+		if c.String("platform") == "" {
+			return usagef("--platform is required (a preset id, or host)")
+		}
+		if c.String("index") == "" && !c.Bool("offline") {
+			return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+		}
+		if c.Int("jobs") < 0 {
+			return usagef("--jobs must be positive (or 0, the default)")
+		}
+		if u := c.String("index"); u != "" && !c.Bool("offline") {
+			if po.Client, err = newIndexClient(c, o, u); err != nil {
+				return err
+			}
+		}
 	case c.NArg() == 1 && c.Bool("replace"):
 		if c.String("wheel") != "" || c.String("lock") != "" {
 			return usagef("give an ENV to rebuild from its seal, or --wheel/--lock, not both")
@@ -138,8 +171,11 @@ func envCreate(c *cli.Context) error {
 			}
 		}
 	case c.NArg() > 0:
-		return usagef("env create takes no arguments but with --replace ENV (got %q)", c.Args().First())
+		return usagef("env create takes no arguments but NAME==VERSION or --replace ENV (got %q)", c.Args().First())
 	default:
+		if c.String("sha256") != "" {
+			return usagef("--sha256 goes with NAME==VERSION")
+		}
 		if po.Client, err = pinnedSource(c, o); err != nil {
 			return err
 		}
@@ -155,6 +191,12 @@ func envCreate(c *cli.Context) error {
 	if wf != nil {
 		if po.Source.Root, err = rootOf(c, st, wf, digest.Digest{}); err != nil {
 			return err
+		}
+		defer po.Source.Root.Close()
+	}
+	if fromPackage {
+		if po.Source.Root, err = pipeline.FetchRoot(c.Context, st, po.Client, pkgName, pkgVersion, rootSum); err != nil {
+			return spaceAdvice(err)
 		}
 		defer po.Source.Root.Close()
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+
+	"github.com/cruxible/cruxprov/digest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,5 +51,92 @@ func TestVerifyPlatformThatCannotBeOne(t *testing.T) {
 	r := run("verify", "acme-echo", "--platform", "cp312-manylinux_2_17_aarch64")
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PinUnapproved)+": provider acme-echo has no accepted local materialization for cp312-manylinux_2_17_aarch64 (its pin has: local cp311-") {
 		t.Errorf("a preset the pin has no env for: %+v", r)
+	}
+}
+
+// TestVerifySealMissingAdviceRuns: verify NAME of an approved provider
+// whose env lost its seal (seal_missing) advises the rebuild with the
+// inputs the accepted pin knows, the package NAME==VERSION and its
+// sha256, the platform, the interpreter, and --no-compile for an env
+// made without bytecode; it advised `env create --replace --wheel WHEEL
+// --platform PLATFORM --python PYTHON`, all placeholders. The advice,
+// run as printed (the index from the store's config.yaml; --index URL
+// filled in without it), rebuilds the env under its pinned digest and
+// verify passes again. env verify PATH, which knows no pin, still asks
+// for the inputs.
+func TestVerifySealMissingAdviceRuns(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall() // --no-compile
+	var rep struct {
+		Env             string
+		Materialization struct{ Platform string }
+	}
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Env == "" {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	b, err := os.ReadFile(w.echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cruxprov env create --replace acme-echo==1.0.0 --sha256 " + digest.Sum(b).Hex() + " --platform " + rep.Materialization.Platform + " --python " + debian + " --no-compile"
+	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
+	cfg := filepath.Join(home, "config.yaml")
+	for _, tc := range []struct {
+		name   string
+		config bool
+	}{{"index in config.yaml", true}, {"--index URL", false}} {
+		{ // (not subtests: the store's helpers fail the parent test)
+			os.Remove(cfg)
+			advice, fill := want+" --home "+home, []string(nil)
+			if tc.config {
+				if err := os.WriteFile(cfg, []byte("format: cruxprov.config/v1\nindex: "+w.url+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				advice, fill = want+" --index URL --home "+home, []string{"--index URL", "--index " + w.url}
+			}
+			if err := os.Remove(rep.Env + ".seal.json"); err != nil {
+				t.Fatal(err)
+			}
+			r := run("verify", "acme-echo")
+			follow(tc.name+": verify of an env without its seal", r, refusal.SealMissing, advice, fill...)
+			must("verify", "acme-echo", "--deep")
+			// env verify PATH knows no pin: the operator names the inputs.
+			os.Remove(rep.Env + ".seal.json")
+			r = run("env", "verify", rep.Env)
+			if !strings.Contains(r.stderr, "to fix: cruxprov env create --replace --wheel WHEEL --platform PLATFORM --python PYTHON") {
+				t.Errorf("%s: env verify PATH without its seal: %+v", tc.name, r)
+			}
+			if tc.config {
+				follow(tc.name+": verify again", run("verify", "acme-echo"), refusal.SealMissing, advice)
+			} else {
+				follow(tc.name+": verify again", run("verify", "acme-echo"), refusal.SealMissing, advice, fill...)
+			}
+		}
+	}
+	// The --json refusal carries the inputs.
+	os.Remove(rep.Env + ".seal.json")
+	r := run("verify", "acme-echo", "--json")
+	var doc struct {
+		Refused struct {
+			Code   string
+			Remedy struct {
+				Action, Command, Package, Python string
+				Platforms                        []string
+				NoBytecode                       bool
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Refused.Code != string(refusal.SealMissing) ||
+		doc.Refused.Remedy.Package != "acme-echo==1.0.0@sha256:"+digest.Sum(b).Hex() || doc.Refused.Remedy.Python != debian ||
+		len(doc.Refused.Remedy.Platforms) != 1 || !doc.Refused.Remedy.NoBytecode || !strings.HasPrefix(doc.Refused.Remedy.Command, want) {
+		t.Errorf("--json: %v %+v", err, doc)
 	}
 }
