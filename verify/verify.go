@@ -138,16 +138,36 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 // missing or not to be trusted: ActionRebuildEnv) the inputs it was made
 // from, as the pin knows them: the root wheel's name, version and sha256,
 // the platform and the interpreter. The advice named only placeholders,
-// though the pin knew them. Whether the env was compiled the pin does
-// not say: a tree with a __pycache__ directory was, one without was made
-// without bytecode (another env, another digest).
+// though the pin knew them. Whether the env was compiled the pin says
+// through its digest (noBytecode).
 func withRebuildInputs(err error, spec *registry.Provider, m registry.Materialization) error {
 	var re *refusal.Error
 	if !errors.As(err, &re) || re.Remedy == nil || re.Remedy.Action != refusal.ActionRebuildEnv || spec.Package == nil {
 		return err
 	}
-	re.WithRebuildInputs(spec.ProposeTarget(""), m.Platform, m.InterpreterPath(), !hasBytecode(filepath.Clean(m.Path)))
+	re.WithRebuildInputs(spec.ProposeTarget(""), m.Platform, m.InterpreterPath(), noBytecode(spec, m))
 	return err
+}
+
+// noBytecode reports whether env m was made without bytecode. Bytecode
+// is part of the materialization digest (docs/digests.md), so the pin's
+// digest says it: the digest is computed from the pin's platform,
+// interpreter, resolution and root wheel both ways. Where neither is the
+// pin's (a pin whose interpreter label carries no version, a v1 digest),
+// the tree says it: one with a __pycache__ directory was compiled.
+func noBytecode(spec *registry.Provider, m registry.Materialization) bool {
+	path := m.InterpreterPath()
+	version := strings.TrimPrefix(m.Interpreter, path+" ")
+	version, _, _ = strings.Cut(version, " ")
+	root := &digest.Root{Name: spec.Package.Name, Version: spec.Package.Version, SHA256: spec.Package.SHA256}
+	interp := digest.Interpreter{Path: path, Version: version}
+	if d, err := digest.LocalMaterializationDigest(m.Platform, interp, m.Resolution, root, ""); err == nil && d == m.Digest {
+		return true
+	}
+	if d, err := digest.LocalMaterializationDigest(m.Platform, interp, m.Resolution, root, digest.BytecodeUncheckedHash); err == nil && d == m.Digest {
+		return false
+	}
+	return !hasBytecode(filepath.Clean(m.Path))
 }
 
 // hasBytecode reports whether the tree at dir holds a __pycache__

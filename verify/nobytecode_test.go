@@ -1,0 +1,53 @@
+package verify
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/registry"
+)
+
+// TestNoBytecodeFromTheDigest: whether an env was made without bytecode
+// is read from the pin's materialization digest, which covers it, not
+// guessed from the tree (an env whose __pycache__ directories were lost
+// was still made with bytecode, and its rebuild without would be another
+// env); the tree decides only for a digest neither way gives.
+func TestNoBytecodeFromTheDigest(t *testing.T) {
+	spec := &registry.Provider{Name: "acme-echo", Package: &registry.Package{Name: "acme-echo", Version: "1.0.0", SHA256: digest.Sum([]byte("wheel"))}}
+	res := digest.Sum([]byte("resolution"))
+	interp := digest.Interpreter{Path: "/usr/bin/python3.11", Version: "3.11.2"}
+	root := &digest.Root{Name: "acme-echo", Version: "1.0.0", SHA256: spec.Package.SHA256}
+	bare := t.TempDir() // no __pycache__: the tree alone would say no bytecode
+	compiled := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(compiled, "lib", "__pycache__"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		bytecode string
+		dir      string
+		want     bool
+	}{
+		{"compiled, its __pycache__ gone", digest.BytecodeUncheckedHash, bare, false},
+		{"made without bytecode, a __pycache__ written since", "", compiled, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := digest.LocalMaterializationDigest("cp311-manylinux_2_36_x86_64", interp, res, root, c.bytecode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := registry.Materialization{Backend: "local", Platform: "cp311-manylinux_2_36_x86_64", Digest: d, Resolution: res, Path: c.dir,
+				Interpreter: registry.InterpreterLabel(interp.Path, interp.Version, digest.Sum([]byte("python")))}
+			if got := noBytecode(spec, m); got != c.want {
+				t.Errorf("noBytecode = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// A digest neither way gives: the tree says it.
+	m := registry.Materialization{Platform: "cp311-manylinux_2_36_x86_64", Digest: digest.Sum([]byte("other")), Resolution: res, Path: bare, Interpreter: "/usr/bin/python3.11 3.11.2"}
+	if !noBytecode(spec, m) {
+		t.Error("an unknown digest and a tree without __pycache__: want no bytecode")
+	}
+}
