@@ -229,8 +229,10 @@ func runAction(c *cli.Context) error {
 	if len(bytes.TrimSpace(input)) == 0 {
 		return usagef("--input %s is empty: give one JSON document, {} for a request without input", c.String("input"))
 	}
-	var doc json.RawMessage
-	if err := json.Unmarshal(input, &doc); err != nil {
+	if !json.Valid(input) {
+		// Decoded only to say why (a copy of the input, on this path only).
+		var doc json.RawMessage
+		err := json.Unmarshal(input, &doc)
 		return usagef("--input %s: not one JSON document (%v)", c.String("input"), err)
 	}
 	if !utf8.Valid(input) {
