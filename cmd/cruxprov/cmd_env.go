@@ -108,8 +108,8 @@ func envCreate(c *cli.Context) error {
 	// sets them).
 	// NAME==VERSION (with --sha256) names the root wheel as install
 	// takes it: the index's file of those bytes.
-	pkgName, pkgVersion, fromPackage := strings.Cut(c.Args().First(), "==")
-	fromPackage = fromPackage && c.NArg() == 1 && !strings.HasSuffix(c.Args().First(), ".whl")
+	pkgName, pkgVersion, rootSum, fromPackage, pkgErr := rootPackage(c, c.Args().First())
+	fromPackage = fromPackage && c.NArg() == 1
 	fromSeal := c.NArg() == 1 && c.Bool("replace") && !fromPackage
 	if fromSeal && (c.IsSet("platform") || c.IsSet("python") || c.Bool("no-compile")) {
 		return usagef("an env rebuilt from its seal keeps its platform, interpreter and bytecode: drop --platform, --python and --no-compile")
@@ -126,31 +126,16 @@ func envCreate(c *cli.Context) error {
 		return refusal.New(refusal.MaterializeFailed, "the store path %q is not valid UTF-8 and Python cannot start a venv there; give --home a UTF-8 path", abs)
 	}
 	var wf *os.File // the --wheel, opened
-	var rootSum digest.Digest
 	switch {
 	case fromPackage:
 		if c.String("wheel") != "" || c.String("lock") != "" {
 			return usagef("give NAME==VERSION or --wheel/--lock, not both")
 		}
-		if c.String("sha256") == "" {
-			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
+		if pkgErr != nil {
+			return pkgErr
 		}
-		if rootSum, err = digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:")); err != nil {
-			return usagef("--sha256: %v", err)
-		}
-		if c.String("platform") == "" {
-			return usagef("--platform is required (a preset id, or host)")
-		}
-		if c.String("index") == "" && !c.Bool("offline") {
-			return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
-		}
-		if c.Int("jobs") < 0 {
-			return usagef("--jobs must be positive (or 0, the default)")
-		}
-		if u := c.String("index"); u != "" && !c.Bool("offline") {
-			if po.Client, err = newIndexClient(c, o, u); err != nil {
-				return err
-			}
+		if po.Client, err = pinnedIndex(c, o); err != nil {
+			return err
 		}
 	case c.NArg() == 1 && c.Bool("replace"):
 		if c.String("wheel") != "" || c.String("lock") != "" {

@@ -153,6 +153,13 @@ func pinnedSource(c *cli.Context, o *opts) (*index.Client, error) {
 	if (c.String("wheel") == "") == (c.String("lock") == "") {
 		return nil, usagef("give exactly one of --wheel W or --lock F")
 	}
+	return pinnedIndex(c, o)
+}
+
+// pinnedIndex checks the flags every resolution needs besides its source
+// (--platform, --index or --offline, --jobs) and makes the index client
+// (nil offline).
+func pinnedIndex(c *cli.Context, o *opts) (*index.Client, error) {
 	if c.String("platform") == "" {
 		return nil, usagef("--platform is required (a preset id, or host)")
 	}
@@ -397,4 +404,20 @@ func count[N int | int64 | uint64](n N, noun string, plural ...string) string {
 		return fmt.Sprintf("%d %s", n, plural[0])
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// rootPackage reads a root wheel named as NAME==VERSION (an argument
+// that is no wheel file) with its --sha256 HEX: the index's file of
+// those bytes (pipeline.FetchRoot). ok is false for any other argument.
+func rootPackage(c *cli.Context, arg string) (name, version string, sum digest.Digest, ok bool, err error) {
+	if name, version, ok = strings.Cut(arg, "=="); !ok || strings.HasSuffix(arg, ".whl") {
+		return "", "", digest.Digest{}, false, nil
+	}
+	if c.String("sha256") == "" {
+		return name, version, sum, true, usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
+	}
+	if sum, err = digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:")); err != nil {
+		return name, version, sum, true, usagef("--sha256: %v", err)
+	}
+	return name, version, sum, true, nil
 }

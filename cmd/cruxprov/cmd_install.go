@@ -160,14 +160,9 @@ func installAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if name, version, ok := strings.Cut(arg, "=="); ok && !strings.HasSuffix(arg, ".whl") {
-		if c.String("sha256") == "" {
-			return usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
-		}
-		d, err := digest.ParseHex(strings.TrimPrefix(c.String("sha256"), "sha256:"))
-		if err != nil {
-			return usagef("--sha256: %v", err)
-		}
+	if name, version, d, ok, err := rootPackage(c, arg); err != nil {
+		return err
+	} else if ok {
 		if st, err = o.openStore(); err != nil {
 			return err
 		}
