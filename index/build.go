@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -123,24 +124,9 @@ func checkWheelFile(from string, e fs.DirEntry) error {
 		if e.Type()&fs.ModeSymlink != 0 {
 			what = "is a symbolic link to something that is not a regular file"
 		}
-		return fmt.Errorf("index build: %s %s (a %s); only wheel files are read, move it out of the input, nothing was changed", p, what, fileKind(st.Mode()))
+		return fmt.Errorf("index build: %s %s (%s); only wheel files are read, move it out of the input, nothing was changed", p, what, filekind.Of(st.Mode()))
 	}
 	return nil
-}
-
-// fileKind names the type of a file that is not a regular file.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // writeIndex writes the whole index of wheels (names in from) into dir.

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -242,7 +243,7 @@ func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel, warn 
 		case ferr != nil:
 			wrong = "cannot be stat'ed: " + ferr.Error()
 		case st.Mode&unix.S_IFMT != unix.S_IFREG:
-			wrong = "not a regular file but " + fileKind(st.Mode)
+			wrong = "not a regular file but " + kindOf(f)
 		default:
 			wrong = fmt.Sprintf("%d bytes, the wheel's members are %d", st.Size, s.total)
 		}
@@ -277,21 +278,14 @@ func attachCache(home, tmpDir string, o *opened, p lockfile.ResolvedWheel, warn 
 	return nil
 }
 
-// fileKind names the type of a file of mode m that is not a regular one.
-func fileKind(m uint32) string {
-	switch m & unix.S_IFMT {
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFIFO:
-		return "a named pipe"
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFCHR, unix.S_IFBLK:
-		return "a device"
-	case unix.S_IFLNK:
-		return "a symbolic link"
+// kindOf names the type of the open file f, which is not a regular one
+// (filekind.Of).
+func kindOf(f *os.File) string {
+	fi, err := f.Stat()
+	if err != nil {
+		return "not a regular file"
 	}
-	return fmt.Sprintf("of mode %#o", m&unix.S_IFMT)
+	return filekind.Of(fi.Mode())
 }
 
 // commitCache renames every complete, unbroken temp entry into the cache

@@ -142,7 +142,7 @@ func TestUnpackedCacheDamage(t *testing.T) {
 			return os.Symlink(target, entry)
 		}},
 		{"directory", "not a regular file but a directory", func() error { return os.Mkdir(entry, 0o755) }},
-		{"named pipe", "not a regular file but a named pipe", func() error { return unix.Mkfifo(entry, 0o644) }},
+		{"named pipe", "not a regular file but a FIFO (named pipe)", func() error { return unix.Mkfifo(entry, 0o644) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.Chmod(entry, 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {

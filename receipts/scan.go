@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -144,19 +145,7 @@ func (e *NotRegularError) Error() string {
 // socket", "a device", or "not a regular file" for any other kind. A
 // FIFO named as a ledger was said to be "not a regular file", which the
 // one who made it may not recognise.
-func (e *NotRegularError) Kind() string {
-	switch m := e.Mode; {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO (named pipe)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}
+func (e *NotRegularError) Kind() string { return filekind.Of(e.Mode) }
 
 // Is matches refusal.LedgerCorrupt, so errors.Is works on a bare
 // *CorruptError too.
