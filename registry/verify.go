@@ -313,15 +313,14 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	n, expired, why := countApprovals(t, chain[0], p.SpecDigest, provider, p.Revision, p.Approvals, now)
-	if th := t.Policy.Threshold; n < th && p.Retired && (why == nil || errors.As(why, new(untrustedKey)) || refusal.CodeOf(why) == refusal.PinExpired) {
-		// A retirement whose approvals expired or fell short since is
-		// still a retirement, refused as one; its floor is not raised
-		// (what is short of the threshold now raises none).
-		return nil, retired()
-	}
 	if th := t.Policy.Threshold; n < th {
 		var uk untrustedKey
 		switch {
+		case p.Retired && (why == nil || errors.As(why, &uk) || refusal.CodeOf(why) == refusal.PinExpired):
+			// A retirement whose approvals expired or fell short since is
+			// still a retirement, refused as one; its floor is not raised
+			// (what is short of the threshold now raises none).
+			return nil, retired()
 		case n+expired >= th:
 			// Renewing the expired approvals reaches the threshold.
 			detail := fmt.Sprint(why)
