@@ -13,7 +13,8 @@ import (
 // is read from the pin's materialization digest, which covers it, not
 // guessed from the tree (an env whose __pycache__ directories were lost
 // was still made with bytecode, and its rebuild without would be another
-// env); the tree decides only for a digest neither way gives.
+// env; one made without and given a __pycache__ since was not); a digest
+// these inputs do not give is advised as the default, with bytecode.
 func TestNoBytecodeFromTheDigest(t *testing.T) {
 	spec := &registry.Provider{Name: "acme-echo", Package: &registry.Package{Name: "acme-echo", Version: "1.0.0", SHA256: digest.Sum([]byte("wheel"))}}
 	res := digest.Sum([]byte("resolution"))
@@ -24,6 +25,7 @@ func TestNoBytecodeFromTheDigest(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(compiled, "lib", "__pycache__"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	label := registry.InterpreterLabel(interp.Path, interp.Version, digest.Sum([]byte("python")))
 	for _, c := range []struct {
 		name     string
 		bytecode string
@@ -38,16 +40,15 @@ func TestNoBytecodeFromTheDigest(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := registry.Materialization{Backend: "local", Platform: "cp311-manylinux_2_36_x86_64", Digest: d, Resolution: res, Path: c.dir,
-				Interpreter: registry.InterpreterLabel(interp.Path, interp.Version, digest.Sum([]byte("python")))}
+			m := registry.Materialization{Backend: "local", Platform: "cp311-manylinux_2_36_x86_64", Digest: d, Resolution: res, Path: c.dir, Interpreter: label}
 			if got := noBytecode(spec, m); got != c.want {
 				t.Errorf("noBytecode = %v, want %v", got, c.want)
 			}
 		})
 	}
-	// A digest neither way gives: the tree says it.
-	m := registry.Materialization{Platform: "cp311-manylinux_2_36_x86_64", Digest: digest.Sum([]byte("other")), Resolution: res, Path: bare, Interpreter: "/usr/bin/python3.11 3.11.2"}
-	if !noBytecode(spec, m) {
-		t.Error("an unknown digest and a tree without __pycache__: want no bytecode")
+	// A digest these inputs do not give: the default.
+	m := registry.Materialization{Platform: "cp311-manylinux_2_36_x86_64", Digest: digest.Sum([]byte("other")), Resolution: res, Path: bare, Interpreter: label}
+	if noBytecode(spec, m) {
+		t.Error("a digest the inputs do not give: want the default, with bytecode")
 	}
 }

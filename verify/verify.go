@@ -19,7 +19,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,41 +151,16 @@ func withRebuildInputs(err error, spec *registry.Provider, m registry.Materializ
 // noBytecode reports whether env m was made without bytecode. Bytecode
 // is part of the materialization digest (docs/digests.md), so the pin's
 // digest says it: the digest is computed from the pin's platform,
-// interpreter, resolution and root wheel both ways. Where neither is the
-// pin's (a pin whose interpreter label carries no version, a v1 digest),
-// the tree says it: one with a __pycache__ directory was compiled.
+// interpreter, resolution and root wheel without bytecode, and is the
+// pin's only for an env made so. Any other (one with bytecode, the
+// default, or a digest these inputs do not give) is advised as the
+// default.
 func noBytecode(spec *registry.Provider, m registry.Materialization) bool {
 	path := m.InterpreterPath()
-	version := strings.TrimPrefix(m.Interpreter, path+" ")
-	version, _, _ = strings.Cut(version, " ")
+	version, _, _ := strings.Cut(strings.TrimPrefix(m.Interpreter, path+" "), " ")
 	root := &digest.Root{Name: spec.Package.Name, Version: spec.Package.Version, SHA256: spec.Package.SHA256}
-	interp := digest.Interpreter{Path: path, Version: version}
-	if d, err := digest.LocalMaterializationDigest(m.Platform, interp, m.Resolution, root, ""); err == nil && d == m.Digest {
-		return true
-	}
-	if d, err := digest.LocalMaterializationDigest(m.Platform, interp, m.Resolution, root, digest.BytecodeUncheckedHash); err == nil && d == m.Digest {
-		return false
-	}
-	return !hasBytecode(filepath.Clean(m.Path))
-}
-
-// hasBytecode reports whether the tree at dir holds a __pycache__
-// directory (an env made with bytecode does; one that cannot be read is
-// taken to, as an env is by default).
-func hasBytecode(dir string) bool {
-	found, read := false, false
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		read = true
-		if d.IsDir() && d.Name() == "__pycache__" {
-			found = true
-			return filepath.SkipAll
-		}
-		return nil
-	})
-	return found || !read
+	d, err := digest.LocalMaterializationDigest(m.Platform, digest.Interpreter{Path: path, Version: version}, m.Resolution, root, "")
+	return err == nil && d == m.Digest
 }
 
 // PinnedEnv is the directory of the local env the accepted pin of name
