@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cruxible/cruxprov/image"
@@ -121,30 +120,12 @@ func TestImagePushSignsWherePushed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lp, err := layout.FromPath(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ii, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := ii.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tag := range []string{image.SignatureTag(h), image.AttestationTag(h)} {
-		var img v1.Image
-		for _, m := range im.Manifests {
-			if m.Annotations["org.opencontainers.image.ref.name"] == tag {
-				if img, err = lp.Image(m.Digest); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		if img == nil {
+		imgs := imagetest.TaggedImages(t, out, tag)
+		if len(imgs) == 0 {
 			t.Fatalf("the layout has no %s", tag)
 		}
+		img := imgs[len(imgs)-1]
 		ref, err := name.NewTag(repo + ":" + tag)
 		if err != nil {
 			t.Fatal(err)

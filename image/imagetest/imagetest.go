@@ -294,27 +294,8 @@ func Cleanup() {
 // build wrote it.
 func Attestations(t testing.TB, dir, tag string) map[string][]byte {
 	t.Helper()
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ii, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := ii.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string][]byte{}
-	for _, m := range im.Manifests {
-		if m.Annotations["org.opencontainers.image.ref.name"] != tag {
-			continue
-		}
-		img, err := lp.Image(m.Digest)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, img := range TaggedImages(t, dir, tag) {
 		ls, err := img.Layers()
 		if err != nil {
 			t.Fatal(err)
@@ -339,4 +320,35 @@ func Attestations(t testing.TB, dir, tag string) map[string][]byte {
 		}
 	}
 	return got
+}
+
+// TaggedImages are the images the OCI layout dir tags tag (its
+// index's org.opencontainers.image.ref.name annotation), in the index's
+// order: none when no entry has that tag.
+func TaggedImages(t testing.TB, dir, tag string) []v1.Image {
+	t.Helper()
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ii, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []v1.Image
+	for _, m := range im.Manifests {
+		if m.Annotations["org.opencontainers.image.ref.name"] != tag {
+			continue
+		}
+		img, err := lp.Image(m.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, img)
+	}
+	return out
 }
