@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // PairOptions are what WritePair asks of its caller.
@@ -122,7 +123,9 @@ func (e *PairError) Unwrap() error { return e.Err }
 // and removed again when no key is written. Runs in one directory take
 // turns (a flock on it), so that no run removes the temp file of another
 // still writing it. Every refusal is a *PairError, but for ctx's end
-// while waiting and the errors of Password, returned as they are.
+// while waiting and the errors of Password, returned as they are, and
+// LoadPrivateKey's signer_untrusted for a kept key whose public key
+// header is not its key's (no PREFIX.pub is written from it).
 func WritePair(ctx context.Context, prefix string, o PairOptions) (pub *PublicKey, completed bool, err error) {
 	// The pair's file operations in order on one thread: a tracer that
 	// counts system calls per thread (strace's inject when=N, as
@@ -306,6 +309,11 @@ func interruptedKey(o PairOptions, keyPath, pubPath string) (*PrivateKey, error)
 		return nil, &PairError{Kind: PairEmptyPassword, Path: keyPath}
 	}
 	k, err := LoadPrivateKey(b, pw)
+	if refusal.CodeOf(err) != "" {
+		// Not the password: the file's public key header is not its
+		// key's (LoadPrivateKey says so); no .pub is written from it.
+		return nil, err
+	}
 	if err != nil {
 		return nil, &PairError{Kind: PairWrongPassword, Path: keyPath, Err: err}
 	}

@@ -10,6 +10,16 @@
 // public key's Digest is the sha256 of its DER SubjectPublicKeyInfo, the
 // identity governance counts signers by.
 //
+// A private key file Generate writes carries its public key too, in the
+// PEM header PublicKeyHeader of its block (base64 of the DER
+// SubjectPublicKeyInfo): CarriedPublicKey reads it without the password,
+// so that a caller can tell which key a file is before asking for it.
+// NaCl secretbox takes no additional data, and cosign reads the box as
+// it is (it ignores PEM headers), so the header is bound to the key by a
+// check, not by the box: LoadPrivateKey refuses a file whose header is
+// not the public key of the key sealed in it. Files written without the
+// header (by an earlier cruxprov, or cosign) load as before.
+//
 // WritePair writes a key pair at a prefix the caller names, crash-safe:
 // each file whole or missing, never over a key, an interrupted pair
 // finished by the same call run again.
@@ -26,9 +36,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -41,19 +53,69 @@ import (
 // one cosign writes and reads.
 const PrivateKeyPEMType = "ENCRYPTED SIGSTORE PRIVATE KEY"
 
+// PublicKeyHeader is the PEM header of a private key file in which
+// Generate writes the key's public half: the base64 (standard, padded)
+// of its DER SubjectPublicKeyInfo, the bytes its Digest is the sha256 of.
+const PublicKeyHeader = "Cruxprov-Public-Key"
+
 // maxPEM bounds a key file's size: a P-256 key is a few hundred bytes.
 const maxPEM = 64 << 10
 
 // Generate makes a new ECDSA P-256 key pair and returns its private key as
 // PEM "ENCRYPTED SIGSTORE PRIVATE KEY" sealed with password, and its
-// public key as PEM "PUBLIC KEY". An empty password is refused: an
-// unencrypted private key is not written.
+// public key as PEM "PUBLIC KEY". The private key's PEM block carries the
+// public key too, in its header PublicKeyHeader. An empty password is
+// refused: an unencrypted private key is not written.
 func Generate(password []byte) (privPEM, pubPEM []byte, err error) {
 	if len(password) == 0 {
 		return nil, nil, errors.New("an empty password is not allowed: the private key is always encrypted")
 	}
 	pf := cryptoutils.StaticPasswordFunc(password)
-	return cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), pf)
+	privPEM, pubPEM, err = cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), pf)
+	if err != nil {
+		return nil, nil, err
+	}
+	blk, _ := pem.Decode(privPEM)
+	pb, _ := pem.Decode(pubPEM)
+	if blk == nil || pb == nil {
+		return nil, nil, errors.New("the key pair generated does not decode as PEM")
+	}
+	blk.Headers = map[string]string{PublicKeyHeader: base64.StdEncoding.EncodeToString(pb.Bytes)}
+	return pem.EncodeToMemory(blk), pubPEM, nil
+}
+
+// CarriedPublicKey returns the public key the private key file pemBytes
+// carries in its header PublicKeyHeader (Generate writes it), read
+// without the password; nil, and no error, for a file without that
+// header (an earlier cruxprov's, cosign's) or one that is not a PEM
+// private key. It is what the file says, checked against the key sealed
+// in it only when LoadPrivateKey opens it. A header that is not an ECDSA
+// P-256 public key is refused (signer_untrusted).
+func CarriedPublicKey(pemBytes []byte) (*PublicKey, error) {
+	if len(pemBytes) > maxPEM {
+		return nil, nil
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil || !strings.HasSuffix(blk.Type, "PRIVATE KEY") {
+		return nil, nil
+	}
+	return carriedPublicKey(blk)
+}
+
+func carriedPublicKey(blk *pem.Block) (*PublicKey, error) {
+	h, ok := blk.Headers[PublicKeyHeader]
+	if !ok {
+		return nil, nil
+	}
+	der, err := base64.StdEncoding.Strict().DecodeString(h)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SignerUntrusted, err, "the private key file's %s header is not base64", PublicKeyHeader)
+	}
+	p, err := parsePKIX(der)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.SignerUntrusted, err, "the private key file's %s header is not an ECDSA P-256 public key", PublicKeyHeader)
+	}
+	return p, nil
 }
 
 // PublicKey is a parsed ECDSA P-256 public key.
@@ -78,7 +140,12 @@ func ParsePublicKey(pemBytes []byte) (*PublicKey, error) {
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return nil, refusal.New(refusal.SignerUntrusted, "data after the PEM \"PUBLIC KEY\" block")
 	}
-	pk, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	return parsePKIX(blk.Bytes)
+}
+
+// parsePKIX parses a DER SubjectPublicKeyInfo holding an ECDSA P-256 key.
+func parsePKIX(der []byte) (*PublicKey, error) {
+	pk, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SignerUntrusted, err, "public key does not parse")
 	}
@@ -131,7 +198,11 @@ type PrivateKey struct {
 
 // LoadPrivateKey decrypts a PEM private key written by Generate (or by
 // `cosign generate-key-pair`) with password. A wrong password or a key
-// that is not ECDSA P-256 is an error; an unencrypted key is refused.
+// that is not ECDSA P-256 is an error; an unencrypted key is refused. A
+// file whose PublicKeyHeader is not the public key of the key sealed in
+// it (the header edited, or copied from another key's file) is refused
+// signer_untrusted: a caller that took the header for the key's identity
+// before the password (CarriedPublicKey) was told another key's.
 func LoadPrivateKey(pemBytes, password []byte) (*PrivateKey, error) {
 	if len(pemBytes) > maxPEM {
 		return nil, fmt.Errorf("private key file larger than %d bytes", maxPEM)
@@ -143,6 +214,10 @@ func LoadPrivateKey(pemBytes, password []byte) (*PrivateKey, error) {
 	if blk.Type != PrivateKeyPEMType && blk.Type != "ENCRYPTED COSIGN PRIVATE KEY" {
 		return nil, fmt.Errorf("private key PEM type %q: want %q (a key pair cruxprov or cosign generates)", blk.Type, PrivateKeyPEMType)
 	}
+	carried, err := carriedPublicKey(blk)
+	if err != nil {
+		return nil, err
+	}
 	if len(password) == 0 {
 		return nil, errors.New("the private key is encrypted and no password was given")
 	}
@@ -151,7 +226,14 @@ func LoadPrivateKey(pemBytes, password []byte) (*PrivateKey, error) {
 		return nil, fmt.Errorf("cannot decrypt the private key (wrong password?): %w", err)
 	}
 	ek, _ := k.(*ecdsa.PrivateKey)
-	return FromECDSA(ek)
+	pk, err := FromECDSA(ek)
+	if err != nil {
+		return nil, err
+	}
+	if carried != nil && carried.Digest() != pk.Public().Digest() {
+		return nil, refusal.New(refusal.SignerUntrusted, "the private key file names public key %s in its %s header, but the key sealed in it is %s: the file was altered; restore it from a copy (or delete that header line, and the key is read as one written without it)", carried.Digest(), PublicKeyHeader, pk.Public().Digest())
+	}
+	return pk, nil
 }
 
 // Public returns the key's public half.

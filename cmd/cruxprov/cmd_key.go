@@ -32,9 +32,10 @@ func init() {
 			Usage:     "make an ECDSA P-256 key pair (PREFIX.key encrypted as cosign writes it, PREFIX.pub)",
 			UsageText: "cruxprov key generate --out PREFIX",
 			Description: "Writes PREFIX.key (mode 0600, \"ENCRYPTED SIGSTORE PRIVATE KEY\": scrypt + NaCl secretbox,\n" +
-				"readable by cosign), then PREFIX.pub (PEM \"PUBLIC KEY\"), each whole or not at all. The\n" +
-				"password comes from CRUXPROV_KEY_PASSWORD or a prompt on the terminal. Existing files\n" +
-				"are not overwritten; a missing directory of PREFIX is made (mode 0700).\n\n" +
+				"readable by cosign, naming its public key in a PEM header), then PREFIX.pub (PEM\n" +
+				"\"PUBLIC KEY\"), each whole or not at all. The password comes from CRUXPROV_KEY_PASSWORD\n" +
+				"or a prompt on the terminal. Existing files are not overwritten; a missing directory of\n" +
+				"PREFIX is made (mode 0700).\n\n" +
 				"Interrupted (killed, a power loss), the same command run again finishes the pair: a\n" +
 				"PREFIX.key (0600, this user's) without PREFIX.pub is opened with the password given\n" +
 				"and its public key written (\"completed\": true in --json); a wrong password writes\n" +
