@@ -757,6 +757,26 @@ func (d *Dir) Approvable(ctx context.Context, id digest.Digest) error {
 	return err
 }
 
+// ApprovedAlready is what Approve of change-set id by the key whose
+// digest is signer returns without signing, when that key's approval
+// stands (ApproveResult.Already: the change-set accepted with it, still
+// what the registry holds, the approval unexpired), read without the key:
+// a command asks it before the key's password, so that an approver who
+// approved already is told so without one. nil, and no error, where
+// Approve would sign (or refuse for this key); Approvable's refusals
+// otherwise. It reads without the lock: Approve decides again under it.
+func (d *Dir) ApprovedAlready(ctx context.Context, id, signer digest.Digest) (*ApproveResult, error) {
+	s, err := d.loadShared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := s.approvable(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.approvedAlready(d.now(), cs, signer), nil
+}
+
 // Repair writes again, under the lock and through the journal, what the
 // history says otherwise: interfaces.json, from the history's
 // registrations, and each pin file that is lost or older than the pin

@@ -540,10 +540,10 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	scope := cs.Scope()
 	renew := false
 	if cs.Status.State != StateProposed {
+		if res := s.approvedAlready(now, cs, signer.Public().Digest()); res != nil {
+			return res, nil
+		}
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
-			if res := s.approvedBy(now, cs, signer.Public().Digest()); res != nil {
-				return res, nil
-			}
 			return nil, notProposed(cs, "approved")
 		}
 	}
@@ -682,6 +682,18 @@ func (s *state) checkRecordedSigners(cs *ChangeSet) error {
 		}
 	}
 	return nil
+}
+
+// approvedAlready is Approve's result, with nothing signed, for the key
+// whose digest is signer when its approval of cs stands: cs is no longer
+// proposed, this key's approval of it has not expired (that would be a
+// renewal) and approvedBy says so. nil where an approval by this key
+// signs, or is refused.
+func (s *state) approvedAlready(now time.Time, cs *ChangeSet, signer digest.Digest) *ApproveResult {
+	if cs.Status.State == StateProposed || s.renewable(now, cs, signer) {
+		return nil
+	}
+	return s.approvedBy(now, cs, signer)
 }
 
 // approvedBy is the result of approving again, with the key whose

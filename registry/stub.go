@@ -166,6 +166,21 @@ func (r *Stub) Approvable(ctx context.Context, id digest.Digest) error {
 	return r.read(ctx, func(s *state) error { _, err := s.approvable(id); return err })
 }
 
+// ApprovedAlready is Dir.ApprovedAlready: Approve's result, without a
+// signature, for a key (its digest) whose approval of change-set id
+// stands already; nil where Approve would sign.
+func (r *Stub) ApprovedAlready(ctx context.Context, id, signer digest.Digest) (out *ApproveResult, err error) {
+	err = r.read(ctx, func(s *state) error {
+		cs, err := s.approvable(id)
+		if err != nil {
+			return err
+		}
+		out = s.approvedAlready(r.now(), cs, signer)
+		return nil
+	})
+	return out, err
+}
+
 // Reject implements Writer.
 func (r *Stub) Reject(ctx context.Context, id digest.Digest, reason, by string) (out *ChangeSet, err error) {
 	err = r.do(ctx, func(s *state) (err error) { out, err = s.reject(r.now(), id, reason, by); return })

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -367,13 +368,24 @@ func openInputFile(path string) (*os.File, error) {
 // readInputFile reads a file named on the command line, a regular file
 // (openInputFile) of at most max bytes (no limit when max <= 0).
 func readInputFile(path string, max int64) ([]byte, error) {
+	b, _, err := readInputFileInfo(path, max)
+	return b, err
+}
+
+// readInputFileInfo is readInputFile, and the file's stat as it was
+// opened and read (its owner and mode: a key file's).
+func readInputFileInfo(path string, max int64) ([]byte, fs.FileInfo, error) {
 	f, err := openInputFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && max > 0 && st.Size() > max {
-		return nil, &tooLargeError{path, max}
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if max > 0 && st.Size() > max {
+		return nil, nil, &tooLargeError{path, max}
 	}
 	var r io.Reader = f
 	if max > 0 {
@@ -383,7 +395,7 @@ func readInputFile(path string, max int64) ([]byte, error) {
 	if err == nil && max > 0 && int64(len(b)) > max {
 		err = &tooLargeError{path, max}
 	}
-	return b, err
+	return b, st, err
 }
 
 // tooLargeError is a file named on the command line that is larger than

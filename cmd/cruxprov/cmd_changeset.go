@@ -123,7 +123,9 @@ func init() {
 				"Once the policy's threshold of distinct approver keys have signed, the accepted pin is\n" +
 				"written (revision + 1) or the trust change applied. --expires 720h ends the approval's\n" +
 				"validity (verify then refuses pin_expired). Approving the accepted pin's change-set\n" +
-				"again with a key whose approval expired renews it: a new approval, with its new expiry.\n\n" +
+				"again with a key whose approval expired renews it: a new approval, with its new expiry.\n" +
+				"A key whose approval stands (the same approve run again) is told \"approved already\"\n" +
+				"without its password when KEY names its public key, as key generate writes it.\n\n" +
 				"Example:\n   cruxprov changeset approve 3f2a9c1e --key ~/keys/alice.key --expires 2160h",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "key", Usage: "the private key `FILE`", Required: true},
@@ -152,20 +154,35 @@ func init() {
 				if err := reg.Approvable(c.Context, id); err != nil {
 					return err
 				}
-				signer, err := loadSigner(o, "--key", c.String("key"))
+				kb, own, err := keyFile("--key", c.String("key"))
 				if err != nil {
 					return err
 				}
-				// The expiry counts from the signature, after the password
-				// prompt, not from the command's start.
-				var exp *time.Time
-				if c.IsSet("expires") {
-					e := nowFunc().Add(c.Duration("expires"))
-					exp = &e
-				}
-				res, err := reg.Approve(c.Context, id, signer, exp)
+				// A key whose approval stands is told so before its
+				// password is asked for, where the key file names its
+				// public key and only this user can have written it
+				// (docs/governance.md, "Keys"); the password opens the key
+				// otherwise, and checks the name it gives.
+				res, err := approvedAlready(c.Context, reg, id, kb, own)
 				if err != nil {
 					return err
+				}
+				withExpiry := c.IsSet("expires")
+				if res == nil {
+					signer, err := signerFrom(o, "--key", c.String("key"), kb)
+					if err != nil {
+						return err
+					}
+					// The expiry counts from the signature, after the
+					// password prompt, not from the command's start.
+					var exp *time.Time
+					if withExpiry {
+						e := nowFunc().Add(c.Duration("expires"))
+						exp = &e
+					}
+					if res, err = reg.Approve(c.Context, id, signer, exp); err != nil {
+						return err
+					}
 				}
 				// With --expires, the document says whether it was applied:
 				// approving again with a key whose approval has not expired
@@ -174,7 +191,7 @@ func init() {
 					*registry.ApproveResult
 					ExpiresApplied *bool `json:"expiresApplied,omitempty"`
 				}{ApproveResult: res}
-				if exp != nil {
+				if withExpiry {
 					applied := !res.Already
 					doc.ExpiresApplied = &applied
 					if !applied && o.json {
@@ -191,7 +208,7 @@ func init() {
 						fmt.Fprintf(w, "renewed %s: this key's approval had expired; its new approval counts (%d of %d approvals unexpired)\n", id, res.Approvals, res.Threshold)
 					case res.Already:
 						fmt.Fprintf(w, "approved already %s, with this key's approval: nothing changed (%d of %d approvals unexpired)\n", id, res.Approvals, res.Threshold)
-						if exp != nil {
+						if withExpiry {
 							// Not renewed: this key's approval has not
 							// expired, and stands as it was signed.
 							fmt.Fprintln(w, expiresNotApplied)

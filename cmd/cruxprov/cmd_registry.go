@@ -350,6 +350,41 @@ func loadSigner(o *opts, flag, path string) (*sign.PrivateKey, error) {
 	if err != nil {
 		return nil, err
 	}
+	return signerFrom(o, flag, path, b)
+}
+
+// keyFile reads the private key file path, given as flag, as inputFile
+// does, and says whether it is this user's own: owned by the effective
+// user and writable by neither group nor others (key generate writes it
+// 0600), so that what it says before its password (the public key it
+// names) is no one else's word.
+func keyFile(flag, path string) (b []byte, own bool, err error) {
+	b, fi, err := readInputFileInfo(path, 1<<20)
+	if err != nil {
+		return nil, false, usagef("%s %s: %v", flag, path, unwrapPath(err))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return b, ok && int(st.Uid) == os.Geteuid() && fi.Mode().Perm()&0o022 == 0, nil
+}
+
+// approvedAlready is what approving change-set id with the key file kb
+// (this user's own, when own) says without its password: the registry's
+// "approved already" where the file names its public key and that key's
+// approval stands; nil where the key has to sign, or its file names no
+// public key (a key file of an earlier cruxprov, or cosign's), or another
+// user could have written it. A name that is not a public key is refused
+// here, before the password.
+func approvedAlready(ctx context.Context, reg *registry.Dir, id digest.Digest, kb []byte, own bool) (*registry.ApproveResult, error) {
+	pub, err := sign.CarriedPublicKey(kb)
+	if err != nil || pub == nil || !own {
+		return nil, err
+	}
+	return reg.ApprovedAlready(ctx, id, pub.Digest())
+}
+
+// signerFrom decrypts the private key file b read from path (flag's),
+// with the password keyPassword gives.
+func signerFrom(o *opts, flag, path string, b []byte) (*sign.PrivateKey, error) {
 	// The wrong file is a mistake in the command line, as key trust's
 	// mirror mistake (a private key to trust) is.
 	switch blk, _ := pem.Decode(b); {
