@@ -25,16 +25,7 @@ export SOURCE_DATE_EPOCH=1700000000
 bench_setup img
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim
 
-cache=${TMPDIR:-/tmp}/cruxprov-interop-base-$SOURCE_DATE_EPOCH
-if [ ! -f "$cache/digest" ]; then
-	echo "base: mmdebstrap bookworm (once, cached in $cache)"
-	rm -rf "$cache" && mkdir -p "$cache"
-	mmdebstrap --quiet --variant=essential --include=python3-minimal,libpython3.11-stdlib bookworm "$cache/base.tar"
-	umoci init --layout "$cache/oci" && umoci new --image "$cache/oci:base"
-	umoci raw add-layer --image "$cache/oci:base" "$cache/base.tar" && rm "$cache/base.tar"
-	jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"]=="base") | .digest' "$cache/oci/index.json" >"$cache/digest"
-fi
-BASE="oci:$cache/oci@$(cat "$cache/digest")"
+bench_base
 
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"

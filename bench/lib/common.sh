@@ -12,6 +12,9 @@
 #                      home $H whose cold creates the scripts time: $BIN creates the env once
 #                      with --no-compile (the fetch and the probe cache), then the env and the
 #                      pyc cache are removed; ${args[@]} is that create's command line
+#   bench_base         sets $BASE to the bookworm base image (python3-minimal) as oci:DIR@DIGEST,
+#                      made by mmdebstrap and umoci once ($SOURCE_DATE_EPOCH) and cached in $TMPDIR
+#                      as make interop's
 bench_setup() {
 	W=$(mktemp -d "${BENCH_TMPDIR:-/tmp}/cruxprov-bench-$1.XXXXXX")
 	chmod 755 "$W"
@@ -50,4 +53,18 @@ bench_cold_home() {
 	"$BIN" "${args[@]}" --no-compile --json >/dev/null
 	chmod -R u+w "$H/envs" 2>/dev/null || true
 	rm -rf "$H"/envs/[0-9a-f]* "$H/cache/pyc"
+}
+
+bench_base() {
+	local cache=${TMPDIR:-/tmp}/cruxprov-interop-base-$SOURCE_DATE_EPOCH
+	if [ ! -f "$cache/digest" ]; then
+		echo "base: mmdebstrap bookworm (once, cached in $cache)"
+		rm -rf "$cache" && mkdir -p "$cache"
+		mmdebstrap --quiet --variant=essential --include=python3-minimal,libpython3.11-stdlib bookworm "$cache/base.tar"
+		umoci init --layout "$cache/oci" && umoci new --image "$cache/oci:base"
+		umoci raw add-layer --image "$cache/oci:base" "$cache/base.tar" && rm "$cache/base.tar"
+		jq -r '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"]=="base") | .digest' "$cache/oci/index.json" >"$cache/digest"
+		chmod -R a+rX "$cache"
+	fi
+	BASE="oci:$cache/oci@$(cat "$cache/digest")"
 }
