@@ -35,7 +35,8 @@ const (
 	// from its seal (Target: the env).
 	ActionReplaceEnv Action = "replace_env"
 	// ActionRebuildEnv rebuilds an env whose seal is missing or cannot be
-	// trusted to name its inputs, under the same digest, from the wheel
+	// trusted to name its inputs (or that is gone, tree and seal, where an
+	// accepted pin names it), under the same digest, from the wheel
 	// (or lock), platform and interpreter that made it (Target: the env;
 	// Package, Platforms, Python and NoBytecode, those inputs where an
 	// accepted pin names the env).

@@ -122,7 +122,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	rep, err := seal.Verify(ctx, env, seal.Options{Deep: o.Deep, Explain: o.Explain, Jobs: o.Jobs})
 	r.Seal = rep
 	if err != nil {
-		return r, withRebuildInputs(err, spec, m)
+		return r, withRebuildInputs(pinnedEnvGone(err, name, env), spec, m)
 	}
 	// The env's name is the pinned digest (checked above) and seal.Verify
 	// holds the seal's digest to the name: the materialization is the
@@ -131,6 +131,22 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
+}
+
+// pinnedEnvGone turns seal.Verify's refusal of a path that is neither an
+// env nor a seal (seal_missing advising the store's list of envs) into
+// the rebuild of the env, where the path is env, the one the accepted
+// pin of name names: the pin's inputs make that path an env again (its
+// name is their digest). The list was advised, though the env was not
+// mistyped but removed (by hand, or a gc under another pin), and the
+// list no longer shows it.
+func pinnedEnvGone(err error, name, env string) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Code != refusal.SealMissing || re.Remedy == nil ||
+		re.Remedy.Action != refusal.ActionListEnvs || re.Remedy.Target != env {
+		return err
+	}
+	return refusal.New(refusal.SealMissing, "%s, the env the accepted pin of %s names, is gone (no such directory and no seal): rebuild it from the pin's inputs", env, name).WithRemedy(refusal.ActionRebuildEnv, env)
 }
 
 // withRebuildInputs gives a refusal advising to rebuild env m (a seal

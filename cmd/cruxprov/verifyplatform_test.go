@@ -140,3 +140,62 @@ func TestVerifySealMissingAdviceRuns(t *testing.T) {
 		t.Errorf("--json: %v %+v", err, doc)
 	}
 }
+
+// TestVerifyEnvGoneAdviceRuns: verify NAME of an approved provider whose
+// env is gone from the store, its tree and its seal both (removed by
+// hand), advises the same filled rebuild as for a lost seal alone: the
+// accepted pin knows the inputs, and their digest is the env's name. It
+// advised `cruxprov env list`, which no longer lists the env. The advice,
+// run as printed, rebuilds the env under its pinned digest and verify
+// passes again; run NAME gives the same advice.
+func TestVerifyEnvGoneAdviceRuns(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall() // --no-compile
+	var rep struct {
+		Env             string
+		Materialization struct{ Platform string }
+	}
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Env == "" {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	b, err := os.ReadFile(w.echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	advice := "cruxprov env create --replace acme-echo==1.0.0 --sha256 " + digest.Sum(b).Hex() + " --platform " + rep.Materialization.Platform +
+		" --python " + debian + " --no-compile --index URL --home " + home
+	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
+	gone := func() {
+		t.Helper()
+		testdir.Writable(rep.Env)
+		for _, p := range []string{rep.Env, rep.Env + ".index", rep.Env + ".seal.json"} {
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gone()
+	in := filepath.Join(base, "in.json")
+	os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+	r := run("run", "acme-echo", "echo", "--input", in)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.SealMissing)+": ") ||
+		!strings.Contains(r.stderr, "is gone") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "; to fix: "+advice) {
+		t.Errorf("run of a provider whose env is gone: %+v\nwant advice %q", r, advice)
+	}
+	r = run("verify", "acme-echo")
+	if !strings.Contains(r.stderr, "is gone") {
+		t.Errorf("verify of a provider whose env is gone does not say so: %+v", r)
+	}
+	follow("verify of a provider whose env and seal are gone", r, refusal.SealMissing, advice, "--index URL", "--index "+w.url)
+	must("verify", "acme-echo", "--deep")
+	tok := filepath.Join(base, "token")
+	os.WriteFile(tok, []byte("s3cret"), 0o600)
+	must("run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@"+tok)
+}
