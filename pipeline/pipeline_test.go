@@ -170,12 +170,13 @@ func TestFetchRoot(t *testing.T) {
 			}
 			// Offline, the advice that works: the file (a fetch done
 			// before does not make NAME==VERSION resolvable offline).
-			if tc.c == nil && !strings.Contains(err.Error(), "give the root wheel as its file") {
+			if tc.c == nil && !strings.Contains(err.Error(), "give the root wheel's file") {
 				t.Errorf("offline: %v does not say to give the wheel file", err)
 			}
-			// Or to fetch it online: the remedy that runs it so.
-			if r := refusal.RemedyOf(err); tc.c == nil && (r == nil || r.Action != refusal.ActionFetch) {
-				t.Errorf("offline: remedy %+v, want %s", r, refusal.ActionFetch)
+			// Or to fetch it online: the remedy that runs it so, and the
+			// file the other, which the command renders its own way.
+			if r := refusal.RemedyOf(err); tc.c == nil && (r == nil || r.Action != refusal.ActionFetch || r.Or == nil || r.Or.Action != refusal.ActionWheelFile) {
+				t.Errorf("offline: remedy %+v, want %s or %s", r, refusal.ActionFetch, refusal.ActionWheelFile)
 			}
 		})
 	}

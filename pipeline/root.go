@@ -143,7 +143,10 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		// The store keeps wheels by content, not by the file name the
 		// index published, which the image's provenance records: offline,
 		// the root wheel is given as its file.
-		return nil, refusal.New(refusal.OfflineMiss, "%s==%s is fetched from the index only, and an offline install has none: give the root wheel as its file (%s-%s-….whl, sha256 %s) instead of NAME==VERSION, or fetch it online", name, version, strings.ReplaceAll(name, "-", "_"), version, sum.Hex()).WithRemedy(refusal.ActionFetch, "")
+		// The detail names no command: the one that ran (install, env
+		// create, image build) renders the two remedies its own way.
+		file := strings.ReplaceAll(name, "-", "_") + "-" + version + "-….whl"
+		return nil, refusal.New(refusal.OfflineMiss, "%s==%s comes from the index only, and offline there is none: fetch it online, or give the root wheel's file (%s, sha256 %s)", name, version, file, sum.Hex()).WithRemedy(refusal.ActionFetch, "").OrRemedy(refusal.ActionWheelFile, file)
 	}
 	if sum.IsZero() {
 		return nil, refusal.New(refusal.HashMissing, "%s==%s: give the root wheel's sha256, so that only those bytes install", name, version)

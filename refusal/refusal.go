@@ -56,6 +56,12 @@ const (
 	ActionGC Action = "gc"
 	// ActionEmbed adds a manifest and a lock to a wheel (Target: the wheel).
 	ActionEmbed Action = "embed"
+	// ActionWheelFile runs the refused command again with the root
+	// wheel given as its file, which the operator names, instead of by
+	// name and version: offline, there is no index to fetch it from by
+	// those (Target: the file's name, its tags elided, as
+	// "acme_echo-1.0.0-….whl").
+	ActionWheelFile Action = "wheel_file"
 	// ActionNoBytecode runs the command again without compiling bytecode
 	// (another env: bytecode is part of its identity).
 	ActionNoBytecode Action = "no_bytecode"

@@ -907,6 +907,8 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			again = append(again, "--index", "URL")
 		}
 		return "cruxprov " + strings.Join(again, " ")
+	case refusal.ActionWheelFile:
+		return wheelFileAgain(args)
 	case refusal.ActionGC:
 		// Plain gc removes only blobs nothing names: after a create short
 		// of space, mostly the wheels it just fetched, which its retry
@@ -1148,6 +1150,87 @@ func again(args []string, flag string) string {
 		}
 	}
 	return strings.Join(append(out, flag), " ")
+}
+
+// wheelFileAgain is the refused command line args again (without
+// --json) with the root wheel given as its file, WHEEL, which the
+// operator names, instead of NAME==VERSION: as the argument of a command
+// that takes a wheel so (install, which checks it against --sha256
+// still), else as --wheel WHEEL (env create, image build), where
+// --sha256 goes with NAME==VERSION only and is left out. "" where no
+// argument names the root wheel so.
+func wheelFileAgain(args []string) string {
+	app := newApp(io.Discard, io.Discard)
+	_, path, err := reorder(app, args)
+	if err != nil || len(path) == 0 {
+		return ""
+	}
+	var leaf *cli.Command
+	for cs := app.Commands; len(path) > 0; path, cs = path[1:], leaf.Subcommands {
+		if leaf = findCommand(cs, path[0]); leaf == nil {
+			return ""
+		}
+	}
+	local, global := flagIndex(leaf.Flags), flagIndex(app.Flags)
+	byFlag := local["wheel"]
+	out := []string{"cruxprov"}
+	found := false
+	rest := args[1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			dash := len(out)
+			out = append(out, "--")
+			for _, p := range rest[i+1:] {
+				if !found && namesPackage(p) {
+					found = true
+					if byFlag { // before "--", after which it is an argument
+						out = slices.Insert(out, dash, "--wheel", "WHEEL")
+						continue
+					}
+					p = "WHEEL"
+				}
+				out = append(out, shellQuote(p))
+			}
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			name, hasValue := flagName(a)
+			if name == "json" {
+				continue
+			}
+			n := 1 // the flag and its value, where it takes one apart
+			if !hasValue && takesValue(name, local, global) && i+1 < len(rest) {
+				n = 2
+			}
+			if !(byFlag && name == "sha256") {
+				for _, v := range rest[i : i+n] {
+					out = append(out, shellQuote(v))
+				}
+			}
+			i += n - 1
+			continue
+		}
+		if !found && namesPackage(a) {
+			found = true
+			if byFlag {
+				out = append(out, "--wheel")
+			}
+			out = append(out, "WHEEL")
+			continue
+		}
+		out = append(out, shellQuote(a))
+	}
+	if !found {
+		return ""
+	}
+	return strings.Join(out, " ")
+}
+
+// namesPackage reports whether the argument a names a root wheel as
+// NAME==VERSION (rootPackage's test).
+func namesPackage(a string) bool {
+	return strings.Contains(a, "==") && !strings.HasSuffix(a, ".whl")
 }
 
 // commandTakes reports whether the command args run defines the flag.
