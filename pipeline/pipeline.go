@@ -259,7 +259,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 	req := materialize.Request{
 		Platform: plat, Interpreter: in, Resolution: r.Resolution, RootWheel: r.Root,
 		NoCompile: noCompile, NoCache: o.NoCache, Jobs: o.Jobs, Events: o.Events, Replace: o.Replace,
-		PlainMalloc: o.PlainMalloc, Warn: warn, Fetched: r.Fetch.Downloaded,
+		PlainMalloc: o.PlainMalloc, Warn: warn, Fetched: r.Fetch.Downloaded + fetchedRoot(o.Source.Root),
 	}
 	if o.Tree != nil {
 		req.AnyMachine = o.Tree.AnyMachine

@@ -140,6 +140,49 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestFetchedRootCounts: a root wheel named NAME==VERSION, downloaded
+// from the index and stored by the create, is one of the wheels the
+// create fetched (materialize.Request.Fetched, which the free-space
+// refusal counts): it counted the lock's wheels only. A root wheel given
+// as its file, or whose blob the store held already, is not.
+func TestFetchedRootCounts(t *testing.T) {
+	fx, c, st, _ := setup(t)
+	ctx := context.Background()
+	put := func(w *pipeline.RootWheel, err error) *pipeline.RootWheel {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Close)
+		if err := w.Put(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	fetched := put(pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256))
+	if n := pipeline.FetchedRoot(fetched); n != 1 {
+		t.Errorf("a root wheel fetched and stored counts %d, want 1", n)
+	}
+	if err := fetched.Put(ctx); err != nil || pipeline.FetchedRoot(fetched) != 1 {
+		t.Errorf("stored again (the next platform's Run): %v, counts %d, want 1", err, pipeline.FetchedRoot(fetched))
+	}
+	if n := pipeline.FetchedRoot(put(pipeline.FetchRoot(ctx, st, c, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256))); n != 0 {
+		t.Errorf("a root wheel whose blob the store held counts %d, want 0", n)
+	}
+	other, err := store.Open(filepath.Join(testdir.New(t), "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(fx.Echo.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := pipeline.FetchedRoot(put(pipeline.OpenRoot(ctx, other, f, fx.Echo.Filename, digest.Digest{}))); n != 0 {
+		t.Errorf("a root wheel given as its file counts %d, want 0", n)
+	}
+}
+
 // TestFetchRoot: NAME==VERSION comes from the index only as the bytes of
 // the given sha256; without an index, a sha256 or a matching file it is
 // refused with its code.

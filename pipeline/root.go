@@ -49,6 +49,20 @@ type RootWheel struct {
 	p      *store.Pending
 	putErr error // a failed put discarded the copy
 	closed bool  // Close was called: the copy is gone (Run refuses it)
+	// fetched is that FetchRoot downloaded it from the index, and added
+	// that a Run's put added its blob to the store (none was there): a
+	// wheel this command fetched, which nothing names yet (fetchedRoot).
+	fetched, added bool
+}
+
+// fetchedRoot is how many wheels the root wheel w adds to those a
+// create downloaded (materialize.Request.Fetched): 1 when it was fetched
+// from the index and its blob is one a Run of this command added, else 0.
+func fetchedRoot(w *RootWheel) int {
+	if w != nil && w.fetched && w.added {
+		return 1
+	}
+	return 0
 }
 
 // OpenRoot reads the root wheel named name (its file name) from r, to
@@ -117,10 +131,12 @@ func (w *RootWheel) put(ctx context.Context) error {
 	if w.putErr != nil {
 		return w.putErr
 	}
+	had, _ := w.st.Has(w.Wheel.SHA256)
 	err := w.st.Commit(ctx, []*store.Pending{w.p})
 	var se *store.SpaceError
 	switch {
 	case err == nil:
+		w.added = w.added || !had
 		return nil
 	case errors.As(err, &se) || ctx.Err() != nil:
 	default:
@@ -175,7 +191,11 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		if p == nil {
 			continue // other bytes, and the page listed no sha256 for them: another file may be the one
 		}
-		return readRoot(st, p, path.Base(f.Filename))
+		w, err := readRoot(st, p, path.Base(f.Filename))
+		if w != nil {
+			w.fetched = true
+		}
+		return w, err
 	}
 	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
 }

@@ -243,3 +243,48 @@ func TestNoCacheRemedyFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestShortDiskCountsTheFetchedRoot: env create NAME==VERSION --sha256
+// HEX on a store short of space for the env, on a real small disk,
+// fetches the root wheel from the index and the lock's wheel; the
+// free-space refusal counts both among the wheels the create fetched,
+// as the blobs the store gained: it said "the wheel this create fetched",
+// leaving the root wheel out.
+func TestShortDiskCountsTheFetchedRoot(t *testing.T) {
+	dir := testdir.Tmpfs(t, "16m")
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	base := testdir.New(t)
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, dir, 160<<10) // the wheels fit (a few KiB), the env does not
+	r := cruxprov(t, "--home", home, "env", "create", fx.Echo.Name+"=="+fx.Echo.Version, "--sha256", fx.Echo.SHA256.Hex(),
+		"--platform", "host", "--python", envPython, "--index", idx)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: materialize_failed:") || !strings.Contains(r.stderr, "free but the env needs about") {
+		t.Fatalf("env create NAME==VERSION on a short store: %+v", r)
+	}
+	blobs, err := os.ReadDir(filepath.Join(home, store.BlobsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetched int
+	for _, b := range blobs {
+		if b.Type().IsRegular() && len(b.Name()) == 64 {
+			fetched++
+		}
+	}
+	if fetched != 2 {
+		t.Fatalf("the store holds %d blobs, want the root wheel's and its lock's one: %v", fetched, blobs)
+	}
+	if want := "(the 2 wheels this create fetched, which nothing names yet, are too few to free and are fetched again)"; !strings.Contains(r.stderr, want) {
+		t.Errorf("the refusal does not count the root wheel it fetched: %s\nwant %q", r.stderr, want)
+	}
+}
