@@ -635,3 +635,64 @@ func TestShortDiskRefusalFetchedNote(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile: a create whose
+// disk fills while it writes the env's bytecode, on a real small disk
+// (a tmpfs, root only), is refused with the create without bytecode
+// among its remedies, after freeing space (and, writing the caches, the
+// create without them): it advised those alone, though the env without
+// its pycs may fit. A disk that fills while the wheels' members are
+// written is not advised so.
+func TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile(t *testing.T) {
+	for _, noCache := range []bool{true, false} {
+		t.Run(fmt.Sprintf("noCache=%v", noCache), func(t *testing.T) {
+			st, mnt := tmpfsHome(t, "16m")
+			req := request(t, manyFilesWheel(t, st, "many", 1500))
+			req.NoCompile, req.NoCache = false, noCache
+			var once sync.Once
+			req.Events = func(e Event) {
+				if e.Stage == "compile" { // the install is over; bytecode is still being written
+					once.Do(func() { fillBlocks(t, mnt) })
+				}
+			}
+			r, err := Create(context.Background(), st, req)
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "ran out of space while the env was built") {
+				t.Fatalf("want the out-of-space refusal, got %v (result %+v)", err, r)
+			}
+			if !strings.Contains(err.Error(), "without bytecode") {
+				t.Errorf("the refusal does not say the env without bytecode takes less room: %v", err)
+			}
+			var got []refusal.Action
+			for rem := refusal.RemedyOf(err); rem != nil; rem = rem.Or {
+				got = append(got, rem.Action)
+			}
+			want := []refusal.Action{refusal.ActionGC, refusal.ActionNoBytecode}
+			if !noCache {
+				want = []refusal.Action{refusal.ActionNoCache, refusal.ActionGC, refusal.ActionNoBytecode}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("remedies %v, want %v", got, want)
+			}
+		})
+	}
+	t.Run("members", func(t *testing.T) {
+		st, mnt := tmpfsHome(t, "16m")
+		req := request(t, manyFilesWheel(t, st, "many", 300))
+		req.NoCompile, req.NoCache = true, true
+		var once sync.Once
+		req.Events = func(e Event) {
+			if e.Stage == "wheel" {
+				once.Do(func() { fillBlocks(t, mnt) })
+			}
+		}
+		_, err := Create(context.Background(), st, req)
+		if !errors.Is(err, refusal.MaterializeFailed) || strings.Contains(err.Error(), "without bytecode") {
+			t.Fatalf("want the out-of-space refusal without the bytecode advice: %v", err)
+		}
+		for rem := refusal.RemedyOf(err); rem != nil; rem = rem.Or {
+			if rem.Action == refusal.ActionNoBytecode {
+				t.Errorf("a disk filled by the members advises %s", rem.Action)
+			}
+		}
+	})
+}

@@ -181,11 +181,13 @@ type Remedy struct {
 	// materialization of: "container", whose image (REF@sha256:…, built
 	// and signed for the package) only the operator knows.
 	Backend string `json:"backend,omitempty"`
-	// Or is another remedy that fixes it too, where there are two: a
-	// store short of space where the command fits without the store's
-	// caches (ActionNoCache) or in the space freed (ActionGC). cmd/
-	// renders it after the first, or alone where the command cannot
-	// carry out the first (a command without the caches to leave out).
+	// Or is another remedy that fixes it too, where there are several
+	// (its own Or the next): a store short of space where the command
+	// fits without the store's caches (ActionNoCache) or in the space
+	// freed (ActionGC), or, where it ran out writing bytecode, without
+	// bytecode (ActionNoBytecode). cmd/ renders each after the first, and
+	// leaves out one the command cannot carry out (a command without the
+	// caches to leave out).
 	Or *Remedy `json:"or,omitempty"`
 }
 
@@ -195,11 +197,15 @@ func (e *Error) WithRemedy(a Action, target string) *Error {
 	return e
 }
 
-// OrRemedy sets another remedy of e (Remedy.Or), which fixes it too,
-// and returns e; e's remedy is set first.
+// OrRemedy adds another remedy of e, which fixes it too, after those it
+// has (the last one's Remedy.Or), and returns e; e's remedy is set first.
 func (e *Error) OrRemedy(a Action, target string) *Error {
 	if e.Remedy != nil {
-		e.Remedy.Or = &Remedy{Action: a, Target: target}
+		last := e.Remedy
+		for last.Or != nil {
+			last = last.Or
+		}
+		last.Or = &Remedy{Action: a, Target: target}
 	}
 	return e
 }

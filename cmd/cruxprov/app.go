@@ -789,25 +789,32 @@ func (o *opts) progressOn() bool {
 }
 
 // renderRemedies is the remedy of a refusal to advise, its command line,
-// and "; or: " and its other remedy's (Remedy.Or), where the refusal has
-// two: the first is rem, or, where the command cannot carry it out (a
-// command without --no-cache), the other alone.
+// and "; or: " and the command line of each other remedy it has
+// (Remedy.Or, in turn), where the refusal has several: the first is rem,
+// or, where the command cannot carry it out (a command without
+// --no-cache), the next it can; one it cannot is left out.
 func renderRemedies(rem *refusal.Remedy, args []string) (*refusal.Remedy, string, string) {
 	if rem == nil {
 		return nil, "", ""
 	}
-	cmdline := renderRemedy(rem, args)
-	if rem.Or == nil {
-		return rem, cmdline, ""
+	var first *refusal.Remedy
+	var cmdline, or string
+	seen := map[*refusal.Remedy]bool{}
+	for r := rem; r != nil && !seen[r]; r = r.Or {
+		seen[r] = true
+		line := renderRemedy(r, args)
+		switch {
+		case line == "":
+		case first == nil:
+			first, cmdline = r, line
+		default:
+			or += "; or: " + line
+		}
 	}
-	or := renderRemedy(rem.Or, args)
-	switch {
-	case cmdline == "":
-		return rem.Or, or, ""
-	case or == "":
-		return rem, cmdline, ""
+	if first == nil {
+		return rem, "", ""
 	}
-	return rem, cmdline, "; or: " + or
+	return first, cmdline, or
 }
 
 // remedyJSON is a --json "refused" object's "remedy": the action, its
@@ -842,9 +849,12 @@ func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]a
 			jr["noBytecode"] = true
 		}
 	}
-	if rem.Or != nil && rem.Or != rem {
-		if or := renderRemedy(rem.Or, args); or != "" {
-			jr["or"] = remedyJSON(rem.Or, or, args)
+	// The next remedy the command can carry out (one it cannot, as
+	// renderRemedies leaves it out).
+	for or, n := rem.Or, 0; or != nil && or != rem && n < 8; or, n = or.Or, n+1 {
+		if line := renderRemedy(or, args); line != "" {
+			jr["or"] = remedyJSON(or, line, args)
+			break
 		}
 	}
 	return jr
@@ -922,6 +932,12 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}
 		return "cruxprov env list" + home
 	case refusal.ActionNoBytecode:
+		// Only where the command can leave bytecode out, and has not: an
+		// env rebuilt from its seal (env create --replace ENV) keeps the
+		// seal's bytecode (--no-compile is a usage error there).
+		if !commandTakes(args, "no-compile") || hasFlag(args, "no-compile") || replacesFromSeal(args) {
+			return ""
+		}
 		return again(args, "--no-compile")
 	case refusal.ActionNoCache:
 		// Only where the command has the caches to leave out (env
@@ -1225,6 +1241,21 @@ func wheelFileAgain(args []string) string {
 		return ""
 	}
 	return strings.Join(out, " ")
+}
+
+// replacesFromSeal reports whether args is env create --replace ENV: an
+// env rebuilt from its seal, which keeps the seal's platform, interpreter
+// and bytecode (not --replace NAME==VERSION, nor --wheel or --lock).
+func replacesFromSeal(args []string) bool {
+	if !hasFlag(args, "replace") {
+		return false
+	}
+	out, path, err := reorder(newApp(io.Discard, io.Discard), args)
+	if err != nil || strings.Join(path, " ") != "env create" {
+		return false
+	}
+	i := slices.Index(out, "--")
+	return i >= 0 && len(out) == i+2 && !namesPackage(out[i+1])
 }
 
 // namesPackage reports whether the argument a names a root wheel as

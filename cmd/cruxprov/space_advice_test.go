@@ -288,3 +288,42 @@ func TestShortDiskCountsTheFetchedRoot(t *testing.T) {
 		t.Errorf("the refusal does not count the root wheel it fetched: %s\nwant %q", r.stderr, want)
 	}
 }
+
+// TestNoBytecodeRemedyAfterTheOthers: a store that ran out of space while
+// the create wrote bytecode has the create without it as one more remedy
+// (no_bytecode, after gc and, writing the caches, no_cache): each is
+// advised after "; or: ", the ones the command cannot carry out left
+// out: no --no-compile for a command given it already, or for an env
+// rebuilt from its seal (env create --replace ENV keeps the seal's
+// bytecode: --no-compile is a usage error there), nor --no-cache for one
+// given it. The --json remedy carries the chain as its "or" objects.
+func TestNoBytecodeRemedyAfterTheOthers(t *testing.T) {
+	gcOr := &refusal.Remedy{Action: refusal.ActionGC, Or: &refusal.Remedy{Action: refusal.ActionNoBytecode}}
+	cache := &refusal.Remedy{Action: refusal.ActionNoCache, Or: gcOr}
+	gc := "cruxprov gc --envs --dry-run --home H"
+	for _, tc := range []struct {
+		rem        *refusal.Remedy
+		args, want string
+	}{
+		{gcOr, "cruxprov --home H env create --lock L --no-cache", gc + "; or: cruxprov --home H env create --lock L --no-cache --no-compile"},
+		{cache, "cruxprov --home H env create --lock L", "cruxprov --home H env create --lock L --no-cache; or: " + gc + "; or: cruxprov --home H env create --lock L --no-compile"},
+		{cache, "cruxprov --home H install W --platform host", "cruxprov --home H install W --platform host --no-cache; or: " + gc + "; or: cruxprov --home H install W --platform host --no-compile"},
+		{cache, "cruxprov --home H env create --lock L --no-cache", gc + "; or: cruxprov --home H env create --lock L --no-cache --no-compile"},
+		{gcOr, "cruxprov --home H env create --lock L --no-compile", gc},
+		{gcOr, "cruxprov --home H env create --replace /s/envs/abc", gc},
+		{gcOr, "cruxprov --home H env create --replace acme-echo==1.0.0 --sha256 ab", gc + "; or: cruxprov --home H env create --replace acme-echo==1.0.0 --sha256 ab --no-compile"},
+	} {
+		_, cmdline, or := renderRemedies(tc.rem, strings.Fields(tc.args))
+		if got := cmdline + or; got != tc.want {
+			t.Errorf("%s\n got %q\nwant %q", tc.args, got, tc.want)
+		}
+	}
+	args := strings.Fields("cruxprov --home H env create --lock L")
+	rem, cmdline, _ := renderRemedies(cache, args)
+	j := remedyJSON(rem, cmdline, args)
+	or, _ := j["or"].(map[string]any)
+	oror, _ := or["or"].(map[string]any)
+	if j["action"] != "no_cache" || or["action"] != "gc" || oror["action"] != "no_bytecode" || oror["command"] != "cruxprov --home H env create --lock L --no-compile" {
+		t.Errorf("--json remedy: %#v", j)
+	}
+}
