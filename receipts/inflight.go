@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -58,11 +59,19 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 	p := side + ".inflight"
 	f, err := os.OpenFile(p, os.O_RDWR|unix.O_NOFOLLOW|unix.O_NONBLOCK|flag, 0o600)
 	if err != nil {
+		// A directory (EISDIR) or a symbolic link (ELOOP, O_NOFOLLOW)
+		// there is said as what it is.
+		if st, lerr := os.Lstat(p); lerr == nil && !st.Mode().IsRegular() {
+			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "the in-flight lock file %s of receipts ledger %s is %s", p, path, filekind.NotRegular(st.Mode()))
+		}
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is not a regular file", p, path)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot stat the in-flight lock file %s of receipts ledger %s", p, path)
+		}
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is %s", p, path, filekind.NotRegular(st.Mode()))
 	}
 	return f, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -51,6 +52,62 @@ func TestNotRegularSaysWhatItIs(t *testing.T) {
 			nr = nil
 			if !errors.Is(err, refusal.LedgerWriteFailed) || !errors.As(err, &nr) || nr.Kind() != c.kind {
 				t.Errorf("Open: %v, want ledger_write_failed, a NotRegularError of %s", err, c.kind)
+			}
+		})
+	}
+}
+
+// TestRepairSidecarsSayWhatTheyAre: what stands at a torn tail's repair
+// lock (<path>.lock), at its repair journal (<path>.repair) or at the
+// key locks (<path>.inflight) instead of a regular file is named by its
+// kind, to the writer that would repair the tail and to the scan that
+// reports it. Each was "is not a regular file" (the journal's with the
+// mode's letters, "(d---------)"), and a symbolic link at the lock was
+// "too many levels of symbolic links".
+func TestRepairSidecarsSayWhatTheyAre(t *testing.T) {
+	for _, sc := range []struct {
+		side, kind string
+		make       func(p string) error
+	}{
+		{".lock", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{".lock", "a FIFO (named pipe)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{".lock", "a symbolic link", func(p string) error { return os.Symlink(p+".elsewhere", p) }},
+		{".repair", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{".repair", "a FIFO (named pipe)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{".inflight", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{".inflight", "a FIFO (named pipe)", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{".inflight", "a symbolic link", func(p string) error { return os.Symlink(p+".elsewhere", p) }},
+	} {
+		t.Run(sc.side+" "+sc.kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "l.jsonl")
+			tail := "{frag"
+			if sc.side == ".inflight" {
+				tail = "" // the key locks are taken by a keyed Begin, tail or none
+			}
+			if err := os.WriteFile(path, []byte(rows(t, "a")+tail), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.make(path + sc.side); err != nil {
+				t.Fatal(err)
+			}
+			want := path + sc.side + " is " + sc.kind + ", not a regular file"
+			if sc.side == ".inflight" {
+				want = path + sc.side + " of receipts ledger " + path + " is " + sc.kind + ", not a regular file"
+			}
+			l, err := Open(context.Background(), path, Options{})
+			if err == nil {
+				_, err = l.Begin(context.Background(), testIntent("", "key", "second"))
+				l.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("the writer: %v, want %q in it", err, want)
+			}
+			if sc.side == ".inflight" {
+				return // the scan takes no key locks
+			}
+			_, err = Scan(context.Background(), []string{path}, ScanOptions{})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("the scan: %v, want %q in it", err, want)
 			}
 		})
 	}

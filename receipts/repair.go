@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -442,12 +443,25 @@ func breakRepairLock(lp string) (bool, error) {
 // regular file, opened without blocking and without following a link.
 func openRepairLock(lp string) (*os.File, error) {
 	f, err := os.OpenFile(lp, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, unix.ELOOP) {
+		// O_NOFOLLOW's refusal of a symbolic link ("too many levels of
+		// symbolic links") is said as what it is.
+		if st, lerr := os.Lstat(lp); lerr == nil && st.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s is %s", lp, filekind.NotRegular(st.Mode()))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return nil, errOr(err, fmt.Errorf("%s is not a regular file", lp))
+		if err != nil {
+			return nil, err
+		}
+		// Which kind ("a directory, not a regular file"): "not a
+		// regular file" alone left the operator to find out what was
+		// in the way of the repair.
+		return nil, fmt.Errorf("%s is %s", lp, filekind.NotRegular(st.Mode()))
 	}
 	return f, nil
 }

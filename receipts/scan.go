@@ -135,10 +135,7 @@ type NotRegularError struct {
 }
 
 func (e *NotRegularError) Error() string {
-	if k := e.Kind(); k != "not a regular file" {
-		return fmt.Sprintf("receipts: %s is %s, not a regular file", e.Path, k)
-	}
-	return fmt.Sprintf("receipts: %s is not a regular file", e.Path)
+	return fmt.Sprintf("receipts: %s is %s", e.Path, filekind.NotRegular(e.Mode))
 }
 
 // Kind says what the path is: "a directory", "a FIFO (named pipe)", "a

@@ -3,7 +3,8 @@
 // receipts checkpoint): at most a given size, and only a regular file. A
 // larger file is an error, not a read of its first bytes; a FIFO or a
 // device at the path is an error too, not a read that blocks until a
-// writer comes or never ends. Stdlib only.
+// writer comes or never ends. Stdlib only (and internal/filekind, which
+// names what is there instead of a regular file).
 package capped
 
 import (
@@ -13,6 +14,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/cruxible/cruxprov/internal/filekind"
 )
 
 // ErrNotRegular and ErrTooLarge are what ReadFile and Open refuse (a
@@ -78,7 +81,9 @@ func Open(path string) (*os.File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, &refused{fmt.Sprintf("%s is not a regular file (%s)", path, st.Mode().Type()), ErrNotRegular}
+		// Said by its kind ("a directory"): the mode's letters
+		// ("d---------") told an operator nothing of what was there.
+		return nil, &refused{fmt.Sprintf("%s is %s", path, filekind.NotRegular(st.Mode())), ErrNotRegular}
 	}
 	return f, nil
 }

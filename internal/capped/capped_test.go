@@ -24,8 +24,8 @@ func TestReadFile(t *testing.T) {
 	}{
 		{"at the cap", small, 5, "12345", ""},
 		{"past the cap", small, 4, "", "larger than 4 bytes"},
-		{"a directory", dir, 100, "", "not a regular file"},
-		{"a FIFO no one writes", fifo, 100, "", "not a regular file"}, // and no hang
+		{"a directory", dir, 100, "", "is a directory, not a regular file"},
+		{"a FIFO no one writes", fifo, 100, "", "is a FIFO (named pipe), not a regular file"}, // and no hang
 		{"missing", filepath.Join(dir, "none"), 100, "", "no such file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

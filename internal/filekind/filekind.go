@@ -25,3 +25,14 @@ func Of(m fs.FileMode) string {
 	}
 	return "not a regular file"
 }
+
+// NotRegular is what a message says of a file of mode m that is not a
+// regular one: "a directory, not a regular file" (a FIFO, a socket, a
+// device, a symbolic link likewise), and "not a regular file" for any
+// other type, so that "PATH is " + NotRegular(m) says which it is.
+func NotRegular(m fs.FileMode) string {
+	if k := Of(m); k != "not a regular file" {
+		return k + ", not a regular file"
+	}
+	return "not a regular file"
+}

@@ -23,3 +23,12 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestNotRegular(t *testing.T) {
+	if got := NotRegular(fs.ModeDir | 0o755); got != "a directory, not a regular file" {
+		t.Errorf("NotRegular(dir) = %q", got)
+	}
+	if got := NotRegular(fs.ModeIrregular); got != "not a regular file" {
+		t.Errorf("NotRegular(irregular) = %q", got)
+	}
+}
