@@ -143,6 +143,12 @@ const (
 	// the registry (Target: the interface id, or "" where there are
 	// several, which the refusal names).
 	ActionRegisterInterface Action = "register_interface"
+	// ActionGrantRead has the owner of Target, a file or directory this
+	// user was denied (a directory above what it read, which it may not
+	// enter, or the file itself), make it readable, and a directory
+	// enterable, by every user, as a store's files (0644) and
+	// directories (0755) are for the executors that read them.
+	ActionGrantRead Action = "grant_read"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

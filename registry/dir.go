@@ -169,11 +169,53 @@ func readRegular(p string) ([]byte, error) {
 // Denied permission is said as such, with what to do, and not as damage:
 // an executor run as a user who may not read the operator's registry (a
 // home of 0700, a file of 0600) has nothing to restore.
+//
+// Its remedy (ActionGrantRead) names the one path to give read access
+// to: the first directory on the way this user may not enter, else the
+// file or directory itself. It named no path but the one read, so an
+// operator whose registry directory (or home) was 0700 was sent to a
+// file under it that was readable already.
 func unreadable(err error, what string) error {
 	if errors.Is(err, fs.ErrPermission) {
-		return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
+		var pe *fs.PathError
+		at := ""
+		if errors.As(err, &pe) {
+			at = deniedAt(pe.Path)
+		}
+		if at == "" {
+			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
+		}
+		owner := ""
+		var st unix.Stat_t
+		if unix.Stat(at, &st) == nil {
+			owner = fmt.Sprintf(" (its owner: uid %d)", st.Uid)
+		}
+		return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
 	}
 	return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s", what)
+}
+
+// deniedAt is the path on the way to p (absolute) that denies this
+// user: the first directory above p it may not enter, else p itself;
+// "" when p cannot be made absolute.
+func deniedAt(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	var above []string
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		above = append(above, d)
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	for i := len(above) - 1; i >= 0; i-- {
+		if unix.Faccessat(unix.AT_FDCWD, above[i], unix.X_OK, unix.AT_EACCESS) == unix.EACCES {
+			return above[i]
+		}
+	}
+	return abs
 }
 
 type ifaceFile struct {

@@ -252,7 +252,7 @@ func (d *Dir) pending() (bool, error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read registry file %s", d.path(journalName))
+		return false, unreadable(err, "registry file "+d.path(journalName))
 	}
 	return true, nil
 }

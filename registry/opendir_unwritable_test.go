@@ -136,6 +136,14 @@ func unwritableChild(t *testing.T, base string) {
 				!strings.Contains(err.Error(), "not damage to the registry: run as a user who can read the store, or give it read access") {
 				t.Errorf("OpenDir of a registry this user cannot read: %v, want registry_corrupt saying permission denied and what to do", err)
 			}
+			// And which path to give read access to: the directory this
+			// user may not enter above the registry, or the log itself
+			// (it named only the path read: "the registry directory
+			// hidden/registry", whose own mode was 0755).
+			want := map[string]string{"unreachable": filepath.Join(base, "hidden"), "unreadable log": filepath.Join(base, "locked/registry/log.jsonl")}[name]
+			if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionGrantRead || rem.Target != want {
+				t.Errorf("OpenDir of a registry this user cannot read: remedy %+v, want %s of %s", rem, refusal.ActionGrantRead, want)
+			}
 		})
 	}
 }

@@ -1090,6 +1090,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov changeset approve " + targetOr(rem, "ID") + " --key KEY" + home
 	case refusal.ActionRegisterInterface:
 		return "cruxprov interface register " + targetOr(rem, "ID") + " --schema FILE" + home
+	case refusal.ActionGrantRead:
+		// Run by the path's owner (the detail names its uid): a file
+		// 0644, a directory 0755, as a store's are.
+		if rem.Target == "" {
+			return ""
+		}
+		return "chmod a+rX " + t
 	}
 	return ""
 }
