@@ -494,9 +494,46 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 	}
 	if c.netrcErr != nil {
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and the netrc file %s could not be read (%v), so its credentials were not sent; make it readable by this user or give the credentials another way",
-			what, c.BaseURL(), c.opts.Netrc, unwrapPath(c.netrcErr))
+			what, c.BaseURL(), c.opts.Netrc, unwrapPath(c.netrcErr)).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
+	}
+	if host := se.host(); host != "" && !c.hasCredential(host) {
+		// None was sent: the netrc read holds no entry for the host (a
+		// broken one reads as none), or there was none to read. Said so,
+		// with what to do: it said "check the credentials", as if some
+		// had been refused.
+		from := "no netrc file was read"
+		if c.opts.Netrc != "" {
+			from = "the netrc file " + c.opts.Netrc + " has no machine entry for it with a login or password (or does not parse as one)"
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and no credentials for its host %s were sent: the index URL names none, and %s; give the credentials for that host (a netrc machine entry, see docs/index.md)",
+			what, c.BaseURL(), host, from).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", what, c.BaseURL())
+}
+
+// hasCredential reports whether the client sends a credential to host
+// (host:port or a host name), as its transport matches one.
+func (c *Client) hasCredential(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	for _, cr := range c.creds {
+		if strings.EqualFold(cr.Host, host) || strings.EqualFold(cr.Host, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// host is the host (host:port) of the URL e answers, "" where it does
+// not parse.
+func (e *StatusError) host() string {
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // unwrapPath drops the path a *fs.PathError repeats.

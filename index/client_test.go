@@ -400,7 +400,64 @@ func TestNetrcUnreadable(t *testing.T) {
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.netrc) || !strings.Contains(err.Error(), "could not be read") {
 				t.Fatalf("401 with an unreadable netrc: %v", err)
 			}
+			// With what to do: name a netrc this user can read (it had
+			// no remedy).
+			if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionNameNetrc || rem.Target != tt.netrc {
+				t.Fatalf("401 with an unreadable netrc: remedy %+v, want %s of %s", rem, refusal.ActionNameNetrc, tt.netrc)
+			}
 		})
+	}
+}
+
+// TestNetrcWithoutTheHost: a 401 when no credentials for the index's
+// host were sent (a netrc with entries for other hosts only, one that
+// does not parse as a netrc, or none) says so, naming the netrc read,
+// with the remedy name_netrc. It said "check the credentials for its
+// host", as though some had been sent and refused, with no remedy. A
+// 401 of credentials sent stays that.
+func TestNetrcWithoutTheHost(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	os.WriteFile(other, []byte("machine index.example login alice password s3cret\n"), 0o600)
+	broken := filepath.Join(dir, "broken")
+	os.WriteFile(broken, []byte("login alice password\n\x00\xff{"), 0o600)
+	wrong := filepath.Join(dir, "wrong")
+	os.WriteFile(wrong, []byte("machine 127.0.0.1 login alice password nope\n"), 0o600)
+	for _, tt := range []struct{ name, netrc, want string }{
+		{"entries for other hosts", other, "the netrc file " + other + " has no machine entry for it"},
+		{"does not parse", broken, "the netrc file " + broken + " has no machine entry for it"},
+		{"none read", "", "no netrc file was read"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cl, err := New(srv.URL+"/simple/", Options{Netrc: tt.netrc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cl.Project(context.Background(), "foo")
+			host := strings.TrimPrefix(srv.URL, "http://")
+			if !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "no credentials for its host "+host+" were sent") || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("401 with no credentials sent: %v, want %q in it", err, tt.want)
+			}
+			if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionNameNetrc || rem.Target != tt.netrc {
+				t.Fatalf("remedy %+v, want %s of %q", rem, refusal.ActionNameNetrc, tt.netrc)
+			}
+		})
+	}
+	cl, err := New(srv.URL+"/simple/", Options{Netrc: wrong})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Project(context.Background(), "foo"); !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "check the credentials for its host") {
+		t.Fatalf("401 of the credentials sent: %v", err)
 	}
 }
 

@@ -149,6 +149,12 @@ const (
 	// enterable, by every user, as a store's files (0644) and
 	// directories (0755) are for the executors that read them.
 	ActionGrantRead Action = "grant_read"
+	// ActionNameNetrc runs the refused command again with the netrc
+	// file named (NETRC): one this user can read that holds a machine
+	// entry for the index's host (Target: the netrc file that could not
+	// be read, or that holds no entry for the host, or "" when none was
+	// named).
+	ActionNameNetrc Action = "name_netrc"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

@@ -1097,6 +1097,11 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return "chmod a+rX " + t
+	case refusal.ActionNameNetrc:
+		// FILE: a netrc this user can read with a machine entry for
+		// the index's host (after sudo -u, HOME, and so ~/.netrc, is
+		// still the other user's).
+		return "NETRC=FILE " + rerun(args, "", func(v string) string { return v })
 	}
 	return ""
 }

@@ -835,6 +835,20 @@ func TestFetchUnreadableNetrc(t *testing.T) {
 		!strings.Contains(r.stderr, "could not be read") || !strings.Contains(r.stderr, "warning: netrc "+netrc+" skipped") {
 		t.Fatalf("401 with an unreadable netrc: %+v", r)
 	}
+	// The remedy: a netrc this user can read, named with NETRC (it had
+	// none). Run as printed, FILE the operator's own netrc.
+	mine := filepath.Join(base, "netrc-nobody")
+	os.WriteFile(mine, []byte("machine 127.0.0.1 login ci password s3cr3t-pw\n"), 0o600)
+	os.Chown(mine, 65534, 65534)
+	m := regexp.MustCompile(`; to fix: NETRC=FILE cruxprov (.*)$`).FindStringSubmatch(strings.TrimSpace(r.stderr))
+	if m == nil {
+		t.Fatalf("401 with an unreadable netrc: %+v, want the remedy NETRC=FILE cruxprov …", r)
+	}
+	fix := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", "NETRC="+mine+" "+exe+" "+m[1])
+	fix.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	if f := runCmd(t, fix); f.code != 0 || strings.Contains(f.stdout+f.stderr, "s3cr3t") {
+		t.Fatalf("the remedy, %s: %+v", m[0], f)
+	}
 	// Fill the store as root (who can read the netrc), then the operator
 	// fetches again: nothing to download, so no credentials needed.
 	cmd := exec.Command(bin, append(fetch, "--home", home)...)
@@ -919,5 +933,50 @@ func TestIndexWarningInTheJSONDocument(t *testing.T) {
 	}
 	if r := run(); r.code != 0 || !strings.Contains(r.stderr, "warning: "+want) {
 		t.Errorf("without --json: %+v", r)
+	}
+}
+
+// TestFetchNetrcWithoutTheHost: a fetch from an index that asks for
+// credentials, with a netrc holding none for its host, is refused
+// fetch_failed saying no credentials for the host were sent and which
+// netrc was read, with the remedy "; to fix: NETRC=FILE cruxprov fetch
+// …", which, run as printed with FILE a netrc holding the host's entry,
+// fetches. It said "check the credentials for its host", with no remedy.
+// Any user: nothing here depends on modes.
+func TestFetchNetrcWithoutTheHost(t *testing.T) {
+	var private *httptest.Server
+	_, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		private = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cr3t-pw" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		return h
+	})
+	defer private.Close()
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.netrc")
+	os.WriteFile(other, []byte("machine index.example login ci password s3cr3t-pw\n"), 0o600)
+	good := filepath.Join(dir, "good.netrc")
+	os.WriteFile(good, []byte("machine 127.0.0.1 login ci password s3cr3t-pw\n"), 0o600)
+	home := filepath.Join(dir, "home")
+	cmd := exec.Command(bin, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", private.URL+"/simple/", "--home", home)
+	cmd.Env = append(os.Environ(), "NETRC="+other)
+	r := runCmd(t, cmd)
+	host := strings.TrimPrefix(private.URL, "http://")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: fetch_failed: ") || !strings.Contains(r.stderr, "no credentials for its host "+host+" were sent") ||
+		!strings.Contains(r.stderr, "the netrc file "+other+" has no machine entry for it") {
+		t.Fatalf("401 with a netrc without the host: %+v", r)
+	}
+	m := regexp.MustCompile(`; to fix: NETRC=FILE (cruxprov .*)$`).FindStringSubmatch(strings.TrimSpace(r.stderr))
+	if m == nil {
+		t.Fatalf("401 with a netrc without the host: %+v, want the remedy NETRC=FILE cruxprov …", r)
+	}
+	fix := exec.Command("sh", "-c", "NETRC="+shellQuote(good)+" "+m[1])
+	fix.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	if f := runCmd(t, fix); f.code != 0 || strings.Contains(f.stdout+f.stderr, "s3cr3t") {
+		t.Fatalf("the remedy, %s: %+v", m[0], f)
 	}
 }
