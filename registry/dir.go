@@ -19,6 +19,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -98,9 +99,14 @@ func openDir(ctx context.Context, root string, readOnly bool) (*Dir, error) {
 			return nil, unreadable(err, "the registry directory "+d)
 		}
 		if err == nil {
-			if readOnly {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the registry's %s is not a directory", d)
+			// Something else in a directory's place (a file, a FIFO),
+			// said as what it is, to a reader and a writer alike: the
+			// writer's mkdir failed with "not a directory".
+			what := "a regular file"
+			if !st.Mode().IsRegular() {
+				what = filekind.Of(st.Mode())
 			}
+			return nil, refusal.New(refusal.RegistryCorrupt, "the registry's %s is %s, not a directory: this registry did not put it there; move it aside, and restore the directory from a copy of the registry", d, what)
 		} else if readOnly {
 			continue // read as empty (listDir, readOptional)
 		}
