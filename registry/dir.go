@@ -19,6 +19,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
@@ -186,42 +187,18 @@ func unreadable(err error, what string) error {
 		var pe *fs.PathError
 		at := ""
 		if errors.As(err, &pe) {
-			at = deniedAt(pe.Path)
+			at = deniedat.Path(pe.Path)
 		}
 		if at == "" {
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
 		}
 		owner := ""
-		var st unix.Stat_t
-		if unix.Stat(at, &st) == nil {
-			owner = fmt.Sprintf(" (its owner: uid %d)", st.Uid)
+		if uid, ok := deniedat.Owner(at); ok {
+			owner = fmt.Sprintf(" (its owner: uid %d)", uid)
 		}
 		return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
 	}
 	return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s", what)
-}
-
-// deniedAt is the path on the way to p (absolute) that denies this
-// user: the first directory above p it may not enter, else p itself;
-// "" when p cannot be made absolute.
-func deniedAt(p string) string {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return ""
-	}
-	var above []string
-	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
-		above = append(above, d)
-		if d == filepath.Dir(d) {
-			break
-		}
-	}
-	for i := len(above) - 1; i >= 0; i-- {
-		if unix.Faccessat(unix.AT_FDCWD, above[i], unix.X_OK, unix.AT_EACCESS) == unix.EACCES {
-			return above[i]
-		}
-	}
-	return abs
 }
 
 type ifaceFile struct {

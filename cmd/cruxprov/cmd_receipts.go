@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -304,7 +305,7 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
 		return nil, nil, usagef("no ledger at %s: check the path (cruxprov receipts %s, without --ledger, reads this host and user's)", pe.Path, c.Command.Name)
 	case errors.As(err, &pe) && errors.Is(err, fs.ErrPermission):
-		return nil, nil, fmt.Errorf("cannot read the ledger %s: permission denied; run as the user whose runs wrote it, or have it give read access", pe.Path)
+		return nil, nil, ledgerDenied(pe.Path)
 	case err != nil:
 		return nil, nil, err
 	}
@@ -537,4 +538,31 @@ func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 	}
 	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) is %s: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
 		nr.Path, from, what, shellQuote(nr.Path), shellQuote(nr.Path+".moved"))
+}
+
+// ledgerDenied is the failure of a scan denied permission on path (a
+// ledger, or its repair journal): it names the path that denied it, the
+// first directory on the way this user may not enter, else the file,
+// and what to do, which depends on whose it is. It blamed the ledger
+// whatever denied it (its directory of 0700, the journal beside it),
+// and sent a user denied its own journal to "the user whose runs wrote
+// it".
+func ledgerDenied(path string) error {
+	what := "the ledger " + path
+	if strings.HasSuffix(path, ".repair") {
+		what = "the repair journal " + path
+	}
+	at := deniedat.Path(path)
+	if at == "" {
+		at = path
+	}
+	uid, ok := deniedat.Owner(at)
+	if ok && int(uid) == os.Geteuid() {
+		return fmt.Errorf("cannot read %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", what, at, shellQuote(at))
+	}
+	owner := ""
+	if ok {
+		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
+	}
+	return fmt.Errorf("cannot read %s: permission denied on %s%s; run as the user whose runs wrote it, or have it give read access to %s", what, at, owner, at)
 }

@@ -252,9 +252,32 @@ func TestReceiptsBeforeAnyRun(t *testing.T) {
 		os.Chmod(filepath.Dir(state), 0o755)
 	}
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the ledger "+led+": permission denied; run as the user whose runs wrote it") {
-		t.Errorf("an unreadable --ledger: %+v", r)
+	// Another user's (root's, read as uid 65534): run as that user; this
+	// user's own (the test's, not root): give it read access. It said
+	// "run as the user whose runs wrote it" to the user who wrote it.
+	want := "error: cannot read the ledger " + led + ": permission denied on " + led + " (its owner: uid 0); run as the user whose runs wrote it"
+	if os.Geteuid() != 0 {
+		want = "error: cannot read the ledger " + led + ": permission denied on " + led + ", which is this user's own: give it read access (chmod u+rX " + led + ")"
 	}
+	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("an unreadable --ledger: %+v, want %q", r, want)
+	}
+	// A readable ledger in a directory this user may not enter: the
+	// directory is named, not the ledger, whose own mode is fine.
+	shut := filepath.Join(state, "shut")
+	os.Mkdir(shut, 0o755)
+	inShut := filepath.Join(shut, "l.jsonl")
+	os.WriteFile(inShut, nil, 0o644)
+	os.Chmod(shut, 0)
+	cmd = exec.Command(bin, "receipts", "scan", "--ledger", inShut)
+	if os.Geteuid() == 0 {
+		cmd = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", bin, "receipts", "scan", "--ledger", inShut)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	if r := runCmd(t, cmd); r.code != 1 || !strings.Contains(r.stderr, "error: cannot read the ledger "+inShut+": permission denied on "+shut+" ") && !strings.Contains(r.stderr, "permission denied on "+shut+", which is this user's own") {
+		t.Errorf("a --ledger in a directory this user may not enter: %+v, want the directory %s named", r, shut)
+	}
+	os.Chmod(shut, 0o755)
 	// This user's own ledger below a directory it cannot enter (an
 	// XDG_STATE_HOME of another user's): said so, not blamed on another
 	// user's runs (it named a ledger that does not exist).
