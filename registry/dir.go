@@ -376,6 +376,27 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	return d.persist(s)
 }
 
+// openLockRead opens the registry's lock file for reading, to flock it
+// shared: without blocking, and only a regular file. A FIFO at .lock
+// hung every reader (registry log, key list, verify) in open(2), past
+// SIGTERM; it is refused registry_corrupt, saying what it is.
+func (d *Dir) openLockRead() (*os.File, error) {
+	p := d.path(".lock")
+	lf, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := lf.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = refusal.New(refusal.RegistryCorrupt, "the registry's lock %s is %s: this registry did not put it there; move it aside (the next change makes the lock again)", p, filekind.NotRegular(st.Mode()))
+	}
+	if err != nil {
+		lf.Close()
+		return nil, err
+	}
+	return lf, nil
+}
+
 // ReadLock takes the registry's lock shared, so that what a reader reads
 // in several calls (a pin, the history, the trust state) is the result of
 // whole mutations, never of one half-written: a writer holds the lock
@@ -399,7 +420,10 @@ func (d *Dir) ReadLock(ctx context.Context) (release func(), err error) {
 	if err := d.finishPending(ctx); err != nil {
 		return nil, err
 	}
-	lf, err := os.Open(d.path(".lock"))
+	lf, err := d.openLockRead()
+	if refusal.CodeOf(err) != "" {
+		return nil, err
+	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 		// Never written, or a lock this reader may not open (an operator's
 		// umask): read without it. That can only cost a refusal during a

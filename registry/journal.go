@@ -276,7 +276,10 @@ func (d *Dir) unfinished(why error) error {
 // "a registry change was interrupted", whenever it opened the registry
 // in the few milliseconds an operator's mutation was writing it.)
 func (d *Dir) awaitWriter(ctx context.Context) error {
-	lf, err := os.Open(d.path(".lock"))
+	lf, err := d.openLockRead()
+	if refusal.CodeOf(err) != "" {
+		return err // not a lock file at all (a FIFO hung this open)
+	}
 	if err != nil {
 		return d.unfinished(nil) // a lock this reader may not open: it cannot tell
 	}

@@ -8,8 +8,10 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
 )
 
 // TestOpenDirNotADirectory: a file or a FIFO where the registry keeps a
@@ -43,5 +45,37 @@ func TestOpenDirNotADirectory(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLockFIFODoesNotHang: a FIFO at the registry's lock file is refused
+// registry_corrupt at once, saying what it is, by every reader. A reader
+// (registry log, key list, verify) hung in open(2) until a writer came,
+// SIGTERM included.
+func TestLockFIFODoesNotHang(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "registry")
+	d, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(root, ".lock")
+	os.Remove(lock)
+	if err := syscall.Mkfifo(lock, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = testdir.Returns(t, "Log with a FIFO at the lock", func() error {
+		d, err := registry.OpenDirReadOnly(ctx, root)
+		if err == nil {
+			_, err = d.Log(ctx)
+		}
+		return err
+	})
+	if refusal.CodeOf(err) != refusal.RegistryCorrupt || !strings.Contains(err.Error(), lock+" is a FIFO (named pipe), not a regular file") || !strings.Contains(err.Error(), "move it aside") {
+		t.Errorf("Log with a FIFO at the lock: %v, want registry_corrupt saying what it is", err)
 	}
 }
