@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -8,7 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 func init() {
@@ -183,4 +186,32 @@ func loadPlatforms(c *cli.Context, names, files []string) ([]*platform.Platform,
 		seen[p.ID()] = i
 	}
 	return out, nil
+}
+
+// pinnedPlatform is the --platform of verify and run, which pick a pinned
+// materialization by its platform id: "host" is the id of the host's
+// platform as install --platform host names it (pipeline.HostPlatform, of
+// the interpreter config.yaml names, else python3, install's default
+// --python), any other as given. "host" was compared with the pinned ids
+// as it was, and refused pin_unapproved "for host", advising to propose
+// the provider again for it.
+func pinnedPlatform(c *cli.Context, o *opts) (string, error) {
+	if c.String("platform") != "host" {
+		return c.String("platform"), nil
+	}
+	cfg, err := loadConfig(o.home)
+	if err != nil {
+		return "", err
+	}
+	python := cmp.Or(cfg.Python, "python3")
+	st, err := o.openStore()
+	if err != nil {
+		return "", err
+	}
+	id, err := pipeline.HostPlatform(c.Context, st, python)
+	if err != nil {
+		// Its advice (--python) is not this command's: it has none.
+		return "", refusal.Wrap(refusal.PlatformUnsupported, err, "--platform host is the platform of the interpreter %s, which could not be probed: name the pinned platform's id instead", python).WithRemedy(refusal.ActionNamePlatform, "")
+	}
+	return id, nil
 }

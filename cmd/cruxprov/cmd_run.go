@@ -50,7 +50,7 @@ func init() {
 			&cli.StringFlag{Name: "idempotency-key", Usage: "replay a recorded ok outcome for the same key `K` and input (its result is not printed again, only its digest); refuse another input"},
 			&cli.StringFlag{Name: "ledger", Usage: "the receipts ledger `PATH` (default $XDG_STATE_HOME/cruxprov/receipts/<host>-<uid>.jsonl)"},
 			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
-			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several envs or images are pinned)"},
+			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id, or host (when several envs or images are pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
 			&cli.BoolFlag{Name: "unenforced-limits", Usage: "container: run even where a rootless podman cannot apply the memory, CPU and pids limits (cgroups v1); the network, file system, capability and user confinement still holds"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "how a container run gets its secrets, `MODE`: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
@@ -314,6 +314,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	plat, err := pinnedPlatform(c, o)
+	if err != nil {
+		return err
+	}
 	rid, err := registryID(c)
 	if err != nil {
 		return err
@@ -322,7 +326,7 @@ func runAction(c *cli.Context) error {
 		Provider: name, Entrypoint: ep, Input: input, Resolve: resolve, IdempotencyKey: c.String("idempotency-key"),
 		Limits:  invoke.Budgets{TimeoutMS: c.Duration("timeout").Milliseconds(), OutputBytes: c.Int64("output-bytes")},
 		Environ: os.Environ(), Allow: c.StringSlice("allow-env"),
-		Verify: verify.Options{Platform: c.String("platform"), StateDir: sd, RegistryID: rid},
+		Verify: verify.Options{Platform: plat, StateDir: sd, RegistryID: rid},
 		// A --secret the pin's manifest does not declare draws a warning
 		// once the pin is read, before the run.
 		OnPin: func(spec *registry.Provider) { warnUndeclared(c, o, name, spec) },

@@ -31,7 +31,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "entrypoint", Usage: "the `E`ntrypoint that will run (must be pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container: the pinned image's digest, builder signature and provenance"},
-			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id (when several envs or images are pinned)"},
+			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id, or host (when several envs or images are pinned)"},
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file of the env"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference of the env, not only the first"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this verifier's state `DIR` (floors; default $XDG_STATE_HOME/cruxprov or ~/.local/state/cruxprov)"},
@@ -138,11 +138,15 @@ func verifyAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	plat, err := pinnedPlatform(c, o)
+	if err != nil {
+		return err
+	}
 	if c.String("backend") == "container" {
-		return verifyContainer(c, o, reg, name, sd, rid)
+		return verifyContainer(c, o, reg, name, plat, sd, rid)
 	}
 	rep, err := verify.Verify(c.Context, reg, name, verify.Options{
-		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"),
+		Entrypoint: c.String("entrypoint"), Platform: plat,
 		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd, RegistryID: rid,
 	})
 	if err != nil {
@@ -188,9 +192,9 @@ func verifyAction(c *cli.Context) error {
 // verifyContainer is verify --backend container: the pin, then the image
 // its container materialization names (digest, builder signature,
 // provenance; --deep rehashes every layer too).
-func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, sd string, rid digest.Digest) error {
+func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, plat, sd string, rid digest.Digest) error {
 	rep, err := container.Verify(c.Context, reg, name, verify.Options{
-		Entrypoint: c.String("entrypoint"), Platform: c.String("platform"), Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
+		Entrypoint: c.String("entrypoint"), Platform: plat, Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
 	}, container.Options{})
 	if err != nil {
 		return withFloorAdvice(err)

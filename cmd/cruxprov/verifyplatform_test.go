@@ -5,6 +5,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -198,4 +199,56 @@ func TestVerifyEnvGoneAdviceRuns(t *testing.T) {
 	tok := filepath.Join(base, "token")
 	os.WriteFile(tok, []byte("s3cret"), 0o600)
 	must("run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@"+tok)
+}
+
+// TestVerifyPlatformHost: verify and run --platform host of a provider
+// installed --platform host pick the env pinned for the host's platform,
+// as install, env create and lock resolve take host: the id of the
+// platform of config.yaml's python, else python3 (pipeline.HostPlatform).
+// They were refused pin_unapproved "no accepted local materialization for
+// host", advising to propose the provider again for it. With the
+// container backend host is that id too, which the pin has no image for.
+// An interpreter that cannot be probed is refused platform_unsupported,
+// naming it.
+func TestVerifyPlatformHost(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("needs python3")
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall()
+	in := filepath.Join(base, "in.json")
+	os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+	secret := filepath.Join(base, "token")
+	os.WriteFile(secret, []byte("s"), 0o600)
+	var rep struct {
+		Materialization struct{ Platform string }
+	}
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Materialization.Platform == "" {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	must("verify", "acme-echo", "--platform", "host")
+	must("run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@"+secret, "--platform", "host")
+	r := run("verify", "acme-echo", "--backend", "container", "--platform", "host")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PinUnapproved)+": provider acme-echo has no accepted container materialization for "+rep.Materialization.Platform+" ") {
+		t.Errorf("container, host: %+v", r)
+	}
+	cfg := filepath.Join(base, "home", "config.yaml")
+	if err := os.WriteFile(cfg, []byte("format: cruxprov.config/v1\npython: "+filepath.Join(base, "no-python")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"verify", "acme-echo", "--platform", "host"},
+		{"run", "acme-echo", "echo", "--input", in, "--platform", "host"},
+	} {
+		r := run(args...)
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PlatformUnsupported)+": --platform host is the platform of the interpreter "+filepath.Join(base, "no-python")+",") {
+			t.Errorf("%v, config.yaml's python missing: %+v", args, r)
+		}
+	}
 }
