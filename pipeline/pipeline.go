@@ -288,11 +288,37 @@ func probe(ctx context.Context, cache materialize.ProbeCache, o Options) (in *ma
 		plat, err = cache.Host(ctx, in)
 	default:
 		plat, err = platform.Lookup(o.Platform)
+		if err != nil && platform.CheckID(o.Platform) == nil && (in != nil || o.Python != "") {
+			if in == nil { // a fetch or a resolve: the interpreter it names
+				if in, _ = cache.Interpreter(ctx, o.Python); in == nil {
+					return nil, nil, err
+				}
+			}
+			plat, err = hostOfID(ctx, cache, in, o.Platform, err)
+		}
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	return in, plat, nil
+}
+
+// hostOfID is the host platform of the interpreter in when its id is id,
+// a platform id that is no preset (notPreset, Lookup's refusal): a host's
+// on a glibc newer than the presets', say, which a pin made with
+// "host" names, and which the rebuild of its env names (the pin knows
+// its id, not the word host). It was refused as no preset, and that
+// rebuild could not be run. Another interpreter's is refused naming the
+// host platform in has.
+func hostOfID(ctx context.Context, cache materialize.ProbeCache, in *materialize.Probe, id string, notPreset error) (*platform.Platform, error) {
+	h, err := cache.Host(ctx, in)
+	if err != nil {
+		return nil, notPreset
+	}
+	if h.ID() != id {
+		return nil, refusal.New(refusal.PlatformUnsupported, "no platform preset %q, nor is it the host platform of %s (%s): name a preset, host, or the interpreter whose host platform it is", id, in.Path, h.ID()).WithRemedy(refusal.ActionPlatformList, "")
+	}
+	return h, nil
 }
 
 // platformOf is the platform an env was sealed for: the interpreter's

@@ -52,7 +52,7 @@ func sourceFlags(pythonUsage string) []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded lock is used)"},
 		&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},
-		&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id, or host"},
+		&cli.StringFlag{Name: "platform", Usage: "the target `PLATFORM`: a preset id, host, or the id of --python's host platform"},
 		&cli.StringFlag{Name: "python", Value: "python3", Usage: pythonUsage},
 		&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store (offline_miss otherwise)"},
 	}, indexFlags()...)

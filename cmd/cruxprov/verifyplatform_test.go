@@ -252,3 +252,74 @@ func TestVerifyPlatformHost(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifySealMissingAdviceNonPresetHost: the rebuild verify advises for
+// an env whose seal is missing names the pin's platform id, which for an
+// env made --platform host on a host no preset covers (a glibc newer than
+// the presets', here as the store's probe cache has it) is no preset: env
+// create --platform refused it ("no platform preset"), so the advice
+// could not be run. env create takes it where the interpreter's host
+// platform is that id: the advice, run as printed, rebuilds the env under
+// its pinned digest and verify passes (fetch takes the id too); another
+// id is still refused, naming the interpreter's.
+func TestVerifySealMissingAdviceNonPresetHost(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	// The host as the probe cache remembers it, moved to glibc 2.99.
+	must("fetch", "--wheel", w.echo, "--platform", "host", "--python", debian, "--index", w.url, "--quiet")
+	cached, _ := filepath.Glob(filepath.Join(home, "envs", ".interpreters", "*.json"))
+	if len(cached) != 1 {
+		t.Fatalf("probe cache: %v", cached)
+	}
+	b, err := os.ReadFile(cached[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entry struct {
+		Interpreter struct{ Glibc string }
+	}
+	json.Unmarshal(b, &entry)
+	major, minor, ok := strings.Cut(entry.Interpreter.Glibc, ".")
+	if !ok || major != "2" {
+		t.Skipf("host glibc %q: not a manylinux host", entry.Interpreter.Glibc)
+	}
+	moved := strings.NewReplacer("manylinux_2_"+minor+"_", "manylinux_2_99_", `"glibc":"2.`+minor+`"`, `"glibc":"2.99"`).Replace(string(b))
+	if moved == string(b) || !strings.Contains(moved, `"glibc":"2.99"`) {
+		t.Fatalf("probe cache entry not moved: %s", b)
+	}
+	if err := os.WriteFile(cached[0], []byte(moved), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	approveInstall()
+	var rep struct {
+		Env             string
+		Materialization struct{ Platform string }
+	}
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || !strings.Contains(rep.Materialization.Platform, "manylinux_2_99_") {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	wb, err := os.ReadFile(w.echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cruxprov env create --replace acme-echo==1.0.0 --sha256 " + digest.Sum(wb).Hex() + " --platform " + rep.Materialization.Platform + " --python " + debian + " --no-compile --index URL --home " + home
+	if err := os.Remove(rep.Env + ".seal.json"); err != nil {
+		t.Fatal(err)
+	}
+	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
+	follow("verify of an env without its seal", run("verify", "acme-echo"), refusal.SealMissing, want, "--index URL", "--index "+w.url)
+	must("verify", "acme-echo", "--deep")
+	// fetch, which probes no interpreter for a preset, takes it too.
+	must("fetch", "--wheel", w.echo, "--platform", rep.Materialization.Platform, "--python", debian, "--index", w.url, "--quiet")
+	other := strings.Replace(rep.Materialization.Platform, "_2_99_", "_2_98_", 1)
+	r := run("env", "create", "--replace", "acme-echo==1.0.0", "--sha256", digest.Sum(wb).Hex(), "--platform", other, "--python", debian, "--no-compile", "--index", w.url)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PlatformUnsupported)+": no platform preset \""+other+"\", nor is it the host platform of "+debian+" ("+rep.Materialization.Platform+")") {
+		t.Errorf("env create --platform %s: %+v", other, r)
+	}
+}
