@@ -349,7 +349,14 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		// and asks for the new one (Remedy.Backend).
 		return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer)
 	}
-	return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
+	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
+	// The proposal's platforms are the pin's and the one asked for, its
+	// interpreter the pin's envs': the advice named placeholders for
+	// them, though the pin and the command line know them.
+	if plats, python := spec.ProposePlatforms(); platform != "" && python != "" && !slices.Contains(plats, platform) {
+		e.WithProposePlatforms(append(plats, platform), python)
+	}
+	return e
 }
 
 // checkProviderFiles holds the manifest and lock installed in the env's

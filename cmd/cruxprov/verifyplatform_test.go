@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -321,5 +322,61 @@ func TestVerifySealMissingAdviceNonPresetHost(t *testing.T) {
 	r := run("env", "create", "--replace", "acme-echo==1.0.0", "--sha256", digest.Sum(wb).Hex(), "--platform", other, "--python", debian, "--no-compile", "--index", w.url)
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(refusal.PlatformUnsupported)+": no platform preset \""+other+"\", nor is it the host platform of "+debian+" ("+rep.Materialization.Platform+")") {
 		t.Errorf("env create --platform %s: %+v", other, r)
+	}
+}
+
+// TestVerifyUnpinnedPlatformAdviceFilled: verify and run --platform P of a
+// provider whose pin has no env for P advise proposing it again for P with
+// the platforms the pin has and P, and the pin's interpreter: the advice
+// named --platform PLATFORM --python PYTHON, placeholders, though the pin
+// and the command line know them. With the index in the store's
+// config.yaml the advice has no placeholder left, and runs as printed,
+// proposing the pin's env and P's resolution; without it, --index URL is
+// the one to fill in (no pin records the index).
+func TestVerifyUnpinnedPlatformAdviceFilled(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	run, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall()
+	var rep struct {
+		Materialization struct{ Platform string }
+	}
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Materialization.Platform == "" {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	b, err := os.ReadFile(w.echo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "cp312-manylinux_2_17_aarch64"
+	want := "cruxprov install acme-echo==1.0.0 --sha256 " + digest.Sum(b).Hex() + " --platform " + rep.Materialization.Platform + "," + other + " --python " + debian
+	in := filepath.Join(base, "in.json")
+	os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
+	placeholder := regexp.MustCompile(`<[^>]*>|\b[A-Z][A-Z_]{2,}\b`)
+	for _, args := range [][]string{
+		{"verify", "acme-echo", "--platform", other},
+		{"run", "acme-echo", "echo", "--input", in, "--platform", other},
+	} {
+		r := run(args...)
+		follow(strings.Join(args, " ")+", no index configured", r, refusal.PinUnapproved, want+" --index URL --home "+home, "--index URL", "--index "+w.url)
+	}
+	cfg := filepath.Join(home, "config.yaml")
+	if err := os.WriteFile(cfg, []byte("format: cruxprov.config/v1\nindex: "+w.url+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run("verify", "acme-echo", "--platform", other)
+	_, advice, _ := strings.Cut(r.stderr, "; to fix: ")
+	if m := placeholder.FindString(advice); m != "" {
+		t.Errorf("the advice has a placeholder %q: %s", m, advice)
+	}
+	f := follow("verify, the index in config.yaml", r, refusal.PinUnapproved, want+" --home "+home)
+	if !strings.Contains(f.stdout, other) || !strings.Contains(f.stdout, "env "+home) {
+		t.Errorf("the install advised proposes neither the pin's env nor %s: %+v", other, f)
 	}
 }
