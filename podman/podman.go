@@ -506,13 +506,15 @@ func (e *Executor) inspectID(ctx context.Context, id string) (string, error) {
 // pull brings ref into podman's storage by digest and returns the id it
 // stored it under. A layout is pulled through a private one-entry layout
 // naming exactly that manifest (podman's oci transport takes a tag, not
-// a digest), whose blobs are the original's; m is ref's verified manifest.
+// a digest), whose blobs are the original's, staged in a directory whose
+// path podman takes as an image name (stagePull); m is ref's verified
+// manifest.
 func (e *Executor) pull(ctx context.Context, ref image.Ref, m *v1.Manifest) (string, error) {
 	var src string
 	if ref.Repo == nil {
-		dir, err := os.MkdirTemp("", "cruxprov-pull-")
+		dir, err := stagePull(ref.String())
 		if err != nil {
-			return "", refusal.Wrap(refusal.ContainerUnavailable, err, "cannot stage %s for podman", ref)
+			return "", err
 		}
 		defer os.RemoveAll(dir)
 		blobs, err := filepath.Abs(filepath.Join(ref.Layout, "blobs"))

@@ -97,7 +97,7 @@ func ownerGone(id string) bool {
 // when it starts.
 func (e *Executor) Prune(ctx context.Context) ([]string, error) {
 	pruneSecretMounts(e.SecretDir)
-	pruneStaging(os.TempDir())
+	pruneStaging(os.TempDir(), stagingDirs()...)
 	out, err := e.podmanOut(ctx, "ps", "--all", "--no-trunc", "--filter", "label="+LabelExecutor,
 		"--format", "{{.Names}}\t{{index .Labels \""+LabelExecutor+"\"}}")
 	if err != nil {
@@ -143,16 +143,23 @@ func parsePS(out []byte) []psEntry {
 const runDirPrefix = "cruxprov-run-"
 
 // pruneStaging removes what executors killed while podman pulled
-// from a layout or ran a container left in dir: the private layouts of
-// their pulls (cruxprov-pull-*, pull) and the private directories of
+// from a layout or ran a container left behind: the private layouts of
+// their pulls (pullPrefix, pull) and the private directories of
 // their runs (runDirPrefix, Start), those older than a pull may last
 // (pullTimeout, and a minute), which no pull still reads, and a run's
 // only where no run holds it locked (a run lasts as long as its budget;
-// the subprocess executor's working directories share the name). Best
-// effort; it returns what it removed.
-func pruneStaging(dir string) []string {
-	pulls, _ := filepath.Glob(filepath.Join(dir, "cruxprov-pull-*"))
-	runs, _ := filepath.Glob(filepath.Join(dir, runDirPrefix+"*"))
+// the subprocess executor's working directories share the name). The
+// runs' are in runDir (the temp directory), the pulls' in any of
+// pullDirs (stagingDirs: not the temp directory where podman cannot
+// take its path as an image name). Best effort; it returns what it
+// removed.
+func pruneStaging(runDir string, pullDirs ...string) []string {
+	var pulls []string
+	for _, d := range pullDirs {
+		ps, _ := filepath.Glob(filepath.Join(d, pullPrefix+"*"))
+		pulls = append(pulls, ps...)
+	}
+	runs, _ := filepath.Glob(filepath.Join(runDir, runDirPrefix+"*"))
 	var gone []string
 	for i, p := range append(pulls, runs...) {
 		fi, err := os.Lstat(p)

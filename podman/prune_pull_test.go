@@ -51,9 +51,16 @@ func TestPrunePullStaging(t *testing.T) {
 	if err := syscall.Flock(int(h.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatal(err)
 	}
-	gone := pruneStaging(dir)
-	if !slices.Equal(gone, []string{stale, staleRun}) {
-		t.Fatalf("pruned %v, want %v", gone, []string{stale, staleRun})
+	// A pull stages where podman can name its layout (stagingDirs), not
+	// always in the temp directory: those are pruned too.
+	pulls := t.TempDir()
+	staleElsewhere := filepath.Join(pulls, "cruxprov-pull-7")
+	os.Mkdir(staleElsewhere, 0o700)
+	old := time.Now().Add(-pullTimeout - 2*time.Minute)
+	os.Chtimes(staleElsewhere, old, old)
+	gone := pruneStaging(dir, dir, pulls)
+	if want := []string{stale, staleElsewhere, staleRun}; !slices.Equal(gone, want) {
+		t.Fatalf("pruned %v, want %v", gone, want)
 	}
 	for _, p := range []string{fresh, other, freshRun, heldRun, filepath.Join(blobs, "keep")} {
 		if _, err := os.Lstat(p); err != nil {

@@ -155,6 +155,12 @@ const (
 	// be read, or that holds no entry for the host, or "" when none was
 	// named).
 	ActionNameNetrc Action = "name_netrc"
+	// ActionSetTempDir runs the refused command again with a temporary
+	// directory (TMPDIR) that is writable and whose path podman takes as
+	// an image name (lowercase letters, digits, '.', '_' and '-'): a
+	// container run stages a layout there, and podman names the image by
+	// its path.
+	ActionSetTempDir Action = "set_tmpdir"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

@@ -1003,6 +1003,10 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return r + home
 	case refusal.ActionUnenforcedLimits:
 		return again(args, "--unenforced-limits")
+	case refusal.ActionSetTempDir:
+		// The run stages a layout in the temp directory, whose path
+		// podman takes as an image name: the operator names one it can.
+		return "TMPDIR=DIR " + rerun(args, "", func(v string) string { return v })
 	case refusal.ActionNamePlatform:
 		// One of rem.Platforms (the detail names them), which the
 		// operator chooses; a --platform given is replaced.

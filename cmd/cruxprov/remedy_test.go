@@ -531,6 +531,12 @@ func TestRemedyKeepsHome(t *testing.T) {
 // another entrypoint.
 func TestRemediesRenderRerun(t *testing.T) {
 	platforms := &refusal.Remedy{Action: refusal.ActionNamePlatform, Platforms: []string{"a", "b"}}
+	// A container run from a layout with no temporary directory podman
+	// can name: the same run under another TMPDIR.
+	if got, want := renderRemedy(&refusal.Remedy{Action: refusal.ActionSetTempDir}, []string{"cruxprov", "run", "acme.echo", "echo", "--json"}),
+		"TMPDIR=DIR cruxprov run acme.echo echo"; got != want {
+		t.Errorf("set_tmpdir: %q, want %q", got, want)
+	}
 	home := &refusal.Remedy{Action: refusal.ActionDisallowEnv, Target: "HOME"}
 	run := []string{"cruxprov", "--home", "/h", "run", "acme-echo", "echo", "--input", "in put.json", "--backend", "container"}
 	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
