@@ -1,8 +1,9 @@
 // Package imagetest makes what image tests need and cannot commit: a
 // Debian bookworm base image with python3.11 as an OCI layout (made once
 // by mmdebstrap into a cache dir under os.TempDir() keyed by its inputs,
-// reused by later runs, skipped with a clear message where mmdebstrap
-// cannot run) and cruxshim built static for amd64 once per test binary.
+// committed by a rename so test binaries running at once never see half
+// of one, reused by later runs, skipped with a clear message where
+// mmdebstrap cannot run) and cruxshim built static for amd64 once per test binary.
 package imagetest
 
 import (
@@ -18,6 +19,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +57,12 @@ func Base(t testing.TB) (string, v1.Hash) {
 	return baseDir, baseDigest
 }
 
+// baseLayout is the version of the base cache entry's layout and of how
+// it is committed, part of its key: entries that racing builds of old
+// left half-written in place (an empty layer beside the real one, a
+// digest file over either) are never read.
+const baseLayout = "atomic-1"
+
 func makeBase() (string, v1.Hash, string) {
 	mm, err := exec.LookPath("mmdebstrap")
 	if err != nil {
@@ -62,38 +70,132 @@ func makeBase() (string, v1.Hash, string) {
 	}
 	ver, _ := exec.Command(mm, "--version").Output()
 	args := []string{"--quiet", "--variant=essential", "--include=python3-minimal,libpython3.11-stdlib", "bookworm"}
-	key := sha256.Sum256([]byte(fmt.Sprint(strings.TrimSpace(string(ver)), args, BaseEpoch, slimDirs)))
+	key := sha256.Sum256([]byte(fmt.Sprint(strings.TrimSpace(string(ver)), args, BaseEpoch, slimDirs, baseLayout)))
 	dir := filepath.Join(os.TempDir(), "cruxprov-test-base-"+hex.EncodeToString(key[:8]))
-	if b, err := os.ReadFile(filepath.Join(dir, "digest")); err == nil {
-		if h, err := v1.NewHash(strings.TrimSpace(string(b))); err == nil {
-			readable(dir)
-			return filepath.Join(dir, "oci"), h, ""
-		}
-	}
-	os.RemoveAll(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	h, err := cached(dir, func(tmp string) (v1.Hash, error) { return buildBase(mm, args, tmp) })
+	if err != nil {
 		return "", v1.Hash{}, err.Error()
 	}
+	return filepath.Join(dir, "oci"), h, ""
+}
+
+// cached returns the digest of the cache entry dir (its file digest,
+// the image's digest in its layout oci/), made by build first where it
+// is missing. `go test ./...` runs several packages' test binaries at
+// once, each wanting the same entry: build writes into a private
+// directory beside dir, which is renamed to dir only once complete and
+// readable, its digest file written last, so no reader ever sees half
+// an entry (before, two processes built into dir itself, one removing
+// it while the other wrote: a corrupt base that failed every test on
+// it). A lock file beside it (dir.lock, flock) has a second process wait
+// for the first's entry rather than build its own; where it cannot be
+// opened, each builds, and one that loses the rename reads the winner's.
+func cached(dir string, build func(tmp string) (v1.Hash, error)) (v1.Hash, error) {
+	if h, ok := readEntry(dir); ok {
+		return h, nil
+	}
+	if l := lockFile(dir + ".lock"); l != nil {
+		defer l.Close() // unlocks
+		if h, ok := readEntry(dir); ok {
+			return h, nil
+		}
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer os.RemoveAll(tmp) // gone once renamed
+	h, err := build(tmp)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	readable(tmp)
+	if err := os.WriteFile(filepath.Join(tmp, "digest"), []byte(h.String()), 0o644); err != nil {
+		return v1.Hash{}, err
+	}
+	if err := os.Rename(tmp, dir); err == nil {
+		return h, nil
+	}
+	if h, ok := readEntry(dir); ok {
+		return h, nil // another process's, complete
+	}
+	// An entry without its digest: a build of old, interrupted. Set it
+	// aside (a rename: whoever reads it still reads it whole) and put
+	// this one in its place.
+	stale, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".stale-")
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer os.RemoveAll(stale)
+	if err := os.Rename(dir, filepath.Join(stale, "entry")); err != nil && !os.IsNotExist(err) {
+		return v1.Hash{}, err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if h, ok := readEntry(dir); ok {
+			return h, nil
+		}
+		return v1.Hash{}, err
+	}
+	return h, nil
+}
+
+// readEntry is the digest of the cache entry dir, ok when it is
+// complete (its digest file, written last, names one).
+func readEntry(dir string) (v1.Hash, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "digest"))
+	if err != nil {
+		return v1.Hash{}, false
+	}
+	h, err := v1.NewHash(strings.TrimSpace(string(b)))
+	if err != nil {
+		return v1.Hash{}, false
+	}
+	readable(dir) // an entry of an older run, made before blobs were
+	return h, true
+}
+
+// lockFile opens path (made where missing) and locks it exclusively,
+// waiting for whoever holds it; nil where it cannot be opened or locked.
+// Closing it unlocks it. It opens read-only: a lock file another user
+// made (root's, in /tmp) locks all the same.
+func lockFile(path string) *os.File {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		f, err = os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+	}
+	if err != nil {
+		return nil
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// buildBase makes the bookworm base with mmdebstrap (mm, args) and
+// writes it as an OCI layout into dir/oci, returning its digest.
+func buildBase(mm string, args []string, dir string) (v1.Hash, error) {
 	tarPath := filepath.Join(dir, "base.tar")
 	cmd := exec.Command(mm, append(args, tarPath)...)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("SOURCE_DATE_EPOCH=%d", BaseEpoch))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", v1.Hash{}, fmt.Sprintf("mmdebstrap cannot make a base image here (no apt sources reachable?): %v: %s", err, lastLines(out))
+		return v1.Hash{}, fmt.Errorf("mmdebstrap cannot make a base image here (no apt sources reachable?): %v: %s", err, lastLines(out))
 	}
 	slim := filepath.Join(dir, "slim.tar")
 	if err := slimTar(tarPath, slim); err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
 	os.Remove(tarPath)
 	tarPath = slim
 	l, err := tarball.LayerFromFile(tarPath, tarball.WithMediaType(types.OCILayer), tarball.WithCompressionLevel(1))
 	if err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
 	img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON),
 		mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: time.Unix(BaseEpoch, 0).UTC()}, CreatedBy: "mmdebstrap"}})
 	if err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
 	cf, _ := img.ConfigFile()
 	cf = cf.DeepCopy()
@@ -101,22 +203,21 @@ func makeBase() (string, v1.Hash, string) {
 	cf.Created = v1.Time{Time: time.Unix(BaseEpoch, 0).UTC()}
 	cf.Config.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
 	p, err := layout.Write(filepath.Join(dir, "oci"), mutate.IndexMediaType(empty.Index, types.OCIImageIndex))
 	if err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
 	if err := p.AppendImage(img); err != nil {
-		return "", v1.Hash{}, err.Error()
+		return v1.Hash{}, err
 	}
-	h, _ := img.Digest()
+	h, err := img.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
 	os.Remove(tarPath)
-	readable(dir)
-	if err := os.WriteFile(filepath.Join(dir, "digest"), []byte(h.String()), 0o644); err != nil {
-		return "", v1.Hash{}, err.Error()
-	}
-	return filepath.Join(dir, "oci"), h, ""
+	return h, nil
 }
 
 // PlatformARM is Platform's aarch64 twin, the arm64 entry of MultiArchBase.
