@@ -77,10 +77,31 @@ func TestRootless(t *testing.T) {
 	if err := os.WriteFile(fxFile, fj, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	env := []string{"HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	// The child's runs pull the fixture into the user's own podman
+	// storage, where it stayed after the test (90 MB in their home, for
+	// good): it is removed, by its id (the config digest), as the cmd/
+	// tests remove what they pulled; not --force: a container of it would
+	// be a failure to see, not to hide.
+	ref, err := image.ParseRef(f.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := (&Executor{}).manifest(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rm := asuser.CommandInitGroups(u.UID, u.GID, "/usr/bin/podman", "rmi", "--ignore", m.Config.Digest.Hex)
+		rm.Dir, rm.Env = u.Home, env
+		if out, err := rm.CombinedOutput(); err != nil {
+			t.Logf("removing the fixture image from %s's podman storage: %v\n%s", u.Name, err, out) // another run's container of it, the same test run at once
+		}
+	})
 	cmd := asuser.CommandInitGroups(u.UID, u.GID, bin, "-test.run=^TestRootlessChild$", "-test.v", "-test.count=1")
 	cmd.Dir = u.Home
-	cmd.Env = []string{rootlessEnv + "=" + fxFile, "HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Env = append([]string{rootlessEnv + "=" + fxFile}, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("as %s (uid %d, rootless podman): %v\n%s", u.Name, u.UID, err, out)
