@@ -30,6 +30,21 @@ var (
 // usable skips t where podman cannot run containers here.
 func usable(t testing.TB) {
 	t.Helper()
+	installed(t)
+	if os.Getuid() != 0 {
+		// Where rootless podman would ignore the limits the executor
+		// refuses every run; TestRootless (as root) runs the battery
+		// rootless with UnenforcedLimits.
+		if _, err := (&Executor{}).cgroupLimits(context.Background()); err != nil {
+			t.Skipf("%v: run as root (TestRootless then runs the battery as a rootless user)", err)
+		}
+	}
+}
+
+// installed skips t where podman cannot pull images here (rootless,
+// it may pull where the executor would refuse to run: usable).
+func installed(t testing.TB) {
+	t.Helper()
 	if _, err := exec.LookPath("podman"); err != nil {
 		t.Skip("podman is not installed (apt-get install podman runc): no container executor to test")
 	}
@@ -39,12 +54,6 @@ func usable(t testing.TB) {
 	if os.Getuid() != 0 {
 		if b, err := os.ReadFile("/etc/subuid"); err != nil || len(strings.TrimSpace(string(b))) == 0 {
 			t.Skip("rootless podman needs subordinate ids (/etc/subuid, /etc/subgid) and there are none: run as root")
-		}
-		// Where rootless podman would ignore the limits the executor
-		// refuses every run; TestRootless (as root) runs the battery
-		// rootless with UnenforcedLimits.
-		if _, err := (&Executor{}).cgroupLimits(context.Background()); err != nil {
-			t.Skipf("%v: run as root (TestRootless then runs the battery as a rootless user)", err)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func TestNameable(t *testing.T) {
 // and every container run from a layout was container_unavailable. The
 // pull stages in a directory podman can name (/tmp) instead.
 func TestPullWhateverTheTempDir(t *testing.T) {
-	usable(t)
+	installed(t) // a pull, no run: rootless too, limits or not
 	upper := filepath.Join(t.TempDir(), "Tmp Dir")
 	if err := os.Mkdir(upper, 0o755); err != nil {
 		t.Fatal(err)
