@@ -769,7 +769,7 @@ func (b *bytecode) writeParts(rel string, r retargeted) error {
 		p := filepath.Join(b.staging, filepath.FromSlash(dir))
 		err := unix.Mkdir(p, 0o755)
 		if err != nil && err != unix.EEXIST {
-			do.err = &pycWriteError{refusal.Wrap(refusal.MaterializeFailed, &fs.PathError{Op: "mkdir", Path: p, Err: err}, "cannot create %s in the env; check the store's disk", dir)}
+			do.err = refusal.Wrap(refusal.MaterializeFailed, &fs.PathError{Op: "mkdir", Path: p, Err: err}, "cannot create %s in the env; check the store's disk", dir)
 			return
 		}
 		if b.dirFDs.Add(1) <= maxPycDirFDs {
@@ -797,19 +797,11 @@ func (b *bytecode) writeParts(rel string, r retargeted) error {
 		stamp = seal.Stamp{}
 	}
 	if err != nil {
-		return &pycWriteError{refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", out)}
+		return refusal.Wrap(refusal.MaterializeFailed, err, "cannot write %s in the env; check the store's disk", out)
 	}
 	b.record(out, seal.Known{Size: int64(r.Len()), SHA256: r.Sum(), Stamp: stamp})
 	return nil
 }
-
-// pycWriteError is a failure to write bytecode (a pyc, its __pycache__)
-// into the env, the refusal it wraps: a disk that filled then is one the
-// env without bytecode may fit (diskFull).
-type pycWriteError struct{ err error }
-
-func (e *pycWriteError) Error() string { return e.err.Error() }
-func (e *pycWriteError) Unwrap() error { return e.err }
 
 // writeNew creates p (relative to the directory at), exclusively, mode
 // 0444, writes r to it and returns its stamp for the seal.

@@ -383,11 +383,11 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	writesCache := need.cache != (usage{})
 	staging, err = mkdirStaging(staging)
 	if err != nil {
-		return diskFull(where, st.Home(), writesCache, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env"))
+		return diskFull(where, st.Home(), writesCache, compile, refusal.Wrap(refusal.MaterializeFailed, err, "cannot create the staging env"))
 	}
 	scripts, err := writeVenv(staging, dir, in, l)
 	if err != nil {
-		return diskFull(where, st.Home(), writesCache, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv"))
+		return diskFull(where, st.Home(), writesCache, compile, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lay out the venv"))
 	}
 	ins := newInstaller(staging, dir, l)
 	ins.reserve(append(scripts, "pyvenv.cfg", "lib64", l.Python, l.Bin+"/python3", l.Bin+"/"+l.PythonXY)...)
@@ -412,7 +412,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		defer bc.abort() // a no-op once finished; else nothing writes into staging after build returns
 	}
 	if err := installWheels(ctx, st, ins, all, wheels, order, req.NoCache, cacheTmp, jobs, emit, req.warn, written); err != nil {
-		return diskFull(where, st.Home(), writesCache, err)
+		return diskFull(where, st.Home(), writesCache, compile, err)
 	}
 	commitCache(st.Home(), wheels)
 	t1 := time.Now()
@@ -455,7 +455,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if err != nil {
 			// A disk filled while the bytecode was written is said as
 			// the install's is, with the same remedies.
-			return diskFull(filepath.Dir(staging), st.Home(), writesCache, err)
+			return diskFull(filepath.Dir(staging), st.Home(), writesCache, compile, err)
 		}
 	}
 	t2 := time.Now()
@@ -475,7 +475,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return diskFull(filepath.Dir(staging), st.Home(), false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env"))
+		return diskFull(filepath.Dir(staging), st.Home(), false, compile, refusal.Wrap(refusal.MaterializeFailed, err, "cannot seal the env"))
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -514,7 +514,7 @@ func build(ctx context.Context, st *store.Store, req Request, in *Probe, l Layou
 	if err != nil {
 		// The seal and stat index are the last files written: a disk
 		// filled (or out of inodes) by then is said as the install's is.
-		return diskFull(where, st.Home(), false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env"))
+		return diskFull(where, st.Home(), false, compile, refusal.Wrap(refusal.MaterializeFailed, err, "cannot commit the sealed env"))
 	}
 	if aside != "" {
 		_ = removeTree(aside) // debris the next create removes if this fails

@@ -636,13 +636,15 @@ func TestShortDiskRefusalFetchedNote(t *testing.T) {
 	}
 }
 
-// TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile: a create whose
-// disk fills while it writes the env's bytecode, on a real small disk
-// (a tmpfs, root only), is refused with the create without bytecode
+// TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile: a create with
+// bytecode whose disk fills once the install is over, on a real small
+// disk (a tmpfs, root only), is refused with the create without bytecode
 // among its remedies, after freeing space (and, writing the caches, the
 // create without them): it advised those alone, though the env without
-// its pycs may fit. A disk that fills while the wheels' members are
-// written is not advised so.
+// its pycs may fit. Where the fill lands (the last pycs, or the seal and
+// stat index if the compile was done first, as on a loaded machine) does
+// not change the advice: the env without bytecode is smaller either way.
+// A create without bytecode is not advised so.
 func TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile(t *testing.T) {
 	for _, noCache := range []bool{true, false} {
 		t.Run(fmt.Sprintf("noCache=%v", noCache), func(t *testing.T) {

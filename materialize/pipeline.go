@@ -242,15 +242,13 @@ func installWheels(ctx context.Context, st *store.Store, ins *installer, pkgs []
 // (cache), their room is part of what ran out: its remedy is the create
 // without the store's caches (ActionNoCache), with freeing space
 // (ActionGC) as the other, as checkDisk's; else freeing space alone.
-// Where it ran out writing bytecode (a *pycWriteError), the create
-// without bytecode is one more (ActionNoBytecode, after those): another
-// env, which takes less room.
-func diskFull(dir, home string, cache bool, err error) error {
+// Where the create writes bytecode (compile), the create without it is
+// one more (ActionNoBytecode, after those): another env, which takes less
+// room wherever the space ran out (the members, the bytecode, the seal).
+func diskFull(dir, home string, cache, compile bool, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
 		return err
 	}
-	var pe *pycWriteError
-	inPyc := errors.As(err, &pe)
 	var r *refusal.Error
 	if errors.As(err, &r) && r.Err != nil {
 		// A refusal of its own ("cannot write … in the env"): its words as
@@ -278,8 +276,8 @@ func diskFull(dir, home string, cache bool, err error) error {
 		full.Detail += "; or create it without the store's caches, whose new entries it was writing too: the env without them takes less room (it is the same env)"
 		full.WithRemedy(refusal.ActionNoCache, "").OrRemedy(refusal.ActionGC, "")
 	}
-	if inPyc {
-		full.Detail += "; or create it without bytecode, which it was writing when the space ran out: the env without it takes less room (another env: bytecode is part of its digest)"
+	if compile {
+		full.Detail += "; or create it without bytecode: the env without it takes less room (another env: bytecode is part of its digest)"
 		full.OrRemedy(refusal.ActionNoBytecode, "")
 	}
 	return full
