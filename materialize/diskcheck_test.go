@@ -637,8 +637,9 @@ func TestShortDiskRefusalFetchedNote(t *testing.T) {
 }
 
 // TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile: a create with
-// bytecode whose disk fills once the install is over, on a real small
-// disk (a tmpfs, root only), is refused with the create without bytecode
+// bytecode whose disk fills (once the install is over; with the caches,
+// once the first wheel is open), on a real small disk (a tmpfs, root
+// only), is refused with the create without bytecode
 // among its remedies, after freeing space (and, writing the caches, the
 // create without them): it advised those alone, though the env without
 // its pycs may fit. Where the fill lands (the last pycs, or the seal and
@@ -651,9 +652,20 @@ func TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile(t *testing.T) {
 			st, mnt := tmpfsHome(t, "16m")
 			req := request(t, manyFilesWheel(t, st, "many", 1500))
 			req.NoCompile, req.NoCache = false, noCache
+			// Without the caches the disk fills once the install is over:
+			// the last pycs, or the seal and stat index where the compile
+			// was done first (a loaded machine), advised alike. With them,
+			// once the first wheel is open, so that the caches' entries are
+			// still being written wherever it strikes (once the install
+			// and bytecode are over they are not, and no_cache is not
+			// advised then).
+			stage := "compile"
+			if !noCache {
+				stage = "wheel"
+			}
 			var once sync.Once
 			req.Events = func(e Event) {
-				if e.Stage == "compile" { // the install is over; bytecode is still being written
+				if e.Stage == stage {
 					once.Do(func() { fillBlocks(t, mnt) })
 				}
 			}
