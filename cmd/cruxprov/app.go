@@ -1275,7 +1275,7 @@ func replacesFromSeal(args []string) bool {
 }
 
 // namesPackage reports whether the argument a names a root wheel as
-// NAME==VERSION (rootPackage's test).
+// NAME==VERSION (not a wheel file): rootPackage's test, and the remedies'.
 func namesPackage(a string) bool {
 	return strings.Contains(a, "==") && !strings.HasSuffix(a, ".whl")
 }

@@ -410,9 +410,10 @@ func count[N int | int64 | uint64](n N, noun string, plural ...string) string {
 // that is no wheel file) with its --sha256 HEX: the index's file of
 // those bytes (pipeline.FetchRoot). ok is false for any other argument.
 func rootPackage(c *cli.Context, arg string) (name, version string, sum digest.Digest, ok bool, err error) {
-	if name, version, ok = strings.Cut(arg, "=="); !ok || strings.HasSuffix(arg, ".whl") {
+	if !namesPackage(arg) {
 		return "", "", digest.Digest{}, false, nil
 	}
+	name, version, ok = strings.Cut(arg, "==")
 	if c.String("sha256") == "" {
 		return name, version, sum, true, usagef("NAME==VERSION needs --sha256 HEX: only those bytes install")
 	}
