@@ -70,7 +70,7 @@ func ExampleCall() {
 		log.Fatal(err)
 	}
 	req := pinned.Request{Provider: "acme-echo", Entrypoint: "echo", Input: json.RawMessage(`{}`)}
-	vo := verify.Options{Entrypoint: req.Entrypoint, StateDir: state}
+	vo := verify.Options{Entrypoint: req.Entrypoint, StateDir: state, Store: home}
 	var last *verify.Report
 	full := func(ctx context.Context) error {
 		rep, err := verify.Verify(ctx, reg, req.Provider, vo)

@@ -133,6 +133,9 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 	defer unlock()
 	vo := req.Verify
 	vo.Entrypoint = req.Entrypoint
+	if vo.Store == "" {
+		vo.Store = lo.Home // the env must be in the store held
+	}
 	rep, verr := verify.Verify(ctx, reg, req.Provider, vo)
 	call := Call(rep, req)
 	if call == nil {

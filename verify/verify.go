@@ -55,6 +55,10 @@ type Options struct {
 	// (registry.VerifyPinFrom) instead of a fresh floor trusted on first
 	// use.
 	RegistryID digest.Digest
+	// Store, when set, is the store (its home) whose registry reg is and
+	// whose envs this verifier runs: a pinned env outside its envs/ is
+	// pin_mismatch (InStore). pinned.Run sets it to Local.Home.
+	Store string
 }
 
 // Report is a verified pin and env.
@@ -119,6 +123,9 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	if filepath.Base(env) != m.Digest.Hex() {
 		return r, refusal.New(refusal.PinMismatch, "the pin names env %s, whose name is not its materialization digest %s", env, m.Digest)
 	}
+	if err := InStore(env, o.Store); err != nil {
+		return r, withPropose(err, name, spec)
+	}
 	rep, err := seal.Verify(ctx, env, seal.Options{Deep: o.Deep, Explain: o.Explain, Jobs: o.Jobs})
 	r.Seal = rep
 	if err != nil {
@@ -128,9 +135,55 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	// holds the seal's digest to the name: the materialization is the
 	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
+		return r, withPropose(refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal), name, spec)
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
+}
+
+// envsDir is where a store keeps its envs (DESIGN §6; store.EnvsDir,
+// which verify does not import).
+const envsDir = "envs"
+
+// InStore refuses pin_mismatch when env, the directory of a pinned env,
+// is not in the envs/ of the store at home ("" checks nothing). A pin
+// names its env by absolute path, and a registry copied or moved with its
+// store to another path still names the envs at the old one: there the
+// verifier found the env "gone" and advised rebuilding it in the old
+// store, and where the old store was still there it verified and ran that
+// store's env, which this store's lock does not keep from its gc. An env
+// cannot move with its store (its scripts, pyvenv.cfg and bytecode name
+// the path it lives at, and the seal content digest with them:
+// docs/digests.md), so the provider's env is built in this store and
+// approved again. The same directory reached by another path (a symlink
+// to the store) is the store's.
+func InStore(env, home string) error {
+	if home == "" {
+		return nil
+	}
+	envs := filepath.Join(home, envsDir)
+	if abs, err := filepath.Abs(envs); err == nil {
+		envs = abs
+	}
+	dir := filepath.Dir(filepath.Clean(env))
+	if dir == envs {
+		return nil
+	}
+	if a, err := os.Stat(dir); err == nil {
+		if b, err := os.Stat(envs); err == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	return refusal.New(refusal.PinMismatch, "the accepted pin names the env %s, which is not in this store (%s): the registry was copied or moved from the store at %s, and an env cannot move with it (its files name the path it lives at), so the provider's env is built in this store and approved again: propose it", env, filepath.Dir(envs), filepath.Dir(dir))
+}
+
+// withPropose advises err's proposal of name's pin again, with the pin's
+// inputs (package, platforms, interpreter, images).
+func withPropose(err error, name string, spec *registry.Provider) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) {
+		return err
+	}
+	return re.WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
 }
 
 // pinnedEnvGone turns seal.Verify's refusal of a path that is neither an
@@ -194,6 +247,9 @@ func PinnedEnv(ctx context.Context, reg registry.Reader, name string, o Options)
 	m, err := pick(acc.Spec, name, o.Platform)
 	if err != nil {
 		return "", err
+	}
+	if err := InStore(m.Path, o.Store); err != nil {
+		return "", withPropose(err, name, acc.Spec)
 	}
 	return filepath.Clean(m.Path), nil
 }

@@ -147,7 +147,7 @@ func verifyAction(c *cli.Context) error {
 	}
 	rep, err := verify.Verify(c.Context, reg, name, verify.Options{
 		Entrypoint: c.String("entrypoint"), Platform: plat,
-		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd, RegistryID: rid,
+		Deep: c.Bool("deep"), Explain: c.Bool("explain"), Jobs: c.Int("jobs"), StateDir: sd, RegistryID: rid, Store: o.home,
 	})
 	if err != nil {
 		if c.Bool("explain") && rep.Seal != nil && len(rep.Seal.Differences) > 0 {
