@@ -139,6 +139,11 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 	rep, verr := verify.Verify(ctx, reg, req.Provider, vo)
 	call := Call(rep, req)
 	if call == nil {
+		if verr == nil && rep.Entrypoint == nil {
+			// Verified, with no entrypoint to run: req named none.
+			// It returned a *VerifyError whose Err was nil.
+			verr = verify.NoEntrypoint(rep.Spec, req.Provider, rep.Revision)
+		}
 		return nil, &VerifyError{Err: verr}
 	}
 	if req.OnPin != nil {

@@ -344,6 +344,19 @@ func TestRefusals(t *testing.T) {
 	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNameEntrypoint || r.Target != "nonesuch" {
 		t.Errorf("unknown entrypoint: remedy %+v, want %s of nonesuch", r, refusal.ActionNameEntrypoint)
 	}
+	// No entrypoint named: the verification passes without one, and Run
+	// returned a *VerifyError whose Err was nil (no code, and its Error
+	// method panicked).
+	_, err = pinned.Run(ctx, w.reg, w.request("", "{}"), w.local())
+	if !errors.As(err, &ve) || ve.Err == nil || refusal.CodeOf(err) != refusal.EntrypointUnknown {
+		t.Fatalf("no entrypoint: %#v, want a *pinned.VerifyError entrypoint_unknown", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "startup") {
+		t.Errorf("no entrypoint: %q does not name the pin's entrypoints", msg)
+	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNameEntrypoint {
+		t.Errorf("no entrypoint: remedy %+v, want %s", r, refusal.ActionNameEntrypoint)
+	}
 	req = w.request("startup", "{}")
 	req.Provider = "acme-nonesuch"
 	if _, err := pinned.Run(ctx, w.reg, req, w.local()); !errors.As(err, &ve) || refusal.CodeOf(err) != refusal.PinUnapproved {

@@ -303,19 +303,32 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 			}
 		}
 		if acc.Entrypoint == nil {
-			// What it has, so that the line says what to give.
-			names := make([]string, 0, len(acc.Spec.Entrypoints))
-			for _, e := range acc.Spec.Entrypoints {
-				names = append(names, e.Name)
-			}
-			slices.Sort(names)
-			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, strings.Join(names, ", ")).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
+			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, entrypointNames(acc.Spec)).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
 		}
 	}
 	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
 		return acc, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
 	}
 	return acc, nil
+}
+
+// NoEntrypoint refuses a run of name, verified on its pin spec at
+// revision, that names no entrypoint (entrypoint_unknown): a verification
+// without Options.Entrypoint passes, and leaves nothing to run. Like an
+// unknown entrypoint's, its detail names those the pin has.
+func NoEntrypoint(spec *registry.Provider, name string, revision int64) *refusal.Error {
+	return refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d): the run names no entrypoint; give one of: %s", name, revision, entrypointNames(spec)).WithRemedy(refusal.ActionNameEntrypoint, "")
+}
+
+// entrypointNames lists spec's entrypoints, sorted, so that a refusal
+// says what to give.
+func entrypointNames(spec *registry.Provider) string {
+	names := make([]string, 0, len(spec.Entrypoints))
+	for _, e := range spec.Entrypoints {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // validUntil is the earliest approval expiry after now at which the pin,

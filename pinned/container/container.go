@@ -20,6 +20,7 @@ import (
 	"github.com/cruxible/cruxprov/pinned"
 	"github.com/cruxible/cruxprov/podman"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/verify"
 	vcontainer "github.com/cruxible/cruxprov/verify/container"
 )
 
@@ -44,6 +45,9 @@ func Run(ctx context.Context, reg registry.Reader, req pinned.Request, o Options
 	rep, verr := vcontainer.Verify(ctx, reg, req.Provider, vo, o.Verify)
 	call := Call(rep, req)
 	if call == nil {
+		if verr == nil && rep.Entrypoint == nil { // verified, with no entrypoint to run (pinned.Run)
+			verr = verify.NoEntrypoint(rep.Spec, req.Provider, rep.Revision)
+		}
 		return nil, &pinned.VerifyError{Err: verr}
 	}
 	if req.OnPin != nil {
