@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,15 +70,27 @@ func TestValidUntil(t *testing.T) {
 		if _, err := registry.VerifyPin(ctx, d, "", "acme-echo", want.Add(-time.Second)); err != nil {
 			t.Errorf("VerifyPin just before ValidUntil: %v", err)
 		}
-		if _, err := registry.VerifyPin(ctx, d, "", "acme-echo", want); !errors.Is(err, refusal.PinExpired) {
-			t.Errorf("VerifyPin at ValidUntil: %v, want pin_expired", err)
+		_, perr := registry.VerifyPin(ctx, d, "", "acme-echo", want)
+		if !errors.Is(perr, refusal.PinExpired) {
+			t.Errorf("VerifyPin at ValidUntil: %v, want pin_expired", perr)
 		}
-		rep := &verify.Report{Provider: "acme-echo", ValidUntil: acc.ValidUntil}
+		rep := &verify.Report{Provider: "acme-echo", ValidUntil: acc.ValidUntil, Pin: acc.Pin}
 		if err := rep.Unexpired(want.Add(-time.Second)); err != nil {
 			t.Errorf("Unexpired before: %v", err)
 		}
-		if err := rep.Unexpired(want); !errors.Is(err, refusal.PinExpired) {
+		err = rep.Unexpired(want)
+		if !errors.Is(err, refusal.PinExpired) {
 			t.Errorf("Unexpired at ValidUntil: %v, want pin_expired", err)
+		}
+		// The same next step as VerifyPin's: renew the approvals of the
+		// pin's change-set (it had no remedy, so a watching executor
+		// had nothing to pass on).
+		got, wantR := refusal.RemedyOf(err), refusal.RemedyOf(perr)
+		if got == nil || wantR == nil || got.Action != refusal.ActionRenewApproval || got.Target != wantR.Target || got.Target != acc.Pin.SpecDigest.String() {
+			t.Errorf("Unexpired's remedy %+v, want VerifyPin's %+v", got, wantR)
+		}
+		if err != nil && !strings.Contains(err.Error(), acc.Pin.SpecDigest.String()) {
+			t.Errorf("Unexpired's detail %q does not name the change-set to approve again", err)
 		}
 	}
 

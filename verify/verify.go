@@ -83,12 +83,20 @@ type Report struct {
 
 // Unexpired refuses pin_expired when the pin verified in r is past its
 // ValidUntil at now: what a watched executor checks on every call,
-// whatever the files say (docs/executor.md).
+// whatever the files say (docs/executor.md). Like registry.VerifyPin's
+// pin_expired, it names the pin's change-set (r.Pin) and carries the
+// remedy that renews its approvals (ActionRenewApproval): it carried
+// none, so an executor that watched had no next step to pass on where
+// one that verified on every call had.
 func (r *Report) Unexpired(now time.Time) error {
 	if r == nil || r.ValidUntil.IsZero() || now.Before(r.ValidUntil) {
 		return nil
 	}
-	return refusal.New(refusal.PinExpired, "provider %s revision %d: its approvals expired below the threshold at %s", r.Provider, r.Revision, r.ValidUntil.UTC().Format(time.RFC3339))
+	at := r.ValidUntil.UTC().Format(time.RFC3339)
+	if r.Pin == nil || r.Pin.SpecDigest.IsZero() {
+		return refusal.New(refusal.PinExpired, "provider %s revision %d: its approvals expired below the threshold at %s", r.Provider, r.Revision, at)
+	}
+	return refusal.New(refusal.PinExpired, "provider %s revision %d: its approvals expired below the threshold at %s; an approver whose approval expired renews it by approving the change-set (%s) again", r.Provider, r.Revision, at, r.Pin.SpecDigest).WithRemedy(refusal.ActionRenewApproval, r.Pin.SpecDigest.String())
 }
 
 // Verify checks the accepted pin of provider name in reg and the local env

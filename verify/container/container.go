@@ -63,7 +63,7 @@ func (r *Report) Unexpired(now time.Time) error {
 	if r == nil {
 		return nil
 	}
-	return (&verify.Report{Provider: r.Provider, Revision: r.Revision, ValidUntil: r.ValidUntil}).Unexpired(now)
+	return (&verify.Report{Provider: r.Provider, Revision: r.Revision, ValidUntil: r.ValidUntil, Pin: r.Pin}).Unexpired(now)
 }
 
 // Options tune Verify beyond verify.Options.
