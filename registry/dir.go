@@ -77,7 +77,9 @@ func OpenDir(ctx context.Context, root string) (*Dir, error) {
 // only read it (lists, show, diff, the history, gc --dry-run, verify):
 // as OpenDir, but it makes nothing. A missing directory reads as empty,
 // as it does for a user who may not make it; a root that is missing
-// altogether is a registry no writer ever opened. Every mutation of the
+// altogether is a registry no writer ever opened (or a root that names
+// no store: a provider's pin there is refused pin_unapproved naming the
+// root, not advising change-sets to approve). Every mutation of the
 // returned Dir is refused. (A change left unfinished by a killed writer
 // is still finished by its owner, as by any open: docs/governance.md.)
 func OpenDirReadOnly(ctx context.Context, root string) (*Dir, error) {
@@ -678,6 +680,13 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 			return nil, err
 		} else if rec.Last != nil {
 			return nil, lostPinFrom(ctx, d, provider, rec.Last)
+		}
+		if _, err := os.Lstat(d.root); errors.Is(err, fs.ErrNotExist) {
+			// No registry at all (OpenDirReadOnly reads a missing root as
+			// empty): a path that names no store, most likely. Advising
+			// the change-sets to approve sent an executor given a wrong
+			// store to look for proposals that are not there.
+			return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin: there is no registry at %s; check that it is the registry of the operator's store (nothing was ever proposed or approved there)", provider, d.root)
 		}
 		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
 	}

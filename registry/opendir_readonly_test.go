@@ -4,8 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
 )
@@ -48,6 +51,40 @@ func TestOpenDirReadOnlyMakesNothing(t *testing.T) {
 		})
 		if len(made) != 0 {
 			t.Errorf("made %v", made)
+		}
+	}
+}
+
+// TestNoRegistryThere: the pin of a provider in a registry whose root is
+// not there at all (an executor given a path that names no store, which
+// OpenDirReadOnly reads as empty) is refused pin_unapproved naming that
+// path, with no advice to review change-sets: there are none to review.
+// It advised them, as for a registry where nothing was approved yet, which
+// it still does.
+func TestNoRegistryThere(t *testing.T) {
+	ctx := context.Background()
+	for _, there := range []bool{false, true} {
+		root := filepath.Join(t.TempDir(), "registry")
+		if there {
+			os.Mkdir(root, 0o755)
+		}
+		d, err := registry.OpenDirReadOnly(ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = registry.VerifyPin(ctx, d, "", "acme-echo", time.Now())
+		if refusal.CodeOf(err) != refusal.PinUnapproved {
+			t.Fatalf("there %v: %v, want pin_unapproved", there, err)
+		}
+		rem := refusal.RemedyOf(err)
+		if there {
+			if rem == nil || rem.Action != refusal.ActionReviewChangesets {
+				t.Errorf("an empty registry: remedy %+v, want %s", rem, refusal.ActionReviewChangesets)
+			}
+			continue
+		}
+		if rem != nil || !strings.Contains(err.Error(), "there is no registry at "+root) {
+			t.Errorf("no registry: %v (remedy %+v), want it named and no remedy", err, rem)
 		}
 	}
 }
