@@ -442,8 +442,17 @@ func floorAdvice(err error) string {
 		// what must be writable: the advice named the floors directory,
 		// which is not there to be made writable.
 		dir := fe.Path
-		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Op == "mkdir" {
-			dir = filepath.Dir(pe.Path)
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			switch {
+			case pe.Op == "mkdir":
+				dir = filepath.Dir(pe.Path)
+			case pe.Path != fe.Path && filepath.Dir(pe.Path) == filepath.Dir(fe.Path):
+				// The floor is written through a temp file beside it and
+				// renamed: what refused is its directory, never the floor
+				// file's mode. The advice named the floor file, which is
+				// not there yet or whose mode does not matter.
+				dir = filepath.Dir(pe.Path)
+			}
 		}
 		return "; this verifier's floors are kept in its state directory: make " + shellQuote(dir) + " writable by this user, or give --state-dir a directory it can write"
 	case errors.Is(err, syscall.EROFS):
