@@ -165,27 +165,49 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 // env's sealed resolution (Call.Runtime, which picks the protocol
 // channel's wiring: from python.HandoffVersion on, start-up code in the
 // env cannot write the result), and req's limits, input, key, resolver
-// and environment. Its Verify is left nil: Run sets the verification's
-// outcome there; an executor that verified earlier and watches (package
-// watch) sets its check. Build it from the report verified last, before
-// every run. nil when rep does not name what would run (a verification
-// refused before the pin named its entrypoint and the env's seal).
+// and environment. The entrypoint is req's, as the pin has it, whichever
+// one rep was verified with (or none): one verification serves every
+// entrypoint of the provider. Its Verify is left nil: Run sets the
+// verification's outcome there; an executor that verified earlier and
+// watches (package watch) sets its check. Build it from the report
+// verified last, before every run. nil when rep does not name what would
+// run (a verification refused before the pin named the env's seal) or
+// the pin has no entrypoint req.Entrypoint.
 func Call(rep *verify.Report, req Request) *invoke.Call {
-	if rep == nil || rep.Spec == nil || rep.Entrypoint == nil || rep.Seal == nil || rep.Seal.Seal == nil {
+	if rep == nil || rep.Spec == nil || rep.Seal == nil || rep.Seal.Seal == nil {
 		return nil
 	}
 	c := CallOn(rep.Spec, rep.Entrypoint, rep.Materialization, req)
+	if c == nil {
+		return nil
+	}
 	c.Env, c.Python, c.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
 	c.Runtime = python.RuntimeOf(rep.Seal.Seal.Resolution.Packages)
 	return c
 }
 
 // CallOn is the part of a call every backend makes alike of an accepted
-// pin: what spec's entrypoint e and materialization m name, the
-// manifest's budgets, secrets and egress, and req's limits, input, key,
-// resolver and environment. Call (and pinned/container's) add what the
-// backend runs: the env and its runtime, or the image.
+// pin: what spec's entrypoint req.Entrypoint and materialization m name,
+// the manifest's budgets, secrets and egress, and req's limits, input,
+// key, resolver and environment. e is that entrypoint when the caller
+// has it (the one a verification named); nil, or another one, and it is
+// looked up in spec: a report verified with one entrypoint built a call
+// of another with the first one's object and implementation digest, run
+// and recorded under the other's name. nil when spec has no entrypoint
+// req.Entrypoint. Call (and pinned/container's) add what the backend
+// runs: the env and its runtime, or the image.
 func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, req Request) *invoke.Call {
+	if e == nil || e.Name != req.Entrypoint {
+		e = nil
+		for i := range spec.Entrypoints {
+			if spec.Entrypoints[i].Name == req.Entrypoint {
+				e = &spec.Entrypoints[i]
+			}
+		}
+		if e == nil {
+			return nil
+		}
+	}
 	return &invoke.Call{
 		Provider: req.Provider, Entrypoint: req.Entrypoint, Object: e.Object,
 		ImplementationDigest: e.ImplementationDigest, MaterializationDigest: m.Digest, Platform: m.Platform,

@@ -195,6 +195,54 @@ func TestCallSetsTheRuntime(t *testing.T) {
 	}
 }
 
+// TestCallIsTheRequestsEntrypoint: one verification serves every
+// entrypoint of the provider (an executor that watches verifies once for
+// all of them): Call builds the call of req's entrypoint, as the pin has
+// it, whichever one the report was verified with, or none. It took the
+// report's: a report verified for startup built a call of probe that ran
+// startup's object, recorded under probe with startup's implementation
+// digest; a report verified without one built none.
+func TestCallIsTheRequestsEntrypoint(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	byName := func(rep *verify.Report, name string) *registry.Entrypoint {
+		for i := range rep.Spec.Entrypoints {
+			if rep.Spec.Entrypoints[i].Name == name {
+				return &rep.Spec.Entrypoints[i]
+			}
+		}
+		t.Fatalf("the pin has no entrypoint %s", name)
+		return nil
+	}
+	for _, verified := range []string{"startup", ""} {
+		rep, err := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{Entrypoint: verified, StateDir: w.state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ep := range []string{"probe", "startup"} {
+			c := pinned.Call(rep, w.request(ep, "{}"))
+			want := byName(rep, ep)
+			if c == nil || c.Entrypoint != ep || c.Object != want.Object || c.ImplementationDigest != want.ImplementationDigest {
+				t.Errorf("verified for %q, the call of %s: %+v, want object %s and digest %s", verified, ep, c, want.Object, want.ImplementationDigest)
+			}
+		}
+		if c := pinned.Call(rep, w.request("nonesuch", "{}")); c != nil {
+			t.Errorf("verified for %q, the call of an entrypoint the pin has not: %+v, want nil", verified, c)
+		}
+	}
+	// Run on a report so built runs the entrypoint asked for: probe
+	// reports its argv and environment, startup does not.
+	rep, err := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{Entrypoint: "startup", StateDir: w.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pinned.Call(rep, w.request("probe", "{}"))
+	res, err := (&invoke.Subprocess{Ledger: w.ledger}).Run(ctx, c)
+	if err != nil || res.Status != invoke.StatusOK || !strings.Contains(string(res.Value), "argv") {
+		t.Fatalf("probe on a report verified for startup: %+v %v", res, err)
+	}
+}
+
 // TestStoreHeldForTheRun: the store's lock is held shared while the
 // provider runs (a gc, which takes it exclusive, cannot have it then:
 // gc --envs would remove the env under the run), and released when Run

@@ -60,13 +60,17 @@ func Run(ctx context.Context, reg registry.Reader, req pinned.Request, o Options
 
 // Call is the invoke.Call of req on the pin and image rep verified: as
 // pinned.CallOn, with the image by digest and the runtime its verified
-// provenance names (Call.Runtime). Its Verify is left nil (pinned.Call).
-// nil when rep does not name what would run.
+// provenance names (Call.Runtime), and req's entrypoint (pinned.Call).
+// Its Verify is left nil (pinned.Call). nil when rep does not name what
+// would run.
 func Call(rep *vcontainer.Report, req pinned.Request) *invoke.Call {
-	if rep == nil || rep.Spec == nil || rep.Entrypoint == nil || rep.Materialization.Image == "" {
+	if rep == nil || rep.Spec == nil || rep.Materialization.Image == "" {
 		return nil
 	}
 	c := pinned.CallOn(rep.Spec, rep.Entrypoint, rep.Materialization, req)
+	if c == nil {
+		return nil
+	}
 	c.Image = rep.Materialization.Image
 	c.Runtime = rep.Runtime()
 	return c

@@ -30,4 +30,21 @@ func TestCall(t *testing.T) {
 		c.Budgets.TimeoutMS != 3000 || len(c.Secrets) != 1 || c.IdempotencyKey != "k" || c.Verify != nil || c.Runtime != rep.Runtime() {
 		t.Fatalf("Call: %+v", c)
 	}
+	// req's entrypoint, as the pin has it, whichever one rep was verified
+	// with (it took rep's object and digest under req's name), or none;
+	// nil for one the pin has not.
+	sleep := registry.Entrypoint{Name: "sleep", Object: "acme_echo.diagnostics:sleep", ImplementationDigest: digest.Sum([]byte("sleep"))}
+	rep.Spec.Entrypoints = []registry.Entrypoint{*rep.Entrypoint, sleep}
+	req.Entrypoint = "sleep"
+	for _, e := range []*registry.Entrypoint{rep.Entrypoint, nil} {
+		r := *rep
+		r.Entrypoint = e
+		if c := container.Call(&r, req); c == nil || c.Entrypoint != "sleep" || c.Object != sleep.Object || c.ImplementationDigest != sleep.ImplementationDigest {
+			t.Errorf("the call of sleep on a report verified for %v: %+v", e, c)
+		}
+	}
+	req.Entrypoint = "nonesuch"
+	if c := container.Call(rep, req); c != nil {
+		t.Errorf("the call of an entrypoint the pin has not: %+v, want nil", c)
+	}
 }
