@@ -200,6 +200,12 @@ type begun struct {
 // *begun with the replayed Result), and resolve the secrets fresh. A nil
 // *begun with a nil Result comes with the error.
 func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budgets, check func() ([]string, error)) (*begun, *Result, error) {
+	if c == nil {
+		// What a builder gives for a request it cannot name (pinned.Call
+		// for an entrypoint the pin does not have): refused, not a panic
+		// in an executor that stays up.
+		return nil, nil, refusal.New(refusal.EntrypointUnknown, "there is no call to run (nil): nothing names the entrypoint; build it from a verified pin that has the entrypoint asked for")
+	}
 	input := c.Input
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("null")
