@@ -406,7 +406,12 @@ func VerifyHistory(ctx context.Context, reg Reader) error {
 // history entries then forked the registry for good; verify refused
 // the registry only afterwards. registry_corrupt, saying to restore
 // trust.json.
-func (s *state) checkTrust() error {
+func (s *state) checkTrust() error { return s.checkTrustWith(false) }
+
+// checkTrustWith is checkTrust, where v1ok counts the governance steps'
+// approvals in the v1 form (replayTrustWith): for the approval that
+// replaces one (stepInV1Form).
+func (s *state) checkTrustWith(v1ok bool) error {
 	var root *Entry
 	steps, last := 0, int64(-1)
 	for i := range s.log {
@@ -433,7 +438,7 @@ func (s *state) checkTrust() error {
 	// threshold lowered) approved and accepted a pin alone, which the
 	// history then recorded as accepted.
 	gov := governanceOf(entries(s.log))
-	if err := replayTrust(s.trust, s.registryID(), gov); err != nil {
+	if err := replayTrustWith(s.trust, s.registryID(), gov, v1ok); err != nil {
 		return restoreTrust(err, gov, "; no change is made on it")
 	}
 	return nil

@@ -148,4 +148,8 @@ type ApproveResult struct {
 	// the pin carries the new approval, with its new expiry, and
 	// Accepted says whether the unexpired approvals reach the threshold.
 	Renewed bool `json:"renewed,omitempty"`
+	// V1Form is true, with Renewed, when the approval it renewed was in
+	// the v1 form, which did not name the registry and never counts
+	// (given by a cruxprov before the v2 payload): the new one counts.
+	V1Form bool `json:"v1Form,omitempty"`
 }

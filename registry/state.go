@@ -481,7 +481,11 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 	if err := s.checkRecordedApprovals(cs); err != nil {
 		return nil, err
 	}
-	if err := s.checkTrust(); err != nil {
+	// An applied governance step with an approval in the v1 form is
+	// approved again to replace it (stepInV1Form): the trust state is
+	// replayed with such approvals counted, which is all that stops it.
+	v1 := s.stepHasV1(cs)
+	if err := s.checkTrustWith(v1); err != nil {
 		return nil, err
 	}
 	scope := cs.Scope()
@@ -499,7 +503,7 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		// (renewable) of what the registry holds now can go through,
 		// and which one depends on the key; anything else is refused
 		// for every key.
-		if !s.heldNow(cs) {
+		if !s.heldNow(cs) && !v1 {
 			return nil, notProposed(cs, "approved")
 		}
 		return cs, nil
@@ -539,7 +543,8 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	scope := cs.Scope()
 	renew := false
-	if cs.Status.State != StateProposed {
+	step := s.stepInV1Form(cs, signer.Public().Digest())
+	if cs.Status.State != StateProposed && step < 0 {
 		if res := s.approvedAlready(now, cs, signer.Public().Digest()); res != nil {
 			return res, nil
 		}
@@ -551,6 +556,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 		// The trust state replays without expiries: one here would be a
 		// promise nothing keeps.
 		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s changes the trust state, which does not expire: approve it without an expiry", id)
+	}
+	if step >= 0 {
+		return s.resignStep(now, cs, step, signer)
 	}
 	pub := signer.Public()
 	var key *Key
@@ -596,8 +604,16 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	cs.Status.Approvals = append(kept, ap)
 	s.dirty.changesets[id] = true
 	detail := "signature by " + key.Digest.String()
+	renewV1 := false
 	if renew {
-		detail += " (renewal of an expired approval)"
+		for _, a := range s.pins[scope].Approvals {
+			renewV1 = renewV1 || a.Signer == key.Digest && v1Form(*key, id, scope, cs.Spec.Revision, a)
+		}
+		if renewV1 {
+			detail += renewalV1
+		} else {
+			detail += " (renewal of an expired approval)"
+		}
 	}
 	if err := s.record(now, EventChangeSetApproved, key.Name, id, cs.Spec.Revision, detail); err != nil {
 		return nil, err
@@ -606,7 +622,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	// expired, or its key was untrusted since) stays recorded but does
 	// not keep the others from reaching the threshold.
 	n, _, _ := countApprovals(s.trust, s.registryID(), id, scope, cs.Spec.Revision, cs.Status.Approvals, now)
-	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced && !renew, Renewed: renew}
+	res := &ApproveResult{Approvals: n, Threshold: s.trust.Policy.Threshold, Replaced: replaced && !renew, Renewed: renew, V1Form: renewV1}
 	if renew {
 		// The accepted pin carries the renewed approval: its spec and
 		// revision are what the history accepted, so no pin-accepted
@@ -690,7 +706,7 @@ func (s *state) checkRecordedSigners(cs *ChangeSet) error {
 // renewal) and approvedBy says so. nil where an approval by this key
 // signs, or is refused.
 func (s *state) approvedAlready(now time.Time, cs *ChangeSet, signer digest.Digest) *ApproveResult {
-	if cs.Status.State == StateProposed || s.renewable(now, cs, signer) {
+	if cs.Status.State == StateProposed || s.renewable(now, cs, signer) || s.stepInV1Form(cs, signer) >= 0 {
 		return nil
 	}
 	return s.approvedBy(now, cs, signer)
@@ -782,11 +798,175 @@ func (s *state) renewable(now time.Time, cs *ChangeSet, signer digest.Digest) bo
 	}
 	for _, a := range p.Approvals {
 		if a.Signer == signer {
-			return a.Expires != nil && !now.Before(*a.Expires)
+			if a.Expires != nil && !now.Before(*a.Expires) {
+				return true
+			}
+			k, ok := approverDigests(s.trust)[signer]
+			return ok && v1Form(k, cs.Metadata.ID, scope, cs.Spec.Revision, a)
 		}
 	}
 	return false
 }
+
+// v1Form reports whether approval a verifies, with the key k, over the
+// approval payload's v1 form, which did not name the registry: an
+// approval a cruxprov before the v2 payload gave (docs/governance.md,
+// "Why the registry is in it"). It never counts; approving the
+// change-set again with that key replaces it (renewable, stepInV1Form).
+func v1Form(k Key, id digest.Digest, scope string, rev int64, a Approval) bool {
+	if k.Digest != a.Signer {
+		return false
+	}
+	pk, err := sign.ParsePublicKey([]byte(k.PEM))
+	if err != nil || pk.Digest() != a.Signer {
+		return false
+	}
+	sig, err := base64.StdEncoding.DecodeString(a.Signature)
+	if err != nil {
+		return false
+	}
+	return pk.Verify(approvalPayloadV1(id, scope, rev, a.Expires), sig) == nil
+}
+
+// v1Signers are the trusted approver keys of t (distinct) whose approval
+// in aps is in the v1 form (v1Form) and who gave none that counts.
+func v1Signers(t *Trust, reg, id digest.Digest, scope string, rev int64, aps []Approval) []Key {
+	approvers := approverDigests(t)
+	var out []Key
+	seen := map[digest.Digest]bool{}
+	for _, a := range aps {
+		k, ok := approvers[a.Signer]
+		if !ok || seen[a.Signer] || !v1Form(k, id, scope, rev, a) {
+			continue
+		}
+		if n, _, _ := countApprovals(t, reg, id, scope, rev, approvalsBy(aps, a.Signer), time.Time{}); n > 0 {
+			continue
+		}
+		seen[a.Signer] = true
+		out = append(out, k)
+	}
+	return out
+}
+
+func approvalsBy(aps []Approval, signer digest.Digest) []Approval {
+	var out []Approval
+	for _, a := range aps {
+		if a.Signer == signer {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// appliedStep is the index in the trust state's history of cs, an
+// approved governance change-set, or -1.
+func (s *state) appliedStep(cs *ChangeSet) int {
+	if cs.Status.State != StateApproved || s.trust == nil || cs.Scope() != TrustScope {
+		return -1
+	}
+	for i, st := range s.trust.History {
+		if st.SpecDigest == cs.Metadata.ID {
+			return i
+		}
+	}
+	return -1
+}
+
+// stepInV1Form is the index of cs in the trust state's history where it
+// is an applied governance step whose approval by the key whose digest
+// is signer is in the v1 form (v1Form, checked with that key as the
+// trust state before the step trusted it), else -1. Approving cs with
+// that key replaces the approval (resignStep): any step, not only the
+// last, since the trust state replays only once every step counts.
+func (s *state) stepInV1Form(cs *ChangeSet, signer digest.Digest) int {
+	i := s.appliedStep(cs)
+	if i < 0 {
+		return -1
+	}
+	before := trustBefore(s.trust, i)
+	if before == nil {
+		return -1
+	}
+	st := s.trust.History[i]
+	k, ok := approverDigests(before)[signer]
+	if !ok {
+		return -1
+	}
+	for _, a := range st.Approvals {
+		if a.Signer == signer && v1Form(k, cs.Metadata.ID, TrustScope, st.Spec.Revision, a) {
+			return i
+		}
+	}
+	return -1
+}
+
+// stepHasV1 reports whether cs is an applied governance step with an
+// approval in the v1 form by some key (stepInV1Form): what a key can
+// approve again, known before the key is read (approvable).
+func (s *state) stepHasV1(cs *ChangeSet) bool {
+	i := s.appliedStep(cs)
+	if i < 0 {
+		return false
+	}
+	for _, a := range s.trust.History[i].Approvals {
+		if s.stepInV1Form(cs, a.Signer) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// resignStep replaces the approval in the v1 form by signer's key of
+// governance step i (cs, stepInV1Form) with one over the v2 payload, in
+// the change-set and in trust.json's history, recorded as a
+// changeset-approved entry: the step, its spec and the trust state it
+// makes do not change, and it now counts in this registry only.
+func (s *state) resignStep(now time.Time, cs *ChangeSet, i int, signer *sign.PrivateKey) (*ApproveResult, error) {
+	reg := s.registryID()
+	if reg.IsZero() {
+		return nil, refusal.New(refusal.RegistryCorrupt, "the registry has no history to name it in the approval")
+	}
+	t := cloneTrust(s.trust)
+	st := &t.History[i]
+	d := signer.Public().Digest()
+	name := ""
+	for _, a := range st.Approvals {
+		if a.Signer == d {
+			name = a.Name
+		}
+	}
+	sig, err := signer.Sign(ApprovalPayload(reg, cs.Metadata.ID, TrustScope, st.Spec.Revision, nil))
+	if err != nil {
+		return nil, fmt.Errorf("signing: %w", err)
+	}
+	ap := Approval{Signer: d, Name: name, Signature: base64.StdEncoding.EncodeToString(sig), At: now.UTC().Truncate(time.Second)}
+	replace := func(aps []Approval) []Approval {
+		out := make([]Approval, 0, len(aps))
+		for _, a := range aps {
+			if a.Signer == d {
+				a = ap
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	st.Approvals = replace(st.Approvals)
+	cs.Status.Approvals = replace(cs.Status.Approvals)
+	s.trust = t
+	s.dirty.trust = true
+	s.dirty.changesets[cs.Metadata.ID] = true
+	if err := s.record(now, EventChangeSetApproved, name, cs.Metadata.ID, cs.Spec.Revision, "signature by "+d.String()+renewalV1); err != nil {
+		return nil, err
+	}
+	before := trustBefore(t, i)
+	res := &ApproveResult{ChangeSet: cloneCS(cs), Threshold: before.Policy.Threshold, Accepted: true, Renewed: true, V1Form: true}
+	res.Approvals, _, _ = countApprovals(before, reg, cs.Metadata.ID, TrustScope, st.Spec.Revision, st.Approvals, now)
+	return res, nil
+}
+
+// renewalV1 ends the detail of the changeset-approved entry of an
+// approval that replaced one in the v1 form.
+const renewalV1 = " (renewal of an approval in the v1 form)"
 
 // countApprovals counts the distinct trusted approver keys whose
 // signature over the payload verifies and has not expired at now. It
@@ -844,7 +1024,7 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 		}
 		if err := pk.Verify(ApprovalPayload(reg, id, scope, rev, a.Expires), sig); err != nil {
 			if pk.Verify(approvalPayloadV1(id, scope, rev, a.Expires), sig) == nil {
-				note(refusal.New(refusal.SignatureInvalid, "approval by %s over %s revision %d was given in the v1 form, which does not name its registry (an approval from another registry trusting the same key would count): approve the change-set again", k.Name, scope, rev))
+				note(refusal.New(refusal.SignatureInvalid, "approval by %s over %s revision %d was given in the v1 form, which does not name its registry (an approval from another registry trusting the same key would count): approve the change-set (%s) again with that key, which replaces it", k.Name, scope, rev, id).WithRemedy(refusal.ActionRenewApproval, id.String()))
 				continue
 			}
 			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s over %s revision %d in registry %s", k.Name, scope, rev, reg))

@@ -665,6 +665,14 @@ func matchApprovals(aps []Approval, approved []Entry, bad func(string, ...any) e
 // root-of-trust entry names, each step must follow the previous state
 // and carry the approvals of the threshold in force before it.
 func replayTrust(t *Trust, id digest.Digest, log []Entry) error {
+	return replayTrustWith(t, id, log, false)
+}
+
+// replayTrustWith is replayTrust, where v1ok counts a step's approvals
+// in the v1 form (v1Form) as well; without it, a step that only they
+// would carry is refused saying which change-set to approve again, and
+// with which keys.
+func replayTrustWith(t *Trust, id digest.Digest, log []Entry, v1ok bool) error {
 	var root *Entry
 	for i := range log {
 		if log[i].isRoot() {
@@ -704,6 +712,25 @@ func replayTrust(t *Trust, id digest.Digest, log []Entry) error {
 			return refusal.New(refusal.RegistryCorrupt, "governance step %d does not follow the trust state before it", i+1)
 		}
 		n, _, why := countApprovals(cur, id, sd, TrustScope, st.Spec.Revision, st.Approvals, time.Time{})
+		if n < cur.Policy.Threshold {
+			v1 := v1Signers(cur, id, sd, TrustScope, st.Spec.Revision, st.Approvals)
+			if n+len(v1) < cur.Policy.Threshold {
+				v1 = nil
+			}
+			if len(v1) > 0 && !v1ok {
+				// Given by a cruxprov before the v2 payload: what the
+				// step needs is its approvers' approvals again, not a
+				// trust.json from a copy (every copy holds the same).
+				var names []string
+				for _, k := range v1 {
+					names = append(names, k.Name)
+				}
+				return refusal.New(refusal.SignatureInvalid, "governance step %d (%s, change-set %s) was approved in the v1 form, which does not name its registry (an approval from another registry trusting the same key would count): approve that change-set again with the key of %s, which replaces it (the steps in order, then the pins)", i+1, st.Spec.Changes[0].Action, sd, strings.Join(names, ", ")).WithRemedy(refusal.ActionRenewApproval, sd.String())
+			}
+			if len(v1) > 0 {
+				n = cur.Policy.Threshold
+			}
+		}
 		if n < cur.Policy.Threshold {
 			if why == nil {
 				why = refusal.New(refusal.PinUnapproved, "%d of %d approvals", n, cur.Policy.Threshold)
@@ -760,6 +787,11 @@ func trustDiff(made, t *Trust) string {
 func restoreTrust(err error, gov []Entry, note string) error {
 	var r *refusal.Error
 	if !errors.As(err, &r) || len(gov) == 0 {
+		return err
+	}
+	if r.Remedy != nil && r.Remedy.Action == refusal.ActionRenewApproval {
+		// A step approved in the v1 form: every copy holds the same
+		// approvals; its approvers approve it again.
 		return err
 	}
 	return refusal.New(r.Code, "trust.json: %s%s: restore trust.json from a copy of the registry taken after entry %d", r.Detail, note, gov[len(gov)-1].Seq)

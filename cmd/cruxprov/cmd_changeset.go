@@ -204,6 +204,8 @@ func init() {
 						return
 					}
 					switch {
+					case res.Renewed && res.V1Form:
+						fmt.Fprintf(w, "renewed %s: this key's approval was in the v1 form, which does not name the registry and does not count; its new approval counts (%d of %d approvals)\n", id, res.Approvals, res.Threshold)
 					case res.Renewed:
 						fmt.Fprintf(w, "renewed %s: this key's approval had expired; its new approval counts (%d of %d approvals unexpired)\n", id, res.Approvals, res.Threshold)
 					case res.Already:
@@ -374,6 +376,14 @@ func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider st
 		// advice, the same remedy) makes the accepted pin run again at
 		// its revision. This change-set is not needed for that; the note
 		// advised approving it, a new revision of the same pin.
+		if refusal.CodeOf(err) == refusal.SignatureInvalid {
+			// An approval in the v1 form (given by a cruxprov before
+			// approvals named their registry), of the pin or of a trust
+			// step: approved again, it is replaced, as an expired one is
+			// renewed.
+			return again + ", which does not run now: " + detail + ". Approve the change-set named again instead (the trust state's steps first, then the accepted pin's), which replaces its approval in the v1 form, and the accepted pin runs again as it is: " +
+				renderRemedy(rem, o.homeArgs()) + "; and reject this change-set"
+		}
 		return again + ", which does not run now: " + detail + ". Renew the expired approval instead, which makes the accepted pin run again as it is: " +
 			renderRemedy(rem, o.homeArgs()) + "; and reject this change-set"
 	}
