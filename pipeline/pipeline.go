@@ -170,7 +170,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		if err != nil {
 			return nil, err
 		}
-		if r.Resolution, r.Root, err = fromSeal(s); err != nil {
+		if r.Resolution, r.Root, err = fromSeal(s, o.Source.Env); err != nil {
 			return nil, err
 		}
 		if in, err = cache.Interpreter(ctx, s.Interpreter.Path); err != nil {
@@ -355,8 +355,12 @@ func sealOf(dir string) (*seal.Seal, error) {
 	return s, nil
 }
 
-// fromSeal is the resolution and root wheel a seal names.
-func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error) {
+// fromSeal is the resolution and root wheel the seal s of the env at dir
+// names. A seal that names its root but not the root wheel's file (v1)
+// is refused with the rebuild from the inputs it names (RebuildRemedy):
+// it said "rebuild it from its wheel", which is what env verify's advice
+// (this rebuild) was to do.
+func fromSeal(s *seal.Seal, dir string) (lockfile.Resolution, *lockfile.ResolvedWheel, error) {
 	res := lockfile.Resolution{Platform: s.Resolution.Platform}
 	for _, p := range s.Resolution.Packages {
 		res.Packages = append(res.Packages, lockfile.ResolvedWheel{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size})
@@ -364,7 +368,7 @@ func fromSeal(s *seal.Seal) (lockfile.Resolution, *lockfile.ResolvedWheel, error
 	var root *lockfile.ResolvedWheel
 	if r := s.Materialization.Root; r != nil {
 		if s.Resolution.Root == nil || s.Resolution.Root.SHA256 != r.SHA256 {
-			return res, nil, refusal.New(refusal.SealInvalid, "the seal names root %s %s but not its wheel file (sealed by an older cruxprov): rebuild it from its wheel", r.Name, r.Version)
+			return res, nil, s.RebuildRemedy(refusal.New(refusal.SealInvalid, "the seal names root %s %s but not its wheel file (sealed by an older cruxprov): name its inputs instead: the root wheel, the platform and the interpreter (a new env, named by today's digest of those inputs; the old one stays until the store's unused envs are collected)", r.Name, r.Version), dir)
 		}
 		w := *s.Resolution.Root
 		root = &lockfile.ResolvedWheel{Name: w.Name, Version: w.Version, Filename: w.Filename, SHA256: w.SHA256, Size: w.Size}

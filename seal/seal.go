@@ -606,3 +606,37 @@ func writeTemp(path string, b []byte) (string, error) {
 }
 
 func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
+
+// RebuildsAlone reports whether the seal names every input a rebuild
+// from it alone needs: with a root, the root wheel's file
+// (resolution.root, v2). A v1 seal (cruxprov of 2026-11-29 and -30)
+// names the root by name, version and sha256 only, and is rebuilt from
+// those inputs named (RebuildRemedy).
+func (s *Seal) RebuildsAlone() bool {
+	r := s.Materialization.Root
+	return r == nil || s.Resolution.Root != nil && s.Resolution.Root.SHA256 == r.SHA256
+}
+
+// RebuildRemedy attaches to e the remedy that rebuilds the env at dir:
+// from its seal (replace_env) where the seal can (RebuildsAlone), else
+// from the inputs it names (rebuild_env with the root as
+// NAME==VERSION@sha256:HEX, the platform, the interpreter and whether it
+// was compiled), the command env verify advises and env create
+// --replace ENV refuses otherwise.
+func (s *Seal) RebuildRemedy(e *refusal.Error, dir string) *refusal.Error {
+	if s.RebuildsAlone() {
+		return e.WithRemedy(refusal.ActionReplaceEnv, dir)
+	}
+	r := s.Materialization.Root
+	return e.WithRemedy(refusal.ActionRebuildEnv, dir).WithRebuildInputs(r.Name+"=="+r.Version+"@sha256:"+r.SHA256.Hex(), s.Materialization.Platform, s.Materialization.Interpreter.Path, !s.Env.Compiled)
+}
+
+// rebuildFromInputs says what RebuildRemedy advises for a seal that
+// cannot rebuild the env alone.
+func (s *Seal) rebuildFromInputs() string {
+	v := "an older"
+	if s.Format == FormatV1 {
+		v = "a v1"
+	}
+	return fmt.Sprintf("create the env again from the inputs its seal names (%s seal names the root %s %s, not its wheel file, so it cannot be rebuilt from the seal alone; the new env is named by today's digest of those inputs, and the old one stays until the store's unused envs are collected)", v, s.Materialization.Root.Name, s.Materialization.Root.Version)
+}

@@ -125,6 +125,11 @@ func (r *Report) Err() error {
 	if n := len(r.Differences) - 1 - r.treeDigestOnTop(); n > 0 {
 		more = fmt.Sprintf(" (and %d more difference(s))", n)
 	}
+	if d.Code != refusal.InterpreterUnverifiable && r.Seal != nil && !r.Seal.RebuildsAlone() {
+		// The rebuild from this seal is refused (it names no root wheel
+		// file): advise the one from the inputs it names.
+		return r.Seal.RebuildRemedy(refusal.New(d.Code, "%s: %s%s; find out who changed it, then %s", r.Env, d, more, r.Seal.rebuildFromInputs()), r.Env)
+	}
 	return withRemedy(refusal.New(d.Code, "%s: %s%s; %s", r.Env, d, more, nextStep(d)), d, r.Env)
 }
 
