@@ -39,7 +39,12 @@ type base struct {
 // loadBase reads the image ref pins for os/arch (from an index, the
 // matching entry), every manifest and config checked against its digest.
 func loadBase(ctx context.Context, ref Ref, os, arch string, opts []remote.Option) (*base, error) {
-	src := openSource(ref, opts)
+	b, err := loadBaseImage(ctx, ref, os, arch, opts)
+	return b, notAsPinned(ref, err)
+}
+
+func loadBaseImage(ctx context.Context, ref Ref, os, arch string, opts []remote.Option) (*base, error) {
+	src := baseSource{openSource(ref, opts), ref}
 	raw, err := src.manifest(ctx, ref.Digest)
 	if err != nil {
 		return nil, baseErr(ref, err)
@@ -88,6 +93,69 @@ func loadBase(ctx context.Context, ref Ref, os, arch string, opts []remote.Optio
 func baseErr(ref Ref, err error) error {
 	return readFailed(refusal.ImageDigestMismatch, err, "cannot read the base image %s", ref)
 }
+
+// baseSource reads a build's base: an image_digest_mismatch refusal of
+// any read, its manifest's or a layer's (the interpreter scan's, the
+// layout writer's, the push's), names the base and says what to do
+// (notAsPinned).
+type baseSource struct {
+	source
+	ref Ref
+}
+
+func (s baseSource) manifest(ctx context.Context, h v1.Hash) ([]byte, error) {
+	raw, err := s.source.manifest(ctx, h)
+	return raw, notAsPinned(s.ref, err)
+}
+
+func (s baseSource) blob(ctx context.Context, h v1.Hash, size int64) (io.ReadCloser, error) {
+	rc, err := s.source.blob(ctx, h, size)
+	if err != nil {
+		return nil, notAsPinned(s.ref, err)
+	}
+	return pinnedReader{rc, s.ref}, nil
+}
+
+// pinnedReader is a base blob's reader whose refusals say they are the
+// base's (notAsPinned).
+type pinnedReader struct {
+	io.ReadCloser
+	ref Ref
+}
+
+func (r pinnedReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = notAsPinned(r.ref, err)
+	}
+	return n, err
+}
+
+// notAsPinned adds to an image_digest_mismatch refusal of the base ref
+// the base it is about and what to do, once; any other error is
+// returned as it is. A base layer that did not hash to its digest was
+// refused "blob sha256:… hashes to sha256:…" alone, naming neither the
+// base nor a next step, and a digest the layout or registry does not
+// hold said only that its file or manifest was not found (DESIGN §2).
+func notAsPinned(ref Ref, err error) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Code != refusal.ImageDigestMismatch || strings.Contains(re.Detail, baseAdvice) {
+		return err
+	}
+	out := *re
+	if !strings.Contains(out.Detail, ref.String()) {
+		out.Detail = "the base image " + ref.String() + ": " + out.Detail
+	}
+	if ref.Repo == nil {
+		out.Detail += " (" + baseAdvice + ": a mistyped digest, or the base missing from the layout, damaged or changed there; check the digest, or write the base into the layout again, copying it from its registry)"
+	} else {
+		out.Detail += " (" + baseAdvice + ": a mistyped digest or repository, or the base missing there, damaged or changed; check the digest and the repository)"
+	}
+	return &out
+}
+
+// baseAdvice begins what notAsPinned adds.
+const baseAdvice = "the base is not as it was pinned"
 
 // node is one path of the base's merged file system.
 type node struct {
