@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -220,13 +221,19 @@ func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.Pub
 		return "", "", err
 	}
 	if len(layers) == 0 {
-		return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s has no signature (no %s)", d, SignatureTag(d))
+		return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s has no signature (no %s): build it again signed with a builder's key, or, copying it, copy its %s and %s tags with it", d, SignatureTag(d), SignatureTag(d), AttestationTag(d))
 	}
-	var why []string
+	var why, todo []string
+	advise := func(s string) {
+		if !slices.Contains(todo, s) {
+			todo = append(todo, s)
+		}
+	}
 	for _, l := range layers {
 		sig, err := base64.StdEncoding.DecodeString(l.desc.Annotations[SignatureAnnotation])
 		if err != nil {
 			why = append(why, "a signature that is not base64")
+			advise(signAgain)
 			continue
 		}
 		var signer *sign.PublicKey
@@ -238,25 +245,32 @@ func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.Pub
 		}
 		if signer == nil {
 			why = append(why, "a signature under no trusted key")
+			advise("trust the public key of the builder that signed it (as a builder key), if it is one, or build it again signed with a trusted builder key")
 			continue
 		}
 		var p payload.SimpleContainerImage
 		if err := json.Unmarshal(l.body, &p); err != nil {
 			why = append(why, "a signed payload that is not simple signing")
+			advise(signAgain)
 			continue
 		}
 		if p.Critical.Type != payload.CosignSignatureType || p.Critical.Image.DockerManifestDigest != d.String() {
 			why = append(why, fmt.Sprintf("a signed payload for %s", p.Critical.Image.DockerManifestDigest))
+			advise(signAgain)
 			continue
 		}
 		if repo != "" && !sameRepo(p.Critical.Identity.DockerReference, repo) {
 			why = append(why, fmt.Sprintf("a signature for the repository %s, not %s", p.Critical.Identity.DockerReference, repo))
+			advise(fmt.Sprintf("read it from the repository it was signed for, or build it again signed for %s", repo))
 			continue
 		}
 		return signer.Digest().String(), p.Critical.Identity.DockerReference, nil
 	}
-	return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s: no valid signature under a trusted key: %s", d, strings.Join(why, "; "))
+	return "", "", refusal.New(refusal.ImageSignatureInvalid, "%s: no valid signature under a trusted key: %s (%s)", d, strings.Join(why, "; "), strings.Join(todo, "; or "))
 }
+
+// signAgain is what to do about a signature that is not of the image.
+const signAgain = "build it again signed with a trusted builder key"
 
 type cosignLayer struct {
 	desc v1.Descriptor

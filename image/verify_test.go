@@ -186,6 +186,17 @@ func TestVerifyLayout(t *testing.T) {
 			return ok
 		}, refusal.ImageSignatureInvalid},
 	}
+	// What an image_signature_invalid says to do: walking images.md,
+	// each said only what was wrong ("has no signature (no ….sig)", "no
+	// valid signature under a trusted key: a signature under no trusted
+	// key"), never a next step.
+	todo := map[string]string{
+		"untrusted key":                    "(trust the public key of the builder that signed it (as a builder key), if it is one, or build it again signed with a trusted builder key)",
+		"signature from an untrusted key":  "(trust the public key of the builder that signed it (as a builder key), if it is one, or build it again signed with a trusted builder key)",
+		"signature for another repository": "(read it from the repository it was signed for, or build it again signed for registry.example/someone/else)",
+		"signature of another digest":      "(build it again signed with a trusted builder key)",
+		"signature missing":                ": build it again signed with a builder's key, or, copying it, copy its " + SignatureTag(d) + " and " + AttestationTag(d) + " tags with it",
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := copyDir(t, out)
@@ -200,6 +211,9 @@ func TestVerifyLayout(t *testing.T) {
 			var re *refusal.Error
 			if c.want != "" && !errors.As(err, &re) {
 				t.Errorf("not a *refusal.Error: %T", err)
+			}
+			if c.want == refusal.ImageSignatureInvalid && !strings.HasSuffix(err.Error(), todo[c.name]) {
+				t.Errorf("%v: want it to end in %q", err, todo[c.name])
 			}
 			// It names the platforms there are: it said only "has no
 			// image for P".
@@ -299,7 +313,7 @@ func TestVerifyUntrustedSignatureDetail(t *testing.T) {
 		t.Fatalf("code %q, want image_signature_invalid (err %v)", refusal.CodeOf(err), err)
 	}
 	detail := err.Error()
-	if strings.ContainsAny(detail, "[]") || !strings.HasSuffix(detail, "no valid signature under a trusted key: a signature under no trusted key") {
-		t.Errorf("detail %q, want it to end in \"no valid signature under a trusted key: a signature under no trusted key\"", detail)
+	if strings.ContainsAny(detail, "[]") || !strings.Contains(detail, "no valid signature under a trusted key: a signature under no trusted key (") {
+		t.Errorf("detail %q, want \"no valid signature under a trusted key: a signature under no trusted key (\" and what to do", detail)
 	}
 }
