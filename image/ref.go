@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -109,8 +110,12 @@ func (l layoutSource) blobPath(h v1.Hash) string {
 
 // noLayout turns a read that found no file into fetch_failed when the
 // directory is no OCI layout at all (a mistyped path): the image was not
-// reached, rather than its digest missing from a layout that exists.
+// reached, rather than its digest missing from a layout that exists. A
+// read this user was denied is fetch_failed too (denied).
 func (l layoutSource) noLayout(err error) error {
+	if errors.Is(err, fs.ErrPermission) {
+		return l.denied(err)
+	}
 	if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -118,6 +123,29 @@ func (l layoutSource) noLayout(err error) error {
 		return refusal.Wrap(refusal.FetchFailed, err, "no OCI image layout at %s (no oci-layout file there): check the path", string(l))
 	}
 	return err
+}
+
+// denied is the fetch_failed refusal of a layout read this user was
+// denied permission for: the image was not reached, and nothing of it is
+// damaged. Its remedy (ActionGrantRead) names the path that denied it,
+// the first directory on the way this user may not enter, else the file.
+// It was image_digest_mismatch, "the layout does not hold the image as it
+// was built: damaged, or changed since; write the image into it again",
+// for an executor (another user) reading an operator's layout of 0700.
+func (l layoutSource) denied(err error) error {
+	var pe *fs.PathError
+	at := ""
+	if errors.As(err, &pe) {
+		at = deniedat.Path(pe.Path)
+	}
+	if at == "" {
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot read the OCI image layout at %s: permission denied to this user (uid %d), which is not damage to the image: run as a user who can read the layout, or give it read access", string(l), os.Geteuid())
+	}
+	owner := ""
+	if uid, ok := deniedat.Owner(at); ok {
+		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "cannot read the OCI image layout at %s: permission denied to this user (uid %d) on %s%s, which is not damage to the image: run as a user who can read the layout, or give it read access", string(l), os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
 }
 
 func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {
