@@ -355,12 +355,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	o.Progress("write", "")
 	if o.Output != "" {
 		if err := writeLayout(ctx, o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
-			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-				// The host's failure, as a full store is (exit 1): neither
-				// the image nor its inputs are at fault.
-				return nil, fmt.Errorf("no space left on the file system of the layout %s (%w): free space there and build again; the layout is as it was", o.Output, err)
-			}
-			return nil, fmt.Errorf("cannot write the layout %s: %w", o.Output, err)
+			return nil, layoutWriteFailed(o.Output, err)
 		}
 		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())
 	}
@@ -379,6 +374,21 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	res.Timings.Write = time.Since(start)
 	return res, nil
+}
+
+// layoutWriteFailed is the failure of writing the layout out: the host's
+// (exit 1, as a full store is: neither the image nor its inputs are at
+// fault), saying what to do where the disk is full or this user may not
+// write there. Denied, it said only "cannot write the layout DIR: mkdir
+// DIR: permission denied".
+func layoutWriteFailed(out string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("no space left on the file system of the layout %s (%w): free space there and build again; the layout is as it was", out, err)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("cannot write the layout %s: permission denied to this user (uid %d) (%w): give a layout directory this user can write, or have the directory's owner let it write there, and build again; the layout is as it was", out, os.Geteuid(), err)
+	}
+	return fmt.Errorf("cannot write the layout %s: %w", out, err)
 }
 
 // SignedRepo is the repository a signature of an image pushed to push

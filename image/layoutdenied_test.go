@@ -23,7 +23,8 @@ const layoutDeniedEnv = "CRUXPROV_TEST_LAYOUT_DENIED"
 // verify and for a build's base. Walking docs/images.md as an
 // unprivileged user, it was image_digest_mismatch, "the layout does not
 // hold the image as it was built: damaged, or changed since; write the
-// image into it again": there was nothing to write again.
+// image into it again": there was nothing to write again. And a layout
+// this user may not write says so (layoutWriteFailed).
 func TestLayoutDenied(t *testing.T) {
 	var base string
 	if os.Geteuid() == 0 {
@@ -39,6 +40,9 @@ func TestLayoutDenied(t *testing.T) {
 	d, _ := img.Digest()
 	dir := filepath.Join(base, "hidden", "oci")
 	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(base, "ro"), 0o555); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testdir.Writable(base) })
@@ -86,5 +90,21 @@ func layoutDenied(t *testing.T, s string) {
 	t.Run("base", func(t *testing.T) {
 		_, err := loadBase(context.Background(), ref, "linux", "amd64", nil)
 		check(t, err)
+	})
+	// A build's layout where this user may not write says so and what to
+	// do: it said only "cannot write the layout DIR: mkdir DIR:
+	// permission denied".
+	t.Run("write", func(t *testing.T) {
+		img, err := random.Image(1024, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		out := filepath.Join(filepath.Dir(hidden), "ro", "new")
+		err = layoutWriteFailed(out, writeLayout(context.Background(), out, img, d, "one", nil))
+		if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot write the layout "+out+": permission denied to this user") ||
+			!strings.Contains(err.Error(), "give a layout directory this user can write") {
+			t.Errorf("%v (code %q), want a failure saying this user may not write there, and what to do", err, refusal.CodeOf(err))
+		}
 	})
 }
