@@ -400,6 +400,7 @@ func notThere(err error) bool {
 func pushFailed(repo name.Repository, err error) error {
 	const again = "; run the build again (a failed push moves no tag)"
 	at := fmt.Sprintf("the push to the registry %s failed: cannot push to %s", repo.RegistryStr(), repo)
+	err = quietHead(err)
 	var (
 		te *transport.Error
 		re *refusal.Error

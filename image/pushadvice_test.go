@@ -72,7 +72,19 @@ func TestPushFailedSaysWhatToDo(t *testing.T) {
 			if !strings.HasSuffix(re.Detail, "run the build again (a failed push moves no tag)") {
 				t.Errorf("%q: want it to end with what docs/images.md promises", re.Detail)
 			}
+			// go-containerregistry's advice to the request's author, which
+			// the operator cannot take: a push without credentials said
+			// "401 Unauthorized (HEAD responses have no body, use GET for
+			// details) (the registry refused the credentials …)".
+			if strings.Contains(err.Error(), "use GET") {
+				t.Errorf("%q: go-containerregistry's HEAD note", err)
+			}
 		})
+	}
+	// A read's refusal (image verify's of a .sig tag, by HEAD) neither.
+	if err := readFailed(refusal.ImageSignatureInvalid, read(ul.Addr().String()), "cannot read %s", "sha256-….sig"); refusal.CodeOf(err) != refusal.FetchFailed ||
+		!strings.Contains(err.Error(), "401 Unauthorized") || strings.Contains(err.Error(), "use GET") {
+		t.Errorf("a HEAD refused credentials: %v, want fetch_failed naming the status without go-containerregistry's HEAD note", err)
 	}
 	// The base read: a registry down is not a question of credentials.
 	err = readFailed(refusal.ImageDigestMismatch, read(closed), "cannot read the base %s", closed)

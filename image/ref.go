@@ -225,6 +225,26 @@ func netFailure(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &oe) || errors.As(err, &de)
 }
 
+// headNote is what go-containerregistry adds to the status of a HEAD
+// request's error answer, which has no body.
+const headNote = " (HEAD responses have no body, use GET for details)"
+
+// quietHead is err without headNote: advice to whoever wrote the
+// request, which the operator reading a refusal cannot take ("unexpected
+// status code 401 Unauthorized (HEAD responses have no body, use GET for
+// details)" before the refusal's own advice); its chain is err's.
+func quietHead(err error) error {
+	if err == nil || !strings.Contains(err.Error(), headNote) {
+		return err
+	}
+	return headless{err}
+}
+
+type headless struct{ error }
+
+func (h headless) Error() string { return strings.Replace(h.error.Error(), headNote, "", 1) }
+func (h headless) Unwrap() error { return h.error }
+
 // credentialsRefused reports whether err is a registry's 401 or 403.
 func credentialsRefused(err error) bool {
 	var te *transport.Error
@@ -271,6 +291,7 @@ func notReachedAdvice(err error, broke bool) string {
 // fetch_failed when the registry was not reached (notReached), else
 // code (what the read was to check).
 func readFailed(code refusal.Code, err error, format string, args ...any) error {
+	err = quietHead(err)
 	switch {
 	case refusal.CodeOf(err) != "":
 		return err
