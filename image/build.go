@@ -61,6 +61,12 @@ const (
 // (--protocol-fd-env; docs/executor.md, "Start-up code").
 var Harness = python.Harness(EnvPath + "/bin/python")
 
+// ErrPushInterrupted is in the chain of Build's error when the context
+// ended while it pushed: what it pushed before (blobs, the manifest by
+// digest) stays in the registry, named by no tag it moved. A build
+// stopped before its push pushed nothing.
+var ErrPushInterrupted = errors.New("interrupted while pushing")
+
 // Label and annotation keys cruxprov sets (DESIGN §7), besides the
 // org.opencontainers.image ones.
 const (
@@ -366,7 +372,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, withStall(o.Remote)); err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("interrupted while pushing to %s (no tag was moved): %w", push, err)
+				return nil, fmt.Errorf("%w to %s (no tag was moved): %w", ErrPushInterrupted, push, err)
 			}
 			return nil, pushFailed(*push, err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
@@ -1378,7 +1379,11 @@ func interruptedMessage(path []string, err error) string {
 	case "gc":
 		kept = "; what gc removed before it stays removed"
 	case "image build":
-		kept = "; blobs pushed before it stay in the registry, untagged"
+		// Only a push that began leaves anything: a build stopped before
+		// it (or one with no --push) said blobs it never pushed stay.
+		if errors.Is(err, image.ErrPushInterrupted) {
+			kept = "; blobs pushed before it stay in the registry, untagged"
+		}
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"
 	}
