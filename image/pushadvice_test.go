@@ -81,10 +81,13 @@ func TestPushFailedSaysWhatToDo(t *testing.T) {
 			}
 		})
 	}
-	// A read's refusal (image verify's of a .sig tag, by HEAD) neither.
+	// A read's refusal (image verify's of a .sig tag, by HEAD) neither,
+	// and it names the host whose credentials the docker config is to
+	// hold, as a push's does (image verify's named none).
 	if err := readFailed(refusal.ImageSignatureInvalid, read(ul.Addr().String()), "cannot read %s", "sha256-….sig"); refusal.CodeOf(err) != refusal.FetchFailed ||
-		!strings.Contains(err.Error(), "401 Unauthorized") || strings.Contains(err.Error(), "use GET") {
-		t.Errorf("a HEAD refused credentials: %v, want fetch_failed naming the status without go-containerregistry's HEAD note", err)
+		!strings.Contains(err.Error(), "401 Unauthorized") || strings.Contains(err.Error(), "use GET") ||
+		!strings.Contains(err.Error(), "write them for "+ul.Addr().String()+" in the docker config") {
+		t.Errorf("a HEAD refused credentials: %v, want fetch_failed naming the status without go-containerregistry's HEAD note, and the host to write credentials for", err)
 	}
 	// The base read: a registry down is not a question of credentials.
 	err = readFailed(refusal.ImageDigestMismatch, read(closed), "cannot read the base %s", closed)

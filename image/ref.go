@@ -296,7 +296,13 @@ func readFailed(code refusal.Code, err error, format string, args ...any) error 
 	case refusal.CodeOf(err) != "":
 		return err
 	case credentialsRefused(err):
-		return refusal.Wrap(refusal.FetchFailed, err, format+credentialsAdvice(""), args...)
+		// The host whose credentials the docker config is to hold, as a
+		// push's advice names it: a read's named none.
+		host := ""
+		if te := (*transport.Error)(nil); errors.As(err, &te) && te.Request != nil && te.Request.URL != nil {
+			host = te.Request.URL.Host
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, format+credentialsAdvice(host), args...)
 	case notReached(err):
 		return refusal.Wrap(refusal.FetchFailed, err, format+notReachedAdvice(err, false), args...)
 	}
