@@ -196,6 +196,10 @@ type PrivateKey struct {
 	pub *PublicKey
 }
 
+// ErrWrongPassword is in the chain of LoadPrivateKey's error when the
+// password does not decrypt the key.
+var ErrWrongPassword = errors.New("cannot decrypt the private key (wrong password?)")
+
 // LoadPrivateKey decrypts a PEM private key written by Generate (or by
 // `cosign generate-key-pair`) with password. A wrong password or a key
 // that is not ECDSA P-256 is an error; an unencrypted key is refused. A
@@ -223,7 +227,7 @@ func LoadPrivateKey(pemBytes, password []byte) (*PrivateKey, error) {
 	}
 	k, err := cryptoutils.UnmarshalPEMToPrivateKey(pemBytes, cryptoutils.StaticPasswordFunc(password))
 	if err != nil {
-		return nil, fmt.Errorf("cannot decrypt the private key (wrong password?): %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrWrongPassword, err)
 	}
 	ek, _ := k.(*ecdsa.PrivateKey)
 	pk, err := FromECDSA(ek)

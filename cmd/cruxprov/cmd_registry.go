@@ -397,5 +397,11 @@ func signerFrom(o *opts, flag, path string, b []byte) (*sign.PrivateKey, error) 
 	if err != nil {
 		return nil, err
 	}
-	return sign.LoadPrivateKey(b, pw)
+	k, err := sign.LoadPrivateKey(b, pw)
+	if errors.Is(err, sign.ErrWrongPassword) {
+		// It said "cannot decrypt the private key (wrong password?)" and
+		// no more: neither which key nor what to do.
+		return nil, fmt.Errorf("%s %s: %w: run the same command again with the password it was made with (CRUXPROV_KEY_PASSWORD, or typed at the prompt)", flag, path, err)
+	}
+	return k, err
 }

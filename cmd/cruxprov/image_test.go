@@ -444,6 +444,24 @@ func TestImageBuildSignKeyMistakeNamesTheFlag(t *testing.T) {
 			t.Errorf("--sign-key %s: %+v", k, r)
 		}
 	}
+	// A wrong password names the key and says what to do: it said
+	// "error: cannot decrypt the private key (wrong password?):
+	// encrypted: decryption failed" (walking docs/images.md).
+	priv, _, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "builder.key")
+	os.WriteFile(keyPath, priv, 0o600)
+	cmd := exec.Command(bin, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", whl,
+		"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+		"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+filepath.Join(dir, "out"),
+		"--sign-key", keyPath)
+	cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=not the password")
+	if r := runCmd(t, cmd); r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: --sign-key "+keyPath+": cannot decrypt the private key (wrong password?)") ||
+		!strings.Contains(r.stderr, "run the same command again with the password it was made with") {
+		t.Errorf("--sign-key with a wrong password: %+v", r)
+	}
 }
 
 // TestImagePushRefused: image build --push to a registry that is not
