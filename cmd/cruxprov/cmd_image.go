@@ -73,7 +73,7 @@ func imageBuildCmd() *cli.Command {
 			&cli.BoolFlag{Name: "offline", Usage: "use only wheels already in the store"},
 			&cli.StringFlag{Name: "base", Usage: "the base image pinned by digest: `REF@sha256:…` or oci:DIR@sha256:…"},
 			&cli.StringSliceFlag{Name: "shim", Usage: "cruxshim for a platform: `[PLATFORM_ID=]PATH` (a static build for its architecture; repeatable)"},
-			&cli.StringFlag{Name: "output", Usage: "write into an OCI layout: oci:`DIR` (with --push too: the same image both ways)"},
+			&cli.StringFlag{Name: "output", Usage: "write into the OCI layout `oci:DIR` (with --push too: the same image both ways)"},
 			&cli.StringFlag{Name: "push", Usage: "push to `REPO[:TAG]` (always by digest; the tag too when given)"},
 			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature names (default: --push's, and with --push only --push's; localhost/<provider> for a layout alone)"},
 			&cli.StringFlag{Name: "sign-key", Usage: "a builder's private `KEY` (cruxprov key generate, or cosign generate-key-pair)"},

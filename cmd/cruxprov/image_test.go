@@ -348,6 +348,17 @@ func TestImageBuildBuilderIDIsAURI(t *testing.T) {
 	}
 }
 
+// TestImageBuildOutputPlaceholder: image build --help shows --output's
+// value as it is taken, oci:DIR. It showed "--output DIR", and a build
+// given --output DIR, as shown, was a usage error, "--output must be
+// oci:DIR" (walking docs/images.md).
+func TestImageBuildOutputPlaceholder(t *testing.T) {
+	r := runCmd(t, exec.Command(bin, "image", "build", "--help"))
+	if r.code != 0 || !strings.Contains(r.stdout, "--output oci:DIR ") || strings.Contains(r.stdout, "--output DIR ") {
+		t.Errorf("image build --help: %+v, want --output oci:DIR", r)
+	}
+}
+
 // TestImageBuildPythonNotAbsolute: --python names a path in the image; a
 // relative one (usr/bin/python3, the leading slash lost) went through the
 // whole base read and then exited 1, "error: the interpreter path … is not
