@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -871,6 +872,9 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	if rem == nil {
 		return ""
 	}
+	// The refused command's --index may carry a user and password:
+	// rendered again verbatim, the advice printed them (DESIGN §14).
+	args = withoutIndexCredentials(args)
 	t := shellQuote(rem.Target)
 	// The commands that act on a store act on the refused command's: its
 	// --home, which they would otherwise not name (CRUXPROV_HOME is in the
@@ -1343,6 +1347,71 @@ func rerun(args []string, name string, keep func(string) string, add ...string) 
 		out = append(out, shellQuote(a))
 	}
 	return strings.Join(append(out, add...), " ")
+}
+
+// withoutIndexCredentials is args with the user information of an
+// --index URL (https://user:pass@host/simple/) replaced by USER:PASSWORD
+// (USER alone where the URL names a user only, a token), for the
+// operator to fill in: a command rendered again from args must not print
+// them. args is returned as it is where no --index carries any.
+func withoutIndexCredentials(args []string) []string {
+	var out []string
+	set := func(i int, v string) {
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		out[i] = v
+	}
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if (a == "--index" || a == "-index") && i+1 < len(args) {
+			if v, ok := placeholderCredentials(args[i+1]); ok {
+				set(i+1, v)
+			}
+			i++
+			continue
+		}
+		for _, p := range []string{"--index=", "-index="} {
+			if v, ok := strings.CutPrefix(a, p); ok {
+				if v, ok := placeholderCredentials(v); ok {
+					set(i, p+v)
+				}
+			}
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+// placeholderCredentials is u with its user information replaced by
+// USER:PASSWORD (or USER), and whether it had any.
+func placeholderCredentials(u string) (string, bool) {
+	p, err := url.Parse(u)
+	if err != nil {
+		// Unparseable, but it may still carry a secret: never echoed
+		// (index.Redact says so the same way).
+		if strings.Contains(u, "@") {
+			return "URL", true
+		}
+		return u, false
+	}
+	if p.User == nil {
+		if strings.Contains(u, "@") && (p.Opaque != "" || p.Host == "") {
+			return "URL", true // a user:password@ in the opaque part or the path
+		}
+		return u, false
+	}
+	if _, has := p.User.Password(); has {
+		p.User = url.UserPassword("USER", "PASSWORD")
+	} else {
+		p.User = url.User("USER")
+	}
+	return p.String(), true
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -980,3 +980,46 @@ func TestFetchNetrcWithoutTheHost(t *testing.T) {
 		t.Fatalf("the remedy, %s: %+v", m[0], f)
 	}
 }
+
+// TestRemedyNeverPrintsIndexCredentials: a refusal whose advice is the
+// refused command again (here name_python, an interpreter that is not
+// there) renders an --index that carries a user and password with
+// USER:PASSWORD in their place, on stderr and in the --json remedy: it
+// printed the refused command line verbatim, password and all (DESIGN
+// §14: credentials are never printed).
+func TestRemedyNeverPrintsIndexCredentials(t *testing.T) {
+	var private *httptest.Server
+	_, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		private = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != "ci-user" || p != "s3cr3t-pw" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}))
+		return h
+	})
+	defer private.Close()
+	host := strings.TrimPrefix(private.URL, "http://")
+	for _, form := range [][]string{
+		{"--index", "http://ci-user:s3cr3t-pw@" + host + "/simple/"},
+		{"--index=http://ci-user:s3cr3t-pw@" + host + "/simple/"},
+	} {
+		for _, j := range []string{"--quiet", "--json"} {
+			t.Run(fmt.Sprintf("%d-args%s", len(form), j), func(t *testing.T) {
+				args := append([]string{"--home", t.TempDir(), "env", "create", "--lock", lock, "--platform", fetchTestPlatform,
+					"--python", filepath.Join(t.TempDir(), "no-python"), j}, form...)
+				r := cruxprov(t, args...)
+				if r.code != exitRefused || !strings.Contains(r.stderr, "; to fix: cruxprov ") {
+					t.Fatalf("want a refusal with the command again: %+v", r)
+				}
+				if strings.Contains(r.stdout+r.stderr, "s3cr3t") || strings.Contains(r.stdout+r.stderr, "ci-user") {
+					t.Errorf("the credentials were printed: %+v", r)
+				}
+				if !strings.Contains(r.stderr, "http://USER:PASSWORD@"+host+"/simple/") {
+					t.Errorf("the advice does not hold the index with placeholders: %+v", r)
+				}
+			})
+		}
+	}
+}
