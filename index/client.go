@@ -479,6 +479,9 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 		if r := c.accessRefused(err, f.Filename); r != nil {
 			return nil, 0, r
 		}
+		if r := c.trustRefused(err, f.Filename); r != nil {
+			return nil, 0, r
+		}
 		return nil, 0, err
 	}
 	return b, resp.ContentLength, nil
@@ -509,6 +512,36 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 			what, c.BaseURL(), host, from).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", what, c.BaseURL())
+}
+
+// trustRefused is the refusal of a TLS failure to trust the certificate
+// of the server that answered for what (nil for any other error): it says
+// which host presented it and what would make it trusted. It was
+// fetch_failed "cannot read its page…: x509: certificate signed by
+// unknown authority", which said nothing of what to do.
+func (c *Client) trustRefused(err error, what string) *refusal.Error {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	host := "the index's host"
+	var re *RequestError
+	if errors.As(err, &re) {
+		if u, perr := url.Parse(re.URL); perr == nil && u.Host != "" {
+			host = u.Host
+		}
+	}
+	switch {
+	case errors.As(err, &ua):
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the certificate %s presented (index %s) is signed by an authority this host does not trust; trust the CA that signed it, its PEM certificate, besides the system pool",
+			what, host, c.BaseURL()).WithRemedy(refusal.ActionCABundle, "")
+	case errors.As(err, &he):
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the certificate %s presented (index %s) is not for that name; pin the index by a name its certificate holds, or have the certificate reissued for this one",
+			what, host, c.BaseURL())
+	case errors.As(err, &ci):
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the certificate %s presented (index %s) is not valid (expired, not valid yet, or not for a server); have it renewed, or check this host's clock",
+			what, host, c.BaseURL())
+	}
+	return nil
 }
 
 // hasCredential reports whether the client sends a credential to host
@@ -587,6 +620,9 @@ func (c *Client) pageRefusal(name string, err error) error {
 		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", pep503.Normalize(name), c.BaseURL())
 	}
 	if r := c.accessRefused(err, "project "+pep503.Normalize(name)); r != nil {
+		return r
+	}
+	if r := c.trustRefused(err, "project "+pep503.Normalize(name)); r != nil {
 		return r
 	}
 	if dns := noSuchHost(err); dns != nil {

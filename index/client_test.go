@@ -665,3 +665,82 @@ func TestPageDeclaredLengthNotAllocated(t *testing.T) {
 		t.Fatalf("allocated %d bytes for 4 pages of a few bytes each", got)
 	}
 }
+
+// TestUntrustedCertificate: an index (or the host its files are on) whose
+// certificate is signed by an authority this host does not trust is
+// refused at once, naming the host that presented it, with the remedy
+// ca_bundle (trust its CA besides the system pool); one whose certificate
+// is for other names says so, without that remedy. Each was fetch_failed
+// "cannot read its page on the index …: x509: certificate signed by
+// unknown authority", which said nothing of what to do.
+func TestUntrustedCertificate(t *testing.T) {
+	files := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("wheel bytes"))
+	}))
+	defer files.Close()
+	pages := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<a href="%s/files/alpha-1.0-py3-none-any.whl">alpha-1.0-py3-none-any.whl</a>`, files.URL)
+	})
+	secure := httptest.NewTLSServer(pages)
+	defer secure.Close()
+	plain := httptest.NewServer(pages)
+	defer plain.Close()
+	trusting := &http.Client{Transport: secure.Client().Transport}
+	client := func(t *testing.T, base string, hc *http.Client) (*Client, *int) {
+		retries := new(int)
+		c, err := New(base, Options{HTTPClient: hc, Attempts: 4, Backoff: time.Second, Events: func(e Event) {
+			if e.Kind == EventRetry {
+				*retries++
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, retries
+	}
+	host := strings.TrimPrefix(secure.URL, "https://")
+	t.Run("page", func(t *testing.T) {
+		c, retries := client(t, secure.URL+"/simple/", nil)
+		_, err := c.Project(context.Background(), "alpha")
+		rem := refusal.RemedyOf(err)
+		if refusal.CodeOf(err) != refusal.FetchFailed || rem == nil || rem.Action != refusal.ActionCABundle ||
+			!strings.Contains(err.Error(), "the certificate "+host+" presented") || !strings.Contains(err.Error(), "trust the CA that signed it") {
+			t.Fatalf("Project: %v (remedy %+v)", err, rem)
+		}
+		if *retries != 0 {
+			t.Errorf("%d retries of an untrusted certificate", *retries)
+		}
+	})
+	t.Run("file", func(t *testing.T) {
+		c, _ := client(t, plain.URL+"/simple/", nil)
+		p, err := c.Project(context.Background(), "alpha")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = c.Open(context.Background(), p.Files[0])
+		rem := refusal.RemedyOf(err)
+		if refusal.CodeOf(err) != refusal.FetchFailed || rem == nil || rem.Action != refusal.ActionCABundle ||
+			!strings.Contains(err.Error(), "the certificate "+strings.TrimPrefix(files.URL, "https://")+" presented") {
+			t.Fatalf("Open: %v (remedy %+v)", err, rem)
+		}
+	})
+	t.Run("other name", func(t *testing.T) {
+		// httptest's certificate is for 127.0.0.1 and example.com, not localhost.
+		_, port, _ := net.SplitHostPort(host)
+		c, retries := client(t, "https://localhost:"+port+"/simple/", trusting)
+		_, err := c.Project(context.Background(), "alpha")
+		if refusal.CodeOf(err) != refusal.FetchFailed || refusal.RemedyOf(err) != nil || !strings.Contains(err.Error(), "is not for that name") {
+			t.Fatalf("Project: %v", err)
+		}
+		if *retries != 0 {
+			t.Errorf("%d retries of a certificate for other names", *retries)
+		}
+	})
+	t.Run("trusted", func(t *testing.T) {
+		c, _ := client(t, secure.URL+"/simple/", trusting)
+		if _, err := c.Project(context.Background(), "alpha"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -155,6 +155,12 @@ const (
 	// be read, or that holds no entry for the host, or "" when none was
 	// named).
 	ActionNameNetrc Action = "name_netrc"
+	// ActionCABundle runs the refused command again trusting, besides
+	// the system pool, the CA certificates of a PEM file the operator
+	// names: one with the authority that signed the certificate an index
+	// (or the host its files are on) presented, which this host does not
+	// trust.
+	ActionCABundle Action = "ca_bundle"
 	// ActionSetTempDir runs the refused command again with a temporary
 	// directory (TMPDIR) that is writable and whose path podman takes as
 	// an image name (lowercase letters, digits, '.', '_' and '-'): a

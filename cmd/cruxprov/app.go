@@ -1106,6 +1106,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return "chmod a+rX " + t
+	case refusal.ActionCABundle:
+		// FILE: the PEM of the CA that signed the server's certificate;
+		// a bundle given (which did not) is replaced.
+		if !commandTakes(args, "ca-bundle") {
+			return ""
+		}
+		return rerun(args, "ca-bundle", func(string) string { return "" }, "--ca-bundle", "FILE")
 	case refusal.ActionNameNetrc:
 		// FILE: a netrc this user can read with a machine entry for
 		// the index's host (after sudo -u, HOME, and so ~/.netrc, is

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -1021,5 +1026,60 @@ func TestRemedyNeverPrintsIndexCredentials(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestFetchUntrustedCA: a fetch from an HTTPS index whose certificate's
+// CA this host does not trust is refused with the remedy "; to fix:
+// cruxprov fetch … --ca-bundle FILE" (a --ca-bundle given, which did not
+// sign it, replaced), which, run as printed with FILE the CA's PEM,
+// fetches; under --json the remedy is ca_bundle. It was fetch_failed
+// "x509: certificate signed by unknown authority" with no advice.
+func TestFetchUntrustedCA(t *testing.T) {
+	var srv *httptest.Server
+	_, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		srv = httptest.NewTLSServer(h)
+		return h
+	})
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644)
+	// A bundle of another CA: it signed nothing here.
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA := filepath.Join(dir, "other.pem")
+	os.WriteFile(otherCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	home := filepath.Join(dir, "home")
+	for _, extra := range [][]string{nil, {"--ca-bundle", otherCA}} {
+		args := append([]string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", srv.URL + "/simple/", "--home", home}, extra...)
+		r := cruxprov(t, args...)
+		m := regexp.MustCompile(`; to fix: (cruxprov .* --ca-bundle FILE)$`).FindStringSubmatch(strings.TrimSpace(r.stderr))
+		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: fetch_failed: ") || !strings.Contains(r.stderr, "is signed by an authority this host does not trust") || m == nil {
+			t.Fatalf("%v: %+v, want fetch_failed with the remedy … --ca-bundle FILE", extra, r)
+		}
+		if strings.Contains(m[1], otherCA) {
+			t.Errorf("the remedy keeps the bundle that did not sign it: %s", m[1])
+		}
+		j := cruxprov(t, append(args, "--json")...)
+		var doc struct {
+			Refused struct {
+				Remedy struct{ Action, Command string }
+			}
+		}
+		if json.Unmarshal([]byte(j.stdout), &doc) != nil || doc.Refused.Remedy.Action != "ca_bundle" || doc.Refused.Remedy.Command != m[1] {
+			t.Errorf("--json: %+v", j)
+		}
+		fix := exec.Command("sh", "-c", strings.Replace(m[1], "FILE", shellQuote(ca), 1))
+		fix.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+		if f := runCmd(t, fix); f.code != 0 {
+			t.Fatalf("the remedy, %s: %+v", m[1], f)
+		}
+		os.RemoveAll(home)
 	}
 }
