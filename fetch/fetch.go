@@ -308,12 +308,13 @@ func Fetch(ctx context.Context, st *store.Store, c *index.Client, res lockfile.R
 	}
 	wg.Wait()
 	// Verified blobs are committed even when another wheel failed (they
-	// are correct, and a rerun need not fetch them again), but not when
-	// the caller cancelled: then stopping promptly matters more.
+	// are correct, and a rerun need not fetch them again), and when the
+	// caller cancelled (Ctrl-C): their fsync and rename are quick, their
+	// download was not, and the interrupted command says the wheels it
+	// fetched stay. They were discarded, so a rerun fetched them again.
+	// The downloads in flight were cancelled and left nothing.
 	if err := parent.Err(); err != nil {
-		for _, p := range pending {
-			p.Discard()
-		}
+		_ = st.Commit(context.WithoutCancel(parent), pending)
 		return rep, err
 	}
 	if err := st.Commit(parent, pending); err != nil && firstErr == nil {

@@ -398,6 +398,38 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestCancelKeepsVerified: the wheels downloaded and verified before a
+// cancellation (Ctrl-C) are kept in the store, while the one in flight
+// leaves nothing: the interrupted command says the wheels it fetched stay
+// and the run again does not fetch them twice, but they were discarded
+// (up to 63 of them, a commit batch), and fetched again.
+func TestCancelKeepsVerified(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, fx[0].filename, "drip")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var done atomic.Int32
+	c, _ := index.New(srv.srv.URL+"/simple/", index.Options{})
+	_, err = Fetch(ctx, st, c, resolution(fx), Options{Events: func(e Event) {
+		if e.Kind == EventDone && done.Add(1) == 2 {
+			cancel() // beta and gamma verified; alpha still dripping
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	got := storeContents(t, st)
+	want := []string{hexOf(fx[1].data), hexOf(fx[2].data)}
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("store after cancellation holds %v, want the two wheels verified before it, %v", got, want)
+	}
+}
+
 // TestMain doubles as the child of TestTwoProcesses: with
 // CRUXPROV_FETCH_CHILD set it fetches one resolution and exits.
 func TestMain(m *testing.M) {
