@@ -311,6 +311,29 @@ type RequestError struct {
 func (e *RequestError) Error() string { return fmt.Sprintf("GET %s: %v", e.URL, e.Err) }
 func (e *RequestError) Unwrap() error { return e.Err }
 
+// ProxyError is a proxy's answer other than 200 to the CONNECT that
+// opens the tunnel to an https host: CheckProxyConnect returns it, where
+// http.Transport says only the status text ("Proxy Authentication
+// Required"), which read as a transport failure and was retried.
+type ProxyError struct {
+	Proxy      string // redacted
+	StatusCode int
+}
+
+func (e *ProxyError) Error() string {
+	return fmt.Sprintf("the proxy %s answered the CONNECT with HTTP %d %s", e.Proxy, e.StatusCode, http.StatusText(e.StatusCode))
+}
+
+// CheckProxyConnect is an http.Transport's OnProxyConnectResponse: a
+// proxy's answer other than 200 is a *ProxyError naming the proxy
+// (redacted) and the status.
+func CheckProxyConnect(_ context.Context, proxy *url.URL, _ *http.Request, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	return &ProxyError{Proxy: Redact(proxy.String()), StatusCode: resp.StatusCode}
+}
+
 // Retryable reports whether err is worth another attempt: a 5xx or 429
 // response, a timeout of ours, or a transport failure. Refusals, the
 // caller's own cancellation, TLS trust failures and a host name the name
@@ -326,6 +349,12 @@ func Retryable(err error) bool {
 	var te *TimeoutError
 	if errors.As(err, &te) {
 		return true
+	}
+	var pe *ProxyError
+	if errors.As(err, &pe) {
+		// A proxy that wants credentials, or will not connect to the
+		// host, says so again on every attempt; one failing may mend.
+		return pe.StatusCode >= 500 || pe.StatusCode == http.StatusTooManyRequests
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return false
@@ -482,6 +511,9 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 		if r := c.trustRefused(err, f.Filename); r != nil {
 			return nil, 0, r
 		}
+		if r := c.proxyRefused(err, f.Filename); r != nil {
+			return nil, 0, r
+		}
 		return nil, 0, err
 	}
 	return b, resp.ContentLength, nil
@@ -512,6 +544,34 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 			what, c.BaseURL(), host, from).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
 	}
 	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", what, c.BaseURL())
+}
+
+// proxyRefused is the refusal of a proxy's refusal for what (nil for
+// any other error): a 407, the proxy's own or the answer to its tunnel's
+// CONNECT, wants the proxy's credentials; another CONNECT answer below
+// 500 is the proxy's refusal to reach the host. Each was retried as a
+// transport failure, or said nothing of what to do.
+func (c *Client) proxyRefused(err error, what string) *refusal.Error {
+	var pe *ProxyError
+	var se *StatusError
+	proxy := "the proxy"
+	switch {
+	case errors.As(err, &pe):
+		proxy += " " + pe.Proxy
+		if pe.StatusCode == http.StatusProxyAuthRequired {
+			break
+		}
+		if pe.StatusCode >= 500 || pe.StatusCode == http.StatusTooManyRequests {
+			return nil
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s would not connect to the host (index %s); have the proxy allow that host, or reach it without the proxy",
+			what, proxy, c.BaseURL())
+	case errors.As(err, &se) && se.StatusCode == http.StatusProxyAuthRequired:
+	default:
+		return nil
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: %s asks for credentials (HTTP 407) and refused those it was given, if any (index %s); give the proxy's user and password in the proxy's URL (http://USER:PASSWORD@HOST:PORT)",
+		what, proxy, c.BaseURL())
 }
 
 // trustRefused is the refusal of a TLS failure to trust the certificate
@@ -623,6 +683,9 @@ func (c *Client) pageRefusal(name string, err error) error {
 		return r
 	}
 	if r := c.trustRefused(err, "project "+pep503.Normalize(name)); r != nil {
+		return r
+	}
+	if r := c.proxyRefused(err, "project "+pep503.Normalize(name)); r != nil {
 		return r
 	}
 	if dns := noSuchHost(err); dns != nil {

@@ -12,12 +12,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -743,4 +745,57 @@ func TestUntrustedCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestProxyRefusal: a proxy that answers 407 (it wants credentials), to
+// the CONNECT of an https index or to a plain http request, is refused at
+// once naming the proxy (its password redacted) and saying to give it
+// credentials; a CONNECT it answers 403 (the host not allowed) says that.
+// The CONNECT's answers were transport failures, retried four times and
+// said as "check the index and retry"; the plain 407 named no next step.
+func TestProxyRefusal(t *testing.T) {
+	var status atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="proxy"`)
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer proxy.Close()
+	pu, _ := url.Parse(proxy.URL)
+	pu.User = url.UserPassword("puser", "proxy-s3cret")
+	for _, tt := range []struct {
+		name, index string
+		status      int
+		want        string
+	}{
+		{"connect 407", "https://index.example.invalid/simple/", 407, "asks for credentials (HTTP 407)"},
+		{"plain 407", "http://index.example.invalid/simple/", 407, "asks for credentials (HTTP 407)"},
+		{"connect 403", "https://index.example.invalid/simple/", 403, "would not connect to the host"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status.Store(int32(tt.status))
+			tr := &http.Transport{Proxy: http.ProxyURL(pu), OnProxyConnectResponse: CheckProxyConnect}
+			var retries int
+			c, err := New(tt.index, Options{HTTPClient: &http.Client{Transport: tr}, Attempts: 4, Backoff: time.Second, Events: func(e Event) {
+				if e.Kind == EventRetry {
+					retries++
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Project(context.Background(), "alpha")
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Project: %v, want fetch_failed saying %q", err, tt.want)
+			}
+			if strings.HasPrefix(tt.index, "https") && !strings.Contains(err.Error(), "the proxy http://puser:xxxxx@"+pu.Host) {
+				t.Errorf("Project: %v, want the proxy named, redacted", err)
+			}
+			if strings.Contains(err.Error(), "proxy-s3cret") {
+				t.Errorf("the proxy's password is in %v", err)
+			}
+			if retries != 0 {
+				t.Errorf("%d retries of a proxy's refusal", retries)
+			}
+		})
+	}
 }

@@ -95,6 +95,7 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyFromEnvironment
+	tr.OnProxyConnectResponse = index.CheckProxyConnect // a 407 is the proxy's, not the index's
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	tr.MaxIdleConnsPerHost = 16
 	var creds []index.Credential
