@@ -430,6 +430,27 @@ func TestCancelKeepsVerified(t *testing.T) {
 	}
 }
 
+// TestListedFileMissing: a file the index's page lists but does not
+// serve (404) is fetch_failed naming the file, the URL the page lists and
+// what to do, at once; it said only "… from URL: GET URL: HTTP 404 Not
+// Found".
+func TestListedFileMissing(t *testing.T) {
+	fx := fixtures()
+	srv := newFaultServer(t, fx, fx[1].filename, "404")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{})
+	want := fx[1].filename + ": the index " + srv.srv.URL + "/simple/ lists it at " + srv.srv.URL + "/files/" + fx[1].filename + ", which is not there (HTTP 404); the index links a file it does not serve: fix the index, or pin one that serves it"
+	if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want fetch_failed saying %q", err, want)
+	}
+	if n := srv.hits[fx[1].filename]; n != 1 {
+		t.Errorf("the missing file was requested %d times", n)
+	}
+}
+
 // TestMain doubles as the child of TestTwoProcesses: with
 // CRUXPROV_FETCH_CHILD set it fetches one resolution and exits.
 func TestMain(m *testing.M) {

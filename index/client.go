@@ -514,6 +514,12 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 		if r := c.proxyRefused(err, f.Filename); r != nil {
 			return nil, 0, r
 		}
+		var se *StatusError
+		if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
+			// It said only "GET …: HTTP 404 Not Found".
+			return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s lists it at %s, which is not there (HTTP %d); the index links a file it does not serve: fix the index, or pin one that serves it",
+				f.Filename, c.BaseURL(), Redact(f.URL), se.StatusCode)
+		}
 		return nil, 0, err
 	}
 	return b, resp.ContentLength, nil
