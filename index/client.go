@@ -97,6 +97,8 @@ type Client struct {
 	// netrcErr is why Options.Netrc could not be read (nil when it was,
 	// or when it does not exist).
 	netrcErr error
+	// netrcMissing is that Options.Netrc does not exist.
+	netrcMissing bool
 }
 
 // New returns a client for the index whose simple API lives at baseURL
@@ -140,15 +142,19 @@ func New(baseURL string, opts Options) (*Client, error) {
 		opts.Events = func(Event) {}
 	}
 	var netrcErr error
+	netrcMissing := false
 	if opts.Netrc != "" {
 		nc, err := readNetrc(opts.Netrc)
+		if errors.Is(err, errNoNetrc) {
+			netrcMissing, err = true, nil
+		}
 		if err != nil {
 			netrcErr = err
 			opts.Events(Event{Kind: EventWarning, Err: fmt.Errorf("netrc %s skipped: %w; no credentials from it", opts.Netrc, unwrapPath(err))})
 		}
 		creds = append(creds, nc...)
 	}
-	c := &Client{base: u, opts: opts, creds: creds, netrcErr: netrcErr}
+	c := &Client{base: u, opts: opts, creds: creds, netrcErr: netrcErr, netrcMissing: netrcMissing}
 	hc := &http.Client{}
 	if opts.HTTPClient != nil {
 		*hc = *opts.HTTPClient
@@ -543,7 +549,11 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 		// with what to do: it said "check the credentials", as if some
 		// had been refused.
 		from := "no netrc file was read"
-		if c.opts.Netrc != "" {
+		switch {
+		case c.netrcMissing:
+			// It said the missing file "has no machine entry for it".
+			from = "the netrc file " + c.opts.Netrc + " does not exist"
+		case c.opts.Netrc != "":
 			from = "the netrc file " + c.opts.Netrc + " has no machine entry for it with a login or password (or does not parse as one)"
 		}
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and no credentials for its host %s were sent: the index URL names none, and %s; give the credentials for that host (a netrc machine entry, see docs/index.md)",

@@ -438,6 +438,8 @@ func TestNetrcWithoutTheHost(t *testing.T) {
 		{"entries for other hosts", other, "the netrc file " + other + " has no machine entry for it"},
 		{"does not parse", broken, "the netrc file " + broken + " has no machine entry for it"},
 		{"none read", "", "no netrc file was read"},
+		// It said the file that is not there "has no machine entry for it".
+		{"missing", filepath.Join(dir, "missing"), "the netrc file " + filepath.Join(dir, "missing") + " does not exist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cl, err := New(srv.URL+"/simple/", Options{Netrc: tt.netrc})

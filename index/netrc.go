@@ -11,10 +11,14 @@ import (
 
 // readNetrc reads the credentials of the netrc file at path: none, and
 // no error, when it does not exist.
+// errNoNetrc is readNetrc's answer for a netrc file that does not exist:
+// no credential, and no warning.
+var errNoNetrc = errors.New("no such file")
+
 func readNetrc(path string) ([]Credential, error) {
 	fi, err := os.Stat(path) // before opening: a FIFO would block
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, errNoNetrc
 	}
 	if err != nil {
 		return nil, err
