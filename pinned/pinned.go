@@ -88,13 +88,26 @@ type Local struct {
 // run (pin_unapproved, signature_invalid, pin_expired, registry_corrupt,
 // entrypoint_unknown, …, or a verifier floor that cannot be read or
 // written): nothing ran and nothing was recorded. Err is the refusal;
-// errors.As and refusal.CodeOf see through to it.
+// errors.As and refusal.CodeOf see through to it. A zero (or nil)
+// VerifyError, which Run never returns, says that no verification was
+// given rather than panic.
 type VerifyError struct {
 	Err error
 }
 
-func (e *VerifyError) Error() string { return e.Err.Error() }
-func (e *VerifyError) Unwrap() error { return e.Err }
+func (e *VerifyError) Error() string {
+	if e == nil || e.Err == nil {
+		return "pinned: a verification refused, with no refusal given"
+	}
+	return e.Err.Error()
+}
+
+func (e *VerifyError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Run runs req on the provider's accepted pin in its local env, as
 // `cruxprov run` does: the store held shared (lo.Home) from before the
@@ -104,7 +117,8 @@ func (e *VerifyError) Unwrap() error { return e.Err }
 // could not be written), or a refusal when nothing ran (an
 // *invoke.RecordedRefusal when the ledger records it: a verification
 // that refused once the pin named the env, such as env_drift, is one).
-// A verification refused before that is a *VerifyError; a wait for the
+// A verification refused before that is a *VerifyError (a nil reg is
+// one: registry_corrupt); a wait for the
 // store's lock that ctx ended is a *store.WaitError wrapping ctx's error.
 //
 // The caller's timeout (req.Limits.TimeoutMS) bounds the wait for the
@@ -195,8 +209,12 @@ func Call(rep *verify.Report, req Request) *invoke.Call {
 // of another with the first one's object and implementation digest, run
 // and recorded under the other's name. nil when spec has no entrypoint
 // req.Entrypoint. Call (and pinned/container's) add what the backend
-// runs: the env and its runtime, or the image.
+// runs: the env and its runtime, or the image. nil, too, for a nil spec
+// (no accepted pin to run).
 func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Materialization, req Request) *invoke.Call {
+	if spec == nil {
+		return nil
+	}
 	if e == nil || e.Name != req.Entrypoint {
 		e = nil
 		for i := range spec.Entrypoints {
@@ -220,8 +238,15 @@ func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Material
 
 // Bwrap is the bubblewrap preset for the env rep verified: the env and
 // what its sealed interpreter needs (its real path, stdlib, libpython
-// and loader), as invoke.BwrapFor gives them.
+// and loader), as invoke.BwrapFor gives them. A report that names no
+// seal (nil, or a verification refused before it read the seal) gives
+// the zero invoke.Bwrap, which shows a run the env alone and no
+// interpreter: the call it would sandbox is nil too (Call), and Run and
+// an invoke.Subprocess refuse a nil call.
 func Bwrap(rep *verify.Report) invoke.Bwrap {
+	if rep == nil || rep.Seal == nil || rep.Seal.Seal == nil {
+		return invoke.Bwrap{}
+	}
 	in := rep.Seal.Seal.Interpreter
 	var lib string
 	if in.LibPython != nil {

@@ -221,7 +221,13 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 // rewritten from its first entry (a new root of trust, its own history)
 // has another id: registry_corrupt, where VerifyPin would start a fresh
 // floor for it and accept it.
+//
+// A nil reg (or a nil *Dir) is refused registry_corrupt: there is no
+// registry to verify the pin in.
 func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time) (*Pin, error) {
+	if isNilReader(reg) {
+		return nil, refusal.New(refusal.RegistryCorrupt, "no registry to verify provider %s's pin in (a nil registry.Reader): open the registry and pass it", provider)
+	}
 	release, err := readLock(ctx, reg)
 	if err != nil {
 		return nil, err
@@ -563,6 +569,20 @@ type readLocker interface {
 // readLock takes reg's shared lock when it has one (a Dir), so that what
 // is read under it is one state of the registry; release does nothing
 // for a Reader without one.
+// isNilReader reports whether reg is nil, or a nil *Dir or *Stub in
+// the interface, whose methods would dereference it.
+func isNilReader(reg Reader) bool {
+	switch r := reg.(type) {
+	case nil:
+		return true
+	case *Dir:
+		return r == nil
+	case *Stub:
+		return r == nil
+	}
+	return false
+}
+
 func readLock(ctx context.Context, reg Reader) (release func(), err error) {
 	if l, ok := reg.(readLocker); ok {
 		return l.ReadLock(ctx)

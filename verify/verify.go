@@ -110,7 +110,8 @@ func (r *Report) Unexpired(now time.Time) error {
 // interpreter updated in place, say); the env matches its seal (seal.Verify:
 // seal_missing, seal_invalid, env_drift, interpreter_drift); the installed
 // manifest and lock hash to the pinned digests (manifest_drift,
-// lock_drift). The Report is filled in as far as verification got.
+// lock_drift). The Report is filled in as far as verification got. A nil
+// reg is refused registry_corrupt (registry.VerifyPinFrom), not a panic.
 func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*Report, error) {
 	r := &Report{Provider: name}
 	acc, err := CheckPin(ctx, reg, name, o)
