@@ -281,8 +281,22 @@ func Writable(path string) error {
 	return k.Close()
 }
 
-// Path returns the ledger's path.
-func (l *Ledger) Path() string { return l.path }
+// Path returns the ledger's path ("" for a nil Ledger).
+func (l *Ledger) Path() string {
+	if l == nil {
+		return ""
+	}
+	return l.path
+}
+
+// unopened refuses a Ledger that Open did not make (nil, or a zero
+// Ledger{}): it has no file to write, and its zero descriptor is stdin.
+func (l *Ledger) unopened() error {
+	if l == nil || l.j == nil {
+		return refusal.New(refusal.LedgerWriteFailed, "the receipts ledger was not opened (a nil or zero receipts.Ledger): open it with receipts.Open")
+	}
+	return nil
+}
 
 // Begin records the intent of an attempt, durably, before the caller
 // spawns anything. With an idempotency key (DESIGN §10):
@@ -303,8 +317,12 @@ func (l *Ledger) Path() string { return l.path }
 //
 // A zero StartedAt is set to now, an empty AttemptID to a random one. An
 // intent that would not be a valid row (a missing digest, say) and any
-// failed write or sync is refused ledger_write_failed.
+// failed write or sync is refused ledger_write_failed, as is a Ledger
+// Open did not make (nil, or a zero Ledger{}): nothing is written.
 func (l *Ledger) Begin(ctx context.Context, in Intent) (Decision, error) {
+	if err := l.unopened(); err != nil {
+		return Decision{}, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.broken != nil {
@@ -425,6 +443,9 @@ func replayOf(a Attempt, id string, now time.Time) Outcome {
 // key lock is released under the flock, after the outcome is written, so
 // that another writer never sees the attempt finished and its key locked.
 func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
+	if err := l.unopened(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	key := l.inflight[out.AttemptID]
@@ -468,8 +489,12 @@ func (l *Ledger) Finish(ctx context.Context, out Outcome) error {
 
 // Close closes the ledger file and releases the key locks: an attempt
 // begun and not finished is an orphan from then on. Every row already
-// returned was synced.
+// returned was synced. Close of a nil Ledger, or of one Open did not
+// make, is a no-op that returns nil, as io.Closer users expect.
 func (l *Ledger) Close() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
