@@ -43,18 +43,23 @@ func NewVerifier(spec Spec, verify func(ctx context.Context) error) *Verifier {
 	return &Verifier{spec: spec, verify: verify}
 }
 
-// errNoVerify is returned by a Verifier made without a verify function.
-var errNoVerify = errors.New("watch: the Verifier has no verify function")
+// ErrNoVerify is what Verify returns, having verified nothing, for a
+// Verifier made without a verify function (NewVerifier's verify nil) or
+// a nil *Verifier: a caller's mistake, which no refusal code names (an
+// invoke.Call whose Verify returns it is refused env_drift, its words
+// saying why). Test for it with errors.Is.
+var ErrNoVerify = errors.New("watch: the Verifier has no verify function (NewVerifier was given none): nothing was verified")
 
 // Verify returns nil at once when nothing watched changed since the last
 // full verify that passed. Otherwise it places every watch afresh, then
 // runs the full verify and returns its error; the Verifier stays dirty
 // after a failed verify, after an event during it, and when a watch could
 // not be placed, so the next call verifies fully again. After Close every
-// call verifies fully.
+// call verifies fully. A Verifier without a verify function (or a nil
+// one) returns ErrNoVerify.
 func (v *Verifier) Verify(ctx context.Context) error {
-	if v.verify == nil {
-		return errNoVerify
+	if v == nil || v.verify == nil {
+		return ErrNoVerify
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -94,23 +99,34 @@ func (v *Verifier) Verify(ctx context.Context) error {
 
 // WatchErr says why the last full verify could not place every watch (the
 // Verifier then verifies fully on every call until one can); nil when it
-// is watching or has not armed yet.
+// is watching or has not armed yet (or v is nil).
 func (v *Verifier) WatchErr() error {
+	if v == nil {
+		return nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.armErr
 }
 
-// FullVerifies counts the calls that ran the full verify function.
+// FullVerifies counts the calls that ran the full verify function (0
+// for a nil Verifier).
 func (v *Verifier) FullVerifies() int64 {
+	if v == nil {
+		return 0
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.full
 }
 
 // Close removes every watch and releases the inotify descriptor. Verify
-// still works after Close, verifying fully on every call.
+// still works after Close, verifying fully on every call. Close of a nil
+// Verifier is a no-op that returns nil, as io.Closer users expect.
 func (v *Verifier) Close() error {
+	if v == nil {
+		return nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.closed, v.clean = true, false
