@@ -104,8 +104,13 @@ const LimitNamespaces = "namespaces"
 // user is kept out of its env by the env's modes, and never names it.
 const LimitReadOnlyEnv = "readonly_env"
 
-// Run implements Executor.
+// Run implements Executor. A nil *Subprocess runs nothing and records
+// nothing: it is refused invoke_failed (the zero Subprocess, not a nil
+// pointer, is the executor without a ledger or sandbox).
 func (s *Subprocess) Run(ctx context.Context, c *Call) (*Result, error) {
+	if s == nil {
+		return nil, refusal.New(refusal.InvokeFailed, "no executor to run the call (a nil *invoke.Subprocess): nothing ran; pass a Subprocess value")
+	}
 	// Whether the run gets its namespaces is decided before the intent is
 	// written, so that the receipt says how the run was contained: a run
 	// without them must not look, in the audit trail, like one with them.
@@ -1223,14 +1228,27 @@ func (r *recorder) finishRefused(ctx context.Context, err error) error {
 // RecordedRefusal is the error of a run refused after its intent was
 // written, once its refused outcome is in the ledger too: Err is the
 // refusal (errors.As and errors.Is see through to it), AttemptID the
-// receipt that records it, for the caller to point at.
+// receipt that records it, for the caller to point at. A zero (or nil)
+// RecordedRefusal, which no executor returns, says that no refusal was
+// given rather than panic.
 type RecordedRefusal struct {
 	AttemptID string
 	Err       error
 }
 
-func (e *RecordedRefusal) Error() string { return e.Err.Error() }
-func (e *RecordedRefusal) Unwrap() error { return e.Err }
+func (e *RecordedRefusal) Error() string {
+	if e == nil || e.Err == nil {
+		return "invoke: a run refused and recorded, with no refusal given"
+	}
+	return e.Err.Error()
+}
+
+func (e *RecordedRefusal) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 func (r *recorder) finish(ctx context.Context, res *Result, tail string) error {
 	if r.l == nil {
