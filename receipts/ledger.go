@@ -107,7 +107,7 @@ type Ledger struct {
 // the repair lock.
 func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if path == "" {
-		return nil, refusal.New(refusal.LedgerWriteFailed, "no receipts ledger path given")
+		return nil, refusal.New(refusal.LedgerWriteFailed, "no receipts ledger path given (DefaultPath gives none for a state home that is not an absolute path: pass $XDG_STATE_HOME when it is absolute, else ~/.local/state)")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -514,11 +514,19 @@ func (l *Ledger) Close() error {
 }
 
 // DefaultPath is where an executor's ledger lives (DESIGN §10):
-// <stateHome>/cruxprov/receipts/<hostname>-<uid>.jsonl. cmd/ resolves
-// stateHome ($XDG_STATE_HOME, or ~/.local/state). A hostname byte outside
-// [A-Za-z0-9._-] becomes "_" (so that the name stays one path element),
-// and an empty hostname is "localhost".
+// <stateHome>/cruxprov/receipts/<hostname>-<uid>.jsonl. The caller
+// resolves stateHome as the XDG base directory spec and cmd/ do:
+// $XDG_STATE_HOME when it is an absolute path, else ~/.local/state (a
+// relative or empty $XDG_STATE_HOME is ignored). A stateHome that is not
+// an absolute path ("", an unset variable passed as found) gives "",
+// which Open refuses ledger_write_failed: it put the ledger under the
+// working directory, wherever the executor happened to start. A hostname
+// byte outside [A-Za-z0-9._-] becomes "_" (so that the name stays one
+// path element), and an empty hostname is "localhost".
 func DefaultPath(stateHome, hostname string, uid int) string {
+	if !filepath.IsAbs(stateHome) {
+		return ""
+	}
 	if hostname == "" {
 		hostname = "localhost"
 	}

@@ -615,6 +615,22 @@ func TestDefaultPath(t *testing.T) {
 	}
 }
 
+// TestDefaultPathRelativeStateHome: a state home that is not an
+// absolute path (an unset XDG_STATE_HOME passed as found, a relative
+// one the XDG spec says to ignore) gives no path, which Open refuses
+// ledger_write_failed; it gave a ledger under the working directory.
+func TestDefaultPathRelativeStateHome(t *testing.T) {
+	for _, sh := range []string{"", "state", "./s", "../s"} {
+		p := DefaultPath(sh, "h", 1000)
+		if p != "" {
+			t.Errorf("DefaultPath(%q): %q, want \"\"", sh, p)
+		}
+		if _, err := Open(context.Background(), p, Options{}); refusal.CodeOf(err) != refusal.LedgerWriteFailed {
+			t.Errorf("Open of DefaultPath(%q): %v, want ledger_write_failed", sh, err)
+		}
+	}
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func quote(s string) string {

@@ -68,7 +68,9 @@ func stateHome() (string, error) {
 		return x, nil
 	}
 	h, err := os.UserHomeDir()
-	if err != nil {
+	if err != nil || !filepath.IsAbs(h) {
+		// A relative HOME put the ledger under the working directory
+		// (receipts.DefaultPath now gives none for it).
 		return "", usagef("no home directory for the receipts ledger: give --ledger PATH")
 	}
 	return filepath.Join(h, ".local", "state"), nil

@@ -70,7 +70,7 @@ func stateDir(c *cli.Context) (string, error) {
 		return filepath.Join(x, "cruxprov"), nil
 	}
 	h, err := os.UserHomeDir()
-	if err != nil {
+	if err != nil || !filepath.IsAbs(h) { // a relative HOME: floors under the working directory
 		return "", usagef("no home directory for the state directory: give --state-dir DIR")
 	}
 	return filepath.Join(h, ".local", "state", "cruxprov"), nil
