@@ -16,6 +16,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -287,9 +288,41 @@ const PythonLink = "bin/python"
 // denied (another user's store), nothing otherwise.
 func unreadable(err error) string {
 	if errors.Is(err, fs.ErrPermission) {
-		return " (permission denied: verify as a user who can read the env, its seal and the directories above them; a store's envs/ is 0755, its seals 0444)"
+		grant := ""
+		if at := deniedAt(err); at != "" {
+			grant = ", or have the owner of " + at
+			if uid, ok := deniedat.Owner(at); ok {
+				grant += fmt.Sprintf(" (uid %d)", uid)
+			}
+			grant += " give read access to every user"
+		}
+		return " (permission denied: verify as a user who can read the env, its seal and the directories above them" + grant + "; a store's envs/ is 0755, its seals 0444)"
 	}
 	return ""
+}
+
+// deniedAt is the path whose mode denied this user what err failed to
+// read: the first directory above err's path it may not enter, else that
+// path itself (internal/deniedat); "" when err is no denied path.
+func deniedAt(err error) string {
+	var pe *fs.PathError
+	if !errors.Is(err, fs.ErrPermission) || !errors.As(err, &pe) {
+		return ""
+	}
+	return deniedat.Path(pe.Path)
+}
+
+// unreadableRefusal is the seal_invalid refusal of an env or seal this
+// user may not read (err, with detail's words and unreadable's): with
+// the remedy that gives it read access (ActionGrantRead, the path that
+// denied it), as the registry's own refusal of a file it may not read
+// carries. It carried none, so a Go caller had only the words.
+func unreadableRefusal(err error, format string, args ...any) *refusal.Error {
+	r := refusal.Wrap(refusal.SealInvalid, err, "%s%s", fmt.Sprintf(format, args...), unreadable(err))
+	if at := deniedAt(err); at != "" {
+		r.WithRemedy(refusal.ActionGrantRead, at)
+	}
+	return r
 }
 
 // digestName reports whether name is an env directory's name: the 64
@@ -332,7 +365,7 @@ func Load(dir string) (*Seal, error) {
 	if err != nil {
 		// There is a seal (or something at its name): one this user cannot
 		// read is not missing, and rebuilding would not make it readable.
-		return nil, refusal.Wrap(refusal.SealInvalid, err, "cannot read the seal of %s%s", dir, unreadable(err))
+		return nil, unreadableRefusal(err, "cannot read the seal of %s", dir)
 	}
 	s, err := Parse(b)
 	if err != nil {

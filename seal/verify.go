@@ -315,7 +315,7 @@ func (r *Report) run(ctx context.Context, dir string, opts Options) error {
 		fi, err = os.Lstat(dir)
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		return refusal.Wrap(refusal.SealInvalid, err, "cannot examine %s%s", dir, unreadable(err))
+		return unreadableRefusal(err, "cannot examine %s", dir)
 	}
 	if err != nil || !fi.IsDir() {
 		if _, serr := os.Lstat(SealPath(dir)); serr == nil {

@@ -586,37 +586,57 @@ func TestInterpreterSizeEdited(t *testing.T) {
 // cannot search, or whose seal it cannot read, is seal_invalid saying
 // permission was denied and to verify as a user who can read it; before,
 // it was seal_missing ("no such directory and no seal"), whose advice is a
-// rebuild, which leaves it as unreadable. The test re-runs its own binary
-// under setpriv.
+// rebuild, which leaves it as unreadable. It carries the remedy that gives
+// read access to the path that denied it (grant_read: envs/, or the seal),
+// as the registry's refusal of a file it may not read does; it carried
+// none, and a Go caller had only the words. Run as root, the test re-runs
+// its own binary under setpriv; run as another user, it checks directly.
 func TestUnreadableEnvIsNotMissing(t *testing.T) {
-	if dir := os.Getenv("CRUXPROV_SEAL_UNREADABLE_ENV_CHILD"); dir != "" {
+	check := func(t *testing.T, dir, denied string) {
+		t.Helper()
 		_, err := Verify(context.Background(), dir, Options{})
 		if msg := fmt.Sprint(err); !errors.Is(err, refusal.SealInvalid) || strings.Contains(msg, "no such directory") ||
 			!strings.Contains(msg, "permission denied: verify as a user who can read the env") {
 			t.Errorf("Verify = %v, want seal_invalid saying permission was denied", err)
 		}
+		if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionGrantRead || rem.Target != denied {
+			t.Errorf("Verify = %v, remedy %+v; want grant_read of %s", err, rem, denied)
+		}
+	}
+	if dir := os.Getenv("CRUXPROV_SEAL_UNREADABLE_ENV_CHILD"); dir != "" {
+		check(t, dir, os.Getenv("CRUXPROV_SEAL_UNREADABLE_ENV_DENIED"))
 		return
 	}
-	asuser.Require(t, "run as uid 65534")
-	exe := asuser.CopySelf(t, asuser.Dir(t, "cruxprov-seal-unreadable-env-"))
+	var exe string
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "run as uid 65534")
+		exe = asuser.CopySelf(t, asuser.Dir(t, "cruxprov-seal-unreadable-env-"))
+	}
 	env := sealTree(t, manyEntries(1, 1))
 	envs := filepath.Dir(env.dir)
 	for d := filepath.Dir(envs); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 		os.Chmod(d, 0o755) // t.TempDir's directories are 0700
 	}
+	locked := map[string]os.FileMode{envs: 0o700, SealPath(env.dir): 0o400}
+	if exe == "" { // this user owns them: the modes must deny it, too
+		locked = map[string]os.FileMode{envs: 0o000, SealPath(env.dir): 0o000}
+	}
 	for _, tc := range []struct {
 		name, locked string
-		mode         os.FileMode
-	}{{"envs/ not searchable", envs, 0o700}, {"the seal not readable", SealPath(env.dir), 0o400}} {
+	}{{"envs/ not searchable", envs}, {"the seal not readable", SealPath(env.dir)}} {
 		t.Run(tc.name, func(t *testing.T) {
 			fi, err := os.Stat(tc.locked)
 			if err != nil {
 				t.Fatal(err)
 			}
-			os.Chmod(tc.locked, tc.mode)
+			os.Chmod(tc.locked, locked[tc.locked])
 			defer os.Chmod(tc.locked, fi.Mode().Perm())
+			if exe == "" {
+				check(t, env.dir, tc.locked)
+				return
+			}
 			cmd := asuser.Command(65534, 65534, exe, "-test.run=^TestUnreadableEnvIsNotMissing$", "-test.v")
-			cmd.Env = []string{"PATH=/usr/bin:/bin", "CRUXPROV_SEAL_UNREADABLE_ENV_CHILD=" + env.dir}
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "CRUXPROV_SEAL_UNREADABLE_ENV_CHILD=" + env.dir, "CRUXPROV_SEAL_UNREADABLE_ENV_DENIED=" + tc.locked}
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Errorf("%s: %v\n%s", tc.name, err, out)
 			}
