@@ -80,7 +80,9 @@ type Call struct {
 	// IdempotencyKey, when set, makes a repeated call with the same input
 	// replay a recorded ok outcome (DESIGN §10).
 	IdempotencyKey string
-	// Resolve resolves secret refs (nil: no secret can be resolved).
+	// Resolve resolves secret refs (nil: no secret can be resolved, and a
+	// call whose manifest declares one is refused secret_unresolved,
+	// its detail saying that no resolver was given).
 	Resolve SecretResolver
 	// Environ is the environment to choose Allow from ("K=V" entries; cmd
 	// passes os.Environ()). Only the names in Allow pass; Inject ("K=V")

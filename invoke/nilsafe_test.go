@@ -2,6 +2,7 @@ package invoke_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/invoke"
@@ -35,5 +36,21 @@ func TestNilExecutorNoPanic(t *testing.T) {
 				t.Errorf("a %s RecordedRefusal: %q, %v", name, e.Error(), e.Unwrap())
 			}
 		}()
+	}
+}
+
+// TestNoResolverSaysSo: a call whose manifest declares a secret and that
+// has no resolver (a Go caller's omission: cmd/ always passes one) is
+// refused secret_unresolved saying no resolver was given, and with no
+// operator remedy; it said only that the secret "has no value", as for
+// a resolver that had none.
+func TestNoResolverSaysSo(t *testing.T) {
+	f := fixture(t)
+	ex := &invoke.Subprocess{WorkdirParent: t.TempDir()}
+	c := f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+	c.Resolve = nil
+	_, err := ex.Run(context.Background(), c)
+	if refusal.CodeOf(err) != refusal.SecretUnresolved || !strings.Contains(err.Error(), "no secret resolver") || refusal.RemedyOf(err) != nil {
+		t.Errorf("Run without a resolver: %v (remedy %+v); want secret_unresolved saying no resolver was given, no remedy", err, refusal.RemedyOf(err))
 	}
 }

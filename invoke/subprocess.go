@@ -356,7 +356,9 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 	values := make([]string, 0, len(ch.Refs))
 	for _, ref := range ch.Refs {
 		if c.Resolve == nil {
-			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q has no value (the manifest declares it)", ref)
+			// A Go caller's omission (cmd/ always passes a resolver): the
+			// detail says what to pass; no operator remedy fits it.
+			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q has no value: the manifest declares it and the call has no secret resolver (Call.Resolve, set from pinned.Request.Resolve, is nil); pass one that resolves it", ref)
 		}
 		v, err := c.Resolve(ctx, ref)
 		if code := refusal.CodeOf(err); code == refusal.SecretUnresolved || code == refusal.SecretBundleTooLarge {
