@@ -167,6 +167,13 @@ const (
 	// container run stages a layout there, and podman names the image by
 	// its path.
 	ActionSetTempDir Action = "set_tmpdir"
+	// ActionSetStateDir runs the refused command again with another
+	// state directory for the verifier's floors, one this user can
+	// write on a file system with room, which the operator names; or
+	// has Target, where the write was refused (a directory this user
+	// may not write, one on a read-only file system, or a full one),
+	// made writable or given room.
+	ActionSetStateDir Action = "set_state_dir"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

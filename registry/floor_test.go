@@ -3,9 +3,11 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -217,6 +219,10 @@ func floorChild(t *testing.T, regRoot, state string) {
 	}
 	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	// The refusal carries its remedy (TestFloorRemedy): another state
+	// directory, or the floors directory made writable. Only cmd/ said
+	// what to do; a Go caller got no remedy.
+	wantFloorRemedy(t, err, floors)
 	if ents, _ := os.ReadDir(floors); len(ents) != 0 {
 		t.Errorf("the read-only floors directory holds %v", ents)
 	}
@@ -237,7 +243,44 @@ func floorChild(t *testing.T, regRoot, state string) {
 	}
 	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	wantFloorRemedy(t, err, p)
 	os.Chmod(p, 0o644)
+}
+
+// wantFloorRemedy fails t unless err carries the set_state_dir remedy
+// whose target is at.
+func wantFloorRemedy(t *testing.T, err error, at string) {
+	t.Helper()
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionSetStateDir || rem.Target != at {
+		t.Errorf("%v: remedy %+v, want set_state_dir of %s", err, rem, at)
+	}
+}
+
+// TestFloorRemedy: a floor the file system refuses (permission denied,
+// a read-only or full file system) is refused ledger_write_failed with
+// the remedy set_state_dir, its target where the write was refused,
+// whatever the user (root writes into a read-only directory, so the
+// refusal is made here with the file system's errors); another failure
+// carries none.
+func TestFloorRemedy(t *testing.T) {
+	d := acceptedRegistry(t, t.TempDir())
+	state := t.TempDir()
+	// floors a file: mkdir fails ENOTDIR-like (EEXIST), no remedy fits.
+	if err := os.WriteFile(filepath.Join(state, "floors"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := registry.VerifyPin(context.Background(), d, state, "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	if rem := refusal.RemedyOf(err); rem != nil {
+		t.Errorf("floors a file: remedy %+v, want none", rem)
+	}
+	for errno, want := range map[syscall.Errno]string{syscall.EACCES: state, syscall.EROFS: "/s/floors", syscall.ENOSPC: "/s/floors"} {
+		err := registry.FloorRefusal(&registry.FloorError{Path: "/s/floors", Err: &fs.PathError{Op: "mkdir", Path: "/s/floors", Err: errno}})
+		if errno == syscall.EACCES {
+			err = registry.FloorRefusal(&registry.FloorError{Path: filepath.Join(state, "floors"), Err: &fs.PathError{Op: "mkdir", Path: filepath.Join(state, "floors"), Err: errno}})
+		}
+		wantFloorRemedy(t, err, want)
+	}
 }
 
 // TestFloorWriteRemovesDeadWritersTemps: a verifier killed while it

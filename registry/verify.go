@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,7 +64,7 @@ func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: p, Err: err}, "cannot read the verifier floor %s", p)
+		return nil, floorRefusal(&FloorError{Path: p, Err: err}, "cannot read the verifier floor %s", p)
 	}
 	f, err := parseFloor(p, b)
 	if err != nil {
@@ -114,7 +115,11 @@ func parseFloor(p string, b []byte) (*Floor, error) {
 // FloorError is why a verifier's floor, or the floors directory of its
 // state directory (DIR/floors), could not be read or written (Path): a
 // caller can tell it from a ledger of its own that cannot be written,
-// and say where the floors may go instead.
+// and say where the floors may go instead. The ledger_write_failed
+// refusal that wraps it carries that as its remedy where the file system
+// refused it (a denied write, a read-only or full file system):
+// refusal.ActionSetStateDir, its Target the path where the write was
+// refused (the directory to make writable, for a denied write).
 type FloorError struct {
 	Path string
 	Err  error
@@ -123,20 +128,57 @@ type FloorError struct {
 func (e *FloorError) Error() string { return e.Err.Error() }
 func (e *FloorError) Unwrap() error { return e.Err }
 
+// floorRefusal is the ledger_write_failed refusal of fe, with its
+// remedy where the file system refused it (ActionSetStateDir: another
+// state directory, or the path where the write was refused made
+// writable or given room). Only cmd/ said what to do, from the
+// FloorError; a Go caller got no remedy.
+func floorRefusal(fe *FloorError, format string, args ...any) *refusal.Error {
+	r := refusal.Wrap(refusal.LedgerWriteFailed, fe, format, args...)
+	if at := fe.refusedAt(); at != "" {
+		r.WithRemedy(refusal.ActionSetStateDir, at)
+	}
+	return r
+}
+
+// refusedAt is where the file system refused fe: for a denied write,
+// the directory that must be writable (a floors directory not made yet
+// is made in its parent; a floor is written through a temp file beside
+// it and renamed, so its directory, not the floor file); for a
+// read-only or full file system, fe.Path. "" for any other error.
+func (fe *FloorError) refusedAt() string {
+	switch {
+	case errors.Is(fe.Err, syscall.EACCES), errors.Is(fe.Err, syscall.EPERM):
+		var pe *fs.PathError
+		if errors.As(fe.Err, &pe) {
+			switch {
+			case pe.Op == "mkdir":
+				return filepath.Dir(pe.Path)
+			case pe.Path != fe.Path && filepath.Dir(pe.Path) == filepath.Dir(fe.Path):
+				return filepath.Dir(pe.Path)
+			}
+		}
+		return fe.Path
+	case errors.Is(fe.Err, syscall.EROFS), errors.Is(fe.Err, syscall.ENOSPC), errors.Is(fe.Err, syscall.EDQUOT):
+		return fe.Path
+	}
+	return ""
+}
+
 func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.Digest) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot make the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot make the verifier floors directory %s", dir)
 	}
 	lf, err := os.Open(dir) // flock(2) on the directory itself: no lock file beside the floors
 	if err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot open the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot open the verifier floors directory %s", dir)
 	}
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: dir, Err: err}, "cannot lock the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot lock the verifier floors directory %s", dir)
 	}
 	defer lf.Close()
 	// Every writer holds the flock for its whole write: a temp file
@@ -172,7 +214,7 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 	}
 	p := floorPath(stateDir, f.Registry)
 	if err := atomicfile.WriteFile(p, b, 0o644); err != nil { // the executor's state, not the registry
-		return refusal.Wrap(refusal.LedgerWriteFailed, &FloorError{Path: p, Err: err}, "cannot write the verifier floor %s", p)
+		return floorRefusal(&FloorError{Path: p, Err: err}, "cannot write the verifier floor %s", p)
 	}
 	return nil
 }

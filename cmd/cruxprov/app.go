@@ -1008,6 +1008,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return r + home
 	case refusal.ActionUnenforcedLimits:
 		return again(args, "--unenforced-limits")
+	case refusal.ActionSetStateDir:
+		// A verifier's floors that cannot be written: the command again
+		// with a state directory the operator names (a --state-dir
+		// given replaced); the detail and floorAdvice say what refused.
+		if !commandTakes(args, "state-dir") {
+			return ""
+		}
+		return rerun(args, "state-dir", func(string) string { return "" }, "--state-dir", "DIR")
 	case refusal.ActionSetTempDir:
 		// The run stages a layout in the temp directory, whose path
 		// podman takes as an image name: the operator names one it can.
