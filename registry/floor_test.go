@@ -256,6 +256,21 @@ func wantFloorRemedy(t *testing.T, err error, at string) {
 	}
 }
 
+// TestFloorRelativeStateDir: a state directory that is not an absolute
+// path (an empty XDG_STATE_HOME joined with "cruxprov") is refused
+// ledger_write_failed, nothing made; the floors were kept under the
+// working directory, wherever the executor started.
+func TestFloorRelativeStateDir(t *testing.T) {
+	d := acceptedRegistry(t, t.TempDir())
+	wd := t.TempDir()
+	t.Chdir(wd)
+	_, err := registry.VerifyPin(context.Background(), d, "cruxprov", "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	if ents, _ := os.ReadDir(wd); len(ents) != 0 {
+		t.Errorf("a relative state directory made %v in the working directory", ents)
+	}
+}
+
 // TestFloorRemedy: a floor the file system refuses (permission denied,
 // a read-only or full file system) is refused ledger_write_failed with
 // the remedy set_state_dir, its target where the write was refused,

@@ -265,10 +265,16 @@ func VerifyPin(ctx context.Context, reg Reader, stateDir, provider string, now t
 // floor for it and accept it.
 //
 // A nil reg (or a nil *Dir) is refused registry_corrupt: there is no
-// registry to verify the pin in.
+// registry to verify the pin in. A stateDir that is not an absolute path
+// is refused ledger_write_failed, before anything is read or written.
 func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, provider string, now time.Time) (*Pin, error) {
 	if isNilReader(reg) {
 		return nil, refusal.New(refusal.RegistryCorrupt, "no registry to verify provider %s's pin in (a nil registry.Reader): open the registry and pass it", provider)
+	}
+	if stateDir != "" && !filepath.IsAbs(stateDir) {
+		// An empty XDG_STATE_HOME joined with "cruxprov" kept the floors
+		// under the working directory, wherever the executor started.
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the verifier's state directory %q is not an absolute path: its floors would be kept under the working directory; pass an absolute one ($XDG_STATE_HOME/cruxprov when that is absolute, else ~/.local/state/cruxprov)", stateDir)
 	}
 	release, err := readLock(ctx, reg)
 	if err != nil {

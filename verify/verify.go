@@ -46,7 +46,8 @@ type Options struct {
 	// Jobs bounds seal.Verify's parallelism.
 	Jobs int
 	// StateDir is the verifier's state directory, where its floors live
-	// (beside its receipts ledger, DESIGN §10); "" keeps no floor.
+	// (beside its receipts ledger, DESIGN §10); "" keeps no floor. One
+	// that is not an absolute path is refused ledger_write_failed.
 	StateDir string
 	// Now is the time expiry is checked at (zero: time.Now()).
 	Now time.Time
