@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/aside"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -122,8 +123,10 @@ func (e *PairError) Unwrap() error { return e.Err }
 // A missing directory of PREFIX is made, mode 0700 (it holds the key),
 // and removed again when no key is written. Runs in one directory take
 // turns (a flock on it), so that no run removes the temp file of another
-// still writing it. Every refusal is a *PairError, but for ctx's end
-// while waiting and the errors of Password, returned as they are, and
+// still writing it. ctx's end stops it while it waits and during the
+// key's scrypt (encrypting a new key, opening a kept one), which do not
+// look at ctx, before it writes anything. Every refusal is a *PairError,
+// but for ctx's end and the errors of Password, returned as they are, and
 // LoadPrivateKey's signer_untrusted for a kept key whose public key
 // header is not its key's (no PREFIX.pub is written from it).
 func WritePair(ctx context.Context, prefix string, o PairOptions) (pub *PublicKey, completed bool, err error) {
@@ -181,10 +184,10 @@ func WritePair(ctx context.Context, prefix string, o PairOptions) (pub *PublicKe
 	}
 	switch {
 	case !key && !pubThere:
-		pub, err := newPair(o, prefix, temps)
+		pub, err := newPair(ctx, o, prefix, temps)
 		return pub, false, err
 	case regular && !pubThere:
-		priv, err := interruptedKey(o, keyPath, pubPath)
+		priv, err := interruptedKey(ctx, o, keyPath, pubPath)
 		if err != nil {
 			return nil, false, err
 		}
@@ -200,7 +203,7 @@ func WritePair(ctx context.Context, prefix string, o PairOptions) (pub *PublicKe
 		fi, err := os.Lstat(t)
 		return err == nil && os.SameFile(fi, pfi)
 	}):
-		priv, err := interruptedKey(o, keyPath, pubPath)
+		priv, err := interruptedKey(ctx, o, keyPath, pubPath)
 		if err != nil {
 			return nil, false, err
 		}
@@ -219,8 +222,10 @@ func WritePair(ctx context.Context, prefix string, o PairOptions) (pub *PublicKe
 }
 
 // newPair makes a key pair and writes it at prefix (WritePair), removing
-// temps first.
-func newPair(o PairOptions, prefix string, temps []string) (*PublicKey, error) {
+// temps first. ctx's end stops it before it writes anything: the key's
+// encryption (scrypt) does not look at ctx, and a signal during it ended
+// the command only once the pair was written (aside.Run).
+func newPair(ctx context.Context, o PairOptions, prefix string, temps []string) (*PublicKey, error) {
 	pw, err := o.Password(true)
 	if err != nil {
 		return nil, err
@@ -229,10 +234,15 @@ func newPair(o PairOptions, prefix string, temps []string) (*PublicKey, error) {
 		return nil, &PairError{Kind: PairEmptyPassword}
 	}
 	removeAll(temps)
-	priv, pub, err := Generate(pw)
+	type pair struct{ priv, pub []byte }
+	p, err := aside.Run(ctx, func() (pair, error) {
+		priv, pub, err := Generate(pw)
+		return pair{priv, pub}, err
+	})
 	if err != nil {
 		return nil, err
 	}
+	priv, pub := p.priv, p.pub
 	keyPath, pubPath := prefix+".key", prefix+".pub"
 	if err := atomicfile.WriteNew(keyPath, priv, 0o600); err != nil {
 		if errors.Is(err, fs.ErrExist) { // made meanwhile by another process
@@ -287,8 +297,8 @@ func samePublicKey(path string, pub []byte) (*PublicKey, bool) {
 // interruptedKey opens keyPath, the private key an interrupted WritePair
 // left, with the password given (no confirmation: the key's decryption
 // checks it). Neither a file that is not a PEM private key nor a wrong
-// password changes anything.
-func interruptedKey(o PairOptions, keyPath, pubPath string) (*PrivateKey, error) {
+// password changes anything, nor ctx's end during the decryption.
+func interruptedKey(ctx context.Context, o PairOptions, keyPath, pubPath string) (*PrivateKey, error) {
 	f, err := os.OpenFile(keyPath, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -308,7 +318,10 @@ func interruptedKey(o PairOptions, keyPath, pubPath string) (*PrivateKey, error)
 	if len(pw) == 0 {
 		return nil, &PairError{Kind: PairEmptyPassword, Path: keyPath}
 	}
-	k, err := LoadPrivateKey(b, pw)
+	k, err := aside.Run(ctx, func() (*PrivateKey, error) { return LoadPrivateKey(b, pw) })
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil, err
+	}
 	if refusal.CodeOf(err) != "" {
 		// Not the password: the file's public key header is not its
 		// key's (LoadPrivateKey says so); no .pub is written from it.

@@ -169,7 +169,7 @@ func init() {
 				}
 				withExpiry := c.IsSet("expires")
 				if res == nil {
-					signer, err := signerFrom(o, "--key", c.String("key"), kb)
+					signer, err := signerFrom(c.Context, o, "--key", c.String("key"), kb)
 					if err != nil {
 						return err
 					}

@@ -228,7 +228,7 @@ func imageBuild(c *cli.Context) error {
 		defer wf.Close()
 	}
 	if k := c.String("sign-key"); k != "" {
-		if bo.Key, err = loadSigner(o, "--sign-key", k); err != nil {
+		if bo.Key, err = loadSigner(c.Context, o, "--sign-key", k); err != nil {
 			return err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/aside"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
@@ -345,12 +346,12 @@ func readLineNoEcho(fd int) ([]byte, error) {
 
 // loadSigner reads and decrypts the private key file path, given as flag
 // (--key, --sign-key: the name a mistake is reported under).
-func loadSigner(o *opts, flag, path string) (*sign.PrivateKey, error) {
+func loadSigner(ctx context.Context, o *opts, flag, path string) (*sign.PrivateKey, error) {
 	b, err := inputFile(flag, path, 1<<20)
 	if err != nil {
 		return nil, err
 	}
-	return signerFrom(o, flag, path, b)
+	return signerFrom(ctx, o, flag, path, b)
 }
 
 // keyFile reads the private key file path, given as flag, as inputFile
@@ -383,8 +384,11 @@ func approvedAlready(ctx context.Context, reg *registry.Dir, id digest.Digest, k
 }
 
 // signerFrom decrypts the private key file b read from path (flag's),
-// with the password keyPassword gives.
-func signerFrom(o *opts, flag, path string, b []byte) (*sign.PrivateKey, error) {
+// with the password keyPassword gives. The decryption (scrypt, about a
+// second of CPU) does not look at ctx: a signal during it ended changeset
+// approve only once it was done, 1.4 s after the signal on a loaded host
+// (scripts/interrupt-stress.py); ctx's end returns at once (aside.Run).
+func signerFrom(ctx context.Context, o *opts, flag, path string, b []byte) (*sign.PrivateKey, error) {
 	// The wrong file is a mistake in the command line, as key trust's
 	// mirror mistake (a private key to trust) is.
 	switch blk, _ := pem.Decode(b); {
@@ -397,7 +401,7 @@ func signerFrom(o *opts, flag, path string, b []byte) (*sign.PrivateKey, error) 
 	if err != nil {
 		return nil, err
 	}
-	k, err := sign.LoadPrivateKey(b, pw)
+	k, err := aside.Run(ctx, func() (*sign.PrivateKey, error) { return sign.LoadPrivateKey(b, pw) })
 	if errors.Is(err, sign.ErrWrongPassword) {
 		// It said "cannot decrypt the private key (wrong password?)" and
 		// no more: neither which key nor what to do.
