@@ -89,7 +89,8 @@ type Call struct {
 	// is added after them and wins. Nothing else reaches the child.
 	Environ, Allow, Inject []string
 	// Verify, when set, is called first; any error refuses the run with
-	// nothing spawned (the pin verify, or seal.Verify).
+	// nothing spawned (the pin verify, or seal.Verify), but for ctx's
+	// own once ctx has ended: Run returns it and records nothing.
 	Verify func(ctx context.Context) error
 }
 

@@ -253,6 +253,15 @@ func begin(ctx context.Context, c *Call, backend string, l Ledger, defaults Budg
 	// Verify first: any error refuses with nothing spawned.
 	if c.Verify != nil {
 		if err := c.Verify(ctx); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				// The caller's context ended the verification (Ctrl-C
+				// during `cruxprov run`'s verify): nothing drifted and
+				// nothing ran, and nothing is recorded, as for a run
+				// stopped while it waited for the store. It was recorded
+				// refused env_drift, "verify refused the run: context
+				// canceled", a drift that never was.
+				return nil, nil, err
+			}
 			return nil, nil, rec.refuse(ctx, intent, asRefusal(err, refusal.EnvDrift, "verify refused the run"))
 		}
 	}

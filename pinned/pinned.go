@@ -118,8 +118,9 @@ func (e *VerifyError) Unwrap() error {
 // *invoke.RecordedRefusal when the ledger records it: a verification
 // that refused once the pin named the env, such as env_drift, is one).
 // A verification refused before that is a *VerifyError (a nil reg is
-// one: registry_corrupt); a wait for the
-// store's lock that ctx ended is a *store.WaitError wrapping ctx's error.
+// one: registry_corrupt); a wait for the store's lock that ctx ended is a
+// *store.WaitError wrapping ctx's error; a verification that ctx ended is
+// ctx's error, recorded nowhere.
 //
 // The caller's timeout (req.Limits.TimeoutMS) bounds the wait for the
 // store's lock too, on its own: a run that cannot take the store within
