@@ -685,6 +685,20 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		defer runtime.UnlockOSThread()
 	}
 	cmd := build(ns)
+	if ctx.Err() != nil {
+		// The caller's context ended before the process started (a
+		// Ctrl-C that came during the verify or the intent's write):
+		// nothing is started, and the outcome says so. Started, the
+		// provider ran on: the executor's SIGTERM came before the
+		// namespace's first process (the init shell) had started the
+		// harness, and that process, with no handler, ignored it; the
+		// provider ran to its end (exit 0, recorded cancelled) or to
+		// the grace's SIGKILL, 2 s after the Ctrl-C.
+		res := &Result{AttemptID: attempt, ExitCode: -1, Budgets: b, Egress: []string{}}
+		tail := settle(ctx, res, CodeCancelled, b, red, nil, false, func() {})
+		res.Error.Message += ", before the provider started: nothing ran"
+		return res, tail, nil
+	}
 	start := time.Now()
 	err = startCmd(cmd)
 	if err != nil && ns && nsUnavailable(err) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
@@ -22,6 +23,63 @@ import (
 // same run again succeeds.
 func TestRunInterruptedInItsVerify(t *testing.T) {
 	strace := straceOrSkip(t)
+	home, envPath, env, run, in, tok := acceptedEcho(t, `{"seconds": 0}`)
+	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
+	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", envPath + ".seal.json",
+		"-e", "trace=openat,open", "-e", "inject=openat,open:signal=SIGINT:when=1", bin}, args...)...)
+	cmd.Env = env
+	r := runCmd(t, cmd)
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: interrupted by a signal") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("interrupted in its verify: %+v", r)
+	}
+	if b, err := os.ReadFile(ledger); len(b) > 0 {
+		t.Fatalf("interrupted in its verify, the run recorded (%v):\n%s", err, b)
+	}
+	run("run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--ledger", ledger)
+	if a := attempts(t, run, ledger); len(a) != 1 || a[0].Outcome == nil || a[0].Outcome.Status != "ok" {
+		t.Fatalf("the run again: %+v", a)
+	}
+}
+
+// TestRunInterruptedBeforeItsSpawn: a SIGINT that comes once the run's
+// intent is written but before its process starts (strace delivers it at
+// the intent's write) starts nothing: the outcome is cancelled, exit code
+// -1, "before the provider started: nothing ran", and the command ends at
+// once. The run was started all the same and the executor's SIGTERM came
+// before the namespace's init shell had started the harness: the shell,
+// with no handler, ignored it, and the provider ran on, to its end
+// (recorded cancelled with exit code 0: it had done its work) or to the
+// grace's SIGKILL, 2 s after the Ctrl-C (scripts/interrupt-stress.py: 1.4 s
+// to exit). Here the provider would sleep 5 s.
+func TestRunInterruptedBeforeItsSpawn(t *testing.T) {
+	strace := straceOrSkip(t)
+	home, _, env, run, in, tok := acceptedEcho(t, `{"seconds": 5}`)
+	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
+	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", ledger,
+		"-e", "trace=write,pwrite64", "-e", "inject=write,pwrite64:signal=SIGINT:when=1", bin}, args...)...)
+	cmd.Env = env
+	start := time.Now()
+	r := runCmd(t, cmd)
+	took := time.Since(start)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "the caller cancelled the run (interrupt signal received), before the provider started: nothing ran") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("interrupted before its spawn (%s): %+v", took, r)
+	}
+	a := attempts(t, run, ledger)
+	if len(a) != 1 || a[0].Outcome == nil || a[0].Outcome.Status != "error" || a[0].Outcome.ErrorCode != "cancelled" || a[0].Outcome.ExitCode != -1 {
+		t.Fatalf("interrupted before its spawn, the ledger: %+v", a)
+	}
+	if took > 1500*time.Millisecond {
+		t.Fatalf("interrupted before its spawn, it took %s", took)
+	}
+}
+
+// acceptedEcho is a home in which acme-echo is installed and accepted,
+// the environment to run the binary in, run (which must succeed), and
+// an input file holding input and a secret's file for a run of it.
+func acceptedEcho(t *testing.T, input string) (home, envPath string, env []string, run func(args ...string) result, in, tok string) {
+	t.Helper()
 	const python = "/usr/bin/python3.11"
 	if _, err := os.Stat(python); err != nil {
 		t.Skipf("needs %s", python)
@@ -29,8 +87,8 @@ func TestRunInterruptedInItsVerify(t *testing.T) {
 	base := testdir.New(t) // its envs are read-only: the unprivileged CI pass must remove them
 	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
 	home, keys := filepath.Join(base, "home"), filepath.Join(base, "keys")
-	env := append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
-	run := func(args ...string) result {
+	env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+	run = func(args ...string) result {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
 		cmd.Env = env
@@ -57,35 +115,34 @@ func TestRunInterruptedInItsVerify(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.ChangeSet.Spec.Changes) == 0 || len(v.ChangeSet.Spec.Changes[0].Provider.Materializations) == 0 {
 		t.Fatalf("install: %v: %s", err, r.stdout)
 	}
-	envPath := v.ChangeSet.Spec.Changes[0].Provider.Materializations[0].Path
+	envPath = v.ChangeSet.Spec.Changes[0].Provider.Materializations[0].Path
 	os.MkdirAll(keys, 0o700)
 	run("key", "generate", "--out", filepath.Join(keys, "alice"))
 	run("key", "trust", filepath.Join(keys, "alice.pub"), "--name", "alice")
 	run("changeset", "approve", v.ChangeSet.Metadata.ID, "--key", filepath.Join(keys, "alice.key"))
-
-	in, tok := filepath.Join(base, "in.json"), filepath.Join(base, "tok")
-	os.WriteFile(in, []byte(`{"seconds": 0}`), 0o644)
+	in, tok = filepath.Join(base, "in.json"), filepath.Join(base, "tok")
+	os.WriteFile(in, []byte(input), 0o644)
 	os.WriteFile(tok, []byte("s3cr3t"), 0o600)
-	ledger := filepath.Join(base, "ledger", "l.jsonl")
-	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
-	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", envPath + ".seal.json",
-		"-e", "trace=openat,open", "-e", "inject=openat,open:signal=SIGINT:when=1", bin}, args...)...)
-	cmd.Env = env
-	r = runCmd(t, cmd)
-	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: interrupted by a signal") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Fatalf("interrupted in its verify: %+v", r)
-	}
-	if b, err := os.ReadFile(ledger); len(b) > 0 {
-		t.Fatalf("interrupted in its verify, the run recorded (%v):\n%s", err, b)
-	}
-	run("run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--ledger", ledger)
-	list := run("receipts", "list", "--ledger", ledger, "--json")
+	return home, envPath, env, run, in, tok
+}
+
+// ledgerAttempt is an attempt as receipts list --json gives it.
+type ledgerAttempt struct {
+	Outcome *struct {
+		Status    string `json:"status"`
+		ErrorCode string `json:"error_code"`
+		ExitCode  int    `json:"exit_code"`
+	} `json:"outcome"`
+}
+
+// attempts lists the attempts of ledger.
+func attempts(t *testing.T, run func(args ...string) result, ledger string) []ledgerAttempt {
+	t.Helper()
 	var l struct {
-		Attempts []struct {
-			Outcome *struct{ Status string } `json:"outcome"`
-		} `json:"attempts"`
+		Attempts []ledgerAttempt `json:"attempts"`
 	}
-	if err := json.Unmarshal([]byte(list.stdout), &l); err != nil || len(l.Attempts) != 1 || l.Attempts[0].Outcome == nil || l.Attempts[0].Outcome.Status != "ok" {
-		t.Fatalf("the run again: %v: %s", err, list.stdout)
+	if r := run("receipts", "list", "--ledger", ledger, "--json"); json.Unmarshal([]byte(r.stdout), &l) != nil {
+		t.Fatalf("receipts list: %s", r.stdout)
 	}
+	return l.Attempts
 }
