@@ -217,13 +217,7 @@ func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Material
 		return nil
 	}
 	if e == nil || e.Name != req.Entrypoint {
-		e = nil
-		for i := range spec.Entrypoints {
-			if spec.Entrypoints[i].Name == req.Entrypoint {
-				e = &spec.Entrypoints[i]
-			}
-		}
-		if e == nil {
+		if e = spec.Entrypoint(req.Entrypoint); e == nil {
 			return nil
 		}
 	}

@@ -185,6 +185,20 @@ type Provider struct {
 	Materializations []Materialization `json:"materializations,omitempty" yaml:"materializations,omitempty"`
 }
 
+// Entrypoint is p's entrypoint named name, nil when p has none so named
+// (nil p included).
+func (p *Provider) Entrypoint(name string) *Entrypoint {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Entrypoints {
+		if p.Entrypoints[i].Name == name {
+			return &p.Entrypoints[i]
+		}
+	}
+	return nil
+}
+
 // ProposeTarget is refusal.ActionPropose's target for p, provider
 // name's spec: the package to propose again, "NAME==VERSION@sha256:HEX"
 // (name when p names no package, nil p included).

@@ -614,9 +614,6 @@ type readLocker interface {
 	ReadLock(ctx context.Context) (release func(), err error)
 }
 
-// readLock takes reg's shared lock when it has one (a Dir), so that what
-// is read under it is one state of the registry; release does nothing
-// for a Reader without one.
 // isNilReader reports whether reg is nil, or a nil *Dir or *Stub in
 // the interface, whose methods would dereference it.
 func isNilReader(reg Reader) bool {
@@ -631,6 +628,9 @@ func isNilReader(reg Reader) bool {
 	return false
 }
 
+// readLock takes reg's shared lock when it has one (a Dir), so that what
+// is read under it is one state of the registry; release does nothing
+// for a Reader without one.
 func readLock(ctx context.Context, reg Reader) (release func(), err error) {
 	if l, ok := reg.(readLocker); ok {
 		return l.ReadLock(ctx)

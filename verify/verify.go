@@ -307,11 +307,7 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 		return acc, refusal.New(refusal.PinUnapproved, "provider %s is retired", name)
 	}
 	if o.Entrypoint != "" {
-		for i := range acc.Spec.Entrypoints {
-			if acc.Spec.Entrypoints[i].Name == o.Entrypoint {
-				acc.Entrypoint = &acc.Spec.Entrypoints[i]
-			}
-		}
+		acc.Entrypoint = acc.Spec.Entrypoint(o.Entrypoint)
 		if acc.Entrypoint == nil {
 			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, entrypointNames(acc.Spec)).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
 		}
