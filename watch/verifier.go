@@ -2,8 +2,9 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"sync"
+
+	"github.com/cruxible/cruxprov/refusal"
 )
 
 // Spec is what a Verifier watches.
@@ -45,10 +46,27 @@ func NewVerifier(spec Spec, verify func(ctx context.Context) error) *Verifier {
 
 // ErrNoVerify is what Verify returns, having verified nothing, for a
 // Verifier made without a verify function (NewVerifier's verify nil) or
-// a nil *Verifier: a caller's mistake, which no refusal code names (an
-// invoke.Call whose Verify returns it is refused env_drift, its words
-// saying why). Test for it with errors.Is.
-var ErrNoVerify = errors.New("watch: the Verifier has no verify function (NewVerifier was given none): nothing was verified")
+// a nil *Verifier: a caller's mistake, not a drift of anything. It is a
+// refusal, invoke_failed (refusal.CodeOf), whose words say that nothing
+// was verified and what to give the Verifier; an invoke.Call whose Verify
+// returns it is refused so and recorded so, never env_drift (it was: the
+// ledger said the env had drifted where nobody had looked at it). Test
+// for it with errors.Is: another invoke_failed refusal is not it.
+var ErrNoVerify error = noVerify{}
+
+// noVerify is ErrNoVerify: comparable, so that errors.Is finds it by
+// value, and wrapping a fresh refusal, so that its code is found without
+// making every invoke_failed refusal ErrNoVerify (refusal.Error's Is
+// matches any refusal of its code).
+type noVerify struct{}
+
+func (noVerify) asRefusal() *refusal.Error {
+	return refusal.New(refusal.InvokeFailed, "nothing was verified: the watch.Verifier has no verify function (NewVerifier was given none, or the Verifier is nil); make the Verifier with the full verify (the pin-level verify, or the env's seal verify) and run again")
+}
+
+func (e noVerify) Error() string { return e.asRefusal().Error() }
+
+func (e noVerify) Unwrap() error { return e.asRefusal() }
 
 // Verify returns nil at once when nothing watched changed since the last
 // full verify that passed. Otherwise it places every watch afresh, then
@@ -56,7 +74,7 @@ var ErrNoVerify = errors.New("watch: the Verifier has no verify function (NewVer
 // after a failed verify, after an event during it, and when a watch could
 // not be placed, so the next call verifies fully again. After Close every
 // call verifies fully. A Verifier without a verify function (or a nil
-// one) returns ErrNoVerify.
+// one) returns ErrNoVerify, the refusal invoke_failed.
 func (v *Verifier) Verify(ctx context.Context) error {
 	if v == nil || v.verify == nil {
 		return ErrNoVerify
