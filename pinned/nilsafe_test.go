@@ -34,8 +34,8 @@ func TestNilInputsNoPanic(t *testing.T) {
 		"seal report, nil": {Seal: &seal.Report{}},
 	} {
 		noPanic(t, "Bwrap of a "+name, func() {
-			if b := pinned.Bwrap(rep); len(b.ReadOnly) != 0 || b.Path != "" {
-				t.Errorf("Bwrap of a %s: %+v, want the zero preset", name, b)
+			if b, err := pinned.Bwrap(rep); len(b.ReadOnly) != 0 || b.Path != "" || refusal.CodeOf(err) != refusal.SealMissing {
+				t.Errorf("Bwrap of a %s: %+v, %v; want the zero preset, refused seal_missing", name, b, err)
 			}
 		})
 	}

@@ -169,7 +169,11 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 	call.Verify = func(context.Context) error { return verr }
 	ex := lo.Executor
 	if lo.Bwrap {
-		ex.Sandbox = Bwrap(rep)
+		b, err := Bwrap(rep) // the call names the seal: not refused
+		if err != nil {
+			return nil, &VerifyError{Err: err}
+		}
+		ex.Sandbox = b
 	}
 	return ex.Run(ctx, call)
 }
@@ -234,20 +238,23 @@ func CallOn(spec *registry.Provider, e *registry.Entrypoint, m registry.Material
 // Bwrap is the bubblewrap preset for the env rep verified: the env and
 // what its sealed interpreter needs (its real path, stdlib, libpython
 // and loader), as invoke.BwrapFor gives them. A report that names no
-// seal (nil, or a verification refused before it read the seal) gives
-// the zero invoke.Bwrap, which shows a run the env alone and no
-// interpreter: the call it would sandbox is nil too (Call), and Run and
-// an invoke.Subprocess refuse a nil call.
-func Bwrap(rep *verify.Report) invoke.Bwrap {
-	if rep == nil || rep.Seal == nil || rep.Seal.Seal == nil {
-		return invoke.Bwrap{}
+// seal (nil, a verification refused before it read the seal, or an env
+// whose seal is missing or cannot be read) is refused at once, as
+// rep.SealErr says: seal_missing or seal_invalid with what to do (the
+// env rebuilt from the pin's inputs, read access given). It gave the
+// zero invoke.Bwrap, which shows a run the env alone and no interpreter,
+// and said nothing: the refusal came later, from the nil call, that there
+// was no entrypoint to run.
+func Bwrap(rep *verify.Report) (invoke.Bwrap, error) {
+	if err := rep.SealErr(); err != nil {
+		return invoke.Bwrap{}, err
 	}
 	in := rep.Seal.Seal.Interpreter
 	var lib string
 	if in.LibPython != nil {
 		lib = in.LibPython.Path
 	}
-	return invoke.BwrapFor("", in.Path, in.Version, lib)
+	return invoke.BwrapFor("", in.Path, in.Version, lib), nil
 }
 
 // HoldStore takes the lock of the store at home shared (store.md,

@@ -438,3 +438,55 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("the ledger does not record the refusal of %s: %s", rr.AttemptID, b)
 	}
 }
+
+// TestBwrapRefusesWithoutTheSeal: a preset asked of a report that names
+// no seal is refused at once, saying why and what to do, as the
+// verification would: an env whose seal is gone is seal_missing with the
+// rebuild from the pin's inputs; a report whose verification stopped
+// before it read a seal that is there, seal_missing. Bwrap gave the zero
+// preset, nil error, and the executor learned nothing until the nil call
+// was refused "there is no call to run".
+func TestBwrapRefusesWithoutTheSeal(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rep, err := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{StateDir: w.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := pinned.Bwrap(rep); err != nil || len(b.ReadOnly) == 0 {
+		t.Fatalf("Bwrap of a verified report: %+v, %v; want the interpreter's preset", b, err)
+	}
+	// Verified before it read the seal: the seal is there, the report
+	// names none.
+	early := *rep
+	early.Seal = nil
+	if _, err := pinned.Bwrap(&early); refusal.CodeOf(err) != refusal.SealMissing || !strings.Contains(err.Error(), rep.Env) || !strings.Contains(err.Error(), "verify the pin again") {
+		t.Errorf("Bwrap of a report without the seal it read: %v, want seal_missing naming %s", err, rep.Env)
+	}
+	// The seal gone: the verification's refusal, and Bwrap's.
+	sealPath := rep.Env + ".seal.json"
+	if _, err := os.Stat(sealPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(sealPath, sealPath+".away"); err != nil {
+		t.Fatal(err)
+	}
+	gone, verr := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{StateDir: w.state})
+	if refusal.CodeOf(verr) != refusal.SealMissing {
+		t.Fatalf("verify without the seal: %v, want seal_missing", verr)
+	}
+	if c := pinned.Call(gone, w.request("startup", "{}")); c != nil {
+		t.Fatalf("Call of a report without a seal: %+v, want nil", c)
+	}
+	b, err := pinned.Bwrap(gone)
+	if len(b.ReadOnly) != 0 || refusal.CodeOf(err) != refusal.SealMissing || err.Error() != verr.Error() {
+		t.Fatalf("Bwrap without the seal: %+v, %v; want the verification's refusal, %v", b, err, verr)
+	}
+	rem, vrem := refusal.RemedyOf(err), refusal.RemedyOf(verr)
+	if rem == nil || rem.Action != refusal.ActionRebuildEnv || rem.Target != rep.Env || rem.Package == "" || rem.Python == "" {
+		t.Fatalf("Bwrap without the seal: remedy %+v, want %s of %s with the pin's inputs", rem, refusal.ActionRebuildEnv, rep.Env)
+	}
+	if fmt.Sprint(*rem) != fmt.Sprint(*vrem) {
+		t.Errorf("Bwrap's remedy %+v, the verification's %+v", *rem, *vrem)
+	}
+}

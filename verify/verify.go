@@ -100,6 +100,37 @@ func (r *Report) Unexpired(now time.Time) error {
 	return refusal.New(refusal.PinExpired, "provider %s revision %d: its approvals expired below the threshold at %s; an approver whose approval expired renews it by approving the change-set (%s) again", r.Provider, r.Revision, at, r.Pin.SpecDigest).WithRemedy(refusal.ActionRenewApproval, r.Pin.SpecDigest.String())
 }
 
+// SealErr is nil when r names the seal its verification read, what a
+// call or a sandbox preset of the env is built from (pinned.Call,
+// pinned.Bwrap), and otherwise the refusal that says why it names none,
+// with what to do: the seal of the env r names read again, its
+// seal_missing or seal_invalid as Verify gives it (the rebuild from the
+// pin's inputs, read access to the path that denied it); seal_missing
+// without a remedy for a report that names no env (nil, or a
+// verification refused at the pin, whose own refusal says what to do) or
+// whose env's seal reads now (a verification refused before it read the
+// seal, pin_mismatch say: verify again).
+func (r *Report) SealErr() error {
+	if r != nil && r.Seal != nil && r.Seal.Seal != nil {
+		return nil
+	}
+	if r == nil || r.Env == "" {
+		name := "the provider"
+		if r != nil && r.Provider != "" {
+			name = r.Provider
+		}
+		return refusal.New(refusal.SealMissing, "the verification of %s names no env, so no seal: it was refused before the pin named the env, and its refusal says what to do", name)
+	}
+	if _, err := seal.Load(r.Env); err != nil {
+		err = pinnedEnvGone(err, r.Provider, r.Env)
+		if r.Spec != nil {
+			err = withRebuildInputs(err, r.Spec, r.Materialization)
+		}
+		return err
+	}
+	return refusal.New(refusal.SealMissing, "the verification of %s names the env %s without its seal: it was refused before it read the seal, and its refusal says what to do; verify the pin again", r.Provider, r.Env)
+}
+
 // Verify checks the accepted pin of provider name in reg and the local env
 // it names, failing closed: the pin (registry.VerifyPin: present, signed by
 // trusted approvers up to the threshold, not expired, not below the
