@@ -154,6 +154,13 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 	rep, verr := verify.Verify(ctx, reg, req.Provider, vo)
 	call := Call(rep, req)
 	if call == nil {
+		if ctx.Err() != nil && errors.Is(verr, ctx.Err()) {
+			// The caller's context ended the verification: ctx's error,
+			// no refusal, as when it ends the wait for the store or the
+			// verify hook. It was a *VerifyError, which an executor
+			// reads as a refusal at the pin.
+			return nil, verr
+		}
 		if verr == nil && rep.Entrypoint == nil {
 			// Verified, with no entrypoint to run: req named none.
 			// It returned a *VerifyError whose Err was nil.

@@ -15,6 +15,7 @@ package container
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/pinned"
@@ -45,6 +46,13 @@ func Run(ctx context.Context, reg registry.Reader, req pinned.Request, o Options
 	rep, verr := vcontainer.Verify(ctx, reg, req.Provider, vo, o.Verify)
 	call := Call(rep, req)
 	if call == nil {
+		if ctx.Err() != nil && errors.Is(verr, ctx.Err()) {
+			// The caller's context ended the verification: ctx's error,
+			// no refusal, as when it ends the wait for the store or the
+			// verify hook. It was a *VerifyError, which an executor
+			// reads as a refusal at the pin.
+			return nil, verr
+		}
 		if verr == nil && rep.Entrypoint == nil { // verified, with no entrypoint to run (pinned.Run)
 			verr = verify.NoEntrypoint(rep.Spec, req.Provider, rep.Revision)
 		}
