@@ -158,7 +158,7 @@ func creatable(dir string) error {
 func (l *Ledger) open(ctx context.Context) error {
 	path, opts := l.path, l.opts
 	if err := mkdirs(filepath.Dir(path)); err != nil {
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the directory of receipts ledger %s", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the directory of receipts ledger %s: %v; %s", path, err, mkdirsAdvice(err))
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
@@ -176,7 +176,10 @@ func (l *Ledger) open(ctx context.Context) error {
 			// address"): a *NotRegularError, as Scan's, so that a caller
 			// can tell the path named from a ledger it could not open.
 			nr := &NotRegularError{Path: path, Mode: st.Mode()}
-			return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v", nr)
+			return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v; %s", nr, notRegularAdvice)
+		}
+		if errors.Is(err, unix.ENOTDIR) {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s: %v; %s", path, err, notDirAdvice)
 		}
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
@@ -188,7 +191,7 @@ func (l *Ledger) open(ctx context.Context) error {
 	if !st.Mode().IsRegular() {
 		f.Close()
 		nr := &NotRegularError{Path: path, Mode: st.Mode()}
-		return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v", nr)
+		return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v; %s", nr, notRegularAdvice)
 	}
 	// The sidecars (key locks, repair lock and journal) go beside the file
 	// itself, so that every path to it finds the same ones.
@@ -663,6 +666,29 @@ func newAttemptID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// What to do about a ledger path Open cannot make or open, in the words
+// of its refusal, which a Go executor reads (the command line adds its
+// own where the file system's error says nothing of it): Open said only
+// what the file system said.
+const (
+	notRegularAdvice = "a ledger is a regular file: move this away, and the ledger is made there anew, or open one at another path"
+	notDirAdvice     = "a file stands where a directory of the ledger's path must be: move it away, or keep the ledger elsewhere"
+)
+
+// mkdirsAdvice is what to do about the directories of a ledger's path
+// that mkdirs could not make (err).
+func mkdirsAdvice(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOTDIR):
+		return notDirAdvice
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return "free space on that file system (or raise its quota), or keep the ledger on another"
+	case errors.Is(err, unix.EROFS):
+		return "that file system is mounted read-only: remount it read-write, or keep the ledger on another"
+	}
+	return "make the nearest directory there writable by this user, or keep the ledger in a directory this user can write"
 }
 
 // mkdirs creates dir and its missing parents with mode 0700 and syncs the
