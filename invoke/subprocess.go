@@ -374,10 +374,12 @@ func resolveSecrets(ctx context.Context, c *Call) ([]string, []byte, error) {
 			return nil, nil, err // the resolver said which and why (a value that cannot fit the bundle)
 		}
 		if err != nil {
-			return nil, nil, refusal.Wrap(refusal.SecretUnresolved, err, "secret %q has no value", ref)
+			// The resolver's own error (a Go executor's: cmd/'s resolver
+			// refuses in its own words), then what the run needs.
+			return nil, nil, refusal.Wrap(refusal.SecretUnresolved, err, "secret %q has no value: %v; the manifest declares it, so the run needs the resolver to give its value", ref, err)
 		}
 		if !utf8.ValidString(v) {
-			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q is not valid UTF-8 text", ref)
+			return nil, nil, refusal.New(refusal.SecretUnresolved, "secret %q is not valid UTF-8 text (the bundle on fd 3 is JSON text): have the resolver give it as text, binary data encoded (as base64 say)", ref)
 		}
 		m[ref] = v
 		values = append(values, v)
