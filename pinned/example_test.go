@@ -103,6 +103,9 @@ func ExampleCall() {
 		verr = last.Unexpired(time.Now())
 	}
 	call := pinned.Call(last, req)
+	if call == nil { // the pin has no entrypoint req.Entrypoint
+		log.Fatal(pinned.NoCall(last, req))
+	}
 	call.Verify = func(context.Context) error { return verr }
 	res, err := ex.Run(ctx, call)
 	log.Print(res, err)

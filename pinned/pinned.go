@@ -32,6 +32,7 @@ import (
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
@@ -161,10 +162,10 @@ func Run(ctx context.Context, reg registry.Reader, req Request, lo Local) (*invo
 			// reads as a refusal at the pin.
 			return nil, verr
 		}
-		if verr == nil && rep.Entrypoint == nil {
+		if verr == nil {
 			// Verified, with no entrypoint to run: req named none.
 			// It returned a *VerifyError whose Err was nil.
-			verr = verify.NoEntrypoint(rep.Spec, req.Provider, rep.Revision)
+			verr = NoCall(rep, req)
 		}
 		return nil, &VerifyError{Err: verr}
 	}
@@ -210,6 +211,27 @@ func Call(rep *verify.Report, req Request) *invoke.Call {
 	c.Env, c.Python, c.SealDigest = rep.Env, rep.Seal.Seal.Env.Python, rep.Materialization.Seal
 	c.Runtime = python.RuntimeOf(rep.Seal.Seal.Resolution.Packages)
 	return c
+}
+
+// NoCall is nil when Call(rep, req) builds a call, and otherwise the
+// refusal that says why it is nil, as the verification would have said
+// it: rep.SealErr's for a report that names no seal (nil, or refused
+// before it read it); entrypoint_unknown for an entrypoint the pin does
+// not have (or none named), naming those it has, with the remedy that
+// names one. An executor that builds its calls from a report it verified
+// earlier (package watch) returns it for a nil call, whose own refusal
+// ("there is no call to run") names neither.
+func NoCall(rep *verify.Report, req Request) error {
+	if err := rep.SealErr(); err != nil {
+		return err
+	}
+	if rep.Spec == nil {
+		return refusal.New(refusal.PinUnapproved, "the verification of %s names no accepted pin: verify the pin again", rep.Provider)
+	}
+	if Call(rep, req) == nil {
+		return verify.UnknownEntrypoint(rep.Spec, req.Provider, rep.Revision, req.Entrypoint)
+	}
+	return nil
 }
 
 // CallOn is the part of a call every backend makes alike of an accepted

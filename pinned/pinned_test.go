@@ -490,3 +490,47 @@ func TestBwrapRefusesWithoutTheSeal(t *testing.T) {
 		t.Errorf("Bwrap's remedy %+v, the verification's %+v", *rem, *vrem)
 	}
 }
+
+// TestNoCall: NoCall says why Call is nil, as the verification would
+// have: an entrypoint the pin does not have is entrypoint_unknown naming
+// those it has, with the remedy that names one; none named, the same; a
+// report without its seal, SealErr's refusal. An executor that builds
+// its calls from a report verified earlier (docs/executor.md, "Watching
+// an env") had nothing to return for a nil call but the executor's own
+// "there is no call to run", and the doc's example set the nil call's
+// Verify, a panic.
+func TestNoCall(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	rep, err := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{StateDir: w.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pinned.NoCall(rep, w.request("startup", "{}")); err != nil || pinned.Call(rep, w.request("startup", "{}")) == nil {
+		t.Fatalf("NoCall of an entrypoint the pin has: %v", err)
+	}
+	for _, ep := range []string{"nonesuch", ""} {
+		req := w.request(ep, "{}")
+		if pinned.Call(rep, req) != nil {
+			t.Fatalf("Call of %q: not nil", ep)
+		}
+		err := pinned.NoCall(rep, req)
+		rem := refusal.RemedyOf(err)
+		if refusal.CodeOf(err) != refusal.EntrypointUnknown || !strings.Contains(err.Error(), "startup") ||
+			rem == nil || rem.Action != refusal.ActionNameEntrypoint || rem.Target != ep {
+			t.Errorf("NoCall of %q: %v (remedy %+v), want entrypoint_unknown naming the pin's, remedy %s of %q", ep, err, rem, refusal.ActionNameEntrypoint, ep)
+		}
+	}
+	// As the verification of that entrypoint refuses it.
+	_, verr := verify.Verify(ctx, w.reg, fixtures.HostileName, verify.Options{StateDir: w.state, Entrypoint: "nonesuch"})
+	if err := pinned.NoCall(rep, w.request("nonesuch", "{}")); err == nil || verr == nil || err.Error() != verr.Error() {
+		t.Errorf("NoCall: %v; the verification: %v", err, verr)
+	}
+	noSeal := *rep
+	noSeal.Seal = nil
+	for name, r := range map[string]*verify.Report{"nil": nil, "without its seal": &noSeal} {
+		if err := pinned.NoCall(r, w.request("startup", "{}")); refusal.CodeOf(err) != refusal.SealMissing {
+			t.Errorf("NoCall of a report %s: %v, want seal_missing", name, err)
+		}
+	}
+}

@@ -85,7 +85,10 @@ func TestWatchedVerifiesOnceAtFirst(t *testing.T) {
 			verr = rep.Unexpired(time.Now()) // the pin's expiry: on every call, whatever the files say
 		}
 		req := w.request("startup", "{}")
-		call := pinned.Call(rep, req)                             // as pinned.Run builds it (Runtime set), from the report verified last
+		call := pinned.Call(rep, req) // as pinned.Run builds it (Runtime set), from the report verified last
+		if call == nil {              // the pin has no entrypoint req.Entrypoint
+			return nil, pinned.NoCall(rep, req) // entrypoint_unknown, naming those it has
+		}
 		call.Verify = func(context.Context) error { return verr } // a refusal is recorded in the ledger
 		return call, verr
 	}
@@ -118,7 +121,8 @@ func TestWatchedVerifiesOnceAtFirst(t *testing.T) {
 	}
 	_, block, _ := strings.Cut(string(doc), "```go\n// Once: the full verify is the pin-level one")
 	block, _, _ = strings.Cut(block, "```")
-	if !strings.Contains(block, "verify.PinnedEnv(ctx, reg,") || strings.Contains(block, "fullVerify(ctx)") {
+	if !strings.Contains(block, "verify.PinnedEnv(ctx, reg,") || strings.Contains(block, "fullVerify(ctx)") ||
+		!strings.Contains(block, "if call == nil {") || !strings.Contains(block, "return pinned.NoCall(rep, req)") {
 		t.Errorf("docs/executor.md's watched example is not this test's: %s", block)
 	}
 }

@@ -340,7 +340,7 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 	if o.Entrypoint != "" {
 		acc.Entrypoint = acc.Spec.Entrypoint(o.Entrypoint)
 		if acc.Entrypoint == nil {
-			return acc, refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, pin.Revision, o.Entrypoint, entrypointNames(acc.Spec)).WithRemedy(refusal.ActionNameEntrypoint, o.Entrypoint)
+			return acc, UnknownEntrypoint(acc.Spec, name, pin.Revision, o.Entrypoint)
 		}
 	}
 	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
@@ -355,6 +355,17 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 // unknown entrypoint's, its detail names those the pin has.
 func NoEntrypoint(spec *registry.Provider, name string, revision int64) *refusal.Error {
 	return refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d): the run names no entrypoint; give one of: %s", name, revision, entrypointNames(spec)).WithRemedy(refusal.ActionNameEntrypoint, "")
+}
+
+// UnknownEntrypoint refuses a run or verify of name's entrypoint ep,
+// which its pin spec at revision does not have (entrypoint_unknown),
+// naming those it has, with the remedy that names one of them; ep ""
+// is NoEntrypoint's refusal.
+func UnknownEntrypoint(spec *registry.Provider, name string, revision int64, ep string) *refusal.Error {
+	if ep == "" {
+		return NoEntrypoint(spec, name, revision)
+	}
+	return refusal.New(refusal.EntrypointUnknown, "provider %s (revision %d) has no entrypoint %q; give one of: %s", name, revision, ep, entrypointNames(spec)).WithRemedy(refusal.ActionNameEntrypoint, ep)
 }
 
 // entrypointNames lists spec's entrypoints, sorted, so that a refusal
