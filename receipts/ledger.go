@@ -178,10 +178,7 @@ func (l *Ledger) open(ctx context.Context) error {
 			nr := &NotRegularError{Path: path, Mode: st.Mode()}
 			return refusal.Wrap(refusal.LedgerWriteFailed, nr, "%v; %s", nr, notRegularAdvice)
 		}
-		if errors.Is(err, unix.ENOTDIR) {
-			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s: %v; %s", path, err, notDirAdvice)
-		}
-		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
+		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s: %v%s", path, err, openAdvice(err))
 	}
 	st, err := f.Stat()
 	if err != nil {
@@ -676,6 +673,26 @@ const (
 	notRegularAdvice = "a ledger is a regular file: move this away, and the ledger is made there anew, or open one at another path"
 	notDirAdvice     = "a file stands where a directory of the ledger's path must be: move it away, or keep the ledger elsewhere"
 )
+
+// openAdvice is what to do, after "; ", about a ledger file the file
+// system would not open for appending (err), or "" where err says it
+// itself. The words are the command line's where it has them, which
+// adds them only where the refusal does not say them already.
+func openAdvice(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOTDIR):
+		return "; " + notDirAdvice
+	case errors.Is(err, unix.EACCES):
+		return "; make the ledger and its directory writable by this user, or open a ledger where this user can write"
+	case errors.Is(err, unix.EPERM):
+		return "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return "; free space on the ledger's file system (or raise its quota)"
+	case errors.Is(err, unix.EROFS):
+		return "; its file system is mounted read-only: remount it read-write, or keep the ledger on another"
+	}
+	return ""
+}
 
 // mkdirsAdvice is what to do about the directories of a ledger's path
 // that mkdirs could not make (err).

@@ -3,6 +3,7 @@ package receipts_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,8 +17,10 @@ import (
 // do next in its words, which a Go executor has (the command line adds
 // its own): a directory (the state directory named as the ledger), a
 // file where one of its directories must be made, a directory this user
-// may not write. Open said only what the file system said ("… is a
-// directory, not a regular file"; "mkdir …: permission denied").
+// may not write, a ledger it may not write or that is immutable. Open
+// said only what the file system said ("… is a directory, not a regular
+// file"; "mkdir …: permission denied"; "open …: operation not
+// permitted").
 func TestOpenSaysWhatToDo(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -36,6 +39,26 @@ func TestOpenSaysWhatToDo(t *testing.T) {
 			t.Fatal(err)
 		}
 		cases["a directory this user may not write"] = struct{ path, want string }{filepath.Join(ro, "state", "r.jsonl"), "writable by this user, or keep the ledger in a directory this user can write"}
+	}
+	// A ledger that is there and that the file system will not open for
+	// appending: a mode (a user who is not root), an immutable attribute
+	// (root, where chattr works).
+	ledger := filepath.Join(dir, "l.jsonl")
+	if l, err := receipts.Open(ctx, ledger, receipts.Options{}); err != nil {
+		t.Fatal(err)
+	} else {
+		l.Close()
+	}
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(ledger, 0o400); err != nil {
+			t.Fatal(err)
+		}
+		cases["a ledger this user may not write"] = struct{ path, want string }{ledger, "; make the ledger and its directory writable by this user, or open a ledger where this user can write"}
+	} else if out, err := exec.Command("chattr", "+i", ledger).CombinedOutput(); err == nil {
+		defer exec.Command("chattr", "-i", ledger).Run()
+		cases["an immutable ledger"] = struct{ path, want string }{ledger, "; an immutable attribute (lsattr) or a security module stops writes to the ledger: lift it"}
+	} else {
+		t.Logf("chattr +i: %v %s (no immutable flag here)", err, out)
 	}
 	for name, tc := range cases {
 		l, err := receipts.Open(ctx, tc.path, receipts.Options{})

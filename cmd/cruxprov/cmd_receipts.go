@@ -116,7 +116,7 @@ func receiptsAction(c *cli.Context, scan bool) error {
 				if errors.As(err, &r) {
 					msg = r.Message()
 				}
-				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: a run given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, p, msg, ledgerAdvice(err)))
+				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: a run given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, p, msg, unsaidLedgerAdvice(err)))
 			}
 			roomWarning(o, p)
 		}

@@ -414,7 +414,7 @@ func withLedgerAdvice(err error) error {
 	if refusal.CodeOf(err) != refusal.LedgerWriteFailed {
 		return err
 	}
-	if a := ledgerAdvice(err); a != "" {
+	if a := unsaidLedgerAdvice(err); a != "" {
 		return &withAdvice{err: err, advice: a}
 	}
 	return err
@@ -526,7 +526,7 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string, show func(att
 		if me := (*receipts.MovedError)(nil); errors.As(unrecorded, &me) {
 			orphan = "and the attempt's intent, an orphan, is in the file that was moved away from " + me.Path + ", not in the one there now"
 		}
-		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %s), %s%s", code, detail, orphan, ledgerAdvice(unrecorded))
+		lost = fmt.Sprintf("; its outcome could not be written to the ledger (%s: %s), %s%s", code, detail, orphan, unsaidLedgerAdvice(unrecorded))
 	}
 	if err := o.emit("cruxprov.run/v1", out, func(w io.Writer) {
 		if res.Replayed {
@@ -560,6 +560,19 @@ func emitRun(o *opts, res *invoke.Result, name, ep, ledger string, show func(att
 		return &reportedError{code: exitFailure, err: fmt.Errorf("the run of %s %s ended ok (attempt %s)%s; the result above is the run's", name, ep, res.AttemptID, lost)}
 	}
 	return nil
+}
+
+// unsaidLedgerAdvice is ledgerAdvice of err, or "" where err's words
+// say it already (its first clause, up to any ", or"): receipts' refusal
+// of a ledger it cannot open says what to do itself, for a Go executor,
+// and the line said it twice.
+func unsaidLedgerAdvice(err error) string {
+	a := ledgerAdvice(err)
+	head, _, _ := strings.Cut(strings.TrimPrefix(a, "; "), ", or ")
+	if a == "" || strings.Contains(err.Error(), head) {
+		return ""
+	}
+	return a
 }
 
 // ledgerAdvice is what to do about an outcome the ledger could not take,
