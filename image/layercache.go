@@ -130,6 +130,12 @@ func (c layerCache) write(ctx context.Context, staged string, entries []entry, e
 	}
 	sealDoc, err := s.Marshal()
 	if err == nil {
+		// One mode for the entry's two files, whatever the umask: 0644,
+		// as its .json and the store's other cache entries replaced by a
+		// rename (docs/store.md); the staged layer is its writer's 0600.
+		err = os.Chmod(staged, 0o644)
+	}
+	if err == nil {
 		err = os.Rename(staged, lp)
 	}
 	if err != nil {

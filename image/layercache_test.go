@@ -89,3 +89,31 @@ func TestLayerCache(t *testing.T) {
 		t.Errorf("after gc: %v left, removed %v", left, rep.Removed)
 	}
 }
+
+// TestLayerCacheModes: the layer cache's two files of an entry have one
+// mode, 0644, as the store's other cache entries that are replaced by a
+// rename (cache/image-base-v1, the probe cache; docs/store.md): the
+// layer was 0600 (the build's staging file, renamed as it was) beside
+// its .json of 0644.
+func TestLayerCacheModes(t *testing.T) {
+	home := t.TempDir()
+	build(t, buildCase{home: home, out: filepath.Join(t.TempDir(), "oci")})
+	ents, err := os.ReadDir(filepath.Join(home, store.ImageLayersDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v, want 0644", e.Name(), fi.Mode().Perm())
+		}
+		kinds[filepath.Ext(e.Name())] = true
+	}
+	if !kinds[".gz"] || !kinds[".json"] {
+		t.Fatalf("cache entries: %v", ents)
+	}
+}
