@@ -230,6 +230,13 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	if o.Output == "" && o.Push == "" {
 		return nil, errors.New("neither an output layout nor a repository to push to")
 	}
+	// Before anything is built: a directory of other files is not
+	// written into (it was, the layout among them).
+	if o.Output != "" {
+		if err := CheckOutput(o.Output); err != nil {
+			return nil, err
+		}
+	}
 	// SLSA provenance v1's runDetails.builder.id is a URI: a provenance
 	// naming anything else is one in-toto's validators reject.
 	if err := CheckTypeURI(o.BuilderID); err != nil {

@@ -52,6 +52,9 @@ type layoutWriter struct {
 
 func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
 	w := &layoutWriter{ctx: ctx, dir: dir, blobs: filepath.Join(dir, "blobs", "sha256"), done: map[v1.Hash]bool{}, buf: make([]byte, 1<<20)}
+	if err := CheckOutput(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(w.blobs, 0o755); err != nil {
 		return nil, err
 	}
@@ -64,6 +67,50 @@ func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// CheckOutput returns an error unless dir may be written as an OCI image
+// layout (Options.Output) without mixing the image into other files: a
+// path that does not exist, an empty directory, an OCI image layout (it
+// has its oci-layout file), or what a layout writer killed before it
+// wrote oci-layout left (blobs/, index.json and their temp files alone).
+// A directory of other files was written into as it was: blobs/,
+// index.json and oci-layout among them, a layout no tool would take for
+// one, or, in a project directory, a mess (TestOutputNotALayout).
+func CheckOutput(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !fi.IsDir():
+		return fmt.Errorf("%s is a file, not a directory to write an OCI image layout into: name a new or empty directory, or an OCI image layout", dir)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "oci-layout")); err == nil {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var other []string
+	for _, e := range ents {
+		n := e.Name()
+		if n == "blobs" || n == "index.json" || strings.HasPrefix(n, ".tmp-oci-layout-") || strings.HasPrefix(n, ".tmp-index.json-") {
+			continue
+		}
+		other = append(other, n)
+	}
+	if len(other) == 0 {
+		return nil
+	}
+	slices.Sort(other)
+	some := strings.Join(other[:min(len(other), 3)], ", ")
+	if len(other) > 3 {
+		some += ", …"
+	}
+	return fmt.Errorf("%s is not an OCI image layout (it has no oci-layout file) and holds other files (%s): the image is not written among them; name a new or empty directory, or an OCI image layout, to write it into", dir, some)
 }
 
 // image writes an image's blobs: its layers, config and manifest.

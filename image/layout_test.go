@@ -131,3 +131,83 @@ func verifiedLayer(img v1.Image, i int) (io.ReadCloser, error) {
 	}
 	return verifyReader(rc, d, size), nil
 }
+
+// TestOutputNotALayout: a layout is written into a path that does not
+// exist, an empty directory, an OCI image layout, or what a writer killed
+// before its oci-layout file left; never into a directory of other files
+// (a project's, a mistyped path), which was written into as it was, the
+// blobs, index.json and oci-layout among its files. Nor is a build of
+// one started (Build refuses it before anything is built), and the
+// directory is left as it was.
+func TestOutputNotALayout(t *testing.T) {
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	write := func(dir string) error { return writeLayout(context.Background(), dir, img, d, "one", nil) }
+	parent := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		setup func(dir string)
+		ok    bool
+	}{
+		{"missing", func(string) {}, true},
+		{"empty", func(dir string) { os.Mkdir(dir, 0o755) }, true},
+		{"a layout", func(dir string) {
+			if err := write(dir); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"a killed writer's", func(dir string) { os.MkdirAll(filepath.Join(dir, "blobs", "sha256"), 0o755) }, true},
+		{"other files", func(dir string) {
+			os.Mkdir(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "README.md"), []byte("mine\n"), 0o644)
+			os.Mkdir(filepath.Join(dir, "src"), 0o755)
+		}, false},
+		{"other files beside blobs", func(dir string) {
+			os.MkdirAll(filepath.Join(dir, "blobs"), 0o755)
+			os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644)
+		}, false},
+		{"a file", func(dir string) { os.WriteFile(dir, []byte("x"), 0o644) }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(parent, strings.ReplaceAll(c.name, " ", "-"))
+			c.setup(dir)
+			before := listTree(t, dir)
+			err := write(dir)
+			if c.ok {
+				if err != nil {
+					t.Fatalf("writeLayout: %v", err)
+				}
+				if _, err := layout.FromPath(dir); err != nil {
+					t.Fatalf("not a layout after: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "name a new or empty directory, or an OCI image layout") {
+				t.Fatalf("writeLayout: %v", err)
+			}
+			if after := listTree(t, dir); after != before {
+				t.Fatalf("the directory was changed:\n%s\nwas\n%s", after, before)
+			}
+			if _, err := Build(context.Background(), nil, Options{Platforms: []string{testPlatform}, Output: dir, BuilderID: "https://ci.example/builder"}); err == nil || err.Error() != CheckOutput(dir).Error() {
+				t.Fatalf("Build: %v", err)
+			}
+		})
+	}
+}
+
+// listTree lists the paths under root (root itself included), "" when
+// there is nothing at root.
+func listTree(t *testing.T, root string) string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err == nil {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return strings.Join(out, "\n")
+}

@@ -132,6 +132,12 @@ func imageBuild(c *cli.Context) error {
 	if out == "" && c.String("push") == "" {
 		return usagef("give --output oci:DIR, --push REPO, or both")
 	}
+	if out != "" {
+		// A directory of other files: the layout was written among them.
+		if err := image.CheckOutput(out); err != nil {
+			return usagef("--output oci:%s: %v", out, err)
+		}
+	}
 	if p := c.String("push"); p != "" {
 		pr, _, err := image.ParsePush(p)
 		if err != nil {

@@ -379,6 +379,28 @@ func TestImageBuildPythonNotAbsolute(t *testing.T) {
 	}
 }
 
+// TestImageBuildOutputNotALayout: --output oci:DIR naming a directory of
+// other files (no oci-layout file) is a usage error before anything is
+// read, the directory left as it was; the image was written among them.
+func TestImageBuildOutputNotALayout(t *testing.T) {
+	dir := t.TempDir()
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	out := filepath.Join(dir, "project")
+	os.Mkdir(out, 0o755)
+	os.WriteFile(filepath.Join(out, "main.go"), []byte("package main\n"), 0o644)
+	r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+		"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+		"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+out)
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --output oci:"+out+": "+out+" is not an OCI image layout (it has no oci-layout file) and holds other files (main.go)") ||
+		!strings.Contains(r.stderr, "name a new or empty directory, or an OCI image layout, to write it into") {
+		t.Fatalf("%+v", r)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 1 {
+		t.Fatalf("the directory was written into: %v", ents)
+	}
+}
+
 // TestImageBuildEpochPastTar: a SOURCE_DATE_EPOCH a USTAR header cannot
 // hold is a usage error before anything is read, not a refusal
 // (materialize_failed) once the env was built.
