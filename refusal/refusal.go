@@ -189,15 +189,16 @@ type Remedy struct {
 	Name string `json:"name,omitempty"`
 	// Platforms are, for ActionNamePlatform, the platforms the pin has
 	// materializations of for the backend asked, one of which to name;
-	// for ActionPropose, the platforms the pin names (its envs' and its
-	// resolutions') when the pin has envs of one interpreter and no
-	// images (with Python): an install given them proposes the envs the
-	// pin names (nil: the operator names them); for ActionRebuildEnv with
-	// Package, the env's platform.
+	// for ActionPropose, the platforms the pin names (its envs', its
+	// resolutions' and its images') when the pin has envs of one
+	// interpreter (with Python) or images: an install given them
+	// proposes the envs and images the pin names (nil: the operator
+	// names them); for ActionRebuildEnv with Package, the env's platform.
 	Platforms []string `json:"platforms,omitempty"`
 	// Python is, for ActionPropose with Platforms, the interpreter the
-	// pin's envs point at; for ActionRebuildEnv with Package, the
-	// interpreter the env points at.
+	// pin's envs point at ("" for a pin of images and no env: the install
+	// names none); for ActionRebuildEnv with Package, the interpreter the
+	// env points at.
 	Python string `json:"python,omitempty"`
 	// Package is, for ActionRebuildEnv, the root wheel the env was made
 	// from, "NAME==VERSION@sha256:HEX", when the accepted pin that names
@@ -268,10 +269,12 @@ func (e *Error) WithBackend(backend string) *Error {
 }
 
 // WithProposePlatforms sets the platforms and interpreter a propose
-// remedy's install names (Remedy.Platforms, Remedy.Python: the pin's own)
-// and returns e; none where python is "" (the operator names them).
+// remedy's install names (Remedy.Platforms, Remedy.Python: the pin's own;
+// python "" where the pin has images and no env, whose install names
+// none) and returns e; none where platforms is empty (the operator names
+// them).
 func (e *Error) WithProposePlatforms(platforms []string, python string) *Error {
-	if e.Remedy != nil && python != "" && len(platforms) > 0 {
+	if e.Remedy != nil && len(platforms) > 0 {
 		e.Remedy.Platforms, e.Remedy.Python = platforms, python
 	}
 	return e

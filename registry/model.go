@@ -224,20 +224,25 @@ func (p *Provider) Images() []string {
 	return out
 }
 
-// ProposePlatforms are the platforms p pins (its local envs' and its
-// resolutions', in its order) and the interpreter path its envs point
-// at: what an install that proposes p again is given to propose the same
-// envs (refusal.Remedy's Platforms and Python). Nil and "" when p pins
-// an image (an image names its own platform), no env, or envs of more
-// than one interpreter (an install takes one).
+// ProposePlatforms are the platforms p pins (its local envs', its
+// resolutions' and its images', once each, in its order) and the
+// interpreter path its envs point at: what an install that proposes p
+// again is given to propose the same envs and images (refusal.Remedy's
+// Platforms and Python; its images are Images). A pin of images and no
+// env gives its platforms and no interpreter (the install's own default
+// builds no env the pin names). Nil and "" when p pins neither an env
+// nor an image, or envs of more than one interpreter (an install takes
+// one). A pin with an image gave nil, and the install it advised named
+// placeholders for platforms the pin knew.
 func (p *Provider) ProposePlatforms() (platforms []string, python string) {
 	if p == nil {
 		return nil, ""
 	}
+	images := false
 	for _, m := range p.Materializations {
 		switch m.Backend {
 		case BackendContainer:
-			return nil, ""
+			images = true
 		case BackendLocal:
 			path := interpreterPath(m.Interpreter)
 			if path == "" || (python != "" && path != python) {
@@ -249,7 +254,7 @@ func (p *Provider) ProposePlatforms() (platforms []string, python string) {
 			platforms = append(platforms, m.Platform)
 		}
 	}
-	if python == "" {
+	if python == "" && !images {
 		return nil, ""
 	}
 	return platforms, python

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -63,6 +64,7 @@ func TestProposeRemedyNamesThePinnedImages(t *testing.T) {
 	ctx := context.Background()
 	d, clock, k, approve := govDir(t, 1, "alice", "bob")
 	c := registrytest.Change("acme-echo", "1.0")
+	c.Provider.Materializations[0].Interpreter = registry.InterpreterLabel("/usr/bin/python3.12", "3.12.1", digest.FromBytes(make([]byte, 32)))
 	m := c.Provider.Materializations[0]
 	img := "registry.example/acme/echo@" + m.Digest.String()
 	c.Provider.Materializations = append(c.Provider.Materializations, registry.Materialization{
@@ -73,5 +75,41 @@ func TestProposeRemedyNamesThePinnedImages(t *testing.T) {
 	wantRefusal(t, err, refusal.PinUnapproved)
 	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || len(rem.Images) != 1 || rem.Images[0] != img {
 		t.Errorf("remedy %+v, want %s naming the image %s", rem, refusal.ActionPropose, img)
+	}
+	// Its platforms and its env's interpreter too (the install's
+	// --platform, which an image's must be among, and --python): a pin
+	// with an image advised --platform PLATFORM --python PYTHON.
+	if rem := refusal.RemedyOf(err); rem == nil || len(rem.Platforms) != 1 || rem.Platforms[0] != m.Platform || rem.Python != "/usr/bin/python3.12" {
+		t.Errorf("remedy %+v, want the platform %s and the interpreter /usr/bin/python3.12", rem, m.Platform)
+	}
+}
+
+// TestNotProposedAdviceNamesImagePlatforms: approving a provider's
+// change-set that was rejected advises the install that proposes it
+// again with its images and the platforms it names (a pin of images and
+// no env: no interpreter); it advised --platform PLATFORM --python
+// PYTHON, though the change-set knew its platforms.
+func TestNotProposedAdviceNamesImagePlatforms(t *testing.T) {
+	ctx := context.Background()
+	d, _, k, _ := govDir(t, 1, "alice")
+	c := registrytest.Change("acme-echo", "1.0")
+	m := c.Provider.Materializations[0]
+	img := "registry.example/acme/echo@" + m.Digest.String()
+	c.Provider.Materializations = []registry.Materialization{
+		{Backend: registry.BackendResolution, Platform: m.Platform, Digest: m.Resolution, Resolution: m.Resolution},
+		{Backend: registry.BackendContainer, Platform: m.Platform, Digest: m.Digest, Image: img, Resolution: m.Resolution},
+	}
+	cs, err := d.Propose(ctx, c, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reject(ctx, cs.Metadata.ID, "not now", "t"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Approve(ctx, cs.Metadata.ID, k["alice"].Priv, nil)
+	wantRefusal(t, err, refusal.ChangesetInvalid)
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionPropose || len(rem.Images) != 1 || rem.Images[0] != img ||
+		len(rem.Platforms) != 1 || rem.Platforms[0] != m.Platform || rem.Python != "" {
+		t.Errorf("remedy %+v, want %s naming the image %s and the platform %s, no interpreter", rem, refusal.ActionPropose, img, m.Platform)
 	}
 }

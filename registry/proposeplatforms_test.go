@@ -11,9 +11,10 @@ import (
 // TestProposePlatforms: what a propose remedy names for an install to
 // propose a pin's envs again: the platforms the pin names (its envs' and
 // its resolutions', once each, in its order) and the interpreter path its
-// envs point at (a path with spaces kept whole); nothing where an install
+// envs point at (a path with spaces kept whole), or, for a pin of images
+// and no env, its platforms and no interpreter; nothing where an install
 // of one --python could not (envs of two interpreters), or where the pin
-// pins images (an image names its own platform) or no env.
+// pins neither an env nor an image.
 func TestProposePlatforms(t *testing.T) {
 	local := func(platform, interp string) registry.Materialization {
 		return registry.Materialization{Backend: registry.BackendLocal, Platform: platform, Interpreter: interp}
@@ -31,7 +32,14 @@ func TestProposePlatforms(t *testing.T) {
 		{"a path with spaces, an identity without a hash", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/opt/my py/python3.11 3.11.2")}, []string{"cp311-manylinux_2_36_x86_64"}, "/opt/my py/python3.11"},
 		{"an env and a resolution", []registry.Materialization{res("cp312-manylinux_2_17_aarch64"), local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915")}, []string{"cp312-manylinux_2_17_aarch64", "cp311-manylinux_2_36_x86_64"}, "/p/python3.11"},
 		{"envs of two interpreters", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/a/python3.11 3.11.2 sha256:a83c0370d915"), local("cp312-manylinux_2_36_x86_64", "/b/python3.12 3.12.1 sha256:0123456789ab")}, nil, ""},
-		{"an image", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"}}, nil, ""},
+		// A pin with images: its platforms all the same (the install
+		// is given its images too, Images), and the interpreter of its
+		// envs; none where it has no env. It gave nothing, and the
+		// install advised named placeholders the pin knew.
+		{"an env and an image", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/p/python3.11 3.11.2 sha256:a83c0370d915"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"}}, []string{"cp311-manylinux_2_36_x86_64"}, "/p/python3.11"},
+		{"images alone", []registry.Materialization{res("cp311-manylinux_2_36_x86_64"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"},
+			res("cp311-manylinux_2_36_aarch64"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_aarch64", Image: "r/e@sha256:01"}}, []string{"cp311-manylinux_2_36_x86_64", "cp311-manylinux_2_36_aarch64"}, ""},
+		{"an image and envs of two interpreters", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "/a/python3.11 3.11.2 sha256:a83c0370d915"), local("cp312-manylinux_2_36_x86_64", "/b/python3.12 3.12.1 sha256:0123456789ab"), {Backend: registry.BackendContainer, Platform: "cp311-manylinux_2_36_x86_64", Image: "r/e@sha256:00"}}, nil, ""},
 		{"resolutions alone", []registry.Materialization{res("cp312-win_amd64")}, nil, ""},
 		{"the identity install writes (InterpreterLabel)", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", registry.InterpreterLabel("/opt/my py/python3.11", "3.11.2", digest.FromBytes(make([]byte, 32))))}, []string{"cp311-manylinux_2_36_x86_64"}, "/opt/my py/python3.11"},
 		{"no interpreter recorded", []registry.Materialization{local("cp311-manylinux_2_36_x86_64", "")}, nil, ""},

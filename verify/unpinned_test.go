@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 )
@@ -84,5 +85,43 @@ func TestUnpinnedSaysWhatThePinHas(t *testing.T) {
 	// The local pick goes through it.
 	if _, err := pick(spec, "acme-echo", ""); err == nil || !strings.Contains(err.Error(), "name the platform of one") {
 		t.Errorf("pick of two: %v", err)
+	}
+}
+
+// TestUnpinnedAdviceFilledForImagePins: the install a pin with images
+// advises for a backend or platform it has no materialization for names
+// the pin's platforms, the one asked, and its envs' interpreter (none
+// for a pin of images alone); it named --platform PLATFORM --python
+// PYTHON, though the pin and the command line knew them. Where the
+// platform to add is not known (a container asked for no platform), or
+// the interpreter of a local env to add (a pin of images alone), the
+// operator names them.
+func TestUnpinnedAdviceFilledForImagePins(t *testing.T) {
+	const a, b = "cp311-manylinux_2_36_x86_64", "cp311-manylinux_2_36_aarch64"
+	img := "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32)
+	container := registry.Materialization{Backend: registry.BackendContainer, Platform: a, Image: img}
+	images := &registry.Provider{Materializations: []registry.Materialization{{Backend: registry.BackendResolution, Platform: a}, container}}
+	mixed := &registry.Provider{Materializations: []registry.Materialization{
+		{Backend: registry.BackendLocal, Platform: a, Interpreter: registry.InterpreterLabel("/usr/bin/python3.11", "3.11.2", digest.FromBytes(make([]byte, 32)))}, container}}
+	for _, tc := range []struct {
+		name              string
+		spec              *registry.Provider
+		backend, platform string
+		platforms         []string
+		python            string
+	}{
+		{"images, a container for another platform", images, registry.BackendContainer, b, []string{a, b}, ""},
+		{"an env and an image, a container for another platform", mixed, registry.BackendContainer, b, []string{a, b}, "/usr/bin/python3.11"},
+		{"an env and an image, an env for another platform", mixed, registry.BackendLocal, b, []string{a, b}, "/usr/bin/python3.11"},
+		{"images, a container for no platform", images, registry.BackendContainer, "", nil, ""},
+		{"images, an env", images, registry.BackendLocal, b, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := refusal.RemedyOf(Unpinned(tc.spec, "acme-echo", tc.backend, tc.platform, 0))
+			if r == nil || r.Action != refusal.ActionPropose || !slices.Equal(r.Images, []string{img}) ||
+				!slices.Equal(r.Platforms, tc.platforms) || r.Python != tc.python {
+				t.Errorf("remedy %+v, want propose with %s, platforms %q, python %q", r, img, tc.platforms, tc.python)
+			}
+		})
 	}
 }

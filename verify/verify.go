@@ -460,18 +460,28 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 	if len(has) > 0 {
 		pinned = strings.Join(has, ", ")
 	}
+	// The proposal's platforms are the pin's and the one asked for, its
+	// interpreter the pin's envs': the advice named placeholders for
+	// them, though the pin and the command line know them. Not where the
+	// platform to add is not known (the operator names it), nor, for a
+	// local env, the interpreter (a pin of images alone names none).
+	plats, python := spec.ProposePlatforms()
+	if plats != nil && !slices.Contains(plats, platform) {
+		plats = append(slices.Clone(plats), platform)
+	}
 	if backend == registry.BackendContainer {
 		// A container materialization names its image, which only the
 		// operator knows: the remedy's install names the pin's images
 		// and asks for the new one (Remedy.Backend).
-		return refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer)
+		e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer)
+		if platform != "" {
+			e.WithProposePlatforms(plats, python)
+		}
+		return e
 	}
 	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
-	// The proposal's platforms are the pin's and the one asked for, its
-	// interpreter the pin's envs': the advice named placeholders for
-	// them, though the pin and the command line know them.
-	if plats, python := spec.ProposePlatforms(); platform != "" && python != "" && !slices.Contains(plats, platform) {
-		e.WithProposePlatforms(append(plats, platform), python)
+	if platform != "" && python != "" {
+		e.WithProposePlatforms(plats, python)
 	}
 	return e
 }

@@ -980,9 +980,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		if sha != "" {
 			r += " --sha256 " + shellQuote(sha)
 		}
-		if len(rem.Platforms) > 0 && rem.Python != "" {
-			// The pin's own: the install proposes the envs it names.
-			r += " --platform " + shellQuote(strings.Join(rem.Platforms, ",")) + " --python " + shellQuote(rem.Python)
+		if len(rem.Platforms) > 0 {
+			// The pin's own: the install proposes the envs and images it
+			// names (a pin of images and no env names no interpreter).
+			r += " --platform " + shellQuote(strings.Join(rem.Platforms, ","))
+			if rem.Python != "" {
+				r += " --python " + shellQuote(rem.Python)
+			}
 		} else {
 			r += " --platform PLATFORM --python PYTHON"
 		}

@@ -585,6 +585,15 @@ func TestRemediesRenderRerun(t *testing.T) {
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
 		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image " + img + " --image REF@sha256:DIGEST --index URL --home /h"},
+		// A pin with images names its platforms (and its envs'
+		// interpreter, none for a pin of images alone): the install
+		// named placeholders for them.
+		{"propose a pin of images", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Platforms: []string{"a", "b"}}, run,
+			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform a,b --backend container --image " + img + " --index URL --home /h"},
+		{"propose a pin of an env and an image", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Platforms: []string{"a", "b"}, Python: "/usr/bin/python3.11"}, run,
+			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform a,b --python /usr/bin/python3.11 --backend container --image " + img + " --index URL --home /h"},
+		{"propose one more for a platform asked", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container", Platforms: []string{"a", "b"}}, run,
+			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform a,b --backend container --image " + img + " --image REF@sha256:DIGEST --index URL --home /h"},
 	} {
 		if got := renderRemedy(tc.rem, tc.args); got != tc.want {
 			t.Errorf("%s: %s renders %q, want %q", tc.name, tc.rem.Action, got, tc.want)

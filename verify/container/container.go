@@ -174,7 +174,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 		vo.Expect.PackageSHA256 = spec.Package.SHA256
 	}
 	if m.Resolution.IsZero() || m.Base == "" || m.Builder == "" || vo.Expect.PackageSHA256.IsZero() {
-		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
+		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
 	}
 	rep, err := image.Verify(ctx, m.Image, vo)
 	r.Image = rep

@@ -17,6 +17,7 @@ import (
 	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/registry/registrytest"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
@@ -193,4 +194,62 @@ func TestBuilderKeyProposed(t *testing.T) {
 func hasRemedy(err error, action refusal.Action, target string) bool {
 	r := refusal.RemedyOf(err)
 	return r != nil && r.Action == action && r.Target == target
+}
+
+// TestNoProvenanceInputsAdviceFilled: a pinned container materialization
+// that names no resolution, base or builder is refused advising the
+// install that proposes it again with its image, its platforms filled in
+// from the pin (a pin of images and no env names no interpreter): the
+// install advised named --platform PLATFORM --python PYTHON, though the
+// pin knew its platforms.
+func TestNoProvenanceInputsAdviceFilled(t *testing.T) {
+	ctx := context.Background()
+	reg := registry.NewStub()
+	approverPEM, approverPub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, err := sign.LoadPrivateKey(approverPEM, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ciPub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve := func(cs *registry.ChangeSet, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.Approve(ctx, cs.Metadata.ID, approver, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := reg.TrustKey(ctx, registry.Key{Name: "ops", Role: registry.RoleApprover, PEM: string(approverPub)}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := reg.TrustKey(ctx, registry.Key{Name: "ci", Role: registry.RoleBuilder, PEM: string(ciPub)}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approve(tr.ChangeSet, nil)
+	sha := digest.Sum([]byte("wheel"))
+	md := digest.Sum([]byte("image"))
+	const platform = "cp311-manylinux_2_36_x86_64"
+	img := "registry.example/acme/echo@" + md.String()
+	c := registrytest.Change("acme-echo", "1.0.0")
+	c.Provider.Package.SHA256 = sha
+	c.Provider.Materializations = []registry.Materialization{
+		{Backend: registry.BackendResolution, Platform: platform, Digest: digest.Sum([]byte("res")), Resolution: digest.Sum([]byte("res"))},
+		{Backend: registry.BackendContainer, Platform: platform, Digest: md, Image: img},
+	}
+	approve(reg.Propose(ctx, c, "test"))
+	_, err = container.Verify(ctx, reg, "acme-echo", verify.Options{StateDir: t.TempDir()}, container.Options{})
+	r := refusal.RemedyOf(err)
+	if refusal.CodeOf(err) != refusal.ProvenanceMismatch || r == nil || r.Action != refusal.ActionPropose ||
+		r.Target != "acme-echo==1.0.0@"+sha.String() || len(r.Images) != 1 || r.Images[0] != img ||
+		len(r.Platforms) != 1 || r.Platforms[0] != platform || r.Python != "" {
+		t.Fatalf("%v: remedy %+v, want propose acme-echo==1.0.0 with its image, platform %s and no interpreter", err, r, platform)
+	}
 }
