@@ -167,6 +167,13 @@ const (
 	// container run stages a layout there, and podman names the image by
 	// its path.
 	ActionSetTempDir Action = "set_tmpdir"
+	// ActionRestoreLayout puts back the OCI image layout an accepted pin
+	// names at Target, its directory, which is gone or holds no layout:
+	// the layout copied whole (oci-layout, index.json, blobs) from where
+	// it was built or kept, or written there again from the registry it
+	// was pushed to, with its signature and attestation tags. Its Or is
+	// the proposal of another image instead.
+	ActionRestoreLayout Action = "restore_layout"
 	// ActionSetStateDir runs the refused command again with another
 	// state directory for the verifier's floors, one this user can
 	// write on a file system with room, which the operator names; or

@@ -1111,6 +1111,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return "cruxprov changeset approve " + targetOr(rem, "ID") + " --key KEY" + home
 	case refusal.ActionRegisterInterface:
 		return "cruxprov interface register " + targetOr(rem, "ID") + " --schema FILE" + home
+	case refusal.ActionRestoreLayout:
+		// LAYOUT: a copy of the layout (the CI's artifact, where it was
+		// built), whole; "/." copies its contents into the directory,
+		// made when missing.
+		if rem.Target == "" {
+			return ""
+		}
+		return "cp -R LAYOUT/. " + t
 	case refusal.ActionGrantRead:
 		// Run by the path's owner (the detail names its uid): a file
 		// 0644, a directory 0755, as a store's are.

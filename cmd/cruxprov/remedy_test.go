@@ -25,7 +25,7 @@ import (
 
 // fixRE finds the command a refusal advises (the first, where it
 // advises two: "; to fix: A; or: B").
-var fixRE = regexp.MustCompile(`; to fix: ((?:cruxprov|chmod) .*?)(?:; or: cruxprov .*)?$`)
+var fixRE = regexp.MustCompile(`; to fix: ((?:cruxprov|chmod|cp) .*?)(?:; or: cruxprov .*)?$`)
 
 // runFix runs the command the refusal r advises, in dir, with the built
 // binary first on PATH, and returns its result.
@@ -585,6 +585,10 @@ func TestRemediesRenderRerun(t *testing.T) {
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home /h"},
 		{"propose one more", &refusal.Remedy{Action: refusal.ActionPropose, Target: target, Images: []string{img}, Backend: "container"}, run,
 			"cruxprov install acme-echo==1.0.0 --sha256 " + strings.Repeat("cd", 32) + " --platform PLATFORM --python PYTHON --backend container --image " + img + " --image REF@sha256:DIGEST --index URL --home /h"},
+		// A pinned layout gone: a copy of it put back (LAYOUT: where
+		// it was built), its directory made where missing.
+		{"restore_layout", &refusal.Remedy{Action: refusal.ActionRestoreLayout, Target: "/srv/my oci"}, run, "cp -R LAYOUT/. '/srv/my oci'"},
+		{"restore_layout, no target", &refusal.Remedy{Action: refusal.ActionRestoreLayout}, run, ""},
 		// A pin with images names its platforms (and its envs'
 		// interpreter, none for a pin of images alone): the install
 		// named placeholders for them.
@@ -704,6 +708,20 @@ func TestContainerRemediesRun(t *testing.T) {
 	if !strings.Contains(f.stdout, `"hello":"world"`) {
 		t.Fatalf("the advised run: %+v", f)
 	}
+
+	// restore_layout: the pinned layout moved away (a cleanup of the
+	// directory the operator installed it from, say). The refusal
+	// advised to check the path; it advises to copy the layout back,
+	// or to propose another image (the pin's platforms and interpreter
+	// filled in), and the copy, LAYOUT filled in, makes it verify.
+	aside := filepath.Join(dir, "ci-artifact")
+	if err := os.Rename(out, aside); err != nil {
+		t.Fatal(err)
+	}
+	verifyOne := append(slices.Clone(verifyContainer), "--platform", imagetest.Platform)
+	f = follow("verify of a layout gone", run(verifyOne...), refusal.FetchFailed,
+		"cp -R LAYOUT/. "+out+"; or: "+strings.NewReplacer("PLATFORM", imagetest.Platform+","+imagetest.PlatformARM, "PYTHON", envPython).Replace(install), "LAYOUT", aside)
+	ok("verify the layout put back", verifyOne...)
 
 	// disallow_env: refused before podman is asked (PATH has none).
 	input := filepath.Join(dir, "in.json")

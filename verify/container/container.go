@@ -12,6 +12,10 @@ package container
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -179,12 +183,46 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 	rep, err := image.Verify(ctx, m.Image, vo)
 	r.Image = rep
 	if err != nil {
-		return r, err
+		return r, layoutGone(err, name, spec, ref)
 	}
 	if len(rep.Manifests) != 1 || rep.Manifests[0].Platform != m.Platform {
 		return r, refusal.New(refusal.ImageDigestMismatch, "%s is not one image of platform %s", m.Image, m.Platform)
 	}
 	return r, nil
+}
+
+// layoutGone turns image.Verify's fetch_failed of a pinned layout that
+// is not there (its directory gone, or without its oci-layout file) into
+// the refusal that says what to do about a pin's: put the layout back
+// (ActionRestoreLayout), or propose the provider again with an image that
+// is there (ActionPropose, its other images kept and the new one named by
+// the operator). It said "check the path", which the pin, not the
+// operator, chose. Any other error is returned as it is.
+func layoutGone(err error, name string, spec *registry.Provider, ref image.Ref) error {
+	var re *refusal.Error
+	if ref.Layout == "" || !errors.As(err, &re) || re.Code != refusal.FetchFailed {
+		return err
+	}
+	what := "its directory is gone"
+	if _, serr := os.Lstat(ref.Layout); serr == nil {
+		if _, serr := os.Lstat(filepath.Join(ref.Layout, "oci-layout")); !errors.Is(serr, fs.ErrNotExist) {
+			return err // a layout, unreadable: its own refusal says why
+		}
+		what = "the directory holds no oci-layout file"
+	} else if !errors.Is(serr, fs.ErrNotExist) {
+		return err
+	}
+	var others []string
+	for _, img := range spec.Images() {
+		if r, perr := image.ParseRef(img); perr != nil || r.Layout != ref.Layout {
+			others = append(others, img)
+		}
+	}
+	plats, python := spec.ProposePlatforms()
+	e := refusal.Wrap(refusal.FetchFailed, re.Err, "the image the accepted pin of %s names, %s, is not there: no OCI image layout at %s (%s); put the layout back there, copied whole from where it was built (or written there again from the registry it was pushed to, with its signature and attestation tags), or propose the provider again with an image that is there, and approve it", name, ref, ref.Layout, what).
+		WithRemedy(refusal.ActionRestoreLayout, ref.Layout)
+	e.Remedy.Or = &refusal.Remedy{Action: refusal.ActionPropose, Target: spec.ProposeTarget(name), Images: others, Backend: registry.BackendContainer, Platforms: plats, Python: python}
+	return e
 }
 
 // Materialization is what `install --backend container --image

@@ -148,6 +148,50 @@ func TestVerifyContainer(t *testing.T) {
 		}
 		propose(m)
 	})
+	t.Run("the layout is gone", func(t *testing.T) {
+		// The pinned layout moved away, or its directory emptied: the
+		// refusal says to put it back, or to propose another image
+		// (it said to check the path, which the pin chose).
+		ref, err := image.ParseRef(m.Image)
+		if err != nil || ref.Layout == "" {
+			t.Fatalf("the pinned image %s is no layout's: %v", m.Image, err)
+		}
+		aside := ref.Layout + ".aside"
+		if err := os.Rename(ref.Layout, aside); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			os.RemoveAll(ref.Layout)
+			if err := os.Rename(aside, ref.Layout); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); err != nil {
+				t.Fatalf("the layout put back: %v", err)
+			}
+		}()
+		for _, tc := range []struct{ name, what string }{
+			{"gone", "its directory is gone"},
+			{"empty", "the directory holds no oci-layout file"},
+		} {
+			if tc.name == "empty" {
+				os.Mkdir(ref.Layout, 0o755)
+			}
+			_, err := container.Verify(ctx, reg, c.Provider, o, container.Options{})
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), "the image the accepted pin of "+c.Provider+" names, "+m.Image+", is not there: no OCI image layout at "+ref.Layout+" ("+tc.what+"); put the layout back there") ||
+				strings.Contains(err.Error(), "check the path") {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			r := refusal.RemedyOf(err)
+			if r == nil || r.Action != refusal.ActionRestoreLayout || r.Target != ref.Layout || r.Or == nil {
+				t.Fatalf("%s: remedy %+v, want %s of %s, or a proposal", tc.name, r, refusal.ActionRestoreLayout, ref.Layout)
+			}
+			// The proposal names the image to add, not the one gone.
+			if p := r.Or; p.Action != refusal.ActionPropose || p.Backend != registry.BackendContainer || len(p.Images) != 0 ||
+				len(p.Platforms) != 1 || p.Platforms[0] != imagetest.Platform || p.Python != python {
+				t.Fatalf("%s: the other remedy %+v, want a proposal of a container for %s with %s", tc.name, p, imagetest.Platform, python)
+			}
+		}
+	})
 	t.Run("builder key untrusted", func(t *testing.T) {
 		cs, err := reg.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci"}}, "test")
 		must(err)
