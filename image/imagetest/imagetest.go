@@ -154,10 +154,25 @@ func readEntry(dir string) (v1.Hash, bool) {
 	return h, true
 }
 
+// lockWait bounds how long cached waits for another process's build of
+// the entry (mmdebstrap takes a minute or two), and say is where it says
+// that it waits. A holder that hangs (a test binary stopped in a
+// debugger, an mmdebstrap waiting on a dead mirror) held every other
+// test binary without a word until go test's -timeout killed it with a
+// goroutine dump; now each says what it waits for, once, and past
+// lockWait builds its own entry (the rename commit keeps two builds
+// safe). Ctrl-C ends the wait as it ends the test binary. Vars, so that
+// tests can lower and hear them.
+var (
+	lockWait = 5 * time.Minute
+	say      = func(s string) { fmt.Fprintln(os.Stderr, s) }
+)
+
 // lockFile opens path (made where missing) and locks it exclusively,
-// waiting for whoever holds it; nil where it cannot be opened or locked.
-// Closing it unlocks it. It opens read-only: a lock file another user
-// made (root's, in /tmp) locks all the same.
+// waiting for whoever holds it, lockWait at most; nil where it cannot be
+// opened or locked, or the wait was given up. Closing it unlocks it. It
+// opens read-only: a lock file another user made (root's, in /tmp) locks
+// all the same.
 func lockFile(path string) *os.File {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -166,11 +181,25 @@ func lockFile(path string) *os.File {
 	if err != nil {
 		return nil
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil
+	deadline := time.Now().Add(lockWait)
+	for said := false; ; {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
+			if err == syscall.EWOULDBLOCK {
+				say(fmt.Sprintf("imagetest: gave up waiting for %s after %v: building the test base image here too", path, lockWait))
+			}
+			f.Close()
+			return nil
+		}
+		if !said {
+			say(fmt.Sprintf("imagetest: waiting for the test base image another test process is building (it holds %s), %v at most; Ctrl-C stops waiting", path, lockWait))
+			said = true
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return f
 }
 
 // buildBase makes the bookworm base with mmdebstrap (mm, args) and

@@ -190,3 +190,49 @@ func TestCachedReplacesHalfEntry(t *testing.T) {
 		t.Fatalf("cached again: %v %v", h, err)
 	}
 }
+
+// TestCachedHeldLock: a process that holds the entry's lock and never
+// ends (a hung build) holds another no longer than lockWait: it says it
+// waits, once, then builds the entry itself. It waited for ever, without
+// a word, until go test's -timeout killed it.
+func TestCachedHeldLock(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "cruxprov-test-base-x")
+	held := lockFile(dir + ".lock") // another open file: flock holds it against this process too
+	if held == nil {
+		t.Fatal("cannot lock")
+	}
+	defer held.Close()
+	wait, said := lockWait, say
+	defer func() { lockWait, say = wait, said }()
+	var mu sync.Mutex
+	var lines []string
+	lockWait = 300 * time.Millisecond
+	say = func(s string) { mu.Lock(); lines = append(lines, s); mu.Unlock() }
+	var builds atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		h, err := cached(dir, fakeBuild(&builds))
+		if err == nil && h != fakeDigest {
+			err = fmt.Errorf("digest %v", h)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("cached waits for a held lock past lockWait")
+	}
+	if why := complete(dir); why != "" || builds.Load() != 1 {
+		t.Errorf("the entry built past the wait: %s, %d builds", why, builds.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lines) != 2 || !strings.Contains(lines[0], "waiting for the test base image another test process is building") ||
+		!strings.Contains(lines[0], "Ctrl-C stops waiting") || !strings.Contains(lines[1], "gave up waiting") {
+		t.Errorf("said %q", lines)
+	}
+}
