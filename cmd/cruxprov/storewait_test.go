@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/store"
@@ -65,7 +66,9 @@ func holdFlock(t *testing.T, home, name string, how int) func() {
 // it. Interrupted while it waits, it exits 1 (interrupted), and a run
 // leaves no receipt. Before, run, verify, env verify, env create,
 // fetch, install and gc --wait waited without a word (a run behind a
-// gc --wait behind a long run seemed to hang).
+// gc --wait behind a long run seemed to hang). An image build, which
+// holds the store while it reads its base and caches what it found
+// there, waits so too.
 func TestSaysItWaitsForTheStore(t *testing.T) {
 	const python = "/usr/bin/python3.11"
 	if _, err := os.Stat(python); err != nil {
@@ -137,6 +140,17 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 		"fetch":      {"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx, "--json"},
 		"install":    {"install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--json"},
 	}
+	// An image build holds the store shared from before its base is
+	// read until its layout is written (the base's interpreter and the
+	// env layer are cached in the store): behind a gc it waits as the
+	// others do, saying so, and stops at Ctrl-C or SIGTERM.
+	// (Where there is no base image to build on, the subtest skips and
+	// the others are checked all the same.)
+	t.Run("image base", func(t *testing.T) {
+		baseDir, baseDigest := imagetest.Base(t)
+		shared["image build"] = []string{"image", "build", "--wheel", w.echo, "--index", w.url, "--platform", imagetest.Platform,
+			"--base", "oci:" + baseDir + "@" + baseDigest.String(), "--shim", imagetest.Shim(t), "--output", "oci:" + filepath.Join(base, "image"), "--json"}
+	})
 	// Behind a gc that waits (its gate), then beside a gc that holds
 	// the store: the holder (this process) is named by its pid.
 	pid := strconv.Itoa(os.Getpid())
