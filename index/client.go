@@ -28,7 +28,23 @@ type Credential struct {
 	Host     string
 	Username string
 	Password string
+	// From says where the credential came from, as the refusal of an
+	// index that rejects it names it, to say where to correct it (e.g.
+	// "the environment variables A and B"; "": the caller's). The
+	// client names its own: the base URL's user information and the
+	// netrc file's entries.
+	From string
+	src  credSource
 }
+
+// credSource is where the client found a Credential.
+type credSource int
+
+const (
+	credCaller credSource = iota // Options.Credentials
+	credURL                      // the base URL's user:password@
+	credNetrc                    // Options.Netrc
+)
 
 // Options configure a Client. The zero value works: a client with Go's
 // default TLS settings (the system roots), no proxy and no credentials.
@@ -116,7 +132,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 	if u.User != nil {
 		pw, _ := u.User.Password()
 		// The URL's own credential comes first: it is the most specific.
-		creds = append([]Credential{{Host: u.Host, Username: u.User.Username(), Password: pw}}, creds...)
+		creds = append([]Credential{{Host: u.Host, Username: u.User.Username(), Password: pw, src: credURL}}, creds...)
 		u.User = nil
 	}
 	if !strings.HasSuffix(u.Path, "/") {
@@ -151,6 +167,9 @@ func New(baseURL string, opts Options) (*Client, error) {
 		if err != nil {
 			netrcErr = err
 			opts.Events(Event{Kind: EventWarning, Err: fmt.Errorf("netrc %s skipped: %w; no credentials from it", opts.Netrc, unwrapPath(err))})
+		}
+		for i := range nc {
+			nc[i].src = credNetrc
 		}
 		creds = append(creds, nc...)
 	}
@@ -532,18 +551,25 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 }
 
 // accessRefused is the refusal of a 401 or 403 answer for what (nil for
-// any other error): it names the netrc file that could not be read, when
-// there was one, since its credentials may be the ones missing.
+// any other error). It says where the credentials sent came from (the
+// index URL, the netrc file, the caller) and what to correct there; where
+// none were sent, why: the netrc file that could not be read, or that
+// holds no entry for the host. It said "netrc or the environment" of a
+// password in the index URL, and named no netrc file.
 func (c *Client) accessRefused(err error, what string) *refusal.Error {
 	var se *StatusError
 	if !errors.As(err, &se) || (se.StatusCode != http.StatusUnauthorized && se.StatusCode != http.StatusForbidden) {
 		return nil
 	}
+	host := se.host()
+	if cr := c.credentialFor(host); cr != nil {
+		return c.credentialRefused(err, what, host, cr, se.StatusCode)
+	}
 	if c.netrcErr != nil {
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and the netrc file %s could not be read (%v), so its credentials were not sent; make it readable by this user or give the credentials another way",
 			what, c.BaseURL(), c.opts.Netrc, unwrapPath(c.netrcErr)).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
 	}
-	if host := se.host(); host != "" && !c.hasCredential(host) {
+	if host != "" {
 		// None was sent: the netrc read holds no entry for the host (a
 		// broken one reads as none), or there was none to read. Said so,
 		// with what to do: it said "check the credentials", as if some
@@ -559,7 +585,35 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access, and no credentials for its host %s were sent: the index URL names none, and %s; give the credentials for that host (a netrc machine entry, see docs/index.md)",
 			what, c.BaseURL(), host, from).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
 	}
-	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (netrc or the environment, see docs/index.md)", what, c.BaseURL())
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s refused access; check the credentials for its host (the index URL, netrc or the caller's, see docs/index.md)", what, c.BaseURL())
+}
+
+// credentialRefused is the refusal of a 401 or 403 (status) answer to the
+// credential cr, sent to host, for what: it names where cr came from and
+// what to correct there, never the user or password.
+func (c *Client) credentialRefused(err error, what, host string, cr *Credential, status int) *refusal.Error {
+	refused := "refused them (HTTP 401): they are wrong"
+	if status == http.StatusForbidden {
+		refused = "refused access with them (HTTP 403): they are wrong, or that user may not read it"
+	}
+	switch cr.src {
+	case credURL:
+		sent := "the user and password"
+		if cr.Password == "" {
+			sent = "the user (a token)"
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s was sent %s the index URL gives for %s, and %s; give the right ones in the index URL (or none there, to use a netrc entry)",
+			what, c.BaseURL(), sent, host, refused).WithRemedy(refusal.ActionIndexCredentials, "")
+	case credNetrc:
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s was sent the login and password of the machine %s entry of the netrc file %s, and %s; correct that entry, or name a netrc file that holds the right ones",
+			what, c.BaseURL(), cr.Host, c.opts.Netrc, refused).WithRemedy(refusal.ActionNameNetrc, c.opts.Netrc)
+	}
+	from := cr.From
+	if from == "" {
+		from = "the caller"
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s was sent the credentials for %s from %s, and %s; correct them there",
+		what, c.BaseURL(), host, from, refused)
 }
 
 // proxyRefused is the refusal of a proxy's refusal for what (nil for
@@ -620,19 +674,22 @@ func (c *Client) trustRefused(err error, what string) *refusal.Error {
 	return nil
 }
 
-// hasCredential reports whether the client sends a credential to host
-// (host:port or a host name), as its transport matches one.
-func (c *Client) hasCredential(host string) bool {
+// credentialFor is the credential the client sends to host (host:port
+// or a host name), as its transport matches one, or nil.
+func (c *Client) credentialFor(host string) *Credential {
+	if host == "" {
+		return nil
+	}
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h
 	}
-	for _, cr := range c.creds {
+	for i, cr := range c.creds {
 		if strings.EqualFold(cr.Host, host) || strings.EqualFold(cr.Host, name) {
-			return true
+			return &c.creds[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // host is the host (host:port) of the URL e answers, "" where it does

@@ -460,8 +460,95 @@ func TestNetrcWithoutTheHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Project(context.Background(), "foo"); !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "check the credentials for its host") {
+	if _, err := cl.Project(context.Background(), "foo"); !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), "the netrc file "+wrong) || strings.Contains(err.Error(), "no credentials") {
 		t.Fatalf("401 of the credentials sent: %v", err)
+	}
+}
+
+// TestRefusedCredentialsNameTheirSource: a 401 or 403 of credentials
+// that were sent says where they came from (the index URL, the netrc
+// file by its path, the caller's From) and what to correct there, with
+// the remedy for that source, never the user or the password: a wrong
+// password in the index URL was "check the credentials for its host
+// (netrc or the environment)", as if it came from there.
+func TestRefusedCredentialsNameTheirSource(t *testing.T) {
+	var status atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "s3cret" {
+			w.WriteHeader(int(status.Load()))
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	wrong := filepath.Join(dir, "netrc")
+	os.WriteFile(wrong, []byte("machine 127.0.0.1 login alice password n0pe-netrc\n"), 0o600)
+	unreadable := filepath.Join(dir, "a-directory")
+	os.Mkdir(unreadable, 0o700)
+	url := func(userinfo string) string { return "http://" + userinfo + "@" + host + "/simple/" }
+	for _, tt := range []struct {
+		name, index, netrc string
+		creds              []Credential
+		want, not          []string
+		action             refusal.Action
+		target             string
+	}{
+		{name: "URL password", index: url("alice:n0pe-url"), netrc: wrong,
+			want: []string{"the user and password the index URL gives for " + host, "give the right ones in the index URL"}, not: []string{"netrc file", "environment"},
+			action: refusal.ActionIndexCredentials},
+		{name: "URL token", index: url("t0ken-n0pe"),
+			want: []string{"the user (a token) the index URL gives"}, action: refusal.ActionIndexCredentials},
+		// An unreadable netrc is not why: the URL's were sent.
+		{name: "URL password, netrc unreadable", index: url("alice:n0pe-url"), netrc: unreadable,
+			want: []string{"the index URL gives"}, not: []string{"could not be read"}, action: refusal.ActionIndexCredentials},
+		{name: "netrc", index: srv.URL + "/simple/", netrc: wrong,
+			want: []string{"the machine 127.0.0.1 entry of the netrc file " + wrong, "correct that entry"}, not: []string{"index URL gives"},
+			action: refusal.ActionNameNetrc, target: wrong},
+		{name: "the caller's", index: srv.URL + "/simple/", netrc: wrong,
+			creds: []Credential{{Host: host, Username: "alice", Password: "n0pe-env", From: "the environment variables U and P"}},
+			want:  []string{"from the environment variables U and P", "correct them there"}, not: []string{"netrc"}},
+	} {
+		for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, code), func(t *testing.T) {
+				status.Store(int32(code))
+				cl, err := New(tt.index, Options{Netrc: tt.netrc, Credentials: tt.creds})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, get := range []func() error{
+					func() error { _, err := cl.Project(context.Background(), "foo"); return err },
+					func() error {
+						rc, _, err := cl.Open(context.Background(), File{Filename: "a.whl", URL: srv.URL + "/files/a.whl"})
+						if rc != nil {
+							rc.Close()
+						}
+						return err
+					},
+				} {
+					err := get()
+					if !errors.Is(err, refusal.FetchFailed) || !strings.Contains(err.Error(), fmt.Sprintf("(HTTP %d)", code)) {
+						t.Fatalf("%v, want fetch_failed naming HTTP %d", err, code)
+					}
+					for _, w := range tt.want {
+						if !strings.Contains(err.Error(), w) {
+							t.Errorf("%v, want %q in it", err, w)
+						}
+					}
+					for _, n := range append(tt.not, "n0pe", "t0ken", "alice") {
+						if strings.Contains(err.Error(), n) {
+							t.Errorf("%v, has %q", err, n)
+						}
+					}
+					rem := refusal.RemedyOf(err)
+					if tt.action == "" && rem != nil || tt.action != "" && (rem == nil || rem.Action != tt.action || rem.Target != tt.target) {
+						t.Errorf("remedy %+v, want %q of %q", rem, tt.action, tt.target)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -105,7 +105,7 @@ func TestParseNetrc(t *testing.T) {
 		"machine other.example:8443\n  login bob\n  account a\n  password pw2 # trailing\n" +
 		"macdef init\nmachine evil.example login m password m\n\nmachine last.example password only\n"
 	got := ParseNetrc([]byte(data))
-	want := []Credential{{"idx.example", "alice", "s3cret"}, {"other.example:8443", "bob", "pw2"}, {"last.example", "", "only"}}
+	want := []Credential{{Host: "idx.example", Username: "alice", Password: "s3cret"}, {Host: "other.example:8443", Username: "bob", Password: "pw2"}, {Host: "last.example", Password: "only"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

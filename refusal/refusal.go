@@ -155,6 +155,10 @@ const (
 	// be read, or that holds no entry for the host, or "" when none was
 	// named).
 	ActionNameNetrc Action = "name_netrc"
+	// ActionIndexCredentials runs the refused command again with the
+	// right user and password in the index URL, for the operator to
+	// fill in: the index refused those its URL gave.
+	ActionIndexCredentials Action = "index_credentials"
 	// ActionCABundle runs the refused command again trusting, besides
 	// the system pool, the CA certificates of a PEM file the operator
 	// names: one with the authority that signed the certificate an index

@@ -874,6 +874,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	}
 	// The refused command's --index may carry a user and password:
 	// rendered again verbatim, the advice printed them (DESIGN §14).
+	given := args
 	args = withoutIndexCredentials(args)
 	t := shellQuote(rem.Target)
 	// The commands that act on a store act on the refused command's: its
@@ -1138,6 +1139,15 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		// the index's host (after sudo -u, HOME, and so ~/.netrc, is
 		// still the other user's).
 		return "NETRC=FILE " + rerun(args, "", func(v string) string { return v })
+	case refusal.ActionIndexCredentials:
+		// The --index given again with USER:PASSWORD for its user
+		// information (withoutIndexCredentials), for the operator to
+		// fill in; none where the command line gave no --index with
+		// credentials (the config's index URL holds them).
+		if slices.Equal(given, args) {
+			return ""
+		}
+		return rerun(args, "", func(v string) string { return v })
 	}
 	return ""
 }

@@ -100,7 +100,7 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 	tr.MaxIdleConnsPerHost = 16
 	var creds []index.Credential
 	if user, pw := os.Getenv("CRUXPROV_INDEX_USERNAME"), os.Getenv("CRUXPROV_INDEX_PASSWORD"); user != "" || pw != "" {
-		creds = append(creds, index.Credential{Host: u.Host, Username: user, Password: pw})
+		creds = append(creds, index.Credential{Host: u.Host, Username: user, Password: pw, From: "the environment variables CRUXPROV_INDEX_USERNAME and CRUXPROV_INDEX_PASSWORD"})
 	}
 	netrc := os.Getenv("NETRC")
 	if netrc == "" {

@@ -1027,6 +1027,73 @@ func TestRemedyNeverPrintsIndexCredentials(t *testing.T) {
 			})
 		}
 	}
+	// Credentials the index refuses: the refusal says where they came
+	// from (a wrong password in the index URL was reported as netrc's
+	// or the environment's), with what to do there, and prints neither
+	// the user nor the password.
+	dir := t.TempDir()
+	wrongNetrc := filepath.Join(dir, "netrc")
+	os.WriteFile(wrongNetrc, []byte("machine 127.0.0.1 login ci-user password s3cr3t-typo\n"), 0o600)
+	for _, tc := range []struct {
+		name, index string
+		env         []string
+		want        string
+		fix         *regexp.Regexp // the remedy rendered; nil: none
+		fixed       func(string) (string, []string)
+	}{
+		{"the index URL", "http://ci-user:s3cr3t-typo@" + host + "/simple/", nil,
+			"was sent the user and password the index URL gives for " + host,
+			regexp.MustCompile(`; to fix: (cruxprov fetch .*--index http://USER:PASSWORD@` + regexp.QuoteMeta(host) + `/simple/.*)$`),
+			func(cmd string) (string, []string) {
+				return strings.Replace(cmd, "USER:PASSWORD", "ci-user:s3cr3t-pw", 1), nil
+			}},
+		{"the netrc file", private.URL + "/simple/", []string{"NETRC=" + wrongNetrc},
+			"the machine 127.0.0.1 entry of the netrc file " + wrongNetrc,
+			regexp.MustCompile(`; to fix: NETRC=FILE (cruxprov fetch .*)$`),
+			func(cmd string) (string, []string) {
+				good := filepath.Join(dir, "good.netrc")
+				os.WriteFile(good, []byte("machine 127.0.0.1 login ci-user password s3cr3t-pw\n"), 0o600)
+				return cmd, []string{"NETRC=" + good}
+			}},
+		{"the environment", private.URL + "/simple/", []string{"CRUXPROV_INDEX_USERNAME=ci-user", "CRUXPROV_INDEX_PASSWORD=s3cr3t-typo"},
+			"from the environment variables CRUXPROV_INDEX_USERNAME and CRUXPROV_INDEX_PASSWORD", nil, nil},
+	} {
+		for _, j := range []string{"--quiet", "--json"} {
+			t.Run("refused from "+tc.name+j, func(t *testing.T) {
+				home := filepath.Join(t.TempDir(), "home")
+				cmd := exec.Command(bin, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", tc.index, "--home", home, j)
+				cmd.Env = append(append(os.Environ(), "NETRC="+filepath.Join(dir, "none")), tc.env...)
+				r := runCmd(t, cmd)
+				out := r.stdout + r.stderr
+				if r.code != exitRefused || !strings.Contains(out, "fetch_failed") || !strings.Contains(out, tc.want) || !strings.Contains(out, "HTTP 401") {
+					t.Fatalf("want fetch_failed with %q: %+v", tc.want, r)
+				}
+				if strings.Contains(out, "s3cr3t") || strings.Contains(out, "ci-user") {
+					t.Errorf("the credentials were printed: %+v", r)
+				}
+				if j == "--json" {
+					return
+				}
+				m := tc.fix
+				if m == nil {
+					if strings.Contains(r.stderr, "; to fix:") {
+						t.Errorf("want no command: %+v", r)
+					}
+					return
+				}
+				got := m.FindStringSubmatch(strings.TrimSpace(r.stderr))
+				if got == nil {
+					t.Fatalf("want the remedy %s: %+v", m, r)
+				}
+				line, env := tc.fixed(got[1])
+				fix := exec.Command("sh", "-c", line)
+				fix.Env = append(append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "NETRC="+filepath.Join(dir, "none")), env...)
+				if f := runCmd(t, fix); f.code != 0 {
+					t.Fatalf("the remedy %s: %+v", line, f)
+				}
+			})
+		}
+	}
 }
 
 // TestFetchUntrustedCA: a fetch from an HTTPS index whose certificate's
