@@ -503,12 +503,32 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 		if r := (*refusal.Error)(nil); errors.As(err, &r) {
 			return fail(r)
 		}
-		return fail(b.wrap(err))
+		werr := b.wrap(err)
+		if rctx.Err() == nil {
+			at := req.URL
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				if u, perr := url.Parse(ue.URL); perr == nil {
+					at = u // a redirect's target
+				}
+			}
+			if r := c.schemeRefused(ctx, at, werr); r != nil {
+				return fail(r)
+			}
+		}
+		return fail(werr)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		se := &StatusError{URL: red, StatusCode: resp.StatusCode}
+		if resp.StatusCode == http.StatusBadRequest {
+			// Go's TLS server, nginx and Apache answer a plain request
+			// with a 400.
+			if r := c.schemeRefused(ctx, resp.Request.URL, se); r != nil {
+				return fail(r)
+			}
+		}
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			se.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
@@ -516,6 +536,99 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 	}
 	b.rc = resp.Body
 	return resp, b, nil
+}
+
+// schemeRefused is the refusal of err, the failure of a request to u,
+// when u's scheme is not what its port speaks (nil otherwise): an https
+// URL answered in plain HTTP, or an http URL whose port, asked directly,
+// answers a TLS handshake. Either fails the same way on every attempt:
+// it was retried as a reset or a garbled connection, with no hint.
+func (c *Client) schemeRefused(ctx context.Context, u *url.URL, err error) *refusal.Error {
+	var rh tls.RecordHeaderError
+	switch {
+	case u.Scheme == "https" && (errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &rh)):
+		if c.isIndex(u) {
+			return refusal.Wrap(refusal.FetchFailed, err, "the index %s is pinned as https://, but %s answers in plain HTTP, not TLS; pin it as %s if it is served without TLS, or fix the port to the one that serves TLS",
+				c.BaseURL(), u.Host, withScheme(c.base, "http")).WithRemedy(refusal.ActionIndexScheme, "http")
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "the index %s links %s, but %s answers in plain HTTP, not TLS; fix the index's links", c.BaseURL(), Redact(u.String()), u.Host)
+	case u.Scheme == "http" && probeWorthy(err) && c.direct(u) && c.speaksTLS(ctx, u):
+		if c.isIndex(u) {
+			return refusal.Wrap(refusal.FetchFailed, err, "the index %s is pinned as http://, but %s speaks TLS (HTTPS), not plain HTTP; pin it as %s",
+				c.BaseURL(), u.Host, withScheme(c.base, "https")).WithRemedy(refusal.ActionIndexScheme, "https")
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "the index %s links %s, but %s speaks TLS (HTTPS), not plain HTTP; fix the index's links", c.BaseURL(), Redact(u.String()), u.Host)
+	}
+	return nil
+}
+
+// isIndex reports whether u is on the index's own scheme, host and port.
+func (c *Client) isIndex(u *url.URL) bool {
+	return u.Scheme == c.base.Scheme && hostPort(u) == hostPort(c.base)
+}
+
+// withScheme is u with the scheme s, its port kept (named where it was
+// the old scheme's default).
+func withScheme(u *url.URL, s string) string {
+	v := *u
+	v.User = nil
+	if v.Port() == "" {
+		_, p, _ := net.SplitHostPort(hostPort(u))
+		v.Host = net.JoinHostPort(u.Hostname(), p)
+	}
+	v.Scheme = s
+	return v.String()
+}
+
+// probeWorthy reports whether err, the failure of a plain HTTP request,
+// is how a TLS port answers one (a reset, an empty or garbled answer, a
+// 400), rather than no server, no host or no answer in time.
+func probeWorthy(err error) bool {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.StatusCode == http.StatusBadRequest
+	}
+	var ne net.Error
+	return !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
+		noSuchHost(err) == nil && !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// direct reports whether a request to u goes straight to its host: a
+// proxy's failure says nothing of the host's port.
+func (c *Client) direct(u *url.URL) bool {
+	t, ok := c.http.Transport.(*authTransport).inner.(*http.Transport)
+	if !ok {
+		return false
+	}
+	if t.Proxy == nil {
+		return true
+	}
+	p, err := t.Proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
+	return err == nil && p == nil
+}
+
+// tlsProbeTimeout bounds speaksTLS's handshake.
+const tlsProbeTimeout = 10 * time.Second
+
+// speaksTLS reports whether u's host:port answers a TLS handshake (one it
+// completes, or one whose certificate or alert is TLS's). Nothing is sent
+// after the handshake.
+func (c *Client) speaksTLS(ctx context.Context, u *url.URL) bool {
+	cfg := &tls.Config{}
+	if t, ok := c.http.Transport.(*authTransport).inner.(*http.Transport); ok && t.TLSClientConfig != nil {
+		cfg = t.TLSClientConfig.Clone()
+	}
+	cfg.ServerName = u.Hostname()
+	ctx, cancel := context.WithTimeout(ctx, tlsProbeTimeout)
+	defer cancel()
+	conn, err := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", hostPort(u))
+	if err == nil {
+		conn.Close()
+		return true
+	}
+	var cv *tls.CertificateVerificationError
+	var oe *net.OpError
+	return errors.As(err, &cv) || (errors.As(err, &oe) && oe.Op == "remote error")
 }
 
 // Open starts the download of a file a page listed, following redirects

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -887,4 +888,141 @@ func TestProxyRefusal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tlsCloser listens on loopback and answers every connection with a TLS
+// handshake (the certificate of an httptest TLS server), closing it when
+// the handshake fails, with a reset where reset is set: how python's ssl
+// server (a reset) and openssl s_server (a close) answer a plain HTTP
+// request, where Go's answers a 400.
+func tlsCloser(t *testing.T, reset bool) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.StartTLS()
+	cfg := srv.TLS.Clone()
+	srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if err := tls.Server(conn, cfg).Handshake(); err != nil && reset {
+					conn.(*net.TCPConn).SetLinger(0)
+				}
+				conn.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestSchemeMismatch: an http:// index whose port speaks TLS (Go's
+// server answers a 400, python's resets, openssl's closes), or an https://
+// index whose port answers in plain HTTP (Go's server, or one that
+// answers a ClientHello with an HTML error page), is refused at once,
+// not retried, saying to pin it with the other scheme (remedy
+// index_scheme); a file listed at another host with the wrong scheme
+// says to fix the index's links. Each was retried four times as a reset
+// or garbled connection, then "check the index and retry". A plain port
+// that resets is still retried.
+func TestSchemeMismatch(t *testing.T) {
+	goTLS := httptest.NewTLSServer(http.NotFoundHandler())
+	defer goTLS.Close()
+	goPlain := httptest.NewServer(http.NotFoundHandler())
+	defer goPlain.Close()
+	htmlOnly, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer htmlOnly.Close()
+	go func() {
+		for {
+			conn, err := htmlOnly.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(conn, "<!DOCTYPE HTML>\n<html><body>Error response</body></html>\n")
+			conn.Close()
+		}
+	}()
+	// A plain port that resets every connection: a transport failure, retried.
+	resetting, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resetting.Close()
+	go func() {
+		for {
+			conn, err := resetting.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 4096)
+				conn.Read(buf)
+				conn.(*net.TCPConn).SetLinger(0)
+				conn.Close()
+			}()
+		}
+	}()
+	for _, tt := range []struct {
+		name, index, want, scheme string
+		retried                   bool
+	}{
+		{"http to Go's TLS server", "http://" + goTLS.Listener.Addr().String() + "/simple/", "https://" + goTLS.Listener.Addr().String() + "/simple/", "https", false},
+		{"http to a TLS port that resets", "http://" + tlsCloser(t, true) + "/simple/", "speaks TLS (HTTPS)", "https", false},
+		{"http to a TLS port that closes", "http://" + tlsCloser(t, false) + "/simple/", "speaks TLS (HTTPS)", "https", false},
+		{"https to Go's plain server", "https://" + goPlain.Listener.Addr().String() + "/simple/", "http://" + goPlain.Listener.Addr().String() + "/simple/", "http", false},
+		{"https to a plain port that answers HTML", "https://" + htmlOnly.Addr().String() + "/simple/", "answers in plain HTTP, not TLS", "http", false},
+		{"http to a plain port that resets", "http://" + resetting.Addr().String() + "/simple/", "failed 2 times", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var retries atomic.Int32
+			c, err := New(tt.index, Options{Attempts: 2, Backoff: time.Millisecond, Events: func(e Event) {
+				if e.Kind == EventRetry {
+					retries.Add(1)
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Project(context.Background(), "alpha")
+			rem := refusal.RemedyOf(err)
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Project: %v, want fetch_failed saying %q", err, tt.want)
+			}
+			if tt.retried {
+				if rem != nil || retries.Load() != 1 {
+					t.Errorf("a plain port that resets: %d retries, remedy %+v", retries.Load(), rem)
+				}
+				return
+			}
+			if rem == nil || rem.Action != refusal.ActionIndexScheme || rem.Target != tt.scheme {
+				t.Errorf("Project: %v: remedy %+v, want %s %q", err, rem, refusal.ActionIndexScheme, tt.scheme)
+			}
+			if retries.Load() != 0 {
+				t.Errorf("%d retries of a scheme the port does not speak", retries.Load())
+			}
+		})
+	}
+	t.Run("a file listed with the wrong scheme", func(t *testing.T) {
+		c, err := New(goPlain.URL+"/simple/", Options{Attempts: 2, Backoff: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []string{"http://" + goTLS.Listener.Addr().String() + "/a.whl", "https://" + htmlOnly.Addr().String() + "/a.whl?sig=s3cret"} {
+			_, _, err = c.Open(context.Background(), File{Filename: "a.whl", URL: u})
+			if refusal.CodeOf(err) != refusal.FetchFailed || refusal.RemedyOf(err) != nil || !strings.Contains(err.Error(), "fix the index's links") || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Open %s: %v, want fetch_failed saying to fix the links, no remedy", u, err)
+			}
+		}
+	})
 }

@@ -159,6 +159,11 @@ const (
 	// right user and password in the index URL, for the operator to
 	// fill in: the index refused those its URL gave.
 	ActionIndexCredentials Action = "index_credentials"
+	// ActionIndexScheme runs the refused command again with the index
+	// URL's scheme Target ("https" or "http"), its port kept: the index's
+	// port speaks TLS where the URL says http://, or plain HTTP where it
+	// says https://.
+	ActionIndexScheme Action = "index_scheme"
 	// ActionCABundle runs the refused command again trusting, besides
 	// the system pool, the CA certificates of a PEM file the operator
 	// names: one with the authority that signed the certificate an index

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -1139,6 +1140,16 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		// the index's host (after sudo -u, HOME, and so ~/.netrc, is
 		// still the other user's).
 		return "NETRC=FILE " + rerun(args, "", func(v string) string { return v })
+	case refusal.ActionIndexScheme:
+		// The --index given again with the scheme its port speaks, the
+		// port kept; none where the command line gave no --index (the
+		// config's index URL is corrected there).
+		if !slices.ContainsFunc(args, func(a string) bool {
+			return a == "--index" || a == "-index" || strings.HasPrefix(a, "--index=") || strings.HasPrefix(a, "-index=")
+		}) {
+			return ""
+		}
+		return rerun(args, "index", func(v string) string { return withScheme(v, rem.Target) })
 	case refusal.ActionIndexCredentials:
 		// The --index given again with USER:PASSWORD for its user
 		// information (withoutIndexCredentials), for the operator to
@@ -1150,6 +1161,25 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return rerun(args, "", func(v string) string { return v })
 	}
 	return ""
+}
+
+// withScheme is the URL u with the scheme s, its port kept (named where
+// it was the old scheme's default: http://host/ speaks TLS on port 80);
+// u as it is where it does not parse as an http(s) URL.
+func withScheme(u, s string) string {
+	p, err := url.Parse(u)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return u
+	}
+	if p.Port() == "" {
+		port := "80"
+		if p.Scheme == "https" {
+			port = "443"
+		}
+		p.Host = net.JoinHostPort(p.Hostname(), port)
+	}
+	p.Scheme = s
+	return p.String()
 }
 
 // targetOr is rem's target quoted for a shell, or placeholder where it

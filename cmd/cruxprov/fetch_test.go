@@ -1096,6 +1096,57 @@ func TestRemedyNeverPrintsIndexCredentials(t *testing.T) {
 	}
 }
 
+// TestFetchSchemeMismatch: --index http:// of a port that speaks TLS, or
+// https:// of one that answers in plain HTTP, is refused at once (no
+// retry line) saying to pin the other scheme, with the remedy
+// index_scheme: the command again with that scheme, the port kept, which,
+// run as printed, fetches. Each was retried four times as a reset or
+// garbled connection, then "check the index and retry".
+func TestFetchSchemeMismatch(t *testing.T) {
+	var tlsSrv *httptest.Server
+	plainIdx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		tlsSrv = httptest.NewTLSServer(h)
+		return h
+	})
+	defer tlsSrv.Close()
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o644)
+	tlsHost := strings.TrimPrefix(tlsSrv.URL, "https://")
+	plainHost := strings.TrimPrefix(strings.TrimSuffix(plainIdx, "/simple/"), "http://")
+	for _, tc := range []struct{ name, index, want, fixed string }{
+		{"http to a TLS port", "http://ci:s3cr3t-pw@" + tlsHost + "/simple/", "speaks TLS (HTTPS), not plain HTTP; pin it as https://" + tlsHost + "/simple/", "--index https://USER:PASSWORD@" + tlsHost + "/simple/"},
+		{"https to a plain port", "https://" + plainHost + "/simple/", "answers in plain HTTP, not TLS; pin it as http://" + plainHost + "/simple/", "--index http://" + plainHost + "/simple/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			args := []string{"fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", tc.index, "--home", home, "--ca-bundle", ca}
+			r := cruxprov(t, args...)
+			m := regexp.MustCompile(`; to fix: (cruxprov .*)$`).FindStringSubmatch(strings.TrimSpace(r.stderr))
+			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: fetch_failed: ") || !strings.Contains(r.stderr, tc.want) || m == nil || !strings.Contains(m[1], tc.fixed) {
+				t.Fatalf("%+v, want fetch_failed saying %q, with the command again with %q", r, tc.want, tc.fixed)
+			}
+			if strings.Contains(r.stderr, "retry:") || strings.Contains(r.stderr, "s3cr3t") {
+				t.Errorf("retried, or printed the password: %+v", r)
+			}
+			j := cruxprov(t, append(args, "--json")...)
+			var doc struct {
+				Refused struct {
+					Remedy struct{ Action, Target, Command string }
+				}
+			}
+			if json.Unmarshal([]byte(j.stdout), &doc) != nil || doc.Refused.Remedy.Action != "index_scheme" || doc.Refused.Remedy.Command != m[1] {
+				t.Errorf("--json: %+v", j)
+			}
+			fix := exec.Command("sh", "-c", strings.Replace(m[1], "USER:PASSWORD", "ci:s3cr3t-pw", 1))
+			fix.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+			if f := runCmd(t, fix); f.code != 0 {
+				t.Fatalf("the remedy %s: %+v", m[1], f)
+			}
+		})
+	}
+}
+
 // TestFetchUntrustedCA: a fetch from an HTTPS index whose certificate's
 // CA this host does not trust is refused with the remedy "; to fix:
 // cruxprov fetch … --ca-bundle FILE" (a --ca-bundle given, which did not
