@@ -596,15 +596,41 @@ func probeWorthy(err error) bool {
 // direct reports whether a request to u goes straight to its host: a
 // proxy's failure says nothing of the host's port.
 func (c *Client) direct(u *url.URL) bool {
+	p, known := c.proxyFor(u)
+	return known && p == nil
+}
+
+// proxyFor is the proxy the transport sends a request for u through (nil:
+// none), and whether that is known (an *http.Transport's Proxy says).
+func (c *Client) proxyFor(u *url.URL) (*url.URL, bool) {
 	t, ok := c.http.Transport.(*authTransport).inner.(*http.Transport)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if t.Proxy == nil {
-		return true
+		return nil, true
 	}
 	p, err := t.Proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
-	return err == nil && p == nil
+	return p, err == nil
+}
+
+// proxyName is "the proxy" and, where the transport says which, its URL
+// (redacted) for a request to rawURL.
+func (c *Client) proxyName(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		if p, _ := c.proxyFor(u); p != nil {
+			return "the proxy " + Redact(p.String())
+		}
+	}
+	return "the proxy"
+}
+
+// viaProxy reports whether err is a failure to reach the proxy itself
+// (Go's transport says "proxyconnect"): its host does not exist, or
+// nothing accepts connections there. It was said of the index's host.
+func viaProxy(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "proxyconnect"
 }
 
 // tlsProbeTimeout bounds speaksTLS's handshake.
@@ -657,6 +683,20 @@ func (c *Client) Open(ctx context.Context, f File) (io.ReadCloser, int64, error)
 			// It said only "GET …: HTTP 404 Not Found".
 			return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s lists it at %s, which is not there (HTTP %d); the index links a file it does not serve: fix the index, or pin one that serves it",
 				f.Filename, c.BaseURL(), Redact(f.URL), se.StatusCode)
+		}
+		if se != nil && !Retryable(err) {
+			// A 400, 405: it said only "GET …: HTTP 405 Method Not Allowed".
+			return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s lists it at %s, which would not serve it (HTTP %d); fix the index, or pin one that serves it",
+				f.Filename, c.BaseURL(), Redact(f.URL), se.StatusCode)
+		}
+		if dns := noSuchHost(err); dns != nil {
+			if viaProxy(err) {
+				return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "%s: %s: its host %s does not exist (no such host); check the proxy's URL, or reach the index %s without it",
+					f.Filename, c.proxyName(f.URL), dns.Name, c.BaseURL())
+			}
+			// It said only "… from URL: … no such host".
+			return nil, 0, refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s lists it at %s, whose host %s does not exist (no such host); fix the index's links, or pin an index that serves it",
+				f.Filename, c.BaseURL(), Redact(f.URL), dns.Name)
 		}
 		return nil, 0, err
 	}
@@ -750,6 +790,9 @@ func (c *Client) proxyRefused(err error, what string) *refusal.Error {
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s would not connect to the host (index %s); have the proxy allow that host, or reach it without the proxy",
 			what, proxy, c.BaseURL())
 	case errors.As(err, &se) && se.StatusCode == http.StatusProxyAuthRequired:
+		// A plain http request's 407 is the proxy's answer: named, as
+		// the CONNECT's is (it said only "the proxy").
+		proxy = c.proxyName(se.URL)
 	default:
 		return nil
 	}
@@ -854,7 +897,7 @@ func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
 			delay *= 2
 		}
 	}
-	return nil, refusal.Wrap(refusal.FetchFailed, last, "project %s: index %s failed %d times; check the index and retry", pep503.Normalize(name), c.BaseURL(), c.opts.Attempts)
+	return nil, c.exhausted(last, "project "+pep503.Normalize(name), pageURL)
 }
 
 func (c *Client) pageRefusal(name string, err error) error {
@@ -863,6 +906,13 @@ func (c *Client) pageRefusal(name string, err error) error {
 	}
 	var se *StatusError
 	if errors.As(err, &se) && (se.StatusCode == http.StatusNotFound || se.StatusCode == http.StatusGone) {
+		if !strings.HasSuffix(c.base.Path, "/simple/") {
+			// An index URL without its /simple/ (the server's root, or
+			// the files' directory) 404s every project: it said only
+			// "mirror it there or pin another index".
+			return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; an index URL is the index's simple API, which usually ends in /simple/ (e.g. https://pypi.org/simple/): check the index URL, else mirror the project there or pin another index",
+				pep503.Normalize(name), c.BaseURL())
+		}
 		return refusal.Wrap(refusal.FetchFailed, err, "project %s is not on the index %s; mirror it there or pin another index", pep503.Normalize(name), c.BaseURL())
 	}
 	if r := c.accessRefused(err, "project "+pep503.Normalize(name)); r != nil {
@@ -875,9 +925,35 @@ func (c *Client) pageRefusal(name string, err error) error {
 		return r
 	}
 	if dns := noSuchHost(err); dns != nil {
+		if viaProxy(err) {
+			// It said the index's host did not exist.
+			return refusal.Wrap(refusal.FetchFailed, err, "%s: its host %s does not exist (no such host); check the proxy's URL, or reach the index %s without it", c.proxyName(c.ProjectURL(name)), dns.Name, c.BaseURL())
+		}
 		return refusal.Wrap(refusal.FetchFailed, err, "the index %s: its host %s does not exist (no such host); check the index URL", c.BaseURL(), dns.Name)
 	}
-	return refusal.Wrap(refusal.FetchFailed, err, "project %s: cannot read its page on the index %s", pep503.Normalize(name), c.BaseURL())
+	// Another answer a retry does not mend (a 400, 405): it said "cannot
+	// read its page", and nothing of what to do.
+	return refusal.Wrap(refusal.FetchFailed, err, "project %s: the index %s would not serve its page; check the index URL (the index's simple API, e.g. https://pypi.org/simple/) and the index", pep503.Normalize(name), c.BaseURL())
+}
+
+// exhausted is the refusal of the last failure, err, of attempts for what:
+// a proxy that could not be reached, or an index where nothing accepts
+// connections, is said so, with what to check; it said "check the index
+// and retry" of both.
+func (c *Client) exhausted(err error, what, rawURL string) *refusal.Error {
+	switch {
+	case viaProxy(err):
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s could not be reached, %d times (index %s); check the proxy's URL and that it is running, or reach the index without it",
+			what, c.proxyName(rawURL), c.opts.Attempts, c.BaseURL())
+	case errors.Is(err, syscall.ECONNREFUSED):
+		host := "its host"
+		if u, perr := url.Parse(rawURL); perr == nil {
+			host = u.Host
+		}
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: nothing accepts connections at %s, %d times (index %s); check the index URL's host and port, and that the index is serving there",
+			what, host, c.opts.Attempts, c.BaseURL())
+	}
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: index %s failed %d times; check the index and retry", what, c.BaseURL(), c.opts.Attempts)
 }
 
 func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, error) {

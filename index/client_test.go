@@ -1026,3 +1026,95 @@ func TestSchemeMismatch(t *testing.T) {
 		}
 	})
 }
+
+// TestFailuresSayWhatToDo: a failure of the index, or of the proxy the
+// request went through, names which it was and what to check. A proxy
+// whose host does not exist was "the index …: its host … does not exist;
+// check the index URL", one that accepts no connections "index … failed 4
+// times; check the index and retry", as was an index nothing listens at;
+// a plain request's 407 named no proxy; an index URL without /simple/
+// ("mirror it there or pin another index"), a page or file answered 400
+// or 405 ("cannot read its page"; "GET …: HTTP 405"), or a file host that
+// does not exist named no next step.
+func TestFailuresSayWhatToDo(t *testing.T) {
+	const noHost = "cruxprov-no-such-host.invalid"
+	var dns *net.DNSError
+	resolves := true
+	if _, err := net.DefaultResolver.LookupHost(context.Background(), noHost); !errors.As(err, &dns) || !dns.IsNotFound {
+		resolves = false
+	}
+	var status atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s := status.Load(); s != 0 {
+			w.WriteHeader(int(s))
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	}))
+	defer srv.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := closed.Addr().String()
+	closed.Close() // nothing accepts connections there
+	via := func(proxy string) *http.Client {
+		pu, _ := url.Parse(proxy)
+		return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+	}
+	for _, tt := range []struct {
+		name, index string
+		hc          *http.Client
+		status      int32
+		file        string // Open this URL rather than read a page
+		dns         bool
+		want, not   string
+	}{
+		{name: "proxy host does not exist", index: "http://index.example/simple/", hc: via("http://u:pw-s3cret@" + noHost + ":3128"), dns: true,
+			want: "the proxy http://u:xxxxx@" + noHost + ":3128: its host " + noHost + " does not exist (no such host); check the proxy's URL", not: "check the index URL"},
+		{name: "proxy accepts no connections", index: "http://index.example/simple/", hc: via("http://" + dead),
+			want: "the proxy http://" + dead + " could not be reached, 2 times", not: "check the index and retry"},
+		{name: "proxy asks for credentials", index: "http://index.example/simple/", hc: via(srv.URL), status: http.StatusProxyAuthRequired,
+			want: "the proxy " + srv.URL + " asks for credentials (HTTP 407)"},
+		{name: "nothing accepts connections at the index", index: "http://" + dead + "/simple/",
+			want: "nothing accepts connections at " + dead + ", 2 times", not: "check the index and retry"},
+		{name: "an index URL without /simple/", index: srv.URL + "/", status: http.StatusNotFound,
+			want: "usually ends in /simple/"},
+		{name: "an index URL with /simple/", index: srv.URL + "/simple/", status: http.StatusNotFound,
+			want: "project foo is not on the index", not: "usually ends in /simple/"},
+		{name: "a page answered 405", index: srv.URL + "/simple/", status: http.StatusMethodNotAllowed,
+			want: "would not serve its page; check the index URL"},
+		{name: "a file answered 405", index: srv.URL + "/simple/", status: http.StatusMethodNotAllowed, file: srv.URL + "/files/a.whl",
+			want: "a.whl: the index " + srv.URL + "/simple/ lists it at " + srv.URL + "/files/a.whl, which would not serve it (HTTP 405); fix the index"},
+		{name: "a file's host does not exist", index: srv.URL + "/simple/", file: "https://" + noHost + "/a.whl", dns: true,
+			want: "whose host " + noHost + " does not exist (no such host); fix the index's links"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.dns && !resolves {
+				t.Skipf("this machine's resolver does not say %s does not exist", noHost)
+			}
+			status.Store(tt.status)
+			var retries int
+			c, err := New(tt.index, Options{HTTPClient: tt.hc, Attempts: 2, Backoff: time.Millisecond, Events: func(e Event) {
+				if e.Kind == EventRetry {
+					retries++
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.file != "" {
+				_, _, err = c.Open(context.Background(), File{Filename: "a.whl", URL: tt.file})
+			} else {
+				_, err = c.Project(context.Background(), "foo")
+			}
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), tt.want) || (tt.not != "" && strings.Contains(err.Error(), tt.not)) {
+				t.Fatalf("%v, want fetch_failed saying %q (and not %q)", err, tt.want, tt.not)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the proxy's password is in %v", err)
+			}
+		})
+	}
+}
