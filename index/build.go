@@ -82,7 +82,7 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 		wheels = append(wheels, e.Name())
 	}
 	if len(wheels) == 0 {
-		return rep, fmt.Errorf("index build: no .whl files in %s", from)
+		return rep, fmt.Errorf("index build: no .whl files in %s; give the directory that holds the wheels to index", from)
 	}
 	sort.Strings(wheels)
 	out, err := openOutput(ctx, dir)
@@ -189,10 +189,10 @@ func writeIndex(ctx context.Context, dir, from string, wheels []string, rep *Bui
 func addWheel(src, files, name string) (BuiltFile, error) {
 	parts := strings.Split(strings.TrimSuffix(name, ".whl"), "-")
 	if len(parts) != 5 && len(parts) != 6 {
-		return BuiltFile{}, refusal.New(refusal.WheelInvalid, "%s is not a wheel file name (name-version[-build]-python-abi-platform.whl)", name)
+		return BuiltFile{}, refusal.New(refusal.WheelInvalid, "%s is not a wheel file name (name-version[-build]-python-abi-platform.whl); rename it or move it out of the input, nothing was changed", src)
 	}
 	if !validName.MatchString(parts[0]) {
-		return BuiltFile{}, refusal.New(refusal.WheelInvalid, "%s: %q is not a project name", name, parts[0])
+		return BuiltFile{}, refusal.New(refusal.WheelInvalid, "%s: %q is not a project name; rename it or move it out of the input, nothing was changed", src, parts[0])
 	}
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -202,7 +202,7 @@ func addWheel(src, files, name string) (BuiltFile, error) {
 	bf := BuiltFile{Project: pep503.Normalize(parts[0]), Version: parts[1], Filename: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
 	meta, err := wheelMetadata(data)
 	if err != nil {
-		return BuiltFile{}, refusal.Wrap(refusal.WheelInvalid, err, "%s", name)
+		return BuiltFile{}, refusal.Wrap(refusal.WheelInvalid, err, "%s is not a wheel that can be read; build it again or move it out of the input, nothing was changed", src)
 	}
 	dst := filepath.Join(files, name)
 	if err := writeNew(dst, data); err != nil {

@@ -101,6 +101,12 @@ func TestBuildFailsClosed(t *testing.T) {
 				if err == nil || b.code != nil && !errors.Is(err, b.code) {
 					t.Fatalf("Build: %v, want %v", err, b.code)
 				}
+				// Named by its path, with what to do: a bad wheel's
+				// refusal named its file name alone and said nothing
+				// more ("mid.whl is not a wheel file name").
+				if !strings.Contains(err.Error(), filepath.Join(from, "mid")) || !strings.Contains(err.Error(), "out of the input, nothing was changed") {
+					t.Errorf("Build: %v, want the wheel's path, what to do, and that nothing was changed", err)
+				}
 				if got := tree(t, out); got != want {
 					t.Errorf("the failed build changed the output:\n%s\nwas:\n%s", got, want)
 				}
@@ -392,5 +398,18 @@ func TestBuildFollowsSymlinks(t *testing.T) {
 				t.Fatalf("only the bad entry: %v, want an error naming %s", err, bad)
 			}
 		})
+	}
+}
+
+// TestBuildNoWheels: an input without wheels says what to give; it said
+// "no .whl files in DIR" and nothing of what to do.
+func TestBuildNoWheels(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mirror")
+	_, err := Build(context.Background(), out, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "no .whl files in") || !strings.Contains(err.Error(), "give the directory that holds the wheels") {
+		t.Fatalf("Build of no wheels: %v", err)
+	}
+	if _, serr := os.Lstat(out); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("the failed build made %s: %v", out, serr)
 	}
 }
