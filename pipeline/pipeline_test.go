@@ -200,16 +200,20 @@ func TestFetchRoot(t *testing.T) {
 		version string
 		sum     digest.Digest
 		code    refusal.Code
+		// want: what the refusal says is listed, and what to check (it
+		// said only how many wheels of the project the index lists).
+		want string
 	}{
-		{"no index", nil, fx.Echo.Version, fx.Echo.SHA256, refusal.OfflineMiss},
-		{"no sha256", c, fx.Echo.Version, digest.Digest{}, refusal.HashMissing},
-		{"other bytes", c, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed},
-		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed},
+		{"no index", nil, fx.Echo.Version, fx.Echo.SHA256, refusal.OfflineMiss, ""},
+		{"no sha256", c, fx.Echo.Version, digest.Digest{}, refusal.HashMissing, ""},
+		{"other bytes", c, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed,
+			fx.Echo.Filename + " (sha256 " + fx.Echo.SHA256.Hex() + "); check the sha256 given"},
+		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed, "none is of version 9.9.9; check the version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := pipeline.FetchRoot(ctx, st, tc.c, fx.Echo.Name, tc.version, tc.sum)
-			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) {
-				t.Errorf("%v, want %s", err, tc.code)
+			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%v, want %s saying %q", err, tc.code, tc.want)
 			}
 			// Offline, the advice that works: the file (a fetch done
 			// before does not make NAME==VERSION resolvable offline).

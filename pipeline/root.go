@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,7 +172,7 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 	if err != nil {
 		return nil, err
 	}
-	var listed []string
+	var listed, ofVersion []string
 	for _, f := range proj.Files {
 		fn, err := wheel.ParseFilename(f.Filename)
 		if err != nil || fn.Name != proj.Name {
@@ -180,6 +181,11 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		listed = append(listed, f.Filename)
 		if fn.Version != version {
 			continue
+		}
+		if h := f.Hashes["sha256"]; h != "" {
+			ofVersion = append(ofVersion, f.Filename+" (sha256 "+h+")")
+		} else {
+			ofVersion = append(ofVersion, f.Filename+" (other bytes)")
 		}
 		if h := f.Hashes["sha256"]; h != "" && h != sum.Hex() {
 			continue
@@ -197,7 +203,17 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		}
 		return w, err
 	}
-	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s (wheels of %s it lists: %d)", index.Redact(c.BaseURL()), name, version, sum, proj.Name, len(listed))
+	// What it does list, and what to check: it said only how many
+	// wheels of the project it lists.
+	if len(ofVersion) == 0 {
+		return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: of the %d wheels of %s it lists, none is of version %s; check the version, or mirror that wheel there",
+			index.Redact(c.BaseURL()), name, version, len(listed), proj.Name, version)
+	}
+	if len(ofVersion) > 5 {
+		ofVersion = append(ofVersion[:5], "and "+strconv.Itoa(len(ofVersion)-5)+" more")
+	}
+	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s: its wheels of %s %s are %s; check the sha256 given (the root wheel's own), or mirror that wheel there",
+		index.Redact(c.BaseURL()), name, version, sum, proj.Name, version, strings.Join(ofVersion, ", "))
 }
 
 // maxRoot bounds a root wheel fetched as NAME==VERSION: its bytes are
