@@ -391,6 +391,9 @@ func Retryable(err error) bool {
 	if errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci) {
 		return false // TLS trust does not come back by retrying
 	}
+	if _, ok := handshakeAlert(err); ok {
+		return false // nor does a server's refusal of this client's TLS
+	}
 	if noSuchHost(err) != nil {
 		return false // the name server said the host does not exist
 	}
@@ -827,7 +830,47 @@ func (c *Client) trustRefused(err error, what string) *refusal.Error {
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: the certificate %s presented (index %s) is not valid (expired, not valid yet, or not for a server); have it renewed, or check this host's clock",
 			what, host, c.BaseURL())
 	}
+	// The server's own refusal of the handshake: it was retried four
+	// times, then "check the index and retry".
+	switch a, _ := handshakeAlert(err); a {
+	case alertCertificateRequired:
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s asks for a TLS client certificate (index %s), which this client does not present; have the server not require one for the index, or reach it through a proxy that presents it",
+			what, host, c.BaseURL())
+	case alertHandshakeFailure, alertProtocolVersion, alertInsufficientSecurity:
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s and this client share no TLS version and cipher suite (TLS 1.2 or later is required; index %s); have the server's TLS configuration updated",
+			what, host, c.BaseURL())
+	case alertUnrecognizedName:
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s serves no TLS certificate for that name (index %s); pin the index by a name the server serves",
+			what, host, c.BaseURL())
+	}
 	return nil
+}
+
+// The TLS alerts a server refuses a handshake with that a retry does not
+// mend (RFC 8446 §6).
+const (
+	alertHandshakeFailure     tls.AlertError = 40
+	alertProtocolVersion      tls.AlertError = 70
+	alertInsufficientSecurity tls.AlertError = 71
+	alertUnrecognizedName     tls.AlertError = 112
+	alertCertificateRequired  tls.AlertError = 116
+)
+
+// handshakeAlert is the alert, one of those above, that the server
+// answered the handshake with, and whether err is one. crypto/tls
+// reports a received alert as a *net.OpError "remote error" whose Err is
+// an unexported type that says the same as tls.AlertError.
+func handshakeAlert(err error) (tls.AlertError, bool) {
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "remote error" || oe.Err == nil {
+		return 0, false
+	}
+	for _, a := range []tls.AlertError{alertHandshakeFailure, alertProtocolVersion, alertInsufficientSecurity, alertUnrecognizedName, alertCertificateRequired} {
+		if oe.Err.Error() == a.Error() {
+			return a, true
+		}
+	}
+	return 0, false
 }
 
 // credentialFor is the credential the client sends to host (host:port

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -1114,6 +1115,55 @@ func TestFailuresSayWhatToDo(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the proxy's password is in %v", err)
+			}
+		})
+	}
+}
+
+// TestTLSHandshakeRefused: a server that refuses this client's TLS
+// handshake (it wants a client certificate, or shares no TLS version with
+// it) is refused at once, saying which and what to do; each was retried
+// four times, then "check the index and retry".
+func TestTLSHandshakeRefused(t *testing.T) {
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, `<a href="a.whl">a</a>`)
+	})
+	for _, tt := range []struct {
+		name  string
+		setup func(*tls.Config)
+		want  string
+	}{
+		{"client certificate required", func(c *tls.Config) { c.ClientAuth = tls.RequireAnyClientCert }, "asks for a TLS client certificate"},
+		{"TLS 1.1 only", func(c *tls.Config) { c.MinVersion, c.MaxVersion = tls.VersionTLS10, tls.VersionTLS11 }, "share no TLS version and cipher suite"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(page)
+			srv.TLS = &tls.Config{}
+			tt.setup(srv.TLS)
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.StartTLS()
+			defer srv.Close()
+			var retries int
+			c, err := New(srv.URL+"/simple/", Options{HTTPClient: &http.Client{Transport: srv.Client().Transport}, Attempts: 4, Backoff: time.Millisecond, Events: func(e Event) {
+				if e.Kind == EventRetry {
+					retries++
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Project(context.Background(), "alpha")
+			host := strings.TrimPrefix(srv.URL, "https://")
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), host) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Project: %v, want fetch_failed saying %q", err, tt.want)
+			}
+			if retries != 0 {
+				t.Errorf("%d retries of a handshake the server refuses", retries)
+			}
+			_, _, err = c.Open(context.Background(), File{Filename: "a.whl", URL: srv.URL + "/files/a.whl"})
+			if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Open: %v, want fetch_failed saying %q", err, tt.want)
 			}
 		})
 	}
