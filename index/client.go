@@ -1021,7 +1021,7 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 		return nil, err
 	}
 	if len(data) > maxPage {
-		return nil, refusal.New(refusal.FetchFailed, "page %s is larger than %d bytes", red, maxPage)
+		return nil, refusal.New(refusal.FetchFailed, "page %s is larger than %d bytes, more than a project page may have; check the index URL", red, maxPage)
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	var files []File
@@ -1034,7 +1034,8 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 		return nil, refusal.New(refusal.FetchFailed, "page %s has content type %q, neither PEP 691 JSON nor HTML; check the index URL", red, resp.Header.Get("Content-Type"))
 	}
 	if err != nil {
-		return nil, refusal.Wrap(refusal.FetchFailed, err, "page %s is not a valid project page", red)
+		// It named no next step.
+		return nil, refusal.Wrap(refusal.FetchFailed, err, "page %s is not a valid project page; check the index URL, and fix the index or pin one that serves PEP 503 or PEP 691 pages", red)
 	}
 	return &Project{Name: pep503.Normalize(name), URL: red, Files: files}, nil
 }

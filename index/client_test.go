@@ -1036,7 +1036,8 @@ func TestSchemeMismatch(t *testing.T) {
 // a plain request's 407 named no proxy; an index URL without /simple/
 // ("mirror it there or pin another index"), a page or file answered 400
 // or 405 ("cannot read its page"; "GET …: HTTP 405"), or a file host that
-// does not exist named no next step.
+// does not exist, or a page that is not a project page (an API version 2)
+// named no next step.
 func TestFailuresSayWhatToDo(t *testing.T) {
 	const noHost = "cruxprov-no-such-host.invalid"
 	var dns *net.DNSError
@@ -1046,7 +1047,11 @@ func TestFailuresSayWhatToDo(t *testing.T) {
 	}
 	var status atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s := status.Load(); s != 0 {
+		if s := status.Load(); s == 299 {
+			w.Header().Set("Content-Type", ContentTypeJSON)
+			io.WriteString(w, `{"meta": {"api-version": "2.0"}, "files": []}`)
+			return
+		} else if s != 0 {
 			w.WriteHeader(int(s))
 			return
 		}
@@ -1086,6 +1091,8 @@ func TestFailuresSayWhatToDo(t *testing.T) {
 			want: "project foo is not on the index", not: "usually ends in /simple/"},
 		{name: "a page answered 405", index: srv.URL + "/simple/", status: http.StatusMethodNotAllowed,
 			want: "would not serve its page; check the index URL"},
+		{name: "a page that is not a project page", index: srv.URL + "/simple/", status: 299,
+			want: "is not a valid project page; check the index URL, and fix the index or pin one"},
 		{name: "a file answered 405", index: srv.URL + "/simple/", status: http.StatusMethodNotAllowed, file: srv.URL + "/files/a.whl",
 			want: "a.whl: the index " + srv.URL + "/simple/ lists it at " + srv.URL + "/files/a.whl, which would not serve it (HTTP 405); fix the index"},
 		{name: "a file's host does not exist", index: srv.URL + "/simple/", file: "https://" + noHost + "/a.whl", dns: true,
