@@ -636,8 +636,9 @@ func viaProxy(err error) bool {
 	return errors.As(err, &oe) && oe.Op == "proxyconnect"
 }
 
-// tlsProbeTimeout bounds speaksTLS's handshake.
-const tlsProbeTimeout = 10 * time.Second
+// tlsProbeTimeout bounds speaksTLS's handshake: a TLS server answers a
+// ClientHello at once, a plain one may wait for a line that never comes.
+const tlsProbeTimeout = 5 * time.Second
 
 // speaksTLS reports whether u's host:port answers a TLS handshake (one it
 // completes, or one whose certificate or alert is TLS's). Nothing is sent
