@@ -549,7 +549,9 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 func (c *Client) schemeRefused(ctx context.Context, u *url.URL, err error) *refusal.Error {
 	var rh tls.RecordHeaderError
 	switch {
-	case u.Scheme == "https" && (errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &rh)):
+	case u.Scheme == "https" && !viaProxy(err) && (errors.Is(err, http.ErrSchemeMismatch) || errors.As(err, &rh)):
+		// (Through an https:// proxy that answers in plain HTTP, the
+		// failure is the proxy's, not the index's.)
 		if c.isIndex(u) {
 			return refusal.Wrap(refusal.FetchFailed, err, "the index %s is pinned as https://, but %s answers in plain HTTP, not TLS; pin it as %s if it is served without TLS, or fix the port to the one that serves TLS",
 				c.BaseURL(), u.Host, withScheme(c.base, "http")).WithRemedy(refusal.ActionIndexScheme, "http")

@@ -1014,6 +1014,19 @@ func TestSchemeMismatch(t *testing.T) {
 			}
 		})
 	}
+	t.Run("an https proxy that answers in plain HTTP", func(t *testing.T) {
+		// The proxy's failure, not the index's: no advice to pin the
+		// index as http://.
+		pu, _ := url.Parse("https://" + goPlain.Listener.Addr().String())
+		c, err := New("https://index.example/simple/", Options{HTTPClient: &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}, Attempts: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Project(context.Background(), "alpha")
+		if err == nil || refusal.RemedyOf(err) != nil || strings.Contains(err.Error(), "pinned as https://") {
+			t.Errorf("Project: %v (remedy %+v), want no advice to pin the index as http://", err, refusal.RemedyOf(err))
+		}
+	})
 	t.Run("a file listed with the wrong scheme", func(t *testing.T) {
 		c, err := New(goPlain.URL+"/simple/", Options{Attempts: 2, Backoff: time.Millisecond})
 		if err != nil {
