@@ -821,6 +821,10 @@ func (c *Client) trustRefused(err error, what string) *refusal.Error {
 		if u, perr := url.Parse(re.URL); perr == nil && u.Host != "" {
 			host = u.Host
 		}
+		if viaProxy(err) {
+			// An https:// proxy's certificate: it named the index's host.
+			host = c.proxyName(re.URL)
+		}
 	}
 	switch {
 	case errors.As(err, &ua):

@@ -830,6 +830,17 @@ func TestUntrustedCertificate(t *testing.T) {
 			t.Errorf("%d retries of a certificate for other names", *retries)
 		}
 	})
+	t.Run("an https proxy", func(t *testing.T) {
+		// The proxy's certificate: it named the index's host.
+		pu, _ := url.Parse(secure.URL)
+		c, _ := client(t, "https://index.example/simple/", &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}})
+		_, err := c.Project(context.Background(), "alpha")
+		rem := refusal.RemedyOf(err)
+		if refusal.CodeOf(err) != refusal.FetchFailed || rem == nil || rem.Action != refusal.ActionCABundle ||
+			!strings.Contains(err.Error(), "the certificate the proxy "+secure.URL+" presented") {
+			t.Fatalf("Project: %v (remedy %+v)", err, rem)
+		}
+	})
 	t.Run("trusted", func(t *testing.T) {
 		c, _ := client(t, secure.URL+"/simple/", trusting)
 		if _, err := c.Project(context.Background(), "alpha"); err != nil {
