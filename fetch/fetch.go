@@ -394,7 +394,7 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 			delay *= 2
 		}
 	}
-	return out, nil, refusal.Wrap(refusal.FetchFailed, last, "%s from %s failed %d times; check the index and retry", w.Filename, out.URL, opts.Attempts)
+	return out, nil, c.GaveUp(w.Filename+" from "+out.URL, f.URL, opts.Attempts, last)
 }
 
 func once(ctx context.Context, st *store.Store, c *index.Client, f index.File, w lockfile.ResolvedWheel, attempt int, emit func(Event), release func()) (*store.Pending, error) {

@@ -119,7 +119,11 @@ func (s *faultServer) serve(w http.ResponseWriter, r *http.Request) {
 					attrs = ` data-yanked="superseded"`
 				}
 			}
-			fmt.Fprintf(&b, "<a href=\"../../files/%s#sha256=%s\"%s>%s</a>\n", f.filename, h, attrs, f.filename)
+			href := "../../files/" + f.filename
+			if f.filename == s.target && strings.HasPrefix(s.mode, "at:") {
+				href = "http://" + strings.TrimPrefix(s.mode, "at:") + "/files/" + f.filename // listed on another host
+			}
+			fmt.Fprintf(&b, "<a href=\"%s#sha256=%s\"%s>%s</a>\n", href, h, attrs, f.filename)
 		}
 		if !found || (name == "beta" && s.mode == "page404") {
 			http.NotFound(w, r)
@@ -451,6 +455,29 @@ func TestListedFileMissing(t *testing.T) {
 	srv.mu.Unlock()
 	if n != 1 {
 		t.Errorf("the missing file was requested %d times", n)
+	}
+}
+
+// TestListedHostNotServing: a file listed on a host where nothing
+// accepts connections is retried, then says so, naming the host and that
+// the index lists the file there; it said "check the index and retry".
+func TestListedHostNotServing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	fx := fixtures()
+	srv := newFaultServer(t, fx, fx[1].filename, "at:"+dead)
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Fetch(context.Background(), st, client(t, srv.srv.URL), resolution(fx), Options{Backoff: time.Millisecond})
+	want := "nothing accepts connections at " + dead + ", where the index " + srv.srv.URL + "/simple/ lists it, 4 times; check that host is serving, or fix the index's links"
+	if refusal.CodeOf(err) != refusal.FetchFailed || !strings.Contains(err.Error(), fx[1].filename) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want fetch_failed saying %q", err, want)
 	}
 }
 

@@ -947,7 +947,7 @@ func (c *Client) Project(ctx context.Context, name string) (*Project, error) {
 			delay *= 2
 		}
 	}
-	return nil, c.exhausted(last, "project "+pep503.Normalize(name), pageURL)
+	return nil, c.GaveUp("project "+pep503.Normalize(name), pageURL, c.opts.Attempts, last)
 }
 
 func (c *Client) pageRefusal(name string, err error) error {
@@ -986,24 +986,27 @@ func (c *Client) pageRefusal(name string, err error) error {
 	return refusal.Wrap(refusal.FetchFailed, err, "project %s: the index %s would not serve its page; check the index URL (the index's simple API, e.g. https://pypi.org/simple/) and the index", pep503.Normalize(name), c.BaseURL())
 }
 
-// exhausted is the refusal of the last failure, err, of attempts for what:
-// a proxy that could not be reached, or an index where nothing accepts
-// connections, is said so, with what to check; it said "check the index
-// and retry" of both.
-func (c *Client) exhausted(err error, what, rawURL string) *refusal.Error {
+// GaveUp is the refusal of what (a page, a download), whose request of
+// rawURL failed attempts times, the last with err: a proxy that could not
+// be reached, or a host where nothing accepts connections, is said so,
+// with what to check; it said "check the index and retry" of both. Other
+// failures are said so. A caller that retries a download of its own
+// (fetch, pipeline.FetchRoot) ends with it, as Project does.
+func (c *Client) GaveUp(what, rawURL string, attempts int, err error) *refusal.Error {
+	u, perr := url.Parse(rawURL)
 	switch {
 	case viaProxy(err):
 		return refusal.Wrap(refusal.FetchFailed, err, "%s: %s could not be reached, %d times (index %s); check the proxy's URL and that it is running, or reach the index without it",
-			what, c.proxyName(rawURL), c.opts.Attempts, c.BaseURL())
-	case errors.Is(err, syscall.ECONNREFUSED):
-		host := "its host"
-		if u, perr := url.Parse(rawURL); perr == nil {
-			host = u.Host
+			what, c.proxyName(rawURL), attempts, c.BaseURL())
+	case errors.Is(err, syscall.ECONNREFUSED) && perr == nil:
+		if hostPort(u) == hostPort(c.base) {
+			return refusal.Wrap(refusal.FetchFailed, err, "%s: nothing accepts connections at %s, %d times (index %s); check the index URL's host and port, and that the index is serving there",
+				what, u.Host, attempts, c.BaseURL())
 		}
-		return refusal.Wrap(refusal.FetchFailed, err, "%s: nothing accepts connections at %s, %d times (index %s); check the index URL's host and port, and that the index is serving there",
-			what, host, c.opts.Attempts, c.BaseURL())
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: nothing accepts connections at %s, where the index %s lists it, %d times; check that host is serving, or fix the index's links",
+			what, u.Host, c.BaseURL(), attempts)
 	}
-	return refusal.Wrap(refusal.FetchFailed, err, "%s: index %s failed %d times; check the index and retry", what, c.BaseURL(), c.opts.Attempts)
+	return refusal.Wrap(refusal.FetchFailed, err, "%s: index %s failed %d times; check the index and retry", what, c.BaseURL(), attempts)
 }
 
 func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, error) {

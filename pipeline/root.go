@@ -269,7 +269,7 @@ func downloadRoot(ctx context.Context, st *store.Store, c *index.Client, f index
 			delay *= 2
 		}
 	}
-	return nil, refusal.Wrap(refusal.FetchFailed, last, "downloading %s from %s failed %d times; check the index and retry", f.Filename, index.Redact(f.URL), rootAttempts)
+	return nil, c.GaveUp("downloading "+f.Filename+" from "+index.Redact(f.URL), f.URL, rootAttempts, last)
 }
 
 // ingestRoot downloads f once into st, at most maxRoot bytes, hashing
