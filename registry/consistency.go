@@ -153,6 +153,14 @@ type Repaired struct {
 	// history's root of trust and the approved governance change-sets in
 	// changesets/ (RepairOptions.RootKey).
 	Trust bool `json:"trust"`
+	// ApproveAgain is, for a registry an older cruxprov approved, what
+	// still keeps its trust state from replaying once the repair is
+	// written: a governance step approved in the v1 form, which its
+	// approvers approve again (signature_invalid, with the remedy
+	// renew_approval naming the change-set; the steps in order, then the
+	// pins). Repair checks those approvals over the v1 form and writes
+	// what was lost; it cannot give them again. nil otherwise.
+	ApproveAgain error `json:"-"`
 }
 
 // RepairOptions are what a repair is given beside the registry.
@@ -190,7 +198,16 @@ func (s *state) repair(opts RepairOptions) (*Repaired, error) {
 	// "nothing to repair" while verify refuses the registry: a trust
 	// document put back or edited (restore it), a pin file the history
 	// never accepted (newer than it: propose it again and approve it).
-	if err := s.checkTrust(); err != nil {
+	// A step approved in the v1 form is no such thing: its approvers
+	// approve it again, which takes the trust document repair writes
+	// (before, repair refused to write it until they did, and their
+	// approval was refused until it was written).
+	if err := s.checkTrustWith(true); err != nil {
+		return nil, err
+	}
+	if err := s.checkTrust(); refusal.RemedyOf(err) != nil && refusal.RemedyOf(err).Action == refusal.ActionRenewApproval {
+		out.ApproveAgain = err
+	} else if err != nil {
 		return nil, err
 	}
 	if checkIfaces(s.interfaces(), entries(s.log)) != nil {
@@ -307,8 +324,13 @@ func (s *state) rebuildTrust(rootPEM []byte) (*Trust, error) {
 		t = n
 	}
 	// As verify replays it: each step signed at the threshold then in
-	// force, and the one the history records.
-	if err := replayTrust(t, s.registryID(), governanceOf(log)); err != nil {
+	// force, and the one the history records. An approval in the v1
+	// form (a registry an older cruxprov approved) counts here, its
+	// signature checked over that form: repair gives back the document
+	// that was lost, and its approvers then approve the step again, as
+	// in a registry whose trust.json was never lost (repair reports it,
+	// Repaired.ApproveAgain).
+	if err := replayTrustWith(t, s.registryID(), governanceOf(log), true); err != nil {
 		return nil, refusal.Wrap(refusal.CodeOf(err), err, "%s: the trust document its change-sets make does not replay", lost)
 	}
 	return t, nil

@@ -114,3 +114,53 @@ func mustDigest(t *testing.T, s string) digest.Digest {
 	}
 	return d
 }
+
+// TestV1TrustLostRepaired: trust.json lost in a registry an older
+// cruxprov approved. RepairWith refused to make it again (its steps'
+// approvals are in the v1 form) while the approval that replaces one
+// was refused for the trust.json lost. It now writes back the document
+// that was lost, byte for byte (the v1 approvals checked over that form),
+// and reports the step to approve again; approving it works.
+func TestV1TrustLostRepaired(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "registry")
+	if err := os.CopyFS(root, os.DirFS(filepath.Join("testdata", "approvals-v1", "registry"))); err != nil {
+		t.Fatal(err)
+	}
+	tf := filepath.Join(root, "trust.json")
+	want, err := os.ReadFile(tf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(tf); err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join("testdata", "approvals-v1", "alice.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := sign.LoadPrivateKey(pem, []byte("demo-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.RepairWith(ctx, registry.RepairOptions{RootKey: alice.Public().PEM()})
+	if err != nil || !res.Trust {
+		t.Fatalf("RepairWith the root key: %+v, %v", res, err)
+	}
+	if rem := refusal.RemedyOf(res.ApproveAgain); !errors.Is(res.ApproveAgain, refusal.SignatureInvalid) || rem == nil || rem.Action != refusal.ActionRenewApproval || rem.Target != v1Step {
+		t.Errorf("the repair's next step: %v (remedy %+v); want the step %s approved again", res.ApproveAgain, rem, v1Step)
+	}
+	if got, err := os.ReadFile(tf); err != nil || string(got) != string(want) {
+		t.Errorf("trust.json made again differs: %v\n got %s\nwant %s", err, got, want)
+	}
+	if res, err := d.Approve(ctx, mustDigest(t, v1Step), alice, nil); err != nil || !res.Renewed || !res.V1Form {
+		t.Fatalf("the step approved again after the repair: %+v, %v", res, err)
+	}
+	if res, err := d.Repair(ctx); err != nil || res.Trust || res.ApproveAgain != nil {
+		t.Errorf("Repair after the step: %+v, %v; want nothing to do", res, err)
+	}
+}

@@ -694,16 +694,28 @@ func envList(c *cli.Context) error {
 
 // refusedDoc is the "refused" object of a --json report that carries a
 // refusal beside what was found (verify --explain).
-func refusedDoc(err error) map[string]any {
-	var r *refusal.Error
-	errors.As(err, &r)
-	ref := map[string]any{"code": r.Code, "detail": oneLine(r.Message())}
+func refusedDoc(err error) map[string]any { return refusedDocFor(err, os.Args) }
+
+// refusedDocFor is refusedDoc with its remedy rendered for the command
+// line args (the store it names).
+func refusedDocFor(err error, args []string) map[string]any {
+	ref := map[string]any{"code": refusal.CodeOf(err), "detail": oneLine(messageOf(err))}
 	if rem := refusal.RemedyOf(err); rem != nil {
-		if rem, cmdline, _ := renderRemedies(rem, os.Args); cmdline != "" {
-			ref["remedy"] = remedyJSON(rem, cmdline, os.Args)
+		if rem, cmdline, _ := renderRemedies(rem, args); cmdline != "" {
+			ref["remedy"] = remedyJSON(rem, cmdline, args)
 		}
 	}
 	return ref
+}
+
+// messageOf is the message of the refusal in err's chain (its detail and
+// cause), or err's own text.
+func messageOf(err error) string {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return r.Message()
+	}
+	return err.Error()
 }
 
 // explainDifferences is ds sorted by path (then change, as the

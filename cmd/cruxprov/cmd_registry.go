@@ -137,7 +137,22 @@ func init() {
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.registry.repair/v1", r, func(w io.Writer) {
+				// A registry an older cruxprov approved: what was lost is
+				// written, and its approvers' next step is said with the
+				// command that takes it (verify would refuse it so).
+				doc := struct {
+					*registry.Repaired
+					Next map[string]any `json:"next,omitempty"`
+				}{Repaired: r}
+				var next string
+				if r.ApproveAgain != nil {
+					doc.Next = refusedDocFor(r.ApproveAgain, o.homeArgs())
+					next = "next: " + oneLine(string(refusal.CodeOf(r.ApproveAgain))+": "+messageOf(r.ApproveAgain))
+					if _, cmdline, or := renderRemedies(refusal.RemedyOf(r.ApproveAgain), o.homeArgs()); cmdline != "" {
+						next += "; to do it: " + cmdline + or
+					}
+				}
+				return o.emit("cruxprov.registry.repair/v1", doc, func(w io.Writer) {
 					if r.Trust {
 						fmt.Fprintln(w, "trust.json written again from the history and its approved change-sets")
 					}
@@ -149,6 +164,9 @@ func init() {
 					}
 					if !r.Trust && !r.Interfaces && len(r.Pins) == 0 {
 						fmt.Fprintln(w, "nothing to repair: trust.json, the pin files and interfaces.json are what the history says")
+					}
+					if next != "" {
+						fmt.Fprintln(w, next)
 					}
 				})
 			},
