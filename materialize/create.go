@@ -117,8 +117,14 @@ type Result struct {
 	Digest     digest.Digest `json:"materialization_digest"`
 	TreeDigest digest.Digest `json:"tree_digest"`
 	Reused     bool          `json:"reused"` // it existed, sealed, and verified
-	Seal       *seal.Seal    `json:"-"`
-	Timings    Timings       `json:"timings"`
+	// SealedAt is, for an env that was at Dir sealed at another path
+	// and intact (copied or moved there with its store: its files name
+	// that path, so it works only there), where it was sealed: Create
+	// built it again for Dir, under its digest, as a replace does. ""
+	// otherwise.
+	SealedAt string     `json:"sealed_at,omitempty"`
+	Seal     *seal.Seal `json:"-"`
+	Timings  Timings    `json:"timings"`
 	// Index is the stat index of a tree made by Tree (nil from Create).
 	Index *seal.StatIndex `json:"-"`
 }
@@ -154,12 +160,21 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		return nil, err
 	}
 	defer unlockStore()
+	sealedAt := ""
 	reuse := func(locked bool) (*Result, bool, error) {
 		if _, err := os.Lstat(seal.SealPath(dir)); err != nil {
 			return nil, false, nil
 		}
 		rep, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs, Locked: locked})
 		if err != nil {
+			// An intact env sealed at another path (its store copied
+			// or moved here) is this request's env laid out for there:
+			// it is built again here, where it said to replace it first
+			// and then run the create again (env_drift).
+			if at := sealedElsewhere(ctx, dir, rep, jobs); at != "" {
+				sealedAt = at
+				return nil, false, nil
+			}
 			return nil, true, err
 		}
 		emit(Event{Stage: "reused"})
@@ -213,7 +228,7 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 	staging := filepath.Join(stg.Path, filepath.Base(stg.Path))
 	res := &Result{}
 	err = buildAgainIfDamaged(ctx, st, req, jobs, stg.Path, func(req Request) error {
-		*res = Result{Dir: dir, Digest: s.Materialization.Digest}
+		*res = Result{Dir: dir, Digest: s.Materialization.Digest, SealedAt: sealedAt}
 		return build(ctx, st, req, in, l, s, staging, stg.Path, dir, jobs, emit, res, true)
 	})
 	if err != nil {
@@ -224,8 +239,36 @@ func Create(ctx context.Context, st *store.Store, req Request) (*Result, error) 
 		}
 		return nil, err
 	}
+	if sealedAt != "" {
+		req.warn(fmt.Sprintf("%s was sealed at %s (copied or moved here with its store; its files name that path): built again for this path, under its digest", dir, sealedAt))
+	}
 	emit(Event{Stage: "done"})
 	return res, nil
+}
+
+// sealedElsewhere is where the env at dir was sealed, when rep (its
+// verification, refused) found it sealed at another path and that is
+// all that differs from its seal: every difference, collected
+// (seal.Options.Explain), is its location. "" otherwise: an env whose
+// content, modes or interpreter changed too is refused as drifted, for
+// its owner to find out what changed it before replacing it. It runs
+// as Locked (the verification before it waited for a writer already).
+func sealedElsewhere(ctx context.Context, dir string, rep *seal.Report, jobs int) string {
+	if rep == nil || !slices.ContainsFunc(rep.Differences, func(d seal.Difference) bool { return d.Change == seal.Location }) {
+		return ""
+	}
+	all, err := seal.Verify(ctx, dir, seal.Options{Jobs: jobs, Locked: true, Explain: true})
+	if err == nil || all == nil || len(all.Differences) == 0 || refusal.CodeOf(err) != refusal.EnvDrift {
+		return ""
+	}
+	at := ""
+	for _, d := range all.Differences {
+		if d.Change != seal.Location {
+			return ""
+		}
+		at = d.Want
+	}
+	return at
 }
 
 // jobsAndEvents are req's parallelism (< 1: GOMAXPROCS) and its events

@@ -109,3 +109,52 @@ func TestCopiedStoreRunsOnlyItsOwnEnvs(t *testing.T) {
 		t.Fatalf("run in the copy: %+v", r)
 	}
 }
+
+// TestCopiedStoreInstallBuildsItsEnvAgain: in a copy of a store, the
+// install that proposes the pin's provider again (its inputs, the env's
+// --no-compile among them) meets the env copied along at its digest's
+// path, sealed at the old store's. It refused env_drift advising env
+// create --replace, after which the install was run again: one command
+// more than needed. The install now builds that env again for its new
+// path (saying so), proposes it, and approved, the copy verifies it.
+func TestCopiedStoreInstallBuildsItsEnvAgain(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	home := filepath.Join(base, "home")
+	_, must, approveInstall := approvingStore(t, w, base, debian)
+	approveInstall() // --no-compile
+	var rep struct{ Env string }
+	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Env == "" {
+		t.Fatalf("verify --json: %v %+v", err, rep)
+	}
+	copied := filepath.Join(base, "copied")
+	if out, err := exec.Command("cp", "-a", home, copied).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	run := func(args ...string) result {
+		cmd := exec.Command(bin, append([]string{"--home", copied}, args...)...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
+		return runCmd(t, cmd)
+	}
+	env := filepath.Join(copied, "envs", filepath.Base(rep.Env))
+	r := run("install", w.echo, "--platform", "host", "--python", debian, "--index", w.url, "--no-compile")
+	if r.code != 0 || !strings.Contains(r.stderr, env+" was sealed at "+rep.Env) || !strings.Contains(r.stdout, "env "+env) {
+		t.Fatalf("install in the copy, its env copied along: %+v\nwant %s built again and proposed", r, env)
+	}
+	id := ""
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if _, rest, ok := strings.Cut(l, "proposed change-set "); ok {
+			id, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if r := run("changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key")); r.code != 0 {
+		t.Fatalf("approve %q: %+v", id, r)
+	}
+	if r := run("verify", "acme-echo", "--deep"); r.code != 0 || !strings.Contains(r.stdout, "env "+env) {
+		t.Fatalf("verify of the copy's own env: %+v", r)
+	}
+}
