@@ -223,7 +223,9 @@ type Remedy struct {
 	// names them).
 	Package string `json:"package,omitempty"`
 	// NoBytecode is, for ActionRebuildEnv with Package, that the env was
-	// made without compiled bytecode (part of its identity).
+	// made without compiled bytecode (part of its identity); for
+	// ActionPropose, that the pin's envs were (an install that proposes
+	// them again makes them without it too, else it proposes other envs).
 	NoBytecode bool `json:"noBytecode,omitempty"`
 	// Backend is, for ActionPropose, a backend the proposal is to add a
 	// materialization of: "container", whose image (REF@sha256:…, built
@@ -292,6 +294,16 @@ func (e *Error) WithBackend(backend string) *Error {
 func (e *Error) WithProposePlatforms(platforms []string, python string) *Error {
 	if e.Remedy != nil && len(platforms) > 0 {
 		e.Remedy.Platforms, e.Remedy.Python = platforms, python
+	}
+	return e
+}
+
+// WithProposeNoBytecode sets, for an ActionPropose remedy, that the
+// pin's envs were made without bytecode (Remedy.NoBytecode) and returns
+// e; nothing for another remedy, or where noBytecode is false.
+func (e *Error) WithProposeNoBytecode(noBytecode bool) *Error {
+	if e.Remedy != nil && e.Remedy.Action == ActionPropose && noBytecode {
+		e.Remedy.NoBytecode = true
 	}
 	return e
 }

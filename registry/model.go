@@ -260,6 +260,52 @@ func (p *Provider) ProposePlatforms() (platforms []string, python string) {
 	return platforms, python
 }
 
+// WithoutBytecode reports whether m, a local env p pins, was made
+// without bytecode (env create or install --no-compile). Bytecode is part
+// of the materialization digest (docs/digests.md), so the pin's digest
+// says it: the digest is computed from m's platform, interpreter and
+// resolution and p's root wheel without bytecode, and is m's only for an
+// env made so. Any other (one with bytecode, the default, or a digest
+// these inputs do not give) is false.
+func (p *Provider) WithoutBytecode(m Materialization) bool {
+	if p == nil || p.Package == nil || m.Backend != BackendLocal {
+		return false
+	}
+	path := m.InterpreterPath()
+	version, _, _ := strings.Cut(strings.TrimPrefix(m.Interpreter, path+" "), " ")
+	root := &digest.Root{Name: p.Package.Name, Version: p.Package.Version, SHA256: p.Package.SHA256}
+	d, err := digest.LocalMaterializationDigest(m.Platform, digest.Interpreter{Path: path, Version: version}, m.Resolution, root, "")
+	return err == nil && d == m.Digest
+}
+
+// ProposeNoBytecode reports whether every local env p pins was made
+// without bytecode (WithoutBytecode): an install that proposes p again
+// is given --no-compile to make the same envs (refusal.Remedy's
+// NoBytecode), else it proposes envs with bytecode, other envs of other
+// digests. False when p pins no local env (nil p included), or envs both
+// with and without bytecode (an install makes them all one way).
+func (p *Provider) ProposeNoBytecode() bool {
+	n := 0
+	for _, m := range p.materializations() {
+		if m.Backend != BackendLocal {
+			continue
+		}
+		if !p.WithoutBytecode(m) {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// materializations are p's (none for a nil p).
+func (p *Provider) materializations() []Materialization {
+	if p == nil {
+		return nil
+	}
+	return p.Materializations
+}
+
 // InterpreterLabel is a local materialization's Interpreter for the
 // interpreter at path, of version and sha256 sum: "PATH VERSION
 // sha256:HEX12" (interpreterPath reads the path back).

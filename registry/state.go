@@ -1105,7 +1105,7 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		next = "only a proposed change-set is rejected; an applied trust change is undone by another (untrusting or trusting a key, or setting the threshold)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec))
+		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec))
 	default:
 		var again string
 		again, remedy = proposeAgain(&cs.Spec, scope)
@@ -1152,6 +1152,7 @@ func proposeAgain(spec *Spec, scope string) (string, *refusal.Remedy) {
 			r.Images = images
 		}
 		r.Platforms, r.Python = specPlatforms(spec)
+		r.NoBytecode = specNoBytecode(spec)
 		return "install it again, as it was proposed", r
 	}
 	return "as it was proposed", nil
@@ -1184,6 +1185,15 @@ func specPlatforms(spec *Spec) ([]string, string) {
 		return nil, ""
 	}
 	return spec.Changes[0].Provider.ProposePlatforms()
+}
+
+// specNoBytecode reports whether a provider's spec pins envs made
+// without bytecode only (Provider.ProposeNoBytecode).
+func specNoBytecode(spec *Spec) bool {
+	if len(spec.Changes) != 1 || spec.Changes[0].Provider == nil {
+		return false
+	}
+	return spec.Changes[0].Provider.ProposeNoBytecode()
 }
 
 func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*ChangeSet, error) {

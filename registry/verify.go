@@ -387,7 +387,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			if e := untrustedSince(rec.Governance, uk.signer); e != nil {
 				// Approved by a key trusted then and untrusted since (a
 				// key rotation): a state, as an expiry is, not a break.
-				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec))
+				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec))
 			}
 			return nil, why
 		case why != nil && refusal.CodeOf(why) != refusal.PinExpired:
@@ -400,7 +400,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			if expired > 0 {
 				also = fmt.Sprintf(", and %d expired (renewing them would not reach it)", expired)
 			}
-			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec))
+			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec))
 		}
 	}
 	// Last, what no signature covers (an approval's name and time, the

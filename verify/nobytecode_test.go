@@ -52,3 +52,38 @@ func TestNoBytecodeFromTheDigest(t *testing.T) {
 		t.Error("a digest the inputs do not give: want the default, with bytecode")
 	}
 }
+
+// TestProposeNoBytecode: the propose advice says --no-compile for a pin
+// whose envs were all made without bytecode, and not for one with
+// bytecode, with envs of both, or with none.
+func TestProposeNoBytecode(t *testing.T) {
+	spec := &registry.Provider{Name: "acme-echo", Package: &registry.Package{Name: "acme-echo", Version: "1.0.0", SHA256: digest.Sum([]byte("wheel"))}}
+	res := digest.Sum([]byte("resolution"))
+	interp := digest.Interpreter{Path: "/usr/bin/python3.11", Version: "3.11.2"}
+	root := &digest.Root{Name: "acme-echo", Version: "1.0.0", SHA256: spec.Package.SHA256}
+	label := registry.InterpreterLabel(interp.Path, interp.Version, digest.Sum([]byte("python")))
+	env := func(platform, bytecode string) registry.Materialization {
+		d, err := digest.LocalMaterializationDigest(platform, interp, res, root, bytecode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return registry.Materialization{Backend: registry.BackendLocal, Platform: platform, Digest: d, Resolution: res, Interpreter: label}
+	}
+	const a, b = "cp311-manylinux_2_36_x86_64", "cp311-manylinux_2_17_x86_64"
+	for _, c := range []struct {
+		name string
+		ms   []registry.Materialization
+		want bool
+	}{
+		{"without bytecode", []registry.Materialization{env(a, ""), env(b, "")}, true},
+		{"with bytecode", []registry.Materialization{env(a, digest.BytecodeUncheckedHash)}, false},
+		{"both", []registry.Materialization{env(a, ""), env(b, digest.BytecodeUncheckedHash)}, false},
+		{"no env", nil, false},
+	} {
+		s := *spec
+		s.Materializations = c.ms
+		if got := s.ProposeNoBytecode(); got != c.want {
+			t.Errorf("%s: ProposeNoBytecode = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -224,7 +224,7 @@ func withPropose(err error, name string, spec *registry.Provider) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	return re.WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
+	return re.WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode())
 }
 
 // pinnedEnvGone turns seal.Verify's refusal of a path that is neither an
@@ -258,19 +258,11 @@ func withRebuildInputs(err error, spec *registry.Provider, m registry.Materializ
 	return err
 }
 
-// noBytecode reports whether env m was made without bytecode. Bytecode
-// is part of the materialization digest (docs/digests.md), so the pin's
-// digest says it: the digest is computed from the pin's platform,
-// interpreter, resolution and root wheel without bytecode, and is the
-// pin's only for an env made so. Any other (one with bytecode, the
-// default, or a digest these inputs do not give) is advised as the
-// default.
+// noBytecode reports whether env m was made without bytecode, as the
+// pin's digest says it (registry.Provider.WithoutBytecode).
 func noBytecode(spec *registry.Provider, m registry.Materialization) bool {
-	path := m.InterpreterPath()
-	version, _, _ := strings.Cut(strings.TrimPrefix(m.Interpreter, path+" "), " ")
-	root := &digest.Root{Name: spec.Package.Name, Version: spec.Package.Version, SHA256: spec.Package.SHA256}
-	d, err := digest.LocalMaterializationDigest(m.Platform, digest.Interpreter{Path: path, Version: version}, m.Resolution, root, "")
-	return err == nil && d == m.Digest
+	m.Backend = registry.BackendLocal // a pin's env, whatever an older pin called it
+	return spec.WithoutBytecode(m)
 }
 
 // PinnedEnv is the directory of the local env the accepted pin of name
@@ -479,7 +471,7 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		}
 		return e
 	}
-	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images())
+	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposeNoBytecode(spec.ProposeNoBytecode())
 	if platform != "" && python != "" {
 		e.WithProposePlatforms(plats, python)
 	}

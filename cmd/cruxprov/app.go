@@ -848,9 +848,9 @@ func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]a
 	}
 	if rem.Package != "" {
 		jr["package"] = rem.Package
-		if rem.NoBytecode {
-			jr["noBytecode"] = true
-		}
+	}
+	if rem.NoBytecode && (rem.Package != "" || rem.Action == refusal.ActionPropose) {
+		jr["noBytecode"] = true
 	}
 	// The next remedy the command can carry out (one it cannot, as
 	// renderRemedies leaves it out).
@@ -991,6 +991,11 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			}
 		} else {
 			r += " --platform PLATFORM --python PYTHON"
+		}
+		if rem.NoBytecode {
+			// The pin's envs were made without bytecode, which their
+			// digests cover: an install with it proposed other envs.
+			r += " --no-compile"
 		}
 		if len(rem.Images) > 0 || rem.Backend == registry.BackendContainer {
 			// The pin's images: an install without them proposes a

@@ -102,7 +102,8 @@ func TestCopiedStoreRunsOnlyItsOwnEnvs(t *testing.T) {
 	if r := runIn(copied, "changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key")); r.code != 0 {
 		t.Fatalf("approve: %+v", r)
 	}
-	if r := runIn(copied, "verify", "acme-echo", "--deep"); r.code != 0 || !strings.Contains(r.stdout, filepath.Join(copied, "envs")) {
+	// The pin's own env (--no-compile, as it was made), built in the copy.
+	if r := runIn(copied, "verify", "acme-echo", "--deep"); r.code != 0 || !strings.Contains(r.stdout, "env "+filepath.Join(copied, "envs", filepath.Base(rep.Env))+"\n") {
 		t.Fatalf("verify of the copy's own env: %+v", r)
 	}
 	if r := runIn(copied, "run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@"+tok); r.code != 0 {

@@ -344,6 +344,7 @@ func TestVerifyUnpinnedPlatformAdviceFilled(t *testing.T) {
 	run, must, approveInstall := approvingStore(t, w, base, debian)
 	approveInstall()
 	var rep struct {
+		Env             string
 		Materialization struct{ Platform string }
 	}
 	if err := json.Unmarshal([]byte(must("verify", "acme-echo", "--json").stdout), &rep); err != nil || rep.Materialization.Platform == "" {
@@ -354,7 +355,9 @@ func TestVerifyUnpinnedPlatformAdviceFilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	const other = "cp312-manylinux_2_17_aarch64"
-	want := "cruxprov install acme-echo==1.0.0 --sha256 " + digest.Sum(b).Hex() + " --platform " + rep.Materialization.Platform + "," + other + " --python " + debian
+	// --no-compile: the pin's env was made without bytecode (approvingStore),
+	// which its digest covers; the advice without it proposed another env.
+	want := "cruxprov install acme-echo==1.0.0 --sha256 " + digest.Sum(b).Hex() + " --platform " + rep.Materialization.Platform + "," + other + " --python " + debian + " --no-compile"
 	in := filepath.Join(base, "in.json")
 	os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
 	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
@@ -376,7 +379,7 @@ func TestVerifyUnpinnedPlatformAdviceFilled(t *testing.T) {
 		t.Errorf("the advice has a placeholder %q: %s", m, advice)
 	}
 	f := follow("verify, the index in config.yaml", r, refusal.PinUnapproved, want+" --home "+home)
-	if !strings.Contains(f.stdout, other) || !strings.Contains(f.stdout, "env "+home) {
+	if !strings.Contains(f.stdout, other) || !strings.Contains(f.stdout, "env "+rep.Env) {
 		t.Errorf("the install advised proposes neither the pin's env nor %s: %+v", other, f)
 	}
 }
