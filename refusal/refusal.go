@@ -149,6 +149,11 @@ const (
 	// enterable, by every user, as a store's files (0644) and
 	// directories (0755) are for the executors that read them.
 	ActionGrantRead Action = "grant_read"
+	// ActionRunAsOwner runs the refused command again as the user who
+	// owns what it would change (Target: that user's uid), a registry
+	// this user may not write: the store belongs to one operator, and an
+	// executor only reads it.
+	ActionRunAsOwner Action = "run_as_owner"
 	// ActionNameNetrc runs the refused command again with the netrc
 	// file named (NETRC): one this user can read that holds a machine
 	// entry for the index's host (Target: the netrc file that could not

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -341,6 +342,49 @@ func lockAdvice(err error) string {
 	return "its lock cannot be made"
 }
 
+// unwritable is the refusal of a change to the registry this user may
+// not write (err: opening its lock to write it), registry_corrupt as an
+// unreadable registry is: it is no damage to the registry, and the
+// detail says so and what to do. Where another user owns the registry
+// (or the lock), its remedy (ActionRunAsOwner) is the change run as that
+// owner: the store belongs to one operator, and an executor only reads
+// it. It was a plain error ("run as the store's owner", exit 1), which
+// a Go caller could not tell from any other failure.
+func (d *Dir) unwritable(err error) error {
+	at := d.path(".lock")
+	if _, serr := os.Lstat(at); serr != nil {
+		at = d.root
+	}
+	uid, ok := deniedat.Owner(at)
+	other := ok && errors.Is(err, fs.ErrPermission) && int(uid) != os.Geteuid()
+	owner := ""
+	if other {
+		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
+	}
+	r := refusal.Wrap(refusal.RegistryCorrupt, err, "this user (uid %d) cannot change the registry %s%s, which is not damage to the registry: %s", os.Geteuid(), d.root, owner, lockAdvice(err))
+	if other {
+		r.WithRemedy(refusal.ActionRunAsOwner, strconv.FormatUint(uint64(uid), 10))
+	}
+	return r
+}
+
+// Writable refuses, as a change would (unwritable), a registry this
+// user may not change: a command asks it before a key's password, so
+// that an approver is not asked for one to be told no.
+func (d *Dir) Writable() error {
+	if d.readOnly {
+		return errors.New("registry: opened read-only (OpenDirReadOnly): open it with OpenDir to change it")
+	}
+	at := d.path(".lock")
+	if _, err := os.Lstat(at); err != nil {
+		at = d.root // made by the first change, in the registry's directory
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK, unix.AT_EACCESS); err != nil {
+		return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err})
+	}
+	return nil
+}
+
 // mutate runs f on the loaded state under the exclusive lock and writes
 // what it changed.
 func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
@@ -352,7 +396,7 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return fmt.Errorf("registry: this user (uid %d) cannot change the registry %s: %s: %w", os.Geteuid(), d.root, lockAdvice(err), err)
+		return d.unwritable(err)
 	}
 	lf.Chmod(0o644) // whatever the umask: readers take it shared (best effort: another owner's stays as it is)
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
@@ -110,8 +112,25 @@ func unwritableChild(t *testing.T, base string) {
 			// the registry" to an operator whose home could not be made).
 			why := map[string]string{"empty": "it is not writable by this user; run as the store's owner",
 				"absent": "it does not exist and this user cannot make it; use a store in a directory this user can write"}[filepath.Base(filepath.Dir(root))]
-			if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot change the registry") || !strings.Contains(err.Error(), why) {
-				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want a plain failure saying it cannot change the registry, and %q", err, refusal.CodeOf(err), why)
+			// A refusal (it was a plain error, exit 1, which a caller
+			// could not tell from any other failure), registry_corrupt as
+			// a registry this user may not read is, saying it is no
+			// damage; where another user owns the registry, its remedy
+			// is the change run as that owner.
+			if refusal.CodeOf(err) != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "cannot change the registry") ||
+				!strings.Contains(err.Error(), "not damage to the registry") || !strings.Contains(err.Error(), why) {
+				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want registry_corrupt saying it cannot change the registry, no damage, and %q", err, refusal.CodeOf(err), why)
+			}
+			rem := refusal.RemedyOf(err)
+			if uid, ok := ownerOf(root); ok && uid != os.Geteuid() {
+				if rem == nil || rem.Action != refusal.ActionRunAsOwner || rem.Target != strconv.Itoa(uid) {
+					t.Errorf("remedy %+v, want run_as_owner uid %d", rem, uid)
+				}
+				if werr := d.Writable(); refusal.CodeOf(werr) != refusal.RegistryCorrupt || refusal.RemedyOf(werr) == nil || refusal.RemedyOf(werr).Action != refusal.ActionRunAsOwner {
+					t.Errorf("Writable: %v, want the refusal a change gets", werr)
+				}
+			} else if rem != nil {
+				t.Errorf("remedy %+v, want none: this user owns it, or nobody does", rem)
 			}
 			ents, err := os.ReadDir(filepath.Dir(root))
 			if err != nil {
@@ -146,4 +165,13 @@ func unwritableChild(t *testing.T, base string) {
 			}
 		})
 	}
+}
+
+// ownerOf is the uid that owns p, and whether p is there.
+func ownerOf(p string) (int, bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return 0, false
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid), true
 }

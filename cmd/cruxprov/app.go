@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -1133,6 +1134,24 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return "chmod a+rX " + t
+	case refusal.ActionRunAsOwner:
+		// The refused command again as the user who owns the registry
+		// (the target: its uid), its store named (sudo leaves out
+		// CRUXPROV_HOME, and the owner's default home is another).
+		if rem.Target == "" {
+			return ""
+		}
+		who := shellQuote("#" + rem.Target)
+		if u, err := user.LookupId(rem.Target); err == nil {
+			who = shellQuote(u.Username)
+		}
+		same := func(v string) string { return v }
+		if _, ok := homeGiven(args); !ok {
+			if h := storeHome(args); h != "" {
+				return "sudo -u " + who + " " + rerun(args, "", same, "--home", h)
+			}
+		}
+		return "sudo -u " + who + " " + rerun(args, "", same)
 	case refusal.ActionCABundle:
 		// FILE: the PEM of the CA that signed the server's certificate;
 		// a bundle given (which did not) is replaced.
@@ -1200,6 +1219,17 @@ func targetOr(rem *refusal.Remedy, placeholder string) string {
 // command line args acts on (its --home, else CRUXPROV_HOME, else the
 // default) names an index, which a command run there takes as --index.
 func configNamesIndex(args []string) bool {
+	home := storeHome(args)
+	if home == "" {
+		return false
+	}
+	cfg, err := loadConfig(home)
+	return err == nil && cfg.Index != ""
+}
+
+// storeHome is the store the command line args acts on: its --home, else
+// CRUXPROV_HOME, else the default ("" where there is none).
+func storeHome(args []string) string {
 	home, ok := homeGiven(args)
 	if !ok {
 		home = os.Getenv("CRUXPROV_HOME")
@@ -1207,11 +1237,10 @@ func configNamesIndex(args []string) bool {
 	if home == "" {
 		var err error
 		if home, err = defaultHome(); err != nil {
-			return false
+			return ""
 		}
 	}
-	cfg, err := loadConfig(home)
-	return err == nil && cfg.Index != ""
+	return home
 }
 
 // envStoreNamesIndex reports whether the config.yaml of the store whose

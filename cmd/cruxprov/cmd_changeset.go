@@ -169,6 +169,11 @@ func init() {
 				}
 				withExpiry := c.IsSet("expires")
 				if res == nil {
+					// A registry this user may not change is said before
+					// the password too.
+					if err := reg.Writable(); err != nil {
+						return err
+					}
 					signer, err := signerFrom(c.Context, o, "--key", c.String("key"), kb)
 					if err != nil {
 						return err
