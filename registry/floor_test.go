@@ -298,6 +298,42 @@ func TestFloorRemedy(t *testing.T) {
 	}
 }
 
+// TestFloorRefusalSaysWhatToDo: a floor the file system refuses says
+// in its words what the set_state_dir remedy is, for a Go executor that
+// logs the line (only the CLI said it): the directory to make writable
+// (where a floors directory not made yet is made, the floors directory
+// a floor's temp file is refused in), the read-only or full file
+// system, and another state directory; the cause once, never a flag.
+func TestFloorRefusalSaysWhatToDo(t *testing.T) {
+	state := "/s"
+	floors := filepath.Join(state, "floors")
+	floor := filepath.Join(floors, "0123.json")
+	for _, c := range []struct {
+		name string
+		fe   *registry.FloorError
+		want string
+	}{
+		{"floors not made", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.EACCES}},
+			"ledger_write_failed: floor /s/floors: mkdir /s/floors: permission denied; this verifier's floors are kept in its state directory: make /s writable by this user, or give the verifier a state directory it can write"},
+		{"floor's temp file", &registry.FloorError{Path: floor, Err: &fs.PathError{Op: "open", Path: filepath.Join(floors, ".tmp-0123.json-42"), Err: syscall.EACCES}},
+			"ledger_write_failed: floor /s/floors/0123.json: open /s/floors/.tmp-0123.json-42: permission denied; this verifier's floors are kept in its state directory: make /s/floors writable by this user, or give the verifier a state directory it can write"},
+		{"floors not opened", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "open", Path: floors, Err: syscall.EACCES}},
+			"ledger_write_failed: floor /s/floors: open /s/floors: permission denied; this verifier's floors are kept in its state directory: make /s/floors writable by this user, or give the verifier a state directory it can write"},
+		{"read-only", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.EROFS}},
+			"ledger_write_failed: floor /s/floors: mkdir /s/floors: read-only file system; this verifier's floors are kept in its state directory, on a read-only file system: give the verifier a state directory on another"},
+		{"full", &registry.FloorError{Path: floor, Err: &fs.PathError{Op: "write", Path: floor, Err: syscall.ENOSPC}},
+			"ledger_write_failed: floor /s/floors/0123.json: write /s/floors/0123.json: no space left on device; free space on the file system of /s/floors/0123.json, or give the verifier a state directory on another"},
+		{"other", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.ENOTDIR}},
+			"ledger_write_failed: floor /s/floors: mkdir /s/floors: not a directory"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := registry.FloorRefusal(c.fe).Error(); got != c.want {
+				t.Errorf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}
+
 // TestFloorWriteRemovesDeadWritersTemps: a verifier killed while it
 // raised its floor (between the temp file's create and its rename, as
 // strace's SIGKILL at that rename of `cruxprov verify` does) left

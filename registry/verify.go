@@ -98,20 +98,6 @@ func parseFloor(p string, b []byte) (*Floor, error) {
 	return &f, nil
 }
 
-// writeFloor raises the floor atomically. A floor that cannot be written
-// is ledger_write_failed (the verifier's state directory, where its
-// receipts ledger lives too, is not writable or the disk failed): the
-// verification that would have raised it fails closed, since a floor
-// left behind is a rollback this verifier could no longer see.
-//
-// Verifications of one verifier run at once (runs in parallel), each
-// reading the floor first and writing it last: a write of what an older
-// snapshot of the registry showed, after a newer one's, would lower the
-// floor. So the write holds flock(2) on the floors directory, reads the floor again and only
-// raises it: the longer history seen (its head and trust document), the
-// higher revision per provider; a floor written meanwhile whose head is
-// not in chain (the history this verification read) is a fork,
-// registry_corrupt.
 // FloorError is why a verifier's floor, or the floors directory of its
 // state directory (DIR/floors), could not be read or written (Path): a
 // caller can tell it from a ledger of its own that cannot be written,
@@ -133,9 +119,24 @@ func (e *FloorError) Unwrap() error { return e.Err }
 // state directory, or the path where the write was refused made
 // writable or given room). Only cmd/ said what to do, from the
 // FloorError; a Go caller got no remedy.
+//
+// Its detail says in words what the remedy is, as the CLI's line said
+// it (a Go executor logs the detail; only the CLI said it before):
+// the path to make writable or give room, or another state directory.
 func floorRefusal(fe *FloorError, format string, args ...any) *refusal.Error {
-	r := refusal.Wrap(refusal.LedgerWriteFailed, fe, format, args...)
-	if at := fe.refusedAt(); at != "" {
+	detail := fmt.Sprintf(format, args...)
+	at := fe.refusedAt()
+	switch {
+	case at == "":
+	case errors.Is(fe.Err, syscall.EACCES), errors.Is(fe.Err, syscall.EPERM):
+		detail += ": " + fe.Error() + "; this verifier's floors are kept in its state directory: make " + at + " writable by this user, or give the verifier a state directory it can write"
+	case errors.Is(fe.Err, syscall.EROFS):
+		detail += ": " + fe.Error() + "; this verifier's floors are kept in its state directory, on a read-only file system: give the verifier a state directory on another"
+	default: // ENOSPC, EDQUOT
+		detail += ": " + fe.Error() + "; free space on the file system of " + at + ", or give the verifier a state directory on another"
+	}
+	r := refusal.Wrap(refusal.LedgerWriteFailed, fe, "%s", detail)
+	if at != "" {
 		r.WithRemedy(refusal.ActionSetStateDir, at)
 	}
 	return r
@@ -165,6 +166,20 @@ func (fe *FloorError) refusedAt() string {
 	return ""
 }
 
+// writeFloor raises the floor atomically. A floor that cannot be written
+// is ledger_write_failed (the verifier's state directory, where its
+// receipts ledger lives too, is not writable or the disk failed): the
+// verification that would have raised it fails closed, since a floor
+// left behind is a rollback this verifier could no longer see.
+//
+// Verifications of one verifier run at once (runs in parallel), each
+// reading the floor first and writing it last: a write of what an older
+// snapshot of the registry showed, after a newer one's, would lower the
+// floor. So the write holds flock(2) on the floors directory, reads the floor again and only
+// raises it: the longer history seen (its head and trust document), the
+// higher revision per provider; a floor written meanwhile whose head is
+// not in chain (the history this verification read) is a fork,
+// registry_corrupt.
 func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.Digest) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -1023,7 +1023,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionSetStateDir:
 		// A verifier's floors that cannot be written: the command again
 		// with a state directory the operator names (a --state-dir
-		// given replaced); the detail and floorAdvice say what refused.
+		// given replaced); the detail says what refused.
 		if !commandTakes(args, "state-dir") {
 			return ""
 		}

@@ -372,7 +372,7 @@ func runAction(c *cli.Context) error {
 	if err != nil && res == nil {
 		if errors.As(err, &ve) {
 			// Refused before the pin named what would run: no receipt.
-			return withFloorAdvice(ve.Err)
+			return ve.Err
 		}
 		if errors.As(err, &rr) {
 			// Refused after its intent: the ledger has the receipt, and
@@ -418,51 +418,6 @@ func withLedgerAdvice(err error) error {
 		return &withAdvice{err: err, advice: a}
 	}
 	return err
-}
-
-// withFloorAdvice adds floorAdvice to a verification refused because its
-// floors could not be read or written (ledger_write_failed).
-func withFloorAdvice(err error) error {
-	if a := floorAdvice(err); a != "" {
-		return &withAdvice{err: err, advice: a}
-	}
-	return err
-}
-
-// floorAdvice says where a verifier's floors may go when the file
-// system keeps them from their state directory ("" for any other
-// error): its floors are not the ledger's (--ledger elsewhere leaves
-// them in the state directory), and --state-dir moves them.
-func floorAdvice(err error) string {
-	var fe *registry.FloorError
-	if !errors.As(err, &fe) {
-		return ""
-	}
-	switch {
-	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM):
-		// A floors directory not made yet is made in its parent, which is
-		// what must be writable: the advice named the floors directory,
-		// which is not there to be made writable.
-		dir := fe.Path
-		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-			switch {
-			case pe.Op == "mkdir":
-				dir = filepath.Dir(pe.Path)
-			case pe.Path != fe.Path && filepath.Dir(pe.Path) == filepath.Dir(fe.Path):
-				// The floor is written through a temp file beside it and
-				// renamed: what refused is its directory, never the floor
-				// file's mode. The advice named the floor file, which is
-				// not there yet or whose mode does not matter.
-				dir = filepath.Dir(pe.Path)
-			}
-		}
-		return "; this verifier's floors are kept in its state directory: make " + shellQuote(dir) + " writable by this user, or give --state-dir a directory it can write"
-	case errors.Is(err, syscall.EROFS):
-		return "; this verifier's floors are kept in its state directory, on a read-only file system: give --state-dir a directory on another"
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return "; free space on the file system of " + fe.Path + " (or give --state-dir a directory on another)"
-	}
-	return ""
 }
 
 // withReceipt is a run's refusal that its ledger records: the error line
@@ -580,8 +535,10 @@ func unsaidLedgerAdvice(err error) string {
 // mode or mount that stopped the writes (a file moved or replaced says
 // it in its own words).
 func ledgerAdvice(err error) string {
-	if a := floorAdvice(err); a != "" {
-		return a
+	if fe := (*registry.FloorError)(nil); errors.As(err, &fe) {
+		// A verifier's floors: their refusal says what to do itself
+		// (another state directory, not the ledger's).
+		return ""
 	}
 	var pe *fs.PathError
 	inflight := errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight")

@@ -172,7 +172,7 @@ func verifyAction(c *cli.Context) error {
 			}
 			return &reportedError{code: exitRefused, err: err}
 		}
-		return withFloorAdvice(err)
+		return err
 	}
 	mode := "fast"
 	if c.Bool("deep") {
@@ -197,7 +197,7 @@ func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, plat, s
 		Entrypoint: c.String("entrypoint"), Platform: plat, Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
 	}, container.Options{})
 	if err != nil {
-		return withFloorAdvice(err)
+		return err
 	}
 	mode := "fast"
 	if c.Bool("deep") {

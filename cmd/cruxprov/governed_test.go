@@ -607,8 +607,8 @@ func TestGovernedFlowUnprivileged(t *testing.T) {
 	} {
 		r := w.executor(args...)
 		if r.code != exitRefused || !strings.Contains(r.stderr, "refused: ledger_write_failed: cannot make the verifier floors directory "+rootState+"/floors") ||
-			!strings.Contains(r.stderr, "give --state-dir a directory it can write") ||
-			!strings.Contains(r.stderr, "; to fix: cruxprov --home "+home+" "+args[0]+" acme-echo") || !strings.Contains(r.stderr, " --state-dir DIR; ") {
+			!strings.Contains(r.stderr, "give the verifier a state directory it can write") ||
+			!strings.Contains(r.stderr, "; to fix: cruxprov --home "+home+" "+args[0]+" acme-echo") || !strings.HasSuffix(r.stderr, " --state-dir DIR\n") {
 			t.Errorf("%s with a state directory it cannot write: %+v", args[0], r)
 		}
 	}

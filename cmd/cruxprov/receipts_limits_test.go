@@ -19,7 +19,6 @@ import (
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
-	"github.com/cruxible/cruxprov/registry"
 )
 
 // replayOf is a replayed outcome's replay_of (the container run's), "" for a run.
@@ -728,37 +727,6 @@ func TestReceiptsListShowTolerateCorrupt(t *testing.T) {
 				t.Errorf("tolerant --json: %+v", r)
 			}
 		})
-	}
-}
-
-// TestFloorAdviceNamesTheDirectory: verify --state-dir DIR, DIR of mode
-// 0555 without floors in it, was refused "cannot make the verifier floors
-// directory DIR/floors: mkdir DIR/floors: permission denied; … make
-// DIR/floors writable by this user", a directory that is not there: it
-// names DIR, where the floors directory is made; one in a floors
-// directory that cannot be written names that directory. (The error is built
-// here, as root ignores the mode; governed_test's TestGovernedFlowUnprivileged
-// meets the real one as an unprivileged user.)
-func TestFloorAdviceNamesTheDirectory(t *testing.T) {
-	dir := t.TempDir()
-	floors := filepath.Join(dir, "floors")
-	err := refusal.Wrap(refusal.LedgerWriteFailed, &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.EACCES}}, "cannot make the verifier floors directory %s", floors)
-	if got, want := floorAdvice(err), "; this verifier's floors are kept in its state directory: make "+shellQuote(dir)+" writable by this user, or give --state-dir a directory it can write"; got != want {
-		t.Errorf("advice %q, want %q", got, want)
-	}
-	// A floors directory this user may not write: the floor's temp file
-	// beside it is refused, and the advice names the directory, not the
-	// floor file (which it named: not there yet, and its mode does not
-	// matter to a write that renames over it).
-	floor := filepath.Join(floors, "0123.json")
-	err = refusal.Wrap(refusal.LedgerWriteFailed, &registry.FloorError{Path: floor, Err: &fs.PathError{Op: "open", Path: filepath.Join(floors, ".tmp-0123.json-42"), Err: syscall.EACCES}}, "cannot write the verifier floor %s", floor)
-	if got, want := floorAdvice(err), "; this verifier's floors are kept in its state directory: make "+shellQuote(floors)+" writable by this user, or give --state-dir a directory it can write"; got != want {
-		t.Errorf("advice %q, want %q", got, want)
-	}
-	// A floors directory that is there and cannot be opened keeps its advice.
-	err = refusal.Wrap(refusal.LedgerWriteFailed, &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "open", Path: floors, Err: syscall.EACCES}}, "cannot open the verifier floors directory %s", floors)
-	if got, want := floorAdvice(err), "; this verifier's floors are kept in its state directory: make "+shellQuote(floors)+" writable by this user, or give --state-dir a directory it can write"; got != want {
-		t.Errorf("advice %q, want %q", got, want)
 	}
 }
 
