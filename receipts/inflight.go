@@ -50,6 +50,11 @@ func (l *Ledger) inflightFile() (*os.File, error) {
 	return f, nil
 }
 
+// notKeyLocksAdvice is what to do about an in-flight lock file that is
+// not the regular file a keyed run makes (0600): no run holds a key lock
+// in it, so removing it loses nothing.
+const notKeyLocksAdvice = "it is not the regular file a keyed run makes there: remove it, and the next keyed run makes it"
+
 // openKeyLocks opens the key-lock sidecar of the ledger path (whose
 // file is side) for writing, as a keyed Begin takes its locks in it
 // (flag: os.O_CREATE to make it, 0600, when missing), refusing
@@ -62,7 +67,10 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 		// A directory (EISDIR) or a symbolic link (ELOOP, O_NOFOLLOW)
 		// there is said as what it is.
 		if st, lerr := os.Lstat(p); lerr == nil && !st.Mode().IsRegular() {
-			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "the in-flight lock file %s of receipts ledger %s is %s", p, path, filekind.NotRegular(st.Mode()))
+			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "the in-flight lock file %s of receipts ledger %s is %s; %s", p, path, filekind.NotRegular(st.Mode()), notKeyLocksAdvice)
+		}
+		if errors.Is(err, unix.EACCES) {
+			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s: %v; make it writable by this user (chmod u+w, or chown it to this user)", p, path, err)
 		}
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)
 	}
@@ -71,7 +79,7 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 		if err != nil {
 			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot stat the in-flight lock file %s of receipts ledger %s", p, path)
 		}
-		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is %s", p, path, filekind.NotRegular(st.Mode()))
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the in-flight lock file %s of receipts ledger %s is %s; %s", p, path, filekind.NotRegular(st.Mode()), notKeyLocksAdvice)
 	}
 	return f, nil
 }

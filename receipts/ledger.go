@@ -621,6 +621,9 @@ func (l *Ledger) append(ctx context.Context, b []byte) error {
 				return l.broken
 			}
 		}
+		if a := writeAdvice(err); a != "" {
+			return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s: %v%s", l.path, err, a)
+		}
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot append to receipts ledger %s", l.path)
 	}
 	if err := fdatasync(l.fd); err != nil {
@@ -692,6 +695,20 @@ func openAdvice(err error) string {
 		return "; its file system is mounted read-only: remount it read-write, or keep the ledger on another"
 	}
 	return ""
+}
+
+// writeAdvice is what to do, after "; ", about an append to the ledger
+// that the file system refused (err), or "" where err says it itself:
+// a Go executor's run refused for a full disk said only "no space left
+// on device", and only the command line said what to do.
+func writeAdvice(err error) string {
+	switch {
+	case errors.Is(err, unix.EFBIG):
+		return "; the ledger reached this process's file size limit (ulimit -f): raise it, or keep receipts in a new ledger"
+	case errors.Is(err, unix.EIO):
+		return "; the disk failed the write: check it (the kernel log says more) before running again"
+	}
+	return openAdvice(err)
 }
 
 // mkdirsAdvice is what to do about the directories of a ledger's path

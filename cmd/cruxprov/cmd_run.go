@@ -543,21 +543,16 @@ func ledgerAdvice(err error) string {
 	var pe *fs.PathError
 	inflight := errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight")
 	switch {
-	case inflight && (errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EISDIR)):
-		// Not what a keyed run makes there (a regular file, 0600), so
-		// no run holds a key lock in it: removing it loses nothing.
-		return "; " + shellQuote(pe.Path) + " is not the regular file a keyed run makes there (a symbolic link, a directory): remove it, and the next keyed run makes it"
+	case inflight:
+		// The in-flight lock file's refusal says what to do itself
+		// (receipts.openKeyLocks: one not a regular file, one this user
+		// may not write).
+		return ""
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return "; free space on the ledger's file system (or raise its quota)"
 	case errors.Is(err, syscall.EROFS):
 		return "; its file system is mounted read-only: remount it read-write, or give --ledger a path on another"
 	case errors.Is(err, syscall.EACCES):
-		// The ledger's in-flight lock file (receipts/inflight.go), which
-		// a keyed run opens for writing: the ledger and its directory
-		// may be writable, and the advice to make them so was no help.
-		if inflight {
-			return "; make the in-flight lock file " + shellQuote(pe.Path) + " writable by this user (chmod u+w, or chown it to this user)"
-		}
 		// A ledger not made yet: its directories are made in the nearest
 		// one there, which is what must be writable (a state directory
 		// of mode 0555, say); the ledger and its directory are not there.

@@ -409,9 +409,10 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 	r = run("receipts", "scan", "--state-dir", state)
 	// What to do names the file: the ledger and its directory are
 	// writable, and the advice to make them so was what scan said.
-	fix := "; make the in-flight lock file " + ledger + ".inflight writable by this user"
+	// (The words are receipts', which a Go executor reads too; said once.)
+	fix := "permission denied; make it writable by this user (chmod u+w, or chown it to this user)"
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: cannot open the in-flight lock file "+ledger+".inflight") ||
-		!strings.Contains(r.stderr, fix) || strings.Contains(r.stderr, "make the ledger and its directory writable") {
+		strings.Count(r.stderr, fix) != 1 || strings.Contains(r.stderr, "make the ledger and its directory writable") {
 		t.Errorf("key locks: scan: %+v", r)
 	}
 	// A directory or a symbolic link at its name, which no keyed run
@@ -425,7 +426,8 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 			chownTree(t, base)
 		}
 		r = run("receipts", "scan", "--state-dir", state)
-		if r.code != exitRefused || !strings.Contains(r.stderr, ledger+".inflight is not the regular file a keyed run makes there (a symbolic link, a directory): remove it") {
+		if r.code != exitRefused || !strings.Contains(r.stderr, "the in-flight lock file "+ledger+".inflight of receipts ledger "+ledger+" is ") ||
+			strings.Count(r.stderr, "it is not the regular file a keyed run makes there: remove it, and the next keyed run makes it") != 1 {
 			t.Errorf("key locks not a file: scan: %+v", r)
 		}
 		os.Remove(ledger + ".inflight")

@@ -102,6 +102,11 @@ func TestReceiptsScanWarnsOfAFullFileSystem(t *testing.T) {
 	if refusal.CodeOf(err) != refusal.LedgerWriteFailed || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("runs on the full file system: %v, want ledger_write_failed (no space left)", err)
 	}
+	// What to do is in the refusal's words, which a Go executor logs
+	// (only the command line said it), and the cause said once.
+	if msg := err.Error(); !strings.HasSuffix(msg, "no space left on device; free space on the ledger's file system (or raise its quota)") || strings.Count(msg, "no space left on device") != 1 {
+		t.Errorf("runs on the full file system: %q, want what to do", msg)
+	}
 	warning := "the file system of receipts ledger " + ledger + " has 0 B free, less than the 2 MiB a run's intent and outcome may take: a run whose receipt does not fit is refused ledger_write_failed; free space on it"
 	r := cruxprov(t, "receipts", "scan", "--ledger", ledger)
 	if r.code != 0 || !strings.HasPrefix(r.stderr, "warning: "+warning) || !strings.Contains(r.stdout, "att_one") {
