@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:98dd2d88b344db01bd6308e686f1042de0d96f0393f31ab61b8e6c3debd551ad",
-	"acme-echo/echo":     "sha256:082f3e9d729f1ec7a78f6cd508575595180986682c0b7f6bc753499c7ac96dba",
-	"acme-echo/fail":     "sha256:6a1474f9ef5431dd499cd35bbcd2c245be156a9b74911258592462a89bd2c9ea",
-	"acme-echo/flood":    "sha256:715b65cce11fab7f86d9bd0c415d5f4fbcf3e9d9f2fa446b967481e0bce79aef",
-	"acme-echo/sleep":    "sha256:4a54a58a9e5c17d5498a69a79a4b5370994e2dbad57713fb5c7f11ad02014e7b",
-	"acme-native":        "sha256:9bb29521c5edbfc8924a951a63456ebe6d6915ac1ef76336131c76114d64ebc7",
-	"acme-native/which":  "sha256:931e8ba9269750b21c94ce81dcd11abd7da226fb86ba8dfb3eb034928aebc33c",
-	"acme-scripts":       "sha256:b5875ce8031c701b5201dcb823d52bc97be6f8641a6911746cf3e77ed7891773",
-	"acme-scripts/hello": "sha256:51b0f1332b418940aed72b144f04237616d751cff32c7d595425a97910e3261c",
+	"acme-echo":          "sha256:45f16e32bac81791d393b636fef1d3a4269d1011d722f9344b04f803c43e1072",
+	"acme-echo/echo":     "sha256:cf018116d44f2feca8b99312cdcbf269774c9a4c10e93301692162832c62e026",
+	"acme-echo/fail":     "sha256:aeb3876a73ffb323fb90e948d23131f905cdcf1ebf4a7b08cdd8f0de43ee1cb2",
+	"acme-echo/flood":    "sha256:a16785f26e9132e7ab38340f34a94470d0ccdb60360b7de76c92b8fb8c8c1f03",
+	"acme-echo/sleep":    "sha256:1a73b604ebdf05888a08623ddfbeb7d87a01b4b21e171e3382637a55aa603fde",
+	"acme-native":        "sha256:d515be2ddc5cc0247b396fc22bd9d57ca2e1bff5a040a92c1b31565f9aaf162b",
+	"acme-native/which":  "sha256:023ccf98b5f25267995aad4b7551b1e1c4fcbf54b37f467c169d1e6a7b320727",
+	"acme-scripts":       "sha256:63d08a95638413130638eb0354388b1843014a5a1b341896e1568261997a05b1",
+	"acme-scripts/hello": "sha256:dc754e67a514be21c9d292ba6e003a456c4f8af2898089488107eb93576874de",
 }
 
 type inspectDoc struct {

@@ -63,6 +63,12 @@ containment with no init of its own; in a container cruxshim is the init and
 starts the harness as its child), it first forks a minimal init in front of itself
 (_init_in_front), so that signals and orphans behave as they do anywhere
 else; the init exits with the harness's status, 128+N for a death by signal N.
+
+The harness ends by os._exit, so no atexit hook of the provider's runs; it
+removes what multiprocessing's would have, its temporary directory (pymp-*,
+where a forkserver's socket is), which was otherwise left in the provider's
+temporary directory (/tmp unless the executor passes TMPDIR) by every run
+that started a process by spawn or forkserver (_remove_multiprocessing_tempdir).
 """
 
 from __future__ import annotations
@@ -732,7 +738,27 @@ def run(proto=None) -> int:
     return 0
 
 
+def _remove_multiprocessing_tempdir() -> None:
+    """Remove the temporary directory multiprocessing made for this process
+    (util.get_temp_dir: pymp-*, a forkserver's socket in it), as its atexit
+    hook would have; os._exit runs none. Only a directory of that name:
+    provider code may have changed what the process records. Best effort,
+    never an exception."""
+    try:
+        process = sys.modules.get("multiprocessing.process")
+        if process is None:
+            return
+        d = process.current_process()._config.get("tempdir")
+        if isinstance(d, str) and os.path.basename(d).startswith("pymp-"):
+            import shutil
+
+            shutil.rmtree(d, ignore_errors=True)
+    except BaseException:
+        pass
+
+
 def _exit(code: int) -> None:
+    _remove_multiprocessing_tempdir()
     for f in (sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if f is not None:

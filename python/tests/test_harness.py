@@ -773,6 +773,19 @@ class HarnessTest(unittest.TestCase):
             self.assertGreater(child["pth_ran"], 0, method)
         self.assertEqual(got, want)
 
+    def test_multiprocessing_tempdir_removed(self):
+        # The harness ends by os._exit, which runs no atexit hook: the
+        # directory multiprocessing makes for a forkserver's socket
+        # (pymp-*) stayed in the temporary directory after every run that
+        # started a child by spawn or forkserver. The harness removes it.
+        tmp = tempfile.mkdtemp(prefix="tmp-", dir=TMP)
+        for handoff in (True, False):
+            with self.subTest(handoff=handoff):
+                run = harness(request("tp_start:full"), env={"TMPDIR": tmp}, handoff=handoff)
+                self.assertEqual(run.code, 0, run.stderr)
+                self.assertEqual(run.doc["status"], "ok", run.doc)
+                self.assertEqual(os.listdir(tmp), [])
+
     def test_channel_and_variable_do_not_reach_provider_subprocesses(self):
         # The executor hands the channel over as an inheritable descriptor
         # named by CRUXIBLE_PROTOCOL_FD; the harness removes the variable
