@@ -16,8 +16,12 @@ import (
 )
 
 // killedChildEnv names the ledger a re-run of the test binary runs one
-// long container call into, as an executor that is then SIGKILLed.
-const killedChildEnv = "CRUXPROV_TEST_KILLED_EXECUTOR_LEDGER"
+// long container call into, as an executor that is then SIGKILLed;
+// killedFixtureEnv the parent's fixture (writeFixture).
+const (
+	killedChildEnv   = "CRUXPROV_TEST_KILLED_EXECUTOR_LEDGER"
+	killedFixtureEnv = "CRUXPROV_TEST_KILLED_EXECUTOR_FIXTURE"
+)
 
 // TestExecutorKilledMidRunChild is the executor TestExecutorKilledMidRun
 // kills: one run whose provider sleeps, its budget 30 s (the manifest's).
@@ -26,7 +30,7 @@ func TestExecutorKilledMidRunChild(t *testing.T) {
 	if path == "" {
 		t.Skip("run by TestExecutorKilledMidRun")
 	}
-	f := fixture(t)
+	f := readFixture(t, os.Getenv(killedFixtureEnv))
 	l, err := receipts.Open(context.Background(), path, receipts.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +54,24 @@ func TestExecutorKilledMidRunChild(t *testing.T) {
 func TestExecutorKilledMidRun(t *testing.T) {
 	f := fixture(t)
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "receipts.jsonl")
+	// The child runs on the parent's fixture and in a temporary directory
+	// of its own, which the parent removes: killed, it removes nothing
+	// itself, and it left a fixture it built (cruxprov-podman-fx-*, the
+	// cruxshim it built, cruxprov-image-shim-*) and its run's directory
+	// (cruxprov-run-*, which a later executor's Prune takes only once it
+	// is older than a pull may last: prune_pull_test.go) in the temporary
+	// directory on every run of the tests. Made by MkdirTemp beside the
+	// others, not in t.TempDir(), whose uppercase test name podman takes
+	// as no image name (stagingDirs).
+	tmp, err := os.MkdirTemp("", "cruxprov-podman-killed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	child := exec.Command(os.Args[0], "-test.run=^TestExecutorKilledMidRunChild$", "-test.count=1")
-	child.Env = append(os.Environ(), killedChildEnv+"="+path)
+	child.Env = append(os.Environ(), killedChildEnv+"="+path, killedFixtureEnv+"="+writeFixture(t, f, dir), "TMPDIR="+tmp)
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}

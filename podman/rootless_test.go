@@ -27,13 +27,54 @@ import (
 // fixture as the child runs it.
 const rootlessEnv = "CRUXPROV_PODMAN_ROOTLESS_FIXTURE"
 
-// rootlessFixture is what the rootless child needs of the fixture: the
-// Fixtures (Verify is rebuilt from the builder's public key) and the
-// layout.
-type rootlessFixture struct {
+// childFixture is what a child of a test (the test binary re-run) needs
+// of the parent's fixture: the Fixtures (Verify is rebuilt from the
+// builder's public key) and the layout. A child that built its own was
+// slower, and one killed by design (TestExecutorKilledMidRun) never
+// removed what it built (TestMain does, at the end).
+type childFixture struct {
 	Fixtures  invoketest.Fixtures `json:"fixtures"`
 	Layout    string              `json:"layout"`
 	BuilderPK string              `json:"builder_pk"`
+}
+
+// writeFixture writes f as a child reads it (readFixture) into dir and
+// returns the file's path.
+func writeFixture(t *testing.T, f *invoketest.Container, dir string) string {
+	t.Helper()
+	fj, err := json.Marshal(childFixture{Fixtures: f.Fixtures, Layout: f.Layout, BuilderPK: string(f.Key.Public().PEM())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fixture.json")
+	if err := os.WriteFile(path, fj, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readFixture is the fixture writeFixture wrote at path.
+func readFixture(t *testing.T, path string) *invoketest.Container {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf childFixture
+	if err := json.Unmarshal(b, &cf); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sign.ParsePublicKey([]byte(cf.BuilderPK))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := cf.Fixtures.Image
+	cf.Fixtures.Verify = func(ctx context.Context) error {
+		_, err := image.Verify(ctx, ref, image.VerifyOptions{Keys: []*sign.PublicKey{pub}, SkipBlobs: true,
+			Expect: image.Expect{BuilderID: invoketest.BuilderID}})
+		return err
+	}
+	return &invoketest.Container{Fixtures: cf.Fixtures, Layout: cf.Layout}
 }
 
 // TestRootless runs the conformance battery, a secret on fd 3 and the
@@ -69,14 +110,7 @@ func TestRootless(t *testing.T) {
 	}
 	work := asuser.Dir(t, "cruxprov-podman-rootless-")
 	bin := asuser.CopySelf(t, work)
-	fj, err := json.Marshal(rootlessFixture{Fixtures: f.Fixtures, Layout: f.Layout, BuilderPK: string(f.Key.Public().PEM())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fxFile := filepath.Join(work, "fixture.json")
-	if err := os.WriteFile(fxFile, fj, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fxFile := writeFixture(t, f, work)
 	env := []string{"HOME=" + u.Home, "USER=" + u.Name, "LOGNAME=" + u.Name,
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	// The child's runs pull the fixture into the user's own podman
@@ -121,25 +155,7 @@ func TestRootlessChild(t *testing.T) {
 	if os.Geteuid() == 0 {
 		t.Fatal("the rootless child runs as root")
 	}
-	b, err := os.ReadFile(fxFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rf rootlessFixture
-	if err := json.Unmarshal(b, &rf); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := sign.ParsePublicKey([]byte(rf.BuilderPK))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := rf.Fixtures.Image
-	rf.Fixtures.Verify = func(ctx context.Context) error {
-		_, err := image.Verify(ctx, ref, image.VerifyOptions{Keys: []*sign.PublicKey{pub}, SkipBlobs: true,
-			Expect: image.Expect{BuilderID: invoketest.BuilderID}})
-		return err
-	}
-	f := &invoketest.Container{Fixtures: rf.Fixtures, Layout: rf.Layout}
+	f := readFixture(t, fxFile)
 
 	info, err := exec.Command("podman", "--runtime", "runc", "info", "--format",
 		"{{.Host.Security.Rootless}} {{.Host.CgroupsVersion}} {{.Store.GraphDriverName}}").Output()
