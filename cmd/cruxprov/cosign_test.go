@@ -54,7 +54,13 @@ func TestCosignIsOptional(t *testing.T) {
 		}
 	}
 	cmd := exec.Command(filepath.Join(bin, "bash"), filepath.Join("..", "..", "scripts", "interop.sh"))
-	cmd.Env = []string{"PATH=" + bin, "HOME=" + t.TempDir(), "GOPATH=" + t.TempDir(), "GOCACHE=" + t.TempDir(), "GOTOOLCHAIN=local"}
+	// No HOME: the go command (the script's `go env GOPATH`) leaves a
+	// telemetry child that writes HOME/.config/go/telemetry after it has
+	// exited, and with HOME in t.TempDir() it made that directory again
+	// after the test had removed it (a TestCosignIsOptional* directory
+	// left in the temp directory on every run). Without a HOME, go has
+	// no config directory and records no telemetry.
+	cmd.Env = []string{"PATH=" + bin, "GOPATH=" + t.TempDir(), "GOCACHE=" + t.TempDir(), "GOTOOLCHAIN=local"}
 	r := runCmd(t, cmd)
 	if r.code != 1 || r.stdout != "" || r.stderr != "interop: cosign is missing (go install github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5)\n" {
 		t.Errorf("make interop without cosign: %+v", r)
