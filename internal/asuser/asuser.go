@@ -98,15 +98,33 @@ func CommandInitGroups(uid, gid int, bin string, args ...string) *exec.Cmd {
 	return setpriv("--init-groups", uid, gid, bin, args)
 }
 
+// TempDir returns a new directory in dir (a directory from Dir) owned by
+// uid and gid, for a child run as that user to have as its TMPDIR: what
+// the child makes there (its tests' t.TempDir) goes with dir, and stays
+// in the temporary directory the parent was given. Without one the child
+// wrote /tmp whatever the parent's TMPDIR.
+func TempDir(t testing.TB, dir string, uid, gid int) string {
+	t.Helper()
+	tmp, err := os.MkdirTemp(dir, "tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(tmp, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return tmp
+}
+
 // RunTest runs the test named test of this test binary (copied into dir,
-// a directory from Dir) as uid and gid 65534, in dir, with PATH and env
-// (NAME=value each) as its whole environment, and fails t unless that
-// test passed: the unprivileged half of a test whose parent is root.
+// a directory from Dir) as uid and gid 65534, in dir, with PATH, TMPDIR
+// (TempDir) and env (NAME=value each, which may set either) as its whole
+// environment, and fails t unless that test passed: the unprivileged
+// half of a test whose parent is root.
 func RunTest(t testing.TB, dir, test string, env ...string) {
 	t.Helper()
 	cmd := Command(65534, 65534, CopySelf(t, dir), "-test.run=^"+test+"$", "-test.v", "-test.count=1")
 	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "TMPDIR=" + TempDir(t, dir, 65534, 65534)}, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
 		t.Fatalf("as uid 65534: %v\n%s", err, out)
