@@ -240,7 +240,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hugeHeap()
 	}
 	asJSON := hasFlag(args, "json")
-	if err == nil && asJSON && helpAsked(reordered) {
+	if err == nil && ctx.Err() != nil {
+		// A signal came while the process started (it is caught from the
+		// package inits on): the command does nothing, and says it was
+		// interrupted. Run, one that never looks at its context (version,
+		// a list) went on as if no signal had come.
+		err = ctx.Err()
+	} else if err == nil && asJSON && helpAsked(reordered) {
 		// --help --json: the help text inside the one document stdout
 		// may carry, not the text alone (DESIGN §13).
 		var help bytes.Buffer

@@ -5,11 +5,10 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
+
+	"github.com/cruxible/cruxprov/internal/interrupt"
 )
 
 // gcPercent is the collector's GOGC unless the environment sets one. What
@@ -21,11 +20,11 @@ import (
 const gcPercent = 400
 
 func main() {
+	// SIGINT and SIGTERM are caught since the package inits
+	// (internal/interrupt); the first cancels ctx (signals.go).
+	ctx := watchInterrupts(interrupt.Caught())
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
 }
