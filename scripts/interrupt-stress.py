@@ -350,7 +350,9 @@ class Stress:
                 what = "completed (signal after the work)"
             else:
                 what = "interrupted"
-                lines = [l for l in err.splitlines() if l and not l.startswith("waiting for the store")]
+                # a stop slower than half a second says it is stopping first
+                lines = [l for l in err.splitlines() if l and not l.startswith("waiting for the store")
+                         and not l.startswith("interrupted: stopping cleanly")]
                 said = "interrupted" in lines[0] if lines else False
                 if name == "run":  # the run's own line: its attempt, cancelled by the signal
                     said = said or "cancelled the run (%s signal received)" % ("interrupt" if sig == "INT" else "terminated") in lines[0]

@@ -240,6 +240,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hugeHeap()
 	}
 	asJSON := hasFlag(args, "json")
+	schema := "cruxprov.error/v1"
+	if len(path) > 0 {
+		schema = schemaName(path...)
+	}
+	ir := interruptsOf(ctx)
+	if asJSON {
+		ir.expect(map[string]any{"schema": schema, "error": map[string]string{"kind": "interrupted", "message": forcedMessage}})
+	}
 	if err == nil && ctx.Err() != nil {
 		// A signal came while the process started (it is caught from the
 		// package inits on): the command does nothing, and says it was
@@ -257,6 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else if err == nil {
 		err = app.RunContext(ctx, reordered)
 	}
+	ir.settle()
 	if err == nil && out.err != nil {
 		// The result is lost (stdout on a full disk, say): not a success.
 		fmt.Fprintf(stderr, "error: cannot write the output: %s; the command's work is done, run it again with stdout where it can be written\n", oneLine(out.err.Error()))
@@ -264,10 +273,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil {
 		return exitOK
-	}
-	schema := "cruxprov.error/v1"
-	if len(path) > 0 {
-		schema = schemaName(path...)
 	}
 	var r *refusal.Error
 	var u *usageError

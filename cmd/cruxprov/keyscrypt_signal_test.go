@@ -27,7 +27,7 @@ import (
 // approved or written, and the same command run again completes.
 func TestSignalDuringKeyScrypt(t *testing.T) {
 	// Either signal cancels the command's context alike (main's
-	// signal.NotifyContext): one each.
+	// watchInterrupts): one each.
 	for _, sig := range []syscall.Signal{syscall.SIGINT} {
 		t.Run("changeset approve/"+sig.String(), func(t *testing.T) {
 			home, id, key, env := proposedHome(t)

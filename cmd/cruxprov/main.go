@@ -21,10 +21,11 @@ const gcPercent = 400
 
 func main() {
 	// SIGINT and SIGTERM are caught since the package inits
-	// (internal/interrupt); the first cancels ctx (signals.go).
-	ctx := watchInterrupts(interrupt.Caught())
+	// (internal/interrupt); the first cancels ctx, a second ends the
+	// process at once (signals.go).
+	ctx, ir := watchInterrupts(interrupt.Caught(), os.Stdout, os.Stderr, os.Exit)
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(gcPercent)
 	}
-	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args, ir.stdout, ir.stderr))
 }

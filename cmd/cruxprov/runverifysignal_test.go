@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,25 +47,29 @@ func TestRunInterruptedInItsVerify(t *testing.T) {
 }
 
 // TestRunInterruptedBeforeItsSpawn: a SIGINT that comes once the run's
-// intent is written but before its process starts (strace delivers it at
-// the intent's write) starts nothing: the outcome is cancelled, exit code
-// -1, "before the provider started: nothing ran", and the command ends at
-// once. The run was started all the same and the executor's SIGTERM came
-// before the namespace's init shell had started the harness: the shell,
-// with no handler, ignored it, and the provider ran on, to its end
-// (recorded cancelled with exit code 0: it had done its work) or to the
-// grace's SIGKILL, 2 s after the Ctrl-C (scripts/interrupt-stress.py: 1.4 s
-// to exit). Here the provider would sleep 5 s.
+// intent is written but before its process starts (strace holds the
+// thread that wrote the intent 150 ms after its write, and the test
+// sends the signal then) starts nothing: the outcome is cancelled, exit
+// code -1, "before the provider started: nothing ran", and the command
+// ends at once. The run was started all the same and the executor's
+// SIGTERM came before the namespace's init shell had started the
+// harness: the shell, with no handler, ignored it, and the provider ran
+// on, to its end (recorded cancelled with exit code 0: it had done its
+// work) or to the grace's SIGKILL, 2 s after the Ctrl-C
+// (scripts/interrupt-stress.py: 1.4 s to exit). Here the provider would
+// sleep 5 s. strace sent the signal itself, at the intent's write, but
+// it counts a syscall's calls per thread, and the outcome's write, on
+// another thread, got a second one, which now stops the command at once.
 func TestRunInterruptedBeforeItsSpawn(t *testing.T) {
 	strace := straceOrSkip(t)
 	home, _, env, run, in, tok := acceptedEcho(t, `{"seconds": 5}`)
 	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
 	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
 	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", ledger,
-		"-e", "trace=write,pwrite64", "-e", "inject=write,pwrite64:signal=SIGINT:when=1", bin}, args...)...)
+		"-e", "trace=write,pwrite64", "-e", "inject=write,pwrite64:delay_exit=150000:when=1", bin}, args...)...)
 	cmd.Env = env
 	start := time.Now()
-	r := runCmd(t, cmd)
+	r := signalledAt(t, cmd, func() bool { b, _ := os.ReadFile(ledger); return len(b) > 0 }, syscall.SIGINT)
 	took := time.Since(start)
 	if r.code != exitFailure || !strings.Contains(r.stderr, "the caller cancelled the run (interrupt signal received), before the provider started: nothing ran") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("interrupted before its spawn (%s): %+v", took, r)
@@ -145,4 +153,37 @@ func attempts(t *testing.T, run func(args ...string) result, ledger string) []le
 		t.Fatalf("receipts list: %s", r.stdout)
 	}
 	return l.Attempts
+}
+
+// signalledAt runs cmd, a strace of the binary, and sends sig once to the
+// binary (strace's child) as soon as cond holds, and returns what it did.
+func signalledAt(t *testing.T, cmd *exec.Cmd, cond func() bool, sig syscall.Signal) result {
+	t.Helper()
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	for deadline := time.Now().Add(60 * time.Second); !cond(); {
+		select {
+		case <-exited:
+			t.Fatalf("ended before the signal: %s", se.String())
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("not ready for the signal in 60 s: %s", se.String())
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) == 0 {
+		t.Fatalf("no child of strace: %v", err)
+	}
+	pid, _ := strconv.Atoi(f[0])
+	syscall.Kill(pid, sig)
+	<-exited
+	return result{so.String(), se.String(), cmd.ProcessState.ExitCode()}
 }
