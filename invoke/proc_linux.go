@@ -188,6 +188,15 @@ func cloexecAll() {
 	d.Close()
 }
 
+// initAlone reports whether the init shell pid (withInit's) has no child:
+// it has not started the harness yet, or the harness has ended. False
+// when the kernel does not say (no /proc/PID/task/TID/children).
+func initAlone(pid int) bool {
+	p := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	return err == nil && len(bytes.TrimSpace(b)) == 0
+}
+
 // nsOf returns the pid namespace of pid ("pid:[inode]"), or "".
 func nsOf(pid int) string {
 	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")

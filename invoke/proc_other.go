@@ -25,6 +25,8 @@ func cloexecAll() {}
 
 func nsOf(int) string { return "" }
 
+func initAlone(int) bool { return false }
+
 func signalRun(pid int, _ string, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }
 
 func withInit(argv, _ []string) []string { return argv }

@@ -632,6 +632,7 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		defer secretR.Close()
 		defer secretW.Close()
 	}
+	var initFront bool // the init shell runs in front of the harness (withInit)
 	build := func(ns bool) *exec.Cmd {
 		var set []string
 		if handoff {
@@ -644,10 +645,12 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		}
 		env := environ(c, set...)
 		args := argv
+		initFront = false
 		if ns && s.Sandbox == nil {
 			// The harness is not the namespace's first process (a
 			// sandbox such as bwrap is, and reaps and signals as one).
 			args = withInit(argv, env)
+			initFront = len(args) > len(argv)
 		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = env
@@ -718,6 +721,23 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		}
 		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot start %s", argv[0])
 	}
+	if ctx.Err() != nil {
+		// The context ended while the process started (a Ctrl-C after
+		// the look above, during the fork and exec): it has not yet
+		// started the harness (the init shell takes ~2 ms to fork it,
+		// the interpreter tens more to reach the provider), and it is
+		// killed before it does, its secrets never written. Left to the
+		// SIGTERM below, it ran the provider: the init shell, the first
+		// process of a pid namespace with no handler, ignored the
+		// signal, then started the harness, which ran to the grace's
+		// SIGKILL, 2 s after the Ctrl-C.
+		signalRun(cmd.Process.Pid, nsOf(cmd.Process.Pid), syscall.SIGKILL)
+		_ = cmd.Wait()
+		res := &Result{AttemptID: attempt, ExitCode: -1, Budgets: b, Duration: time.Since(start), Egress: []string{}}
+		tail := settle(ctx, res, CodeCancelled, b, red, nil, false, func() {})
+		res.Error.Message += ", as its process started: killed before the provider ran"
+		return res, tail, nil
+	}
 	var copied chan struct{}
 	if handoff {
 		chanW.Close()
@@ -784,7 +804,12 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		why = CodeCancelled
 	}
 	if why != "" {
-		if why == CodeOutputLimit {
+		if why == CodeOutputLimit || nsID != "" && initFront && initAlone(pid) {
+			// The output's flood is killed at once; so is a run whose
+			// init shell has not started the harness yet (or saw it
+			// end): as the first process of a pid namespace it ignores
+			// a SIGTERM it has no handler for, and started the harness
+			// after it, which ran to the grace's SIGKILL.
 			signalRun(pid, nsID, syscall.SIGKILL)
 			werr = <-done
 		} else {

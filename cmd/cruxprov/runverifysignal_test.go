@@ -159,6 +159,7 @@ func attempts(t *testing.T, run func(args ...string) result, ledger string) []le
 // binary (strace's child) as soon as cond holds, and returns what it did.
 func signalledAt(t *testing.T, cmd *exec.Cmd, cond func() bool, sig syscall.Signal) result {
 	t.Helper()
+	strace := cmd.Path
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
@@ -185,5 +186,154 @@ func signalledAt(t *testing.T, cmd *exec.Cmd, cond func() bool, sig syscall.Sign
 	pid, _ := strconv.Atoi(f[0])
 	syscall.Kill(pid, sig)
 	<-exited
-	return result{so.String(), se.String(), cmd.ProcessState.ExitCode()}
+	// strace's own lines (where a path it was given resolves to, a
+	// tracee killed while it held it) go, and the notice of a stop that
+	// took longer than noticeAfter: strace's hold delays the stop.
+	var lines []string
+	for _, l := range strings.SplitAfter(se.String(), "\n") {
+		if !strings.HasPrefix(l, "strace: ") && !strings.HasPrefix(l, strace+": ") && l != stoppingNotice+"\n" {
+			lines = append(lines, l)
+		}
+	}
+	return result{so.String(), strings.Join(lines, ""), cmd.ProcessState.ExitCode()}
 }
+
+// TestRunInterruptedAsItsProcessStarts: a SIGINT that comes after the
+// executor's last look at the context but before the namespace's init
+// shell has started the harness (strace holds the run's process 300 ms
+// before its exec of the shell, and the test sends the signal then)
+// starts no provider: the command ends at once, the outcome cancelled,
+// "as its process started: killed before the provider ran". The
+// executor's SIGTERM reached only the init shell, which, as the first
+// process of a pid namespace with no handler, ignored it, and started
+// the harness after: the provider ran on, to the grace's SIGKILL 2 s
+// later (a window of ~2 ms from the check to the shell's fork, wider on a
+// loaded host). Here the provider would sleep 5 s.
+func TestRunInterruptedAsItsProcessStarts(t *testing.T) {
+	strace := straceOrSkip(t)
+	home, _, env, run, in, tok := acceptedEcho(t, `{"seconds": 5}`)
+	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
+	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+	// The init shell's path as the executor execs it (strace says on
+	// stderr what it resolves to, a line signalledAt drops).
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", "/bin/sh",
+		"-e", "trace=execve", "-e", "inject=execve:delay_enter=300000", bin}, args...)...)
+	cmd.Env = env
+	var sent time.Time
+	r := signalledAt(t, cmd, func() bool {
+		if b, _ := os.ReadFile(ledger); len(b) == 0 {
+			return false
+		}
+		// The intent is written: the run's process is the binary's
+		// first child from now on.
+		if !hasGrandchild(cmd.Process.Pid) {
+			return false
+		}
+		sent = time.Now()
+		return true
+	}, syscall.SIGINT)
+	took := time.Since(sent)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "the caller cancelled the run (interrupt signal received), as its process started: killed before the provider ran") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("interrupted as its process started (%s after the signal): exit %d: %q", took, r.code, r.stderr)
+	}
+	a := attempts(t, run, ledger)
+	if len(a) != 1 || a[0].Outcome == nil || a[0].Outcome.Status != "error" || a[0].Outcome.ErrorCode != "cancelled" {
+		t.Fatalf("interrupted as its process started, the ledger: %+v", a)
+	}
+	t.Logf("ended %s after the signal", took)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("interrupted as its process started, it took %s after the signal", took)
+	}
+}
+
+// hasGrandchild reports whether strace's child (the binary) pid has a
+// child of its own.
+func hasGrandchild(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return false
+	}
+	c, _ := strconv.Atoi(f[0])
+	ts, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", c))
+	for _, p := range ts {
+		if b, _ := os.ReadFile(p); len(strings.Fields(string(b))) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRunInterruptedBeforeItsInitForks: a SIGINT that comes once the
+// run's process has started, but before its init shell has started the
+// harness (strace holds the shell's fork 500 ms, and the test sends the
+// signal 150 ms into it, the executor past its look at the context once
+// the process started), kills the init shell at once, and with it the pid
+// namespace: no provider runs. The executor sent the init shell a SIGTERM,
+// which the first process of a pid namespace ignores when it has no
+// handler, and waited the grace: the shell started the harness, and the
+// provider ran to the grace's SIGKILL, 2 s after the Ctrl-C. Here the
+// provider would sleep 5 s.
+func TestRunInterruptedBeforeItsInitForks(t *testing.T) {
+	strace := straceOrSkip(t)
+	home, _, env, run, in, tok := acceptedEcho(t, `{"seconds": 5}`)
+	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
+	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+	// Each thread's first fork is held (strace counts per thread): the
+	// init shell's is its fork of the harness.
+	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null",
+		"-e", "trace=clone,clone3,fork,vfork", "-e", "inject=clone,clone3,fork,vfork:delay_enter=500000:when=1", bin}, args...)...)
+	cmd.Env = env
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Skipf("no /bin/sh: %v", err)
+	}
+	var sent time.Time
+	r := signalledAt(t, cmd, func() bool {
+		if b, _ := os.ReadFile(ledger); len(b) == 0 {
+			return false
+		}
+		if !initShellAlone(cmd.Process.Pid, sh) {
+			return false
+		}
+		time.Sleep(150 * time.Millisecond)
+		sent = time.Now()
+		return true
+	}, syscall.SIGINT)
+	took := time.Since(sent)
+	if r.code != exitFailure || !strings.HasSuffix(strings.TrimSpace(r.stderr), "the caller cancelled the run (interrupt signal received)") && !strings.Contains(r.stderr, "the caller cancelled the run (interrupt signal received) (attempt") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("interrupted before its init forked (%s after the signal): exit %d: %q", took, r.code, r.stderr)
+	}
+	a := attempts(t, run, ledger)
+	if len(a) != 1 || a[0].Outcome == nil || a[0].Outcome.Status != "error" || a[0].Outcome.ErrorCode != "cancelled" {
+		t.Fatalf("interrupted before its init forked, the ledger: %+v", a)
+	}
+	t.Logf("ended %s after the signal", took)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("interrupted before its init forked, it took %s after the signal", took)
+	}
+}
+
+// initShellAlone reports whether the binary (strace's child pid) has a
+// child running sh that has no child yet.
+func initShellAlone(pid int, sh string) bool {
+	kids := func(p int) []string {
+		ts, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		var out []string
+		for _, f := range ts {
+			b, _ := os.ReadFile(f)
+			out = append(out, strings.Fields(string(b))...)
+		}
+		return out
+	}
+	for _, b := range kids(pid) {
+		for _, c := range kids(atoi(b)) {
+			if exe, _ := os.Readlink("/proc/" + c + "/exe"); exe == sh {
+				return len(kids(atoi(c))) == 0
+			}
+		}
+	}
+	return false
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
