@@ -77,14 +77,18 @@ type envCreated struct {
 	ContentDigest digest.Digest `json:"seal_content_digest"`
 	Reused        bool          `json:"reused"`
 	Replaced      bool          `json:"replaced"`
-	Platform      string        `json:"platform"`
-	Interpreter   string        `json:"interpreter"`
-	Resolution    digest.Digest `json:"resolution_digest"`
-	Packages      int           `json:"packages"`
-	Files         int           `json:"files"`
-	Bytes         int64         `json:"bytes"`
-	Compiled      bool          `json:"compiled"`
-	Timings       envTimings    `json:"timings"`
+	// SealedAt is where the env found at Path had been sealed, when it
+	// was built again because its store was copied or moved there
+	// (materialize.Result.SealedAt); an added key of v1.
+	SealedAt    string        `json:"sealed_at,omitempty"`
+	Platform    string        `json:"platform"`
+	Interpreter string        `json:"interpreter"`
+	Resolution  digest.Digest `json:"resolution_digest"`
+	Packages    int           `json:"packages"`
+	Files       int           `json:"files"`
+	Bytes       int64         `json:"bytes"`
+	Compiled    bool          `json:"compiled"`
+	Timings     envTimings    `json:"timings"`
 }
 
 // envTimings are materialize's stages plus what the command spent before
@@ -199,7 +203,7 @@ func envCreate(c *cli.Context) error {
 	}
 	r := res.Env
 	out := envCreated{
-		Path: r.Dir, Digest: r.Digest, TreeDigest: r.TreeDigest, Reused: r.Reused, Replaced: po.Replace,
+		Path: r.Dir, Digest: r.Digest, TreeDigest: r.TreeDigest, Reused: r.Reused, Replaced: po.Replace, SealedAt: r.SealedAt,
 		Platform: res.Platform, Interpreter: res.Interpreter, Resolution: r.Seal.Resolution.Digest,
 		Packages: len(r.Seal.Resolution.Packages), Files: r.Seal.Tree.Files, Bytes: r.Seal.Tree.Bytes, Compiled: r.Seal.Env.Compiled,
 		Timings: envTimings{Timings: r.Timings, Prepare: res.Prepare, Total: time.Since(start)},

@@ -158,4 +158,20 @@ func TestCopiedStoreInstallBuildsItsEnvAgain(t *testing.T) {
 	if r := run("verify", "acme-echo", "--deep"); r.code != 0 || !strings.Contains(r.stdout, "env "+env) {
 		t.Fatalf("verify of the copy's own env: %+v", r)
 	}
+	// env create in another copy: its --json says where the env it
+	// built again had been sealed (only the warning said it).
+	again := filepath.Join(base, "again")
+	if out, err := exec.Command("cp", "-a", home, again).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v %s", err, out)
+	}
+	c := exec.Command(bin, "--home", again, "env", "create", "--wheel", w.echo, "--platform", "host", "--python", debian, "--index", w.url, "--no-compile", "--json")
+	r = runCmd(t, c)
+	var doc struct {
+		Path     string
+		Reused   bool
+		SealedAt string `json:"sealed_at"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.SealedAt != rep.Env || doc.Reused || doc.Path != filepath.Join(again, "envs", filepath.Base(rep.Env)) {
+		t.Errorf("env create --json in a copy: %+v (doc %+v), want sealed_at %s", r, doc, rep.Env)
+	}
 }
