@@ -31,9 +31,15 @@ func TestRunInterruptedInItsVerify(t *testing.T) {
 	ledger := filepath.Join(filepath.Dir(home), "ledger", "l.jsonl")
 	args := []string{"--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
 	cmd := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", envPath + ".seal.json",
-		"-e", "trace=openat,open", "-e", "inject=openat,open:signal=SIGINT:when=1", bin}, args...)...)
+		"-e", "trace=openat,open", "-e", "inject=openat,open:signal=SIGINT:delay_exit=300000:when=1", bin}, args...)...)
 	cmd.Env = env
 	r := runCmd(t, cmd)
+	// The open returns 300 ms after the signal: the context is cancelled
+	// while the verify is still in it (a goroutine cancels it, and under
+	// the race detector on a loaded host the verify could end before it
+	// ran, and the run meet the cancel only after its intent, recorded
+	// "before the provider started", which TestRunInterruptedBeforeItsSpawn
+	// covers).
 	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "error: interrupted by a signal") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 		t.Fatalf("interrupted in its verify: %+v", r)
 	}
