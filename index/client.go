@@ -554,13 +554,13 @@ func (c *Client) schemeRefused(ctx context.Context, u *url.URL, err error) *refu
 		// failure is the proxy's, not the index's.)
 		if c.isIndex(u) {
 			return refusal.Wrap(refusal.FetchFailed, err, "the index %s is pinned as https://, but %s answers in plain HTTP, not TLS; pin it as %s if it is served without TLS, or fix the port to the one that serves TLS",
-				c.BaseURL(), u.Host, withScheme(c.base, "http")).WithRemedy(refusal.ActionIndexScheme, "http")
+				c.BaseURL(), u.Host, WithScheme(c.BaseURL(), "http")).WithRemedy(refusal.ActionIndexScheme, "http")
 		}
 		return refusal.Wrap(refusal.FetchFailed, err, "the index %s links %s, but %s answers in plain HTTP, not TLS; fix the index's links", c.BaseURL(), Redact(u.String()), u.Host)
 	case u.Scheme == "http" && probeWorthy(err) && c.direct(u) && c.speaksTLS(ctx, u):
 		if c.isIndex(u) {
 			return refusal.Wrap(refusal.FetchFailed, err, "the index %s is pinned as http://, but %s speaks TLS (HTTPS), not plain HTTP; pin it as %s",
-				c.BaseURL(), u.Host, withScheme(c.base, "https")).WithRemedy(refusal.ActionIndexScheme, "https")
+				c.BaseURL(), u.Host, WithScheme(c.BaseURL(), "https")).WithRemedy(refusal.ActionIndexScheme, "https")
 		}
 		return refusal.Wrap(refusal.FetchFailed, err, "the index %s links %s, but %s speaks TLS (HTTPS), not plain HTTP; fix the index's links", c.BaseURL(), Redact(u.String()), u.Host)
 	}
@@ -572,17 +572,23 @@ func (c *Client) isIndex(u *url.URL) bool {
 	return u.Scheme == c.base.Scheme && hostPort(u) == hostPort(c.base)
 }
 
-// withScheme is u with the scheme s, its port kept (named where it was
-// the old scheme's default).
-func withScheme(u *url.URL, s string) string {
-	v := *u
-	v.User = nil
-	if v.Port() == "" {
-		_, p, _ := net.SplitHostPort(hostPort(u))
-		v.Host = net.JoinHostPort(u.Hostname(), p)
+// WithScheme is the http(s) URL rawURL with the scheme s, its port kept
+// (named where it was the old scheme's default: http://host/ that speaks
+// TLS does so on port 80) and its user information as it is; rawURL
+// unchanged where it is no http(s) URL with a host. It is how the
+// refusal of an index pinned with the wrong scheme names the right URL,
+// and how the command line renders that refusal's remedy.
+func WithScheme(rawURL, s string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return rawURL
 	}
-	v.Scheme = s
-	return v.String()
+	if u.Port() == "" {
+		_, p, _ := net.SplitHostPort(hostPort(u))
+		u.Host = net.JoinHostPort(u.Hostname(), p)
+	}
+	u.Scheme = s
+	return u.String()
 }
 
 // probeWorthy reports whether err, the failure of a plain HTTP request,
@@ -608,8 +614,8 @@ func (c *Client) direct(u *url.URL) bool {
 // proxyFor is the proxy the transport sends a request for u through (nil:
 // none), and whether that is known (an *http.Transport's Proxy says).
 func (c *Client) proxyFor(u *url.URL) (*url.URL, bool) {
-	t, ok := c.http.Transport.(*authTransport).inner.(*http.Transport)
-	if !ok {
+	t := c.transport()
+	if t == nil {
 		return nil, false
 	}
 	if t.Proxy == nil {
@@ -617,6 +623,16 @@ func (c *Client) proxyFor(u *url.URL) (*url.URL, bool) {
 	}
 	p, err := t.Proxy(&http.Request{Method: http.MethodGet, URL: u, Header: http.Header{}})
 	return p, err == nil
+}
+
+// transport is the *http.Transport under the client's credentials, nil
+// where it has another (its Proxy and TLS settings unknown).
+func (c *Client) transport() *http.Transport {
+	if at, ok := c.http.Transport.(*authTransport); ok {
+		t, _ := at.inner.(*http.Transport)
+		return t
+	}
+	return nil
 }
 
 // proxyName is "the proxy" and, where the transport says which, its URL
@@ -647,7 +663,7 @@ const tlsProbeTimeout = 5 * time.Second
 // after the handshake.
 func (c *Client) speaksTLS(ctx context.Context, u *url.URL) bool {
 	cfg := &tls.Config{}
-	if t, ok := c.http.Transport.(*authTransport).inner.(*http.Transport); ok && t.TLSClientConfig != nil {
+	if t := c.transport(); t != nil && t.TLSClientConfig != nil {
 		cfg = t.TLSClientConfig.Clone()
 	}
 	cfg.ServerName = u.Hostname()

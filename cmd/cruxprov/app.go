@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
@@ -1184,7 +1184,7 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		}) {
 			return ""
 		}
-		return rerun(args, "index", func(v string) string { return withScheme(v, rem.Target) })
+		return rerun(args, "index", func(v string) string { return index.WithScheme(v, rem.Target) })
 	case refusal.ActionIndexCredentials:
 		// The --index given again with USER:PASSWORD for its user
 		// information (withoutIndexCredentials), for the operator to
@@ -1196,25 +1196,6 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return rerun(args, "", func(v string) string { return v })
 	}
 	return ""
-}
-
-// withScheme is the URL u with the scheme s, its port kept (named where
-// it was the old scheme's default: http://host/ speaks TLS on port 80);
-// u as it is where it does not parse as an http(s) URL.
-func withScheme(u, s string) string {
-	p, err := url.Parse(u)
-	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return u
-	}
-	if p.Port() == "" {
-		port := "80"
-		if p.Scheme == "https" {
-			port = "443"
-		}
-		p.Host = net.JoinHostPort(p.Hostname(), port)
-	}
-	p.Scheme = s
-	return p.String()
 }
 
 // targetOr is rem's target quoted for a shell, or placeholder where it
