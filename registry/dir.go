@@ -351,11 +351,7 @@ func lockAdvice(err error) string {
 // it. It was a plain error ("run as the store's owner", exit 1), which
 // a Go caller could not tell from any other failure.
 func (d *Dir) unwritable(err error) error {
-	at := d.path(".lock")
-	if _, serr := os.Lstat(at); serr != nil {
-		at = d.root
-	}
-	uid, ok := deniedat.Owner(at)
+	uid, ok := deniedat.Owner(d.changedAt())
 	other := ok && errors.Is(err, fs.ErrPermission) && int(uid) != os.Geteuid()
 	owner := ""
 	if other {
@@ -368,17 +364,29 @@ func (d *Dir) unwritable(err error) error {
 	return r
 }
 
+// changedAt is what a change opens for writing first: the registry's
+// lock, or where it is not made yet, the registry's directory, where the
+// first change makes it.
+func (d *Dir) changedAt() string {
+	at := d.path(".lock")
+	if _, err := os.Lstat(at); err != nil {
+		return d.root
+	}
+	return at
+}
+
+// errOpenedReadOnly is a change asked of a Dir OpenDirReadOnly opened:
+// the caller's mistake, not the registry's state.
+var errOpenedReadOnly = errors.New("registry: opened read-only (OpenDirReadOnly): open it with OpenDir to change it")
+
 // Writable refuses, as a change would (unwritable), a registry this
 // user may not change: a command asks it before a key's password, so
 // that an approver is not asked for one to be told no.
 func (d *Dir) Writable() error {
 	if d.readOnly {
-		return errors.New("registry: opened read-only (OpenDirReadOnly): open it with OpenDir to change it")
+		return errOpenedReadOnly
 	}
-	at := d.path(".lock")
-	if _, err := os.Lstat(at); err != nil {
-		at = d.root // made by the first change, in the registry's directory
-	}
+	at := d.changedAt()
 	if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK, unix.AT_EACCESS); err != nil {
 		return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err})
 	}
@@ -392,7 +400,7 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 		return err
 	}
 	if d.readOnly {
-		return errors.New("registry: opened read-only (OpenDirReadOnly): open it with OpenDir to change it")
+		return errOpenedReadOnly
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
