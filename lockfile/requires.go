@@ -11,6 +11,14 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 )
 
+// RelockAdvice is how a provider's author makes the lock a refusal asks
+// for again, in words a refusal carries: uv's lock exported as PEP 751
+// without the project itself, which uv export otherwise lists (as its
+// directory, editable) and a provider's lock must not (DESIGN §3). The
+// advice said "uv export --format pylock.toml", whose lock was refused in
+// turn for listing the provider.
+const RelockAdvice = "uv lock, then uv export --format pylock.toml --no-emit-project -o pylock.toml"
+
 // checkRequires checks the root distribution's own requirements against
 // the packages selected for p (rep.Packages): each requirement whose
 // marker holds on p, in the metadata context with no extra being
@@ -52,8 +60,8 @@ func checkRequires(rep *Report, p *platform.Platform, opts Options) error {
 		return nil
 	}
 	err = refusal.New(refusal.LockInvalid,
-		"%s requires (METADATA Requires-Dist) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock in the provider's wheel",
-		root, strings.Join(unmet, "; and "))
+		"%s requires (METADATA Requires-Dist) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (%s) and embed the new lock in the provider's wheel",
+		root, strings.Join(unmet, "; and "), RelockAdvice)
 	if opts.RootWheel != "" {
 		err = err.(*refusal.Error).WithRemedy(refusal.ActionEmbed, opts.RootWheel)
 	}

@@ -32,7 +32,7 @@ wheels = [{ url = "https://x/httpx-0.27.2-py3-none-any.whl", hashes = { sha256 =
 		want []string
 	}{
 		{name: "met", requires: []string{"six>=1.16", "NumPy==1.26.*", "local", "pytest"}},
-		{name: "absent", requires: []string{"six", "httpx==0.27.2"}, want: []string{`"httpx==0.27.2", but the lock has no httpx for cp312-manylinux_2_28_x86_64`, "re-lock", "embed the new lock in the provider's wheel"}},
+		{name: "absent", requires: []string{"six", "httpx==0.27.2"}, want: []string{`"httpx==0.27.2", but the lock has no httpx for cp312-manylinux_2_28_x86_64`, "re-lock", "uv export --format pylock.toml --no-emit-project", "embed the new lock in the provider's wheel"}},
 		{name: "version outside the specifier", requires: []string{"six>=2"}, want: []string{`"six>=2", but the lock pins six 1.16.0`}},
 		{name: "every unmet one named", requires: []string{"six>=2", "httpx"}, want: []string{"pins six 1.16.0", "has no httpx"}},
 		{name: "name normalized", requires: []string{"SIX==1.16.0"}},

@@ -58,7 +58,7 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 	for _, p := range l.Packages {
 		if p.Name == m.Name {
-			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3)", m.Name)
+			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3): export it without the project (%s) and embed that lock in the provider's wheel", m.Name, lockfile.RelockAdvice)
 		}
 	}
 	var unmet []string
@@ -88,8 +88,8 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 		}
 	}
 	if len(unmet) > 0 {
-		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (uv lock, then uv export --format pylock.toml) and embed the new lock in the provider's wheel",
-			m.Name, strings.Join(unmet, "; and "))
+		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (%s) and embed the new lock in the provider's wheel",
+			m.Name, strings.Join(unmet, "; and "), lockfile.RelockAdvice)
 	}
 	return nil
 }

@@ -24,3 +24,61 @@ func TestEmbedFileOtherNameSaysNoFlag(t *testing.T) {
 		t.Fatalf("%v: want wheel_invalid saying to write it into a directory, naming no flag", err)
 	}
 }
+
+// TestEmbedLockAdviceExportsWithoutTheProject: both lock_invalid
+// refusals of package embed say how to make the lock it wants, and that
+// way works: uv export without --no-emit-project lists the project
+// itself (its directory, editable), which the second refusal is about.
+// The Requires-Dist one advised "uv export --format pylock.toml", whose
+// lock package embed refused in turn; the provider-itself one said what
+// was wrong and not what to do.
+func TestEmbedLockAdviceExportsWithoutTheProject(t *testing.T) {
+	dir := t.TempDir()
+	src := wheeltest.Write(t, dir, "acme_web_fetch-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_web_fetch/__init__.py": "",
+		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\nRequires-Dist: cruxible-provider-runtime==0.2.0\nRequires-Dist: httpx==0.27.2\n",
+	})
+	mf := []byte(`schema = 1
+name = "acme-web-fetch"
+protocol = [1, 1]
+
+[[entrypoints]]
+name = "fetch"
+object = "acme_web_fetch.impl:Fetch"
+interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
+`)
+	const runtime = `lock-version = "1.0"
+created-by = "uv"
+
+[[packages]]
+name = "cruxible-provider-runtime"
+version = "0.2.0"
+wheels = [{ url = "https://x/cruxible_provider_runtime-0.2.0-py3-none-any.whl", hashes = { sha256 = "8b6deb8bc45804aad0ff783fac88426dd8dadd7ea98f3cdeb0c626e286dcde0d" } }]
+`
+	// What uv export --format pylock.toml writes for the project itself
+	// unless --no-emit-project.
+	const self = `
+[[packages]]
+name = "acme-web-fetch"
+directory = { path = ".", editable = true }
+`
+	for _, tc := range []struct {
+		name, lock string
+		want       []string
+	}{
+		{"a requirement the lock lacks", runtime, []string{`"httpx==0.27.2", but the lock has no httpx`, "uv export --format pylock.toml --no-emit-project"}},
+		{"the provider itself", runtime + self, []string{"lists acme-web-fetch, the provider itself", "export it without the project", "uv export --format pylock.toml --no-emit-project", "embed that lock"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := manifest.EmbedFile(context.Background(), src, filepath.Join(t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl"), mf, []byte(tc.lock))
+			if refusal.CodeOf(err) != refusal.LockInvalid {
+				t.Fatalf("%v: want lock_invalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nlacks %q", err, w)
+				}
+			}
+		})
+	}
+}
