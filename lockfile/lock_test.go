@@ -246,6 +246,11 @@ wheels = [{ url = "https://x/b-1-cp312-cp312-manylinux_2_17_x86_64.whl", hashes 
 	if !errors.Is(err, refusal.NoCompatibleWheel) || !strings.Contains(err.Error(), "aarch64") {
 		t.Errorf("first refusal: %v", err)
 	}
+	// It says what to do, as every refusal does (docs/refusals.md): it
+	// listed the offered tags and stopped there.
+	if want := "(offered tags: cp312-cp312-manylinux_2_17_x86_64): lock a wheel of it for cp312-manylinux_2_17_aarch64, or leave that platform out"; !strings.Contains(err.Error(), want) {
+		t.Errorf("first refusal: %v\nlacks %q", err, want)
+	}
 	if len(reps) != 3 {
 		t.Fatalf("%d reports", len(reps))
 	}

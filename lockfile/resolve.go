@@ -338,7 +338,7 @@ func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerEr
 		}
 	}
 	if best < 0 {
-		out.Err = refusal.New(refusal.NoCompatibleWheel, "package %s %s has no wheel for %s; offered tags: %s", name, pk.Version, id, offeredTags(pk))
+		out.Err = refusal.New(refusal.NoCompatibleWheel, "package %s %s has no wheel for %s (offered tags: %s): lock a wheel of it for %s, or leave that platform out", name, pk.Version, id, offeredTags(pk), id)
 		return out
 	}
 	w := &pk.Wheels[best]
