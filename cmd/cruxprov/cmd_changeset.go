@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -348,7 +349,10 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan, note strin
 		case b.Raised:
 			word = "RAISED"
 		}
-		fmt.Fprintf(w, "  ~ budget %s: %d → %d (%s)\n", b.Name, b.Old, b.New, word)
+		// No budget (0: the manifest gives none) is "-", as every other
+		// value a pin does not have yet: a registration said "0 → 30000",
+		// which read as a limit of zero.
+		fmt.Fprintf(w, "  ~ budget %s: %s → %s (%s)\n", b.Name, budgetOrDash(b.Old), budgetOrDash(b.New), word)
 	}
 	if n == 0 && note != "" {
 		fmt.Fprintf(w, "  nothing changes: %s\n", note)
@@ -404,6 +408,14 @@ func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider st
 func planChanges(p *registry.Plan) int {
 	return len(p.Packages) + len(p.Digests) + len(p.Entrypoints) + len(p.Secrets.Added) + len(p.Secrets.Removed) +
 		len(p.Egress.Added) + len(p.Egress.Removed) + len(p.Budgets)
+}
+
+// budgetOrDash is budget n, or "-" for none (0).
+func budgetOrDash(n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func orDash(s string) string {
