@@ -111,7 +111,7 @@ func init() {
 				plan.Stale, _ = cur.stale(c.Context, cs)
 				note := ""
 				if !o.json && plan.Action == registry.ActionUpdate && cs.Status.State == registry.StateProposed && !plan.Stale && b.pin != nil && !b.pin.Retired && planChanges(plan) == 0 {
-					note = noChangeNote(c.Context, o, reg, cs.Scope())
+					note = noChangeNote(c.Context, o, reg, cs.Scope(), cs.Metadata.ID)
 				}
 				return o.emit("cruxprov.changeset.diff/v1", plan, func(w io.Writer) { printPlan(w, cs, plan, note) })
 			},
@@ -369,11 +369,15 @@ func printPlan(w io.Writer, cs *registry.ChangeSet, p *registry.Plan, note strin
 // the reason, or when the pin ran as it was. An approval expired is
 // renewed instead (verify's remedy, rendered for o's store), which needs
 // no new revision.
-func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider string) string {
+func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider string, id digest.Digest) string {
 	const again = "approving it only approves the accepted pin again"
+	// reject is the command that rejects this change-set: the note said
+	// "reject it" and left the command (and its required --reason) to
+	// be found.
+	reject := fmt.Sprintf("cruxprov changeset reject %s --reason TEXT%s", id.Hex()[:12], o.homeFlag())
 	_, err := registry.VerifyPin(ctx, reg, "", provider, nowFunc())
 	if err == nil {
-		return again + ", which runs as it is (nothing needs that): reject it"
+		return again + ", which runs as it is (nothing needs that): reject it: " + reject
 	}
 	detail := err.Error()
 	var r *refusal.Error
@@ -391,17 +395,17 @@ func noChangeNote(ctx context.Context, o *opts, reg registry.Reader, provider st
 			// step: approved again, it is replaced, as an expired one is
 			// renewed.
 			return again + ", which does not run now: " + detail + ". Approve the change-set named again instead (the trust state's steps first, then the accepted pin's), which replaces its approval in the v1 form, and the accepted pin runs again as it is: " +
-				renderRemedy(rem, o.homeArgs()) + "; and reject this change-set"
+				renderRemedy(rem, o.homeArgs()) + "; and reject this change-set: " + reject
 		}
 		return again + ", which does not run now: " + detail + ". Renew the expired approval instead, which makes the accepted pin run again as it is: " +
-			renderRemedy(rem, o.homeArgs()) + "; and reject this change-set"
+			renderRemedy(rem, o.homeArgs()) + "; and reject this change-set: " + reject
 	}
 	if !registry.NotRunnable(err) {
 		// Not a state of the pin but a break: approving changes nothing
 		// of it, and verify's refusal says what does.
-		return again + ", which does not verify (" + detail + "); otherwise reject it"
+		return again + ", which does not verify (" + detail + "); otherwise reject it: " + reject
 	}
-	return again + ", which does not run now: " + detail + ". Approving this change-set with the keys trusted now, at the threshold in force, makes the pin run again; otherwise reject it"
+	return again + ", which does not run now: " + detail + ". Approving this change-set with the keys trusted now, at the threshold in force, makes the pin run again; otherwise reject it: " + reject
 }
 
 // planChanges counts the changes printPlan lists for a provider plan.

@@ -204,7 +204,7 @@ func installAction(c *cli.Context) error {
 	// none, and a pipeline never saw the renewal advice).
 	notes := []string{}
 	if same {
-		notes = append(notes, fmt.Sprintf("it changes nothing in %s's accepted pin (revision %d): %s", res.Provider.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, o, reg, res.Provider.Name)))
+		notes = append(notes, fmt.Sprintf("it changes nothing in %s's accepted pin (revision %d): %s", res.Provider.Name, res.ChangeSet.Spec.Revision-1, noChangeNote(c.Context, o, reg, res.Provider.Name, res.ChangeSet.Metadata.ID)))
 	}
 	doc := struct {
 		*install.Result

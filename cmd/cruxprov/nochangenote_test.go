@@ -33,7 +33,24 @@ func TestInstallAgainSaysWhyThePinDoesNotRun(t *testing.T) {
 	if !strings.Contains(r.stdout, "it changes nothing in acme-echo's accepted pin (revision 1)") || !strings.Contains(r.stdout, "runs as it is") || strings.Contains(r.stdout, "threshold") {
 		t.Errorf("install again on a pin that runs: %+v", r)
 	}
-	must("changeset", "reject", idOf(r), "--reason", "nothing changes")
+	// It names the command that rejects it, which runs as printed (with
+	// a reason for TEXT): it said "reject it" and no more.
+	_, cmdline, ok := strings.Cut(r.stdout, "reject it: ")
+	if !ok {
+		t.Fatalf("install again names no reject command: %q", r.stdout)
+	}
+	args := strings.Fields(strings.SplitN(cmdline, "\n", 2)[0])
+	if len(args) < 6 || args[0] != "cruxprov" || strings.Join(args[1:3], " ") != "changeset reject" || args[3] != idOf(r)[len("sha256:"):][:12] {
+		t.Fatalf("reject command: %q", args)
+	}
+	for i, a := range args {
+		if a == "TEXT" {
+			args[i] = "nothing-changes"
+		}
+	}
+	if rr := cruxprov(t, args[1:]...); rr.code != 0 || !strings.Contains(rr.stdout, "rejected "+idOf(r)) {
+		t.Fatalf("the reject command as printed: %+v", rr)
+	}
 	un := csOf(t, must("key", "untrust", "bob", "--json"))
 	must("changeset", "approve", un, "--key", filepath.Join(keys, "k.key"))
 	r = install()
