@@ -968,14 +968,21 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 	case refusal.ActionEmbed:
 		// The target is the wheel's file name; the refused command named
 		// its path (wheels/X.whl, dist/X.whl), which is what works here.
+		src := rem.Target
 		for _, a := range args[1:] {
 			a = strings.TrimPrefix(a, "--wheel=")
 			if a != rem.Target && filepath.Base(a) == rem.Target {
-				t = shellQuote(a)
+				src = a
 				break
 			}
 		}
-		return "cruxprov package embed " + t + " --manifest provider.toml --lock pylock.toml -o embedded/"
+		// The embedded wheel goes beside it (dist/embedded/ for
+		// dist/X.whl): embedded/ in the project's root, where an author
+		// runs this, is one more top-level directory to setuptools'
+		// flat-layout discovery, and the provider's next build failed
+		// ("Multiple top-level packages discovered in a flat-layout");
+		// dist/ is one it leaves out.
+		return "cruxprov package embed " + shellQuote(src) + " --manifest provider.toml --lock pylock.toml -o " + shellQuote(filepath.Join(filepath.Dir(src), "embedded")+"/")
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list" + home
 	case refusal.ActionRepairRegistry:
