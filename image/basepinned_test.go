@@ -37,7 +37,7 @@ func TestBaseNotAsPinned(t *testing.T) {
 	}
 	d, _ := img.Digest()
 	dir := filepath.Join(t.TempDir(), "oci")
-	if err := writeLayout(context.Background(), dir, img, d, "base", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "base", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	layers, _ := img.Layers()

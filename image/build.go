@@ -149,6 +149,12 @@ type Options struct {
 	PlainMalloc bool
 	// Warn receives warnings.
 	Warn func(string)
+	// LayoutWait, when set, is called once, with Output, when the build
+	// has to wait for another writer of its layout (another build into
+	// it) before it writes: a command can say why it waits. Builds into
+	// one layout take turns (the layout directory's flock); a build waits
+	// until ctx ends, a *LayoutWaitError.
+	LayoutWait func(dir string)
 	// FetchEvents receives the wheel downloads' progress; Progress each
 	// step as it starts (stage: base, materialize, layers, cached, sign,
 	// write; platform "" for what is not one platform's).
@@ -367,7 +373,10 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	start := time.Now()
 	o.Progress("write", "")
 	if o.Output != "" {
-		if err := writeLayout(ctx, o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra); err != nil {
+		if err := writeLayout(ctx, o.Output, top, res.Digest, layoutTag(pushTag, res.Platforms[0].Resolution, m.Name), extra, o.LayoutWait); err != nil {
+			if we := (*LayoutWaitError)(nil); errors.As(err, &we) {
+				return nil, err
+			}
 			return nil, layoutWriteFailed(o.Output, err)
 		}
 		res.References = append(res.References, LayoutPrefix+o.Output+"@"+res.Digest.String())

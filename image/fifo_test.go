@@ -51,7 +51,7 @@ func TestLayoutFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := testdir.Returns(t, "writeLayout", func() error {
-			return writeLayout(context.Background(), dir, img, d, "one", nil)
+			return writeLayout(context.Background(), dir, img, d, "one", nil, nil)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +72,7 @@ func TestLayoutFIFO(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := testdir.Returns(t, "writeLayout", func() error {
-			return writeLayout(context.Background(), dir, img, d, "one", nil)
+			return writeLayout(context.Background(), dir, img, d, "one", nil, nil)
 		})
 		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
 			t.Fatalf("a FIFO index.json: %v", err)

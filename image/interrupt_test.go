@@ -86,7 +86,7 @@ func TestLayoutWriterInterruptedAndDebris(t *testing.T) {
 	d2, _ := img2.Digest()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := writeLayout(ctx, dir, img2, d2, "one", nil); !errors.Is(err, context.Canceled) {
+	if err := writeLayout(ctx, dir, img2, d2, "one", nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled write: %v", err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "index.json")); string(b) != string(index0) {
@@ -157,7 +157,7 @@ func TestBuildCleansKilledBuildsDebris(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	fresh := filepath.Join(t.TempDir(), "new")
-	if err := writeLayout(ctx, fresh, img, d, "one", nil); !errors.Is(err, context.Canceled) {
+	if err := writeLayout(ctx, fresh, img, d, "one", nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled write: %v", err)
 	}
 	if _, err := os.Lstat(fresh); !errors.Is(err, os.ErrNotExist) {

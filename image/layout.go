@@ -35,7 +35,8 @@ import (
 // is right (otherwise rewritten). index.json is written last, the same way,
 // once every blob it names is synced and the directory too: after a crash
 // the layout is the old one or the new one. One writer at a time per
-// layout (as with any layout tool).
+// layout: writeLayout holds the layout directory's flock (lockLayout)
+// while it writes, and another build into the layout waits for it.
 //
 // A blob's temp file is flocked by its writer, and a writer opening the
 // layout removes the temps nobody holds: those of a build killed while it

@@ -24,7 +24,7 @@ func randomLayout(t *testing.T) (string, v1.Image, []byte) {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
-	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "one", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	index0, _ := os.ReadFile(filepath.Join(dir, "index.json"))
@@ -69,7 +69,7 @@ func TestLayoutWriter(t *testing.T) {
 	if err := os.WriteFile(blob, make([]byte, fi.Size()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "one", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	lp, err := layout.FromPath(dir)
@@ -103,7 +103,7 @@ func TestLayoutWriter(t *testing.T) {
 	// Another image under the same name replaces it; a second name adds one.
 	img2, _ := random.Image(1024, 1)
 	d2, _ := img2.Digest()
-	if err := writeLayout(context.Background(), dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}); err != nil {
+	if err := writeLayout(context.Background(), dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	ix, _ = lp.ImageIndex()
@@ -145,7 +145,7 @@ func TestOutputNotALayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
-	write := func(dir string) error { return writeLayout(context.Background(), dir, img, d, "one", nil) }
+	write := func(dir string) error { return writeLayout(context.Background(), dir, img, d, "one", nil, nil) }
 	parent := t.TempDir()
 	for _, c := range []struct {
 		name  string

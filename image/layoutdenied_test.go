@@ -39,7 +39,7 @@ func TestLayoutDenied(t *testing.T) {
 	}
 	d, _ := img.Digest()
 	dir := filepath.Join(base, "hidden", "oci")
-	if err := writeLayout(context.Background(), dir, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), dir, img, d, "one", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(filepath.Join(base, "ro"), 0o555); err != nil {
@@ -101,7 +101,7 @@ func layoutDenied(t *testing.T, s string) {
 		}
 		d, _ := img.Digest()
 		out := filepath.Join(filepath.Dir(hidden), "ro", "new")
-		err = layoutWriteFailed(out, writeLayout(context.Background(), out, img, d, "one", nil))
+		err = layoutWriteFailed(out, writeLayout(context.Background(), out, img, d, "one", nil, nil))
 		if err == nil || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "cannot write the layout "+out+": permission denied to this user") ||
 			!strings.Contains(err.Error(), "give a layout directory this user can write") {
 			t.Errorf("%v (code %q), want a failure saying this user may not write there, and what to do", err, refusal.CodeOf(err))

@@ -30,7 +30,7 @@ func TestLayoutNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := img.Digest()
-	if err := writeLayout(context.Background(), old, img, d, "one", nil); err != nil {
+	if err := writeLayout(context.Background(), old, img, d, "one", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	index0, err := os.ReadFile(filepath.Join(old, "index.json"))

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"time"
@@ -92,11 +91,19 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 // the image's own ref name is refName (its tag: skopeo and umoci address it
 // as oci:DIR:refName), and an older image under that name is replaced.
 // Blobs are 0644: an image is no secret, and whoever runs it (podman as
-// another user) must read it.
-func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName string, extra []tagged) (err error) {
+// another user) must read it. The whole write holds the layout's lock
+// (lockLayout), waiting for another writer of it (waiting is called once
+// if it has to wait).
+func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName string, extra []tagged, waiting func(string)) (err error) {
+	unlock, made, err := lockLayout(ctx, dir, waiting)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	// A layout this write makes goes again when the write fails (an
-	// interruption, say): no directory that is not a layout is left.
-	if _, serr := os.Lstat(dir); errors.Is(serr, fs.ErrNotExist) {
+	// interruption, say), before the lock is let go: no directory that is
+	// not a layout is left.
+	if made {
 		defer func() {
 			if err != nil {
 				os.RemoveAll(dir)
