@@ -273,6 +273,12 @@ func imageBuild(c *cli.Context) error {
 		}
 	}
 	bo.FetchEvents = fetchEvents(o, bars)
+	// Builds into one layout take turns: one that waits says so (on
+	// stderr whatever --quiet and --json, as a wait for the store does),
+	// rather than seem to hang once it has built.
+	bo.LayoutWait = func(dir string) {
+		o.line(fmt.Sprintf("waiting for the layout %s: another image build is writing into it; Ctrl-C stops waiting", dir))
+	}
 	res, err := image.Build(c.Context, st, bo)
 	if bars != nil {
 		bars.wait(err == nil)
