@@ -67,16 +67,21 @@ func lockLayout(ctx context.Context, dir string, waiting func(string)) (unlock f
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		switch {
 		case errors.Is(err, unix.ENOENT):
+			if _, lerr := os.Lstat(dir); lerr == nil {
+				// A symlink to nothing: Mkdir finds it there, and open
+				// finds nothing, each time.
+				return nil, false, &fs.PathError{Op: "open", Path: dir, Err: err}
+			}
 			continue // removed by the writer that made it
 		case errors.Is(err, unix.ENOTDIR):
 			if cerr := CheckOutput(dir); cerr != nil {
 				return nil, false, cerr
 			}
-			return nil, false, err
+			return nil, false, &fs.PathError{Op: "open", Path: dir, Err: err}
 		case errors.Is(err, unix.EACCES):
 			return func() {}, made && !hasLayoutFile(dir), nil
 		case err != nil:
-			return nil, false, err
+			return nil, false, &fs.PathError{Op: "open", Path: dir, Err: err}
 		}
 		held, err := flockWait(ctx, fd, func() {
 			if !said && waiting != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
 // holdLayout takes dir's flock as another writer of the layout would.
@@ -177,5 +181,27 @@ func TestLayoutLockRemovedWhileWaiting(t *testing.T) {
 	}
 	if got := refNames(t, dir); got["one"] != d.String() {
 		t.Errorf("index.json names %v", got)
+	}
+}
+
+// TestLayoutLockDanglingSymlink: an output that is a symlink to nothing
+// is an error naming it (Mkdir finds it there, open finds nothing), not
+// a write that retries for ever, and what it names is not made.
+func TestLayoutLockDanglingSymlink(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "oci")
+	gone := filepath.Join(t.TempDir(), "gone")
+	if err := os.Symlink(gone, dir); err != nil {
+		t.Fatal(err)
+	}
+	img, _ := random.Image(1024, 1)
+	d, _ := img.Digest()
+	err := testdir.Returns(t, "a write into a dangling symlink", func() error {
+		return writeLayout(context.Background(), dir, img, d, "one", nil, nil)
+	})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("a write into a dangling symlink: %v", err)
+	}
+	if _, err := os.Lstat(gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the symlink's target was made: %v", err)
 	}
 }
