@@ -120,13 +120,11 @@ type Client struct {
 // New returns a client for the index whose simple API lives at baseURL
 // (e.g. https://pypi.org/simple/). A user:password in baseURL is used as a
 // credential for its host and removed from the URL the client reports.
+// A baseURL ParseURL refuses is its *URLError.
 func New(baseURL string, opts Options) (*Client, error) {
-	u, err := url.Parse(baseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("index URL %q: want an absolute http(s) URL", Redact(baseURL))
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("index URL %s: must not carry a query or fragment", Redact(baseURL))
+	u, err := ParseURL(baseURL)
+	if err != nil {
+		return nil, err
 	}
 	creds := append([]Credential(nil), opts.Credentials...)
 	if u.User != nil {

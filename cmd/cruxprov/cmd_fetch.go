@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,14 +71,9 @@ func indexFlags() []cli.Flag {
 // the bundle, proxies from the standard variables, credentials from the
 // URL, netrc ($NETRC or ~/.netrc) or CRUXPROV_INDEX_USERNAME/PASSWORD.
 func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Host == "" {
-		if !strings.Contains(rawURL, "://") {
-			// host:port/simple/ does not parse at all, so Redact cannot
-			// show it: say what it lacks.
-			return nil, usagef("--index: want an absolute http(s) URL, and this one has no scheme: begin it with http:// or https://")
-		}
-		return nil, usagef("--index %s: want an absolute http(s) URL", index.Redact(rawURL))
+	u, err := index.ParseURL(rawURL)
+	if err != nil {
+		return nil, indexURLUsage(err)
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil {
@@ -130,9 +125,19 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 	}
 	cl, err := index.New(rawURL, index.Options{HTTPClient: &http.Client{Transport: tr}, Credentials: creds, Netrc: netrc, Events: events})
 	if err != nil {
-		return nil, usagef("--index: %v", err)
+		return nil, indexURLUsage(err)
 	}
 	return cl, nil
+}
+
+// indexURLUsage is the usage error of an --index URL index.ParseURL (or
+// index.New) refused: the URL, redacted, and what is wrong with it.
+func indexURLUsage(err error) error {
+	var ue *index.URLError
+	if errors.As(err, &ue) {
+		return usagef("--index %s: %s", ue.URL, ue.Problem)
+	}
+	return usagef("--index: %v", err)
 }
 
 // sourceOf reads the --lock the flags name into a pipeline source, or

@@ -407,6 +407,33 @@ func TestFetchIndexURLNeverPrintsSecrets(t *testing.T) {
 	}
 }
 
+// TestFetchIndexURLSaysWhatIsWrong: a malformed --index is a usage
+// error (64) whose one line says what is wrong with the URL. A scheme
+// followed by one slash or none (https:/host/simple/, http:host) was
+// refused as having no scheme.
+func TestFetchIndexURLSaysWhatIsWrong(t *testing.T) {
+	for _, c := range []struct{ name, url, want string }{
+		{"one slash", "https:/127.0.0.1:1/simple/", "--index https:/127.0.0.1:1/simple/: https: is followed by one slash, not two: write https://127.0.0.1:1/simple/"},
+		{"no slash", "http:127.0.0.1", "--index http:127.0.0.1: http: is followed by no slash, not two: write http://127.0.0.1"},
+		{"no scheme", "127.0.0.1:1/simple/", "it has no scheme: begin it with https:// or http://"},
+		{"no host", "https:///simple/", "--index https:///simple/: it has no host"},
+		{"another scheme", "ftp://127.0.0.1:1/simple/", "its scheme, ftp, is not http or https"},
+		{"port out of range", "http://127.0.0.1:65536/simple/", "its port 65536 is not a port number"},
+		{"query", "http://127.0.0.1:1/simple/?x=1", "it has a query"},
+		{"fragment", "http://127.0.0.1:1/simple/#x", "it has a fragment"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := cruxprov(t, "fetch", "--lock", "pylock.toml", "--platform", fetchTestPlatform, "--index", c.url)
+			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Errorf("--index %s: want exit %d and one line with %q, got %+v", c.url, exitUsage, c.want, r)
+			}
+			if c.name != "no scheme" && strings.Contains(r.stderr, "no scheme") {
+				t.Errorf("--index %s has a scheme: %s", c.url, r.stderr)
+			}
+		})
+	}
+}
+
 // damageBlob writes 7 bytes into a store blob in place, as
 // `dd conv=notrunc` does (size unchanged), and puts its mtime back.
 func damageBlob(t *testing.T, home, hex string) {

@@ -1,0 +1,116 @@
+package index
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// URLError is an index URL that is not one: what is wrong with it, in
+// words that say how to write it instead.
+type URLError struct {
+	URL     string // redacted (Redact)
+	Problem string // one line, e.g. "it has no host"
+}
+
+// Error is "index URL <URL>: <Problem>".
+func (e *URLError) Error() string { return "index URL " + e.URL + ": " + e.Problem }
+
+// ParseURL parses rawURL as an index's base URL (New's): an absolute
+// http or https URL with a host, a port in range, and no query or
+// fragment. Anything else is a *URLError naming the first thing wrong:
+// white space around it, no scheme (host:port/simple/ reads as the
+// scheme "host"), one slash or none after http(s):, another scheme, a
+// part that does not parse, no host, a bad port, a query or a fragment.
+// The URL's credentials, query and fragment are never in the error.
+func ParseURL(rawURL string) (*url.URL, error) {
+	shown := Redact(rawURL)
+	if !strings.ContainsAny(rawURL, "@?#") {
+		// No user information, query or fragment to hide: show it as
+		// it was given (Redact shows what it parses as: https:// as
+		// "https:", and nothing for a URL that does not parse),
+		// quoted if it has a space or a character that does not print.
+		shown = rawURL
+		if q := strconv.Quote(rawURL); q[1:len(q)-1] != rawURL || rawURL == "" || strings.Contains(rawURL, " ") {
+			shown = q
+		}
+	}
+	bad := func(problem string) error { return &URLError{URL: shown, Problem: problem} }
+	if rawURL == "" {
+		return nil, bad("it is empty: give the index's simple API, e.g. https://pypi.org/simple/")
+	}
+	if strings.TrimSpace(rawURL) != rawURL {
+		return nil, bad("it begins or ends with white space: remove it")
+	}
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok || !isScheme(scheme) || (!strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") && !strings.HasPrefix(rest, "/")) {
+		// host/simple/, //host/simple/, 127.0.0.1:8080/simple/,
+		// host:8080/simple/ and user:password@host/simple/ (the last
+		// two parse as the schemes "host" and "user").
+		return nil, bad("it has no scheme: begin it with https:// or http://")
+	}
+	scheme = strings.ToLower(scheme)
+	if scheme != "http" && scheme != "https" {
+		return nil, bad("its scheme, " + scheme + ", is not http or https: an index is read over https or http")
+	}
+	if !strings.HasPrefix(rest, "//") {
+		slashes := "no slash"
+		if strings.HasPrefix(rest, "/") {
+			slashes = "one slash"
+		}
+		fix := scheme + "://HOST/…"
+		if r := Redact(scheme + "://" + strings.TrimLeft(rest, "/")); !strings.HasPrefix(r, "<") {
+			fix = r
+		}
+		return nil, bad(scheme + ": is followed by " + slashes + ", not two: write " + fix)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ee url.EscapeError
+		if errors.As(err, &ee) {
+			return nil, bad("it has a % not followed by two hex digits (a % itself is written %25)")
+		}
+		msg := err.Error()
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			msg = ue.Err.Error()
+		}
+		return nil, bad("it does not parse: " + strings.TrimPrefix(msg, "net/url: "))
+	}
+	if u.Host == "" {
+		return nil, bad("it has no host: write " + scheme + "://HOST/… or " + scheme + "://HOST:PORT/…")
+	}
+	if u.Hostname() == "" {
+		return nil, bad("it has a port and no host: write " + scheme + "://HOST:PORT/…")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, bad("its port " + p + " is not a port number (1 to 65535)")
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		return nil, bad("it has a query (a ? and what follows): an index URL has none, remove it")
+	}
+	if u.Fragment != "" {
+		return nil, bad("it has a fragment (a # and what follows): an index URL has none, remove it")
+	}
+	return u, nil
+}
+
+// isScheme reports whether s has the form of a URL scheme (RFC 3986
+// §3.1): a letter, then letters, digits, "+", "-" or ".".
+func isScheme(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
