@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -106,11 +107,16 @@ print(json.dumps({
 }))
 `
 
+// probeWaitDelay bounds the wait for the probe's output to close once the
+// interpreter has exited (exec.Cmd.WaitDelay).
+const probeWaitDelay = 2 * time.Second
+
 // ProbeInterpreter runs python once in isolated mode and returns what it
 // reports. An interpreter that cannot run or answers nonsense is
 // materialize_failed; a probe stopped because ctx was cancelled returns
 // an error wrapping ctx.Err() (an interruption, not a refusal: the
-// interpreter is not at fault).
+// interpreter is not at fault). One that exits but leaves a process
+// holding its output open is materialize_failed after probeWaitDelay.
 func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -130,9 +136,16 @@ func ProbeInterpreter(ctx context.Context, python string) (*Probe, error) {
 	cmd.Env = []string{"LC_ALL=C.UTF-8"}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	// A process the interpreter leaves behind (a wrapper script's
+	// background job, a sitecustomize that forks) holds the output open:
+	// without a bound, the probe waits for it to end, past a signal.
+	cmd.WaitDelay = probeWaitDelay
 	out, err := cmd.Output()
 	if err := parent.Err(); err != nil {
 		return nil, fmt.Errorf("interrupted while probing the interpreter %s: %w", python, err)
+	}
+	if errors.Is(err, exec.ErrWaitDelay) {
+		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "probing the interpreter %s: it exited but left a process running that holds its output open (a wrapper script's background job, or a sitecustomize that starts one), so its answer cannot be trusted; name an interpreter that leaves no process behind, such as the one the wrapper runs", python).WithRemedy(refusal.ActionNamePython, "")
 	}
 	if err != nil {
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot run the interpreter %s (%s); name a working CPython 3.8+ interpreter", python, firstLine(stderr.String())).WithRemedy(refusal.ActionNamePython, "")

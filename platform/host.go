@@ -74,21 +74,33 @@ type probe struct {
 // under a second.
 const hostProbeTimeout = 30 * time.Second
 
+// probeWaitDelay bounds the wait for the probe's output to close once the
+// interpreter has exited: a process it left behind (a wrapper script's
+// background job, a sitecustomize that forks) holds the pipe open, and
+// the probe would otherwise wait for that process to end, past a signal.
+const probeWaitDelay = 2 * time.Second
+
 // Host probes the interpreter python once (`python -I -c …`) and derives
 // its platform in Go: markers as the interpreter reports them, tags in the
 // order pypa/packaging's sys_tags gives for it — with linux_<arch> last
 // among the platforms, as pip's vendored packaging and uv rank it (see
 // docs/platforms.md). Interpreter is the real path of sys.executable.
-// Anything but CPython 3.8+ is refused platform_unsupported.
+// Anything but CPython 3.8+ is refused platform_unsupported, as is an
+// interpreter that exits but leaves a process holding its output open
+// (after probeWaitDelay, not when that process ends).
 func Host(ctx context.Context, python string) (*Platform, error) {
 	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, python, "-I", "-c", probeScript)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = probeWaitDelay
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, exec.ErrWaitDelay) {
+			return nil, refusal.Wrap(refusal.PlatformUnsupported, err, "probing interpreter %s: it exited but left a process running that holds its output open (a wrapper script's background job, or a sitecustomize that starts one), so its answer cannot be trusted; name an interpreter that leaves no process behind, such as the one the wrapper runs", python).WithRemedy(refusal.ActionNamePython, "")
 		}
 		said := ""
 		if l := lastLine(stderr.String()); l != "" {
@@ -322,6 +334,7 @@ func muslVersion(ctx context.Context, executable string) (int, int, bool) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, ld)
 	cmd.Stderr = &stderr
+	cmd.WaitDelay = probeWaitDelay
 	_ = cmd.Run() // the loader exits non-zero when given no program
 	return parseMuslLoaderOutput(stderr.String())
 }
