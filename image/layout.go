@@ -53,7 +53,7 @@ type layoutWriter struct {
 
 func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
 	w := &layoutWriter{ctx: ctx, dir: dir, blobs: filepath.Join(dir, "blobs", "sha256"), done: map[v1.Hash]bool{}, buf: make([]byte, 1<<20)}
-	if err := CheckOutput(dir); err != nil {
+	if err := checkOutputFiles(dir); err != nil { // a write refused is layoutWriteFailed's to say
 		return nil, err
 	}
 	if err := os.MkdirAll(w.blobs, 0o755); err != nil {
@@ -70,6 +70,9 @@ func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
 	return w, nil
 }
 
+// another is what CheckOutput advises for a directory that is no layout.
+const another = "name a new or empty directory, or an OCI image layout"
+
 // CheckOutput returns an error unless dir may be written as an OCI image
 // layout (Options.Output) without mixing the image into other files: a
 // path that does not exist, an empty directory, an OCI image layout (it
@@ -77,23 +80,63 @@ func newLayoutWriter(ctx context.Context, dir string) (*layoutWriter, error) {
 // wrote oci-layout left (blobs/, index.json and their temp files alone).
 // A directory of other files was written into as it was: blobs/,
 // index.json and oci-layout among them, a layout no tool would take for
-// one, or, in a project directory, a mess (TestOutputNotALayout).
+// one, or, in a project directory, a mess (TestOutputNotALayout). This
+// user must be able to write it, or make it (a build found that it could
+// not once the image was built). Each error is one line that begins with
+// dir and says what to do.
 func CheckOutput(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Made by the writer: the nearest directory above it must let
+		// this user make it.
+		above := filepath.Dir(dir)
+		for {
+			if _, err := os.Stat(above); err == nil || !errors.Is(err, fs.ErrNotExist) || filepath.Dir(above) == above {
+				break
+			}
+			above = filepath.Dir(above)
+		}
+		if err := unix.Faccessat(unix.AT_FDCWD, above, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+			return fmt.Errorf("%s cannot be made by this user (uid %d): %s is not writable by it (%v); name a directory it can write, or build as a user who can", dir, os.Geteuid(), above, err)
+		}
+		return nil
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s cannot be a directory: %s on its path is a file; %s", dir, fileOnPath(dir), another)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s is out of this user's reach (uid %d: permission denied on a directory above it); name a directory it can write, or build as a user who can", dir, os.Geteuid())
+	case err != nil:
+		return fmt.Errorf("%s cannot be checked as an OCI image layout's directory (%v); %s", dir, bare(err), another)
+	case fi.IsDir():
+		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+			return fmt.Errorf("%s is not writable by this user (uid %d: %v); name a directory it can write, or build as a user who can", dir, os.Geteuid(), err)
+		}
+	}
+	return checkOutputFiles(dir)
+}
+
+// checkOutputFiles is CheckOutput's check of what the directory dir
+// holds, which the layout writer makes again when it opens dir: what is
+// there is a layout, or nothing but a killed writer's files.
+func checkOutputFiles(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return err
+		return fmt.Errorf("%s cannot be checked as an OCI image layout's directory: %w", dir, bare(err))
 	case !fi.IsDir():
-		return fmt.Errorf("%s is a file, not a directory to write an OCI image layout into: name a new or empty directory, or an OCI image layout", dir)
+		return fmt.Errorf("%s is a file, not a directory to write an OCI image layout into: %s", dir, another)
 	}
 	if _, err := os.Lstat(filepath.Join(dir, "oci-layout")); err == nil {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("%s cannot be listed by this user (uid %d: permission denied), to tell whether it holds other files; name a directory it can read and write, or build as a user who can", dir, os.Geteuid())
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%s cannot be listed (%v), to tell whether it holds other files; %s", dir, bare(err), another)
 	}
 	var other []string
 	for _, e := range ents {
@@ -111,7 +154,35 @@ func CheckOutput(dir string) error {
 	if len(other) > 3 {
 		some += ", …"
 	}
-	return fmt.Errorf("%s is not an OCI image layout (it has no oci-layout file) and holds other files (%s): the image is not written among them; name a new or empty directory, or an OCI image layout, to write it into", dir, some)
+	return fmt.Errorf("%s is not an OCI image layout (it has no oci-layout file) and holds other files (%s): the image is not written among them; %s, to write it into", dir, some, another)
+}
+
+// bare is err without the path an *fs.PathError adds (the message names
+// the path already).
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// fileOnPath is the first path above dir (or dir) that is there and is
+// not a directory: what makes a stat of dir fail "not a directory".
+func fileOnPath(dir string) string {
+	var chain []string
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		chain = append(chain, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		if fi, err := os.Stat(chain[i]); err == nil && !fi.IsDir() {
+			return chain[i]
+		}
+	}
+	return "a part"
 }
 
 // image writes an image's blobs: its layers, config and manifest.

@@ -133,9 +133,11 @@ func imageBuild(c *cli.Context) error {
 		return usagef("give --output oci:DIR, --push REPO, or both")
 	}
 	if out != "" {
-		// A directory of other files: the layout was written among them.
+		// A directory of other files: the layout was written among them;
+		// one this user cannot write or make: it was found once the image
+		// was built. The error begins with out: "--output oci:OUT is …".
 		if err := image.CheckOutput(out); err != nil {
-			return usagef("--output oci:%s: %v", out, err)
+			return usagef("--output %s%v", image.LayoutPrefix, err)
 		}
 	}
 	if p := c.String("push"); p != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/schematest"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -392,12 +393,61 @@ func TestImageBuildOutputNotALayout(t *testing.T) {
 	r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
 		"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
 		"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+out)
-	if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --output oci:"+out+": "+out+" is not an OCI image layout (it has no oci-layout file) and holds other files (main.go)") ||
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --output oci:"+out+" is not an OCI image layout (it has no oci-layout file) and holds other files (main.go)") ||
 		!strings.Contains(r.stderr, "name a new or empty directory, or an OCI image layout, to write it into") {
 		t.Fatalf("%+v", r)
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 1 {
 		t.Fatalf("the directory was written into: %v", ents)
+	}
+}
+
+// TestImageBuildOutputSaysWhatIsWrong: an --output oci:DIR this user
+// cannot write a layout at is a usage error before anything is read, one
+// line that begins with the flag and DIR and says what is wrong: a file
+// on its path (it was "stat DIR: not a directory", after "--output
+// oci:DIR:"), a directory this user may not write or a parent in which
+// it may not make it (it was found once the image was built), a
+// read-only file system.
+func TestImageBuildOutputSaysWhatIsWrong(t *testing.T) {
+	dir := testdir.New(t)
+	shim := filepath.Join(dir, "cruxshim")
+	os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "afile"), nil, 0o644)
+	for _, d := range []string{"ro", "ro-layout"} {
+		os.Mkdir(filepath.Join(dir, d), 0o555)
+	}
+	os.WriteFile(filepath.Join(dir, "ro-layout", "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o444)
+	for _, c := range []struct {
+		name, out, want string
+		modes           bool // a mode root ignores: as another user only
+		roFS            bool // a read-only tmpfs: as root only, who mounts it
+	}{
+		{name: "a file on its path", out: filepath.Join(dir, "afile", "out"), want: " cannot be a directory: " + filepath.Join(dir, "afile") + " on its path is a file; name a new or empty directory, or an OCI image layout"},
+		{name: "an unwritable directory", out: filepath.Join(dir, "ro"), want: " is not writable by this user (uid ", modes: true},
+		{name: "an unwritable layout", out: filepath.Join(dir, "ro-layout"), want: " is not writable by this user (uid ", modes: true},
+		{name: "an unwritable parent", out: filepath.Join(dir, "ro", "a", "b"), want: " cannot be made by this user (uid " + fmt.Sprint(os.Geteuid()) + "): " + filepath.Join(dir, "ro") + " is not writable by it (permission denied)", modes: true},
+		{name: "a read-only file system", want: "read-only file system", roFS: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.modes && os.Geteuid() == 0 {
+				t.Skip("root writes whatever the modes")
+			}
+			if c.roFS {
+				mnt := testdir.Tmpfs(t, "64k")
+				if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
+					t.Skipf("cannot remount a tmpfs read-only: %v %s", err, out)
+				}
+				c.out = filepath.Join(mnt, "out")
+			}
+			r := cruxprov(t, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", filepath.Join(dir, "no.whl"),
+				"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+				"--base", "oci:"+dir+"@sha256:"+strings.Repeat("0", 64), "--shim", shim, "--output", "oci:"+c.out)
+			line := strings.TrimSpace(r.stderr)
+			if r.code != exitUsage || !strings.HasPrefix(line, "usage: --output oci:"+c.out+" ") || !strings.Contains(line, c.want) || strings.Contains(line, "\n") {
+				t.Fatalf("want exit %d and one line \"usage: --output oci:%s …%s…\", got %+v", exitUsage, c.out, c.want, r)
+			}
+		})
 	}
 }
 
