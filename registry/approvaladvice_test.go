@@ -115,4 +115,15 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionPropose {
 		t.Errorf("retired: remedy %+v, want propose", r)
 	}
+
+	// Retiring a provider with no accepted pin (a mistyped name) or one
+	// retired already said "has no accepted pin to retire" and no more:
+	// the change-sets' scopes name the providers there are.
+	for what, name := range map[string]string{"retire an unknown provider": "acme-ecoh", "retire a retired provider": "acme-echo"} {
+		_, err = d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: name}}, "t")
+		says(what, err, refusal.PinUnapproved, "nothing was proposed")
+		if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionReviewChangesets {
+			t.Errorf("%s: remedy %+v, want review_changesets", what, r)
+		}
+	}
 }

@@ -299,8 +299,13 @@ func (s *state) validateChange(c *Change) error {
 	}
 	switch c.Action {
 	case ActionRetire:
-		if p := s.pins[c.Provider.Name]; p == nil || p.Retired {
-			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin to retire", c.Provider.Name)
+		// It said no more than that: which providers there are (a
+		// mistyped name, one proposed and not approved yet) is what the
+		// change-sets list, by scope.
+		if p := s.pins[c.Provider.Name]; p == nil {
+			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin to retire: nothing was proposed; check its name among the change-sets' scopes", c.Provider.Name).WithRemedy(refusal.ActionReviewChangesets, "")
+		} else if p.Retired {
+			return refusal.New(refusal.PinUnapproved, "provider %s is retired already: nothing was proposed", c.Provider.Name).WithRemedy(refusal.ActionReviewChangesets, "")
 		}
 	case ActionTrustKey, ActionUntrustKey, ActionSetPolicy:
 		if s.trust == nil {
