@@ -197,6 +197,35 @@ func initAlone(pid int) bool {
 	return err == nil && len(bytes.TrimSpace(b)) == 0
 }
 
+// dropsSignal reports whether pid, the first process of a pid namespace,
+// would drop sig: it neither catches nor blocks it (/proc/PID/status),
+// and the kernel discards a signal such a process has no handler for (a
+// blocked one waits for the handler the process may install). The
+// harness is that process where there is no init shell (withInit) until
+// it forks its own init, which catches SIGTERM to pass it on: a SIGTERM
+// that came before (the interpreter's start, site's .pth files) was
+// dropped, and the provider ran to the grace's SIGKILL. False when the
+// kernel does not say.
+func dropsSignal(pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	seen := 0
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		k, v, _ := bytes.Cut(l, []byte(":"))
+		if string(k) != "SigCgt" && string(k) != "SigBlk" {
+			continue
+		}
+		m, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+		if err != nil || m&(1<<(sig-1)) != 0 {
+			return false
+		}
+		seen++
+	}
+	return seen == 2
+}
+
 // nsOf returns the pid namespace of pid ("pid:[inode]"), or "".
 func nsOf(pid int) string {
 	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid")

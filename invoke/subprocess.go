@@ -632,7 +632,10 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		defer secretR.Close()
 		defer secretW.Close()
 	}
-	var initFront bool // the init shell runs in front of the harness (withInit)
+	// How the run's pid namespace begins: with the init shell in front of
+	// the harness (withInit), or, where there is no shell, with the
+	// harness itself until it forks its own init.
+	var initFront, harnessFirst bool
 	build := func(ns bool) *exec.Cmd {
 		var set []string
 		if handoff {
@@ -645,12 +648,13 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		}
 		env := environ(c, set...)
 		args := argv
-		initFront = false
+		initFront, harnessFirst = false, false
 		if ns && s.Sandbox == nil {
 			// The harness is not the namespace's first process (a
 			// sandbox such as bwrap is, and reaps and signals as one).
 			args = withInit(argv, env)
 			initFront = len(args) > len(argv)
+			harnessFirst = !initFront
 		}
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Env = env
@@ -804,12 +808,17 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		why = CodeCancelled
 	}
 	if why != "" {
-		if why == CodeOutputLimit || nsID != "" && initFront && initAlone(pid) {
+		if why == CodeOutputLimit || nsID != "" && (initFront && initAlone(pid) || harnessFirst && dropsSignal(pid, syscall.SIGTERM)) {
 			// The output's flood is killed at once; so is a run whose
 			// init shell has not started the harness yet (or saw it
 			// end): as the first process of a pid namespace it ignores
 			// a SIGTERM it has no handler for, and started the harness
-			// after it, which ran to the grace's SIGKILL.
+			// after it, which ran to the grace's SIGKILL. Where there
+			// is no shell, the harness is that first process until it
+			// has forked its init (which passes SIGTERM on): one that
+			// would drop the SIGTERM (its interpreter still starting) is
+			// killed too, as it went on to run the provider to the
+			// grace's SIGKILL.
 			signalRun(pid, nsID, syscall.SIGKILL)
 			werr = <-done
 		} else {
