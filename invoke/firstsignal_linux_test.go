@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,116 +32,184 @@ import (
 func TestCancelledBeforeTheHarnessTakesSIGTERM(t *testing.T) {
 	f := fixture(t)
 	defer invoke.WithoutShell()()
-	for attempt := 0; ; attempt++ {
-		if cancelledStopped(t, f) {
-			return
-		}
-		if attempt == 4 {
-			t.Skip("the harness had taken SIGTERM every time before the test could stop it")
-		}
-	}
+	cancelWhileStopped(t, f, &invoke.Subprocess{}, 800*time.Millisecond, func() int { return descendant(true, isHarness) }, func(pid int) bool {
+		return !takes(pid, syscall.SIGTERM) // it has not forked its init
+	})
 }
 
-// cancelledStopped runs the term entrypoint, stops its harness before it
-// takes SIGTERM and cancels the run, and checks that the run ends at
-// once; false when the harness had taken SIGTERM before it was stopped
-// (the test proves nothing then).
-func cancelledStopped(t *testing.T, f invoketest.Fixtures) bool {
-	const grace = 3 * time.Second
-	l, path := openLedger(t)
-	ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), Grace: grace}
-	token := fmt.Sprintf("cruxprov-first-sigterm-%d-%d", os.Getpid(), time.Now().UnixNano())
-	t.Cleanup(func() {
-		for _, p := range invoketest.ProcsWith(token) {
-			syscall.Kill(p, syscall.SIGKILL)
+// TestCancelledBehindBwrapEndsAtOnce: a run behind bwrap cancelled before
+// its provider ran ends at once, recorded cancelled: while bwrap sets the
+// sandbox up (it, and the init of the pid namespace it makes, have no
+// handler for SIGTERM and drop it as first processes: the run is killed),
+// and once the harness runs (pid 2 of bwrap's namespace, nested in the
+// run's, which the executor's SIGTERM now reaches: it dies of it, exit
+// status 143). The SIGTERM went to bwrap alone, which dropped it, and the
+// run ended at the grace's SIGKILL (2 s), its provider never sent
+// SIGTERM. bwrap is held stopped through the cancel and 800 ms after; the
+// harness, whose SIGTERM waits for it to go on, 50 ms after (the
+// provider, term, ignores SIGTERM once it runs).
+func TestCancelledBehindBwrapEndsAtOnce(t *testing.T) {
+	f := fixture(t)
+	bwrap, real, version, _, _ := bwrapPython(t)
+	b := invoke.BwrapFor(bwrap, real, version, "")
+	t.Run("bwrap", func(t *testing.T) {
+		cancelWhileStopped(t, f, &invoke.Subprocess{Sandbox: b}, 800*time.Millisecond, func() int {
+			return descendant(false, func(pid int) bool { return argv0(pid) == bwrap })
+		}, func(pid int) bool {
+			return !hasChild(pid) // it has not made its namespace yet
+		})
+	})
+	t.Run("harness", func(t *testing.T) {
+		res := cancelWhileStopped(t, f, &invoke.Subprocess{Sandbox: b}, 50*time.Millisecond, func() int { return descendant(true, isHarness) }, func(pid int) bool {
+			return !ignores(pid, syscall.SIGTERM) // the provider has not ignored SIGTERM yet
+		})
+		if res.ExitCode != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit status %d, want %d: the harness was not sent SIGTERM", res.ExitCode, 128+int(syscall.SIGTERM))
 		}
 	})
-	c := f.Call("term", map[string]string{"token": token}, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"})
-	c.Limits = invoke.Budgets{TimeoutMS: 60_000}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	type ran struct {
-		res *invoke.Result
-		err error
-	}
-	done := make(chan ran, 1)
-	go func() {
-		res, err := ex.Run(ctx, c)
-		done <- ran{res, err}
-	}()
-	pid := 0
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
-		if pid = harnessChild(); pid != 0 {
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("the run ended before its harness was seen: %v %+v", r.err, r.res)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no harness started in 30 s")
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
-	// The first process of a namespace takes SIGSTOP from its parent's.
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	for !stopped(pid) {
-		time.Sleep(time.Millisecond)
-	}
-	if takes(pid, syscall.SIGTERM) {
-		t.Logf("the harness took SIGTERM before it was stopped: again")
-		cancel(errors.New("again"))
-		syscall.Kill(pid, syscall.SIGCONT)
-		<-done
-		return false
-	}
-	sent := time.Now()
-	cancel(errors.New("interrupt signal received"))
-	var r ran
-	select {
-	case r = <-done:
-	case <-time.After(800 * time.Millisecond):
-		syscall.Kill(pid, syscall.SIGCONT) // as if the machine had been slow
-		r = <-done
-	}
-	took := time.Since(sent)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.res.Error == nil || r.res.Error.Code != invoke.CodeCancelled || !strings.Contains(r.res.Error.Message, "(interrupt signal received)") {
-		t.Fatalf("the run: %s %+v", r.res.Status, r.res.Error)
-	}
-	if took > 500*time.Millisecond {
-		t.Errorf("the run ended %s after the cancel (the grace is %s)", took, grace)
-	}
-	if left := invoketest.ProcsWith(token); len(left) > 0 {
-		t.Errorf("the provider ran (its children %v)", left)
-	}
-	sr, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
-	if err != nil || len(sr.Attempts) != 1 || sr.Attempts[0].Outcome == nil || sr.Attempts[0].Outcome.ErrorCode != invoke.CodeCancelled {
-		t.Fatalf("the ledger: %v %+v", err, sr)
-	}
-	t.Logf("ended %s after the cancel", took)
-	return true
 }
 
-// harnessChild is a child of this process running the harness, or 0.
-func harnessChild() int {
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, f := range tasks {
-		b, _ := os.ReadFile(f)
-		for _, p := range strings.Fields(string(b)) {
-			cl, _ := os.ReadFile("/proc/" + p + "/cmdline")
-			if bytes.Contains(cl, []byte("cruxible_provider_runtime.harness")) {
-				pid, _ := strconv.Atoi(p)
-				return pid
+// cancelWhileStopped runs ex on the term entrypoint, stops the process
+// find returns as soon as it is there, cancels the run while it is
+// stopped and checks that the run ends at once, recorded cancelled,
+// before the provider ran (which ignores SIGTERM); the process goes on
+// resume after the cancel, as on a slow machine (a signal other than
+// SIGKILL waits for that to kill it). When early says the stop came too late (the
+// process past the moment the test is about), the run is cancelled and
+// tried again, up to five times. It returns the run's result.
+func cancelWhileStopped(t *testing.T, f invoketest.Fixtures, ex *invoke.Subprocess, resume time.Duration, find func() int, early func(pid int) bool) *invoke.Result {
+	t.Helper()
+	const grace = 3 * time.Second
+	for attempt := 0; ; attempt++ {
+		l, path := openLedger(t)
+		ex.Ledger, ex.WorkdirParent, ex.Grace = l, t.TempDir(), grace
+		token := fmt.Sprintf("cruxprov-first-sigterm-%d-%d", os.Getpid(), time.Now().UnixNano())
+		t.Cleanup(func() {
+			for _, p := range invoketest.ProcsWith(token) {
+				syscall.Kill(p, syscall.SIGKILL)
 			}
+		})
+		c := f.Call("term", map[string]string{"token": token}, map[string]string{"acme/alpha": "alpha-1", "acme/beta": "beta-1"})
+		c.Limits = invoke.Budgets{TimeoutMS: 60_000}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		type ran struct {
+			res *invoke.Result
+			err error
+		}
+		done := make(chan ran, 1)
+		go func() {
+			res, err := ex.Run(ctx, c)
+			done <- ran{res, err}
+		}()
+		pid := 0
+		for deadline := time.Now().Add(30 * time.Second); pid == 0; {
+			if pid = find(); pid != 0 {
+				break
+			}
+			select {
+			case r := <-done:
+				t.Fatalf("the run ended before the process was seen: %v %+v", r.err, r.res)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the process was not seen in 30 s")
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		// Even the first process of a namespace takes SIGSTOP from its
+		// parent's.
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		for !stopped(pid) {
+			time.Sleep(time.Millisecond)
+		}
+		if !early(pid) {
+			t.Logf("stopped too late: again")
+			cancel(errors.New("again"))
+			syscall.Kill(pid, syscall.SIGCONT)
+			<-done
+			if attempt == 4 {
+				t.Skip("stopped too late five times")
+			}
+			continue
+		}
+		sent := time.Now()
+		cancel(errors.New("interrupt signal received"))
+		var r ran
+		select {
+		case r = <-done:
+		case <-time.After(resume):
+			syscall.Kill(pid, syscall.SIGCONT)
+			r = <-done
+		}
+		took := time.Since(sent)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.res.Error == nil || r.res.Error.Code != invoke.CodeCancelled || !strings.Contains(r.res.Error.Message, "(interrupt signal received)") {
+			t.Fatalf("the run: %s %+v", r.res.Status, r.res.Error)
+		}
+		if took > 500*time.Millisecond {
+			t.Errorf("the run ended %s after the cancel (the grace is %s)", took, grace)
+		}
+		sr, err := receipts.Scan(context.Background(), []string{path}, receipts.ScanOptions{})
+		if err != nil || len(sr.Attempts) != 1 || sr.Attempts[0].Outcome == nil || sr.Attempts[0].Outcome.ErrorCode != invoke.CodeCancelled {
+			t.Fatalf("the ledger: %v %+v", err, sr)
+		}
+		t.Logf("ended %s after the cancel, exit status %d", took, r.res.ExitCode)
+		return r.res
+	}
+}
+
+// isHarness reports whether pid runs the harness (the interpreter, not a
+// launcher in front of it).
+func isHarness(pid int) bool {
+	cl, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.HasPrefix(filepath.Base(argv0(pid)), "python") && bytes.Contains(cl, []byte("cruxible_provider_runtime.harness"))
+}
+
+// argv0 is pid's argv[0] ("" when it cannot be read).
+func argv0(pid int) string {
+	cl, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	a, _, _ := bytes.Cut(cl, []byte{0})
+	return string(a)
+}
+
+// hasChild reports whether pid has a child.
+func hasChild(pid int) bool {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, f := range tasks {
+		if b, _ := os.ReadFile(f); len(bytes.TrimSpace(b)) > 0 {
+			return true
 		}
 	}
-	return 0
+	return false
+}
+
+// descendant is a process of this process's (a child, or with deep any
+// descendant) for which is holds, or 0.
+func descendant(deep bool, is func(pid int) bool) int {
+	var walk func(p string, depth int) int
+	walk = func(p string, depth int) int {
+		tasks, _ := filepath.Glob("/proc/" + p + "/task/*/children")
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(c)
+				if is(pid) {
+					return pid
+				}
+				if deep && depth < 8 {
+					if d := walk(c, depth+1); d != 0 {
+						return d
+					}
+				}
+			}
+		}
+		return 0
+	}
+	return walk(strconv.Itoa(os.Getpid()), 0)
 }
 
 // stopped reports whether pid is stopped (or gone).
@@ -156,10 +225,20 @@ func stopped(pid int) bool {
 
 // takes reports whether pid catches or blocks sig (/proc/PID/status).
 func takes(pid int, sig syscall.Signal) bool {
+	return inMask(pid, sig, "SigCgt", "SigBlk")
+}
+
+// ignores reports whether pid ignores sig.
+func ignores(pid int, sig syscall.Signal) bool {
+	return inMask(pid, sig, "SigIgn")
+}
+
+// inMask reports whether sig is in one of pid's signal masks named.
+func inMask(pid int, sig syscall.Signal, names ...string) bool {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	for _, l := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(l, ":")
-		if k != "SigCgt" && k != "SigBlk" {
+		if !slices.Contains(names, k) {
 			continue
 		}
 		m, _ := strconv.ParseUint(strings.TrimSpace(v), 16, 64)

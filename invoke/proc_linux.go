@@ -235,8 +235,13 @@ func nsOf(pid int) string {
 	return l
 }
 
-// members returns the processes of a run: with ns, every process in the
-// pid namespace ns; otherwise root and its descendants by parent link.
+// members returns the processes of a run: root and its descendants by
+// parent link, and with ns every process in the pid namespace ns besides
+// (a descendant in a pid namespace nested in it, as a sandbox such as
+// bwrap makes one, has a namespace of its own: it was never signalled, and
+// bwrap, the run's first process, drops a SIGTERM as such, so a
+// sandboxed run took the grace to end and its provider never saw the
+// SIGTERM).
 func members(root int, ns string) []int {
 	d, err := os.Open("/proc")
 	if err != nil {
@@ -251,18 +256,13 @@ func members(root int, ns string) []int {
 		if err != nil {
 			continue
 		}
-		if ns != "" {
-			if pid == root || nsOf(pid) == ns {
-				out = append(out, pid)
-			}
+		if ns != "" && (pid == root || nsOf(pid) == ns) {
+			out = append(out, pid)
 			continue
 		}
 		if pp, ok := ppid(pid); ok {
 			parent[pid] = pp
 		}
-	}
-	if ns != "" {
-		return out
 	}
 	for pid := range parent {
 		for p, hops := pid, 0; p > 1 && hops < 4096; p, hops = parent[p], hops+1 {
@@ -273,6 +273,39 @@ func members(root int, ns string) []int {
 		}
 	}
 	return out
+}
+
+// runDropsSignal reports whether no process of the run (members) would
+// act on sig: each is the first process of its pid namespace and neither
+// catches nor blocks it (dropsSignal). Behind a sandbox that is so until
+// the harness has started (bwrap, and the init of the namespace it makes,
+// have no handler for SIGTERM): the SIGTERM was lost, and the sandbox went
+// on to start the harness, which ran to the grace's SIGKILL. False when
+// the kernel does not say.
+func runDropsSignal(root int, ns string, sig syscall.Signal) bool {
+	ms := members(root, ns)
+	for _, p := range ms {
+		if !firstOfNamespace(p) || !dropsSignal(p, sig) {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
+// firstOfNamespace reports whether pid is the first process (pid 1) of
+// its own pid namespace: the last of its NSpid (/proc/PID/status).
+func firstOfNamespace(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if k, v, ok := bytes.Cut(l, []byte(":")); ok && string(k) == "NSpid" {
+			f := bytes.Fields(v)
+			return len(f) > 0 && string(f[len(f)-1]) == "1"
+		}
+	}
+	return false
 }
 
 func ppid(pid int) (int, bool) {

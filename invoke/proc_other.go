@@ -29,6 +29,8 @@ func initAlone(int) bool { return false }
 
 func dropsSignal(int, syscall.Signal) bool { return false }
 
+func runDropsSignal(int, string, syscall.Signal) bool { return false }
+
 func signalRun(pid int, _ string, sig syscall.Signal) { _ = syscall.Kill(-pid, sig) }
 
 func withInit(argv, _ []string) []string { return argv }

@@ -808,7 +808,8 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		why = CodeCancelled
 	}
 	if why != "" {
-		if why == CodeOutputLimit || nsID != "" && (initFront && initAlone(pid) || harnessFirst && dropsSignal(pid, syscall.SIGTERM)) {
+		if why == CodeOutputLimit || nsID != "" && (initFront && initAlone(pid) || harnessFirst && dropsSignal(pid, syscall.SIGTERM) ||
+			s.Sandbox != nil && runDropsSignal(pid, nsID, syscall.SIGTERM)) {
 			// The output's flood is killed at once; so is a run whose
 			// init shell has not started the harness yet (or saw it
 			// end): as the first process of a pid namespace it ignores
@@ -818,7 +819,8 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 			// has forked its init (which passes SIGTERM on): one that
 			// would drop the SIGTERM (its interpreter still starting) is
 			// killed too, as it went on to run the provider to the
-			// grace's SIGKILL.
+			// grace's SIGKILL; and so is a sandbox (bwrap) that has not
+			// started the harness yet.
 			signalRun(pid, nsID, syscall.SIGKILL)
 			werr = <-done
 		} else {
