@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:45f16e32bac81791d393b636fef1d3a4269d1011d722f9344b04f803c43e1072",
-	"acme-echo/echo":     "sha256:cf018116d44f2feca8b99312cdcbf269774c9a4c10e93301692162832c62e026",
-	"acme-echo/fail":     "sha256:aeb3876a73ffb323fb90e948d23131f905cdcf1ebf4a7b08cdd8f0de43ee1cb2",
-	"acme-echo/flood":    "sha256:a16785f26e9132e7ab38340f34a94470d0ccdb60360b7de76c92b8fb8c8c1f03",
-	"acme-echo/sleep":    "sha256:1a73b604ebdf05888a08623ddfbeb7d87a01b4b21e171e3382637a55aa603fde",
-	"acme-native":        "sha256:d515be2ddc5cc0247b396fc22bd9d57ca2e1bff5a040a92c1b31565f9aaf162b",
-	"acme-native/which":  "sha256:023ccf98b5f25267995aad4b7551b1e1c4fcbf54b37f467c169d1e6a7b320727",
-	"acme-scripts":       "sha256:63d08a95638413130638eb0354388b1843014a5a1b341896e1568261997a05b1",
-	"acme-scripts/hello": "sha256:dc754e67a514be21c9d292ba6e003a456c4f8af2898089488107eb93576874de",
+	"acme-echo":          "sha256:e7fd982e6edcfcbc90a609b9b15b7ae163ba1281299800eb465bbdd4f8263f9a",
+	"acme-echo/echo":     "sha256:bc5bab65231e2359ffb74fa25405ea1081669b8ad8e97d1962440664287f3ccc",
+	"acme-echo/fail":     "sha256:14324999ab149a4a7590fb8eb39764945c19b3d2fd1cf8a6a69d8899d88f5522",
+	"acme-echo/flood":    "sha256:056663dffa3931579752b4b8009d2b6111d697a1c6968069fb25ce13c7d89c3c",
+	"acme-echo/sleep":    "sha256:b60104b1180e7410d95e9fd7d8c7238925c3dfa79f1c44fe6a087039d4867f31",
+	"acme-native":        "sha256:3b345a57fca732301158476683f664dd22200d4283d113f622bc79f257c0a792",
+	"acme-native/which":  "sha256:bd07b55dc54b58f8749f18d5484f0d20438a3ab425107106fe61c29931294aa8",
+	"acme-scripts":       "sha256:25fecdb9c6d1a4d28325d825fc34cdedaac9facb4ce4ad7bddc8982516ce6594",
+	"acme-scripts/hello": "sha256:c7aa92d64af48fef64b3ff56261c53946f92376446f2e39c0fffda30426116a1",
 }
 
 type inspectDoc struct {

@@ -598,7 +598,9 @@ def _init_in_front() -> None:
     its exit status, or 128+N when signal N killed it, as a shell, bwrap
     and the container runtimes report it. It holds none of the run's
     descriptors but stderr. Where the fork fails the harness runs as pid 1,
-    with a SIGTERM handler so that the executor's SIGTERM still ends it."""
+    with a SIGTERM handler so that the executor's SIGTERM still ends it,
+    one that came while it forked included (installed before the signals
+    are unblocked)."""
     if os.getpid() != 1:
         return
     sigs = [getattr(signal, n) for n in _FORWARDED if hasattr(signal, n)]
@@ -612,13 +614,16 @@ def _init_in_front() -> None:
         child = -1
         _log("cannot fork an init in front of the harness, which runs as the pid namespace's first process: %s" % e)
     if child <= 0:
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         if child < 0:
+            # Before the mask goes: a SIGTERM that came while it forked
+            # is pending, and a first process drops one it has no
+            # handler for when it is unblocked.
             try:
                 signal.signal(signal.SIGTERM, _on_sigterm)
             except (OSError, ValueError):
                 pass
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return
     try:
         null = os.open(os.devnull, os.O_RDWR)

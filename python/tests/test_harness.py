@@ -845,5 +845,52 @@ class HarnessTest(unittest.TestCase):
         self.assertGreater(tried, 0)
 
 
+# The harness as the first process of a pid namespace of its own (pid 1 of
+# a new user and pid namespace, made with unshare(2) through ctypes), whose
+# fork of its init fails: the executor's SIGTERM comes while the harness has
+# the signals blocked to fork (sent here by the process itself, at the
+# moment it restores its mask). Exit 77: the kernel refused the namespaces.
+PID1_FORK_FAILS = """
+import ctypes, os, signal, sys
+sys.path.insert(0, %r)
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000 | 0x20000000) != 0:  # CLONE_NEWUSER | CLONE_NEWPID
+    sys.exit(77)
+child = os.fork()
+if child == 0:
+    from cruxible_provider_runtime import harness
+
+    def fork():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    real = signal.pthread_sigmask
+
+    def sigmask(how, sigs):
+        if how == signal.SIG_SETMASK:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(how, sigs)
+
+    os.fork, signal.pthread_sigmask = fork, sigmask
+    assert os.getpid() == 1
+    harness._init_in_front()
+    os._exit(0)  # the SIGTERM was dropped: the harness runs on
+_, status = os.waitpid(child, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+class InitInFrontTests(unittest.TestCase):
+    def test_fork_failure_keeps_a_sigterm_that_came_while_it_forked(self):
+        # The harness that cannot fork its init runs as pid 1 with a
+        # SIGTERM handler; it restored its signal mask before installing
+        # it, and a SIGTERM that came while it forked (pending, blocked)
+        # was then delivered to no handler, which the first process of a
+        # namespace drops: the provider ran to the executor's SIGKILL.
+        r = subprocess.run([sys.executable, "-I", "-c", PID1_FORK_FAILS % PYROOT], capture_output=True, text=True)
+        if r.returncode == 77:
+            self.skipTest("the kernel refuses a user and pid namespace here")
+        self.assertEqual(r.returncode, 128 + 15, r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
