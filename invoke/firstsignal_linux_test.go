@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/invoke/invoketest"
 	"github.com/cruxible/cruxprov/receipts"
@@ -124,6 +126,16 @@ func cancelWhileStopped(t *testing.T, f invoketest.Fixtures, ex *invoke.Subproce
 		for !stopped(pid) {
 			time.Sleep(time.Millisecond)
 		}
+		// The executor is past its look at the context once the process
+		// started when it has written the secret bundle (fd 3): a cancel
+		// before that is the case TestRunInterruptedAsItsProcessStarts
+		// covers (killed before the provider ran, exit code -1).
+		for deadline := time.Now().Add(10 * time.Second); !bundleWritten(pid); {
+			if time.Now().After(deadline) {
+				t.Fatal("the secret bundle was not written in 10 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
 		if !early(pid) {
 			t.Logf("stopped too late: again")
 			cancel(errors.New("again"))
@@ -149,6 +161,9 @@ func cancelWhileStopped(t *testing.T, f invoketest.Fixtures, ex *invoke.Subproce
 		}
 		if r.res.Error == nil || r.res.Error.Code != invoke.CodeCancelled || !strings.Contains(r.res.Error.Message, "(interrupt signal received)") {
 			t.Fatalf("the run: %s %+v", r.res.Status, r.res.Error)
+		}
+		if r.res.ExitCode == -1 {
+			t.Fatalf("the run was cancelled before the executor's last look at the context: the test proves nothing (%s)", r.res.Error.Message)
 		}
 		if took > 500*time.Millisecond {
 			t.Errorf("the run ended %s after the cancel (the grace is %s)", took, grace)
@@ -210,6 +225,18 @@ func descendant(deep bool, is func(pid int) bool) int {
 		return 0
 	}
 	return walk(strconv.Itoa(os.Getpid()), 0)
+}
+
+// bundleWritten reports whether the pipe on pid's fd 3 (the secret
+// bundle's) holds bytes, read through /proc without reading them.
+func bundleWritten(pid int) bool {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/fd/3", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	n, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
+	return err == nil && n > 0
 }
 
 // stopped reports whether pid is stopped (or gone).
