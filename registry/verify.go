@@ -340,9 +340,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	// registry put back to before it (a backup, a replay) is refused
 	// pin_rollback instead of running the retired provider again. Before,
 	// the retirement was refused at once and raised no floor.
-	retired := func() error {
-		return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d: it runs again once proposed again and approved", provider, p.Revision).WithRemedy(refusal.ActionPropose, provider)
-	}
+	retired := func() error { return retiredRefusal(ctx, reg, provider, p) }
 	if floor != nil && p.Revision < floor.Providers[provider] {
 		return nil, refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
 	}
@@ -445,6 +443,50 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		return nil, retired()
 	}
 	return p, nil
+}
+
+// retiredRefusal refuses provider, whose pin p is its retirement: it runs
+// again once proposed again and approved. Its remedy proposes again the
+// pin the retirement replaced (the retirement's spec base), from that
+// pin's approved change-set, which the registry keeps: its package,
+// platforms, interpreter, images and bytecode, so that the install it
+// renders proposes the provider as it last ran. The remedy named the
+// provider alone (a retirement's spec holds no package), and the install
+// it rendered named WHEEL, PLATFORM and PYTHON for the operator to find.
+// Where that change-set is not there (or is not the one the retirement
+// replaced), the detail says what the operator names instead.
+func retiredRefusal(ctx context.Context, reg Reader, provider string, p *Pin) *refusal.Error {
+	when := p.AcceptedAt.UTC().Format(time.RFC3339)
+	base := p.Spec.Base
+	if cs := retiredChangeSet(ctx, reg, provider, base); cs != nil {
+		spec := &cs.Spec
+		pkg := spec.Changes[0].Provider.Package
+		return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the advice proposes again the pin it retired (revision %d, %s %s, change-set %s)", provider, p.Revision, when, spec.Revision, pkg.Name, pkg.Version, base).
+			WithRemedy(refusal.ActionPropose, proposeTarget(spec, provider)).WithImages(specImages(spec)).WithProposePlatforms(specPlatforms(spec)).WithProposeNoBytecode(specNoBytecode(spec))
+	}
+	return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the change-set of the pin it retired (%s, in the registry's history) is not in the registry, so the proposal names the provider's wheel (NAME==VERSION and its sha256), platforms and interpreter", provider, p.Revision, when, orNone(base)).WithRemedy(refusal.ActionPropose, provider)
+}
+
+// retiredChangeSet is the approved change-set of provider's pin that a
+// retirement whose spec base is base replaced: a register or update of
+// provider's package whose spec digest is base (the retirement's
+// approvals signed it). Nil where the registry does not hold it so: read
+// on a refusal's path only.
+func retiredChangeSet(ctx context.Context, reg Reader, provider string, base digest.Digest) *ChangeSet {
+	if base.IsZero() {
+		return nil
+	}
+	cs, err := reg.ChangeSet(ctx, base)
+	if err != nil || cs == nil || cs.Metadata.ID != base || cs.Status.State != StateApproved || cs.Scope() != provider || len(cs.Spec.Changes) != 1 {
+		return nil
+	}
+	if c := cs.Spec.Changes[0]; (c.Action != ActionRegister && c.Action != ActionUpdate) || c.Provider == nil || c.Provider.Package == nil {
+		return nil
+	}
+	if d, err := SpecDigest(&cs.Spec); err != nil || d != base {
+		return nil
+	}
+	return cs
 }
 
 // CheckedPin is a provider's pin as the history accepted it, for what
