@@ -465,7 +465,17 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		// A container materialization names its image, which only the
 		// operator knows: the remedy's install names the pin's images
 		// and asks for the new one (Remedy.Backend).
-		e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md), and approve it", name, backend, for_, pinned).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer)
+		// Its envs made without bytecode are proposed so again: the
+		// install without --no-compile proposed other envs beside the
+		// image (their digests cover bytecode). Where the image's
+		// platform is not known, the operator names the platforms, and
+		// the detail says the pin's are among them, or the proposal
+		// drops what the pin has there.
+		keep := ""
+		if platform == "" && len(spec.Materializations) > 0 {
+			keep = ", naming the platforms its pin has (to keep what it has there) and the image's,"
+		}
+		e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again with a container materialization, the image built for it (REF@sha256:…; docs/operator.md)%s and approve it", name, backend, for_, pinned, keep).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithBackend(registry.BackendContainer).WithProposeNoBytecode(spec.ProposeNoBytecode())
 		if platform != "" {
 			e.WithProposePlatforms(plats, python)
 		}

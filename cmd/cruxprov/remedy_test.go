@@ -677,7 +677,7 @@ func TestContainerRemediesRun(t *testing.T) {
 		t.Fatalf("verify --backend container --json: remedy %v", rem)
 	}
 	install := "cruxprov install " + fx.Echo.Name + "==" + fx.Echo.Version + " --sha256 " + fx.Echo.SHA256.Hex() +
-		" --platform PLATFORM --python PYTHON --backend container --image REF@sha256:DIGEST --index URL --home " + home
+		" --platform PLATFORM --python PYTHON --no-compile --backend container --image REF@sha256:DIGEST --index URL --home " + home
 	f := follow("verify --backend container of a local pin", run(verifyContainer...), refusal.PinUnapproved, install,
 		"PLATFORM", imagetest.Platform+","+imagetest.PlatformARM, "PYTHON", envPython, "REF@sha256:DIGEST", "oci:"+out+"@"+built.Digest, "--index URL", "--index "+idx)
 	approve("the advised install", f.stdout)

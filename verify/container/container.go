@@ -178,7 +178,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 		vo.Expect.PackageSHA256 = spec.Package.SHA256
 	}
 	if m.Resolution.IsZero() || m.Base == "" || m.Builder == "" || vo.Expect.PackageSHA256.IsZero() {
-		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms())
+		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode())
 	}
 	rep, err := image.Verify(ctx, m.Image, vo)
 	r.Image = rep
@@ -221,7 +221,10 @@ func layoutGone(err error, name string, spec *registry.Provider, ref image.Ref) 
 	plats, python := spec.ProposePlatforms()
 	e := refusal.Wrap(refusal.FetchFailed, re.Err, "the image the accepted pin of %s names, %s, is not there: no OCI image layout at %s (%s); put the layout back there, copied whole from where it was built (or written there again from the registry it was pushed to, with its signature and attestation tags), or propose the provider again with an image that is there, and approve it", name, ref, ref.Layout, what).
 		WithRemedy(refusal.ActionRestoreLayout, ref.Layout)
-	e.Remedy.Or = &refusal.Remedy{Action: refusal.ActionPropose, Target: spec.ProposeTarget(name), Images: others, Backend: registry.BackendContainer, Platforms: plats, Python: python}
+	// The pin's envs beside its images, made without bytecode, are
+	// proposed so again (NoBytecode): the install without --no-compile
+	// proposed other envs.
+	e.Remedy.Or = &refusal.Remedy{Action: refusal.ActionPropose, Target: spec.ProposeTarget(name), Images: others, Backend: registry.BackendContainer, Platforms: plats, Python: python, NoBytecode: spec.ProposeNoBytecode()}
 	return e
 }
 
