@@ -296,4 +296,20 @@ func TestNoProvenanceInputsAdviceFilled(t *testing.T) {
 		len(r.Platforms) != 1 || r.Platforms[0] != platform || r.Python != "" {
 		t.Fatalf("%v: remedy %+v, want propose acme-echo==1.0.0 with its image, platform %s and no interpreter", err, r, platform)
 	}
+
+	// Beside a local env made without bytecode, the install says so
+	// (--no-compile): without it, it proposed another env than the pin's.
+	res := digest.Sum([]byte("res"))
+	env, err := digest.LocalMaterializationDigest(platform, digest.Interpreter{Path: "/usr/bin/python3.11", Version: "3.11.2"}, res, &digest.Root{Name: "acme-echo", Version: "1.0.0", SHA256: sha}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Action = registry.ActionUpdate
+	c.Provider.Materializations[0] = registry.Materialization{Backend: registry.BackendLocal, Platform: platform, Digest: env, Resolution: res, Seal: digest.Sum([]byte("seal")),
+		Interpreter: registry.InterpreterLabel("/usr/bin/python3.11", "3.11.2", digest.Sum([]byte("python")))}
+	approve(reg.Propose(ctx, c, "test"))
+	_, err = container.Verify(ctx, reg, "acme-echo", verify.Options{StateDir: t.TempDir()}, container.Options{})
+	if r := refusal.RemedyOf(err); refusal.CodeOf(err) != refusal.ProvenanceMismatch || r == nil || r.Action != refusal.ActionPropose || r.Python != "/usr/bin/python3.11" || !r.NoBytecode {
+		t.Fatalf("%v: remedy %+v, want propose with the env's interpreter and no bytecode", err, r)
+	}
 }
