@@ -1538,8 +1538,12 @@ func interruptedMessage(path []string, err error) string {
 		return "interrupted by a signal while gc waited for the store (other processes held it); gc removed nothing: run it again once they are done, or without --wait, which fails at once while the store is in use"
 	}
 	how := "interrupted by a signal"
-	if waited {
+	var lw *image.LayoutWaitError
+	switch {
+	case waited:
 		how += " while it waited for the store (other processes held it)"
+	case errors.As(err, &lw):
+		how += " while it waited for the layout " + lw.Dir + " (another image build was writing into it), which is as it was"
 	}
 	kept := ""
 	switch cmd {

@@ -182,7 +182,7 @@ func TestImageBuildsIntoOneLayoutTakeTurns(t *testing.T) {
 	c.Process.Signal(syscall.SIGINT)
 	werr := c.Wait()
 	var ee *exec.ExitError
-	if !errors.As(werr, &ee) || ee.ExitCode() != exitFailure || strings.Count(se.String(), "waiting for the layout") != 1 || !strings.Contains(se.String(), "error: interrupted by a signal") {
+	if !errors.As(werr, &ee) || ee.ExitCode() != exitFailure || strings.Count(se.String(), "waiting for the layout") != 1 || !strings.Contains(se.String(), "error: interrupted by a signal while it waited for the layout") {
 		t.Errorf("interrupted while it waits for the layout: %v, stderr %q", werr, se.String())
 	}
 	var doc struct {
