@@ -249,11 +249,18 @@ func (e *Executor) podmanWithin(ctx context.Context, d time.Duration, args ...st
 	defer cancel()
 	cmd := exec.CommandContext(tctx, e.podman(), append(e.globals(), args...)...)
 	cmd.Env = e.env()
+	// A podman (or a wrapper named as it) that exits but leaves a process
+	// holding its output made Output wait for that process, past the
+	// deadline and a signal alike: its pipes are closed 2 s after it ends.
+	cmd.WaitDelay = 2 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
+		if errors.Is(err, exec.ErrWaitDelay) && ctx.Err() == nil {
+			return out, refusal.Wrap(refusal.ContainerUnavailable, err, "%s %s exited but left a process running that holds its output open: check what %s runs (a wrapper script, hooks) so that it leaves none behind", e.podman(), args[0], e.podman())
+		}
 		if ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
 			// Killed at the deadline: its stderr (none, with --quiet)
 			// does not say so.
