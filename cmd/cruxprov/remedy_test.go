@@ -78,11 +78,12 @@ func TestRemediesRun(t *testing.T) {
 			if r.code != exitRefused {
 				t.Fatalf("%v: %+v", args, r)
 			}
-			os.RemoveAll(filepath.Join(dir, "embedded"))
+			// Written beside the wheel (TestEmbedAdviceWritesBesideTheWheel).
+			os.RemoveAll(filepath.Join(dir, "wheels", "embedded"))
 			if f := runFix(t, r, dir); f.code != 0 {
 				t.Fatalf("%v: %+v", args, f)
 			}
-			if r := cruxprov(t, "inspect", filepath.Join(dir, "embedded", filepath.Base(plain))); r.code != 0 {
+			if r := cruxprov(t, "inspect", filepath.Join(dir, "wheels", "embedded", filepath.Base(plain))); r.code != 0 {
 				t.Fatalf("%v: the embedded wheel: %+v", args, r)
 			}
 		}
