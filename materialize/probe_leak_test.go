@@ -3,43 +3,20 @@ package materialize
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/leaktest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// leakyPython is a wrapper interpreter that starts a sleeper holding its
-// stdout and stderr, then execs python3 (by its path: the probe runs
-// with no PATH): the probe's python exits, the pipe stays open for the
-// sleeper's 60 s. The sleeper is killed when the test ends.
+// leakyPython is a wrapper interpreter that leaves a sleeper holding its
+// stdout and stderr, then execs python3: the probe's python exits, the
+// pipe stays open for the sleeper's 60 s (leaktest.Wrapper).
 func leakyPython(t *testing.T) string {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("needs python3")
-	}
-	dir := t.TempDir()
-	pid := filepath.Join(dir, "sleeper.pid")
-	w := filepath.Join(dir, "python")
-	script := "#!/bin/sh\n(/bin/sleep 60 & echo $! >" + pid + ") ; exec " + py + " \"$@\"\n"
-	if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if b, err := os.ReadFile(pid); err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				_ = syscall.Kill(n, syscall.SIGKILL)
-			}
-		}
-	})
-	return w
+	return leaktest.Wrapper(t, "python", "python3")
 }
 
 // probeWithin runs ProbeInterpreter(ctx, python) and fails the test if

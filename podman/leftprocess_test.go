@@ -2,15 +2,11 @@ package podman
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/internal/leaktest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -22,25 +18,7 @@ import (
 // the sleeper's 60 s (the test gives up at 30).
 func TestPodmanLeftProcessHoldingOutput(t *testing.T) {
 	f := fixture(t)
-	real, err := exec.LookPath("podman")
-	if err != nil {
-		t.Skip("no podman")
-	}
-	dir := t.TempDir()
-	pids := filepath.Join(dir, "pids")
-	wrapper := filepath.Join(dir, "podman")
-	script := "#!/bin/sh\n(sleep 60 & echo $! >> " + pids + ")\nexec " + real + " \"$@\"\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		b, _ := os.ReadFile(pids)
-		for _, l := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(l); err == nil {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	wrapper := leaktest.Wrapper(t, "podman", "podman")
 	c := f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
 	done := make(chan error, 1)
 	start := time.Now()
