@@ -75,6 +75,13 @@ func init() {
 			Action: func(c *cli.Context) error {
 				o, reg, err := readOnlyRegistry(c, 0)
 				if err != nil {
+					if home, herr := globals(c); herr == nil && noStore(home.home) != nil {
+						// A provider's author reads a schema's digest in a
+						// store of their own (provider-authors.md §3): the
+						// register makes it, and the digest is the schema's
+						// content digest, the same in every store.
+						return fmt.Errorf("%w; or, to read a schema's digest in a store of your own: cruxprov interface register ID --schema FILE --home %s (it makes the store)", err, shellQuote(home.home))
+					}
 					return err
 				}
 				l, err := reg.Interfaces(c.Context)
