@@ -79,7 +79,7 @@ var (
 // refusal.WheelInvalid.
 func ParseFilename(name string) (Filename, error) {
 	bad := func(why string) (Filename, error) {
-		return Filename{}, refusal.New(refusal.WheelInvalid, "wheel file name %q %s; use the file name the index published", name, why)
+		return Filename{}, refusal.New(refusal.WheelInvalid, "wheel file name %q %s; use the file name its build wrote or its index published (NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, PEP 427)", name, why)
 	}
 	if len(name) > maxFilename {
 		return Filename{}, refusal.New(refusal.WheelInvalid, "wheel file name of %d bytes is too long", len(name))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cruxible/cruxprov/pep503"
@@ -82,6 +83,11 @@ func TestParseFilenameInvalid(t *testing.T) {
 			_, err := ParseFilename(in)
 			if !errors.Is(err, refusal.WheelInvalid) {
 				t.Fatalf("ParseFilename(%q) = %v, want wheel_invalid", in, err)
+			}
+			// It says what a wheel's name is, for a name an author's
+			// build wrote as much as one an index published.
+			if !strings.Contains(err.Error(), "its build wrote or its index published (NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, PEP 427)") {
+				t.Errorf("ParseFilename(%q): %v does not say what the name should be", in, err)
 			}
 		})
 	}
