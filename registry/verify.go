@@ -467,6 +467,17 @@ func retiredRefusal(ctx context.Context, reg Reader, provider string, p *Pin) *r
 	return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the change-set of the pin it retired (%s, in the registry's history) is not in the registry, so the proposal names the provider's wheel (NAME==VERSION and its sha256), platforms and interpreter", provider, p.Revision, when, orNone(base)).WithRemedy(refusal.ActionPropose, provider)
 }
 
+// RetiredChangeSet is, for a retired pin p, the approved change-set of
+// the pin its retirement replaced (retiredChangeSet): what `provider
+// show` names beside "retired". Nil for a pin not retired, or where the
+// registry does not hold that change-set so.
+func RetiredChangeSet(ctx context.Context, reg Reader, p *Pin) *ChangeSet {
+	if p == nil || !p.Retired {
+		return nil
+	}
+	return retiredChangeSet(ctx, reg, p.Provider, p.Spec.Base)
+}
+
 // retiredChangeSet is the approved change-set of provider's pin that a
 // retirement whose spec base is base replaced: a register or update of
 // provider's package whose spec digest is base (the retirement's

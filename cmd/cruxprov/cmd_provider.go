@@ -70,7 +70,10 @@ func init() {
 						}
 					}
 				}
-				return o.emit("cruxprov.provider.show/v1", p, func(w io.Writer) { printPin(w, p, approvers) })
+				// What a retired provider ran until retired, which verify's
+				// advice proposes again (--json: the spec's base).
+				from := registry.RetiredChangeSet(c.Context, reg, p)
+				return o.emit("cruxprov.provider.show/v1", p, func(w io.Writer) { printPin(w, p, approvers, from) })
 			},
 		}, {
 			Name:        "retire",
@@ -97,9 +100,13 @@ func init() {
 // printPin prints p; approvers, when known (nil: not read), are the keys
 // trusted as approvers now, and an approval by any other key is marked
 // as not counting.
-func printPin(w io.Writer, p *registry.Pin, approvers map[digest.Digest]bool) {
+func printPin(w io.Writer, p *registry.Pin, approvers map[digest.Digest]bool, retiredFrom *registry.ChangeSet) {
 	fmt.Fprintf(w, "provider  %s\nrevision  %d\nspec      %s\naccepted  %s\n", p.Provider, p.Revision, p.SpecDigest, p.AcceptedAt.Format("2006-01-02T15:04:05Z"))
-	if p.Retired {
+	switch {
+	case retiredFrom != nil:
+		pkg := retiredFrom.Spec.Changes[0].Provider.Package
+		fmt.Fprintf(w, "retired   the pin of revision %d: %s %s %s (change-set %s); 'cruxprov verify %s' advises how to propose it again\n", retiredFrom.Spec.Revision, pkg.Name, pkg.Version, pkg.SHA256, retiredFrom.Metadata.ID, p.Provider)
+	case p.Retired:
 		fmt.Fprintln(w, "retired")
 	}
 	if ps := p.ProviderSpec(); ps != nil {

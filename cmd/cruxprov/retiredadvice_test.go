@@ -46,6 +46,11 @@ func TestRetiredAdviceRuns(t *testing.T) {
 	}
 	ran := provider(must("provider", "show", "acme-echo", "--json"))
 	must("changeset", "approve", strings.TrimSpace(must("provider", "retire", "acme-echo", "--quiet").stdout), "--key", key)
+	// provider show names what it ran until retired; it said "retired"
+	// alone.
+	if r := must("provider", "show", "acme-echo"); !regexp.MustCompile(`(?m)^retired   the pin of revision 1: acme-echo 1\.0\.0 sha256:[0-9a-f]{64} \(change-set sha256:[0-9a-f]{64}\); 'cruxprov verify acme-echo' advises how to propose it again$`).MatchString(r.stdout) {
+		t.Errorf("provider show of the retired provider: %q", r.stdout)
+	}
 
 	in := filepath.Join(base, "in.json")
 	os.WriteFile(in, []byte(`{"hello": "world"}`), 0o644)
