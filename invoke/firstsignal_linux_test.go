@@ -130,13 +130,16 @@ func cancelWhileStopped(t *testing.T, f invoketest.Fixtures, ex *invoke.Subproce
 		// started when it has written the secret bundle (fd 3): a cancel
 		// before that is the case TestRunInterruptedAsItsProcessStarts
 		// covers (killed before the provider ran, exit code -1).
-		for deadline := time.Now().Add(10 * time.Second); !bundleWritten(pid); {
+		// Stopped too late, the process has read the bundle already
+		// (the harness closes fd 3; bwrap, past its fork, reuses it), or
+		// ended: that is tried again below, as a stop past the moment.
+		for deadline := time.Now().Add(10 * time.Second); !bundleWritten(pid) && secretPipe(pid) && early(pid); {
 			if time.Now().After(deadline) {
 				t.Fatal("the secret bundle was not written in 10 s")
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if !early(pid) {
+		if !bundleWritten(pid) || !early(pid) {
 			t.Logf("stopped too late: again")
 			cancel(errors.New("again"))
 			syscall.Kill(pid, syscall.SIGCONT)
@@ -237,6 +240,13 @@ func bundleWritten(pid int) bool {
 	defer unix.Close(fd)
 	n, err := unix.IoctlGetInt(fd, unix.TIOCINQ) // FIONREAD
 	return err == nil && n > 0
+}
+
+// secretPipe reports whether pid's fd 3 is still a pipe (the secret
+// bundle's, until the process reads it and closes it).
+func secretPipe(pid int) bool {
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/3")
+	return err == nil && strings.HasPrefix(l, "pipe:")
 }
 
 // stopped reports whether pid is stopped (or gone).
