@@ -7,9 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/flock"
 )
 
 // LayoutWaitError is a build that ctx ended while it waited for another
@@ -105,31 +106,17 @@ func lockLayout(ctx context.Context, dir string, waiting func(string)) (unlock f
 	}
 }
 
-// flockWait takes fd's exclusive flock, polling so that ctx can end the
-// wait (ctx's error), and calling blocked each time it has to wait. held
-// is false where the file system takes no flock.
+// flockWait takes fd's exclusive flock (flock.Wait), calling blocked
+// each time it has to wait: ctx's error when ctx ended the wait, held
+// false where the file system takes no flock.
 func flockWait(ctx context.Context, fd int, blocked func()) (held bool, err error) {
-	for wait := time.Millisecond; ; {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR):
-			return false, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		blocked()
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(wait):
-		}
-		if wait < 100*time.Millisecond {
-			wait *= 2
-		}
+	switch err := flock.Wait(ctx, fd, unix.LOCK_EX, blocked); {
+	case err == nil:
+		return true, nil
+	case err == ctx.Err():
+		return false, err
 	}
+	return false, nil
 }
 
 func hasLayoutFile(dir string) bool {

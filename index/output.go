@@ -9,9 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cruxible/cruxprov/internal/flock"
 )
 
 // output is where a Build writes: a staging directory beside the index
@@ -117,21 +118,15 @@ func lockFile(ctx context.Context, path string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("index build: cannot open the build lock: %w", err)
 	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("index build: cannot lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	switch err := flock.Wait(ctx, int(f.Fd()), unix.LOCK_EX, nil); {
+	case err == nil:
+		return f, nil
+	case err == ctx.Err():
+		f.Close()
+		return nil, err
+	default:
+		f.Close()
+		return nil, fmt.Errorf("index build: cannot lock %s: %w", path, err)
 	}
 }
 

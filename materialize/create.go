@@ -17,6 +17,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/internal/bytesize"
+	"github.com/cruxible/cruxprov/internal/flock"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/refusal"
@@ -767,23 +768,17 @@ func lockFileOnce(ctx context.Context, path, doing string) (func(), bool, error)
 	// Readable by the store's readers whatever the umask: a verify that
 	// fails waits on it for a writer (seal.Verify). Not this user's: left.
 	_ = f.Chmod(0o644)
-	for delay := time.Millisecond; ; delay = min(delay*2, 100*time.Millisecond) {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			held, herr := f.Stat()
-			now, nerr := os.Lstat(path)
-			return func() { f.Close() }, herr == nil && nerr == nil && os.SameFile(held, now), nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock %s", path)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, false, fmt.Errorf("interrupted while waiting for another process creating the same env: %w", ctx.Err())
-		case <-time.After(delay):
-		}
+	switch err := flock.Wait(ctx, int(f.Fd()), unix.LOCK_EX, nil); {
+	case err == nil:
+		held, herr := f.Stat()
+		now, nerr := os.Lstat(path)
+		return func() { f.Close() }, herr == nil && nerr == nil && os.SameFile(held, now), nil
+	case err == ctx.Err():
+		f.Close()
+		return nil, false, fmt.Errorf("interrupted while waiting for another process creating the same env: %w", err)
+	default:
+		f.Close()
+		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "cannot lock %s", path)
 	}
 }
 

@@ -24,12 +24,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/flock"
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -459,29 +459,11 @@ func (s *Store) waitErr(ctx context.Context, err error) error {
 }
 
 func flockWait(ctx context.Context, f *os.File, how int, blocked func()) error {
-	for wait := time.Millisecond; ; {
-		err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return fmt.Errorf("store lock: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		blocked()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		if wait < 100*time.Millisecond {
-			wait *= 2
-		}
+	err := flock.Wait(ctx, int(f.Fd()), how, blocked)
+	if err != nil && err != ctx.Err() {
+		return fmt.Errorf("store lock: %w", err)
 	}
+	return err
 }
 
 // Put stores the bytes r yields as the blob d: Write, then Commit. More or
