@@ -1064,20 +1064,24 @@ func (c *Client) project(ctx context.Context, name, pageURL string) (*Project, e
 	return &Project{Name: pep503.Normalize(name), URL: red, Files: files}, nil
 }
 
-// Redact returns u with any password replaced by "xxxxx" and any query or
+// Redact returns u with any password replaced by "xxxxx" (a user field with
+// no password, or an empty one, is taken for a token and replaced) and any query or
 // fragment replaced by "REDACTED" (signed URLs carry tokens there). A
 // string that does not parse as a URL is returned as "<unparseable URL>",
-// one with an "@" but no //host (so no user field) as "<malformed URL>".
+// one with an "@" that does not end its user field (no //host, or a
+// password with an unescaped "/", "?", "#" or "@") as "<malformed URL>".
 func Redact(u string) string {
 	p, err := url.Parse(u)
 	if err != nil {
 		return "<unparseable URL>"
 	}
 	if p.User != nil {
-		if _, has := p.User.Password(); has {
+		if pw, has := p.User.Password(); has && pw != "" {
 			p.User = url.UserPassword(p.User.Username(), "xxxxx")
 		} else {
-			p.User = url.User("xxxxx") // a lone token in the user field
+			// A lone token in the user field, or one before an empty
+			// password (https://TOKEN:@host/).
+			p.User = url.User("xxxxx")
 		}
 	}
 	if p.RawQuery != "" {
@@ -1086,9 +1090,14 @@ func Redact(u string) string {
 	if p.Fragment != "" {
 		p.Fragment, p.RawFragment = "REDACTED", ""
 	}
-	if (p.Opaque != "" || (p.Host == "" && p.User == nil)) && strings.Contains(u, "@") {
-		// No //host (a missing or short scheme separator): a
-		// user:password@ sits in the opaque part or the path, not in User.
+	if n := strings.Count(u, "@"); n > 1 || n == 1 && p.User == nil {
+		// An @ that is not the user field's end: with no //host (a
+		// missing or short scheme separator) a user:password@ sits in
+		// the opaque part or the path; a password with an unescaped /
+		// ? or # ends the authority inside it, so its first part reads
+		// as the host (or a port) and the rest as the path, query or
+		// fragment; a password with an unescaped @ leaves its first
+		// part in the user field and the rest as the host.
 		return "<malformed URL>"
 	}
 	return p.String()

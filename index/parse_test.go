@@ -118,6 +118,8 @@ func TestRedact(t *testing.T) {
 		"https://idx.example/f.whl?sig=abc": "https://idx.example/f.whl?REDACTED",
 		"https://idx.example/simple/foo/":   "https://idx.example/simple/foo/",
 		"http://[::1:bad/":                  "<unparseable URL>",
+		"https://u:123/p@idx.example/":      "<malformed URL>",
+		"https://tok:@idx.example/simple/":  "https://xxxxx@idx.example/simple/",
 	} {
 		t.Run(in, func(t *testing.T) {
 			if got := Redact(in); got != want {

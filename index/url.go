@@ -22,8 +22,9 @@ func (e *URLError) Error() string { return "index URL " + e.URL + ": " + e.Probl
 // fragment. Anything else is a *URLError naming the first thing wrong:
 // white space around it, no scheme (host:port/simple/ reads as the
 // scheme "host"), one slash or none after http(s):, another scheme, a
-// part that does not parse, no host, a bad port, a query or a fragment.
-// The URL's credentials, query and fragment are never in the error.
+// part that does not parse, an @ after a / ? # or @ (a password not
+// percent-encoded), no host, a bad port, a query or a fragment. The URL's
+// credentials, query and fragment are never in the error.
 func ParseURL(rawURL string) (*url.URL, error) {
 	shown := Redact(rawURL)
 	if !strings.ContainsAny(rawURL, "@?#") {
@@ -65,6 +66,17 @@ func ParseURL(rawURL string) (*url.URL, error) {
 		}
 		return nil, bad(scheme + ": is followed by " + slashes + ", not two: write " + fix)
 	}
+	// An @ after the authority's end: a password holding a / ? or #
+	// that is not percent-encoded ends the authority inside the
+	// password, so the parser would read part of it as the host (or a
+	// port) and the rest as the path, and show both; one holding an @
+	// leaves where the user field ends a guess. Neither the message nor
+	// the URL shown may hold any of it: only what follows the last @.
+	authority := rest[2:]
+	if at := strings.LastIndex(authority, "@"); at >= 0 && strings.ContainsAny(authority[:at], "/?#@") {
+		return nil, &URLError{URL: scheme + "://…@" + afterCredentials(authority[at+1:]),
+			Problem: "it has an @ after a /, ?, # or another @: write a password's / ? # @ and spaces percent-encoded (%2F %3F %23 %40 %20); an index URL's path has no @"}
+	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		var ee url.EscapeError
@@ -96,6 +108,19 @@ func ParseURL(rawURL string) (*url.URL, error) {
 		return nil, bad("it has a fragment (a # and what follows): an index URL has none, remove it")
 	}
 	return u, nil
+}
+
+// afterCredentials is what follows a URL's last @, shown quoted when it
+// has a space or a character that does not print, without a query or
+// fragment.
+func afterCredentials(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i] + "…"
+	}
+	if q := strconv.Quote(s); q[1:len(q)-1] != s || strings.Contains(s, " ") {
+		return q
+	}
+	return s
 }
 
 // isScheme reports whether s has the form of a URL scheme (RFC 3986

@@ -38,6 +38,12 @@ func TestParseURLSaysWhatIsWrong(t *testing.T) {
 		{"query", "https://idx.example/simple/?token=SEKRET", "it has a query"},
 		{"empty query", "https://idx.example/simple/?", "it has a query"},
 		{"fragment", "https://idx.example/simple/#SEKRET", "it has a fragment"},
+		{"password with a slash, read as a port", "https://u:123/SEKRET@idx.example/simple/", "an @ after a /, ?, # or another @"},
+		{"password with a slash", "https://u:SEKRET/x@idx.example/simple/", "an @ after a /, ?, # or another @"},
+		{"password with a question mark", "https://u:SEKRET?x@idx.example/simple/", "an @ after a /, ?, # or another @"},
+		{"password with a hash", "https://u:SEKRET#x@idx.example/simple/", "an @ after a /, ?, # or another @"},
+		{"password with an @ and a slash", "https://u:p@SEKRET/x@idx.example/simple/", "an @ after a /, ?, # or another @"},
+		{"password with an @", "https://u:p@SEKRET@idx.example/simple/", "an @ after a /, ?, # or another @"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := index.ParseURL(c.in)
