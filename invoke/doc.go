@@ -17,7 +17,8 @@
 // without spawning); every secret ref the manifest declares is resolved
 // fresh (secret_unresolved, secret_bundle_too_large); then the spawn: the
 // environment replaced by an allowlist plus injected variables, a fresh
-// empty working directory (0700) removed afterwards, the bundle on fd 3
+// empty working directory (0700) removed afterwards and given as TMPDIR
+// unless the caller names one, the bundle on fd 3
 // (shim.SecretFD) through an inherited pipe, every other descriptor of the
 // executor's process marked close-on-exec first, the child in its own
 // process group and, where the kernel allows it, its own user and pid

@@ -86,7 +86,9 @@ type Call struct {
 	Resolve SecretResolver
 	// Environ is the environment to choose Allow from ("K=V" entries; cmd
 	// passes os.Environ()). Only the names in Allow pass; Inject ("K=V")
-	// is added after them and wins. Nothing else reaches the child.
+	// is added after them and wins. Nothing else reaches the child but
+	// the executor's own (Subprocess: TMPDIR, the run's workdir, when
+	// neither names it).
 	Environ, Allow, Inject []string
 	// Verify, when set, is called first; any error refuses the run with
 	// nothing spawned (the pin verify, or seal.Verify), but for ctx's

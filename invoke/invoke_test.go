@@ -365,7 +365,7 @@ func TestBwrap(t *testing.T) {
 	b := invoke.BwrapFor(bwrap, real, strings.TrimSpace(string(version)), "")
 	t.Run("Battery", func(t *testing.T) {
 		f := f
-		f.RuntimeEnv = []string{"PWD"} // bwrap --chdir sets it (to the workdir)
+		f.RuntimeEnv = append(slices.Clip(f.RuntimeEnv), "PWD") // bwrap --chdir sets it (to the workdir)
 		invoketest.Run(t, func(t *testing.T, l invoke.Ledger) invoke.Executor {
 			return &invoke.Subprocess{Ledger: l, Grace: 500_000_000, WorkdirParent: t.TempDir(), Sandbox: b}
 		}, f)

@@ -442,6 +442,29 @@ func environ(c *Call, set ...string) []string {
 	return out
 }
 
+// maxTmpdir is the longest workdir path given as TMPDIR: a Unix socket's
+// path holds at most 107 bytes, and multiprocessing's forkserver makes
+// one at TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX (32 more).
+const maxTmpdir = 107 - 32
+
+// runTmpdir is the TMPDIR=work entry a run gets when its environment names
+// no TMPDIR (the caller allowed or injected none) and work is short enough
+// for a socket under it: the provider's temporary files go into its own
+// workdir, removed with it, not into the host's shared /tmp, where they
+// outlived the run (a sandbox that shows no /tmp made Python's tempfile
+// fall back to the working directory anyway). "" otherwise.
+func runTmpdir(work string, env []string) string {
+	if len(work) > maxTmpdir {
+		return ""
+	}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TMPDIR=") {
+			return ""
+		}
+	}
+	return "TMPDIR=" + work
+}
+
 type request struct {
 	ProtocolVersion int             `json:"protocol_version"`
 	RunID           string          `json:"run_id"`
@@ -647,6 +670,9 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 			set = append(set, "PYTHONDONTWRITEBYTECODE=1")
 		}
 		env := environ(c, set...)
+		if tmp := runTmpdir(work, env); tmp != "" {
+			env = append(env, tmp)
+		}
 		args := argv
 		initFront, harnessFirst = false, false
 		if ns && s.Sandbox == nil {

@@ -35,7 +35,8 @@ func init() {
 		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]… [--backend local|container] [--platform P]",
 		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
 			"the env's harness (docs/executor.md): a replaced environment (only --allow-env names pass), a fresh\n" +
-			"empty working directory removed afterwards, the secret bundle on fd 3 (each --secret resolved\n" +
+			"empty working directory removed afterwards (also its TMPDIR, unless --allow-env TMPDIR), the\n" +
+			"secret bundle on fd 3 (each --secret resolved\n" +
 			"now), the manifest's timeout and output budget (lowered, never raised, by --timeout and\n" +
 			"--output-bytes). An intent is written to the receipts ledger before the spawn, the outcome\n" +
 			"after. Exit 0 for an ok result, 1 for an error, timeout or output_limit outcome, 78 refused.\n\n" +

@@ -229,7 +229,9 @@ func BuildLocalWith(ctx context.Context, dir, python string, o LocalOptions) (Fi
 		return Fixtures{}, err
 	}
 	fx := Fixtures{Env: r.Dir, Python: r.Seal.Env.Python, Runtime: pyrt.RuntimeOf(r.Seal.Resolution.Packages), Provider: m.Name, Platform: plat.ID(),
-		MaterializationDigest: r.Digest, SealDigest: sd, Manifest: m, Entrypoints: map[string]Entrypoint{}}
+		MaterializationDigest: r.Digest, SealDigest: sd, Manifest: m, Entrypoints: map[string]Entrypoint{},
+		// invoke.Subprocess gives a run its workdir as TMPDIR.
+		RuntimeEnv: []string{"TMPDIR"}}
 	for _, e := range prov.Entrypoints {
 		fx.Entrypoints[e.Name] = Entrypoint{Object: e.Object, ImplementationDigest: e.ImplementationDigest}
 	}
