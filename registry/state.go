@@ -509,7 +509,7 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		// and which one depends on the key; anything else is refused
 		// for every key.
 		if !s.heldNow(cs) && !v1 {
-			return nil, notProposed(cs, "approved")
+			return nil, notProposed(cs, "approved", s.heldNow(cs))
 		}
 		return cs, nil
 	}
@@ -554,7 +554,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return res, nil
 		}
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
-			return nil, notProposed(cs, "approved")
+			return nil, notProposed(cs, "approved", s.heldNow(cs))
 		}
 	}
 	if expires != nil && scope == TrustScope {
@@ -1096,7 +1096,10 @@ func (s *state) accept(now time.Time, cs *ChangeSet) error {
 // approved, not proposed", and an operator who had followed
 // pin_unapproved's advice to the list tried to add a second key's
 // approval to the pin's own change-set after the threshold was raised.
-func notProposed(cs *ChangeSet, verb string) *refusal.Error {
+//
+// held is whether cs is what the registry holds now for its scope
+// (heldNow).
+func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
 	id, scope := cs.Metadata.ID, cs.Scope()
 	next := ""
 	var remedy *refusal.Remedy
@@ -1108,6 +1111,16 @@ func notProposed(cs *ChangeSet, verb string) *refusal.Error {
 		remedy = &refusal.Remedy{Action: refusal.ActionRetire, Target: scope}
 	case verb == "rejected":
 		next = "only a proposed change-set is rejected; an applied trust change is undone by another (untrusting or trusting a key, or setting the threshold)"
+	case scope != TrustScope && cs.Spec.Changes[0].Action == ActionRetire:
+		// A retirement is proposed again by retiring, not by an install:
+		// its spec names no package, and the advice was "install WHEEL".
+		if held {
+			next = fmt.Sprintf("it retired %s at revision %d, as the registry holds now: there is nothing more to approve", scope, cs.Spec.Revision)
+			break
+		}
+		var again string
+		again, remedy = proposeAgain(&cs.Spec, scope)
+		next = "to retire " + scope + ", propose it again (" + again + ") and approve the new change-set"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
 		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec))
@@ -1212,7 +1225,7 @@ func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*Cha
 		return cloneCS(cs), nil
 	}
 	if cs.Status.State != StateProposed {
-		return nil, notProposed(cs, "rejected")
+		return nil, notProposed(cs, "rejected", false)
 	}
 	if strings.TrimSpace(reason) == "" {
 		return nil, refusal.New(refusal.ChangesetInvalid, "a rejection needs a reason")
