@@ -509,7 +509,7 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		// and which one depends on the key; anything else is refused
 		// for every key.
 		if !s.heldNow(cs) && !v1 {
-			return nil, notProposed(cs, "approved", s.heldNow(cs))
+			return nil, notProposed(cs, "approved", s.inForce(cs))
 		}
 		return cs, nil
 	}
@@ -523,6 +523,48 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		return nil, noTrust()
 	}
 	return cs, nil
+}
+
+// inForce reports whether the change cs makes is in force now: for a
+// provider, cs is the pin the registry holds (heldNow); for a trust
+// change, the trust state says what it says (its key trusted under its
+// name with its role, untrusted, the threshold set), whichever step made
+// it so.
+func (s *state) inForce(cs *ChangeSet) bool {
+	if cs.Scope() != TrustScope {
+		return s.heldNow(cs)
+	}
+	if s.trust == nil || len(cs.Spec.Changes) != 1 {
+		return false
+	}
+	c := cs.Spec.Changes[0]
+	switch {
+	case c.Action == ActionSetPolicy && c.Policy != nil:
+		return s.trust.Policy.Threshold == c.Policy.Threshold
+	case c.Action == ActionTrustKey && c.Key != nil:
+		return slices.ContainsFunc(s.trust.Keys, func(k Key) bool {
+			return k.Name == c.Key.Name && k.Digest == c.Key.Digest && k.Role == c.Key.Role
+		})
+	case c.Action == ActionUntrustKey && c.Key != nil:
+		return !slices.ContainsFunc(s.trust.Keys, func(k Key) bool {
+			return k.Digest == c.Key.Digest && !c.Key.Digest.IsZero() || c.Key.Digest.IsZero() && k.Name == c.Key.Name
+		})
+	}
+	return false
+}
+
+// trustChangeWords says what trust change c makes, as it stands once
+// made.
+func trustChangeWords(c *Change) string {
+	switch {
+	case c.Action == ActionSetPolicy && c.Policy != nil:
+		return fmt.Sprintf("the threshold is %d", c.Policy.Threshold)
+	case c.Action == ActionTrustKey && c.Key != nil:
+		return fmt.Sprintf("%s is trusted as %s", c.Key.Name, c.Key.Role)
+	case c.Action == ActionUntrustKey && c.Key != nil:
+		return c.Key.Name + " is not trusted"
+	}
+	return c.Action
 }
 
 // heldNow reports whether cs, approved, is what the registry holds for
@@ -554,7 +596,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return res, nil
 		}
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
-			return nil, notProposed(cs, "approved", s.heldNow(cs))
+			return nil, notProposed(cs, "approved", s.inForce(cs))
 		}
 	}
 	if expires != nil && scope == TrustScope {
@@ -1097,8 +1139,9 @@ func (s *state) accept(now time.Time, cs *ChangeSet) error {
 // pin_unapproved's advice to the list tried to add a second key's
 // approval to the pin's own change-set after the threshold was raised.
 //
-// held is whether cs is what the registry holds now for its scope
-// (heldNow).
+// held is whether what cs changes is in force now (inForce): a provider's
+// change-set is the pin the registry holds, a trust change is what the
+// trust state says.
 func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
 	id, scope := cs.Metadata.ID, cs.Scope()
 	next := ""
@@ -1124,6 +1167,14 @@ func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
 		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec))
+	case held:
+		// Proposing it again would change nothing (`key trust` says
+		// "trusted already", `policy set` "threshold K already"): that
+		// was the advice, and it went round.
+		next = "its trust change applies now (" + trustChangeWords(&cs.Spec.Changes[0]) + "): there is nothing more to approve"
+		if cs.Spec.Changes[0].Action != ActionSetPolicy {
+			remedy = &refusal.Remedy{Action: refusal.ActionListKeys}
+		}
 	default:
 		var again string
 		again, remedy = proposeAgain(&cs.Spec, scope)
