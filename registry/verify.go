@@ -586,9 +586,10 @@ func matchChangeSetRecord(cs *ChangeSet, log []Entry) error {
 		return refusal.New(refusal.RegistryCorrupt, "changesets/%s.yaml: %s: this registry did not write it; restore the file from a copy of the registry, or reject the change-set and propose it again", id.Hex(), fmt.Sprintf(format, a...))
 	}
 	var proposed *Entry
+	pi := -1
 	for i := range log {
 		if e := &log[i]; e.Digest == id && e.Event == EventChangeSetProposed {
-			proposed = e
+			proposed, pi = e, i
 		}
 	}
 	if proposed == nil {
@@ -597,7 +598,36 @@ func matchChangeSetRecord(cs *ChangeSet, log []Entry) error {
 	if at := proposed.At.UTC().Truncate(time.Second); !cs.Metadata.ProposedAt.Equal(at) {
 		return bad("it says it was proposed at %s; the history proposed it at %s (entry %d)", cs.Metadata.ProposedAt.UTC().Format(time.RFC3339), at.Format(time.RFC3339), proposed.Seq)
 	}
+	if state, e := stateSince(log, pi); cs.Status.State != state {
+		return bad("it says it is %s; the history %s (entry %d)", cs.Status.State, map[string]string{StateProposed: "proposed it last", StateRejected: "rejected it since its last proposal", StateApproved: "accepted it since its last proposal"}[state], e.Seq)
+	}
 	return matchApprovals(cs.Status.Approvals, approvedSince(log, id), bad)
+}
+
+// stateSince is the state the history gives the change-set that log[pi]
+// (its last changeset-proposed entry) proposed, and the entry that made
+// it so: rejected by a changeset-rejected entry since, approved by its
+// acceptance (a pin entry naming it, or the governance entry an approval
+// of a trust change appends right after its changeset-approved entry),
+// else proposed. The file's state is not covered by its id nor by a
+// signature: a rejected change-set edited back to proposed was approved
+// as if open, its approvals the rejection withdrew counting again (the
+// history then said proposed, approved, rejected, approved, accepted,
+// and `registry log --verify` passed it).
+func stateSince(log []Entry, pi int) (string, *Entry) {
+	id, state, at := log[pi].Digest, StateProposed, &log[pi]
+	for i := pi + 1; i < len(log); i++ {
+		e := &log[i]
+		switch {
+		case e.Digest == id && e.Event == EventChangeSetRejected:
+			state, at = StateRejected, e
+		case e.Digest == id && (e.Event == EventPinAccepted || e.Event == EventPinRetired):
+			state, at = StateApproved, e
+		case e.Digest == id && e.Event == EventChangeSetApproved && i+1 < len(log) && isGovernance(&log[i+1]) && !log[i+1].isRoot():
+			state, at = StateApproved, &log[i+1]
+		}
+	}
+	return state, at
 }
 
 // CheckedChangeSet is Reader.ChangeSet checked against the history
