@@ -16,9 +16,10 @@ import (
 // TestApprovedAlready: what Approve by a key whose approval stands says
 // (Already), read with the key's digest alone, before its password: the
 // same result, for the key that accepted the change-set the registry
-// holds; nil where Approve would sign (a proposal, a key that has not
-// approved it, an approval expired, which a renewal signs again); the
-// refusals Approvable gives otherwise. Dir and Stub alike.
+// holds; nil where Approve would sign (a proposal by a trusted key, an
+// approval expired, which a renewal signs again); the refusals
+// Approvable gives, and Approve's of this key (not trusted, not an
+// approver of the accepted change-set), otherwise. Dir and Stub alike.
 func TestApprovedAlready(t *testing.T) {
 	ctx := context.Background()
 	type reg interface {
@@ -51,6 +52,9 @@ func TestApprovedAlready(t *testing.T) {
 			if res, err := r.ApprovedAlready(ctx, id, ad); res != nil || err != nil {
 				t.Fatalf("a proposal: %+v %v", res, err)
 			}
+			if res, err := r.ApprovedAlready(ctx, id, b.Priv.Public().Digest()); res != nil || refusal.CodeOf(err) != refusal.SignerUntrusted {
+				t.Errorf("a proposal, by a key the registry does not trust: %+v %v, want signer_untrusted", res, err)
+			}
 			exp := clock.Add(time.Hour)
 			if _, err := r.Approve(ctx, id, a.Priv, &exp); err != nil {
 				t.Fatal(err)
@@ -68,8 +72,12 @@ func TestApprovedAlready(t *testing.T) {
 			if string(gj) != string(wj) {
 				t.Errorf("ApprovedAlready says\n%s\nApprove says\n%s", gj, wj)
 			}
-			if res, err := r.ApprovedAlready(ctx, id, b.Priv.Public().Digest()); res != nil || err != nil {
-				t.Errorf("a key that did not approve it: %+v %v", res, err)
+			// A key that did not approve it is refused as Approve refuses
+			// it, before its password (it was nil: the password was asked
+			// for, then the approval refused).
+			_, werr := r.Approve(ctx, id, b.Priv, nil)
+			if res, err := r.ApprovedAlready(ctx, id, b.Priv.Public().Digest()); res != nil || werr == nil || refusal.CodeOf(err) != refusal.CodeOf(werr) {
+				t.Errorf("a key that did not approve it: %+v %v, want Approve's refusal %v", res, err, werr)
 			}
 			clock = clock.Add(90 * time.Minute) // a's approval expired
 			if res, err := r.ApprovedAlready(ctx, id, ad); res != nil || err != nil {

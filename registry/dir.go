@@ -873,8 +873,11 @@ func (d *Dir) Approvable(ctx context.Context, id digest.Digest) error {
 // what the registry holds, the approval unexpired), read without the key:
 // a command asks it before the key's password, so that an approver who
 // approved already is told so without one. nil, and no error, where
-// Approve would sign (or refuse for this key); Approvable's refusals
-// otherwise. It reads without the lock: Approve decides again under it.
+// Approve would sign; Approvable's refusals, and Approve's refusal of
+// this key (not trusted, a builder key, a change-set no longer proposed
+// that it did not approve and cannot renew), otherwise: they too were
+// said only after the password was asked for. It reads without the
+// lock: Approve decides again under it.
 func (d *Dir) ApprovedAlready(ctx context.Context, id, signer digest.Digest) (*ApproveResult, error) {
 	s, err := d.loadShared(ctx)
 	if err != nil {
@@ -884,7 +887,7 @@ func (d *Dir) ApprovedAlready(ctx context.Context, id, signer digest.Digest) (*A
 	if err != nil {
 		return nil, err
 	}
-	return s.approvedAlready(d.now(), cs, signer), nil
+	return s.beforeSigning(d.now(), cs, signer)
 }
 
 // Repair writes again, under the lock and through the journal, what the

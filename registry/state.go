@@ -607,21 +607,9 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	if step >= 0 {
 		return s.resignStep(now, cs, step, signer)
 	}
-	pub := signer.Public()
-	var key *Key
-	for i := range s.trust.Keys {
-		if s.trust.Keys[i].Digest == pub.Digest() {
-			key = &s.trust.Keys[i]
-			if key.Role == RoleApprover {
-				break
-			}
-		}
-	}
-	if key == nil {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry: approve with a trusted approver key (the registry's trusted keys are listed with their roles), or have this one trusted first (a change-set the trusted keys approve)", pub.Digest()).WithRemedy(refusal.ActionListKeys, "")
-	}
-	if key.Role != RoleApprover {
-		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals; approve with an approver key (the registry's trusted keys are listed with their roles)", key.Name, key.Digest).WithRemedy(refusal.ActionListKeys, "")
+	key, err := s.approverKey(signer.Public().Digest())
+	if err != nil {
+		return nil, err
 	}
 	if expires != nil {
 		e := expires.UTC().Truncate(time.Second)
@@ -693,6 +681,47 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 	}
 	res.ChangeSet = cloneCS(cs)
 	return res, nil
+}
+
+// approverKey is the trusted approver key whose digest is signer, or the
+// refusal of an approval by it: a key the registry does not trust, or a
+// builder key.
+func (s *state) approverKey(signer digest.Digest) (*Key, error) {
+	var key *Key
+	for i := range s.trust.Keys {
+		if s.trust.Keys[i].Digest == signer {
+			key = &s.trust.Keys[i]
+			if key.Role == RoleApprover {
+				break
+			}
+		}
+	}
+	if key == nil {
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s is not trusted by this registry: approve with a trusted approver key (the registry's trusted keys are listed with their roles), or have this one trusted first (a change-set the trusted keys approve)", signer).WithRemedy(refusal.ActionListKeys, "")
+	}
+	if key.Role != RoleApprover {
+		return nil, refusal.New(refusal.SignerUntrusted, "key %s (%s) is a builder key: builder signatures never count as approvals; approve with an approver key (the registry's trusted keys are listed with their roles)", key.Name, key.Digest).WithRemedy(refusal.ActionListKeys, "")
+	}
+	return key, nil
+}
+
+// beforeSigning is what approve of cs by the key whose digest is signer
+// decides before it signs: the result of an approval that stands already
+// (approvedAlready), or the refusal of this key's approval (a change-set
+// no longer proposed that it cannot renew, an untrusted or builder key);
+// nil and no error where it signs. cs is approvable's.
+func (s *state) beforeSigning(now time.Time, cs *ChangeSet, signer digest.Digest) (*ApproveResult, error) {
+	if res := s.approvedAlready(now, cs, signer); res != nil {
+		return res, nil
+	}
+	if s.stepInV1Form(cs, signer) >= 0 {
+		return nil, nil
+	}
+	if cs.Status.State != StateProposed && !s.renewable(now, cs, signer) {
+		return nil, notProposed(cs, "approved", s.inForce(cs))
+	}
+	_, err := s.approverKey(signer)
+	return nil, err
 }
 
 // checkRecordedApprovals refuses a change-set whose approvals are not

@@ -168,15 +168,16 @@ func (r *Stub) Approvable(ctx context.Context, id digest.Digest) error {
 
 // ApprovedAlready is Dir.ApprovedAlready: Approve's result, without a
 // signature, for a key (its digest) whose approval of change-set id
-// stands already; nil where Approve would sign.
+// stands already; nil where Approve would sign; Approve's refusal of this
+// key where it would refuse it.
 func (r *Stub) ApprovedAlready(ctx context.Context, id, signer digest.Digest) (out *ApproveResult, err error) {
 	err = r.read(ctx, func(s *state) error {
 		cs, err := s.approvable(id)
 		if err != nil {
 			return err
 		}
-		out = s.approvedAlready(r.now(), cs, signer)
-		return nil
+		out, err = s.beforeSigning(r.now(), cs, signer)
+		return err
 	})
 	return out, err
 }

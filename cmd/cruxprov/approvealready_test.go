@@ -109,10 +109,15 @@ func TestApproveAlreadyWithoutPassword(t *testing.T) {
 // refused once its password opens it, signer_untrusted, and nothing is
 // signed; the same key file without the header signs.
 func TestApproveSwappedKeyHeaderRefused(t *testing.T) {
-	_, keys, run := keyedHome(t, "a", "b")
+	_, keys, run := keyedHome(t, "a", "b", "c")
 	swapped := filepath.Join(keys, "a-swapped.key")
 	withHeader(t, filepath.Join(keys, "a.key"), filepath.Join(keys, "b.pub"), swapped)
-	id := proposeQuiet(t, run, "key", "trust", filepath.Join(keys, "b.pub"))
+	// The header names a trusted approver key (b), so nothing refuses it
+	// before the password: the key sealed in the file (a) does.
+	if r := run("changeset", "approve", proposeQuiet(t, run, "key", "trust", filepath.Join(keys, "b.pub")), "--key", filepath.Join(keys, "a.key")); r.code != 0 {
+		t.Fatalf("trusting b: %+v", r)
+	}
+	id := proposeQuiet(t, run, "key", "trust", filepath.Join(keys, "c.pub"))
 	r := run("changeset", "approve", id, "--key", swapped)
 	wantRefusal(t, r, "signer_untrusted", "a key file naming another key")
 	if !strings.Contains(r.stderr, "Cruxprov-Public-Key") {
@@ -125,5 +130,38 @@ func TestApproveSwappedKeyHeaderRefused(t *testing.T) {
 	withHeader(t, filepath.Join(keys, "a.key"), "", without)
 	if r := run("changeset", "approve", id, "--key", without); r.code != 0 || !strings.Contains(r.stdout, "approved "+id) {
 		t.Errorf("the key file without the header: %+v", r)
+	}
+}
+
+// TestApproveWrongKeyRefusedBeforePassword: walking governance.md as two
+// operators, an approval with a key the registry does not trust (bob's,
+// before his trust was approved), or by a trusted key of a change-set
+// accepted without it, asked for the key's password and then refused;
+// the key file names its public key (its Cruxprov-Public-Key header), so
+// the registry's refusal of that key is said first, as "approved
+// already" is, with no password (and with --json, the refusal's one
+// document).
+func TestApproveWrongKeyRefusedBeforePassword(t *testing.T) {
+	home, keys, run := keyedHome(t, "a", "b")
+	bkey := filepath.Join(keys, "b.key")
+	id := proposeQuiet(t, run, "key", "trust", filepath.Join(keys, "b.pub"))
+	r := noPassword(t, home, "changeset", "approve", id, "--key", bkey)
+	wantRefusal(t, r, "signer_untrusted", "an untrusted key, no password")
+	if strings.Contains(r.stderr, "no key password") || !strings.Contains(r.stderr, "before its password") {
+		t.Errorf("an untrusted key: the refusal is not said before the password: %+v", r)
+	}
+	j := noPassword(t, home, "--json", "changeset", "approve", id, "--key", bkey)
+	if doc := jsonDoc(t, j); j.code != exitRefused || doc["refused"] == nil {
+		t.Errorf("an untrusted key, --json: %+v", j)
+	}
+	if r := run("changeset", "approve", id, "--key", filepath.Join(keys, "a.key")); r.code != 0 {
+		t.Fatalf("a approves b's trust: %+v", r)
+	}
+	// b is trusted now, by a change-set it did not approve: nothing to
+	// sign, said without the password.
+	r = noPassword(t, home, "changeset", "approve", id, "--key", bkey)
+	wantRefusal(t, r, "changeset_invalid", "b approving the change-set that trusted it")
+	if !strings.Contains(r.stderr, "there is nothing more to approve") {
+		t.Errorf("b approving the change-set that trusted it: %+v", r)
 	}
 }

@@ -392,13 +392,24 @@ func keyFile(flag, path string) (b []byte, own bool, err error) {
 // approval stands; nil where the key has to sign, or its file names no
 // public key (a key file of an earlier cruxprov, or cosign's), or another
 // user could have written it. A name that is not a public key is refused
-// here, before the password.
+// here, before the password, and so is the key it names where the
+// registry refuses its approval (not trusted, a builder key, a change-set
+// no longer proposed that it did not approve): an approver who gave the
+// wrong key typed its password to be told no.
 func approvedAlready(ctx context.Context, reg *registry.Dir, id digest.Digest, kb []byte, own bool) (*registry.ApproveResult, error) {
 	pub, err := sign.CarriedPublicKey(kb)
 	if err != nil || pub == nil || !own {
 		return nil, err
 	}
-	return reg.ApprovedAlready(ctx, id, pub.Digest())
+	res, err := reg.ApprovedAlready(ctx, id, pub.Digest())
+	if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code != refusal.RegistryCorrupt {
+		// Which key it is came from the file's header, not from the
+		// key it seals (the password opens that): say so.
+		said := *re
+		said.Detail = "for the key the file's Cruxprov-Public-Key header names, before its password: " + re.Detail
+		return nil, &said
+	}
+	return res, err
 }
 
 // signerFrom decrypts the private key file b read from path (flag's),
