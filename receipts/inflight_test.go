@@ -299,3 +299,65 @@ func TestWritableOfALedgerNotMadeYet(t *testing.T) {
 		t.Errorf("Writable says %q, a run's Open %q", werr, oerr)
 	}
 }
+
+// TestWritableJudgesTheRepairLock: a ledger whose last line has no
+// newline (a torn row, or a whole one a writer died before terminating)
+// is repaired by its next writer first, under the repair lock it creates
+// beside the ledger, so a directory that takes no new entries (0555, the
+// ledger file itself still this user's to write) refuses every run.
+// Writable, receipts scan's question, said nil there: the scan of the
+// executor's own ledger exited 0, "the next writer quarantines it", while
+// every run was refused "cannot take the repair lock". A sound ledger in
+// that directory is writable (no repair is due). (As root, run as uid
+// 65534: root ignores the mode.)
+func TestWritableJudgesTheRepairLock(t *testing.T) {
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "be a user the directory's mode stops")
+		asuser.RunTest(t, asuser.Dir(t, "cruxprov-writable-"), "TestWritableJudgesTheRepairLock")
+		return
+	}
+	for name, tail := range map[string]func(row []byte) []byte{
+		"torn":                            func(row []byte) []byte { return row[:len(row)/2] },
+		"a whole row without its newline": func(row []byte) []byte { return bytes.TrimSuffix(row, []byte("\n")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "receipts")
+			path := filepath.Join(dir, "l.jsonl")
+			l := openT(t, path)
+			finish(t, l, testOutcome(begin(t, l, testIntent("att_1", "", "in")).AttemptID, StatusOK))
+			l.Close()
+			if err := os.Chmod(dir, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, 0o755) })
+			if err := Writable(path); err != nil {
+				t.Fatalf("a sound ledger in a directory of mode 0555: %v", err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := b[bytes.IndexByte(b, '\n')+1:] // the outcome's row
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(tail(row)); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			werr := Writable(path)
+			_, oerr := Open(context.Background(), path, Options{CreateAtBegin: true})
+			if refusal.CodeOf(werr) != refusal.LedgerWriteFailed || refusal.CodeOf(oerr) != refusal.LedgerWriteFailed {
+				t.Fatalf("a tail to repair in a directory of mode 0555: Writable %v, a run's Open %v", werr, oerr)
+			}
+			if werr.Error() != oerr.Error() {
+				t.Errorf("Writable says %q, a run's Open %q", werr, oerr)
+			}
+			os.Chmod(dir, 0o755)
+			if err := Writable(path); err != nil {
+				t.Errorf("a tail to repair in a writable directory: %v", err)
+			}
+		})
+	}
+}

@@ -252,7 +252,10 @@ func (l *Ledger) create(ctx context.Context) error {
 // Its key locks <path>.inflight, when there are (a run with an
 // idempotency key made them), are opened for writing too, as a keyed
 // Begin opens them: one this process cannot (left by root, say, running
-// with this user's state directory) refuses every keyed run.
+// with this user's state directory) refuses every keyed run. And when
+// its next writer must repair it first (a torn tail, a last row without
+// its newline, a repair journal), the repair lock that writer creates
+// beside it must be creatable there (repairLockable).
 func Writable(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -266,10 +269,13 @@ func Writable(path string) error {
 	if err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open receipts ledger %s", path)
 	}
-	f.Close()
+	defer f.Close()
 	side, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot resolve receipts ledger %s", path)
+	}
+	if err := repairLockable(f, side); err != nil {
+		return err
 	}
 	k, err := openKeyLocks(side, path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -279,6 +285,35 @@ func Writable(path string) error {
 		return err
 	}
 	return k.Close()
+}
+
+// repairLockable is Writable's answer for the repair lock: when the next
+// writer of the ledger f (its links resolved: side) must repair it first
+// (a repair journal beside it, or a last line without its newline, torn
+// or whole), it creates the lock <side>.lock beside it (withRepairLock),
+// so that directory must take new entries. A ledger file this user may
+// write in a directory it may not (0555) took every run without a repair
+// due, and receipts scan said so with a torn tail too, "the next writer
+// quarantines it", while every run was refused "cannot take the repair
+// lock". The refusal is the writer's, word for word.
+func repairLockable(f *os.File, side string) error {
+	due := false
+	if _, err := os.Lstat(side + ".repair"); !errors.Is(err, fs.ErrNotExist) {
+		due = true
+	} else if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		var b [1]byte
+		if _, err := f.ReadAt(b[:], st.Size()-1); err == nil && b[0] != '\n' {
+			due = true
+		}
+	}
+	if !due {
+		return nil
+	}
+	lp := side + ".lock"
+	if err := unix.Access(filepath.Dir(side), unix.W_OK|unix.X_OK); err != nil {
+		return refusal.Wrap(refusal.LedgerWriteFailed, &fs.PathError{Op: "open", Path: lp, Err: err}, "cannot take the repair lock %s", lp)
+	}
+	return nil
 }
 
 // Path returns the ledger's path ("" for a nil Ledger).
