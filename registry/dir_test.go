@@ -694,3 +694,42 @@ func TestUnparseableChangeSetFile(t *testing.T) {
 	_, err = registry.NamedBy(ctx, f.dir)
 	wantRefusal(t, err, refusal.RegistryCorrupt)
 }
+
+// TestUnsignedPinSaysWhatAndWhatToDo: a pin file edited where its
+// approvals' signatures cover it (its revision, its spec, its provider's
+// name) is refused signature_invalid naming what differs and what the
+// registry's owner does about it. It said "its spec, revision or name is
+// not what was signed (spec digest X, recorded X)": the same digest twice
+// for a revision edited, and no next step (found walking executor.md as
+// an executor, with the revision of an accepted pin's file edited).
+func TestUnsignedPinSaysWhatAndWhatToDo(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, f *fixture)
+		want   string
+	}{
+		{"the revision alone", func(t *testing.T, f *fixture) {
+			editPin(t, f, func(m map[string]any) { m["revision"] = 7 })
+		}, "it says revision 7, its signed spec revision 2"},
+		{"a byte of the spec", func(t *testing.T, f *fixture) {
+			edit(t, f.pinPath(), func(b []byte) []byte { return bytes.Replace(b, []byte(`"2.0"`), []byte(`"2.1"`), 1) })
+		}, "its spec hashes to sha256:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			c.tamper(t, f)
+			_, err := registry.VerifyPin(ctx, f.dir, f.state, "acme-echo", time.Now())
+			var r *refusal.Error
+			if !errors.As(err, &r) || r.Code != refusal.SignatureInvalid {
+				t.Fatalf("got %v, want signature_invalid", err)
+			}
+			for _, want := range []string{c.want, "pins/acme-echo.json was changed after it was approved",
+				"restores the registry from a trusted copy, or proposes the provider again and approves it"} {
+				if !strings.Contains(r.Detail, want) {
+					t.Errorf("the refusal does not say %q: %s", want, r.Detail)
+				}
+			}
+		})
+	}
+}

@@ -346,7 +346,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	}
 	sd, err := SpecDigest(&p.Spec)
 	if err != nil || sd != p.SpecDigest || p.Revision != p.Spec.Revision || p.Spec.scope() != provider || p.Provider != provider {
-		return nil, refusal.New(refusal.SignatureInvalid, "provider %s pin: its spec, revision or name is not what was signed (spec digest %s, recorded %s)", provider, sd, p.SpecDigest)
+		return nil, unsignedPin(provider, p, sd, err)
 	}
 	if err := matchHistory(p, last); err != nil {
 		if last != nil && p.Revision < last.Revision {
@@ -768,6 +768,28 @@ func matchHistory(p *Pin, last *Entry) error {
 		return refusal.New(refusal.RegistryCorrupt, "provider %s pin (revision %d, spec %s) is not the one the registry's history %s last (revision %d, spec %s, entry %d): propose it again and approve it", p.Provider, p.Revision, p.SpecDigest, strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Digest, last.Seq)
 	}
 	return nil
+}
+
+// unsignedPin is the refusal of provider's pin p whose spec, revision or
+// name is not what its approvals signed (sd: its spec's digest, or err
+// where the spec does not encode): it names what differs, and what to
+// do. It said "its spec, revision or name is not what was signed (spec
+// digest X, recorded X)", the same digest twice for a revision edited,
+// and nothing of what to do next.
+func unsignedPin(provider string, p *Pin, sd digest.Digest, err error) error {
+	var what string
+	switch {
+	case err != nil:
+		what = fmt.Sprintf("its spec does not encode (%v)", err)
+	case sd != p.SpecDigest:
+		what = fmt.Sprintf("its spec hashes to %s, not to the spec digest %s it records and its approvals signed", sd, p.SpecDigest)
+	case p.Revision != p.Spec.Revision:
+		what = fmt.Sprintf("it says revision %d, its signed spec revision %d", p.Revision, p.Spec.Revision)
+	default:
+		what = fmt.Sprintf("it names provider %q, its signed spec provider %q", p.Provider, p.Spec.scope())
+	}
+	return refusal.New(refusal.SignatureInvalid, "provider %s pin: %s: pins/%s.json was changed after it was approved; treat it as tampering: "+
+		"the registry's owner restores the registry from a trusted copy, or proposes the provider again and approves it (docs/refusals.md, signature_invalid)", provider, what, provider)
 }
 
 // matchRecorded checks what a pin says that no signature covers against
