@@ -137,16 +137,19 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 				return "", refusal.Wrap(refusal.SecretBundleTooLarge, err, "secret %s", ref)
 			}
 			if err != nil {
-				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s", ref)
+				// What to do, besides why: "secret REF: stat F: no such
+				// file or directory" said only the second.
+				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s: %v; give --secret %s=@FILE a regular file this user can read (a symbolic link to one is followed), or %s=env:VAR", ref, err, ref, ref)
 			}
 			if !utf8.Valid(b) {
 				return "", notUTF8(ref, f)
 			}
 			return strings.TrimSuffix(string(b), "\n"), nil
 		}
-		v, ok := os.LookupEnv(strings.TrimPrefix(src, "env:"))
+		name := strings.TrimPrefix(src, "env:")
+		v, ok := os.LookupEnv(name)
 		if !ok {
-			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set", ref, src)
+			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set; set %s in this run's environment (an empty value is delivered as given), or give --secret %s=@FILE", ref, src, name, ref)
 		}
 		if !utf8.ValidString(v) {
 			return "", notUTF8(ref, src)

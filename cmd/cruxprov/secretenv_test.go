@@ -72,6 +72,32 @@ func TestSecretNotUTF8NamesItsSource(t *testing.T) {
 	}
 }
 
+// TestSecretUnresolvedSaysWhatToDo: a --secret REF=@FILE that cannot be
+// read (missing, a directory, unreadable) and a REF=env:VAR not set were
+// refused secret_unresolved with the cause alone ("secret REF: stat F: no
+// such file or directory", "secret REF: env:VAR is not set"), nothing of
+// what to do next (found walking executor.md: a secret missing).
+func TestSecretUnresolvedSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("CRUXPROV_TEST_UNSET_SECRET", "")
+	os.Unsetenv("CRUXPROV_TEST_UNSET_SECRET")
+	for _, c := range []struct{ src, want string }{
+		{"@" + filepath.Join(dir, "missing"), "secret acme/api-token: stat " + filepath.Join(dir, "missing") + ": no such file or directory; give --secret acme/api-token=@FILE a regular file this user can read"},
+		{"@" + dir, "secret acme/api-token: " + dir + " is not a regular file; give --secret acme/api-token=@FILE a regular file"},
+		{"env:CRUXPROV_TEST_UNSET_SECRET", "secret acme/api-token: env:CRUXPROV_TEST_UNSET_SECRET is not set; set CRUXPROV_TEST_UNSET_SECRET in this run's environment"},
+	} {
+		resolve, err := secretResolver([]string{"acme/api-token=" + c.src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = resolve(t.Context(), "acme/api-token")
+		var r *refusal.Error
+		if !errors.As(err, &r) || r.Code != refusal.SecretUnresolved || !strings.HasPrefix(r.Message(), c.want) || strings.Count(r.Message(), "no such file") > 1 {
+			t.Errorf("%s: %v", c.src, err)
+		}
+	}
+}
+
 // TestRunInputNotJSONSaysWhy: an --input that is empty (a job's stdin that
 // gave nothing) or not JSON was "usage: --input: not one JSON document",
 // naming neither the input nor what was wrong. Exit 64, before any pin is
