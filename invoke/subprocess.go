@@ -527,18 +527,31 @@ type sink struct {
 	limit   int    // keep at most the last limit bytes (0: keep all)
 	dropped int64  // bytes dropped from the front of buf
 	over    bool
+	stop    bool // once over, refuse the writes (errOutputSpent): the copy from the pipe stops
 }
+
+// errOutputSpent is the answer of a sink that stops (sink.stop) once the
+// output budget is spent: the copy from the run's pipe stops there, and
+// os/exec closes the pipe's read end, so the run's next write fails
+// (EPIPE) while its kill lands. The local executor's sinks drained the
+// pipes on, discarding, and a flood went on at the pipe's speed until the
+// SIGKILL came: 2 MB against a budget of 1 MiB ran to its end (exit 0) in
+// half the runs (TestOutputLimitStopsReading). A Backend's sinks
+// (Dispatch) still drain: podman's client, whose output they read, would
+// die of the SIGPIPE before its executor had marked the run killed.
+var errOutputSpent = errors.New("the output budget is spent")
 
 func (s *sink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n += int64(len(p))
 	if s.over {
-		return len(p), nil
+		return len(p), s.spentErr()
 	}
 	keep := p
 	if !s.m.bill(len(p)) {
-		// Keep only what fits the budget, then discard (the run is being killed).
+		// Keep only what fits the budget (the run is being killed): a
+		// sink that stops reads nothing more, another discards the rest.
 		rest := s.m.budget - (s.m.used.Load() - int64(len(p)))
 		if rest < 0 {
 			rest = 0
@@ -553,7 +566,16 @@ func (s *sink) Write(p []byte) (int, error) {
 		s.dropped += int64(len(s.buf) - s.limit)
 		s.buf = append(s.buf[:0], s.buf[len(s.buf)-s.limit:]...)
 	}
-	return len(p), nil
+	return len(p), s.spentErr()
+}
+
+// spentErr is what Write answers: errOutputSpent once a sink that stops
+// is over the budget, else nil.
+func (s *sink) spentErr() error {
+	if s.over && s.stop {
+		return errOutputSpent
+	}
+	return nil
 }
 
 // tail is the last n bytes kept, and whether the stream wrote any byte
@@ -630,8 +652,8 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		argv = append(argv, python.HarnessNoBytecode(py)...)
 	}
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
-	stdout := &sink{m: m}
-	stderr := &sink{m: m, limit: StderrTail + 4096}
+	stdout := &sink{m: m, stop: true}
+	stderr := &sink{m: m, limit: StderrTail + 4096, stop: true}
 
 	// A runtime that takes the channel from python.ProtocolFDVar gets it
 	// on ProtocolFD, and fd 1 is the stderr pipe from the interpreter's
