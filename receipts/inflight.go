@@ -70,6 +70,13 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "the in-flight lock file %s of receipts ledger %s is %s; %s", p, path, filekind.NotRegular(st.Mode()), notKeyLocksAdvice)
 		}
 		if errors.Is(err, unix.EACCES) {
+			if _, lerr := os.Lstat(p); errors.Is(lerr, fs.ErrNotExist) {
+				// Not there, and its directory refused to make it: the
+				// file's mode, which the advice below was about, is not
+				// what stops the run (a ledger in a directory of mode
+				// 0555 was told to chmod a file that did not exist).
+				return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the in-flight lock file %s of receipts ledger %s: %v; make the directory %s writable by this user (the first run with an idempotency key makes that file there)", p, path, err, filepath.Dir(p))
+			}
 			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s: %v; make it writable by this user (chmod u+w, or chown it to this user)", p, path, err)
 		}
 		return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)

@@ -361,3 +361,37 @@ func TestWritableJudgesTheRepairLock(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyLocksNotMadeSayWhatStopsThem: the first keyed run of a ledger
+// whose directory takes no new entries (0555: the ledger file itself is
+// this user's to write) cannot make its key locks <path>.inflight, and
+// was told to "make it writable by this user (chmod u+w, or chown it to
+// this user)", of a file that did not exist (found walking receipts.md as
+// cruxprov-rootless). It names the directory, which is what stops it.
+// (As root, run as uid 65534: root ignores the mode.)
+func TestKeyLocksNotMadeSayWhatStopsThem(t *testing.T) {
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "be a user the directory's mode stops")
+		asuser.RunTest(t, asuser.Dir(t, "cruxprov-inflight-"), "TestKeyLocksNotMadeSayWhatStopsThem")
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "receipts")
+	path := filepath.Join(dir, "l.jsonl")
+	l := openT(t, path)
+	defer l.Close()
+	finish(t, l, testOutcome(begin(t, l, testIntent("att_1", "", "in")).AttemptID, StatusOK))
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	_, err := l.Begin(context.Background(), testIntent("att_k", "k", "in"))
+	if refusal.CodeOf(err) != refusal.LedgerWriteFailed {
+		t.Fatalf("a keyed Begin whose key locks cannot be made: %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "make the directory "+dir+" writable by this user") || strings.Contains(msg, "chmod u+w") {
+		t.Errorf("the refusal does not say to make the directory writable: %s", msg)
+	}
+	if _, err := os.Lstat(path + ".inflight"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the key locks: %v", err)
+	}
+}
