@@ -63,6 +63,12 @@ const (
 	PinRollback      Code = "pin_rollback"
 	PinExpired       Code = "pin_expired"
 	RegistryCorrupt  Code = "registry_corrupt"
+	// RegistryWriteFailed: a change to the registry could not be
+	// written (its file system full, a quota used up, an I/O error),
+	// which is no damage to the registry: registry_corrupt, whose
+	// advice is to restore it from a trusted copy, would mean two
+	// things (DESIGN §2).
+	RegistryWriteFailed Code = "registry_write_failed"
 	// run
 	RuntimeMissing       Code = "runtime_missing"
 	InputInvalid         Code = "input_invalid"
@@ -132,6 +138,7 @@ var all = []Code{
 	PinRollback,
 	PinExpired,
 	RegistryCorrupt,
+	RegistryWriteFailed,
 	RuntimeMissing,
 	InputInvalid,
 	InvokeFailed,

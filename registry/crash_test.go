@@ -320,15 +320,15 @@ func TestMutationFailsAfterCommit(t *testing.T) {
 	})
 	_, err = f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil)
 	registry.SetCrashAt(nil)
-	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "recorded but not all written") {
-		t.Fatalf("the approval: %v", err)
+	if !errors.Is(err, syscall.ENOSPC) || refusal.CodeOf(err) != refusal.RegistryWriteFailed || !strings.Contains(err.Error(), "but not all written") {
+		t.Fatalf("the approval: %v, want registry_write_failed: recorded, not all written", err)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir.Root(), "journal.json")); err != nil {
 		t.Fatalf("no journal after the failed write: %v", err)
 	}
 	// An open while the disk is still full cannot finish it: that is the
-	// full disk, not registry_corrupt (whose advice is to restore the
-	// registry from a trusted copy).
+	// full disk, registry_write_failed, not registry_corrupt (whose
+	// advice is to restore the registry from a trusted copy).
 	registry.SetCrashAt(func(s string) error {
 		if s == "file" {
 			return syscall.ENOSPC
@@ -337,7 +337,7 @@ func TestMutationFailsAfterCommit(t *testing.T) {
 	})
 	_, err = registry.OpenDir(ctx, f.dir.Root())
 	registry.SetCrashAt(nil)
-	if !errors.Is(err, syscall.ENOSPC) || refusal.CodeOf(err) != "" || !strings.Contains(err.Error(), "free space") {
+	if !errors.Is(err, syscall.ENOSPC) || refusal.CodeOf(err) != refusal.RegistryWriteFailed || !strings.Contains(err.Error(), "free space") {
 		t.Fatalf("open on a full disk: %v (code %q)", err, refusal.CodeOf(err))
 	}
 	d, err := registry.OpenDir(ctx, f.dir.Root())

@@ -126,6 +126,9 @@ func openDir(ctx context.Context, root string, readOnly bool) (*Dir, error) {
 				// this user cannot change the registry.
 				continue
 			}
+			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+				return nil, refusal.Wrap(refusal.RegistryWriteFailed, err, "the registry has no directory %s and it cannot be made: %v; %s and run the command again", d, err, writeRemedy(err, root))
+			}
 			return nil, refusal.Wrap(refusal.RegistryCorrupt, err, "the registry has no directory %s and it cannot be made", d)
 		}
 	}
@@ -364,6 +367,21 @@ func (d *Dir) unwritable(err error) error {
 	return r
 }
 
+// deniedDir is where the write err (a *fs.PathError) was denied: the
+// path itself where it exists (the lock, a directory), else the
+// directory it was to be made in (an atomic write's temp file); "" when
+// err names no path.
+func deniedDir(err error) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	if _, serr := os.Lstat(pe.Path); serr == nil {
+		return pe.Path
+	}
+	return filepath.Dir(pe.Path)
+}
+
 // changedAt is what a change opens for writing first: the registry's
 // lock, or where it is not made yet, the registry's directory, where the
 // first change makes it.
@@ -403,6 +421,9 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 		return errOpenedReadOnly
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return d.writeFailed(err, false) // no inode left for the lock
+	}
 	if err != nil {
 		return d.unwritable(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -81,7 +82,9 @@ func step(name string) error {
 	return nil
 }
 
-// commit writes j as the journal, then applies it.
+// commit writes j as the journal, then applies it. A write the file
+// system does not take is registry_write_failed (writeFailed), saying
+// whether the change was recorded.
 func (d *Dir) commit(j *journal) error {
 	b, err := json.Marshal(j)
 	if err != nil {
@@ -95,19 +98,60 @@ func (d *Dir) commit(j *journal) error {
 		// this one: finish removed any other); one that cannot be
 		// removed is committed, and said so.
 		if rerr := os.Remove(d.path(journalName)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			return fmt.Errorf("registry: the change is recorded but not all written (%w; and its journal could not be taken back: %v): the next cruxprov command that opens this registry with write access finishes it", err, rerr)
+			return d.writeFailed(fmt.Errorf("%w; and its journal could not be taken back: %v", err, rerr), true)
 		}
 		syncDir(d.root) // best effort: the journal was never durable
-		return fmt.Errorf("registry: cannot record the change (nothing was changed): %w", err)
+		return d.writeFailed(err, false)
 	}
 	err = step("journal")
 	if err == nil {
 		err = d.apply(j)
 	}
 	if err != nil {
-		return fmt.Errorf("registry: the change is recorded but not all written (%w): the next cruxprov command that opens this registry with write access finishes it", err)
+		if refusal.CodeOf(err) != "" {
+			return fmt.Errorf("registry: the change is recorded but not all written (%w): the next change of this registry by a user who may write it finishes it", err)
+		}
+		return d.writeFailed(err, true)
 	}
 	return nil
+}
+
+// writeFailed is the registry_write_failed refusal of a change whose
+// write err failed (a full file system or quota, an I/O error):
+// recorded, its journal is in place and the next change finishes it;
+// not, nothing was changed. The detail says which, and what to do: free
+// space on the registry's file system (or fix what failed) and run the
+// command again. A full disk was a plain error (exit 1): a Go caller or
+// a script could not tell it from any other failure, and
+// registry_corrupt would have said to restore the registry from a copy.
+func (d *Dir) writeFailed(err error, recorded bool) error {
+	what := "cannot record the change in the registry " + d.root + ", so nothing was changed"
+	again := "run the command again"
+	if recorded {
+		what = "the change is recorded in the registry " + d.root + " (" + journalName + ") but not all written, and until it is a reader of the registry refuses it"
+		again = "run the command again, which finishes it"
+	}
+	return refusal.Wrap(refusal.RegistryWriteFailed, err, "%s: %v; %s and %s", what, err, writeRemedy(err, d.root), again)
+}
+
+// writeRemedy says what lets a write that failed with err under the
+// registry root succeed.
+func writeRemedy(err error, root string) string {
+	switch {
+	case errors.Is(err, unix.ENOSPC):
+		return "free space (or inodes: df -i) on the file system of " + root
+	case errors.Is(err, unix.EDQUOT):
+		return "free space under this user's disk quota on the file system of " + root + " (or raise the quota)"
+	case errors.Is(err, unix.EROFS):
+		return "remount the file system of " + root + " read-write"
+	case errors.Is(err, fs.ErrPermission):
+		at := deniedDir(err)
+		if at == "" {
+			at = root
+		}
+		return "make " + at + " writable by this user (uid " + strconv.Itoa(os.Geteuid()) + ")"
+	}
+	return "fix the file system of " + root + " (a failing disk shows in the kernel log)"
 }
 
 // apply writes j's files and history, then removes the journal. It is
@@ -224,9 +268,9 @@ func (d *Dir) finish() error {
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
 				// A full disk is not a damaged registry: registry_corrupt
 				// said to restore it from a trusted copy, while any command
-				// finishes the change once there is room (as a full
-				// store's, this is a failure, not a refusal).
-				return fmt.Errorf("no space left to finish the registry change recorded in %s (%w): free space on its file system and run the command again, which finishes it; the change is kept", d.path(journalName), err)
+				// finishes the change once there is room. It was a plain
+				// error (exit 1); it is registry_write_failed.
+				return refusal.Wrap(refusal.RegistryWriteFailed, err, "no space left to finish the registry change recorded in %s: %v; %s and run the command again, which finishes it (the change is kept)", d.path(journalName), err, writeRemedy(err, d.root))
 			}
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot finish the registry change left unfinished in %s", d.path(journalName))
 		}
