@@ -360,7 +360,16 @@ func (d *Dir) unwritable(err error) error {
 	if other {
 		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
 	}
-	r := refusal.Wrap(refusal.RegistryCorrupt, err, "this user (uid %d) cannot change the registry %s%s, which is not damage to the registry: %s", os.Geteuid(), d.root, owner, lockAdvice(err))
+	advice := lockAdvice(err)
+	if at := deniedDir(err); at != "" && !other && os.Geteuid() != 0 && errors.Is(err, fs.ErrPermission) {
+		// This user's own registry, a directory of it without write
+		// permission (chmod a-w): "run as the store's owner" sent the
+		// owner to itself.
+		if uid, ok := deniedat.Owner(at); ok && int(uid) == os.Geteuid() {
+			advice = "it is this user's, without write permission on " + at + ": give it back (chmod u+w " + at + ")"
+		}
+	}
+	r := refusal.Wrap(refusal.RegistryCorrupt, err, "this user (uid %d) cannot change the registry %s%s, which is not damage to the registry: %s", os.Geteuid(), d.root, owner, advice)
 	if other {
 		r.WithRemedy(refusal.ActionRunAsOwner, strconv.FormatUint(uint64(uid), 10))
 	}
@@ -404,9 +413,16 @@ func (d *Dir) Writable() error {
 	if d.readOnly {
 		return errOpenedReadOnly
 	}
-	at := d.changedAt()
-	if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK, unix.AT_EACCESS); err != nil {
-		return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err})
+	// The lock, and the directories a change writes its files in: a
+	// registry directory of this user's made read-only (chmod a-w) let
+	// the approver type the key's password, to be refused at the journal.
+	for _, at := range []string{d.changedAt(), d.root, d.path("changesets"), d.path("pins")} {
+		if _, err := os.Lstat(at); err != nil {
+			continue // made by the change (openDir made those it could)
+		}
+		if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK, unix.AT_EACCESS); err != nil {
+			return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err})
+		}
 	}
 	return nil
 }

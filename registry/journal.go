@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -90,6 +91,21 @@ func (d *Dir) commit(j *journal) error {
 	if err != nil {
 		return err
 	}
+	// Every directory the change writes in, asked before the commit
+	// point: one this user may not write (made read-only) would stop the
+	// change past it, recorded and not finished, and readers refusing
+	// the registry until its owner makes it writable again.
+	dirs := []string{d.root}
+	for _, f := range j.Files {
+		if dir := filepath.Dir(d.path(filepath.FromSlash(f.Path))); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	for _, dir := range dirs {
+		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK, unix.AT_EACCESS); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return d.unwritable(&fs.PathError{Op: "access", Path: dir, Err: err})
+		}
+	}
 	if err := writeAtomic(d.path(journalName), b); err != nil {
 		// Not committed. writeAtomic fails after its rename too (the
 		// directory's fsync): the journal is then in place, and the next
@@ -101,6 +117,12 @@ func (d *Dir) commit(j *journal) error {
 			return d.writeFailed(fmt.Errorf("%w; and its journal could not be taken back: %v", err, rerr), true)
 		}
 		syncDir(d.root) // best effort: the journal was never durable
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+			// The lock opened for writing, the directory did not take
+			// the journal (made read-only, a file system remounted
+			// read-only): this user cannot change the registry.
+			return d.unwritable(err)
+		}
 		return d.writeFailed(err, false)
 	}
 	err = step("journal")

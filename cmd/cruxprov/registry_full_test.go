@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/asuser"
+	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
 // usernsEnv marks a child of this test binary run inside a user and
@@ -405,4 +406,93 @@ func TestRegistryFullDiskRootless(t *testing.T) {
 		t.Skip("the child runs TestRegistryFullDisk")
 	}
 	inUserNS(t, "TestRegistryFullDisk")
+}
+
+// TestRegistryReadOnlyDirOfItsOwner: an operator's own registry with a
+// directory made read-only (chmod a-w) is refused before anything is
+// written, saying to give the directory its write permission back
+// (chmod u+w DIR), registry_corrupt "not damage". A reject with
+// changesets/ read-only wrote its journal, then failed at the change-set:
+// the change recorded and half written, every reader refusing the
+// registry until the owner made it writable again and ran a command; and
+// the refusal told the owner to run the command as the store's owner.
+// Run as uid 65534 (root ignores modes): under setpriv when the test is
+// root, as itself otherwise.
+func TestRegistryReadOnlyDirOfItsOwner(t *testing.T) {
+	exe, base := bin, testdir.New(t)
+	runAs := func(args ...string) result {
+		cmd := exec.Command(exe, args...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "run as uid 65534")
+		base = asuser.Dir(t, "cruxprov-regro-")
+		exe = asuser.Copy(t, base, bin)
+		runAs = func(args ...string) result {
+			cmd := asuser.Command(65534, 65534, exe, args...)
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "CRUXPROV_KEY_PASSWORD=pw"}
+			return runCmd(t, cmd)
+		}
+	}
+	t.Cleanup(func() { testdir.Writable(base) })
+	home, keys := filepath.Join(base, "home"), filepath.Join(base, "keys")
+	for _, d := range []string{home, keys} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if os.Geteuid() == 0 {
+			os.Chown(d, 65534, 65534)
+		}
+	}
+	for _, args := range [][]string{
+		{"--home", home, "key", "generate", "--out", filepath.Join(keys, "a")},
+		{"--home", home, "key", "generate", "--out", filepath.Join(keys, "b")},
+		{"--home", home, "key", "trust", filepath.Join(keys, "a.pub"), "--name", "a"},
+	} {
+		if r := runAs(args...); r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+	}
+	schema := filepath.Join(keys, "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(home, "registry")
+	r := runAs("--home", home, "--quiet", "key", "trust", filepath.Join(keys, "b.pub"), "--name", "b")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("propose b: %+v", r)
+	}
+	for _, c := range []struct {
+		dir  string
+		args []string
+	}{
+		{reg, []string{"interface", "register", "acme.echo", "--schema", schema}},
+		{filepath.Join(reg, "changesets"), []string{"changeset", "reject", id, "--reason", "not now"}},
+		{filepath.Join(reg, "changesets"), []string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")}},
+		{filepath.Join(reg, "pins"), []string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")}},
+	} {
+		t.Run(filepath.Base(c.dir)+"/"+c.args[1], func(t *testing.T) {
+			before := registryFiles(t, home)
+			if err := os.Chmod(c.dir, 0o555); err != nil {
+				t.Fatal(err)
+			}
+			r := runAs(append([]string{"--home", home}, c.args...)...)
+			os.Chmod(c.dir, 0o755)
+			want := "without write permission on " + c.dir + ": give it back (chmod u+w " + c.dir + ")"
+			if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("%v with %s read-only: want refused, %q: %+v", c.args, c.dir, want, r)
+			}
+			after := registryFiles(t, home)
+			if len(after) != len(before) {
+				t.Fatalf("%v with %s read-only: the registry changed: %v", c.args, c.dir, after)
+			}
+			for p, v := range before {
+				if after[p] != v {
+					t.Fatalf("%v with %s read-only: %s changed", c.args, c.dir, p)
+				}
+			}
+		})
+	}
 }
