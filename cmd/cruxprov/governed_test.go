@@ -527,6 +527,110 @@ func TestGovernedFlow(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	})
+	// The ledger on a real tmpfs that fills up: before the run (its
+	// intent does not fit), the run is refused ledger_write_failed before
+	// it spawns, saying to free space on the ledger's file system; while
+	// the provider runs (its outcome does not fit), it exits 1 saying
+	// the outcome could not be written. Either way no torn line is left:
+	// with room again the ledger scans whole, the run that ran an orphan.
+	t.Run("ledger full", func(t *testing.T) {
+		mnt := smallTmpfs(t, "size=256k,mode=0755")
+		in, tok := filepath.Join(base, "full-in.json"), filepath.Join(base, "full-tok")
+		os.WriteFile(in, []byte(`{"message":"hi"}`), 0o644)
+		os.WriteFile(tok, []byte("s3cr3t-token"), 0o600)
+		ledger := filepath.Join(mnt, "l.jsonl")
+		args := []string{"run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@" + tok, "--ledger", ledger}
+		if r := run(args...); r.code != 0 {
+			t.Fatalf("first run: %+v", r)
+		}
+		fill := func() (free func()) {
+			f, err := os.Create(filepath.Join(mnt, "fill"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for chunk := make([]byte, 512); err == nil; {
+				_, err = f.Write(chunk)
+			}
+			f.Close()
+			return func() { os.Remove(f.Name()) }
+		}
+		// scanned scans the ledger with room again: it must scan whole
+		// (no torn row, no corrupt line, no unterminated tail); it
+		// returns the summary line.
+		scanned := func() string {
+			r := run("receipts", "scan", "--ledger", ledger)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			sum := lines[len(lines)-1]
+			if r.code != 0 || !strings.Contains(sum, " 0 torn rows, 0 corrupt lines, 0 unterminated tails ") {
+				t.Fatalf("receipts scan of the ledger after it filled: %+v", r)
+			}
+			return sum
+		}
+		orphans := func(sum string) string { return sum[strings.Index(sum, ", ")+2 : strings.Index(sum, " orphaned")] }
+		t.Run("intent", func(t *testing.T) {
+			// What is left of the ledger's last page may take a receipt or
+			// two: runs until one is refused.
+			free := fill()
+			var r result
+			for i := 0; i < 20; i++ {
+				if r = run(args...); r.code != 0 {
+					break
+				}
+			}
+			free()
+			if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: ") || strings.Count(r.stderr, "\n") != 1 ||
+				!strings.Contains(r.stderr, "no space left on device; free space on the ledger's file system") {
+				t.Fatalf("a run whose intent does not fit: %+v", r)
+			}
+			if n := orphans(scanned()); n != "0" {
+				t.Errorf("a run refused at its intent left %s orphaned intents", n)
+			}
+		})
+		t.Run("outcome", func(t *testing.T) {
+			// The outcome fits in what is left of the ledger's last page
+			// after the intent unless that page is nearly full: each
+			// try that fits moves the end on by a receipt.
+			for try := 0; ; try++ {
+				if try == 8 {
+					t.Skip("every outcome fitted in what was left of the ledger's last page")
+				}
+				cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--timeout", "1000ms", "--ledger", ledger)
+				cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				st0, _ := os.Stat(ledger)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if st, err := os.Stat(ledger); err == nil && st.Size() > st0.Size() {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("no intent in the ledger")
+					}
+				}
+				free := fill()
+				err := cmd.Wait()
+				free()
+				code := 0
+				if ee, ok := err.(*exec.ExitError); ok {
+					code = ee.ExitCode()
+				}
+				if code == exitFailure && !strings.Contains(stderr.String(), "could not be written") && strings.Contains(stderr.String(), "ended timeout") {
+					continue // its outcome fitted
+				}
+				if code != exitFailure || !strings.Contains(stderr.String(), "its outcome could not be written to the ledger (ledger_write_failed") ||
+					!strings.Contains(stderr.String(), "free space on the ledger's file system") {
+					t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+				}
+				if n := orphans(scanned()); n != "1" {
+					t.Errorf("the run whose outcome did not fit: %s orphaned intents, want 1", n)
+				}
+				return
+			}
+		})
+	})
 	retireAndRestore(t, w, home)
 }
 
