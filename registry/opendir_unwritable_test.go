@@ -112,6 +112,12 @@ func unwritableChild(t *testing.T, base string) {
 			// the registry" to an operator whose home could not be made).
 			why := map[string]string{"empty": "it is not writable by this user; run as the store's owner",
 				"absent": "it does not exist and this user cannot make it; use a store in a directory this user can write"}[filepath.Base(filepath.Dir(root))]
+			if uid, ok := ownerOf(root); ok && uid == os.Geteuid() && filepath.Base(filepath.Dir(root)) == "empty" {
+				// This user's own registry made read-only (the test run as
+				// an unprivileged user, not as root's child): "run as the
+				// store's owner" sent the owner to itself.
+				why = "it is this user's, without write permission on " + root + ": give it back (chmod u+w " + root + ")"
+			}
 			// A refusal (it was a plain error, exit 1, which a caller
 			// could not tell from any other failure), registry_corrupt as
 			// a registry this user may not read is, saying it is no
