@@ -327,3 +327,58 @@ func TestNoBytecodeRemedyAfterTheOthers(t *testing.T) {
 		t.Errorf("--json remedy: %#v", j)
 	}
 }
+
+// TestEnvCreateFullStoreAtFetch: env create and install whose wheels do
+// not fit in the store (a real tmpfs, filled) fail with one line naming
+// the store and what frees space (exit 1, a failure of the host, not a
+// refusal: issue 11, docs/store.md), and leave no env, no staging and no
+// temp blob.
+func TestEnvCreateFullStoreAtFetch(t *testing.T) {
+	dir := testdir.Tmpfs(t, "4m")
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	base := testdir.New(t)
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
+	home := filepath.Join(dir, "home")
+	if _, err := store.Open(home); err != nil {
+		t.Fatal(err)
+	}
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := make([]byte, 4096); err == nil; {
+		_, err = fill.Write(chunk)
+	}
+	fill.Close()
+	for _, args := range [][]string{
+		{"env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--no-compile", "--index", idx},
+		{"install", fx.Echo.Path, "--platform", "host", "--python", envPython, "--no-compile", "--index", idx},
+	} {
+		r := cruxprov(t, append([]string{"--home", home}, args...)...)
+		if r.code != exitFailure || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "error: no space left for the store "+home) ||
+			!strings.Contains(r.stderr, "cruxprov gc") {
+			t.Errorf("%s on a full store: want one line naming the store and gc, exit 1: %+v", args[0], r)
+		}
+		for _, glob := range []string{"envs/*", "tmp/*", "blobs/sha256/.tmp-*"} {
+			if left, _ := filepath.Glob(filepath.Join(home, glob)); len(left) > 0 {
+				t.Errorf("%s on a full store left %v", args[0], left)
+			}
+		}
+	}
+}
+
+// TestEnvCreateFullStoreAtFetchRootless is TestEnvCreateFullStoreAtFetch
+// as an unprivileged user, in a user namespace of its own where it mounts
+// its tmpfs (skipped where the machine allows none).
+func TestEnvCreateFullStoreAtFetchRootless(t *testing.T) {
+	if os.Getenv(usernsEnv) != "" {
+		t.Skip("the child runs TestEnvCreateFullStoreAtFetch")
+	}
+	inUserNS(t, "TestEnvCreateFullStoreAtFetch")
+}
