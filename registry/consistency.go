@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -389,10 +390,37 @@ func checkPinRevisions(log []Entry) error {
 	return nil
 }
 
+// checkApprovalsAfterRejection refuses a changeset-approved entry that
+// follows the change-set's rejection with no proposal between: a rejected
+// change-set takes no approval until it is proposed again, and the
+// approvals given before the rejection count again once one is there
+// (approvedSince), so such an entry is the trace of a change-set file
+// edited back to proposed and approved, which approvals now refuse (the
+// file's state is held to the history), left in histories written
+// before.
+func checkApprovalsAfterRejection(log []Entry) error {
+	rejected := map[digest.Digest]*Entry{}
+	for i := range log {
+		e := &log[i]
+		switch e.Event {
+		case EventChangeSetProposed:
+			delete(rejected, e.Digest)
+		case EventChangeSetRejected:
+			rejected[e.Digest] = e
+		case EventChangeSetApproved:
+			if r := rejected[e.Digest]; r != nil {
+				return refusal.New(refusal.RegistryCorrupt, "the registry's history approves change-set %s (entry %d) after rejecting it (entry %d) with no proposal between: a rejected change-set takes no approval until it is proposed again, and the approvals the rejection withdrew counted again; restore the registry from a copy taken before entry %d, or reject what it accepted and propose it again", e.Digest.Hex(), e.Seq, r.Seq, e.Seq)
+			}
+		}
+	}
+	return nil
+}
+
 // VerifyHistory checks what the history says against itself and the
 // files beside it, beyond its chain: each provider's pin entries go up
 // in revision, one pin each (registry_corrupt for two at one revision,
-// pin_rollback for one below an earlier one), and the registered
+// pin_rollback for one below an earlier one), no change-set is approved
+// after its rejection without a proposal between, and the registered
 // interfaces are those the history registered, with its digests
 // (registry_corrupt naming the interface). `registry log --verify` runs
 // it with VerifyTrust and each pin's VerifyPin.
@@ -407,6 +435,9 @@ func VerifyHistory(ctx context.Context, reg Reader) error {
 		return err
 	}
 	if err := checkPinRevisions(log); err != nil {
+		return err
+	}
+	if err := checkApprovalsAfterRejection(log); err != nil {
 		return err
 	}
 	ifaces, err := reg.Interfaces(ctx)

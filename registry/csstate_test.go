@@ -106,3 +106,55 @@ func TestChangeSetStateAsTheHistorySays(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryApprovalAfterRejectionRefused: a history that approves a
+// change-set after rejecting it, with no proposal between, is refused by
+// VerifyHistory (registry log --verify): the trace a change-set file
+// edited back to proposed and approved left before approvals held the
+// file's state to the history (TestChangeSetStateEditedRefused), the
+// rejection's withdrawn approvals counting again. Here the approval
+// alice gave before bob's rejection is put back into the chain.
+func TestHistoryApprovalAfterRejectionRefused(t *testing.T) {
+	ctx := context.Background()
+	d, _, k, approve := govDir(t, 2, "alice", "bob", "carol")
+	cs := approve(registrytest.Change("acme-echo", "1.0"), nil, k["alice"])
+	if _, err := d.Reject(ctx, cs.Metadata.ID, "bob says no", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if err := registry.VerifyHistory(ctx, d); err != nil {
+		t.Fatalf("as written: %v", err)
+	}
+	log, err := d.Log(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alice *registry.Entry
+	for i := range log {
+		if log[i].Event == registry.EventChangeSetApproved && log[i].Digest == cs.Metadata.ID {
+			alice = &log[i]
+		}
+	}
+	if alice == nil {
+		t.Fatal("no approval in the history")
+	}
+	if err := registry.AppendForged(d.Root(), *alice); err != nil {
+		t.Fatal(err)
+	}
+	err = registry.VerifyHistory(ctx, d)
+	wantRefusal(t, err, refusal.RegistryCorrupt)
+	if !strings.Contains(err.Error(), "after rejecting it") {
+		t.Errorf("%q does not say the approval came after the rejection", err)
+	}
+
+	// Rejected, proposed again and approved: a history as cruxprov
+	// writes it passes.
+	d, _, k, approve = govDir(t, 2, "alice", "bob")
+	cs = approve(registrytest.Change("acme-echo", "1.0"), nil, k["alice"])
+	if _, err := d.Reject(ctx, cs.Metadata.ID, "no", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	approve(registrytest.Change("acme-echo", "1.0"), nil, k["alice"], k["bob"])
+	if err := registry.VerifyHistory(ctx, d); err != nil {
+		t.Errorf("rejected, proposed again, approved: %v", err)
+	}
+}
