@@ -430,6 +430,14 @@ func signerFrom(ctx context.Context, o *opts, flag, path string, b []byte) (*sig
 	if err != nil {
 		return nil, err
 	}
+	if len(pw) == 0 {
+		// A CI variable defined with no value (a secret the job does not
+		// get) or Enter at the prompt: it failed "the private key is
+		// encrypted and no password was given", exit 1, naming neither
+		// the key nor what to do, where no variable at all is a usage
+		// error.
+		return nil, usagef("%s %s: the key password is empty (CRUXPROV_KEY_PASSWORD set to nothing, or nothing typed at the prompt), and the key is encrypted: give the password it was made with in CRUXPROV_KEY_PASSWORD (in CI, from a secret this job gets), or type it at the prompt", flag, path)
+	}
 	k, err := aside.Run(ctx, func() (*sign.PrivateKey, error) { return sign.LoadPrivateKey(b, pw) })
 	if errors.Is(err, sign.ErrWrongPassword) {
 		// It said "cannot decrypt the private key (wrong password?)" and
