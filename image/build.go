@@ -658,6 +658,9 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 			if ctx.Err() != nil {
 				return nil, err
 			}
+			if se := store.NoSpace(st.Home(), "writing the env layer", err); se != nil {
+				return nil, se
+			}
 			return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the env layer")
 		}
 		tm.Layers += time.Since(start)
@@ -672,6 +675,12 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	shimEntries := append(parents(inImage(ShimPath)), entry{name: inImage(ShimPath), typeflag: tar.TypeReg, mode: 0o755, src: shim})
 	shimLayer, err := writeLayer(ctx, filepath.Join(dir, "shim.tar.gz"), shimEntries, epoch)
 	if err != nil {
+		// The store's disk full is not the cruxshim's fault: it said
+		// "cruxshim PATH: write …/shim.tar.gz: no space left on device",
+		// and nothing of what to do.
+		if se := store.NoSpace(st.Home(), "writing the cruxshim layer", err); se != nil {
+			return nil, se
+		}
 		return nil, &pipeline.InputError{What: "cruxshim", Path: shim, Err: err}
 	}
 	shimSum, err := fileDigest(shim)
@@ -689,6 +698,9 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 		entry{name: meta + "/seal.json", typeflag: tar.TypeReg, mode: 0o644, data: sealDoc})
 	metaLayer, err := writeLayer(ctx, filepath.Join(dir, "meta.tar.gz"), metaEntries, epoch)
 	if err != nil {
+		if se := store.NoSpace(st.Home(), "writing the metadata layer", err); se != nil {
+			return nil, se
+		}
 		return nil, refusal.Wrap(refusal.MaterializeFailed, err, "cannot write the metadata layer")
 	}
 	tm.Layers += time.Since(start)

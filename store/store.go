@@ -1096,6 +1096,23 @@ func (s *Store) failed(op string, err error) error {
 	return writeFailure(s.home, op, err)
 }
 
+// NoSpace is err as the *SpaceError of the store at home, when it is a
+// write op's there that failed for a full file system or quota (ENOSPC,
+// EDQUOT); nil otherwise. It is for a caller that writes its own files
+// in the store (image build's layers, in its staging), whose other
+// errors may be its inputs' rather than the store's.
+func NoSpace(home, op string, err error) *SpaceError {
+	var se *SpaceError
+	if errors.As(err, &se) {
+		return se
+	}
+	var errno unix.Errno
+	if errors.As(err, &errno) && (errno == unix.ENOSPC || errno == unix.EDQUOT) {
+		return &SpaceError{Home: home, Op: op, Err: errno, Inodes: errno == unix.ENOSPC && outOfInodes(home)}
+	}
+	return nil
+}
+
 func writeFailure(dir, op string, err error) error {
 	var se *SpaceError
 	var we *WriteError
