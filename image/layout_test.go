@@ -117,6 +117,42 @@ func TestLayoutWriter(t *testing.T) {
 	}
 }
 
+// TestLayoutOneImageTwoTags: the same image written under two tags (a
+// release built as 1.0, then as latest: one digest, the build being
+// reproducible) is in index.json under both, as a registry keeps both
+// tags; written again under one, it is not duplicated. The second write
+// dropped the first tag's entry by its digest: oci:DIR:1.0 was gone
+// (found walking docs/ci.md, "every job's image ends in DIR/index.json
+// under its name").
+func TestLayoutOneImageTwoTags(t *testing.T) {
+	dir, img, _ := randomLayout(t) // under "one"
+	d, _ := img.Digest()
+	for _, tag := range []string{"two", "one"} {
+		if err := writeLayout(context.Background(), dir, img, d, tag, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, _ := ix.IndexManifest()
+	var tags []string
+	for _, m := range im.Manifests {
+		if m.Digest != d {
+			t.Errorf("an entry of %s", m.Digest)
+		}
+		tags = append(tags, m.Annotations[refNameAnnotation])
+	}
+	if strings.Join(tags, ",") != "two,one" {
+		t.Errorf("tags in index.json: %v, want two,one", tags)
+	}
+}
+
 // verifiedLayer opens layer i of img, rehashed as it is read.
 func verifiedLayer(img v1.Image, i int) (io.ReadCloser, error) {
 	layers, err := img.Layers()

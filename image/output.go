@@ -86,10 +86,14 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
 
 // writeLayout writes top (an image or an index) and the cosign images
 // into the layout dir (created when missing) with a layoutWriter, each
-// index.json entry replaced rather than duplicated: the image by digest,
-// a signature or attestation by its tag (org.opencontainers.image.ref.name);
-// the image's own ref name is refName (its tag: skopeo and umoci address it
-// as oci:DIR:refName), and an older image under that name is replaced.
+// index.json entry replaced rather than duplicated: by its tag
+// (org.opencontainers.image.ref.name), and the image's entry without one
+// by its digest; the image's own ref name is refName (its tag: skopeo and
+// umoci address it as oci:DIR:refName), and an older image under that
+// name is replaced. The same image under another tag stays, as a
+// registry keeps it: it was dropped by its digest, so building a release
+// as 1.0, then as latest (one digest: the build is reproducible), left
+// the layout without its 1.0.
 // Blobs are 0644: an image is no secret, and whoever runs it (podman as
 // another user) must read it. The whole write holds the layout's lock
 // (lockLayout), waiting for another writer of it (waiting is called once
@@ -142,7 +146,8 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 		names[x.tag] = true
 	}
 	return w.commit(func(e v1.Descriptor) bool {
-		return e.Digest == d || names[e.Annotations[refNameAnnotation]]
+		name, tagged := e.Annotations[refNameAnnotation]
+		return names[name] || (!tagged && e.Digest == d)
 	}, adds)
 }
 
