@@ -178,7 +178,9 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 	}
 	if s.trust == nil {
 		if k.Role != RoleApprover {
-			return nil, refusal.New(refusal.ChangesetInvalid, "the first key trusted is the root of trust and must be an approver")
+			// It said no more than that: nothing of what to do (a CI's
+			// builder key trusted on a fresh registry, ci.md).
+			return nil, refusal.New(refusal.ChangesetInvalid, "the first key trusted is the root of trust and must be an approver, not a %s: trust an approver's key first (an operator's, who approves change-sets), then trust this one, a change-set that approver approves", k.Role).WithRemedy(refusal.ActionTrustKey, RoleApprover)
 		}
 		s.trust = &Trust{Format: TrustFormat, Root: k, Keys: []Key{k}, Policy: Policy{Threshold: 1}, History: []Step{}}
 		s.dirty.trust = true
