@@ -67,6 +67,23 @@ var Harness = python.Harness(EnvPath + "/bin/python")
 // stopped before its push pushed nothing.
 var ErrPushInterrupted = errors.New("interrupted while pushing")
 
+// PushInterruptedError is Build's error when the context ended while it
+// pushed (errors.Is ErrPushInterrupted). With --output too, the layout
+// was written before the push began: Layout names it, and the image is
+// in it whole and signed, under its tag.
+type PushInterruptedError struct {
+	Repo   string
+	Layout string // "" without Options.Output
+	Err    error
+}
+
+func (e *PushInterruptedError) Error() string {
+	return fmt.Sprintf("%v to %s (no tag was moved): %v", ErrPushInterrupted, e.Repo, e.Err)
+}
+
+// Unwrap is ErrPushInterrupted and the push's error.
+func (e *PushInterruptedError) Unwrap() []error { return []error{ErrPushInterrupted, e.Err} }
+
 // Label and annotation keys cruxprov sets (DESIGN §7), besides the
 // org.opencontainers.image ones.
 const (
@@ -388,7 +405,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, withStall(o.Remote)); err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w to %s (no tag was moved): %w", ErrPushInterrupted, push, err)
+				return nil, &PushInterruptedError{Repo: push.String(), Layout: o.Output, Err: err}
 			}
 			return nil, pushFailed(*push, err)
 		}

@@ -1557,6 +1557,12 @@ func interruptedMessage(path []string, err error) string {
 		if errors.Is(err, image.ErrPushInterrupted) {
 			kept = "; blobs pushed before it stay in the registry, untagged"
 		}
+		// With --output too, the layout was written before the push
+		// began: the image is there, under its tag. It said nothing
+		// partial was kept, and nothing of the layout.
+		if pe := (*image.PushInterruptedError)(nil); errors.As(err, &pe) && pe.Layout != "" {
+			kept += "; the image is in the layout " + image.LayoutPrefix + pe.Layout + ", written whole and signed before the push began"
+		}
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"
 	}
