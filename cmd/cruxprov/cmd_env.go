@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
@@ -235,7 +236,7 @@ func envCreate(c *cli.Context) error {
 func inputFile(flag, path string, max int64) ([]byte, error) {
 	b, err := readInputFile(path, max)
 	if err != nil {
-		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
+		return nil, inputErr(flag, path, err)
 	}
 	return b, nil
 }
@@ -246,7 +247,7 @@ func inputFile(flag, path string, max int64) ([]byte, error) {
 func openInput(flag, path string) (*os.File, error) {
 	f, err := openInputFile(path)
 	if err != nil {
-		return nil, usagef("%s %s: %v", flag, path, unwrapPath(err))
+		return nil, inputErr(flag, path, err)
 	}
 	return f, nil
 }
@@ -267,13 +268,38 @@ func readable(flag, path string) error {
 	// O_NONBLOCK: a FIFO named here must not block the command.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return usagef("%s %s: %v", flag, path, unwrapPath(err))
+		return inputErr(flag, path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return usagef("%s %s: not a regular file", flag, path)
 	}
 	return nil
+}
+
+// inputErr is the usage error of a file named by flag that this user
+// cannot open or read: why, and, denied permission, on which path (the
+// first directory on the way it may not enter, else the file), whose it
+// is and what to do. It said only "--sign-key KEY: permission denied": a
+// CI job's secret file mounted for another user (0600, root's) left the
+// job nothing to go on.
+func inputErr(flag, path string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return usagef("%s %s: %v", flag, path, unwrapPath(err))
+	}
+	at := deniedat.Path(path)
+	if at == "" {
+		at = path
+	}
+	uid, ok := deniedat.Owner(at)
+	if ok && int(uid) == os.Geteuid() {
+		return usagef("%s %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", flag, path, at, shellQuote(at))
+	}
+	owner := ""
+	if ok {
+		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
+	}
+	return usagef("%s %s: permission denied to this user (uid %d) on %s%s: have its owner give this user read access (its owner or group made this user's: a key or other secret is for no one else to read), or run as a user who may read it", flag, path, os.Geteuid(), at, owner)
 }
 
 // unwrapPath drops the path an *fs.PathError repeats.

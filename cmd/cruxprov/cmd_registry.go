@@ -380,7 +380,7 @@ func loadSigner(ctx context.Context, o *opts, flag, path string) (*sign.PrivateK
 func keyFile(flag, path string) (b []byte, own bool, err error) {
 	b, fi, err := readInputFileInfo(path, 1<<20)
 	if err != nil {
-		return nil, false, usagef("%s %s: %v", flag, path, unwrapPath(err))
+		return nil, false, inputErr(flag, path, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return b, ok && int(st.Uid) == os.Geteuid() && fi.Mode().Perm()&0o022 == 0, nil

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/sign"
+)
+
+// TestInputFileDeniedSaysWhatToDo: a file named on the command line that
+// this user may not read (a CI job's signing key mounted for another
+// user, 0600) is a usage error naming the path that denied it (the file,
+// or the first directory on the way this user may not enter), its owner,
+// and what to do: it said only "usage: --sign-key KEY: permission denied"
+// (found walking ci.md as cruxprov-rootless). As root, the command runs
+// as uid 65534 on root's key; as another user, on its own key of mode
+// 0000, which it is told to chmod.
+func TestInputFileDeniedSaysWhatToDo(t *testing.T) {
+	priv, _, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(dir, exe, key string) result {
+		t.Helper()
+		shim := filepath.Join(dir, "cruxshim")
+		os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755)
+		whl := filepath.Join(dir, "acme_echo-1.0.0-py3-none-any.whl")
+		os.WriteFile(whl, []byte("not read before the key"), 0o644)
+		w := filepath.Join(dir, "w") // the user's own, to write in
+		os.Mkdir(w, 0o755)
+		os.Chown(w, 65534, 65534)
+		args := []string{"--home", filepath.Join(w, "home"), "image", "build", "--wheel", whl,
+			"--index", "http://127.0.0.1:1/simple/", "--platform", imagetest.Platform,
+			"--base", "oci:" + dir + "@sha256:" + strings.Repeat("0", 64), "--shim", shim, "--output", "oci:" + filepath.Join(w, "out"),
+			"--sign-key", key}
+		if os.Geteuid() == 0 {
+			return asNobody(t, exe, []string{"HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw"}, args...)
+		}
+		cmd := exec.Command(exe, args...)
+		cmd.Env = append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw")
+		return runCmd(t, cmd)
+	}
+	if os.Geteuid() != 0 {
+		dir := t.TempDir()
+		key := filepath.Join(dir, "builder.key")
+		os.WriteFile(key, priv, 0o600)
+		os.Chmod(key, 0)
+		r := run(dir, bin, key)
+		want := "usage: --sign-key " + key + ": permission denied on " + key + ", which is this user's own: give it read access (chmod u+rX " + key + ")"
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("own key of mode 0000: %+v\nwant %s", r, want)
+		}
+		return
+	}
+	base, exe := nobodyBase(t, "cruxprov-inputdenied-", "")
+	key := filepath.Join(base, "builder.key")
+	os.WriteFile(key, priv, 0o600) // root's
+	shut := filepath.Join(base, "secrets")
+	os.Mkdir(shut, 0o700)
+	inShut := filepath.Join(shut, "builder.key")
+	os.WriteFile(inShut, priv, 0o644)
+	for _, c := range []struct{ key, at string }{{key, key}, {inShut, shut}} {
+		r := run(base, exe, c.key)
+		want := "usage: --sign-key " + c.key + ": permission denied to this user (uid 65534) on " + c.at + " (its owner: uid 0): have its owner give this user read access"
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s: %+v\nwant %s", c.key, r, want)
+		}
+	}
+}
