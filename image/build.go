@@ -362,7 +362,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	} else {
 		var adds []mutate.IndexAddendum
 		for _, p := range res.Platforms {
-			adds = append(adds, mutate.IndexAddendum{Add: p.img, Descriptor: v1.Descriptor{
+			adds = append(adds, mutate.IndexAddendum{Add: plainDescribed{p.img}, Descriptor: v1.Descriptor{
 				MediaType: types.OCIManifestSchema1,
 				Platform:  &v1.Platform{OS: p.OS, Architecture: p.Architecture},
 			}})
@@ -874,6 +874,34 @@ func baseInterpreter(home string, b *base, want string) (*Interpreter, error) {
 		}
 	}
 	return in, nil
+}
+
+// plainDescribed is an image whose descriptor in an index is its media
+// type, size and digest alone (the index adds its platform): without the
+// artifactType go-containerregistry sets from the config's media type,
+// which OCI makes optional for an image and which Debian bookworm's
+// skopeo (1.9) drops when it reads an index, so it would not copy the
+// image index of a build with its digest: `skopeo copy --all
+// --preserve-digests` from the layout, the way a later CI step copies
+// it, failed "Manifest list must be converted", and without
+// --preserve-digests it wrote another index, whose signature was the
+// build's no more.
+type plainDescribed struct{ v1.Image }
+
+func (p plainDescribed) Descriptor() (*v1.Descriptor, error) {
+	mt, err := p.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	size, err := p.Size()
+	if err != nil {
+		return nil, err
+	}
+	d, err := p.Digest()
+	if err != nil {
+		return nil, err
+	}
+	return &v1.Descriptor{MediaType: mt, Size: size, Digest: d}, nil
 }
 
 // layoutTag is the image's ref name in a layout: the --push tag, else

@@ -172,6 +172,18 @@ func TestBuildMultiPlatform(t *testing.T) {
 				t.Errorf("skopeo --override-arch %s inspect: %v: %s", arch, err, raw)
 			}
 		}
+		// skopeo copies the index with its digest, as a later CI step
+		// copies it out of the layout: its entries carry no artifactType,
+		// which Debian's skopeo 1.9 drops ("Manifest list must be
+		// converted … Instructed to preserve digests").
+		copied := filepath.Join(t.TempDir(), "copy")
+		if raw, err := exec.Command(skopeo, "copy", "--all", "--preserve-digests", "oci:"+out+":acme-native", "oci:"+copied+":x").CombinedOutput(); err != nil {
+			t.Errorf("skopeo copy --all --preserve-digests: %v: %s", err, raw)
+		} else if b, err := os.ReadFile(filepath.Join(copied, "blobs", "sha256", res.Digest.Hex)); err != nil {
+			t.Errorf("the copy does not hold the index %s: %v", res.Digest, err)
+		} else if strings.Contains(string(b), "artifactType") {
+			t.Errorf("the index names an artifactType: %s", b)
+		}
 	}
 
 	// A single-architecture base cannot carry the arm64 image.
