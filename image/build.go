@@ -407,7 +407,13 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			if ctx.Err() != nil {
 				return nil, &PushInterruptedError{Repo: push.String(), Layout: o.Output, Err: err}
 			}
-			return nil, pushFailed(*push, err)
+			err = pushFailed(*push, err)
+			if re := (*refusal.Error)(nil); o.Output != "" && errors.As(err, &re) && re.Code == refusal.PushFailed {
+				// "A failed push moves no tag" is the registry's: the
+				// layout took the image, tag and signature first.
+				re.Detail += "; the image is in the layout " + LayoutPrefix + o.Output + ", written whole and signed before the push began"
+			}
+			return nil, err
 		}
 		res.References = append(res.References, push.Name()+"@"+res.Digest.String())
 	}

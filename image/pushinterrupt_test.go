@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -57,5 +58,27 @@ func TestPushInterruptedAfterLayout(t *testing.T) {
 	}
 	if _, err := Verify(context.Background(), LayoutPrefix+o.Output+"@"+d.String(), VerifyOptions{Keys: []*sign.PublicKey{o.Key.Public()}, Repo: pe.Repo}); err != nil {
 		t.Errorf("the layout's image does not verify: %v", err)
+	}
+}
+
+// TestPushFailedAfterLayout: a push that fails (the registry answers 500)
+// after the layout was written says the image is in the layout: its
+// "a failed push moves no tag" is the registry's, and the layout's tag
+// had moved.
+func TestPushFailedAfterLayout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down for maintenance", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	st, o := echoBuild(t)
+	o.Output = filepath.Join(t.TempDir(), "oci")
+	o.Push = strings.TrimPrefix(srv.URL, "http://") + "/acme/echo:1.0"
+	_, err := Build(context.Background(), st, o)
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Code != refusal.PushFailed || !strings.HasSuffix(re.Detail, "; the image is in the layout "+LayoutPrefix+o.Output+", written whole and signed before the push began") {
+		t.Fatalf("%v", err)
+	}
+	if _, ok, err := layoutSource(o.Output).tag(context.Background(), "1.0"); err != nil || !ok {
+		t.Errorf("the layout's 1.0: %v %v", ok, err)
 	}
 }
