@@ -137,9 +137,7 @@ func TestHistoryApprovalAfterRejectionRefused(t *testing.T) {
 	if alice == nil {
 		t.Fatal("no approval in the history")
 	}
-	if err := registry.AppendForged(d.Root(), *alice); err != nil {
-		t.Fatal(err)
-	}
+	appendEntryAt(t, filepath.Join(d.Root(), "log.jsonl"), *alice)
 	err = registry.VerifyHistory(ctx, d)
 	wantRefusal(t, err, refusal.RegistryCorrupt)
 	if !strings.Contains(err.Error(), "after rejecting it") {
