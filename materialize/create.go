@@ -716,15 +716,26 @@ func checkDisk(dir, home string, tree, cache usage, compile bool, fetched int) e
 		case fetched > 1:
 			fetchedNote = fmt.Sprintf(" (the %d wheels this create fetched, which nothing names yet, are too few to free and are fetched again)", fetched)
 		}
-		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry: the sealed envs no accepted pin or open change-set names are what hold it%s", home, f, n, short, fetchedNote), "take about "+bytesize.Format(bytes-treeBytes)+" of that")
+		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %s free but the env needs about %s, %s more; free some space and retry%s%s", home, f, n, short, envsHold(home, "it"), fetchedNote), "take about "+bytesize.Format(bytes-treeBytes)+" of that")
 	}
 	if !inodesOK(files) {
 		if outside {
 			return refusal.New(refusal.MaterializeFailed, "the file system of %s has %d inodes free but the tree makes about %d files and directories; remove files there or build elsewhere (df -i shows inodes)", dir, sfs.Ffree, files)
 		}
-		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes): the sealed envs no accepted pin or open change-set names are what hold them", home, sfs.Ffree, files), fmt.Sprintf("make %d of them", files-treeFiles))
+		return withoutCache(refusal.New(refusal.MaterializeFailed, "the file system of the store %s has %d inodes free but the env makes about %d files and directories; remove files there and retry (df -i shows inodes)%s", home, sfs.Ffree, files, envsHold(home, "them")), fmt.Sprintf("make %d of them", files-treeFiles))
 	}
 	return nil
+}
+
+// envsHold is what a short-disk refusal of the store at home says holds
+// the space (it, or them, the inodes): the sealed envs no accepted pin or
+// open change-set names, where the store has a sealed env; where it has
+// none (a fresh store) it blamed envs that were not there, and says so.
+func envsHold(home, it string) string {
+	if m, _ := filepath.Glob(seal.SealPath(filepath.Join(home, store.EnvsDir, "*"))); len(m) > 0 {
+		return ": the sealed envs no accepted pin or open change-set names are what hold " + it
+	}
+	return ": the store holds no sealed env, so other files on its file system hold " + it
 }
 
 // lockFile takes an exclusive flock on path, polling so that ctx cancels.

@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/cruxible/cruxprov/internal/testdir"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
@@ -709,4 +709,28 @@ func TestCreateOutOfSpaceWritingBytecodeAdvisesNoCompile(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestShortDiskRefusalSaysWhatHoldsIt: the short-disk refusal of a store
+// blames its sealed envs only where it has some: on a fresh store it said
+// "the sealed envs no accepted pin or open change-set names are what hold
+// it", and its advice (gc --envs --dry-run) listed none.
+func TestShortDiskRefusalSaysWhatHoldsIt(t *testing.T) {
+	home := t.TempDir()
+	huge := usage{bytes: 1 << 60, files: 1}
+	err := checkDisks(home, home, home, diskNeed{tree: huge}, false, 0)
+	if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(err.Error(), "the store holds no sealed env, so other files on its file system hold it") ||
+		strings.Contains(err.Error(), "the sealed envs") {
+		t.Errorf("a store with no env: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(home, store.EnvsDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seal.SealPath(filepath.Join(home, store.EnvsDir, "ab")), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = checkDisks(home, home, home, diskNeed{tree: huge}, false, 0)
+	if !strings.Contains(err.Error(), "the sealed envs no accepted pin or open change-set names are what hold it") {
+		t.Errorf("a store with an env: %v", err)
+	}
 }

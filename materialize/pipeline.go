@@ -269,7 +269,7 @@ func diskFull(dir, home string, cache, compile bool, err error) error {
 		return refusal.Wrap(refusal.MaterializeFailed, err, "the file system of %s ran out of %s while the tree was built (%s now, its staging not yet removed); %s or build elsewhere", filepath.Clean(dir), space, free, todo)
 	}
 	dir = home
-	full := refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry: the sealed envs no accepted pin or open change-set names are what hold it", filepath.Clean(dir), space, free, todo)
+	full := refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry%s", filepath.Clean(dir), space, free, todo, envsHold(dir, "it"))
 	if !cache {
 		full.WithRemedy(refusal.ActionGC, "")
 	} else {
