@@ -36,10 +36,10 @@ func init() {
 		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
 			"the env's harness (docs/executor.md): a replaced environment (only --allow-env names pass), a fresh\n" +
 			"empty working directory removed afterwards (also its TMPDIR, unless --allow-env TMPDIR), the\n" +
-			"secret bundle on fd 3 (each --secret resolved\n" +
-			"now), the manifest's timeout and output budget (lowered, never raised, by --timeout and\n" +
-			"--output-bytes). An intent is written to the receipts ledger before the spawn, the outcome\n" +
-			"after. Exit 0 for an ok result, 1 for an error, timeout or output_limit outcome, 78 refused.\n\n" +
+			"secret bundle on fd 3 (each --secret resolved now), the manifest's timeout and output budget\n" +
+			"(lowered, never raised, by --timeout and --output-bytes). An intent is written to the receipts\n" +
+			"ledger before the spawn, the outcome after. Exit 0 for an ok result, 1 for an error, timeout\n" +
+			"or output_limit outcome, 78 refused.\n\n" +
 			"Example:\n   echo '{\"hello\": \"world\"}' | cruxprov run acme-echo echo --input - --secret acme/api-token=@token.txt\n" +
 			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=env:ACME_TOKEN --idempotency-key order-42 --json",
 		Flags: []cli.Flag{
