@@ -84,6 +84,19 @@ func (e *PushInterruptedError) Error() string {
 // Unwrap is ErrPushInterrupted and the push's error.
 func (e *PushInterruptedError) Unwrap() []error { return []error{ErrPushInterrupted, e.Err} }
 
+// InLayout says where the image is kept when the push did not finish:
+// in the layout written before it began ("" without one).
+func (e *PushInterruptedError) InLayout() string { return inLayout(e.Layout) }
+
+// inLayout is what a push that did not finish says of the layout dir its
+// build wrote first ("" for none): the image is there, under its tag.
+func inLayout(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return "the image is in the layout " + LayoutPrefix + dir + ", written whole and signed before the push began"
+}
+
 // Label and annotation keys cruxprov sets (DESIGN §7), besides the
 // org.opencontainers.image ones.
 const (
@@ -411,7 +424,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			if re := (*refusal.Error)(nil); o.Output != "" && errors.As(err, &re) && re.Code == refusal.PushFailed {
 				// "A failed push moves no tag" is the registry's: the
 				// layout took the image, tag and signature first.
-				re.Detail += "; the image is in the layout " + LayoutPrefix + o.Output + ", written whole and signed before the push began"
+				re.Detail += "; " + inLayout(o.Output)
 			}
 			return nil, err
 		}

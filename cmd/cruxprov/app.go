@@ -1561,7 +1561,7 @@ func interruptedMessage(path []string, err error) string {
 		// began: the image is there, under its tag. It said nothing
 		// partial was kept, and nothing of the layout.
 		if pe := (*image.PushInterruptedError)(nil); errors.As(err, &pe) && pe.Layout != "" {
-			kept += "; the image is in the layout " + image.LayoutPrefix + pe.Layout + ", written whole and signed before the push began"
+			kept += "; " + pe.InLayout()
 		}
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"
