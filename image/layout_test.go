@@ -72,17 +72,12 @@ func TestLayoutWriter(t *testing.T) {
 	if err := writeLayout(context.Background(), dir, img, d, "one", nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	if ms := indexEntries(t, dir); len(ms) != 1 || ms[0].Digest != d || ms[0].Annotations[refNameAnnotation] != "one" {
+		t.Fatalf("index.json after a rewrite: %+v", ms)
+	}
 	lp, err := layout.FromPath(dir)
 	if err != nil {
 		t.Fatal(err)
-	}
-	ix, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, _ := ix.IndexManifest()
-	if len(im.Manifests) != 1 || im.Manifests[0].Digest != d || im.Manifests[0].Annotations[refNameAnnotation] != "one" {
-		t.Fatalf("index.json after a rewrite: %+v", im.Manifests)
 	}
 	back, err := lp.Image(d)
 	if err != nil {
@@ -106,13 +101,12 @@ func TestLayoutWriter(t *testing.T) {
 	if err := writeLayout(context.Background(), dir, img2, d2, "one", []tagged{{tag: "sig", img: img}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	ix, _ = lp.ImageIndex()
-	im, _ = ix.IndexManifest()
+	ms := indexEntries(t, dir)
 	names := map[string]v1.Hash{}
-	for _, m := range im.Manifests {
+	for _, m := range ms {
 		names[m.Annotations[refNameAnnotation]] = m.Digest
 	}
-	if len(im.Manifests) != 2 || names["one"] != d2 || names["sig"] != d {
+	if len(ms) != 2 || names["one"] != d2 || names["sig"] != d {
 		t.Errorf("index.json: %v", names)
 	}
 }
@@ -132,17 +126,8 @@ func TestLayoutOneImageTwoTags(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := lp.ImageIndex()
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, _ := ix.IndexManifest()
 	var tags []string
-	for _, m := range im.Manifests {
+	for _, m := range indexEntries(t, dir) {
 		if m.Digest != d {
 			t.Errorf("an entry of %s", m.Digest)
 		}
@@ -151,6 +136,24 @@ func TestLayoutOneImageTwoTags(t *testing.T) {
 	if strings.Join(tags, ",") != "two,one" {
 		t.Errorf("tags in index.json: %v, want two,one", tags)
 	}
+}
+
+// indexEntries are the entries of the layout dir's index.json.
+func indexEntries(t *testing.T, dir string) []v1.Descriptor {
+	t.Helper()
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := lp.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := ix.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return im.Manifests
 }
 
 // verifiedLayer opens layer i of img, rehashed as it is read.

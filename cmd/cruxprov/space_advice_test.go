@@ -122,16 +122,7 @@ func TestGCEnvsReadOnlyStore(t *testing.T) {
 // before reaching the check: the root wheel was copied into the store
 // again first.
 func TestEnvCreateFullStoreRootWheelStored(t *testing.T) {
-	dir := testdir.Tmpfs(t, "64m")
-	if _, err := os.Stat(envPython); err != nil {
-		t.Skipf("no %s", envPython)
-	}
-	base := testdir.New(t)
-	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
+	dir, fx, idx := tmpfsWithIndex(t, "64m")
 	home := filepath.Join(dir, "home")
 	create := []string{"--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--no-compile", "--index", idx}
 	first := createJSON(t, append(create, "--json")...)
@@ -334,16 +325,7 @@ func TestNoBytecodeRemedyAfterTheOthers(t *testing.T) {
 // refusal: issue 11, docs/store.md), and leave no env, no staging and no
 // temp blob.
 func TestEnvCreateFullStoreAtFetch(t *testing.T) {
-	dir := testdir.Tmpfs(t, "4m")
-	if _, err := os.Stat(envPython); err != nil {
-		t.Skipf("no %s", envPython)
-	}
-	base := testdir.New(t)
-	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
+	dir, fx, idx := tmpfsWithIndex(t, "4m")
 	home := filepath.Join(dir, "home")
 	if _, err := store.Open(home); err != nil {
 		t.Fatal(err)
@@ -381,4 +363,21 @@ func TestEnvCreateFullStoreAtFetchRootless(t *testing.T) {
 		t.Skip("the child runs TestEnvCreateFullStoreAtFetch")
 	}
 	inUserNS(t, "TestEnvCreateFullStoreAtFetch")
+}
+
+// tmpfsWithIndex is a real tmpfs of size (root only: skipped otherwise)
+// and the fixture providers built and served by a loopback index, for
+// the tests of a store that fills up; skipped without envPython.
+func tmpfsWithIndex(t *testing.T, size string) (dir string, fx *fixtures.Set, idx string) {
+	t.Helper()
+	dir = testdir.Tmpfs(t, size)
+	if _, err := os.Stat(envPython); err != nil {
+		t.Skipf("no %s", envPython)
+	}
+	base := testdir.New(t)
+	fx, err := fixtures.Build(filepath.Join(base, "fx"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, fx, fixtureindex.ServeSet(t, fx, filepath.Join(base, "index"))
 }
