@@ -245,7 +245,7 @@ func (s *state) repair(opts RepairOptions) (*Repaired, error) {
 			// off, or the file's revision edited over its signed spec's.
 			why := "the history's last entries cut off"
 			if p.Revision != p.Spec.Revision {
-				why = fmt.Sprintf("the file edited: it says revision %d, its signed spec revision %d", p.Revision, p.Spec.Revision)
+				why = "the file edited: " + revisionEdited(p)
 			}
 			return nil, refusal.New(refusal.RegistryCorrupt, "pins/%s.json (revision %d) is not a pin the registry's history accepted (%s): repair does not build over it; propose provider %s again and approve it", name, p.Revision, why, name)
 		} else if p != nil && matchHistory(p, last) != nil {

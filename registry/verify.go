@@ -784,12 +784,18 @@ func unsignedPin(provider string, p *Pin, sd digest.Digest, err error) error {
 	case sd != p.SpecDigest:
 		what = fmt.Sprintf("its spec hashes to %s, not to the spec digest %s it records and its approvals signed", sd, p.SpecDigest)
 	case p.Revision != p.Spec.Revision:
-		what = fmt.Sprintf("it says revision %d, its signed spec revision %d", p.Revision, p.Spec.Revision)
+		what = revisionEdited(p)
 	default:
 		what = fmt.Sprintf("it names provider %q, its signed spec provider %q", p.Provider, p.Spec.scope())
 	}
 	return refusal.New(refusal.SignatureInvalid, "provider %s pin: %s: pins/%s.json was changed after it was approved; treat it as tampering: "+
 		"the registry's owner restores the registry from a trusted copy, or proposes the provider again and approves it (docs/refusals.md, signature_invalid)", provider, what, provider)
+}
+
+// revisionEdited says how pin p's revision differs from its signed
+// spec's, which its approvals cover.
+func revisionEdited(p *Pin) string {
+	return fmt.Sprintf("it says revision %d, its signed spec revision %d", p.Revision, p.Spec.Revision)
 }
 
 // matchRecorded checks what a pin says that no signature covers against
