@@ -99,10 +99,11 @@ func applyConfig(c *cli.Context, o *opts) error {
 		}
 		return c.Set(flag, v)
 	}
+	given := c.IsSet("index") // on the command line: config.yaml's is not used
 	if err := set("index", cfg.Index); err != nil {
 		return err
 	}
-	indexFromConfig = cfg.Index != "" && c.IsSet("index")
+	indexFromConfig = !given && cfg.Index != "" && c.IsSet("index")
 	if err := set("python", cfg.Python); err != nil {
 		return err
 	}
