@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -332,48 +333,78 @@ func (d *Dir) listDir(name string, history int) ([]os.DirEntry, error) {
 	return ents, nil
 }
 
-// lockAdvice says why the registry's lock cannot be made, and what to do.
-func lockAdvice(err error) string {
-	switch {
-	case errors.Is(err, unix.EROFS):
-		return "its file system is mounted read-only; remount it read-write, or use a store of your own"
-	case errors.Is(err, fs.ErrNotExist):
-		return "it does not exist and this user cannot make it; use a store in a directory this user can write, or run as the store's owner"
-	case errors.Is(err, fs.ErrPermission):
-		return "it is not writable by this user; run as the store's owner (an executor only reads the registry)"
+// unwritable is the registry_write_failed refusal of a change this user
+// may not write: err is the write (or the access check before it) that
+// was denied (EACCES, EPERM) or that a read-only file system refused
+// (EROFS); recorded says whether the change's journal is in place. It
+// was registry_corrupt, "which is not damage to the registry", a code
+// whose advice is to restore the registry from a copy: nothing is to be
+// restored, and the detail says what lets the write through instead.
+// Where another user owns the registry (or its lock), its remedy
+// (ActionRunAsOwner) is the change run as that owner: the store belongs
+// to one operator, and an executor only reads it.
+func (d *Dir) unwritable(err error, recorded bool) error {
+	what := "cannot record the change in the registry " + d.root + ", so nothing was changed"
+	if recorded {
+		what = "the change is recorded in the registry " + d.root + " (" + journalName + ") but not all written, and until it is a reader of the registry refuses it"
 	}
-	return "its lock cannot be made"
-}
-
-// unwritable is the refusal of a change to the registry this user may
-// not write (err: opening its lock to write it), registry_corrupt as an
-// unreadable registry is: it is no damage to the registry, and the
-// detail says so and what to do. Where another user owns the registry
-// (or the lock), its remedy (ActionRunAsOwner) is the change run as that
-// owner: the store belongs to one operator, and an executor only reads
-// it. It was a plain error ("run as the store's owner", exit 1), which
-// a Go caller could not tell from any other failure.
-func (d *Dir) unwritable(err error) error {
-	uid, ok := deniedat.Owner(d.changedAt())
-	other := ok && errors.Is(err, fs.ErrPermission) && int(uid) != os.Geteuid()
-	owner := ""
-	if other {
-		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-	}
-	advice := lockAdvice(err)
-	if at := deniedDir(err); at != "" && !other && os.Geteuid() != 0 && errors.Is(err, fs.ErrPermission) {
-		// This user's own registry, a directory of it without write
-		// permission (chmod a-w): "run as the store's owner" sent the
-		// owner to itself.
-		if uid, ok := deniedat.Owner(at); ok && int(uid) == os.Geteuid() {
-			advice = "it is this user's, without write permission on " + at + ": give it back (chmod u+w " + at + ")"
-		}
-	}
-	r := refusal.Wrap(refusal.RegistryCorrupt, err, "this user (uid %d) cannot change the registry %s%s, which is not damage to the registry: %s", os.Geteuid(), d.root, owner, advice)
-	if other {
-		r.WithRemedy(refusal.ActionRunAsOwner, strconv.FormatUint(uint64(uid), 10))
+	advice, owner := d.cannotWrite(err, recorded)
+	r := refusal.Wrap(refusal.RegistryWriteFailed, err, "%s: %v; %s", what, err, advice)
+	if owner != "" {
+		r.WithRemedy(refusal.ActionRunAsOwner, owner)
 	}
 	return r
+}
+
+// cannotWrite says what lets this user's change of the registry through
+// where err (a write denied, or a read-only file system) stopped it, the
+// command run again after it (which finishes the change where it is
+// recorded: recorded); and, where another user owns the registry, that
+// user's uid (the change is theirs to make), else "".
+func (d *Dir) cannotWrite(err error, recorded bool) (advice, owner string) {
+	again := "and run the command again"
+	if recorded {
+		again += ", which finishes it"
+	}
+	uid, ok := deniedat.Owner(d.changedAt())
+	switch {
+	case errors.Is(err, unix.EROFS):
+		return "the file system of " + d.root + " is mounted read-only: remount it read-write, or use a copy of the registry, " + again, ""
+	case ok && errors.Is(err, fs.ErrPermission) && int(uid) != os.Geteuid():
+		name := userName(uid)
+		who := name + " (uid " + strconv.FormatUint(uint64(uid), 10) + ")"
+		if name == "" {
+			name, who = "uid "+strconv.FormatUint(uint64(uid), 10), "uid "+strconv.FormatUint(uint64(uid), 10)
+		}
+		// The owner's command finishes a change that is recorded too.
+		return fmt.Sprintf("this registry is owned by %s, and this user (uid %d) may not write it: run the command as %s, or ask them to", who, os.Geteuid(), name), strconv.FormatUint(uint64(uid), 10)
+	case errors.Is(err, fs.ErrNotExist):
+		// The lock's directory, missing, which this user could not make
+		// (openDir leaves it so).
+		return "it does not exist and this user cannot make it: use a store in a directory this user can write, or run as the store's owner", ""
+	case errors.Is(err, fs.ErrPermission):
+		at := deniedDir(err)
+		if at == "" {
+			at = d.root
+		}
+		if uid, ok := deniedat.Owner(at); ok && int(uid) == os.Geteuid() && os.Geteuid() != 0 {
+			// This user's own registry, a directory of it without
+			// write permission (chmod a-w): "run as the store's owner"
+			// sent the owner to itself.
+			return "it is this user's, without write permission on " + at + ": give it back (chmod u+w " + at + ") " + again, ""
+		}
+		return fmt.Sprintf("make %s writable by this user (uid %d) %s", at, os.Geteuid(), again), ""
+	}
+	return "fix the file system of " + d.root + " (a failing disk shows in the kernel log) " + again, ""
+}
+
+// userName is the name of the user uid is, "" where the user database
+// has none.
+func userName(uid uint32) string {
+	if u, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+		return u.Username
+	}
+	return ""
 }
 
 // deniedDir is where the write err (a *fs.PathError) was denied: the
@@ -415,13 +446,14 @@ func (d *Dir) Writable() error {
 	}
 	// The lock, and the directories a change writes its files in: a
 	// registry directory of this user's made read-only (chmod a-w) let
-	// the approver type the key's password, to be refused at the journal.
-	for _, at := range []string{d.changedAt(), d.root, d.path("changesets"), d.path("pins")} {
+	// the approver type the key's password, to be refused at the journal;
+	// and the history, which a change appends to in place.
+	for _, at := range []string{d.changedAt(), d.root, d.path("changesets"), d.path("pins"), d.path("log.jsonl")} {
 		if _, err := os.Lstat(at); err != nil {
 			continue // made by the change (openDir made those it could)
 		}
 		if err := unix.Faccessat(unix.AT_FDCWD, at, unix.W_OK, unix.AT_EACCESS); err != nil {
-			return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err})
+			return d.unwritable(&fs.PathError{Op: "access", Path: at, Err: err}, false)
 		}
 	}
 	return nil
@@ -441,7 +473,7 @@ func (d *Dir) mutate(ctx context.Context, f func(s *state) error) error {
 		return d.writeFailed(err, false) // no inode left for the lock
 	}
 	if err != nil {
-		return d.unwritable(err)
+		return d.unwritable(err, false)
 	}
 	lf.Chmod(0o644) // whatever the umask: readers take it shared (best effort: another owner's stays as it is)
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {

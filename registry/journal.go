@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -101,9 +100,15 @@ func (d *Dir) commit(j *journal) error {
 			dirs = append(dirs, dir)
 		}
 	}
+	if len(j.Log) > 0 {
+		// And the history, appended to in place (not replaced, as
+		// the files are): one made read-only (chmod a-w) stopped the
+		// change at its append, recorded and not finished.
+		dirs = append(dirs, d.path("log.jsonl"))
+	}
 	for _, dir := range dirs {
 		if err := unix.Faccessat(unix.AT_FDCWD, dir, unix.W_OK, unix.AT_EACCESS); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return d.unwritable(&fs.PathError{Op: "access", Path: dir, Err: err})
+			return d.unwritable(&fs.PathError{Op: "access", Path: dir, Err: err}, false)
 		}
 	}
 	if err := writeAtomic(d.path(journalName), b); err != nil {
@@ -117,12 +122,6 @@ func (d *Dir) commit(j *journal) error {
 			return d.writeFailed(fmt.Errorf("%w; and its journal could not be taken back: %v", err, rerr), true)
 		}
 		syncDir(d.root) // best effort: the journal was never durable
-		if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
-			// The lock opened for writing, the directory did not take
-			// the journal (made read-only, a file system remounted
-			// read-only): this user cannot change the registry.
-			return d.unwritable(err)
-		}
 		return d.writeFailed(err, false)
 	}
 	err = step("journal")
@@ -139,14 +138,21 @@ func (d *Dir) commit(j *journal) error {
 }
 
 // writeFailed is the registry_write_failed refusal of a change whose
-// write err failed (a full file system or quota, an I/O error):
-// recorded, its journal is in place and the next change finishes it;
-// not, nothing was changed. The detail says which, and what to do: free
-// space on the registry's file system (or fix what failed) and run the
-// command again. A full disk was a plain error (exit 1): a Go caller or
-// a script could not tell it from any other failure, and
-// registry_corrupt would have said to restore the registry from a copy.
+// write err failed (a full file system or quota, an I/O error; a write
+// denied or a read-only file system: unwritable): recorded, its journal
+// is in place and the next change finishes it; not, nothing was changed.
+// The detail says which, and what to do: free space on the registry's
+// file system (or fix what failed) and run the command again. A full
+// disk was a plain error (exit 1): a Go caller or a script could not
+// tell it from any other failure, and registry_corrupt would have said
+// to restore the registry from a copy.
 func (d *Dir) writeFailed(err error, recorded bool) error {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+		// The lock opened for writing, a directory did not take the
+		// file (made read-only, a file system remounted read-only):
+		// this user cannot change the registry.
+		return d.unwritable(err, recorded)
+	}
 	what := "cannot record the change in the registry " + d.root + ", so nothing was changed"
 	again := "run the command again"
 	if recorded {
@@ -156,22 +162,14 @@ func (d *Dir) writeFailed(err error, recorded bool) error {
 	return refusal.Wrap(refusal.RegistryWriteFailed, err, "%s: %v; %s and %s", what, err, writeRemedy(err, d.root), again)
 }
 
-// writeRemedy says what lets a write that failed with err under the
-// registry root succeed.
+// writeRemedy says what lets a write that failed with err (not for want
+// of write access: unwritable) under the registry root succeed.
 func writeRemedy(err error, root string) string {
 	switch {
 	case errors.Is(err, unix.ENOSPC):
 		return "free space (or inodes: df -i) on the file system of " + root
 	case errors.Is(err, unix.EDQUOT):
 		return "free space under this user's disk quota on the file system of " + root + " (or raise the quota)"
-	case errors.Is(err, unix.EROFS):
-		return "remount the file system of " + root + " read-write"
-	case errors.Is(err, fs.ErrPermission):
-		at := deniedDir(err)
-		if at == "" {
-			at = root
-		}
-		return "make " + at + " writable by this user (uid " + strconv.Itoa(os.Geteuid()) + ")"
 	}
 	return "fix the file system of " + root + " (a failing disk shows in the kernel log)"
 }
@@ -293,6 +291,17 @@ func (d *Dir) finish() error {
 				// finishes the change once there is room. It was a plain
 				// error (exit 1); it is registry_write_failed.
 				return refusal.Wrap(refusal.RegistryWriteFailed, err, "no space left to finish the registry change recorded in %s: %v; %s and run the command again, which finishes it (the change is kept)", d.path(journalName), err, writeRemedy(err, d.root))
+			}
+			if errors.Is(err, fs.ErrPermission) || errors.Is(err, unix.EROFS) {
+				// Nor is a directory this user may not write (its own,
+				// made read-only), or a file system mounted read-only:
+				// it said to restore the registry from a copy.
+				advice, owner := d.cannotWrite(err, true)
+				r := refusal.Wrap(refusal.RegistryWriteFailed, err, "cannot finish the registry change recorded in %s: %v; %s (the change is kept)", d.path(journalName), err, advice)
+				if owner != "" {
+					r.WithRemedy(refusal.ActionRunAsOwner, owner)
+				}
+				return r
 			}
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot finish the registry change left unfinished in %s", d.path(journalName))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,8 +25,9 @@ const unwritableChildEnv = "CRUXPROV_REGISTRY_UNWRITABLE_CHILD"
 // this user cannot write (an executor; `env create` leaves registry/
 // empty), opens and reads as empty: it was refused registry_corrupt
 // ("treat as tampering") because OpenDir could not make changesets/ and
-// pins/. A mutation fails saying this user cannot change the registry,
-// never registry_corrupt, and writes nothing. A directory this user
+// pins/. A mutation is refused registry_write_failed (it was
+// registry_corrupt, "not damage", whose advice is to restore a copy),
+// saying nothing was changed and what to do, and writes nothing. A directory this user
 // cannot reach stays the registry_corrupt refusal it is. Runs as uid
 // 65534 when the test runs as root (root ignores modes).
 func TestOpenDirUnwritable(t *testing.T) {
@@ -110,29 +112,39 @@ func unwritableChild(t *testing.T, base string) {
 			_, err = d.TrustKey(ctx, key.Key, "t")
 			// And why, with what to do (it said "an executor cannot change
 			// the registry" to an operator whose home could not be made).
-			why := map[string]string{"empty": "it is not writable by this user; run as the store's owner",
-				"absent": "it does not exist and this user cannot make it; use a store in a directory this user can write"}[filepath.Base(filepath.Dir(root))]
-			if uid, ok := ownerOf(root); ok && uid == os.Geteuid() && filepath.Base(filepath.Dir(root)) == "empty" {
-				// This user's own registry made read-only (the test run as
-				// an unprivileged user, not as root's child): "run as the
-				// store's owner" sent the owner to itself.
-				why = "it is this user's, without write permission on " + root + ": give it back (chmod u+w " + root + ")"
+			why := map[string]string{"empty": "this registry is owned by ",
+				"absent": "it does not exist and this user cannot make it: use a store in a directory this user can write"}[filepath.Base(filepath.Dir(root))]
+			if uid, ok := ownerOf(root); ok && filepath.Base(filepath.Dir(root)) == "empty" {
+				if uid == os.Geteuid() {
+					// This user's own registry made read-only (the test
+					// run as an unprivileged user, not as root's child):
+					// "run as the store's owner" sent the owner to itself.
+					why = "it is this user's, without write permission on " + root + ": give it back (chmod u+w " + root + ") and run the command again"
+				} else {
+					who, name := "uid "+strconv.Itoa(uid), "uid "+strconv.Itoa(uid)
+					if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+						who = u.Username + " (uid " + strconv.Itoa(uid) + ")"
+						name = u.Username
+					}
+					why = "this registry is owned by " + who + ", and this user (uid " + strconv.Itoa(os.Geteuid()) + ") may not write it: run the command as " + name + ", or ask them to"
+				}
 			}
 			// A refusal (it was a plain error, exit 1, which a caller
-			// could not tell from any other failure), registry_corrupt as
-			// a registry this user may not read is, saying it is no
-			// damage; where another user owns the registry, its remedy
-			// is the change run as that owner.
-			if refusal.CodeOf(err) != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "cannot change the registry") ||
-				!strings.Contains(err.Error(), "not damage to the registry") || !strings.Contains(err.Error(), why) {
-				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want registry_corrupt saying it cannot change the registry, no damage, and %q", err, refusal.CodeOf(err), why)
+			// could not tell from any other failure), registry_write_failed
+			// (it was registry_corrupt, whose advice is to restore the
+			// registry from a copy), saying nothing was changed and what
+			// to do; where another user owns the registry, its remedy is
+			// the change run as that owner.
+			if refusal.CodeOf(err) != refusal.RegistryWriteFailed || !strings.Contains(err.Error(), "cannot record the change in the registry "+root+", so nothing was changed") ||
+				!strings.Contains(err.Error(), why) || strings.Count(err.Error(), "\n") != 0 {
+				t.Errorf("TrustKey as a user who cannot write the registry: %v (code %q), want registry_write_failed saying nothing was changed, and %q", err, refusal.CodeOf(err), why)
 			}
 			rem := refusal.RemedyOf(err)
 			if uid, ok := ownerOf(root); ok && uid != os.Geteuid() {
 				if rem == nil || rem.Action != refusal.ActionRunAsOwner || rem.Target != strconv.Itoa(uid) {
 					t.Errorf("remedy %+v, want run_as_owner uid %d", rem, uid)
 				}
-				if werr := d.Writable(); refusal.CodeOf(werr) != refusal.RegistryCorrupt || refusal.RemedyOf(werr) == nil || refusal.RemedyOf(werr).Action != refusal.ActionRunAsOwner {
+				if werr := d.Writable(); refusal.CodeOf(werr) != refusal.RegistryWriteFailed || refusal.RemedyOf(werr) == nil || refusal.RemedyOf(werr).Action != refusal.ActionRunAsOwner {
 					t.Errorf("Writable: %v, want the refusal a change gets", werr)
 				}
 			} else if rem != nil {

@@ -187,7 +187,9 @@ func registryTemps(home string) []string {
 // recorded (its journal) and a reader refuses until it is finished; no
 // temp file either way. With room again the history verifies and the
 // same command goes through. The file system made read-only is refused
-// as before (registry_corrupt, "not damage", nothing changed). As root
+// registry_write_failed too, saying to remount it read-write (it was
+// registry_corrupt, "not damage"), nothing changed, and the commands
+// that only read the registry read it there. As root
 // on a mount of its own, and as an unprivileged user in a user namespace
 // (TestRegistryFullDiskRootless).
 func TestRegistryFullDisk(t *testing.T) {
@@ -376,24 +378,39 @@ func TestRegistryFullDisk(t *testing.T) {
 		t.Error("no command failed past its commit point (journal written, a file not): the recorded case was not exercised")
 	}
 
-	// Mounted read-only: no write is tried; it says so (registry_corrupt,
-	// which is not damage, as before), and nothing changed.
+	// Mounted read-only: no write is tried; it says so, with what to do
+	// (registry_write_failed: it was registry_corrupt, "which is not
+	// damage to the registry", under a code whose advice is to restore
+	// the registry from a copy), and nothing changed. What only reads
+	// the registry reads it.
 	t.Run("read-only", func(t *testing.T) {
-		c := cases[5] // changeset approve
-		mnt := smallTmpfs(t, "size=512k,mode=0755")
-		home := filepath.Join(mnt, "home")
-		copyTree(t, c.home, home)
-		before := registryFiles(t, home)
-		if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-			t.Fatal(err)
-		}
-		r := runAt(home, c.args...)
-		if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, "which is not damage to the registry") ||
-			!strings.Contains(r.stderr, "read-only") || strings.Count(r.stderr, "\n") != 1 {
-			t.Fatalf("a change on a read-only file system: %+v", r)
-		}
-		if after := registryFiles(t, home); len(after) != len(before) {
-			t.Errorf("changed on a read-only file system: %v", after)
+		for _, c := range []tcase{cases[5], cases[7]} { // changeset approve; provider retire, a pin accepted
+			mnt := smallTmpfs(t, "size=512k,mode=0755")
+			home := filepath.Join(mnt, "home")
+			copyTree(t, c.home, home)
+			before := registryFiles(t, home)
+			if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+				t.Fatal(err)
+			}
+			r := runAt(home, c.args...)
+			want := "cannot record the change in the registry " + filepath.Join(home, "registry") + ", so nothing was changed: "
+			fix := "the file system of " + filepath.Join(home, "registry") + " is mounted read-only: remount it read-write, or use a copy of the registry, and run the command again"
+			if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: registry_write_failed: "+want) || !strings.Contains(r.stderr, fix) ||
+				strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("%s on a read-only file system: %+v\nwant registry_write_failed, %q, %q", c.name, r, want, fix)
+			}
+			if after := registryFiles(t, home); len(after) != len(before) {
+				t.Errorf("%s: changed on a read-only file system: %v", c.name, after)
+			}
+			reads := [][]string{{"changeset", "list"}, {"key", "list"}, {"registry", "log", "--verify"}}
+			if c.name == "provider retire" {
+				reads = append(reads, []string{"provider", "show", "acme-echo"}, []string{"provider", "list"})
+			}
+			for _, args := range reads {
+				if r := runAt(home, args...); r.code != 0 {
+					t.Errorf("%v on a read-only file system: %+v", args, r)
+				}
+			}
 		}
 	})
 }
@@ -409,9 +426,12 @@ func TestRegistryFullDiskRootless(t *testing.T) {
 }
 
 // TestRegistryReadOnlyDirOfItsOwner: an operator's own registry with a
-// directory made read-only (chmod a-w) is refused before anything is
-// written, saying to give the directory its write permission back
-// (chmod u+w DIR), registry_corrupt "not damage". A reject with
+// directory or its history made read-only (chmod a-w) is refused before
+// anything is written, saying to give it its write permission back
+// (chmod u+w PATH), registry_write_failed "so nothing was changed" (it
+// was registry_corrupt "not damage", under a code whose advice is to
+// restore the registry from a copy; a history made read-only passed the
+// directories' check and stopped the change at its append). A reject with
 // changesets/ read-only wrote its journal, then failed at the change-set:
 // the change recorded and half written, every reader refusing the
 // registry until the owner made it writable again and ran a command; and
@@ -472,16 +492,23 @@ func TestRegistryReadOnlyDirOfItsOwner(t *testing.T) {
 		{filepath.Join(reg, "changesets"), []string{"changeset", "reject", id, "--reason", "not now"}},
 		{filepath.Join(reg, "changesets"), []string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")}},
 		{filepath.Join(reg, "pins"), []string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")}},
+		{filepath.Join(reg, "log.jsonl"), []string{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")}},
+		{filepath.Join(reg, "log.jsonl"), []string{"changeset", "reject", id, "--reason", "not now"}},
 	} {
 		t.Run(filepath.Base(c.dir)+"/"+c.args[1], func(t *testing.T) {
 			before := registryFiles(t, home)
-			if err := os.Chmod(c.dir, 0o555); err != nil {
+			mode, back := os.FileMode(0o555), os.FileMode(0o755)
+			if filepath.Base(c.dir) == "log.jsonl" {
+				mode, back = 0o444, 0o644
+			}
+			if err := os.Chmod(c.dir, mode); err != nil {
 				t.Fatal(err)
 			}
 			r := runAs(append([]string{"--home", home}, c.args...)...)
-			os.Chmod(c.dir, 0o755)
-			want := "without write permission on " + c.dir + ": give it back (chmod u+w " + c.dir + ")"
-			if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			os.Chmod(c.dir, back)
+			want := "without write permission on " + c.dir + ": give it back (chmod u+w " + c.dir + ") and run the command again"
+			if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: registry_write_failed: cannot record the change in the registry "+reg+", so nothing was changed: ") ||
+				!strings.Contains(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
 				t.Fatalf("%v with %s read-only: want refused, %q: %+v", c.args, c.dir, want, r)
 			}
 			after := registryFiles(t, home)

@@ -16,9 +16,10 @@ import (
 // TestRegistryChangeByAnotherUser: a registry change (key trust, policy
 // set, changeset approve and reject) by a user who may not write the
 // registry failed with a plain error (exit 1, "run as the store's
-// owner"). It is a refusal now, registry_corrupt as a registry this user
-// may not read is, saying it is no damage, refused before a key's
-// password; where another user owns the registry (root's, changed as uid
+// owner"). It is a refusal now, registry_write_failed (it was
+// registry_corrupt, "not damage", under a code whose advice is to restore
+// the registry from a copy), saying nothing was changed and whose the
+// registry is, refused before a key's password; where another user owns the registry (root's, changed as uid
 // 65534), its advice is the same command run as that owner, with the
 // store named, which, run as printed (sudo played by setpriv), makes the
 // change. As another user than root, the test changes a registry of its
@@ -32,9 +33,10 @@ func TestRegistryChangeByAnotherUser(t *testing.T) {
 		os.Chmod(filepath.Join(reg, ".lock"), 0o444)
 		os.Chmod(reg, 0o555)
 		r := run("changeset", "approve", id, "--key", filepath.Join(keys, "a.key"))
-		wantRefusal(t, r, string(refusal.RegistryCorrupt), "approve in a registry of this user's, its modes taken away")
-		if !strings.Contains(r.stderr, "not damage to the registry") || strings.Contains(r.stderr, "to fix:") {
-			t.Errorf("approve: %+v; want no damage said, and no owner to run as", r)
+		wantRefusal(t, r, string(refusal.RegistryWriteFailed), "approve in a registry of this user's, its modes taken away")
+		lock := filepath.Join(reg, ".lock")
+		if !strings.Contains(r.stderr, "so nothing was changed") || !strings.Contains(r.stderr, "give it back (chmod u+w "+lock+")") || strings.Contains(r.stderr, "to fix:") {
+			t.Errorf("approve: %+v; want nothing changed, chmod u+w %s, and no owner to run as", r, lock)
 		}
 		return
 	}
@@ -73,9 +75,9 @@ func TestRegistryChangeByAnotherUser(t *testing.T) {
 		{"changeset", "approve", id, "--key", filepath.Join(keys, "a.key")},
 	} {
 		r := nobody(args...)
-		wantRefusal(t, r, string(refusal.RegistryCorrupt), strings.Join(args, " ")+" as uid 65534")
+		wantRefusal(t, r, string(refusal.RegistryWriteFailed), strings.Join(args, " ")+" as uid 65534")
 		m := fixRE.FindStringSubmatch(strings.TrimSpace(r.stderr))
-		if !strings.Contains(r.stderr, "(its owner: uid 0), which is not damage to the registry") || m == nil ||
+		if !strings.Contains(r.stderr, "so nothing was changed") || !strings.Contains(r.stderr, "this registry is owned by root (uid 0), and this user (uid 65534) may not write it: run the command as root, or ask them to") || m == nil ||
 			!strings.HasSuffix(m[1], " --home "+home) || !strings.Contains(m[1], " "+strings.Join(args, " ")) {
 			t.Fatalf("%v as uid 65534: %+v\nwant it said to be no damage, advising the command run as root with its store", args, r)
 		}
