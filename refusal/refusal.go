@@ -209,17 +209,18 @@ type Remedy struct {
 	// the public key file's name, as key trust defaults it).
 	Name string `json:"name,omitempty"`
 	// Platforms are, for ActionNamePlatform, the platforms the pin has
-	// materializations of for the backend asked, one of which to name;
-	// for ActionPropose, the platforms the pin names (its envs', its
-	// resolutions' and its images') when the pin has envs of one
-	// interpreter (with Python) or images: an install given them
+	// materializations of for the backend asked, one of which to name
+	// (the Target, each other an Or's); for ActionPropose, the platforms
+	// the pin names (its envs', its resolutions' and its images') when
+	// the pin has envs (with Python) or images: an install given them
 	// proposes the envs and images the pin names (nil: the operator
 	// names them); for ActionRebuildEnv with Package, the env's platform.
 	Platforms []string `json:"platforms,omitempty"`
 	// Python is, for ActionPropose with Platforms, the interpreter the
 	// pin's envs point at ("" for a pin of images and no env: the install
-	// names none); for ActionRebuildEnv with Package, the interpreter the
-	// env points at.
+	// names none; for envs of several interpreters, one, and an Or the
+	// same proposal with each other); for ActionRebuildEnv with Package,
+	// the interpreter the env points at.
 	Python string `json:"python,omitempty"`
 	// Package is, for ActionRebuildEnv, the root wheel the env was made
 	// from, "NAME==VERSION@sha256:HEX", when the accepted pin that names

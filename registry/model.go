@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -232,11 +233,27 @@ func (p *Provider) Images() []string {
 // env gives its platforms and no interpreter (the install's own default
 // builds no env the pin names). Nil and "" when p pins neither an env
 // nor an image, or envs of more than one interpreter (an install takes
-// one). A pin with an image gave nil, and the install it advised named
-// placeholders for platforms the pin knew.
+// one: WithProposeChoices advises the proposal with each). A pin with an
+// image gave nil, and the install it advised named placeholders for
+// platforms the pin knew.
 func (p *Provider) ProposePlatforms() (platforms []string, python string) {
-	if p == nil {
+	platforms, pythons := p.proposeInputs()
+	if len(pythons) > 1 {
 		return nil, ""
+	}
+	if len(pythons) == 1 {
+		python = pythons[0]
+	}
+	return platforms, python
+}
+
+// proposeInputs are what ProposePlatforms gives, with every interpreter
+// path p's envs point at, once each, in its order (pythons). Nil
+// platforms where p pins neither an env nor an image, or an env whose
+// interpreter it does not record.
+func (p *Provider) proposeInputs() (platforms, pythons []string) {
+	if p == nil {
+		return nil, nil
 	}
 	images := false
 	for _, m := range p.Materializations {
@@ -245,19 +262,64 @@ func (p *Provider) ProposePlatforms() (platforms []string, python string) {
 			images = true
 		case BackendLocal:
 			path := interpreterPath(m.Interpreter)
-			if path == "" || (python != "" && path != python) {
-				return nil, ""
+			if path == "" {
+				return nil, nil
 			}
-			python = path
+			if !slices.Contains(pythons, path) {
+				pythons = append(pythons, path)
+			}
 		}
 		if !slices.Contains(platforms, m.Platform) {
 			platforms = append(platforms, m.Platform)
 		}
 	}
-	if python == "" && !images {
-		return nil, ""
+	if len(pythons) == 0 && !images {
+		return nil, nil
 	}
-	return platforms, python
+	return platforms, pythons
+}
+
+// WithProposeChoices completes e's proposal of p again (its remedy
+// ActionPropose, with its package, images and bytecode set) where p's
+// envs point at several interpreters, which ProposePlatforms gives none
+// of (an install takes one): the advice named placeholders for the
+// platforms and the interpreter, though the pin knows each env's. The
+// proposal names the platforms (nil: p's own) and the interpreter prefer
+// (where it is one of p's, else p's first); another remedy after it (e's
+// Or, before those it had) names each other interpreter of p's; and e's
+// detail names each env's platform and interpreter, a proposal making the
+// envs of one. Nothing where p's envs point at one interpreter or none,
+// or e's remedy is another.
+func (p *Provider) WithProposeChoices(e *refusal.Error, platforms []string, prefer string) *refusal.Error {
+	own, pythons := p.proposeInputs()
+	if e == nil || e.Remedy == nil || e.Remedy.Action != refusal.ActionPropose || len(pythons) < 2 {
+		return e
+	}
+	if platforms == nil {
+		platforms = own
+	}
+	if i := slices.Index(pythons, prefer); i > 0 {
+		pythons = append([]string{prefer}, slices.Delete(slices.Clone(pythons), i, i+1)...)
+	}
+	var envs []string
+	for _, m := range p.Materializations {
+		if m.Backend == BackendLocal {
+			envs = append(envs, m.Platform+" on "+interpreterPath(m.Interpreter))
+		}
+	}
+	first := e.Remedy
+	rest := first.Or
+	first.Platforms, first.Python = platforms, pythons[0]
+	last := first
+	for _, py := range pythons[1:] {
+		r := *first
+		r.Python, r.Or = py, nil
+		last.Or = &r
+		last = &r
+	}
+	last.Or = rest
+	e.Detail += fmt.Sprintf(" (the pin's envs point at %d interpreters, %s; a proposal makes the envs of one, and only resolves the other platforms: the proposal with each is advised)", len(pythons), strings.Join(envs, ", "))
+	return e
 }
 
 // WithoutBytecode reports whether m, a local env p pins, was made

@@ -1197,7 +1197,7 @@ func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
 		next = "to retire " + scope + ", propose it again (" + again + ") and approve the new change-set"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
-		return refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec))
+		return withSpecChoices(refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec)), &cs.Spec)
 	case held:
 		// Proposing it again would change nothing (`key trust` says
 		// "trusted already", `policy set` "threshold K already"): that
@@ -1285,6 +1285,16 @@ func specPlatforms(spec *Spec) ([]string, string) {
 		return nil, ""
 	}
 	return spec.Changes[0].Provider.ProposePlatforms()
+}
+
+// withSpecChoices is Provider.WithProposeChoices of a provider's spec:
+// a proposal of it again, where its envs point at several interpreters,
+// with each.
+func withSpecChoices(e *refusal.Error, spec *Spec) *refusal.Error {
+	if len(spec.Changes) != 1 || spec.Changes[0].Provider == nil {
+		return e
+	}
+	return spec.Changes[0].Provider.WithProposeChoices(e, nil, "")
 }
 
 // specNoBytecode reports whether a provider's spec pins envs made

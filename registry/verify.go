@@ -400,7 +400,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			if e := untrustedSince(rec.Governance, uk.signer); e != nil {
 				// Approved by a key trusted then and untrusted since (a
 				// key rotation): a state, as an expiry is, not a break.
-				return nil, refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec))
+				return nil, withSpecChoices(refusal.Wrap(refusal.SignerUntrusted, notRunnable{}, "provider %s: %d of %d approvals count: the approval by %s (%s) no longer counts, that key was untrusted (history entry %d); propose the provider again and approve it with trusted keys", provider, n, th, e.Subject, uk.signer, e.Seq).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec)), &p.Spec)
 			}
 			return nil, why
 		case why != nil && refusal.CodeOf(why) != refusal.PinExpired:
@@ -413,7 +413,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			if expired > 0 {
 				also = fmt.Sprintf(", and %d expired (renewing them would not reach it)", expired)
 			}
-			return nil, refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec))
+			return nil, withSpecChoices(refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec)), &p.Spec)
 		}
 	}
 	// Last, what no signature covers (an approval's name and time, the
@@ -461,8 +461,8 @@ func retiredRefusal(ctx context.Context, reg Reader, provider string, p *Pin) *r
 	if cs := retiredChangeSet(ctx, reg, provider, base); cs != nil {
 		spec := &cs.Spec
 		pkg := spec.Changes[0].Provider.Package
-		return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the advice proposes again the pin it retired (revision %d, %s %s, change-set %s)", provider, p.Revision, when, spec.Revision, pkg.Name, pkg.Version, base).
-			WithRemedy(refusal.ActionPropose, proposeTarget(spec, provider)).WithImages(specImages(spec)).WithProposePlatforms(specPlatforms(spec)).WithProposeNoBytecode(specNoBytecode(spec))
+		return withSpecChoices(refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the advice proposes again the pin it retired (revision %d, %s %s, change-set %s)", provider, p.Revision, when, spec.Revision, pkg.Name, pkg.Version, base).
+			WithRemedy(refusal.ActionPropose, proposeTarget(spec, provider)).WithImages(specImages(spec)).WithProposePlatforms(specPlatforms(spec)).WithProposeNoBytecode(specNoBytecode(spec)), spec)
 	}
 	return refusal.New(refusal.PinUnapproved, "provider %s was retired at revision %d (%s): it runs again once proposed again and approved; the change-set of the pin it retired (%s, in the registry's history) is not in the registry, so the proposal names the provider's wheel (NAME==VERSION and its sha256), platforms and interpreter", provider, p.Revision, when, orNone(base)).WithRemedy(refusal.ActionPropose, provider)
 }

@@ -125,3 +125,47 @@ func TestUnpinnedAdviceFilledForImagePins(t *testing.T) {
 		})
 	}
 }
+
+// TestAdviceNamesEachInterpreter: a pin whose envs point at two
+// interpreters (an install takes one --python) advised an install with
+// placeholders (--platform PLATFORM --python PYTHON) though the pin knows
+// each env's platform and interpreter, and a verify of it without a
+// platform advised --platform PLATFORM though the pin knows its
+// platforms. The proposal names the pin's platforms (and the one asked
+// for) with one interpreter, another remedy after it with the other (the
+// env refused's first), the detail naming each env's; the verify is
+// advised once for each platform.
+func TestAdviceNamesEachInterpreter(t *testing.T) {
+	const a, b, win = "cp311-manylinux_2_36_x86_64", "cp312-manylinux_2_17_aarch64", "cp311-win_amd64"
+	h := digest.FromBytes(make([]byte, 32))
+	ma := registry.Materialization{Backend: registry.BackendLocal, Platform: a, Interpreter: registry.InterpreterLabel("/a/python3.11", "3.11.2", h)}
+	mb := registry.Materialization{Backend: registry.BackendLocal, Platform: b, Interpreter: registry.InterpreterLabel("/b/python3.12", "3.12.1", h)}
+	spec := &registry.Provider{Package: &registry.Package{Name: "acme-echo", Version: "1.0.0", SHA256: h}, Materializations: []registry.Materialization{ma, mb}}
+	choices := func(what string, err error, platforms []string, pythons ...string) {
+		t.Helper()
+		r := refusal.RemedyOf(err)
+		for i, py := range pythons {
+			if r == nil || r.Action != refusal.ActionPropose || r.Target != spec.ProposeTarget("acme-echo") || !slices.Equal(r.Platforms, platforms) || r.Python != py {
+				t.Fatalf("%s: remedy %d %+v, want the proposal on %v with %s", what, i, r, platforms, py)
+			}
+			r = r.Or
+		}
+		if r != nil {
+			t.Errorf("%s: a remedy more: %+v", what, r)
+		}
+		if want := "the pin's envs point at 2 interpreters, " + a + " on /a/python3.11, " + b + " on /b/python3.12"; !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v\nwant it to say %q", what, err, want)
+		}
+	}
+	choices("a local env for a platform the pin has not", Unpinned(spec, "acme-echo", registry.BackendLocal, win, 0), []string{a, b, win}, "/a/python3.11", "/b/python3.12")
+	choices("a container for a platform the pin has not", Unpinned(spec, "acme-echo", registry.BackendContainer, win, 0), []string{a, b, win}, "/a/python3.11", "/b/python3.12")
+	choices("b's env not in this store", withPropose(refusal.New(refusal.PinMismatch, "not in this store"), "acme-echo", spec, mb), []string{a, b}, "/b/python3.12", "/a/python3.11")
+	choices("a's env not in this store", withPropose(refusal.New(refusal.PinMismatch, "not in this store"), "acme-echo", spec, ma), []string{a, b}, "/a/python3.11", "/b/python3.12")
+
+	// Two local envs, no platform named: the command again for each.
+	r := refusal.RemedyOf(Unpinned(spec, "acme-echo", registry.BackendLocal, "", 2))
+	if r == nil || r.Action != refusal.ActionNamePlatform || r.Target != a || !slices.Equal(r.Platforms, []string{a, b}) ||
+		r.Or == nil || r.Or.Action != refusal.ActionNamePlatform || r.Or.Target != b || r.Or.Or != nil {
+		t.Errorf("two local envs, no platform: remedy %+v, want name_platform %s, or %s", r, a, b)
+	}
+}

@@ -165,7 +165,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 		return r, refusal.New(refusal.PinMismatch, "the pin names env %s, whose name is not its materialization digest %s", env, m.Digest)
 	}
 	if err := InStore(env, o.Store); err != nil {
-		return r, withPropose(err, name, spec)
+		return r, withPropose(err, name, spec, m)
 	}
 	rep, err := seal.Verify(ctx, env, seal.Options{Deep: o.Deep, Explain: o.Explain, Jobs: o.Jobs})
 	r.Seal = rep
@@ -176,7 +176,7 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o Options) (*
 	// holds the seal's digest to the name: the materialization is the
 	// pinned one. What the pin adds is the seal content digest.
 	if rep.ContentDigest != m.Seal {
-		return r, withPropose(refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal), name, spec)
+		return r, withPropose(refusal.New(refusal.PinMismatch, "the seal of %s has content digest %s, the pin records %s: the env was rebuilt differently or its interpreter changed in place; propose it again so that the change is approved", env, rep.ContentDigest, m.Seal), name, spec, m)
 	}
 	return r, checkProviderFiles(rep.Seal, env, spec)
 }
@@ -218,13 +218,15 @@ func InStore(env, home string) error {
 }
 
 // withPropose advises err's proposal of name's pin again, with the pin's
-// inputs (package, platforms, interpreter, images).
-func withPropose(err error, name string, spec *registry.Provider) error {
+// inputs (package, platforms, interpreter, images), for its env m: where
+// the pin's envs point at several interpreters, the proposal with m's
+// first, then with each other (registry.Provider.WithProposeChoices).
+func withPropose(err error, name string, spec *registry.Provider, m registry.Materialization) error {
 	var re *refusal.Error
 	if !errors.As(err, &re) {
 		return err
 	}
-	return re.WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode())
+	return spec.WithProposeChoices(re.WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode()), nil, m.InterpreterPath())
 }
 
 // pinnedEnvGone turns seal.Verify's refusal of a path that is neither an
@@ -282,7 +284,7 @@ func PinnedEnv(ctx context.Context, reg registry.Reader, name string, o Options)
 		return "", err
 	}
 	if err := InStore(m.Path, o.Store); err != nil {
-		return "", withPropose(err, name, acc.Spec)
+		return "", withPropose(err, name, acc.Spec, m)
 	}
 	return filepath.Clean(m.Path), nil
 }
@@ -442,7 +444,14 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		}
 	}
 	if n > 1 {
-		return refusal.New(refusal.PlatformUnsupported, "provider %s has %d %s materializations (%s); name the platform of one", name, n, backend, strings.Join(has, ", ")).WithRemedy(refusal.ActionNamePlatform, "").WithPlatforms(platforms)
+		// The command again for each platform the pin has, the first
+		// first (the advice named a placeholder, PLATFORM, though the
+		// pin knows them).
+		e := refusal.New(refusal.PlatformUnsupported, "provider %s has %d %s materializations (%s); name the platform of one", name, n, backend, strings.Join(has, ", ")).WithRemedy(refusal.ActionNamePlatform, platforms[0]).WithPlatforms(platforms)
+		for _, p := range platforms[1:] {
+			e.OrRemedy(refusal.ActionNamePlatform, p)
+		}
+		return e
 	}
 	for_ := ""
 	if platform != "" {
@@ -460,6 +469,24 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 	plats, python := spec.ProposePlatforms()
 	if plats != nil && !slices.Contains(plats, platform) {
 		plats = append(slices.Clone(plats), platform)
+	}
+	// Where the pin's envs point at several interpreters (ProposePlatforms
+	// gives neither), the proposal with each (WithProposeChoices), its
+	// platforms the pin's and the one asked for.
+	choices := func(e *refusal.Error) *refusal.Error {
+		if platform == "" || plats != nil {
+			return e
+		}
+		var all []string
+		for _, m := range spec.Materializations {
+			if !slices.Contains(all, m.Platform) {
+				all = append(all, m.Platform)
+			}
+		}
+		if !slices.Contains(all, platform) {
+			all = append(all, platform)
+		}
+		return spec.WithProposeChoices(e, all, "")
 	}
 	if backend == registry.BackendContainer {
 		// A container materialization names its image, which only the
@@ -479,13 +506,13 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		if platform != "" {
 			e.WithProposePlatforms(plats, python)
 		}
-		return e
+		return choices(e)
 	}
 	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposeNoBytecode(spec.ProposeNoBytecode())
 	if platform != "" && python != "" {
 		e.WithProposePlatforms(plats, python)
 	}
-	return e
+	return choices(e)
 }
 
 // checkProviderFiles holds the manifest and lock installed in the env's

@@ -1051,12 +1051,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		// podman takes as an image name: the operator names one it can.
 		return "TMPDIR=DIR " + rerun(args, "", func(v string) string { return v })
 	case refusal.ActionNamePlatform:
-		// One of rem.Platforms (the detail names them), which the
-		// operator chooses; a --platform given is replaced.
+		// The target, one of the pin's platforms (each its own remedy,
+		// the others after it), or where it names none, one of
+		// rem.Platforms (the detail names them), which the operator
+		// chooses; a --platform given is replaced.
 		if !commandTakes(args, "platform") {
 			return ""
 		}
-		return rerun(args, "platform", func(string) string { return "" }, "--platform", "PLATFORM")
+		return rerun(args, "platform", func(string) string { return "" }, "--platform", targetOr(rem, "PLATFORM"))
 	case refusal.ActionNamePython:
 		// Only where the command names its interpreter: env create
 		// --replace takes the seal's (--python is a usage error there).

@@ -178,7 +178,8 @@ func Verify(ctx context.Context, reg registry.Reader, name string, o verify.Opti
 		vo.Expect.PackageSHA256 = spec.Package.SHA256
 	}
 	if m.Resolution.IsZero() || m.Base == "" || m.Builder == "" || vo.Expect.PackageSHA256.IsZero() {
-		return r, refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode())
+		e := refusal.New(refusal.ProvenanceMismatch, "the pinned container materialization of %s names no resolution, base or builder to hold its provenance to: propose it again with its image (REF@DIGEST), whose provenance names them", name).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposePlatforms(spec.ProposePlatforms()).WithProposeNoBytecode(spec.ProposeNoBytecode())
+		return r, spec.WithProposeChoices(e, nil, "")
 	}
 	rep, err := image.Verify(ctx, m.Image, vo)
 	r.Image = rep
@@ -224,7 +225,11 @@ func layoutGone(err error, name string, spec *registry.Provider, ref image.Ref) 
 	// The pin's envs beside its images, made without bytecode, are
 	// proposed so again (NoBytecode): the install without --no-compile
 	// proposed other envs.
-	e.Remedy.Or = &refusal.Remedy{Action: refusal.ActionPropose, Target: spec.ProposeTarget(name), Images: others, Backend: registry.BackendContainer, Platforms: plats, Python: python, NoBytecode: spec.ProposeNoBytecode()}
+	// Where the pin's envs point at several interpreters, the proposal
+	// with each, each env's named in the detail (WithProposeChoices).
+	propose := &refusal.Error{Remedy: &refusal.Remedy{Action: refusal.ActionPropose, Target: spec.ProposeTarget(name), Images: others, Backend: registry.BackendContainer, Platforms: plats, Python: python, NoBytecode: spec.ProposeNoBytecode()}}
+	spec.WithProposeChoices(propose, nil, "")
+	e.Remedy.Or, e.Detail = propose.Remedy, e.Detail+propose.Detail
 	return e
 }
 
