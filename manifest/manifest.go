@@ -105,6 +105,10 @@ type problem struct {
 type checker struct {
 	lines    lineIndex
 	problems []problem
+	// misspelt holds the paths of keys an unknown key of their table was
+	// taken for a misspelling of (unknown): that problem names both, so
+	// the key is not also reported missing.
+	misspelt map[string]bool
 }
 
 func (c *checker) add(key, format string, args ...any) {
@@ -127,8 +131,23 @@ func (c *checker) err() error {
 	if n := len(c.problems) - 1; n > 0 {
 		more = fmt.Sprintf(" (and %d more)", n)
 	}
-	return refusal.New(refusal.ManifestInvalid, "provider.toml line %d: %s: %s%s; fix the manifest (docs/manifest.md) and rebuild or re-embed it", p.line, p.key, p.msg, more)
+	return refusal.New(refusal.ManifestInvalid, "provider.toml line %d: %s: %s%s; %s", p.line, p.key, p.msg, more, fixManifest)
 }
+
+// fixManifest is what every manifest_invalid detail ends with.
+const fixManifest = "fix the manifest (docs/manifest.md) and rebuild or re-embed it"
+
+// syntaxError is the TOML parser's error as a manifest_invalid detail
+// quotes it (one line, without the parser's own "toml: line N" prefix,
+// which the detail says as "provider.toml line N"), so that it is said
+// once; Unwrap gives the parser's error.
+type syntaxError struct {
+	msg string
+	err error
+}
+
+func (e *syntaxError) Error() string { return e.msg }
+func (e *syntaxError) Unwrap() error { return e.err }
 
 // Parse parses and validates provider.toml. wheelName is the root wheel's
 // distribution name (from its file name, any spelling); the manifest's
@@ -157,11 +176,16 @@ func Parse(data []byte, wheelName string) (*Manifest, error) {
 func check(data []byte, wheelName string) (*Manifest, *checker, error) {
 	var raw map[string]any
 	if _, err := toml.Decode(string(data), &raw); err != nil {
+		// The detail says the parser's message once, then what to do: the
+		// cause's own text (toml: line N (last key …): message) repeated
+		// it after the detail, and the line ended with no next step.
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
-			return nil, nil, refusal.Wrap(refusal.ManifestInvalid, err, "provider.toml line %d: not valid TOML: %s", pe.Position.Line, oneLine(pe.Message))
+			cause := &syntaxError{msg: oneLine(pe.Message), err: err}
+			return nil, nil, refusal.Wrap(refusal.ManifestInvalid, cause, "provider.toml line %d: not valid TOML: %s; %s", pe.Position.Line, cause.msg, fixManifest)
 		}
-		return nil, nil, refusal.Wrap(refusal.ManifestInvalid, err, "provider.toml is not valid TOML: %s", oneLine(err.Error()))
+		cause := &syntaxError{msg: oneLine(err.Error()), err: err}
+		return nil, nil, refusal.Wrap(refusal.ManifestInvalid, cause, "provider.toml is not valid TOML: %s; %s", cause.msg, fixManifest)
 	}
 	c := &checker{lines: indexLines(string(data))}
 	m := &Manifest{}
@@ -210,6 +234,11 @@ func check(data []byte, wheelName string) (*Manifest, *checker, error) {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
+// unknown reports each key of t not in allowed. One that reads as a
+// misspelling of an allowed key t lacks (protocl, timeout-ms) says so,
+// and that key, when required, is not reported missing too: the missing
+// key was reported at its table's line, which comes first, and named
+// "protocol" where the author wrote "protocl", hiding the typo.
 func (c *checker) unknown(table string, t map[string]any, allowed ...string) {
 	for k := range t {
 		if !contains(allowed, k) {
@@ -217,10 +246,67 @@ func (c *checker) unknown(table string, t map[string]any, allowed ...string) {
 			if !bareKey(k) {
 				shown = strconv.Quote(k)
 			}
-			c.problems = append(c.problems, problem{c.lines.line(joinPath(table, k)), joinPath(table, shown),
-				"unknown key (allowed here: " + strings.Join(allowed, ", ") + ")"})
+			msg := "unknown key (allowed here: " + strings.Join(allowed, ", ") + ")"
+			if m := misspelling(k, t, allowed); m != "" {
+				msg = "unknown key: rename it " + m + ", which it misspells (allowed here: " + strings.Join(allowed, ", ") + ")"
+				if c.misspelt == nil {
+					c.misspelt = map[string]bool{}
+				}
+				c.misspelt[joinPath(table, m)] = true
+			}
+			c.problems = append(c.problems, problem{c.lines.line(joinPath(table, k)), joinPath(table, shown), msg})
 		}
 	}
+}
+
+// misspelling returns the key of allowed that t lacks and k reads as a
+// misspelling of (case, '-' for '_', or at most two letters added,
+// dropped, changed or swapped; one for a key of four letters or less),
+// or "" when there is none, or more than one.
+func misspelling(k string, t map[string]any, allowed []string) string {
+	found := ""
+	for _, a := range allowed {
+		if _, ok := t[a]; ok {
+			continue
+		}
+		d := editDistance(strings.ReplaceAll(strings.ToLower(k), "-", "_"), a)
+		if d == 0 || d == 1 || d == 2 && len(a) > 4 {
+			if found != "" {
+				return ""
+			}
+			found = a
+		}
+	}
+	return found
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of two adjacent bytes.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 1 << 30 // no key is that long: not worth the table
+	}
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 func bareKey(k string) bool {
@@ -246,7 +332,7 @@ func contains(xs []string, s string) bool {
 
 func (c *checker) required(table string, t map[string]any, key string) (any, bool) {
 	v, ok := t[key]
-	if !ok {
+	if !ok && !c.misspelt[joinPath(table, key)] {
 		c.addAt(table, joinPath(table, key), "required key is missing")
 	}
 	return v, ok

@@ -270,3 +270,72 @@ func FuzzParseManifest(f *testing.F) {
 		}
 	})
 }
+
+// TestParseMisspeltKey: a required key written misspelt is one problem,
+// at the misspelling's line, naming the key to rename it to. It was
+// reported as the required key missing, at its table's line (line 1 for
+// protocol), which comes first, so the refusal named "protocol" where
+// the author had written "protocl" and never said so.
+func TestParseMisspeltKey(t *testing.T) {
+	replace := func(old, new string) string {
+		if !strings.Contains(good, old) {
+			t.Fatalf("good manifest has no %q", old)
+		}
+		return strings.Replace(good, old, new, 1)
+	}
+	cases := []struct {
+		name, doc, key, want string
+		line                 int
+	}{
+		{"required top key", replace("protocol = [1, 1]", "protocl = [1, 1]"), "protocl", "protocol", 3},
+		{"required top key, swapped letters", replace("schema = 1", "shcema = 1"), "shcema", "schema", 1},
+		{"optional key, dash for underscore", replace("timeout_ms = 30000", "timeout-ms = 30000"), "budgets.timeout-ms", "timeout_ms", 7},
+		{"entrypoint key", replace(`object = "acme_web_fetch.impl:head"`, `objcet = "acme_web_fetch.impl:head"`), "entrypoints[1].objcet", "object", 16},
+		{"interface key, case", replace(`id = "web.head"`, `ID = "web.head"`), "entrypoints[1].interface.ID", "id", 18},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.doc), "acme-web-fetch")
+			if !errors.Is(err, refusal.ManifestInvalid) {
+				t.Fatalf("err = %v, want manifest_invalid", err)
+			}
+			_, ck, err := check([]byte(c.doc), "acme-web-fetch")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ck.problems) != 1 {
+				t.Fatalf("problems %+v; want one, the misspelling", ck.problems)
+			}
+			p := ck.problems[0]
+			if p.key != c.key || p.line != c.line || !strings.Contains(p.msg, "rename it "+c.want+",") {
+				t.Fatalf("problem %+v; want %s at line %d, to rename %s", p, c.key, c.line, c.want)
+			}
+		})
+	}
+	// Not a misspelling: far from every key.
+	for _, doc := range []string{replace("protocol = [1, 1]", "protocol = [1, 1]\nweight = 2")} {
+		_, ck, err := check([]byte(doc), "acme-web-fetch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ck.problems) != 1 || strings.Contains(ck.problems[0].msg, "rename") {
+			t.Fatalf("problems %+v; want one unknown key, no rename", ck.problems)
+		}
+	}
+}
+
+// TestParseNotTOMLSaysItOnce: a TOML syntax error is said once, with its
+// line, and ends with what to do. The parser's message was repeated after
+// the detail ("…: toml: line 3 (last key …): …") with no next step.
+func TestParseNotTOMLSaysItOnce(t *testing.T) {
+	_, err := Parse([]byte("schema = 1\nname = \"x\"\nprotocol = [1, 1\n"), "x")
+	var r *refusal.Error
+	if !errors.As(err, &r) || r.Code != refusal.ManifestInvalid {
+		t.Fatalf("err = %v, want manifest_invalid", err)
+	}
+	msg := r.Message()
+	if strings.Count(msg, "expected a comma") != 1 || strings.Contains(msg, "toml: line") ||
+		!strings.HasPrefix(msg, "provider.toml line 3: not valid TOML: ") || !strings.HasSuffix(msg, "; fix the manifest (docs/manifest.md) and rebuild or re-embed it") {
+		t.Fatalf("message %q: want the parser's message once, at line 3, then what to do", msg)
+	}
+}
