@@ -577,10 +577,13 @@ func (s *Store) Write(ctx context.Context, d digest.Digest, size int64, r io.Rea
 		return nil, refusal.Wrap(refusal.SizeMismatch, err, "%d bytes for blob %s and no end yet, with no size given: a blob without a size may take half of the %d bytes that were free on the store's file system when it began, no more; lock it with its size", n, d, room.free)
 	case errors.As(err, &mismatch) && mismatch.Over() && size <= 0:
 		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "more than %d bytes for blob %s and no size was given; lock it with its size", int64(MaxUnsized), d)
+	// The detail opens with the mismatch (the cause, said once: it was
+	// said again after the detail) and ends with what to do: which of the
+	// two is wrong is not known here, the bytes or the lock.
 	case mismatch != nil && mismatch.SizeDiffers():
-		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "got %s bytes for blob %s, the lock says %d; the index serves other bytes than were locked", sizeText(mismatch.GotSize, size), d, size)
+		return nil, refusal.Wrap(refusal.SizeMismatch, mismatch, "%v (the lock's size, of blob %s); the index serves other bytes than were locked, or the lock's size is wrong (%s)", mismatch, d, relock)
 	case mismatch != nil:
-		return nil, refusal.Wrap(refusal.HashMismatch, mismatch, "got %s, the lock says %s; the index serves other bytes than were locked", mismatch.Got, d)
+		return nil, refusal.Wrap(refusal.HashMismatch, mismatch, "%v (the lock's); the index serves other bytes than were locked, or the lock's hash is wrong (%s)", mismatch, relock)
 	case err != nil:
 		return nil, err // the store's (classified by writeTemp), ctx's or the reader's
 	}
@@ -1127,12 +1130,9 @@ func writeFailure(dir, op string, err error) error {
 	return &WriteError{Dir: dir, Op: op, Err: err}
 }
 
-func sizeText(n, size int64) string {
-	if n > size {
-		return fmt.Sprintf("more than %d", size)
-	}
-	return fmt.Sprint(n)
-}
+// relock is what a mismatch between the bytes an index served and the
+// lock's hash or size says to do when the lock is what is wrong.
+const relock = "edited by hand, or the wheel rebuilt after locking: lock it again"
 
 // copyCtx copies until EOF, an error, or ctx is done.
 func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {

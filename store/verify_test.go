@@ -51,3 +51,41 @@ func TestWriteVerifies(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteMismatchSaysWhatToDo: a hash or size the bytes do not match
+// says the mismatch once and what to do, for a lock that is wrong as for
+// an index that serves other bytes. The mismatch was said twice ("got X,
+// the lock says Y; the index serves other bytes than were locked: got X,
+// want Y") and the line ended with no next step: a provider author whose
+// lock's hash was wrong, behind an index that lists no hashes, was not
+// told to lock again.
+func TestWriteMismatchSaysWhatToDo(t *testing.T) {
+	body := "the wheel's bytes"
+	d := digest.Sum([]byte(body))
+	for _, c := range []struct {
+		name string
+		size int64
+		data string
+		said string
+	}{
+		{"other bytes", int64(len(body)), strings.ToUpper(body), digest.Sum([]byte(strings.ToUpper(body))).String()},
+		{"short", int64(len(body)), body[:3], "got 3 bytes"},
+		{"long", int64(len(body)), body + "!", "got more than"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := Open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Put(context.Background(), d, c.size, strings.NewReader(c.data))
+			var r *refusal.Error
+			if !errors.As(err, &r) {
+				t.Fatalf("got %v, want a refusal", err)
+			}
+			msg := r.Message()
+			if strings.Count(msg, c.said) != 1 || !strings.Contains(msg, "lock it again") {
+				t.Fatalf("%q: want %q said once, and what to do", msg, c.said)
+			}
+		})
+	}
+}
