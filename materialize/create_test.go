@@ -394,7 +394,9 @@ func TestCreateRefusals(t *testing.T) {
 
 // TestCreateRefusesTamperedMember: a member whose bytes differ from RECORD
 // (the zip's own CRC and the wheel's hash are made to match the tampered
-// archive) is record_mismatch, and nothing is left behind.
+// archive) is record_mismatch, naming the wheel (it named the member
+// alone, not which of the env's wheels it was in), and nothing is left
+// behind.
 func TestCreateRefusesTamperedMember(t *testing.T) {
 	st := newStore(t)
 	b := wheeltest.Build(t, "demo-1.0-py3-none-any.whl", demoWheel)
@@ -408,6 +410,9 @@ func TestCreateRefusesTamperedMember(t *testing.T) {
 	_, err := Create(context.Background(), st, request(t, w))
 	if !errors.Is(err, refusal.RecordMismatch) && !errors.Is(err, refusal.WheelInvalid) {
 		t.Fatalf("tampered member: %v", err)
+	}
+	if !strings.Contains(err.Error(), "demo-1.0-py3-none-any.whl: ") {
+		t.Errorf("%v does not name the wheel", err)
 	}
 	for _, d := range []string{"envs", "tmp"} {
 		ents, _ := os.ReadDir(filepath.Join(st.Home(), d))

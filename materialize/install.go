@@ -592,20 +592,22 @@ func (ins *installer) installBatch(ctx context.Context, b []task, buf *[]byte) (
 	return srcs, nil
 }
 
-// installMember installs one task's member.
+// installMember installs one task's member. A fault of the wheel's
+// (a member that is not what RECORD says) names the wheel: the env has
+// dozens, and the member's path alone did not say which.
 func (ins *installer) installMember(t task, srcs *[]pycSource) error {
 	r, err := t.open()
 	if err != nil {
-		return err
+		return wheel.Named(t.j.owner, err)
 	}
 	defer r.Close()
 	if err := ins.member(t.j, t.f, r, srcs); err != nil {
-		return err
+		return wheel.Named(t.j.owner, err)
 	}
 	// A member skipped (a setuptools wrapper) or written from memory
 	// was read to its end already; make sure, so that it is verified.
 	_, err = io.Copy(io.Discard, r)
-	return err
+	return wheel.Named(t.j.owner, err)
 }
 
 func cmpInt64(a, b int64) int {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
@@ -36,7 +37,7 @@ type MemberReader struct {
 // The caller closes the reader.
 func OpenMember(zf *zip.File, f File) (*MemberReader, error) {
 	if zf.UncompressedSize64 != uint64(f.Size) {
-		return nil, refusal.New(refusal.RecordMismatch, "%q is %d bytes in the zip and %d in RECORD; treat the wheel as tampered", f.Name, zf.UncompressedSize64, f.Size)
+		return nil, refusal.New(refusal.RecordMismatch, "%q is %d bytes in the zip and %d in RECORD; %s", f.Name, zf.UncompressedSize64, f.Size, changed)
 	}
 	rc, err := zf.Open()
 	if err != nil {
@@ -91,14 +92,17 @@ func (m *MemberReader) Read(p []byte) (int, error) {
 func (m *MemberReader) refuse(err error) error {
 	var e *verifying.Error
 	switch {
+	// Each detail says the mismatch once: where the cause's own text
+	// ("got sha256:…, want sha256:…") was not in it, it followed the
+	// detail, the same hashes said twice.
 	case errors.As(err, &e) && e.Over():
-		return refusal.Wrap(refusal.RecordMismatch, e, "%q inflates past its declared %d bytes; treat the wheel as tampered, nothing of it may be used", m.f.Name, m.f.Size)
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q inflates past its declared %d bytes: %v; %s", m.f.Name, m.f.Size, e, changed)
 	case errors.Is(err, errInflates):
-		return refusal.Wrap(refusal.RecordMismatch, err, "%q inflates past its declared %d bytes; treat the wheel as tampered, nothing of it may be used", m.f.Name, m.f.Size)
+		return refusal.Wrap(refusal.RecordMismatch, err, "%q inflates past its declared %d bytes; %s", m.f.Name, m.f.Size, changed)
 	case e != nil && e.SizeDiffers():
-		return refusal.Wrap(refusal.RecordMismatch, e, "%q has %d bytes, RECORD says %d; treat the wheel as tampered", m.f.Name, e.GotSize, m.f.Size)
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q: %v (RECORD's); %s", m.f.Name, e, changed)
 	case e != nil:
-		return refusal.Wrap(refusal.RecordMismatch, e, "%q has sha256 %s, RECORD says %s; treat the wheel as tampered", m.f.Name, e.Got.Hex(), m.f.SHA256.Hex())
+		return refusal.Wrap(refusal.RecordMismatch, e, "%q: %v (RECORD's); %s", m.f.Name, e, changed)
 	case refusal.CodeOf(err) != "":
 		return err
 	}
@@ -150,7 +154,7 @@ func (z *zipMember) Read(p []byte) (int, error) {
 func (w *Wheel) open(ctx context.Context, i int) (*MemberReader, error) {
 	m, err := OpenMember(w.zfiles[i], w.files[i])
 	if err != nil {
-		return nil, err
+		return nil, Named(w.name.String(), err)
 	}
 	m.ctx = ctx
 	return m, nil
@@ -166,7 +170,7 @@ func (w *Wheel) readMember(ctx context.Context, i int) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(int(min(w.files[i].Size, 1<<20))) // the size is declared, not yet true
 	if _, err := io.Copy(&buf, v); err != nil {
-		return nil, err
+		return nil, Named(w.name.String(), err)
 	}
 	return buf.Bytes(), nil
 }
@@ -221,8 +225,35 @@ func (w *Wheel) Extract(ctx context.Context, fn func(File, io.Reader) error) err
 		}
 		v.Close()
 		if err != nil {
-			return err
+			return Named(w.name.String(), err)
 		}
 	}
 	return nil
 }
+
+// Named returns err with the wheel's file name before its detail, when
+// err is a refusal of the wheel's own (wheel_invalid, wheel_unsafe_path,
+// record_missing, record_mismatch) whose detail does not name it yet: a
+// member's fault ("RECORD says "pkg/mod.py" is 783 bytes…") did not say
+// which wheel of an env's dozens it was in. Any other error is returned
+// as it is, and so is a refusal wrapped in another error (a damaged cache
+// entry's, which is not the wheel's fault).
+func Named(filename string, err error) error {
+	r, ok := err.(*refusal.Error)
+	if !ok || filename == "" || strings.Contains(r.Detail, filename) {
+		return err
+	}
+	switch r.Code {
+	case refusal.WheelInvalid, refusal.WheelUnsafePath, refusal.RecordMissing, refusal.RecordMismatch:
+	default:
+		return err
+	}
+	n := *r
+	n.Detail = filename + ": " + r.Detail
+	return &n
+}
+
+// changed is what a member that is not what RECORD says says to do: the
+// wheel's bytes are not those its build wrote (tampered with, or edited
+// by hand after the build), so nothing of it may be used.
+const changed = "the wheel was changed after it was built (tampered with, or a file edited in it by hand): do not install it; rebuild it from its source"

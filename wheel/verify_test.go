@@ -124,3 +124,56 @@ func checkCode(t *testing.T, how string, err error, code refusal.Code) {
 		t.Errorf("%s: bad format: %v", how, err)
 	}
 }
+
+// TestRecordFaultNamesTheWheel: a member that is not what RECORD says is
+// refused naming the wheel, saying the mismatch once and what to do. A
+// provider author who edited a file of a built wheel was told
+// `"demo_pkg/__init__.py" has sha256 X, RECORD says Y; treat the wheel as
+// tampered: got sha256:X, want sha256:Y`: no wheel (an env installs
+// dozens), the hashes twice, and no next step.
+func TestRecordFaultNamesTheWheel(t *testing.T) {
+	di := "demo_pkg-1.0.dist-info"
+	cases := []struct {
+		name   string
+		edit   func(ms []rawMember)
+		code   refusal.Code
+		verify bool // refused by Verify, not by OpenReader
+	}{
+		{"same size, other bytes", func(ms []rawMember) { ms[0].data = []byte("VALUE = 43\n") }, refusal.RecordMismatch, true},
+		{"other size", func(ms []rawMember) { ms[0].data = []byte("VALUE = 4300\n") }, refusal.RecordMismatch, false},
+		{"not in RECORD", func(ms []rawMember) {}, refusal.RecordMissing, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ms := demoRaw()
+			ms = append(ms, recordFor(ms, di))
+			c.edit(ms)
+			if c.code == refusal.RecordMissing {
+				ms = append(ms, rawMember{name: "demo_pkg/extra.py", data: []byte("x = 1\n")})
+			}
+			w, err := openBytes(rawZip(t, ms), demoName)
+			if c.verify {
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = w.Verify(context.Background())
+			}
+			var r *refusal.Error
+			if !errors.As(err, &r) || r.Code != c.code {
+				t.Fatalf("got %v, want %s", err, c.code)
+			}
+			msg := r.Message()
+			if !strings.HasPrefix(msg, demoName+": ") || strings.Count(msg, demoName) != 1 {
+				t.Errorf("%q does not name the wheel first, once", msg)
+			}
+			if c.code == refusal.RecordMismatch && (strings.Contains(msg, "tampered: got") || !strings.Contains(msg, "rebuild it from its source")) {
+				t.Errorf("%q: want the mismatch once and what to do", msg)
+			}
+		})
+	}
+	// Named leaves alone what is not a refusal of the wheel's own.
+	other := refusal.New(refusal.FetchFailed, "not the wheel's")
+	if Named(demoName, other) != error(other) {
+		t.Error("Named renamed another code's refusal")
+	}
+}

@@ -110,17 +110,10 @@ func OpenReader(r io.ReaderAt, size int64, filename string) (*Wheel, error) {
 		return nil, refusal.Wrap(refusal.WheelInvalid, err, "%s is not a readable zip archive; fetch it again", filename)
 	}
 	w := &Wheel{name: name, zr: zr, byName: map[string]int{}}
-	if err := w.checkMembers(); err != nil {
-		return nil, err
-	}
-	if err := w.findDistInfo(); err != nil {
-		return nil, err
-	}
-	if err := w.checkRecord(); err != nil {
-		return nil, err
-	}
-	if err := w.readMeta(); err != nil {
-		return nil, err
+	for _, check := range []func() error{w.checkMembers, w.findDistInfo, w.checkRecord, w.readMeta} {
+		if err := check(); err != nil {
+			return nil, Named(filename, err)
+		}
 	}
 	return w, nil
 }
@@ -342,7 +335,7 @@ func (w *Wheel) checkRecord() error {
 				return refusal.New(refusal.RecordMismatch, "RECORD records a hash for %q, which cannot be hashed in RECORD; rebuild the wheel", l.path)
 			}
 			if l.size >= 0 && l.size != f.Size {
-				return refusal.New(refusal.RecordMismatch, "RECORD says %q is %d bytes, the archive says %d; treat the wheel as tampered", l.path, l.size, f.Size)
+				return refusal.New(refusal.RecordMismatch, "RECORD says %q is %d bytes, the archive says %d; %s", l.path, l.size, f.Size, changed)
 			}
 			continue
 		}
@@ -350,7 +343,7 @@ func (w *Wheel) checkRecord() error {
 			return refusal.New(refusal.RecordMissing, "RECORD has no hash or size for %q; rebuild the wheel", l.path)
 		}
 		if l.size != f.Size {
-			return refusal.New(refusal.RecordMismatch, "RECORD says %q is %d bytes, the archive says %d; treat the wheel as tampered", l.path, l.size, f.Size)
+			return refusal.New(refusal.RecordMismatch, "RECORD says %q is %d bytes, the archive says %d; %s", l.path, l.size, f.Size, changed)
 		}
 		f.SHA256 = l.hash
 	}
