@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,8 @@ import (
 // member keeps its bytes). The manifest must parse against src's name
 // (refusal.ManifestInvalid) and the lock must parse (lockfile's refusals)
 // and must not list the root distribution itself, nor lack a package
-// src's METADATA requires on every platform (refusal.LockInvalid).
+// src's METADATA requires on every platform, nor carry credentials in a
+// URL (refusal.LockInvalid).
 func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, lockTOML []byte) error {
 	m, err := Parse(manifestTOML, src.Filename().Distribution)
 	if err != nil {
@@ -32,6 +34,9 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 	}
 	l, _, err := lockfile.Parse(lockTOML)
 	if err != nil {
+		return err
+	}
+	if err := checkCredentials(l); err != nil {
 		return err
 	}
 	reqs, err := Requires(src)
@@ -46,6 +51,51 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 		di + ManifestPath: manifestTOML,
 		di + LockPath:     lockTOML,
 	})
+}
+
+// checkCredentials refuses a lock whose URLs carry credentials (user
+// information: user:password@, or a token as the user): embedded, the
+// lock ships inside the wheel to every operator and index it goes to. A
+// URL of the lock is only a hint (wheels come from the pinned index), so
+// none needs them; the locker and the installer take them from netrc or
+// the environment. They were embedded silently: only messages redact
+// them.
+func checkCredentials(l *lockfile.Lock) error {
+	var found []string
+	check := func(key, raw string) {
+		if raw == "" {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.User == nil {
+			return
+		}
+		found = append(found, key)
+	}
+	for i, p := range l.Packages {
+		at := fmt.Sprintf("packages[%d] (%s)", i, p.Name)
+		check(at+".index", p.Index)
+		if p.VCS != nil {
+			check(at+".vcs.url", p.VCS.URL)
+		}
+		if p.Archive != nil {
+			check(at+".archive.url", p.Archive.URL)
+		}
+		if p.Sdist != nil {
+			check(at+".sdist.url", p.Sdist.URL)
+		}
+		for j, w := range p.Wheels {
+			check(fmt.Sprintf("%s.wheels[%d].url", at, j), w.URL)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	more := ""
+	if len(found) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(found)-1)
+	}
+	return refusal.New(refusal.LockInvalid, "pylock.toml %s%s is a URL with credentials (user information before its host): embedded, the lock would ship them to everyone who gets the wheel; take the user and password (or token) out of the lock's URLs, giving them to the locker by netrc or the environment instead, and embed it again", found[0], more)
 }
 
 // checkLock holds the lock to §3: the root distribution is not in its own

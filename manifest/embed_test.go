@@ -2,6 +2,7 @@ package manifest_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,5 +81,60 @@ directory = { path = ".", editable = true }
 				}
 			}
 		})
+	}
+}
+
+// TestEmbedRefusesLockCredentials: a lock whose URLs carry credentials
+// (an index's user:token@) is refused lock_invalid, naming the key and
+// never the secret, and nothing is written: embedded, the lock would ship
+// the token inside the wheel to everyone who gets it. It was embedded
+// silently (messages redact such URLs, the wheel did not).
+func TestEmbedRefusesLockCredentials(t *testing.T) {
+	dir := t.TempDir()
+	src := wheeltest.Write(t, dir, "acme_web_fetch-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_web_fetch/__init__.py": "",
+		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\nRequires-Dist: cruxible-provider-runtime==0.2.0\n",
+	})
+	mf := []byte(`schema = 1
+name = "acme-web-fetch"
+protocol = [1, 1]
+
+[[entrypoints]]
+name = "fetch"
+object = "acme_web_fetch.impl:Fetch"
+interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
+`)
+	lock := func(index, url string) []byte {
+		return []byte(`lock-version = "1.0"
+created-by = "uv"
+
+[[packages]]
+name = "cruxible-provider-runtime"
+version = "0.2.0"
+index = "` + index + `"
+wheels = [{ url = "` + url + `", hashes = { sha256 = "8b6deb8bc45804aad0ff783fac88426dd8dadd7ea98f3cdeb0c626e286dcde0d" } }]
+`)
+	}
+	const file = "/files/cruxible_provider_runtime-0.2.0-py3-none-any.whl"
+	for _, tc := range []struct {
+		name, index, url, key string
+	}{
+		{"the index's user and password", "https://__token__:s3cr3t@pkgs.example/simple/", "https://pkgs.example" + file, "packages[0] (cruxible-provider-runtime).index"},
+		{"the wheel URL's token as its user", "https://pkgs.example/simple/", "https://s3cr3t@pkgs.example" + file, "packages[0] (cruxible-provider-runtime).wheels[0].url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl")
+			_, err := manifest.EmbedFile(context.Background(), src, out, mf, lock(tc.index, tc.url))
+			if refusal.CodeOf(err) != refusal.LockInvalid || !strings.Contains(err.Error(), tc.key+" is a URL with credentials") || strings.Contains(err.Error(), "s3cr3t") {
+				t.Fatalf("%v: want lock_invalid naming %s, not the secret", err, tc.key)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
+				t.Errorf("left %v", ents)
+			}
+		})
+	}
+	// The same lock without credentials embeds.
+	if _, err := manifest.EmbedFile(context.Background(), src, filepath.Join(t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl"), mf, lock("https://pkgs.example/simple/", "https://pkgs.example"+file)); err != nil {
+		t.Fatal(err)
 	}
 }
