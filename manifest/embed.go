@@ -93,9 +93,9 @@ func checkCredentials(l *lockfile.Lock) error {
 	}
 	more := ""
 	if len(found) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(found)-1)
+		more = fmt.Sprintf("; and %d more URLs of the lock", len(found)-1)
 	}
-	return refusal.New(refusal.LockInvalid, "pylock.toml %s%s is a URL with credentials (user information before its host): embedded, the lock would ship them to everyone who gets the wheel; take the user and password (or token) out of the lock's URLs, giving them to the locker by netrc or the environment instead, and embed it again", found[0], more)
+	return refusal.New(refusal.LockInvalid, "pylock.toml %s is a URL with credentials (user information before its host%s): embedded, the lock would ship them to everyone who gets the wheel; take the user and password (or token) out of the lock's URLs, giving them to the locker by netrc or the environment instead, and embed it again", found[0], more)
 }
 
 // checkLock holds the lock to §3: the root distribution is not in its own
