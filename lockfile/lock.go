@@ -142,8 +142,36 @@ func invalid(format string, args ...any) *refusal.Error {
 // wrong type, a missing required key, an unparsable version, marker or
 // specifier, a package with both wheels or an sdist and an archive, VCS or
 // directory source, a wheel file name that does not parse or does not
-// match its package — is refusal.LockInvalid naming the key and package.
+// match its package — is refusal.LockInvalid naming the key and package,
+// then what to do (fixAdvice, where the detail says no other).
 func Parse(data []byte) (*Lock, []Warning, error) {
+	l, warns, err := parse(data)
+	if err != nil {
+		return nil, nil, advised(err)
+	}
+	return l, warns, nil
+}
+
+// fixAdvice is what a lock_invalid refusal of Parse ends with where its
+// detail says nothing else to do.
+const fixAdvice = "fix it in the lock, or regenerate the lock with a PEP 751 locker (docs/lockfile.md)"
+
+// advised ends a lock_invalid refusal's detail with fixAdvice, after its
+// cause (said once: the detail quotes it, so the message does not repeat
+// it), unless the detail already says to regenerate or relock. Most
+// details named the fault alone ("created-by missing", "lock-version "1"
+// is not MAJOR.MINOR"), with no next step.
+func advised(err error) error {
+	r, ok := err.(*refusal.Error)
+	if !ok || r.Code != refusal.LockInvalid || strings.Contains(r.Detail, "regenerate") || strings.Contains(r.Detail, "relock") {
+		return err
+	}
+	n := *r
+	n.Detail = r.Message() + "; " + fixAdvice
+	return &n
+}
+
+func parse(data []byte) (*Lock, []Warning, error) {
 	if len(data) > maxLock {
 		return nil, nil, invalid("lock file of %d bytes exceeds %d", len(data), maxLock)
 	}

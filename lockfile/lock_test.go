@@ -286,3 +286,36 @@ func TestResolutionDigest(t *testing.T) {
 		t.Error("different wheels, same digest")
 	}
 }
+
+// TestParseInvalidSaysWhatToDo: every lock_invalid of Parse ends with what
+// to do, its cause said once. "created-by missing" and "lock-version "1"
+// is not MAJOR.MINOR" named the fault and stopped there.
+func TestParseInvalidSaysWhatToDo(t *testing.T) {
+	const pkg = "\n[[packages]]\nname = \"six\"\nversion = \"1.16.0\"\nwheels = [{ url = \"https://x/six-1.16.0-py2.py3-none-any.whl\", hashes = { sha256 = \"8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254\" } }]\n"
+	for _, c := range []struct{ name, doc string }{
+		{"created-by missing", "lock-version = \"1.0\"\npackages = []\n"},
+		{"lock-version not MAJOR.MINOR", "lock-version = \"1\"\ncreated-by = \"x\"\npackages = []\n"},
+		{"size a float", "lock-version = \"1.0\"\ncreated-by = \"x\"\n" + strings.Replace(pkg, "hashes", "size = 1.5, hashes", 1)},
+		{"version not PEP 440", "lock-version = \"1.0\"\ncreated-by = \"x\"\n" + strings.Replace(pkg, "version = \"1.16.0\"", "version = \"one\"", 1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := Parse([]byte(c.doc))
+			var r *refusal.Error
+			if !errors.As(err, &r) || r.Code != refusal.LockInvalid {
+				t.Fatalf("got %v, want lock_invalid", err)
+			}
+			msg := r.Message()
+			if !strings.HasSuffix(msg, "; fix it in the lock, or regenerate the lock with a PEP 751 locker (docs/lockfile.md)") {
+				t.Errorf("%q does not say what to do", msg)
+			}
+			if r.Err != nil && strings.Count(msg, r.Err.Error()) != 1 {
+				t.Errorf("%q: its cause %q not said once", msg, r.Err)
+			}
+		})
+	}
+	// A detail that says to regenerate already is left as it is.
+	_, _, err := Parse([]byte("lock-version = \"1.0\"\n[[packages]\n"))
+	if m := err.Error(); strings.Count(m, "regenerate") != 1 {
+		t.Errorf("%q: advice twice", m)
+	}
+}
