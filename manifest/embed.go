@@ -61,6 +61,24 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 // the environment. They were embedded silently: only messages redact
 // them.
 func checkCredentials(l *lockfile.Lock) error {
+	found := credentialKeys(l)
+	if len(found) == 0 {
+		return nil
+	}
+	return refusal.New(refusal.LockInvalid, "pylock.toml %s is a URL with credentials (user information before its host%s): embedded, the lock would ship them to everyone who gets the wheel; take the user and password (or token) out of the lock's URLs, giving them to the locker by netrc or the environment instead, and embed it again", found[0], moreURLs(found))
+}
+
+// moreURLs says how many keys of found there are after the first.
+func moreURLs(found []string) string {
+	if len(found) > 1 {
+		return fmt.Sprintf("; and %d more URLs of the lock", len(found)-1)
+	}
+	return ""
+}
+
+// credentialKeys returns the key of every URL of l that carries user
+// information (packages[0] (name).index, ….wheels[1].url), in order.
+func credentialKeys(l *lockfile.Lock) []string {
 	var found []string
 	check := func(key, raw string) {
 		if raw == "" {
@@ -88,14 +106,7 @@ func checkCredentials(l *lockfile.Lock) error {
 			check(fmt.Sprintf("%s.wheels[%d].url", at, j), w.URL)
 		}
 	}
-	if len(found) == 0 {
-		return nil
-	}
-	more := ""
-	if len(found) > 1 {
-		more = fmt.Sprintf("; and %d more URLs of the lock", len(found)-1)
-	}
-	return refusal.New(refusal.LockInvalid, "pylock.toml %s is a URL with credentials (user information before its host%s): embedded, the lock would ship them to everyone who gets the wheel; take the user and password (or token) out of the lock's URLs, giving them to the locker by netrc or the environment instead, and embed it again", found[0], more)
+	return found
 }
 
 // checkLock holds the lock to §3: the root distribution is not in its own

@@ -137,4 +137,26 @@ wheels = [{ url = "` + url + `", hashes = { sha256 = "8b6deb8bc45804aad0ff783fac
 	if _, err := manifest.EmbedFile(context.Background(), src, filepath.Join(t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl"), mf, lock("https://pkgs.example/simple/", "https://pkgs.example"+file)); err != nil {
 		t.Fatal(err)
 	}
+	// A wheel that carries such a lock all the same (embedded by hand)
+	// is inspected with a warning naming the key, not the secret.
+	hand := wheeltest.Write(t, t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_web_fetch/__init__.py": "",
+		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\nRequires-Dist: cruxible-provider-runtime==0.2.0\n",
+		"DI/cruxible/provider.toml":  string(mf),
+		"DI/cruxible/pylock.toml":    string(lock("https://__token__:s3cr3t@pkgs.example/simple/", "https://s3cr3t@pkgs.example"+file)),
+	})
+	r, err := manifest.Inspect(context.Background(), hand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned bool
+	for _, w := range r.Warnings {
+		if strings.Contains(w.Key+w.Detail, "s3cr3t") {
+			t.Errorf("warning %+v shows the secret", w)
+		}
+		warned = warned || w.Key == "packages[0] (cruxible-provider-runtime).index" && strings.Contains(w.Detail, "with credentials")
+	}
+	if !warned {
+		t.Errorf("warnings %+v: none of the credentials", r.Warnings)
+	}
 }

@@ -139,6 +139,11 @@ func Inspect(ctx context.Context, path string) (*Report, error) {
 	if !slices.ContainsFunc(l.Packages, func(p lockfile.Package) bool { return p.Name == RuntimePackage }) {
 		r.Warnings = append(r.Warnings, lockfile.Warning{Key: "packages", Detail: "no " + RuntimePackage + " in the lock: an env made from it has no harness, and runs are refused runtime_missing"})
 	}
+	if found := credentialKeys(l); len(found) > 0 {
+		// Embedding refuses such a lock; a wheel embedded otherwise (by
+		// hand, by an older cruxprov) is reported, without the secret.
+		r.Warnings = append(r.Warnings, lockfile.Warning{Key: found[0], Detail: "a URL with credentials (user information before its host" + moreURLs(found) + "): the wheel carries them to everyone who gets it; its author takes them out of the lock and embeds it again"})
+	}
 	r.Lock = summarizeLock(l, digest.Sum(lockRaw))
 	return r, nil
 }
