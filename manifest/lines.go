@@ -128,6 +128,15 @@ func (sc *scanner) document() {
 			if _, seen := sc.ix[table]; !seen {
 				sc.ix[table] = line
 			}
+			if array {
+				// The array itself is written where its first header is:
+				// a key about it ("[[entrypoint]]", an unknown key) was
+				// reported at line 1.
+				plain := table[:strings.LastIndexByte(table, '[')]
+				if _, seen := sc.ix[plain]; !seen {
+					sc.ix[plain] = line
+				}
+			}
 		} else {
 			if !sc.keyValue(table) {
 				return

@@ -292,6 +292,9 @@ func TestParseMisspeltKey(t *testing.T) {
 		{"optional key, dash for underscore", replace("timeout_ms = 30000", "timeout-ms = 30000"), "budgets.timeout-ms", "timeout_ms", 7},
 		{"entrypoint key", replace(`object = "acme_web_fetch.impl:head"`, `objcet = "acme_web_fetch.impl:head"`), "entrypoints[1].objcet", "object", 16},
 		{"interface key, case", replace(`id = "web.head"`, `ID = "web.head"`), "entrypoints[1].interface.ID", "id", 18},
+		// An array of tables misspelt is reported at its first header: it
+		// was at line 1.
+		{"array of tables header", "schema = 1\nname = \"acme-web-fetch\"\nprotocol = [1, 1]\n\n[[entrypoint]]\nname = \"fetch\"\nobject = \"a:b\"\ninterface = { id = \"web.fetch\", digest = \"sha256:" + hexA + "\" }\n", "entrypoint", "entrypoints", 5},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
