@@ -319,3 +319,19 @@ func TestParseInvalidSaysWhatToDo(t *testing.T) {
 		t.Errorf("%q: advice twice", m)
 	}
 }
+
+// TestHashMissingNamesTheHashes: a wheel with hashes but no sha256 (a
+// key misspelt "sha265") is refused hash_missing naming the algorithms it
+// has, so the typo can be seen. It said "has no sha256 in the lock"
+// and nothing of what the lock had instead.
+func TestHashMissingNamesTheHashes(t *testing.T) {
+	l := mustParse(t, `[[packages]]
+name = "six"
+version = "1.16.0"
+wheels = [{ url = "https://x/six-1.16.0-py2.py3-none-any.whl", hashes = { sha265 = "`+sha+`" } }]
+`)
+	_, err := Resolve(l, preset(t, "cp312-manylinux_2_28_x86_64"), Options{})
+	if refusal.CodeOf(err) != refusal.HashMissing || !strings.Contains(err.Error(), `its hashes are "sha265" only`) {
+		t.Fatalf("%v: want hash_missing naming sha265", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/cruxible/cruxprov/pep440"
@@ -343,7 +344,18 @@ func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerEr
 	}
 	w := &pk.Wheels[best]
 	if w.sha256.IsZero() {
-		out.Err = refusal.New(refusal.HashMissing, "package %s wheel %s has no sha256 in the lock; relock with hashes", name, w.Name)
+		// The algorithms it has are named: a misspelt key (sha265, SHA256)
+		// read as "no sha256" with nothing to see why.
+		has := ""
+		if len(w.Hashes) > 0 {
+			algs := make([]string, 0, len(w.Hashes))
+			for a := range w.Hashes {
+				algs = append(algs, strconv.Quote(a))
+			}
+			sort.Strings(algs)
+			has = " (its hashes are " + strings.Join(algs, ", ") + " only)"
+		}
+		out.Err = refusal.New(refusal.HashMissing, "package %s wheel %s has no sha256 in the lock%s; relock with hashes", name, w.Name, has)
 		return out
 	}
 	*rw = ResolvedWheel{Name: name, Version: pk.Version, Filename: w.Name, URL: w.URL, SHA256: w.sha256}
