@@ -207,7 +207,7 @@ func check(l *Lock, p *platform.Platform, opts Options) (Report, error) {
 		for i, m := range l.env {
 			v, err := m.eval(env)
 			if err != nil {
-				rep.Err = refusal.Wrap(refusal.LockInvalid, err, "environments[%d] %q cannot be evaluated", i, l.Environments[i])
+				rep.Err = refusal.Wrap(refusal.LockInvalid, err, "environments[%d] %q cannot be evaluated on %s: %v; %s", i, l.Environments[i], id, err, markerAdvice)
 				return rep, nil
 			}
 			ok = ok || v
@@ -285,7 +285,7 @@ func (l *Lock) resolveName(name string, entries []int, markerOK []bool, markerEr
 		if pk.marker >= 0 {
 			if err := markerErr[pk.marker]; err != nil {
 				out.Selected = true
-				out.Err = refusal.Wrap(refusal.LockInvalid, err, "package %s: marker %q cannot be evaluated on %s", name, pk.Marker, id)
+				out.Err = refusal.Wrap(refusal.LockInvalid, err, "package %s: marker %q cannot be evaluated on %s: %v; %s", name, pk.Marker, id, err, markerAdvice)
 				return out
 			}
 			if !markerOK[pk.marker] {
@@ -388,3 +388,10 @@ func offeredTags(pk *Package) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// markerAdvice is what to do about a marker of the lock that parses but
+// cannot be evaluated (an operator PEP 508 does not define for its
+// operands, such as ~= between strings: a platform defines every marker
+// variable, platform.ParseJSON refuses one that does not). These
+// refusals named the fault alone.
+const markerAdvice = "fix the marker in the lock, or regenerate the lock with a PEP 751 locker"
