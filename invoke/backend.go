@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/cruxible/cruxprov/refusal"
@@ -28,6 +29,12 @@ type Backend interface {
 // stdin, the secret bundle for the descriptor shim.SecretChannel names
 // (nil: no secret, the descriptor is not opened; the backend closes its
 // write end once written), and the writers its stdout and stderr go to.
+// Once the output budget is spent those writers read nothing more: the
+// write that spent it is held until the run is killed (Process.Signal),
+// then it and every later one is answered with an error. So the backend
+// gives the run's own processes the pipes they are copied from (podman:
+// --log-driver passthrough), with no relay in between, which a pipe no
+// longer read would block, or kill with SIGPIPE, before the run is killed.
 type Spawn struct {
 	Call           *Call
 	Attempt        string
@@ -102,12 +109,24 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 		return nil, rec.finishRefused(ctx, refusal.Wrap(refusal.InvokeFailed, err, "cannot encode the request"))
 	}
 	m := &meter{budget: budgets.OutputBytes, spent: make(chan struct{})}
-	stdout := &sink{m: m}
-	stderr := &sink{m: m, limit: StderrTail + 4096}
+	// Once the budget is spent the sinks read nothing more, and hold the
+	// refused write until the run is killed (released): the run's next
+	// write blocks meanwhile, rather than failing and letting it end on
+	// its own terms before the kill lands.
+	released := make(chan struct{})
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(released) }) }
+	defer release()
+	stdout := &sink{m: m, stop: true, hold: released}
+	stderr := &sink{m: m, limit: StderrTail + 4096, stop: true, hold: released}
 	start := time.Now()
 	p, err := b.Start(ctx, &Spawn{Call: &call, Attempt: attempt, Request: line, Bundle: bundle, Budgets: budgets, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return nil, rec.finishRefused(ctx, err)
+	}
+	kill := func() {
+		p.Signal(false)
+		release()
 	}
 	type exit struct {
 		code     int
@@ -130,14 +149,19 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 		why = CodeCancelled
 	}
 	if why == CodeOutputLimit {
-		p.Signal(false)
+		kill()
 		ex = <-done
 	} else if why != "" {
 		p.Signal(true)
 		select {
 		case ex = <-done:
 		case <-time.After(grace):
-			p.Signal(false)
+			kill()
+			ex = <-done
+		case <-m.spent:
+			// A flood in the grace is killed at once: its write waits
+			// for the kill (hold), which the grace would have delayed.
+			kill()
 			ex = <-done
 		}
 	} else {

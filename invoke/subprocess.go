@@ -528,6 +528,10 @@ type sink struct {
 	dropped int64  // bytes dropped from the front of buf
 	over    bool
 	stop    bool // once over, refuse the writes (errOutputSpent): the copy from the pipe stops
+	// hold, for a sink that stops, is closed once the run is killed: the
+	// write that is refused waits for it first, so the pipe is neither
+	// read nor closed while the kill is on its way (nil: no wait).
+	hold <-chan struct{}
 }
 
 // errOutputSpent is the answer of a sink that stops (sink.stop) once the
@@ -537,11 +541,26 @@ type sink struct {
 // pipes on, discarding, and a flood went on at the pipe's speed until the
 // SIGKILL came: 2 MB against a budget of 1 MiB ran to its end (exit 0) in
 // half the runs (TestOutputLimitStopsReading). A Backend's sinks
-// (Dispatch) still drain: podman's client, whose output they read, would
-// die of the SIGPIPE before its executor had marked the run killed.
+// (Dispatch) stop too, and hold the refused write until the run is
+// killed: podman hands the container the pipes themselves (--log-driver
+// passthrough), so the container's next write blocks where the budget was
+// spent until the SIGKILL lands. Its kill takes podman a few hundred
+// milliseconds, in which a write that failed at once let the harness
+// write its error result and exit 0 before the kill (recorded output_limit
+// with that exit code); and a relay, the attached podman client, no
+// longer read blocked conmon and with it the kill
+// (TestOutputLimitStopsTheContainer in package podman).
 var errOutputSpent = errors.New("the output budget is spent")
 
 func (s *sink) Write(p []byte) (int, error) {
+	n, err := s.write(p)
+	if err != nil && s.hold != nil {
+		<-s.hold
+	}
+	return n, err
+}
+
+func (s *sink) write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n += int64(len(p))

@@ -756,7 +756,19 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		// of the host running as its uid.
 		"--ipc", "private", "--pid", "private", "--uts", "private",
 		"--shm-size", strconv.FormatInt(l.ShmBytes, 10),
-		"--workdir", Workdir, "--log-driver", "none")
+		// passthrough: the container's stdout and stderr are the pipes
+		// this executor reads, handed down by podman, not relayed by
+		// conmon and the attached client. Once the output budget is
+		// spent the executor reads nothing more of them (invoke.Dispatch),
+		// so the provider's next write blocks where the budget was spent
+		// until its kill lands. Relayed (--log-driver none and attach), the pipes
+		// were the client's: a client no longer read blocks conmon, and
+		// `podman kill --signal KILL`, which waits for conmon to record
+		// the exit, then timed out (6 s) with the container still there;
+		// so the executor drained on, discarding, and a flood of 2 MB
+		// against a budget of 1 MiB wrote all of it and its result before
+		// the kill landed (TestOutputLimitStopsTheContainer).
+		"--workdir", Workdir, "--log-driver", "passthrough")
 	if id := ownerID(); id != "" {
 		args = append(args, "--label", LabelExecutor+"="+id)
 	}
