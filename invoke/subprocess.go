@@ -939,7 +939,15 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 func settle(ctx context.Context, res *Result, why string, b Budgets, red *redactor, errb []byte, cut bool, parse func()) string {
 	switch why {
 	case CodeTimeout:
-		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: fmt.Sprintf("killed after the %d ms timeout", b.TimeoutMS)}
+		msg := fmt.Sprintf("killed after the %d ms timeout", b.TimeoutMS)
+		if res.ExitCode >= 0 && signalOf(res.ExitCode) == 0 {
+			// It ended itself on the SIGTERM (a handler, a shell's
+			// trap): the exit status recorded is its own, 0 as likely
+			// as any, and said "killed" beside exit 0. The run is timed
+			// out all the same (docs/receipts.md, exit_code).
+			msg = fmt.Sprintf("stopped at the %d ms timeout: it exited %d after the executor's SIGTERM (its own exit status: a run that times out is not ok whatever it exits, and its output is not read as a result)", b.TimeoutMS, res.ExitCode)
+		}
+		res.Status, res.Error = StatusTimeout, &Error{Code: CodeTimeout, Message: msg}
 	case CodeOutputLimit:
 		res.Status, res.Error = StatusOutputLimit, &Error{Code: CodeOutputLimit, Message: fmt.Sprintf("killed when stdout and stderr passed %d bytes", b.OutputBytes)}
 	case CodeCancelled:

@@ -250,6 +250,7 @@ func TestRootlessChild(t *testing.T) {
 	})
 	t.Run("ClientKilled", func(t *testing.T) { clientKilled(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("OutputLimitStopsTheContainer", func(t *testing.T) { outputLimitStops(t, &Executor{UnenforcedLimits: !limits}, f) })
+	t.Run("TimeoutExitZeroSaysSo", func(t *testing.T) { timeoutExitZero(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("ContainerRemoved", func(t *testing.T) {
 		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
 		if err != nil {
