@@ -162,6 +162,12 @@ func TestRefusals(t *testing.T) {
 		// closed set, as every receipt's error_code is.
 		{"no working directory", func(*invoke.Call) {}, refusal.InvokeFailed, true},
 	}
+	// What a refusal's message says, where a case checks it: runtime
+	// missing named the module and its spelling of the distribution, and
+	// no next step.
+	says := map[string]string{
+		"runtime missing": "which the provider runtime's wheel (cruxible-provider-runtime) installs: add that wheel to the provider's lock",
+	}
 	notDir := filepath.Join(t.TempDir(), "not-a-dir")
 	os.WriteFile(notDir, nil, 0o644)
 	for _, tc := range cases {
@@ -177,6 +183,9 @@ func TestRefusals(t *testing.T) {
 			res, runErr := ex.Run(context.Background(), c)
 			if res != nil || !errors.Is(runErr, tc.code) {
 				t.Fatalf("Run = %+v, %v; want refusal %s", res, runErr, tc.code)
+			}
+			if !strings.Contains(runErr.Error(), says[tc.name]) {
+				t.Errorf("%v does not say %q", runErr, says[tc.name])
 			}
 			if ents, _ := os.ReadDir(work); len(ents) != 0 {
 				t.Errorf("a refused run made a workdir: %v", ents)

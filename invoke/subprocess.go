@@ -28,6 +28,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
@@ -329,7 +330,7 @@ func (s *Subprocess) checkEnv(c *Call) (py, site string, bytecode bool, err erro
 		found, _ = filepath.Glob(filepath.Join(c.Env, "Lib", "site-packages", mod))
 	}
 	if len(found) == 0 {
-		return "", "", false, refusal.New(refusal.RuntimeMissing, "the env %s has no %s module: its lock must include %s", c.Env, python.HarnessModule, python.RuntimeDistribution)
+		return "", "", false, refusal.New(refusal.RuntimeMissing, "the env %s has no %s module, which the provider runtime's wheel (%s) installs: add that wheel to the provider's lock, embed the lock in the provider's wheel again and install the new wheel (docs/provider-authors.md)", c.Env, python.HarnessModule, pep503.Normalize(python.RuntimeDistribution))
 	}
 	env, err := filepath.Abs(c.Env)
 	if err != nil {
