@@ -319,7 +319,14 @@ func newProgress(c *cli.Context, o *opts) *progress {
 // that reports none (0×0: a pseudo-terminal nobody sized, a serial
 // console) got no bar at all: on such a terminal the lines are drawn 80
 // columns wide, each frame drawn over the last as on any terminal.
+//
+// The bars outlive ctx (its values are kept, not its cancellation): a
+// Ctrl-C cancels the command's context, and mpb stopped drawing as it
+// came, leaving that frame on the terminal, a download's bar half full
+// above the "interrupted" line. wait draws the last frame instead, the
+// downloads that did not finish dropped (TestBarsClearedWhenInterrupted).
 func barsOn(ctx context.Context, w io.Writer) *mpb.Progress {
+	ctx = context.WithoutCancel(ctx)
 	if f, ok := w.(*os.File); ok {
 		if cols, rows, err := term.GetSize(int(f.Fd())); err == nil && (cols == 0 || rows == 0) {
 			return mpb.NewWithContext(ctx, mpb.WithOutput(struct{ io.Writer }{f}), mpb.WithWidth(80), mpb.ForceTTY(), mpb.WithAutoRefresh())

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,4 +273,112 @@ func readPtyUntil(ptmx *os.File, msg string) <-chan string {
 		}
 	}()
 	return read
+}
+
+// TestBarsClearedWhenInterrupted: a Ctrl-C in the middle of a download
+// cancels the command's context, and the bars stopped drawing with it: the
+// frame drawn when the signal came stayed on the terminal, a download's
+// bar half full above the "interrupted" line (walking docs/operator.md §4
+// on a terminal as cruxprov-rootless, a SIGINT three seconds into env
+// create left "cryptography-38.0.4-… [=>---] 216.0 KiB / 923.6 KiB 23 %").
+// The bars now outlive the context: wait draws their last frame, without
+// the downloads that did not finish; the total stays where it got to.
+func TestBarsClearedWhenInterrupted(t *testing.T) {
+	for _, size := range []unix.Winsize{{Col: 100, Row: 30}, {}} { // {}: script -qec's, run without a terminal
+		t.Run(fmt.Sprintf("%dx%d", size.Col, size.Row), func(t *testing.T) {
+			ptmx, pts := ptyPair(t)
+			if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &size); err != nil {
+				t.Skipf("TIOCSWINSZ: %v", err)
+			}
+			const name = "half-0.1-py3-none-any.whl"
+			drawn := readPtyUntil(ptmx, name)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			pr := &progress{p: barsOn(ctx, pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
+			pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 200, Count: 2})
+			pr.event(fetch.Event{Kind: fetch.EventStart, Filename: name, Total: 100})
+			pr.event(fetch.Event{Kind: fetch.EventProgress, Filename: name, Bytes: 50})
+			var out string
+			select {
+			case out = <-drawn:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no bar drawn")
+			}
+			cancel(errors.New("interrupt signal received"))
+			pr.wait(false)
+			pts.Close() // the master's reads end once what was written is read
+			rest, _ := io.ReadAll(ptmx)
+			screen := emulate(out + string(rest))
+			if strings.Contains(screen, name) {
+				t.Errorf("the unfinished download's bar stays on the terminal:\n%s", screen)
+			}
+			if !strings.Contains(screen, "total (2 wheels)") {
+				t.Errorf("the total is gone:\n%s", screen)
+			}
+		})
+	}
+}
+
+// emulate returns what a terminal shows after out: the lines left once
+// the cursor moves (\r, \n, ESC[nA up) and erasures (ESC[J to the end
+// of the screen, ESC[K to the end of the line) that mpb writes are
+// applied. Other escape sequences are dropped.
+func emulate(out string) string {
+	lines := []string{""}
+	row, col := 0, 0
+	put := func(r rune) {
+		l := []rune(lines[row])
+		for len(l) < col {
+			l = append(l, ' ')
+		}
+		if col < len(l) {
+			l[col] = r
+		} else {
+			l = append(l, r)
+		}
+		lines[row] = string(l)
+		col++
+	}
+	rs := []rune(out)
+	for i := 0; i < len(rs); i++ {
+		switch r := rs[i]; r {
+		case '\r':
+			col = 0
+		case '\n':
+			row++
+			if row == len(lines) {
+				lines = append(lines, "")
+			}
+		case 0x1b:
+			if i+1 >= len(rs) || rs[i+1] != '[' {
+				continue
+			}
+			j := i + 2
+			for j < len(rs) && (rs[j] >= '0' && rs[j] <= '9' || rs[j] == ';' || rs[j] == '?') {
+				j++
+			}
+			if j == len(rs) {
+				i = j
+				continue
+			}
+			n := 1
+			if _, err := fmt.Sscanf(string(rs[i+2:j]), "%d", &n); err != nil || n < 1 {
+				n = 1
+			}
+			switch rs[j] {
+			case 'A':
+				row = max(0, row-n)
+			case 'J':
+				l := []rune(lines[row])
+				lines = append(lines[:row], string(l[:min(col, len(l))]))
+			case 'K':
+				l := []rune(lines[row])
+				lines[row] = string(l[:min(col, len(l))])
+			}
+			i = j
+		default:
+			put(r)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
