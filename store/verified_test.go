@@ -334,7 +334,11 @@ func TestDamagedBlobNotRemovable(t *testing.T) {
 // 65534 on a store it owns), leave the blob's size, mode and mtime as they
 // were, and make it damaged. The doc said `dd conv=notrunc` with no
 // `chmod u+w`: blobs are 0444, and dd failed with Permission denied for
-// anyone but root.
+// anyone but root. They run where docs/operator.md leaves its reader
+// (build/fixtures, the runtime's wheel in wheels/ below it): the doc named
+// the wheel as if it were in the working directory, and there sha256sum
+// found no file, $b named the blobs directory, and the lines made it
+// read-only.
 func TestDocDamageExample(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "docs", "store.md"))
 	if err != nil {
@@ -387,7 +391,7 @@ found:
 	} else {
 		cmd = exec.Command("/bin/bash", "-c", script)
 	}
-	cmd.Dir = wheels
+	cmd.Dir = base // build/fixtures: the wheels are in wheels/
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_HOME=" + home}
 	before, err := os.Stat(s.Path(d))
 	if err != nil {
