@@ -348,6 +348,12 @@ func (pr *progress) event(e fetch.Event) {
 	defer pr.mu.Unlock()
 	switch e.Kind {
 	case fetch.EventPlan:
+		// Another platform's fetch (install fetches each in turn): the
+		// last one's total is done, and goes.
+		if pr.total != nil {
+			pr.total.Abort(true) // dropped (a bar completed first stays drawn)
+			pr.done, pr.current = 0, map[string]int64{}
+		}
 		pr.total = pr.p.New(e.Total, mpb.BarStyle(), mpb.BarWidth(32), mpb.BarPriority(1<<30),
 			mpb.PrependDecorators(decor.Name("total ("+count(e.Count, "wheel")+")", decor.WCSyncSpaceR)),
 			mpb.AppendDecorators(decor.CountersKibiByte("% .1f / % .1f"), decor.Percentage(decor.WCSyncSpace)))

@@ -150,10 +150,6 @@ func installAction(c *cli.Context) error {
 	iopts := install.Options{
 		Platforms: plats, Python: c.String("python"), NoCompile: c.Bool("no-compile"), NoCache: c.Bool("no-cache"), Jobs: c.Int("jobs"),
 		ProposedBy: operator(), Warn: o.warn, Containers: containers, PlainMalloc: hugePagesOff(),
-		// Its download retries and damaged blobs, as fetch and env create
-		// show them (index.md: every retry is shown); no bars: an install
-		// fetches for each platform in turn, one bar set each would not do.
-		FetchEvents: fetchEvents(o, nil),
 	}
 	if !c.Bool("offline") {
 		if iopts.Client, err = newIndexClient(c, o, c.String("index")); err != nil {
@@ -181,7 +177,19 @@ func installAction(c *cli.Context) error {
 		}
 	}
 	iopts.Root = root
+	// Its downloads as fetch and env create show them: bars on a terminal
+	// (one platform's after another's), and each retry and damaged blob
+	// (index.md: every retry is shown). It drew none, and an install over
+	// a slow mirror said nothing on a terminal until it ended.
+	var bars *progress
+	if o.progressOn() {
+		bars = newProgress(c, o)
+	}
+	iopts.FetchEvents = fetchEvents(o, bars)
 	res, err := install.Install(c.Context, st, reg, iopts)
+	if bars != nil {
+		bars.wait(err == nil)
+	}
 	if err != nil {
 		return spaceAdvice(err)
 	}

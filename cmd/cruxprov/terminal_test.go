@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/fetch"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
@@ -381,4 +384,102 @@ func emulate(out string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestInstallDrawsBars: install on a terminal draws its downloads' bars
+// as fetch and env create do, and leaves the total's last frame, not a
+// download's; through a pipe it draws none. It drew none anywhere: as
+// cruxprov-rootless following docs/operator.md §6, an install over a slow
+// mirror said nothing on a terminal until it ended (an interrupted one,
+// nothing but "interrupted").
+func TestInstallDrawsBars(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fixtures.ForTest(t, fixtures.Options{}))
+	for _, tty := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			home := filepath.Join(base, fmt.Sprintf("home-%v", tty))
+			for _, id := range []string{"acme.echo", "acme.diagnostics"} {
+				if r := cruxprov(t, "--home", home, "interface", "register", id, "--schema", filepath.Join(w.schemas, id+".json")); r.code != 0 {
+					t.Fatalf("register %s: %+v", id, r)
+				}
+			}
+			cmd := exec.Command(bin, "--home", home, "install", w.echo, "--platform", "host", "--python", python, "--index", w.url, "--no-compile")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			var read <-chan string
+			if tty {
+				ptmx, pts := ptyPair(t)
+				if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: 120, Row: 30}); err != nil {
+					t.Skipf("TIOCSWINSZ: %v", err)
+				}
+				cmd.Stderr = pts
+				read = readPtyUntil(ptmx, "\x00") // to the end: EIO once the command and this side closed it
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				pts.Close()
+			} else if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("install: %v\n%s%s", err, stdout.String(), stderr.String())
+			}
+			if !strings.Contains(stdout.String(), "proposed change-set sha256:") {
+				t.Errorf("stdout: %q", stdout.String())
+			}
+			if !tty {
+				if strings.ContainsRune(stderr.String(), 0x1b) || strings.Contains(stderr.String(), "total (") {
+					t.Errorf("bars through a pipe: %q", stderr.String())
+				}
+				return
+			}
+			var out string
+			select {
+			case out = <-read:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the terminal did not close")
+			}
+			screen := emulate(out)
+			if !strings.Contains(screen, "total (1 wheel)") || strings.Contains(screen, "cruxible_provider_runtime") {
+				t.Errorf("the terminal shows:\n%s\n(written: %q)", screen, out)
+			}
+		})
+	}
+}
+
+// TestProgressPlatformAfterPlatform: install fetches one platform after
+// another, each fetch with its own plan: the last platform's total is
+// done and goes, and wait returns (a total left incomplete would keep
+// mpb's Wait waiting for ever).
+func TestProgressPlatformAfterPlatform(t *testing.T) {
+	ptmx, pts := ptyPair(t)
+	if err := unix.IoctlSetWinsize(int(pts.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Col: 100, Row: 30}); err != nil {
+		t.Skipf("TIOCSWINSZ: %v", err)
+	}
+	read := readPtyUntil(ptmx, "\x00") // to the end
+	pr := &progress{p: barsOn(context.Background(), pts), bars: map[string]*mpb.Bar{}, current: map[string]int64{}, o: &opts{}}
+	pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 100, Count: 3})
+	pr.event(fetch.Event{Kind: fetch.EventStart, Filename: "a.whl", Total: 40})
+	pr.event(fetch.Event{Kind: fetch.EventDone, Filename: "a.whl", Bytes: 40})
+	pr.event(fetch.Event{Kind: fetch.EventPlan, Total: 60, Count: 2})
+	pr.event(fetch.Event{Kind: fetch.EventStart, Filename: "b.whl", Total: 60})
+	pr.event(fetch.Event{Kind: fetch.EventProgress, Filename: "b.whl", Bytes: 30})
+	done := make(chan struct{})
+	go func() { pr.wait(true); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait did not return")
+	}
+	if n := pr.total.Current(); n != 30 {
+		t.Errorf("the second platform's total counts %d bytes, want 30 (its own)", n)
+	}
+	pts.Close()
+	if screen := emulate(<-read); strings.Contains(screen, "total (3 wheels)") || !strings.Contains(screen, "total (2 wheels)") {
+		t.Errorf("the bars end as:\n%s", screen)
+	}
 }
