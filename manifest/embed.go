@@ -26,7 +26,8 @@ import (
 // (refusal.ManifestInvalid) and the lock must parse (lockfile's refusals)
 // and must not list the root distribution itself, nor lack a package
 // src's METADATA requires on every platform, nor carry credentials in a
-// URL (refusal.LockInvalid).
+// URL (refusal.LockInvalid), nor hold a package no platform can install
+// (checkInstallable).
 func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, lockTOML []byte) error {
 	m, err := Parse(manifestTOML, src.Filename().Distribution)
 	if err != nil {
@@ -44,6 +45,9 @@ func Embed(ctx context.Context, w io.Writer, src *wheel.Wheel, manifestTOML, loc
 		return err
 	}
 	if err := checkLock(m, l, reqs); err != nil {
+		return err
+	}
+	if err := checkInstallable(l); err != nil {
 		return err
 	}
 	di := src.DistInfo() + "/"
@@ -107,6 +111,44 @@ func credentialKeys(l *lockfile.Lock) []string {
 		}
 	}
 	return found
+}
+
+// checkInstallable refuses a lock with a package no platform can
+// install: one with no marker (so selected on every platform the lock
+// admits) that has no wheel (only an sdist, an archive, a VCS or a
+// directory source), or whose every wheel lacks a sha256. Resolution
+// refuses such a lock on every platform, with the code given here
+// (DESIGN §4); embedded, the wheel went to operators and failed at their
+// install. One with a marker is left to resolution, which knows the
+// platforms.
+func checkInstallable(l *lockfile.Lock) error {
+	for i, p := range l.Packages {
+		if p.Marker != "" {
+			continue
+		}
+		at := fmt.Sprintf("pylock.toml packages[%d] (%s)", i, p.Name)
+		const wheelsOnly = "lock it again with wheels only (uv: --no-build; pip: --only-binary :all:) and embed the new lock"
+		switch {
+		case len(p.Wheels) > 0:
+		case p.VCS != nil || p.Directory != nil || p.Archive != nil:
+			return refusal.New(refusal.SourceNotAllowed, "%s has no marker and no wheel, only a source that is not a wheel from an index (a VCS, directory or archive): no platform can install it, as wheels come from the pinned index by name (DESIGN §4); %s", at, wheelsOnly)
+		case p.Sdist != nil:
+			return refusal.New(refusal.SdistNotAllowed, "%s has no marker and only an sdist: no platform can install it, as cruxprov installs wheels only (DESIGN §4); %s", at, wheelsOnly)
+		default:
+			return refusal.New(refusal.NoCompatibleWheel, "%s has no marker and no wheel: no platform can install it; %s", at, wheelsOnly)
+		}
+		hashed := false
+		for _, w := range p.Wheels {
+			if w.Hashes["sha256"] != "" {
+				hashed = true
+				break
+			}
+		}
+		if !hashed {
+			return refusal.New(refusal.HashMissing, "%s has no marker and none of its %d wheels has a sha256 hash: no platform can install it, as every wheel is checked against its sha256 (DESIGN §4); lock it again with sha256 hashes and embed the new lock", at, len(p.Wheels))
+		}
+	}
+	return nil
 }
 
 // checkLock holds the lock to §3: the root distribution is not in its own

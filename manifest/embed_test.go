@@ -160,3 +160,59 @@ wheels = [{ url = "` + url + `", hashes = { sha256 = "8b6deb8bc45804aad0ff783fac
 		t.Errorf("warnings %+v: none of the credentials", r.Warnings)
 	}
 }
+
+// TestEmbedRefusesUninstallableLock: a package with no marker that no
+// platform can install (only an sdist, only another source, no wheel
+// with a sha256) is refused at embed with the code resolution gives it,
+// and nothing is written; with a marker it is left to resolution. Such
+// locks were embedded without a word and failed at every operator's
+// install.
+func TestEmbedRefusesUninstallableLock(t *testing.T) {
+	dir := t.TempDir()
+	src := wheeltest.Write(t, dir, "acme_web_fetch-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_web_fetch/__init__.py": "",
+		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\n",
+	})
+	mf := []byte(`schema = 1
+name = "acme-web-fetch"
+protocol = [1, 1]
+
+[[entrypoints]]
+name = "fetch"
+object = "acme_web_fetch.impl:Fetch"
+interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
+`)
+	const h = "8b6deb8bc45804aad0ff783fac88426dd8dadd7ea98f3cdeb0c626e286dcde0d"
+	lock := func(pkg string) []byte {
+		return []byte("lock-version = \"1.0\"\ncreated-by = \"uv\"\n\n[[packages]]\nname = \"six\"\nversion = \"1.16.0\"\n" + pkg)
+	}
+	for _, tc := range []struct {
+		name, pkg string
+		code      refusal.Code // "": embeds
+	}{
+		{"sdist only", `sdist = { url = "https://x/six-1.16.0.tar.gz", hashes = { sha256 = "` + h + `" } }` + "\n", refusal.SdistNotAllowed},
+		{"archive", `archive = { url = "https://x/six.zip", hashes = { sha256 = "` + h + `" } }` + "\n", refusal.SourceNotAllowed},
+		{"vcs", `vcs = { type = "git", url = "https://x/six.git", commit-id = "0123456789abcdef0123456789abcdef01234567" }` + "\n", refusal.SourceNotAllowed},
+		{"no source", "", refusal.NoCompatibleWheel},
+		{"wheels without sha256", `wheels = [{ url = "https://x/six-1.16.0-py2.py3-none-any.whl", hashes = { sha512 = "` + h + h + `" } }]` + "\n", refusal.HashMissing},
+		{"sdist only, with a marker", "marker = \"sys_platform == 'win32'\"\n" + `sdist = { url = "https://x/six-1.16.0.tar.gz", hashes = { sha256 = "` + h + `" } }` + "\n", ""},
+		{"one wheel of two with sha256", `wheels = [{ url = "https://x/six-1.16.0-py2-none-any.whl", hashes = { md5 = "0123456789abcdef0123456789abcdef" } }, { url = "https://x/six-1.16.0-py3-none-any.whl", hashes = { sha256 = "` + h + `" } }]` + "\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "acme_web_fetch-1.0.0-py3-none-any.whl")
+			_, err := manifest.EmbedFile(context.Background(), src, out, mf, lock(tc.pkg))
+			if tc.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), "packages[0] (six)") || !strings.Contains(err.Error(), "embed the new lock") {
+				t.Fatalf("%v: want %s naming the package and what to do", err, tc.code)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
+				t.Errorf("left %v", ents)
+			}
+		})
+	}
+}
