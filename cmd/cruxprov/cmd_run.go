@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/pinned"
@@ -218,6 +219,10 @@ func runAction(c *cli.Context) error {
 	case "":
 		return usagef("--input FILE or --input - is required")
 	case "-":
+		if term.IsTerminal(int(os.Stdin.Fd())) {
+			// It waited without a word for what was typed.
+			fmt.Fprintln(o.stderr, "reading the input from the terminal: type one JSON document, then Ctrl-D")
+		}
 		if input, err = io.ReadAll(io.LimitReader(os.Stdin, 64<<20+1)); err != nil {
 			return usagef("--input -: %v", err)
 		}
