@@ -152,8 +152,9 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 }
 
 // pushAll pushes top by digest, then the cosign images under their tags
-// (added to those already there, mergeCosign),
-// and moves tag (unless it is "") last: a tag never names an image whose
+// (added to those already there, mergeCosign), reads them again until
+// they hold what it added, and moves tag (unless it is "") last: a tag
+// never names an image whose
 // signature and attestations are not in the registry yet, so a push that
 // fails or is interrupted leaves the tag where it was (an image pushed
 // by digest alone is named by nothing a consumer pulls).
@@ -191,11 +192,6 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 			return err
 		}
 	}
-	if tag != "" {
-		if err := write(repo.Tag(tag)); err != nil {
-			return err
-		}
-	}
 	// A registry has no compare-and-swap for a tag: another builder
 	// pushing the same digest under its own key that read a .sig or .att
 	// tag before this push wrote it, and wrote its merge after, dropped
@@ -212,15 +208,35 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 			lost = lost || added
 		}
 		if !lost {
-			return nil
+			break
+		}
+		if round == cosignRounds-1 {
+			return &cosignLostError{Digest: d, Rounds: cosignRounds}
 		}
 	}
-	return fmt.Errorf("the signature or attestations of %s under this key were replaced by another push %d times in a row: run the build again", d, cosignRounds)
+	if tag != "" {
+		if err := write(repo.Tag(tag)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // cosignRounds bounds how often pushAll adds its signature and
 // attestations again after a concurrent push replaced them.
 const cosignRounds = 4
+
+// cosignLostError is pushAll's failure when what it added to the cosign
+// tags of Digest was dropped by other pushes of the same digest in each
+// of Rounds rounds.
+type cosignLostError struct {
+	Digest v1.Hash
+	Rounds int
+}
+
+func (e *cosignLostError) Error() string {
+	return fmt.Sprintf("the signature or attestations of %s under this key were dropped by other pushes of the same digest, writing the .sig and .att tags at the same time, in %d rounds in a row (a registry has no compare-and-swap for a tag)", e.Digest, e.Rounds)
+}
 
 // blobRaceAttempts bounds againOnBlobRace.
 const blobRaceAttempts = 4
@@ -399,7 +415,9 @@ func notThere(err error) bool {
 // not taking the push — not reached, the connection dropped half-way,
 // credentials refused, a registry that takes no pushes (read-only), its
 // own failure (any HTTP status) — is push_failed (it was fetch_failed, a
-// fetch's code, which gave one code two meanings), and its detail says
+// fetch's code, which gave one code two meanings), as is a signature or
+// attestations that other pushes of the same digest kept dropping from
+// the .sig or .att tag (cosignLostError), and its detail says
 // to which registry and repository, and what to do about it: go-containerregistry's error does
 // not say it ("unexpected status code 401 Unauthorized (HEAD responses
 // have no body, use GET for details)"). A fetch_failed refusal of the
@@ -416,8 +434,11 @@ func pushFailed(repo name.Repository, err error) error {
 	var (
 		te *transport.Error
 		re *refusal.Error
+		le *cosignLostError
 	)
 	switch {
+	case errors.As(err, &le):
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v; push again: run the build again once the other pushes of this digest are done, it adds back what is missing and then moves the tag (a failed push moves no tag)", at, err)
 	case refusal.CodeOf(err) == refusal.FetchFailed && errors.As(err, &re):
 		return &refusal.Error{Code: refusal.PushFailed, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
 	case refusal.CodeOf(err) != "":
