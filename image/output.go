@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"time"
@@ -152,12 +153,12 @@ func writeLayout(ctx context.Context, dir string, top any, d v1.Hash, refName st
 }
 
 // pushAll pushes top by digest, then the cosign images under their tags
-// (added to those already there, mergeCosign), reads them again until
-// they hold what it added, and moves tag (unless it is "") last: a tag
-// never names an image whose
-// signature and attestations are not in the registry yet, so a push that
-// fails or is interrupted leaves the tag where it was (an image pushed
-// by digest alone is named by nothing a consumer pulls).
+// (added to those already there, mergeCosign), checks that they stay
+// there (keepCosign), and moves tag (unless it is "") last: a tag never
+// names an image whose signature and attestations are not in the
+// registry yet, so a push that fails or is interrupted leaves the tag
+// where it was (an image pushed by digest alone is named by nothing a
+// consumer pulls).
 func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v1.Hash, extra []tagged, pub *sign.PublicKey, opts []remote.Option) error {
 	opts = append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))
 	write := func(r name.Reference) error {
@@ -174,44 +175,9 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 	if err := write(repo.Digest(d.String())); err != nil {
 		return err
 	}
-	// addCosign adds e's layers to its tag, reporting whether any were
-	// missing there.
-	addCosign := func(e tagged) (added bool, err error) {
-		err = againOnBlobRace(ctx, func() error {
-			img, err := mergeCosign(repo.Tag(e.tag), e.img, pub, opts)
-			if err != nil || img == nil {
-				return err
-			}
-			added = true
-			return remote.Write(repo.Tag(e.tag), img, opts...)
-		})
-		return added, err
-	}
-	for _, e := range extra {
-		if _, err := addCosign(e); err != nil {
+	if len(extra) > 0 {
+		if err := keepCosign(ctx, repo, d, extra, pub, opts); err != nil {
 			return err
-		}
-	}
-	// A registry has no compare-and-swap for a tag: another builder
-	// pushing the same digest under its own key that read a .sig or .att
-	// tag before this push wrote it, and wrote its merge after, dropped
-	// what this push added (one round in two with two keys at once), and
-	// the build still said it was signed. Read them again and add what
-	// is missing, until nothing is.
-	for round := 0; round < cosignRounds; round++ {
-		lost := false
-		for _, e := range extra {
-			added, err := addCosign(e)
-			if err != nil {
-				return err
-			}
-			lost = lost || added
-		}
-		if !lost {
-			break
-		}
-		if round == cosignRounds-1 {
-			return &cosignLostError{Digest: d, Rounds: cosignRounds}
 		}
 	}
 	if tag != "" {
@@ -222,13 +188,94 @@ func pushAll(ctx context.Context, repo name.Repository, tag string, top any, d v
 	return nil
 }
 
-// cosignRounds bounds how often pushAll adds its signature and
-// attestations again after a concurrent push replaced them.
-const cosignRounds = 4
+// keepCosign adds the cosign images extra to their tags, then reads the
+// tags again until they hold what it added and every layer it saw there
+// before, adding back what is missing.
+//
+// A registry has no compare-and-swap for a tag: another builder pushing
+// the same digest under its own key that read a .sig or .att tag before
+// this push wrote it, and wrote its merge after, dropped what this push
+// added, and the build still said it was signed (one round in two with
+// two keys at once; with six at once on a loaded host, eight rounds in
+// ten). The tags were read again at once after the push, and the other
+// push's merge, which takes the time of a read and a write, still
+// landed after that read. So the tags are read again only after a pause longer than
+// that: a few times the longest read and write of this push's own
+// (which grows with the load of the host and the registry), with a
+// random part so that pushes that meet do not meet again, and longer
+// after every round that had something to add back. A push that read
+// before this one wrote and writes later than that drops it still; the
+// pushes that are still checking add back each layer they saw, another
+// key's too. After cosignRounds rounds that each had something to add,
+// the push is refused (cosignLostError): run again, it adds what is
+// missing and moves the tag.
+func keepCosign(ctx context.Context, repo name.Repository, d v1.Hash, extra []tagged, pub *sign.PublicKey, opts []remote.Option) error {
+	seen := make([]cosignSeen, len(extra))
+	var longest time.Duration
+	// add adds extra[i]'s layers and those seen under its tag before
+	// that are missing there now, reporting whether any were.
+	add := func(i int) (added bool, err error) {
+		e := extra[i]
+		err = againOnBlobRace(ctx, func() error {
+			start := time.Now()
+			defer func() { longest = max(longest, time.Since(start)) }()
+			img, err := mergeCosign(repo.Tag(e.tag), e.img, pub, &seen[i], opts)
+			if err != nil || img == nil {
+				return err
+			}
+			added = true
+			return remote.Write(repo.Tag(e.tag), img, opts...)
+		})
+		return added, err
+	}
+	for i := range extra {
+		if _, err := add(i); err != nil {
+			return err
+		}
+	}
+	for round := 0; round < cosignRounds; round++ {
+		pause := max(cosignSettleMin, cosignSettleFactor*longest)
+		for range round {
+			pause += pause / 2
+		}
+		pause = min(pause, cosignSettleMax)
+		pause += rand.N(pause)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+		lost := false
+		for i := range extra {
+			added, err := add(i)
+			if err != nil {
+				return err
+			}
+			lost = lost || added
+		}
+		if !lost {
+			return nil
+		}
+	}
+	return &cosignLostError{Digest: d, Rounds: cosignRounds}
+}
 
-// cosignLostError is pushAll's failure when what it added to the cosign
-// tags of Digest was dropped by other pushes of the same digest in each
-// of Rounds rounds.
+// The bounds of keepCosign: how often it reads the tags again and adds
+// back what is missing before it gives up, and its pause before each
+// read: cosignSettleFactor times the longest read and write of the push,
+// at least cosignSettleMin, half as long again after each round that had
+// something to add back, at most cosignSettleMax, and a random part up
+// to as much again.
+const (
+	cosignRounds       = 6
+	cosignSettleFactor = 3
+	cosignSettleMin    = 200 * time.Millisecond
+	cosignSettleMax    = 5 * time.Second
+)
+
+// cosignLostError is keepCosign's failure: what the push added to the
+// cosign tags of Digest was dropped by other pushes of the same digest
+// in each of Rounds rounds.
 type cosignLostError struct {
 	Digest v1.Hash
 	Rounds int
@@ -236,6 +283,51 @@ type cosignLostError struct {
 
 func (e *cosignLostError) Error() string {
 	return fmt.Sprintf("the signature or attestations of %s under this key were dropped by other pushes of the same digest, writing the .sig and .att tags at the same time, in %d rounds in a row (a registry has no compare-and-swap for a tag)", e.Digest, e.Rounds)
+}
+
+// cosignSeen is what keepCosign saw under one cosign tag: each layer
+// once, in the order first seen.
+type cosignSeen struct {
+	keys   map[cosignKey]bool
+	layers []seenLayer
+}
+
+// cosignKey names a layer of a cosign image: its media type, digest, and
+// signature annotation (the simple-signing layers of one digest and
+// repository are one blob; their signatures are in the annotation).
+type cosignKey struct {
+	mediaType string
+	digest    v1.Hash
+	sig       string
+}
+
+type seenLayer struct {
+	key cosignKey
+	add mutate.Addendum
+}
+
+func keyOf(l v1.Descriptor) cosignKey {
+	return cosignKey{string(l.MediaType), l.Digest, l.Annotations[SignatureAnnotation]}
+}
+
+// see records the layers of old (its manifest om) not seen before.
+func (s *cosignSeen) see(old v1.Image, om *v1.Manifest) error {
+	if s.keys == nil {
+		s.keys = map[cosignKey]bool{}
+	}
+	for _, l := range om.Layers {
+		k := keyOf(l)
+		if s.keys[k] {
+			continue
+		}
+		ol, err := old.LayerByDigest(l.Digest)
+		if err != nil {
+			return err
+		}
+		s.keys[k] = true
+		s.layers = append(s.layers, seenLayer{k, mutate.Addendum{Layer: ol, MediaType: l.MediaType, Annotations: l.Annotations}})
+	}
+	return nil
 }
 
 // blobRaceAttempts bounds againOnBlobRace.
@@ -287,16 +379,18 @@ func blobRace(err error) bool {
 // the signatures executors already check in place. A layer pub already
 // signed there with the same payload is not added again (signatures are
 // randomized: a rerun would add one each time); nil when nothing is new.
-func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Option) (v1.Image, error) {
+// The layers seen records under the tag before (another key's too) and
+// missing there now are added back, and those there now are recorded.
+func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, seen *cosignSeen, opts []remote.Option) (v1.Image, error) {
 	desc, err := remote.Get(t, opts...)
 	if notThere(err) {
-		return img, nil
+		return withSeen(img, seen)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s to add to it: %w", t, err)
 	}
 	if !desc.MediaType.IsImage() {
-		return img, nil // no cosign image: nothing under the tag to keep
+		return withSeen(img, seen) // no cosign image: nothing under the tag to keep
 	}
 	old, err := desc.Image()
 	if err != nil {
@@ -317,6 +411,9 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Op
 	nm, err := img.Manifest()
 	if err != nil {
 		return nil, err
+	}
+	if err := seen.see(old, om); err != nil {
+		return nil, fmt.Errorf("cannot read %s to add to it: %w", t, err)
 	}
 	// What pub signed in the old image: simple-signing payload digests,
 	// and DSSE statements.
@@ -352,6 +449,10 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Op
 		return nil, err
 	}
 	var adds []mutate.Addendum
+	there := map[cosignKey]bool{}
+	for _, l := range om.Layers {
+		there[keyOf(l)] = true
+	}
 	for i, l := range layers {
 		desc := nm.Layers[i]
 		rc, err := l.Compressed()
@@ -380,12 +481,42 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, opts []remote.Op
 		}
 		if !dup {
 			adds = append(adds, mutate.Addendum{Layer: static.NewLayer(b, desc.MediaType), Annotations: desc.Annotations})
+			there[keyOf(desc)] = true
 		}
 	}
+	adds = append(adds, seen.missing(there)...)
 	if len(adds) == 0 {
 		return nil, nil
 	}
 	return mutate.Append(old, adds...)
+}
+
+// withSeen is img with the layers seen records added, for a tag that
+// holds no cosign image now.
+func withSeen(img v1.Image, seen *cosignSeen) (v1.Image, error) {
+	nm, err := img.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	there := map[cosignKey]bool{}
+	for _, l := range nm.Layers {
+		there[keyOf(l)] = true
+	}
+	if adds := seen.missing(there); len(adds) > 0 {
+		return mutate.Append(img, adds...)
+	}
+	return img, nil
+}
+
+// missing is the layers seen records that there does not hold.
+func (s *cosignSeen) missing(there map[cosignKey]bool) []mutate.Addendum {
+	var adds []mutate.Addendum
+	for _, l := range s.layers {
+		if !there[l.key] {
+			adds = append(adds, l.add)
+		}
+	}
+	return adds
 }
 
 // maxCosignLayers bounds the layers of a .sig or .att image a push adds

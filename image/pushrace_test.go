@@ -5,9 +5,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -107,6 +111,95 @@ func (p *racePush) kept(t *testing.T, repo name.Repository, i int) (bool, string
 		return true, ""
 	}
 	return false, fmt.Sprintf("its signature there: %v, its attestations: %d of 2 (.sig has %d layers, .att %d)", signed, attested, len(sigs), len(atts))
+}
+
+// TestPushManyKeysKeepAll: six builders push the signature and
+// attestations of one digest at once, each under its own key, to a real
+// docker-registry, and every push keeps them there. A registry has no
+// compare-and-swap for a tag; each push read its tags again at once
+// after writing them, and a push that had read them before and wrote
+// its merge after that read dropped what the first added, which said it
+// succeeded all the same: in every round of ten on a loaded host, some
+// push said so and its attestations were not there, and others failed
+// as "replaced 4 times in a row", an error of no refusal's code.
+func TestPushManyKeysKeepAll(t *testing.T) {
+	const n = 6
+	repo, err := name.NewRepository(startDockerRegistry(t) + "/acme/race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newRacePush(t, repo, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.push(repo, i)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("push %d: %v", i, errs[i])
+		} else if ok, lacks := p.kept(t, repo, i); !ok {
+			t.Errorf("push %d said it succeeded, and the registry lacks it: %s", i, lacks)
+		}
+	}
+}
+
+// TestPushKeepsEarlierSignatures: a push that finds its .sig tag
+// replaced after writing it (by a push that read the tag before the
+// earlier builder X signed: the test writes that push's merge, key Q's
+// signature alone, right after this push's write) adds back its own
+// signature and X's, which it saw there before. It added back its own:
+// X's, whose push was done, was lost.
+func TestPushKeepsEarlierSignatures(t *testing.T) {
+	host := startDockerRegistry(t)
+	direct, err := name.NewRepository(host + "/acme/race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := regexp.MustCompile(`^/v2/.+/manifests/sha256-[0-9a-f]{64}\.sig$`)
+	var (
+		p        *racePush
+		replaced atomic.Bool
+	)
+	front := inFront(t, "http://"+host, func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPut || !sig.MatchString(r.URL.Path) || replaced.Swap(true) {
+			return false
+		}
+		httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: host}).ServeHTTP(w, r)
+		// Q's merge of the tag as it was before X pushed: Q's alone.
+		if err := remote.Write(direct.Tag(SignatureTag(p.d)), p.extras[2][0].img); err != nil {
+			t.Error(err)
+		}
+		return true
+	})
+	repo, err := name.NewRepository(front + "/acme/race")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = newRacePush(t, direct, 3) // X, this push, Q
+	if p.extras[2][0].tag != SignatureTag(p.d) {
+		t.Fatalf("the first image signAll makes is under %s", p.extras[2][0].tag)
+	}
+	replaced.Store(true)
+	if err := p.push(repo, 0); err != nil {
+		t.Fatal(err)
+	}
+	replaced.Store(false)
+	if err := p.push(repo, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !replaced.Load() {
+		t.Fatal("the push wrote no .sig tag")
+	}
+	for i, who := range []string{"X", "this push"} {
+		if ok, lacks := p.kept(t, direct, i); !ok {
+			t.Errorf("%s's: %s", who, lacks)
+		}
+	}
 }
 
 // TestPushDroppedRefused: a push whose signature and attestations are
