@@ -889,22 +889,38 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		_ = os.RemoveAll(cwd)
 		held.Close()
 	}
-	tail := &tailWriter{w: s.Stderr}
+	// stdin, stdout and stderr are pipes of the executor's own, copied
+	// here, not by os/exec: with --log-driver passthrough the container
+	// holds them, and cmd.Wait, which waits for its copies to end, did
+	// not return when the client was killed from outside until its
+	// WaitDelay (5 s) was up, the container running on and being read
+	// meanwhile (TestClientKilledFromOutside). cmd.Wait now returns at
+	// the client's exit, and Wait drains the pipes once the container is
+	// gone.
+	pipes, err := newStdio(s.Request, s.Stdout, &tailWriter{w: s.Stderr})
+	if err != nil {
+		if secretR != nil {
+			secretR.Close()
+			secretW.Close()
+		}
+		cleanup()
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the pipes for the container's stdin, stdout and stderr; this process may be out of file descriptors: raise its limit, or run fewer runs at once")
+	}
 	cmd := exec.Command(e.podman(), args...)
 	cmd.Dir = cwd
 	cmd.Env = env
-	cmd.Stdin = bytes.NewReader(s.Request)
-	cmd.Stdout = s.Stdout
-	cmd.Stderr = tail
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pipes.child[0], pipes.child[1], pipes.child[2]
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
 	if secretR != nil {
 		extra := make([]*os.File, shim.SecretFD-2)
 		extra[shim.SecretFD-3] = secretR
 		cmd.ExtraFiles = extra
 	}
 	invoke.CloseInherited()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pipes.started()
+	if err != nil {
+		pipes.close()
 		if secretR != nil {
 			secretR.Close()
 			secretW.Close()
@@ -919,7 +935,94 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}()
 	}
-	return &process{e: e, cmd: cmd, name: name, tail: tail, cleanup: cleanup, cwd: cwd, memory: l.Memory}, nil
+	return &process{e: e, cmd: cmd, name: name, stdio: pipes, cleanup: cleanup, cwd: cwd, memory: l.Memory}, nil
+}
+
+// drainLimit bounds the wait for the container's stdout and stderr to
+// close once the container has exited or been removed; then what was
+// read is kept and the reads stop (os/exec's WaitDelay, as before).
+const drainLimit = 5 * time.Second
+
+// stdio is a container run's stdin, stdout and stderr: pipes whose child
+// ends podman hands down to the container (--log-driver passthrough),
+// and whose parent ends the executor writes the request to and copies
+// from, as os/exec would, but on its own, so that the podman client's
+// exit is seen (cmd.Wait) apart from the pipes' end (drain).
+type stdio struct {
+	child  [3]*os.File // stdin's read end, stdout's and stderr's write ends
+	in     *os.File    // stdin's write end
+	out    [2]*os.File // stdout's and stderr's read ends
+	tail   *tailWriter
+	copied chan struct{} // closed once both copies ended
+}
+
+func newStdio(request []byte, stdout io.Writer, stderr *tailWriter) (*stdio, error) {
+	s := &stdio{tail: stderr, copied: make(chan struct{})}
+	var err error
+	if s.child[0], s.in, err = os.Pipe(); err != nil {
+		return nil, err
+	}
+	for i := range s.out {
+		if s.out[i], s.child[i+1], err = os.Pipe(); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	go func() {
+		// A request the container never reads to its end: the write
+		// ends when the container is gone (EPIPE), or with drain.
+		_, _ = s.in.Write(request)
+		s.in.Close()
+	}()
+	var wg sync.WaitGroup
+	for i, w := range []io.Writer{stdout, stderr} {
+		wg.Go(func() {
+			_, _ = io.Copy(w, s.out[i])
+			// As os/exec: a copy that stopped on the writer's error
+			// (the output budget spent) reads nothing more.
+			s.out[i].Close()
+		})
+	}
+	go func() { wg.Wait(); close(s.copied) }()
+	return s, nil
+}
+
+// started closes the child's ends, which the podman client (or nothing,
+// had it not started) now holds.
+func (s *stdio) started() {
+	for _, f := range s.child {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// close ends the copies where they are: what was read is kept.
+func (s *stdio) close() {
+	s.started()
+	if s.in != nil {
+		s.in.Close()
+	}
+	for _, f := range s.out {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// drain waits, up to drainLimit, for stdout and stderr to be read to
+// their end, once whatever held them (the container, conmon) is gone,
+// then closes the pipes. A copy held by its writer (the output budget
+// spent, until the kill) is not waited for past the limit, as os/exec's
+// were not.
+func (s *stdio) drain() {
+	t := time.NewTimer(drainLimit)
+	defer t.Stop()
+	select {
+	case <-s.copied:
+	case <-t.C:
+	}
+	s.close()
 }
 
 // secretMountGrace is how old a private secret tmpfs must be before a
@@ -1028,7 +1131,7 @@ type process struct {
 	e       *Executor
 	cmd     *exec.Cmd
 	name    string
-	tail    *tailWriter
+	stdio   *stdio
 	cleanup func()
 	// killed is set once Signal(false) ran: the container may be gone
 	// (removed by force) by the time Wait inspects it.
@@ -1068,7 +1171,10 @@ func (p *process) Signal(term bool) {
 }
 
 // Wait waits for podman, reads the container's state (whether it ever
-// started, its exit code), and removes it.
+// started, its exit code), removes it, and reads its stdout and stderr to
+// their end. The client's exit is seen at once, whatever holds the pipes:
+// a client killed from outside leaves its container running, writing to
+// them, until it is removed here.
 func (p *process) Wait() (int, bool, error) {
 	defer p.cleanup()
 	werr := p.cmd.Wait()
@@ -1099,10 +1205,14 @@ func (p *process) Wait() (int, bool, error) {
 		// podman process (~0.15 s rootless here). Any other exit is
 		// read from the container's state, as below.
 		_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
+		p.stdio.drain()
 		return 0, false, nil
 	}
 	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}} {{.State.Running}}", p.name)
 	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
+	// The container is gone: its pipes close, and what it wrote, and
+	// podman's own stderr (why, below), are read to their end.
+	p.stdio.drain()
 	// conmon writes an empty "oom" into its working directory, the
 	// client's private one, when the kernel kills a process of the
 	// container for memory; podman's State.OOMKilled stays false with
@@ -1115,7 +1225,7 @@ func (p *process) Wait() (int, bool, error) {
 	// podman's client killed before the container started: its stderr
 	// says nothing of it (the refusal read "the container did not
 	// start: " and nothing more).
-	why := p.tail.last()
+	why := p.stdio.tail.last()
 	if clientSig != 0 && !p.killed.Load() {
 		why = fmt.Sprintf("podman, the container's client, was killed by %s from outside the executor; run again", unix.SignalName(clientSig))
 	} else if why == "" {
