@@ -34,7 +34,7 @@ func TestCannotWriteIsNotCorrupt(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"read-only file system", syscall.EROFS, "is mounted read-only: remount it read-write, or use a copy of the registry, and run the command again, which finishes it"},
+		{"read-only file system", syscall.EROFS, "is mounted read-only: remount it read-write, then run the command again, which finishes it"},
 		{"permission denied", syscall.EACCES, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

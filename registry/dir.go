@@ -368,6 +368,10 @@ func (d *Dir) cannotWrite(err error, recorded bool) (advice, owner string) {
 	}
 	uid, ok := deniedat.Owner(d.changedAt())
 	switch {
+	case errors.Is(err, unix.EROFS) && recorded:
+		// A copy would finish it in the copy alone, the registry
+		// still refused: it is finished where it is recorded.
+		return "the file system of " + d.root + " is mounted read-only: remount it read-write, then run the command again, which finishes it", ""
 	case errors.Is(err, unix.EROFS):
 		return "the file system of " + d.root + " is mounted read-only: remount it read-write, or use a copy of the registry, " + again, ""
 	case ok && errors.Is(err, fs.ErrPermission) && int(uid) != os.Geteuid():

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -296,12 +297,7 @@ func (d *Dir) finish() error {
 				// Nor is a directory this user may not write (its own,
 				// made read-only), or a file system mounted read-only:
 				// it said to restore the registry from a copy.
-				advice, owner := d.cannotWrite(err, true)
-				r := refusal.Wrap(refusal.RegistryWriteFailed, err, "cannot finish the registry change recorded in %s: %v; %s (the change is kept)", d.path(journalName), err, advice)
-				if owner != "" {
-					r.WithRemedy(refusal.ActionRunAsOwner, owner)
-				}
-				return r
+				return d.cannotFinish(err)
 			}
 			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot finish the registry change left unfinished in %s", d.path(journalName))
 		}
@@ -332,6 +328,40 @@ func (d *Dir) pending() (bool, error) {
 	return true, nil
 }
 
+// cannotFinish is the registry_write_failed refusal of an open that would
+// finish a change recorded and not finished, and may not write it (err:
+// a write denied, or a file system mounted read-only): the detail says
+// what lets the write through, then the command run again, which
+// finishes it.
+func (d *Dir) cannotFinish(err error) error {
+	advice, owner := d.cannotWrite(err, true)
+	r := refusal.Wrap(refusal.RegistryWriteFailed, err, "cannot finish the registry change recorded in %s, which was interrupted (until it is finished the registry is not read): %v; %s (the change is kept)", d.path(journalName), err, advice)
+	if owner != "" {
+		r.WithRemedy(refusal.ActionRunAsOwner, owner)
+	}
+	return r
+}
+
+// readOnlyFS is the refusal of an open that finds a change recorded and
+// not finished on a file system mounted read-only (rofs, the EROFS that
+// asking for write access got), where nobody can finish it until the
+// file system is writable again. To the registry's owner (or root: a
+// process that would finish it, were the file system writable) it is
+// registry_write_failed, as a full disk is: remount it read-write, then
+// the same command finishes it. To a reader that could not finish it
+// anyway (an executor), registry_corrupt, as any change left unfinished
+// is: what it would read is half of a change; the detail says the owner
+// finishes it once the registry is writable again, and it carries no
+// remedy: both said the owner finishes it by opening the registry (the
+// remedy repair_registry), which on a read-only mount is refused again.
+func (d *Dir) readOnlyFS(rofs error) error {
+	err := &fs.PathError{Op: "access", Path: d.root, Err: rofs}
+	if uid, ok := deniedat.Owner(d.changedAt()); os.Geteuid() == 0 || (ok && int(uid) == os.Geteuid()) {
+		return d.cannotFinish(err)
+	}
+	return refusal.Wrap(refusal.RegistryCorrupt, err, "a registry change was interrupted and is not finished (%s), and it cannot be finished while the file system of %s is mounted read-only: %v; once the registry is writable again (remount it read-write), its owner finishes it by opening it (any change, a repair, or a read of it with its history verified); until then the registry is not read, since it holds half of a change", d.path(journalName), d.root, err)
+}
+
 // unfinished is the refusal of a reader that finds a change recorded and
 // not finished, which it may not finish itself.
 func (d *Dir) unfinished(why error) error {
@@ -350,13 +380,22 @@ func (d *Dir) unfinished(why error) error {
 // change its writer left unfinished. (A reader refused registry_corrupt,
 // "a registry change was interrupted", whenever it opened the registry
 // in the few milliseconds an operator's mutation was writing it.)
-func (d *Dir) awaitWriter(ctx context.Context) error {
+// On a file system mounted read-only (rofs, not nil: a mount of a
+// registry its owner writes through another), a change still unfinished
+// is refused readOnlyFS, which says what lets it be finished.
+func (d *Dir) awaitWriter(ctx context.Context, rofs error) error {
+	stuck := func() error {
+		if rofs != nil {
+			return d.readOnlyFS(rofs)
+		}
+		return d.unfinished(nil)
+	}
 	lf, err := d.openLockRead()
 	if refusal.CodeOf(err) != "" {
 		return err // not a lock file at all (a FIFO hung this open)
 	}
 	if err != nil {
-		return d.unfinished(nil) // a lock this reader may not open: it cannot tell
+		return stuck() // a lock this reader may not open: it cannot tell
 	}
 	if err := lockFile(ctx, lf, unix.LOCK_SH); err != nil {
 		// lockFile closed lf, or leaves it to its waiter.
@@ -370,7 +409,7 @@ func (d *Dir) awaitWriter(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		return d.unfinished(nil)
+		return stuck()
 	}
 	return nil
 }
@@ -388,12 +427,22 @@ func (d *Dir) finishPending(ctx context.Context) error {
 	// writing, and that it could not is no cause of anything, so the
 	// refusal says only what is so. Nor does a reader wait for the
 	// exclusive lock, which would hold writers and readers up.
-	if unix.Access(d.root, unix.W_OK) != nil {
-		return d.awaitWriter(ctx)
+	if err := unix.Access(d.root, unix.W_OK); err != nil {
+		if errors.Is(err, unix.EROFS) {
+			// Mounted read-only: nobody finishes it here, not even
+			// its owner, until it is remounted read-write. It said
+			// the owner finishes it by opening the registry, which
+			// on this mount cannot work (readOnlyFS).
+			return d.awaitWriter(ctx, err)
+		}
+		return d.awaitWriter(ctx, nil)
 	}
 	lf, err := os.OpenFile(d.path(".lock"), os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrPermission) {
-		return d.awaitWriter(ctx) // the directory is writable, the lock another owner's
+		return d.awaitWriter(ctx, nil) // the directory is writable, the lock another owner's
+	}
+	if errors.Is(err, unix.EROFS) {
+		return d.awaitWriter(ctx, err) // remounted read-only since
 	}
 	if err != nil {
 		return d.unfinished(err)
