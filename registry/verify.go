@@ -37,12 +37,17 @@ type Floor struct {
 }
 
 // belowFloor says what to do about a history that its verifier's floor
-// is past (cut off, restored from an older copy, or forked): restore the
-// newest copy of the registry, or, having found only entries lost, move
-// the floor aside (governance.md, "Restoring the registry from a
-// backup"). The refusal said only what was wrong.
+// is past (cut off, restored from an older copy, or forked): a store
+// copied whole (a backup, a second store) and verified beside the one it
+// was copied from is verified from a state directory of its own (the
+// copy keeps the registry's identity, so both raised one floor: the
+// refusal said only to restore the registry, which would overwrite the
+// copy); else restore the newest copy of the registry, or, having found
+// only entries lost, move the floor aside (governance.md, "Restoring
+// the registry from a backup"). The refusal said only what was wrong.
 func belowFloor(stateDir string, f *Floor) string {
-	return fmt.Sprintf("restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (the registry's log prints them); "+
+	return fmt.Sprintf("if this registry is a copy of one this verifier also verifies (a store copied whole, as a backup or a second store, keeps its registry's identity, and so shares this verifier's floor), verify each copy from a state directory of its own; "+
+		"otherwise restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (the registry's log prints them); "+
 		"if the history lost only entries (no pin or trust change this verifier ran undone), move this verifier's floor %s aside: its next verify starts a fresh floor (docs/governance.md, Restoring the registry from a backup)",
 		f.Length, f.Length-1, f.Head, floorPath(stateDir, f.Registry))
 }
