@@ -21,7 +21,7 @@ func init() {
 		Name:        "changeset",
 		Usage:       "proposed changes: list, show, diff, approve, reject",
 		UsageText:   "cruxprov changeset list|show|diff|approve|reject …",
-		Description: "Example:\n   cruxprov changeset diff 3f2a9c1e\n   cruxprov changeset approve 3f2a9c1e --key ops.key --expires 720h",
+		Description: "Example:\n   cruxprov changeset diff <id>\n   cruxprov changeset approve <id> --key ops.key --expires 720h",
 		Subcommands: []*cli.Command{{
 			Name:      "list",
 			Usage:     "list the change-sets",
@@ -72,7 +72,7 @@ func init() {
 			Name:        "show",
 			Usage:       "print a change-set (its YAML document)",
 			UsageText:   "cruxprov changeset show ID [--json]",
-			Description: "ID is the full digest or a unique prefix of at least 8 hex digits.\n\nExample:\n   cruxprov changeset show 3f2a9c1e",
+			Description: "ID is the full digest or a unique prefix of at least 8 hex digits.\n\nExample:\n   cruxprov changeset show <id>",
 			Action: func(c *cli.Context) error {
 				o, _, cs, err := openChangeSet(c)
 				if err != nil {
@@ -91,7 +91,7 @@ func init() {
 			Description: "Compares the change-set with the accepted pin it replaces: packages added, removed,\n" +
 				"upgraded, downgraded or hash-changed; digests old → new (the seal content digest carries\n" +
 				"the interpreter's identity); secrets and egress added or removed; budgets raised.\n\n" +
-				"Example:\n   cruxprov changeset diff 3f2a9c1e",
+				"Example:\n   cruxprov changeset diff <id>",
 			Action: func(c *cli.Context) error {
 				o, reg, cs, err := openChangeSet(c)
 				if err != nil {
@@ -127,7 +127,7 @@ func init() {
 				"again with a key whose approval expired renews it: a new approval, with its new expiry.\n" +
 				"A key whose approval stands (the same approve run again) is told \"approved already\"\n" +
 				"without its password when KEY names its public key, as key generate writes it.\n\n" +
-				"Example:\n   cruxprov changeset approve 3f2a9c1e --key ~/keys/alice.key --expires 2160h",
+				"Example:\n   cruxprov changeset approve <id> --key ~/keys/alice.key --expires 2160h",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "key", Usage: "the private key `FILE`", Required: true},
 				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h) (default: never)"},
@@ -251,7 +251,7 @@ func init() {
 			Name:        "reject",
 			Usage:       "close a proposed change-set with a reason",
 			UsageText:   "cruxprov changeset reject ID --reason TEXT",
-			Description: "Example:\n   cruxprov changeset reject 3f2a9c1e --reason 'egress to an unknown host'",
+			Description: "Example:\n   cruxprov changeset reject <id> --reason 'egress to an unknown host'",
 			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why: `TEXT` recorded in the history", Required: true}},
 			Action: func(c *cli.Context) error {
 				o, reg, err := openRegistry(c, 1)

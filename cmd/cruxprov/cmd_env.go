@@ -427,7 +427,7 @@ func envRemoveCmd() *cli.Command {
 			"use it afterwards; create it again with env create. A digest prefix (8 hex digits or\n" +
 			"more) names the one env it matches. An env an accepted pin or an open change-set names\n" +
 			"is not removed (exit 64): retire the provider or reject the change-set first.\n\n" +
-			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json\n   cruxprov env remove sha256:3f2a9c1d",
+			"Example:\n   cruxprov env remove ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env remove sha256:<hex> --json\n   cruxprov env remove sha256:<prefix>",
 		Action: func(c *cli.Context) error {
 			o, err := globals(c)
 			if err != nil {
@@ -544,7 +544,7 @@ func envVerifyCmd() *cli.Command {
 			"rehashing only what changed. --deep rehashes everything and recomputes the tree digest.\n" +
 			"--explain reports every difference instead of the first. The env is its path, or its\n" +
 			"digest (or 8 hex digits or more of it) in the store, as env remove and env sbom take it.\n\n" +
-			"Example:\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env verify sha256:3f2a9c1d --deep --explain --json",
+			"Example:\n   cruxprov env verify ~/.local/share/cruxprov/envs/<hex>\n   cruxprov env verify sha256:<prefix> --deep --explain --json",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file and recompute the tree digest"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference, not only the first"},

@@ -29,7 +29,7 @@ func init() {
 				"deterministic. The index is built beside DIR and put in its place only when\n" +
 				"complete, so a bad wheel, an error or a kill leaves DIR as it was. DIR must be\n" +
 				"new, empty, or an index built before (it is replaced whole). See docs/index.md.\n\n" +
-				"Example:\n   cruxprov index build ./mirror --from ./wheels\n   cruxprov index build /srv/pypi --from ./wheels --json",
+				"Example:\n   cruxprov index build ./mirror --from ./wheels\n   cruxprov index build ./pypi --from ./wheels --json",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "from", Usage: "the `DIR` of wheels to index"},
 			},

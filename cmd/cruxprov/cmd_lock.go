@@ -38,7 +38,7 @@ func init() {
 				"Exit 78 when any platform is refused (after the table).\n\n" +
 				"Example:\n   cruxprov lock resolve --lock pylock.toml --platform cp312-manylinux_2_39_x86_64,cp312-macosx_14_0_arm64,cp312-win_amd64\n" +
 				"   cruxprov lock resolve --wheel acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --json\n" +
-				"   cruxprov lock resolve --lock pylock.toml --platform-file host.json --extra fast --group dev",
+				"   cruxprov lock resolve --lock pylock.toml --platform-file host.json --extra <extra> --group <group>",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "wheel", Usage: "the provider's root `WHEEL` (its embedded cruxible/pylock.toml)"},
 				&cli.StringFlag{Name: "lock", Usage: "a bare pylock.toml `FILE`"},

@@ -27,7 +27,7 @@ func init() {
 		Name:        "receipts",
 		Usage:       "read receipts ledgers: every run's intent and outcome",
 		UsageText:   "cruxprov receipts scan|list|show …",
-		Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts scan --ledger a.jsonl --ledger b.jsonl --json",
+		Description: "Example:\n   cruxprov receipts list\n   cruxprov receipts show <attempt-id>\n   cruxprov receipts scan --ledger a.jsonl --ledger b.jsonl --json",
 		Subcommands: []*cli.Command{{
 			Name:      "scan",
 			Usage:     "check ledgers strictly and report attempts, orphaned intents, torn and corrupt rows",
@@ -65,8 +65,8 @@ func init() {
 			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n" +
 				"Strict, as scan is: a corrupt line refuses the ledger (ledger_corrupt); --tolerate-corrupt shows\n" +
 				"the attempt from the valid rows and then each corrupt line (--json: \"corrupt\").\n\n" +
-				"Example:\n   cruxprov receipts show att_3f2a9c1d\n   cruxprov receipts show att_3f2a9c1d --ledger worker1.jsonl --json\n" +
-				"   cruxprov receipts show att_3f2a9c1d --tolerate-corrupt",
+				"Example:\n   cruxprov receipts show <attempt-id>\n   cruxprov receipts show <attempt-id> --ledger worker1.jsonl --json\n" +
+				"   cruxprov receipts show <attempt-id> --tolerate-corrupt",
 			Flags:  []cli.Flag{ledgerFlag, stateFlag, tolerateFlag},
 			Action: receiptsShow,
 		}},
