@@ -12,6 +12,18 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 )
 
+// fetchManifest is the manifest of the acme-web-fetch wheels these tests
+// embed into.
+const fetchManifest = `schema = 1
+name = "acme-web-fetch"
+protocol = [1, 1]
+
+[[entrypoints]]
+name = "fetch"
+object = "acme_web_fetch.impl:Fetch"
+interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
+`
+
 // TestEmbedFileOtherNameSaysNoFlag: an output named for another wheel is
 // refused saying what to do in words: it said "pass -o DIR", the CLI's
 // flag, which a Go caller of EmbedFile has not (the CLI refuses it as a
@@ -39,15 +51,7 @@ func TestEmbedLockAdviceExportsWithoutTheProject(t *testing.T) {
 		"acme_web_fetch/__init__.py": "",
 		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\nRequires-Dist: cruxible-provider-runtime==0.2.0\nRequires-Dist: httpx==0.27.2\n",
 	})
-	mf := []byte(`schema = 1
-name = "acme-web-fetch"
-protocol = [1, 1]
-
-[[entrypoints]]
-name = "fetch"
-object = "acme_web_fetch.impl:Fetch"
-interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
-`)
+	mf := []byte(fetchManifest)
 	const runtime = `lock-version = "1.0"
 created-by = "uv"
 
@@ -95,15 +99,7 @@ func TestEmbedRefusesLockCredentials(t *testing.T) {
 		"acme_web_fetch/__init__.py": "",
 		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\nRequires-Dist: cruxible-provider-runtime==0.2.0\n",
 	})
-	mf := []byte(`schema = 1
-name = "acme-web-fetch"
-protocol = [1, 1]
-
-[[entrypoints]]
-name = "fetch"
-object = "acme_web_fetch.impl:Fetch"
-interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
-`)
+	mf := []byte(fetchManifest)
 	lock := func(index, url string) []byte {
 		return []byte(`lock-version = "1.0"
 created-by = "uv"
@@ -173,15 +169,7 @@ func TestEmbedRefusesUninstallableLock(t *testing.T) {
 		"acme_web_fetch/__init__.py": "",
 		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\n",
 	})
-	mf := []byte(`schema = 1
-name = "acme-web-fetch"
-protocol = [1, 1]
-
-[[entrypoints]]
-name = "fetch"
-object = "acme_web_fetch.impl:Fetch"
-interface = { id = "web.fetch", digest = "sha256:5f17d3aafa95a59a05c1abece31b23a7a0e003f715ee229f6ea3d089ea5c41e2" }
-`)
+	mf := []byte(fetchManifest)
 	const h = "8b6deb8bc45804aad0ff783fac88426dd8dadd7ea98f3cdeb0c626e286dcde0d"
 	lock := func(pkg string) []byte {
 		return []byte("lock-version = \"1.0\"\ncreated-by = \"uv\"\n\n[[packages]]\nname = \"six\"\nversion = \"1.16.0\"\n" + pkg)

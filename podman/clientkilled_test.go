@@ -37,12 +37,7 @@ func TestClientKilledFromOutside(t *testing.T) {
 func clientKilled(t *testing.T, base *Executor, f *invoketest.Container) {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "receipts.jsonl")
-	l, err := receipts.Open(ctx, path, receipts.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := tempLedger(t)
 	e := *base
 	e.Ledger = l
 	// A line on stderr, then an exec whose arguments say it was written

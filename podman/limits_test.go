@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,12 +28,7 @@ func TestLimitsHold(t *testing.T) {
 	}
 	const head = "import sys, json, os, time\nreq = json.loads(sys.stdin.readline())\n"
 	const tail = "\nprint(json.dumps({\"status\": \"ok\", \"run_id\": req[\"run_id\"], \"result\": out, \"egress\": []}))\n"
-	path := filepath.Join(t.TempDir(), "receipts.jsonl")
-	l, err := receipts.Open(context.Background(), path, receipts.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := tempLedger(t)
 	var runs []*invoke.Result
 	run := func(t *testing.T, body string) *invoke.Result {
 		t.Helper()

@@ -32,12 +32,7 @@ func TestOutputLimitStopsTheContainer(t *testing.T) {
 func outputLimitStops(t *testing.T, base *Executor, f *invoketest.Container) {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "receipts.jsonl")
-	l, err := receipts.Open(ctx, path, receipts.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l, path := tempLedger(t)
 	e := *base
 	e.Ledger = l
 	const budget = 1 << 20
@@ -91,4 +86,17 @@ func outputLimitStops(t *testing.T, base *Executor, f *invoketest.Container) {
 			t.Errorf("run %d: the receipt %+v is not the run's output_limit %+v", i, o, res)
 		}
 	}
+}
+
+// tempLedger opens a receipts ledger in a fresh directory of t's, closed
+// when t ends, and returns it and its path.
+func tempLedger(t *testing.T) (*receipts.Ledger, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "receipts.jsonl")
+	l, err := receipts.Open(context.Background(), path, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l, path
 }

@@ -262,12 +262,7 @@ func TestRootlessChild(t *testing.T) {
 	})
 	// A ledger the rootless executor owns records its runs.
 	t.Run("Ledger", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "receipts.jsonl")
-		l, err := receipts.Open(context.Background(), path, receipts.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
+		l, path := tempLedger(t)
 		res, err := (&Executor{Ledger: l, UnenforcedLimits: !limits}).Run(context.Background(), f.Call("probe", nil, map[string]string{"acme/alpha": "a", "acme/beta": "b"}))
 		if err != nil || res.Status != invoke.StatusOK {
 			t.Fatalf("probe: %v %+v", err, res)
