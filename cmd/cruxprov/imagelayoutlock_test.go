@@ -77,7 +77,7 @@ func TestImageBuildsIntoOneLayoutTakeTurns(t *testing.T) {
 	a := exec.Command(strace, append([]string{"-f", "-qq", "-o", "/dev/null", "-P", filepath.Join(layout, "index.json"),
 		"-e", "trace=openat,open", "-e", "inject=openat,open:delay_exit=6000000", bin}, args(homeA, fx.Echo.Path, layout)...)...)
 	a.Env = env
-	var aOut, aErr lockedBuffer
+	var aOut, aErr syncBuffer
 	a.Stdout, a.Stderr = &aOut, &aErr
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func TestImageBuildsIntoOneLayoutTakeTurns(t *testing.T) {
 	}
 	c := exec.Command(bin, args(homeA, fx.Echo.Path, held)...)
 	c.Env = env
-	var so, se lockedBuffer
+	var so, se syncBuffer
 	c.Stdout, c.Stderr = &so, &se
 	if err := c.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os/exec"
 	"strings"
 	"testing"
@@ -17,7 +16,7 @@ func TestRunInputFromTerminalSaysSo(t *testing.T) {
 	t.Run("terminal", func(t *testing.T) {
 		ptmx, pts := ptyPair(t)
 		cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "echo", "--input", "-")
-		var stderr bytes.Buffer
+		var stderr syncBuffer
 		cmd.Stdin, cmd.Stderr = pts, &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

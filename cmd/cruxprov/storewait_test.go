@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -21,25 +20,6 @@ import (
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/store"
 )
-
-// lockedBuffer is a bytes.Buffer a running command writes while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 // holdFlock flocks the store's file name (another process's open file:
 // a gc that waits holds .gate exclusive, one that runs .lock exclusive,
@@ -100,7 +80,7 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"--home", home}, args...)...)
 		cmd.Env = env
-		var so, se lockedBuffer
+		var so, se syncBuffer
 		cmd.Stdout, cmd.Stderr = &so, &se
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -191,7 +171,7 @@ func TestSaysItWaitsForTheStore(t *testing.T) {
 	release = holdFlock(t, home, ".lock", unix.LOCK_EX)
 	cmd := exec.Command(bin, "--home", home, "verify", "acme-echo", "--json")
 	cmd.Env = env
-	var so, se lockedBuffer
+	var so, se syncBuffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -233,10 +213,10 @@ func TestExecutorBesideTheGate(t *testing.T) {
 	secret, input := filepath.Join(base, "token"), filepath.Join(base, "input.json")
 	os.WriteFile(secret, []byte("s3cr3t"), 0o644)
 	os.WriteFile(input, []byte(`{"hello": "world"}`), 0o644)
-	ex := func(args ...string) (*exec.Cmd, *lockedBuffer, *lockedBuffer) {
+	ex := func(args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, args...)...)
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "XDG_STATE_HOME=" + xstate}
-		so, se := new(lockedBuffer), new(lockedBuffer)
+		so, se := new(syncBuffer), new(syncBuffer)
 		cmd.Stdout, cmd.Stderr = so, se
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -325,7 +305,7 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-			var se lockedBuffer
+			var se syncBuffer
 			cmd.Stderr = &se
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -352,7 +332,7 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 	// and lists once it ends.
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home, "gc", "--dry-run", "--wait")
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-	var so, se lockedBuffer
+	var so, se syncBuffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
