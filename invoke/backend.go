@@ -117,8 +117,8 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(released) }) }
 	defer release()
-	stdout := &sink{m: m, stop: true, hold: released}
-	stderr := &sink{m: m, limit: StderrTail + 4096, stop: true, hold: released}
+	stdout := &sink{m: m, hold: released}
+	stderr := &sink{m: m, limit: StderrTail + 4096, hold: released}
 	start := time.Now()
 	p, err := b.Start(ctx, &Spawn{Call: &call, Attempt: attempt, Request: line, Bundle: bundle, Budgets: budgets, Stdout: stdout, Stderr: stderr})
 	if err != nil {

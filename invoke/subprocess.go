@@ -527,16 +527,14 @@ type sink struct {
 	buf     []byte // stdout: everything within budget; stderr: a tail
 	limit   int    // keep at most the last limit bytes (0: keep all)
 	dropped int64  // bytes dropped from the front of buf
-	over    bool
-	stop    bool // once over, refuse the writes (errOutputSpent): the copy from the pipe stops
-	// hold, for a sink that stops, is closed once the run is killed: the
-	// write that is refused waits for it first, so the pipe is neither
-	// read nor closed while the kill is on its way (nil: no wait).
+	over    bool   // the budget is spent: every write is refused (errOutputSpent), so the copy from the pipe stops
+	// hold is closed once the run is killed: the write that is refused
+	// waits for it first, so the pipe is neither read nor closed while
+	// the kill is on its way (nil: no wait).
 	hold <-chan struct{}
 }
 
-// errOutputSpent is the answer of a sink that stops (sink.stop) once the
-// output budget is spent: the copy from the run's pipe stops there, and
+// errOutputSpent is a sink's answer once the output budget is spent: the copy from the run's pipe stops there, and
 // os/exec closes the pipe's read end, so the run's next write fails
 // (EPIPE) while its kill lands. The local executor's sinks drained the
 // pipes on, discarding, and a flood went on at the pipe's speed until the
@@ -566,12 +564,12 @@ func (s *sink) write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	s.n += int64(len(p))
 	if s.over {
-		return len(p), s.spentErr()
+		return len(p), errOutputSpent
 	}
 	keep := p
 	if !s.m.bill(len(p)) {
-		// Keep only what fits the budget (the run is being killed): a
-		// sink that stops reads nothing more, another discards the rest.
+		// Keep only what fits the budget (the run is being killed);
+		// nothing more is read.
 		rest := s.m.budget - (s.m.used.Load() - int64(len(p)))
 		if rest < 0 {
 			rest = 0
@@ -586,16 +584,10 @@ func (s *sink) write(p []byte) (int, error) {
 		s.dropped += int64(len(s.buf) - s.limit)
 		s.buf = append(s.buf[:0], s.buf[len(s.buf)-s.limit:]...)
 	}
-	return len(p), s.spentErr()
-}
-
-// spentErr is what Write answers: errOutputSpent once a sink that stops
-// is over the budget, else nil.
-func (s *sink) spentErr() error {
-	if s.over && s.stop {
-		return errOutputSpent
+	if s.over {
+		return len(p), errOutputSpent
 	}
-	return nil
+	return len(p), nil
 }
 
 // tail is the last n bytes kept, and whether the stream wrote any byte
@@ -672,8 +664,8 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		argv = append(argv, python.HarnessNoBytecode(py)...)
 	}
 	m := &meter{budget: b.OutputBytes, spent: make(chan struct{})}
-	stdout := &sink{m: m, stop: true}
-	stderr := &sink{m: m, limit: StderrTail + 4096, stop: true}
+	stdout := &sink{m: m}
+	stderr := &sink{m: m, limit: StderrTail + 4096}
 
 	// A runtime that takes the channel from python.ProtocolFDVar gets it
 	// on ProtocolFD, and fd 1 is the stderr pipe from the interpreter's
