@@ -449,10 +449,7 @@ func mergeCosign(t name.Tag, img v1.Image, pub *sign.PublicKey, seen *cosignSeen
 		return nil, err
 	}
 	var adds []mutate.Addendum
-	there := map[cosignKey]bool{}
-	for _, l := range om.Layers {
-		there[keyOf(l)] = true
-	}
+	there := layerKeys(om.Layers)
 	for i, l := range layers {
 		desc := nm.Layers[i]
 		rc, err := l.Compressed()
@@ -498,14 +495,19 @@ func withSeen(img v1.Image, seen *cosignSeen) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	there := map[cosignKey]bool{}
-	for _, l := range nm.Layers {
-		there[keyOf(l)] = true
-	}
-	if adds := seen.missing(there); len(adds) > 0 {
+	if adds := seen.missing(layerKeys(nm.Layers)); len(adds) > 0 {
 		return mutate.Append(img, adds...)
 	}
 	return img, nil
+}
+
+// layerKeys is the set of the layers' keys.
+func layerKeys(layers []v1.Descriptor) map[cosignKey]bool {
+	keys := make(map[cosignKey]bool, len(layers))
+	for _, l := range layers {
+		keys[keyOf(l)] = true
+	}
+	return keys
 }
 
 // missing is the layers seen records that there does not hold.
