@@ -48,7 +48,33 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 	var leaf *cli.Command
 	var leafFlags map[string]bool
 	rest := args[1:]
-	for i := 0; i < len(rest); i++ {
+	var i int
+	// take appends the flag a to dst, and its value where it takes one
+	// and was not given it with "=" (the next argument, which i then
+	// passes), and checks the value's flag is not repeated.
+	take := func(dst []string, a string, takes, hasValue bool) ([]string, error) {
+		dst = append(dst, a)
+		if takes && !hasValue {
+			if i+1 == len(rest) {
+				return nil, usagef("flag %s needs a value", a)
+			}
+			i++
+			if rest[i] == "" {
+				return nil, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
+			}
+			if isFlag(rest[i], leafFlags, global) {
+				return nil, usagef("flag %s needs a value, not the flag %s (give %s=%s if that is the value)", a, rest[i], a, rest[i])
+			}
+			dst = append(dst, rest[i])
+		}
+		if takes {
+			if err := repeated(a, flagValue(a, dst)); err != nil {
+				return nil, err
+			}
+		}
+		return dst, nil
+	}
+	for i = 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
 			positional = append(positional, rest[i+1:]...)
@@ -74,24 +100,8 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 			}
 			if leafFlags != nil {
 				if takes, ok := leafFlags[name]; ok {
-					local = append(local, a)
-					if takes && !hasValue {
-						if i+1 == len(rest) {
-							return nil, path, usagef("flag %s needs a value", a)
-						}
-						i++
-						if rest[i] == "" {
-							return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
-						}
-						if isFlag(rest[i], leafFlags, global) {
-							return nil, path, usagef("flag %s needs a value, not the flag %s (give %s=%s if that is the value)", a, rest[i], a, rest[i])
-						}
-						local = append(local, rest[i])
-					}
-					if takes {
-						if err := repeated(a, flagValue(a, local)); err != nil {
-							return nil, path, err
-						}
+					if local, err = take(local, a, takes, hasValue); err != nil {
+						return nil, path, err
 					}
 					continue
 				}
@@ -103,24 +113,8 @@ func reorder(app *cli.App, args []string) (out []string, path []string, err erro
 				}
 				return nil, path, usagef("unknown flag %s for '%s'", a, strings.Join(path, " "))
 			}
-			globals = append(globals, a)
-			if takes && !hasValue {
-				if i+1 == len(rest) {
-					return nil, path, usagef("flag %s needs a value", a)
-				}
-				i++
-				if rest[i] == "" {
-					return nil, path, usagef("flag %s has an empty value (an unset shell variable?): give a value or leave the flag out", a)
-				}
-				if isFlag(rest[i], leafFlags, global) {
-					return nil, path, usagef("flag %s needs a value, not the flag %s (give %s=%s if that is the value)", a, rest[i], a, rest[i])
-				}
-				globals = append(globals, rest[i])
-			}
-			if takes {
-				if err := repeated(a, flagValue(a, globals)); err != nil {
-					return nil, path, err
-				}
+			if globals, err = take(globals, a, takes, hasValue); err != nil {
+				return nil, path, err
 			}
 			continue
 		}
