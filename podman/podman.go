@@ -1144,7 +1144,16 @@ type process struct {
 	// failure is what Wait found that the exit status does not say
 	// (invoke.Failer).
 	failure string
+	// mu orders Signal's kill of the client's process group with Wait's
+	// reap of the client: reaped is set, under mu, as the client is
+	// reaped, and Signal kills the group, under mu, only while it is not.
+	mu     sync.Mutex
+	reaped bool
 }
+
+// killGroup sends SIGKILL to process group pgid (tests replace it, to
+// see what is signalled).
+var killGroup = func(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // Failure implements invoke.Failer.
 func (p *process) Failure() string { return p.failure }
@@ -1166,8 +1175,43 @@ func (p *process) Signal(term bool) {
 		if err != nil {
 			_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", p.name)
 		}
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		// The client's group, while the client is not reaped: its pid
+		// is then still its own (a zombie's too), and with it the group
+		// id. Once Wait has reaped it, the pid, and a group of that id,
+		// may be another process's: a kill then could end a stranger's
+		// processes (Signal runs beside Wait, which reaps the client as
+		// soon as it exits).
+		p.mu.Lock()
+		if !p.reaped {
+			killGroup(p.cmd.Process.Pid)
+		}
+		p.mu.Unlock()
 	}
+}
+
+// reap waits for the podman client to exit, then reaps it with mu held
+// and reaped set (Signal), as os.Process does for its own Signal: the
+// exit is waited for without reaping (waitid WNOWAIT), and the zombie
+// then reaped at once.
+func (p *process) reap() error {
+	var err error
+	for {
+		var si unix.Siginfo
+		if err = unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
+			break
+		}
+	}
+	p.mu.Lock()
+	p.reaped = true
+	if err != nil {
+		// Not known to have exited: not reaped under mu, which Signal
+		// would wait for, but never signalled by group again (podman
+		// kill and rm still end the container, and the client with it).
+		p.mu.Unlock()
+		return p.cmd.Wait()
+	}
+	defer p.mu.Unlock()
+	return p.cmd.Wait()
 }
 
 // Wait waits for podman, reads the container's state (whether it ever
@@ -1177,7 +1221,7 @@ func (p *process) Signal(term bool) {
 // them, until it is removed here.
 func (p *process) Wait() (int, bool, error) {
 	defer p.cleanup()
-	werr := p.cmd.Wait()
+	werr := p.reap()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// How podman's client ended, where that is not how the container
