@@ -60,8 +60,10 @@ type Process interface {
 // Failer is a Process whose backend may know, once Wait has returned,
 // that its run failed in a way the exit status does not tell: the
 // container was killed for memory (a SIGKILL from the kernel reads as
-// any other SIGKILL), or podman's client was killed from outside while
-// the container ran (the container's exit status is then not the run's).
+// any other SIGKILL), podman's client was killed from outside while
+// the container ran (the container's exit status is then not the run's),
+// or its stdout and stderr could not be read to their end (what was read
+// may not be all the run wrote).
 // Dispatch records such a run as an error, harness_exited with that
 // message, whatever stdout held.
 type Failer interface {

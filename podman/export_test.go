@@ -1,6 +1,9 @@
 package podman
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // setKillGroup replaces killGroup for t's duration.
 func setKillGroup(t *testing.T, f func(pgid int)) {
@@ -8,4 +11,12 @@ func setKillGroup(t *testing.T, f func(pgid int)) {
 	old := killGroup
 	killGroup = f
 	t.Cleanup(func() { killGroup = old })
+}
+
+// setDrainLimit replaces drainLimit for t's duration.
+func setDrainLimit(t *testing.T, d time.Duration) {
+	t.Helper()
+	old := drainLimit
+	drainLimit = d
+	t.Cleanup(func() { drainLimit = old })
 }

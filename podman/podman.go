@@ -940,8 +940,9 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 
 // drainLimit bounds the wait for the container's stdout and stderr to
 // close once the container has exited or been removed; then what was
-// read is kept and the reads stop (os/exec's WaitDelay, as before).
-const drainLimit = 5 * time.Second
+// read is kept and the reads stop (os/exec's WaitDelay, as before), and
+// the run fails (drainFailure). A variable for tests (setDrainLimit).
+var drainLimit = 5 * time.Second
 
 // stdio is a container run's stdin, stdout and stderr: pipes whose child
 // ends podman hands down to the container (--log-driver passthrough),
@@ -1014,15 +1015,26 @@ func (s *stdio) close() {
 // their end, once whatever held them (the container, conmon) is gone,
 // then closes the pipes. A copy held by its writer (the output budget
 // spent, until the kill) is not waited for past the limit, as os/exec's
-// were not.
-func (s *stdio) drain() {
+// were not. It reports whether both were read to their end: where the
+// limit ended the wait, what was read may not be all that was written.
+func (s *stdio) drain() (complete bool) {
 	t := time.NewTimer(drainLimit)
 	defer t.Stop()
 	select {
 	case <-s.copied:
+		complete = true
 	case <-t.C:
 	}
 	s.close()
+	return complete
+}
+
+// drainFailure is the failure (invoke.Failer) of a run, exit status
+// code, whose stdout and stderr drain could not read to their end: the
+// result and the byte counts are then of part of the output, which must
+// not pass for all of it.
+func drainFailure(code int) string {
+	return fmt.Sprintf("the container's stdout and stderr were still held open %v after it had exited and been removed (exit status %d), by a process that is not the container's (a podman hook, or a wrapper podman runs through, that left one behind): what was read of them may not be all the run wrote, so its result is not taken; run again, and if it recurs, find that process so that it leaves none behind", drainLimit, code)
 }
 
 // secretMountGrace is how old a private secret tmpfs must be before a
@@ -1249,14 +1261,16 @@ func (p *process) Wait() (int, bool, error) {
 		// podman process (~0.15 s rootless here). Any other exit is
 		// read from the container's state, as below.
 		_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
-		p.stdio.drain()
+		if !p.stdio.drain() {
+			p.failure = drainFailure(0)
+		}
 		return 0, false, nil
 	}
 	out, ierr := p.e.podmanOut(ctx, "container", "inspect", "--format", "{{.State.ExitCode}} {{.State.StartedAt.IsZero}} {{.State.Running}}", p.name)
 	_, _ = p.e.podmanOut(ctx, "rm", "--force", "--time", "0", "--ignore", p.name)
 	// The container is gone: its pipes close, and what it wrote, and
 	// podman's own stderr (why, below), are read to their end.
-	p.stdio.drain()
+	drained := p.stdio.drain()
 	// conmon writes an empty "oom" into its working directory, the
 	// client's private one, when the kernel kills a process of the
 	// container for memory; podman's State.OOMKilled stays false with
@@ -1294,6 +1308,9 @@ func (p *process) Wait() (int, bool, error) {
 		p.failure = fmt.Sprintf("podman, the container's client, exited %d while the container still ran (a podman process killed from outside the executor, or podman's own failure): the container was killed and removed, and how the harness ended, and its result, are unknown; run again", code)
 	case oom && code != 0:
 		p.failure = outOfMemory(p.memory, code)
+	}
+	if !drained && p.failure == "" {
+		p.failure = drainFailure(code)
 	}
 	return code, false, nil
 }

@@ -249,6 +249,7 @@ func TestRootlessChild(t *testing.T) {
 		}
 	})
 	t.Run("ClientKilled", func(t *testing.T) { clientKilled(t, &Executor{UnenforcedLimits: !limits}, f) })
+	t.Run("DrainBoundFailsTheRun", func(t *testing.T) { drainBoundFails(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("OutputLimitStopsTheContainer", func(t *testing.T) { outputLimitStops(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("TimeoutExitZeroSaysSo", func(t *testing.T) { timeoutExitZero(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("ContainerRemoved", func(t *testing.T) {
