@@ -274,9 +274,22 @@ func (e *Executor) podmanWithin(ctx context.Context, d time.Duration, args ...st
 			// and nothing of what to do.
 			return out, refusal.Wrap(refusal.ContainerUnavailable, err, "podman is not installed here (%s not found): install podman and runc (Debian: apt-get install podman runc) so that %s is found", e.podman(), e.podman())
 		}
-		return out, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot run podman (%s)", e.podman())
+		return out, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot run podman (%s)%s", e.podman(), outOfFDs(err))
 	}
 	return out, nil
+}
+
+// outOfFDs is what the message of a refusal caused by a descriptor limit
+// adds, saying what to do (EMFILE: this process's; ENFILE: the
+// system's); "" for any other cause.
+func outOfFDs(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		return "; this process is out of file descriptors: raise its limit, or run fewer runs at once"
+	case errors.Is(err, syscall.ENFILE):
+		return "; the system is out of file descriptors: raise its limit, or run fewer processes at once"
+	}
+	return ""
 }
 
 func lastLine(s string) string {
@@ -806,7 +819,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		case "", SecretPipe:
 			var err error
 			if secretR, secretW, err = os.Pipe(); err != nil {
-				return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the secret pipe")
+				return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the secret pipe%s", outOfFDs(err))
 			}
 			args = append(args, "--preserve-fds", strconv.Itoa(shim.SecretFD-2))
 			shimArgs = []string{"--secret-pipe-fd", strconv.Itoa(shim.SecretFD)}
@@ -882,7 +895,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		}
 		cleanupMount()
 		_ = os.RemoveAll(cwd)
-		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot hold the run's private directory %s", cwd)
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot hold the run's private directory %s%s", cwd, outOfFDs(err))
 	}
 	cleanup := func() {
 		cleanupMount()
@@ -926,7 +939,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}
 		cleanup()
-		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot start podman (%s)", e.podman())
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot start podman (%s)%s", e.podman(), outOfFDs(err))
 	}
 	if secretR != nil {
 		secretR.Close()
@@ -1110,7 +1123,7 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
 	if err != nil {
 		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		os.Remove(dir)
-		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot write the bundle to the private tmpfs")
+		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot write the bundle to the private tmpfs%s", outOfFDs(err))
 	}
 	return dir, nil
 }
