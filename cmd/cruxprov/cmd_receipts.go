@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/deniedat"
+	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -48,7 +51,9 @@ func init() {
 			UsageText: "cruxprov receipts list [--ledger PATH]… [--provider NAME] [--status S] [--last N] [--tolerate-corrupt]",
 			Description: "Oldest first, as the ledger holds them; the filters apply to the orphaned intents too.\n" +
 				"Strict, as scan is: a corrupt line refuses the ledger (ledger_corrupt); --tolerate-corrupt lists\n" +
-				"the valid rows and then each corrupt line (its line, byte offset and sha256; --json: \"corrupt\").\n\n" +
+				"the valid rows and then each corrupt line (its line, byte offset and sha256; --json: \"corrupt\").\n" +
+				"STATUS says how a run ended; EXIT is its process's status, - for none, and \"0 (after SIGTERM)\"\n" +
+				"for a run stopped at its timeout or cancelled that then exited itself (--json: the number).\n\n" +
 				"Example:\n   cruxprov receipts list --last 20\n   cruxprov receipts list --provider acme-echo --status error\n" +
 				"   cruxprov receipts list --json | jq '.attempts[] | select(.outcome.status != \"ok\")'\n" +
 				"   cruxprov receipts list --tolerate-corrupt",
@@ -152,9 +157,13 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		for _, a := range res.Attempts {
 			st, code := orphanStatus(a), "-"
 			if a.Outcome != nil {
-				st, code = a.Outcome.Status, exitText(a.Outcome.ExitCode)
+				st, code = a.Outcome.Status, exitText(a.Outcome)
 				if a.Outcome.Replayed {
 					st += " (replayed)"
+				}
+				if a.Outcome.ErrorCode == invoke.CodeCancelled {
+					// Its status is error: the row said why nowhere.
+					st += " (cancelled)"
 				}
 			}
 			// A replay ran nothing: no limit went unheld.
@@ -442,7 +451,7 @@ func receiptsShow(c *cli.Context) error {
 		if out.Replayed {
 			st += " (replayed: the recorded ok outcome of " + out.ReplayOf + ")"
 		}
-		exit := "exit " + exitText(out.ExitCode)
+		exit := "exit " + exitText(out)
 		if out.ExitCode == -1 {
 			exit = "no exit status"
 		}
@@ -502,12 +511,30 @@ func orphanStatus(a receipts.Attempt) string {
 
 // exitText is an outcome's exit code as a person reads it: "-" for the
 // ledger's -1, a run that has none (refused before anything ran, or a
-// container removed with its status: docs/receipts.md); --json keeps -1.
-func exitText(code int) string {
+// container removed with its status: docs/receipts.md); and "0 (after
+// SIGTERM)" for a status the process chose itself once the executor had
+// stopped it (a timeout, or a cancelled run, whose harness caught the
+// SIGTERM and exited): the receipt keeps the process's own status
+// (docs/receipts.md, "A timeout's exit code"), and a bare 0 in EXIT read
+// as a run that ended well. 128+N, a signal's death, is shown as it is.
+// --json keeps the ledger's number.
+func exitText(o *receipts.Outcome) string {
+	code := o.ExitCode
 	if code == -1 {
 		return "-"
 	}
+	stopped := o.Status == receipts.StatusTimeout || o.ErrorCode == invoke.CodeCancelled
+	if stopped && code >= 0 && !diedOfSignal(code) {
+		return strconv.Itoa(code) + " (after SIGTERM)"
+	}
 	return strconv.Itoa(code)
+}
+
+// diedOfSignal reports an exit status that is 128+N for a signal N, as
+// every backend records a process a signal killed (docs/executor.md):
+// the rule invoke applies to the timeout's message.
+func diedOfSignal(code int) bool {
+	return code > 128 && code <= 128+64 && unix.SignalName(syscall.Signal(code-128)) != ""
 }
 
 // ledgerNotAFile is the usage error of a --ledger that is no regular

@@ -125,6 +125,75 @@ func TestReceiptsNoExitStatus(t *testing.T) {
 	}
 }
 
+// TestReceiptsStoppedExitZero: a run the executor stopped (its timeout,
+// or the caller's cancel) whose harness caught the SIGTERM and exited 0
+// keeps exit_code 0 in its receipt (docs/receipts.md, "A timeout's exit
+// code"), and receipts list's EXIT column showed that bare 0 beside it, as
+// it shows a run that ended well. It says "0 (after SIGTERM)", a
+// cancelled run's STATUS says cancelled, show says the same, a run a
+// signal killed keeps its 128+N, and --json keeps the 0.
+func TestReceiptsStoppedExitZero(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	for _, run := range []struct {
+		id, status, code string
+		exit             int
+	}{{"att_timeout", receipts.StatusTimeout, invoke.CodeTimeout, 0}, {"att_cancelled", receipts.StatusError, invoke.CodeCancelled, 0},
+		{"att_killed", receipts.StatusTimeout, invoke.CodeTimeout, 137}, {"att_ok", receipts.StatusOK, "", 0}} {
+		in := receipts.Intent{AttemptID: run.id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+			Backend: "local", Platform: "linux-x86_64-cp311", ProtocolVersion: 1, Tool: "cruxprov test",
+			InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+		if _, err := l.Begin(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		o := receipts.Outcome{AttemptID: run.id, Status: run.status, ExitCode: run.exit, ErrorCode: run.code, ErrorMessage: run.code, EndedAt: time.Now()}
+		if run.status == receipts.StatusOK {
+			o.ResultDigest = d
+		}
+		if err := l.Finish(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	r := cruxprov(t, "receipts", "list", "--ledger", ledger)
+	rows := map[string]string{}
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			rows[f[1]] = line
+		}
+	}
+	for id, want := range map[string]string{
+		"att_timeout":   "  timeout            0 (after SIGTERM)  ",
+		"att_cancelled": "  error (cancelled)  0 (after SIGTERM)  ",
+		"att_killed":    "  timeout            137                ",
+		"att_ok":        "  ok                 0                  ",
+	} {
+		if r.code != 0 || !strings.Contains(rows[id], want) {
+			t.Errorf("receipts list: the row of %s is %q, want it to hold %q (all: %+v)", id, rows[id], want, r)
+		}
+	}
+	for id, want := range map[string]string{"att_timeout": "timeout, exit 0 (after SIGTERM), after ", "att_cancelled": "error, exit 0 (after SIGTERM), after ", "att_killed": "timeout, exit 137, after "} {
+		if r := cruxprov(t, "receipts", "show", id, "--ledger", ledger); r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("receipts show %s: want %q in %+v", id, want, r)
+		}
+	}
+	r = cruxprov(t, "receipts", "list", "--ledger", ledger, "--json")
+	var doc struct {
+		Attempts []struct {
+			Outcome struct {
+				ExitCode int `json:"exit_code"`
+			} `json:"outcome"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Attempts) != 4 || doc.Attempts[0].Outcome.ExitCode != 0 || doc.Attempts[1].Outcome.ExitCode != 0 {
+		t.Errorf("receipts list --json: %v %+v", err, r)
+	}
+}
+
 // TestReceiptsScanSummary: the text summary of receipts scan counts what
 // its --json lists, an outcome whose intent is in no scanned ledger
 // included (it was left out, so such an outcome showed nowhere in text).
