@@ -22,15 +22,15 @@ import (
 // internal/fixtures change what the wheels hold (the runtime wheel is in
 // every lock): then check why, and paste the "got" map the failure prints.
 var inspectPins = map[string]string{
-	"acme-echo":          "sha256:e7fd982e6edcfcbc90a609b9b15b7ae163ba1281299800eb465bbdd4f8263f9a",
-	"acme-echo/echo":     "sha256:bc5bab65231e2359ffb74fa25405ea1081669b8ad8e97d1962440664287f3ccc",
-	"acme-echo/fail":     "sha256:14324999ab149a4a7590fb8eb39764945c19b3d2fd1cf8a6a69d8899d88f5522",
-	"acme-echo/flood":    "sha256:056663dffa3931579752b4b8009d2b6111d697a1c6968069fb25ce13c7d89c3c",
-	"acme-echo/sleep":    "sha256:b60104b1180e7410d95e9fd7d8c7238925c3dfa79f1c44fe6a087039d4867f31",
-	"acme-native":        "sha256:3b345a57fca732301158476683f664dd22200d4283d113f622bc79f257c0a792",
-	"acme-native/which":  "sha256:bd07b55dc54b58f8749f18d5484f0d20438a3ab425107106fe61c29931294aa8",
-	"acme-scripts":       "sha256:25fecdb9c6d1a4d28325d825fc34cdedaac9facb4ce4ad7bddc8982516ce6594",
-	"acme-scripts/hello": "sha256:c7aa92d64af48fef64b3ff56261c53946f92376446f2e39c0fffda30426116a1",
+	"acme-echo":          "sha256:bbb6447eaf2867073b2cccd97a84f418b88cfedba6fd1548ddb9382f671a0190",
+	"acme-echo/echo":     "sha256:6f216d34b265a24a54bf7ece20400774779fdb5dd2bd027e650ad5f2776703cf",
+	"acme-echo/fail":     "sha256:180ee00f8d33f1a5e074a2e10a07b7558aff7114bb68d1cc4e7edc49543f7940",
+	"acme-echo/flood":    "sha256:404a4f88024b7568a07e6bd6274419fb173c37daede0b1a07c18c507151352dd",
+	"acme-echo/sleep":    "sha256:4372abe640c54ffa2d92fa443eed85cdb1f0525f2da8e785251980d3c96d7dbd",
+	"acme-native":        "sha256:b7955affe01580e86ff583c441eb11867333354b092a9b2111009db7bc86af34",
+	"acme-native/which":  "sha256:10b5d2ba835efb7436e09861fedac34a0c70b1e01418d7bf74055939773597e1",
+	"acme-scripts":       "sha256:4ee56fcc91c6d1a995417c6a85ecea98f790fd2d6ce62492a950d6e087ed682c",
+	"acme-scripts/hello": "sha256:0a3c728b5d04a6e5001b9d8bb4b1fdf5078f87225689eaf11917201dd844a465",
 }
 
 type inspectDoc struct {

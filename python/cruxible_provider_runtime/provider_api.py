@@ -49,9 +49,15 @@ def check_json_value(value: Any, where: str = "result") -> None:
 
     Plain JSON is None, bool, int (of no more digits than
     sys.get_int_max_str_digits() allows), finite float, str (no lone surrogates),
-    list or tuple of plain JSON, and dict with str keys and plain JSON
-    values, nested at most MAX_NESTING deep. Cycles are refused by the
-    depth bound.
+    list of plain JSON, and dict with str keys and plain JSON values,
+    nested at most MAX_NESTING deep: values of exactly those types, what
+    json.loads gives. Anything else is refused, not converted: a tuple, a
+    set, bytes, a subclass (an OrderedDict, an IntEnum), a non-str key, a
+    NaN or an infinity. json.dumps would write a tuple as a list and an int
+    key as a string, a value the provider did not write: its own tests
+    then compare a result the executor never returns. The message says
+    where (``result['a'][0]``) and what to pass instead. Cycles are
+    refused by the depth bound.
     """
     stack = [(value, where, 0)]
     while stack:
@@ -72,23 +78,39 @@ def check_json_value(value: Any, where: str = "result") -> None:
             continue
         if t is float:
             if not math.isfinite(v):
-                raise ValueError("%s is %r, which JSON cannot carry" % (path, v))
+                raise ValueError("%s is %r, which JSON cannot carry: pass a finite number, or None" % (path, v))
             continue
         if t is str:
             _check_text(v, path)
             continue
-        if t is list or t is tuple:
+        if t is list:
             for i, item in enumerate(v):
                 stack.append((item, "%s[%d]" % (path, i), depth + 1))
             continue
         if t is dict:
             for k, item in v.items():
                 if type(k) is not str:
-                    raise ValueError("%s has a key of type %s; JSON keys are strings" % (path, type(k).__name__))
+                    raise ValueError("%s has a key of type %s; JSON keys are strings: pass str keys (json.dumps would write str(key), a key you did not return)" % (path, type(k).__name__))
                 _check_text(k, path + " key")
                 stack.append((item, "%s[%r]" % (path, k), depth + 1))
             continue
-        raise ValueError("%s is a %s, which is not JSON" % (path, t.__name__))
+        raise ValueError("%s is a %s, which is not JSON%s" % (path, t.__name__, _instead(t)))
+
+
+def _instead(t: type) -> str:
+    """What to pass instead of a value of type t, which is not JSON ("" when
+    nothing is near). Asked of the type, never the value: a hostile
+    object's __class__ or __getattr__ is not called."""
+    if issubclass(t, tuple):
+        return ": pass a list (JSON has none: json.dumps would write a list, not what you returned)"
+    if issubclass(t, (set, frozenset)):
+        return ": pass a list (sorted, so that every run writes the same result)"
+    if issubclass(t, (bytes, bytearray, memoryview)):
+        return ": pass a str (decode text; base64 binary data)"
+    for plain in (int, float, str, list, dict):
+        if issubclass(t, plain):
+            return ": pass a plain %s (%s(value))" % (plain.__name__, plain.__name__)
+    return ""
 
 
 def _check_text(s: str, path: str) -> None:
@@ -115,7 +137,8 @@ class ProviderResult:
     @classmethod
     def ok(cls, result: Any = None) -> "ProviderResult":
         """A successful result carrying ``result``, which must be plain JSON
-        (see check_json_value); the harness checks it (``result_invalid``)."""
+        (see check_json_value: a list, not a tuple; no set, bytes or NaN);
+        the harness checks it (``result_invalid``), as check() does."""
         return cls("ok", result=result)
 
     @classmethod

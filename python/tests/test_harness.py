@@ -164,6 +164,9 @@ def fds(ctx):
         def int_keys(ctx):
             return ProviderResult.ok({1: "one"})
 
+        def a_tuple(ctx):
+            return ProviderResult.ok({"pair": (1, 2)})
+
         def unknown_code(ctx):
             return ProviderResult.error("teapot", "short and stout")
 
@@ -496,6 +499,13 @@ class HarnessTest(unittest.TestCase):
                 msg = self.refused(harness(request(obj)), "result_invalid")
                 self.assertIn(obj, msg)
         self.assertIn("async", self.refused(harness(request("tp_basic:coroutine")), "result_invalid"))
+
+    def test_tuple_result_is_refused(self):
+        # A tuple went out as a JSON list, a result the provider did not
+        # return (ProviderResult.ok((1, 2)) != ProviderResult.ok([1, 2]) in
+        # its own tests): result_invalid, saying where and to pass a list.
+        msg = self.refused(harness(request("tp_basic:a_tuple")), "result_invalid")
+        self.assertIn("result['pair'] is a tuple, which is not JSON: pass a list", msg)
 
     def test_subclass_results_are_checked_as_they_are(self):
         # A subclass's own check() and properties are not asked: its slots

@@ -44,6 +44,41 @@ class ProviderResultTest(unittest.TestCase):
                 with self.assertRaises(ValueError):
                     r.check()
 
+    def test_values_json_does_not_have(self):
+        # A tuple passed as a JSON list: ProviderResult.ok((1, 2)) went out
+        # as [1, 2], a result its author did not write. Each value that is
+        # not exactly a JSON type is refused, saying where and what to pass.
+        import collections
+        import enum
+
+        class Colour(enum.IntEnum):
+            RED = 1
+
+        Point = collections.namedtuple("Point", "x y")
+        cases = [
+            ((1, 2), "result is a tuple, which is not JSON: pass a list"),
+            ({"a": [(1,)]}, "result['a'][0] is a tuple, which is not JSON: pass a list"),
+            (Point(1, 2), "result is a Point, which is not JSON: pass a list"),
+            ({1, 2}, "result is a set, which is not JSON: pass a list (sorted"),
+            (frozenset(), "result is a frozenset, which is not JSON: pass a list (sorted"),
+            (b"x", "result is a bytes, which is not JSON: pass a str"),
+            ([bytearray(b"x")], "result[0] is a bytearray, which is not JSON: pass a str"),
+            (float("nan"), "result is nan, which JSON cannot carry: pass a finite number, or None"),
+            ({"x": float("-inf")}, "result['x'] is -inf, which JSON cannot carry"),
+            ({1: "one"}, "result has a key of type int; JSON keys are strings: pass str keys"),
+            ({("a", "b"): 1}, "result has a key of type tuple; JSON keys are strings"),
+            ({"c": Colour.RED}, "result['c'] is a Colour, which is not JSON: pass a plain int (int(value))"),
+            (collections.OrderedDict(a=1), "result is a OrderedDict, which is not JSON: pass a plain dict (dict(value))"),
+            (object(), "result is a object, which is not JSON"),
+        ]
+        for value, want in cases:
+            with self.subTest(value=value):
+                with self.assertRaises(ValueError) as cm:
+                    ProviderResult.ok(value).check()
+                self.assertIn(want, str(cm.exception))
+        # What json.loads gives passes, a list of lists included.
+        ProviderResult.ok({"a": [[1, 2], {"b": None}], "c": 1.5, "d": True}).check()
+
     def test_integers_json_cannot_write(self):
         # check() passed an integer of 5000 digits that the harness's
         # json.dumps then refused (result_invalid): a provider's own test of
