@@ -3,7 +3,8 @@
 // by mmdebstrap into a cache dir under os.TempDir() keyed by its inputs,
 // committed by a rename so test binaries running at once never see half
 // of one, reused by later runs, skipped with a clear message where
-// mmdebstrap cannot run) and cruxshim built static for amd64 once per test binary.
+// mmdebstrap cannot run), that base without a shell (ShellFree), and
+// cruxshim built static for amd64 once per test binary.
 package imagetest
 
 import (
