@@ -681,6 +681,30 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		defer chanW.Close()
 	}
 
+	// The run's stdout and stderr are pipes the executor reads itself (not
+	// os/exec), so that it knows whether it read them to their end: one
+	// still held open at the grace fails the run (heldFailure).
+	var outs outputs
+	defer outs.close()
+	var outW, errW *os.File
+	if handoff {
+		// One pipe, and one sink, for fd 1 and fd 2.
+		outs.add("the result channel", chanR, stdout)
+		if outW, err = outs.pipe("stdout and stderr", stderr); err != nil {
+			return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's output pipe")
+		}
+		errW = outW
+	} else {
+		if outW, err = outs.pipe("stdout", stdout); err == nil {
+			errW, err = outs.pipe("stderr", stderr)
+		}
+		if err != nil {
+			return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot make the run's output pipes")
+		}
+	}
+	defer outW.Close()
+	defer errW.Close()
+
 	var secretR, secretW *os.File
 	if bundle != nil {
 		if secretR, secretW, err = os.Pipe(); err != nil {
@@ -720,8 +744,10 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		cmd.Env = env
 		cmd.Dir = work
 		cmd.Stdin = bytes.NewReader(line)
-		cmd.Stdout = stdout
-		cmd.Stderr = stderr
+		cmd.Stdout = outW
+		cmd.Stderr = errW
+		// Bounds the wait for the copy of stdin (the output is read
+		// apart, outputs).
 		cmd.WaitDelay = s.grace()
 		cmd.SysProcAttr = sysProcAttr(ns)
 		var extra []*os.File // fd 3 on: nil, not opened
@@ -730,9 +756,6 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 			extra[shim.SecretFD-3] = secretR
 		}
 		if handoff {
-			// One pipe, and one sink, for fd 1 and fd 2 (os/exec shares
-			// it when Stdout and Stderr are the same writer).
-			cmd.Stdout = stderr
 			extra = append(extra, make([]*os.File, ProtocolFD-2-len(extra))...)
 			extra[ProtocolFD-3] = chanW
 		}
@@ -802,15 +825,12 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		res.Error.Message += ", as its process started: killed before the provider ran"
 		return res, tail, nil
 	}
-	var copied chan struct{}
+	outW.Close()
+	errW.Close()
 	if handoff {
 		chanW.Close()
-		copied = make(chan struct{})
-		go func() {
-			_, _ = io.Copy(stdout, chanR)
-			close(copied)
-		}()
 	}
+	outs.start()
 	pid := cmd.Process.Pid
 	nsID := ""
 	if ns {
@@ -832,34 +852,36 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 	// So the harness's exit is watched on its own, and what it left in
 	// its process group is killed at once (exitWatch: before cmd.Wait
 	// can reap it).
-	var exited chan struct{}
+	var exited, watched chan struct{}
 	var wait func() bool
 	if nsID == "" {
 		wait = exitWatch(pid)
 	}
 	if wait != nil {
-		exited = make(chan struct{})
+		exited, watched = make(chan struct{}), make(chan struct{})
 		go func() {
+			defer close(watched)
 			if wait() { // else unknown: cmd.Wait decides, as before
 				signalRun(pid, nsID, syscall.SIGKILL)
 				close(exited)
 			}
 		}()
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Closed once cmd.Wait has reaped the run's process (its exit status
+	// is cmd.ProcessState's).
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 
 	timer := time.NewTimer(time.Duration(b.TimeoutMS) * time.Millisecond)
 	defer timer.Stop()
 	var why string // why the executor killed the run
-	var werr error
 	select {
-	case werr = <-done:
+	case <-done:
 	case <-exited:
 		// The harness ended the run itself: its leftovers are killed,
-		// and the pipes close (one that setsid() holds them at most the
-		// grace, as WaitDelay bounds).
-		werr = <-done
+		// and the pipes close (outs.drain: one that a process outside
+		// the group holds is waited for at most the grace).
+		<-done
 	case <-timer.C:
 		why = CodeTimeout
 	case <-m.spent:
@@ -882,22 +904,21 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 			// grace's SIGKILL; and so is a sandbox (bwrap) that has not
 			// started the harness yet.
 			signalRun(pid, nsID, syscall.SIGKILL)
-			werr = <-done
+			<-done
 		} else {
 			signalRun(pid, nsID, syscall.SIGTERM)
 			select {
-			case werr = <-done:
+			case <-done:
 			case <-time.After(s.grace()):
 				signalRun(pid, nsID, syscall.SIGKILL)
-				werr = <-done
+				<-done
 			}
 		}
-	} else {
-		select {
-		case <-m.spent:
-			why = CodeOutputLimit // spent at the very end: still over budget
-		default:
-		}
+	}
+	if watched != nil {
+		// The exit watch has made its kill (or found the harness gone):
+		// none comes after the run is over.
+		<-watched
 	}
 	// Whatever outlived the harness goes now. In a pid namespace the
 	// kernel killed it all when the harness exited; otherwise its process
@@ -905,13 +926,19 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 	if nsID == "" {
 		signalRun(pid, nsID, syscall.SIGKILL)
 	}
-	if copied != nil {
-		// What the harness wrote is in the pipe; a process that
-		// inherited the channel before the harness took it (start-up
-		// code's child) may still hold it open: the grace bounds the
-		// wait, as WaitDelay bounds cmd.Wait's for the streams.
-		_ = chanR.SetReadDeadline(time.Now().Add(s.grace()))
-		<-copied
+	// What the run wrote is in the pipes; a process that outlived it and
+	// that nothing above killed (one outside its process group and no
+	// longer its descendant, without a pid namespace; or one that
+	// inherited the result channel before the harness took it, start-up
+	// code's child) may still hold one open: the grace bounds the wait,
+	// and output not read to its end fails the run below.
+	held := outs.drain(s.grace())
+	if why == "" {
+		select {
+		case <-m.spent:
+			why = CodeOutputLimit // spent at the very end: still over budget
+		default:
+		}
 	}
 	dur := time.Since(start)
 
@@ -919,9 +946,106 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 	_, errN := stderr.bytes()
 	errb, cut := stderr.tail(StderrTail)
 	res := &Result{AttemptID: attempt, ExitCode: exitStatus(cmd.ProcessState), StdoutBytes: outN, StderrBytes: errN, Budgets: b, Duration: dur, Egress: []string{}}
-	_ = werr
-	tail := settle(ctx, res, why, b, red, errb, cut, func() { parseOutput(res, out, attempt) })
+	tail := settle(ctx, res, why, b, red, errb, cut, func() {
+		if len(held) > 0 {
+			res.Status, res.Error = StatusError, &Error{Code: CodeExited, Message: heldFailure(held, s.grace(), res.ExitCode)}
+			return
+		}
+		parseOutput(res, out, attempt)
+	})
 	return res, tail, nil
+}
+
+// outputs are the pipes a run writes its output on (stdout, stderr, the
+// result channel), each copied into its sink until its end.
+type outputs struct {
+	names []string
+	rs    []*os.File
+	ws    []io.Writer
+	errs  []error
+	wg    sync.WaitGroup
+}
+
+// add copies r into w once start is called; name is how a failure
+// names it (heldFailure).
+func (o *outputs) add(name string, r *os.File, w io.Writer) {
+	o.names, o.rs, o.ws = append(o.names, name), append(o.rs, r), append(o.ws, w)
+}
+
+// pipe makes a pipe whose read end is copied into w (add), and returns
+// its write end, the child's.
+func (o *outputs) pipe(name string, w io.Writer) (*os.File, error) {
+	r, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	o.add(name, r, w)
+	return pw, nil
+}
+
+// start starts the copies, once the child holds the write ends and the
+// executor's copies of them are closed.
+func (o *outputs) start() {
+	o.errs = make([]error, len(o.rs))
+	for i := range o.rs {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			if _, o.errs[i] = io.Copy(o.ws[i], o.rs[i]); o.errs[i] != nil {
+				// The sink refused a write (the output budget is
+				// spent): the read end is closed, so the run's next
+				// write fails while its kill lands, as os/exec's
+				// copies did.
+				o.rs[i].Close()
+			}
+		}()
+	}
+}
+
+// drain waits at most limit for every pipe to reach its end, then stops
+// the reads that have not, keeping what they read, and returns the names
+// of the pipes still held open then: what was read of them may not be all
+// that was written.
+func (o *outputs) drain(limit time.Duration) (held []string) {
+	deadline := time.Now().Add(limit)
+	for _, r := range o.rs {
+		_ = r.SetReadDeadline(deadline)
+	}
+	o.wg.Wait()
+	for i, err := range o.errs {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			held = append(held, o.names[i])
+		}
+	}
+	return held
+}
+
+// close closes the read ends (after drain, or where the run never
+// started).
+func (o *outputs) close() {
+	for _, r := range o.rs {
+		r.Close()
+	}
+}
+
+// heldFailure is the failure of a run, exit status code, whose output
+// pipes held (their names) were still open limit after its process had
+// exited: its result and byte counts would be those of part of its
+// output, which must not pass for all of it. Like podman's (its drain),
+// harness_exited.
+func heldFailure(held []string, limit time.Duration, code int) string {
+	what, verb := held[0], "was"
+	if n := len(held); n > 1 {
+		sep := " and "
+		if strings.Contains(held[n-1], " and ") {
+			sep = ", "
+		}
+		what = strings.Join(held[:n-1], ", ") + sep + held[n-1]
+	}
+	if strings.Contains(what, " and ") {
+		verb = "were"
+	}
+	return fmt.Sprintf("%s %s still held open %v after the provider exited (exit status %d), by a process the run left behind that the executor could not find to kill (one in a session of its own whose parent had exited): what was read may not be all the run wrote, so its result is not taken; run again, and if it recurs, find that process so that it leaves none behind", what, verb, limit, code)
 }
 
 // settle fills res's status for why (a kill the executor made: timeout,
