@@ -207,8 +207,11 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 // CloseInherited marks every descriptor of this process above 2
 // close-on-exec, so that one an embedding program opened without
 // O_CLOEXEC does not reach a child (a Backend calls it before it starts
-// its process).
-func CloseInherited() { cloexecAll() }
+// its process). It returns an error, saying why and what to do, where it
+// cannot (close_range(2) unavailable, and /proc/self/fd unreadable: no
+// /proc, or this process out of descriptors): the Backend then refuses
+// the run, starting nothing.
+func CloseInherited() error { return cloexecAll() }
 
 // shimRefused reports the code of the entry shim's refusal: exit
 // shim.ExitRefused, nothing on stdout, and on stderr (errN bytes in all,

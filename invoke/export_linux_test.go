@@ -32,3 +32,18 @@ func MountNamespaceRefused() bool {
 	}()
 	return <-refused
 }
+
+// SetCloexecFallback makes the descriptor sweep before a run (and
+// CloseInherited) find close_range(2) missing (ENOSYS) where noCloseRange,
+// and list dir where it lists /proc/self/fd ("": that), until restore is
+// called.
+func SetCloexecFallback(noCloseRange bool, dir string) (restore func()) {
+	oldCR, oldDir := closeRange, procFDs
+	if noCloseRange {
+		closeRange = func(uint, uint, uint) error { return unix.ENOSYS }
+	}
+	if dir != "" {
+		procFDs = dir
+	}
+	return func() { closeRange, procFDs = oldCR, oldDir }
+}

@@ -44,6 +44,8 @@ func TestMain(m *testing.M) {
 		os.Exit(nsRefusedMain())
 	case "nosysadmin":
 		os.Exit(noSysAdminMain())
+	case "cloexec":
+		os.Exit(cloexecMain())
 	default:
 		os.Exit(childMain())
 	}

@@ -2,6 +2,9 @@ package invoke
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"slices"
@@ -164,28 +167,71 @@ func isErrno(err error, e syscall.Errno) bool {
 	return false
 }
 
+// procFDs is the directory cloexecAll lists where close_range(2) cannot
+// mark the descriptors, and closeRange that call: variables for tests
+// (export_linux_test.go).
+var (
+	procFDs    = "/proc/self/fd"
+	closeRange = unix.CloseRange
+)
+
 // cloexecAll marks every descriptor of this process above the standard
 // streams close-on-exec, so that one an embedding program opened without
 // O_CLOEXEC cannot leak into the child (os/exec closes nothing itself).
 // Descriptors opened concurrently by other threads after the sweep are
 // not covered: Go opens its own with O_CLOEXEC.
-func cloexecAll() {
-	d, err := os.Open("/proc/self/fd")
-	if err != nil {
-		return
+//
+// close_range(2) with CLOSE_RANGE_CLOEXEC (Linux 5.11) marks them all in
+// one call and needs neither a descriptor nor /proc; where it fails
+// (ENOSYS before 5.9, EINVAL before 5.11, or a seccomp filter's EPERM)
+// the descriptors listed in /proc/self/fd are marked one by one. Where
+// neither can be done it returns an error saying why and what to do:
+// the walk alone did nothing, silently, in a process out of descriptors
+// (EMFILE: it could not open /proc/self/fd) or without /proc, and every
+// descriptor the run should not have reached it.
+func cloexecAll() error {
+	crErr := closeRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	if crErr == nil {
+		return nil
 	}
-	names, _ := d.Readdirnames(-1)
+	d, err := os.Open(procFDs)
+	if err != nil {
+		return cloexecError(crErr, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return cloexecError(crErr, err)
+	}
 	own := int(d.Fd())
 	for _, n := range names {
 		fd, err := strconv.Atoi(n)
 		if err != nil || fd <= 2 || fd == own {
 			continue
 		}
+		// A descriptor closed since the listing (EBADF) needs nothing.
 		if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && fl&unix.FD_CLOEXEC == 0 {
 			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, fl|unix.FD_CLOEXEC)
 		}
 	}
-	d.Close()
+	return nil
+}
+
+// cloexecError is cloexecAll's failure: close_range(2) failed with crErr
+// and the list of the descriptors with err.
+func cloexecError(crErr, err error) error {
+	var todo string
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		todo = "this process is out of file descriptors: raise its limit, or run fewer runs at once"
+	case errors.Is(err, syscall.ENFILE):
+		todo = "the system is out of file descriptors: raise its limit, or run fewer processes at once"
+	case errors.Is(err, os.ErrNotExist):
+		todo = "/proc is not mounted here: mount it, or run on Linux 5.11 or later, whose close_range(2) needs no /proc"
+	default:
+		todo = "run where /proc/self/fd can be read, or on Linux 5.11 or later, whose close_range(2) needs no /proc"
+	}
+	return fmt.Errorf("close_range(2) could not mark them close-on-exec (%v), and their list could not be read (%w): %s", crErr, err, todo)
 }
 
 // initAlone reports whether the init shell pid (withInit's) has no child:

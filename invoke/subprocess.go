@@ -762,7 +762,9 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 		cmd.ExtraFiles = extra
 		return cmd
 	}
-	cloexecAll()
+	if err := cloexecAll(); err != nil {
+		return nil, "", refusal.Wrap(refusal.InvokeFailed, err, "cannot keep this process's open descriptors from the provider, so it was not started")
+	}
 	startCmd := (*exec.Cmd).Start
 	if ro != nil {
 		// Started on the thread that sees the env read-only, which the

@@ -910,6 +910,17 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 	// meanwhile (TestClientKilledFromOutside). cmd.Wait now returns at
 	// the client's exit, and Wait drains the pipes once the container is
 	// gone.
+	// Marked before the pipes are made (all close-on-exec already): one
+	// an embedding program opened without O_CLOEXEC does not reach podman
+	// and the container.
+	if err := invoke.CloseInherited(); err != nil {
+		if secretR != nil {
+			secretR.Close()
+			secretW.Close()
+		}
+		cleanup()
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot keep this process's open descriptors from podman, so it was not started")
+	}
 	pipes, err := newStdio(s.Request, s.Stdout, &tailWriter{w: s.Stderr})
 	if err != nil {
 		if secretR != nil {
@@ -929,7 +940,6 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		extra[shim.SecretFD-3] = secretR
 		cmd.ExtraFiles = extra
 	}
-	invoke.CloseInherited()
 	err = cmd.Start()
 	pipes.started()
 	if err != nil {
