@@ -2,6 +2,7 @@ package invoke
 
 import (
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -46,4 +47,15 @@ func SetCloexecFallback(noCloseRange bool, dir string) (restore func()) {
 		procFDs = dir
 	}
 	return func() { closeRange, procFDs = oldCR, oldDir }
+}
+
+// SetRunSignal makes f see each kill of a started run before it is sent,
+// until the returned func is called.
+func SetRunSignal(f func(pid int, ns string, sig syscall.Signal)) (restore func()) {
+	old := runSignal
+	runSignal = func(pid int, ns string, sig syscall.Signal) {
+		f(pid, ns, sig)
+		old(pid, ns, sig)
+	}
+	return func() { runSignal = old }
 }

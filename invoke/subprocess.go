@@ -853,26 +853,55 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 	// that, was recorded timeout, exit status 0, after its ok result.
 	// So the harness's exit is watched on its own, and what it left in
 	// its process group is killed at once (exitWatch: before cmd.Wait
-	// can reap it).
-	var exited, watched chan struct{}
-	var wait func() bool
-	if nsID == "" {
-		wait = exitWatch(pid)
+	// reaps it).
+	//
+	// Every kill of the run (kill) is ordered with that reap: the pid,
+	// and a process group of that id, are the run's only until its
+	// process is reaped, after which another process may take them, and
+	// a timeout's or a cancel's kill that came as the run ended went to
+	// -pid after the reap. The watch waits for the exit without reaping
+	// (a zombie keeps its pid), makes its kill, and reaps with mu held
+	// and reaped set: no kill is sent after.
+	var mu sync.Mutex
+	reaped := false
+	kill := func(sig syscall.Signal) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !reaped {
+			runSignal(pid, nsID, sig)
+		}
 	}
-	if wait != nil {
-		exited, watched = make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(watched)
-			if wait() { // else unknown: cmd.Wait decides, as before
-				signalRun(pid, nsID, syscall.SIGKILL)
-				close(exited)
-			}
-		}()
-	}
+	wait := exitWatch(pid)
+	var exited chan struct{}
+	watchedExit := false // the watch saw the exit, and killed before the reap
 	// Closed once cmd.Wait has reaped the run's process (its exit status
 	// is cmd.ProcessState's).
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	if wait != nil {
+		exited = make(chan struct{})
+		go func() {
+			defer close(done)
+			if !wait() {
+				// Unknown (the kernel would not say): cmd.Wait
+				// decides, and no kill is ordered with its reap.
+				_ = cmd.Wait()
+				return
+			}
+			if nsID == "" {
+				// In a pid namespace the kernel kills the rest
+				// with its first process.
+				kill(syscall.SIGKILL)
+			}
+			watchedExit = true
+			close(exited)
+			mu.Lock()
+			reaped = true
+			_ = cmd.Wait()
+			mu.Unlock()
+		}()
+	} else {
+		go func() { _ = cmd.Wait(); close(done) }()
+	}
 
 	timer := time.NewTimer(time.Duration(b.TimeoutMS) * time.Millisecond)
 	defer timer.Stop()
@@ -905,28 +934,24 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 			// killed too, as it went on to run the provider to the
 			// grace's SIGKILL; and so is a sandbox (bwrap) that has not
 			// started the harness yet.
-			signalRun(pid, nsID, syscall.SIGKILL)
+			kill(syscall.SIGKILL)
 			<-done
 		} else {
-			signalRun(pid, nsID, syscall.SIGTERM)
+			kill(syscall.SIGTERM)
 			select {
 			case <-done:
 			case <-time.After(s.grace()):
-				signalRun(pid, nsID, syscall.SIGKILL)
+				kill(syscall.SIGKILL)
 				<-done
 			}
 		}
 	}
-	if watched != nil {
-		// The exit watch has made its kill (or found the harness gone):
-		// none comes after the run is over.
-		<-watched
-	}
-	// Whatever outlived the harness goes now. In a pid namespace the
-	// kernel killed it all when the harness exited; otherwise its process
-	// group and the descendants still attached are left.
-	if nsID == "" {
-		signalRun(pid, nsID, syscall.SIGKILL)
+	if !watchedExit && nsID == "" {
+		// Whatever outlived the harness goes now, where its exit could
+		// not be watched (no waitid here, or the kernel would not say):
+		// its process group. In a pid namespace the kernel killed it all
+		// when the harness exited.
+		runSignal(pid, nsID, syscall.SIGKILL)
 	}
 	// What the run wrote is in the pipes; a process that outlived it and
 	// that nothing above killed (one outside its process group and no
@@ -957,6 +982,10 @@ func (s *Subprocess) spawn(ctx context.Context, c *Call, py string, ns, bytecode
 	})
 	return res, tail, nil
 }
+
+// runSignal is signalRun, for the kills of a started run (tests replace
+// it, to see when each is sent).
+var runSignal = signalRun
 
 // outputs are the pipes a run writes its output on (stdout, stderr, the
 // result channel), each copied into its sink until its end.
