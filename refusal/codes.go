@@ -69,6 +69,12 @@ const (
 	// advice is to restore it from a trusted copy, would mean two
 	// things (DESIGN §2).
 	RegistryWriteFailed Code = "registry_write_failed"
+	// RegistryUnreadable: the registry (a file or directory of it, or a
+	// directory on the way to it) may not be read by this user (EACCES,
+	// EPERM), which is no damage to the registry either: it was
+	// registry_corrupt, whose advice is to restore the registry from a
+	// trusted copy, one code for two meanings (DESIGN §2).
+	RegistryUnreadable Code = "registry_unreadable"
 	// run
 	RuntimeMissing       Code = "runtime_missing"
 	InputInvalid         Code = "input_invalid"
@@ -139,6 +145,7 @@ var all = []Code{
 	PinExpired,
 	RegistryCorrupt,
 	RegistryWriteFailed,
+	RegistryUnreadable,
 	RuntimeMissing,
 	InputInvalid,
 	InvokeFailed,

@@ -158,8 +158,9 @@ func (d *Dir) path(elem ...string) string {
 }
 
 // readOptional reads a file, returning nil without error when missing;
-// a file that cannot be read (its mode, a directory in its place, an I/O
-// error) is registry_corrupt: nothing can be verified from it.
+// a file that cannot be read is refused (unreadable): registry_unreadable
+// where this user may not read it, registry_corrupt for a directory in
+// its place or an I/O error: nothing can be verified from it.
 func readOptional(p string) ([]byte, error) {
 	b, err := readRegular(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -179,10 +180,13 @@ func readRegular(p string) ([]byte, error) {
 	return capped.ReadFile(p, 1<<30)
 }
 
-// unreadable is the registry_corrupt refusal for what cannot be read.
-// Denied permission is said as such, with what to do, and not as damage:
-// an executor run as a user who may not read the operator's registry (a
-// home of 0700, a file of 0600) has nothing to restore.
+// unreadable is the refusal for what of the registry cannot be read.
+// Denied permission (EACCES, EPERM) is registry_unreadable, said as
+// such, with what to do: an executor run as a user who may not read the
+// operator's registry (a home of 0700, a file of 0600) has nothing to
+// restore. It was registry_corrupt, whose advice is to restore the
+// registry from a trusted copy: one code for two meanings (DESIGN §2).
+// Any other failure to read (an I/O error) stays registry_corrupt.
 //
 // Its remedy (ActionGrantRead) names the one path to give read access
 // to: the first directory on the way this user may not enter, else the
@@ -197,13 +201,13 @@ func unreadable(err error, what string) error {
 			at = deniedat.Path(pe.Path)
 		}
 		if at == "" {
-			return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
+			return refusal.Wrap(refusal.RegistryUnreadable, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
 		}
 		owner := ""
 		if uid, ok := deniedat.Owner(at); ok {
 			owner = fmt.Sprintf(" (its owner: uid %d)", uid)
 		}
-		return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
+		return refusal.Wrap(refusal.RegistryUnreadable, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
 	}
 	return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s", what)
 }

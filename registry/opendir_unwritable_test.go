@@ -28,7 +28,8 @@ const unwritableChildEnv = "CRUXPROV_REGISTRY_UNWRITABLE_CHILD"
 // pins/. A mutation is refused registry_write_failed (it was
 // registry_corrupt, "not damage", whose advice is to restore a copy),
 // saying nothing was changed and what to do, and writes nothing. A directory this user
-// cannot reach stays the registry_corrupt refusal it is. Runs as uid
+// cannot reach is registry_unreadable (it was registry_corrupt, "not
+// damage", the same code's other meaning). Runs as uid
 // 65534 when the test runs as root (root ignores modes).
 func TestOpenDirUnwritable(t *testing.T) {
 	var base string
@@ -164,14 +165,15 @@ func unwritableChild(t *testing.T, base string) {
 	}
 	// What this user may not read is said as such, with what to do, not
 	// as damage to restore (it said "cannot read registry file …:
-	// permission denied", whose remedy is "treat as tampering").
+	// permission denied", whose remedy is "treat as tampering"), under a
+	// code of its own: registry_unreadable, not registry_corrupt.
 	for name, root := range map[string]string{"unreachable": "hidden/registry", "unreadable log": "locked/registry"} {
 		t.Run(name, func(t *testing.T) {
 			_, err := registry.OpenDir(ctx, filepath.Join(base, root))
 			var r *refusal.Error
-			if !errors.As(err, &r) || r.Code != refusal.RegistryCorrupt || !strings.Contains(err.Error(), "permission denied to this user") ||
+			if !errors.As(err, &r) || r.Code != refusal.RegistryUnreadable || !strings.Contains(err.Error(), "permission denied to this user") ||
 				!strings.Contains(err.Error(), "not damage to the registry: run as a user who can read the store, or give it read access") {
-				t.Errorf("OpenDir of a registry this user cannot read: %v, want registry_corrupt saying permission denied and what to do", err)
+				t.Errorf("OpenDir of a registry this user cannot read: %v, want registry_unreadable saying permission denied and what to do", err)
 			}
 			// And which path to give read access to: the directory this
 			// user may not enter above the registry, or the log itself

@@ -402,7 +402,7 @@ func approvedAlready(ctx context.Context, reg *registry.Dir, id digest.Digest, k
 		return nil, err
 	}
 	res, err := reg.ApprovedAlready(ctx, id, pub.Digest())
-	if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code != refusal.RegistryCorrupt {
+	if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code != refusal.RegistryCorrupt && re.Code != refusal.RegistryUnreadable {
 		// Which key it is came from the file's header, not from the
 		// key it seals (the password opens that): say so.
 		said := *re

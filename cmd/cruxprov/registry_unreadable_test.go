@@ -13,7 +13,8 @@ import (
 
 // TestRegistryUnreadableAdvisesChmod: a registry this user may not read
 // (its history 0600 to another user, its directory or the store above
-// it 0700) is refused registry_corrupt with a remedy, "; to fix: chmod
+// it 0700) is refused registry_unreadable (it was registry_corrupt, the
+// code of damage to restore from a copy) with a remedy, "; to fix: chmod
 // a+rX PATH", PATH the one that denied it (the first directory on the
 // way this user may not enter, else the file), which its owner runs;
 // the command then reads the registry. It came with no remedy, and named
@@ -73,9 +74,9 @@ func TestRegistryUnreadableAdvisesChmod(t *testing.T) {
 			}
 			r := reader("--home", home, "registry", "log")
 			fix := "; to fix: chmod a+rX " + denied
-			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: registry_corrupt: ") ||
+			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: registry_unreadable: ") ||
 				!strings.Contains(r.stderr, "permission denied to this user") || !strings.Contains(r.stderr, " on "+denied+" ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), fix) {
-				t.Fatalf("registry log of a registry denied at %s: %+v, want registry_corrupt ending %q", denied, r, fix)
+				t.Fatalf("registry log of a registry denied at %s: %+v, want registry_unreadable ending %q", denied, r, fix)
 			}
 			// The owner (this test) runs the fix as printed.
 			if f := runFix(t, r, base); f.code != 0 {
