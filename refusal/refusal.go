@@ -193,7 +193,10 @@ const (
 	// write on a file system with room, which the operator names; or
 	// has Target, where the write was refused (a directory this user
 	// may not write, one on a read-only file system, or a full one),
-	// made writable or given room.
+	// made writable or given room. Without a Target it is also the
+	// advice for a registry behind a floor that a copy of it raised
+	// (a store copied whole, verified from the same state directory):
+	// each copy is verified from a state directory of its own.
 	ActionSetStateDir Action = "set_state_dir"
 )
 

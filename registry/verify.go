@@ -25,8 +25,9 @@ import (
 // in the verifier's state directory (beside its receipts ledger) as
 // <stateDir>/floors/<hex of the registry's first history hash>.json: the
 // history's length and head hash it last saw, the highest revision it
-// accepted per provider, and the digest of the trust document it last
-// replayed (so an unchanged trust state is not replayed on every run).
+// accepted per provider, the digest of the trust document it last
+// replayed (so an unchanged trust state is not replayed on every run),
+// and where the registry it last raised it for lives (Root).
 type Floor struct {
 	Format    string           `json:"format"`
 	Registry  digest.Digest    `json:"registry"`
@@ -34,6 +35,86 @@ type Floor struct {
 	Head      digest.Digest    `json:"head"`
 	Trust     digest.Digest    `json:"trust"`
 	Providers map[string]int64 `json:"providers"`
+	// Root is the directory of the registry whose history the floor's
+	// length and head are (registryRoot: absolute, symlinks resolved).
+	// A store copied whole keeps its registry's identity (Registry), so
+	// two copies verified from one state directory share one floor:
+	// Root tells the copy beside it from this registry put back to an
+	// older state, which a refusal of a history behind the floor says.
+	// It is not a key: a history behind the floor is refused whatever
+	// Root says, and one at or past it is accepted and Root moves to
+	// it (a store moved, mv, verifies as before). Empty in a floor
+	// written before Root was kept, read as before, and for a Reader
+	// with no directory (a Stub).
+	Root string `json:"root,omitempty"`
+}
+
+// registryRoot is where reg lives on disk, as a floor records it (Root):
+// a Dir's root made absolute, its symlinks resolved (one store reached
+// through a symlink is one store); "" for a Reader with no directory.
+func registryRoot(reg Reader) string {
+	r, ok := reg.(interface{ Root() string })
+	if !ok || r.Root() == "" {
+		return ""
+	}
+	p, err := filepath.Abs(r.Root())
+	if err != nil {
+		return ""
+	}
+	if q, err := filepath.EvalSymlinks(p); err == nil {
+		p = q
+	}
+	return p
+}
+
+// behindFloor is the refusal (registry_corrupt) of chain, the history
+// of the registry at root ("" where it has no directory), that the
+// verifier's floor f in stateDir is past: shorter than f, or forking
+// from it at f's last entry. What it says depends on whose floor f is
+// (f.Root). The same registry's, it is a rollback or a loss: restore
+// the newest copy, or move the floor aside (belowFloor). Another
+// registry's of the same identity, still there, it is a copy verified
+// beside it (a store copied whole: a backup, a second store), not a
+// rollback: each copy is verified from a state directory of its own
+// (ActionSetStateDir). Another's no longer there, this registry may
+// have been moved here from it (then it lost entries since) or be a
+// copy of one moved away: it says both. A floor that names no root (an
+// older floor, a Stub) says both as it did: a copy, else a rollback.
+func behindFloor(stateDir, root string, f *Floor, chain []digest.Digest) *refusal.Error {
+	if f.Root == "" || root == "" {
+		if len(chain) < f.Length {
+			return refusal.New(refusal.RegistryCorrupt, "the history has %d entries; this verifier saw %d (its tail was cut off): %s", len(chain), f.Length, belowFloor(stateDir, f))
+		}
+		return refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d: %s", f.Length-1, belowFloor(stateDir, f))
+	}
+	if f.Root == root {
+		if len(chain) < f.Length {
+			return refusal.New(refusal.RegistryCorrupt, "the history of the registry at %s has %d entries; this verifier saw %d in this same registry (its tail was cut off: the registry was put back to an older state, or lost entries): %s", root, len(chain), f.Length, restoreFloor(stateDir, f))
+		}
+		return refusal.New(refusal.RegistryCorrupt, "the history of the registry at %s forks from what this verifier saw in this same registry at entry %d (the registry was put back to an older state and changed since, or rewritten): %s", root, f.Length-1, restoreFloor(stateDir, f))
+	}
+	seen := fmt.Sprintf("the history of the registry at %s has %d entries; this verifier saw %d in the registry at %s", root, len(chain), f.Length, f.Root)
+	if len(chain) >= f.Length {
+		seen = fmt.Sprintf("the history of the registry at %s parts at entry %d from the one this verifier saw in the registry at %s", root, f.Length-1, f.Root)
+	}
+	copied := fmt.Sprintf("this state directory's floor is of the registry at %s; verify each copy from a state directory of its own", f.Root)
+	if _, err := os.Lstat(f.Root); errors.Is(err, fs.ErrNotExist) {
+		return refusal.New(refusal.RegistryCorrupt, "%s (of the same identity, %s), which is not there any more: "+
+			"if this registry was moved here from %s, it is behind what this verifier saw there: %s; "+
+			"if it is a copy of that registry (a store copied whole keeps its registry's identity), now elsewhere, %s",
+			seen, f.Registry, f.Root, restoreFloor(stateDir, f), copied)
+	}
+	return refusal.New(refusal.RegistryCorrupt, "%s, a copy of it or its original (a store copied whole keeps its registry's identity, %s, and so shares this verifier's floor), not a rollback of it: %s",
+		seen, f.Registry, copied).WithRemedy(refusal.ActionSetStateDir, "")
+}
+
+// restoreFloor is what to do about a registry whose history its
+// verifier's floor f is past, this very registry's: restore its newest
+// copy, or, having found only entries lost, move the floor aside.
+func restoreFloor(stateDir string, f *Floor) string {
+	return fmt.Sprintf("restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (the registry's log prints them); "+
+		"if the history lost only entries (no pin or trust change this verifier ran undone), move this verifier's floor %s aside: its next verify starts a fresh floor (docs/governance.md, Restoring the registry from a backup)",
+		f.Length, f.Length-1, f.Head, floorPath(stateDir, f.Registry))
 }
 
 // belowFloor says what to do about a history that its verifier's floor
@@ -44,12 +125,10 @@ type Floor struct {
 // refusal said only to restore the registry, which would overwrite the
 // copy); else restore the newest copy of the registry, or, having found
 // only entries lost, move the floor aside (governance.md, "Restoring
-// the registry from a backup"). The refusal said only what was wrong.
+// the registry from a backup"). It is said where the floor names no
+// registry directory, which cannot tell the two apart (behindFloor).
 func belowFloor(stateDir string, f *Floor) string {
-	return fmt.Sprintf("if this registry is a copy of one this verifier also verifies (a store copied whole, as a backup or a second store, keeps its registry's identity, and so shares this verifier's floor), verify each copy from a state directory of its own; "+
-		"otherwise restore the registry from its newest copy, one whose history has at least %d entries, entry %d with the hash %s (the registry's log prints them); "+
-		"if the history lost only entries (no pin or trust change this verifier ran undone), move this verifier's floor %s aside: its next verify starts a fresh floor (docs/governance.md, Restoring the registry from a backup)",
-		f.Length, f.Length-1, f.Head, floorPath(stateDir, f.Registry))
+	return "if this registry is a copy of one this verifier also verifies (a store copied whole, as a backup or a second store, keeps its registry's identity, and so shares this verifier's floor), verify each copy from a state directory of its own; otherwise " + restoreFloor(stateDir, f)
 }
 
 func floorPath(stateDir string, id digest.Digest) string {
@@ -217,10 +296,17 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 	}
 	if cur != nil {
 		if cur.Length <= len(chain) && chain[cur.Length-1] != cur.Head {
-			return refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d: %s", cur.Length-1, belowFloor(stateDir, cur))
+			return behindFloor(stateDir, f.Root, cur, chain)
 		}
 		if cur.Length > f.Length {
+			// Raised meanwhile past this history: its length, head and
+			// trust are the registry's that raised it (Root with them).
 			f.Length, f.Head, f.Trust = cur.Length, cur.Head, cur.Trust
+			if cur.Root != "" {
+				f.Root = cur.Root
+			}
+		} else if f.Root == "" {
+			f.Root = cur.Root
 		}
 		for k, v := range cur.Providers {
 			if v > f.Providers[k] {
@@ -317,17 +403,14 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		}
 	}
 	var floor *Floor
+	var root string
 	if stateDir != "" && len(chain) > 0 {
 		if floor, err = ReadFloor(stateDir, chain[0]); err != nil {
 			return nil, err
 		}
-		if floor != nil {
-			if len(chain) < floor.Length {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the history has %d entries; this verifier saw %d (its tail was cut off): %s", len(chain), floor.Length, belowFloor(stateDir, floor))
-			}
-			if chain[floor.Length-1] != floor.Head {
-				return nil, refusal.New(refusal.RegistryCorrupt, "the history forks from what this verifier saw at entry %d: %s", floor.Length-1, belowFloor(stateDir, floor))
-			}
+		root = registryRoot(reg)
+		if floor != nil && (len(chain) < floor.Length || chain[floor.Length-1] != floor.Head) {
+			return nil, behindFloor(stateDir, root, floor, chain)
 		}
 	}
 	p, err := reg.Pin(ctx, provider)
@@ -428,7 +511,7 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		return nil, err
 	}
 	if stateDir != "" && len(chain) > 0 {
-		nf := &Floor{Format: FloorFormat, Registry: chain[0], Providers: map[string]int64{}}
+		nf := &Floor{Format: FloorFormat, Registry: chain[0], Root: root, Providers: map[string]int64{}}
 		if floor != nil {
 			for k, v := range floor.Providers {
 				nf.Providers[k] = v
@@ -438,7 +521,9 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 		if p.Revision > nf.Providers[provider] {
 			nf.Providers[provider] = p.Revision
 		}
-		if floor == nil || nf.Length != floor.Length || nf.Trust != floor.Trust || nf.Providers[provider] != floor.Providers[provider] {
+		// A floor of another root moves to this one (a store moved, or
+		// the copy verified last: the one whose history it holds).
+		if floor == nil || nf.Length != floor.Length || nf.Trust != floor.Trust || nf.Providers[provider] != floor.Providers[provider] || (nf.Root != "" && nf.Root != floor.Root) {
 			if err := writeFloor(ctx, stateDir, nf, chain); err != nil {
 				return nil, err
 			}
