@@ -74,8 +74,9 @@ func registryRoot(reg Reader) string {
 // (f.Root). The same registry's, it is a rollback or a loss: restore
 // the newest copy, or move the floor aside (belowFloor). Another
 // registry's of the same identity, still there, it is a copy verified
-// beside it (a store copied whole: a backup, a second store), not a
-// rollback: each copy is verified from a state directory of its own
+// beside it (a store copied whole: a backup, a second store), and it
+// claims no rollback (one state directory cannot tell which copy
+// changed how): each copy is verified from a state directory of its own
 // (ActionSetStateDir). Another's no longer there, this registry may
 // have been moved here from it (then it lost entries since) or be a
 // copy of one moved away: it says both. A floor that names no root (an
@@ -104,7 +105,7 @@ func behindFloor(stateDir, root string, f *Floor, chain []digest.Digest) *refusa
 			"if it is a copy of that registry (a store copied whole keeps its registry's identity), now elsewhere, %s",
 			seen, f.Registry, f.Root, restoreFloor(stateDir, f), copied)
 	}
-	return refusal.New(refusal.RegistryCorrupt, "%s, a copy of it or its original (a store copied whole keeps its registry's identity, %s, and so shares this verifier's floor), not a rollback of it: %s",
+	return refusal.New(refusal.RegistryCorrupt, "%s, a copy of it or its original (a store copied whole keeps its registry's identity, %s, and so shares this verifier's floor): %s",
 		seen, f.Registry, copied).WithRemedy(refusal.ActionSetStateDir, "")
 }
 

@@ -67,7 +67,7 @@ func TestCopiedStoreFloorRefusal(t *testing.T) {
 	want := "this state directory's floor is of the registry at " + orig + "; verify each copy from a state directory of its own"
 	fix := "; to fix: cruxprov --home " + copied + " verify acme-echo --state-dir DIR"
 	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: registry_corrupt: ") || !strings.Contains(r.stderr, want) ||
-		strings.Contains(r.stderr, "cut off") || strings.Contains(r.stderr, "restore the registry") || !strings.Contains(r.stderr, fix) {
+		strings.Contains(r.stderr, "cut off") || strings.Contains(r.stderr, "rollback") || strings.Contains(r.stderr, "restore the registry") || !strings.Contains(r.stderr, fix) {
 		t.Fatalf("verify the copy from the original's state directory: %+v\nwant %q and %q", r, want, fix)
 	}
 	// The fix, with a state directory of the copy's own: past the floor.
