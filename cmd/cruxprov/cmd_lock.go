@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -135,6 +136,9 @@ func lockResolve(c *cli.Context) error {
 	files := c.StringSlice("platform-file")
 	if len(names) == 0 && len(files) == 0 {
 		return usagef("--platform P[,P…] or --platform-file F is required ('cruxprov platform list' shows the presets)")
+	}
+	if c.IsSet("python") && !slices.ContainsFunc(names, func(n string) bool { return strings.TrimSpace(n) == "host" }) {
+		return usagef("--python names the interpreter host is probed from, and no --platform here is host (presets and platform files no interpreter changes): drop --python, or add --platform host")
 	}
 	var opts lockfile.Options
 	data, source, err := lockSource(c, &opts)

@@ -489,6 +489,20 @@ func TestPlatformNamedTwice(t *testing.T) {
 	if r := cruxprov(t, "platform", "show", "cp311-win_amd64", "--python", "/usr/bin/python3"); r.code != exitUsage || !strings.Contains(r.stderr, "drop --python") {
 		t.Errorf("platform show PRESET --python: %+v", r)
 	}
+	// lock resolve likewise: --python with no host among the platforms
+	// resolved for the presets as if it had not been given.
+	for _, args := range [][]string{
+		{"--platform", "cp311-win_amd64", "--python", "/nonexistent/python3.13"},
+		{"--platform", "cp311-win_amd64,cp312-win_amd64", "--python=python3"},
+	} {
+		r := cruxprov(t, append([]string{"lock", "resolve", "--lock", lock}, args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "drop --python, or add --platform host") || strings.Count(r.stderr, "\n") != 1 || r.stdout != "" {
+			t.Errorf("lock resolve %v: %+v", args, r)
+		}
+	}
+	if r := cruxprov(t, "lock", "resolve", "--lock", lock, "--platform", "cp311-win_amd64, host", "--python", "/nonexistent/python3.13"); r.code != exitRefused || !strings.Contains(r.stderr, "/nonexistent/python3.13") {
+		t.Errorf("lock resolve with host and --python probes it: %+v", r)
+	}
 }
 
 // TestGroupUsageNamesEverySubcommand: a command group's usage line names
