@@ -33,15 +33,24 @@ const TypeContent = "cruxprov.seal-content/v1"
 // host reproduces it and needs no new approval, while an interpreter
 // updated in place changes it. The accepted pin records it (DESIGN §8).
 func ContentDigest(s *Seal) (digest.Digest, error) {
-	b, err := json.Marshal(s)
+	c, err := contentJSON(s)
 	if err != nil {
 		return digest.Digest{}, err
+	}
+	return digest.Sum(c), nil
+}
+
+// contentJSON is the canonical bytes ContentDigest hashes.
+func contentJSON(s *Seal) ([]byte, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // sizes stay exact
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
-		return digest.Digest{}, err
+		return nil, err
 	}
 	delete(m, "index")
 	delete(m, "tool")
@@ -59,13 +68,13 @@ func ContentDigest(s *Seal) (digest.Digest, error) {
 	}
 	doc, err := json.Marshal(map[string]any{"type": TypeContent, "seal": m})
 	if err != nil {
-		return digest.Digest{}, err
+		return nil, err
 	}
 	c, err := canonical.Transform(doc)
 	if err != nil {
-		return digest.Digest{}, fmt.Errorf("the seal has no canonical form: %w", err)
+		return nil, fmt.Errorf("the seal has no canonical form: %w", err)
 	}
-	return digest.Sum(c), nil
+	return c, nil
 }
 
 func dropStats(m map[string]any) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -246,18 +247,30 @@ func TestV1SealStillVerifies(t *testing.T) {
 
 // TestContentDigestVector: the seal content digest of the known-answer
 // vector in testdata/digests/seal-content.json, whose canonical bytes and
-// digest were computed independently (testdata/digests/gen.mjs, Node.js).
+// digest were computed independently (testdata/digests/gen.mjs, Node.js):
+// the code's canonical bytes are the vector's, and so is the digest.
+// docs/digests.md's vector table carries each vector's digest (the
+// canonical bytes were not compared, and the doc named the digest in
+// prose no test read).
 func TestContentDigestVector(t *testing.T) {
 	b, err := os.ReadFile("../testdata/digests/seal-content.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vs []struct {
-		Name   string          `json:"name"`
-		Input  json.RawMessage `json:"input"`
-		Digest string          `json:"digest"`
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &vs); err != nil || len(vs) == 0 {
+	var vs []struct {
+		Name      string          `json:"name"`
+		Note      string          `json:"note"`
+		Input     json.RawMessage `json:"input"`
+		Canonical string          `json:"canonical"`
+		Digest    string          `json:"digest"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&vs); err != nil || len(vs) == 0 {
 		t.Fatalf("%v", err)
 	}
 	for _, v := range vs {
@@ -266,9 +279,20 @@ func TestContentDigestVector(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			c, err := contentJSON(s)
+			if err != nil || string(c) != v.Canonical {
+				t.Errorf("canonical bytes (%v)\n got %s\nwant %s", err, c, v.Canonical)
+			}
+			if d := digest.Sum([]byte(v.Canonical)).String(); d != v.Digest {
+				t.Errorf("the vector's digest %s is not the sha256 of its canonical bytes, %s", v.Digest, d)
+			}
 			got, err := ContentDigest(s)
 			if err != nil || got.String() != v.Digest {
 				t.Fatalf("got %s (%v), want %s", got, err, v.Digest)
+			}
+			row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(v.Name) + "` \\|.*\\| `(sha256:[0-9a-f]{64})` \\|$").FindSubmatch(doc)
+			if row == nil || string(row[1]) != v.Digest {
+				t.Errorf("docs/digests.md: the vector table's row for %s is %q, want its digest %s", v.Name, row, v.Digest)
 			}
 		})
 	}
