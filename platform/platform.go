@@ -172,9 +172,18 @@ const maxPlatformJSON = 4 << 20
 // the markers, exactly the PEP 508 variables, a safe relative lib_dir,
 // distinct single tags, and an id equal to the one the content implies.
 // Every fault is a refusal.PlatformUnsupported naming the field.
-func ParseJSON(data []byte) (*Platform, error) {
+func ParseJSON(data []byte) (*Platform, error) { return ParseJSONFile("", data) }
+
+// ParseJSONFile is ParseJSON of the contents of the file name, which each
+// refusal names (with several platform files, "platform file: tags
+// empty" did not say which).
+func ParseJSONFile(name string, data []byte) (*Platform, error) {
+	what := "platform file"
+	if name != "" {
+		what += " " + name
+	}
 	bad := func(format string, args ...any) (*Platform, error) {
-		return nil, refusal.New(refusal.PlatformUnsupported, "platform file: "+format+" (a platform file is the canonical JSON of a platform: make it again from the JSON form of a preset or of host, then edit it)", args...).WithRemedy(refusal.ActionPlatformList, "")
+		return nil, refusal.New(refusal.PlatformUnsupported, what+": "+format+" (a platform file is the canonical JSON of a platform: make it again from the JSON form of a preset or of host, then edit it)", args...).WithRemedy(refusal.ActionPlatformList, "")
 	}
 	if len(data) > maxPlatformJSON {
 		return bad("%d bytes is too large", len(data))

@@ -164,7 +164,7 @@ func loadPlatforms(c *cli.Context, names, files []string) ([]*platform.Platform,
 		if err != nil {
 			return nil, usagef("cannot read --platform-file: %v", err)
 		}
-		p, err := platform.ParseJSON(b)
+		p, err := platform.ParseJSONFile(f, b)
 		if err != nil {
 			return nil, err
 		}

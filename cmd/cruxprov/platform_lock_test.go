@@ -166,6 +166,8 @@ func TestLockResolveUsageAndRefusals(t *testing.T) {
 		{"lock version 2", []string{"lock", "resolve", "--lock", v2, "--platform", "cp312-win_amd64"}, 78, "lock_version_unsupported"},
 		{"unknown platform", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-solaris"}, 78, "platform_unsupported"},
 		{"platform file not a platform", []string{"lock", "resolve", "--lock", good, "--platform-file", good}, 78, "platform_unsupported"},
+		// The refusal names the file: with several, "platform file: …" did not say which.
+		{"platform file named", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--platform-file", bad}, 78, "platform_unsupported: platform file " + bad + ": "},
 		{"extra spelled otherwise", []string{"lock", "resolve", "--lock", good, "--platform", "cp312-win_amd64", "--extra", "FAST"}, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
