@@ -3,8 +3,10 @@ package platform
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -202,7 +204,7 @@ func ParseJSONFile(name string, data []byte) (*Platform, error) {
 		Markers map[string]*string `json:"markers"`
 	}
 	if err := dec.Decode(&f); err != nil {
-		return bad("not a platform object: %v", err)
+		return bad("not a platform object: %s", jsonFault(err))
 	}
 	if dec.More() {
 		return bad("trailing data after the object")
@@ -278,3 +280,38 @@ func (p *Platform) String() string { return p.ID() }
 
 // fullVersion is "X.Y.0", what presets use for python_full_version.
 func fullVersion(major, minor int) string { return fmt.Sprintf("%d.%d.0", major, minor) }
+
+// jsonFault says what decoding a platform file found wrong in the file's
+// own terms: encoding/json's message for a value of the wrong type named
+// the Go type it was decoding into ("cannot unmarshal array into Go value
+// of type struct { platform.jsonForm; Markers map[string]*string … }").
+func jsonFault(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		where := "the document"
+		switch field := strings.TrimPrefix(te.Field, "jsonForm."); {
+		case field == "markers" && te.Type.Kind() != reflect.Map:
+			where = `a value of "markers"` // encoding/json names the map, not the key
+		case field != "":
+			where = strconv.Quote(field)
+		}
+		return fmt.Sprintf("%s is a JSON %s, not %s", where, te.Value, jsonKind(te.Type))
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem()) + " or null"
+	default:
+		return t.Kind().String()
+	}
+}

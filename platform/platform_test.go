@@ -253,6 +253,43 @@ func TestParseJSONRefusals(t *testing.T) {
 	}
 }
 
+// TestParseJSONWrongTypeSaysWhatJSON: a value of the wrong JSON type is
+// refused in the file's terms (the key, the JSON it has, the JSON it
+// wants); the refusal named Go types ("into Go value of type struct {
+// platform.jsonForm; Markers map[string]*string …}").
+func TestParseJSONWrongTypeSaysWhatJSON(t *testing.T) {
+	p, _ := Lookup("cp312-manylinux_2_39_x86_64")
+	good, _ := json.Marshal(p)
+	set := func(key string, v any) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(good, &m)
+		m[key] = v
+		b, _ := json.Marshal(m)
+		return b
+	}
+	for _, tc := range []struct {
+		data []byte
+		want string
+	}{
+		{[]byte("[]"), "the document is a JSON array, not an object"},
+		{[]byte(`"x"`), "the document is a JSON string, not an object"},
+		{set("tags", "cp312-cp312-win_amd64"), `"tags" is a JSON string, not an array`},
+		{set("tags", []int{1}), `"tags" is a JSON number, not a string`},
+		{set("markers", []string{}), `"markers" is a JSON array, not an object`},
+		{set("abi", 312), `"abi" is a JSON number, not a string`},
+		{set("markers", map[string]any{"os_name": 1}), `a value of "markers" is a JSON number, not a string`},
+	} {
+		_, err := ParseJSONFile("host.plat", tc.data)
+		if !errors.Is(err, refusal.PlatformUnsupported) || !strings.Contains(err.Error(), "platform file host.plat: not a platform object: "+tc.want+" (") ||
+			strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "json:") || strings.Contains(err.Error(), "jsonForm") {
+			t.Errorf("%.60s…: %v, want %q", tc.data, err, tc.want)
+		}
+	}
+	if _, err := ParseJSON(set("idd", 1)); err == nil || !strings.Contains(err.Error(), `platform file: not a platform object: unknown field "idd"`) {
+		t.Errorf("unknown key: %v", err)
+	}
+}
+
 const realPython = "/root/.pyenv/versions/3.11.7/bin/python3.11"
 
 // TestHostMatchesPip compares Host's tag list with the interpreter's own
