@@ -160,9 +160,9 @@ func loadPlatforms(c *cli.Context, names, files []string) ([]*platform.Platform,
 		out = append(out, p)
 	}
 	for _, f := range files {
-		b, err := readInputFile(f, maxInputFile)
+		b, err := inputFile("--platform-file", f, maxInputFile)
 		if err != nil {
-			return nil, usagef("cannot read --platform-file: %v", err)
+			return nil, err
 		}
 		p, err := platform.ParseJSONFile(f, b)
 		if err != nil {

@@ -71,3 +71,35 @@ func TestInputFileDeniedSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// TestPlatformFileDeniedSaysWhatToDo: a --platform-file this user may not
+// read is refused as a --lock is, naming the path that denied it and what
+// to do; it said only "cannot read --platform-file: open F: permission
+// denied" (found walking platforms.md as cruxprov-rootless).
+func TestPlatformFileDeniedSaysWhatToDo(t *testing.T) {
+	args := func(dir, plat string) []string {
+		lock := filepath.Join(dir, "pylock.toml")
+		os.WriteFile(lock, []byte("lock-version = \"1.0\"\ncreated-by = \"t\"\npackages = []\n"), 0o644)
+		return []string{"--home", filepath.Join(dir, "home"), "lock", "resolve", "--lock", lock, "--platform-file", plat}
+	}
+	if os.Geteuid() != 0 {
+		dir := t.TempDir()
+		plat := filepath.Join(dir, "p.json")
+		os.WriteFile(plat, []byte("{}"), 0o644)
+		os.Chmod(plat, 0)
+		r := runCmd(t, exec.Command(bin, args(dir, plat)...))
+		want := "usage: --platform-file " + plat + ": permission denied on " + plat + ", which is this user's own: give it read access (chmod u+rX " + plat + ")"
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("own platform file of mode 0000: %+v\nwant %s", r, want)
+		}
+		return
+	}
+	base, exe := nobodyBase(t, "cruxprov-platdenied-", "")
+	plat := filepath.Join(base, "p.json")
+	os.WriteFile(plat, []byte("{}"), 0o600) // root's
+	r := asNobody(t, exe, []string{"HOME=/nonexistent"}, args(base, plat)...)
+	want := "usage: --platform-file " + plat + ": permission denied to this user (uid 65534) on " + plat + " (its owner: uid 0): have its owner give this user read access"
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("root's platform file: %+v\nwant %s", r, want)
+	}
+}
