@@ -5,9 +5,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -230,6 +234,67 @@ func TestDocListsCodes(t *testing.T) {
 	slices.Sort(documented)
 	if !slices.Equal(documented, want) {
 		t.Errorf("docs/shim.md lists %q, the code set is %q", documented, want)
+	}
+}
+
+// TestDocGoAPI holds docs/shim.md's "Go API" section to the package's
+// exported identifiers: each is listed there as shim.NAME. ProtocolFD and
+// ParseRefused, which executors use, were missing from it.
+func TestDocGoAPI(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "shim.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, api, ok := strings.Cut(string(doc), "\n## Go API\n")
+	if !ok {
+		t.Fatal(`docs/shim.md has no "## Go API" section`)
+	}
+	api, _, _ = strings.Cut(api, "\n## ")
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.IsExported() {
+					exported = append(exported, d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, sp := range d.Specs {
+					switch sp := sp.(type) {
+					case *ast.TypeSpec:
+						if sp.Name.IsExported() {
+							exported = append(exported, sp.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, n := range sp.Names {
+							if n.IsExported() {
+								exported = append(exported, n.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(exported) < 5 {
+		t.Fatalf("found only %q exported", exported)
+	}
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(exported))) {
+		if !regexp.MustCompile(`\bshim\.` + name + `\b`).MatchString(api) {
+			t.Errorf("docs/shim.md's Go API does not list shim.%s", name)
+		}
 	}
 }
 
