@@ -297,7 +297,11 @@ func jsonFault(err error) string {
 		}
 		return fmt.Sprintf("%s is a JSON %s, not %s", where, te.Value, jsonKind(te.Type))
 	}
-	return strings.TrimPrefix(err.Error(), "json: ")
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return "unknown key " + name // a JSON document has keys
+	}
+	return msg
 }
 
 // jsonKind names the JSON value a Go type decodes from.

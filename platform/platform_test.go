@@ -285,7 +285,7 @@ func TestParseJSONWrongTypeSaysWhatJSON(t *testing.T) {
 			t.Errorf("%.60s…: %v, want %q", tc.data, err, tc.want)
 		}
 	}
-	if _, err := ParseJSON(set("idd", 1)); err == nil || !strings.Contains(err.Error(), `platform file: not a platform object: unknown field "idd"`) {
+	if _, err := ParseJSON(set("idd", 1)); err == nil || !strings.Contains(err.Error(), `platform file: not a platform object: unknown key "idd"`) {
 		t.Errorf("unknown key: %v", err)
 	}
 }
