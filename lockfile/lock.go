@@ -183,7 +183,7 @@ func parse(data []byte) (*Lock, []Warning, error) {
 	// lock-version first: a lock of another major may not have our shape.
 	lv, ok := doc.get("lock-version")
 	if !ok {
-		return nil, nil, invalid("lock-version missing; a PEP 751 lock starts with lock-version = \"1.0\"")
+		return nil, nil, invalid("lock-version missing%s; a PEP 751 lock starts with lock-version = \"1.0\"", strayKeys(doc, topKeys, "the lock"))
 	}
 	version, err := asString("lock-version", lv)
 	if err != nil {
@@ -227,13 +227,13 @@ func parse(data []byte) (*Lock, []Warning, error) {
 		}
 	}
 	if createdBy == nil {
-		return nil, nil, invalid("created-by missing")
+		return nil, nil, invalid("created-by missing%s", strayKeys(doc, topKeys, "the lock"))
 	}
 	if l.CreatedBy, err = asString("created-by", createdBy); err != nil {
 		return nil, nil, err
 	}
 	if packages == nil {
-		return nil, nil, invalid("packages missing; a lock with no packages says packages = []")
+		return nil, nil, invalid("packages missing%s; a lock with no packages says packages = []", strayKeys(doc, topKeys, "the lock"))
 	}
 	pkgs, err := asTables("packages", packages)
 	if err != nil {
@@ -338,6 +338,33 @@ func (w *walker) tagSlice(n int) []int32 {
 	s := w.tagSlab[:n:n]
 	w.tagSlab = w.tagSlab[n:]
 	return s
+}
+
+// topKeys and packageKeys are the keys PEP 751 defines at the top of a
+// lock and in a [[packages]] table (those parse and addPackage read).
+var (
+	topKeys     = []string{"lock-version", "environments", "requires-python", "extras", "dependency-groups", "default-groups", "created-by", "packages", "tool"}
+	packageKeys = []string{"name", "version", "marker", "requires-python", "dependencies", "index", "vcs", "directory", "archive", "sdist", "wheels", "attestation-identities", "tool"}
+)
+
+// strayKeys names, for the refusal of a required key a table lacks, the
+// keys of the table that known does not have: a misspelling of the
+// missing key ("lock-verison", "NAME") is one, and the refusal named only
+// the key missing, the warning about the stray key being lost with it.
+func strayKeys(t *tTable, known []string, where string) string {
+	var stray []string
+	for _, e := range t.kv {
+		if !slices.Contains(known, e.k) {
+			stray = append(stray, toml.Key{e.k}.String())
+		}
+	}
+	switch len(stray) {
+	case 0:
+		return ""
+	case 1:
+		return " (" + where + " has an unknown key, " + stray[0] + ": a misspelling?)"
+	}
+	return " (" + where + " has unknown keys, " + strings.Join(stray, ", ") + ": a misspelling?)"
 }
 
 // unknown records an unknown key once, however often it occurs.
@@ -541,7 +568,7 @@ func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
 		}
 	}
 	if rp.name == nil {
-		return invalid("packages[%d].name missing", i)
+		return invalid("packages[%d].name missing%s", i, strayKeys(t, packageKeys, "the package"))
 	}
 	name, ok := tString(rp.name)
 	if !ok {

@@ -320,6 +320,32 @@ func TestParseInvalidSaysWhatToDo(t *testing.T) {
 	}
 }
 
+// TestMissingKeyNamesTheStrayOnes: a required key misspelt ("lock-verison",
+// "NAME": keys match case and all) is refused as missing, naming the
+// unknown keys of its table, so the typo shows; the refusal named the
+// missing key alone, and the warning about the stray one was lost with it.
+func TestMissingKeyNamesTheStrayOnes(t *testing.T) {
+	const pkg = "\n[[packages]]\nname = \"six\"\nversion = \"1.16.0\"\nwheels = [{ url = \"https://x/six-1.16.0-py2.py3-none-any.whl\", hashes = { sha256 = \"" + sha + "\" } }]\n"
+	for _, c := range []struct{ name, doc, want string }{
+		{"lock-version", "lock-verison = \"1.0\"\ncreated-by = \"x\"\npackages = []\n",
+			`lock-version missing (the lock has an unknown key, lock-verison: a misspelling?); a PEP 751 lock starts with`},
+		{"created-by", "lock-version = \"1.0\"\ncreated_by = \"x\"\n\"Created By\" = \"y\"\npackages = []\n",
+			`created-by missing (the lock has unknown keys, created_by, "Created By": a misspelling?); fix it in the lock`},
+		{"packages", "lock-version = \"1.0\"\ncreated-by = \"x\"\npackage = []\n",
+			`packages missing (the lock has an unknown key, package: a misspelling?); a lock with no packages`},
+		{"name", "lock-version = \"1.0\"\ncreated-by = \"x\"\n" + strings.Replace(pkg, "name =", "NAME =", 1),
+			`packages[0].name missing (the package has an unknown key, NAME: a misspelling?); fix it in the lock`},
+		{"no stray key", "lock-version = \"1.0\"\npackages = []\n", "created-by missing; fix it in the lock"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := Parse([]byte(c.doc))
+			if refusal.CodeOf(err) != refusal.LockInvalid || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("got %v\nwant it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestHashMissingNamesTheHashes: a wheel with hashes but no sha256 (a
 // key misspelt "sha265") is refused hash_missing naming the algorithms it
 // has, so the typo can be seen. It said "has no sha256 in the lock"
