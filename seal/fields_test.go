@@ -273,6 +273,15 @@ func TestContentDigestVector(t *testing.T) {
 	if err := dec.Decode(&vs); err != nil || len(vs) == 0 {
 		t.Fatalf("%v", err)
 	}
+	names := map[string]bool{}
+	for _, v := range vs {
+		names[v.Name] = true
+	}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(seal-content[a-z0-9.-]*)` \\|").FindAllSubmatch(doc, -1) {
+		if !names[string(m[1])] {
+			t.Errorf("docs/digests.md's vector table has %s, which seal-content.json does not", m[1])
+		}
+	}
 	for _, v := range vs {
 		t.Run(v.Name, func(t *testing.T) {
 			s, err := Parse(v.Input)
