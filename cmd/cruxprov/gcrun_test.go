@@ -75,7 +75,10 @@ func TestGCEnvsBesideARun(t *testing.T) {
 	must(run("changeset", "approve", id1, "--key", filepath.Join(keys, "alice.key")), "approve")
 
 	in, tok := filepath.Join(base, "in.json"), filepath.Join(base, "tok")
-	os.WriteFile(in, []byte(`{"seconds": 3}`), 0o644)
+	// Long enough for the proposal and approval below on a loaded
+	// machine (with 3 s the run ended first there, and gc found the
+	// store free); it is interrupted once gc has been refused.
+	os.WriteFile(in, []byte(`{"seconds": 120}`), 0o644)
 	os.WriteFile(tok, []byte("s3cr3t"), 0o600)
 	ledger := filepath.Join(base, "ledger", "l.jsonl")
 	cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "sleep", "--input", in, "--secret", "acme/api-token=@"+tok, "--ledger", ledger)
@@ -106,8 +109,21 @@ func TestGCEnvsBesideARun(t *testing.T) {
 	if _, err := os.Stat(env1); err != nil {
 		t.Errorf("the env of a run in flight: %v", err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("the run: %v: %s", err, se.String())
+	// A Ctrl-C ends the run (cancelled), its env then no one's.
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	select {
+	case err := <-ended:
+		var ee *exec.ExitError
+		if err == nil || !errors.As(err, &ee) || ee.ExitCode() <= 0 || !strings.Contains(se.String(), "cancel") {
+			t.Errorf("the run, interrupted: %v: %s", err, se.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("the run did not end 30 s after its Ctrl-C: %s", se.String())
 	}
 	if r := must(run("gc", "--envs"), "gc --envs after the run"); !strings.Contains(r.stdout, "removed envs/"+filepath.Base(env1)) {
 		t.Errorf("gc --envs after the run: %+v", r)
