@@ -253,6 +253,21 @@ func buildBase(mm string, args []string, dir string) (v1.Hash, error) {
 // PlatformARM is Platform's aarch64 twin, the arm64 entry of MultiArchBase.
 const PlatformARM = "cp311-manylinux_2_36_aarch64"
 
+// baseImage is Base's image.
+func baseImage(t testing.TB) v1.Image {
+	t.Helper()
+	dir, h := Base(t)
+	lp, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := lp.Image(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
 // MultiArchBase is Base as an image index of two platforms, written into
 // a layout under t.TempDir(): the bookworm image for linux/amd64, and the
 // same layers under a config that says linux/arm64 (an image build reads
@@ -262,15 +277,7 @@ const PlatformARM = "cp311-manylinux_2_36_aarch64"
 // manifest digest.
 func MultiArchBase(t testing.TB, out string) (string, map[string]v1.Hash) {
 	t.Helper()
-	dir, h := Base(t)
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	amd, err := lp.Image(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	amd := baseImage(t)
 	cf, err := amd.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -295,12 +302,16 @@ func MultiArchBase(t testing.TB, out string) (string, map[string]v1.Hash) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	amdDigest, err := amd.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	armDigest, err := arm.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
 	readable(out)
-	return "oci:" + out + "@" + d.String(), map[string]v1.Hash{"amd64": h, "arm64": armDigest}
+	return "oci:" + out + "@" + d.String(), map[string]v1.Hash{"amd64": amdDigest, "arm64": armDigest}
 }
 
 func lastLines(b []byte) string {

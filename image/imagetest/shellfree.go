@@ -37,15 +37,7 @@ var binDirs = []string{"bin", "sbin", "usr/bin", "usr/sbin", "usr/local/bin", "u
 // which would leave nothing to show.
 func ShellFree(t testing.TB, out string) (string, []string) {
 	t.Helper()
-	dir, h := Base(t)
-	lp, err := layout.FromPath(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := lp.Image(h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := baseImage(t)
 	ls, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
