@@ -395,7 +395,21 @@ func (d *Dir) awaitWriter(ctx context.Context, rofs error) error {
 		return err // not a lock file at all (a FIFO hung this open)
 	}
 	if err != nil {
-		return stuck() // a lock this reader may not open: it cannot tell
+		s := stuck()
+		if errors.Is(err, fs.ErrPermission) && refusal.CodeOf(s) == refusal.RegistryCorrupt {
+			// A lock this reader may not open (an operator's umask
+			// 077, a lock of 0600): it cannot tell a live writer's
+			// change from one left unfinished, and what stops it is
+			// the denial, registry_unreadable with the grant_read
+			// remedy, as every other denied read of the registry is.
+			// It was registry_corrupt, "a registry change was
+			// interrupted", with the remedy repair_registry, of a
+			// registry that may be whole (DESIGN §2: one code, one
+			// meaning). Its owner's refusal on a read-only mount
+			// (cannotFinish) stays: remounting comes first.
+			return unreadable(err, "the registry's lock "+d.path(".lock")+", which a reader waits on to tell a change being written from one left unfinished ("+d.path(journalName)+")")
+		}
+		return s // not there, or an I/O error: it cannot tell
 	}
 	if err := lockFile(ctx, lf, unix.LOCK_SH); err != nil {
 		// lockFile closed lf, or leaves it to its waiter.

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,15 +22,23 @@ const unreadableChildEnv = "CRUXPROV_REGISTRY_UNREADABLE_CHILD"
 // unreadableCases are the parts of an accepted registry that
 // TestRegistryUnreadableIsNotCorrupt denies its reader, each in a
 // registry of its own under base/<name>: the path denied, relative to
-// the registry, and the mode that denies it to another user.
+// the registry, and the mode that denies it to another user; unfinished,
+// a change recorded and not finished (its journal left in place), which
+// a reader waits out on the lock.
 var unreadableCases = []struct {
 	name, deny string
 	mode       os.FileMode
+	unfinished bool
 }{
-	{"registry-directory", ".", 0o700},
-	{"changesets", "changesets", 0o700},
-	{"pin", "pins/acme-echo.json", 0o600},
-	{"history", "log.jsonl", 0o600},
+	{"registry-directory", ".", 0o700, false},
+	{"changesets", "changesets", 0o700, false},
+	{"pin", "pins/acme-echo.json", 0o600, false},
+	{"history", "log.jsonl", 0o600, false},
+	// A reader that finds a change unfinished takes the lock shared to
+	// tell a live writer's from one left unfinished; denied the lock, it
+	// cannot tell. It was registry_corrupt, "a registry change was
+	// interrupted", with the remedy repair_registry.
+	{"unfinished-lock", ".lock", 0o600, true},
 }
 
 // TestRegistryUnreadableIsNotCorrupt: a registry this user may not read
@@ -52,6 +61,12 @@ func TestRegistryUnreadableIsNotCorrupt(t *testing.T) {
 	t.Cleanup(func() { testdir.Writable(base) })
 	for _, c := range unreadableCases {
 		d := acceptedRegistry(t, filepath.Join(base, c.name))
+		if c.unfinished {
+			journal := fmt.Sprintf(`{"format":%q,"log_size":0,"log":"","files":[]}`, registry.JournalFormat)
+			if err := os.WriteFile(filepath.Join(d.Root(), "journal.json"), []byte(journal), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		mode := c.mode
 		if os.Geteuid() != 0 {
 			mode = 0 // its owner reads 0600 and 0700
