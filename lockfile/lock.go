@@ -180,10 +180,40 @@ func parse(data []byte) (*Lock, []Warning, error) {
 		return nil, nil, refusal.Wrap(refusal.LockInvalid, tomlError(err), "not a valid pylock.toml; regenerate it with a PEP 751 locker")
 	}
 	w := &walker{}
-	// lock-version first: a lock of another major may not have our shape.
-	lv, ok := doc.get("lock-version")
-	if !ok {
-		return nil, nil, invalid("lock-version missing%s; a PEP 751 lock starts with lock-version = \"1.0\"", strayKeys(doc, topKeys, "the lock"))
+	// Each key to its slot first, no value read: lock-version is checked
+	// before any is (a lock of another major may not have our shape). The
+	// keys no case takes are stray: a missing required key's refusal names
+	// them (one may be its misspelling), so the keys PEP 751 defines are
+	// listed here, as the cases, and nowhere else.
+	var lv, createdBy, requiresPython, environments, packages any
+	var lists [3]any
+	var stray []string
+	for _, e := range doc.kv {
+		k, v := e.k, e.v
+		switch k {
+		case "lock-version":
+			lv = v
+		case "tool":
+		case "created-by":
+			createdBy = v
+		case "requires-python":
+			requiresPython = v
+		case "environments":
+			environments = v
+		case "extras":
+			lists[0] = v
+		case "dependency-groups":
+			lists[1] = v
+		case "default-groups":
+			lists[2] = v
+		case "packages":
+			packages = v
+		default:
+			stray = append(stray, k)
+		}
+	}
+	if lv == nil {
+		return nil, nil, invalid("lock-version missing%s; a PEP 751 lock starts with lock-version = \"1.0\"", strayKeys(stray, "the lock"))
 	}
 	version, err := asString("lock-version", lv)
 	if err != nil {
@@ -199,41 +229,23 @@ func parse(data []byte) (*Lock, []Warning, error) {
 	if minor > 0 {
 		w.warns = append(w.warns, Warning{"lock-version", fmt.Sprintf("lock-version %s is newer than 1.0; read as 1.0, keys it adds are ignored", version)})
 	}
+	for _, k := range stray {
+		w.unknown("", k)
+	}
 	l := &Lock{LockVersion: version}
-	var createdBy, requiresPython, packages any
-	var lists [3]any
-	for _, e := range doc.kv {
-		k, v := e.k, e.v
-		switch k {
-		case "lock-version", "tool":
-		case "created-by":
-			createdBy = v
-		case "requires-python":
-			requiresPython = v
-		case "environments":
-			if l.Environments, err = asStrings(k, v); err != nil {
-				return nil, nil, err
-			}
-		case "extras":
-			lists[0] = v
-		case "dependency-groups":
-			lists[1] = v
-		case "default-groups":
-			lists[2] = v
-		case "packages":
-			packages = v
-		default:
-			w.unknown("", k)
+	if environments != nil {
+		if l.Environments, err = asStrings("environments", environments); err != nil {
+			return nil, nil, err
 		}
 	}
 	if createdBy == nil {
-		return nil, nil, invalid("created-by missing%s", strayKeys(doc, topKeys, "the lock"))
+		return nil, nil, invalid("created-by missing%s", strayKeys(stray, "the lock"))
 	}
 	if l.CreatedBy, err = asString("created-by", createdBy); err != nil {
 		return nil, nil, err
 	}
 	if packages == nil {
-		return nil, nil, invalid("packages missing%s; a lock with no packages says packages = []", strayKeys(doc, topKeys, "the lock"))
+		return nil, nil, invalid("packages missing%s; a lock with no packages says packages = []", strayKeys(stray, "the lock"))
 	}
 	pkgs, err := asTables("packages", packages)
 	if err != nil {
@@ -340,31 +352,23 @@ func (w *walker) tagSlice(n int) []int32 {
 	return s
 }
 
-// topKeys and packageKeys are the keys PEP 751 defines at the top of a
-// lock and in a [[packages]] table (those parse and addPackage read).
-var (
-	topKeys     = []string{"lock-version", "environments", "requires-python", "extras", "dependency-groups", "default-groups", "created-by", "packages", "tool"}
-	packageKeys = []string{"name", "version", "marker", "requires-python", "dependencies", "index", "vcs", "directory", "archive", "sdist", "wheels", "attestation-identities", "tool"}
-)
-
 // strayKeys names, for the refusal of a required key a table lacks, the
-// keys of the table that known does not have: a misspelling of the
-// missing key ("lock-verison", "NAME") is one, and the refusal named only
-// the key missing, the warning about the stray key being lost with it.
-func strayKeys(t *tTable, known []string, where string) string {
-	var stray []string
-	for _, e := range t.kv {
-		if !slices.Contains(known, e.k) {
-			stray = append(stray, toml.Key{e.k}.String())
-		}
+// keys of the table that no case of its parse took (stray): a
+// misspelling of the missing key ("lock-verison", "NAME") is one, and the
+// refusal named only the key missing, the warning about the stray key
+// being lost with it.
+func strayKeys(stray []string, where string) string {
+	quoted := make([]string, len(stray))
+	for i, k := range stray {
+		quoted[i] = toml.Key{k}.String()
 	}
-	switch len(stray) {
+	switch len(quoted) {
 	case 0:
 		return ""
 	case 1:
-		return " (" + where + " has an unknown key, " + stray[0] + ": a misspelling?)"
+		return " (" + where + " has an unknown key, " + quoted[0] + ": a misspelling?)"
 	}
-	return " (" + where + " has unknown keys, " + strings.Join(stray, ", ") + ": a misspelling?)"
+	return " (" + where + " has unknown keys, " + strings.Join(quoted, ", ") + ": a misspelling?)"
 }
 
 // unknown records an unknown key once, however often it occurs.
@@ -535,6 +539,7 @@ type rawPackage struct {
 
 func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
 	var rp rawPackage
+	var stray []string // the keys no case takes, for a missing name's refusal
 	for _, e := range t.kv {
 		k, v := e.k, e.v
 		switch k {
@@ -565,10 +570,11 @@ func (w *walker) addPackage(l *Lock, i int, t *tTable) error {
 		case "tool":
 		default:
 			w.unknown("packages", k)
+			stray = append(stray, k)
 		}
 	}
 	if rp.name == nil {
-		return invalid("packages[%d].name missing%s", i, strayKeys(t, packageKeys, "the package"))
+		return invalid("packages[%d].name missing%s", i, strayKeys(stray, "the package"))
 	}
 	name, ok := tString(rp.name)
 	if !ok {

@@ -346,6 +346,25 @@ func TestMissingKeyNamesTheStrayOnes(t *testing.T) {
 	}
 }
 
+// TestNoPEP751KeyIsStray: every key PEP 751 defines, at the top of a
+// lock and in a [[packages]] table, is one the parse takes: none is named
+// as a possible misspelling beside a missing required key. The parse's
+// switch cases are the only list of those keys in the package (a second
+// list, which the refusal compared with, could drift from them).
+func TestNoPEP751KeyIsStray(t *testing.T) {
+	top := "lock-version = \"1.0\"\nenvironments = ['sys_platform == \"linux\"']\nrequires-python = \">=3.9\"\n" +
+		"extras = []\ndependency-groups = []\ndefault-groups = []\npackages = []\n[tool.x]\ny = 1\n"
+	if _, _, err := Parse([]byte(top)); refusal.CodeOf(err) != refusal.LockInvalid || !strings.Contains(err.Error(), "created-by missing; fix it in the lock") {
+		t.Errorf("a lock with every top-level key but created-by: %v", err)
+	}
+	pkg := "lock-version = \"1.0\"\ncreated-by = \"x\"\n[[packages]]\n" +
+		"version = \"1\"\nmarker = \"\"\nrequires-python = \"\"\ndependencies = []\nindex = \"\"\nvcs = {}\ndirectory = {}\n" +
+		"archive = {}\nsdist = {}\nwheels = []\nattestation-identities = []\ntool = {}\n"
+	if _, _, err := Parse([]byte(pkg)); refusal.CodeOf(err) != refusal.LockInvalid || !strings.Contains(err.Error(), "packages[0].name missing; fix it in the lock") {
+		t.Errorf("a package with every key but name: %v", err)
+	}
+}
+
 // TestHashMissingNamesTheHashes: a wheel with hashes but no sha256 (a
 // key misspelt "sha265") is refused hash_missing naming the algorithms it
 // has, so the typo can be seen. It said "has no sha256 in the lock"
