@@ -26,11 +26,13 @@ func init() {
 			"   cruxprov platform show host --python /usr/bin/python3.11",
 		Subcommands: []*cli.Command{
 			{
-				Name:        "list",
-				Usage:       "list the preset platforms by canonical id",
-				UsageText:   "cruxprov platform list [--json]",
-				Description: "Example:\n   cruxprov platform list\n   cruxprov platform list --json",
-				Action:      platformList,
+				Name:      "list",
+				Usage:     "list the preset platforms by canonical id",
+				UsageText: "cruxprov platform list [--json]",
+				Description: "A header and a row a preset, nothing else, as every list prints ('cruxprov platform show ID'\n" +
+					"shows one; 'cruxprov platform show host' the host's).\n\n" +
+					"Example:\n   cruxprov platform list\n   cruxprov platform list --json",
+				Action: platformList,
 			},
 			{
 				Name:      "show",
@@ -81,10 +83,10 @@ func platformList(c *cli.Context) error {
 		for _, r := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.ID, r.PythonVersion, r.SysPlatform, r.PlatformMachine, r.Tags)
 		}
+		// The header and the rows, as every other list prints: a count
+		// line after them was read as one more row by a script piping
+		// the list (stdout is the result; --json is only JSON).
 		tw.Flush()
-		if !o.quiet {
-			fmt.Fprintf(w, "%d presets; 'cruxprov platform show ID' for one, 'host' probes an interpreter\n", len(rows))
-		}
 	})
 }
 

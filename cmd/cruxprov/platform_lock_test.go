@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/platform"
 )
 
 func TestPlatformListCLI(t *testing.T) {
@@ -28,6 +29,31 @@ func TestPlatformListCLI(t *testing.T) {
 	}
 	if r := cruxprov(t, "platform", "list", "extra"); r.code != 64 {
 		t.Errorf("extra arg: %+v", r)
+	}
+}
+
+// TestPlatformListIsTheListOnly: platform list prints its header and a
+// row a preset on stdout and nothing else, as every other list does (env,
+// key, provider, changeset, interface, receipts list); a count line after
+// the rows ("420 presets; …") was one more row to a script reading them.
+// --json is the document alone.
+func TestPlatformListIsTheListOnly(t *testing.T) {
+	presets := platform.Presets()
+	r := cruxprov(t, "platform", "list")
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || r.stderr != "" || len(lines) != 1+len(presets) || !strings.HasPrefix(lines[0], "ID ") {
+		t.Fatalf("want the header and %d rows: %d lines, last %q, stderr %q", len(presets), len(lines), lines[len(lines)-1], r.stderr)
+	}
+	for i, l := range lines[1:] {
+		if f := strings.Fields(l); len(f) != 5 || f[0] != presets[i] {
+			t.Errorf("row %d is not preset %s's: %q", i+1, presets[i], l)
+		}
+	}
+	r = cruxprov(t, "platform", "list", "--json")
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil || r.code != 0 || r.stderr != "" || dec.More() {
+		t.Errorf("--json: %v %+v", err, r)
 	}
 }
 
