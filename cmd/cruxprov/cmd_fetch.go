@@ -186,11 +186,21 @@ func fetchAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// --python on the command line, not config.yaml's (a default for
+	// host, which a preset named here need not use).
+	pythonGiven := c.IsSet("python")
 	if err := applyConfig(c, o); err != nil {
 		return err
 	}
 	if c.NArg() > 0 {
 		return usagef("fetch takes no arguments (got %q)", c.Args().First())
+	}
+	if pythonGiven {
+		// A preset's wheels are the same whatever the interpreter: it
+		// was fetched for as if --python had not been given.
+		if err := pythonUnprobed([]string{c.String("platform")}, "give --platform host"); err != nil {
+			return err
+		}
 	}
 	client, err := pinnedSource(c, o)
 	if err != nil {

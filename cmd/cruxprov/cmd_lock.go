@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -137,8 +136,10 @@ func lockResolve(c *cli.Context) error {
 	if len(names) == 0 && len(files) == 0 {
 		return usagef("--platform P[,P…] or --platform-file F is required ('cruxprov platform list' shows the presets)")
 	}
-	if c.IsSet("python") && !slices.ContainsFunc(names, func(n string) bool { return strings.TrimSpace(n) == "host" }) {
-		return usagef("--python names the interpreter host is probed from, and no --platform here is host (presets and platform files no interpreter changes): drop --python, or add --platform host")
+	if c.IsSet("python") {
+		if err := pythonUnprobed(names, "add --platform host"); err != nil {
+			return err
+		}
 	}
 	var opts lockfile.Options
 	data, source, err := lockSource(c, &opts)

@@ -98,8 +98,10 @@ func platformShow(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return usagef("platform show takes one NAME (a preset id, or host)")
 	}
-	if c.IsSet("python") && c.Args().First() != "host" {
-		return usagef("--python names the interpreter host is probed from; %s is a preset, which no interpreter changes: drop --python, or show host", c.Args().First())
+	if c.IsSet("python") {
+		if err := pythonUnprobed(c.Args().Slice(), "show host"); err != nil {
+			return err
+		}
 	}
 	ps, err := loadPlatforms(c, []string{c.Args().First()}, nil)
 	if err != nil {
@@ -132,6 +134,27 @@ func platformShow(c *cli.Context) error {
 			fmt.Fprintf(w, "  … %d more (--all-tags, or --json for the canonical form)\n", len(p.Tags)-n)
 		}
 	})
+}
+
+// pythonUnprobed is the usage error of a --python given on the command
+// line where no platform named is probed from an interpreter: presets
+// (and platform files, not in names), which no interpreter changes.
+// platform show, lock resolve and fetch ignored it without a word, a
+// preset's Python being fixed. instead is the other way out than
+// dropping --python. A name that is no preset lets it by: host is probed
+// from --python; fetch probes --python for an id that is no preset (the
+// host platform's, pipeline's hostOfID); elsewhere it is refused as
+// unknown (platform_unsupported), which says more than this would.
+func pythonUnprobed(names []string, instead string) error {
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n == "host" {
+			return nil
+		}
+		if _, err := platform.Lookup(n); err != nil {
+			return nil
+		}
+	}
+	return usagef("--python names the interpreter host is probed from, and no platform here is host (presets and platform files no interpreter changes): drop --python, or %s", instead)
 }
 
 // loadPlatforms turns platform names (preset ids, or host probed with
