@@ -154,7 +154,7 @@ func pythonUnprobed(names []string, instead string) error {
 			return nil
 		}
 	}
-	return usagef("--python names the interpreter host is probed from, and no platform here is host (presets and platform files no interpreter changes): drop --python, or %s", instead)
+	return usagef("--python names the interpreter the host platform is probed from, and no platform here is host (a preset or a platform file fixes its Python, which no interpreter changes): drop --python, or %s", instead)
 }
 
 // loadPlatforms turns platform names (preset ids, or host probed with

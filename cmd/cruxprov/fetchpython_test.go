@@ -19,12 +19,12 @@ func TestFetchPythonWithAPreset(t *testing.T) {
 	const python = "/nonexistent/python3.11"
 	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--python", python, "--index", idx)
 	if r.code != exitUsage || r.stdout != "" || strings.Count(r.stderr, "\n") != 1 ||
-		!strings.Contains(r.stderr, "--python names the interpreter host is probed from, and no platform here is host (presets and platform files no interpreter changes): drop --python, or give --platform host") {
+		!strings.Contains(r.stderr, "--python names the interpreter the host platform is probed from, and no platform here is host (a preset or a platform file fixes its Python, which no interpreter changes): drop --python, or give --platform host") {
 		t.Errorf("fetch --platform PRESET --python: %+v", r)
 	}
 	// The same words as lock resolve's.
 	r = cruxprov(t, "lock", "resolve", "--lock", lock, "--platform", fetchTestPlatform, "--python", python)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--python names the interpreter host is probed from, and no platform here is host (presets and platform files no interpreter changes): drop --python, or add --platform host") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--python names the interpreter the host platform is probed from, and no platform here is host (a preset or a platform file fixes its Python, which no interpreter changes): drop --python, or add --platform host") {
 		t.Errorf("lock resolve --platform PRESET --python: %+v", r)
 	}
 	// Probed: host, and an id that is no preset.
