@@ -213,6 +213,19 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 // the run, starting nothing.
 func CloseInherited() error { return cloexecAll() }
 
+// WatchExit returns a function that blocks until the child pid, started
+// by this process and not yet reaped, has exited, without reaping it
+// (waitid WNOWAIT): until the caller reaps it (cmd.Wait), the zombie
+// keeps its pid and process group, so a signal sent to either meanwhile
+// reaches no other process. The function reports whether the child is
+// gone (exited, or already reaped); false where the kernel would not say,
+// and nothing is known. Call WatchExit right after the child's Start,
+// while nothing can have reaped it: it names the child by a pidfd opened
+// then (where the kernel has them; by pid elsewhere), so that a wait
+// that starts later cannot take a reused pid for it. Call the function
+// once: it closes the pidfd. nil where there is no such wait (not Linux).
+func WatchExit(pid int) (exited func() bool) { return exitWatch(pid) }
+
 // shimRefused reports the code of the entry shim's refusal: exit
 // shim.ExitRefused, nothing on stdout, and on stderr (errN bytes in all,
 // errb their kept tail) the shim's one line and nothing else. Read as the

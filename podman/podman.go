@@ -951,6 +951,10 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 		cleanup()
 		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot start podman (%s)%s", e.podman(), outOfFDs(err))
 	}
+	// The client's exit is watched from now, while nothing can have
+	// reaped it (Wait reaps it): by a pidfd, which no other process
+	// can take over.
+	exited := invoke.WatchExit(cmd.Process.Pid)
 	if secretR != nil {
 		secretR.Close()
 		go func() {
@@ -958,7 +962,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}()
 	}
-	return &process{e: e, cmd: cmd, name: name, stdio: pipes, cleanup: cleanup, cwd: cwd, memory: l.Memory}, nil
+	return &process{e: e, cmd: cmd, name: name, stdio: pipes, cleanup: cleanup, cwd: cwd, memory: l.Memory, exited: exited}, nil
 }
 
 // drainLimit bounds the wait for the container's stdout and stderr to
@@ -1184,6 +1188,9 @@ type process struct {
 	// reaped, and Signal kills the group, under mu, only while it is not.
 	mu     sync.Mutex
 	reaped bool
+	// exited waits for the client's exit without reaping it
+	// (invoke.WatchExit, opened as it started; nil: unknown).
+	exited func() bool
 }
 
 // killGroup sends SIGKILL to process group pgid (tests replace it, to
@@ -1226,19 +1233,13 @@ func (p *process) Signal(term bool) {
 
 // reap waits for the podman client to exit, then reaps it with mu held
 // and reaped set (Signal), as os.Process does for its own Signal: the
-// exit is waited for without reaping (waitid WNOWAIT), and the zombie
-// then reaped at once.
+// exit is waited for without reaping (exited), and the zombie then
+// reaped at once.
 func (p *process) reap() error {
-	var err error
-	for {
-		var si unix.Siginfo
-		if err = unix.Waitid(unix.P_PID, p.cmd.Process.Pid, &si, unix.WEXITED|unix.WNOWAIT, nil); err != unix.EINTR {
-			break
-		}
-	}
+	seen := p.exited != nil && p.exited()
 	p.mu.Lock()
 	p.reaped = true
-	if err != nil {
+	if !seen {
 		// Not known to have exited: not reaped under mu, which Signal
 		// would wait for, but never signalled by group again (podman
 		// kill and rm still end the container, and the client with it).

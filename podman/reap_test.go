@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cruxible/cruxprov/invoke"
 )
 
 // fakeProcess starts argv as a run's podman client is started (its own
@@ -28,7 +30,7 @@ func fakeProcess(t *testing.T, argv ...string) *process {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	return &process{e: &Executor{Podman: "true"}, cmd: cmd, name: "cruxprov-test-none", stdio: pipes, cleanup: func() {}, cwd: t.TempDir()}
+	return &process{e: &Executor{Podman: "true"}, cmd: cmd, name: "cruxprov-test-none", stdio: pipes, cleanup: func() {}, cwd: t.TempDir(), exited: invoke.WatchExit(cmd.Process.Pid)}
 }
 
 // groupKills records the process groups Signal kills (and kills them),
