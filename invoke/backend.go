@@ -2,8 +2,10 @@ package invoke
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cruxible/cruxprov/refusal"
@@ -212,6 +214,20 @@ func Dispatch(ctx context.Context, c *Call, b Backend, o DispatchOptions) (*Resu
 // /proc, or this process out of descriptors): the Backend then refuses
 // the run, starting nothing.
 func CloseInherited() error { return cloexecAll() }
+
+// OutOfFDs is what to do where err is a descriptor limit's: this
+// process's (EMFILE) or the system's (ENFILE); "" for any other cause.
+// A Backend's refusal adds it to its message, so that one caused by
+// the limit says which limit and what to do.
+func OutOfFDs(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE):
+		return "this process is out of file descriptors: raise its limit, or run fewer runs at once"
+	case errors.Is(err, syscall.ENFILE):
+		return "the system is out of file descriptors: raise its limit, or run fewer processes at once"
+	}
+	return ""
+}
 
 // WatchExit returns a function that blocks until the child pid, started
 // by this process and not yet reaped, has exited, without reaping it

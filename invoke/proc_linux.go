@@ -220,12 +220,9 @@ func cloexecAll() error {
 // cloexecError is cloexecAll's failure: close_range(2) failed with crErr
 // and the list of the descriptors with err.
 func cloexecError(crErr, err error) error {
-	var todo string
+	todo := OutOfFDs(err)
 	switch {
-	case errors.Is(err, syscall.EMFILE):
-		todo = "this process is out of file descriptors: raise its limit, or run fewer runs at once"
-	case errors.Is(err, syscall.ENFILE):
-		todo = "the system is out of file descriptors: raise its limit, or run fewer processes at once"
+	case todo != "":
 	case errors.Is(err, os.ErrNotExist):
 		todo = "/proc is not mounted here: mount it, or run on Linux 5.11 or later, whose close_range(2) needs no /proc"
 	default:

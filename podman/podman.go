@@ -280,14 +280,11 @@ func (e *Executor) podmanWithin(ctx context.Context, d time.Duration, args ...st
 }
 
 // outOfFDs is what the message of a refusal caused by a descriptor limit
-// adds, saying what to do (EMFILE: this process's; ENFILE: the
-// system's); "" for any other cause.
+// adds, saying which limit and what to do (invoke.OutOfFDs); "" for any
+// other cause.
 func outOfFDs(err error) string {
-	switch {
-	case errors.Is(err, syscall.EMFILE):
-		return "; this process is out of file descriptors: raise its limit, or run fewer runs at once"
-	case errors.Is(err, syscall.ENFILE):
-		return "; the system is out of file descriptors: raise its limit, or run fewer processes at once"
+	if todo := invoke.OutOfFDs(err); todo != "" {
+		return "; " + todo
 	}
 	return ""
 }
@@ -928,7 +925,7 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			secretW.Close()
 		}
 		cleanup()
-		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the pipes for the container's stdin, stdout and stderr; this process may be out of file descriptors: raise its limit, or run fewer runs at once")
+		return nil, refusal.Wrap(refusal.ContainerUnavailable, err, "cannot make the pipes for the container's stdin, stdout and stderr%s", outOfFDs(err))
 	}
 	cmd := exec.Command(e.podman(), args...)
 	cmd.Dir = cwd
