@@ -24,8 +24,9 @@ const outOfFDsEnv = "CRUXPROV_PODMAN_OUT_OF_FDS_CHILD"
 
 // TestStartOutOfFDs: a run started with its process out of descriptors
 // (EMFILE) is refused container_unavailable wherever Start runs out:
-// the secret pipe, the run directory's lock, each of the three stdio
-// pipes (newStdio), podman's start. Each refusal says what to do, and
+// the secret pipe (or in path mode the bundle's write to the private
+// tmpfs), the run directory's lock, each of the three stdio pipes
+// (newStdio), podman's start. Each refusal says what to do, and
 // leaves nothing: no podman run, no descriptor, no run directory, no
 // secret tmpfs. Before, only newStdio's said so: "cannot make the secret
 // pipe: pipe2: too many open files" and the others said nothing of
@@ -57,6 +58,7 @@ func TestStartOutOfFDsChild(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			var stdio int
+			var msgs []string
 			for free := 0; ; free++ {
 				if free > 32 {
 					t.Fatal("Start still refused with 32 descriptors free")
@@ -66,6 +68,7 @@ func TestStartOutOfFDsChild(t *testing.T) {
 					break
 				}
 				t.Logf("%d free: %s", free, msg)
+				msgs = append(msgs, msg)
 				if strings.Contains(msg, "cannot make the pipes for the container's stdin, stdout and stderr") {
 					stdio++
 				}
@@ -74,6 +77,17 @@ func TestStartOutOfFDsChild(t *testing.T) {
 			// with none, then one, free.
 			if stdio < 3 {
 				t.Errorf("newStdio failed %d times, want each of its three pipes to fail", stdio)
+			}
+			if mode != SecretPath {
+				return
+			}
+			// The private tmpfs's steps that take a descriptor: the
+			// bundle's write (before, its failure went unseen: the run
+			// started with no bundle for the shim to read).
+			for _, step := range []string{"cannot write the bundle to the private tmpfs"} {
+				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, step) }) {
+					t.Errorf("no refusal said %q", step)
+				}
 			}
 		})
 	}

@@ -1128,7 +1128,8 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
 		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)")
 	}
 	p := filepath.Join(dir, "bundle")
-	if err := os.WriteFile(p, bundle, 0o400); err == nil {
+	err = os.WriteFile(p, bundle, 0o400)
+	if err == nil {
 		err = os.Chown(p, u, g)
 	}
 	if err != nil {
