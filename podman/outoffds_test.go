@@ -24,8 +24,8 @@ const outOfFDsEnv = "CRUXPROV_PODMAN_OUT_OF_FDS_CHILD"
 
 // TestStartOutOfFDs: a run started with its process out of descriptors
 // (EMFILE) is refused container_unavailable wherever Start runs out:
-// the secret pipe (or in path mode the bundle's write to the private
-// tmpfs), the run directory's lock, each of the three stdio pipes
+// the secret pipe (or in path mode the lock on the private tmpfs, and
+// the bundle's write to it), the run directory's lock, each of the three stdio pipes
 // (newStdio), podman's start. Each refusal says what to do, and
 // leaves nothing: no podman run, no descriptor, no run directory, no
 // secret tmpfs. Before, only newStdio's said so: "cannot make the secret
@@ -81,10 +81,13 @@ func TestStartOutOfFDsChild(t *testing.T) {
 			if mode != SecretPath {
 				return
 			}
-			// The private tmpfs's steps that take a descriptor: the
-			// bundle's write (before, its failure went unseen: the run
-			// started with no bundle for the shim to read).
-			for _, step := range []string{"cannot write the bundle to the private tmpfs"} {
+			// The private tmpfs's steps that take a descriptor: its
+			// lock (before, a mount that could not be locked went on
+			// unlocked, for another executor's prune to unmount under
+			// the run), then the bundle's write (before, its failure
+			// went unseen: the run started with no bundle for the shim
+			// to read).
+			for _, step := range []string{"cannot lock the run's private tmpfs", "cannot write the bundle to the private tmpfs"} {
 				if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, step) }) {
 					t.Errorf("no refusal said %q", step)
 				}

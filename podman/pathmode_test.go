@@ -22,7 +22,7 @@ func TestPathModeNeedsRootSaysSo(t *testing.T) {
 		asuser.RunTest(t, asuser.Dir(t, "cruxprov-pathmode-"), "TestPathModeNeedsRootSaysSo")
 		return
 	}
-	dir, err := privateTmpfs("", "65534", "65534", []byte("{}"))
+	dir, _, err := privateTmpfs("", "65534", "65534", []byte("{}"))
 	if err == nil {
 		t.Fatalf("a private tmpfs mounted at %s by uid %d", dir, os.Geteuid())
 	}

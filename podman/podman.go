@@ -821,21 +821,14 @@ func (b *backend) Start(ctx context.Context, s *invoke.Spawn) (invoke.Process, e
 			args = append(args, "--preserve-fds", strconv.Itoa(shim.SecretFD-2))
 			shimArgs = []string{"--secret-pipe-fd", strconv.Itoa(shim.SecretFD)}
 		case SecretPath:
-			p, err := privateTmpfs(e.SecretDir, uid, gid, s.Bundle)
+			// The lock is held for the run, so that a later Prune can
+			// tell this mount from one an executor killed mid-run left,
+			// with the bundle in it if the shim had not read it yet.
+			p, lock, err := privateTmpfs(e.SecretDir, uid, gid, s.Bundle)
 			if err != nil {
 				return nil, err
 			}
-			mount = p
-			// Held for the run, so that a later Prune can tell this
-			// mount from one an executor killed mid-run left, with the
-			// bundle in it if the shim had not read it yet.
-			if f, err := os.Open(p); err == nil {
-				if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
-					mountLock = f
-				} else {
-					f.Close()
-				}
-			}
+			mount, mountLock = p, lock
 			args = append(args, "--mount", "type=bind,source="+p+",destination=/run/cruxprov-secret")
 			shimArgs = []string{"--secret-path", "/run/cruxprov-secret/bundle"}
 		default:
@@ -1100,32 +1093,54 @@ func pruneSecretMounts(parent string) []string {
 }
 
 // privateTmpfs mounts a fresh tmpfs for one run in a new directory under
-// parent (writable by uid:gid alone, so that the shim can unlink), writes
-// the bundle there and returns the directory. The executor never deletes
+// parent (writable by uid:gid alone, so that the shim can unlink), locks
+// it, writes the bundle there and returns the directory and the lock,
+// which the run holds while it lasts: a flock on the mount's root, by
+// which a later prune tells a live run's mount from one an executor
+// killed mid-run left (pruneSecretMounts). The executor never deletes
 // the file itself: unmounting after the run drops whatever is left.
-func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
+func privateTmpfs(parent, uid, gid string, bundle []byte) (dir string, lock *os.File, err error) {
 	if parent == "" {
 		parent = "/run"
 	}
-	dir, err := os.MkdirTemp(parent, "cruxprov-secret-")
+	dir, err = os.MkdirTemp(parent, "cruxprov-secret-")
 	if errors.Is(err, fs.ErrPermission) {
 		// Not root, most likely (parent is /run): say what the mount's
 		// refusal says, or the refusal read "permission denied" alone.
-		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs (path mode mounts one, which needs root; the pipe mode does not)")
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs (path mode mounts one, which needs root; the pipe mode does not)")
 	}
 	if err != nil {
-		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs")
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs")
 	}
 	u, err1 := strconv.Atoi(uid)
 	g, err2 := strconv.Atoi(gid)
 	if err1 != nil || err2 != nil {
 		os.Remove(dir)
-		return "", refusal.New(refusal.ContainerUnavailable, "secret path mode needs a numeric container user, not %s:%s", uid, gid)
+		return "", nil, refusal.New(refusal.ContainerUnavailable, "secret path mode needs a numeric container user, not %s:%s", uid, gid)
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC,
 		fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", 2*invoke.MaxSecretBundle, u, g)); err != nil {
 		os.Remove(dir)
-		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)")
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)")
+	}
+	// Locked before the bundle is in it. Unlocked, the mount would be
+	// one a dead executor left for any prune once secretMountGrace
+	// old: another executor's would unmount it, and the bundle with it,
+	// under the running provider.
+	lock, err = os.Open(dir)
+	if err == nil {
+		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
+		}
+	}
+	if err != nil {
+		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		os.Remove(dir)
+		todo := outOfFDs(err)
+		if todo == "" {
+			todo = "; run again, or deliver the secrets through the pipe mode, which mounts nothing"
+		}
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot lock the run's private tmpfs, without which another executor's prune could unmount it during the run%s", todo)
 	}
 	p := filepath.Join(dir, "bundle")
 	err = os.WriteFile(p, bundle, 0o400)
@@ -1133,11 +1148,12 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (string, error) {
 		err = os.Chown(p, u, g)
 	}
 	if err != nil {
+		lock.Close()
 		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
 		os.Remove(dir)
-		return "", refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot write the bundle to the private tmpfs%s", outOfFDs(err))
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot write the bundle to the private tmpfs%s", outOfFDs(err))
 	}
-	return dir, nil
+	return dir, lock, nil
 }
 
 // tailWriter passes stderr on and keeps its last KiB (podman's own error

@@ -12,35 +12,34 @@ import (
 // TestPruneSecretMounts: the private secret tmpfs of a path-mode run
 // whose executor was killed stays mounted, with the bundle the shim may
 // not have read; a later prune unmounts and removes it, and leaves one a
-// live run holds (flock on its root) and one younger than a run's first
-// moment. Real tmpfs mounts: needs root, as path mode does.
+// live run holds (the flock on its root privateTmpfs takes) and one
+// younger than a run's first moment. Real tmpfs mounts: needs root, as
+// path mode does.
 func TestPruneSecretMounts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("path mode's private tmpfs needs root")
 	}
 	parent := t.TempDir()
-	mount := func() string {
-		p, err := privateTmpfs(parent, "65534", "65534", []byte(`{"acme/alpha":"s3cr3t"}`))
+	mount := func() (string, *os.File) {
+		p, lock, err := privateTmpfs(parent, "65534", "65534", []byte(`{"acme/alpha":"s3cr3t"}`))
 		if err != nil {
 			t.Skipf("cannot mount a private tmpfs here: %v", err)
 		}
-		t.Cleanup(func() { syscall.Unmount(p, syscall.MNT_DETACH); os.Remove(p) })
-		return p
+		t.Cleanup(func() { lock.Close(); syscall.Unmount(p, syscall.MNT_DETACH); os.Remove(p) })
+		return p, lock
 	}
-	dead, live, young := mount(), mount(), mount()
+	dead, deadLock := mount()
+	live, _ := mount()
+	young, youngLock := mount()
+	// The dead run's executor is gone, and with it its lock; the young
+	// run's is let go to show that its age alone keeps it.
+	deadLock.Close()
+	youngLock.Close()
 	old := time.Now().Add(-2 * time.Minute)
 	for _, p := range []string{dead, live} {
 		if err := os.Chtimes(p, old, old); err != nil {
 			t.Fatal(err)
 		}
-	}
-	held, err := os.Open(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Close()
-	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
 	}
 	gone := pruneSecretMounts(parent)
 	if !slices.Equal(gone, []string{dead}) {
