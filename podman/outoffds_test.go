@@ -5,40 +5,70 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// outOfFDsEnv tells the test binary it is TestStartOutOfFDs's child.
-const outOfFDsEnv = "CRUXPROV_PODMAN_OUT_OF_FDS_CHILD"
+// outOfFDsEnv tells the test binary it is TestStartOutOfFDs's child
+// ("1"), or TestStartOutOfFDsNoCloseRange's (noCloseRange).
+const (
+	outOfFDsEnv  = "CRUXPROV_PODMAN_OUT_OF_FDS_CHILD"
+	noCloseRange = "no-close-range"
+)
 
 // TestStartOutOfFDs: a run started with its process out of descriptors
 // (EMFILE) is refused container_unavailable wherever Start runs out:
 // the secret pipe (or in path mode the lock on the private tmpfs, and
-// the bundle's write to it), the run directory's lock, each of the three stdio pipes
-// (newStdio), podman's start. Each refusal says what to do, and
-// leaves nothing: no podman run, no descriptor, no run directory, no
-// secret tmpfs. Before, only newStdio's said so: "cannot make the secret
-// pipe: pipe2: too many open files" and the others said nothing of
-// descriptors. The descriptor table is filled in a child process (the
-// test binary again, TestStartOutOfFDsChild), where nothing else runs.
+// the bundle's write to it), the run directory's lock, each of the
+// three stdio pipes (newStdio), podman's start. Each refusal says what
+// to do, and leaves nothing: no podman run, no descriptor, no run
+// directory, no secret tmpfs. Before, only newStdio's said so: "cannot
+// make the secret pipe: pipe2: too many open files" and the others said
+// nothing of descriptors. The descriptor table is filled in a child
+// process (the test binary again, TestStartOutOfFDsChild), where
+// nothing else runs.
 func TestStartOutOfFDs(t *testing.T) {
+	runOutOfFDsChild(t, "1")
+}
+
+// TestStartOutOfFDsNoCloseRange: where close_range(2) is refused (a
+// kernel before 5.11, or, as here, a seccomp filter), the sweep that
+// keeps this process's descriptors from podman (invoke.CloseInherited)
+// lists /proc/self/fd, which a process out of descriptors cannot open:
+// Start then refuses container_unavailable, saying so and what to do,
+// starting nothing and leaving nothing (TestStartOutOfFDs's walk, in a
+// child whose close_range a seccomp filter refuses).
+func TestStartOutOfFDsNoCloseRange(t *testing.T) {
+	runOutOfFDsChild(t, noCloseRange)
+}
+
+// runOutOfFDsChild runs TestStartOutOfFDsChild in a child process, with
+// outOfFDsEnv set to how.
+func runOutOfFDsChild(t *testing.T, how string) {
 	if os.Getenv(outOfFDsEnv) != "" {
 		t.Skip("the child runs TestStartOutOfFDsChild")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestStartOutOfFDsChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), outOfFDsEnv+"=1")
+	cmd.Env = append(os.Environ(), outOfFDsEnv+"="+how)
 	out, err := cmd.CombinedOutput()
+	if err == nil && strings.Contains(string(out), "--- SKIP: TestStartOutOfFDsChild ") {
+		t.Skipf("the child skipped:\n%s", out)
+	}
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestStartOutOfFDsChild") || strings.Contains(string(out), "--- SKIP") {
 		t.Fatalf("the child: %v\n%s", err, out)
 	}
@@ -47,8 +77,14 @@ func TestStartOutOfFDs(t *testing.T) {
 
 // TestStartOutOfFDsChild is TestStartOutOfFDs's child.
 func TestStartOutOfFDsChild(t *testing.T) {
-	if os.Getenv(outOfFDsEnv) == "" {
+	how := os.Getenv(outOfFDsEnv)
+	if how == "" {
 		t.Skip("TestStartOutOfFDs runs it in a child process")
+	}
+	if how == noCloseRange {
+		if err := refuseCloseRange(); err != nil {
+			t.Skipf("cannot install a seccomp filter refusing close_range(2): %v", err)
+		}
 	}
 	modes := []string{SecretPipe}
 	if os.Geteuid() == 0 {
@@ -77,6 +113,11 @@ func TestStartOutOfFDsChild(t *testing.T) {
 			// with none, then one, free.
 			if stdio < 3 {
 				t.Errorf("newStdio failed %d times, want each of its three pipes to fail", stdio)
+			}
+			const sweep = "cannot keep this process's open descriptors from podman, so it was not started"
+			swept := slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, sweep) })
+			if how == noCloseRange && !swept {
+				t.Errorf("no refusal said %q: close_range(2) refused, the sweep's walk of /proc/self/fd must fail out of descriptors", sweep)
 			}
 			if mode != SecretPath {
 				return
@@ -148,6 +189,39 @@ func startWithFree(t *testing.T, mode string, free int) (string, bool) {
 		}
 	}
 	return msg, false
+}
+
+// refuseCloseRange installs, on every thread of this process and on
+// all it starts, a seccomp filter under which close_range(2) fails
+// EPERM, as a container runtime's may refuse a call it does not know
+// (setting no_new_privs, which an unprivileged filter needs).
+func refuseCloseRange() error {
+	arch, ok := map[string]uint32{"amd64": unix.AUDIT_ARCH_X86_64, "arm64": unix.AUDIT_ARCH_AARCH64}[runtime.GOARCH]
+	if !ok {
+		return fmt.Errorf("no audit arch known for %s", runtime.GOARCH)
+	}
+	filter := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // seccomp_data.arch
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: arch, Jf: 3},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // seccomp_data.nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_CLOSE_RANGE, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW},
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("PR_SET_NO_NEW_PRIVS: %w", err)
+	}
+	// TSYNC: every thread of the process, not only this one.
+	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
+		return fmt.Errorf("seccomp: %w", errno)
+	}
+	if err := unix.CloseRange(math.MaxInt32, math.MaxInt32, unix.CLOSE_RANGE_CLOEXEC); err != unix.EPERM {
+		return fmt.Errorf("close_range(2) under the filter: %v, want EPERM", err)
+	}
+	return nil
 }
 
 // exhaustFDs lowers this process's descriptor limit a little above the
