@@ -381,9 +381,23 @@ func receiptsShow(c *cli.Context) error {
 			found = append(found, a)
 		}
 	}
-	where := "this host and user's ledger"
-	if c.IsSet("ledger") {
-		where = strings.Join(paths, ", ")
+	// The list it advises reads the ledgers this show read: a bare
+	// `cruxprov receipts list` after `show --ledger P` (or --state-dir D)
+	// listed this host and user's own ledger, where the attempt was never
+	// looked for.
+	where, list, more := "this host and user's ledger", "cruxprov receipts list", " (--ledger names another ledger)"
+	switch {
+	case c.IsSet("ledger"):
+		where, more = strings.Join(paths, ", "), ""
+		for _, p := range c.StringSlice("ledger") {
+			list += " --ledger " + shellQuote(p)
+		}
+	case c.IsSet("state-dir"):
+		where, more = "the ledger of --state-dir "+c.String("state-dir"), ""
+		list += " --state-dir " + shellQuote(c.String("state-dir"))
+	}
+	if tolerate {
+		list += " --tolerate-corrupt"
 	}
 	passed := "" // the corrupt lines --tolerate-corrupt passed over, of which one may be its intent
 	if n := len(res.Corrupt); n > 0 {
@@ -391,7 +405,7 @@ func receiptsShow(c *cli.Context) error {
 	}
 	switch {
 	case len(found) == 0:
-		return fmt.Errorf("no attempt %s in %s%s; cruxprov receipts list shows the attempts (--ledger names another ledger)", oneLine(id), where, passed)
+		return fmt.Errorf("no attempt %s in %s%s; %s shows the attempts%s", oneLine(id), where, passed, list, more)
 	case len(found) > 1:
 		return usagef("%s is the start of %d attempts (%s, …): give more of it", id, len(found), found[0].Intent.AttemptID)
 	}
