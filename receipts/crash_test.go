@@ -115,7 +115,7 @@ func runChild(role, path, name string) error {
 		// finishes under a few keys, closes, again, until killed; its
 		// attempt ids are its own (a random name).
 		fmt.Println("looping")
-		name = newAttemptID()[:8]
+		name = newAttemptID()[4:12]
 		for i := 0; ; i++ {
 			l, err := Open(ctx, path, Options{})
 			if err != nil {

@@ -697,10 +697,13 @@ func fdatasync(fd int) error {
 	}
 }
 
+// newAttemptID is an attempt id as docs/receipts.md gives its form, `att_`
+// and 32 hex digits (128 random bits), as invoke's executors make them: one
+// Begin made for an intent without one was the 32 digits alone.
 func newAttemptID() string {
 	var b [16]byte
 	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return "att_" + hex.EncodeToString(b[:])
 }
 
 // What to do about a ledger path Open cannot make or open, in the words

@@ -60,7 +60,7 @@ func TestBeginFinishScan(t *testing.T) {
 	path := filepath.Join(dir, "state", "cruxprov", "receipts", "h-0.jsonl")
 	l := openT(t, path)
 	d := begin(t, l, testIntent("", "", "in"))
-	if len(d.AttemptID) != 32 || d.Attempt != 1 || d.Replay != nil {
+	if !generatedID.MatchString(d.AttemptID) || d.Attempt != 1 || d.Replay != nil {
 		t.Fatalf("decision %+v", d)
 	}
 	// Durable before Begin returns: another reader sees the intent.
