@@ -91,6 +91,27 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 	return f, nil
 }
 
+// keyLocksCreatable is Writable's answer for key locks not made yet: the
+// first Begin with an idempotency key creates <side>.inflight beside the
+// ledger (openKeyLocks with O_CREAT), so its directory must take new
+// entries. A ledger this user may write in a directory it may not (0555)
+// took every run without a key, and receipts scan exited 0, while every
+// keyed run was refused "cannot create the in-flight lock file"; one whose
+// key locks existed unwritable was refused by the scan already. The
+// refusal is the writer's, word for word.
+func keyLocksCreatable(side, path string) error {
+	p := side + ".inflight"
+	err := unix.Access(filepath.Dir(p), unix.W_OK|unix.X_OK)
+	if err == nil {
+		return nil
+	}
+	perr := &fs.PathError{Op: "open", Path: p, Err: err}
+	if errors.Is(err, unix.EACCES) {
+		return refusal.Wrap(refusal.LedgerWriteFailed, perr, "cannot create the in-flight lock file %s of receipts ledger %s: %v; make the directory %s writable by this user (the first run with an idempotency key makes that file there)", p, path, perr, filepath.Dir(p))
+	}
+	return refusal.Wrap(refusal.LedgerWriteFailed, perr, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)
+}
+
 // lockKey takes the key lock of key without waiting. It reports false
 // when another Ledger (another process, or another Ledger of this one)
 // holds it. The caller holds l.mu.

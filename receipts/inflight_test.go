@@ -324,7 +324,9 @@ func TestWritableJudgesTheRepairLock(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "receipts")
 			path := filepath.Join(dir, "l.jsonl")
 			l := openT(t, path)
-			finish(t, l, testOutcome(begin(t, l, testIntent("att_1", "", "in")).AttemptID, StatusOK))
+			// Keyed: its key locks are made, which a keyed run of a
+			// directory of mode 0555 needs (TestWritableJudgesTheKeyLocks).
+			finish(t, l, testOutcome(begin(t, l, testIntent("att_1", "k", "in")).AttemptID, StatusOK))
 			l.Close()
 			if err := os.Chmod(dir, 0o555); err != nil {
 				t.Fatal(err)
@@ -393,5 +395,51 @@ func TestKeyLocksNotMadeSayWhatStopsThem(t *testing.T) {
 	}
 	if _, err := os.Lstat(path + ".inflight"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the key locks: %v", err)
+	}
+}
+
+// TestWritableJudgesKeyLocksNotMadeYet: a ledger this user may write, in a
+// directory it may not (0555), without key locks yet: every keyed run is
+// refused, since its first Begin cannot create <path>.inflight there, and
+// Writable (receipts scan's health check) refuses it in the writer's words;
+// it said nil, while it refused key locks that existed unwritable. Runs
+// without a key still go. Once the key locks are there (made while the
+// directory took them) it is writable.
+func TestWritableJudgesKeyLocksNotMadeYet(t *testing.T) {
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "be a user the directory's mode stops")
+		asuser.RunTest(t, asuser.Dir(t, "cruxprov-writable-"), "TestWritableJudgesKeyLocksNotMadeYet")
+		return
+	}
+	dir := filepath.Join(t.TempDir(), "receipts")
+	path := filepath.Join(dir, "l.jsonl")
+	l := openT(t, path)
+	finish(t, l, testOutcome(begin(t, l, testIntent("att_1", "", "in")).AttemptID, StatusOK))
+	l.Close()
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	werr := Writable(path)
+	l, err := Open(context.Background(), path, Options{CreateAtBegin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, berr := l.Begin(context.Background(), testIntent("att_2", "k", "in"))
+	if refusal.CodeOf(berr) != refusal.LedgerWriteFailed || refusal.CodeOf(werr) != refusal.LedgerWriteFailed {
+		t.Fatalf("no key locks, in a directory of mode 0555: Writable %v, a keyed Begin %v", werr, berr)
+	}
+	if werr.Error() != berr.Error() || !strings.Contains(werr.Error(), "make the directory "+dir+" writable") {
+		t.Errorf("Writable says %q, a keyed Begin %q", werr, berr)
+	}
+	finish(t, l, testOutcome(begin(t, l, testIntent("att_3", "", "in")).AttemptID, StatusOK)) // without a key: goes
+	l.Close()
+	os.Chmod(dir, 0o755)
+	l = openT(t, path)
+	finish(t, l, testOutcome(begin(t, l, testIntent("att_4", "k", "in")).AttemptID, StatusOK)) // makes the key locks
+	l.Close()
+	os.Chmod(dir, 0o555)
+	if err := Writable(path); err != nil {
+		t.Fatalf("key locks made, in a directory of mode 0555: %v", err)
 	}
 }

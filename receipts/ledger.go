@@ -252,7 +252,9 @@ func (l *Ledger) create(ctx context.Context) error {
 // Its key locks <path>.inflight, when there are (a run with an
 // idempotency key made them), are opened for writing too, as a keyed
 // Begin opens them: one this process cannot (left by root, say, running
-// with this user's state directory) refuses every keyed run. And when
+// with this user's state directory) refuses every keyed run. When there
+// are none yet, the first keyed Begin creates them beside the ledger, so
+// that directory must take new entries (keyLocksCreatable). And when
 // its next writer must repair it first (a torn tail, a last row without
 // its newline, a repair journal), the repair lock that writer creates
 // beside it must be creatable there (repairLockable).
@@ -279,7 +281,7 @@ func Writable(path string) error {
 	}
 	k, err := openKeyLocks(side, path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return keyLocksCreatable(side, path)
 	}
 	if err != nil {
 		return err
