@@ -120,6 +120,16 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 		case ref == "" || (!strings.HasPrefix(src, "@") && !strings.HasPrefix(src, "env:")):
 			// What follows = is not shown: it may be the secret itself.
 			return nil, usagef("--secret %q: want REF=@FILE or REF=env:VAR (what follows = is not shown, as it may be the secret itself)", ref+"=…")
+		case src == "@" || src == "env:":
+			// A source named by nothing (an unset shell variable, say:
+			// --secret REF=@$F) holds no secret to hide. It ran, refused
+			// secret_unresolved "stat : no such file or directory" with a
+			// receipt, where REF= alone was a usage error.
+			what := "file"
+			if src == "env:" {
+				what = "variable"
+			}
+			return nil, usagef("--secret %s=%s names no %s (an unset shell variable?): want %s=@FILE or %s=env:VAR", ref, src, what, ref, ref)
 		}
 		m[ref] = src
 	}

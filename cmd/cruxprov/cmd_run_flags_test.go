@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunSecretSourceNamesNothing: --secret REF=@ and REF=env:, a source
+// that names no file or variable (--secret REF=@$F with F unset), are
+// usage errors, as REF= is, before anything is read or run; they ran and
+// were refused secret_unresolved ("stat : no such file or directory")
+// with a receipt once the pin had named the env. The provider here has no
+// pin: without the check the run got as far as pin_unapproved.
+func TestRunSecretSourceNamesNothing(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	for src, want := range map[string]string{
+		"@":    "usage: --secret acme/api-token=@ names no file (an unset shell variable?): want acme/api-token=@FILE or acme/api-token=env:VAR",
+		"env:": "usage: --secret acme/api-token=env: names no variable (an unset shell variable?): want acme/api-token=@FILE or acme/api-token=env:VAR",
+	} {
+		t.Run(src, func(t *testing.T) {
+			r := cruxprov(t, "run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token="+src, "--state-dir", state)
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("--secret acme/api-token=%s: exit %d, stderr %q; want exit %d, %q", src, r.code, r.stderr, exitUsage, want)
+			}
+			if _, err := os.Stat(state); !os.IsNotExist(err) {
+				t.Errorf("a usage error made the state directory: %v", err)
+			}
+		})
+	}
+}
