@@ -192,6 +192,20 @@ func secretNotForwarded(secrets, allow []string) error {
 	return nil
 }
 
+// allowNamesOnly refuses an --allow-env NAME=VALUE: the allowlist names
+// variables of this run's environment, and such an entry, no variable's
+// name, was passed on as one and matched nothing, so --allow-env LANG=C
+// ran the provider without LANG, and without a word. What follows = is
+// not shown: it may be a secret.
+func allowNamesOnly(allow []string) error {
+	for _, a := range allow {
+		if k, _, ok := strings.Cut(a, "="); ok {
+			return usagef("--allow-env %q: give a variable's NAME, not NAME=VALUE (what follows = is not shown): --allow-env %s passes %s with the value this run's environment gives it", k+"=…", k, k)
+		}
+	}
+	return nil
+}
+
 func runAction(c *cli.Context) error {
 	o, err := globals(c)
 	if err != nil {
@@ -266,6 +280,9 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	if err := secretNotForwarded(c.StringSlice("secret"), c.StringSlice("allow-env")); err != nil {
+		return err
+	}
+	if err := allowNamesOnly(c.StringSlice("allow-env")); err != nil {
 		return err
 	}
 	sd, err := stateDir(c)

@@ -34,3 +34,18 @@ func TestRunSecretSourceNamesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAllowEnvTakesNames: --allow-env NAME=VALUE is a usage error
+// naming what to give, its value not shown; it ran the provider without
+// the variable (the allowlist matched no name), without a word.
+func TestRunAllowEnvTakesNames(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := cruxprov(t, "run", "acme-echo", "echo", "--input", in, "--allow-env", "LANG", "--allow-env", "TOKEN=s3cr3t")
+	want := `usage: --allow-env "TOKEN=…": give a variable's NAME, not NAME=VALUE (what follows = is not shown): --allow-env TOKEN passes TOKEN with the value this run's environment gives it`
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Contains(r.stderr, "s3cr3t") {
+		t.Fatalf("--allow-env TOKEN=…: exit %d, stderr %q; want exit %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+}
