@@ -131,6 +131,11 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 			}
 			return nil, usagef("--secret %s=%s names no %s (an unset shell variable?): want %s=@FILE or %s=env:VAR", ref, src, what, ref, ref)
 		}
+		if _, twice := m[ref]; twice {
+			// The last one was delivered, and which that was depended on
+			// the order of the flags (a wrapper's and the job's own).
+			return nil, usagef("--secret %s is given twice: give each secret once", ref)
+		}
 		m[ref] = src
 	}
 	return func(_ context.Context, ref string) (string, error) {

@@ -49,3 +49,21 @@ func TestRunAllowEnvTakesNames(t *testing.T) {
 		t.Fatalf("--allow-env TOKEN=…: exit %d, stderr %q; want exit %d, %q", r.code, r.stderr, exitUsage, want)
 	}
 }
+
+// TestRunSecretGivenTwice: two --secret flags for one ref are a usage
+// error; the last was delivered, whichever of a wrapper's and the job's
+// own flags that was, without a word.
+func TestRunSecretGivenTwice(t *testing.T) {
+	dir := t.TempDir()
+	in, tok := filepath.Join(dir, "in.json"), filepath.Join(dir, "tok")
+	for _, f := range []string{in, tok} {
+		if err := os.WriteFile(f, []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cruxprov(t, "run", "acme-echo", "echo", "--input", in, "--secret", "acme/api-token=@"+tok, "--secret", "acme/api-token=env:TOKEN")
+	want := "usage: --secret acme/api-token is given twice: give each secret once"
+	if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) {
+		t.Fatalf("--secret given twice: exit %d, stderr %q; want exit %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+}
