@@ -290,6 +290,17 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 				}
 			}
 			paths = []string{}
+		case errors.Is(err, syscall.ENOTDIR):
+			// A file where a directory of the ledger's path must be: the
+			// --state-dir named a file (a ledger, say), or a file stands
+			// in the state directory. It exited 1 with "receipts: open
+			// …: not a directory", saying neither.
+			if d := filepath.Dir(filepath.Dir(paths[0])); c.IsSet("state-dir") {
+				if st, err := os.Stat(d); err == nil && !st.IsDir() {
+					return nil, nil, usagef("--state-dir %s is a file, not a directory: name the executor's state directory (run --state-dir DIR keeps its ledger in DIR/receipts/), or a ledger file with --ledger", d)
+				}
+			}
+			return nil, nil, ownLedgerPathBlocked(c, paths[0])
 		case errors.Is(err, fs.ErrPermission):
 			// A directory above this user's own ledger that is not its
 			// own (XDG_STATE_HOME naming another user's): no run of
@@ -579,6 +590,32 @@ func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 	}
 	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) is %s: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
 		nr.Path, from, what, shellQuote(nr.Path), shellQuote(nr.Path+".moved"))
+}
+
+// ownLedgerPathBlocked refuses this host and user's own ledger at path
+// when a file stands where a directory of its path must be (in the state
+// directory, say, a file named receipts): every run is refused there as
+// well. It names that file and what to do, as ownLedgerNotAFile does for
+// the ledger's own name.
+func ownLedgerPathBlocked(c *cli.Context, path string) error {
+	at := filepath.Dir(path)
+	for d := at; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			if !st.IsDir() {
+				at = d
+			}
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	from := "the default, under $XDG_STATE_HOME or ~/.local/state"
+	if d := c.String("state-dir"); d != "" {
+		from = "from --state-dir " + d
+	}
+	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: %s is a file where a directory of its path must be: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
+		path, from, at, shellQuote(at), shellQuote(at+".moved"))
 }
 
 // ledgerDenied is the failure of a scan denied permission on path (a
