@@ -29,4 +29,7 @@ func TestPathModeNeedsRootSaysSo(t *testing.T) {
 	if refusal.CodeOf(err) != refusal.ContainerUnavailable || !strings.Contains(err.Error(), "needs root; the pipe mode does not") {
 		t.Errorf("got %v, want container_unavailable saying path mode needs root", err)
 	}
+	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionSecretPipe {
+		t.Errorf("the refusal carries remedy %+v, want %s (the run again by pipe)", rem, refusal.ActionSecretPipe)
+	}
 }

@@ -1107,7 +1107,7 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (dir string, lock *os.
 	if errors.Is(err, fs.ErrPermission) {
 		// Not root, most likely (parent is /run): say what the mount's
 		// refusal says, or the refusal read "permission denied" alone.
-		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs (path mode mounts one, which needs root; the pipe mode does not)")
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs (path mode mounts one, which needs root; the pipe mode does not)").WithRemedy(refusal.ActionSecretPipe, "")
 	}
 	if err != nil {
 		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: no directory for a private tmpfs")
@@ -1121,7 +1121,7 @@ func privateTmpfs(parent, uid, gid string, bundle []byte) (dir string, lock *os.
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC,
 		fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", 2*invoke.MaxSecretBundle, u, g)); err != nil {
 		os.Remove(dir)
-		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)")
+		return "", nil, refusal.Wrap(refusal.ContainerUnavailable, err, "secret path mode: cannot mount a private tmpfs (it needs root; the pipe mode does not)").WithRemedy(refusal.ActionSecretPipe, "")
 	}
 	// Locked before the bundle is in it. Unlocked, the mount would be
 	// one a dead executor left for any prune once secretMountGrace

@@ -114,6 +114,10 @@ const (
 	// (the network, file system, capability, user and ulimit confinement
 	// still holds): the executor's explicit choice.
 	ActionUnenforcedLimits Action = "unenforced_limits"
+	// ActionSecretPipe runs a container run again with its secrets by
+	// pipe (fd 3), where the path mode's private tmpfs cannot be made
+	// (it needs root; the pipe mode does not).
+	ActionSecretPipe Action = "secret_pipe"
 	// ActionDisallowEnv runs a container run again without allowing the
 	// variable that podman reads itself into the provider's environment
 	// (Target: the variable's name).

@@ -1038,6 +1038,13 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 		return r + home
 	case refusal.ActionUnenforcedLimits:
 		return again(args, "--unenforced-limits")
+	case refusal.ActionSecretPipe:
+		// A container run's secrets by pipe, where path mode cannot
+		// mount its tmpfs (not root): a --secret-delivery given replaced.
+		if !commandTakes(args, "secret-delivery") {
+			return ""
+		}
+		return rerun(args, "secret-delivery", func(string) string { return "" }, "--secret-delivery", "pipe")
 	case refusal.ActionSetStateDir:
 		// A verifier's floors that cannot be written: the command again
 		// with a state directory the operator names (a --state-dir

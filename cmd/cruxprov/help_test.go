@@ -391,6 +391,20 @@ func TestUnenforcedLimitsIsForContainers(t *testing.T) {
 	}
 }
 
+// TestSecretPipeRemedy: path mode's refusal where its tmpfs cannot be
+// mounted (not root) renders as the run again by pipe, a
+// --secret-delivery given replaced (it named no rerun at all).
+func TestSecretPipeRemedy(t *testing.T) {
+	for _, args := range [][]string{
+		{"cruxprov", "run", "acme-echo", "echo", "--input", "in.json", "--backend", "container", "--secret-delivery", "path", "--json"},
+		{"cruxprov", "run", "acme-echo", "echo", "--input", "in.json", "--backend", "container", "--secret-delivery=path"},
+	} {
+		if got, want := renderRemedy(&refusal.Remedy{Action: refusal.ActionSecretPipe}, args), "cruxprov run acme-echo echo --input in.json --backend container --secret-delivery pipe"; got != want {
+			t.Errorf("%q: the remedy renders %q, want %q", args, got, want)
+		}
+	}
+}
+
 // TestRunLimitsThatWouldBeIgnored: a limit the executor would ignore
 // (under a millisecond, zero, negative) or a key the ledger cannot keep
 // as given is a usage error, not a run with the manifest's budgets.
