@@ -805,7 +805,15 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if b == nil {
 		// No pin file is no accepted pin only while the history accepted
 		// none: else it was lost (registry_corrupt, as for trust.json).
-		if rec, err := d.PinHistory(ctx, provider); err != nil {
+		b, err := d.readLog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		hashes, raws, err := chainLines(b)
+		if err != nil {
+			return nil, err
+		}
+		if rec, err := pinRecord(hashes, raws, provider); err != nil {
 			return nil, err
 		} else if rec.Last != nil {
 			return nil, lostPinFrom(ctx, d, provider, rec.Last)
@@ -817,7 +825,12 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 			// store to look for proposals that are not there.
 			return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin: there is no registry at %s; check that it is the registry of the operator's store (nothing was ever proposed or approved there)", provider, d.root)
 		}
-		return nil, refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
+		// Never accepted: what is next, the history says (proposalsOf).
+		es, err := proposalEntries(raws)
+		if err != nil {
+			return nil, err
+		}
+		return nil, neverAccepted(provider, es)
 	}
 	p, err := ParsePin(b)
 	if err != nil {

@@ -59,8 +59,9 @@ func TestOpenDirReadOnlyMakesNothing(t *testing.T) {
 // not there at all (an executor given a path that names no store, which
 // OpenDirReadOnly reads as empty) is refused pin_unapproved naming that
 // path, with no advice to review change-sets: there are none to review.
-// It advised them, as for a registry where nothing was approved yet, which
-// it still does.
+// It advised them, as for a registry where nothing was approved yet; that
+// one now advises proposing the provider (TestNeverAcceptedSaysWhatIsNext):
+// nothing of it is proposed there either.
 func TestNoRegistryThere(t *testing.T) {
 	ctx := context.Background()
 	for _, there := range []bool{false, true} {
@@ -78,8 +79,8 @@ func TestNoRegistryThere(t *testing.T) {
 		}
 		rem := refusal.RemedyOf(err)
 		if there {
-			if rem == nil || rem.Action != refusal.ActionReviewChangesets {
-				t.Errorf("an empty registry: remedy %+v, want %s", rem, refusal.ActionReviewChangesets)
+			if rem == nil || rem.Action != refusal.ActionPropose {
+				t.Errorf("an empty registry: remedy %+v, want %s", rem, refusal.ActionPropose)
 			}
 			continue
 		}

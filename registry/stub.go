@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
 
@@ -101,7 +100,7 @@ func (r *Stub) Pin(ctx context.Context, provider string) (out *Pin, err error) {
 	err = r.read(ctx, func(s *state) error {
 		p := s.pins[provider]
 		if p == nil {
-			return refusal.New(refusal.PinUnapproved, "provider %s has no accepted pin (a proposal takes effect once approved)", provider).WithRemedy(refusal.ActionReviewChangesets, "")
+			return neverAccepted(provider, entries(s.log))
 		}
 		out = clonePin(p)
 		return nil
