@@ -511,7 +511,7 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		// and which one depends on the key; anything else is refused
 		// for every key.
 		if !s.heldNow(cs) && !v1 {
-			return nil, notProposed(cs, "approved", s.inForce(cs))
+			return nil, notProposed(cs, "approved", s.inForce(cs), s.pins[cs.Scope()])
 		}
 		return cs, nil
 	}
@@ -598,7 +598,7 @@ func (s *state) approve(now time.Time, id digest.Digest, signer *sign.PrivateKey
 			return res, nil
 		}
 		if renew = s.renewable(now, cs, signer.Public().Digest()); !renew {
-			return nil, notProposed(cs, "approved", s.inForce(cs))
+			return nil, notProposed(cs, "approved", s.inForce(cs), s.pins[cs.Scope()])
 		}
 	}
 	if expires != nil && scope == TrustScope {
@@ -720,7 +720,7 @@ func (s *state) beforeSigning(now time.Time, cs *ChangeSet, signer digest.Digest
 		return nil, nil
 	}
 	if cs.Status.State != StateProposed && !s.renewable(now, cs, signer) {
-		return nil, notProposed(cs, "approved", s.inForce(cs))
+		return nil, notProposed(cs, "approved", s.inForce(cs), s.pins[cs.Scope()])
 	}
 	_, err := s.approverKey(signer)
 	return nil, err
@@ -1172,8 +1172,13 @@ func (s *state) accept(now time.Time, cs *ChangeSet) error {
 //
 // held is whether what cs changes is in force now (inForce): a provider's
 // change-set is the pin the registry holds, a trust change is what the
-// trust state says.
-func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
+// trust state says. cur is the pin the registry holds for cs's provider
+// (nil for none, or a trust change): a provider's change-set approved
+// and superseded since by a later one (cur) is proposed again only to go
+// back to it, so it is not advised; the install it advised, built from
+// that change-set, would have proposed regressing the accepted pin (its
+// images dropped, its package downgraded).
+func notProposed(cs *ChangeSet, verb string, held bool, cur *Pin) *refusal.Error {
 	id, scope := cs.Metadata.ID, cs.Scope()
 	next := ""
 	var remedy *refusal.Remedy
@@ -1195,6 +1200,12 @@ func notProposed(cs *ChangeSet, verb string, held bool) *refusal.Error {
 		var again string
 		again, remedy = proposeAgain(&cs.Spec, scope)
 		next = "to retire " + scope + ", propose it again (" + again + ") and approve the new change-set"
+	case scope != TrustScope && cs.Status.State == StateApproved && cur != nil && cur.SpecDigest != id:
+		now := fmt.Sprintf("it was superseded: %s is at revision %d now (change-set %s), which the registry holds", scope, cur.Revision, cur.SpecDigest)
+		if cur.Retired {
+			now = fmt.Sprintf("it was superseded: %s was retired at revision %d (change-set %s), as the registry holds now", scope, cur.Revision, cur.SpecDigest)
+		}
+		next = now + "; there is nothing to approve in this one (to go back to what it proposed, propose that again and approve the new change-set)"
 	case scope != TrustScope:
 		// The refusal's remedy renders the install to run.
 		return withSpecChoices(refusal.New(refusal.ChangesetInvalid, "change-set %s is %s, not proposed: only a proposed change-set is %s (the change-sets proposed are listed); to have %s approved anew, propose it again (install it) and approve the new change-set", id, cs.Status.State, verb, scope).WithRemedy(refusal.ActionPropose, proposeTarget(&cs.Spec, scope)).WithImages(specImages(&cs.Spec)).WithProposePlatforms(specPlatforms(&cs.Spec)).WithProposeNoBytecode(specNoBytecode(&cs.Spec)), &cs.Spec)
@@ -1317,7 +1328,7 @@ func (s *state) reject(now time.Time, id digest.Digest, reason, by string) (*Cha
 		return cloneCS(cs), nil
 	}
 	if cs.Status.State != StateProposed {
-		return nil, notProposed(cs, "rejected", false)
+		return nil, notProposed(cs, "rejected", false, s.pins[cs.Scope()])
 	}
 	if strings.TrimSpace(reason) == "" {
 		return nil, refusal.New(refusal.ChangesetInvalid, "a rejection needs a reason")
