@@ -66,7 +66,11 @@ type Options struct {
 // the change-set "changeSet", as registry.TrustResult and ApproveResult do.
 type Result struct {
 	ChangeSet *registry.ChangeSet `json:"changeSet"`
-	Provider  *registry.Provider  `json:"provider"`
+	// Already is true when ChangeSet, the very change-set this install
+	// proposes, was proposed already and is still open: the registry
+	// recorded nothing (the same install run again).
+	Already  bool               `json:"already"`
+	Provider *registry.Provider `json:"provider"`
 	// Envs are the sealed local envs built, by platform.
 	Envs map[string]string `json:"envs"`
 }
@@ -155,11 +159,11 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 		return nil, err
 	}
 	progress("propose", "")
-	cs, err := reg.Propose(ctx, registry.Change{Action: action, Provider: prov}, o.ProposedBy)
+	cs, already, err := reg.Propose(ctx, registry.Change{Action: action, Provider: prov}, o.ProposedBy)
 	if err != nil {
 		return nil, err
 	}
-	res.ChangeSet, res.Provider = cs, prov
+	res.ChangeSet, res.Provider, res.Already = cs, prov, already
 	return res, nil
 }
 

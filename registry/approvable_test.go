@@ -24,7 +24,7 @@ func TestApprovableWithoutTheKey(t *testing.T) {
 	carol, dave := registrytest.NewKey(t, "carol", registry.RoleApprover), registrytest.NewKey(t, "dave", registry.RoleApprover)
 	propose := func(c registry.Change) *registry.ChangeSet {
 		t.Helper()
-		cs, err := d.Propose(ctx, c, "t")
+		cs, _, err := d.Propose(ctx, c, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

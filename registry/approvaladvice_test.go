@@ -33,7 +33,7 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 		case *registry.ChangeSet:
 			cs = x
 		case registry.Change:
-			if cs, err = d.Propose(ctx, x, "t"); err != nil {
+			if cs, _, err = d.Propose(ctx, x, "t"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -56,7 +56,7 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	if err := approve(tr.ChangeSet, alice); err != nil {
 		t.Fatal(err)
 	}
-	v1, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	v1, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 
 	// Two proposals on one base: the second, once the first is
 	// approved, is stale, and says what proposes it again.
-	v2, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	v2, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	untrustCI, err := d.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci", Digest: ci.Key.Digest}}, "t")
+	untrustCI, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci", Digest: ci.Key.Digest}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestApprovalRefusalsSayWhatToDo(t *testing.T) {
 	// retired already said "has no accepted pin to retire" and no more:
 	// the change-sets' scopes name the providers there are.
 	for what, name := range map[string]string{"retire an unknown provider": "acme-ecoh", "retire a retired provider": "acme-echo"} {
-		_, err = d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: name}}, "t")
+		_, _, err = d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: name}}, "t")
 		says(what, err, refusal.PinUnapproved, "nothing was proposed")
 		if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionReviewChangesets {
 			t.Errorf("%s: remedy %+v, want review_changesets", what, r)

@@ -32,7 +32,7 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 		case *registry.ChangeSet:
 			cs = v
 		case registry.Change:
-			if cs, err = d.Propose(ctx, v, "t"); err != nil {
+			if cs, _, err = d.Propose(ctx, v, "t"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +44,7 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	}
 
 	// An approval that expired.
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,12 +62,12 @@ func TestApprovalNoLongerCountingDoesNotBlock(t *testing.T) {
 	}
 
 	// An approval by a key untrusted since.
-	cs, err = d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	cs, _, err = d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
 	approve(cs, x, nil)
-	un, err := d.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "x"}}, "t")
+	un, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "x"}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestExpiredApprovalNamed(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, a.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestTrustKeyNameTaken(t *testing.T) {
 	}
 	// A change-set document that trusts this very key still has
 	// nothing to change (Propose, as changeset propose does).
-	_, err = d.Propose(ctx, registry.Change{Action: registry.ActionTrustKey, Key: &alice.Key}, "test")
+	_, _, err = d.Propose(ctx, registry.Change{Action: registry.ActionTrustKey, Key: &alice.Key}, "test")
 	wantRefusal(t, err, refusal.ChangesetInvalid)
 	if !strings.Contains(err.Error(), "this very key") || !strings.Contains(err.Error(), "nothing to change") {
 		t.Errorf("a change-set trusting the same key again: %v", err)

@@ -24,7 +24,7 @@ func TestApproveAgainTrustCountsAtItsThreshold(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
+	cs, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func TestApprovedAlready(t *testing.T) {
 			if _, err := r.TrustKey(ctx, a.Key, "t"); err != nil {
 				t.Fatal(err)
 			}
-			cs, err := r.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+			cs, _, err := r.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}

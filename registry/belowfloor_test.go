@@ -35,7 +35,7 @@ func TestBelowFloorSaysWhatToDo(t *testing.T) {
 	if err := os.CopyFS(backup, os.DirFS(root)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
@@ -120,7 +120,7 @@ func TestCopiedRegistryBesideItsOriginal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
@@ -152,7 +152,7 @@ func TestCopiedRegistryBesideItsOriginal(t *testing.T) {
 	}
 	copyRefused("the original changed", "has 4 entries; this verifier saw 5 in the registry at "+orig)
 	// Changed too, it forks: the same advice.
-	if _, err := c.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
+	if _, _, err := c.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	copyRefused("both changed", "parts at entry 4 from the one this verifier saw in the registry at "+orig)
@@ -188,7 +188,7 @@ func TestMovedRegistryKeepsItsFloor(t *testing.T) {
 	if err := os.CopyFS(backup, os.DirFS(d.Root())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
@@ -306,7 +306,7 @@ func TestFloorWithoutRootReadsAsBefore(t *testing.T) {
 	if err := os.CopyFS(backup, os.DirFS(d.Root())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
@@ -349,7 +349,7 @@ func TestFloorRootThroughASymlink(t *testing.T) {
 	if err := os.CopyFS(backup, os.DirFS(d.Root())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := registry.VerifyPin(ctx, l, state, "acme-echo", time.Now()); err != nil {

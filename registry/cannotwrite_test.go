@@ -40,7 +40,7 @@ func TestCannotWriteIsNotCorrupt(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t)
 			root := f.dir.Root()
-			cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+			cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +126,7 @@ func TestReadOnlyPartsOfItsOwner(t *testing.T) {
 		t.Run(part, func(t *testing.T) {
 			f := newFixture(t)
 			root := f.dir.Root()
-			cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+			cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -90,7 +90,7 @@ func TestMutationCrashes(t *testing.T) {
 						t.Fatal(err)
 					}
 					for _, v := range []string{"1.0", "2.0"} {
-						cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+						cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -173,7 +173,7 @@ func TestMutationCrashes(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "9.0"), "t")
+				cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "9.0"), "t")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -207,7 +207,7 @@ func TestCrashChild(t *testing.T) {
 	var id digest.Digest
 	switch mutation {
 	case "approve":
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func unfinishedReader(t *testing.T, root string) {
 func TestMutationFailsAfterCommit(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+	cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestDiff(t *testing.T) {
 		registry.Package{Name: "six", Version: "1.16.0", Filename: "six-1.16.0-py2.py3-none-any.whl", SHA256: digest.Sum([]byte("six"))},
 		registry.Package{Name: "idna", Version: "3.7", Filename: "idna-3.7-py3-none-any.whl", SHA256: digest.Sum([]byte("idna"))},
 		registry.Package{Name: "gone", Version: "1", Filename: "gone-1-py3-none-any.whl", SHA256: digest.Sum([]byte("gone"))})
-	cs1, _ := r.Propose(ctx, v1, "t")
+	cs1, _, _ := r.Propose(ctx, v1, "t")
 	// The JSON plan names the change-set, as the text's first line does.
 	if p := registry.Diff(nil, cs1); p.ID != cs1.Metadata.ID || len(p.Packages) != 4 || p.Packages[0].Change != "added" || p.FromRevision != 0 || p.ToRevision != 1 {
 		t.Fatalf("first plan: %+v", p)
@@ -36,7 +36,7 @@ func TestDiff(t *testing.T) {
 		registry.Package{Name: "six", Version: "1.16.0", Filename: "six-1.16.0-py2.py3-none-any.whl", SHA256: digest.Sum([]byte("six2"))},
 		registry.Package{Name: "idna", Version: "3.6", Filename: "idna-3.6-py3-none-any.whl", SHA256: digest.Sum([]byte("idna6"))},
 		registry.Package{Name: "new", Version: "1", Filename: "new-1-py3-none-any.whl", SHA256: digest.Sum([]byte("new"))})
-	cs2, _ := r.Propose(ctx, v2, "t")
+	cs2, _, _ := r.Propose(ctx, v2, "t")
 	p := registry.Diff(res.Pin, cs2)
 	want := map[string]string{"acme-echo": "upgraded", "six": "hash-changed", "idna": "downgraded", "gone": "removed", "new": "added"}
 	if len(p.Packages) != len(want) {

@@ -929,9 +929,9 @@ func (d *Dir) TrustKey(ctx context.Context, k Key, by string) (out *TrustResult,
 }
 
 // Propose implements Writer.
-func (d *Dir) Propose(ctx context.Context, c Change, by string) (out *ChangeSet, err error) {
-	err = d.mutate(ctx, func(s *state) (err error) { out, err = s.propose(d.now(), c, by); return })
-	return out, err
+func (d *Dir) Propose(ctx context.Context, c Change, by string) (out *ChangeSet, already bool, err error) {
+	err = d.mutate(ctx, func(s *state) (err error) { out, already, err = s.propose(d.now(), c, by); return })
+	return out, already, err
 }
 
 // Approve implements Writer.

@@ -44,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for i, v := range []string{"1.0", "2.0"} {
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func lines(b []byte) [][]byte {
 func TestTamperRefusals(t *testing.T) {
 	ctx := context.Background()
 	retire := func(t *testing.T, f *fixture) {
-		cs, err := f.dir.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
+		cs, _, err := f.dir.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestPinFromAnotherRegistryRefused(t *testing.T) {
 		return d
 	}
 	accept := func(d *registry.Dir, v string) {
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -473,7 +473,7 @@ func TestOpenDirChecksHistory(t *testing.T) {
 func TestChangeSetFileRoundTrip(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+	cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,7 +525,7 @@ func BenchmarkVerifyPin(b *testing.B) {
 	root := registrytest.NewKey(b, "root", registry.RoleApprover)
 	d.TrustKey(ctx, root.Key, "b")
 	for i := 0; i < 20; i++ {
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", fmt.Sprintf("1.%d", i)), "b")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", fmt.Sprintf("1.%d", i)), "b")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -562,7 +562,7 @@ func TestApproveCrashBeforeHistory(t *testing.T) {
 	if !strings.Contains(err.Error(), "propose it again and approve it") {
 		t.Errorf("no advice: %v", err)
 	}
-	cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestVerifyWhileApproving(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for i := 3; i < 23; i++ {
-			cs, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", fmt.Sprintf("%d.0", i)), "t")
+			cs, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", fmt.Sprintf("%d.0", i)), "t")
 			if err == nil {
 				_, err = f.dir.Approve(ctx, cs.Metadata.ID, f.root.Priv, nil)
 			}
@@ -640,7 +640,7 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 			return err
 		},
 		"propose": func(ctx context.Context) error {
-			_, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+			_, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 			return err
 		},
 	} {
@@ -660,7 +660,7 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 	// The abandoned waiters take the lock and let it go.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
+	if _, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
 		t.Fatalf("after the waits: %v", err)
 	}
 }
@@ -677,7 +677,7 @@ func TestUnparseableChangeSetFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: cruxible.dev/v1\nkind: ChangeSet\nfuture: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+	_, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 	wantRefusal(t, err, refusal.RegistryCorrupt)
 	if msg := err.Error(); !strings.Contains(msg, bad) || !strings.Contains(msg, "move it out of changesets/") || strings.Count(msg, "changeset_invalid") > 0 || strings.Count(msg, "registry_corrupt") != 1 {
 		t.Errorf("the refusal: %v", err)
@@ -685,7 +685,7 @@ func TestUnparseableChangeSetFile(t *testing.T) {
 	if err := os.Remove(bad); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
+	if _, _, err := f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t"); err != nil {
 		t.Fatalf("with the file moved out: %v", err)
 	}
 	if err := os.RemoveAll(filepath.Join(f.dir.Root(), "pins")); err != nil {

@@ -36,7 +36,7 @@ func acceptedRegistry(t *testing.T, parent string) *registry.Dir {
 	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

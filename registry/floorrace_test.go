@@ -47,7 +47,7 @@ func TestFloorNeverLowered(t *testing.T) {
 	}
 	approve := func(version string) {
 		t.Helper()
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", version), "t")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", version), "t")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,7 +126,7 @@ func FuzzLogLines(f *testing.F) {
 
 func FuzzParseChangeSet(f *testing.F) {
 	s := newState()
-	cs, err := s.propose(time.Unix(0, 0), Change{Action: ActionSetPolicy, Policy: &Policy{Threshold: 1}}, "x")
+	cs, _, err := s.propose(time.Unix(0, 0), Change{Action: ActionSetPolicy, Policy: &Policy{Threshold: 1}}, "x")
 	if err == nil {
 		b, _ := MarshalChangeSet(cs)
 		f.Add(b)

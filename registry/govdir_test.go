@@ -36,7 +36,7 @@ func govDir(t *testing.T, threshold int, names ...string) (*registry.Dir, *time.
 		cs, ok := x.(*registry.ChangeSet)
 		if !ok {
 			var err error
-			if cs, err = d.Propose(ctx, x.(registry.Change), "t"); err != nil {
+			if cs, _, err = d.Propose(ctx, x.(registry.Change), "t"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -27,7 +27,7 @@ func TestApprovalAddedByHandRefused(t *testing.T) {
 	a, b, c := k["alice"], k["bob"], k["carol"]
 	csPath := func(id digest.Digest) string { return filepath.Join(d.Root(), "changesets", id.Hex()+".yaml") }
 	// Alice approves acme-echo; her approval is copied into acme-other.
-	one, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	one, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestApprovalAddedByHandRefused(t *testing.T) {
 			t.Errorf("%s: a pin was accepted", what)
 		}
 	}
-	other, err := d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
+	other, _, err := d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestApprovalAddedByHandRefused(t *testing.T) {
 	if _, err := d.Reject(ctx, other.Metadata.ID, "no", "t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	put(other.Metadata.ID, cs.Status.Approvals)

@@ -69,7 +69,7 @@ func TestVerifyPinLostPin(t *testing.T) {
 		if v != "1.0" {
 			c.Action = registry.ActionUpdate
 		}
-		cs, err := d.Propose(ctx, c, "t")
+		cs, _, err := d.Propose(ctx, c, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

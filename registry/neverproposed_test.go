@@ -56,13 +56,13 @@ func TestNeverAcceptedSaysWhatIsNext(t *testing.T) {
 			}
 			check("nothing proposed", refusal.ActionPropose, "acme-echo", false, "provider acme-echo has no accepted pin, and no change-set of it is proposed: propose it")
 
-			other, err := reg.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
+			other, _, err := reg.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}
 			check("another provider proposed", refusal.ActionPropose, "acme-echo", true, "if the name is mistyped, find it among the providers the change-sets propose")
 
-			cs, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+			cs, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestNeverAcceptedSaysWhatIsNext(t *testing.T) {
 			}
 			check("its change-set proposed", refusal.ActionApprove, cs.Metadata.ID.String(), false, "its change-set "+cs.Metadata.ID.String()+" is proposed, not yet approved")
 
-			cs2, err := reg.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+			cs2, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,7 +103,7 @@ func TestNeverAcceptedReadsNoChangeSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestNotProposedAdviceNamesImagePlatforms(t *testing.T) {
 		{Backend: registry.BackendResolution, Platform: m.Platform, Digest: m.Resolution, Resolution: m.Resolution},
 		{Backend: registry.BackendContainer, Platform: m.Platform, Digest: m.Digest, Image: img, Resolution: m.Resolution},
 	}
-	cs, err := d.Propose(ctx, c, "t")
+	cs, _, err := d.Propose(ctx, c, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ func TestPinDisplayFieldsEdited(t *testing.T) {
 			wantRepair("CheckedPin", err)
 			_, err = registry.CheckedPins(ctx, f.dir)
 			wantRepair("CheckedPins", err)
-			_, err = f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
+			_, _, err = f.dir.Propose(ctx, registrytest.Change("acme-echo", "3.0"), "t")
 			wantRepair("Propose on it", err)
 			if r, err := f.dir.Repair(ctx); err != nil || len(r.Pins) != 1 {
 				t.Fatalf("Repair: %+v, %v", r, err)

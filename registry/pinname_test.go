@@ -28,7 +28,7 @@ func TestPinNameNotNormalized(t *testing.T) {
 		if _, err := reg.TrustKey(ctx, key.Key, "t"); err != nil {
 			t.Fatal(err)
 		}
-		cs, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+		cs, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestPinPutBackNotBuiltOn(t *testing.T) {
 	if _, err := d.TrustKey(ctx, key.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	first, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	first, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestPinPutBackNotBuiltOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +51,12 @@ func TestPinPutBackNotBuiltOn(t *testing.T) {
 	if err := os.WriteFile(pinPath, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	_, _, err = d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	wantRefusal(t, err, refusal.PinRollback)
 	if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionRepairRegistry {
 		t.Errorf("the refusal's remedy is %+v, want %s", rem, refusal.ActionRepairRegistry)
 	}
-	_, err = d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
+	_, _, err = d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
 	wantRefusal(t, err, refusal.PinRollback)
 	_, err = d.Approve(ctx, cs.Metadata.ID, key.Priv, nil)
 	wantRefusal(t, err, refusal.PinRollback)
@@ -75,7 +75,7 @@ func TestPinPutBackNotBuiltOn(t *testing.T) {
 	if err != nil || p.Revision != 2 || p.SpecDigest != cs.Metadata.ID {
 		t.Fatalf("after repair: %v, %+v; want revision 2, %s", err, p, cs.Metadata.ID)
 	}
-	ret, err := d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
+	ret, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

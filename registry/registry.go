@@ -71,8 +71,12 @@ type Writer interface {
 	// under its name and role changes nothing (TrustResult.Already).
 	TrustKey(ctx context.Context, k Key, by string) (*TrustResult, error)
 	// Propose records a change-set for one change, filling in its base
-	// and revision from the current accepted pin (or trust state).
-	Propose(ctx context.Context, c Change, by string) (*ChangeSet, error)
+	// and revision from the current accepted pin (or trust state), and
+	// returns it. already reports that this very change-set (the same
+	// change on the same base) was proposed already and is still open:
+	// nothing was recorded (the same install run again). It is decided
+	// under the registry's lock, with the proposal.
+	Propose(ctx context.Context, c Change, by string) (cs *ChangeSet, already bool, err error)
 	// Approve signs the change-set's approval payload with signer, which
 	// must be a trusted approver key; once the policy's threshold of
 	// distinct approver keys have signed, the change is accepted (the pin

@@ -35,7 +35,7 @@ func TestRenewExpiredApproval(t *testing.T) {
 	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestRenewExpiredApproval(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, a.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	pol, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
+	pol, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRenewExpiredApproval(t *testing.T) {
 	}
 
 	// A change-set replaced since cannot be renewed back into place.
-	cs2, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+	cs2, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

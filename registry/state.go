@@ -199,7 +199,7 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 			return &TrustResult{Root: r.Name == x.Name && r.Digest == x.Digest, Key: x, Already: true}, nil
 		}
 	}
-	cs, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
+	cs, _, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
 	if err != nil {
 		return nil, err
 	}
@@ -229,9 +229,11 @@ func (s *state) current(scope string) (digest.Digest, int64) {
 	return digest.Digest{}, 0
 }
 
-func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) {
+// propose is Writer.Propose: already is true where the same change-set
+// is open already, which it returns as it is, recording nothing.
+func (s *state) propose(now time.Time, c Change, by string) (_ *ChangeSet, already bool, _ error) {
 	if err := s.checkTrust(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if c.Action == ActionUntrustKey && c.Key != nil && c.Key.Digest.IsZero() && s.trust != nil {
 		// Untrusting a key by name removes its key material: the spec
@@ -251,22 +253,22 @@ func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) 
 		// The base and revision come from the pin file: it must be the
 		// pin the history holds, not one put back from before.
 		if err := s.checkPin(scope); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if err := s.validateChange(&c); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	spec.Base, spec.Revision = s.current(scope)
 	spec.Revision++
 	id, err := SpecDigest(&spec)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if old, ok := s.changesets[id]; ok {
 		switch old.Status.State {
 		case StateProposed:
-			return cloneCS(old), nil
+			return cloneCS(old), true, nil
 		case StateRejected:
 			// Proposed again after a rejection: open again, with no
 			// approvals (the rejection withdrew them); the history keeps
@@ -275,9 +277,9 @@ func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) 
 			old.Status = Status{State: StateProposed, Approvals: []Approval{}}
 			s.dirty.changesets[id] = true
 			s.order = append(slices.DeleteFunc(s.order, func(o digest.Digest) bool { return o == id }), id)
-			return cloneCS(old), s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
+			return cloneCS(old), false, s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
 		}
-		return nil, refusal.New(refusal.ChangesetInvalid, "change-set %s was already approved at revision %d: it is what the registry holds now for %s", id, spec.Revision, scope)
+		return nil, false, refusal.New(refusal.ChangesetInvalid, "change-set %s was already approved at revision %d: it is what the registry holds now for %s", id, spec.Revision, scope)
 	}
 	cs := &ChangeSet{
 		APIVersion: APIVersion, Kind: KindChangeSet,
@@ -286,12 +288,12 @@ func (s *state) propose(now time.Time, c Change, by string) (*ChangeSet, error) 
 		Status:   Status{State: StateProposed, Approvals: []Approval{}},
 	}
 	if err := validateChangeSet(cs); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	s.changesets[id] = cs
 	s.order = append(s.order, id)
 	s.dirty.changesets[id] = true
-	return cloneCS(cs), s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
+	return cloneCS(cs), false, s.record(now, EventChangeSetProposed, scope, id, spec.Revision, c.Action)
 }
 
 // validateChange checks a change against the registry's current state.

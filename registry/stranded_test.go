@@ -24,7 +24,7 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	// the command) does it.
 	stranded := func(c registry.Change, want string, remedy refusal.Remedy) {
 		t.Helper()
-		_, err := d.Propose(ctx, c, "t")
+		_, _, err := d.Propose(ctx, c, "t")
 		if refusal.CodeOf(err) != refusal.ChangesetInvalid {
 			t.Fatalf("Propose(%s): %v, want changeset_invalid", c.Action, err)
 		}
@@ -46,7 +46,7 @@ func TestStrandedThresholdSaysWhatToDo(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
+	cs, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	untrust := registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "alice2", Digest: alice.Key.Digest}}
-	_, err = d.Propose(ctx, untrust, "t")
+	_, _, err = d.Propose(ctx, untrust, "t")
 	if refusal.CodeOf(err) != refusal.ChangesetInvalid {
 		t.Fatalf("untrust alice2: %v, want changeset_invalid", err)
 	}
@@ -98,7 +98,7 @@ func TestStrandedLastApproverSaysWhatWorks(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, untrust, "t"); err != nil {
+	if _, _, err := d.Propose(ctx, untrust, "t"); err != nil {
 		t.Fatalf("untrust alice2 once bob is trusted: %v", err)
 	}
 }
@@ -128,7 +128,7 @@ func TestStrandedThresholdNamesTheOpenTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	raise := registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}
-	if _, err := d.Propose(ctx, raise, "t"); refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionTrustKey {
+	if _, _, err := d.Propose(ctx, raise, "t"); refusal.RemedyOf(err) == nil || refusal.RemedyOf(err).Action != refusal.ActionTrustKey {
 		t.Fatalf("threshold 2 with only a builder key's trust open: %v (remedy %+v), want the advice to trust an approver key", err, refusal.RemedyOf(err))
 	}
 	tr, err := d.TrustKey(ctx, bob.Key, "t")
@@ -138,7 +138,7 @@ func TestStrandedThresholdNamesTheOpenTrust(t *testing.T) {
 	open := tr.ChangeSet.Metadata.ID
 	awaiting := func(c registry.Change, id digest.Digest, name string) {
 		t.Helper()
-		_, err := d.Propose(ctx, c, "t")
+		_, _, err := d.Propose(ctx, c, "t")
 		if refusal.CodeOf(err) != refusal.ChangesetInvalid {
 			t.Fatalf("Propose(%s): %v, want changeset_invalid", c.Action, err)
 		}
@@ -154,7 +154,7 @@ func TestStrandedThresholdNamesTheOpenTrust(t *testing.T) {
 	if _, err := d.Approve(ctx, open, alice.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, raise, "t")
+	cs, _, err := d.Propose(ctx, raise, "t")
 	if err != nil {
 		t.Fatalf("threshold 2 once bob is trusted: %v", err)
 	}

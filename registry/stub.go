@@ -148,9 +148,9 @@ func (r *Stub) TrustKey(ctx context.Context, k Key, by string) (out *TrustResult
 }
 
 // Propose implements Writer.
-func (r *Stub) Propose(ctx context.Context, c Change, by string) (out *ChangeSet, err error) {
-	err = r.do(ctx, func(s *state) (err error) { out, err = s.propose(r.now(), c, by); return })
-	return out, err
+func (r *Stub) Propose(ctx context.Context, c Change, by string) (out *ChangeSet, already bool, err error) {
+	err = r.do(ctx, func(s *state) (err error) { out, already, err = s.propose(r.now(), c, by); return })
+	return out, already, err
 }
 
 // Approve implements Writer.

@@ -39,7 +39,7 @@ func TestApproveSupersededAdvisesNoRegression(t *testing.T) {
 			}
 			accept := func(c registry.Change) *registry.ChangeSet {
 				t.Helper()
-				cs, err := reg.Propose(ctx, c, "t")
+				cs, _, err := reg.Propose(ctx, c, "t")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -65,7 +65,7 @@ func TestApproveSupersededAdvisesNoRegression(t *testing.T) {
 				}
 			}
 
-			rejected, err := reg.Propose(ctx, registrytest.Change("acme-echo", "4.0"), "t")
+			rejected, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "4.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}

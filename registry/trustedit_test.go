@@ -46,7 +46,7 @@ func TestTrustEditedNotBuiltOn(t *testing.T) {
 			}
 			_, err = registry.CheckedTrust(ctx, d)
 			wantRefusal(t, err, refusal.RegistryCorrupt)
-			_, err = d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+			_, _, err = d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 			wantRefusal(t, err, refusal.RegistryCorrupt)
 			_, err = d.TrustKey(ctx, mallory.Key, "t")
 			wantRefusal(t, err, refusal.RegistryCorrupt)
@@ -54,7 +54,7 @@ func TestTrustEditedNotBuiltOn(t *testing.T) {
 			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+			cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func TestTrustPutBackNotBuiltOn(t *testing.T) {
 	if _, err := d.Approve(ctx, tr.ChangeSet.Metadata.ID, a.Priv, nil); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestTrustPutBackNotBuiltOn(t *testing.T) {
 	}
 	_, err = d.TrustKey(ctx, m.Key, "t")
 	check("trust.json put back: key trust", err)
-	_, err = d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
+	_, _, err = d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
 	check("trust.json put back: propose", err)
 	_, err = d.Approve(ctx, cs.Metadata.ID, a.Priv, nil)
 	check("trust.json put back: approve", err)

@@ -32,7 +32,7 @@ func TestValidUntil(t *testing.T) {
 	}
 	approve := func(c registry.Change, exp []*time.Time, keys ...registrytest.Key) {
 		t.Helper()
-		cs, err := d.Propose(ctx, c, "t")
+		cs, _, err := d.Propose(ctx, c, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -231,7 +232,15 @@ func installAction(c *cli.Context) error {
 					fmt.Fprintf(w, "  %-34s resolution %s (no interpreter here: images build it)\n", m.Platform, m.Digest)
 				}
 			}
-			fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", res.ChangeSet.Metadata.ID, res.ChangeSet.Spec.Revision, res.ChangeSet.Metadata.ID.Hex()[:12], o.homeFlag())
+			cs := res.ChangeSet
+			if res.Already {
+				// The same install run again: the registry holds this
+				// very change-set open already and recorded nothing. It
+				// said "proposed change-set …" as if it were new.
+				fmt.Fprintf(w, "proposed already: change-set %s (revision %d, proposed at %s): nothing changed; review it with: cruxprov changeset diff %s%s\n", cs.Metadata.ID, cs.Spec.Revision, cs.Metadata.ProposedAt.UTC().Format(time.RFC3339), cs.Metadata.ID.Hex()[:12], o.homeFlag())
+			} else {
+				fmt.Fprintf(w, "proposed change-set %s (revision %d); review it with: cruxprov changeset diff %s%s\n", cs.Metadata.ID, cs.Spec.Revision, cs.Metadata.ID.Hex()[:12], o.homeFlag())
+			}
 			for _, n := range notes {
 				fmt.Fprintln(w, n)
 			}

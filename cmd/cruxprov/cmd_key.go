@@ -156,7 +156,7 @@ func init() {
 					return err
 				}
 				name := c.Args().First()
-				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
+				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
 				if err != nil {
 					return err
 				}

@@ -68,7 +68,7 @@ func init() {
 						fmt.Fprintf(w, "threshold %d already (trust revision %d): nothing changed\n", k, t.Revision)
 					})
 				}
-				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
+				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
 				if err != nil {
 					return err
 				}

@@ -85,7 +85,7 @@ func init() {
 				if err != nil {
 					return err
 				}
-				cs, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: c.Args().First()}}, operator())
+				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: c.Args().First()}}, operator())
 				if err != nil {
 					return err
 				}

@@ -32,7 +32,7 @@ func TestCopiedStoreFloorRefusal(t *testing.T) {
 	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestCopiedStoreFloorRefusal(t *testing.T) {
 	if err := os.CopyFS(copied, os.DirFS(home)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
+	if _, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t"); err != nil {
 		t.Fatal(err)
 	}
 	if r := verify(home); strings.Contains(r.stderr, "registry_corrupt") {

@@ -734,7 +734,7 @@ func TestGovWalkLogVerifyExpired(t *testing.T) {
 	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

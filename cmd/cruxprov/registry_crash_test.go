@@ -54,7 +54,7 @@ func proposeEcho(t *testing.T, home string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
+	cs, _, err := d.Propose(context.Background(), registrytest.Change("acme-echo", "1.0"), "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestRegistryLogVerifyUntrustedApprover(t *testing.T) {
 	}
 	approve := func(c registry.Change, by ...string) {
 		t.Helper()
-		cs, err := d.Propose(ctx, c, "t")
+		cs, _, err := d.Propose(ctx, c, "t")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func TestRegistryPinPutBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
+		cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", v), "t")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func KeyFrom(t testing.TB, name, role string, ek *ecdsa.PrivateKey) Key {
 // for a registry whose threshold by's approval alone meets.
 func Accept(t testing.TB, d *registry.Dir, c registry.Change, by Key) *registry.ChangeSet {
 	t.Helper()
-	cs, err := d.Propose(context.Background(), c, "t")
+	cs, _, err := d.Propose(context.Background(), c, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +110,17 @@ func must[T any](t *testing.T) func(v T, err error) T {
 	}
 }
 
+// proposed is Propose's change-set, failing t on its error.
+func proposed(t *testing.T) func(cs *registry.ChangeSet, _ bool, err error) *registry.ChangeSet {
+	return func(cs *registry.ChangeSet, _ bool, err error) *registry.ChangeSet {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+}
+
 // Run runs the suite; newReg returns a fresh, empty registry per subtest.
 func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	ctx := context.Background()
@@ -127,7 +138,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	// accept proposes c and approves it with each key.
 	accept := func(t *testing.T, r registry.Registry, c registry.Change, keys ...Key) *registry.ApproveResult {
 		t.Helper()
-		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, c, "alice"))
+		cs := proposed(t)(r.Propose(ctx, c, "alice"))
 		var res *registry.ApproveResult
 		for _, k := range keys {
 			res = must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, k.Priv, nil))
@@ -252,15 +263,15 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	})
 	t.Run("stale change-set", func(t *testing.T) {
 		r, root := setup(t)
-		a := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
-		b := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.1"), "bob"))
+		a := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		b := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.1"), "bob"))
 		must[*registry.ApproveResult](t)(r.Approve(ctx, a.Metadata.ID, root.Priv, nil))
 		_, err := r.Approve(ctx, b.Metadata.ID, root.Priv, nil)
 		codeIs(t, err, refusal.ChangesetStale)
 	})
 	t.Run("reject", func(t *testing.T) {
 		r, root := setup(t)
-		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		cs := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
 		_, err := r.Reject(ctx, cs.Metadata.ID, "", "bob")
 		codeIs(t, err, refusal.ChangesetInvalid)
 		got := must[*registry.ChangeSet](t)(r.Reject(ctx, cs.Metadata.ID, "wrong index", "bob"))
@@ -274,23 +285,46 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		// Proposed again (the command that made it, run again): open
 		// again, without the approvals the rejection withdrew, and it
 		// can be approved.
-		again := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "carol"))
+		again := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.0"), "carol"))
 		if again.Metadata.ID != cs.Metadata.ID || again.Status.State != registry.StateProposed || again.Status.Reason != "" || len(again.Status.Approvals) != 0 || again.Metadata.ProposedBy != "carol" {
 			t.Fatalf("proposed again: %+v %+v", again.Metadata, again.Status)
 		}
 		if res := must[*registry.ApproveResult](t)(r.Approve(ctx, cs.Metadata.ID, root.Priv, nil)); !res.Accepted {
 			t.Fatalf("%+v", res)
 		}
-		_, err = r.Propose(ctx, Change("acme-echo", "1.0"), "carol")
+		_, _, err = r.Propose(ctx, Change("acme-echo", "1.0"), "carol")
 		if err != nil {
 			t.Fatalf("the same change again is a new revision: %v", err)
+		}
+	})
+	t.Run("the same proposal again", func(t *testing.T) {
+		// The same change on the same base is the same change-set: open
+		// already, Propose returns it saying so (already) and records
+		// nothing; it said nothing, and install printed "proposed" again.
+		r, _ := setup(t)
+		cs, already, err := r.Propose(ctx, Change("acme-echo", "1.0"), "alice")
+		if err != nil || already {
+			t.Fatalf("first proposal: already %v, %v", already, err)
+		}
+		log := must[[]registry.Entry](t)(r.Log(ctx))
+		again, already, err := r.Propose(ctx, Change("acme-echo", "1.0"), "bob")
+		if err != nil || !already || again.Metadata.ID != cs.Metadata.ID || again.Metadata.ProposedBy != "alice" || again.Status.State != registry.StateProposed {
+			t.Fatalf("proposed again: already %v, %+v, %v", already, again, err)
+		}
+		if after := must[[]registry.Entry](t)(r.Log(ctx)); len(after) != len(log) {
+			t.Fatalf("proposing it again recorded %d history entries", len(after)-len(log))
+		}
+		// Rejected, it is opened again: a new proposal, recorded.
+		must[*registry.ChangeSet](t)(r.Reject(ctx, cs.Metadata.ID, "no", "bob"))
+		if _, already, err := r.Propose(ctx, Change("acme-echo", "1.0"), "carol"); err != nil || already {
+			t.Fatalf("proposed again after its rejection: already %v, %v", already, err)
 		}
 	})
 	t.Run("untrusted and builder keys never approve", func(t *testing.T) {
 		r, root := setup(t)
 		ci := NewKey(t, "ci", registry.RoleBuilder)
 		trust(t, r, ci, root)
-		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		cs := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
 		_, err := r.Approve(ctx, cs.Metadata.ID, ci.Priv, nil)
 		codeIs(t, err, refusal.SignerUntrusted)
 		_, err = r.Approve(ctx, cs.Metadata.ID, NewKey(t, "mallory", registry.RoleApprover).Priv, nil)
@@ -367,7 +401,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		trust(t, r, alias, root)
 		// One key under two names is one approver: threshold 2 would
 		// leave nothing approvable.
-		_, err := r.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "alice")
+		_, _, err := r.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "alice")
 		codeIs(t, err, refusal.ChangesetInvalid)
 		bob := NewKey(t, "bob", registry.RoleApprover)
 		trust(t, r, bob, root)
@@ -412,7 +446,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		trust(t, r, alias, root)
 		accept(t, r, Change("acme-echo", "1.0"), bob)
 		must[*registry.Pin](t)(registry.VerifyPin(ctx, r, "", "acme-echo", now))
-		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "alice"))
+		cs := proposed(t)(r.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, "alice"))
 		if k := cs.Spec.Changes[0].Key; k.Digest != bob.Key.Digest {
 			t.Fatalf("the untrust change does not name the key material: %+v", k)
 		}
@@ -436,7 +470,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	t.Run("expiry", func(t *testing.T) {
 		r, root := setup(t)
 		exp := time.Now().Add(time.Hour)
-		cs := must[*registry.ChangeSet](t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
+		cs := proposed(t)(r.Propose(ctx, Change("acme-echo", "1.0"), "alice"))
 		past := time.Now().Add(-time.Minute)
 		_, err := r.Approve(ctx, cs.Metadata.ID, root.Priv, &past)
 		codeIs(t, err, refusal.PinExpired)
@@ -447,7 +481,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 	})
 	t.Run("retire", func(t *testing.T) {
 		r, root := setup(t)
-		_, err := r.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "alice")
+		_, _, err := r.Propose(ctx, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, "alice")
 		codeIs(t, err, refusal.PinUnapproved)
 		accept(t, r, Change("acme-echo", "1.0"), root)
 		res := accept(t, r, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, root)
@@ -474,7 +508,7 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 			"untrust last":   {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "root"}},
 		} {
 			t.Run(name, func(t *testing.T) {
-				_, err := r.Propose(ctx, c, "alice")
+				_, _, err := r.Propose(ctx, c, "alice")
 				codeIs(t, err, refusal.ChangesetInvalid)
 			})
 		}

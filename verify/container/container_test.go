@@ -193,7 +193,7 @@ func TestVerifyContainer(t *testing.T) {
 		}
 	})
 	t.Run("builder key untrusted", func(t *testing.T) {
-		cs, err := reg.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci"}}, "test")
+		cs, _, err := reg.Propose(ctx, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "ci"}}, "test")
 		must(err)
 		approve(cs)
 		if _, err := container.Verify(ctx, reg, c.Provider, o, container.Options{}); refusal.CodeOf(err) != refusal.ImageSignatureInvalid {
@@ -288,7 +288,8 @@ func TestNoProvenanceInputsAdviceFilled(t *testing.T) {
 		{Backend: registry.BackendResolution, Platform: platform, Digest: digest.Sum([]byte("res")), Resolution: digest.Sum([]byte("res"))},
 		{Backend: registry.BackendContainer, Platform: platform, Digest: md, Image: img},
 	}
-	approve(reg.Propose(ctx, c, "test"))
+	cs, _, err := reg.Propose(ctx, c, "test")
+	approve(cs, err)
 	_, err = container.Verify(ctx, reg, "acme-echo", verify.Options{StateDir: t.TempDir()}, container.Options{})
 	r := refusal.RemedyOf(err)
 	if refusal.CodeOf(err) != refusal.ProvenanceMismatch || r == nil || r.Action != refusal.ActionPropose ||
@@ -307,7 +308,8 @@ func TestNoProvenanceInputsAdviceFilled(t *testing.T) {
 	c.Action = registry.ActionUpdate
 	c.Provider.Materializations[0] = registry.Materialization{Backend: registry.BackendLocal, Platform: platform, Digest: env, Resolution: res, Seal: digest.Sum([]byte("seal")),
 		Interpreter: registry.InterpreterLabel("/usr/bin/python3.11", "3.11.2", digest.Sum([]byte("python")))}
-	approve(reg.Propose(ctx, c, "test"))
+	cs, _, err = reg.Propose(ctx, c, "test")
+	approve(cs, err)
 	_, err = container.Verify(ctx, reg, "acme-echo", verify.Options{StateDir: t.TempDir()}, container.Options{})
 	if r := refusal.RemedyOf(err); refusal.CodeOf(err) != refusal.ProvenanceMismatch || r == nil || r.Action != refusal.ActionPropose || r.Python != "/usr/bin/python3.11" || !r.NoBytecode {
 		t.Fatalf("%v: remedy %+v, want propose with the env's interpreter and no bytecode", err, r)
