@@ -111,6 +111,9 @@ type TrustResult struct {
 	// under another name, or another key or role under this name, is
 	// not the same request: it is proposed, or refused, as a new one.
 	Already bool `json:"already,omitempty"`
+	// Proposed is true when ChangeSet was open already, proposed by the
+	// same request before: nothing was recorded (Propose's already).
+	Proposed bool `json:"proposedAlready,omitempty"`
 }
 
 // InterfaceResult says what RegisterInterface did.

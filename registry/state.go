@@ -199,11 +199,11 @@ func (s *state) trustKey(now time.Time, k Key, by string) (*TrustResult, error) 
 			return &TrustResult{Root: r.Name == x.Name && r.Digest == x.Digest, Key: x, Already: true}, nil
 		}
 	}
-	cs, _, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
+	cs, already, err := s.propose(now, Change{Action: ActionTrustKey, Key: &k}, by)
 	if err != nil {
 		return nil, err
 	}
-	return &TrustResult{Key: k, ChangeSet: cs}, nil
+	return &TrustResult{Key: k, ChangeSet: cs, Proposed: already}, nil
 }
 
 // registryID is the registry's id, its first history entry's hash (zero

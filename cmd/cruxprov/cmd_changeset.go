@@ -504,11 +504,16 @@ func openChangeSet(c *cli.Context) (*opts, *registry.Dir, *registry.ChangeSet, e
 	return o, reg, cs, nil
 }
 
-// printProposed says what a command proposed and how to approve it; with
+// printProposed says what a command proposed (already: the same request
+// before, open still, nothing recorded now) and how to approve it; with
 // --quiet, the change-set id alone (as install prints it), for a script.
-func printProposed(w io.Writer, o *opts, what string, cs *registry.ChangeSet) {
+func printProposed(w io.Writer, o *opts, what string, cs *registry.ChangeSet, already bool) {
 	if o.quiet {
 		fmt.Fprintln(w, cs.Metadata.ID)
+		return
+	}
+	if already {
+		fmt.Fprintf(w, "proposed already at %s: %s; nothing changed\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY%s\n", cs.Metadata.ProposedAt.UTC().Format(time.RFC3339), what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12], o.homeFlag())
 		return
 	}
 	fmt.Fprintf(w, "proposed %s\nchange-set %s\napprove with: cruxprov changeset approve %s --key KEY%s\n", what, cs.Metadata.ID, cs.Metadata.ID.Hex()[:12], o.homeFlag())

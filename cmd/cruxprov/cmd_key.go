@@ -142,7 +142,7 @@ func init() {
 						fmt.Fprintf(w, "trusted %s (%s, %s) as the ROOT OF TRUST of this registry\n", res.Key.Name, res.Key.Role, res.Key.Digest)
 						return
 					}
-					printProposed(w, o, fmt.Sprintf("trusting %s (%s, %s)", res.Key.Name, res.Key.Role, res.Key.Digest), res.ChangeSet)
+					printProposed(w, o, fmt.Sprintf("trusting %s (%s, %s)", res.Key.Name, res.Key.Role, res.Key.Digest), res.ChangeSet, res.Proposed)
 				})
 			},
 		}, {
@@ -156,7 +156,7 @@ func init() {
 					return err
 				}
 				name := c.Args().First()
-				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
+				cs, already, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
 				if err != nil {
 					return err
 				}
@@ -179,8 +179,8 @@ func init() {
 						o.warn(fmt.Sprintf("key %s is also trusted as %s (the same key): once approved, untrusting it removes it under every name", name, strings.Join(also, ", ")))
 					}
 				}
-				return o.emit("cruxprov.key.untrust/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					printProposed(w, o, "untrusting "+name, cs)
+				return o.emit("cruxprov.key.untrust/v1", map[string]any{"changeSet": cs, "already": already}, func(w io.Writer) {
+					printProposed(w, o, "untrusting "+name, cs, already)
 				})
 			},
 		}, {

@@ -68,12 +68,12 @@ func init() {
 						fmt.Fprintf(w, "threshold %d already (trust revision %d): nothing changed\n", k, t.Revision)
 					})
 				}
-				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
+				cs, already, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: c.Int("threshold")}}, operator())
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.policy.set/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					printProposed(w, o, fmt.Sprintf("threshold %d", c.Int("threshold")), cs)
+				return o.emit("cruxprov.policy.set/v1", map[string]any{"changeSet": cs, "already": already}, func(w io.Writer) {
+					printProposed(w, o, fmt.Sprintf("threshold %d", c.Int("threshold")), cs, already)
 				})
 			},
 		}},

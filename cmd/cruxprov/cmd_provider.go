@@ -85,12 +85,12 @@ func init() {
 				if err != nil {
 					return err
 				}
-				cs, _, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: c.Args().First()}}, operator())
+				cs, already, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: c.Args().First()}}, operator())
 				if err != nil {
 					return err
 				}
-				return o.emit("cruxprov.provider.retire/v1", map[string]any{"changeSet": cs}, func(w io.Writer) {
-					printProposed(w, o, "retiring "+c.Args().First(), cs)
+				return o.emit("cruxprov.provider.retire/v1", map[string]any{"changeSet": cs, "already": already}, func(w io.Writer) {
+					printProposed(w, o, "retiring "+c.Args().First(), cs, already)
 				})
 			},
 		}},
