@@ -322,6 +322,16 @@ func (d *Dir) readLog(ctx context.Context) (b []byte, err error) {
 	return b, err
 }
 
+// logLines reads the history and checks its chain (chainLines): each
+// entry's hash and its JSON bytes, not decoded.
+func (d *Dir) logLines(ctx context.Context) ([]digest.Digest, [][]byte, error) {
+	b, err := d.readLog(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return chainLines(b)
+}
+
 // listDir lists the registry's directory name (changesets or pins). One
 // that is missing in a registry with no history was never made (OpenDir
 // leaves it to the first writer when this user cannot make it): it holds
@@ -805,11 +815,7 @@ func (d *Dir) Pin(ctx context.Context, provider string) (*Pin, error) {
 	if b == nil {
 		// No pin file is no accepted pin only while the history accepted
 		// none: else it was lost (registry_corrupt, as for trust.json).
-		b, err := d.readLog(ctx)
-		if err != nil {
-			return nil, err
-		}
-		hashes, raws, err := chainLines(b)
+		hashes, raws, err := d.logLines(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -890,11 +896,7 @@ func (d *Dir) Chain(ctx context.Context) ([]digest.Digest, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := d.readLog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	h, _, err := chainLines(b)
+	h, _, err := d.logLines(ctx)
 	return h, err
 }
 
@@ -905,11 +907,7 @@ func (d *Dir) PinHistory(ctx context.Context, provider string) (*PinRecord, erro
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	b, err := d.readLog(ctx)
-	if err != nil {
-		return nil, err
-	}
-	hashes, raws, err := chainLines(b)
+	hashes, raws, err := d.logLines(ctx)
 	if err != nil {
 		return nil, err
 	}
