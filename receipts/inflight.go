@@ -75,7 +75,7 @@ func openKeyLocks(side, path string, flag int) (*os.File, error) {
 				// file's mode, which the advice below was about, is not
 				// what stops the run (a ledger in a directory of mode
 				// 0555 was told to chmod a file that did not exist).
-				return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the in-flight lock file %s of receipts ledger %s: %v; make the directory %s writable by this user (the first run with an idempotency key makes that file there)", p, path, err, filepath.Dir(p))
+				return nil, keyLocksUncreatable(p, path, err)
 			}
 			return nil, refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot open the in-flight lock file %s of receipts ledger %s: %v; make it writable by this user (chmod u+w, or chown it to this user)", p, path, err)
 		}
@@ -107,9 +107,16 @@ func keyLocksCreatable(side, path string) error {
 	}
 	perr := &fs.PathError{Op: "open", Path: p, Err: err}
 	if errors.Is(err, unix.EACCES) {
-		return refusal.Wrap(refusal.LedgerWriteFailed, perr, "cannot create the in-flight lock file %s of receipts ledger %s: %v; make the directory %s writable by this user (the first run with an idempotency key makes that file there)", p, path, perr, filepath.Dir(p))
+		return keyLocksUncreatable(p, path, perr)
 	}
 	return refusal.Wrap(refusal.LedgerWriteFailed, perr, "cannot open the in-flight lock file %s of receipts ledger %s", p, path)
+}
+
+// keyLocksUncreatable refuses the key locks p of the ledger at path,
+// not there, whose directory this user may not add to (err, EACCES):
+// the keyed Begin's refusal, and Writable's before one.
+func keyLocksUncreatable(p, path string, err error) error {
+	return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot create the in-flight lock file %s of receipts ledger %s: %v; make the directory %s writable by this user (the first run with an idempotency key makes that file there)", p, path, err, filepath.Dir(p))
 }
 
 // lockKey takes the key lock of key without waiting. It reports false

@@ -121,7 +121,12 @@ func receiptsAction(c *cli.Context, scan bool) error {
 				if errors.As(err, &r) {
 					msg = r.Message()
 				}
-				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: a run given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, p, msg, unsaidLedgerAdvice(err)))
+				runs := "a run"
+				if keyLocksError(err) {
+					// The ledger takes runs; its key locks do not.
+					runs = "a run with an idempotency key"
+				}
+				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: %s given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, runs, p, msg, unsaidLedgerAdvice(err)))
 			}
 			roomWarning(o, p)
 		}

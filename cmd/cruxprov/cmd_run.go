@@ -571,6 +571,14 @@ func unsaidLedgerAdvice(err error) string {
 	return a
 }
 
+// keyLocksError reports whether err is about a ledger's key locks (its
+// in-flight lock file, <ledger>.inflight), which only a run with an
+// idempotency key takes.
+func keyLocksError(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight")
+}
+
 // ledgerAdvice is what to do about an outcome the ledger could not take,
 // where its cause says nothing of that itself: a full file system, or a
 // mode or mount that stopped the writes (a file moved or replaced says
@@ -582,9 +590,9 @@ func ledgerAdvice(err error) string {
 		return ""
 	}
 	var pe *fs.PathError
-	inflight := errors.As(err, &pe) && strings.HasSuffix(pe.Path, ".inflight")
+	errors.As(err, &pe)
 	switch {
-	case inflight:
+	case keyLocksError(err):
 		// The in-flight lock file's refusal says what to do itself
 		// (receipts.openKeyLocks: one not a regular file, one this user
 		// may not write).

@@ -484,6 +484,12 @@ func TestReceiptsScanOfAnUnwritableLedger(t *testing.T) {
 		strings.Count(r.stderr, fix) != 1 || strings.Contains(r.stderr, "make the ledger and its directory writable") {
 		t.Errorf("key locks: scan: %+v", r)
 	}
+	// Named with --ledger, the warning says whose runs the key locks
+	// refuse: a run with an idempotency key (one without takes the
+	// ledger as it is; it said "a run given --ledger … is refused").
+	if r := run("receipts", "scan", "--ledger", ledger); r.code != 0 || !strings.HasPrefix(r.stderr, "warning: receipts ledger "+ledger+" is not writable by this user: a run with an idempotency key given --ledger "+ledger+" is refused ledger_write_failed (cannot open the in-flight lock file ") {
+		t.Errorf("key locks, the ledger named: %+v", r)
+	}
 	// A directory or a symbolic link at its name, which no keyed run
 	// made: the refusal said what failed and nothing of what to do.
 	os.Remove(ledger + ".inflight")
