@@ -24,72 +24,61 @@ import (
 // proposed was sent to an empty list.
 func TestNeverAcceptedSaysWhatIsNext(t *testing.T) {
 	ctx := context.Background()
-	newDir := func(t *testing.T) registry.Registry {
-		d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	eachRegistry(t, func(t *testing.T, reg registry.Registry) {
+		check := func(what string, wantAction refusal.Action, wantTarget string, wantOr bool, words string) {
+			t.Helper()
+			for how, err := range map[string]error{
+				"Pin":       func() error { _, err := reg.Pin(ctx, "acme-echo"); return err }(),
+				"VerifyPin": func() error { _, err := registry.VerifyPin(ctx, reg, "", "acme-echo", time.Now()); return err }(),
+			} {
+				if refusal.CodeOf(err) != refusal.PinUnapproved {
+					t.Fatalf("%s, %s: %v, want pin_unapproved", what, how, err)
+				}
+				r := refusal.RemedyOf(err)
+				if r == nil || r.Action != wantAction || r.Target != wantTarget || (r.Or != nil) != wantOr ||
+					(wantOr && r.Or.Action != refusal.ActionReviewChangesets) {
+					t.Errorf("%s, %s: remedy %+v, want %s %q (or review_changesets: %v) (%v)", what, how, r, wantAction, wantTarget, wantOr, err)
+				}
+				if !strings.Contains(err.Error(), words) {
+					t.Errorf("%s, %s: %q does not say %q", what, how, err, words)
+				}
+			}
+		}
+		check("nothing proposed", refusal.ActionPropose, "acme-echo", false, "provider acme-echo has no accepted pin, and no change-set of it is proposed: propose it")
+
+		other, _, err := reg.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d
-	}
-	newStub := func(*testing.T) registry.Registry { return registry.NewStub() }
-	for name, newReg := range map[string]func(*testing.T) registry.Registry{"dir": newDir, "stub": newStub} {
-		t.Run(name, func(t *testing.T) {
-			reg := newReg(t)
-			check := func(what string, wantAction refusal.Action, wantTarget string, wantOr bool, words string) {
-				t.Helper()
-				for how, err := range map[string]error{
-					"Pin":       func() error { _, err := reg.Pin(ctx, "acme-echo"); return err }(),
-					"VerifyPin": func() error { _, err := registry.VerifyPin(ctx, reg, "", "acme-echo", time.Now()); return err }(),
-				} {
-					if refusal.CodeOf(err) != refusal.PinUnapproved {
-						t.Fatalf("%s, %s: %v, want pin_unapproved", what, how, err)
-					}
-					r := refusal.RemedyOf(err)
-					if r == nil || r.Action != wantAction || r.Target != wantTarget || (r.Or != nil) != wantOr ||
-						(wantOr && r.Or.Action != refusal.ActionReviewChangesets) {
-						t.Errorf("%s, %s: remedy %+v, want %s %q (or review_changesets: %v) (%v)", what, how, r, wantAction, wantTarget, wantOr, err)
-					}
-					if !strings.Contains(err.Error(), words) {
-						t.Errorf("%s, %s: %q does not say %q", what, how, err, words)
-					}
-				}
-			}
-			check("nothing proposed", refusal.ActionPropose, "acme-echo", false, "provider acme-echo has no accepted pin, and no change-set of it is proposed: propose it")
+		check("another provider proposed", refusal.ActionPropose, "acme-echo", true, "if the name is mistyped, find it among the providers the change-sets propose")
 
-			other, _, err := reg.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
-			if err != nil {
+		cs, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("its change-set proposed, no key trusted", refusal.ActionTrustKey, registry.RoleApprover, false, "its change-set "+cs.Metadata.ID.String()+" is proposed, not yet approved, and the registry trusts no key yet: trust its root key first")
+		key := registrytest.NewKey(t, "root", registry.RoleApprover)
+		if _, err := reg.TrustKey(ctx, key.Key, "t"); err != nil {
+			t.Fatal(err)
+		}
+		check("its change-set proposed", refusal.ActionApprove, cs.Metadata.ID.String(), false, "its change-set "+cs.Metadata.ID.String()+" is proposed, not yet approved")
+
+		cs2, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("two proposed", refusal.ActionReviewChangesets, "", false, "2 change-sets of it are proposed, none approved yet (")
+		if _, err := reg.Pin(ctx, "acme-echo"); !strings.Contains(err.Error(), cs.Metadata.ID.String()) || !strings.Contains(err.Error(), cs2.Metadata.ID.String()) {
+			t.Errorf("two proposed: %q does not name both", err)
+		}
+
+		for _, c := range []*registry.ChangeSet{cs, cs2, other} {
+			if _, err := reg.Reject(ctx, c.Metadata.ID, "no", "t"); err != nil {
 				t.Fatal(err)
 			}
-			check("another provider proposed", refusal.ActionPropose, "acme-echo", true, "if the name is mistyped, find it among the providers the change-sets propose")
-
-			cs, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check("its change-set proposed, no key trusted", refusal.ActionTrustKey, registry.RoleApprover, false, "its change-set "+cs.Metadata.ID.String()+" is proposed, not yet approved, and the registry trusts no key yet: trust its root key first")
-			key := registrytest.NewKey(t, "root", registry.RoleApprover)
-			if _, err := reg.TrustKey(ctx, key.Key, "t"); err != nil {
-				t.Fatal(err)
-			}
-			check("its change-set proposed", refusal.ActionApprove, cs.Metadata.ID.String(), false, "its change-set "+cs.Metadata.ID.String()+" is proposed, not yet approved")
-
-			cs2, _, err := reg.Propose(ctx, registrytest.Change("acme-echo", "2.0"), "t")
-			if err != nil {
-				t.Fatal(err)
-			}
-			check("two proposed", refusal.ActionReviewChangesets, "", false, "2 change-sets of it are proposed, none approved yet (")
-			if _, err := reg.Pin(ctx, "acme-echo"); !strings.Contains(err.Error(), cs.Metadata.ID.String()) || !strings.Contains(err.Error(), cs2.Metadata.ID.String()) {
-				t.Errorf("two proposed: %q does not name both", err)
-			}
-
-			for _, c := range []*registry.ChangeSet{cs, cs2, other} {
-				if _, err := reg.Reject(ctx, c.Metadata.ID, "no", "t"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			check("all rejected", refusal.ActionPropose, "acme-echo", true, "no change-set of it is proposed: propose it")
-		})
-	}
+		}
+		check("all rejected", refusal.ActionPropose, "acme-echo", true, "no change-set of it is proposed: propose it")
+	})
 }
 
 // TestNeverAcceptedReadsNoChangeSet: the advice of a provider never

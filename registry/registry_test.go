@@ -22,3 +22,16 @@ func TestConformanceDir(t *testing.T) {
 		return d
 	})
 }
+
+// eachRegistry runs f as a subtest on a new Dir ("dir", in a temporary
+// directory) and a new Stub ("stub"), for behaviour both must share.
+func eachRegistry(t *testing.T, f func(t *testing.T, reg registry.Registry)) {
+	t.Run("dir", func(t *testing.T) {
+		d, err := registry.OpenDir(context.Background(), filepath.Join(t.TempDir(), "registry"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(t, d)
+	})
+	t.Run("stub", func(t *testing.T) { f(t, registry.NewStub()) })
+}
