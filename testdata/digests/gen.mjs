@@ -68,16 +68,35 @@ typed("materialization-local-v2.json", (i) => ({
   bytecode: i.bytecode,
 }));
 
+// The seal content document as docs/digests.md lists its members: only
+// those (a member a later minor adds is not hashed), a missing one as its
+// zero value, bytecode and resolution.root and a size of 0 left out when
+// absent; the format as its major (v2.1 hashes as v2).
 typed("seal-content.json", (i) => {
-  const s = JSON.parse(JSON.stringify(i));
-  delete s.index;
-  delete s.tool;
-  // The format as its major (v2.1 hashes as v2), and no env.location.
-  s.format = s.format.replace(/^(cruxprov\.seal\/v[0-9]+)\.[0-9]+$/, "$1");
-  if (s.env) delete s.env.location;
-  for (const id of [s.interpreter, s.interpreter && s.interpreter.libpython]) {
-    if (id) { delete id.mtime_ns; delete id.ctime_ns; delete id.ino; }
-  }
+  const pick = (o, fields) => {
+    const r = {};
+    for (const [k, zero] of fields) if (o && o[k] !== undefined) r[k] = o[k]; else if (zero !== undefined) r[k] = zero;
+    return r;
+  };
+  const file = (f) => f && pick(f, [["path", ""], ["sha256", null], ["size", 0]]);
+  const wheel = (w) => pick(w, [["filename", ""], ["name", ""], ["sha256", null], ["size"], ["version", ""]]);
+  const m = i.materialization || {};
+  const r = i.resolution || {};
+  const s = {
+    env: pick(i.env, [["compiled", false], ["python", ""], ["site_packages", ""]]),
+    format: i.format.replace(/^(cruxprov\.seal\/v[0-9]+)\.[0-9]+$/, "$1"),
+    interpreter: { ...pick(i.interpreter, [["implementation", ""], ["path", ""], ["sha256", null], ["size", 0], ["version", ""]]), libpython: file(i.interpreter && i.interpreter.libpython) || null },
+    materialization: {
+      ...pick(m, [["bytecode"], ["digest", null], ["platform", ""], ["resolution", null]]),
+      interpreter: pick(m.interpreter, [["Path", ""], ["Version", ""]]),
+      root: m.root ? pick(m.root, [["name", ""], ["sha256", null], ["version", ""]]) : null,
+    },
+    resolution: { ...pick(r, [["digest", null], ["platform", ""]]), packages: r.packages ? r.packages.map(wheel) : null },
+    tree: pick(i.tree, [["bytes", 0], ["digest", null], ["dirs", 0], ["files", 0], ["root_mode", 0], ["symlinks", 0]]),
+  };
+  if (m.bytecode === null) delete s.materialization.bytecode;
+  if (r.root) s.resolution.root = wheel(r.root);
+  for (const w of [...(s.resolution.packages || []), s.resolution.root]) if (w && !w.size) delete w.size;
   return { type: "cruxprov.seal-content/v1", seal: s };
 });
 
