@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -136,5 +137,34 @@ func TestTreeVectorEntries(t *testing.T) {
 	}
 	if !entries[1].Exec || entries[4].Exec || entries[6].Exec {
 		t.Errorf("exec bits wrong: %+v", entries)
+	}
+}
+
+// TestTreeShellCommand: the shell command docs/digests.md gives to check
+// the tree's records runs as written and prints the tree's digest. It was
+// elided ("bfde…288b", "…"), so it could not be run.
+func TestTreeShellCommand(t *testing.T) {
+	doc, err := os.ReadFile("../docs/digests.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?m)^```\n\\$ (printf '[^'\n]*' \\| sha256sum)\n([0-9a-f]{64})  -\n```$").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/digests.md: no \"$ printf '…' | sha256sum\" block followed by its output")
+	}
+	tv := loadTree(t)
+	if "sha256:"+string(m[2]) != tv.digest {
+		t.Errorf("docs/digests.md: the command's output is %s, the tree's digest %s", m[2], tv.digest)
+	}
+	for _, sh := range []string{"sh", "bash"} {
+		if _, err := exec.LookPath(sh); err != nil {
+			continue
+		}
+		cmd := exec.Command(sh, "-c", string(m[1]))
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+		out, err := cmd.Output()
+		if err != nil || string(out) != string(m[2])+"  -\n" {
+			t.Errorf("%s -c %q: %q (%v), want %q", sh, m[1], out, err, string(m[2])+"  -\n")
+		}
 	}
 }
