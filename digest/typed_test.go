@@ -64,6 +64,21 @@ func TestTypedDigestsRefuseBadInput(t *testing.T) {
 	if _, err := InterfaceDigest([]byte(`{"a":1,"a":1}`)); !errors.As(err, &ce) {
 		t.Errorf("InterfaceDigest of a duplicate key: %v", err)
 	}
+	// A noncharacter is valid UTF-8 that I-JSON cannot carry: no
+	// canonical form, so a *canonical.Error (docs/digests.md, Typed digests).
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"implementation", second(ImplementationDigest("cruxible.x/v1\uffff", dA, "e", "m:o", dB))},
+		{"resolution", second(ResolutionDigest([]ResolvedWheel{{Name: "a", Version: "1\ufdd0", Filename: "a-1-py3-none-any.whl", SHA256: dA}}))},
+		{"local", second(LocalMaterializationDigest("p\U0010fffe", interp, dA, nil, ""))},
+		{"local v1", second(LocalMaterializationDigestV1("p", interp, dA, &Root{"example", "1\ufffe", dB}))},
+	} {
+		if !errors.As(c.err, &ce) {
+			t.Errorf("%s digest of a noncharacter: %v, want a *canonical.Error", c.name, c.err)
+		}
+	}
 }
 
 func second(_ Digest, err error) error { return err }
