@@ -11,51 +11,59 @@ import (
 	"testing"
 )
 
-// The tree digest's known-answer vector: testdata/digests/tree.txtar (its
-// digest line) and tree.records (the exact bytes hashed), both computed by
-// testdata/digests/gen.mjs, independently of this package.
+// The tree digest's known-answer vectors: testdata/digests/NAME.txtar (its
+// digest line) and NAME.records (the exact bytes hashed), both computed by
+// testdata/digests/gen.mjs, independently of this package. tree-utf8's
+// names, contents and link target are not ASCII: its paths sort by UTF-8
+// bytes, not UTF-16 code units, and its sizes count bytes.
 const vectorDir = "../testdata/digests"
 
+var treeVectors = []string{"tree", "tree-utf8"}
+
 func TestTreeKnownAnswer(t *testing.T) {
-	tv := loadTree(t)
-	entries, err := Walk(context.Background(), buildTree(t, tv), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var records []byte
-	for i := range entries {
-		records = appendRecord(records, &entries[i])
-	}
-	want, err := os.ReadFile(filepath.Join(vectorDir, "tree.records"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(records) != string(want) {
-		t.Errorf("records\n got %q\nwant %q", records, want)
-	}
-	if d := Of(entries); d.String() != tv.digest {
-		t.Errorf("digest %s, want %s", d, tv.digest)
+	for _, name := range treeVectors {
+		tv := loadTree(t, name)
+		entries, err := Walk(context.Background(), buildTree(t, tv), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var records []byte
+		for i := range entries {
+			records = appendRecord(records, &entries[i])
+		}
+		want, err := os.ReadFile(filepath.Join(vectorDir, name+".records"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(records) != string(want) {
+			t.Errorf("%s: records\n got %q\nwant %q", name, records, want)
+		}
+		if d := Of(entries); d.String() != tv.digest {
+			t.Errorf("%s: digest %s, want %s", name, d, tv.digest)
+		}
 	}
 }
 
-// TestTreeVectorDoc: docs/digests.md's vector table carries the tree's
+// TestTreeVectorDoc: docs/digests.md's vector table carries each tree's
 // digest and shows its records.
 func TestTreeVectorDoc(t *testing.T) {
 	doc, err := os.ReadFile("../docs/digests.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tv := loadTree(t)
-	if !regexp.MustCompile("(?m)^\\| `tree` \\|.*\\| `" + tv.digest + "` \\|$").Match(doc) {
-		t.Errorf("docs/digests.md: no vector row for the tree with %s", tv.digest)
-	}
-	records, _ := os.ReadFile(filepath.Join(vectorDir, "tree.records"))
-	if shown := strings.ReplaceAll(string(records), "\x00", "\\0\n"); !strings.Contains(string(doc), shown) {
-		t.Errorf("docs/digests.md does not show the tree's records:\n%s", shown)
+	for _, name := range treeVectors {
+		tv := loadTree(t, name)
+		if !regexp.MustCompile("(?m)^\\| `" + name + "` \\|.*\\| `" + tv.digest + "` \\|$").Match(doc) {
+			t.Errorf("docs/digests.md: no vector row for %s with %s", name, tv.digest)
+		}
+		records, _ := os.ReadFile(filepath.Join(vectorDir, name+".records"))
+		if shown := strings.ReplaceAll(string(records), "\x00", "\\0\n"); !strings.Contains(string(doc), shown) {
+			t.Errorf("docs/digests.md does not show the records of %s:\n%s", name, shown)
+		}
 	}
 }
 
-// treeVector is tree.txtar: a description of a tree and its digest.
+// treeVector is NAME.txtar: a description of a tree and its digest.
 type treeVector struct {
 	digest  string
 	entries []treeSpec
@@ -66,9 +74,9 @@ type treeSpec struct {
 	body       []byte
 }
 
-func loadTree(t *testing.T) treeVector {
+func loadTree(t *testing.T, name string) treeVector {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorDir, "tree.txtar"))
+	b, err := os.ReadFile(filepath.Join(vectorDir, name+".txtar"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +84,12 @@ func loadTree(t *testing.T) treeVector {
 	header := regexp.MustCompile(`(?m)^-- (\S+) (file|exec|dir|symlink) --\n`)
 	locs := header.FindAllSubmatchIndex(b, -1)
 	if len(locs) == 0 {
-		t.Fatal("tree.txtar: no entries")
+		t.Fatalf("%s.txtar: no entries", name)
 	}
 	if m := regexp.MustCompile(`(?m)^digest: (sha256:[0-9a-f]{64})$`).FindSubmatch(b[:locs[0][0]]); m != nil {
 		tv.digest = string(m[1])
 	} else {
-		t.Fatal("tree.txtar: no digest line")
+		t.Fatalf("%s.txtar: no digest line", name)
 	}
 	for i, l := range locs {
 		end := len(b)
@@ -121,7 +129,7 @@ func buildTree(t *testing.T, tv treeVector) string {
 }
 
 func TestTreeVectorEntries(t *testing.T) {
-	tv := loadTree(t)
+	tv := loadTree(t, "tree")
 	entries, err := Walk(context.Background(), buildTree(t, tv), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +160,7 @@ func TestTreeShellCommand(t *testing.T) {
 	if m == nil {
 		t.Fatal("docs/digests.md: no \"$ printf '…' | sha256sum\" block followed by its output")
 	}
-	tv := loadTree(t)
+	tv := loadTree(t, "tree")
 	if "sha256:"+string(m[2]) != tv.digest {
 		t.Errorf("docs/digests.md: the command's output is %s, the tree's digest %s", m[2], tv.digest)
 	}

@@ -5,8 +5,8 @@ It shares no code with cruxprov's Go packages or with gen.mjs.
   fromdoc.py DOC
     recomputes the RFC 8785 examples, every typed vector (from the inputs the
     doc's "exact bytes hashed" paragraphs state), the seal content vectors
-    (from seal-content.json, the doc's stated input) and the tree vector (a
-    tree built on disk as the doc describes it, walked with lstat), and
+    (from seal-content.json, the doc's stated input) and the tree vectors
+    (trees built on disk as the doc describes them, walked with lstat), and
     checks the canonical bytes and digests against the doc. TestDocProse
     (digest/) runs it.
   fromdoc.py --env ENV SEAL
@@ -314,6 +314,20 @@ def check_doc(doc_path):
     if records.decode("utf-8").replace("\0", "\\0\n") not in doc:
         fail("tree: the doc does not show the records computed from its prose")
     check("tree", records)
+    tree = records
+    # The **tree-utf8** paragraph's tree.
+    with tempfile.TemporaryDirectory() as root:
+        os.mkdir(os.path.join(root, "\u00e9"))
+        for p, body, mode in (("\uff21.txt", "caf\u00e9\n".encode(), 0o644), ("\U0001f600", b"#!/bin/sh\n", 0o755), ("\u00e9/na\u00efve.txt", b"", 0o644)):
+            with open(os.path.join(root, p), "wb") as f:
+                f.write(body)
+            os.chmod(os.path.join(root, p), mode)
+        os.symlink("/nonexistent/\U0001f600", os.path.join(root, "nowhere"))
+        records = tree_records(root)
+    if records.decode("utf-8").replace("\0", "\\0\n") not in doc:
+        fail("tree-utf8: the doc does not show the records computed from its prose")
+    check("tree-utf8", records)
+    records = tree
     # The shell command the doc gives for it prints exactly these bytes' digest.
     m = re.search(r"```\n\$ printf '([^'\\]*(?:\\0[^'\\]*)*)' \| sha256sum\n(sha256:)?([0-9a-f]{64})  -\n```", doc)
     if m is None:

@@ -114,9 +114,9 @@ typed("interface.json", (i) => JSON.parse(i));
   save("canonical.json", cases);
 }
 
-// The tree: records computed from the description, sorted by path bytes.
-{
-  const text = readFileSync(join(dir, "tree.txtar"), "utf8");
+// The trees: records computed from each description, sorted by path bytes.
+for (const tree of ["tree", "tree-utf8"]) {
+  const text = readFileSync(join(dir, tree + ".txtar"), "utf8");
   const parts = text.split(/^-- (.+) --\n/m);
   const entries = new Map();
   const addDirs = (p) => {
@@ -144,6 +144,6 @@ typed("interface.json", (i) => JSON.parse(i));
     else records += `F${e.exec ? "x" : "-"} ${e.body.length} ${hex} ${p}\0`;
   }
   const digest = sha256(Buffer.from(records, "utf8"));
-  writeFileSync(join(dir, "tree.txtar"), text.replace(/^digest: .*$/m, "digest: " + digest));
-  writeFileSync(join(dir, "tree.records"), records);
+  writeFileSync(join(dir, tree + ".txtar"), text.replace(/^digest: .*$/m, "digest: " + digest));
+  writeFileSync(join(dir, tree + ".records"), records);
 }
