@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -222,19 +223,13 @@ func parseTrust(b []byte) (*Trust, error) {
 	return &t, nil
 }
 
+// strictJSON decodes one registry document: no unknown member, no key
+// twice, nothing after it, at most maxDoc bytes.
 func strictJSON(b []byte, v any) error {
 	if len(b) > maxDoc {
 		return fmt.Errorf("larger than %d bytes", maxDoc)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("data after the JSON value")
-	}
-	return nil
+	return strictjson.Decode(b, v, false)
 }
 
 func marshalJSON(v any) ([]byte, error) {

@@ -306,3 +306,45 @@ func TestContentDigestVector(t *testing.T) {
 		})
 	}
 }
+
+// TestParseRefusesAKeySaidTwice: a seal whose object names a member twice,
+// or one member in two cases (the interpreter's "Path" beside "path"), was
+// read with the last value kept and the first dropped, so that another
+// reader of the bytes could read another seal than the one hashed; such a
+// seal is refused. The same member in another case alone is still read:
+// every seal writes the interpreter's "Path" and "Version".
+func TestParseRefusesAKeySaidTwice(t *testing.T) {
+	b, err := os.ReadFile("../testdata/digests/seal-content.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []struct {
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(b, &vs); err != nil || len(vs) == 0 {
+		t.Fatal(err)
+	}
+	good := string(vs[0].Input)
+	if _, err := Parse([]byte(good)); err != nil {
+		t.Fatalf("the vector's seal: %v", err)
+	}
+	if _, err := Parse([]byte(good + " ]")); err == nil {
+		t.Error("a seal and a stray ] after it was read")
+	}
+	for _, c := range []struct{ name, old, new, want string }{
+		{"a member twice", `"tool":`, `"tool":"other","tool":`, `the document has the key "tool" twice`},
+		{"two cases of one member", `"interpreter":{"Path":`, `"interpreter":{"path":"/usr/bin/other","Path":`, `the object at materialization.interpreter has the keys "path" and "Path"`},
+		{"an embedded member's two cases", `"interpreter":{"path":`, `"interpreter":{"PATH":"/usr/bin/other","path":`, `has the keys "PATH" and "path"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(good, c.old) {
+				t.Fatalf("the vector has no %s", c.old)
+			}
+			doc := strings.Replace(good, c.old, c.new, 1)
+			if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse = %v, want %q", err, c.want)
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/deniedat"
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -393,16 +393,13 @@ func Parse(b []byte) (*Seal, error) {
 	if !ok || (major != "1" && major != "2") {
 		return nil, fmt.Errorf("format %q is not %s or %s (written by another version of cruxprov?)", probe.Format, Format, FormatV1)
 	}
+	// A v2.0 seal has no member this cruxprov does not know; a later
+	// minor's new members are read past. No key twice, in any object, nor
+	// two cases of one member's key: the seal content digest hashes the
+	// values Parse reads, and another reader must not read others.
 	var s Seal
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if minor == "" || minor == "0" {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(&s); err != nil {
+	if err := strictjson.Decode(b, &s, !(minor == "" || minor == "0")); err != nil {
 		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the seal document")
 	}
 	switch {
 	case s.Materialization.Digest.IsZero():
