@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cruxible/cruxprov/canonical"
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -197,17 +197,14 @@ func ParseJSONFile(name string, data []byte) (*Platform, error) {
 	if err := json.Unmarshal(data, &wrapper); err == nil && wrapper.Schema != "" && len(wrapper.Platform) > 0 {
 		data = wrapper.Platform
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f struct {
 		jsonForm
 		Markers map[string]*string `json:"markers"`
 	}
-	if err := dec.Decode(&f); err != nil {
-		return bad("not a platform object: %s", jsonFault(err))
-	}
-	if dec.More() {
+	if err := strictjson.Decode(data, &f, false); errors.Is(err, strictjson.ErrTrailing) {
 		return bad("trailing data after the object")
+	} else if err != nil {
+		return bad("not a platform object: %s", jsonFault(err))
 	}
 	if f.Type != FormatType {
 		return bad("type %q is not %q", f.Type, FormatType)
