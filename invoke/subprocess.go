@@ -28,6 +28,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
@@ -1161,44 +1162,11 @@ func duplicateKey(b []byte) (string, bool) {
 	if bytes.IndexByte(b, '{') < 0 {
 		return "", false
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	type frame struct {
-		keys   map[string]bool // nil: an array
-		expect bool            // an object's next string token is a key
+	var ke *strictjson.KeyError
+	if errors.As(strictjson.CheckKeys(b, nil), &ke) {
+		return ke.Key, true
 	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false // the end (b is valid)
-		}
-		if n := len(stack); n > 0 && stack[n-1].keys != nil {
-			top := &stack[n-1]
-			if top.expect {
-				if d, ok := tok.(json.Delim); ok && d == '}' {
-					stack = stack[:n-1]
-					continue
-				}
-				k, _ := tok.(string)
-				if top.keys[k] {
-					return k, true
-				}
-				top.keys[k] = true
-				top.expect = false
-				continue
-			}
-			top.expect = true // this token is the value
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{keys: map[string]bool{}, expect: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		case json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-	}
+	return "", false
 }
 
 // MaxInputDepth is how deeply a call's input may nest arrays and objects.
