@@ -17,6 +17,7 @@ import (
 
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/filekind"
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -260,9 +261,10 @@ func judgeJournal(jp, path string, f io.ReaderAt, size, from int64) (j journal, 
 // why it is not one ("" when it is).
 func parseRepairJournal(b []byte) (journal, string) {
 	var j journal
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil || j.Format != journalFormat {
+	// No unknown member, no key twice, nothing after the object: which
+	// of two offsets a repair would finish at, the journal must not leave
+	// to the decoder.
+	if err := strictjson.Decode(b, &j, false); err != nil || j.Format != journalFormat {
 		return journal{}, "is not a " + journalFormat + " document"
 	}
 	r, err := parseRow([]byte(j.Row))

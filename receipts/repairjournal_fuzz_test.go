@@ -2,9 +2,30 @@ package receipts
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
+
+// TestRepairJournalReadStrictly: a journal with a key twice (two
+// offsets: the decoder kept the last) or a stray } after it was taken as
+// a journal; it is not one of this writer's.
+func TestRepairJournalReadStrictly(t *testing.T) {
+	row := encodeTorn(128, []byte("{\"format\":\x00\xff"), time.Unix(1700000000, 0))
+	jb, _ := json.Marshal(journal{Format: journalFormat, Offset: 128, Row: string(row[:len(row)-1])})
+	if _, reason := parseRepairJournal(jb); reason != "" {
+		t.Fatalf("the clean journal: %s", reason)
+	}
+	for name, b := range map[string]string{
+		"an offset twice": strings.Replace(string(jb), `"offset":128`, `"offset":7,"offset":128`, 1),
+		"two cases":       strings.Replace(string(jb), `"offset":128`, `"Offset":7,"offset":128`, 1),
+		"a stray }":       string(jb) + "}",
+	} {
+		if j, reason := parseRepairJournal([]byte(b)); reason == "" {
+			t.Errorf("%s: taken as %+v", name, j)
+		}
+	}
+}
 
 // FuzzParseRepairJournal: a repair journal is read back from beside the
 // ledger after a crash; whatever it holds, parseRepairJournal takes a
