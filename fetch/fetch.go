@@ -61,7 +61,7 @@ const (
 	EventDamaged  EventKind = "damaged"  // the store's blob of the wheel had other bytes and was removed (Err says how); it is fetched again
 	EventStart    EventKind = "start"    // a download attempt begins; Total = expected size or -1
 	EventProgress EventKind = "progress" // Bytes = bytes of this wheel so far in this attempt
-	EventRetry    EventKind = "retry"    // the attempt failed (Err) and will be retried
+	EventRetry    EventKind = "retry"    // the attempt failed (Err) and will be retried after Wait
 	EventDone     EventKind = "done"     // the wheel is stored
 	EventFailed   EventKind = "failed"   // the wheel could not be fetched (Err)
 )
@@ -75,6 +75,10 @@ type Event struct {
 	Count    int
 	Attempt  int
 	Err      error
+	// Wait is how long a retry waits before the next attempt: the
+	// backoff, or what a 429's or 503's Retry-After asks (up to
+	// index.MaxRetryAfter), so the line that shows it says how long.
+	Wait time.Duration
 }
 
 // Wheel is what happened to one wheel.
@@ -385,11 +389,12 @@ func download(ctx context.Context, st *store.Store, c *index.Client, proj *index
 		}
 		last = err
 		if attempt < opts.Attempts {
-			emit(Event{Kind: EventRetry, Filename: w.Filename, Attempt: attempt, Err: err})
+			wait := index.RetryDelay(err, delay)
+			emit(Event{Kind: EventRetry, Filename: w.Filename, Attempt: attempt, Err: err, Wait: wait})
 			select {
 			case <-ctx.Done():
 				return out, nil, context.Cause(ctx)
-			case <-time.After(index.RetryDelay(err, delay)):
+			case <-time.After(wait):
 			}
 			delay *= 2
 		}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"github.com/vbauerster/mpb/v8"
@@ -119,7 +120,7 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 			}
 		case index.EventRetry:
 			if !o.quiet {
-				o.line(fmt.Sprintf("retry: %s: attempt %d of %d failed: %s; trying again in %s", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), e.Wait))
+				o.line(fmt.Sprintf("retry: %s: attempt %d of %d failed: %s; trying again in %s", e.URL, e.Attempt, e.Attempts, oneLine(e.Err.Error()), retryWait(e.Wait)))
 			}
 		}
 	}
@@ -129,6 +130,10 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 	}
 	return cl, nil
 }
+
+// retryWait is a retry's wait as its line shows it: to the millisecond
+// (a Retry-After given as a date waits, say, 2.260176021s).
+func retryWait(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // indexURLUsage is the usage error of an --index URL index.ParseURL (or
 // index.New) refused: the URL, redacted, and what is wrong with it.
@@ -280,7 +285,9 @@ func fetchEvents(o *opts, bars *progress) func(fetch.Event) {
 		var line string
 		switch e.Kind {
 		case fetch.EventRetry:
-			line = fmt.Sprintf("retry: %s: attempt %d failed: %s; trying again", e.Filename, e.Attempt, oneLine(e.Err.Error()))
+			// It said only "trying again": a download's Retry-After (up
+			// to a minute) was waited out without a word of how long.
+			line = fmt.Sprintf("retry: %s: attempt %d failed: %s; trying again in %s", e.Filename, e.Attempt, oneLine(e.Err.Error()), retryWait(e.Wait))
 		case fetch.EventDamaged:
 			msg := fmt.Sprintf("%s: %s; fetching it again", e.Filename, oneLine(e.Err.Error()))
 			if !o.keepWarning(msg) {

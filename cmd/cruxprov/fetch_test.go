@@ -23,6 +23,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -565,6 +566,55 @@ func TestFetchStalledIndex(t *testing.T) {
 				t.Errorf("first retry line: %q", retries[0])
 			}
 		})
+	}
+}
+
+// TestFetchDownloadRetrySaysHowLong: a download's retry line says how
+// long it waits, as a page's does: a 429 with Retry-After: 2 waits two
+// seconds, and the line said only "trying again".
+func TestFetchDownloadRetrySaysHowLong(t *testing.T) {
+	var once sync.Map
+	idx, lock, _ := fetchFixtureWith(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, ".whl") {
+				if _, seen := once.LoadOrStore(r.URL.Path, true); !seen {
+					w.Header().Set("Retry-After", "2")
+					w.WriteHeader(http.StatusTooManyRequests)
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
+	var retries []string
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(l, "retry: ") {
+			retries = append(retries, l)
+		}
+	}
+	if r.code != 0 || len(retries) != 2 {
+		t.Fatalf("exit %d, %d retry lines, want one per wheel: %s", r.code, len(retries), r.stderr)
+	}
+	for _, l := range retries {
+		if !strings.Contains(l, "-1.0-py3-none-any.whl: attempt 1 failed: ") || !strings.HasSuffix(l, "429 Too Many Requests; trying again in 2s") {
+			t.Errorf("retry line does not say how long it waits: %q", l)
+		}
+	}
+}
+
+// TestRetryWaitRounds: a Retry-After given as a date waits a fraction of
+// a second more or less than whole seconds; its line showed all nine
+// digits ("trying again in 2.260176021s").
+func TestRetryWaitRounds(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		2260176021 * time.Nanosecond: "2.26s",
+		250 * time.Millisecond:       "250ms",
+		2 * time.Second:              "2s",
+	} {
+		if got := retryWait(d).String(); got != want {
+			t.Errorf("retryWait(%v) = %s, want %s", d, got, want)
+		}
 	}
 }
 
