@@ -212,7 +212,7 @@ func check(data []byte, wheelName string) (*Manifest, *checker, error) {
 		c.protocol(v, m)
 	}
 	if v, ok := raw["secrets"]; ok {
-		m.Secrets = c.strings("secrets", v, refRe, "a secret ref (letters, digits, . _ - /)")
+		m.Secrets = c.strings("secrets", v, refRe, "a secret ref (letters, digits, . _ - /, starting with a letter or digit)")
 	}
 	if v, ok := raw["egress"]; ok {
 		m.Egress = c.strings("egress", v, egressRe, "an endpoint such as https://api.example/* (no spaces)")
@@ -484,7 +484,7 @@ func (c *checker) entrypoints(v any, m *Manifest) {
 			if s, ok := c.text(p+".name", x); ok {
 				switch {
 				case !nameRe.MatchString(s):
-					c.add(p+".name", "%q is not an entrypoint name (letters, digits, . _ -)", s)
+					c.add(p+".name", "%q is not an entrypoint name (letters, digits, . _ -, starting with a letter or digit)", s)
 					good = false
 				case seen[s] != "":
 					c.add(p+".name", "%q is already the name of %s", s, seen[s])
@@ -544,7 +544,7 @@ func (c *checker) iface(key string, v any) (Interface, bool) {
 			it.ID = s
 		} else {
 			if ok {
-				c.add(key+".id", "%q is not an interface id (letters, digits, . _ - /)", s)
+				c.add(key+".id", "%q is not an interface id (letters, digits, . _ - /, starting with a letter or digit)", s)
 			}
 			good = false
 		}

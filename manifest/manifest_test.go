@@ -96,6 +96,26 @@ entrypoints = [{name = "run", object = "x:run", interface = {id = "x.run", diges
 	}
 }
 
+// TestParseSaysTheFirstCharacterRule: a secret ref, an entrypoint name
+// and an interface id start with a letter or digit; one that starts with
+// a character allowed elsewhere ("/acme", ".x", "-x") was refused with
+// only the characters allowed, all of which it is made of.
+func TestParseSaysTheFirstCharacterRule(t *testing.T) {
+	for _, c := range []struct{ old, new string }{
+		{`secrets = ["acme/api-token"]`, `secrets = ["/acme"]`},
+		{`name = "head"`, `name = ".head"`},
+		{`id = "web.head"`, `id = "-web.head"`},
+	} {
+		if !strings.Contains(good, c.old) {
+			t.Fatalf("good manifest has no %q", c.old)
+		}
+		_, err := Parse([]byte(strings.Replace(good, c.old, c.new, 1)), "acme-web-fetch")
+		if !errors.Is(err, refusal.ManifestInvalid) || !strings.Contains(err.Error(), "starting with a letter or digit") {
+			t.Errorf("%s: %v, want manifest_invalid saying it starts with a letter or digit", c.new, err)
+		}
+	}
+}
+
 // TestParseInvalid: each case is refused as manifest_invalid, and the
 // first problem names the key and the line where it is written.
 func TestParseInvalid(t *testing.T) {
