@@ -208,7 +208,7 @@ func TestFetchRoot(t *testing.T) {
 		{"no sha256", c, fx.Echo.Version, digest.Digest{}, refusal.HashMissing, ""},
 		{"other bytes", c, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed,
 			fx.Echo.Filename + " (sha256 " + fx.Echo.SHA256.Hex() + "); check the sha256 given"},
-		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed, "none is of version 9.9.9; check the version"},
+		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed, "the versions of " + fx.Echo.Name + " it lists are " + fx.Echo.Version + "; check the version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := pipeline.FetchRoot(ctx, st, tc.c, fx.Echo.Name, tc.version, tc.sum)

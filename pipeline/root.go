@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/pep440"
 	"github.com/cruxible/cruxprov/pep508"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/store"
@@ -172,13 +174,16 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 	if err != nil {
 		return nil, err
 	}
-	var listed, ofVersion []string
+	var ofVersion []string
+	versions := map[string]pep440.Version{}
 	for _, f := range proj.Files {
 		fn, err := wheel.ParseFilename(f.Filename)
 		if err != nil || fn.Name != proj.Name {
 			continue
 		}
-		listed = append(listed, f.Filename)
+		if v, err := pep440.Parse(fn.Version); err == nil {
+			versions[v.String()] = v
+		}
 		if fn.Version != version {
 			continue
 		}
@@ -206,14 +211,38 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 	// What it does list, and what to check: it said only how many
 	// wheels of the project it lists.
 	if len(ofVersion) == 0 {
-		return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: of the %d wheels of %s it lists, none is of version %s; check the version, or mirror that wheel there",
-			index.Redact(c.BaseURL()), name, version, len(listed), proj.Name, version)
+		// The versions it does list, newest first: it said only how
+		// many wheels it lists ("of the 1 wheels of NAME it lists").
+		if len(versions) == 0 {
+			return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: it lists no wheel of %s at all; check the name, or mirror that wheel there",
+				index.Redact(c.BaseURL()), name, version, proj.Name)
+		}
+		return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: the versions of %s it lists are %s; check the version, or mirror that wheel there",
+			index.Redact(c.BaseURL()), name, version, proj.Name, listVersions(versions))
 	}
 	if len(ofVersion) > 5 {
 		ofVersion = append(ofVersion[:5], "and "+strconv.Itoa(len(ofVersion)-5)+" more")
 	}
 	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s: its wheels of %s %s are %s; check the sha256 given (the root wheel's own), or mirror that wheel there",
 		index.Redact(c.BaseURL()), name, version, sum, proj.Name, version, strings.Join(ofVersion, ", "))
+}
+
+// listVersions is versions, newest first, the ten newest and how many more.
+func listVersions(versions map[string]pep440.Version) string {
+	vs := make([]pep440.Version, 0, len(versions))
+	for _, v := range versions {
+		vs = append(vs, v)
+	}
+	sort.Slice(vs, func(i, j int) bool { return pep440.Compare(vs[i], vs[j]) > 0 })
+	out := make([]string, 0, 11)
+	for i, v := range vs {
+		if i == 10 {
+			out = append(out, "and "+strconv.Itoa(len(vs)-10)+" more")
+			break
+		}
+		out = append(out, v.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // maxRoot bounds a root wheel fetched as NAME==VERSION: its bytes are
