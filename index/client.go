@@ -516,6 +516,9 @@ func (c *Client) get(ctx context.Context, rawURL string, listed *url.URL, accept
 			if r := c.schemeRefused(ctx, at, werr); r != nil {
 				return fail(r)
 			}
+			if alert := c.alertAfterReset(ctx, at, werr); alert != nil {
+				return fail(&RequestError{URL: red, Err: alert})
+			}
 		}
 		return fail(werr)
 	}
@@ -675,6 +678,50 @@ func (c *Client) speaksTLS(ctx context.Context, u *url.URL) bool {
 	var cv *tls.CertificateVerificationError
 	var oe *net.OpError
 	return errors.As(err, &cv) || (errors.As(err, &oe) && oe.Op == "remote error")
+}
+
+// alertReadTimeout bounds how long alertAfterReset waits for a server's
+// alert once the handshake is done: one that refuses the client sends it
+// at once; one that accepts it waits for a request that never comes.
+const alertReadTimeout = time.Second
+
+// alertAfterReset is the TLS alert with which u's server refuses this
+// client after the handshake (nil when there is none), asked for when err,
+// the failure of a request to u, is a reset: a TLS 1.3 server that
+// requires a client certificate refuses it only after the client's side
+// of the handshake is done, and a request written meanwhile can meet the
+// reset of the server's close before the alert is read. It was retried as
+// a reset (python's ssl server: about one fetch in seven), and where every
+// attempt met it, the refusal said "check the index and retry". The port
+// is asked again directly, sending nothing after the handshake, so the
+// server closes with nothing unread and its alert arrives.
+func (c *Client) alertAfterReset(ctx context.Context, u *url.URL, err error) error {
+	if u.Scheme != "https" || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) || !c.direct(u) {
+		return nil
+	}
+	cfg := &tls.Config{}
+	if t := c.transport(); t != nil && t.TLSClientConfig != nil {
+		cfg = t.TLSClientConfig.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	ctx, cancel := context.WithTimeout(ctx, tlsProbeTimeout)
+	defer cancel()
+	conn, derr := (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", hostPort(u))
+	if derr != nil {
+		if _, ok := handshakeAlert(derr); ok {
+			return derr
+		}
+		return nil
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(alertReadTimeout))
+	_, rerr := conn.Read(make([]byte, 1))
+	if _, ok := handshakeAlert(rerr); ok {
+		return rerr
+	}
+	return nil
 }
 
 // Open starts the download of a file a page listed, following redirects
