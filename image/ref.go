@@ -58,9 +58,31 @@ func (r Ref) Name() string {
 	return r.Repo.Name()
 }
 
+// RefError is ParseRef's error for a string that is no image reference
+// at all (a registry reference without its registry, a repository that
+// is not lowercase, oci: without a directory): a mistake of whoever
+// typed it, which a command line reports as a usage error. Its message
+// says how an image is named.
+type RefError struct {
+	Ref string
+	// Why is what is wrong with Ref.
+	Why string
+	// Layout is Ref's name when it names an OCI layout directory here
+	// (the oci: prefix forgotten), "" otherwise.
+	Layout string
+}
+
+func (e *RefError) Error() string {
+	msg := fmt.Sprintf("%s is not an image reference (%s): name an image in a registry as REGISTRY/REPO@sha256:<hex> (docker.io/library/debian@sha256:<hex> for Docker Hub), or one in an OCI layout as oci:DIR@sha256:<hex>", e.Ref, e.Why)
+	if e.Layout != "" {
+		msg += fmt.Sprintf("; %s is an OCI layout here: %s%s@%s", e.Layout, LayoutPrefix, e.Layout, e.Ref[strings.LastIndex(e.Ref, "@")+1:])
+	}
+	return msg
+}
+
 // ParseRef reads s. A reference without a sha256 digest (a tag alone,
 // which anyone who can push may move) is refused base_image_unpinned;
-// anything else malformed is an error.
+// anything else malformed is a *RefError.
 func ParseRef(s string) (Ref, error) {
 	at := strings.LastIndex(s, "@")
 	if at < 0 {
@@ -72,13 +94,23 @@ func ParseRef(s string) (Ref, error) {
 	}
 	if dir, ok := strings.CutPrefix(s[:at], LayoutPrefix); ok {
 		if dir == "" {
-			return Ref{}, fmt.Errorf("%s: empty layout directory", s)
+			return Ref{}, &RefError{Ref: s, Why: "oci: names no layout directory"}
 		}
 		return Ref{Layout: filepath.Clean(dir), Digest: h}, nil
 	}
 	d, err := name.NewDigest(s, name.StrictValidation)
 	if err != nil {
-		return Ref{}, fmt.Errorf("%s: %w", s, err)
+		// go-containerregistry's own words ("strict validation requires
+		// the registry to be explicitly defined") were the whole line, exit
+		// 1, for a layout named without oci: or a registry's host left out.
+		e := &RefError{Ref: s, Why: err.Error()}
+		if _, nerr := name.NewDigest(s); nerr == nil {
+			e.Why = "it names no registry"
+		}
+		if st, serr := os.Stat(filepath.Join(s[:at], "oci-layout")); serr == nil && st.Mode().IsRegular() {
+			e.Layout, e.Why = s[:at], "an OCI layout is named with oci: before its directory"
+		}
+		return Ref{}, e
 	}
 	repo := d.Context()
 	return Ref{Repo: &repo, Digest: h}, nil

@@ -125,6 +125,9 @@ func imageBuild(c *cli.Context) error {
 	if c.String("base") == "" {
 		return usagef("--base REF@sha256:<hex> or oci:DIR@sha256:<hex> is required")
 	}
+	if err := refUsage("--base", c.String("base")); err != nil {
+		return err
+	}
 	out, hasOut := strings.CutPrefix(c.String("output"), image.LayoutPrefix)
 	if c.String("output") != "" && (!hasOut || out == "") {
 		return usagef("--output must be oci:DIR")
@@ -341,6 +344,9 @@ func imageVerify(c *cli.Context) error {
 	if len(c.StringSlice("key")) == 0 {
 		return usagef("--key PUB is required (a trusted builder's public key)")
 	}
+	if err := refUsage("", c.Args().First()); err != nil {
+		return err
+	}
 	if r := c.String("repo"); r != "" {
 		if _, err := image.RepoName(r); err != nil {
 			return usagef("--repo: %v", err)
@@ -406,4 +412,23 @@ func sourceDateEpoch(e string) (time.Time, error) {
 		return time.Time{}, usagef("SOURCE_DATE_EPOCH=%q is past %d (2242-03-16), the latest time a layer's tar headers hold", e, int64(image.MaxEpoch))
 	}
 	return time.Unix(n, 0), nil
+}
+
+// refUsage is nil when ref is an image reference pinned by a digest; one
+// that is no reference at all (a layout named without oci:, a registry's
+// host left out) is a usage error before anything is read, flag (if any)
+// first: it was go-containerregistry's line alone, exit 1. One that names
+// no digest stays the refusal ParseRef makes of it (base_image_unpinned).
+func refUsage(flag, ref string) error {
+	_, err := image.ParseRef(ref)
+	var re *image.RefError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &re) && flag != "":
+		return usagef("%s %v", flag, err)
+	case errors.As(err, &re):
+		return usagef("%v", err)
+	}
+	return err
 }

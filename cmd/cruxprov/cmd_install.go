@@ -85,6 +85,11 @@ func installAction(c *cli.Context) error {
 		if len(c.StringSlice("image")) == 0 {
 			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
 		}
+		for _, ref := range c.StringSlice("image") {
+			if err := refUsage("--image", ref); err != nil {
+				return err
+			}
+		}
 		var sum digest.Digest
 		if h := c.String("sha256"); h != "" {
 			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
