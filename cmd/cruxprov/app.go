@@ -1554,7 +1554,7 @@ func interruptedMessage(path []string, err error) string {
 	case errors.As(err, &lw):
 		how += " while it waited for the layout " + lw.Dir + " (another image build was writing into it), which is as it was"
 	}
-	kept := ""
+	kept, partial := "", "; nothing partial was kept"
 	switch cmd {
 	case "fetch", "env create", "install":
 		kept = "; the wheels fetched before it stay in the store, and the run again does not fetch them twice"
@@ -1563,8 +1563,11 @@ func interruptedMessage(path []string, err error) string {
 	case "image build":
 		// Only a push that began leaves anything: a build stopped before
 		// it (or one with no --push) said blobs it never pushed stay.
+		// Those blobs are partial, and what it pushed is all it leaves:
+		// it said "nothing partial was kept" before naming them.
 		if errors.Is(err, image.ErrPushInterrupted) {
-			kept = "; blobs pushed before it stay in the registry, untagged"
+			how += " while it pushed (it moved no tag)"
+			partial, kept = "", "; the blobs it pushed before it stay in the registry, untagged"
 		}
 		// With --output too, the layout was written before the push
 		// began: the image is there, under its tag. It said nothing
@@ -1575,5 +1578,5 @@ func interruptedMessage(path []string, err error) string {
 	case "index build":
 		kept = "; the previous index, if there was one, is unchanged"
 	}
-	return how + "; nothing partial was kept" + kept + ": run the command again to complete it"
+	return how + partial + kept + ": run the command again to complete it"
 }

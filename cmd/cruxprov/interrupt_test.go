@@ -84,16 +84,18 @@ func TestInterruptedWhileWaitingMessage(t *testing.T) {
 // said "blobs pushed before it stay in the registry, untagged".
 func TestInterruptedImageBuildMessage(t *testing.T) {
 	pushed := fmt.Errorf("%w to r/x (no tag was moved): %w", image.ErrPushInterrupted, context.Canceled)
-	if m := interruptedMessage([]string{"image", "build"}, pushed); !strings.Contains(m, "; nothing partial was kept; blobs pushed before it stay in the registry, untagged: run the command again") {
+	// Those blobs are what it leaves, partial: it said "nothing partial
+	// was kept" before naming them.
+	if m := interruptedMessage([]string{"image", "build"}, pushed); m != "interrupted by a signal while it pushed (it moved no tag); the blobs it pushed before it stay in the registry, untagged: run the command again to complete it" {
 		t.Errorf("stopped while pushing: %q", m)
 	}
 	// With --output too, the layout was written before the push: said
 	// so (it said nothing partial was kept, and nothing of the layout).
 	both := &image.PushInterruptedError{Repo: "r/x", Layout: "out", Err: context.Canceled}
-	if m := interruptedMessage([]string{"image", "build"}, both); !strings.Contains(m, "; blobs pushed before it stay in the registry, untagged; the image is in the layout oci:out, written whole and signed before the push began: run the command again") {
+	if m := interruptedMessage([]string{"image", "build"}, both); m != "interrupted by a signal while it pushed (it moved no tag); the blobs it pushed before it stay in the registry, untagged; the image is in the layout oci:out, written whole and signed before the push began: run the command again to complete it" {
 		t.Errorf("stopped while pushing after the layout: %q", m)
 	}
-	if m := interruptedMessage([]string{"image", "build"}, &image.PushInterruptedError{Repo: "r/x", Err: context.Canceled}); strings.Contains(m, "layout") || !strings.Contains(m, "blobs pushed before it") {
+	if m := interruptedMessage([]string{"image", "build"}, &image.PushInterruptedError{Repo: "r/x", Err: context.Canceled}); strings.Contains(m, "layout") || strings.Contains(m, "nothing partial") || !strings.Contains(m, "blobs it pushed before it") {
 		t.Errorf("stopped while pushing, no layout: %q", m)
 	}
 	for _, err := range []error{context.Canceled, fmt.Errorf("interrupted; no image was written: %w", context.Canceled)} {
