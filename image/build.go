@@ -70,10 +70,11 @@ var ErrPushInterrupted = errors.New("interrupted while pushing")
 // PushInterruptedError is Build's error when the context ended while it
 // pushed (errors.Is ErrPushInterrupted). With --output too, the layout
 // was written before the push began: Layout names it, and the image is
-// in it whole and signed, under its tag.
+// in it whole (and signed when Signed), under its tag.
 type PushInterruptedError struct {
 	Repo   string
 	Layout string // "" without Options.Output
+	Signed bool   // the build signed the image (Options.Key)
 	Err    error
 }
 
@@ -86,13 +87,18 @@ func (e *PushInterruptedError) Unwrap() []error { return []error{ErrPushInterrup
 
 // InLayout says where the image is kept when the push did not finish:
 // in the layout written before it began ("" without one).
-func (e *PushInterruptedError) InLayout() string { return inLayout(e.Layout) }
+func (e *PushInterruptedError) InLayout() string { return inLayout(e.Layout, e.Signed) }
 
 // inLayout is what a push that did not finish says of the layout dir its
-// build wrote first ("" for none): the image is there, under its tag.
-func inLayout(dir string) string {
+// build wrote first ("" for none): the image is there, under its tag, and
+// signed only when the build signed it (it said "signed" of an image
+// built without a key too).
+func inLayout(dir string, signed bool) string {
 	if dir == "" {
 		return ""
+	}
+	if !signed {
+		return "the image is in the layout " + LayoutPrefix + dir + ", written whole (unsigned) before the push began"
 	}
 	return "the image is in the layout " + LayoutPrefix + dir + ", written whole and signed before the push began"
 }
@@ -418,13 +424,13 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 		}
 		if err := pushAll(ctx, *push, pushTag, top, res.Digest, extra, pub, withStall(o.Remote)); err != nil {
 			if ctx.Err() != nil {
-				return nil, &PushInterruptedError{Repo: push.String(), Layout: o.Output, Err: err}
+				return nil, &PushInterruptedError{Repo: push.String(), Layout: o.Output, Signed: o.Key != nil, Err: err}
 			}
 			err = pushFailed(*push, err)
 			if re := (*refusal.Error)(nil); o.Output != "" && errors.As(err, &re) && re.Code == refusal.PushFailed {
 				// "A failed push moves no tag" is the registry's: the
 				// layout took the image, tag and signature first.
-				re.Detail += "; " + inLayout(o.Output)
+				re.Detail += "; " + inLayout(o.Output, o.Key != nil)
 			}
 			return nil, err
 		}

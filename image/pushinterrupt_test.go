@@ -81,4 +81,14 @@ func TestPushFailedAfterLayout(t *testing.T) {
 	if _, ok, err := layoutSource(o.Output).tag(context.Background(), "1.0"); err != nil || !ok {
 		t.Errorf("the layout's 1.0: %v %v", ok, err)
 	}
+	// Built without a key, the layout's image is not signed, and the
+	// refusal does not say it is (it said "written whole and signed").
+	o.Key, o.Output = nil, filepath.Join(t.TempDir(), "oci")
+	_, err = Build(context.Background(), st, o)
+	if !errors.As(err, &re) || re.Code != refusal.PushFailed || !strings.HasSuffix(re.Detail, "; the image is in the layout "+LayoutPrefix+o.Output+", written whole (unsigned) before the push began") {
+		t.Fatalf("unsigned: %v", err)
+	}
+	if pe := (&PushInterruptedError{Layout: o.Output}).InLayout(); strings.Contains(pe, "signed before") {
+		t.Errorf("an unsigned build's interrupted push: %q", pe)
+	}
 }

@@ -91,9 +91,14 @@ func TestInterruptedImageBuildMessage(t *testing.T) {
 	}
 	// With --output too, the layout was written before the push: said
 	// so (it said nothing partial was kept, and nothing of the layout).
-	both := &image.PushInterruptedError{Repo: "r/x", Layout: "out", Err: context.Canceled}
+	both := &image.PushInterruptedError{Repo: "r/x", Layout: "out", Signed: true, Err: context.Canceled}
 	if m := interruptedMessage([]string{"image", "build"}, both); m != "interrupted by a signal while it pushed (it moved no tag); the blobs it pushed before it stay in the registry, untagged; the image is in the layout oci:out, written whole and signed before the push began: run the command again to complete it" {
 		t.Errorf("stopped while pushing after the layout: %q", m)
+	}
+	// Unsigned (no --sign-key), it does not say signed.
+	both.Signed = false
+	if m := interruptedMessage([]string{"image", "build"}, both); !strings.Contains(m, "; the image is in the layout oci:out, written whole (unsigned) before the push began: run the command again") {
+		t.Errorf("stopped while pushing after the layout, unsigned: %q", m)
 	}
 	if m := interruptedMessage([]string{"image", "build"}, &image.PushInterruptedError{Repo: "r/x", Err: context.Canceled}); strings.Contains(m, "layout") || strings.Contains(m, "nothing partial") || !strings.Contains(m, "blobs it pushed before it") {
 		t.Errorf("stopped while pushing, no layout: %q", m)
