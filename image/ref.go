@@ -2,6 +2,8 @@ package image
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -292,6 +294,22 @@ func credentialsAdvice(host string) string {
 	return " (the registry refused the credentials, or none were given: write them " + host + "in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)"
 }
 
+// certUntrusted reports whether err is a registry whose TLS certificate
+// this host does not trust (an unknown authority, another host's name, an
+// expired one). A loopback registry is asked over plain HTTP after HTTPS
+// failed, and its answer to that (400 from a TLS-only registry) stood
+// alone in the advice: "HTTP 400: check its log".
+func certUntrusted(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+}
+
+// certAdvice is what to do about a registry certificate not trusted.
+const certAdvice = " (this host does not trust the registry's TLS certificate: trust the CA that signed it, in the system's trust store or a PEM file named by SSL_CERT_FILE, or, for image build, --ca-bundle FILE; or check that the host is the registry's)"
+
 // notReachedAdvice is what to do about a registry not reached (err a
 // network failure): one that refused the connection is down or named by
 // the wrong host or port; credentials are no part of it (a registry that
@@ -327,6 +345,8 @@ func readFailed(code refusal.Code, err error, format string, args ...any) error 
 	switch {
 	case refusal.CodeOf(err) != "":
 		return err
+	case certUntrusted(err):
+		return refusal.Wrap(refusal.FetchFailed, err, format+certAdvice, args...)
 	case credentialsRefused(err):
 		// The host whose credentials the docker config is to hold, as a
 		// push's advice names it: a read's named none.

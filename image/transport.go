@@ -3,6 +3,8 @@ package image
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,9 +53,29 @@ var errTooSlow = errors.New("the registry sent too little for too long")
 // kept.
 func withStall(opts []remote.Option) []remote.Option {
 	return append([]remote.Option{
-		remote.WithTransport(&stallTransport{rt: remote.DefaultTransport, stall: registryStall}),
+		remote.WithTransport(Transport(nil)),
 		remote.WithRetryPredicate(retryable),
 	}, opts...)
+}
+
+// Transport is the transport of this package's registry requests (the
+// stall and drip deadlines, the bound on redirects, error answers cut to
+// one line) over go-containerregistry's default transport, trusting the
+// certificates of roots besides the system pool (nil: the system pool
+// alone). remote.WithTransport(Transport(pool)) in Options.Remote or
+// VerifyOptions.Remote trusts a registry's private CA and keeps them,
+// where another transport of the caller's replaces them.
+func Transport(roots *x509.CertPool) http.RoundTripper {
+	rt := remote.DefaultTransport
+	if ht, ok := rt.(*http.Transport); ok && roots != nil {
+		ht = ht.Clone()
+		if ht.TLSClientConfig == nil {
+			ht.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		ht.TLSClientConfig.RootCAs = roots
+		rt = ht
+	}
+	return &stallTransport{rt: rt, stall: registryStall}
 }
 
 // RemoteOptions returns opts with what this package's own registry

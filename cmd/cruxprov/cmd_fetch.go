@@ -67,15 +67,8 @@ func indexFlags() []cli.Flag {
 	}
 }
 
-// newIndexClient builds the pinned index client from --index and
-// --ca-bundle and the environment (DESIGN §14): the system CA pool plus
-// the bundle, proxies from the standard variables, credentials from the
-// URL, netrc ($NETRC or ~/.netrc) or CRUXPROV_INDEX_USERNAME/PASSWORD.
-func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, error) {
-	u, err := index.ParseURL(rawURL)
-	if err != nil {
-		return nil, indexURLUsage(err)
-	}
+// caPool is the system CA pool plus --ca-bundle's certificates.
+func caPool(c *cli.Context) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		pool = x509.NewCertPool()
@@ -88,6 +81,22 @@ func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, erro
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, usagef("--ca-bundle %s: no PEM certificates in it", f)
 		}
+	}
+	return pool, nil
+}
+
+// newIndexClient builds the pinned index client from --index and
+// --ca-bundle and the environment (DESIGN §14): the system CA pool plus
+// the bundle, proxies from the standard variables, credentials from the
+// URL, netrc ($NETRC or ~/.netrc) or CRUXPROV_INDEX_USERNAME/PASSWORD.
+func newIndexClient(c *cli.Context, o *opts, rawURL string) (*index.Client, error) {
+	u, err := index.ParseURL(rawURL)
+	if err != nil {
+		return nil, indexURLUsage(err)
+	}
+	pool, err := caPool(c)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = http.ProxyFromEnvironment

@@ -184,6 +184,16 @@ func imageBuild(c *cli.Context) error {
 		Shims:       map[string]string{},
 		Remote:      []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 	}
+	// --ca-bundle is trusted by the registry's requests too (the base's,
+	// the push's): it was the index's alone, and a push to a registry of
+	// that CA failed "certificate signed by unknown authority".
+	if c.String("ca-bundle") != "" {
+		pool, err := caPool(c)
+		if err != nil {
+			return err
+		}
+		bo.Remote = append(bo.Remote, remote.WithTransport(image.Transport(pool)))
+	}
 	// --platform A,B and --platform A --platform B are the same: one
 	// image per platform in an index, as install and lock resolve take
 	// them (a second --platform was dropped without a word).
