@@ -102,6 +102,12 @@ func BuilderKeys(ctx context.Context, reg registry.Reader) ([]*sign.PublicKey, e
 		if id, name := proposedBuilderKey(ctx, reg); id != "" {
 			return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key yet: the change-set %s that trusts %s is proposed, not approved; approve it with an approver key", id, name).WithRemedy(refusal.ActionApprove, id)
 		}
+		// A registry that trusts no key at all takes an approver's first
+		// (its root of trust): "key trust PUB --role builder", the advice
+		// it gave, was refused changeset_invalid there.
+		if tr == nil || len(tr.Keys) == 0 {
+			return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no key yet, so no builder key: trust an approver's key first (an operator's, the root of trust), then the CI's key as a builder, a change-set that approver approves").WithRemedy(refusal.ActionTrustKey, registry.RoleApprover)
+		}
 		return nil, refusal.New(refusal.ImageSignatureInvalid, "the registry trusts no builder key: trust the CI's key, as a builder").WithRemedy(refusal.ActionTrustKey, registry.RoleBuilder)
 	}
 	return keys, nil

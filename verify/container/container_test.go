@@ -216,6 +216,13 @@ func TestBuilderKeyProposed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No key at all: the first is an approver's (key trust refuses a
+	// builder's as the root of trust; walking docs/images.md, install
+	// --backend container advised "key trust PUB --role builder" there).
+	if _, err := container.BuilderKeys(ctx, reg); refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "trust an approver's key first") ||
+		!hasRemedy(err, refusal.ActionTrustKey, registry.RoleApprover) {
+		t.Fatalf("no key at all: %v (remedy %+v, want trust_key approver)", err, refusal.RemedyOf(err))
+	}
 	if _, err := reg.TrustKey(ctx, registry.Key{Name: "ops", Role: registry.RoleApprover, PEM: string(rootPub)}, "test"); err != nil {
 		t.Fatal(err)
 	}
