@@ -120,7 +120,16 @@ func init() {
 				&cli.StringFlag{Name: "root-key", Usage: "the root of trust's public key `PUB`, for a trust.json lost"},
 			},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				// A --home that names nothing has nothing to repair: it
+				// is said so (noStore), as registry log says it; repair
+				// made <home>/registry there and answered "nothing to
+				// repair", exit 0, for a mistyped --home.
+				o, reg, err := openRegistryAs(c, 0, func(ctx context.Context, root string) (*registry.Dir, error) {
+					if err := noStore(filepath.Dir(root)); err != nil {
+						return nil, err
+					}
+					return registry.OpenDir(ctx, root)
+				})
 				if err != nil {
 					return err
 				}
