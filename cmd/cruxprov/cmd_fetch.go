@@ -74,9 +74,9 @@ func caPool(c *cli.Context) (*x509.CertPool, error) {
 		pool = x509.NewCertPool()
 	}
 	if f := c.String("ca-bundle"); f != "" {
-		pem, err := readInputFile(f, maxInputFile)
+		pem, err := inputFile("--ca-bundle", f, maxInputFile)
 		if err != nil {
-			return nil, usagef("--ca-bundle: %v", err)
+			return nil, err
 		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, usagef("--ca-bundle %s: no PEM certificates in it", f)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -49,9 +51,22 @@ func indexBuild(c *cli.Context) error {
 	if c.String("from") == "" {
 		return usagef("--from DIR_OF_WHEELS is required")
 	}
-	if st, err := os.Stat(c.String("from")); err != nil || !st.IsDir() {
-		return usagef("--from %s is not a directory; give the directory holding the .whl files", c.String("from"))
+	from := c.String("from")
+	st, err := os.Stat(from)
+	if errors.Is(err, fs.ErrPermission) {
+		return inputErr("--from", from, err)
 	}
+	if err != nil || !st.IsDir() {
+		return usagef("--from %s is not a directory; give the directory holding the .whl files", from)
+	}
+	// A directory this user may not read was "index build: open DIR:
+	// permission denied", exit 1: the path that denied it, its owner and
+	// what to do, as for every file a flag names (inputErr).
+	d, err := os.Open(from)
+	if err != nil {
+		return inputErr("--from", from, err)
+	}
+	d.Close()
 	rep, err := index.Build(c.Context, c.Args().First(), c.String("from"))
 	if err != nil {
 		return err

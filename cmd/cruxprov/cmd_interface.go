@@ -42,7 +42,7 @@ func init() {
 					return refusal.New(refusal.InterfaceInvalid, "--schema %s is larger than 1 MiB, the most an interface schema may be: give the interface's JSON Schema, not a larger document", c.String("schema"))
 				}
 				if err != nil {
-					return usagef("--schema %s: %v", c.String("schema"), unwrapPath(err))
+					return inputErr("--schema", c.String("schema"), err)
 				}
 				if _, err := digest.InterfaceDigest(b); err != nil {
 					// Not a schema at all: the wrong file, not another

@@ -60,13 +60,13 @@ func init() {
 				if err := readable("WHEEL", src); err != nil {
 					return err
 				}
-				m, err := readInputFile(c.String("manifest"), maxInputFile)
+				m, err := inputFile("--manifest", c.String("manifest"), maxInputFile)
 				if err != nil {
-					return usagef("cannot read --manifest: %v", err)
+					return err
 				}
-				l, err := readInputFile(c.String("lock"), maxInputFile)
+				l, err := inputFile("--lock", c.String("lock"), maxInputFile)
 				if err != nil {
-					return usagef("cannot read --lock: %v", err)
+					return err
 				}
 				out, made, err := embedOutput(c.String("output"), src)
 				if err != nil {

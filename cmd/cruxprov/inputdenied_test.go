@@ -103,3 +103,70 @@ func TestPlatformFileDeniedSaysWhatToDo(t *testing.T) {
 		t.Errorf("root's platform file: %+v\nwant %s", r, want)
 	}
 }
+
+// TestFlagFilesDeniedSayWhatToDo: interface register's --schema, package
+// embed's --manifest and --lock, --ca-bundle and index build's --from
+// that this user may not read are usage errors naming the path that
+// denied it, its owner and what to do, as every file a flag names
+// (docs/cli.md); they said only "--schema F: permission denied",
+// "cannot read --manifest: open F: permission denied", "--ca-bundle:
+// stat F: permission denied" and, for --from, "error: index build: open
+// DIR: permission denied", exit 1 (found walking cli.md as
+// cruxprov-rootless).
+func TestFlagFilesDeniedSayWhatToDo(t *testing.T) {
+	cases := func(dir, denied, deniedDir string) []struct {
+		flag string
+		args []string
+	} {
+		lock := filepath.Join(dir, "pylock.toml")
+		os.WriteFile(lock, []byte("lock-version = \"1.0\"\ncreated-by = \"t\"\npackages = []\n"), 0o644)
+		whl := filepath.Join(dir, "acme_echo-1.0.0-py3-none-any.whl")
+		os.WriteFile(whl, []byte("not read before the flags' files"), 0o644)
+		home := filepath.Join(dir, "home")
+		return []struct {
+			flag string
+			args []string
+		}{
+			{"--schema", []string{"--home", home, "interface", "register", "acme.echo", "--schema", denied}},
+			{"--manifest", []string{"--home", home, "package", "embed", whl, "--manifest", denied, "--lock", lock, "-o", filepath.Join(dir, "out") + "/"}},
+			{"--lock", []string{"--home", home, "package", "embed", whl, "--manifest", lock, "--lock", denied, "-o", filepath.Join(dir, "out") + "/"}},
+			{"--ca-bundle", []string{"--home", home, "fetch", "--lock", lock, "--platform", "cp311-win_amd64", "--index", "http://127.0.0.1:1/simple/", "--ca-bundle", denied}},
+			{"--from", []string{"--home", home, "index", "build", filepath.Join(dir, "index"), "--from", deniedDir}},
+		}
+	}
+	if os.Geteuid() != 0 {
+		dir := t.TempDir()
+		denied, deniedDir := filepath.Join(dir, "f"), filepath.Join(dir, "wheels")
+		os.WriteFile(denied, []byte("{}"), 0o644)
+		os.Chmod(denied, 0)
+		os.Mkdir(deniedDir, 0)
+		t.Cleanup(func() { os.Chmod(deniedDir, 0o755) })
+		for _, c := range cases(dir, denied, deniedDir) {
+			p := denied
+			if c.flag == "--from" {
+				p = deniedDir
+			}
+			r := runCmd(t, exec.Command(bin, c.args...))
+			want := "usage: " + c.flag + " " + p + ": permission denied on " + p + ", which is this user's own: give it read access (chmod u+rX " + p + ")"
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+				t.Errorf("own %s of mode 0000: %+v\nwant %s", c.flag, r, want)
+			}
+		}
+		return
+	}
+	base, exe := nobodyBase(t, "cruxprov-flagdenied-", "")
+	denied, deniedDir := filepath.Join(base, "f"), filepath.Join(base, "wheels")
+	os.WriteFile(denied, []byte("{}"), 0o600) // root's
+	os.Mkdir(deniedDir, 0o700)                // root's
+	for _, c := range cases(base, denied, deniedDir) {
+		p := denied
+		if c.flag == "--from" {
+			p = deniedDir
+		}
+		r := asNobody(t, exe, []string{"HOME=/nonexistent"}, c.args...)
+		want := "usage: " + c.flag + " " + p + ": permission denied to this user (uid 65534) on " + p + " (its owner: uid 0): have its owner give this user read access"
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("root's %s: %+v\nwant %s", c.flag, r, want)
+		}
+	}
+}

@@ -259,7 +259,7 @@ func TestPackageEmbedInputErrors(t *testing.T) {
 		args       []string
 	}{
 		{"wheel missing", "usage: WHEEL " + filepath.Join(in, "nope.whl") + ": no such file or directory", []string{filepath.Join(in, "nope.whl"), "--manifest", mf, "--lock", lf, "-o", outDir}},
-		{"lock missing", "usage: cannot read --lock", []string{s.Echo.Path, "--manifest", mf, "--lock", filepath.Join(in, "nope.toml"), "-o", outDir}},
+		{"lock missing", "usage: --lock " + filepath.Join(in, "nope.toml") + ": no such file or directory", []string{s.Echo.Path, "--manifest", mf, "--lock", filepath.Join(in, "nope.toml"), "-o", outDir}},
 		{"-o neither a directory nor a wheel name", "usage: -o " + filepath.Join(outDir, "rel3") + " is neither a directory nor a wheel file name: give -o a directory", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "rel3")}},
 		{"-o named for another wheel", "usage: -o " + filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl") + " does not name the same wheel as WHEEL", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "acme_echo-2.0.0-py3-none-any.whl")}},
 		{"-o not a wheel name", "usage: -o " + filepath.Join(outDir, "out.zip") + " is neither a directory nor a wheel file name", []string{s.Echo.Path, "--manifest", mf, "--lock", lf, "-o", filepath.Join(outDir, "out.zip")}},
