@@ -137,9 +137,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			// The flag package names a flag with one dash; the help and
 			// the docs give two.
 			msg := strings.Replace(err.Error(), " for flag -", " for flag --", 1)
+			if strings.HasPrefix(msg, "invalid boolean value ") {
+				// A boolean flag's says "for -deep", without "flag".
+				msg = strings.Replace(msg, " for -", " for flag --", 1)
+			}
 			if strings.HasSuffix(msg, ": parse error") {
 				// flag's "parse error" says nothing of what it wants.
-				msg += durationHint(msg)
+				msg += valueHint(msg)
 			}
 			return &usageError{msg}
 		},
@@ -424,13 +428,42 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("%s is larger than %s", e.path, sizeText(e.max))
 }
 
-// durationHint is what a flag's parse error lacks when the flag takes a
-// duration ("" for other flags).
-func durationHint(msg string) string {
-	for _, f := range []string{"--expires", "--timeout"} {
-		if strings.Contains(msg, " for flag "+f+":") {
-			return ": give a duration with its unit, for example 30s, 15m or 720h"
+// valueHint is what a flag's parse error lacks: the kind of value the
+// flag takes (a duration, a whole number, true or false), from the
+// flag's type among every command's flags ("" for a flag of no such
+// kind). "invalid value \"x\" for flag --jobs: parse error" said nothing
+// of what was wanted.
+func valueHint(msg string) string {
+	_, rest, ok := strings.Cut(msg, " for flag --")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, ":")
+	var kind cli.Flag
+	var walk func([]*cli.Command)
+	walk = func(cs []*cli.Command) {
+		for _, c := range cs {
+			for _, f := range c.Flags {
+				if kind == nil && slices.Contains(f.Names(), name) {
+					kind = f
+				}
+			}
+			walk(c.Subcommands)
 		}
+	}
+	for _, f := range globalFlags {
+		if slices.Contains(f.Names(), name) {
+			kind = f
+		}
+	}
+	walk(commands)
+	switch kind.(type) {
+	case *cli.DurationFlag:
+		return ": give a duration with its unit, for example 30s, 15m or 720h"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		return ": give a whole number"
+	case *cli.BoolFlag:
+		return ": give true or false, or the flag alone (--" + name + ")"
 	}
 	return ""
 }

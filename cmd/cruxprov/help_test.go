@@ -464,6 +464,21 @@ func TestUsageErrorsNameWhatToGive(t *testing.T) {
 		!strings.Contains(r.stderr, `invalid value "banana" for flag --expires: parse error: give a duration with its unit`) {
 		t.Errorf("--expires banana: %+v", r)
 	}
+	// A boolean flag was named with one dash and no "flag" ("for
+	// -dry-run"), and neither it nor a number said what it wants.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gc", "--dry-run=maybe"}, `invalid boolean value "maybe" for flag --dry-run: parse error: give true or false, or the flag alone (--dry-run)`},
+		{[]string{"version", "--json=maybe"}, `invalid boolean value "maybe" for flag --json: parse error: give true or false, or the flag alone (--json)`},
+		{[]string{"receipts", "list", "--last", "x"}, `invalid value "x" for flag --last: parse error: give a whole number`},
+		{[]string{"policy", "set", "--threshold", "two"}, `invalid value "two" for flag --threshold: parse error: give a whole number`},
+	} {
+		if r := cruxprov(t, append([]string{"--home", t.TempDir()}, c.args...)...); r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: "+c.want+" (see ") {
+			t.Errorf("%v: %+v\nwant %s", c.args, r, c.want)
+		}
+	}
 	home := t.TempDir()
 	os.WriteFile(filepath.Join(home, "config.yaml"), []byte("format: cruxprov.config/v1\nindx: x\n"), 0o644)
 	if r := cruxprov(t, "--home", home, "env", "create", "--wheel", "x.whl", "--platform", "host"); r.code != exitUsage ||
