@@ -278,7 +278,7 @@ func runAction(c *cli.Context) error {
 	if !utf8.Valid(input) {
 		// json.Valid takes any bytes inside a string: the harness could
 		// not read the request (invoke refuses it input_invalid).
-		return usagef("--input: not valid UTF-8 (JSON text is UTF-8; escape binary data, as base64 say)")
+		return usagef("--input %s: not valid UTF-8 (JSON text is UTF-8; escape binary data, as base64 say)", c.String("input"))
 	}
 	resolve, err := secretResolver(c.StringSlice("secret"))
 	if err != nil {

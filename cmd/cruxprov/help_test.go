@@ -437,7 +437,7 @@ func TestRunLimitsThatWouldBeIgnored(t *testing.T) {
 func TestRunInputNotUTF8(t *testing.T) {
 	cmd := exec.Command(bin, "--home", t.TempDir(), "run", "acme-echo", "echo", "--input", "-")
 	cmd.Stdin = strings.NewReader("{\"a\":\"\xff\"}")
-	if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "--input: not valid UTF-8") {
+	if r := runCmd(t, cmd); r.code != exitUsage || !strings.Contains(r.stderr, "usage: --input -: not valid UTF-8") {
 		t.Errorf("%+v", r)
 	}
 }

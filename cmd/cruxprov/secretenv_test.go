@@ -112,6 +112,8 @@ func TestRunInputNotJSONSaysWhy(t *testing.T) {
 		{"-", "", "usage: --input - is empty: give one JSON document"},
 		{bad, "", "usage: --input " + bad + ": not one JSON document (invalid character '{' after top-level value)"},
 		{"-", `{"a": `, "usage: --input -: not one JSON document (unexpected end of JSON input)"},
+		// Which input, as for the others: it said "--input: not valid UTF-8".
+		{"-", "\"\xff\"", "usage: --input -: not valid UTF-8"},
 	} {
 		cmd := exec.Command(bin, "run", "acme-echo", "echo", "--input", c.in)
 		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
