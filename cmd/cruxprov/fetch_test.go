@@ -553,12 +553,7 @@ func TestFetchStalledIndex(t *testing.T) {
 				})
 			})
 			r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
-			var retries []string
-			for _, l := range strings.Split(r.stderr, "\n") {
-				if strings.HasPrefix(l, "retry: ") {
-					retries = append(retries, l)
-				}
-			}
+			retries := retryLines(r.stderr)
 			if r.code != 78 || !strings.Contains(r.stderr, "refused: fetch_failed") || len(retries) < 3 {
 				t.Fatalf("exit %d, %d retry lines, want 3 or more (one per retry): %s", r.code, len(retries), r.stderr)
 			}
@@ -587,12 +582,7 @@ func TestFetchDownloadRetrySaysHowLong(t *testing.T) {
 		})
 	})
 	r := cruxprov(t, "fetch", "--lock", lock, "--platform", fetchTestPlatform, "--index", idx)
-	var retries []string
-	for _, l := range strings.Split(r.stderr, "\n") {
-		if strings.HasPrefix(l, "retry: ") {
-			retries = append(retries, l)
-		}
-	}
+	retries := retryLines(r.stderr)
 	if r.code != 0 || len(retries) != 2 {
 		t.Fatalf("exit %d, %d retry lines, want one per wheel: %s", r.code, len(retries), r.stderr)
 	}
@@ -1277,4 +1267,15 @@ func TestFetchUntrustedCA(t *testing.T) {
 		}
 		os.RemoveAll(home)
 	}
+}
+
+// retryLines are the "retry: " lines of a fetch's stderr.
+func retryLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "retry: ") {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -222,6 +222,20 @@ def tree_records(root):
     return b"".join(r for _, r in records)
 
 
+def built_tree(dirs, files, link):
+    """The records of a tree built in a temporary directory: dirs, then
+    files (path, bytes, mode), then one symlink (path, target)."""
+    with tempfile.TemporaryDirectory() as root:
+        for d in dirs:
+            os.mkdir(os.path.join(root, d))
+        for p, body, mode in files:
+            with open(os.path.join(root, p), "wb") as f:
+                f.write(body)
+            os.chmod(os.path.join(root, p), mode)
+        os.symlink(link[1], os.path.join(root, link[0]))
+        return tree_records(root)
+
+
 
 # ---- fromdoc.py DOC ----
 
@@ -302,28 +316,13 @@ def check_doc(doc_path):
         check(v["name"], seal_content(v["input"]))
 
     # The tree the doc's **tree** paragraph describes, built and walked.
-    with tempfile.TemporaryDirectory() as root:
-        for d in ("bin", "lib", "empty"):
-            os.mkdir(os.path.join(root, d))
-        for p, body, mode in (("bin/tool", b"#!/bin/sh\necho hello\n", 0o755), ("lib/data.txt", b"hello, world\n", 0o644), ("lib.txt", b"", 0o644)):
-            with open(os.path.join(root, p), "wb") as f:
-                f.write(body)
-            os.chmod(os.path.join(root, p), mode)
-        os.symlink("../bin/tool", os.path.join(root, "lib/current"))
-        records = tree_records(root)
+    records = built_tree(("bin", "lib", "empty"), (("bin/tool", b"#!/bin/sh\necho hello\n", 0o755), ("lib/data.txt", b"hello, world\n", 0o644), ("lib.txt", b"", 0o644)), ("lib/current", "../bin/tool"))
     if records.decode("utf-8").replace("\0", "\\0\n") not in doc:
         fail("tree: the doc does not show the records computed from its prose")
     check("tree", records)
     tree = records
     # The **tree-utf8** paragraph's tree.
-    with tempfile.TemporaryDirectory() as root:
-        os.mkdir(os.path.join(root, "\u00e9"))
-        for p, body, mode in (("\uff21.txt", "caf\u00e9\n".encode(), 0o644), ("\U0001f600", b"#!/bin/sh\n", 0o755), ("\u00e9/na\u00efve.txt", b"", 0o644)):
-            with open(os.path.join(root, p), "wb") as f:
-                f.write(body)
-            os.chmod(os.path.join(root, p), mode)
-        os.symlink("/nonexistent/\U0001f600", os.path.join(root, "nowhere"))
-        records = tree_records(root)
+    records = built_tree(("\u00e9",), (("\uff21.txt", "caf\u00e9\n".encode(), 0o644), ("\U0001f600", b"#!/bin/sh\n", 0o755), ("\u00e9/na\u00efve.txt", b"", 0o644)), ("nowhere", "/nonexistent/\U0001f600"))
     if records.decode("utf-8").replace("\0", "\\0\n") not in doc:
         fail("tree-utf8: the doc does not show the records computed from its prose")
     check("tree-utf8", records)
