@@ -133,6 +133,20 @@ func parseFlockHolders(b []byte, major, minor uint32, ino uint64, writers bool) 
 	return pids
 }
 
+// Holds reports whether the directory home holds a store: the lock file
+// Open makes, or a directory of its layout. A command that would make a
+// store's layout to collect or repair nothing asks first, so that a
+// --home naming some other directory (a typo, the user's own home) is
+// not filled with a store's.
+func Holds(home string) bool {
+	for _, name := range []string{lockName, BlobsDir, EnvsDir, OCIDir, RegistryDir, ReceiptsDir, TmpDir, "config.yaml"} {
+		if _, err := os.Lstat(filepath.Join(home, name)); err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
+}
+
 // OpenExisting opens the store at home as Open does, but makes nothing:
 // no directory of its layout, no lock file (a lock taken on a store
 // without one holds nothing: no process ever locked it). For the

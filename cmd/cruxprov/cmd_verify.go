@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
+	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
 	"github.com/cruxible/cruxprov/verify/container"
 )
@@ -96,11 +97,18 @@ func noStoreAt(home string) string {
 }
 
 // noStore is the failure of a command that only reads the store (or gc)
-// when --home names nothing: it says so rather than make a store there
-// (or answer for an empty one).
+// when --home names nothing, or a directory of other things that holds
+// no store: it says so rather than make a store there (gc made the whole
+// layout in any directory --home named, the user's own home among them)
+// or answer for an empty one. An empty directory may be made a store.
 func noStore(home string) error {
 	if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
 		return errors.New(noStoreAt(home))
+	}
+	if fi, err := os.Stat(home); err == nil && fi.IsDir() && !store.Holds(home) {
+		if ents, err := os.ReadDir(home); err == nil && len(ents) > 0 {
+			return fmt.Errorf("there is no store at %s: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): it must name the operator's store", home)
+		}
 	}
 	return nil
 }
