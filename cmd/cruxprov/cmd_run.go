@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
@@ -201,11 +202,16 @@ func secretNotForwarded(secrets, allow []string) error {
 // variables of this run's environment, and such an entry, no variable's
 // name, was passed on as one and matched nothing, so --allow-env LANG=C
 // ran the provider without LANG, and without a word. What follows = is
-// not shown: it may be a secret.
+// not shown: it may be a secret. An empty name, or one with a space or a
+// control character in it (--allow-env "LANG LC_ALL", two names in one),
+// matched nothing either: it is refused too.
 func allowNamesOnly(allow []string) error {
 	for _, a := range allow {
 		if k, _, ok := strings.Cut(a, "="); ok {
 			return usagef("--allow-env %q: give a variable's NAME, not NAME=VALUE (what follows = is not shown): --allow-env %s passes %s with the value this run's environment gives it", k+"=…", k, k)
+		}
+		if a == "" || strings.IndexFunc(a, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return usagef("--allow-env %q is not a variable's name: give one NAME per --allow-env (--allow-env LANG --allow-env LC_ALL)", a)
 		}
 	}
 	return nil

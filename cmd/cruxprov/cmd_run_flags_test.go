@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,5 +66,22 @@ func TestRunSecretGivenTwice(t *testing.T) {
 	want := "usage: --secret acme/api-token is given twice: give each secret once"
 	if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) {
 		t.Fatalf("--secret given twice: exit %d, stderr %q; want exit %d, %q", r.code, r.stderr, exitUsage, want)
+	}
+}
+
+// TestRunAllowEnvNotAName: an --allow-env that is empty or holds a space
+// ("LANG LC_ALL", two names in one argument) matched no variable and ran
+// the provider without them, without a word; it is a usage error.
+func TestRunAllowEnvNotAName(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(in, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"LANG LC_ALL", "A\tB"} {
+		r := cruxprov(t, "run", "acme-echo", "echo", "--input", in, "--allow-env", bad)
+		want := fmt.Sprintf("usage: --allow-env %q is not a variable's name: give one NAME per --allow-env", bad)
+		if r.code != exitUsage || !strings.HasPrefix(r.stderr, want) {
+			t.Errorf("--allow-env %q: exit %d, stderr %q; want exit %d, %q", bad, r.code, r.stderr, exitUsage, want)
+		}
 	}
 }
