@@ -576,7 +576,7 @@ func pushFailed(repo name.Repository, err error) error {
 		return &refusal.Error{Code: refusal.PushFailed, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
 	case refusal.CodeOf(err) != "":
 		return err
-	case certUntrusted(err):
+	case CertUntrusted(err):
 		return refusal.Wrap(refusal.PushFailed, err, "%s: %v%s%s", at, err, certAdvice, again)
 	case credentialsRefused(err):
 		return refusal.Wrap(refusal.PushFailed, err, "%s: %v%s%s", at, err, credentialsAdvice(repo.RegistryStr()), again)

@@ -294,12 +294,12 @@ func credentialsAdvice(host string) string {
 	return " (the registry refused the credentials, or none were given: write them " + host + "in the docker config, $DOCKER_CONFIG/config.json or ~/.docker/config.json, as docker login does)"
 }
 
-// certUntrusted reports whether err is a registry whose TLS certificate
+// CertUntrusted reports whether err is a registry whose TLS certificate
 // this host does not trust (an unknown authority, another host's name, an
 // expired one). A loopback registry is asked over plain HTTP after HTTPS
 // failed, and its answer to that (400 from a TLS-only registry) stood
 // alone in the advice: "HTTP 400: check its log".
-func certUntrusted(err error) bool {
+func CertUntrusted(err error) bool {
 	var ve *tls.CertificateVerificationError
 	var ua x509.UnknownAuthorityError
 	var he x509.HostnameError
@@ -308,7 +308,8 @@ func certUntrusted(err error) bool {
 }
 
 // certAdvice is what to do about a registry certificate not trusted.
-const certAdvice = " (this host does not trust the registry's TLS certificate: trust the CA that signed it, in the system's trust store or a PEM file named by SSL_CERT_FILE, or, for image build, --ca-bundle FILE; or check that the host is the registry's)"
+// A caller's own pool (Transport) is its to name: a library names no flag.
+const certAdvice = " (this host does not trust the registry's TLS certificate: trust the CA that signed it, in the system's trust store or a PEM file named by SSL_CERT_FILE; or check that the host is the registry's)"
 
 // notReachedAdvice is what to do about a registry not reached (err a
 // network failure): one that refused the connection is down or named by
@@ -345,7 +346,7 @@ func readFailed(code refusal.Code, err error, format string, args ...any) error 
 	switch {
 	case refusal.CodeOf(err) != "":
 		return err
-	case certUntrusted(err):
+	case CertUntrusted(err):
 		return refusal.Wrap(refusal.FetchFailed, err, format+certAdvice, args...)
 	case credentialsRefused(err):
 		// The host whose credentials the docker config is to hold, as a

@@ -299,6 +299,13 @@ func imageBuild(c *cli.Context) error {
 		bars.wait(err == nil)
 	}
 	if err != nil {
+		// image build trusts --ca-bundle's CAs for the registry too:
+		// the command again with the CA's PEM (ca_bundle), as an
+		// index's untrusted certificate advises it.
+		var re *refusal.Error
+		if image.CertUntrusted(err) && errors.As(err, &re) && re.Remedy == nil {
+			re.WithRemedy(refusal.ActionCABundle, "")
+		}
 		return spaceAdvice(err)
 	}
 	if bo.Key == nil {

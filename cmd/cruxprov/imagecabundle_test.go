@@ -46,8 +46,9 @@ func TestImagePushCABundle(t *testing.T) {
 	const advice = "this host does not trust the registry's TLS certificate: trust the CA that signed it"
 	r := build()
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: push_failed: the push to the registry "+host+" failed: ") ||
-		!strings.Contains(r.stderr, advice) || strings.Contains(r.stderr, "check its log") {
-		t.Fatalf("no --ca-bundle: %+v", r)
+		!strings.Contains(r.stderr, advice) || strings.Contains(r.stderr, "check its log") ||
+		!strings.Contains(r.stderr, "; to fix: cruxprov --home "+home+" image build ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "--ca-bundle FILE") {
+		t.Fatalf("no --ca-bundle: %+v, want the advice and the build again with --ca-bundle FILE", r)
 	}
 	r = build("--ca-bundle", ca)
 	if r.code != 0 {
@@ -60,7 +61,8 @@ func TestImagePushCABundle(t *testing.T) {
 		t.Fatal(r)
 	}
 	r = cruxprov(t, "image", "verify", ref, "--key", pub+".pub")
-	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: fetch_failed: cannot read "+ref) || !strings.Contains(r.stderr, advice) {
+	// image verify takes no --ca-bundle: the advice, and no command.
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: fetch_failed: cannot read "+ref) || !strings.Contains(r.stderr, advice) || strings.Contains(r.stderr, "to fix:") {
 		t.Fatalf("verify, the CA not trusted: %+v", r)
 	}
 }
