@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
 
-	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/seal"
 )
@@ -68,15 +65,9 @@ func TestEnvDigestsFromDocProse(t *testing.T) {
 	var made []envCreated
 	made = append(made, createJSON(t, createArgs(home, lock)...), createJSON(t, createArgs(home, lock, "--no-compile")...))
 	// A provider's env: a root wheel, resolved from an index.
-	fx := fixtures.ForTest(t, fixtures.Options{})
-	idx := t.TempDir()
-	if r := cruxprov(t, "index", "build", idx, "--from", filepath.Dir(fx.Echo.Path), "--quiet"); r.code != 0 {
-		t.Fatalf("%+v", r)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
+	fx, index := echoIndex(t)
 	rooted := testdir.New(t)
-	made = append(made, createJSON(t, "--home", rooted, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--json"))
+	made = append(made, createJSON(t, "--home", rooted, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", index, "--json"))
 
 	for i, c := range made {
 		s, err := os.ReadFile(seal.SealPath(c.Path))

@@ -245,15 +245,9 @@ func TestEnvListCountsTheRoot(t *testing.T) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("no %s", envPython)
 	}
-	fx := fixtures.ForTest(t, fixtures.Options{})
-	idx := t.TempDir()
-	if r := cruxprov(t, "index", "build", idx, "--from", filepath.Dir(fx.Echo.Path), "--quiet"); r.code != 0 {
-		t.Fatalf("%+v", r)
-	}
-	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
-	defer srv.Close()
+	fx, index := echoIndex(t)
 	home := testdir.New(t)
-	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", srv.URL+"/simple/", "--no-compile", "--json")
+	out := createJSON(t, "--home", home, "env", "create", "--wheel", fx.Echo.Path, "--platform", "host", "--python", envPython, "--index", index, "--no-compile", "--json")
 	var list struct {
 		Envs []envListed `json:"envs"`
 	}
@@ -781,4 +775,19 @@ func TestEnvReplaceOfAnotherStore(t *testing.T) {
 	if r := cruxprov(t, "--home", home, "env", "create", "--replace", link, "--offline"); r.code != 0 {
 		t.Fatalf("--replace through a link: %+v", r)
 	}
+}
+
+// echoIndex serves on loopback, for the test, an index that
+// cruxprov index build made of the fixtures' wheels: the fixtures and
+// the index's URL (…/simple/).
+func echoIndex(t *testing.T) (*fixtures.Set, string) {
+	t.Helper()
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	idx := t.TempDir()
+	if r := cruxprov(t, "index", "build", idx, "--from", filepath.Dir(fx.Echo.Path), "--quiet"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	srv := httptest.NewServer(http.FileServer(http.Dir(idx)))
+	t.Cleanup(srv.Close)
+	return fx, srv.URL + "/simple/"
 }
