@@ -133,7 +133,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:        true,
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // run() maps errors to exit codes
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
 			// The flag package names a flag with one dash; the help and
 			// the docs give two.
 			msg := strings.Replace(err.Error(), " for flag -", " for flag --", 1)
@@ -143,7 +143,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 			if strings.HasSuffix(msg, ": parse error") {
 				// flag's "parse error" says nothing of what it wants.
-				msg += valueHint(msg)
+				flags := globalFlags // the root's own
+				if c != nil && c.Command != nil && len(c.Command.Flags) > 0 {
+					flags = c.Command.Flags
+				}
+				msg += valueHint(msg, flags)
 			}
 			return &usageError{msg}
 		},
@@ -429,35 +433,21 @@ func (e *tooLargeError) Error() string {
 }
 
 // valueHint is what a flag's parse error lacks: the kind of value the
-// flag takes (a duration, a whole number, true or false), from the
-// flag's type among every command's flags ("" for a flag of no such
-// kind). "invalid value \"x\" for flag --jobs: parse error" said nothing
-// of what was wanted.
-func valueHint(msg string) string {
+// flag takes (a duration, a whole number, true or false), from its type
+// among flags, those of the command whose flags were parsed ("" for a
+// flag of no such kind). "invalid value \"x\" for flag --jobs: parse
+// error" said nothing of what was wanted.
+func valueHint(msg string, flags []cli.Flag) string {
 	_, rest, ok := strings.Cut(msg, " for flag --")
 	if !ok {
 		return ""
 	}
 	name, _, _ := strings.Cut(rest, ":")
-	var kind cli.Flag
-	var walk func([]*cli.Command)
-	walk = func(cs []*cli.Command) {
-		for _, c := range cs {
-			for _, f := range c.Flags {
-				if kind == nil && slices.Contains(f.Names(), name) {
-					kind = f
-				}
-			}
-			walk(c.Subcommands)
-		}
+	i := slices.IndexFunc(flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) })
+	if i < 0 {
+		return ""
 	}
-	for _, f := range globalFlags {
-		if slices.Contains(f.Names(), name) {
-			kind = f
-		}
-	}
-	walk(commands)
-	switch kind.(type) {
+	switch flags[i].(type) {
 	case *cli.DurationFlag:
 		return ": give a duration with its unit, for example 30s, 15m or 720h"
 	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
