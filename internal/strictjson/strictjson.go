@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -63,9 +64,8 @@ func Decode(b []byte, v any, unknown bool) error {
 // alone: their keys are case-sensitive. Malformed JSON is left for the
 // decoder to report, with its offset.
 func CheckKeys(b []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	err := walk(dec, t, "", 0)
+	sc := scanner{b: b}
+	err := sc.value(t, nil, 0)
 	var ke *KeyError
 	if errors.As(err, &ke) || errors.Is(err, ErrTooDeep) {
 		return err
@@ -102,71 +102,241 @@ func (e *KeyError) Error() string {
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-// walk reads one value from dec, which decoding into t would fill; at
-// names it for errors ("" for the document).
-func walk(dec *json.Decoder, t reflect.Type, at string, depth int) error {
+// errSyntax is the scanner's word for JSON it cannot read: CheckKeys
+// leaves it to the decoder, which says where and why.
+var errSyntax = errors.New("malformed JSON")
+
+// scanner reads the structure of a JSON text: objects' keys, decoded, and
+// where each value begins and ends, without decoding the values. It is
+// what every verify and run pays on the pin, the trust state, the floor
+// and the seal, so it allocates little: a key without an escape is
+// compared as the bytes it is (encoding/json's Token allocated every key,
+// string and number, and made the pin's check cost half of the pin's
+// parse again). It trusts the decoder after it to refuse malformed input.
+type scanner struct {
+	b []byte
+	i int
+}
+
+// place is where a value stands, for errors: built only when one is made.
+type place struct {
+	up    *place
+	key   []byte // the member's key, or
+	index int    // for an array's element, its index (-1 for a member)
+}
+
+func (p *place) String() string {
+	if p == nil {
+		return ""
+	}
+	if p.index >= 0 {
+		return p.up.String() + "[" + strconv.Itoa(p.index) + "]"
+	}
+	return p.up.String() + "." + string(p.key)
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// child reads the value of a member (key) or an element (index) of the
+// container at: a place is made only for a value that holds keys.
+func (s *scanner) child(t reflect.Type, at *place, key []byte, index, depth int) error {
+	s.ws()
+	if s.i < len(s.b) && (s.b[s.i] == '{' || s.b[s.i] == '[') {
+		return s.value(t, &place{up: at, key: key, index: index}, depth+1)
+	}
+	return s.value(t, nil, depth+1)
+}
+
+// value reads one value, which decoding into t would fill.
+func (s *scanner) value(t reflect.Type, at *place, depth int) error {
 	if depth > maxDepth {
 		return ErrTooDeep
 	}
-	tok, err := dec.Token()
-	if err != nil {
+	s.ws()
+	if s.i >= len(s.b) {
+		return errSyntax
+	}
+	switch s.b[s.i] {
+	case '{':
+		return s.object(shape(t), at, depth)
+	case '[':
+		return s.array(shape(t), at, depth)
+	case '"':
+		_, _, err := s.str()
 		return err
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return nil // a scalar
+	start := s.i // a number, true, false or null
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ',', ']', '}', ' ', '\t', '\n', '\r':
+			if s.i == start {
+				return errSyntax
+			}
+			return nil
+		}
+		s.i++
 	}
-	t = shape(t)
-	switch d {
-	case '[':
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
+	return nil
+}
+
+// str reads a string: its bytes as they stand between the quotes, and
+// whether they hold an escape (then they are not yet its value).
+func (s *scanner) str() (raw []byte, escaped bool, err error) {
+	s.i++ // the opening quote
+	start := s.i
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '\\':
+			escaped = true
+			s.i += 2
+			continue
+		case '"':
+			raw = s.b[start:s.i]
+			s.i++
+			return raw, escaped, nil
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, fmt.Sprintf("%s[%d]", at, i), depth+1); err != nil {
-				return err
-			}
+		s.i++
+	}
+	return nil, false, errSyntax
+}
+
+func (s *scanner) array(t reflect.Type, at *place, depth int) error {
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	s.i++ // [
+	for n := 0; ; n++ {
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ']' && n == 0 {
+			s.i++
+			return nil
 		}
-	case '{':
-		var fields []field
-		var elem reflect.Type
-		switch {
-		case t != nil && t.Kind() == reflect.Struct:
-			fields = fieldsOf(t)
-		case t != nil && t.Kind() == reflect.Map:
-			elem = t.Elem()
+		if err := s.child(elem, at, nil, n, depth); err != nil {
+			return err
 		}
-		seen := map[string]bool{}
-		bound := map[int]string{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
+		s.ws()
+		if s.i >= len(s.b) {
+			return errSyntax
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return errSyntax
+		}
+	}
+}
+
+// smallObject is how many keys an object's are compared one by one
+// before they go into a map (a call's input may have thousands).
+const smallObject = 16
+
+func (s *scanner) object(t reflect.Type, at *place, depth int) error {
+	var fields []field
+	var elem reflect.Type
+	switch {
+	case t != nil && t.Kind() == reflect.Struct:
+		fields = fieldsOf(t)
+	case t != nil && t.Kind() == reflect.Map:
+		elem = t.Elem()
+	}
+	var keys [][]byte // the keys so far, decoded
+	var many map[string]bool
+	var bound []int // per field, the index in keys of the key bound to it, +1
+	s.i++           // {
+	for n := 0; ; n++ {
+		s.ws()
+		if s.i >= len(s.b) {
+			return errSyntax
+		}
+		if s.b[s.i] == '}' && n == 0 {
+			s.i++
+			return nil
+		}
+		if s.b[s.i] != '"' {
+			return errSyntax
+		}
+		start := s.i
+		k, escaped, err := s.str()
+		if err != nil {
+			return err
+		}
+		if escaped {
+			var d string
+			if err := json.Unmarshal(s.b[start:s.i], &d); err != nil {
+				return errSyntax
 			}
-			k, _ := kt.(string)
-			if seen[k] {
-				return &KeyError{At: at, Key: k}
+			k = []byte(d)
+		}
+		if many != nil {
+			if many[string(k)] {
+				return &KeyError{At: at.String(), Key: string(k)}
 			}
-			seen[k] = true
-			vt := elem
-			if fields != nil {
-				vt = nil
-				if i := match(fields, k); i >= 0 {
-					if prev, dup := bound[i]; dup {
-						return &KeyError{At: at, Key: k, First: prev, Field: fields[i].name}
-					}
-					bound[i] = k
-					vt = fields[i].typ
+			many[string(k)] = true
+		} else {
+			for _, x := range keys {
+				if bytes.Equal(x, k) {
+					return &KeyError{At: at.String(), Key: string(k)}
 				}
 			}
-			if err := walk(dec, vt, at+"."+k, depth+1); err != nil {
-				return err
+			if len(keys) == smallObject {
+				many = make(map[string]bool, 2*smallObject)
+				for _, x := range keys {
+					many[string(x)] = true
+				}
+				many[string(k)] = true
 			}
 		}
+		keys = append(keys, k)
+		vt := elem
+		if fields != nil {
+			vt = nil
+			if f := match(fields, k); f >= 0 {
+				if bound == nil {
+					bound = make([]int, len(fields))
+				}
+				if bound[f] != 0 {
+					return &KeyError{At: at.String(), Key: string(k), First: string(keys[bound[f]-1]), Field: fields[f].name}
+				}
+				bound[f] = len(keys)
+				vt = fields[f].typ
+			}
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return errSyntax
+		}
+		s.i++
+		if err := s.child(vt, at, k, -1, depth); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return errSyntax
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return errSyntax
+		}
 	}
-	_, err = dec.Token() // the closing delimiter
-	return err
 }
 
 // shape is the type whose JSON shape t's value takes: pointers followed,
@@ -197,14 +367,14 @@ type field struct {
 
 // match is the index of the field encoding/json binds key to: its exact
 // name, else the first that equals it but for case; -1 for none.
-func match(fields []field, key string) int {
+func match(fields []field, key []byte) int {
 	for i, f := range fields {
-		if f.name == key {
+		if f.name == string(key) {
 			return i
 		}
 	}
 	for i, f := range fields {
-		if strings.EqualFold(f.name, key) {
+		if strings.EqualFold(f.name, string(key)) {
 			return i
 		}
 	}

@@ -1,7 +1,11 @@
 package strictjson
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -113,5 +117,131 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("accepted into doc, refused as untyped: %v", err)
 		}
 		_ = json.Unmarshal(b, &m)
+	})
+}
+
+// tokenKeys is the key check as first written, on encoding/json's Token:
+// slow (every key, string and number allocated) but plainly right; the
+// scanner must agree with it on every valid JSON text.
+func tokenKeys(b []byte, t reflect.Type) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var walk func(t reflect.Type, at string, depth int) error
+	walk = func(t reflect.Type, at string, depth int) error {
+		if depth > maxDepth {
+			return ErrTooDeep
+		}
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			return nil
+		}
+		t = shape(t)
+		switch d {
+		case '[':
+			var elem reflect.Type
+			if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+				elem = t.Elem()
+			}
+			for i := 0; dec.More(); i++ {
+				if err := walk(elem, fmt.Sprintf("%s[%d]", at, i), depth+1); err != nil {
+					return err
+				}
+			}
+		case '{':
+			var fields []field
+			var elem reflect.Type
+			switch {
+			case t != nil && t.Kind() == reflect.Struct:
+				fields = fieldsOf(t)
+			case t != nil && t.Kind() == reflect.Map:
+				elem = t.Elem()
+			}
+			seen, bound := map[string]bool{}, map[int]string{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				k, _ := kt.(string)
+				if seen[k] {
+					return &KeyError{At: at, Key: k}
+				}
+				seen[k] = true
+				vt := elem
+				if fields != nil {
+					vt = nil
+					if i := match(fields, []byte(k)); i >= 0 {
+						if prev, dup := bound[i]; dup {
+							return &KeyError{At: at, Key: k, First: prev, Field: fields[i].name}
+						}
+						bound[i] = k
+						vt = fields[i].typ
+					}
+				}
+				if err := walk(vt, at+"."+k, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	err := walk(t, "", 0)
+	var ke *KeyError
+	if errors.As(err, &ke) || errors.Is(err, ErrTooDeep) {
+		return err
+	}
+	return nil
+}
+
+// FuzzScannerAgreesWithTokens: on every valid JSON text, into doc or no
+// type, CheckKeys says what tokenKeys says, to the letter.
+func FuzzScannerAgreesWithTokens(f *testing.F) {
+	for _, s := range []string{`{"format":"x","inner":{"path":"/p","Path":"/q"}}`, `{"names":{"k":1,"k":2}}`, `{"list":[{"version":"1"},{"VERSION":"1","version":2}]}`,
+		`{"a":{"b":[1,{"c":1,"\u0063":2}]}}`, `[{"a":1},{"a":2}]`, `{"":1,"":2}`, `{"any":[[],{},"x\"y",-1.5e3,true,null]}`,
+		`{"a1":1,"a2":1,"a3":1,"a4":1,"a5":1,"a6":1,"a7":1,"a8":1,"a9":1,"a10":1,"a11":1,"a12":1,"a13":1,"a14":1,"a15":1,"a16":1,"a17":1,"a3":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		for _, typ := range []reflect.Type{reflect.TypeFor[*doc](), nil} {
+			got, want := CheckKeys(b, typ), tokenKeys(b, typ)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("CheckKeys(%q, %v) = %v; tokens say %v", b, typ, got, want)
+			}
+		}
+	})
+}
+
+// BenchmarkCheckKeys is the check on a pin-sized document (2.6 KB) into
+// its struct: what a verify pays for it, on the pin, the trust state and
+// the floor.
+func BenchmarkCheckKeys(b *testing.B) {
+	var items []string
+	for i := range 20 {
+		items = append(items, fmt.Sprintf(`{"path":"/usr/lib/python3/site-packages/pkg%02d","version":"1.%d.0"}`, i, i))
+	}
+	d := []byte(`{"format":"cruxible.pin/v1","inner":{"path":"/usr/bin/python3","version":"3.11"},"list":[` + strings.Join(items, ",") + `],"names":{"a":"b","c":"d"},"NoTag":"x"}`)
+	typ := reflect.TypeFor[*doc]()
+	b.SetBytes(int64(len(d)))
+	b.Run("scanner", func(b *testing.B) {
+		for b.Loop() {
+			if err := CheckKeys(d, typ); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tokens", func(b *testing.B) {
+		for b.Loop() {
+			if err := tokenKeys(d, typ); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }
