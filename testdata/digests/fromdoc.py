@@ -14,6 +14,12 @@ It shares no code with cruxprov's Go packages or with gen.mjs.
     resolution, materialization and seal content digests of its seal
     document SEAL, computed as the doc says; TestEnvDigestsFromDocProse
     (cmd/cruxprov) compares them with what cruxprov prints for a real env.
+  fromdoc.py --image LAYOUT DIGEST
+    prints, as JSON, {platform: container materialization digest} of the
+    image (one platform's manifest, or an image index) that DIGEST names in
+    the OCI image layout LAYOUT, every blob it reads rehashed as the doc
+    says; TestContainerDigestsFromDocProse (cmd/cruxprov) compares them with
+    what image build prints, install pins and verify accepts.
 """
 
 import hashlib
@@ -196,6 +202,63 @@ def seal_content(seal):
 
 
 
+# ---- the container materialization digest, as its section describes it ----
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def container_materializations(image, blob):
+    """image: the bytes the reference's digest names (one platform's manifest,
+    or an image index); blob(digest): the bytes of a blob the image names, or
+    None when it is not at hand (a vector holds no layers). Returns
+    {platform: the bytes of its manifest}, the platform its config's label
+    names: the materialization digest is their sha256, the bytes as they
+    are."""
+
+    def held(desc, need):
+        b = blob(desc["digest"])
+        if b is None:
+            if need:
+                raise ValueError("%s is not at hand" % desc["digest"])
+            return None
+        if sha(b) != desc["digest"] or len(b) != desc["size"]:
+            raise ValueError("%s: the bytes hash to %s, %d bytes" % (desc["digest"], sha(b), len(b)))
+        return b
+
+    doc = parse_json(image)
+    if doc.get("mediaType") == OCI_INDEX:
+        manifests = [held(d, True) for d in doc["manifests"]]
+    else:
+        manifests = [image]
+    out = {}
+    for raw in manifests:
+        m = parse_json(raw)
+        if m.get("mediaType") != OCI_MANIFEST:
+            raise ValueError("not an image manifest: %s" % m.get("mediaType"))
+        config = parse_json(held(m["config"], True))
+        for layer in m["layers"]:
+            held(layer, False)
+        out[config["config"]["Labels"]["dev.cruxible.platform"]] = raw
+    return out
+
+
+def layout_blob(layout):
+    def blob(d):
+        algo, _, hexd = d.partition(":")
+        path = os.path.join(layout, "blobs", algo, hexd)
+        if algo != "sha256" or not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            return f.read()
+    return blob
+
+
+def vector_blob(texts):
+    by_digest = {sha(t.encode("utf-8")): t.encode("utf-8") for t in texts}
+    return by_digest.get
+
+
 # ---- the tree digest, as "Tree digest" describes the records ----
 
 
@@ -315,6 +378,20 @@ def check_doc(doc_path):
     for v in json.load(open(os.path.join(here, "seal-content.json"), encoding="utf-8")):
         check(v["name"], seal_content(v["input"]))
 
+    # The container materialization vectors: the images (and the blobs they
+    # name) of materialization-container.json, the doc's stated inputs.
+    for v in json.load(open(os.path.join(here, "materialization-container.json"), encoding="utf-8")):
+        i = v["input"]
+        got = container_materializations(i["image"].encode("utf-8"), vector_blob(i["blobs"]))
+        if i["platform"] not in got:
+            fail("%s: the image holds no image of platform %s (it holds %s)" % (v["name"], i["platform"], ", ".join(sorted(got))))
+            continue
+        check(v["name"], got[i["platform"]])
+        if v["name"] == "materialization-container":
+            m = re.search(r"\*\*materialization-container\*\*:.*?```\n(.*?)…\n```", doc, re.S)
+            if m is None or not i["image"].startswith(m.group(1)):
+                fail("materialization-container: the doc does not show the beginning of the manifest hashed")
+
     # The tree the doc's **tree** paragraph describes, built and walked.
     records = built_tree(("bin", "lib", "empty"), (("bin/tool", b"#!/bin/sh\necho hello\n", 0o755), ("lib/data.txt", b"hello, world\n", 0o644), ("lib.txt", b"", 0o644)), ("lib/current", "../bin/tool"))
     if records.decode("utf-8").replace("\0", "\\0\n") not in doc:
@@ -361,8 +438,15 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--env":
         print(json.dumps(env_digests(sys.argv[2], sys.argv[3])))
         sys.exit(0)
+    if len(sys.argv) == 4 and sys.argv[1] == "--image":
+        blob = layout_blob(sys.argv[2])
+        image = blob(sys.argv[3])
+        if image is None or sha(image) != sys.argv[3]:
+            sys.exit("fromdoc.py: %s holds no blob that hashes to %s" % (sys.argv[2], sys.argv[3]))
+        print(json.dumps({p: sha(m) for p, m in container_materializations(image, blob).items()}))
+        sys.exit(0)
     if len(sys.argv) != 2:
-        sys.exit("usage: fromdoc.py DOC | fromdoc.py --env ENV SEAL")
+        sys.exit("usage: fromdoc.py DOC | fromdoc.py --env ENV SEAL | fromdoc.py --image LAYOUT DIGEST")
     vectors, examples = check_doc(sys.argv[1])
     for p in problems:
         print(p)

@@ -102,6 +102,34 @@ typed("seal-content.json", (i) => {
 
 typed("interface.json", (i) => JSON.parse(i));
 
+// The container materialization digests: the sha256 of the bytes of the
+// platform's image manifest as they are (never parsed and written again),
+// the platform read from its config's label; from an image index, the
+// manifest of the entry whose config names the platform. Every blob named
+// (by the index, the manifest) must be among the inputs with that digest
+// and size.
+{
+  const cases = load("materialization-container.json");
+  for (const c of cases) {
+    const blobs = new Map(c.input.blobs.map((b) => [sha256(Buffer.from(b, "utf8")), b]));
+    const get = (d) => {
+      const b = blobs.get(d.digest);
+      if (b === undefined || Buffer.byteLength(b, "utf8") !== d.size) throw new Error(`${c.name}: no blob ${d.digest} of ${d.size} bytes`);
+      return b;
+    };
+    const top = JSON.parse(c.input.image);
+    const manifests = top.mediaType === "application/vnd.oci.image.index.v1+json" ? top.manifests.map(get) : [c.input.image];
+    const found = manifests.filter((m) => {
+      const mf = JSON.parse(m);
+      if (mf.mediaType !== "application/vnd.oci.image.manifest.v1+json") throw new Error(`${c.name}: not an image manifest`);
+      return JSON.parse(get(mf.config)).config.Labels["dev.cruxible.platform"] === c.input.platform;
+    });
+    if (found.length !== 1) throw new Error(`${c.name}: ${found.length} images of ${c.input.platform}`);
+    c.digest = sha256(Buffer.from(found[0], "utf8"));
+  }
+  save("materialization-container.json", cases);
+}
+
 // Canonical JSON cases: only the accepted ones get an expected output.
 {
   const cases = load("canonical.json");
