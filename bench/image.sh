@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # image build on a warm store (wheels fetched), for the --size medium corpus of real wheels
-# (../shared/bench/make-corpus.py, with the fixtures' runtime wheel), on a bookworm base:
+# (../shared/bench/make-corpus.py, with the fixtures' runtime wheel), on a bookworm base.
+# make-corpus.py packs the distributions CORPUS_PYTHON (default: the python3 on PATH) has
+# installed, and medium is 30 named ones and the runtime wheel, 31 wheels; an interpreter without
+# some of them gives a smaller corpus (Debian's python3: 6 wheels), so the corpus built is checked
+# against make-corpus.py's list for CORPUS_SIZE first, and the script stops, measuring nothing and
+# naming what is missing, when any is not in it (CORPUS_CHECK_ONLY=1 stops after that check).
 #
 #   1. the whole `image build --offline --output oci:NEW`  vs  tar -c of the same env tree | gzip -6
 #      (target: no slower than the pipe); and the layer writing alone (the build's layers_ns)
@@ -10,11 +15,13 @@
 #
 # Each runs RUNS times (default 5); medians are printed, with the load average before and after.
 # Needs mmdebstrap and umoci for the base (cached in $TMPDIR like make interop's); skipped otherwise.
-# Usage: bench/image.sh   (env: RUNS, CORPUS_SIZE, CRUXPROV=path to a built binary)
+# Usage: bench/image.sh   (env: RUNS, CORPUS_SIZE, CORPUS_PYTHON, CORPUS_CHECK_ONLY=1,
+#   CRUXPROV=path to a built binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 SIZE=${CORPUS_SIZE:-medium}
+CORPUS_PY=${CORPUS_PYTHON:-python3}
 PY=/usr/bin/python3.11
 MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 [ -f "$MAKE_CORPUS" ] || { echo "image.sh: no $MAKE_CORPUS; skipped"; exit 0; }
@@ -22,14 +29,64 @@ MAKE_CORPUS=${MAKE_CORPUS:-../shared/bench/make-corpus.py}
 for t in mmdebstrap umoci jq; do command -v $t >/dev/null || { echo "image.sh: $t missing; skipped"; exit 0; }; done
 export SOURCE_DATE_EPOCH=1700000000
 . bench/lib/common.sh
+
+# check_corpus DIR: DIR (make-corpus.py's output) is the corpus $SIZE names: every distribution
+# make-corpus.py lists for that size packed, the runtime wheel, and its lock naming each wheel once.
+# Otherwise it says what is missing and how to get it, on stderr, and fails: the figures of a
+# smaller corpus printed under the name of this one misled (as a user whose python3 is Debian's,
+# "medium" was 6 wheels).
+check_corpus() {
+	"$CORPUS_PY" - "$MAKE_CORPUS" "$1" "$SIZE" "$CORPUS_PY" <<'PYEOF'
+import importlib.metadata, importlib.util, json, os, re, sys
+make, out, size, py = sys.argv[1:]
+spec = importlib.util.spec_from_file_location("make_corpus", make)
+mc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mc)
+norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+corpus = json.load(open(os.path.join(out, "corpus.json")))
+packed = {p["name"] for p in corpus["packages"]}
+locked = len(re.findall(r"(?m)^\[\[packages\]\]$", open(os.path.join(out, "pylock.toml")).read()))
+want = mc.SIZES[size]
+want = sorted(packed) if want is None else sorted({norm(n) for n in want} | {"cruxible-provider-runtime"})
+missing = [n for n in want if n not in packed]
+what = "%s (%s, Python %s)" % (py, os.path.realpath(sys.executable), sys.version.split()[0])
+if not missing and locked == len(packed) == corpus["wheels"]:
+    print("corpus checked: the %s corpus, %d wheels (%d files), every one make-corpus.py lists for it, from %s" % (size, len(packed), corpus["files"], what))
+    sys.exit(0)
+installed = {norm(d.metadata["Name"]) for d in importlib.metadata.distributions() if d.metadata["Name"]}
+absent = [n for n in missing if n not in installed and n != "cruxible-provider-runtime"]
+unpacked = [n for n in missing if n in installed]
+why = []
+if absent:
+    why.append("not installed in that interpreter: " + ", ".join(absent))
+if unpacked:
+    why.append("installed there but not packed (no dist-info or no files make-corpus.py can read): " + ", ".join(unpacked))
+if "cruxible-provider-runtime" in missing:
+    why.append("the fixtures' runtime wheel is not in it")
+if locked != len(packed) or corpus["wheels"] != len(packed):
+    why.append("its pylock.toml names %d packages and corpus.json counts %d wheels for the %d packed" % (locked, corpus["wheels"], len(packed)))
+sys.stderr.write(
+    "image.sh: the %s corpus is %d wheels, but the one built from %s has %d (%d files), so nothing is "
+    "measured: its figures would be for another corpus.\n  missing: %s.\n  to get it: run with "
+    "CORPUS_PYTHON set to a CPython 3.11 (the image's platform is cp311) that has every one installed "
+    "(python3 -m pip install them into one; materialize.sh's default interpreter, "
+    "/root/.pyenv/versions/3.11.7/bin/python3.11, has them where it exists, as root), or choose a "
+    "corpus it has knowingly, CORPUS_SIZE=small or large.\n"
+    % (size, len(want), what, len(packed), corpus["files"], "; ".join(why)))
+sys.exit(1)
+PYEOF
+}
+
 bench_setup img
-CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim
-
-bench_base
-
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
-echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
-python3 "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --runtime-wheel "$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)" | tail -1
+echo "corpus: $SIZE (building it with $MAKE_CORPUS from what $CORPUS_PY has installed)"
+"$CORPUS_PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$CORPUS_PY" \
+	--runtime-wheel "$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)" | tail -1
+check_corpus "$W/corpus" || exit 1
+[ "${CORPUS_CHECK_ONLY:-}" = 1 ] && exit 0
+
+CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim
+bench_base
 bench_serve "$W/corpus"
 ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
 PLAT=cp311-manylinux_2_36_x86_64
