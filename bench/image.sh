@@ -30,59 +30,12 @@ for t in mmdebstrap umoci jq; do command -v $t >/dev/null || { echo "image.sh: $
 export SOURCE_DATE_EPOCH=1700000000
 . bench/lib/common.sh
 
-# check_corpus DIR: DIR (make-corpus.py's output) is the corpus $SIZE names: every distribution
-# make-corpus.py lists for that size packed, the runtime wheel, and its lock naming each wheel once.
-# Otherwise it says what is missing and how to get it, on stderr, and fails: the figures of a
-# smaller corpus printed under the name of this one misled (as a user whose python3 is Debian's,
-# "medium" was 6 wheels).
-check_corpus() {
-	"$CORPUS_PY" - "$MAKE_CORPUS" "$1" "$SIZE" "$CORPUS_PY" <<'PYEOF'
-import importlib.metadata, importlib.util, json, os, re, sys
-make, out, size, py = sys.argv[1:]
-spec = importlib.util.spec_from_file_location("make_corpus", make)
-mc = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mc)
-norm = lambda n: re.sub(r"[-_.]+", "-", n).lower()
-corpus = json.load(open(os.path.join(out, "corpus.json")))
-packed = {p["name"] for p in corpus["packages"]}
-locked = len(re.findall(r"(?m)^\[\[packages\]\]$", open(os.path.join(out, "pylock.toml")).read()))
-want = mc.SIZES[size]
-want = sorted(packed) if want is None else sorted({norm(n) for n in want} | {"cruxible-provider-runtime"})
-missing = [n for n in want if n not in packed]
-what = "%s (%s, Python %s)" % (py, os.path.realpath(sys.executable), sys.version.split()[0])
-if not missing and locked == len(packed) == corpus["wheels"]:
-    print("corpus checked: the %s corpus, %d wheels (%d files), every one make-corpus.py lists for it, from %s" % (size, len(packed), corpus["files"], what))
-    sys.exit(0)
-installed = {norm(d.metadata["Name"]) for d in importlib.metadata.distributions() if d.metadata["Name"]}
-absent = [n for n in missing if n not in installed and n != "cruxible-provider-runtime"]
-unpacked = [n for n in missing if n in installed]
-why = []
-if absent:
-    why.append("not installed in that interpreter: " + ", ".join(absent))
-if unpacked:
-    why.append("installed there but not packed (no dist-info or no files make-corpus.py can read): " + ", ".join(unpacked))
-if "cruxible-provider-runtime" in missing:
-    why.append("the fixtures' runtime wheel is not in it")
-if locked != len(packed) or corpus["wheels"] != len(packed):
-    why.append("its pylock.toml names %d packages and corpus.json counts %d wheels for the %d packed" % (locked, corpus["wheels"], len(packed)))
-sys.stderr.write(
-    "image.sh: the %s corpus is %d wheels, but the one built from %s has %d (%d files), so nothing is "
-    "measured: its figures would be for another corpus.\n  missing: %s.\n  to get it: run with "
-    "CORPUS_PYTHON set to a CPython 3.11 (the image's platform is cp311) that has every one installed "
-    "(python3 -m pip install them into one; materialize.sh's default interpreter, "
-    "/root/.pyenv/versions/3.11.7/bin/python3.11, has them where it exists, as root), or choose a "
-    "corpus it has knowingly, CORPUS_SIZE=small or large.\n"
-    % (size, len(want), what, len(packed), corpus["files"], "; ".join(why)))
-sys.exit(1)
-PYEOF
-}
-
 bench_setup img
 go run ./internal/fixtures/cmd -out "$W/fx" >/dev/null
 echo "corpus: $SIZE (building it with $MAKE_CORPUS from what $CORPUS_PY has installed)"
 "$CORPUS_PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$CORPUS_PY" \
 	--runtime-wheel "$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)" | tail -1
-check_corpus "$W/corpus" || exit 1
+bench_check_corpus "$CORPUS_PY" "$SIZE" 1
 [ "${CORPUS_CHECK_ONLY:-}" = 1 ] && exit 0
 
 CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build -trimpath -ldflags=-buildid= -o "$W/cruxshim" ./cmd/cruxshim

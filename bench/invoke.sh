@@ -46,6 +46,7 @@ RT=$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)
 PORT=$(bench_free_port)
 INDEX=http://127.0.0.1:$PORT/simple/
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size medium --python "$CPY" --runtime-wheel "$RT" --index-url "$INDEX" | tail -1
+bench_check_corpus "$CPY" medium 1
 mkdir "$W/wheels"
 cp "$W"/corpus/files/*.whl "$W"/fx/wheels/acme_echo-*.whl "$W/wheels/"
 cx index build "$W/index" --from "$W/wheels" --quiet

@@ -45,6 +45,7 @@ bench_setup mat
 
 echo "corpus: $SIZE (building it with $MAKE_CORPUS)"
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "$SIZE" --python "$PY" | tail -1
+bench_check_corpus "$PY" "$SIZE"
 bench_serve "$W/corpus"
 
 HOME_=$W/home

@@ -26,6 +26,7 @@ RUNTIME=$(ls "$W"/fx/wheels/cruxible_provider_runtime-*.whl)
 PORT=$(bench_free_port)
 "$PY" "$MAKE_CORPUS" --out "$W/corpus" --size medium --python "$PY" --runtime-wheel "$RUNTIME" \
   --index-url "http://127.0.0.1:$PORT/simple/" | tail -1
+bench_check_corpus "$PY" medium 1
 bench_serve "$W/corpus" "$PORT"
 ROOT=$("$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("root_wheel") or c.get("provider",{}).get("wheel",""))' "$W/corpus/corpus.json")
 [ -n "$ROOT" ] || ROOT=$(ls "$W"/corpus/files/*provider*.whl 2>/dev/null | head -1)

@@ -7,6 +7,10 @@
 #   bench_serve DIR [PORT]
 #                      serves DIR on 127.0.0.1:$PORT (PORT, or a free port) as $SERVER and
 #                      waits until /simple/ answers
+#   bench_check_corpus PY SIZE [RUNTIME]
+#                      stops the script (exit 1, measuring nothing) unless $W/corpus, packed
+#                      from PY, is the corpus SIZE names (bench/lib/check-corpus.py; RUNTIME=1:
+#                      the fixtures' runtime wheel in it too); prints one line when it is
 #   bench_cold_home    (after bench_setup, with $PY and $MAKE_CORPUS) builds the corpus
 #                      ($CORPUS_SIZE, default medium) into $W/corpus, serves it, and makes the
 #                      home $H whose cold creates the scripts time: $BIN creates the env once
@@ -44,8 +48,13 @@ bench_serve() {
 	for _ in $(seq 50); do curl -fs "http://127.0.0.1:$PORT/simple/" >/dev/null && break; sleep 0.1; done
 }
 
+bench_check_corpus() {
+	"$1" bench/lib/check-corpus.py "$(basename "$0")" "$MAKE_CORPUS" "$W/corpus" "$2" "${3:-0}" || exit 1
+}
+
 bench_cold_home() {
 	"$PY" "$MAKE_CORPUS" --out "$W/corpus" --size "${CORPUS_SIZE:-medium}" --python "$PY" | tail -1
+	bench_check_corpus "$PY" "${CORPUS_SIZE:-medium}"
 	bench_serve "$W/corpus"
 	ROOT=$(ls "$W"/corpus/files/bench_provider-*.whl)
 	H=$W/home
