@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -244,7 +245,27 @@ func floorChild(t *testing.T, regRoot, state string) {
 	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.LedgerWriteFailed)
 	wantFloorRemedy(t, err, p)
+	// Said as a read, naming the file, its owner and mode, and what to
+	// do: it said "make it writable", of a read.
+	uid := os.Geteuid()
+	want := fmt.Sprintf("cannot read the verifier floor %s: open %s: permission denied; this user (uid %d) may not read %s (its owner: uid %d, mode 0000): "+
+		"this verifier's floors are kept in its state directory, which is to be this user's: have it made readable by this user again (its owner can: chown, chmod), "+
+		"or give the verifier a state directory of its own, whose floor starts afresh", p, p, uid, p, uid)
+	if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "writable") {
+		t.Errorf("an unreadable floor: %v\nwant %q", err, want)
+	}
+	// A floors directory this user may not enter: that directory.
 	os.Chmod(p, 0o644)
+	if err := os.Chmod(floors, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+	wantRefusal(t, err, refusal.LedgerWriteFailed)
+	wantFloorRemedy(t, err, floors)
+	if want := fmt.Sprintf("this user (uid %d) may not read %s (its owner: uid %d, mode 0000)", uid, floors, uid); !strings.Contains(err.Error(), want) {
+		t.Errorf("a floors directory not entered: %v\nwant %q", err, want)
+	}
+	os.Chmod(floors, 0o755)
 }
 
 // wantFloorRemedy fails t unless err carries the set_state_dir remedy
@@ -280,15 +301,15 @@ func TestFloorRelativeStateDir(t *testing.T) {
 func TestFloorRemedy(t *testing.T) {
 	d := acceptedRegistry(t, t.TempDir())
 	state := t.TempDir()
-	// floors a file: mkdir fails ENOTDIR-like (EEXIST), no remedy fits.
+	// floors a file: the floor's read is refused ENOTDIR; the file is
+	// to be moved away, or another state directory given (it had no
+	// remedy: TestFloorStateDirCannotBeMade).
 	if err := os.WriteFile(filepath.Join(state, "floors"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err := registry.VerifyPin(context.Background(), d, state, "acme-echo", time.Now())
 	wantRefusal(t, err, refusal.LedgerWriteFailed)
-	if rem := refusal.RemedyOf(err); rem != nil {
-		t.Errorf("floors a file: remedy %+v, want none", rem)
-	}
+	wantFloorRemedy(t, err, filepath.Join(state, "floors"))
 	for errno, want := range map[syscall.Errno]string{syscall.EACCES: state, syscall.EROFS: "/s/floors", syscall.ENOSPC: "/s/floors"} {
 		err := registry.FloorRefusal(&registry.FloorError{Path: "/s/floors", Err: &fs.PathError{Op: "mkdir", Path: "/s/floors", Err: errno}})
 		if errno == syscall.EACCES {
@@ -323,8 +344,14 @@ func TestFloorRefusalSaysWhatToDo(t *testing.T) {
 			"ledger_write_failed: floor /s/floors: mkdir /s/floors: read-only file system; this verifier's floors are kept in its state directory, on a read-only file system: give the verifier a state directory on another"},
 		{"full", &registry.FloorError{Path: floor, Err: &fs.PathError{Op: "write", Path: floor, Err: syscall.ENOSPC}},
 			"ledger_write_failed: floor /s/floors/0123.json: write /s/floors/0123.json: no space left on device; free space on the file system of /s/floors/0123.json, or give the verifier a state directory on another"},
-		{"other", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.ENOTDIR}},
-			"ledger_write_failed: floor /s/floors: mkdir /s/floors: not a directory"},
+		{"a file in the way", &registry.FloorError{Path: floors, Err: &fs.PathError{Op: "mkdir", Path: floors, Err: syscall.ENOTDIR}},
+			"ledger_write_failed: floor /s/floors: mkdir /s/floors: not a directory; /s/floors is a file where a directory of the verifier's state directory must be: move it away, or give the verifier a state directory it can write"},
+		{"not made", &registry.FloorError{Path: floors, StateDir: state, Err: &fs.PathError{Op: "mkdir", Path: state, Err: syscall.ENOENT}},
+			"ledger_write_failed: floor /s/floors: mkdir /s: no such file or directory; the verifier's state directory cannot be made at /s (its file system makes no directory there, as /proc does, or a link on its path leads nowhere): give the verifier a state directory that can be made"},
+		{"other", &registry.FloorError{Path: floor, Err: &fs.PathError{Op: "read", Path: floor, Err: syscall.EIO}},
+			"ledger_write_failed: floor /s/floors/0123.json: read /s/floors/0123.json: input/output error; mend the verifier's state directory, or give the verifier a state directory it can write"},
+		{"not a path's", &registry.FloorError{Path: floor, Err: errors.New("no lock")},
+			"ledger_write_failed: floor /s/floors/0123.json: no lock"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := registry.FloorRefusal(c.fe).Error(); got != c.want {
@@ -407,4 +434,83 @@ func TestFloorOfAnotherRegistry(t *testing.T) {
 			t.Errorf("%s: %v, want it to name the registry the floor is of", name, err)
 		}
 	}
+}
+
+// TestFloorStateDirCannotBeMade: a state directory that cannot be made
+// (under a regular file: ENOTDIR; under /proc, whose file system makes
+// no directory: ENOENT), or whose floors directory or floor is a file
+// of another kind than the one it must be, is refused
+// ledger_write_failed saying what is wrong with the path, with the
+// remedy set_state_dir. They said only the file system's error ("mkdir
+// /proc/x: no such file or directory"), with no remedy, where a denied,
+// read-only or full one had it. Whoever the user: root too.
+func TestFloorStateDirCannotBeMade(t *testing.T) {
+	ctx := context.Background()
+	d := acceptedRegistry(t, t.TempDir())
+	base := t.TempDir()
+	file := filepath.Join(base, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	verifyIn := func(state string) error {
+		t.Helper()
+		_, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+		wantRefusal(t, err, refusal.LedgerWriteFailed)
+		return err
+	}
+	wantWords := func(err error, words ...string) {
+		t.Helper()
+		for _, w := range words {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v\nwant it to say %q", err, w)
+			}
+		}
+	}
+	t.Run("under a file", func(t *testing.T) {
+		state := filepath.Join(file, "state")
+		err := verifyIn(state)
+		wantFloorRemedy(t, err, file)
+		wantWords(err, "the verifier's state directory "+state+" cannot be made: "+file+", on its path, is a file, not a directory: give the verifier a state directory that is a directory, or can be made")
+	})
+	t.Run("under /proc", func(t *testing.T) {
+		if _, err := os.Stat("/proc/self/status"); err != nil {
+			t.Skip("no /proc here")
+		}
+		state := "/proc/cruxprov-no-such-state"
+		err := verifyIn(state)
+		wantFloorRemedy(t, err, state)
+		wantWords(err, "cannot make the verifier floors directory "+state+"/floors: mkdir "+state+": no such file or directory; the verifier's state directory cannot be made at "+state+" (its file system makes no directory there")
+	})
+	t.Run("floors a FIFO", func(t *testing.T) {
+		state := filepath.Join(base, "fifo-state")
+		if err := os.Mkdir(state, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		floors := filepath.Join(state, "floors")
+		if err := unix.Mkfifo(floors, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := verifyIn(state)
+		wantFloorRemedy(t, err, floors)
+		wantWords(err, floors+" is a FIFO (named pipe) where a directory of the verifier's state directory must be: move it away, or give the verifier a state directory it can write")
+	})
+	t.Run("floor a directory", func(t *testing.T) {
+		state := filepath.Join(base, "dir-state")
+		if _, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		floors, _ := filepath.Glob(filepath.Join(state, "floors", "*.json"))
+		if len(floors) != 1 {
+			t.Fatalf("floors %v", floors)
+		}
+		if err := os.Remove(floors[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(floors[0], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		err := verifyIn(state)
+		wantFloorRemedy(t, err, floors[0])
+		wantWords(err, "cannot read the verifier floor "+floors[0]+": "+floors[0]+" is a directory, not a regular file; a floor is a regular file: move this away")
+	})
 }

@@ -18,6 +18,9 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/deniedat"
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -140,8 +143,13 @@ func floorPath(stateDir string, id digest.Digest) string {
 // first history entry hashes to id, or nil when there is none yet.
 // A floor that does not parse or is of another format is refused with
 // registry_corrupt (delete it only knowing that this forgets what the
-// verifier saw); one that cannot be read (its mode, an I/O error) with
-// ledger_write_failed, as the receipts ledger it lives beside.
+// verifier saw); one that cannot be read (its mode or its directory's,
+// a file where a directory of its path must be, one that is no regular
+// file, an I/O error) with ledger_write_failed, the code of the state
+// directory it shares with the receipts ledger (whether a read or a
+// write of the floors is refused first depends on their modes: one
+// cause, one code), with the remedy ActionSetStateDir. It is never taken
+// for a floor not there: only a floor file that does not exist is.
 func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 	p := floorPath(stateDir, id)
 	b, err := readRegular(p)
@@ -149,7 +157,7 @@ func ReadFloor(stateDir string, id digest.Digest) (*Floor, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, floorRefusal(&FloorError{Path: p, Err: err}, "cannot read the verifier floor %s", p)
+		return nil, floorRefusal(&FloorError{Path: p, Err: err, StateDir: stateDir, Read: true}, "cannot read the verifier floor %s", p)
 	}
 	f, err := parseFloor(p, b)
 	if err != nil {
@@ -187,38 +195,41 @@ func parseFloor(p string, b []byte) (*Floor, error) {
 // state directory (DIR/floors), could not be read or written (Path): a
 // caller can tell it from a ledger of its own that cannot be written,
 // and say where the floors may go instead. The ledger_write_failed
-// refusal that wraps it carries that as its remedy where the file system
-// refused it (a denied write, a read-only or full file system):
-// refusal.ActionSetStateDir, its Target the path where the write was
-// refused (the directory to make writable, for a denied write).
+// refusal that wraps it carries that as its remedy wherever the state
+// directory could not be made or used (a read or a write denied, a
+// read-only or full file system, a path that cannot be made, a file
+// where a directory of it must be, a floor that is no regular file):
+// refusal.ActionSetStateDir, its Target the path its words say what to
+// do about (the directory to make writable, for a denied write).
 type FloorError struct {
 	Path string
 	Err  error
+	// StateDir is the verifier's state directory the floor is kept in
+	// ("" where the caller does not say), which the words name.
+	StateDir string
+	// Read is set where the floor was being read (ReadFloor), not
+	// written: a read denied was said as a write ("make it writable").
+	Read bool
 }
 
 func (e *FloorError) Error() string { return e.Err.Error() }
 func (e *FloorError) Unwrap() error { return e.Err }
 
 // floorRefusal is the ledger_write_failed refusal of fe, with its
-// remedy where the file system refused it (ActionSetStateDir: another
-// state directory, or the path where the write was refused made
-// writable or given room). Only cmd/ said what to do, from the
-// FloorError; a Go caller got no remedy.
+// remedy (ActionSetStateDir: another state directory, or the path its
+// words name mended). Only cmd/ said what to do, from the FloorError; a
+// Go caller got no remedy.
 //
 // Its detail says in words what the remedy is, as the CLI's line said
 // it (a Go executor logs the detail; only the CLI said it before):
-// the path to make writable or give room, or another state directory.
+// what is wrong with the path, and what to do about it. A state
+// directory that could not be made (under /proc, under a regular file)
+// said only the file system's error, with no remedy.
 func floorRefusal(fe *FloorError, format string, args ...any) *refusal.Error {
 	detail := fmt.Sprintf(format, args...)
-	at := fe.refusedAt()
-	switch {
-	case at == "":
-	case errors.Is(fe.Err, syscall.EACCES), errors.Is(fe.Err, syscall.EPERM):
-		detail += ": " + fe.Error() + "; this verifier's floors are kept in its state directory: make " + at + " writable by this user, or give the verifier a state directory it can write"
-	case errors.Is(fe.Err, syscall.EROFS):
-		detail += ": " + fe.Error() + "; this verifier's floors are kept in its state directory, on a read-only file system: give the verifier a state directory on another"
-	default: // ENOSPC, EDQUOT
-		detail += ": " + fe.Error() + "; free space on the file system of " + at + ", or give the verifier a state directory on another"
+	at, todo := fe.remedy()
+	if todo != "" {
+		detail += ": " + fe.Error() + "; " + todo
 	}
 	r := refusal.Wrap(refusal.LedgerWriteFailed, fe, "%s", detail)
 	if at != "" {
@@ -227,28 +238,107 @@ func floorRefusal(fe *FloorError, format string, args ...any) *refusal.Error {
 	return r
 }
 
-// refusedAt is where the file system refused fe: for a denied write,
-// the directory that must be writable (a floors directory not made yet
-// is made in its parent; a floor is written through a temp file beside
-// it and renamed, so its directory, not the floor file); for a
-// read-only or full file system, fe.Path. "" for any other error.
-func (fe *FloorError) refusedAt() string {
+// remedy is the path the state directory's trouble is at (the
+// remedy's Target) and what to do about it, in words, after "; ".
+func (fe *FloorError) remedy() (at, todo string) {
+	const elsewhere = "give the verifier a state directory it can write"
+	var pe *fs.PathError
+	errors.As(fe.Err, &pe)
 	switch {
 	case errors.Is(fe.Err, syscall.EACCES), errors.Is(fe.Err, syscall.EPERM):
-		var pe *fs.PathError
-		if errors.As(fe.Err, &pe) {
-			switch {
-			case pe.Op == "mkdir":
-				return filepath.Dir(pe.Path)
-			case pe.Path != fe.Path && filepath.Dir(pe.Path) == filepath.Dir(fe.Path):
-				return filepath.Dir(pe.Path)
+		if fe.Read {
+			at = fe.Path
+			if pe != nil {
+				if d := deniedat.Path(pe.Path); d != "" {
+					at = d
+				}
 			}
+			return at, fmt.Sprintf("this user (uid %d) may not read %s%s: this verifier's floors are kept in its state directory, which is to be this user's: "+
+				"have it made readable by this user again (its owner can: chown, chmod), or give the verifier a state directory of its own, whose floor starts afresh", os.Geteuid(), at, ownerMode(at))
 		}
-		return fe.Path
-	case errors.Is(fe.Err, syscall.EROFS), errors.Is(fe.Err, syscall.ENOSPC), errors.Is(fe.Err, syscall.EDQUOT):
-		return fe.Path
+		at = fe.refusedAt()
+		return at, "this verifier's floors are kept in its state directory: make " + at + ownerMode(at) + " writable by this user, or " + elsewhere
+	case errors.Is(fe.Err, syscall.EROFS):
+		return fe.Path, "this verifier's floors are kept in its state directory, on a read-only file system: give the verifier a state directory on another"
+	case errors.Is(fe.Err, syscall.ENOSPC), errors.Is(fe.Err, syscall.EDQUOT):
+		return fe.Path, "free space on the file system of " + fe.Path + ", or give the verifier a state directory on another"
+	case errors.Is(fe.Err, syscall.ENOTDIR):
+		p := fe.Path
+		if pe != nil {
+			p = pe.Path
+		}
+		x, kind := fileOnPath(p)
+		if fe.StateDir == "" || strings.HasPrefix(x, fe.StateDir+string(filepath.Separator)) {
+			return x, x + " is " + kind + " where a directory of the verifier's state directory must be: move it away, or " + elsewhere
+		}
+		return x, "the verifier's state directory " + fe.StateDir + " cannot be made: " + x + ", on its path, is " + kind + ", not a directory: give the verifier a state directory that is a directory, or can be made"
+	case errors.Is(fe.Err, syscall.ENOENT) && pe != nil && pe.Op == "mkdir":
+		// Not made where nothing stood: a file system that makes no
+		// directory there (/proc, /sys), or a link on the path that
+		// leads nowhere.
+		return pe.Path, "the verifier's state directory cannot be made at " + pe.Path + " (its file system makes no directory there, as /proc does, or a link on its path leads nowhere): give the verifier a state directory that can be made"
+	case errors.Is(fe.Err, capped.ErrNotRegular):
+		return fe.Path, "a floor is a regular file: move this away (a floor made anew forgets the revisions the verifier saw), or " + elsewhere
+	case pe != nil:
+		// An I/O error, a path too long, a loop of links: the state
+		// directory cannot be used as it is.
+		return fe.Path, "mend the verifier's state directory, or " + elsewhere
 	}
-	return ""
+	return "", ""
+}
+
+// ownerMode is " (its owner: uid N, mode 0755)" of p, or "" where p
+// cannot be looked at: who can make it readable or writable, and how
+// it is now.
+func ownerMode(p string) string {
+	st, err := os.Stat(p)
+	if err != nil {
+		return ""
+	}
+	uid, ok := deniedat.Owner(p)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (its owner: uid %d, mode %04o)", uid, st.Mode().Perm())
+}
+
+// fileOnPath is the file that stands where a directory of p's path
+// must be (an open or mkdir of p refused ENOTDIR), and what it is ("a
+// file", "a FIFO (named pipe)", …): p or the nearest of its parents
+// that is there, when it is no directory; else p and "a file".
+func fileOnPath(p string) (string, string) {
+	for d := p; ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			if st.IsDir() {
+				break
+			}
+			if st.Mode().IsRegular() {
+				return d, "a file"
+			}
+			return d, filekind.Of(st.Mode())
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return p, "a file"
+}
+
+// refusedAt is where the file system refused a write of fe's, denied:
+// the directory that must be writable (a floors directory not made yet
+// is made in its parent; a floor is written through a temp file beside
+// it and renamed, so its directory, not the floor file), else fe.Path.
+func (fe *FloorError) refusedAt() string {
+	var pe *fs.PathError
+	if errors.As(fe.Err, &pe) {
+		switch {
+		case pe.Op == "mkdir":
+			return filepath.Dir(pe.Path)
+		case pe.Path != fe.Path && filepath.Dir(pe.Path) == filepath.Dir(fe.Path):
+			return filepath.Dir(pe.Path)
+		}
+	}
+	return fe.Path
 }
 
 // writeFloor raises the floor atomically. A floor that cannot be written
@@ -268,17 +358,17 @@ func (fe *FloorError) refusedAt() string {
 func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.Digest) error {
 	dir := filepath.Join(stateDir, "floors")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot make the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err, StateDir: stateDir}, "cannot make the verifier floors directory %s", dir)
 	}
 	lf, err := os.Open(dir) // flock(2) on the directory itself: no lock file beside the floors
 	if err != nil {
-		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot open the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err, StateDir: stateDir}, "cannot open the verifier floors directory %s", dir)
 	}
 	if err := lockFile(ctx, lf, unix.LOCK_EX); err != nil {
 		if ctx.Err() != nil {
 			return err
 		}
-		return floorRefusal(&FloorError{Path: dir, Err: err}, "cannot lock the verifier floors directory %s", dir)
+		return floorRefusal(&FloorError{Path: dir, Err: err, StateDir: stateDir}, "cannot lock the verifier floors directory %s", dir)
 	}
 	defer lf.Close()
 	// Every writer holds the flock for its whole write: a temp file
@@ -321,7 +411,7 @@ func writeFloor(ctx context.Context, stateDir string, f *Floor, chain []digest.D
 	}
 	p := floorPath(stateDir, f.Registry)
 	if err := atomicfile.WriteFile(p, b, 0o644); err != nil { // the executor's state, not the registry
-		return floorRefusal(&FloorError{Path: p, Err: err}, "cannot write the verifier floor %s", p)
+		return floorRefusal(&FloorError{Path: p, Err: err, StateDir: stateDir}, "cannot write the verifier floor %s", p)
 	}
 	return nil
 }
@@ -381,7 +471,8 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	if stateDir != "" && !filepath.IsAbs(stateDir) {
 		// An empty XDG_STATE_HOME joined with "cruxprov" kept the floors
 		// under the working directory, wherever the executor started.
-		return nil, refusal.New(refusal.LedgerWriteFailed, "the verifier's state directory %q is not an absolute path: its floors would be kept under the working directory; pass an absolute one ($XDG_STATE_HOME/cruxprov when that is absolute, else ~/.local/state/cruxprov)", stateDir)
+		return nil, refusal.New(refusal.LedgerWriteFailed, "the verifier's state directory %q is not an absolute path: its floors would be kept under the working directory; pass an absolute one ($XDG_STATE_HOME/cruxprov when that is absolute, else ~/.local/state/cruxprov)", stateDir).
+			WithRemedy(refusal.ActionSetStateDir, "")
 	}
 	release, err := readLock(ctx, reg)
 	if err != nil {
