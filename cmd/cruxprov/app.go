@@ -312,15 +312,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return done.code
 	case errors.As(err, &r):
 		line := oneLine(r.Error())
-		rem, cmdline, or := renderRemedies(refusal.RemedyOf(err), args)
-		if cmdline != "" {
-			line += "; to fix: " + cmdline + or
-		}
 		var adv *withAdvice
 		detail := oneLine(r.Message())
 		if errors.As(err, &adv) {
+			// The words first, then the command: a ledger's advice came
+			// after "; to fix: …" where its refusal had a remedy too.
 			line += adv.advice
 			detail += adv.advice
+		}
+		rem, cmdline, or := renderRemedies(refusal.RemedyOf(err), args)
+		if cmdline != "" {
+			line += "; to fix: " + cmdline + or
 		}
 		var rec *withReceipt
 		if errors.As(err, &rec) {

@@ -601,7 +601,12 @@ func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 // when a file stands where a directory of its path must be (in the state
 // directory, say, a file named receipts): every run is refused there as
 // well. It names that file and what to do, as ownLedgerNotAFile does for
-// the ledger's own name.
+// the ledger's own name. A file at or above the state directory itself
+// (--state-dir naming a path under a regular file) is no file to move
+// away (it was advised to: mv /etc/hostname …): the state directory
+// cannot be made there, which says so, with the remedy set_state_dir.
+// Within the state directory, the file is moved away (its floors stay:
+// another state directory would start them afresh).
 func ownLedgerPathBlocked(c *cli.Context, path string) error {
 	at := filepath.Dir(path)
 	for d := at; ; d = filepath.Dir(d) {
@@ -618,6 +623,10 @@ func ownLedgerPathBlocked(c *cli.Context, path string) error {
 	from := "the default, under $XDG_STATE_HOME or ~/.local/state"
 	if d := c.String("state-dir"); d != "" {
 		from = "from --state-dir " + d
+	}
+	if sd := filepath.Dir(filepath.Dir(path)); !strings.HasPrefix(at, sd+string(filepath.Separator)) {
+		return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: its state directory %s cannot be made, %s on its path being a file, not a directory: give --state-dir a directory, or one that can be made; or name a ledger file with --ledger",
+			path, from, sd, at).WithRemedy(refusal.ActionSetStateDir, at)
 	}
 	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: %s is a file where a directory of its path must be: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
 		path, from, at, shellQuote(at), shellQuote(at+".moved"))

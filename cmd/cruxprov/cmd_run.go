@@ -354,6 +354,8 @@ func runAction(c *cli.Context) error {
 		// same refusal said neither where that path came from nor what
 		// to do about it.
 		return ownLedgerNotAFile(c, nr)
+	case err != nil && !c.IsSet("ledger"):
+		return ownLedgerRefused(c, err, lps[0])
 	}
 	if err != nil {
 		return withLedgerAdvice(err)
@@ -465,6 +467,38 @@ func withLedgerAdvice(err error) error {
 		return &withAdvice{err: err, advice: a}
 	}
 	return err
+}
+
+// ownLedgerRefused is the refusal of this host and user's own ledger
+// (its path from --state-dir DIR or $XDG_STATE_HOME: the caller named
+// no ledger) that the file system would not make or open: a file where
+// a directory of its path must be says which (ownLedgerPathBlocked);
+// a state directory that is not there and cannot be made (under /proc,
+// in a directory this user may not write, on a read-only or full file
+// system) carries the remedy set_state_dir, another state directory.
+// It said only the file system's error, with no remedy. One that is
+// there keeps its floors, which another would start afresh: its
+// refusal says what to mend, as before.
+func ownLedgerRefused(c *cli.Context, err error, path string) error {
+	if errors.Is(err, syscall.ENOTDIR) {
+		return ownLedgerPathBlocked(c, path)
+	}
+	var (
+		re *refusal.Error
+		pe *fs.PathError
+	)
+	if _, serr := os.Stat(filepath.Dir(filepath.Dir(path))); serr == nil {
+		return withLedgerAdvice(err)
+	}
+	if errors.As(err, &re) && re.Code == refusal.LedgerWriteFailed && re.Remedy == nil && errors.As(err, &pe) && !keyLocksError(err) {
+		for _, e := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.EROFS, syscall.ENOSPC, syscall.EDQUOT, syscall.ENOENT, syscall.ELOOP, syscall.ENAMETOOLONG} {
+			if errors.Is(err, e) {
+				re.WithRemedy(refusal.ActionSetStateDir, pe.Path)
+				break
+			}
+		}
+	}
+	return withLedgerAdvice(err)
 }
 
 // withReceipt is a run's refusal that its ledger records: the error line
