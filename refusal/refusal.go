@@ -239,7 +239,11 @@ type Remedy struct {
 	// made without compiled bytecode (part of its identity); for
 	// ActionPropose, that the pin's envs were (an install that proposes
 	// them again makes them without it too, else it proposes other envs).
-	NoBytecode bool `json:"noBytecode,omitempty"`
+	// Its key is snake_case, as every other multi-word key of the
+	// refusal's JSON and the remedy's action "no_bytecode" are: it was
+	// "noBytecode", which the CLI's --json keeps beside it in its v1
+	// documents (docs/refusals.md, Remedies).
+	NoBytecode bool `json:"no_bytecode,omitempty"`
 	// Backend is, for ActionPropose, a backend the proposal is to add a
 	// materialization of: "container", whose image (REF@sha256:…, built
 	// and signed for the package) only the operator knows.

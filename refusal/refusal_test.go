@@ -1,9 +1,12 @@
 package refusal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"regexp"
 	"testing"
 )
 
@@ -78,5 +81,33 @@ func TestMessageSaysTheCauseOnce(t *testing.T) {
 				t.Errorf("the cause is not kept in the chain")
 			}
 		})
+	}
+}
+
+// TestRemedyJSONKeysSnakeCase: every key of a Remedy's JSON is
+// snake_case, as the refusal's other keys and its actions are
+// ("no_bytecode"): NoBytecode's was "noBytecode", the one camelCase key.
+func TestRemedyJSONKeysSnakeCase(t *testing.T) {
+	r := Remedy{Action: ActionRebuildEnv, Target: "t", Images: []string{"i"}, Name: "n", Platforms: []string{"p"},
+		Python: "py", Package: "pkg", NoBytecode: true, Backend: "b", Or: &Remedy{Action: ActionGC}}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if n := reflect.TypeOf(r).NumField(); len(m) != n {
+		t.Errorf("%s: %d keys, want one for each of Remedy's %d fields", b, len(m), n)
+	}
+	snake := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	for k := range m {
+		if !snake.MatchString(k) {
+			t.Errorf("remedy key %q is not snake_case", k)
+		}
+	}
+	if _, ok := m["no_bytecode"]; !ok {
+		t.Errorf("%s: no \"no_bytecode\"", b)
 	}
 }

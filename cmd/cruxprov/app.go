@@ -887,6 +887,11 @@ func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]a
 		jr["package"] = rem.Package
 	}
 	if rem.NoBytecode && (rem.Package != "" || rem.Action == refusal.ActionPropose) {
+		// snake_case, as every other multi-word key the refusal's JSON
+		// has; "noBytecode", the key it was, stays beside it while the
+		// documents are at v1 (a key a pipeline reads is removed only
+		// with a new major: docs/ci.md).
+		jr["no_bytecode"] = true
 		jr["noBytecode"] = true
 	}
 	// The next remedy the command can carry out (one it cannot, as

@@ -16,9 +16,10 @@ import (
 // again (remedy propose, rendered as an install) of a pin made without
 // bytecode (install --no-compile) did not say --no-compile, and bytecode
 // is part of an env's identity (its digest): followed as printed, it
-// proposed other envs than the pin's. It now carries it ("noBytecode"
-// under --json), and the install it renders proposes the very change-set
-// that was rejected, byte for byte the same spec.
+// proposed other envs than the pin's. It now carries it ("no_bytecode"
+// under --json, and "noBytecode", the key it had, beside it while the
+// document is at v1), and the install it renders proposes the very
+// change-set that was rejected, byte for byte the same spec.
 func TestProposeAdviceKeepsNoCompile(t *testing.T) {
 	if _, err := os.Stat(debian); err != nil {
 		t.Skipf("needs %s", debian)
@@ -37,13 +38,14 @@ func TestProposeAdviceKeepsNoCompile(t *testing.T) {
 		Refused struct {
 			Remedy struct {
 				Action     string `json:"action"`
-				NoBytecode bool   `json:"noBytecode"`
+				NoBytecode bool   `json:"no_bytecode"`
+				Was        bool   `json:"noBytecode"`
 			} `json:"remedy"`
 		} `json:"refused"`
 	}
 	if j := run("changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key"), "--json"); json.Unmarshal([]byte(j.stdout), &doc) != nil ||
-		doc.Refused.Remedy.Action != string(refusal.ActionPropose) || !doc.Refused.Remedy.NoBytecode {
-		t.Errorf("--json: want the propose remedy with noBytecode: %+v", j)
+		doc.Refused.Remedy.Action != string(refusal.ActionPropose) || !doc.Refused.Remedy.NoBytecode || !doc.Refused.Remedy.Was {
+		t.Errorf("--json: want the propose remedy with no_bytecode (and noBytecode, v1's): %+v", j)
 	}
 	r.stderr = strings.ReplaceAll(r.stderr, "--index URL", "--index "+w.url)
 	f := runFix(t, r, base, "CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME="+filepath.Join(base, "state"))
