@@ -58,6 +58,10 @@ func loadBaseImage(ctx context.Context, ref Ref, os, arch string, opts []remote.
 		return nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "the base %s", ref)
 	}
 	if probe.MediaType.IsIndex() || (probe.MediaType == "" && probe.Manifests != nil) {
+		// A manifest is checked as loadImage reads it.
+		if err := imageDocKeys(raw, manifestDocType, "the index "+h.String()); err != nil {
+			return nil, err
+		}
 		ix, err := v1.ParseIndexManifest(bytes.NewReader(raw))
 		if err != nil {
 			return nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "the base %s", ref)
@@ -139,12 +143,16 @@ func (r pinnedReader) Read(p []byte) (int, error) {
 // hold said only that its file or manifest was not found (DESIGN §2).
 func notAsPinned(ref Ref, err error) error {
 	var re *refusal.Error
-	if !errors.As(err, &re) || re.Code != refusal.ImageDigestMismatch || strings.Contains(re.Detail, baseAdvice) {
+	if !errors.As(err, &re) || re.Code != refusal.ImageDigestMismatch || strings.Contains(re.Detail, baseAdvice) || strings.Contains(re.Detail, ambiguousBase) {
 		return err
 	}
 	out := *re
 	if !strings.Contains(out.Detail, ref.String()) {
 		out.Detail = "the base image " + ref.String() + ": " + out.Detail
+	}
+	if pinnedKeys(err) {
+		out.Detail += " (" + ambiguousBase + ")"
+		return &out
 	}
 	if ref.Repo == nil {
 		out.Detail += " (" + baseAdvice + ": a mistyped digest, or the base missing from the layout, damaged or changed there; check the digest, or write the base into the layout again, copying it from its registry)"

@@ -200,6 +200,9 @@ func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) 
 		}
 		return v1.Hash{}, false, err
 	}
+	if err := checkKeys(b, indexJSONType, filepath.Join(string(l), "index.json")); err != nil {
+		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", err)
+	}
 	var ix v1.IndexManifest
 	if err := json.Unmarshal(b, &ix); err != nil {
 		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s/index.json", string(l))
@@ -419,6 +422,9 @@ func loadImage(ctx context.Context, src source, h v1.Hash, raw []byte) (v1.Image
 			return nil, nil, err
 		}
 	}
+	if err := imageDocKeys(raw, manifestDocType, "the manifest "+h.String()); err != nil {
+		return nil, nil, err
+	}
 	m, err := v1.ParseManifest(strings.NewReader(string(raw)))
 	if err != nil {
 		return nil, nil, refusal.Wrap(refusal.ImageDigestMismatch, err, "manifest %s", h)
@@ -432,6 +438,9 @@ func loadImage(ctx context.Context, src source, h v1.Hash, raw []byte) (v1.Image
 	}
 	cfg, err := readAllCapped(rc, maxManifest)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := imageDocKeys(cfg, configType, fmt.Sprintf("the config %s of the manifest %s", m.Config.Digest, h)); err != nil {
 		return nil, nil, err
 	}
 	mt := m.MediaType

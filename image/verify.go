@@ -109,6 +109,13 @@ func notAsBuilt(r Ref, err error) error {
 	if !strings.Contains(out.Detail, r.String()) {
 		out.Detail = r.String() + ": " + out.Detail
 	}
+	// The digest names a document two readers read two ways: it is the
+	// image, not its copy, that is wrong (a layout's index.json, which no
+	// digest names, is damage to the layout, below).
+	if pinnedKeys(err) {
+		out.Detail += " (" + ambiguousImage + ")"
+		return &out
+	}
 	if r.Repo == nil {
 		out.Detail += " (the layout does not hold the image as it was built: damaged, or changed since; write the image into it again, by building it again or copying it from its registry)"
 	} else {
@@ -148,6 +155,10 @@ func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, e
 	var list []todo
 	if probe.MediaType.IsIndex() || (probe.MediaType == "" && probe.Manifests != nil) {
 		rep.Index = true
+		// A manifest is checked as loadImage reads it.
+		if err := imageDocKeys(raw, manifestDocType, "the index "+r.Digest.String()); err != nil {
+			return rep, err
+		}
 		if rep.Signer, _, err = checkSignature(ctx, src, r.Digest, o.Keys, repo); err != nil {
 			return rep, err
 		}
