@@ -33,6 +33,10 @@
 // checks the latter), the signed provenance and SBOM about the digest, and
 // the provenance to agree with the labels and the accepted pin:
 // image_digest_mismatch, image_signature_invalid, provenance_mismatch.
+// Every JSON document it decodes (and a build decodes of its base) is
+// first held to say each key once (keys.go): a manifest, index, config
+// or index.json that does not is image_digest_mismatch, a cosign
+// document image_signature_invalid.
 //
 // It does not resolve, fetch or install (pipeline, materialize), hold
 // keys (sign), decide which image an accepted pin names (registry), or

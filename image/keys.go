@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
 
 	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/refusal"
@@ -18,8 +19,10 @@ import (
 // encoding/json (and go-containerregistry) as its last, while another
 // reader of the same bytes (a reviewer's tool, a runtime keeping the
 // first) may read the other; the digest pins the bytes, not what they
-// say. CheckKeys scans the bytes before they are decoded (microseconds
-// a KiB).
+// say. So are the cosign documents Verify decodes: the .sig and .att
+// manifests, a simple-signing payload, a DSSE envelope, its in-toto
+// statement and the statement's predicate. CheckKeys scans the bytes
+// before they are decoded (microseconds a KiB).
 
 // manifestDoc is every member a manifest or an index is decoded by: the
 // media-type probe's, v1.Manifest's and v1.IndexManifest's.
@@ -29,9 +32,14 @@ type manifestDoc struct {
 }
 
 var (
-	manifestDocType = reflect.TypeFor[manifestDoc]()
-	indexJSONType   = reflect.TypeFor[v1.IndexManifest]()
-	configType      = reflect.TypeFor[v1.ConfigFile]()
+	manifestDocType   = reflect.TypeFor[manifestDoc]()
+	indexJSONType     = reflect.TypeFor[v1.IndexManifest]()
+	configType        = reflect.TypeFor[v1.ConfigFile]()
+	simpleSigningType = reflect.TypeFor[payload.SimpleContainerImage]()
+	envelopeType      = reflect.TypeFor[Envelope]()
+	statementType     = reflect.TypeFor[Statement]()
+	provenanceType    = reflect.TypeFor[Provenance]()
+	bomType           = reflect.TypeFor[BOM]()
 )
 
 // keyError is a document refused for its keys: what names it ("the
@@ -102,3 +110,21 @@ const ambiguousImage = "cruxprov writes each key once and reads no image documen
 
 // ambiguousBase is ambiguousImage for a build's base.
 const ambiguousBase = "cruxprov reads no image document that two readers could read two ways: pin another base image, one whose manifests and config say each key once"
+
+// cosignDocKeys is checkKeys for a cosign document: image_signature_invalid,
+// with todo, what to do, after it.
+func cosignDocKeys(b []byte, t reflect.Type, what, at, todo string) error {
+	if err := checkKeysAt(b, t, what, at); err != nil {
+		return refusal.Wrap(refusal.ImageSignatureInvalid, err, "%s (%s)", err, todo)
+	}
+	return nil
+}
+
+// What to do about a cosign document refused for its keys: one no key
+// signed (a .sig or .att manifest, a DSSE envelope) is the tag's to
+// replace; one a trusted key signed (a simple-signing payload, an in-toto
+// statement) is its builder's doing.
+const (
+	unsignedKeysTodo = "cruxprov and cosign write each key once: treat it as tampered with; copy the image's .sig and .att tags again from where it was built, or build it again signed with a trusted builder key"
+	signedKeysTodo   = "a trusted builder key signed a document that two readers read two ways, which neither cruxprov nor cosign writes: find out how that builder came to sign it, and build the image again signed with a trusted builder key"
+)

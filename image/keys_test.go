@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"log"
@@ -198,14 +199,15 @@ func (k *keysLayout) manifestKeyTwice() v1.Hash {
 	return d
 }
 
-// TestVerifyRefusesAKeyTwice: a manifest, an index or a config of the
-// image Verify reads (or a layout's index.json) with a key twice in one
-// object, or two cases of one field's key, is refused
-// image_digest_mismatch in one line naming the document and the key,
-// though its digest, its signature and what the last of the keys says
-// are all as a build makes them (each case verifies with the key check
-// left out).
+// TestVerifyRefusesAKeyTwice: every document Verify reads with a key
+// twice in one object, or two cases of one field's key, is refused in
+// one line naming the document and the key, though its digest, its
+// signature and what the last of the keys says are all as a build makes
+// them (each case verifies with the key check left out):
+// image_digest_mismatch for the image's manifest, index or config (and a
+// layout's index.json), image_signature_invalid for a cosign document.
 func TestVerifyRefusesAKeyTwice(t *testing.T) {
+	base := signedBaseDigest(t)
 	cases := []struct {
 		name string
 		// make writes the case into k and returns the digest to verify.
@@ -251,6 +253,65 @@ func TestVerifyRefusesAKeyTwice(t *testing.T) {
 			}
 			return k.p.Digest
 		}, refusal.ImageDigestMismatch, []string{`index.json has the key "manifests" twice: one reader takes the first, another the last (the layout does not hold the image as it was built`}},
+		{"the signature's manifest", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			h, ok, err := layoutSource(k.dir).tag(context.Background(), SignatureTag(d))
+			if err != nil || !ok {
+				t.Fatalf("no signature: %v", err)
+			}
+			k.tag(SignatureTag(d), types.OCIManifestSchema1, insert(t, k.blob(h), `{`, `"layers":[],`))
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`of sha256-`, `.sig has the key "layers" twice: one reader takes the first, another the last (` + unsignedKeysTodo + ")"}},
+		{"the attestations' manifest", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			h, ok, err := layoutSource(k.dir).tag(context.Background(), AttestationTag(d))
+			if err != nil || !ok {
+				t.Fatalf("no attestations: %v", err)
+			}
+			k.tag(AttestationTag(d), types.OCIManifestSchema1, insert(t, k.blob(h), `{`, `"layers":[],`))
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`.att has the key "layers" twice`, unsignedKeysTodo}},
+		{"the signed payload", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			k.signPayload(d, insert(t, k.payload(d), `"image":{`, `"docker-manifest-digest":"`+base.String()+`",`))
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`the signed payload of sha256-`, `.sig (layer sha256:`, `, signed by the key sha256:`, `) has the key "docker-manifest-digest" twice in its object at critical.image: one reader takes the first, another the last (` + signedKeysTodo + ")"}},
+		{"a DSSE envelope", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			sts := k.statements(d)
+			var envs [2][]byte
+			for i, st := range sts {
+				e, err := envelope(k.key, st)
+				if err != nil {
+					t.Fatal(err)
+				}
+				envs[i] = e
+			}
+			envs[0] = insert(t, envs[0], `{`, `"payload":"`+base64.StdEncoding.EncodeToString([]byte(`{}`))+`",`)
+			k.attestEnvelopes(d, envs)
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`the DSSE envelope of sha256-`, `.att (layer sha256:`, `) has the key "payload" twice: one reader takes the first, another the last (` + unsignedKeysTodo + ")"}},
+		{"an in-toto statement", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			sts := k.statements(d)
+			sts[0] = insert(t, sts[0], `{`, `"subject":[{"name":"x","digest":{"sha256":"`+base.Hex+`"}}],`)
+			k.attest(d, sts)
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`the in-toto statement of sha256-`, `, signed by the key sha256:`, `) has the key "subject" twice: one reader takes the first, another the last (` + signedKeysTodo + ")"}},
+		{"a provenance (two cases of one field's key)", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			sts := k.statements(d)
+			sts[0] = insert(t, sts[0], `"predicate":{`, `"BuildDefinition":{"internalParameters":{"baseDigest":"sha256:`+strings.Repeat("0", 64)+`"}},`)
+			k.attest(d, sts)
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`has the keys "BuildDefinition" and "buildDefinition" in its object at predicate, which Go's decoder reads as one field "buildDefinition", the last, and another reader as two (` + signedKeysTodo + ")"}},
+		{"an SBOM", func(k *keysLayout) v1.Hash {
+			d := k.p.Digest
+			sts := k.statements(d)
+			sts[1] = insert(t, sts[1], `"predicate":{`, `"bomFormat":"SPDX",`)
+			k.attest(d, sts)
+			return d
+		}, refusal.ImageSignatureInvalid, []string{`has the key "bomFormat" twice in its object at predicate`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -275,13 +336,21 @@ func TestVerifyRefusesAKeyTwice(t *testing.T) {
 	}
 }
 
+// signedBaseDigest is the digest of the shared build's base: another
+// image's, for a document to name first.
+func signedBaseDigest(t *testing.T) v1.Hash {
+	res, _, _ := signedBuild(t)
+	return res.Platforms[0].BaseDigest
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestVerifyRegistryRefusesAKeyTwice: what TestVerifyRefusesAKeyTwice
 // holds of a layout holds of a registry (go-containerregistry's in-memory
 // one, and Debian's docker-registry where it is installed), which stores
 // and serves a manifest with a key twice as it was pushed: the image's
-// manifest so is image_digest_mismatch. The image as built verifies.
+// manifest so is image_digest_mismatch, its .sig manifest so
+// image_signature_invalid. The same images with each key once verify.
 func TestVerifyRegistryRefusesAKeyTwice(t *testing.T) {
 	mem := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(mem.Close)
@@ -297,6 +366,9 @@ func TestVerifyRegistryRefusesAKeyTwice(t *testing.T) {
 			k.repo = host + "/acme/echo"
 			k.signed(k.p.Digest)
 			twice := k.manifestKeyTwice()
+			// The .sig of the image as built, said with "layers" twice,
+			// under a tag of its own: the image's is pushed as it is.
+			sigTwice := k.tag("sig-twice", types.OCIManifestSchema1, insert(t, k.sigManifest(k.p.Digest), `{`, `"layers":[],`))
 			push := func(tag string, h v1.Hash) {
 				t.Helper()
 				img, err := k.path().Image(h)
@@ -329,8 +401,23 @@ func TestVerifyRegistryRefusesAKeyTwice(t *testing.T) {
 			if refusal.CodeOf(err) != refusal.ImageDigestMismatch || !strings.Contains(err.Error(), k.repo+"@"+twice.String()+`: the manifest `+twice.String()+` has the key "layers" twice: one reader takes the first, another the last (`+ambiguousImage+")") {
 				t.Errorf("the manifest with a key twice: %v", err)
 			}
+			push(SignatureTag(k.p.Digest), sigTwice)
+			_, err = Verify(context.Background(), k.repo+"@"+k.p.Digest.String(), o)
+			if refusal.CodeOf(err) != refusal.ImageSignatureInvalid || !strings.Contains(err.Error(), "the manifest "+sigTwice.String()+" of "+SignatureTag(k.p.Digest)+` has the key "layers" twice`) {
+				t.Errorf("the signature's manifest with a key twice: %v", err)
+			}
 		})
 	}
+}
+
+// sigManifest is the manifest of d's signature.
+func (k *keysLayout) sigManifest(d v1.Hash) []byte {
+	k.t.Helper()
+	h, ok, err := layoutSource(k.dir).tag(context.Background(), SignatureTag(d))
+	if err != nil || !ok {
+		k.t.Fatalf("no signature of %s: %v", d, err)
+	}
+	return k.blob(h)
 }
 
 // TestBaseRefusesAKeyTwice: a build's base whose index, manifest or

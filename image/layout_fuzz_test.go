@@ -43,6 +43,9 @@ func FuzzVerifyLayout(f *testing.F) {
 	f.Add([]byte(ix), []byte(man), []byte(cfg), []byte(pl))
 	f.Add([]byte(ix), []byte(man), []byte(cfg), []byte(`{"critical":{"image":{"docker-manifest-digest":"sha256:0"},"type":"x"}}`))
 	f.Add([]byte(ix), []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"@CFG@","size":@CFGSIZE@,"platform":{"os":"linux","architecture":"amd64"}}]}`), []byte(man), []byte(pl))
+	// A key twice (or two cases of one field's key) in each document:
+	// refused, never read as its last.
+	f.Add([]byte(`{"manifests":[],`+ix[1:]), []byte(`{"layers":[],`+man[1:]), []byte(`{"os":"windows",`+cfg[1:]), []byte(`{"critical":{"image":{"Docker-Manifest-Digest":"sha256:0","docker-manifest-digest":"@MAN@"}}}`))
 	f.Add([]byte(`{}`), []byte(`{"manifests":null}`), []byte(`{}`), []byte(`{}`))
 	f.Add([]byte(`[`), []byte(`{"config":{"digest":"sha256:x","size":-1}}`), []byte(``), []byte(``))
 	dir := f.TempDir()

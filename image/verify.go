@@ -259,6 +259,9 @@ func checkSignature(ctx context.Context, src source, d v1.Hash, keys []*sign.Pub
 			advise("trust the public key of the builder that signed it (as a builder key), if it is one, or build it again signed with a trusted builder key")
 			continue
 		}
+		if err := cosignDocKeys(l.body, simpleSigningType, fmt.Sprintf("the signed payload of %s (layer %s, signed by the key %s)", SignatureTag(d), l.desc.Digest, signer.Digest()), "", signedKeysTodo); err != nil {
+			return "", "", err
+		}
 		var p payload.SimpleContainerImage
 		if err := json.Unmarshal(l.body, &p); err != nil {
 			why = append(why, "a signed payload that is not simple signing")
@@ -301,6 +304,9 @@ func cosignLayers(ctx context.Context, src source, tag string, mt types.MediaTyp
 	raw, err := src.manifest(ctx, h)
 	if err != nil {
 		return nil, readFailed(refusal.ImageSignatureInvalid, err, "cannot read %s", tag)
+	}
+	if err := cosignDocKeys(raw, manifestDocType, fmt.Sprintf("the manifest %s of %s", h, tag), "", unsignedKeysTodo); err != nil {
+		return nil, err
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
@@ -361,10 +367,21 @@ func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions,
 	// the provenance taken is the first that agrees with the labels and
 	// the expectation; when none does, the first one's differences.
 	var provs []*Provenance
+	tag := AttestationTag(d)
 	for _, l := range layers {
-		body, _, err := openEnvelope(l.body, o.Keys)
+		// Every envelope is decoded (to find its signer), so every one is
+		// checked; a statement and its predicate are decoded, and checked,
+		// once a trusted key signed them.
+		if err := cosignDocKeys(l.body, envelopeType, fmt.Sprintf("the DSSE envelope of %s (layer %s)", tag, l.desc.Digest), "", unsignedKeysTodo); err != nil {
+			return err
+		}
+		body, signer, err := openEnvelope(l.body, o.Keys)
 		if err != nil {
 			continue
+		}
+		what := fmt.Sprintf("the in-toto statement of %s (layer %s, signed by the key %s)", tag, l.desc.Digest, signer.Digest())
+		if err := cosignDocKeys(body, statementType, what, "", signedKeysTodo); err != nil {
+			return err
 		}
 		var st Statement
 		if json.Unmarshal(body, &st) != nil || st.Type != StatementType || !aboutDigest(st.Subject, d) {
@@ -372,11 +389,17 @@ func verifyManifest(ctx context.Context, src source, d v1.Hash, o VerifyOptions,
 		}
 		switch st.PredicateType {
 		case SLSAProvenanceType:
+			if err := cosignDocKeys(st.Predicate, provenanceType, what, ".predicate", signedKeysTodo); err != nil {
+				return err
+			}
 			var p Provenance
 			if json.Unmarshal(st.Predicate, &p) == nil {
 				provs = append(provs, &p)
 			}
 		case CycloneDXType:
+			if err := cosignDocKeys(st.Predicate, bomType, what, ".predicate", signedKeysTodo); err != nil {
+				return err
+			}
 			var b BOM
 			if json.Unmarshal(st.Predicate, &b) == nil && b.BOMFormat == "CycloneDX" {
 				mr.SBOM = true
