@@ -62,6 +62,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ import (
 
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/strictjson"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
@@ -448,6 +450,9 @@ func readCgroups(out string) (unapplied, error) {
 		"rootless podman cannot apply the limits: the %s controller(s) are not delegated to the user's cgroup (systemd: Delegate=memory pids cpu for user@.service; docs/executor.md), or choose to run without those limits", strings.Join(missing, ", "))}, nil
 }
 
+// manifestType is what a pinned manifest is decoded as.
+var manifestType = reflect.TypeFor[v1.Manifest]()
+
 // manifest reads the manifest ref names, checks it hashes to its digest,
 // and returns it parsed (its config digest is podman's id of the image).
 // An index is refused: a materialization names one platform's manifest.
@@ -475,6 +480,13 @@ func (e *Executor) manifest(ctx context.Context, ref image.Ref) (*v1.Manifest, e
 	sum := sha256.Sum256(raw)
 	if ref.Digest.Algorithm != "sha256" || hex.EncodeToString(sum[:]) != ref.Digest.Hex {
 		return nil, refusal.New(refusal.ImageDigestMismatch, "the manifest read for %s hashes to sha256:%x", ref, sum)
+	}
+	// Each key once (internal/strictjson), as image.Verify reads it: the
+	// digest pins these bytes, and a manifest that says a key twice would
+	// be read here as its last, by another reader as its first. A Go
+	// caller may dispatch here without the verify hook that checked them.
+	if err := strictjson.CheckKeys(raw, manifestType); err != nil {
+		return nil, refusal.New(refusal.ImageDigestMismatch, "the manifest %s is refused: %v; treat the image as suspect, build it again and pin the new digest", ref, err)
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil || m.Config.Digest.Algorithm != "sha256" || m.MediaType.IsIndex() {
