@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -182,17 +183,12 @@ func imageBuild(c *cli.Context) error {
 		Output: out, Push: c.String("push"), Repo: c.String("repo"), Jobs: c.Int("jobs"), Warn: o.warn,
 		PlainMalloc: hugePagesOff(),
 		Shims:       map[string]string{},
-		Remote:      []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
 	}
 	// --ca-bundle is trusted by the registry's requests too (the base's,
 	// the push's): it was the index's alone, and a push to a registry of
 	// that CA failed "certificate signed by unknown authority".
-	if c.String("ca-bundle") != "" {
-		pool, err := caPool(c)
-		if err != nil {
-			return err
-		}
-		bo.Remote = append(bo.Remote, remote.WithTransport(image.Transport(pool)))
+	if bo.Remote, err = registryRemote(c); err != nil {
+		return err
 	}
 	// --platform A,B and --platform A --platform B are the same: one
 	// image per platform in an index, as install and lock resolve take
@@ -302,11 +298,7 @@ func imageBuild(c *cli.Context) error {
 		// image build trusts --ca-bundle's CAs for the registry too:
 		// the command again with the CA's PEM (ca_bundle), as an
 		// index's untrusted certificate advises it.
-		var re *refusal.Error
-		if image.CertUntrusted(err) && errors.As(err, &re) && re.Remedy == nil {
-			re.WithRemedy(refusal.ActionCABundle, "")
-		}
-		return spaceAdvice(err)
+		return spaceAdvice(caBundleRemedy(err))
 	}
 	if bo.Key == nil {
 		o.warn("the image is not signed (no --sign-key): verify and executors will refuse it")
@@ -429,6 +421,42 @@ func sourceDateEpoch(e string) (time.Time, error) {
 		return time.Time{}, usagef("SOURCE_DATE_EPOCH=%q is past %d (2242-03-16), the latest time a layer's tar headers hold", e, int64(image.MaxEpoch))
 	}
 	return time.Unix(n, 0), nil
+}
+
+// registryRemote is the go-containerregistry options of a command's
+// registry requests (image build's base and push; install's, verify's and
+// run's reads of a container image): the docker config's credentials
+// (authn.DefaultKeychain), and with --ca-bundle image.Transport trusting
+// its CAs besides the system pool, which keeps image's stall, drip and
+// redirect bounds (a transport of net/http's own would drop them).
+func registryRemote(c *cli.Context) ([]remote.Option, error) {
+	ro := []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
+	if c.String("ca-bundle") == "" {
+		return ro, nil
+	}
+	pool, err := caPool(c)
+	if err != nil {
+		return nil, err
+	}
+	return append(ro, remote.WithTransport(image.Transport(pool))), nil
+}
+
+// caBundleRemedy gives a refusal of a registry whose certificate is
+// signed by an authority this host does not trust (image.CertUntrusted)
+// the ca_bundle remedy: the command again with --ca-bundle FILE, rendered
+// for a command that takes it (the library's advice names no flag). A
+// certificate for another name, or expired, gets none: another CA would
+// not help. err is returned as it is.
+func caBundleRemedy(err error) error {
+	var (
+		re *refusal.Error
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+	)
+	if image.CertUntrusted(err) && !errors.As(err, &he) && !errors.As(err, &ci) && errors.As(err, &re) && re.Remedy == nil {
+		re.WithRemedy(refusal.ActionCABundle, "")
+	}
+	return err
 }
 
 // refUsage is nil when ref is an image reference pinned by a digest; one

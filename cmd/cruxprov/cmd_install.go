@@ -101,6 +101,15 @@ func installAction(c *cli.Context) error {
 			}
 			sum = root.Wheel.SHA256
 		}
+		// The images are read from their registries with --ca-bundle's
+		// CAs trusted too, as the index is and image build's pushes
+		// are: it was the index's alone, and an image in a registry
+		// under that CA was refused "this host does not trust the
+		// registry's TLS certificate", with no way to trust it here.
+		ro, err := registryRemote(c)
+		if err != nil {
+			return err
+		}
 		for _, ref := range c.StringSlice("image") {
 			// A layout named by a relative path is pinned by its absolute
 			// one: the pin was oci:DIR@… as given, which verify and run
@@ -115,9 +124,9 @@ func installAction(c *cli.Context) error {
 					ref = image.LayoutPrefix + abs + dir[at:]
 				}
 			}
-			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{})
+			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{Remote: ro})
 			if err != nil {
-				return err
+				return caBundleRemedy(err)
 			}
 			for _, m := range ms {
 				// One image per platform: two made a pin no verify could
