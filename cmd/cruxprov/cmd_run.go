@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/pinned"
 	pcontainer "github.com/cruxible/cruxprov/pinned/container"
@@ -28,13 +29,14 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
+	vcontainer "github.com/cruxible/cruxprov/verify/container"
 )
 
 func init() {
 	register(&cli.Command{
 		Name:      "run",
 		Usage:     "verify a provider's accepted pin, then run one entrypoint with its secrets on fd 3, recording a receipt",
-		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]… [--backend local|container] [--platform P]",
+		UsageText: "cruxprov run NAME ENTRYPOINT --input FILE|- [--secret REF=@FILE|REF=env:VAR]… [--timeout D] [--output-bytes N] [--sandbox bwrap] [--idempotency-key K] [--ledger PATH] [--allow-env NAME]… [--backend local|container [--ca-bundle F]] [--platform P]",
 		Description: "Verifies the pin (as 'cruxprov verify' does; any drift refuses and nothing runs), then spawns\n" +
 			"the env's harness (docs/executor.md): a replaced environment (only --allow-env names pass), a fresh\n" +
 			"empty working directory removed afterwards (also its TMPDIR, unless --allow-env TMPDIR), the\n" +
@@ -43,7 +45,8 @@ func init() {
 			"ledger before the spawn, the outcome after. Exit 0 for an ok result, 1 for an error, timeout\n" +
 			"or output_limit outcome, 78 refused.\n\n" +
 			"Example:\n   echo '{\"hello\": \"world\"}' | cruxprov run acme-echo echo --input - --secret acme/api-token=@token.txt\n" +
-			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=env:ACME_TOKEN --idempotency-key order-42 --json",
+			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=env:ACME_TOKEN --idempotency-key order-42 --json\n" +
+			"   cruxprov run acme-echo echo --input req.json --backend container --ca-bundle registry-ca.pem",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Usage: "the request's input JSON `FILE`, or - for stdin"},
 			&cli.StringSliceFlag{Name: "secret", Usage: "a secret `REF=@FILE` or REF=env:VAR, resolved at the run; repeatable"},
@@ -55,6 +58,7 @@ func init() {
 			&cli.StringSliceFlag{Name: "allow-env", Usage: "an environment variable `NAME` the provider may see; repeatable"},
 			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id, or host (when several envs or images are pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container (podman --runtime runc with cruxshim; the secret bundle by pipe on fd 3)"},
+			caBundleRegistryFlag,
 			&cli.BoolFlag{Name: "unenforced-limits", Usage: "container: run even where a rootless podman cannot apply the memory, CPU and pids limits (cgroups v1); the network, file system, capability and user confinement still holds"},
 			&cli.StringFlag{Name: "secret-delivery", Value: "pipe", Usage: "how a container run gets its secrets, `MODE`: pipe (fd 3, --preserve-fds) or path (a private tmpfs; needs root)"},
 			&cli.StringFlag{Name: "state-dir", Usage: "this executor's state `DIR`: its floors, and its ledger DIR/receipts/<host>-<uid>.jsonl unless --ledger names one (default $XDG_STATE_HOME/cruxprov)"},
@@ -330,6 +334,15 @@ func runAction(c *cli.Context) error {
 	if local && c.Bool("unenforced-limits") {
 		return usagef("--unenforced-limits is for container runs (--backend container)")
 	}
+	if local && c.String("ca-bundle") != "" {
+		return usagef("--ca-bundle is for container runs (--backend container): the pinned image's registry; a local run reads no registry")
+	}
+	// The image's registry trusts --ca-bundle's CAs, for the verify's
+	// reads and the executor's manifest read, as install's did.
+	ro, err := registryRemote(c)
+	if err != nil {
+		return err
+	}
 	// The ledger is opened before the pin is verified, not between the
 	// verify and the spawn: Open reads the whole ledger where its
 	// checkpoint is missing or stale (~1.3 s for 100,000 receipts on 2
@@ -410,9 +423,19 @@ func runAction(c *cli.Context) error {
 				penv = append(penv, k+"="+v)
 			}
 		}
+		// And podman's pull trusts them too.
+		trust, cleanup, terr := podmanTrust(c)
+		if terr != nil {
+			return terr
+		}
+		defer cleanup()
 		res, err = pcontainer.Run(c.Context, reg, req, pcontainer.Options{
-			Executor: podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: penv},
+			Verify:   vcontainer.Options{Image: image.VerifyOptions{Remote: ro}},
+			Executor: podman.Executor{Ledger: led, SecretMode: secretMode, UnenforcedLimits: c.Bool("unenforced-limits"), Environ: append(penv, trust...), Remote: ro},
 		})
+		// An image refused for its registry's certificate: the run again
+		// with --ca-bundle FILE (ca_bundle).
+		caBundleRemedy(err)
 	}
 	var (
 		rr *invoke.RecordedRefusal
@@ -434,6 +457,47 @@ func runAction(c *cli.Context) error {
 	// be written (the ledger keeps the intent, an orphan). Not a refusal:
 	// the result is shown, and the exit is a failure.
 	return emitRun(o, res, name, ep, lps[0], func(attempt string) string { return receiptShow(c, attempt, lps[0]) }, err)
+}
+
+// podmanTrust is what of podman's environment makes its pull trust
+// --ca-bundle's CAs besides the system pool: podman reads the system
+// pool as Go does, from SSL_CERT_FILE (else the system's bundle) and the
+// directories of SSL_CERT_DIR (else /etc/ssl/certs and
+// /etc/pki/tls/certs), so the bundle is written alone into a directory
+// of this run's, removed by cleanup, added to those. Without it, podman
+// pulled from a registry under a private CA with the system pool alone,
+// after the verify had trusted --ca-bundle.
+func podmanTrust(c *cli.Context) (env []string, cleanup func(), err error) {
+	cleanup = func() {}
+	f := c.String("ca-bundle")
+	if f == "" {
+		return nil, cleanup, nil
+	}
+	pem, err := inputFile("--ca-bundle", f, maxInputFile)
+	if err != nil {
+		return nil, cleanup, err
+	}
+	// A temporary directory that cannot be written is refused as a
+	// layout that cannot be staged there is (container_unavailable,
+	// set_tmpdir): the run again with TMPDIR naming one that can.
+	unwritable := func(err error) error {
+		return refusal.Wrap(refusal.ContainerUnavailable, err, "cannot write --ca-bundle's certificates for podman's pull into the temporary directory %s: give a TMPDIR this user may write", os.TempDir()).
+			WithRemedy(refusal.ActionSetTempDir, "")
+	}
+	dir, err := os.MkdirTemp("", "cruxprov-ca-")
+	if err != nil {
+		return nil, cleanup, unwritable(err)
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err := os.WriteFile(filepath.Join(dir, "ca-bundle.pem"), pem, 0o644); err != nil {
+		cleanup()
+		return nil, func() {}, unwritable(err)
+	}
+	dirs := os.Getenv("SSL_CERT_DIR")
+	if dirs == "" {
+		dirs = "/etc/ssl/certs:/etc/pki/tls/certs"
+	}
+	return []string{"SSL_CERT_DIR=" + dirs + ":" + dir}, cleanup, nil
 }
 
 // receiptShow is the command that shows attempt's receipt.

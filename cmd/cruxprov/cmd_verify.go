@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
@@ -22,16 +23,21 @@ func init() {
 	register(&cli.Command{
 		Name:      "verify",
 		Usage:     "check a provider's accepted pin against the registry, your floor and the env on disk",
-		UsageText: "cruxprov verify NAME [--entrypoint E] [--backend local|container] [--platform P] [--deep] [--explain] [--state-dir DIR]",
+		UsageText: "cruxprov verify NAME [--entrypoint E] [--backend local|container [--ca-bundle F]] [--platform P] [--deep] [--explain] [--state-dir DIR]",
 		Description: "What an executor runs before every invocation (docs/executor.md): the accepted pin is present,\n" +
 			"signed by trusted approvers up to the threshold, not expired, not below this verifier's floor\n" +
 			"(kept in --state-dir); the entrypoint is in it; its protocol range includes ours; the env's\n" +
 			"seal names the pinned digest and seal content digest; the env, interpreter, manifest and\n" +
-			"lock are unchanged (fast: the stat index; --deep: rehash everything). No network.\n\n" +
-			"Example:\n   cruxprov verify acme-echo\n   cruxprov verify acme-echo --entrypoint echo --deep --json",
+			"lock are unchanged (fast: the stat index; --deep: rehash everything). No network.\n" +
+			"--backend container checks the pinned image instead, read from its registry (or layout):\n" +
+			"its digest, a builder's signature and its provenance; --ca-bundle F trusts the CAs of F\n" +
+			"besides the system pool for that registry (one under a private CA).\n\n" +
+			"Example:\n   cruxprov verify acme-echo\n   cruxprov verify acme-echo --entrypoint echo --deep --json\n" +
+			"   cruxprov verify acme-echo --backend container --ca-bundle registry-ca.pem",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "entrypoint", Usage: "the `E`ntrypoint that will run (must be pinned)"},
 			&cli.StringFlag{Name: "backend", Value: "local", Usage: "`BACKEND`: local, or container: the pinned image's digest, builder signature and provenance"},
+			caBundleRegistryFlag,
 			&cli.StringFlag{Name: "platform", Usage: "the pinned `PLATFORM` id, or host (when several envs or images are pinned)"},
 			&cli.BoolFlag{Name: "deep", Usage: "rehash every file of the env"},
 			&cli.BoolFlag{Name: "explain", Usage: "report every difference of the env, not only the first"},
@@ -47,6 +53,13 @@ func init() {
 // not trust a registry rewritten from its first entry on first use.
 var registryIDFlag = &cli.StringFlag{Name: "registry-id", EnvVars: []string{"CRUXPROV_REGISTRY_ID"},
 	Usage: "the registry `ID` this verifier expects (sha256:…, `cruxprov registry log` prints it): another is registry_corrupt"}
+
+// caBundleRegistryFlag is --ca-bundle of the commands that read a
+// container image's registry and no index (verify, run): an executor
+// whose registry is under a private CA, as install's and image build's
+// --ca-bundle trust it.
+var caBundleRegistryFlag = &cli.StringFlag{Name: "ca-bundle",
+	Usage: "with --backend container: a PEM `FILE` of CA certificates trusted besides the system pool for the image's registry"}
 
 // registryID is --registry-id (or CRUXPROV_REGISTRY_ID), zero when unset.
 func registryID(c *cli.Context) (digest.Digest, error) {
@@ -123,6 +136,9 @@ func verifyAction(c *cli.Context) error {
 	}
 	if b := c.String("backend"); b != "local" && b != "container" {
 		return usagef("--backend %s: want local or container", b)
+	}
+	if c.String("backend") == "local" && c.String("ca-bundle") != "" {
+		return usagef("--ca-bundle is for --backend container (the pinned image's registry): a local env is verified on disk, with no network")
 	}
 	sd, err := stateDir(c)
 	if err != nil {
@@ -201,11 +217,15 @@ func verifyAction(c *cli.Context) error {
 // its container materialization names (digest, builder signature,
 // provenance; --deep rehashes every layer too).
 func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, plat, sd string, rid digest.Digest) error {
-	rep, err := container.Verify(c.Context, reg, name, verify.Options{
-		Entrypoint: c.String("entrypoint"), Platform: plat, Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
-	}, container.Options{})
+	ro, err := registryRemote(c)
 	if err != nil {
 		return err
+	}
+	rep, err := container.Verify(c.Context, reg, name, verify.Options{
+		Entrypoint: c.String("entrypoint"), Platform: plat, Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
+	}, container.Options{Image: image.VerifyOptions{Remote: ro}})
+	if err != nil {
+		return caBundleRemedy(err)
 	}
 	mode := "fast"
 	if c.Bool("deep") {

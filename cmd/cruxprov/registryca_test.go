@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
@@ -19,10 +21,11 @@ import (
 // nothing on this host trusts). install --backend container --image
 // trusted --ca-bundle for the index alone: the image was refused "this
 // host does not trust the registry's TLS certificate", with no way to
-// trust it but the system's trust store. Now install trusts
-// --ca-bundle's CAs for the registry too (through image.Transport), and
-// without it (or with a bundle of another CA) it is refused saying so
-// and to run it again with --ca-bundle FILE.
+// trust it but the system's trust store. Now install, verify and run
+// --backend container trust --ca-bundle's CAs for the registry too
+// (through image.Transport), and without it (or with a bundle of
+// another CA) each is refused saying so and to run it again with
+// --ca-bundle FILE; run's podman pull trusts the bundle too.
 func TestPrivateCARegistry(t *testing.T) {
 	host, ca := imagetest.TLSDockerRegistry(t)
 	otherCA := imagetest.UntrustedCA(t)
@@ -37,12 +40,23 @@ func TestPrivateCARegistry(t *testing.T) {
 	os.WriteFile(keyPath, priv, 0o600)
 	os.WriteFile(pubPath, pub, 0o644)
 	home := filepath.Join(dir, "home")
-	env := append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000", "CRUXPROV_KEY_PASSWORD=pw", "DOCKER_CONFIG="+t.TempDir(), "XDG_STATE_HOME="+t.TempDir())
-	run := func(a ...string) result {
+	// An epoch of this run's own: an image podman cannot have already,
+	// so that the run pulls it.
+	epoch := fmt.Sprint(1700000000 + time.Now().UnixNano()%1000000)
+	// A docker config of no credentials (podman's pull wants the file
+	// DOCKER_CONFIG names to be there).
+	docker := t.TempDir()
+	os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{}}`), 0o644)
+	env := append(os.Environ(), "SOURCE_DATE_EPOCH="+epoch, "CRUXPROV_KEY_PASSWORD=pw", "DOCKER_CONFIG="+docker, "XDG_STATE_HOME="+t.TempDir())
+	runEnv := func(extra []string, a ...string) result {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"--home", home}, a...)...)
-		cmd.Env = env
+		cmd.Env = append(env[:len(env):len(env)], extra...)
 		return runCmd(t, cmd)
+	}
+	run := func(a ...string) result {
+		t.Helper()
+		return runEnv(nil, a...)
 	}
 	ok := func(r result, what string) string {
 		t.Helper()
@@ -70,6 +84,14 @@ func TestPrivateCARegistry(t *testing.T) {
 		"--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", imagetest.Shim(t), "--sign-key", keyPath,
 		"--push", repo+":1.0", "--ca-bundle", ca, "--quiet"), "image build --push --ca-bundle")
 	img := repo + "@" + d
+	if podman, err := exec.LookPath("podman"); err == nil {
+		t.Cleanup(func() {
+			out, _ := exec.Command(podman, "images", "--quiet", "--no-trunc", "--filter", "reference="+repo).Output()
+			for _, id := range strings.Fields(string(out)) {
+				exec.Command(podman, "rmi", id).Run() // not --force: a container of it is not ours to remove
+			}
+		})
+	}
 
 	// The builder trusted, the interfaces registered.
 	alice := filepath.Join(dir, "alice")
@@ -94,4 +116,45 @@ func TestPrivateCARegistry(t *testing.T) {
 	}
 	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
 
+	// The executor's verify: the same registry, the same advice.
+	verify := []string{"verify", "acme-echo", "--backend", "container"}
+	refused(run(verify...), "verify --backend container without --ca-bundle", "verify", "")
+	refused(run(append(verify, "--ca-bundle", otherCA)...), "verify --backend container with another CA's bundle", "verify", "")
+	if out := ok(run(append(verify, "--ca-bundle", ca)...), "verify --backend container --ca-bundle"); !strings.Contains(out, "image "+img) {
+		t.Errorf("verify --backend container --ca-bundle: %s", out)
+	}
+	// A local env is verified on disk: a bundle there would be ignored.
+	if r := run("verify", "acme-echo", "--ca-bundle", ca); r.code != exitUsage || !strings.Contains(r.stderr, "--ca-bundle is for --backend container") {
+		t.Errorf("verify --backend local --ca-bundle: %+v", r)
+	}
+	input := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(input, []byte(`{"private": "ca"}`), 0o644)
+	if r := run("run", "acme-echo", "echo", "--input", input, "--ca-bundle", ca); r.code != exitUsage || !strings.Contains(r.stderr, "--ca-bundle is for container runs") {
+		t.Errorf("run --backend local --ca-bundle: %+v", r)
+	}
+
+	// The bundle podman's pull is to trust is written in TMPDIR: one that
+	// cannot be written is refused, saying to name another.
+	r := runEnv([]string{"TMPDIR=" + filepath.Join(dir, "nonexistent")}, "run", "acme-echo", "echo", "--input", input, "--backend", "container", "--ca-bundle", ca)
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: container_unavailable: cannot write --ca-bundle's certificates for podman's pull") || !strings.Contains(r.stderr, "; to fix: TMPDIR=DIR cruxprov ") {
+		t.Errorf("run --ca-bundle with a TMPDIR that is not there: %+v", r)
+	}
+
+	// The executor's run: the verify before it, and podman's pull, from
+	// a registry podman speaks HTTPS to (127.0.0.2, not 127.0.0.1).
+	for _, b := range []string{"podman", "runc"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s is not installed: install and verify checked, no container run", b)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("install and verify checked; the run runs podman as root (rootless podman here cannot hold the run's limits: executor.md)")
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("tok"), 0o600)
+	runArgs := []string{"run", "acme-echo", "echo", "--input", input, "--backend", "container", "--secret", "acme/api-token=@" + token}
+	refused(run(runArgs...), "run --backend container without --ca-bundle", "run", "; its receipt: ")
+	if out := ok(run(append(runArgs, "--ca-bundle", ca)...), "run --backend container --ca-bundle"); !strings.Contains(out, `"private":"ca"`) {
+		t.Errorf("run --ca-bundle: %s", out)
+	}
 }
