@@ -23,15 +23,18 @@ func init() {
 	register(&cli.Command{
 		Name:      "install",
 		Usage:     "propose a provider: root wheel → interfaces checked → envs built and sealed → a change-set",
-		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) --index URL --platform P[,P…] [--python PATH] [--backend local|container --image REF@DIGEST] [--offline] [--no-compile] [--no-cache] [--jobs N]",
+		UsageText: "cruxprov install (WHEEL | NAME==VERSION --sha256 HEX) (--index URL | --offline) (--platform P[,P…] | --backend container --image REF@DIGEST… [--platform P[,P…]]) [--python PATH] [--no-compile] [--no-cache] [--jobs N] [--ca-bundle F]",
 		Description: "Reads the provider's manifest, checks every entrypoint's interface against the registry\n" +
 			"(interface_unregistered, interface_digest_mismatch), runs the pipeline for each platform — a\n" +
 			"sealed local env where the interpreter (--python) runs the platform, the resolution alone\n" +
 			"elsewhere (images build it) — and proposes a change-set. Nothing an executor runs changes\n" +
-			"until it is approved (cruxprov changeset approve ID --key KEY).\n\n" +
+			"until it is approved (cruxprov changeset approve ID --key KEY). --backend container proposes the\n" +
+			"images too, each verified under the registry's builder keys: their platforms are installed when\n" +
+			"no --platform is given. --ca-bundle F trusts the CAs of F for the index and the images' registries.\n\n" +
 			"Example:\n   cruxprov install acme_echo-1.0.0-py3-none-any.whl --platform host --python /usr/bin/python3.11 --index http://127.0.0.1:8080/simple/\n" +
 			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --platform host,cp312-manylinux_2_17_aarch64 --json\n" +
-			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --backend container --image registry.example/acme/echo@sha256:<index digest>",
+			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --backend container --image registry.example/acme/echo@sha256:<index digest>\n" +
+			"   cruxprov install acme-echo==1.0.0 --sha256 <hex> --index https://mirror/simple/ --backend container --image registry.example/acme/echo@sha256:<index digest> --ca-bundle registry-ca.pem",
 		Flags: append([]cli.Flag{
 			&cli.StringSliceFlag{Name: "platform", Usage: "target `PLATFORM`s: preset ids or host, comma-separated or repeated"},
 			&cli.StringFlag{Name: "python", Value: "python3", Usage: "the interpreter `PATH` local envs point at"},
