@@ -459,19 +459,30 @@ func runAction(c *cli.Context) error {
 	return emitRun(o, res, name, ep, lps[0], func(attempt string) string { return receiptShow(c, attempt, lps[0]) }, err)
 }
 
-// podmanTrust is what of podman's environment makes its pull trust
-// --ca-bundle's CAs besides the system pool: podman reads the system
-// pool as Go does, from SSL_CERT_FILE (else the system's bundle) and the
+// podmanTrust is what of podman's environment makes its pull trust the
+// CAs this command's reads trust: podman reads the system pool as Go
+// does, from SSL_CERT_FILE (else the system's bundle) and the
 // directories of SSL_CERT_DIR (else /etc/ssl/certs and
-// /etc/pki/tls/certs), so the bundle is written alone into a directory
-// of this run's, removed by cleanup, added to those. Without it, podman
-// pulled from a registry under a private CA with the system pool alone,
-// after the verify had trusted --ca-bundle.
+// /etc/pki/tls/certs), so this command's SSL_CERT_FILE and SSL_CERT_DIR
+// are passed on (podman ran with PATH and the registry credentials
+// alone: the refusal's advice, a PEM file named by SSL_CERT_FILE, let
+// the verify through and not the pull), and --ca-bundle's certificates
+// are written alone into a directory of this run's, removed by cleanup,
+// added to SSL_CERT_DIR's. Without it, podman pulled from a registry
+// under a private CA with the system pool alone, after the verify had
+// trusted --ca-bundle.
 func podmanTrust(c *cli.Context) (env []string, cleanup func(), err error) {
 	cleanup = func() {}
+	if v := os.Getenv("SSL_CERT_FILE"); v != "" {
+		env = append(env, "SSL_CERT_FILE="+v)
+	}
+	dirs := os.Getenv("SSL_CERT_DIR")
 	f := c.String("ca-bundle")
 	if f == "" {
-		return nil, cleanup, nil
+		if dirs != "" {
+			env = append(env, "SSL_CERT_DIR="+dirs)
+		}
+		return env, cleanup, nil
 	}
 	pem, err := inputFile("--ca-bundle", f, maxInputFile)
 	if err != nil {
@@ -493,11 +504,10 @@ func podmanTrust(c *cli.Context) (env []string, cleanup func(), err error) {
 		cleanup()
 		return nil, func() {}, unwritable(err)
 	}
-	dirs := os.Getenv("SSL_CERT_DIR")
 	if dirs == "" {
 		dirs = "/etc/ssl/certs:/etc/pki/tls/certs"
 	}
-	return []string{"SSL_CERT_DIR=" + dirs + ":" + dir}, cleanup, nil
+	return append(env, "SSL_CERT_DIR="+dirs+":"+dir), cleanup, nil
 }
 
 // receiptShow is the command that shows attempt's receipt.

@@ -157,4 +157,22 @@ func TestPrivateCARegistry(t *testing.T) {
 	if out := ok(run(append(runArgs, "--ca-bundle", ca)...), "run --backend container --ca-bundle"); !strings.Contains(out, `"private":"ca"`) {
 		t.Errorf("run --ca-bundle: %s", out)
 	}
+
+	// The CA in a PEM file named by SSL_CERT_FILE, as the refusal
+	// advises, is trusted by the pull too (podman ran without it: the
+	// verify passed, the pull was refused "x509: certificate signed by
+	// unknown authority"). The image is removed from podman's storage
+	// first, so that the run pulls it again.
+	out, err := exec.Command("podman", "images", "--quiet", "--no-trunc", "--filter", "reference="+repo).Output()
+	if err != nil || len(strings.Fields(string(out))) == 0 {
+		t.Fatalf("podman images: %v %q: the run pulled nothing", err, out)
+	}
+	for _, id := range strings.Fields(string(out)) {
+		if b, err := exec.Command("podman", "rmi", id).CombinedOutput(); err != nil {
+			t.Fatalf("podman rmi %s: %v: %s", id, err, b)
+		}
+	}
+	if out := ok(runEnv([]string{"SSL_CERT_FILE=" + ca}, runArgs...), "run --backend container, SSL_CERT_FILE the CA"); !strings.Contains(out, `"private":"ca"`) {
+		t.Errorf("run, SSL_CERT_FILE: %s", out)
+	}
 }
