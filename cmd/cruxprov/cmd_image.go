@@ -324,19 +324,23 @@ func imageVerifyCmd() *cli.Command {
 	return &cli.Command{
 		Name:      "verify",
 		Usage:     "check an image's digests, signature, provenance and SBOM under a builder key",
-		UsageText: "cruxprov image verify REF@DIGEST|oci:DIR@DIGEST --key PUB… [--repo REPO] [--platform ID] [--skip-blobs]",
+		UsageText: "cruxprov image verify REF@DIGEST|oci:DIR@DIGEST --key PUB… [--repo REPO] [--platform ID] [--skip-blobs] [--ca-bundle F]",
 		Description: "Rehashes every manifest, config and layer it reads (image_digest_mismatch), requires a\n" +
 			"cosign signature under one of the keys whose payload names the digest and the repository\n" +
 			"(image_signature_invalid; cosign itself never checks the repository), and a signed SLSA\n" +
 			"provenance and CycloneDX SBOM about the digest whose package, resolution and base agree with\n" +
-			"the image's labels (provenance_mismatch). An index is checked platform by platform.\n\n" +
+			"the image's labels (provenance_mismatch). An index is checked platform by platform.\n" +
+			"--ca-bundle F trusts the CAs of F for a registry under a private CA (a layout reads none).\n" +
+			"Registry credentials come from the docker config (~/.docker/config.json, DOCKER_CONFIG).\n\n" +
 			"Example:\n   cruxprov image verify 127.0.0.1:5000/acme/echo@sha256:<hex> --key builder.pub\n" +
+			"   cruxprov image verify registry.example/acme/echo@sha256:<hex> --key builder.pub --ca-bundle registry-ca.pem\n" +
 			"   cruxprov image verify oci:out@sha256:<hex> --key builder.pub --repo registry.example/acme/echo --json",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "key", Usage: "a trusted builder's public `KEY` (PEM; repeatable)"},
 			&cli.StringFlag{Name: "repo", Usage: "the `REPO` the signature must name (default: the reference's repository; none for a layout)"},
 			&cli.StringFlag{Name: "platform", Usage: "check only this platform `ID` of an index"},
 			&cli.BoolFlag{Name: "skip-blobs", Usage: "do not read and rehash the layers (manifests, configs, signatures still are)"},
+			&cli.StringFlag{Name: "ca-bundle", Usage: "a PEM `FILE` of CA certificates trusted besides the system pool for the image's registry"},
 		},
 		Action: imageVerify,
 	}
@@ -361,9 +365,20 @@ func imageVerify(c *cli.Context) error {
 			return usagef("--repo: %v", err)
 		}
 	}
+	// A layout is read from disk: a bundle given for it would be ignored.
+	if strings.HasPrefix(c.Args().First(), image.LayoutPrefix) && c.String("ca-bundle") != "" {
+		return usagef("--ca-bundle is for an image in a registry (REF@DIGEST): a layout (oci:DIR@DIGEST) is read from disk, with no network")
+	}
 	vo := image.VerifyOptions{
 		Repo: c.String("repo"), Platform: c.String("platform"), SkipBlobs: c.Bool("skip-blobs"),
-		Remote: []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)},
+	}
+	// The registry's requests trust --ca-bundle's CAs (through
+	// image.Transport, which keeps the stall and redirect bounds): a CI
+	// verifying what it pushed to a registry under a private CA was
+	// refused "this host does not trust the registry's TLS certificate",
+	// with no way to trust it but the system's trust store.
+	if vo.Remote, err = registryRemote(c); err != nil {
+		return err
 	}
 	for _, k := range c.StringSlice("key") {
 		b, err := inputFile("--key", k, 1<<20)
@@ -386,7 +401,9 @@ func imageVerify(c *cli.Context) error {
 	}
 	rep, err := image.Verify(c.Context, c.Args().First(), vo)
 	if err != nil {
-		return err
+		// The command again with the CA's PEM (ca_bundle), a bundle
+		// given (which did not sign it) replaced.
+		return caBundleRemedy(err)
 	}
 	return o.emit("cruxprov.image.verify/v1", rep, func(w io.Writer) {
 		if o.quiet {

@@ -23,7 +23,8 @@ import (
 // docs/images.md with a docker-registry under a private CA, --ca-bundle
 // CA.pem was silently the index's alone, and the push was refused "HTTP
 // 400: check its log" (the plain-HTTP retry's answer), the certificate
-// the real cause; image verify said the same of the read.
+// the real cause; image verify said the same of the read, and took no
+// --ca-bundle: now it does, and its refusal says to give one.
 func TestImagePushCABundle(t *testing.T) {
 	baseLayout, baseDigest := imagetest.Base(t)
 	fx, idx := fixtureindex.Serve(t, t.TempDir())
@@ -61,8 +62,16 @@ func TestImagePushCABundle(t *testing.T) {
 		t.Fatal(r)
 	}
 	r = cruxprov(t, "image", "verify", ref, "--key", pub+".pub")
-	// image verify takes no --ca-bundle: the advice, and no command.
-	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: fetch_failed: cannot read "+ref) || !strings.Contains(r.stderr, advice) || strings.Contains(r.stderr, "to fix:") {
+	// image verify takes --ca-bundle too: the advice, and the verify
+	// again with it (TestPrivateCARegistry checks it on a registry
+	// serving HTTPS alone).
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: fetch_failed: cannot read "+ref) || !strings.Contains(r.stderr, advice) ||
+		!strings.Contains(r.stderr, "; to fix: cruxprov image verify "+ref+" ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "--ca-bundle FILE") {
 		t.Fatalf("verify, the CA not trusted: %+v", r)
+	}
+	// With it the registry is read: the image built unsigned is refused
+	// for that, and no longer for its certificate.
+	if r := cruxprov(t, "image", "verify", ref, "--key", pub+".pub", "--ca-bundle", ca); r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: image_signature_invalid: ") || strings.Contains(r.stderr, advice) {
+		t.Fatalf("verify --ca-bundle %s of the unsigned image: %+v, want it read and refused unsigned", ca, r)
 	}
 }

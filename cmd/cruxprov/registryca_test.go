@@ -25,7 +25,8 @@ import (
 // --backend container trust --ca-bundle's CAs for the registry too
 // (through image.Transport), and without it (or with a bundle of
 // another CA) each is refused saying so and to run it again with
-// --ca-bundle FILE; run's podman pull trusts the bundle too.
+// --ca-bundle FILE; run's podman pull trusts the bundle too. So does
+// image verify of the pushed image (a CI's check of what it pushed).
 func TestPrivateCARegistry(t *testing.T) {
 	host, ca := imagetest.TLSDockerRegistry(t)
 	otherCA := imagetest.UntrustedCA(t)
@@ -91,6 +92,21 @@ func TestPrivateCARegistry(t *testing.T) {
 				exec.Command(podman, "rmi", id).Run() // not --force: a container of it is not ours to remove
 			}
 		})
+	}
+
+	// image verify of what was pushed, as a CI verifies it: the same
+	// registry, the same advice (it took no --ca-bundle, so its refusal
+	// named none and nothing but the system's trust store let it read
+	// the image).
+	imageVerify := []string{"image", "verify", img, "--key", pubPath}
+	refused(run(imageVerify...), "image verify without --ca-bundle", "image verify", "")
+	refused(run(append(imageVerify, "--ca-bundle", otherCA)...), "image verify with another CA's bundle", "image verify", "")
+	if out := ok(run(append(imageVerify, "--ca-bundle", ca)...), "image verify --ca-bundle"); !strings.HasPrefix(out, "ok "+img+"\n") {
+		t.Errorf("image verify --ca-bundle: %s", out)
+	}
+	// A layout is read from disk: a bundle there would be ignored.
+	if r := run("image", "verify", "oci:"+baseLayout+"@"+baseDigest.String(), "--key", pubPath, "--ca-bundle", ca); r.code != exitUsage || !strings.Contains(r.stderr, "--ca-bundle is for an image in a registry") {
+		t.Errorf("image verify oci:DIR --ca-bundle: %+v", r)
 	}
 
 	// The builder trusted, the interfaces registered.
