@@ -711,6 +711,33 @@ func nobodyBase(t *testing.T, prefix, python string) (base, exe string) {
 	return base, asuser.Copy(t, base, bin)
 }
 
+// modesReader returns a directory and a runner of the binary as a user
+// the file modes bind: as root, uid 65534 (skipping unless it can), with
+// a copy of the binary in a fresh world-readable directory; as another
+// user, that user in a temporary directory. Root reads whatever the modes,
+// so a test of a file this user may not read runs its commands so. Each
+// runs with PATH and a HOME that does not exist.
+func modesReader(t *testing.T, prefix string) (base string, run func(args ...string) result) {
+	t.Helper()
+	exe := bin
+	if os.Geteuid() == 0 {
+		asuser.Require(t, "read as an unprivileged user (root reads whatever the modes)")
+		base = asuser.Dir(t, prefix)
+		exe = asuser.Copy(t, base, bin)
+	} else {
+		base = t.TempDir()
+	}
+	t.Cleanup(func() { testdir.Writable(base) })
+	return base, func(args ...string) result {
+		cmd := exec.Command(exe, args...)
+		if os.Geteuid() == 0 {
+			cmd = asuser.Command(65534, 65534, exe, args...)
+		}
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		return runCmd(t, cmd)
+	}
+}
+
 // verifyAsNobody runs env verify (fast and deep) as nobody and expects
 // the unreadable-interpreter refusal.
 func verifyAsNobody(t *testing.T, exe, home, env string) {

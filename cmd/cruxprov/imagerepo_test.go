@@ -90,24 +90,15 @@ func TestImagePushSignsWherePushed(t *testing.T) {
 	ok(run("image", "verify", repo+"@"+d, "--key", pubPath), "image verify")
 
 	// The builder trusted, the image proposed from REPO and approved.
-	alice := filepath.Join(dir, "alice")
-	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
-	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	aliceKey := approveBuilder(t, run, dir, pubPath)
 	var doc struct {
 		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
-	}
-	if err := json.Unmarshal([]byte(ok(run("key", "trust", pubPath, "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &doc); err != nil {
-		t.Fatal(err)
-	}
-	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
-	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
-		ok(run("interface", "register", i, "--schema", filepath.Join(dir, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
 	}
 	install := []string{"install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", repo + "@" + d, "--python", debian}
 	if err := json.Unmarshal([]byte(ok(run(append(install, "--json")...), "install --image REPO@DIGEST")), &doc); err != nil {
 		t.Fatal(err)
 	}
-	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", aliceKey, "--quiet"), "approve the install")
 	ok(run("verify", "acme-echo", "--backend", "container"), "verify --backend container")
 
 	// The same build signed for OTHER into a layout; its signature and
@@ -147,4 +138,34 @@ func TestImagePushSignsWherePushed(t *testing.T) {
 			t.Errorf("%s of an image in %s signed for %s: %+v", c.what, repo, other, r)
 		}
 	}
+}
+
+// approveBuilder readies the store run acts on for an install --backend
+// container of the fixture (fixtureindex.Serve's, in dir): an approver,
+// alice (her keys in dir), trusted first, the builder key pubPath
+// proposed with the builder role and approved by her, and the fixture's
+// interfaces registered; it returns her private key's path.
+func approveBuilder(t *testing.T, run func(...string) result, dir, pubPath string) (aliceKey string) {
+	t.Helper()
+	ok := func(r result, what string) string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return r.stdout
+	}
+	alice := filepath.Join(dir, "alice")
+	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
+	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	var doc struct {
+		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
+	}
+	if err := json.Unmarshal([]byte(ok(run("key", "trust", pubPath, "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
+	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
+		ok(run("interface", "register", i, "--schema", filepath.Join(dir, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
+	}
+	return alice + ".key"
 }

@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cruxible/cruxprov/internal/asuser"
-	"github.com/cruxible/cruxprov/internal/testdir"
 )
 
 // TestRegistryUnreadableAdvisesChmod: a registry this user may not read
@@ -24,23 +21,7 @@ import (
 // root's; as another user it reads as itself, the registry its own
 // (mode 0 denies its owner too).
 func TestRegistryUnreadableAdvisesChmod(t *testing.T) {
-	var base, exe string
-	reader := func(args ...string) result {
-		cmd := exec.Command(exe, args...)
-		if os.Geteuid() == 0 {
-			cmd = asuser.Command(65534, 65534, exe, args...)
-		}
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		return runCmd(t, cmd)
-	}
-	if os.Geteuid() == 0 {
-		asuser.Require(t, "read as an unprivileged user (root reads whatever the modes)")
-		base = asuser.Dir(t, "cruxprov-registry-unreadable-")
-		exe = asuser.Copy(t, base, bin)
-	} else {
-		base, exe = t.TempDir(), bin
-	}
-	t.Cleanup(func() { testdir.Writable(base) })
+	base, reader := modesReader(t, "cruxprov-registry-unreadable-")
 	for _, c := range []struct {
 		name string
 		deny string // relative to the store

@@ -110,18 +110,9 @@ func TestPrivateCARegistry(t *testing.T) {
 	}
 
 	// The builder trusted, the interfaces registered.
-	alice := filepath.Join(dir, "alice")
-	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
-	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	aliceKey := approveBuilder(t, run, dir, pubPath)
 	var doc struct {
 		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
-	}
-	if err := json.Unmarshal([]byte(ok(run("key", "trust", pubPath, "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &doc); err != nil {
-		t.Fatal(err)
-	}
-	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
-	for _, i := range []string{"acme.echo", "acme.diagnostics"} {
-		ok(run("interface", "register", i, "--schema", filepath.Join(dir, "fx", "interfaces", i+".json"), "--quiet"), "interface register "+i)
 	}
 
 	install := []string{"install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", img, "--python", debian}
@@ -130,7 +121,7 @@ func TestPrivateCARegistry(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok(run(append(install, "--ca-bundle", ca, "--json")...), "install --ca-bundle")), &doc); err != nil {
 		t.Fatal(err)
 	}
-	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", aliceKey, "--quiet"), "approve the install")
 
 	// The executor's verify: the same registry, the same advice.
 	verify := []string{"verify", "acme-echo", "--backend", "container"}

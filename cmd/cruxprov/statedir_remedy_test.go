@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cruxible/cruxprov/internal/asuser"
-	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -137,23 +135,7 @@ func TestStateDirCannotBeMadeAdvisesStateDir(t *testing.T) {
 // it). Root reads whatever the modes: as root the test verifies as uid
 // 65534 (asuser), the state directory its own and the floor root's.
 func TestFloorUnreadableSaysRead(t *testing.T) {
-	var base, exe string
-	verifier := func(args ...string) result {
-		cmd := exec.Command(exe, args...)
-		if os.Geteuid() == 0 {
-			cmd = asuser.Command(65534, 65534, exe, args...)
-		}
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		return runCmd(t, cmd)
-	}
-	if os.Geteuid() == 0 {
-		asuser.Require(t, "read as an unprivileged user (root reads whatever the modes)")
-		base = asuser.Dir(t, "cruxprov-floor-unreadable-")
-		exe = asuser.Copy(t, base, bin)
-	} else {
-		base, exe = t.TempDir(), bin
-	}
-	t.Cleanup(func() { testdir.Writable(base) })
+	base, verifier := modesReader(t, "cruxprov-floor-unreadable-")
 	home, _ := acceptedStore(t, base)
 	state := filepath.Join(base, "state")
 	if err := os.Mkdir(state, 0o700); err != nil {
