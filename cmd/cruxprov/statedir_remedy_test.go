@@ -30,13 +30,7 @@ func acceptedStore(t *testing.T, base string) (home, input string) {
 	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
 		t.Fatal(err)
 	}
-	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
-		t.Fatal(err)
-	}
+	registrytest.Accept(t, d, registrytest.Change("acme-echo", "1.0"), root)
 	input = filepath.Join(base, "in.json")
 	if err := os.WriteFile(input, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
