@@ -25,21 +25,7 @@ import (
 // or the layout writer read it, and a digest the layout or registry does
 // not hold said only that its file or manifest was not found.
 func TestBaseNotAsPinned(t *testing.T) {
-	img, err := random.Image(4096, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	dir := filepath.Join(t.TempDir(), "oci")
-	if err := writeLayout(context.Background(), dir, img, d, "base", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	img, d, dir := randomBaseLayout(t)
 	layers, _ := img.Layers()
 	ld, _ := layers[0].Digest()
 	blob := filepath.Join(dir, "blobs", "sha256", ld.Hex)
@@ -90,4 +76,27 @@ func TestBaseNotAsPinned(t *testing.T) {
 			t.Errorf("%v: the advice, once", err)
 		}
 	})
+}
+
+// randomBaseLayout writes a random one-layer linux/amd64 image into a
+// fresh layout as a base is (its tag "base"), returning the image, its
+// digest and the layout directory.
+func randomBaseLayout(t *testing.T) (v1.Image, v1.Hash, string) {
+	t.Helper()
+	img, err := random.Image(4096, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	dir := filepath.Join(t.TempDir(), "oci")
+	if err := writeLayout(context.Background(), dir, img, d, "base", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return img, d, dir
 }

@@ -21,8 +21,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/match"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -425,21 +423,7 @@ func (k *keysLayout) sigManifest(d v1.Hash) []byte {
 // base, the document and the key and saying to pin another base (not to
 // write it into the layout again: its digest names those bytes).
 func TestBaseRefusesAKeyTwice(t *testing.T) {
-	img, err := random.Image(4096, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	dir := filepath.Join(t.TempDir(), "oci")
-	if err := writeLayout(context.Background(), dir, img, d, "base", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	_, d, dir := randomBaseLayout(t)
 	k := &keysLayout{t: t, dir: dir}
 	raw := k.blob(d)
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
