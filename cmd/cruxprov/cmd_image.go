@@ -298,7 +298,7 @@ func imageBuild(c *cli.Context) error {
 		// image build trusts --ca-bundle's CAs for the registry too:
 		// the command again with the CA's PEM (ca_bundle), as an
 		// index's untrusted certificate advises it.
-		return spaceAdvice(caBundleRemedy(err))
+		return spaceAdvice(caBundleRemedy(c, err))
 	}
 	if bo.Key == nil {
 		o.warn("the image is not signed (no --sign-key): verify and executors will refuse it")
@@ -403,7 +403,7 @@ func imageVerify(c *cli.Context) error {
 	if err != nil {
 		// The command again with the CA's PEM (ca_bundle), a bundle
 		// given (which did not sign it) replaced.
-		return caBundleRemedy(err)
+		return caBundleRemedy(c, err)
 	}
 	return o.emit("cruxprov.image.verify/v1", rep, func(w io.Writer) {
 		if o.quiet {
@@ -463,8 +463,12 @@ func registryRemote(c *cli.Context) ([]remote.Option, error) {
 // the ca_bundle remedy: the command again with --ca-bundle FILE, rendered
 // for a command that takes it (the library's advice names no flag). A
 // certificate for another name, or expired, gets none: another CA would
-// not help. err is returned as it is.
-func caBundleRemedy(err error) error {
+// not help. A bundle given, which the command read and which holds no CA
+// that signed it, is said to be one (its refusal read as the one without
+// a bundle, advising the system's trust store or SSL_CERT_FILE and the
+// command again with --ca-bundle FILE: as if the bundle given had been
+// left unread). err is returned as it is.
+func caBundleRemedy(c *cli.Context, err error) error {
 	var (
 		re *refusal.Error
 		he x509.HostnameError
@@ -472,6 +476,9 @@ func caBundleRemedy(err error) error {
 	)
 	if image.CertUntrusted(err) && !errors.As(err, &he) && !errors.As(err, &ci) && errors.As(err, &re) && re.Remedy == nil {
 		re.WithRemedy(refusal.ActionCABundle, "")
+		if c.String("ca-bundle") != "" {
+			re.Detail += "; the CA bundle given holds no CA that signed it"
+		}
 	}
 	return err
 }

@@ -129,7 +129,7 @@ func installAction(c *cli.Context) error {
 			}
 			ms, _, err := container.Materializations(c.Context, reg, ref, sum, digest.Digest{}, image.VerifyOptions{Remote: ro})
 			if err != nil {
-				return caBundleRemedy(err)
+				return caBundleRemedy(c, err)
 			}
 			for _, m := range ms {
 				// One image per platform: two made a pin no verify could

@@ -435,7 +435,7 @@ func runAction(c *cli.Context) error {
 		})
 		// An image refused for its registry's certificate: the run again
 		// with --ca-bundle FILE (ca_bundle).
-		caBundleRemedy(err)
+		caBundleRemedy(c, err)
 	}
 	var (
 		rr *invoke.RecordedRefusal

@@ -225,7 +225,7 @@ func verifyContainer(c *cli.Context, o *opts, reg registry.Reader, name, plat, s
 		Entrypoint: c.String("entrypoint"), Platform: plat, Deep: c.Bool("deep"), StateDir: sd, RegistryID: rid,
 	}, container.Options{Image: image.VerifyOptions{Remote: ro}})
 	if err != nil {
-		return caBundleRemedy(err)
+		return caBundleRemedy(c, err)
 	}
 	mode := "fast"
 	if c.Bool("deep") {

@@ -68,6 +68,7 @@ func TestPrivateCARegistry(t *testing.T) {
 		return strings.TrimSpace(r.stdout)
 	}
 	const advice = "this host does not trust the registry's TLS certificate: trust the CA that signed it"
+	const givenAdvice = "; the CA bundle given holds no CA that signed it"
 	// refused checks r is the refusal of an untrusted registry
 	// certificate whose remedy is the command again with --ca-bundle
 	// FILE (a bundle given left out), followed by tail.
@@ -78,6 +79,12 @@ func TestPrivateCARegistry(t *testing.T) {
 			!strings.Contains(r.stderr, "; to fix: cruxprov --home "+home+" "+command+" ") || !strings.Contains(r.stderr, " --ca-bundle FILE"+tail) ||
 			strings.Contains(r.stderr, otherCA) || strings.Count(r.stderr, "--ca-bundle") != 1 {
 			t.Errorf("%s: %+v, want the certificate not trusted and %s again with --ca-bundle FILE", what, r, command)
+		}
+		// A bundle given is said to hold no CA that signed it: the
+		// refusal read as the one without a bundle, as if it had gone
+		// unread. Without one, nothing is said of a bundle.
+		if given := strings.Contains(what, "another CA's bundle"); strings.Contains(r.stderr, givenAdvice) != given {
+			t.Errorf("%s: %q, want %q said: %v", what, r.stderr, givenAdvice, given)
 		}
 	}
 
@@ -168,6 +175,7 @@ func TestPrivateCARegistry(t *testing.T) {
 	os.WriteFile(token, []byte("tok"), 0o600)
 	runArgs := []string{"run", "acme-echo", "echo", "--input", input, "--backend", "container", "--secret", "acme/api-token=@" + token}
 	refused(run(runArgs...), "run --backend container without --ca-bundle", "run", "; its receipt: ")
+	refused(run(append(runArgs, "--ca-bundle", otherCA)...), "run --backend container with another CA's bundle", "run", "; its receipt: ")
 	r = run(append(runArgs, "--ca-bundle", ca)...)
 	if r.code == exitRefused && os.Geteuid() != 0 && strings.HasPrefix(r.stderr, "refused: container_unavailable: rootless podman") &&
 		strings.Contains(r.stderr, " --ca-bundle "+ca+" --unenforced-limits; its receipt: ") {
