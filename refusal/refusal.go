@@ -202,6 +202,12 @@ const (
 	// (a store copied whole, verified from the same state directory):
 	// each copy is verified from a state directory of its own.
 	ActionSetStateDir Action = "set_state_dir"
+	// ActionNameSecret runs the refused run again with --secret
+	// Target=@FILE, Target the secret reference the provider declares
+	// that had no value (none given, a file that cannot be read, a
+	// variable not set), FILE one holding its value, which only the
+	// operator knows; a --secret given for Target is replaced.
+	ActionNameSecret Action = "name_secret"
 )
 
 // Remedy is a typed piece of advice: an action and what it applies to.

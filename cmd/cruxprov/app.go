@@ -1209,6 +1209,18 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 			}
 		}
 		return "sudo -u " + who + " " + rerun(args, "", same)
+	case refusal.ActionNameSecret:
+		// FILE: one holding the secret's value; a --secret given for
+		// the reference (which had none) is replaced, the others kept.
+		if !commandTakes(args, "secret") || rem.Target == "" {
+			return ""
+		}
+		return rerun(args, "secret", func(v string) string {
+			if strings.HasPrefix(v, rem.Target+"=") {
+				return ""
+			}
+			return v
+		}, "--secret", shellQuote(rem.Target+"=@FILE"))
 	case refusal.ActionCABundle:
 		// FILE: the PEM of the CA that signed the server's certificate;
 		// a bundle given (which did not) is replaced.

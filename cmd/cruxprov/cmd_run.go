@@ -146,7 +146,7 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 	return func(_ context.Context, ref string) (string, error) {
 		src, ok := m[ref]
 		if !ok {
-			return "", refusal.New(refusal.SecretUnresolved, "no --secret given for %s, which the provider declares: give --secret %s=@FILE or %s=env:VAR", ref, ref, ref)
+			return "", refusal.New(refusal.SecretUnresolved, "no --secret given for %s, which the provider declares: give --secret %s=@FILE or %s=env:VAR", ref, ref, ref).WithRemedy(refusal.ActionNameSecret, ref)
 		}
 		if f, ok := strings.CutPrefix(src, "@"); ok {
 			b, err := readInputFile(f, 64<<10)
@@ -160,7 +160,7 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 			if err != nil {
 				// What to do, besides why: "secret REF: stat F: no such
 				// file or directory" said only the second.
-				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s: %v; give --secret %s=@FILE a regular file this user can read (a symbolic link to one is followed), or %s=env:VAR", ref, err, ref, ref)
+				return "", refusal.Wrap(refusal.SecretUnresolved, err, "secret %s: %v; give --secret %s=@FILE a regular file this user can read (a symbolic link to one is followed), or %s=env:VAR", ref, err, ref, ref).WithRemedy(refusal.ActionNameSecret, ref)
 			}
 			if !utf8.Valid(b) {
 				return "", notUTF8(ref, f)
@@ -170,7 +170,7 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 		name := strings.TrimPrefix(src, "env:")
 		v, ok := os.LookupEnv(name)
 		if !ok {
-			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set; set %s in this run's environment (an empty value is delivered as given), or give --secret %s=@FILE", ref, src, name, ref)
+			return "", refusal.New(refusal.SecretUnresolved, "secret %s: %s is not set; set %s in this run's environment (an empty value is delivered as given), or give --secret %s=@FILE", ref, src, name, ref).WithRemedy(refusal.ActionNameSecret, ref)
 		}
 		if !utf8.ValidString(v) {
 			return "", notUTF8(ref, src)

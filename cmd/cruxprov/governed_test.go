@@ -184,6 +184,33 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 			t.Errorf("run --json of a recorded refusal: %+v", r)
 		}
 	}
+	// It says so as its remedy too (name_secret): the run again with
+	// --secret REF=@FILE, a --secret given for REF replaced, the rest
+	// kept; run as printed with FILE the secret's, it runs. It had only
+	// the words.
+	for _, given := range [][]string{nil, {"--secret", "acme/api-token=@" + filepath.Join(w.base, "no-such-token")}} {
+		r := refused(ex(append([]string{"run", "acme-echo", "echo", "--input", input}, given...)...), refusal.SecretUnresolved, "run without its secret")
+		_, fix, ok := strings.Cut(r.stderr, "; to fix: ")
+		fix, _, _ = strings.Cut(fix, "; its receipt: ")
+		if !ok || !strings.HasPrefix(fix, "cruxprov ") || strings.Count(fix, "--secret") != 1 || !strings.Contains(fix, " --secret acme/api-token=@FILE") || strings.Contains(fix, "no-such-token") {
+			t.Fatalf("run %v: want the fix line with --secret acme/api-token=@FILE alone: %s", given, r.stderr)
+		}
+		var args []string
+		fields := strings.Fields(strings.TrimSpace(fix))[1:]
+		for i := 0; i < len(fields); i++ {
+			if fields[i] == "--home" { // ex gives its own
+				i++
+				continue
+			}
+			args = append(args, strings.ReplaceAll(fields[i], "@FILE", "@"+secret))
+		}
+		must(ex(args...), "the fix line of a run without its secret")
+		j := jsonOf(ex(append([]string{"run", "acme-echo", "echo", "--input", input, "--json"}, given...)...))
+		rem, _ := j["refused"].(map[string]any)["remedy"].(map[string]any)
+		if rem["action"] != "name_secret" || rem["target"] != "acme/api-token" {
+			t.Errorf("run --json %v: remedy %v, want name_secret of acme/api-token", given, rem)
+		}
+	}
 	// A secret file larger than the whole bundle may be is that refusal
 	// (pass a smaller secret), not secret_unresolved (supply it).
 	big := filepath.Join(filepath.Dir(secret), "big-secret")
