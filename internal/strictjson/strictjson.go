@@ -224,20 +224,29 @@ func (s *scanner) array(t reflect.Type, at *place, depth int) error {
 		if err := s.child(elem, at, nil, n, depth); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := s.after(']'); done || err != nil {
+			return err
 		}
 	}
+}
+
+// after reads what follows a member of an array or object, after the
+// white space: a comma (another member comes, done false) or the close
+// that ends it (done true); anything else is a syntax error.
+func (s *scanner) after(close byte) (done bool, err error) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, errSyntax
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case close:
+		s.i++
+		return true, nil
+	}
+	return false, errSyntax
 }
 
 // smallObject is how many keys an object's are compared one by one
@@ -323,18 +332,8 @@ func (s *scanner) object(t reflect.Type, at *place, depth int) error {
 		if err := s.child(vt, at, k, -1, depth); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return errSyntax
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return errSyntax
+		if done, err := s.after('}'); done || err != nil {
+			return err
 		}
 	}
 }
