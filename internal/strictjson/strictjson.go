@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // maxDepth bounds the nesting the key check follows, as encoding/json's
@@ -283,7 +284,10 @@ func (s *scanner) object(t reflect.Type, at *place, depth int) error {
 		if err != nil {
 			return err
 		}
-		if escaped {
+		// A key is compared as encoding/json decodes it: escapes
+		// resolved, bytes that are not UTF-8 read as U+FFFD (two keys
+		// differing only there are one key to it).
+		if escaped || !utf8.Valid(k) {
 			var d string
 			if err := json.Unmarshal(s.b[start:s.i], &d); err != nil {
 				return errSyntax

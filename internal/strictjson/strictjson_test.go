@@ -245,3 +245,23 @@ func BenchmarkCheckKeys(b *testing.B) {
 		}
 	})
 }
+
+// TestKeysNotUTF8: encoding/json reads a key's bytes that are not UTF-8
+// as U+FFFD, so two keys that differ only there are one key to it (the
+// last kept). The scanner compared the raw bytes and passed them; it
+// reads such a key as the decoder does (found by
+// FuzzScannerAgreesWithTokens).
+func TestKeysNotUTF8(t *testing.T) {
+	for _, b := range []string{
+		"{\"names\":{\"\x8a\":\"a\",\"\x8b\":\"b\"}}",
+		"{\"\xff\":1,\"\\ufffd\":2}",
+		"{\"\x8a\":{\"k\":0,\"k\":0}}",
+	} {
+		t.Run(fmt.Sprintf("%q", b), func(t *testing.T) {
+			var ke *KeyError
+			if err := CheckKeys([]byte(b), reflect.TypeFor[doc]()); !errors.As(err, &ke) {
+				t.Fatalf("CheckKeys = %v, want a key said twice", err)
+			}
+		})
+	}
+}
