@@ -19,6 +19,7 @@ import (
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -102,7 +103,11 @@ func CheckOutput(dir string) error {
 		}
 		return nil
 	case errors.Is(err, unix.ENOTDIR):
-		return fmt.Errorf("%s cannot be a directory: %s on its path is a file; %s", dir, fileOnPath(dir), another)
+		at := deniedat.NotDir(dir)
+		if at == "" {
+			at = "a part"
+		}
+		return fmt.Errorf("%s cannot be a directory: %s on its path is a file; %s", dir, at, another)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("%s is out of this user's reach (uid %d: permission denied on a directory above it); name a directory it can write, or build as a user who can", dir, os.Geteuid())
 	case err != nil:
@@ -165,24 +170,6 @@ func bare(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-// fileOnPath is the first path above dir (or dir) that is there and is
-// not a directory: what makes a stat of dir fail "not a directory".
-func fileOnPath(dir string) string {
-	var chain []string
-	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
-		chain = append(chain, p)
-		if filepath.Dir(p) == p {
-			break
-		}
-	}
-	for i := len(chain) - 1; i >= 0; i-- {
-		if fi, err := os.Stat(chain[i]); err == nil && !fi.IsDir() {
-			return chain[i]
-		}
-	}
-	return "a part"
 }
 
 // image writes an image's blobs: its layers, config and manifest.

@@ -304,24 +304,17 @@ func ownerMode(p string) string {
 
 // fileOnPath is the file that stands where a directory of p's path
 // must be (an open or mkdir of p refused ENOTDIR), and what it is ("a
-// file", "a FIFO (named pipe)", …): p or the nearest of its parents
-// that is there, when it is no directory; else p and "a file".
+// file", "a FIFO (named pipe)", …); p and "a file" where none is there
+// now.
 func fileOnPath(p string) (string, string) {
-	for d := p; ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err == nil {
-			if st.IsDir() {
-				break
-			}
-			if st.Mode().IsRegular() {
-				return d, "a file"
-			}
-			return d, filekind.Of(st.Mode())
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
+	x := deniedat.NotDir(p)
+	if x == "" {
+		return p, "a file"
 	}
-	return p, "a file"
+	if st, err := os.Stat(x); err == nil && !st.Mode().IsRegular() {
+		return x, filekind.Of(st.Mode())
+	}
+	return x, "a file"
 }
 
 // refusedAt is where the file system refused a write of fe's, denied:

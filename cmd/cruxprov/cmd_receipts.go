@@ -608,17 +608,9 @@ func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 // Within the state directory, the file is moved away (its floors stay:
 // another state directory would start them afresh).
 func ownLedgerPathBlocked(c *cli.Context, path string) error {
-	at := filepath.Dir(path)
-	for d := at; ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err == nil {
-			if !st.IsDir() {
-				at = d
-			}
-			break
-		}
-		if filepath.Dir(d) == d {
-			break
-		}
+	at := deniedat.NotDir(filepath.Dir(path))
+	if at == "" {
+		at = filepath.Dir(path)
 	}
 	from := "the default, under $XDG_STATE_HOME or ~/.local/state"
 	if d := c.String("state-dir"); d != "" {

@@ -1,7 +1,9 @@
 // Package deniedat finds the path that denied this user access to a
 // file: the first directory on the way it may not enter, else the file
 // itself. A message naming only the file read sent an operator to a
-// file whose own mode was fine, under a directory of 0700.
+// file whose own mode was fine, under a directory of 0700. And the path
+// that stands where a directory must be, which makes a path "not a
+// directory" (ENOTDIR).
 package deniedat
 
 import (
@@ -32,6 +34,26 @@ func Path(p string) string {
 		}
 	}
 	return abs
+}
+
+// NotDir is the first path on the way to p (p included, from the root
+// down) that is there and is not a directory: what makes an open or a
+// mkdir of p fail "not a directory". "" when there is none.
+func NotDir(p string) string {
+	var chain []string
+	for d := filepath.Clean(p); ; d = filepath.Dir(d) {
+		chain = append(chain, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		var st unix.Stat_t
+		if unix.Stat(chain[i], &st) == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return chain[i]
+		}
+	}
+	return ""
 }
 
 // Owner is the uid that owns p, and whether p could be looked at.

@@ -31,3 +31,25 @@ func TestPath(t *testing.T) {
 		t.Errorf("Path(%s) = %s, want %s", f, got, want)
 	}
 }
+
+// TestNotDir: the first path from the root down that is there and is no
+// directory, the cause of ENOTDIR; "" where every part is a directory or
+// is not there.
+func TestNotDir(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{
+		filepath.Join(f, "a", "b"):         f,
+		f:                                  f,
+		filepath.Join(dir, "missing", "x"): "",
+		dir:                                "",
+		"/":                                "",
+	} {
+		if got := NotDir(p); got != want {
+			t.Errorf("NotDir(%s) = %q, want %q", p, got, want)
+		}
+	}
+}
