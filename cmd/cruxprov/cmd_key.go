@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
@@ -53,6 +54,9 @@ func init() {
 					return usagef("key generate takes no arguments")
 				}
 				prefix := c.String("out")
+				if err := checkKeyPrefix(prefix); err != nil {
+					return err
+				}
 				pk, completed, err := keyPair(c.Context, o, prefix)
 				if err != nil {
 					return err
@@ -262,7 +266,7 @@ func keyPair(ctx context.Context, o *opts, prefix string) (*sign.PublicKey, bool
 		}
 		return nil, false, usagef("%v (set CRUXPROV_KEY_PASSWORD to the password, or type one at the prompt)", pe)
 	case sign.PairDirFailed:
-		return nil, false, fmt.Errorf("--out %s: %w", prefix, pe.Err)
+		return nil, false, keyDirFailed(prefix, pe.Path, pe.Err)
 	case sign.PairWriteFailed:
 		if pe.Other != "" { // the completion's public key
 			return nil, false, fmt.Errorf("%v: run the same command again", pe)
@@ -270,6 +274,35 @@ func keyPair(ctx context.Context, o *opts, prefix string) (*sign.PublicKey, bool
 		return nil, false, keyWriteFailed(pe.Path, pe.Err)
 	}
 	return nil, false, err
+}
+
+// checkKeyPrefix refuses an --out that names a directory, not a file
+// name in one: "DIR/", "DIR/." or "DIR/..". The pair was written as the
+// hidden DIR/.key and DIR/.pub (or DIR/..key), which key trust could not
+// name (a key named ""), where the operator meant DIR/NAME.
+func checkKeyPrefix(prefix string) error {
+	switch base := filepath.Base(prefix); {
+	case strings.HasSuffix(prefix, "/") || base == "." || base == "..":
+		return usagef("--out %s ends in a directory, not a file name: give --out DIR/NAME (e.g. ~/keys/alice), which writes NAME.key and NAME.pub in DIR", prefix)
+	}
+	return nil
+}
+
+// keyDirFailed says why the directory of the pair could not be made, and
+// what to do (it said only "mkdir DIR: not a directory").
+func keyDirFailed(prefix, dir string, err error) error {
+	hint := "give --out a prefix in a directory this user can write"
+	switch {
+	case errors.Is(err, syscall.ENOTDIR):
+		if at := deniedat.NotDir(dir); at != "" {
+			hint = at + " is a file, not a directory: give --out a prefix in a directory (DIR/NAME)"
+		}
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		hint = "its file system is full: free space there, or give --out a prefix elsewhere"
+	case errors.Is(err, syscall.EROFS):
+		hint = "its file system is read-only: give --out a prefix elsewhere"
+	}
+	return fmt.Errorf("--out %s: cannot make its directory %s: %w; %s, and run again", prefix, dir, err, hint)
 }
 
 // keyWriteFailed says which file of the pair could not be written, and

@@ -438,3 +438,38 @@ func TestKeyGenerateConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyGenerateOutNamesADirectory: an --out that ends in a directory
+// ("DIR/", "DIR/.", "DIR/..") is a usage error writing nothing. It wrote
+// the pair as the hidden DIR/.key and DIR/.pub (DIR/..key for "DIR/."),
+// which key trust then refused to name (a key named "").
+func TestKeyGenerateOutNamesADirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, out := range []string{dir + "/", dir + "/.", dir + "/sub/.."} {
+		cmd := exec.Command(bin, "key", "generate", "--out", out)
+		cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+		r := runCmd(t, cmd)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--out "+out+" ends in a directory, not a file name: give --out DIR/NAME") {
+			t.Errorf("--out %s: %+v", out, r)
+		}
+	}
+	if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+		t.Fatalf("key generate wrote in %s: %v %v", dir, ents, err)
+	}
+}
+
+// TestKeyGenerateOutUnderAFile: an --out whose directory is a file says
+// which file stands in the way and what to do; it said only "mkdir DIR:
+// not a directory".
+func TestKeyGenerateOutUnderAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "key", "generate", "--out", filepath.Join(file, "keys", "alice"))
+	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir(), "CRUXPROV_KEY_PASSWORD=pw")
+	r := runCmd(t, cmd)
+	if r.code != exitFailure || !strings.Contains(r.stderr, file+" is a file, not a directory: give --out a prefix in a directory (DIR/NAME), and run again") {
+		t.Fatalf("%+v", r)
+	}
+}
