@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
@@ -94,9 +96,9 @@ func stateDir(c *cli.Context) (string, error) {
 // a store without one has no accepted pin (an executor never creates it).
 func readRegistry(c *cli.Context, o *opts, name string) (*registry.Dir, error) {
 	root := filepath.Join(o.home, "registry")
-	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
-		if noStore(o.home) != nil {
-			return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: %s", name, noStoreAt(o.home))
+	if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		if err := noStore(o.home); err != nil {
+			return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: %v", name, err)
 		}
 		return nil, refusal.New(refusal.PinUnapproved, "no accepted pin for %s: the store %s has no registry", name, o.home)
 	}
@@ -118,12 +120,26 @@ func noStore(home string) error {
 	if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
 		return errors.New(noStoreAt(home))
 	}
+	if at := homeNotDir(home); at != "" {
+		return fmt.Errorf("there is no store at %s: %s is a file, not a directory; check --home (or CRUXPROV_HOME): it must name the operator's store", home, at)
+	}
 	if fi, err := os.Stat(home); err == nil && fi.IsDir() && !store.Holds(home) {
 		if ents, err := os.ReadDir(home); err == nil && len(ents) > 0 {
 			return fmt.Errorf("there is no store at %s: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): it must name the operator's store", home)
 		}
 	}
 	return nil
+}
+
+// homeNotDir is the file that stands where home or a directory above it
+// must be (--home naming a file: a token, a key), "" when there is none.
+// A registry under it was refused registry_corrupt, "cannot read the
+// registry directory …: not a directory", advising a restore from a copy.
+func homeNotDir(home string) string {
+	if _, err := os.Stat(home); err == nil || errors.Is(err, syscall.ENOTDIR) {
+		return deniedat.NotDir(home)
+	}
+	return ""
 }
 
 func verifyAction(c *cli.Context) error {

@@ -173,3 +173,40 @@ func TestEnvByDigestWithoutAStore(t *testing.T) {
 		}
 	}
 }
+
+// TestHomeIsAFile: a --home that is a file (a token, a key given by
+// mistake), or that has a file above it, is no store: the commands that
+// read one say so as for a --home that names nothing, verify refuses
+// pin_unapproved saying so, and those that change the registry say it
+// cannot be the store, as the store's own open does. They refused
+// registry_corrupt, "cannot read the registry directory …: not a
+// directory", whose advice is to restore the registry from a copy.
+func TestHomeIsAFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(t.TempDir(), "acme.echo.json")
+	if err := os.WriteFile(schema, []byte(`{"id":"acme.echo"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writers := [][]string{{"interface", "register", "acme.echo", "--schema", schema}, {"policy", "set", "--threshold", "1"}}
+	for _, home := range []string{file, filepath.Join(file, "store")} {
+		for _, args := range append(append(slices.Clone(readOnlyCommands), []string{"gc"}, []string{"verify", "acme-echo"}, []string{"registry", "repair"}), writers...) {
+			r := cruxprov(t, append([]string{"--home", home}, args...)...)
+			want, code := "there is no store at "+home+": "+file+" is a file, not a directory; check --home (or CRUXPROV_HOME)", exitFailure
+			switch {
+			case args[0] == "verify":
+				code = exitRefused
+			case slices.ContainsFunc(writers, func(w []string) bool { return slices.Equal(w, args) }):
+				want = "cannot use " + home + " as the store: " + file + " is a file, not a directory; give --home (or CRUXPROV_HOME) a directory"
+			}
+			if r.code != code || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "registry_corrupt") {
+				t.Errorf("--home %s %v: %+v", home, args, r)
+			}
+		}
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "s3cret\n" {
+		t.Fatalf("the file at --home: %q %v", b, err)
+	}
+}
