@@ -169,3 +169,29 @@ func TestAdviceNamesEachInterpreter(t *testing.T) {
 		t.Errorf("two local envs, no platform: remedy %+v, want name_platform %s, or %s", r, a, b)
 	}
 }
+
+// TestUnpinnedResolutionOnlyNamesAnEnvsPlatform: a local env asked for a
+// platform the pin holds the resolution of alone (its interpreter does
+// not run that platform: install proposed no env there) is refused
+// naming the platforms of the envs it has. It advised proposing the
+// provider again with the pin's platforms and interpreter, which
+// proposed the same pin: "it changes nothing … reject it".
+func TestUnpinnedResolutionOnlyNamesAnEnvsPlatform(t *testing.T) {
+	const host, arm = "cp311-manylinux_2_36_x86_64", "cp312-manylinux_2_17_aarch64"
+	spec := &registry.Provider{Materializations: []registry.Materialization{
+		{Backend: registry.BackendLocal, Platform: host, Interpreter: registry.InterpreterLabel("/usr/bin/python3.11", "3.11.2", digest.FromBytes(make([]byte, 32)))},
+		{Backend: registry.BackendResolution, Platform: arm},
+	}}
+	err := Unpinned(spec, "acme-native", registry.BackendLocal, arm, 0)
+	if !errors.Is(err, refusal.PinUnapproved) || !strings.Contains(err.Error(), "its pin holds the resolution of "+arm+" alone") ||
+		!strings.Contains(err.Error(), "name the platform of an env it has") {
+		t.Fatalf("%v", err)
+	}
+	if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNamePlatform || r.Target != host || !slices.Equal(r.Platforms, []string{host}) {
+		t.Fatalf("remedy %+v, want name_platform %s", r, host)
+	}
+	// A platform the pin has nothing of is still proposed.
+	if r := refusal.RemedyOf(Unpinned(spec, "acme-native", registry.BackendLocal, "cp311-win_amd64", 0)); r == nil || r.Action != refusal.ActionPropose {
+		t.Fatalf("another platform: remedy %+v, want propose", r)
+	}
+}

@@ -508,11 +508,37 @@ func Unpinned(spec *registry.Provider, name, backend, platform string, n int) *r
 		}
 		return choices(e)
 	}
+	// A platform the pin holds the resolution of, and no env: the
+	// interpreter it was proposed with does not run there (install
+	// builds an env only for the platforms it runs; an image runs the
+	// others). Proposing it again with that interpreter, as the advice
+	// said, proposes the same pin ("it changes nothing"): name the
+	// platform of an env it has.
+	if locals := localPlatforms(spec); platform != "" && len(locals) > 0 && slices.ContainsFunc(spec.Materializations, func(m registry.Materialization) bool {
+		return m.Backend == registry.BackendResolution && m.Platform == platform
+	}) {
+		e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): its pin holds the resolution of %s alone (the interpreter it was proposed with does not run %s; an image built for it does), so proposing it again changes nothing: name the platform of an env it has", name, backend, for_, pinned, platform, platform).WithRemedy(refusal.ActionNamePlatform, locals[0]).WithPlatforms(locals)
+		for _, p := range locals[1:] {
+			e.OrRemedy(refusal.ActionNamePlatform, p)
+		}
+		return e
+	}
 	e := refusal.New(refusal.PinUnapproved, "provider %s has no accepted %s materialization%s (its pin has: %s): name the backend and platform of one it has, or propose the provider again for %s and approve it", name, backend, for_, pinned, cmp.Or(platform, "the platform")).WithRemedy(refusal.ActionPropose, spec.ProposeTarget(name)).WithImages(spec.Images()).WithProposeNoBytecode(spec.ProposeNoBytecode())
 	if platform != "" && python != "" {
 		e.WithProposePlatforms(plats, python)
 	}
 	return choices(e)
+}
+
+// localPlatforms are the platforms of the pin's local envs, in its order.
+func localPlatforms(spec *registry.Provider) []string {
+	var out []string
+	for _, m := range spec.Materializations {
+		if m.Backend == registry.BackendLocal && !slices.Contains(out, m.Platform) {
+			out = append(out, m.Platform)
+		}
+	}
+	return out
 }
 
 // checkProviderFiles holds the manifest and lock installed in the env's

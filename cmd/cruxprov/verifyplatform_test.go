@@ -383,3 +383,36 @@ func TestVerifyUnpinnedPlatformAdviceFilled(t *testing.T) {
 		t.Errorf("the install advised proposes neither the pin's env nor %s: %+v", other, f)
 	}
 }
+
+// TestVerifyResolutionOnlyPlatformAdviceRuns: verify --platform P of a
+// provider installed for the host and P, whose interpreter does not run
+// P (its pin holds P's resolution alone, for an image), advises the
+// verify of the env it has, which runs. It advised proposing the
+// provider again with the pin's platforms and interpreter: an install
+// that proposed the same pin, "it changes nothing … reject it".
+func TestVerifyResolutionOnlyPlatformAdviceRuns(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	const arm = "cp312-manylinux_2_17_aarch64"
+	fx := fixtures.ForTest(t, fixtures.Options{})
+	base := testdir.New(t)
+	w := newGovernedWorld(t, base, fx)
+	run, must, _ := approvingStore(t, w, base, debian)
+	id := strings.TrimSpace(must("install", w.echo, "--platform", "host,"+arm, "--python", debian, "--index", w.url, "--no-compile", "--quiet").stdout)
+	must("changeset", "approve", id, "--key", filepath.Join(base, "keys", "k.key"))
+	follow := adviceFollower(t, base, []string{"CRUXPROV_KEY_PASSWORD=pw", "XDG_STATE_HOME=" + filepath.Join(base, "state")})
+	r := run("verify", "acme-echo", "--platform", arm)
+	if !strings.Contains(r.stderr, "its pin holds the resolution of "+arm+" alone") {
+		t.Errorf("verify --platform %s: %+v", arm, r)
+	}
+	host := strings.TrimSpace(must("platform", "show", "host", "--python", debian, "--quiet").stdout)
+	if i := strings.IndexByte(host, '\n'); i >= 0 {
+		host = host[:i]
+	}
+	host = strings.TrimSpace(strings.TrimPrefix(host, "id"))
+	f := follow("verify --platform "+arm, r, refusal.PinUnapproved, "cruxprov --home "+filepath.Join(base, "home")+" verify acme-echo --platform "+host)
+	if !strings.HasPrefix(f.stdout, "ok acme-echo revision 1") {
+		t.Errorf("the advice: %+v", f)
+	}
+}
