@@ -106,6 +106,11 @@ func init() {
 				// What the person typed is checked here, as usage: the
 				// registry's refusals are for change-set documents.
 				if !registry.ValidKeyName(name) {
+					// "(give --name)" only where the name is PUB's file
+					// name: it said so of a --name given.
+					if c.IsSet("name") {
+						return usagef("--name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit", name)
+					}
 					return usagef("key name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit (give --name)", name)
 				}
 				if r := c.String("role"); r != registry.RoleApprover && r != registry.RoleBuilder {

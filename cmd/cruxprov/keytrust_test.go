@@ -205,3 +205,23 @@ func TestKeyListRootIsAKey(t *testing.T) {
 		t.Errorf("key list: %+v", r)
 	}
 }
+
+// TestKeyTrustBadNameSaysWhichName: a --name that is no key name is
+// refused naming the flag; "(give --name)" is said only where the name
+// is PUB's file name (it was said of a --name given too).
+func TestKeyTrustBadNameSaysWhichName(t *testing.T) {
+	dir := t.TempDir()
+	pub := filepath.Join(dir, "Ops Key.pub")
+	if err := os.WriteFile(pub, []byte("not read: the name is checked first\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	if r := cruxprov(t, "--home", home, "key", "trust", pub, "--name", "Bad Name"); r.code != exitUsage ||
+		!strings.Contains(r.stderr, `usage: --name "Bad Name": want 1 to 128`) || strings.Contains(r.stderr, "give --name") {
+		t.Errorf("--name given: %+v", r)
+	}
+	if r := cruxprov(t, "--home", home, "key", "trust", pub); r.code != exitUsage ||
+		!strings.Contains(r.stderr, `usage: key name "ops key": want 1 to 128`) || !strings.Contains(r.stderr, "(give --name)") {
+		t.Errorf("the file's name: %+v", r)
+	}
+}
