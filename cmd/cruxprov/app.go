@@ -912,6 +912,35 @@ func remedyJSON(rem *refusal.Remedy, cmdline string, args []string) map[string]a
 // args is the refused command line (argv): ActionFetch renders it again
 // without --offline (and without --json, for a person to run).
 func renderRemedy(rem *refusal.Remedy, args []string) string {
+	return withEpoch(renderRemedyLine(rem, args), args)
+}
+
+// withEpoch is r, a remedy rendered for the refused command line args,
+// with the SOURCE_DATE_EPOCH an image build ran under before the image
+// build it renders again: every timestamp of the image is that epoch,
+// and the command run without it (a shell that does not have the CI's
+// variable) built and pushed another image, of epoch 0, than the one
+// the job and its other runners build (TestImageBuildRemedyKeepsEpoch).
+func withEpoch(r string, args []string) string {
+	e := os.Getenv("SOURCE_DATE_EPOCH")
+	if e == "" || r == "" || !isImageBuild(args) {
+		return r
+	}
+	i := strings.Index(r, "cruxprov ")
+	if i < 0 || (i > 0 && r[i-1] != ' ') || !isImageBuild(strings.Fields(r[i:])) {
+		return r
+	}
+	return r[:i] + "SOURCE_DATE_EPOCH=" + shellQuote(e) + " " + r[i:]
+}
+
+// isImageBuild reports whether the command line args is an image build.
+func isImageBuild(args []string) bool {
+	_, path, err := reorder(newApp(io.Discard, io.Discard), args)
+	return err == nil && slices.Equal(path, []string{"image", "build"})
+}
+
+// renderRemedyLine is renderRemedy without the image build's epoch.
+func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 	if rem == nil {
 		return ""
 	}

@@ -48,7 +48,7 @@ func TestImagePushCABundle(t *testing.T) {
 	r := build()
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: push_failed: the push to the registry "+host+" failed: ") ||
 		!strings.Contains(r.stderr, advice) || strings.Contains(r.stderr, "check its log") ||
-		!strings.Contains(r.stderr, "; to fix: cruxprov --home "+home+" image build ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "--ca-bundle FILE") {
+		!strings.Contains(r.stderr, "; to fix: SOURCE_DATE_EPOCH=1700000000 cruxprov --home "+home+" image build ") || !strings.HasSuffix(strings.TrimSpace(r.stderr), "--ca-bundle FILE") {
 		t.Fatalf("no --ca-bundle: %+v, want the advice and the build again with --ca-bundle FILE", r)
 	}
 	r = build("--ca-bundle", ca)

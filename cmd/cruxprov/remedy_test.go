@@ -25,7 +25,7 @@ import (
 
 // fixRE finds the command a refusal advises (the first, where it
 // advises two: "; to fix: A; or: B").
-var fixRE = regexp.MustCompile(`; to fix: ((?:cruxprov|chmod|cp) .*?)(?:; or: cruxprov .*)?$`)
+var fixRE = regexp.MustCompile(`; to fix: ((?:[A-Z_]+=[^ ]* )*(?:cruxprov|chmod|cp) .*?)(?:; or: cruxprov .*)?$`)
 
 // runFix runs the command the refusal r advises, in dir, with the built
 // binary first on PATH, and returns its result.
