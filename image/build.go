@@ -644,7 +644,7 @@ func buildOne(ctx context.Context, st *store.Store, o Options, ref Ref, pid, dir
 	}
 	tm.Base += time.Since(start)
 	if xy(in.Version) != plat.PythonVersion {
-		return nil, refusal.New(refusal.InterpreterMismatch, "the base's interpreter %s is Python %s, the platform %s is for %s", in.Path, in.Version, pid, plat.PythonVersion)
+		return nil, refusal.New(refusal.InterpreterMismatch, "the base's interpreter %s is Python %s, the platform %s is for %s: %s", in.Path, in.Version, pid, plat.PythonVersion, otherPython(pid, xy(in.Version), plat.PythonVersion))
 	}
 	if real, err := filepath.EvalSymlinks(in.Path); err != nil || real != in.Path {
 		return nil, refusal.New(refusal.InterpreterMismatch, "this host has no CPython at %s (the image's interpreter, real path): the env's venv links there and its bytecode is compiled by it; build on a host with CPython %s at that path (a container of the base, say)", in.Path, xy(in.Version))
@@ -966,6 +966,22 @@ func xy(v string) string {
 		return v
 	}
 	return parts[0] + "." + parts[1]
+}
+
+// otherPython says what to do when the base's interpreter is Python have
+// and the platform pid is for want: build for have's platform (named,
+// where pid with have's cpXY is a preset), or on another base. It said
+// only what did not match.
+func otherPython(pid, have, want string) string {
+	alt := "a platform for Python " + have
+	if _, rest, ok := strings.Cut(pid, "-"); ok {
+		if id := "cp" + strings.ReplaceAll(have, ".", "") + "-" + rest; id != pid {
+			if _, err := platform.Lookup(id); err == nil {
+				alt = id
+			}
+		}
+	}
+	return "build for " + alt + ", or on a base whose interpreter is Python " + want + " (or name the path in this base of its Python " + want + ", where it has one)"
 }
 
 func hexOf(d digest.Digest) string { return strings.TrimPrefix(d.String(), "sha256:") }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
@@ -179,5 +180,35 @@ func TestBuildBuilderIDIsAURI(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "the builder id") {
 			t.Errorf("builder id %q: %v", id, err)
 		}
+	}
+}
+
+// TestBuildPlatformOfAnotherPython: a platform for another Python than
+// the base's interpreter is refused interpreter_mismatch saying what to
+// do, the platform of the base's Python named where it is a preset; it
+// said only "the base's interpreter /usr/bin/python3.11 is Python
+// 3.11.2, the platform cp312-manylinux_2_36_x86_64 is for 3.12".
+func TestBuildPlatformOfAnotherPython(t *testing.T) {
+	fx, client := testIndex(t)
+	dir, h := testBase(t)
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "cp312" + strings.TrimPrefix(testPlatform, "cp311")
+	_, err = Build(context.Background(), st, Options{
+		Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{other},
+		Client: client, Base: LayoutPrefix + dir + "@" + h.String(), Shims: map[string]string{"": testShim(t)},
+		BuilderID: "https://ci.example/builder", Tool: testTool, Output: filepath.Join(t.TempDir(), "oci"),
+	})
+	want := "is for 3.12: build for " + testPlatform + ", or on a base whose interpreter is Python 3.12"
+	if refusal.CodeOf(err) != refusal.InterpreterMismatch || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Build for %s on a 3.11 base: %v, want interpreter_mismatch with %q", other, err, want)
+	}
+	if got := otherPython("cp312-musllinux_1_2_x86_64", "3.9", "3.12"); !strings.HasPrefix(got, "build for cp39-musllinux_1_2_x86_64, ") {
+		t.Errorf("otherPython: %q", got)
+	}
+	if got := otherPython("cp312-nosuch_1_x86_64", "3.11", "3.12"); !strings.HasPrefix(got, "build for a platform for Python 3.11, ") {
+		t.Errorf("otherPython, no such preset: %q", got)
 	}
 }
