@@ -1637,8 +1637,12 @@ func interruptedMessage(path []string, err error) string {
 		// Those blobs are partial, and what it pushed is all it leaves:
 		// it said "nothing partial was kept" before naming them.
 		if errors.Is(err, image.ErrPushInterrupted) {
-			how += " while it pushed (it moved no tag)"
-			partial, kept = "", "; the blobs it pushed before it stay in the registry, untagged"
+			// The image's tag is moved last, never by a stopped push;
+			// the cosign tags of its signature and attestations are
+			// written before it: "it moved no tag" and "untagged" were
+			// untrue of a registry listing sha256-<hex>.sig.
+			how += " while it pushed (it did not move the image's tag)"
+			partial, kept = "", "; what it pushed before it stays in the registry: blobs, and the .sig and .att tags where it had written them, which name the image's signature and attestations, not the image"
 		}
 		// With --output too, the layout was written before the push
 		// began: the image is there, under its tag. It said nothing

@@ -78,7 +78,9 @@ func TestInterruptedWhileWaitingMessage(t *testing.T) {
 }
 
 // TestInterruptedImageBuildMessage: an image build stopped while it
-// pushed says the blobs it pushed stay in the registry, untagged; one
+// pushed says what it pushed stays in the registry, the image's tag not
+// moved (it said "it moved no tag" and "untagged", and the registry
+// listed the sha256-<hex>.sig tag the push had written); one
 // stopped before its push (or without one) says nothing of blobs it never
 // pushed. Walking docs/images.md, a build into a layout alone, Ctrl-C'd,
 // said "blobs pushed before it stay in the registry, untagged".
@@ -86,13 +88,13 @@ func TestInterruptedImageBuildMessage(t *testing.T) {
 	pushed := fmt.Errorf("%w to r/x (no tag was moved): %w", image.ErrPushInterrupted, context.Canceled)
 	// Those blobs are what it leaves, partial: it said "nothing partial
 	// was kept" before naming them.
-	if m := interruptedMessage([]string{"image", "build"}, pushed); m != "interrupted by a signal while it pushed (it moved no tag); the blobs it pushed before it stay in the registry, untagged: run the command again to complete it" {
+	if m := interruptedMessage([]string{"image", "build"}, pushed); m != "interrupted by a signal while it pushed (it did not move the image's tag); what it pushed before it stays in the registry: blobs, and the .sig and .att tags where it had written them, which name the image's signature and attestations, not the image: run the command again to complete it" {
 		t.Errorf("stopped while pushing: %q", m)
 	}
 	// With --output too, the layout was written before the push: said
 	// so (it said nothing partial was kept, and nothing of the layout).
 	both := &image.PushInterruptedError{Repo: "r/x", Layout: "out", Signed: true, Err: context.Canceled}
-	if m := interruptedMessage([]string{"image", "build"}, both); m != "interrupted by a signal while it pushed (it moved no tag); the blobs it pushed before it stay in the registry, untagged; the image is in the layout oci:out, written whole and signed before the push began: run the command again to complete it" {
+	if m := interruptedMessage([]string{"image", "build"}, both); m != "interrupted by a signal while it pushed (it did not move the image's tag); what it pushed before it stays in the registry: blobs, and the .sig and .att tags where it had written them, which name the image's signature and attestations, not the image; the image is in the layout oci:out, written whole and signed before the push began: run the command again to complete it" {
 		t.Errorf("stopped while pushing after the layout: %q", m)
 	}
 	// Unsigned (no --sign-key), it does not say signed.
@@ -100,7 +102,7 @@ func TestInterruptedImageBuildMessage(t *testing.T) {
 	if m := interruptedMessage([]string{"image", "build"}, both); !strings.Contains(m, "; the image is in the layout oci:out, written whole (unsigned) before the push began: run the command again") {
 		t.Errorf("stopped while pushing after the layout, unsigned: %q", m)
 	}
-	if m := interruptedMessage([]string{"image", "build"}, &image.PushInterruptedError{Repo: "r/x", Err: context.Canceled}); strings.Contains(m, "layout") || strings.Contains(m, "nothing partial") || !strings.Contains(m, "blobs it pushed before it") {
+	if m := interruptedMessage([]string{"image", "build"}, &image.PushInterruptedError{Repo: "r/x", Err: context.Canceled}); strings.Contains(m, "layout") || strings.Contains(m, "nothing partial") || !strings.Contains(m, "what it pushed before it stays in the registry") {
 		t.Errorf("stopped while pushing, no layout: %q", m)
 	}
 	for _, err := range []error{context.Canceled, fmt.Errorf("interrupted; no image was written: %w", context.Canceled)} {
