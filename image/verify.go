@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -116,12 +119,23 @@ func notAsBuilt(r Ref, err error) error {
 		out.Detail += " (" + ambiguousImage + ")"
 		return &out
 	}
-	if r.Repo == nil {
+	if r.Repo == nil && noBlob(r) {
+		// No blob of the digest at all: a digest mistyped (or another
+		// layout's) is the likelier cause, and was told only that the
+		// layout was damaged.
+		out.Detail += " (the layout holds no image of that digest: a mistyped digest, or an image never written into this layout; check the digest against the one its build printed, or write the image into the layout, by building it again or copying it from its registry)"
+	} else if r.Repo == nil {
 		out.Detail += " (the layout does not hold the image as it was built: damaged, or changed since; write the image into it again, by building it again or copying it from its registry)"
 	} else {
 		out.Detail += " (the registry does not serve the image as it was built: a mistyped digest, or the image missing, damaged or changed there; check the digest, or push the image again from where it was built)"
 	}
 	return &out
+}
+
+// noBlob reports whether the layout r names holds no file for r's digest.
+func noBlob(r Ref) bool {
+	_, err := os.Lstat(filepath.Join(r.Layout, "blobs", r.Digest.Algorithm, r.Digest.Hex))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 func verify(ctx context.Context, r Ref, ref string, o VerifyOptions) (*Report, error) {

@@ -317,3 +317,26 @@ func TestVerifyUntrustedSignatureDetail(t *testing.T) {
 		t.Errorf("detail %q, want \"no valid signature under a trusted key: a signature under no trusted key (\" and what to do", detail)
 	}
 }
+
+// TestVerifyLayoutMistypedDigest: a digest the layout holds no blob of
+// is refused image_digest_mismatch saying to check the digest; it said
+// the layout did not hold the image "as it was built: damaged, or
+// changed since" alone, of a layout that held the image under its own
+// digest, whole (walking images.md with a digest copied from another
+// build). A blob of the image damaged is still told to write it again.
+func TestVerifyLayoutMistypedDigest(t *testing.T) {
+	res, out, key := signedBuild(t)
+	o := VerifyOptions{Keys: []*sign.PublicKey{key.Public()}}
+	wrong := "sha256:" + strings.Repeat("0", 63) + "1"
+	if wrong == res.Digest.String() {
+		t.Fatal("the build's digest is the wrong one")
+	}
+	_, err := Verify(context.Background(), LayoutPrefix+out+"@"+wrong, o)
+	if refusal.CodeOf(err) != refusal.ImageDigestMismatch || !strings.Contains(err.Error(), "the layout holds no image of that digest: a mistyped digest") ||
+		!strings.Contains(err.Error(), "check the digest") || strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("a digest the layout holds no blob of: %v", err)
+	}
+	if _, err := Verify(context.Background(), LayoutPrefix+out+"@"+res.Digest.String(), o); err != nil {
+		t.Fatalf("the build's own digest: %v", err)
+	}
+}
