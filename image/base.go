@@ -115,9 +115,30 @@ func (s baseSource) manifest(ctx context.Context, h v1.Hash) ([]byte, error) {
 func (s baseSource) blob(ctx context.Context, h v1.Hash, size int64) (io.ReadCloser, error) {
 	rc, err := s.source.blob(ctx, h, size)
 	if err != nil {
-		return nil, notAsPinned(s.ref, err)
+		return nil, notAsPinned(s.ref, registryBaseFailed(s.ref, err))
 	}
 	return pinnedReader{rc, s.ref}, nil
+}
+
+// registryBaseFailed types a failure to read a layer of the registry base
+// ref, which the layout writer and the push read long after the build
+// began: fetch_failed saying it is the base's registry and what to do (a
+// connection refused or cut short; the registry's credentials refused,
+// its certificate untrusted), image_digest_mismatch for any other
+// answer. A docker-registry stopped while the layout was written made
+// the build fail "cannot write the layout DIR: Get …: connection
+// refused", exit 1, blaming the layout (TestBaseRegistryDownMidBuild).
+// A layout base's errors, an interruption's and a refusal are returned
+// as they are.
+func registryBaseFailed(ref Ref, err error) error {
+	if ref.Repo == nil || err == nil || err == io.EOF || refusal.CodeOf(err) != "" ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return refusal.Wrap(refusal.FetchFailed, err, "cannot read the base image %s (its registry's connection broke while a layer was read: check that it is up, its host and the network, then build again)", ref)
+	}
+	return readFailed(refusal.ImageDigestMismatch, err, "cannot read the base image %s", ref)
 }
 
 // pinnedReader is a base blob's reader whose refusals say they are the
@@ -130,7 +151,7 @@ type pinnedReader struct {
 func (r pinnedReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		err = notAsPinned(r.ref, err)
+		err = notAsPinned(r.ref, registryBaseFailed(r.ref, err))
 	}
 	return n, err
 }
