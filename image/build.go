@@ -428,7 +428,7 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 			}
 			err = pushFailed(*push, err)
 			if re := (*refusal.Error)(nil); o.Output != "" && errors.As(err, &re) && re.Code == refusal.PushFailed {
-				// "A failed push moves no tag" is the registry's: the
+				// "A failed push does not move the image's tag" is the registry's: the
 				// layout took the image, tag and signature first.
 				re.Detail += "; " + inLayout(o.Output, o.Key != nil)
 			}

@@ -561,7 +561,7 @@ func notThere(err error) bool {
 // Whatever a failed push left in the registry is named by no tag it
 // moved, and does not verify: its signature or attestations are missing.
 func pushFailed(repo name.Repository, err error) error {
-	const again = "; run the build again (a failed push moves no tag)"
+	const again = "; run the build again (a failed push does not move the image's tag)"
 	at := fmt.Sprintf("the push to the registry %s failed: cannot push to %s", repo.RegistryStr(), repo)
 	err = quietHead(err)
 	var (
@@ -571,7 +571,7 @@ func pushFailed(repo name.Repository, err error) error {
 	)
 	switch {
 	case errors.As(err, &le):
-		return refusal.Wrap(refusal.PushFailed, err, "%s: %v; push again: run the build again once the other pushes of this digest are done, it adds back what is missing and then moves the tag (a failed push moves no tag)", at, err)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v; push again: run the build again once the other pushes of this digest are done, it adds back what is missing and then moves the tag (a failed push does not move the image's tag)", at, err)
 	case refusal.CodeOf(err) == refusal.FetchFailed && errors.As(err, &re):
 		return &refusal.Error{Code: refusal.PushFailed, Detail: at + ": " + re.Detail, Err: re.Err, Remedy: re.Remedy}
 	case refusal.CodeOf(err) != "":
@@ -581,7 +581,7 @@ func pushFailed(repo name.Repository, err error) error {
 	case credentialsRefused(err):
 		return refusal.Wrap(refusal.PushFailed, err, "%s: %v%s%s", at, err, credentialsAdvice(repo.RegistryStr()), again)
 	case errors.As(err, &te) && takesNoPush(te):
-		return refusal.Wrap(refusal.PushFailed, err, "%s: %v (the registry takes no pushes, HTTP %d: it is read-only, in maintenance, or a pull-only mirror or cache; push to a registry that takes them, or have its operator allow pushes to it, and run the build again; a failed push moves no tag)", at, err, te.StatusCode)
+		return refusal.Wrap(refusal.PushFailed, err, "%s: %v (the registry takes no pushes, HTTP %d: it is read-only, in maintenance, or a pull-only mirror or cache; push to a registry that takes them, or have its operator allow pushes to it, and run the build again; a failed push does not move the image's tag)", at, err, te.StatusCode)
 	case errors.As(err, &te):
 		return refusal.Wrap(refusal.PushFailed, err, "%s: %v (the registry failed or refused the push, HTTP %d: check its log and that the repository may be pushed to)%s", at, err, te.StatusCode, again)
 	case netFailure(err): // not a layout's missing file: the base's layers are read as they are pushed

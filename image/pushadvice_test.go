@@ -69,7 +69,7 @@ func TestPushFailedSaysWhatToDo(t *testing.T) {
 					t.Errorf("%q does not say %q", re.Detail, s)
 				}
 			}
-			if !strings.HasSuffix(re.Detail, "run the build again (a failed push moves no tag)") {
+			if !strings.HasSuffix(re.Detail, "run the build again (a failed push does not move the image's tag)") {
 				t.Errorf("%q: want it to end with what docs/images.md promises", re.Detail)
 			}
 			// go-containerregistry's advice to the request's author, which

@@ -124,7 +124,7 @@ func TestPushFailureRefused(t *testing.T) {
 			// and where.
 			at := "the push to the registry " + c.host + " failed: cannot push to " + repo + ": "
 			if refusal.CodeOf(err) != refusal.PushFailed || !errors.As(err, &re) || !strings.HasPrefix(re.Detail, at) || !strings.Contains(re.Detail, c.says) ||
-				!strings.HasSuffix(re.Detail, "run the build again (a failed push moves no tag)") && !strings.HasSuffix(re.Detail, "run the build again; a failed push moves no tag)") {
+				!strings.HasSuffix(re.Detail, "run the build again (a failed push does not move the image's tag)") && !strings.HasSuffix(re.Detail, "run the build again; a failed push does not move the image's tag)") {
 				t.Fatalf("push: %v (code %q), want push_failed beginning %q, saying %q and ending \"run the build again\" (docs/images.md)", err, refusal.CodeOf(err), at, c.says)
 			}
 			if msg := err.Error(); strings.ContainsFunc(msg, unicode.IsControl) || strings.Contains(msg, "<") {

@@ -63,7 +63,7 @@ func TestPushInterruptedAfterLayout(t *testing.T) {
 
 // TestPushFailedAfterLayout: a push that fails (the registry answers 500)
 // after the layout was written says the image is in the layout: its
-// "a failed push moves no tag" is the registry's, and the layout's tag
+// "a failed push does not move the image's tag" is the registry's, and the layout's tag
 // had moved.
 func TestPushFailedAfterLayout(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -206,7 +206,7 @@ func TestPushKeepsEarlierSignatures(t *testing.T) {
 // dropped from their tags every time it writes them (a loopback proxy
 // puts them under another tag, as other pushes writing their merges at
 // once would leave them) is refused push_failed, saying to push again,
-// and moves no tag. It was an error of no refusal's code (exit 1), and
+// and does not move the image's tag. It was an error of no refusal's code (exit 1), and
 // the tag had been moved already.
 func TestPushDroppedRefused(t *testing.T) {
 	host := startDockerRegistry(t)
