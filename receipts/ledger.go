@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/atomicfile"
+	"github.com/cruxible/cruxprov/internal/kernelfs"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -116,6 +117,9 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if !opts.NoCheckpoint {
 		l.sum = sha256.New()
 	}
+	if err := onKernelFS(path); err != nil {
+		return nil, err
+	}
 	if opts.CreateAtBegin {
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			if err := creatable(filepath.Dir(path)); err != nil {
@@ -151,6 +155,30 @@ func creatable(dir string) error {
 		}
 		return nil
 	}
+}
+
+// onKernelFS is the ledger_write_failed refusal of a ledger at path on
+// a file system of the kernel's (/sys, /proc: kernelfs), there or not,
+// which no user (root neither) can keep a ledger on; nil elsewhere.
+// Root's access(2) grants W_OK on /sys and /proc, where its mkdir is
+// refused all the same: Open with CreateAtBegin and Writable took such
+// a ledger (receipts scan said all was well), and its run was refused
+// at the intent, after the verify, with "make the nearest directory
+// there writable by this user" (another user's, at once, "make the
+// directory /sys writable"; of /proc/self, to lift an immutable
+// attribute). A ledger file there is no ledger either (a file of
+// /proc/sys, say, whose writes set the kernel's parameters).
+func onKernelFS(path string) error {
+	k, at := kernelfs.Of(path)
+	if k == "" {
+		return nil
+	}
+	err := &kernelfs.Error{Path: at, FS: k}
+	verb := "create"
+	if _, serr := os.Lstat(path); serr == nil {
+		verb = "open"
+	}
+	return refusal.Wrap(refusal.LedgerWriteFailed, err, "cannot %s receipts ledger %s: %v; %s", verb, path, err, kernelFSAdvice)
 }
 
 // open opens the file at l.path, creating it (and its missing
@@ -259,6 +287,9 @@ func (l *Ledger) create(ctx context.Context) error {
 // its newline, a repair journal), the repair lock that writer creates
 // beside it must be creatable there (repairLockable).
 func Writable(path string) error {
+	if err := onKernelFS(path); err != nil {
+		return err
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Not made yet (no run yet): judged as Open with CreateAtBegin
@@ -715,6 +746,7 @@ func newAttemptID() string {
 const (
 	notRegularAdvice = "a ledger is a regular file: move this away, and the ledger is made there anew, or open one at another path"
 	notDirAdvice     = "a file stands where a directory of the ledger's path must be: move it away, or keep the ledger elsewhere"
+	kernelFSAdvice   = "keep the ledger on another file system"
 )
 
 // openAdvice is what to do, after "; ", about a ledger file the file

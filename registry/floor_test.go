@@ -479,7 +479,7 @@ func TestFloorStateDirCannotBeMade(t *testing.T) {
 		state := "/proc/cruxprov-no-such-state"
 		err := verifyIn(state)
 		wantFloorRemedy(t, err, state)
-		wantWords(err, "cannot make the verifier floors directory "+state+"/floors: mkdir "+state+": no such file or directory; the verifier's state directory cannot be made at "+state+" (its file system makes no directory there")
+		wantWords(err, "cannot make the verifier floors directory "+state+"/floors: mkdir "+state+": no such file or directory; the verifier's state directory "+state+" is on procfs, a file system of the kernel's")
 	})
 	t.Run("floors a FIFO", func(t *testing.T) {
 		state := filepath.Join(base, "fifo-state")
@@ -513,4 +513,40 @@ func TestFloorStateDirCannotBeMade(t *testing.T) {
 		wantFloorRemedy(t, err, floors[0])
 		wantWords(err, "cannot read the verifier floor "+floors[0]+": "+floors[0]+" is a directory, not a regular file; a floor is a regular file: move this away")
 	})
+}
+
+// TestFloorStateDirOnKernelFS: a state directory on /sys or /proc,
+// there or not, is refused ledger_write_failed saying that no one can
+// write there and to give the verifier a state directory on another
+// file system, with the remedy set_state_dir. Root's mkdir on sysfs is
+// refused EPERM, and it was advised "make /sys (its owner: uid 0, mode
+// 0555) writable by this user", which root is and no one can make it;
+// another user's EACCES was advised the same. procfs refuses ENOENT,
+// and /proc/self is there: it too is said as the kernel's.
+func TestFloorStateDirOnKernelFS(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel"); err != nil {
+		t.Skip("no sysfs at /sys here")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no procfs at /proc here")
+	}
+	ctx := context.Background()
+	d := acceptedRegistry(t, t.TempDir())
+	for _, c := range []struct{ state, fs, at string }{
+		{"/sys/cruxprov-no-such-state", "sysfs", "/sys/cruxprov-no-such-state"},
+		{"/sys/kernel/cruxprov-no-such-state", "sysfs", "/sys/kernel/cruxprov-no-such-state"},
+		{"/sys/kernel", "sysfs", "/sys/kernel/floors"},
+		{"/sys", "sysfs", "/sys/floors"},
+		{"/proc/self", "procfs", "/proc/self/floors"},
+	} {
+		t.Run(c.state, func(t *testing.T) {
+			_, err := registry.VerifyPin(ctx, d, c.state, "acme-echo", time.Now())
+			wantRefusal(t, err, refusal.LedgerWriteFailed)
+			wantFloorRemedy(t, err, c.at)
+			want := "the verifier's state directory " + c.state + " is on " + c.fs + ", a file system of the kernel's, where no user (root neither) can make a file or directory, so its floors cannot be kept there: give the verifier a state directory on another file system"
+			if !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "writable") {
+				t.Errorf("%v\nwant it to say %q, and nothing of making it writable", err, want)
+			}
+		})
+	}
 }

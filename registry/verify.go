@@ -21,6 +21,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/internal/filekind"
+	"github.com/cruxible/cruxprov/internal/kernelfs"
 	"github.com/cruxible/cruxprov/refusal"
 )
 
@@ -244,6 +245,9 @@ func (fe *FloorError) remedy() (at, todo string) {
 	const elsewhere = "give the verifier a state directory it can write"
 	var pe *fs.PathError
 	errors.As(fe.Err, &pe)
+	if at, todo := fe.onKernelFS(pe); todo != "" {
+		return at, todo
+	}
 	switch {
 	case errors.Is(fe.Err, syscall.EACCES), errors.Is(fe.Err, syscall.EPERM):
 		if fe.Read {
@@ -283,6 +287,36 @@ func (fe *FloorError) remedy() (at, todo string) {
 		// An I/O error, a path too long, a loop of links: the state
 		// directory cannot be used as it is.
 		return fe.Path, "mend the verifier's state directory, or " + elsewhere
+	}
+	return "", ""
+}
+
+// onKernelFS is remedy's answer for a state directory on a file system
+// of the kernel's (kernelfs: /sys, /proc), where a write of the floors
+// is refused to every user, root too: EPERM or EACCES on sysfs, ENOENT
+// on procfs, EROFS. It said "make /sys (its owner: uid 0, mode 0555)
+// writable by this user", which no one can, or to lift an immutable
+// attribute there is none of. "" where fe is not that.
+func (fe *FloorError) onKernelFS(pe *fs.PathError) (at, todo string) {
+	if fe.Read {
+		return "", ""
+	}
+	at = fe.Path
+	if pe != nil {
+		at = pe.Path
+	}
+	k, _ := kernelfs.Of(at)
+	if k == "" {
+		return "", ""
+	}
+	for _, e := range []syscall.Errno{syscall.EACCES, syscall.EPERM, syscall.ENOENT, syscall.EROFS} {
+		if errors.Is(fe.Err, e) {
+			sd := fe.StateDir
+			if sd == "" {
+				sd = filepath.Dir(fe.Path)
+			}
+			return at, "the verifier's state directory " + sd + " is on " + k + ", a file system of the kernel's, where no user (root neither) can make a file or directory, so its floors cannot be kept there: give the verifier a state directory on another file system"
+		}
 	}
 	return "", ""
 }

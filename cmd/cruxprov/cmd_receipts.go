@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cruxible/cruxprov/internal/deniedat"
+	"github.com/cruxible/cruxprov/internal/kernelfs"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/receipts"
 	"github.com/cruxible/cruxprov/refusal"
@@ -107,6 +108,9 @@ func receiptsAction(c *cli.Context, scan bool) error {
 			return err
 		}
 		if err := receipts.Writable(own[0]); err != nil {
+			if stateDirOnKernelFS(err) {
+				return err
+			}
 			return withLedgerAdvice(err)
 		}
 		roomWarning(o, own[0])
@@ -126,7 +130,11 @@ func receiptsAction(c *cli.Context, scan bool) error {
 					// The ledger takes runs; its key locks do not.
 					runs = "a run with an idempotency key"
 				}
-				o.warn(fmt.Sprintf("receipts ledger %s is not writable by this user: %s given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, runs, p, msg, unsaidLedgerAdvice(err)))
+				who := " by this user"
+				if errors.As(err, new(*kernelfs.Error)) {
+					who = "" // by no user: /sys, /proc
+				}
+				o.warn(fmt.Sprintf("receipts ledger %s is not writable%s: %s given --ledger %s is refused ledger_write_failed (%s)%s; an archive read-only on purpose needs nothing", p, who, runs, p, msg, unsaidLedgerAdvice(err)))
 			}
 			roomWarning(o, p)
 		}
@@ -226,6 +234,11 @@ func receiptsAction(c *cli.Context, scan bool) error {
 // ledger_write_failed at its intent while the ledger itself is sound, and
 // a scan run as the executor's health check exited 0 without a word.
 func roomWarning(o *opts, path string) {
+	if k, _ := kernelfs.Of(path); k != "" {
+		// /sys, /proc: no room, but no one writes there anyway, which
+		// Writable's refusal said ("0 B free: free space on it").
+		return
+	}
 	r, err := receipts.RoomOf(path)
 	switch {
 	case err != nil:

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cruxible/cruxprov/image"
+	"github.com/cruxible/cruxprov/internal/kernelfs"
 	"github.com/cruxible/cruxprov/invoke"
 	"github.com/cruxible/cruxprov/pinned"
 	pcontainer "github.com/cruxible/cruxprov/pinned/container"
@@ -557,6 +558,9 @@ func ownLedgerRefused(c *cli.Context, err error, path string) error {
 	if errors.Is(err, syscall.ENOTDIR) {
 		return ownLedgerPathBlocked(c, path)
 	}
+	if stateDirOnKernelFS(err) {
+		return err
+	}
 	var (
 		re *refusal.Error
 		pe *fs.PathError
@@ -573,6 +577,27 @@ func ownLedgerRefused(c *cli.Context, err error, path string) error {
 		}
 	}
 	return withLedgerAdvice(err)
+}
+
+// stateDirOnKernelFS gives err, the refusal of this host and user's own
+// ledger (its path from --state-dir DIR or $XDG_STATE_HOME), the remedy
+// set_state_dir where the ledger's path is on a file system of the
+// kernel's (/sys, /proc: a *kernelfs.Error), and reports whether it is.
+// A state directory there, whether it is there or not, keeps no floors,
+// and no one can mend it: it was told to make /sys writable by this
+// user, or to lift an immutable attribute from /proc/self.
+func stateDirOnKernelFS(err error) bool {
+	var (
+		re *refusal.Error
+		ke *kernelfs.Error
+	)
+	if !errors.As(err, &re) || re.Code != refusal.LedgerWriteFailed || !errors.As(err, &ke) {
+		return false
+	}
+	if re.Remedy == nil {
+		re.WithRemedy(refusal.ActionSetStateDir, ke.Path)
+	}
+	return true
 }
 
 // withReceipt is a run's refusal that its ledger records: the error line
@@ -706,6 +731,12 @@ func ledgerAdvice(err error) string {
 	var pe *fs.PathError
 	errors.As(err, &pe)
 	switch {
+	case errors.As(err, new(*kernelfs.Error)):
+		// A ledger on /sys or /proc: its refusal says what to do itself
+		// (another file system), where the error's own advice (make the
+		// directory writable, lift an immutable attribute) is no one's
+		// to follow.
+		return ""
 	case keyLocksError(err):
 		// The in-flight lock file's refusal says what to do itself
 		// (receipts.openKeyLocks: one not a regular file, one this user

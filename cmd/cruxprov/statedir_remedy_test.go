@@ -59,9 +59,9 @@ func TestStateDirCannotBeMadeAdvisesStateDir(t *testing.T) {
 	}
 	cases := []dirCase{{"under a file", filepath.Join(file, "state"), []string{file + ", on its path, is a file, not a directory", file + " on its path being a file, not a directory"}}}
 	if _, err := os.Stat("/proc/self/status"); err == nil {
-		// Root makes the ledger's directories there (access(2) lets it);
-		// another user is refused at /proc itself.
-		cases = append(cases, dirCase{"under /proc", "/proc/cruxprov-no-state", []string{"the verifier's state directory cannot be made at /proc/cruxprov-no-state", "access /proc: permission denied"}})
+		// procfs, a file system of the kernel's: said so to root and to
+		// another user alike (TestKernelFSStateDirAdvisesStateDir).
+		cases = append(cases, dirCase{"under /proc", "/proc/cruxprov-no-state", []string{"the verifier's state directory /proc/cruxprov-no-state is on procfs, a file system of the kernel's", "/proc is on procfs, a file system of the kernel's"}})
 	}
 	for _, c := range cases {
 		for _, cmdArgs := range [][]string{{"verify", "acme-echo"}, {"run", "acme-echo", "echo", "--input", input}} {
@@ -169,4 +169,122 @@ func TestFloorUnreadableSaysRead(t *testing.T) {
 	if r.code != exitRefused || !strings.HasPrefix(r.stderr, want) || strings.Contains(r.stderr, "writable") || !strings.HasSuffix(strings.TrimSpace(r.stderr), fix) {
 		t.Fatalf("verify with its floor unreadable: %+v\nwant %q … %q", r, want, fix)
 	}
+}
+
+// TestKernelFSStateDirAdvisesStateDir: a state directory or ledger on
+// /sys or /proc, file systems of the kernel's where no user (root
+// neither) can make a file, is refused ledger_write_failed saying so,
+// the state directory with the remedy --state-dir DIR (in --json too),
+// which run as printed gets past the floor and the ledger; and as root
+// (EPERM, and access(2) granting W_OK there) as another user (EACCES)
+// the same. They were advised "make /sys (its owner: uid 0, mode 0555)
+// writable by this user", "make the directory /sys writable by this
+// user", or, of /proc/self, to lift an immutable attribute; a ledger
+// named there with --ledger got as far as the run's intent as root, and
+// receipts scan as root took /sys for a state directory with 0 B free.
+func TestKernelFSStateDirAdvisesStateDir(t *testing.T) {
+	if _, err := os.Stat("/sys/kernel"); err != nil {
+		t.Skip("no sysfs at /sys here")
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no procfs at /proc here")
+	}
+	base := t.TempDir()
+	home, input := acceptedStore(t, base)
+	says := func(t *testing.T, r result) {
+		t.Helper()
+		if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: ledger_write_failed: ") || !strings.Contains(r.stderr, ", a file system of the kernel's, where no user (root neither) can make a file or directory") ||
+			strings.Contains(r.stderr, "writable") || strings.Contains(r.stderr, "immutable") {
+			t.Fatalf("%+v\nwant ledger_write_failed saying the file system is the kernel's, and nothing of making it writable", r)
+		}
+	}
+	for _, state := range []string{"/sys/cruxprov-no-state", "/sys/kernel", "/proc/self", "/proc/cruxprov-no-state"} {
+		cmds := [][]string{{"verify", "acme-echo"}, {"run", "acme-echo", "echo", "--input", input}}
+		if _, err := os.Stat(state); err == nil {
+			// A --state-dir not there is a usage error to receipts,
+			// which reads it ("no state directory at …").
+			cmds = append(cmds, []string{"receipts", "scan"})
+		}
+		for _, cmdArgs := range cmds {
+			t.Run(state+"/"+cmdArgs[0], func(t *testing.T) {
+				args := append(append([]string{"--home", home}, cmdArgs...), "--state-dir", state)
+				cmd := exec.Command(bin, args...)
+				cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+				r := runCmd(t, cmd)
+				says(t, r)
+				if fix := "; to fix: cruxprov --home " + home + " " + strings.Join(cmdArgs, " ") + " --state-dir DIR"; !strings.HasSuffix(strings.TrimSpace(r.stderr), fix) {
+					t.Fatalf("%+v\nwant it to end %q", r, fix)
+				}
+				cmd = exec.Command(bin, append(args, "--json")...)
+				cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+				j := runCmd(t, cmd)
+				var doc struct {
+					Refused struct {
+						Remedy struct {
+							Action  string `json:"action"`
+							Command string `json:"command"`
+						} `json:"remedy"`
+					} `json:"refused"`
+				}
+				if err := json.Unmarshal([]byte(j.stdout), &doc); err != nil || doc.Refused.Remedy.Action != string(refusal.ActionSetStateDir) ||
+					!strings.HasSuffix(doc.Refused.Remedy.Command, " --state-dir DIR") {
+					t.Errorf("--json: %v: %+v", err, j)
+				}
+				dir := t.TempDir()
+				if cmdArgs[0] == "receipts" {
+					// A state directory that is there: its scan is a
+					// health check of its ledger, which no run made yet.
+					if err := os.Mkdir(filepath.Join(dir, "DIR"), 0o700); err != nil {
+						t.Fatal(err)
+					}
+					if f := runFix(t, r, dir); f.code != 0 {
+						t.Errorf("the fix: %+v", f)
+					}
+					return
+				}
+				if f := runFix(t, r, dir); f.code != exitRefused || strings.Contains(f.stderr, "ledger_write_failed") || !strings.Contains(f.stderr, "refused: pin_mismatch: ") {
+					t.Errorf("the fix: %+v", f)
+				}
+			})
+		}
+	}
+	// The default state directory ($XDG_STATE_HOME/cruxprov) there: the
+	// same, with the remedy --state-dir DIR.
+	t.Run("XDG_STATE_HOME", func(t *testing.T) {
+		cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "echo", "--input", input)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "XDG_STATE_HOME=/sys/kernel"}
+		r := runCmd(t, cmd)
+		says(t, r)
+		if !strings.HasSuffix(strings.TrimSpace(r.stderr), " --state-dir DIR") {
+			t.Errorf("%+v\nwant the remedy --state-dir DIR", r)
+		}
+	})
+	// A ledger named there: refused before anything is verified, saying
+	// to keep it on another file system; the state directory is fine,
+	// so no --state-dir is advised.
+	for _, ledger := range []string{"/sys/cruxprov-l.jsonl", "/sys/kernel/l.jsonl", "/proc/self/l.jsonl"} {
+		t.Run("--ledger "+ledger, func(t *testing.T) {
+			cmd := exec.Command(bin, "--home", home, "run", "acme-echo", "echo", "--input", input, "--state-dir", filepath.Join(base, "state"), "--ledger", ledger)
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+			r := runCmd(t, cmd)
+			says(t, r)
+			if !strings.HasSuffix(strings.TrimSpace(r.stderr), "; keep the ledger on another file system") {
+				t.Errorf("%+v\nwant it to end: keep the ledger on another file system", r)
+			}
+		})
+	}
+	// receipts scan of a file there named as a ledger (an archive, for
+	// all it knows): it is read, and the warning says no run can write
+	// it, where it said "not writable by this user" and "0 B free: free
+	// space on it".
+	t.Run("receipts scan --ledger /proc/self/status", func(t *testing.T) {
+		cmd := exec.Command(bin, "receipts", "scan", "--ledger", "/proc/self/status")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base}
+		r := runCmd(t, cmd)
+		if r.code != 0 || !strings.Contains(r.stderr, "warning: receipts ledger /proc/self/status is not writable: a run given --ledger /proc/self/status is refused ledger_write_failed (") ||
+			!strings.Contains(r.stderr, ", a file system of the kernel's, where no user (root neither) can make a file or directory; keep the ledger on another file system)") ||
+			strings.Contains(r.stderr, "free") || strings.Contains(r.stderr, "by this user") {
+			t.Errorf("%+v\nwant exit 0, warning that no run can write it there, and nothing of its room", r)
+		}
+	})
 }
