@@ -444,9 +444,14 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 // (exit 1, as a full store is: neither the image nor its inputs are at
 // fault), saying what to do where the disk is full or this user may not
 // write there. Denied, it said only "cannot write the layout DIR: mkdir
-// DIR: permission denied".
+// DIR: permission denied". A refusal (the layout's index.json, which the
+// write would rewrite, saying a key twice) is returned as it is.
 func layoutWriteFailed(out string, err error) error {
 	switch {
+	case refusal.CodeOf(err) != "":
+		// The layout's own index.json refused (a key twice): the
+		// refusal says what, and what to do.
+		return err
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
 		return fmt.Errorf("no space left on the file system of the layout %s (%w): free space there and build again; the layout is as it was", out, err)
 	case errors.Is(err, fs.ErrPermission):

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -107,6 +108,45 @@ func pinnedKeys(err error) bool {
 // config is refused for its keys (imageDocKeys): its digest names those
 // bytes, so nothing but another image helps.
 const ambiguousImage = "cruxprov writes each key once and reads no image document that two readers could read two ways: the digest names these very bytes, so this is no image a cruxprov build wrote; treat it as suspect, build it again and name the new image by its digest"
+
+// layoutIndexError is a layout's index.json that cannot be read as one
+// OCI image index: a key twice (a *keyError), or no index at all. No
+// digest names it: it is damage to the layout, or a change since, which
+// a read of the layout's tags (Verify) and a write that would rewrite it
+// (writeLayout) refuse alike, image_digest_mismatch, each saying what
+// to do about the file.
+type layoutIndexError struct {
+	file string
+	err  error
+}
+
+func (e *layoutIndexError) Error() string {
+	if errors.As(e.err, new(*keyError)) {
+		return e.err.Error()
+	}
+	return e.file + " is not an OCI image index: " + e.err.Error()
+}
+
+func (e *layoutIndexError) Unwrap() error { return e.err }
+
+// decodeLayoutIndex decodes b, the index.json file of a layout, into ix
+// (what it does not say keeps ix's value), each key once: a
+// *layoutIndexError where it cannot.
+func decodeLayoutIndex(file string, b []byte, ix *v1.IndexManifest) error {
+	if err := checkKeys(b, indexJSONType, file); err != nil {
+		return &layoutIndexError{file: file, err: err}
+	}
+	if err := json.Unmarshal(b, ix); err != nil {
+		return &layoutIndexError{file: file, err: err}
+	}
+	return nil
+}
+
+// damagedIndex is what to do about a layout's index.json that a read of
+// the layout refused (layoutIndexError): a write into the layout
+// refuses it too (it would rewrite it keeping one of two readings), so
+// building into the layout again, as for a damaged blob, is not enough.
+const damagedIndex = "the layout's index.json was changed since the image was written into it, or damaged, and a write into the layout refuses it too: restore it from a copy of the layout, or move it away and write the image into the layout again, by building it again or copying it from its registry"
 
 // ambiguousBase is ambiguousImage for a build's base.
 const ambiguousBase = "cruxprov reads no image document that two readers could read two ways: pin another base image, one whose manifests and config say each key once"

@@ -20,6 +20,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/deniedat"
+	"github.com/cruxible/cruxprov/refusal"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -382,8 +383,13 @@ func (w *layoutWriter) commit(drop func(v1.Descriptor) bool, adds []v1.Descripto
 	raw, err := capped.ReadFile(file, maxManifest)
 	switch {
 	case err == nil:
-		if err := json.Unmarshal(raw, &ix); err != nil {
-			return fmt.Errorf("%s: %w", file, err)
+		// Each key once, as the read of a layout's index.json for its
+		// tags (layoutSource.tag): one with "manifests" twice was
+		// rewritten with the last, the first's entries dropped without a
+		// word, where a reader taking the first reads those, and image
+		// verify of the same layout refuses it.
+		if err := decodeLayoutIndex(file, raw, &ix); err != nil {
+			return refusal.Wrap(refusal.ImageDigestMismatch, err, "%s; it was not rewritten (a rewrite keeps one reading of it), and index.json is as it was: restore it from a copy of the layout, or move it away and write the image again (the index.json written anew names only the images that write writes), or write the image into another layout", err)
 		}
 	case !errors.Is(err, fs.ErrNotExist):
 		return err

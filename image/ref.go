@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -200,12 +199,9 @@ func (l layoutSource) tag(_ context.Context, tag string) (v1.Hash, bool, error) 
 		}
 		return v1.Hash{}, false, err
 	}
-	if err := checkKeys(b, indexJSONType, filepath.Join(string(l), "index.json")); err != nil {
-		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", err)
-	}
 	var ix v1.IndexManifest
-	if err := json.Unmarshal(b, &ix); err != nil {
-		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s/index.json", string(l))
+	if err := decodeLayoutIndex(filepath.Join(string(l), "index.json"), b, &ix); err != nil {
+		return v1.Hash{}, false, refusal.Wrap(refusal.ImageDigestMismatch, err, "%s", err)
 	}
 	for _, d := range ix.Manifests {
 		if d.Annotations[refNameAnnotation] == tag {

@@ -119,7 +119,9 @@ func notAsBuilt(r Ref, err error) error {
 		out.Detail += " (" + ambiguousImage + ")"
 		return &out
 	}
-	if r.Repo == nil && noBlob(r) {
+	if r.Repo == nil && errors.As(err, new(*layoutIndexError)) {
+		out.Detail += " (the layout does not hold the image as it was built: " + damagedIndex + ")"
+	} else if r.Repo == nil && noBlob(r) {
 		// No blob of the digest at all: a digest mistyped (or another
 		// layout's) is the likelier cause, and was told only that the
 		// layout was damaged.

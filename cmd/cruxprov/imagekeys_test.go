@@ -125,3 +125,77 @@ func TestImageVerifyKeyTwice(t *testing.T) {
 	os.WriteFile(indexJSON, append([]byte(`{"manifests":[],`), ix[1:]...), 0o644)
 	refused("index.json", refusal.ImageDigestMismatch, indexJSON+` has the key "manifests" twice`)
 }
+
+// TestImageBuildOntoIndexKeyTwice: image build --output oci:DIR onto a
+// layout whose index.json says "manifests" twice refuses, exit 78, one
+// line image_digest_mismatch naming the file and the key, index.json
+// left as it was, where it rewrote it keeping the last "manifests" (the
+// first's entries dropped without a word) while image verify of the
+// layout refused it. image verify's refusal says so too, and what to do:
+// index.json moved away, the build writes it anew and the image
+// verifies.
+func TestImageBuildOntoIndexKeyTwice(t *testing.T) {
+	if _, err := os.Stat(debian); err != nil {
+		t.Skipf("needs %s", debian)
+	}
+	baseLayout, baseDigest := imagetest.Base(t)
+	dir := t.TempDir()
+	fx, idx := fixtureindex.Serve(t, dir)
+	priv, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPath, pubPath := filepath.Join(dir, "builder.key"), filepath.Join(dir, "builder.pub")
+	os.WriteFile(keyPath, priv, 0o600)
+	os.WriteFile(pubPath, pub, 0o644)
+	out := filepath.Join(dir, "oci")
+	build := func() result {
+		t.Helper()
+		cmd := exec.Command(bin, "--home", filepath.Join(dir, "home"), "image", "build", "--wheel", fx.Echo.Path, "--index", idx,
+			"--platform", imagetest.Platform, "--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", imagetest.Shim(t),
+			"--output", "oci:"+out, "--sign-key", keyPath, "--repo", "localhost/acme/echo", "--json")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000"}
+		return runCmd(t, cmd)
+	}
+	r := build()
+	var built struct{ Digest string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &built) != nil {
+		t.Fatalf("image build: %+v", r)
+	}
+	indexJSON := filepath.Join(out, "index.json")
+	ix, err := os.ReadFile(indexJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice := append([]byte(`{"manifests":[],`), ix[1:]...)
+	os.WriteFile(indexJSON, twice, 0o644)
+
+	r = build()
+	line := strings.TrimSuffix(r.stderr, "\n")
+	t.Logf("image build onto it: exit %d: %s", r.code, line)
+	if r.code != exitRefused || strings.Contains(line, "\n") || !strings.HasPrefix(line, "refused: image_digest_mismatch: "+indexJSON+` has the key "manifests" twice`) ||
+		!strings.Contains(line, "it was not rewritten") {
+		t.Errorf("image build onto it: %+v, want exit %d and one line refused: image_digest_mismatch naming %s and the key", r, exitRefused, indexJSON)
+	}
+	if b, _ := os.ReadFile(indexJSON); !bytes.Equal(b, twice) {
+		t.Errorf("index.json rewritten: %s", b)
+	}
+
+	verify := func() result {
+		t.Helper()
+		return cruxprov(t, "image", "verify", "oci:"+out+"@"+built.Digest, "--key", pubPath)
+	}
+	if r := verify(); r.code != exitRefused || !strings.Contains(r.stderr, "a write into the layout refuses it too: restore it from a copy of the layout, or move it away and write the image into the layout again") {
+		t.Errorf("image verify: %+v, want it to say what to do about index.json", r)
+	}
+	// As advised: index.json moved away, the build writes it anew.
+	if err := os.Rename(indexJSON, indexJSON+".twice"); err != nil {
+		t.Fatal(err)
+	}
+	if r := build(); r.code != 0 {
+		t.Fatalf("image build after index.json was moved away: %+v", r)
+	}
+	if r := verify(); r.code != 0 {
+		t.Errorf("image verify after the build: %+v", r)
+	}
+}
