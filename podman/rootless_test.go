@@ -252,6 +252,7 @@ func TestRootlessChild(t *testing.T) {
 	t.Run("DrainBoundFailsTheRun", func(t *testing.T) { drainBoundFails(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("OutputLimitStopsTheContainer", func(t *testing.T) { outputLimitStops(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("TimeoutExitZeroSaysSo", func(t *testing.T) { timeoutExitZero(t, &Executor{UnenforcedLimits: !limits}, f) })
+	t.Run("Pid1DropsSIGTERM", func(t *testing.T) { pid1DropsSIGTERM(t, &Executor{UnenforcedLimits: !limits}, f) })
 	t.Run("ContainerRemoved", func(t *testing.T) {
 		out, err := exec.Command("podman", "ps", "--all", "--filter", "name=cruxprov-", "--format", "{{.Names}}").Output()
 		if err != nil {
