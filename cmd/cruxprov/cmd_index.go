@@ -56,7 +56,15 @@ func indexBuild(c *cli.Context) error {
 	if errors.Is(err, fs.ErrPermission) {
 		return inputErr("--from", from, err)
 	}
-	if err != nil || !st.IsDir() {
+	// A --from naming nothing said it "is not a directory", which sent
+	// the reader to look at what stands there: nothing does.
+	if errors.Is(err, fs.ErrNotExist) {
+		return usagef("--from %s does not exist; give the directory holding the .whl files", from)
+	}
+	if err != nil {
+		return inputErr("--from", from, err)
+	}
+	if !st.IsDir() {
 		return usagef("--from %s is not a directory; give the directory holding the .whl files", from)
 	}
 	// A directory this user may not read was "index build: open DIR:

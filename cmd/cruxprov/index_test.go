@@ -151,7 +151,8 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 
 // TestIndexBuildFromNotADirectory: --from naming nothing, or a file, is
 // a usage error naming --from; it used to exit 1 with a bare "index build:
-// open F: not a directory".
+// open F: not a directory". A --from naming nothing says it does not
+// exist: it said "is not a directory", as for a file.
 func TestIndexBuildFromNotADirectory(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -159,10 +160,13 @@ func TestIndexBuildFromNotADirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	for _, tc := range []struct{ name, from string }{{"missing", filepath.Join(dir, "nope")}, {"a file", file}} {
+	for _, tc := range []struct{ name, from, says string }{
+		{"missing", filepath.Join(dir, "nope"), "does not exist"},
+		{"a file", file, "is not a directory"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cruxprov(t, "index", "build", out, "--from", tc.from)
-			if r.code != exitUsage || !strings.Contains(r.stderr, "--from") || strings.Count(r.stderr, "\n") != 1 {
+			if r.code != exitUsage || !strings.Contains(r.stderr, "--from") || !strings.Contains(r.stderr, tc.says) || strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("%s: %+v", tc.from, r)
 			}
 		})
