@@ -277,7 +277,8 @@ func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Dig
 
 // keyPassword reads the private key password from CRUXPROV_KEY_PASSWORD,
 // or prompts on the terminal without echo; it refuses when neither is
-// available. confirm asks twice (key generate).
+// available. confirm asks twice (key generate), unless nothing was typed
+// the first time.
 func keyPassword(o *opts, confirm bool) ([]byte, error) {
 	if p, ok := os.LookupEnv("CRUXPROV_KEY_PASSWORD"); ok {
 		return []byte(p), nil
@@ -292,7 +293,9 @@ func keyPassword(o *opts, confirm bool) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if confirm {
+	// Nothing typed is refused at once (the key is always encrypted:
+	// the caller says so); asking "again:" first only delayed it.
+	if confirm && len(p) > 0 {
 		fmt.Fprint(o.stderr, "again: ")
 		q, err := readPassword(fd)
 		fmt.Fprintln(o.stderr)
