@@ -767,10 +767,19 @@ func unlockAndRemove(path string, unlock func()) {
 // names that file once it is held.
 func lockFileOnce(ctx context.Context, path, doing string) (func(), bool, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	// "or in a store of your own" is for a create: an env of this store
+	// is removed from this store or not at all.
+	elsewhere := ", or in a store of your own"
+	if doing == "remove" {
+		elsewhere = ""
+	}
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; %s the env as the store's owner, or in a store of your own", doing)
+		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store is not writable by this user; %s the env as the store's owner%s", doing, elsewhere)
 	}
 	if errors.Is(err, unix.EROFS) {
+		if doing == "remove" {
+			return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store's file system is mounted read-only; remount it read-write to remove the env")
+		}
 		return nil, false, refusal.Wrap(refusal.MaterializeFailed, err, "the store's file system is mounted read-only; remount it read-write to %s the env, or use a store of your own", doing)
 	}
 	if err != nil {

@@ -465,7 +465,7 @@ func envRemoveCmd() *cli.Command {
 				// installs that start meanwhile wait behind it, for a
 				// removal that then fails (gc --wait likewise).
 				if why := notWritable(filepath.Join(o.home, store.EnvsDir)); why != "" {
-					return refusal.New(refusal.MaterializeFailed, "cannot remove the env %s: %s, and the store is in use (another process holds it), so env remove does not wait for it, holding up the runs that start meanwhile; remove the env as the store's owner", dir, why)
+					return fmt.Errorf("cannot remove the env %s: %s, and the store is in use (another process holds it), so env remove does not wait for it, holding up the runs that start meanwhile; remove the env as the store's owner", dir, why)
 				}
 				// Waiting, it says so (openStore).
 				if unlock, err = st.LockExclusive(c.Context); err != nil {
@@ -491,7 +491,7 @@ func envRemoveCmd() *cli.Command {
 				})
 			}
 			if err := materialize.Remove(c.Context, st, dir); err != nil {
-				return err
+				return removeFailed(err)
 			}
 			return o.emit("cruxprov.env.remove/v1", map[string]any{"path": dir, "removed": true}, func(w io.Writer) {
 				fmt.Fprintf(w, "removed %s\n", dir)
@@ -499,6 +499,31 @@ func envRemoveCmd() *cli.Command {
 		},
 	}
 }
+
+// removeFailed is env remove's failure: exit 1, as gc --envs's removal
+// of an env is (DESIGN §2: refusals are for the pipeline, verify and run
+// paths; removing an env is none of them, and materialize_failed means
+// building one failed). materialize.Remove refuses materialize_failed,
+// so a user who may not write the store was refused (exit 78) by env
+// remove and failed (exit 1) by gc --envs, both saying to run as the
+// store's owner.
+func removeFailed(err error) error {
+	var re *refusal.Error
+	if !errors.As(err, &re) || re.Code != refusal.MaterializeFailed {
+		return err
+	}
+	return &removeError{msg: re.Message(), err: re.Err}
+}
+
+// removeError is a failed env remove: its refusal's words, its cause
+// kept for errors.Is, and no code.
+type removeError struct {
+	msg string
+	err error
+}
+
+func (e *removeError) Error() string { return e.msg }
+func (e *removeError) Unwrap() error { return e.err }
 
 // envNamers says what names the env d: the providers whose accepted pins
 // name it and the open change-sets (it said "an accepted pin or an open

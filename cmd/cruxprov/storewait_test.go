@@ -300,7 +300,8 @@ func TestNonWriterDoesNotWait(t *testing.T) {
 		// The dry run it advises is one that waits: gc --dry-run fails
 		// as gc does while the store is held ("or give --wait").
 		{[]string{"gc"}, exitFailure, "run gc as the store's owner (gc --dry-run --wait shows what it would remove"},
-		{[]string{"env", "remove", env0}, exitRefused, "the store is not writable by this user (uid 65534), and the store is in use"},
+		// Exit 1 as gc's: it was refused materialize_failed (78).
+		{[]string{"env", "remove", env0}, exitFailure, "error: cannot remove the env " + env0 + ": the store is not writable by this user (uid 65534), and the store is in use"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", exe, "--home", home}, c.args...)...)
