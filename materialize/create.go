@@ -696,12 +696,13 @@ func checkDisk(dir, home string, tree, cache usage, compile bool, fetched int) e
 	inodesOK := func(files int64) bool { return sfs.Files == 0 || freeFiles >= files }
 	free := int64(sfs.Bavail) * sfs.Bsize
 	// Without the cache's entries the create fits: say so, and advise it.
+	freeing := freeingRemedy(home)
 	withoutCache := func(r *refusal.Error, cacheTakes string) *refusal.Error {
 		if cache == (usage{}) || free < treeBytes || !inodesOK(treeFiles) {
-			return r.WithRemedy(refusal.ActionGC, "")
+			return r.WithRemedy(freeing, "")
 		}
 		r.Detail += "; or create it without the store's caches, whose new entries " + cacheTakes + ": the env without them fits (it is the same env)"
-		return r.WithRemedy(refusal.ActionNoCache, "").OrRemedy(refusal.ActionGC, "")
+		return r.WithRemedy(refusal.ActionNoCache, "").OrRemedy(freeing, "")
 	}
 	if free < bytes {
 		// Never "0.0 MiB": bytesize writes each in the unit that fits.
@@ -735,7 +736,19 @@ func envsHold(home, it string) string {
 	if m, _ := filepath.Glob(seal.SealPath(filepath.Join(home, store.EnvsDir, "*"))); len(m) > 0 {
 		return ": the sealed envs no accepted pin or open change-set names are what hold " + it
 	}
-	return ": the store holds no sealed env, so other files on its file system hold " + it
+	return ": the store holds no sealed env, so other files on its file system hold " + it + "; or create the env in a store on another file system, one with room"
+}
+
+// freeingRemedy is the remedy that frees room for a create short of it
+// in the store at home: gc of the sealed envs nothing names (ActionGC)
+// where the store has one, else a store on another file system
+// (ActionOtherHome): gc --envs lists nothing in a store with no env, and
+// the wheels a create fetched, all plain gc removes, are fetched again.
+func freeingRemedy(home string) refusal.Action {
+	if m, _ := filepath.Glob(seal.SealPath(filepath.Join(home, store.EnvsDir, "*"))); len(m) > 0 {
+		return refusal.ActionGC
+	}
+	return refusal.ActionOtherHome
 }
 
 // lockFile takes an exclusive flock on path, polling so that ctx cancels.

@@ -271,10 +271,10 @@ func diskFull(dir, home string, cache, compile bool, err error) error {
 	dir = home
 	full := refusal.Wrap(refusal.MaterializeFailed, err, "the file system of the store %s ran out of %s while the env was built (%s now, its staging not yet removed); %s and retry%s", filepath.Clean(dir), space, free, todo, envsHold(dir, "it"))
 	if !cache {
-		full.WithRemedy(refusal.ActionGC, "")
+		full.WithRemedy(freeingRemedy(dir), "")
 	} else {
 		full.Detail += "; or create it without the store's caches, whose new entries it was writing too: the env without them takes less room (it is the same env)"
-		full.WithRemedy(refusal.ActionNoCache, "").OrRemedy(refusal.ActionGC, "")
+		full.WithRemedy(refusal.ActionNoCache, "").OrRemedy(freeingRemedy(dir), "")
 	}
 	if compile {
 		full.Detail += "; or create it without bytecode: the env without it takes less room (another env: bytecode is part of its digest)"

@@ -185,6 +185,12 @@ const (
 	// container run stages a layout there, and podman names the image by
 	// its path.
 	ActionSetTempDir Action = "set_tmpdir"
+	// ActionOtherHome runs the refused env create again in a store on
+	// another file system, one with room, which the operator names: the
+	// advice where a store short of space holds no sealed env, so that
+	// neither gc frees anything (the wheels the create fetched are
+	// fetched again) and the room is taken by files outside the store.
+	ActionOtherHome Action = "other_home"
 	// ActionRestoreLayout puts back the OCI image layout an accepted pin
 	// names at Target, its directory, which is gone or holds no layout:
 	// the layout copied whole (oci-layout, index.json, blobs) from where

@@ -1112,6 +1112,14 @@ func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return rerun(args, "state-dir", func(string) string { return "" }, "--state-dir", "DIR")
+	case refusal.ActionOtherHome:
+		// env create again in a store the operator names (a --home
+		// given replaced): not install's or image build's, whose store
+		// holds the registry they propose into.
+		if !isCommand(args, "env", "create") {
+			return ""
+		}
+		return rerun(args, "home", func(string) string { return "" }, "--home", "DIR")
 	case refusal.ActionSetTempDir:
 		// The run stages a layout in the temp directory, whose path
 		// podman takes as an image name: the operator names one it can.
@@ -1479,6 +1487,12 @@ func commandTakes(args []string, flag string) bool {
 		}
 	}
 	return hasFlagDef(&cli.Context{Command: c}, flag)
+}
+
+// isCommand reports whether args run the command path (env create).
+func isCommand(args []string, path ...string) bool {
+	_, p, err := reorder(newApp(io.Discard, io.Discard), args)
+	return err == nil && slices.Equal(p, path)
 }
 
 // rerun is the refused command line args again (without --json, for a

@@ -166,7 +166,8 @@ func TestSpaceAdviceNoCache(t *testing.T) {
 	fill(t, dir, members*3/2)
 
 	r := cruxprov(t, createArgs(home, lock, "--no-compile")...)
-	want := "; or: cruxprov gc --envs --dry-run --home " + home
+	// The store holds no sealed env: the other advice is another store.
+	want := "; or: cruxprov env create --lock " + lock + " --platform host --python " + envPython + " --offline --no-compile --home DIR"
 	if r.code != exitRefused || !strings.Contains(r.stderr, "without the store's caches") || !strings.Contains(r.stderr, " --no-cache"+want) {
 		t.Fatalf("create with room for the env, not its cache: %+v", r)
 	}
@@ -181,7 +182,7 @@ func TestSpaceAdviceNoCache(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if rem := doc.Refused.Remedy; rem.Action != "no_cache" || rem.Or == nil || rem.Or.Action != "gc" || !strings.HasSuffix(rem.Command, " --no-cache") {
+	if rem := doc.Refused.Remedy; rem.Action != "no_cache" || rem.Or == nil || rem.Or.Action != "other_home" || !strings.HasSuffix(rem.Command, " --no-cache") {
 		t.Fatalf("--json remedy: %+v", doc.Refused.Remedy)
 	}
 	f := runFix(t, r, dir)
