@@ -147,11 +147,21 @@ func receiptsAction(c *cli.Context, scan bool) error {
 		Outcome *receipts.Outcome `json:"outcome"`
 		Ledger  string            `json:"ledger"`
 		Line    int               `json:"line"`
+		// Running, for an attempt without an outcome: true where its
+		// writer holds its key's lock (the text's RUNNING), false for an
+		// ORPHAN. --json had no word of it: a running attempt was one
+		// of "orphans", as a crashed one is.
+		Running *bool `json:"running,omitempty"`
 	}
 	rows := func(as []receipts.Attempt) []row {
 		out := make([]row, 0, len(as))
 		for _, a := range as {
-			out = append(out, row{a.Intent, a.Outcome, a.Path, a.Line})
+			r := row{Intent: a.Intent, Outcome: a.Outcome, Ledger: a.Path, Line: a.Line}
+			if a.Outcome == nil {
+				running := orphanStatus(a) == "RUNNING"
+				r.Running = &running
+			}
+			out = append(out, r)
 		}
 		return out
 	}
@@ -440,6 +450,10 @@ func receiptsShow(c *cli.Context) error {
 	}
 	a := found[0]
 	v := map[string]any{"intent": a.Intent, "outcome": a.Outcome, "ledger": a.Path, "line": a.Line}
+	if a.Outcome == nil {
+		// RUNNING or ORPHAN, as the text says it (list's rows too).
+		v["running"] = orphanStatus(a) == "RUNNING"
+	}
 	if tolerate {
 		// What the tolerance passed over, as scan gives it: a corrupt
 		// line may be this attempt's outcome.
