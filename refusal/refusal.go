@@ -153,6 +153,10 @@ const (
 	// enterable, by every user, as a store's files (0644) and
 	// directories (0755) are for the executors that read them.
 	ActionGrantRead Action = "grant_read"
+	// ActionGrantWrite has this user give itself write access to Target,
+	// a file or directory of its own whose mode denies it (a receipts
+	// ledger kept read-only, a state directory of mode 0555).
+	ActionGrantWrite Action = "grant_write"
 	// ActionRunAsOwner runs the refused command again as the user who
 	// owns what it would change (Target: that user's uid), a registry
 	// this user may not write: the store belongs to one operator, and an

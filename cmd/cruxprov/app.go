@@ -1221,6 +1221,12 @@ func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return "cp -R LAYOUT/. " + t
+	case refusal.ActionGrantWrite:
+		// This user's own file or directory, its mode made read-only.
+		if rem.Target == "" {
+			return ""
+		}
+		return "chmod u+w " + t
 	case refusal.ActionGrantRead:
 		// Run by the path's owner (the detail names its uid): a file
 		// 0644, a directory 0755, as a store's are.

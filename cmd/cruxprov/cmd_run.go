@@ -538,10 +538,37 @@ func withLedgerAdvice(err error) error {
 	if refusal.CodeOf(err) != refusal.LedgerWriteFailed {
 		return err
 	}
+	grantWrite(err)
 	if a := unsaidLedgerAdvice(err); a != "" {
 		return &withAdvice{err: err, advice: a}
 	}
 	return err
+}
+
+// grantWrite gives a ledger_write_failed refusal with no remedy, of a
+// file or directory this user owns and may not write for its mode (a
+// ledger kept read-only, a state directory of mode 0555), the remedy
+// grant_write: chmod u+w PATH. Its words said to make it writable, and
+// no "to fix:" line said how, though for one's own file it is one
+// command. Another user's file, or one writable by its mode (an
+// immutable attribute, a security module), gets none.
+func grantWrite(err error) {
+	var (
+		re *refusal.Error
+		pe *fs.PathError
+	)
+	if !errors.As(err, &re) || re.Remedy != nil || !errors.Is(err, syscall.EACCES) || !errors.As(err, &pe) || keyLocksError(err) {
+		return
+	}
+	st, serr := os.Stat(pe.Path)
+	if serr != nil {
+		return
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || int(sys.Uid) != os.Geteuid() || st.Mode().Perm()&0o200 != 0 || !(st.Mode().IsRegular() || st.IsDir()) {
+		return
+	}
+	re.WithRemedy(refusal.ActionGrantWrite, pe.Path)
 }
 
 // ownLedgerRefused is the refusal of this host and user's own ledger
