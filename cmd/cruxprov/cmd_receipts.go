@@ -301,6 +301,29 @@ func corruptFindings(w io.Writer, res *receipts.ScanResult) {
 
 // scanLedgers scans the --ledger paths (default: this host and user's;
 // none there yet is an empty result, a named one missing a usage error).
+// distinctLedgers is paths without those that name a file an earlier
+// one names (the same path twice, a link to it): the scan reads such a
+// ledger once, and the count ended "in 2 ledgers", with both paths in
+// --json's "ledgers", for one file. A path that cannot be looked at is
+// kept, for the scan to say why.
+func distinctLedgers(paths []string) []string {
+	out := make([]string, 0, len(paths)) // [] in --json, not null
+	var seen []os.FileInfo
+next:
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			for _, o := range seen {
+				if os.SameFile(o, st) {
+					continue next
+				}
+			}
+			seen = append(seen, st)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
 func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult, error) {
 	paths, err := ledgerPaths(c, true)
 	if err != nil {
@@ -336,6 +359,7 @@ func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult,
 			return nil, nil, fmt.Errorf("cannot reach this user's ledger %s: permission denied on a directory above it; set XDG_STATE_HOME (or HOME) to a directory of this user's, or name a ledger with --ledger", paths[0])
 		}
 	}
+	paths = distinctLedgers(paths)
 	res, err := receipts.Scan(c.Context, paths, receipts.ScanOptions{TolerateCorrupt: tolerate})
 	var pe *fs.PathError
 	var nr *receipts.NotRegularError
