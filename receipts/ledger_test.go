@@ -850,3 +850,27 @@ func TestCreateAtBegin(t *testing.T) {
 		t.Fatalf("no replay: %+v", d)
 	}
 }
+
+// TestScanRefusesALongTailAsTheWriterDoes: an unterminated tail longer
+// than a torn row holds (MaxRow) is refused ledger_corrupt by the writer,
+// which cannot quarantine it, and the scan refuses it the same, word for
+// word (a tolerant scan lists it as a corrupt line). The scan listed it
+// among the tails "the next writer quarantines", exiting 0, while every
+// run was refused.
+func TestScanRefusesALongTailAsTheWriterDoes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.jsonl")
+	tail := "{" + strings.Repeat("x", MaxRow+9)
+	if err := os.WriteFile(path, []byte(rows(t, "a")+tail), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, serr := Scan(context.Background(), []string{path}, ScanOptions{})
+	_, err := Open(context.Background(), path, Options{})
+	var ce *CorruptError
+	if !errors.Is(err, refusal.LedgerCorrupt) || serr == nil || serr.Error() != err.Error() || !errors.As(serr, &ce) || ce.Length != int64(len(tail)) {
+		t.Fatalf("the scan said %v, the writer %v", serr, err)
+	}
+	res, err := Scan(context.Background(), []string{path}, ScanOptions{TolerateCorrupt: true})
+	if err != nil || len(res.Corrupt) != 1 || len(res.Tails) != 0 || len(res.Corrupt[0].Bytes) != len(tail) {
+		t.Fatalf("tolerant: %v %+v", err, res)
+	}
+}

@@ -223,7 +223,22 @@ func scanFile(ctx context.Context, path string, j *joiner, res *ScanResult, opts
 		}
 		if !ln.terminated {
 			// A tail: a complete record is taken as a row (a repair would
-			// terminate it); anything else is pending.
+			// terminate it); anything else is pending. One longer than a
+			// torn row holds is no fragment of a row: the writer refuses
+			// it ledger_corrupt (repairTail), and so does the scan. It
+			// was listed as a tail "the next writer quarantines", exit 0,
+			// while every run was refused.
+			if ln.n > maxFragment {
+				cl := CorruptLine{Path: path, Line: ln.no, Offset: ln.off, Length: ln.n, SHA256: ln.sum(),
+					Reason: fmt.Sprintf("an unterminated tail of %d bytes, more than a torn row holds (%d)", ln.n, maxFragment)}
+				if !ln.long {
+					cl.Bytes = bytes.Clone(ln.b)
+				}
+				if err := res.bad(cl, opts); err != nil {
+					return err
+				}
+				break
+			}
 			if ln.long {
 				res.Tails = append(res.Tails, Fragment{Path: path, Offset: ln.off, SHA256: ln.sum()})
 				tail = true
