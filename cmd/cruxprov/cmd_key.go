@@ -109,7 +109,7 @@ func init() {
 					// "(give --name)" only where the name is PUB's file
 					// name: it said so of a --name given.
 					if c.IsSet("name") {
-						return usagef("--name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit", name)
+						return usagef("--name %q is no key name: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit", name)
 					}
 					return usagef("key name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit (give --name)", name)
 				}

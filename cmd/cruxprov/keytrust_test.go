@@ -217,7 +217,7 @@ func TestKeyTrustBadNameSaysWhichName(t *testing.T) {
 	}
 	home := t.TempDir()
 	if r := cruxprov(t, "--home", home, "key", "trust", pub, "--name", "Bad Name"); r.code != exitUsage ||
-		!strings.Contains(r.stderr, `usage: --name "Bad Name": want 1 to 128`) || strings.Contains(r.stderr, "give --name") {
+		!strings.Contains(r.stderr, `usage: --name "Bad Name" is no key name: want 1 to 128`) || strings.Contains(r.stderr, "give --name") {
 		t.Errorf("--name given: %+v", r)
 	}
 	if r := cruxprov(t, "--home", home, "key", "trust", pub); r.code != exitUsage ||
