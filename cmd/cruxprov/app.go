@@ -1041,7 +1041,14 @@ func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 		// flat-layout discovery, and the provider's next build failed
 		// ("Multiple top-level packages discovered in a flat-layout");
 		// dist/ is one it leaves out.
-		return "cruxprov package embed " + shellQuote(src) + " --manifest provider.toml --lock pylock.toml -o " + shellQuote(filepath.Join(filepath.Dir(src), "embedded")+"/")
+		out := filepath.Join(filepath.Dir(src), "embedded") + "/"
+		if syscall.Access(filepath.Dir(src), 2 /* W_OK */) != nil {
+			// A wheel in a directory this user may not write (a system's
+			// /usr/share/python-wheels): the line as printed failed
+			// ("permission denied"); dist/embedded/ where it is run.
+			out = "dist/embedded/"
+		}
+		return "cruxprov package embed " + shellQuote(src) + " --manifest provider.toml --lock pylock.toml -o " + shellQuote(out)
 	case refusal.ActionReviewChangesets:
 		return "cruxprov changeset list" + home
 	case refusal.ActionRepairRegistry:

@@ -61,3 +61,33 @@ func TestEmbedAdviceWritesBesideTheWheel(t *testing.T) {
 		t.Errorf("the advice added to the project's root: %v, was %v", after, before)
 	}
 }
+
+// TestEmbedAdviceForAWheelInAReadOnlyDirectory: a wheel in a directory
+// this user may not write (as /usr/share/python-wheels is to all but
+// root) is advised an embed into dist/embedded/ where the command runs;
+// the advice named the wheel's own directory, and run as printed it
+// failed "-o /usr/share/python-wheels/embedded/: permission denied".
+func TestEmbedAdviceForAWheelInAReadOnlyDirectory(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root may write a directory of mode 0555; the unprivileged run of this suite (.ci/run) is the one that tells")
+	}
+	proj, wheels := t.TempDir(), t.TempDir()
+	wheeltest.Write(t, wheels, "acme_web_fetch-1.0.0-py3-none-any.whl", map[string]string{
+		"acme_web_fetch/__init__.py": "",
+		"DI/METADATA":                "Metadata-Version: 2.1\nName: acme-web-fetch\nVersion: 1.0.0\n",
+	})
+	if err := os.Chmod(wheels, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(wheels, 0o755) })
+	whl := filepath.Join(wheels, "acme_web_fetch-1.0.0-py3-none-any.whl")
+	cmd := exec.Command(bin, "inspect", whl)
+	cmd.Dir = proj
+	cmd.Env = append(os.Environ(), "CRUXPROV_HOME="+t.TempDir())
+	r := runCmd(t, cmd)
+	_, advice, ok := strings.Cut(r.stderr, "; to fix: ")
+	want := "cruxprov package embed " + whl + " --manifest provider.toml --lock pylock.toml -o dist/embedded/"
+	if r.code != exitRefused || !ok || strings.TrimSpace(advice) != want {
+		t.Fatalf("inspect of a wheel in a read-only directory: %+v\nwant the advice %q", r, want)
+	}
+}
