@@ -923,20 +923,14 @@ func renderRemedy(rem *refusal.Remedy, args []string) string {
 // the job and its other runners build (TestImageBuildRemedyKeepsEpoch).
 func withEpoch(r string, args []string) string {
 	e := os.Getenv("SOURCE_DATE_EPOCH")
-	if e == "" || r == "" || !isImageBuild(args) {
+	if e == "" || r == "" || !isCommand(args, "image", "build") {
 		return r
 	}
 	i := strings.Index(r, "cruxprov ")
-	if i < 0 || (i > 0 && r[i-1] != ' ') || !isImageBuild(strings.Fields(r[i:])) {
+	if i < 0 || (i > 0 && r[i-1] != ' ') || !isCommand(strings.Fields(r[i:]), "image", "build") {
 		return r
 	}
 	return r[:i] + "SOURCE_DATE_EPOCH=" + shellQuote(e) + " " + r[i:]
-}
-
-// isImageBuild reports whether the command line args is an image build.
-func isImageBuild(args []string) bool {
-	_, path, err := reorder(newApp(io.Discard, io.Discard), args)
-	return err == nil && slices.Equal(path, []string{"image", "build"})
 }
 
 // renderRemedyLine is renderRemedy without the image build's epoch.
@@ -1502,7 +1496,8 @@ func commandTakes(args []string, flag string) bool {
 	return hasFlagDef(&cli.Context{Command: c}, flag)
 }
 
-// isCommand reports whether args run the command path (env create).
+// isCommand reports whether args run the command path (env create,
+// image build).
 func isCommand(args []string, path ...string) bool {
 	_, p, err := reorder(newApp(io.Discard, io.Discard), args)
 	return err == nil && slices.Equal(p, path)

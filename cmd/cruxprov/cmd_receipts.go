@@ -299,8 +299,6 @@ func corruptFindings(w io.Writer, res *receipts.ScanResult) {
 	}
 }
 
-// scanLedgers scans the --ledger paths (default: this host and user's;
-// none there yet is an empty result, a named one missing a usage error).
 // distinctLedgers is paths without those that name a file an earlier
 // one names (the same path twice, a link to it): the scan reads such a
 // ledger once, and the count ended "in 2 ledgers", with both paths in
@@ -324,6 +322,8 @@ next:
 	return out
 }
 
+// scanLedgers scans the --ledger paths (default: this host and user's;
+// none there yet is an empty result, a named one missing a usage error).
 func scanLedgers(c *cli.Context, tolerate bool) ([]string, *receipts.ScanResult, error) {
 	paths, err := ledgerPaths(c, true)
 	if err != nil {

@@ -192,8 +192,9 @@ func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
 	return openRegistryAs(c, nargs, func(ctx context.Context, root string) (*registry.Dir, error) {
 		// A --home that is a file is no store to change, as the store's
 		// own open says; the registry refused it registry_corrupt.
-		if home := filepath.Dir(root); homeNotDir(home) != "" {
-			return nil, fmt.Errorf("cannot use %s as the store: %s is a file, not a directory; give --home (or CRUXPROV_HOME) a directory you can write", home, homeNotDir(home))
+		home := filepath.Dir(root)
+		if at := homeNotDir(home); at != "" {
+			return nil, fmt.Errorf("cannot use %s as the store: %s is a file, not a directory; give --home (or CRUXPROV_HOME) a directory you can write", home, at)
 		}
 		return registry.OpenDir(ctx, root)
 	})
