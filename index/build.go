@@ -82,7 +82,7 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 		wheels = append(wheels, e.Name())
 	}
 	if len(wheels) == 0 {
-		return rep, fmt.Errorf("index build: no .whl files in %s; give the directory that holds the wheels to index", from)
+		return rep, &NoWheelsError{Dir: from}
 	}
 	sort.Strings(wheels)
 	out, err := openOutput(ctx, dir)
@@ -97,6 +97,19 @@ func Build(ctx context.Context, dir, from string) (BuildReport, error) {
 		return rep, err
 	}
 	return rep, nil
+}
+
+// NoWheelsError is what Build returns for an input directory holding no
+// *.whl: the caller gave the wrong directory, nothing was built and
+// nothing was changed. Test for it with errors.As; a command line maps it
+// to a mistake in its input (it was a failure, exit 1, where an input
+// that does not exist was a usage error).
+type NoWheelsError struct {
+	Dir string // the input directory, as given
+}
+
+func (e *NoWheelsError) Error() string {
+	return fmt.Sprintf("index build: no .whl files in %s; give the directory that holds the wheels to index", e.Dir)
 }
 
 // checkWheelFile refuses an entry of from named *.whl that is not a

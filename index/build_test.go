@@ -402,12 +402,19 @@ func TestBuildFollowsSymlinks(t *testing.T) {
 }
 
 // TestBuildNoWheels: an input without wheels says what to give; it said
-// "no .whl files in DIR" and nothing of what to do.
+// "no .whl files in DIR" and nothing of what to do. It is a
+// *NoWheelsError, which cmd/ maps to a usage error.
 func TestBuildNoWheels(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "mirror")
-	_, err := Build(context.Background(), out, t.TempDir())
+	in := t.TempDir()
+	_, err := Build(context.Background(), out, in)
 	if err == nil || !strings.Contains(err.Error(), "no .whl files in") || !strings.Contains(err.Error(), "give the directory that holds the wheels") {
 		t.Fatalf("Build of no wheels: %v", err)
+	}
+	// Typed, so that a command line can call it a mistake in its input.
+	var nw *NoWheelsError
+	if !errors.As(err, &nw) || nw.Dir != in {
+		t.Errorf("Build of no wheels: %T %v, want a *NoWheelsError of %s", err, err, in)
 	}
 	if _, serr := os.Lstat(out); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("the failed build made %s: %v", out, serr)

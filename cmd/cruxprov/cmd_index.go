@@ -76,6 +76,12 @@ func indexBuild(c *cli.Context) error {
 	}
 	d.Close()
 	rep, err := index.Build(c.Context, c.Args().First(), c.String("from"))
+	// A directory holding no wheels is the wrong --from, as one that does
+	// not exist is: it was "index build: no .whl files in D", exit 1.
+	var nw *index.NoWheelsError
+	if errors.As(err, &nw) {
+		return usagef("--from %s holds no .whl files; give the directory holding the .whl files", from)
+	}
 	if err != nil {
 		return err
 	}

@@ -152,22 +152,43 @@ func TestIndexBuildUnreadableWheel(t *testing.T) {
 // TestIndexBuildFromNotADirectory: --from naming nothing, or a file, is
 // a usage error naming --from; it used to exit 1 with a bare "index build:
 // open F: not a directory". A --from naming nothing says it does not
-// exist: it said "is not a directory", as for a file.
+// exist: it said "is not a directory", as for a file. A directory holding
+// no .whl is the wrong --from too (usage, not a failure), and --json
+// carries each as one usage document under index build's schema.
 func TestIndexBuildFromNotADirectory(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Not a wheel: a directory holding other files has no .whl either.
+	if err := os.WriteFile(filepath.Join(empty, "README"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "out")
 	for _, tc := range []struct{ name, from, says string }{
 		{"missing", filepath.Join(dir, "nope"), "does not exist"},
 		{"a file", file, "is not a directory"},
+		// It was "error: index build: no .whl files in D; …", exit 1.
+		{"no wheels", empty, "holds no .whl files; give the directory holding the .whl files"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := cruxprov(t, "index", "build", out, "--from", tc.from)
-			if r.code != exitUsage || !strings.Contains(r.stderr, "--from") || !strings.Contains(r.stderr, tc.says) || strings.Count(r.stderr, "\n") != 1 {
+			if r.code != exitUsage || !strings.HasPrefix(r.stderr, "usage: --from "+tc.from+" ") || !strings.Contains(r.stderr, tc.says) || strings.Count(r.stderr, "\n") != 1 {
 				t.Errorf("%s: %+v", tc.from, r)
+			}
+			r = cruxprov(t, "index", "build", out, "--from", tc.from, "--json")
+			if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 {
+				t.Fatalf("%s --json: %+v", tc.from, r)
+			}
+			v := jsonDoc(t, r)
+			e, _ := v["error"].(map[string]any)
+			if v["schema"] != "cruxprov.index.build/v2" || e["kind"] != "usage" || !strings.Contains(fmt.Sprint(e["message"]), tc.says) {
+				t.Errorf("%s --json: %v", tc.from, v)
 			}
 		})
 	}
