@@ -171,7 +171,8 @@ func (s *Store) GC(ctx context.Context, opts GCOptions) (GCReport, error) {
 			case !errors.As(err, &de):
 				return rep, fmt.Errorf("gc: %w", err)
 			case !opts.DryRun && de.RemoveErr != nil:
-				return rep, fmt.Errorf("gc: %w", de)
+				// Said what to do: it said only what failed.
+				return rep, fmt.Errorf("gc: %w; remove it as the store's owner, then run gc again and fetch its wheel again", de)
 			}
 			p := filepath.ToSlash(filepath.Join(BlobsDir, name))
 			rep.Removed = append(rep.Removed, p)

@@ -13,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
+	"github.com/cruxible/cruxprov/internal/filekind"
 	"github.com/cruxible/cruxprov/internal/verifying"
 	"github.com/cruxible/cruxprov/refusal"
 )
@@ -93,9 +94,13 @@ func (s *Store) stamp(d digest.Digest, f *os.File) {
 // replaces the blob; other callers make it one.
 type DamagedError struct {
 	// Digest is the blob's name; Got what its bytes hash to ("" when
-	// they could not all be read).
+	// they could not all be read, or it is not a regular file).
 	Digest digest.Digest
 	Got    string
+	// Kind is what stands at Path when it is not a regular file, in
+	// filekind's words ("a directory", "a FIFO (named pipe)", "a
+	// symbolic link to T"); "" for a regular file.
+	Kind string
 	// Path is where the blob was.
 	Path string
 	// RemoveErr is why it could not be removed (nil when it was): a
@@ -104,14 +109,29 @@ type DamagedError struct {
 }
 
 func (e *DamagedError) Error() string {
-	what := "its bytes hash to " + e.Got
 	if e.Got == "" {
-		what = "it is not a regular file"
+		// Not a file at all: say what stands there. It said "(it is not
+		// a regular file, not sha256:…)", which named neither what was
+		// there nor what was missing.
+		kind := e.Kind
+		if kind == "" {
+			kind = "not a regular file"
+		}
+		switch {
+		case e.RemoveErr == errDryRun:
+			return fmt.Sprintf("the store's blob %s is %s, not a file holding the bytes of %s; it was left there (a dry run)", e.Path, kind, e.Digest)
+		case e.RemoveErr != nil:
+			return fmt.Sprintf("the store's blob %s is %s, not a file holding the bytes of %s, and could not be removed (%v)", e.Path, kind, e.Digest, e.RemoveErr)
+		}
+		return fmt.Sprintf("the store's blob %s was %s, not a file holding the bytes of %s, and was removed", e.Path, kind, e.Digest)
 	}
-	if e.RemoveErr != nil {
-		return fmt.Sprintf("the store's blob %s is damaged (%s, not %s) and could not be removed: %v", e.Path, what, e.Digest, e.RemoveErr)
+	switch {
+	case e.RemoveErr == errDryRun:
+		return fmt.Sprintf("the store's blob %s is damaged (its bytes hash to %s, not %s); it was left there (a dry run)", e.Path, e.Got, e.Digest)
+	case e.RemoveErr != nil:
+		return fmt.Sprintf("the store's blob %s is damaged (its bytes hash to %s, not %s) and could not be removed: %v", e.Path, e.Got, e.Digest, e.RemoveErr)
 	}
-	return fmt.Sprintf("the store's blob %s was damaged (%s, not %s) and was removed", e.Path, what, e.Digest)
+	return fmt.Sprintf("the store's blob %s was damaged (its bytes hash to %s, not %s) and was removed", e.Path, e.Got, e.Digest)
 }
 
 // Check reports whether the blob d is in the store with the right bytes,
@@ -145,15 +165,23 @@ func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 	// create, fetch and gc with it): either is not a blob, so damaged.
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ELOOP) {
-		return nil, 0, s.damaged(d, path, "", 0, remove)
+		kind := "a symbolic link"
+		if target, lerr := os.Readlink(path); lerr == nil {
+			kind += " to " + target
+		}
+		return nil, 0, s.damagedKind(d, path, kind, remove)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
 	line, size, err := stampOf(int(f.Fd()))
 	if err != nil {
+		kind := "not a regular file"
+		if fi, serr := f.Stat(); serr == nil {
+			kind = filekind.Of(fi.Mode())
+		}
 		f.Close()
-		return nil, 0, s.damaged(d, path, "", 0, remove)
+		return nil, 0, s.damagedKind(d, path, kind, remove)
 	}
 	if b, err := capped.ReadFile(s.stampPath(d), 4096); err == nil && string(b) == line {
 		return f, size, nil
@@ -185,6 +213,18 @@ func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 	return f, size, nil
 }
 
+// errDryRun is a DamagedError's RemoveErr when it was not removed because
+// the caller said not to (gc's dry run).
+var errDryRun = errors.New("not removed (dry run)")
+
+// damagedKind is damaged for a blob that is not a regular file: kind
+// says what stands at path.
+func (s *Store) damagedKind(d digest.Digest, path, kind string, remove bool) *DamagedError {
+	e := s.damaged(d, path, "", 0, remove)
+	e.Kind = kind
+	return e
+}
+
 // damaged removes the damaged blob d at path (only while path still names
 // the inode ino that was found bad, when ino is not 0: a concurrent fetch
 // may have put the right bytes there meanwhile), its stamp and its
@@ -192,7 +232,7 @@ func (s *Store) open(d digest.Digest, remove bool) (*os.File, int64, error) {
 func (s *Store) damaged(d digest.Digest, path, got string, ino uint64, remove bool) *DamagedError {
 	e := &DamagedError{Digest: d, Got: got, Path: path}
 	if !remove {
-		e.RemoveErr = errors.New("not removed (dry run)")
+		e.RemoveErr = errDryRun
 		return e
 	}
 	var st unix.Stat_t

@@ -260,8 +260,8 @@ func TestSpecialFilesInStore(t *testing.T) {
 			}
 			within(t, "OpenVerified", func() {
 				_, _, err := s.OpenVerified(d, "w.whl")
-				if !errors.Is(err, refusal.HashMismatch) || !strings.Contains(err.Error(), "not a regular file") {
-					t.Errorf("OpenVerified: %v, want hash_mismatch (not a regular file)", err)
+				if !errors.Is(err, refusal.HashMismatch) || !strings.Contains(err.Error(), ", not a file holding the bytes of "+d.String()) {
+					t.Errorf("OpenVerified: %v, want hash_mismatch (not a file holding its bytes)", err)
 				}
 			})
 			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
@@ -306,6 +306,80 @@ func TestSpecialFilesInStore(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestNotRegularBlobSaysWhatStandsThere: a blob that is not a regular
+// file is described as what stands in its place, in a plain sentence, with
+// what to do: the fetch remedy once it is removed, removing it as the
+// store's owner when it cannot be. It said "(it is not a regular file, not
+// sha256:…)", naming neither what stood there nor what was missing.
+func TestNotRegularBlobSaysWhatStandsThere(t *testing.T) {
+	for _, tc := range []struct {
+		name, says string
+		make       func(t *testing.T, p string)
+		removed    bool
+	}{
+		{"empty directory", "was a directory, not a file holding the bytes of sha256:", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"directory", "is a directory, not a file holding the bytes of sha256:", func(t *testing.T, p string) {
+			if err := os.MkdirAll(filepath.Join(p, "inner"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"fifo", "was a FIFO (named pipe), not a file holding the bytes of sha256:", func(t *testing.T, p string) {
+			if err := unix.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"symlink", "was a symbolic link to /etc/passwd, not a file holding the bytes of sha256:", func(t *testing.T, p string) {
+			if err := os.Symlink("/etc/passwd", p); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			d := put(t, s, "wheel bytes")
+			p := s.Path(d)
+			os.Chmod(p, 0o644)
+			os.Remove(p)
+			tc.make(t, p)
+			// gc's dry run leaves it there and says so.
+			_, _, derr := s.open(d, false)
+			if want := "the store's blob " + p + " is " + strings.SplitN(tc.says, " ", 2)[1]; derr == nil || !strings.HasPrefix(derr.Error(), want) || !strings.HasSuffix(derr.Error(), "; it was left there (a dry run)") {
+				t.Errorf("dry run: %v, want %q… it was left there (a dry run)", derr, want)
+			}
+			_, _, err := s.OpenVerified(d, "w.whl")
+			msg := ""
+			if err != nil {
+				msg = err.Error()
+			}
+			if !strings.Contains(msg, "the store's blob "+p+" "+tc.says+d.Hex()) || strings.Contains(msg, "it is not a regular file") {
+				t.Errorf("OpenVerified: %v, want %q", err, tc.says)
+			}
+			if tc.removed {
+				if !errors.Is(err, refusal.HashMismatch) || !strings.HasSuffix(msg, ", and was removed") {
+					t.Errorf("OpenVerified: %v, want hash_mismatch ending \", and was removed\"", err)
+				}
+				if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionFetch {
+					t.Errorf("remedy %+v, want fetch", r)
+				}
+				if _, lerr := os.Lstat(p); !errors.Is(lerr, os.ErrNotExist) {
+					t.Errorf("still there: %v", lerr)
+				}
+				return
+			}
+			if !errors.Is(err, refusal.MaterializeFailed) || !strings.Contains(msg, "remove it as the store's owner, then fetch it again") || !strings.Contains(msg, "and could not be removed (remove "+p+": directory not empty)") {
+				t.Errorf("OpenVerified: %v, want materialize_failed saying to remove it", err)
+			}
+			if _, err := s.GC(context.Background(), GCOptions{Keep: []digest.Digest{d}}); err == nil || !strings.Contains(err.Error(), "is a directory, not a file holding the bytes of "+d.String()) || !strings.HasSuffix(err.Error(), "; remove it as the store's owner, then run gc again and fetch its wheel again") {
+				t.Errorf("GC: %v, want the directory and what to do", err)
+			}
+		})
+	}
 }
 
 // TestDamagedBlobNotRemovable: a blob that is damaged and cannot be
