@@ -157,6 +157,13 @@ const (
 	// a file or directory of its own whose mode denies it (a receipts
 	// ledger kept read-only, a state directory of mode 0555).
 	ActionGrantWrite Action = "grant_write"
+	// ActionMoveAway moves Target, a file of this user's that stands
+	// where a file of another kind must be (this host and user's own
+	// receipts ledger path holding a directory, a FIFO, a socket or a
+	// device; a file where a directory of that ledger's path must be),
+	// aside to Target.moved, which keeps it for a look: the next run
+	// makes what belongs there anew.
+	ActionMoveAway Action = "move_away"
 	// ActionRunAsOwner runs the refused command again as the user who
 	// owns what it would change (Target: that user's uid), a registry
 	// this user may not write: the store belongs to one operator, and an

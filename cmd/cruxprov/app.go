@@ -1228,6 +1228,13 @@ func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 			return ""
 		}
 		return "chmod u+w " + t
+	case refusal.ActionMoveAway:
+		// Kept beside it for a look, not removed: the next run makes
+		// what belongs there anew.
+		if rem.Target == "" {
+			return ""
+		}
+		return "mv " + t + " " + shellQuote(rem.Target+".moved")
 	case refusal.ActionGrantRead:
 		// Run by the path's owner (the detail names its uid): a file
 		// 0644, a directory 0755, as a store's are.

@@ -635,6 +635,9 @@ func ledgerNotAFile(nr *receipts.NotRegularError, instead string) error {
 // state every run is refused for, ledger_write_failed, before anything
 // runs, naming the path, where it came from and what to do. It was
 // refused with "receipts: P is not a regular file" and no next step.
+// The mv is its remedy, move_away, rendered as the "to fix:" line and
+// carried by --json: it was only in the detail's words, where a pipeline
+// reading the remedy found none.
 func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 	what := nr.Kind()
 	if what != "not a regular file" {
@@ -644,8 +647,8 @@ func ownLedgerNotAFile(c *cli.Context, nr *receipts.NotRegularError) error {
 	if d := c.String("state-dir"); d != "" {
 		from = "from --state-dir " + d
 	}
-	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) is %s: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
-		nr.Path, from, what, shellQuote(nr.Path), shellQuote(nr.Path+".moved"))
+	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) is %s: move it away, and the next run makes a new ledger there; or name a ledger file with --ledger",
+		nr.Path, from, what).WithRemedy(refusal.ActionMoveAway, nr.Path)
 }
 
 // ownLedgerPathBlocked refuses this host and user's own ledger at path
@@ -671,8 +674,8 @@ func ownLedgerPathBlocked(c *cli.Context, path string) error {
 		return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: its state directory %s cannot be made, %s on its path being a file, not a directory: give --state-dir a directory, or one that can be made; or name a ledger file with --ledger",
 			path, from, sd, at).WithRemedy(refusal.ActionSetStateDir, at)
 	}
-	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: %s is a file where a directory of its path must be: move it away (mv %s %s), and the next run makes a new ledger there; or name a ledger file with --ledger",
-		path, from, at, shellQuote(at), shellQuote(at+".moved"))
+	return refusal.New(refusal.LedgerWriteFailed, "this host and user's receipts ledger %s (%s) cannot be made: %s is a file where a directory of its path must be: move it away, and the next run makes a new ledger there; or name a ledger file with --ledger",
+		path, from, at).WithRemedy(refusal.ActionMoveAway, at)
 }
 
 // ledgerDenied is the failure of a scan denied permission on path (a

@@ -14,8 +14,8 @@ import (
 // state directory, say) is a usage error saying to name the state
 // directory; a file where a directory of the ledger's path must be (a
 // file named receipts in the state directory), which refuses every run
-// as well, is refused ledger_write_failed naming it and how to move it
-// away.
+// as well, is refused ledger_write_failed naming it, with the remedy
+// move_away: "to fix: mv F F.moved" (the mv was in its words only).
 func TestReceiptsStateDirNotADirectory(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "l.jsonl")
@@ -39,7 +39,8 @@ func TestReceiptsStateDirNotADirectory(t *testing.T) {
 			r = cruxprov(t, append(cmd, "--state-dir", state)...)
 			want = "refused: ledger_write_failed: this host and user's receipts ledger " + blocked + "/"
 			if r.code != exitRefused || !strings.HasPrefix(r.stderr, want) ||
-				!strings.Contains(r.stderr, blocked+" is a file where a directory of its path must be: move it away (mv "+shellQuote(blocked)+" "+shellQuote(blocked+".moved")+")") {
+				!strings.Contains(r.stderr, blocked+" is a file where a directory of its path must be: move it away, and the next run makes a new ledger there") ||
+				!strings.HasSuffix(r.stderr, "; to fix: mv "+shellQuote(blocked)+" "+shellQuote(blocked+".moved")+"\n") {
 				t.Errorf("a file named receipts in the state directory: exit %d, stderr %q", r.code, r.stderr)
 			}
 		})

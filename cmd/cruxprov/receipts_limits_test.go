@@ -696,7 +696,9 @@ func TestRunLedgerNotAFile(t *testing.T) {
 // receipts scan|list|show: it said neither where the path came from nor
 // what to do. It is refused ledger_write_failed (every run is, until it
 // is moved), before anything runs, naming the path, where it came from
-// and the remedy, and nothing is written there.
+// and the remedy, and nothing is written there. The remedy is typed,
+// move_away ("to fix: mv P P.moved", and in --json): the mv was only in
+// the detail's words, where other ledger conditions carry a remedy.
 func TestOwnLedgerNotAFile(t *testing.T) {
 	host, _ := os.Hostname()
 	in := filepath.Join(t.TempDir(), "in.json")
@@ -734,17 +736,22 @@ func TestOwnLedgerNotAFile(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				detail := "this host and user's receipts ledger " + ledger + " " + says + " is " + is + ": move it away (mv " + shellQuote(ledger) + " " + shellQuote(ledger+".moved") + "), and the next run makes a new ledger there; or name a ledger file with --ledger"
+				detail := "this host and user's receipts ledger " + ledger + " " + says + " is " + is + ": move it away, and the next run makes a new ledger there; or name a ledger file with --ledger"
+				fix := "mv " + shellQuote(ledger) + " " + shellQuote(ledger+".moved")
 				for _, args := range [][]string{{"run", "acme-nope", "echo", "--input", in}, {"receipts", "scan"}, {"receipts", "list"}, {"receipts", "show", "att_x"}} {
 					cmd := exec.Command(bin, append(append(args, flags...), "--json")...)
 					cmd.Env = append(append(os.Environ(), "CRUXPROV_HOME="+t.TempDir()), env...)
 					r := runCmd(t, cmd)
 					var doc struct {
-						Refused struct{ Code, Detail string } `json:"refused"`
+						Refused struct {
+							Code, Detail string
+							Remedy       struct{ Action, Target, Command string }
+						} `json:"refused"`
 					}
 					if r.code != exitRefused || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Refused.Code != "ledger_write_failed" || doc.Refused.Detail != detail ||
-						r.stderr != "refused: ledger_write_failed: "+detail+"\n" {
-						t.Errorf("%s: want refused %q: %+v", strings.Join(args, " "), detail, r)
+						doc.Refused.Remedy.Action != "move_away" || doc.Refused.Remedy.Target != ledger || doc.Refused.Remedy.Command != fix ||
+						r.stderr != "refused: ledger_write_failed: "+detail+"; to fix: "+fix+"\n" {
+						t.Errorf("%s: want refused %q, to fix: %s: %+v", strings.Join(args, " "), detail, fix, r)
 					}
 				}
 				if es, err := os.ReadDir(filepath.Dir(ledger)); err != nil || len(es) != 1 {
