@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +303,106 @@ func TestChangeSetSpecEditedUnderItsID(t *testing.T) {
 	// the change-set the id names.
 	if _, err := d.ChangeSet(ctx, cs.Metadata.ID); err == nil {
 		t.Fatal("ChangeSet read an edited spec under its id")
+	}
+}
+
+// TestNamedByAcceptedAndOpen: DESIGN §8 "gc asks the registry which
+// envs, blobs and images accepted pins and open change-sets name". What
+// NamedBy keeps: the accepted pin's env and wheels (by provider) and an
+// open change-set's (by change-set); not those of a change-set rejected,
+// of one approved and superseded since, nor of a retired provider's last
+// pin. Keeping too little lets gc remove what runs; keeping too much
+// keeps every proposal ever made.
+func TestNamedByAcceptedAndOpen(t *testing.T) {
+	ctx := context.Background()
+	d, _, k, approve := govDir(t, 1, "alice")
+	alice := k["alice"]
+	mat := func(c registry.Change) digest.Digest { return c.Provider.Materializations[0].Digest }
+	wheel := func(c registry.Change) digest.Digest { return c.Provider.Package.SHA256 }
+
+	echo1, echo2, echo3 := registrytest.Change("acme-echo", "1.0"), registrytest.Change("acme-echo", "2.0"), registrytest.Change("acme-echo", "3.0")
+	approve(echo1, nil, alice)
+	approve(echo2, nil, alice) // echo1 superseded
+	open, _, err := d.Propose(ctx, echo3, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := registrytest.Change("acme-other", "1.0")
+	rej, _, err := d.Propose(ctx, other, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reject(ctx, rej.Metadata.ID, "no", "t"); err != nil {
+		t.Fatal(err)
+	}
+	gone := registrytest.Change("acme-gone", "1.0")
+	approve(gone, nil, alice)
+	approve(registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-gone"}}, nil, alice)
+
+	n, err := registry.NamedBy(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(l []digest.Digest, x digest.Digest) bool { return slices.Contains(l, x) }
+	for what, c := range map[string]struct {
+		got, want bool
+	}{
+		"the accepted pin's env":                   {has(n.Envs, mat(echo2)), true},
+		"the accepted pin's wheel":                 {has(n.Blobs, wheel(echo2)), true},
+		"the open change-set's env":                {has(n.Envs, mat(echo3)), true},
+		"the open change-set's wheel":              {has(n.Blobs, wheel(echo3)), true},
+		"a superseded change-set's env":            {has(n.Envs, mat(echo1)), false},
+		"a superseded change-set's wheel":          {has(n.Blobs, wheel(echo1)), false},
+		"a rejected change-set's env":              {has(n.Envs, mat(other)), false},
+		"a rejected change-set's wheel":            {has(n.Blobs, wheel(other)), false},
+		"a retired provider's last env":            {has(n.Envs, mat(gone)), false},
+		"a retired provider's last wheel":          {has(n.Blobs, wheel(gone)), false},
+		"the pin's env said to be acme-echo's":     {slices.Equal(n.EnvPins[mat(echo2)], []string{"acme-echo"}), true},
+		"the open env said to be the change-set's": {slices.Equal(n.EnvChangeSets[mat(echo3)], []digest.Digest{open.Metadata.ID}), true},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: named %v, want %v (%+v)", what, c.got, c.want, n)
+		}
+	}
+}
+
+// TestExpiryEditedWithinItsSecondRefused: DESIGN §8 "neither the
+// revision nor the expiry can be edited under a valid signature". The
+// payload carries the expiry to the second, so a pin file whose approval's
+// expiry was given a fraction of a second (12:00:00Z → 12:00:00.999Z)
+// still verified, and the pin ran up to a second past the expiry its
+// approver signed. An expiry with a fraction is no expiry any approval
+// signed: refused signature_invalid, before and after the signed expiry.
+func TestExpiryEditedWithinItsSecondRefused(t *testing.T) {
+	ctx := context.Background()
+	d, _, k, approve := govDir(t, 1, "alice")
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	approve(registrytest.Change("acme-echo", "1.0"), &exp, k["alice"])
+	p := filepath.Join(d.Root(), "pins", "acme-echo.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	a := m["approvals"].([]any)[0].(map[string]any)
+	if a["expires"] != exp.Format(time.RFC3339) {
+		t.Fatalf("the approval's expiry %v, want %s", a["expires"], exp.Format(time.RFC3339))
+	}
+	a["expires"] = exp.Add(999 * time.Millisecond).Format(time.RFC3339Nano)
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{exp.Add(-time.Minute), exp.Add(500 * time.Millisecond)} {
+		_, err := registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", at)
+		if refusal.CodeOf(err) != refusal.SignatureInvalid || !strings.Contains(err.Error(), "fraction of a second") {
+			t.Errorf("verify at %s of a pin whose expiry was moved within its second: %v, want signature_invalid saying so", at.Format(time.RFC3339Nano), err)
+		}
 	}
 }

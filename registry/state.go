@@ -1102,6 +1102,12 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 			note(refusal.Wrap(refusal.SignatureInvalid, err, "approval by %s: signature is not base64", k.Name))
 			continue
 		}
+		if a.Expires != nil && a.Expires.Nanosecond() != 0 {
+			// The payload carries the expiry to the second: a fraction
+			// added to it would verify and extend it unsigned.
+			note(refusal.New(refusal.SignatureInvalid, "approval by %s over %s revision %d: its expiry %s has a fraction of a second, which no approval signs (the signature covers the expiry to the second): the file was edited after it was approved; treat it as tampering and restore the registry from a trusted copy (docs/refusals.md, signature_invalid)", k.Name, scope, rev, a.Expires.UTC().Format(time.RFC3339Nano)))
+			continue
+		}
 		if err := pk.Verify(ApprovalPayload(reg, id, scope, rev, a.Expires), sig); err != nil {
 			if pk.Verify(approvalPayloadV1(id, scope, rev, a.Expires), sig) == nil {
 				note(refusal.New(refusal.SignatureInvalid, "approval by %s over %s revision %d was given in the v1 form, which does not name its registry (an approval from another registry trusting the same key would count): approve the change-set (%s) again with that key, which replaces it", k.Name, scope, rev, id).WithRemedy(refusal.ActionRenewApproval, id.String()))
