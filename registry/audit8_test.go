@@ -406,3 +406,66 @@ func TestExpiryEditedWithinItsSecondRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestOneStateDirSeveralRegistries: DESIGN §8 floors are kept "per
+// registry (keyed by the hash of the registry's first history entry, so
+// one host can verify against several)". One state directory verifies
+// two registries in turn: each has a floor of its own, named by its id,
+// holding its own revisions, log length and head; an older pin put back
+// in one is refused pin_rollback by its floor while the other verifies
+// as before.
+func TestOneStateDirSeveralRegistries(t *testing.T) {
+	ctx := context.Background()
+	state := t.TempDir()
+	a, _, ka, approveA := govDir(t, 1, "alice")
+	b, _, kb, approveB := govDir(t, 1, "bob")
+	approveA(registrytest.Change("acme-echo", "1.0"), nil, ka["alice"])
+	pinA1, err := os.ReadFile(filepath.Join(a.Root(), "pins", "acme-echo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verify := func(d *registry.Dir, want int64) {
+		t.Helper()
+		p, err := registry.VerifyPin(ctx, d, state, "acme-echo", time.Now())
+		if err != nil || p.Revision != want {
+			t.Fatalf("verify %s: %v, revision %v want %d", d.Root(), err, p, want)
+		}
+	}
+	verify(a, 1)
+	approveA(registrytest.Change("acme-echo", "2.0"), nil, ka["alice"])
+	approveB(registrytest.Change("acme-echo", "1.0"), nil, kb["bob"])
+	for range 2 {
+		verify(a, 2)
+		verify(b, 1)
+	}
+	for _, c := range []struct {
+		d   *registry.Dir
+		rev int64
+	}{{a, 2}, {b, 1}} {
+		chain, err := c.d.Chain(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := registry.ReadFloor(state, chain[0])
+		if err != nil || f == nil {
+			t.Fatalf("%s: floor %v, %v", c.d.Root(), f, err)
+		}
+		if f.Registry != chain[0] || f.Providers["acme-echo"] != c.rev || f.Length != len(chain) || f.Head != chain[len(chain)-1] {
+			t.Errorf("%s: floor %+v, want revision %d, length %d, head %s", c.d.Root(), f, c.rev, len(chain), chain[len(chain)-1])
+		}
+		if _, err := os.Stat(filepath.Join(state, "floors", chain[0].Hex()+".json")); err != nil {
+			t.Errorf("%s: no floor named by its id: %v", c.d.Root(), err)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(state, "floors")); err != nil || len(ents) != 2 {
+		t.Errorf("floors: %d entries, %v; want one per registry", len(ents), err)
+	}
+	// A's revision-1 pin put back: A's floor refuses it; B is untouched.
+	if err := os.WriteFile(filepath.Join(a.Root(), "pins", "acme-echo.json"), pinA1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.VerifyPin(ctx, a, state, "acme-echo", time.Now()); refusal.CodeOf(err) != refusal.PinRollback {
+		t.Errorf("A's older pin put back: %v, want pin_rollback", err)
+	}
+	verify(b, 1)
+}
