@@ -119,7 +119,8 @@ func init() {
 			Name:      "approve",
 			Usage:     "sign a change-set with an approver key",
 			UsageText: "cruxprov changeset approve ID --key KEY [--expires DURATION]",
-			Description: "Signs {spec digest, provider, revision, expires} (docs/governance.md) with KEY (the\n" +
+			Description: "Signs {registry id, spec digest, provider, revision, expires} (docs/governance.md: an\n" +
+				"approval counts only in the registry it was given in) with KEY (the\n" +
 				"private key of a trusted approver; password from CRUXPROV_KEY_PASSWORD or a prompt).\n" +
 				"Once the policy's threshold of distinct approver keys have signed, the accepted pin is\n" +
 				"written (revision + 1) or the trust change applied. --expires 720h ends the approval's\n" +
