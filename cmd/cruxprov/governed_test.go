@@ -393,6 +393,11 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if !strings.Contains(r.stdout, "acme-echo 1.0.0") || !strings.Contains(r.stdout, "2.0.0") {
 		t.Errorf("diff v2: %s", r.stdout)
 	}
+	// install never changes what runs (DESIGN §8): proposed, not
+	// approved, v2 leaves verify on v1's pin and env.
+	if v := jsonOf(must(ex("verify", "acme-echo", "--json"), "verify with v2 proposed")); v["env"] != env1 || v["revision"] != float64(1) {
+		t.Errorf("install v2 changed what runs before its approval: %v", v)
+	}
 	retire := csID(must(op("provider", "retire", "acme-echo", "--json"), "retire proposal"))
 	must(op("changeset", "approve", id2, "--key", filepath.Join(keys, "alice.key")), "approve v2")
 	refused(op("changeset", "approve", retire, "--key", filepath.Join(keys, "alice.key")), refusal.ChangesetStale, "approve a stale proposal")
