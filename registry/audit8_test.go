@@ -469,3 +469,77 @@ func TestOneStateDirSeveralRegistries(t *testing.T) {
 	}
 	verify(b, 1)
 }
+
+// TestHistoryRecordsEveryMutation: DESIGN §8 "an append-only log of every
+// mutation (interface registered, key trusted or untrusted, policy
+// changed, change-set proposed, approved, rejected, pin accepted or
+// retired)". A Dir registry taken through each records each, in order:
+// one changeset-approved entry per signature, one changeset-proposed per
+// proposal, and the change each accepted change-set made.
+func TestHistoryRecordsEveryMutation(t *testing.T) {
+	ctx := context.Background()
+	d, _, k, approve := govDir(t, 1, "root", "bob") // root trusted, bob by a change-set
+	root, bob := k["root"], k["bob"]
+	if _, err := d.RegisterInterface(ctx, "cruxible.echo/v1", []byte(`{"type":"object"}`)); err != nil {
+		t.Fatal(err)
+	}
+	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, nil, root)
+	approve(registrytest.Change("acme-echo", "1.0"), nil, root, bob)
+	other, _, err := d.Propose(ctx, registrytest.Change("acme-other", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Reject(ctx, other.Metadata.ID, "no", "t"); err != nil {
+		t.Fatal(err)
+	}
+	approve(registry.Change{Action: registry.ActionRetire, Provider: &registry.Provider{Name: "acme-echo"}}, nil, root, bob)
+	approve(registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 1}}, nil, root, bob)
+	approve(registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "bob"}}, nil, root)
+
+	log, err := d.Log(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ev struct{ event, subject string }
+	var changes []ev
+	proposed, approved := 0, 0
+	for i, e := range log {
+		if e.Seq != int64(i) {
+			t.Errorf("entry %d has seq %d", i, e.Seq)
+		}
+		switch e.Event {
+		case registry.EventChangeSetProposed:
+			proposed++
+		case registry.EventChangeSetApproved:
+			approved++
+		default:
+			changes = append(changes, ev{e.Event, e.Subject})
+		}
+	}
+	want := []ev{
+		{registry.EventKeyTrusted, "root"},
+		{registry.EventKeyTrusted, "bob"},
+		{registry.EventInterfaceRegistered, "cruxible.echo/v1"},
+		{registry.EventPolicyChanged, ""},
+		{registry.EventPinAccepted, "acme-echo"},
+		{registry.EventChangeSetRejected, ""},
+		{registry.EventPinRetired, "acme-echo"},
+		{registry.EventPolicyChanged, ""},
+		{registry.EventKeyUntrusted, "bob"},
+	}
+	if len(changes) != len(want) {
+		t.Fatalf("history's changes %v, want %v", changes, want)
+	}
+	for i := range want {
+		// The subject of a policy change or a rejection is whatever the
+		// registry names it by; the event and order are the point.
+		if changes[i].event != want[i].event || want[i].subject != "" && changes[i].subject != want[i].subject {
+			t.Errorf("change %d: %v, want %v (all: %v)", i, changes[i], want[i], changes)
+		}
+	}
+	// Proposals: bob's trust, policy 2, acme-echo, acme-other, the
+	// retirement, policy 1, the untrust. Signatures: 1+1+2+2+2+1.
+	if proposed != 7 || approved != 9 {
+		t.Errorf("%d changeset-proposed and %d changeset-approved entries, want 7 and 9", proposed, approved)
+	}
+}
