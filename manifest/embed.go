@@ -159,10 +159,8 @@ func checkInstallable(l *lockfile.Lock) error {
 // with a marker is checked per platform when the lock is resolved
 // (lockfile.Options.Requires), as every requirement is.
 func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
-	for _, p := range l.Packages {
-		if p.Name == m.Name {
-			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3): export it without the project (%s) and embed that lock in the provider's wheel", m.Name, lockfile.RelockAdvice)
-		}
+	if err := CheckNotInOwnLock(m, l); err != nil {
+		return err
 	}
 	var unmet []string
 	for _, r := range reqs {
@@ -193,6 +191,21 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 	if len(unmet) > 0 {
 		return refusal.New(refusal.LockInvalid, "%s requires (METADATA Requires-Dist, with no marker: on every platform) %s: the env would lack what the provider imports; re-lock the provider with its dependencies (%s) and embed the new lock in the provider's wheel",
 			m.Name, strings.Join(unmet, "; and "), lockfile.RelockAdvice)
+	}
+	return nil
+}
+
+// CheckNotInOwnLock refuses (lock_invalid) a provider's lock l that lists
+// the provider m itself (DESIGN §3: the root distribution is not in its
+// own lock). Embedding and inspect refuse such a lock through checkLock;
+// the pipeline calls it on the lock of every root wheel it installs, as a
+// wheel embedded by hand (or by an older tool) reaches it unchecked: the
+// root then resolved as one of its own dependencies.
+func CheckNotInOwnLock(m *Manifest, l *lockfile.Lock) error {
+	for _, p := range l.Packages {
+		if p.Name == m.Name {
+			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3): export it without the project (%s) and embed that lock in the provider's wheel", m.Name, lockfile.RelockAdvice)
+		}
 	}
 	return nil
 }

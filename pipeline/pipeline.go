@@ -211,6 +211,13 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		if err != nil {
 			return nil, err
 		}
+		if r.Manifest != nil {
+			// A wheel embedded by hand is checked here as package embed
+			// checks it: resolved, the root was its own dependency.
+			if err := manifest.CheckNotInOwnLock(r.Manifest, lock); err != nil {
+				return nil, err
+			}
+		}
 		for _, w := range warnings {
 			warn(w.String())
 		}
