@@ -74,3 +74,31 @@ func TestCreateModesUmask077(t *testing.T) {
 		t.Error("no bytecode in the env: the compile this test checks the modes of did not run")
 	}
 }
+
+// TestCreateSealsLibpython: where the env's interpreter links a shared
+// libpython (pyenv's builds do), the seal records its real path, size and
+// sha256 beside the interpreter's (DESIGN §7), so that verify can hold it.
+func TestCreateSealsLibpython(t *testing.T) {
+	st := newStore(t)
+	w := putDemo(t, st)
+	req := request(t, w)
+	if req.Interpreter.LibPython == "" {
+		t.Skipf("%s links no shared libpython", realPython)
+	}
+	res, err := Create(context.Background(), st, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := seal.Load(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := seal.IdentityOf(req.Interpreter.LibPython)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := s.Interpreter.LibPython
+	if got == nil || got.Path != want.Path || got.SHA256 != want.SHA256 || got.Size != want.Size {
+		t.Fatalf("sealed libpython %+v, want %+v", got, want)
+	}
+}
