@@ -183,7 +183,7 @@ func New(baseURL string, opts Options) (*Client, error) {
 		t.MaxIdleConnsPerHost = 16
 		inner = t
 	}
-	hc.Transport = &authTransport{inner: inner, creds: creds, ua: opts.UserAgent}
+	hc.Transport = &authTransport{inner: inner, creds: creds, ua: opts.UserAgent, plainOK: u.Scheme == "http"}
 	hc.Timeout = 0 // per-request deadlines are ours (Timeout, StallTimeout)
 	hc.CheckRedirect = c.checkRedirect
 	c.http = hc
@@ -244,11 +244,16 @@ func sameURL(a, b *url.URL) bool {
 }
 
 // authTransport sets basic auth for hosts with a credential, and the
-// User-Agent, on every request including redirected ones.
+// User-Agent, on every request including redirected ones. Over plain http
+// only when the index itself is plain http (plainOK): an https index's
+// page may list a file at a plain http URL on a host that has a
+// credential (a netrc machine names a host, not a port or a scheme), and
+// the credential went there in clear text.
 type authTransport struct {
-	inner http.RoundTripper
-	creds []Credential
-	ua    string
+	inner   http.RoundTripper
+	creds   []Credential
+	ua      string
+	plainOK bool
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -259,6 +264,9 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.URL.User = nil // only Credentials authenticate: never a URL from a page
 	}
 	for _, cr := range t.creds {
+		if r.URL.Scheme != "https" && !t.plainOK {
+			break
+		}
 		if strings.EqualFold(cr.Host, r.URL.Host) || strings.EqualFold(cr.Host, r.URL.Hostname()) {
 			r.SetBasicAuth(cr.Username, cr.Password)
 			break
@@ -782,6 +790,11 @@ func (c *Client) accessRefused(err error, what string) *refusal.Error {
 		return nil
 	}
 	host := se.host()
+	if cr := c.credentialFor(host); cr != nil && c.base.Scheme == "https" && strings.HasPrefix(se.URL, "http:") {
+		// Held back (authTransport), not refused: said so, not "wrong".
+		return refusal.Wrap(refusal.FetchFailed, err, "%s: the index %s lists it at %s, plain http on a host it has credentials for; they are never sent without TLS from an https index, so none were: fix the index to list https URLs",
+			what, c.BaseURL(), se.URL)
+	}
 	if cr := c.credentialFor(host); cr != nil {
 		return c.credentialRefused(err, what, host, cr, se.StatusCode)
 	}
