@@ -159,7 +159,7 @@ func checkInstallable(l *lockfile.Lock) error {
 // with a marker is checked per platform when the lock is resolved
 // (lockfile.Options.Requires), as every requirement is.
 func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
-	if err := CheckNotInOwnLock(m, l); err != nil {
+	if err := CheckNotInOwnLock(m.Name, l); err != nil {
 		return err
 	}
 	var unmet []string
@@ -196,15 +196,16 @@ func checkLock(m *Manifest, l *lockfile.Lock, reqs []pep508.Requirement) error {
 }
 
 // CheckNotInOwnLock refuses (lock_invalid) a provider's lock l that lists
-// the provider m itself (DESIGN §3: the root distribution is not in its
-// own lock). Embedding and inspect refuse such a lock through checkLock;
-// the pipeline calls it on the lock of every root wheel it installs, as a
-// wheel embedded by hand (or by an older tool) reaches it unchecked: the
-// root then resolved as one of its own dependencies.
-func CheckNotInOwnLock(m *Manifest, l *lockfile.Lock) error {
+// the provider itself, named name (normalized): DESIGN §3, the root
+// distribution is not in its own lock. Embedding and inspect refuse such
+// a lock through checkLock; the pipeline and lock resolve --wheel call it
+// on the lock of every root wheel they resolve, as a wheel embedded by
+// hand (or by an older tool) reaches them unchecked: the root then
+// resolved as one of its own dependencies.
+func CheckNotInOwnLock(name string, l *lockfile.Lock) error {
 	for _, p := range l.Packages {
-		if p.Name == m.Name {
-			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3): export it without the project (%s) and embed that lock in the provider's wheel", m.Name, lockfile.RelockAdvice)
+		if p.Name == name {
+			return refusal.New(refusal.LockInvalid, "pylock.toml lists %s, the provider itself; a provider's lock holds only its dependencies (DESIGN §3): export it without the project (%s) and embed that lock in the provider's wheel", name, lockfile.RelockAdvice)
 		}
 	}
 	return nil

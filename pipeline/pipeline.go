@@ -214,7 +214,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		if r.Manifest != nil {
 			// A wheel embedded by hand is checked here as package embed
 			// checks it: resolved, the root was its own dependency.
-			if err := manifest.CheckNotInOwnLock(r.Manifest, lock); err != nil {
+			if err := manifest.CheckNotInOwnLock(r.Manifest.Name, lock); err != nil {
 				return nil, err
 			}
 		}

@@ -154,6 +154,11 @@ func lockResolve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if root, _, ok := strings.Cut(opts.Root, " "); ok {
+		if err := manifest.CheckNotInOwnLock(root, lock); err != nil {
+			return err
+		}
+	}
 	opts.Extras, opts.AllowLinuxTags = c.StringSlice("extra"), c.Bool("allow-linux-tags")
 	if c.IsSet("group") || c.Bool("no-default-groups") {
 		opts.Groups = append([]string{}, c.StringSlice("group")...)
