@@ -303,6 +303,13 @@ func TestFaults(t *testing.T) {
 				if strings.Contains(err.Error(), "pypi.example.invalid") {
 					t.Errorf("the lock's URL was used: %v", err)
 				}
+				if tt.mode == "unlisted" {
+					// DESIGN §4: a file the index does not list is
+					// fetch_failed naming the file and the index.
+					if !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), srv.srv.URL+"/simple/") {
+						t.Errorf("%v: does not name %s and the index %s/simple/", err, target, srv.srv.URL)
+					}
+				}
 				if tt.want == refusal.HashMismatch || tt.want == refusal.SizeMismatch {
 					// Issue 11: the refusal names the wheel and its URL.
 					if u := srv.srv.URL + "/files/" + target; !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), u) {
