@@ -206,7 +206,9 @@ func TestInstalledManifestEditedIsEnvDrift(t *testing.T) {
 }
 
 // TestProtocolRange: a pin whose protocol range does not include this
-// cruxprov's protocol version is protocol_unsupported (DESIGN §9).
+// cruxprov's protocol version is protocol_unsupported (DESIGN §9), and so
+// is a pin that names no range, which cannot be said to include ours: it
+// verified, checking nothing (a change-set may leave protocol out).
 func TestProtocolRange(t *testing.T) {
 	p := newPinnedEnv(t)
 	v := buildinfo.ProtocolVersion
@@ -218,6 +220,7 @@ func TestProtocolRange(t *testing.T) {
 	}{
 		{"above ours", []int{v + 1, v + 2}, refusal.ProtocolUnsupported, ""},
 		{"ours and above", []int{v, v + 1}, "", ""},
+		{"no range", nil, refusal.ProtocolUnsupported, "names no protocol range"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p.update(t, func(pv *registry.Provider) { pv.Protocol = c.rng })
@@ -227,6 +230,11 @@ func TestProtocolRange(t *testing.T) {
 			}
 			if c.match != "" && !bytes.Contains([]byte(err.Error()), []byte(c.match)) {
 				t.Errorf("protocol %v: %q does not say it %s", c.rng, err, c.match)
+			}
+			if c.match != "" {
+				if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionPropose || r.Target != "acme-echo==1.0.0@"+p.change.Provider.Package.SHA256.String() {
+					t.Errorf("protocol %v: remedy %+v, want %s of the pinned package", c.rng, r, refusal.ActionPropose)
+				}
 			}
 		})
 	}

@@ -304,7 +304,8 @@ type Accepted struct {
 // (registry.VerifyPin: present, signed by trusted approvers up to the
 // threshold, not expired, not below the floor), not retired, the named
 // entrypoint in it (entrypoint_unknown), its protocol range including
-// ours (protocol_unsupported); before all, an o.Platform that can be a
+// ours (protocol_unsupported, and so is a pin that names no range);
+// before all, an o.Platform that can be a
 // platform (platform.CheckID: platform_unsupported). The Accepted is
 // returned as far as it got (nil when the pin itself failed).
 func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) (*Accepted, error) {
@@ -337,7 +338,15 @@ func CheckPin(ctx context.Context, reg registry.Reader, name string, o Options) 
 			return acc, UnknownEntrypoint(acc.Spec, name, pin.Revision, o.Entrypoint)
 		}
 	}
-	if p := acc.Spec.Protocol; len(p) == 2 && (buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1]) {
+	p := acc.Spec.Protocol
+	if len(p) != 2 {
+		// A pin without a range (a change-set may leave protocol out;
+		// install always records the manifest's) was taken for one that
+		// includes ours, and verified with no protocol checked.
+		e := refusal.New(refusal.ProtocolUnsupported, "provider %s (revision %d): its pin names no protocol range, so it cannot be said to include this cruxprov's protocol %d; propose the provider again (its manifest's protocol range is recorded in the pin) and approve it", name, pin.Revision, buildinfo.ProtocolVersion).WithRemedy(refusal.ActionPropose, acc.Spec.ProposeTarget(name)).WithImages(acc.Spec.Images()).WithProposePlatforms(acc.Spec.ProposePlatforms()).WithProposeNoBytecode(acc.Spec.ProposeNoBytecode())
+		return acc, acc.Spec.WithProposeChoices(e, nil, "")
+	}
+	if buildinfo.ProtocolVersion < p[0] || buildinfo.ProtocolVersion > p[1] {
 		return acc, refusal.New(refusal.ProtocolUnsupported, "provider %s speaks protocol %d..%d, this cruxprov %d", name, p[0], p[1], buildinfo.ProtocolVersion)
 	}
 	return acc, nil
