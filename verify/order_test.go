@@ -269,3 +269,18 @@ func TestCheckOrder(t *testing.T) {
 		t.Errorf("another seal content digest and manifest digest: %v, want pin_mismatch", err)
 	}
 }
+
+// TestEnvNameIsThePinnedDigest: the seal must name the pinned
+// materialization digest (DESIGN §9). seal.Verify holds the seal to the
+// env's directory name, so verify holds that name to the pin's digest: a
+// pin whose materialization digest is another env's, naming this env's
+// path, is pin_mismatch, though the env verifies against its own seal and
+// its seal content digest is the one the pin records.
+func TestEnvNameIsThePinnedDigest(t *testing.T) {
+	p := newPinnedEnv(t)
+	p.update(t, func(pv *registry.Provider) { pv.Materializations[0].Digest = digest.Sum([]byte("another env")) })
+	err := p.verify(verify.Options{Entrypoint: "echo"})
+	if refusal.CodeOf(err) != refusal.PinMismatch || !bytes.Contains([]byte(err.Error()), []byte("is not its materialization digest")) {
+		t.Fatalf("a pin naming this env under another materialization digest: %v, want pin_mismatch", err)
+	}
+}
