@@ -9,6 +9,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/internal/buildinfo"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
@@ -39,7 +40,7 @@ const (
 func newPinnedEnv(t *testing.T) *pinnedEnv {
 	t.Helper()
 	ctx := context.Background()
-	p := &pinnedEnv{base: t.TempDir(), manifest: []byte("name = \"acme-echo\"\n"), lock: []byte("lock-version = \"1.0\"\n")}
+	p := &pinnedEnv{base: testdir.New(t), manifest: []byte("name = \"acme-echo\"\n"), lock: []byte("lock-version = \"1.0\"\n")}
 	home := filepath.Join(p.base, "home")
 	python := filepath.Join(p.base, "python3.11")
 	if err := os.WriteFile(python, bytes.Repeat([]byte("not really an interpreter\n"), 100), 0o755); err != nil {
@@ -91,7 +92,6 @@ func newPinnedEnv(t *testing.T) *pinnedEnv {
 	if _, err := seal.Commit(staging, p.env, s, ix); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Chmod(p.env, 0o755) })
 	rep, err := seal.Verify(ctx, p.env, seal.Options{})
 	if err != nil {
 		t.Fatalf("the fixture env does not verify against its own seal: %v", err)
