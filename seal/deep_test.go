@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/treehash"
 )
@@ -101,6 +102,69 @@ func TestDeepFindsWhatFastCannot(t *testing.T) {
 			rep, err := Verify(context.Background(), env.dir, Options{Deep: true, Jobs: jobs})
 			if !errors.Is(err, refusal.EnvDrift) || len(rep.Differences) == 0 || rep.Differences[0].Path != rel || rep.Differences[0].Change != Content {
 				t.Fatalf("deep, the indexed stat, other bytes: %v %+v, want env_drift, content of %s", err, rep.Differences, rel)
+			}
+		})
+	}
+}
+
+// TestFreezeRefusesWhatTheTreeDigestRefuses: the tree digest of DESIGN
+// §5 has no record for a name that is not UTF-8 nor for a device, FIFO
+// or socket, so an env holding one is never sealed (Freeze refuses,
+// naming the path), and one planted in a sealed env is a difference
+// (env_drift, added) in fast and deep verify alike, never skipped. Only
+// treehash.Walk's refusals had tests; the seal walks the tree itself.
+func TestFreezeRefusesWhatTheTreeDigestRefuses(t *testing.T) {
+	plants := []struct {
+		name  string
+		path  string
+		plant func(t *testing.T, p string)
+	}{
+		{"a name that is not UTF-8", "lib/bad\xffname.py", func(t *testing.T, p string) {
+			if err := os.WriteFile(p, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a directory whose name is not UTF-8", "lib/bad\xfedir", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a FIFO", "lib/fifo", func(t *testing.T, p string) {
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, pl := range plants {
+		t.Run(pl.name, func(t *testing.T) {
+			root := filepath.Join(testdir.New(t), "staging")
+			if err := os.MkdirAll(filepath.Join(root, "lib"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "lib", "ok.py"), []byte("x = 1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			pl.plant(t, filepath.Join(root, filepath.FromSlash(pl.path)))
+			if ix, err := Freeze(context.Background(), root, nil, 2); err == nil {
+				t.Errorf("Freeze sealed a tree with %s: %d entries", pl.name, len(ix.Entries))
+			}
+			env := sealTree(t, manyEntries(1, 1))
+			p := filepath.Join(env.dir, filepath.FromSlash(pl.path))
+			lib := filepath.Dir(p)
+			if err := os.MkdirAll(lib, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(env.dir, 0o755)
+			os.Chmod(lib, 0o755)
+			pl.plant(t, p)
+			// The modes put back: the planted entry is the difference.
+			os.Chmod(lib, 0o555)
+			os.Chmod(env.dir, 0o555)
+			for _, deep := range []bool{false, true} {
+				_, err := Verify(context.Background(), env.dir, Options{Deep: deep})
+				if !errors.Is(err, refusal.EnvDrift) {
+					t.Errorf("deep=%v, %s planted in the env: %v, want env_drift", deep, pl.name, err)
+				}
 			}
 		})
 	}
