@@ -348,7 +348,7 @@ func Load(dir string) (*Seal, error) {
 	// Not through a symlink (as the stat index is read): the seal is the
 	// regular file beside the env that the env's watch (package watch)
 	// watches, not a file elsewhere that a link put there names.
-	b, err := readPrivate(SealPath(dir))
+	b, err := ReadFile(SealPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		// No directory either: a mistyped path, not an env whose seal was
 		// lost (rebuilding from its inputs would not make this path one).

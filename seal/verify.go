@@ -403,7 +403,7 @@ func (r *Report) indexFirst(ixErr, err error) error {
 // counts, bytes and the python link) once, however often it is called:
 // fast verification runs it beside the stat pass.
 func readIndex(dir string, s *Seal) (ix *StatIndex, check func() error, release func(), err error) {
-	b, err := readPrivate(StatIndexPath(dir))
+	b, err := ReadFile(StatIndexPath(dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, refusal.New(refusal.SealInvalid, "%s: the stat index %s is missing", dir, filepath.Base(StatIndexPath(dir))).WithRemedy(refusal.ActionReplaceEnv, dir)
 	}
@@ -478,9 +478,12 @@ func (s *Seal) checkTreeCounts(ix *StatIndex) error {
 	return nil
 }
 
-// readPrivate reads the regular file at path (not following a final
-// symlink, at most 1 GiB) into a fresh buffer.
-func readPrivate(path string) ([]byte, error) {
+// ReadFile reads the regular file at path (not following a final
+// symlink, at most 1 GiB) into a fresh buffer. A FIFO, a device or a
+// directory there is an error at once, never waited on: verify reads an
+// env's files with it after the seal's check, when something may have
+// been put in their place since.
+func ReadFile(path string) ([]byte, error) {
 	// O_NONBLOCK: a FIFO at path is refused below, not waited on for ever.
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {

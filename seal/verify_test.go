@@ -534,7 +534,7 @@ func TestReadPrivate(t *testing.T) {
 	if err := os.WriteFile(p, bytes.Repeat([]byte{1}, 3*4096), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b, err := readPrivate(p)
+	b, err := ReadFile(p)
 	if err != nil || len(b) != 3*4096 {
 		t.Fatalf("read %d bytes: %v", len(b), err)
 	}
@@ -544,16 +544,16 @@ func TestReadPrivate(t *testing.T) {
 	if b[0] != 1 || b[len(b)-1] != 1 {
 		t.Error("a later write reached the bytes already read")
 	}
-	if _, err := readPrivate(dir); err == nil {
+	if _, err := ReadFile(dir); err == nil {
 		t.Error("read a directory")
 	}
 	os.Symlink(p, filepath.Join(dir, "link"))
-	if _, err := readPrivate(filepath.Join(dir, "link")); err == nil {
+	if _, err := ReadFile(filepath.Join(dir, "link")); err == nil {
 		t.Error("followed a symlink")
 	}
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, nil, 0o444)
-	if b, err := readPrivate(empty); err != nil || len(b) != 0 {
+	if b, err := ReadFile(empty); err != nil || len(b) != 0 {
 		t.Errorf("empty file: %d bytes, %v", len(b), err)
 	}
 }

@@ -567,7 +567,9 @@ func checkProviderFiles(s *seal.Seal, env string, spec *registry.Provider) error
 		want digest.Digest
 		code refusal.Code
 	}{{"provider.toml", spec.ManifestDigest, refusal.ManifestDrift}, {"pylock.toml", spec.LockDigest, refusal.LockDrift}} {
-		b, err := os.ReadFile(filepath.Join(di, f.name))
+		// seal.ReadFile, not os.ReadFile: a FIFO put at the file's path
+		// after the seal's check hung verify in open(2).
+		b, err := seal.ReadFile(filepath.Join(di, f.name))
 		if err != nil {
 			return refusal.Wrap(f.code, err, "%s: cannot read the installed %s", env, f.name)
 		}
