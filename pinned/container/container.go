@@ -18,8 +18,11 @@ import (
 	"errors"
 
 	"github.com/cruxible/cruxprov/invoke"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/pinned"
 	"github.com/cruxible/cruxprov/podman"
+	"github.com/cruxible/cruxprov/python"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/verify"
 	vcontainer "github.com/cruxible/cruxprov/verify/container"
@@ -60,6 +63,15 @@ func Run(ctx context.Context, reg registry.Reader, req pinned.Request, o Options
 	}
 	if req.OnPin != nil {
 		req.OnPin(rep.Spec)
+	}
+	if verr == nil && call.Runtime == "" {
+		// The image's verified provenance lists every package of its
+		// env, and none is the runtime: the env has no harness module.
+		// Refused before anything is spawned, as a local env without it
+		// is (DESIGN §10); it was spawned, and recorded as the
+		// provider's failure (harness_exited, exit 1).
+		verr = refusal.New(refusal.RuntimeMissing, "the image %s holds no %s module: its signed provenance names no %s among the packages of its env; add that wheel to the provider's lock, embed the lock in the provider's wheel again, build its image and install it (docs/provider-authors.md)",
+			call.Image, python.HarnessModule, pep503.Normalize(python.RuntimeDistribution))
 	}
 	call.Verify = func(context.Context) error { return verr }
 	ex := o.Executor

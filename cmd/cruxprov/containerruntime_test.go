@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestContainerRunWithoutRuntimeRefused: an image whose env has no
+// harness module (its provider's lock lists no cruxible-provider-runtime,
+// as its signed provenance shows) is refused runtime_missing before
+// anything is spawned (DESIGN §10), as a local env without it is, and the
+// refusal is recorded. It was spawned: the container's python failed to
+// import the harness and the run was recorded error harness_exited, exit
+// 1, the provider's failure.
+func TestContainerRunWithoutRuntimeRefused(t *testing.T) {
+	for _, b := range []string{"podman", "runc"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Skipf("%s is not installed", b)
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("runs podman as root (rootless podman here cannot hold the run's limits: executor.md)")
+	}
+	baseLayout, baseDigest := imagetest.Base(t)
+	base, _, _, idx, shim := imageSetup(t, "cruxprov-noruntime-")
+	bare, err := fixtures.BuildBare(filepath.Join(base, "bare"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, state := t.TempDir(), t.TempDir()
+	env := append(os.Environ(), "CRUXPROV_KEY_PASSWORD=pw", "SOURCE_DATE_EPOCH=1700000000", "XDG_STATE_HOME="+state)
+	run := func(a ...string) result {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--home", home}, a...)...)
+		cmd.Env = env
+		return runCmd(t, cmd)
+	}
+	ok := func(r result, what string) string {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("%s: %+v", what, r)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	var doc struct {
+		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
+	}
+	out := filepath.Join(t.TempDir(), "oci")
+	d := ok(run("image", "build", "--wheel", bare.Path, "--index", idx, "--platform", imagetest.Platform,
+		"--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", shim, "--output", "oci:"+out,
+		"--sign-key", filepath.Join(base, "builder.key"), "--builder-id", "https://ci.example/builder", "--quiet"), "image build")
+	alice := filepath.Join(t.TempDir(), "alice")
+	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
+	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
+	if err := json.Unmarshal([]byte(ok(run("key", "trust", filepath.Join(base, "builder.pub"), "--name", "ci", "--role", "builder", "--json"), "key trust ci")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
+	ok(run("interface", "register", "acme.bare", "--schema", filepath.Join(base, "bare", "interfaces", "acme.bare.json"), "--quiet"), "interface register")
+	if err := json.Unmarshal([]byte(ok(run("install", bare.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+d, "--python", debian, "--json"), "install")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	input := filepath.Join(t.TempDir(), "in.json")
+	os.WriteFile(input, []byte(`{}`), 0o644)
+	r := run("run", fixtures.BareName, "hello", "--input", input, "--backend", "container")
+	if r.code != exitRefused || !strings.HasPrefix(r.stderr, "refused: "+string(refusal.RuntimeMissing)+": ") || !strings.Contains(r.stderr, "cruxible-provider-runtime") {
+		t.Fatalf("a container run of an image without the runtime: %+v, want refused %s", r, refusal.RuntimeMissing)
+	}
+	var scan struct {
+		Attempts []struct {
+			Outcome *struct {
+				Status    string `json:"status"`
+				ErrorCode string `json:"error_code"`
+				ExitCode  int    `json:"exit_code"`
+			} `json:"outcome"`
+		} `json:"attempts"`
+	}
+	if err := json.Unmarshal([]byte(ok(run("receipts", "scan", "--json"), "receipts scan")), &scan); err != nil {
+		t.Fatal(err)
+	}
+	if len(scan.Attempts) != 1 || scan.Attempts[0].Outcome == nil || scan.Attempts[0].Outcome.Status != "refused" ||
+		scan.Attempts[0].Outcome.ErrorCode != string(refusal.RuntimeMissing) || scan.Attempts[0].Outcome.ExitCode != -1 {
+		t.Errorf("the receipt of the refused run: %+v", scan.Attempts)
+	}
+}
