@@ -36,6 +36,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -58,6 +59,7 @@ import (
 	"github.com/cruxible/cruxprov/platform"
 	pyrt "github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/receipts"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/wheel"
@@ -245,6 +247,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	b := &battery{new: newExecutor, fx: fx}
 	t.Run("HostEnvironmentAndDescriptors", b.hostEnv)
 	t.Run("SecretsOnFD3Only", b.secretsOnly)
+	t.Run("SecretBundleAtItsLimit", b.bundleLimit)
 	t.Run("TimeoutKillsTheTree", b.timeout)
 	t.Run("OutputBudgetKillsAFlood", b.flood)
 	t.Run("NonZeroExitRedactedTail", b.crash)
@@ -459,6 +462,37 @@ func (b *battery) secretsOnly(t *testing.T) {
 		t.Errorf("secrets delivered with none declared: %v", p.Secrets)
 	}
 	readablePipes(t, p)
+}
+
+// bundleLimit: a bundle of exactly invoke.MaxSecretBundle bytes (64 KiB,
+// DESIGN §10 "≤ 64 KiB") reaches the provider whole, through every step
+// that bounds it (the executor, a container's entry shim, the harness);
+// one byte more is refused secret_bundle_too_large with nothing spawned.
+func (b *battery) bundleLimit(t *testing.T) {
+	ex, path := b.open(t)
+	// {"acme/alpha":"A…","acme/beta":"B…"}: 32 bytes besides the values.
+	const frame = len(`{"acme/alpha":"","acme/beta":""}`)
+	half := (invoke.MaxSecretBundle - frame) / 2
+	vals := map[string]string{
+		"acme/alpha": strings.Repeat("a", half),
+		"acme/beta":  strings.Repeat("b", invoke.MaxSecretBundle-frame-half),
+	}
+	p, _ := b.probe(t, ex, path, b.fx.Call("probe", nil, vals))
+	for ref, v := range vals {
+		if p.Secrets[ref] != sha(v) {
+			t.Errorf("secret %s of a bundle of exactly %d bytes: the child got sha256 %q, want %s", ref, invoke.MaxSecretBundle, p.Secrets[ref], sha(v))
+		}
+	}
+	vals["acme/beta"] += "b"
+	before := len(scan(t, path).Attempts)
+	res, err := ex.Run(context.Background(), b.fx.Call("probe", nil, vals))
+	if res != nil || !errors.Is(err, refusal.SecretBundleTooLarge) {
+		t.Fatalf("a bundle of %d bytes: %+v, %v; want secret_bundle_too_large", invoke.MaxSecretBundle+1, res, err)
+	}
+	r := scan(t, path)
+	if len(r.Attempts) != before+1 || r.Attempts[before].Outcome == nil || r.Attempts[before].Outcome.Status != receipts.StatusRefused {
+		t.Errorf("the refused attempt is not recorded refused: %+v", r.Attempts)
+	}
 }
 
 // readablePipes fails when provider code has a readable pipe above the
