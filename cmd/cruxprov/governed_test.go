@@ -290,6 +290,14 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if r = ex("run", "acme-echo", "sleep", "--input", input, "--secret", "acme/api-token=@"+secret, "--timeout", "300ms"); r.code != exitFailure || !strings.Contains(r.stderr, "ended timeout: killed after the 300 ms timeout (attempt ") {
 		t.Errorf("a run past its timeout: %+v", r)
 	}
+	// An output flood is an outcome too, not a refusal (DESIGN §2): exit
+	// 1, never 78, and --json says output_limit, not refused.
+	r = ex("run", "acme-echo", "flood", "--input", input, "--secret", "acme/api-token=@"+secret, "--output-bytes", "65536", "--json")
+	var flood map[string]any
+	if r.code != exitFailure || !strings.Contains(r.stderr, "ended output_limit: ") || strings.Contains(r.stderr, "refused") ||
+		json.Unmarshal([]byte(r.stdout), &flood) != nil || flood["status"] != "output_limit" || flood["refused"] != nil {
+		t.Errorf("a run past its output budget: %+v", r)
+	}
 	rec := jsonOf(must(ex("receipts", "scan", "--json"), "receipts scan"))
 	atts := rec["attempts"].([]any)
 	if len(atts) < 4 {
