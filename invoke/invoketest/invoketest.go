@@ -251,6 +251,7 @@ func Run(t *testing.T, newExecutor func(t *testing.T, ledger invoke.Ledger) invo
 	t.Run("TimeoutKillsTheTree", b.timeout)
 	t.Run("OutputBudgetKillsAFlood", b.flood)
 	t.Run("NonZeroExitRedactedTail", b.crash)
+	t.Run("TimeoutAndFloodRedactedTail", b.crashLimits)
 	t.Run("UnparseableOutput", b.garbage)
 	t.Run("OversizedResultRecorded", b.oversized)
 	t.Run("FreshWorkdir", b.workdir)
@@ -636,6 +637,50 @@ func (b *battery) crash(t *testing.T) {
 	}
 	if bytes.Contains(resJSON, []byte("crash: the last line")) {
 		t.Errorf("stderr entered the result: %s", resJSON)
+	}
+}
+
+// crashLimits: the stderr tail a receipt keeps of a run stopped at its
+// timeout or its output budget is redacted of every secret value, as an
+// error's is (DESIGN §10: receipts never hold secret values), and it is
+// kept (the run wrote its secrets there just before it was stopped).
+func (b *battery) crashLimits(t *testing.T) {
+	ex, path := b.open(t)
+	for _, tc := range []struct {
+		then   string
+		status invoke.Status
+		limit  func(c *invoke.Call)
+	}{
+		{"hang", invoke.StatusTimeout, func(c *invoke.Call) { c.Limits.TimeoutMS = 1500 }},
+		{"repeat", invoke.StatusOutputLimit, func(c *invoke.Call) { c.Limits.OutputBytes = 256 << 10 }},
+	} {
+		t.Run(tc.then, func(t *testing.T) {
+			c := b.fx.Call("crash", map[string]string{"then": tc.then}, secrets)
+			tc.limit(c)
+			res := b.run(t, ex, c)
+			if res.Status != tc.status {
+				t.Fatalf("status %s (%+v), want %s", res.Status, res.Error, tc.status)
+			}
+			o := recorded(t, path, res)
+			if !strings.Contains(o.StderrTail, "[redacted]") {
+				t.Errorf("the stderr tail shows no redaction: %q", o.StderrTail)
+			}
+			for ref, v := range secrets {
+				for _, f := range forms(v) {
+					if strings.Contains(o.StderrTail, f) {
+						t.Errorf("secret %s (form %q) is in the %s receipt's stderr tail", ref, f, tc.status)
+					}
+				}
+			}
+		})
+	}
+	raw, _ := os.ReadFile(path)
+	for ref, v := range secrets {
+		for _, f := range forms(v) {
+			if bytes.Contains(raw, []byte(f)) {
+				t.Errorf("secret %s (form %q) is in the ledger", ref, f)
+			}
+		}
 	}
 }
 
