@@ -250,6 +250,27 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 	if r.stdout != "" || !strings.HasPrefix(r.stderr, "replayed: attempt ") || !strings.Contains(r.stderr, "sha256:") {
 		t.Errorf("a replay's output: %+v", r)
 	}
+	// The key again with another input: idempotency_conflict (DESIGN
+	// §10, as payment APIs refuse it), exit 78, nothing run or written.
+	other := filepath.Join(w.base, "input-other.json")
+	os.WriteFile(other, []byte(`{"hello": "another world"}`), 0o644)
+	count := func() int {
+		t.Helper()
+		l := jsonOf(must(ex("receipts", "list", "--json"), "receipts list"))
+		return len(l["attempts"].([]any)) + len(l["orphans"].([]any))
+	}
+	n := count()
+	r = refused(ex("run", "acme-echo", "echo", "--input", other, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1"), refusal.IdempotencyConflict, "a key reused with another input")
+	if !strings.HasPrefix(r.stderr, "refused: idempotency_conflict: ") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || r.stdout != "" {
+		t.Errorf("a key reused with another input: %+v, want one refused line", r)
+	}
+	j := jsonOf(ex("run", "acme-echo", "echo", "--input", other, "--secret", "acme/api-token=@"+secret, "--idempotency-key", "k1", "--json"))
+	if rf, _ := j["refused"].(map[string]any); rf == nil || rf["code"] != string(refusal.IdempotencyConflict) {
+		t.Errorf("run --json of a key reused with another input: %v", j)
+	}
+	if m := count(); m != n {
+		t.Errorf("a refused reuse of a key wrote to the ledger: %d attempts, then %d", n, m)
+	}
 	if r = ex("run", "acme-echo", "fail", "--input", input, "--secret", "acme/api-token=@"+secret); r.code != exitFailure || !strings.Contains(r.stderr, "provider_error") {
 		t.Errorf("a failing entrypoint: %+v", r)
 	}
