@@ -106,3 +106,33 @@ func TestDocMatchesActions(t *testing.T) {
 	}
 	same(t, "action", doc, actions)
 }
+
+// TestDocSaysWhatToDo: each code's row of docs/refusals.md says what
+// raises it and what the operator does about it (DESIGN §2), two cells
+// with words in them: the name alone in its row passed
+// TestDocMatchesCodes.
+func TestDocSaysWhatToDo(t *testing.T) {
+	b, err := os.ReadFile("../docs/refusals.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := strings.Cut(string(b), "\n## Remedies\n")
+	row := regexp.MustCompile("^\\| `([a-z_]+)` \\|(.*)\\|\\s*$")
+	n := 0
+	for _, line := range strings.Split(before, "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n++
+		// The last cell is what to do; the cells before it (a `|` in
+		// a cell's code span splits it, harmlessly) say what raises it.
+		i := strings.LastIndex(m[2], " | ")
+		if i < 0 || strings.TrimSpace(m[2][:i]) == "" || strings.TrimSpace(m[2][i+3:]) == "" {
+			t.Errorf("docs/refusals.md: %s's row does not say both what raises it and what to do", m[1])
+		}
+	}
+	if n != len(Codes()) {
+		t.Errorf("docs/refusals.md has %d code rows, want %d", n, len(Codes()))
+	}
+}
