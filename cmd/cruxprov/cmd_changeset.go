@@ -134,7 +134,12 @@ func init() {
 				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h) (default: never)"},
 			},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				o, reg, err := openRegistry(c, 1, func(*opts) error {
+					if c.IsSet("expires") && c.Duration("expires") <= 0 {
+						return usagef("--expires must be a positive duration")
+					}
+					return changeSetIDUsage(c.Args().First())
+				})
 				if err != nil {
 					return err
 				}
@@ -143,9 +148,6 @@ func init() {
 					return err
 				}
 				if c.IsSet("expires") {
-					if c.Duration("expires") <= 0 {
-						return usagef("--expires must be a positive duration")
-					}
 					if cs, err := reg.ChangeSet(c.Context, id); err == nil && cs.Scope() == registry.TrustScope {
 						return usagef("--expires is for provider pins: a trust or policy change does not expire (approve it without --expires)")
 					}
@@ -255,7 +257,7 @@ func init() {
 			Description: "Example:\n   cruxprov changeset reject <id> --reason 'egress to an unknown host'",
 			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why: `TEXT` recorded in the history", Required: true}},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				o, reg, err := openRegistry(c, 1, func(*opts) error { return changeSetIDUsage(c.Args().First()) })
 				if err != nil {
 					return err
 				}

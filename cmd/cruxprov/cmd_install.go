@@ -50,8 +50,72 @@ func init() {
 	})
 }
 
+// installUsage checks what install's command line says on its own, before
+// the registry is opened (openRegistry): the backend and its images; for
+// the local backend the platforms and the index, unless the store's
+// config.yaml gives them (a container backend's come from its images, and
+// its images are checked first); and the root (NAME==VERSION with its
+// --sha256, or a WHEEL this user can open). A mistake there is a usage
+// error that makes nothing: it made the store at the --home given.
+func installUsage(c *cli.Context, o *opts) error {
+	switch c.String("backend") {
+	case "local":
+		if len(c.StringSlice("image")) != 0 {
+			return usagef("--image needs --backend container")
+		}
+	case "container":
+		if len(c.StringSlice("image")) == 0 {
+			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
+		}
+		for _, ref := range c.StringSlice("image") {
+			if err := refUsage("--image", ref); err != nil {
+				return err
+			}
+		}
+	default:
+		return usagef("--backend %s: want local or container", c.String("backend"))
+	}
+	n := 0
+	for _, p := range c.StringSlice("platform") {
+		for _, q := range strings.Split(p, ",") {
+			if strings.TrimSpace(q) == "" {
+				return usagef("empty platform in --platform")
+			}
+			n++
+		}
+	}
+	if c.String("backend") == "local" {
+		// config.yaml is read as applyConfig reads it, after the open;
+		// one that cannot be read is said there.
+		cfg, err := loadConfig(o.home)
+		if err != nil {
+			cfg = &config{Index: "?", Platforms: []string{"?"}}
+		}
+		if n == 0 && len(cfg.Platforms) == 0 {
+			return usagef("--platform P[,P…] is required (a preset id, or host)")
+		}
+		if c.String("index") == "" && cfg.Index == "" && !c.Bool("offline") {
+			return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+		}
+	}
+	arg := c.Args().First()
+	if _, _, _, ok, err := rootPackage(c, arg); ok || err != nil {
+		return err
+	}
+	if h := c.String("sha256"); h != "" {
+		if _, err := digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
+			return usagef("--sha256: %v", err)
+		}
+	}
+	f, err := openInput("WHEEL", arg)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 func installAction(c *cli.Context) error {
-	o, reg, err := openRegistry(c, 1)
+	o, reg, err := openRegistry(c, 1, func(o *opts) error { return installUsage(c, o) })
 	if err != nil {
 		return err
 	}

@@ -32,22 +32,26 @@ func init() {
 				"Example:\n   cruxprov interface register cruxible.echo/v1 --schema echo.schema.json",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "schema", Usage: "the schema `FILE` (JSON)", Required: true}},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				var b []byte
+				o, reg, err := openRegistry(c, 1, func(*opts) error {
+					var err error
+					b, err = readInputFile(c.String("schema"), registry.MaxSchemaBytes)
+					if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
+						// Refused as the registry refuses it, before it is read.
+						return refusal.New(refusal.InterfaceInvalid, "--schema %s is larger than 1 MiB, the most an interface schema may be: give the interface's JSON Schema, not a larger document", c.String("schema"))
+					}
+					if err != nil {
+						return inputErr("--schema", c.String("schema"), err)
+					}
+					if _, err := digest.InterfaceDigest(b); err != nil {
+						// Not a schema at all: the wrong file, not another
+						// schema under a registered id.
+						return usagef("--schema %s is not a JSON document RFC 8785 can canonicalize: %v", c.String("schema"), err)
+					}
+					return nil
+				})
 				if err != nil {
 					return err
-				}
-				b, err := readInputFile(c.String("schema"), registry.MaxSchemaBytes)
-				if tl := (*tooLargeError)(nil); errors.As(err, &tl) {
-					// Refused as the registry refuses it, before it is read.
-					return refusal.New(refusal.InterfaceInvalid, "--schema %s is larger than 1 MiB, the most an interface schema may be: give the interface's JSON Schema, not a larger document", c.String("schema"))
-				}
-				if err != nil {
-					return inputErr("--schema", c.String("schema"), err)
-				}
-				if _, err := digest.InterfaceDigest(b); err != nil {
-					// Not a schema at all: the wrong file, not another
-					// schema under a registered id.
-					return usagef("--schema %s is not a JSON document RFC 8785 can canonicalize: %v", c.String("schema"), err)
 				}
 				// The registry says, under its lock, whether it recorded the
 				// registration or found this schema registered already (the

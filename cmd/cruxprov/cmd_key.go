@@ -91,40 +91,20 @@ func init() {
 				&cli.StringFlag{Name: "role", Value: registry.RoleApprover, Usage: "`ROLE`: approver (counts toward approvals) or builder"},
 			},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				var (
+					pub  []byte
+					name string
+				)
+				o, reg, err := openRegistry(c, 1, func(*opts) error {
+					var err error
+					if pub, err = inputFile("key trust", c.Args().First(), 1<<20); err != nil {
+						return err
+					}
+					name, err = trustArgs(c, pub)
+					return err
+				})
 				if err != nil {
 					return err
-				}
-				pub, err := inputFile("key trust", c.Args().First(), 1<<20)
-				if err != nil {
-					return err
-				}
-				name := c.String("name")
-				if name == "" {
-					name = strings.ToLower(strings.TrimSuffix(filepath.Base(c.Args().First()), ".pub"))
-				}
-				// What the person typed is checked here, as usage: the
-				// registry's refusals are for change-set documents.
-				if !registry.ValidKeyName(name) {
-					// "(give --name)" only where the name is PUB's file
-					// name: it said so of a --name given.
-					if c.IsSet("name") {
-						return usagef("--name %q is no key name: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit", name)
-					}
-					return usagef("key name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit (give --name)", name)
-				}
-				if r := c.String("role"); r != registry.RoleApprover && r != registry.RoleBuilder {
-					return usagef("--role %q: want approver or builder", r)
-				}
-				if _, err := sign.ParsePublicKey(pub); err != nil {
-					var re *refusal.Error
-					if errors.As(err, &re) {
-						err = errors.New(re.Detail)
-					}
-					if strings.Contains(string(pub), "PRIVATE KEY-----") {
-						return usagef("%s is a private key: trust its public key (the PREFIX.pub that key generate wrote beside it)", c.Args().First())
-					}
-					return usagef("%s is not a public key (PEM \"PUBLIC KEY\", ECDSA P-256, as key generate writes PREFIX.pub): %v", c.Args().First(), err)
 				}
 				res, err := reg.TrustKey(c.Context, registry.Key{Name: name, Role: c.String("role"), PEM: string(pub)}, operator())
 				if err != nil {
@@ -321,4 +301,38 @@ func keyWriteFailed(path string, err error) error {
 		hint = "its file system is read-only: give --out a prefix elsewhere"
 	}
 	return fmt.Errorf("--out: cannot write %s: %w; %s, and run again", path, err, hint)
+}
+
+// trustArgs checks key trust's command line, PUB's bytes read: the key's
+// name (PUB's file name without .pub unless --name), its role and that
+// PUB is a public key. What the person typed is checked here, as usage,
+// before the registry is opened: the registry's refusals are for
+// change-set documents.
+func trustArgs(c *cli.Context, pub []byte) (string, error) {
+	name := c.String("name")
+	if name == "" {
+		name = strings.ToLower(strings.TrimSuffix(filepath.Base(c.Args().First()), ".pub"))
+	}
+	if !registry.ValidKeyName(name) {
+		// "(give --name)" only where the name is PUB's file
+		// name: it said so of a --name given.
+		if c.IsSet("name") {
+			return "", usagef("--name %q is no key name: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit", name)
+		}
+		return "", usagef("key name %q: want 1 to 128 of lowercase letters, digits, '.', '_', '-', starting and ending with a letter or digit (give --name)", name)
+	}
+	if r := c.String("role"); r != registry.RoleApprover && r != registry.RoleBuilder {
+		return "", usagef("--role %q: want approver or builder", r)
+	}
+	if _, err := sign.ParsePublicKey(pub); err != nil {
+		var re *refusal.Error
+		if errors.As(err, &re) {
+			err = errors.New(re.Detail)
+		}
+		if strings.Contains(string(pub), "PRIVATE KEY-----") {
+			return "", usagef("%s is a private key: trust its public key (the PREFIX.pub that key generate wrote beside it)", c.Args().First())
+		}
+		return "", usagef("%s is not a public key (PEM \"PUBLIC KEY\", ECDSA P-256, as key generate writes PREFIX.pub): %v", c.Args().First(), err)
+	}
+	return name, nil
 }

@@ -46,13 +46,15 @@ func init() {
 				"approve it, so one writer cannot lower the threshold alone.\n\nExample:\n   cruxprov policy set --threshold 2",
 			Flags: []cli.Flag{&cli.IntFlag{Name: "threshold", Usage: "`K` distinct approver keys", Required: true}},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 0)
+				k := c.Int("threshold")
+				o, reg, err := openRegistry(c, 0, func(*opts) error {
+					if k < 1 || k > 100 {
+						return usagef("--threshold %d: want 1 to 100 distinct approver keys", k)
+					}
+					return nil
+				})
 				if err != nil {
 					return err
-				}
-				k := c.Int("threshold")
-				if k < 1 || k > 100 {
-					return usagef("--threshold %d: want 1 to 100 distinct approver keys", k)
 				}
 				// The threshold in force already (a policy set run again
 				// after its change-set was approved): nothing to propose,

@@ -124,7 +124,7 @@ func init() {
 				// is said so (noStore), as registry log says it; repair
 				// made <home>/registry there and answered "nothing to
 				// repair", exit 0, for a mistyped --home.
-				o, reg, err := openRegistryAs(c, 0, func(ctx context.Context, root string) (*registry.Dir, error) {
+				o, reg, err := openRegistryAs(c, 0, nil, func(ctx context.Context, root string) (*registry.Dir, error) {
 					if err := noStore(filepath.Dir(root)); err != nil {
 						return nil, err
 					}
@@ -187,9 +187,14 @@ func init() {
 var nowFunc = timeNow
 
 // openRegistry opens <home>/registry to change it and checks nargs
-// positional args.
-func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
-	return openRegistryAs(c, nargs, func(ctx context.Context, root string) (*registry.Dir, error) {
+// positional args, then the command line's own checks (usage errors:
+// what was typed, read without the store), before the open: opening
+// makes the store where there is none, so a mistake on the command
+// line run at a mistyped --home made a store there ("key trust x.pub"
+// of a missing file, "install W" with no --platform), and the commands
+// that only read found one at that path.
+func openRegistry(c *cli.Context, nargs int, checks ...func(*opts) error) (*opts, *registry.Dir, error) {
+	return openRegistryAs(c, nargs, checks, func(ctx context.Context, root string) (*registry.Dir, error) {
 		// A --home that is a file is no store to change, as the store's
 		// own open says; the registry refused it registry_corrupt.
 		home := filepath.Dir(root)
@@ -205,7 +210,7 @@ func openRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
 // nor the registry's directories, and a --home that names nothing is
 // said so (noStore) rather than answered as an empty store.
 func readOnlyRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
-	return openRegistryAs(c, nargs, func(ctx context.Context, root string) (*registry.Dir, error) {
+	return openRegistryAs(c, nargs, nil, func(ctx context.Context, root string) (*registry.Dir, error) {
 		if err := noStore(filepath.Dir(root)); err != nil {
 			return nil, err
 		}
@@ -213,13 +218,18 @@ func readOnlyRegistry(c *cli.Context, nargs int) (*opts, *registry.Dir, error) {
 	})
 }
 
-func openRegistryAs(c *cli.Context, nargs int, open func(context.Context, string) (*registry.Dir, error)) (*opts, *registry.Dir, error) {
+func openRegistryAs(c *cli.Context, nargs int, checks []func(*opts) error, open func(context.Context, string) (*registry.Dir, error)) (*opts, *registry.Dir, error) {
 	o, err := globals(c)
 	if err != nil {
 		return nil, nil, err
 	}
 	if c.NArg() != nargs {
 		return nil, nil, usagef("%s takes %s, got %d", c.Command.Name, count(nargs, "argument"), c.NArg())
+	}
+	for _, check := range checks {
+		if err := check(o); err != nil {
+			return nil, nil, err
+		}
 	}
 	reg, err := open(c.Context, filepath.Join(o.home, "registry"))
 	if err != nil {
@@ -243,20 +253,34 @@ func short(d digest.Digest) string {
 	return d.String()[:19]
 }
 
+// changeSetIDUsage checks that s can name a change-set (changeSetID's
+// forms), without the registry: the commands that change it check so
+// before they open it (openRegistry).
+func changeSetIDUsage(s string) error {
+	s = strings.TrimPrefix(s, digest.Prefix)
+	if _, err := digest.ParseHex(s); err == nil {
+		return nil
+	}
+	if len(s) < 8 {
+		return usagef("change-set id %q: give at least 8 hex digits", s)
+	}
+	if strings.Trim(strings.ToLower(s), "0123456789abcdef") != "" {
+		return usagef("change-set id %q: not hex digits (a typo?): cruxprov changeset list shows the ids", strings.ToLower(s))
+	}
+	return nil
+}
+
 // changeSetID resolves ID (sha256:<hex>, <hex>, or a unique hex prefix of
 // at least 8 digits) to a change-set id.
 func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Digest, error) {
+	if err := changeSetIDUsage(s); err != nil {
+		return digest.Digest{}, err
+	}
 	s = strings.TrimPrefix(s, digest.Prefix)
 	if d, err := digest.ParseHex(s); err == nil {
 		return d, nil
 	}
-	if len(s) < 8 {
-		return digest.Digest{}, usagef("change-set id %q: give at least 8 hex digits", s)
-	}
 	s = strings.ToLower(s)
-	if strings.Trim(s, "0123456789abcdef") != "" {
-		return digest.Digest{}, usagef("change-set id %q: not hex digits (a typo?): cruxprov changeset list shows the ids", s)
-	}
 	all, err := reg.ChangeSets(ctx)
 	if err != nil {
 		return digest.Digest{}, err
