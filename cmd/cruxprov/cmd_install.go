@@ -143,20 +143,9 @@ func installAction(c *cli.Context) error {
 		return err
 	}
 	var containers []registry.Materialization
-	switch c.String("backend") {
-	case "local":
-		if len(c.StringSlice("image")) != 0 {
-			return usagef("--image needs --backend container")
-		}
-	case "container":
-		if len(c.StringSlice("image")) == 0 {
-			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
-		}
-		for _, ref := range c.StringSlice("image") {
-			if err := refUsage("--image", ref); err != nil {
-				return err
-			}
-		}
+	// The backend and its images were checked before the open
+	// (installUsage).
+	if c.String("backend") == "container" {
 		var sum digest.Digest
 		if h := c.String("sha256"); h != "" {
 			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
@@ -211,8 +200,6 @@ func installAction(c *cli.Context) error {
 				}
 			}
 		}
-	default:
-		return usagef("--backend %s: want local or container", c.String("backend"))
 	}
 	var plats []string
 	for _, p := range c.StringSlice("platform") {
