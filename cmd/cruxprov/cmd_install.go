@@ -86,16 +86,14 @@ func installUsage(c *cli.Context, o *opts) error {
 	}
 	if c.String("backend") == "local" {
 		// config.yaml is read as applyConfig reads it, after the open;
-		// one that cannot be read is said there.
-		cfg, err := loadConfig(o.home)
-		if err != nil {
-			cfg = &config{Index: "?", Platforms: []string{"?"}}
-		}
-		if n == 0 && len(cfg.Platforms) == 0 {
-			return usagef("--platform P[,P…] is required (a preset id, or host)")
-		}
-		if c.String("index") == "" && cfg.Index == "" && !c.Bool("offline") {
-			return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+		// one that cannot be read is said there, not here.
+		if cfg, err := loadConfig(o.home); err == nil {
+			if n == 0 && len(cfg.Platforms) == 0 {
+				return usagef("--platform P[,P…] is required (a preset id, or host)")
+			}
+			if c.String("index") == "" && cfg.Index == "" && !c.Bool("offline") {
+				return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+			}
 		}
 	}
 	arg := c.Args().First()
