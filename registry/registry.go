@@ -75,7 +75,9 @@ type Writer interface {
 	// returns it. already reports that this very change-set (the same
 	// change on the same base) was proposed already and is still open:
 	// nothing was recorded (the same install run again). It is decided
-	// under the registry's lock, with the proposal.
+	// under the registry's lock, with the proposal. A register or update
+	// change that names no protocol range is changeset_invalid, though
+	// one stored already without it still reads.
 	Propose(ctx context.Context, c Change, by string) (cs *ChangeSet, already bool, err error)
 	// Approve signs the change-set's approval payload with signer, which
 	// must be a trusted approver key; once the policy's threshold of

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/internal/buildinfo"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/sign"
 )
@@ -302,6 +303,15 @@ func (s *state) validateChange(c *Change) error {
 		return err
 	}
 	switch c.Action {
+	case ActionRegister, ActionUpdate:
+		// A stored change-set or pin may leave protocol out (one an
+		// older cruxprov wrote still opens, and verify refuses its pin
+		// protocol_unsupported), but a new proposal may not: DESIGN §8
+		// and §9 make the range part of what a registration holds, and
+		// such a proposal was accepted only to be refused at verify.
+		if len(c.Provider.Protocol) == 0 {
+			return refusal.New(refusal.ChangesetInvalid, "provider %s: protocol is missing: add protocol: [%d, %d] (the range of protocol_version it speaks, inclusive) and propose again", c.Provider.Name, buildinfo.ProtocolVersion, buildinfo.ProtocolVersion)
+		}
 	case ActionRetire:
 		// It said no more than that: which providers there are (a
 		// mistyped name, one proposed and not approved yet) is what the

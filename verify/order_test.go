@@ -208,7 +208,10 @@ func TestInstalledManifestEditedIsEnvDrift(t *testing.T) {
 // TestProtocolRange: a pin whose protocol range does not include this
 // cruxprov's protocol version is protocol_unsupported (DESIGN §9), and so
 // is a pin that names no range, which cannot be said to include ours: it
-// verified, checking nothing (a change-set may leave protocol out).
+// verified, checking nothing. Such a pin can no longer be proposed
+// (changeset_invalid); one an older cruxprov accepted is
+// registry/testdata/protocol-less, whose pin names no env here: the
+// protocol is checked before the env.
 func TestProtocolRange(t *testing.T) {
 	p := newPinnedEnv(t)
 	v := buildinfo.ProtocolVersion
@@ -223,8 +226,14 @@ func TestProtocolRange(t *testing.T) {
 		{"no range", nil, refusal.ProtocolUnsupported, "names no protocol range"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p.update(t, func(pv *registry.Provider) { pv.Protocol = c.rng })
-			err := p.verify(verify.Options{Entrypoint: "echo"})
+			var err error
+			target := "acme-echo==1.0.0@" + p.change.Provider.Package.SHA256.String()
+			if c.rng == nil {
+				target, err = protocolLessPin(t)
+			} else {
+				p.update(t, func(pv *registry.Provider) { pv.Protocol = c.rng })
+				err = p.verify(verify.Options{Entrypoint: "echo"})
+			}
 			if refusal.CodeOf(err) != c.code || c.code == "" && err != nil {
 				t.Fatalf("protocol %v: %v, want %q", c.rng, err, c.code)
 			}
@@ -232,12 +241,40 @@ func TestProtocolRange(t *testing.T) {
 				t.Errorf("protocol %v: %q does not say it %s", c.rng, err, c.match)
 			}
 			if c.match != "" {
-				if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionPropose || r.Target != "acme-echo==1.0.0@"+p.change.Provider.Package.SHA256.String() {
+				if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionPropose || r.Target != target {
 					t.Errorf("protocol %v: remedy %+v, want %s of the pinned package", c.rng, r, refusal.ActionPropose)
 				}
 			}
 		})
 	}
+}
+
+// protocolLessPin verifies acme-echo in a copy of
+// registry/testdata/protocol-less, whose accepted pin names no protocol
+// range, and returns the propose target its remedy should name (the
+// pinned package) and verify's error.
+func protocolLessPin(t *testing.T) (string, error) {
+	t.Helper()
+	ctx := context.Background()
+	base := testdir.New(t)
+	root := filepath.Join(base, "registry")
+	if err := os.CopyFS(root, os.DirFS(filepath.Join("..", "registry", "testdata", "protocol-less", "registry"))); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := reg.Pin(ctx, "acme-echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pin.Spec.Changes) != 1 || pin.Spec.Changes[0].Provider == nil || len(pin.Spec.Changes[0].Provider.Protocol) != 0 {
+		t.Fatalf("the testdata pin is not one without a protocol range: %+v", pin.Spec)
+	}
+	pkg := pin.Spec.Changes[0].Provider.Package
+	_, err = verify.Verify(ctx, reg, "acme-echo", verify.Options{Entrypoint: "echo", StateDir: filepath.Join(base, "state")})
+	return pkg.Name + "==" + pkg.Version + "@" + pkg.SHA256.String(), err
 }
 
 // TestCheckOrder holds verify to DESIGN §9's order where two checks
