@@ -499,13 +499,20 @@ func Run(t *testing.T, newReg func(t *testing.T) registry.Registry) {
 		r, _ := setup(t)
 		noEP := Change("acme-echo", "1.0")
 		noEP.Provider.Entrypoints = nil
+		// A register or update that names no protocol range (a stored
+		// one still reads: only a new proposal must name it).
+		noProtocol, updateNoProtocol := Change("acme-echo", "1.0"), Change("acme-echo", "1.0")
+		noProtocol.Provider.Protocol = nil
+		updateNoProtocol.Provider.Protocol, updateNoProtocol.Action = nil, registry.ActionUpdate
 		for name, c := range map[string]registry.Change{
-			"unknown action": {Action: "delete", Provider: &registry.Provider{Name: "x"}},
-			"bad name":       {Action: registry.ActionRegister, Provider: &registry.Provider{Name: "../x"}},
-			"no entrypoints": noEP,
-			"threshold 0":    {Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 0}},
-			"untrust nobody": {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "nobody"}},
-			"untrust last":   {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "root"}},
+			"unknown action":     {Action: "delete", Provider: &registry.Provider{Name: "x"}},
+			"bad name":           {Action: registry.ActionRegister, Provider: &registry.Provider{Name: "../x"}},
+			"no entrypoints":     noEP,
+			"no protocol":        noProtocol,
+			"update no protocol": updateNoProtocol,
+			"threshold 0":        {Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 0}},
+			"untrust nobody":     {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "nobody"}},
+			"untrust last":       {Action: registry.ActionUntrustKey, Key: &registry.Key{Name: "root"}},
 		} {
 			t.Run(name, func(t *testing.T) {
 				_, _, err := r.Propose(ctx, c, "alice")
