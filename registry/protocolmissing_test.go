@@ -3,6 +3,7 @@ package registry_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/registry/registrytest"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // registryFiles is every file under root, by its path, with its bytes.
@@ -156,7 +158,8 @@ func TestProposeWithoutProtocolRefused(t *testing.T) {
 // (2026-12-07), before a proposal had to name a protocol range: alice
 // trusted as the root of trust, acme-echo 1.0.0 registered with no
 // protocol and approved by her (revision 1), then an update to 1.0.1,
-// with no protocol either, proposed and left open.
+// with no protocol either, proposed and left open. alice.key beside it
+// is her key pair's private half (a test key, its password "alice").
 const (
 	protocolLessPin      = "sha256:2b402f2627b118450d8343aeb37fb5a5938ea1e4041403a24a99b4415fac8ab8" // acme-echo 1.0.0, revision 1
 	protocolLessProposal = "sha256:f073f4514cc710faa550406ec8efdd3d4f7ba8be58bd2401e76c5f909aaf6776" // acme-echo 1.0.1, open
@@ -230,5 +233,66 @@ func TestProtocolLessRegistryStillOpens(t *testing.T) {
 	}
 	if _, err := d.ChangeSet(ctx, mustDigest(t, protocolLessProposal)); err != nil {
 		t.Fatalf("the old proposal after a new one: %v", err)
+	}
+}
+
+// TestApproveProtocolLessProposalRefused: the open proposal an older
+// cruxprov stored without a protocol range cannot be approved: accepted,
+// its pin would be refused protocol_unsupported by every verify. The
+// refusal (changeset_invalid, asked before the key's password too:
+// Approvable) advises installing the provider again, which proposes it
+// with its range, and nothing is recorded. It was approved.
+func TestApproveProtocolLessProposalRefused(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "registry")
+	if err := os.CopyFS(root, os.DirFS(filepath.Join("testdata", "protocol-less", "registry"))); err != nil {
+		t.Fatal(err)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join("testdata", "protocol-less", "alice.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := sign.LoadPrivateKey(pemBytes, []byte("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := registry.OpenDir(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := mustDigest(t, protocolLessProposal)
+	// The lock file, empty, is made by the first change: not a trace.
+	if err := os.WriteFile(filepath.Join(root, ".lock"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := registryFiles(t, root)
+	check := func(what string, err error) {
+		t.Helper()
+		var r *refusal.Error
+		if !errors.As(err, &r) || r.Code != refusal.ChangesetInvalid {
+			t.Fatalf("%s: %v, want changeset_invalid", what, err)
+		}
+		msg := err.Error()
+		for _, want := range []string{protocolLessProposal, "acme-echo", "no protocol range", "protocol_unsupported"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: %q does not say %q", what, msg, want)
+			}
+		}
+		if strings.Contains(msg, "\n") {
+			t.Errorf("%s: %q is more than one line", what, msg)
+		}
+		if r.Remedy == nil || r.Remedy.Action != refusal.ActionPropose || !strings.HasPrefix(r.Remedy.Target, "acme-echo==1.0.1@sha256:") {
+			t.Errorf("%s: remedy %+v, want propose acme-echo==1.0.1", what, r.Remedy)
+		}
+	}
+	check("Approvable", d.Approvable(ctx, id))
+	res, err := d.Approve(ctx, id, alice, nil)
+	if err == nil {
+		t.Fatalf("the proposal without protocol approved: %+v", res)
+	}
+	check("Approve", err)
+	sameFiles(t, "approval refused", root, before)
+	if p, err := d.Pin(ctx, "acme-echo"); err != nil || p.Revision != 1 {
+		t.Fatalf("the pin after a refused approval: %+v, %v", p, err)
 	}
 }

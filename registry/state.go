@@ -533,6 +533,16 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		stale.Remedy = remedy
 		return nil, stale
 	}
+	if c := cs.Spec.Changes[0]; (c.Action == ActionRegister || c.Action == ActionUpdate) && c.Provider != nil && len(c.Provider.Protocol) == 0 {
+		// Proposed by an older cruxprov, before a proposal had to name
+		// a range (validateChange): approved, its pin would be refused
+		// protocol_unsupported by every verify. The proposal with its
+		// range is a new change-set, which makes this one stale.
+		again, remedy := proposeAgain(&cs.Spec, scope)
+		r := refusal.New(refusal.ChangesetInvalid, "change-set %s registers provider %s with no protocol range (an older cruxprov proposed it): its pin would be refused protocol_unsupported by every verify; %s, which records the range, and approve that change-set instead", id, c.Provider.Name, again)
+		r.Remedy = remedy
+		return nil, r
+	}
 	if s.trust == nil {
 		return nil, noTrust()
 	}

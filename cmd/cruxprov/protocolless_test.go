@@ -69,4 +69,17 @@ func TestProtocolLessRegistry(t *testing.T) {
 		!strings.HasPrefix(doc.Refused.Remedy.Target, "acme-echo==1.0.0@sha256:") {
 		t.Errorf("verify --json of a pin without protocol: %+v", r)
 	}
+
+	// The open proposal without protocol cannot be approved: its pin
+	// would be refused as above. Refused before the key's password is
+	// asked for; install proposes it again with its range.
+	key := filepath.Join("..", "..", "registry", "testdata", "protocol-less", "alice.key")
+	r = run("changeset", "approve", open, "--key", key)
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: changeset_invalid: change-set "+open+" registers provider acme-echo with no protocol range") ||
+		!strings.Contains(r.stderr, "to fix: cruxprov install acme-echo==1.0.1 --sha256 ") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("approve of a proposal without protocol: %+v", r)
+	}
+	if r := run("changeset", "list", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"proposed"`) {
+		t.Errorf("after the refused approval: %+v", r)
+	}
 }
