@@ -27,11 +27,13 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
+	"github.com/cruxible/cruxprov/image/internal/buildhook"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/elfread"
 	"github.com/cruxible/cruxprov/manifest"
+	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/python"
@@ -258,7 +260,9 @@ type PlatformImage struct {
 // The host must have a CPython at the image interpreter's real path, of
 // the same X.Y: it lays out the venv (whose bin/python links to that
 // path) and compiles the bytecode; the provenance names it. Otherwise
-// interpreter_mismatch. Refusals: base_image_unpinned, image_digest_mismatch
+// interpreter_mismatch. Refusals: runtime_missing (the lock resolves no
+// runtime for a platform: refused before the base is read or anything
+// is written or pushed), base_image_unpinned, image_digest_mismatch
 // (a base blob that does not hash to its name), interpreter_mismatch,
 // platform_unsupported, fetch_failed (a push the registry did not take:
 // not reached, credentials refused, its own failure), and the pipeline's.
@@ -305,6 +309,11 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	if o.Root == nil {
 		return nil, errors.New("no root wheel")
+	}
+	// Before the base is read, or anything written or pushed: an image
+	// without the runtime is one every run refuses.
+	if err := requireRuntime(ctx, st, o); err != nil {
+		return nil, err
 	}
 	m, manifestRaw, lockRaw := o.Root.Manifest, o.Root.ManifestData, o.Root.LockData
 	repo := o.Repo
@@ -438,6 +447,43 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 	}
 	res.Timings.Write = time.Since(start)
 	return res, nil
+}
+
+// requireRuntime refuses runtime_missing the build of a provider whose
+// lock resolves no runtime (cruxible-provider-runtime, python.RuntimeOf)
+// for one of o's platforms: its image's env would have no harness module
+// (python.HarnessModule), and every run of it is refused so, from the
+// image's signed provenance, before podman starts (pinned/container;
+// DESIGN §10). It was built, signed, written and pushed, an image that
+// could never run. Each platform's lock is resolved alone (the
+// pipeline's ResolveOnly: nothing fetched, no interpreter run, no base
+// read), to the resolution the platform's env is then made of; a
+// platform no image is built for is refused as buildOne refuses it
+// (platform_unsupported), before its lock is resolved.
+func requireRuntime(ctx context.Context, st *store.Store, o Options) error {
+	if buildhook.NoRuntimeCheck.Load() {
+		return nil
+	}
+	for _, pid := range o.Platforms {
+		plat, err := platform.Lookup(pid)
+		if err != nil {
+			return err
+		}
+		if _, _, err := archOf(plat); err != nil {
+			return err
+		}
+		// No Warn: the lock's warnings are said once, by the build's
+		// own resolution of it.
+		r, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: o.Root}, Platform: pid, ResolveOnly: true})
+		if err != nil {
+			return err
+		}
+		if python.RuntimeOf(r.Resolution.Packages) == "" {
+			return refusal.New(refusal.RuntimeMissing, "the lock of %s resolves no %s for %s: its image's env would have no %s module, and every run of the image would be refused; add that wheel to the provider's lock, embed the lock in the provider's wheel again and build the image of the new wheel (docs/provider-authors.md); nothing was built",
+				o.Root.Wheel.Filename, pep503.Normalize(python.RuntimeDistribution), pid, python.HarnessModule)
+		}
+	}
+	return nil
 }
 
 // layoutWriteFailed is the failure of writing the layout out: the host's

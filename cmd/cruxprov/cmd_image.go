@@ -54,7 +54,9 @@ func imageBuildCmd() *cli.Command {
 			"0 when unset or empty). The host needs a CPython of the same X.Y at the image interpreter's\n" +
 			"path (it lays out the venv and compiles the bytecode, neither of which depends on the\n" +
 			"machine: an aarch64 image builds on an x86_64 host): interpreter_mismatch otherwise. A base\n" +
-			"named by a tag alone is base_image_unpinned. With --sign-key (password from\n" +
+			"named by a tag alone is base_image_unpinned. A provider whose lock has no\n" +
+			"cruxible-provider-runtime for a platform is runtime_missing, before anything is built (every\n" +
+			"run of its image would be refused so). With --sign-key (password from\n" +
 			"CRUXPROV_KEY_PASSWORD or a prompt), the image gets a cosign signature and signed SLSA v1\n" +
 			"provenance and CycloneDX SBOM attestations (sha256-<hex>.sig / .att tags), which\n" +
 			"`cruxprov image verify` checks (cosign is optional: where it is installed, `cosign verify\n" +

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
 	"github.com/cruxible/cruxprov/internal/fixtures"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
+	"github.com/cruxible/cruxprov/store"
 )
 
 // TestContainerRunWithoutRuntimeRefused: an image whose env has no
@@ -53,10 +59,10 @@ func TestContainerRunWithoutRuntimeRefused(t *testing.T) {
 	var doc struct {
 		ChangeSet struct{ Metadata struct{ ID string } } `json:"changeSet"`
 	}
-	out := filepath.Join(t.TempDir(), "oci")
-	d := ok(run("image", "build", "--wheel", bare.Path, "--index", idx, "--platform", imagetest.Platform,
-		"--base", "oci:"+baseLayout+"@"+baseDigest.String(), "--shim", shim, "--output", "oci:"+out,
-		"--sign-key", filepath.Join(base, "builder.key"), "--builder-id", "https://ci.example/builder", "--quiet"), "image build")
+	// image build refuses such an image (TestImageBuildWithoutRuntimeRefused):
+	// it is made here as an older cruxprov made it, by image.Build without
+	// that check, signed by the builder key the registry trusts.
+	out, d := bareImage(t, base, bare, "oci:"+baseLayout+"@"+baseDigest.String(), shim)
 	alice := filepath.Join(t.TempDir(), "alice")
 	ok(run("key", "generate", "--out", alice, "--quiet"), "key generate")
 	ok(run("key", "trust", alice+".pub", "--name", "alice"), "key trust alice")
@@ -91,4 +97,37 @@ func TestContainerRunWithoutRuntimeRefused(t *testing.T) {
 		scan.Attempts[0].Outcome.ErrorCode != string(refusal.RuntimeMissing) || scan.Attempts[0].Outcome.ExitCode != -1 {
 		t.Errorf("the receipt of the refused run: %+v", scan.Attempts)
 	}
+}
+
+// bareImage builds the image of the provider bare, which has no runtime,
+// into a new OCI layout on base with the cruxshim shim, signed by
+// base/builder.key (imageSetup's, password pw) for the builder id
+// https://ci.example/builder, through image.Build with its runtime check
+// off (imagetest.WithoutRuntimeCheck), and returns the layout and the
+// image's digest.
+func bareImage(t *testing.T, base string, bare fixtures.Provider, baseRef, shim string) (string, string) {
+	t.Helper()
+	imagetest.WithoutRuntimeCheck(t)
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(filepath.Join(base, "builder.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := sign.LoadPrivateKey(pem, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "oci")
+	res, err := image.Build(context.Background(), st, image.Options{
+		Root: pipelinetest.OpenRoot(t, st, bare.Path), Platforms: []string{imagetest.Platform},
+		Base: baseRef, Shims: map[string]string{"": shim}, Epoch: time.Unix(1700000000, 0),
+		Key: key, BuilderID: "https://ci.example/builder", Tool: "cruxprov-test", Output: out,
+	})
+	if err != nil {
+		t.Fatalf("image.Build of %s without the runtime check: %v", bare.Path, err)
+	}
+	return out, res.Digest.String()
 }
