@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -27,6 +26,7 @@ import (
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
 	"github.com/cruxible/cruxprov/platform"
+	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
@@ -224,7 +224,7 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		if r.Resolution, err = lockfile.Resolve(lock, plat, lopts); err != nil {
 			return nil, err
 		}
-		if !o.FetchOnly && !slices.ContainsFunc(r.Resolution.Packages, func(w lockfile.ResolvedWheel) bool { return w.Name == manifest.RuntimePackage }) {
+		if !o.FetchOnly && python.RuntimeOf(r.Resolution.Packages) == "" {
 			warn(fmt.Sprintf("the lock has no %s for %s: the env will build, but no provider can run in it (the harness is missing); add the runtime to the provider's lock", manifest.RuntimePackage, plat.ID()))
 		}
 	}
