@@ -52,3 +52,23 @@ func TestDependencies(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandsLinkNoTestPackage: the binaries link none of the module's
+// test helpers (registrytest, imagetest, wheeltest, invoketest, the
+// fixtures): imagetest turns off image.Build's runtime check
+// (image/internal/buildhook), which only a test may do.
+func TestCommandsLinkNoTestPackage(t *testing.T) {
+	const mod = "github.com/cruxible/cruxprov/"
+	for _, cmd := range []string{"cmd/cruxprov", "cmd/cruxshim"} {
+		out, err := exec.Command("go", "list", "-deps", mod+cmd).Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			rel, ok := strings.CutPrefix(dep, mod)
+			if ok && (strings.HasSuffix(rel, "test") || rel == "internal/fixtures" || strings.HasPrefix(rel, "internal/fixtures/")) {
+				t.Errorf("%s links the test helper %s", cmd, dep)
+			}
+		}
+	}
+}
