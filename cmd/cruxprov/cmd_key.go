@@ -140,11 +140,11 @@ func init() {
 			UsageText:   "cruxprov key untrust NAME",
 			Description: "Proposes an untrust-key change-set; pins it approved stop verifying once it applies.\n\nExample:\n   cruxprov key untrust bob",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				name := c.Args().First()
+				o, reg, err := openRegistry(c, 1, storeToChange(refusal.SignerUntrusted, "cannot untrust key "+name))
 				if err != nil {
 					return err
 				}
-				name := c.Args().First()
 				cs, already, err := reg.Propose(c.Context, registry.Change{Action: registry.ActionUntrustKey, Key: &registry.Key{Name: name}}, operator())
 				if err != nil {
 					return err

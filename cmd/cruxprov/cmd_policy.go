@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 )
 
@@ -52,7 +53,7 @@ func init() {
 						return usagef("--threshold %d: want 1 to 100 distinct approver keys", k)
 					}
 					return nil
-				})
+				}, storeToChange(refusal.SignerUntrusted, fmt.Sprintf("cannot set the threshold to %d", k)))
 				if err != nil {
 					return err
 				}

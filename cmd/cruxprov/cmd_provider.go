@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/cruxible/cruxprov/digest"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 )
 
@@ -81,7 +82,7 @@ func init() {
 			UsageText:   "cruxprov provider retire NAME",
 			Description: "Proposes a retire change-set; once approved, verify refuses the provider (pin_unapproved).\n\nExample:\n   cruxprov provider retire acme-echo",
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1)
+				o, reg, err := openRegistry(c, 1, storeToChange(refusal.PinUnapproved, "provider "+c.Args().First()+" has no accepted pin to retire"))
 				if err != nil {
 					return err
 				}

@@ -205,6 +205,27 @@ func openRegistry(c *cli.Context, nargs int, checks ...func(*opts) error) (*opts
 	})
 }
 
+// storeToChange is openRegistry's check for the commands that only a
+// store with a registry could do (key untrust, provider retire, policy
+// set: a registry that trusts no key yet and accepted no pin refuses
+// each): where --home names no store (nothing there, or a directory of
+// other things) they refuse code, what is refused said as the read
+// commands say there is no store, rather than make a store there only to
+// refuse in it, which the read commands at a mistyped --home then found.
+// A --home that is a file is left to openRegistry ("cannot use DIR as the
+// store").
+func storeToChange(code refusal.Code, what string) func(*opts) error {
+	return func(o *opts) error {
+		if homeNotDir(o.home) != "" {
+			return nil
+		}
+		if err := noStore(o.home); err != nil {
+			return refusal.Wrap(code, err, "%s", what)
+		}
+		return nil
+	}
+}
+
 // readOnlyRegistry is openRegistry for the commands that only read (the
 // lists, show, diff, registry log): it makes nothing, neither the store
 // nor the registry's directories, and a --home that names nothing is

@@ -209,7 +209,13 @@ func TestRemediesRun(t *testing.T) {
 			ok("key generate "+k, "key", "generate", "--out", key(k), "--quiet")
 		}
 
-		// trust_key: a trust change where no key is trusted yet.
+		// trust_key: a trust change where no key is trusted yet, in a
+		// store (an empty directory) with no registry yet: at a --home
+		// that names nothing, policy set says there is no store there
+		// (TestChangeAtNoStoreMakesNone).
+		if err := os.Mkdir(home, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		follow("policy set in an empty registry", run("policy", "set", "--threshold", "1"), refusal.SignerUntrusted,
 			"cruxprov key trust PUB --role approver --home "+home, "PUB", key("alice.pub"))
 		if out := ok("key list", "key", "list"); !strings.Contains(out, "alice") {

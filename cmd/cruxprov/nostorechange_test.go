@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cruxible/cruxprov/refusal"
+)
+
+// TestChangeAtNoStoreMakesNone: key untrust, provider retire and policy
+// set, which a registry that trusts no key and accepted no pin can only
+// refuse, refuse at a --home that names nothing (a typo) without making
+// anything there: they made the store (registry/, its lock) and then
+// refused as an empty registry does, so that the read commands at that
+// --home found a store instead of saying "there is no store at DIR". A
+// directory of other things is left as it was too.
+func TestChangeAtNoStoreMakesNone(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		code   refusal.Code
+		detail string
+	}{
+		{[]string{"key", "untrust", "bob"}, refusal.SignerUntrusted, "cannot untrust key bob: "},
+		{[]string{"provider", "retire", "acme-echo"}, refusal.PinUnapproved, "provider acme-echo has no accepted pin to retire: "},
+		{[]string{"policy", "set", "--threshold", "2"}, refusal.SignerUntrusted, "cannot set the threshold to 2: "},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "typo")
+			want := tc.detail + noStoreAt(home)
+			r := cruxprov(t, append([]string{"--home", home}, tc.args...)...)
+			if r.code != exitRefused || r.stderr != "refused: "+string(tc.code)+": "+want+"\n" || r.stdout != "" {
+				t.Errorf("want %q, exit 78: %+v", want, r)
+			}
+			if _, err := os.Lstat(home); err == nil {
+				t.Fatalf("%v made %v", tc.args, tree(t, home))
+			}
+			r = cruxprov(t, append(append([]string{"--home", home}, tc.args...), "--json")...)
+			dec := json.NewDecoder(strings.NewReader(r.stdout))
+			var doc struct {
+				Schema  string
+				Refused *struct {
+					Code   refusal.Code
+					Detail string
+					Remedy any
+				}
+			}
+			if err := dec.Decode(&doc); err != nil {
+				t.Fatalf("--json: stdout is no JSON document: %v: %+v", err, r)
+			}
+			if rest, _ := io.ReadAll(dec.Buffered()); len(bytes.TrimSpace(rest)) != 0 || dec.More() {
+				t.Errorf("--json: stdout holds more than one document: %q", r.stdout)
+			}
+			if r.code != exitRefused || doc.Refused == nil || doc.Refused.Code != tc.code || doc.Refused.Detail != want || doc.Schema != schemaName(tc.args[:2]...) {
+				t.Errorf("--json: want the refusal %s %q: %+v", tc.code, want, r)
+			}
+			if _, err := os.Lstat(home); err == nil {
+				t.Fatalf("%v --json made %v", tc.args, tree(t, home))
+			}
+
+			other := t.TempDir()
+			os.WriteFile(filepath.Join(other, "notes.txt"), []byte("mine\n"), 0o644)
+			before := tree(t, other)
+			r = cruxprov(t, append([]string{"--home", other}, tc.args...)...)
+			if r.code != exitRefused || !strings.Contains(r.stderr, "refused: "+string(tc.code)+": "+tc.detail+"there is no store at "+other+": the directory holds other things") {
+				t.Errorf("a directory of other things: %+v", r)
+			}
+			if after := tree(t, other); !slices.Equal(before, after) {
+				t.Errorf("%v made %v in a directory of other things", tc.args, diffPaths(before, after))
+			}
+		})
+	}
+}
