@@ -55,40 +55,43 @@ func init() {
 	})
 }
 
-// lockSource reads the lock bytes from --lock or the root wheel; for a
-// root wheel, opts carries its own requirements, which the lock must meet.
-func lockSource(c *cli.Context, opts *lockfile.Options) ([]byte, string, error) {
+// lockSource reads the lock bytes from --lock or the root wheel, and
+// says where they came from; for a root wheel, opts carries its own
+// requirements, which the lock must meet, and root is its name (which
+// its own lock must not list), "" for --lock.
+func lockSource(c *cli.Context, opts *lockfile.Options) (data []byte, source, root string, err error) {
 	wf, lf := c.String("wheel"), c.String("lock")
 	switch {
 	case wf != "" && lf != "":
-		return nil, "", usagef("give --wheel or --lock, not both")
+		return nil, "", "", usagef("give --wheel or --lock, not both")
 	case lf != "":
 		b, err := inputFile("--lock", lf, maxInputFile)
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
-		return b, lf, nil
+		return b, lf, "", nil
 	case wf != "":
 		if err := readable("--wheel", wf); err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		w, err := wheel.Open(wf)
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		defer w.Close()
 		b, err := manifest.LockFromWheel(w)
 		if err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
 		if opts.Requires, err = manifest.Requires(w); err != nil {
-			return nil, "", err
+			return nil, "", "", err
 		}
-		opts.Root = w.Filename().Name + " " + w.Metadata().Version
+		name := w.Filename().Name
+		opts.Root = name + " " + w.Metadata().Version
 		opts.RootWheel = filepath.Base(wf)
-		return b, wf + " (" + w.DistInfo() + "/cruxible/pylock.toml)", nil
+		return b, wf + " (" + w.DistInfo() + "/cruxible/pylock.toml)", name, nil
 	}
-	return nil, "", usagef("give --wheel W or --lock F")
+	return nil, "", "", usagef("give --wheel W or --lock F")
 }
 
 type lockOutcomeJSON struct {
@@ -142,7 +145,7 @@ func lockResolve(c *cli.Context) error {
 		}
 	}
 	var opts lockfile.Options
-	data, source, err := lockSource(c, &opts)
+	data, source, root, err := lockSource(c, &opts)
 	if err != nil {
 		return err
 	}
@@ -154,7 +157,7 @@ func lockResolve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if root, _, ok := strings.Cut(opts.Root, " "); ok {
+	if root != "" {
 		if err := manifest.CheckNotInOwnLock(root, lock); err != nil {
 			return err
 		}
