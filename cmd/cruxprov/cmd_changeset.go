@@ -134,16 +134,19 @@ func init() {
 				&cli.DurationFlag{Name: "expires", Usage: "the approval expires after `DURATION` (e.g. 720h) (default: never)"},
 			},
 			Action: func(c *cli.Context) error {
+				var ref changeSetRef
 				o, reg, err := openRegistry(c, 1, func(*opts) error {
 					if c.IsSet("expires") && c.Duration("expires") <= 0 {
 						return usagef("--expires must be a positive duration")
 					}
-					return changeSetIDUsage(c.Args().First())
+					var err error
+					ref, err = parseChangeSetRef(c.Args().First())
+					return err
 				})
 				if err != nil {
 					return err
 				}
-				id, err := changeSetID(c.Context, reg, c.Args().First())
+				id, err := ref.resolve(c.Context, reg)
 				if err != nil {
 					return err
 				}
@@ -257,11 +260,16 @@ func init() {
 			Description: "Example:\n   cruxprov changeset reject <id> --reason 'egress to an unknown host'",
 			Flags:       []cli.Flag{&cli.StringFlag{Name: "reason", Usage: "why: `TEXT` recorded in the history", Required: true}},
 			Action: func(c *cli.Context) error {
-				o, reg, err := openRegistry(c, 1, func(*opts) error { return changeSetIDUsage(c.Args().First()) })
+				var ref changeSetRef
+				o, reg, err := openRegistry(c, 1, func(*opts) error {
+					var err error
+					ref, err = parseChangeSetRef(c.Args().First())
+					return err
+				})
 				if err != nil {
 					return err
 				}
-				id, err := changeSetID(c.Context, reg, c.Args().First())
+				id, err := ref.resolve(c.Context, reg)
 				if err != nil {
 					return err
 				}

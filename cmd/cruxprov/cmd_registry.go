@@ -274,41 +274,47 @@ func short(d digest.Digest) string {
 	return d.String()[:19]
 }
 
-// changeSetIDUsage checks that s can name a change-set (changeSetID's
-// forms), without the registry: the commands that change it check so
-// before they open it (openRegistry).
-func changeSetIDUsage(s string) error {
-	s = strings.TrimPrefix(s, digest.Prefix)
-	if _, err := digest.ParseHex(s); err == nil {
-		return nil
-	}
-	if len(s) < 8 {
-		return usagef("change-set id %q: give at least 8 hex digits", s)
-	}
-	if strings.Trim(strings.ToLower(s), "0123456789abcdef") != "" {
-		return usagef("change-set id %q: not hex digits (a typo?): cruxprov changeset list shows the ids", strings.ToLower(s))
-	}
-	return nil
+// changeSetRef is a change-set id as typed, its form checked
+// (parseChangeSetRef): a full digest, or a hex prefix (lower case) that
+// resolve looks up in the registry.
+type changeSetRef struct {
+	full   digest.Digest
+	prefix string
 }
 
-// changeSetID resolves ID (sha256:<hex>, <hex>, or a unique hex prefix of
-// at least 8 digits) to a change-set id.
-func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Digest, error) {
-	if err := changeSetIDUsage(s); err != nil {
-		return digest.Digest{}, err
-	}
+// parseChangeSetRef checks that s can name a change-set (sha256:<hex>,
+// <hex>, or a hex prefix of at least 8 digits), without the registry: the
+// commands that change it check so before they open it (openRegistry),
+// then resolve what it returns; show and diff, which only read, do both
+// after the open (changeSetID).
+func parseChangeSetRef(s string) (changeSetRef, error) {
 	s = strings.TrimPrefix(s, digest.Prefix)
 	if d, err := digest.ParseHex(s); err == nil {
-		return d, nil
+		return changeSetRef{full: d}, nil
+	}
+	if len(s) < 8 {
+		return changeSetRef{}, usagef("change-set id %q: give at least 8 hex digits", s)
 	}
 	s = strings.ToLower(s)
+	if strings.Trim(s, "0123456789abcdef") != "" {
+		return changeSetRef{}, usagef("change-set id %q: not hex digits (a typo?): cruxprov changeset list shows the ids", s)
+	}
+	return changeSetRef{prefix: s}, nil
+}
+
+// resolve is the change-set id r names: its full digest, or the one
+// change-set whose id starts with its prefix.
+func (r changeSetRef) resolve(ctx context.Context, reg registry.Reader) (digest.Digest, error) {
+	if r.prefix == "" {
+		return r.full, nil
+	}
 	all, err := reg.ChangeSets(ctx)
 	if err != nil {
 		return digest.Digest{}, err
 	}
 	var found []digest.Digest
 	for _, cs := range all {
-		if strings.HasPrefix(cs.Metadata.ID.Hex(), s) {
+		if strings.HasPrefix(cs.Metadata.ID.Hex(), r.prefix) {
 			found = append(found, cs.Metadata.ID)
 		}
 	}
@@ -316,9 +322,19 @@ func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Dig
 	case 1:
 		return found[0], nil
 	case 0:
-		return digest.Digest{}, refusal.New(refusal.ChangesetInvalid, "no change-set %s", s).WithRemedy(refusal.ActionReviewChangesets, "")
+		return digest.Digest{}, refusal.New(refusal.ChangesetInvalid, "no change-set %s", r.prefix).WithRemedy(refusal.ActionReviewChangesets, "")
 	}
-	return digest.Digest{}, usagef("change-set id %s is ambiguous (%d match): give more digits (cruxprov changeset list shows the ids)", s, len(found))
+	return digest.Digest{}, usagef("change-set id %s is ambiguous (%d match): give more digits (cruxprov changeset list shows the ids)", r.prefix, len(found))
+}
+
+// changeSetID resolves ID (sha256:<hex>, <hex>, or a unique hex prefix of
+// at least 8 digits) to a change-set id: its form checked, then resolved.
+func changeSetID(ctx context.Context, reg registry.Reader, s string) (digest.Digest, error) {
+	r, err := parseChangeSetRef(s)
+	if err != nil {
+		return digest.Digest{}, err
+	}
+	return r.resolve(ctx, reg)
 }
 
 // keyPassword reads the private key password from CRUXPROV_KEY_PASSWORD,
