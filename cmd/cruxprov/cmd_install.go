@@ -57,63 +57,98 @@ func init() {
 // its images are checked first); and the root (NAME==VERSION with its
 // --sha256, or a WHEEL this user can open). A mistake there is a usage
 // error that makes nothing: it made the store at the --home given.
-func installUsage(c *cli.Context, o *opts) error {
+// installAction goes on with what it parsed.
+func installUsage(c *cli.Context, o *opts) (installArgs, error) {
+	var a installArgs
 	switch c.String("backend") {
 	case "local":
 		if len(c.StringSlice("image")) != 0 {
-			return usagef("--image needs --backend container")
+			return a, usagef("--image needs --backend container")
 		}
 	case "container":
 		if len(c.StringSlice("image")) == 0 {
-			return usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
+			return a, usagef("--backend container needs --image REF@DIGEST (an image 'cruxprov image build' made)")
 		}
 		for _, ref := range c.StringSlice("image") {
 			if err := refUsage("--image", ref); err != nil {
-				return err
+				return a, err
 			}
 		}
 	default:
-		return usagef("--backend %s: want local or container", c.String("backend"))
+		return a, usagef("--backend %s: want local or container", c.String("backend"))
 	}
-	n := 0
-	for _, p := range c.StringSlice("platform") {
-		for _, q := range strings.Split(p, ",") {
-			if strings.TrimSpace(q) == "" {
-				return usagef("empty platform in --platform")
-			}
-			n++
-		}
+	var err error
+	if a.platforms, err = splitPlatforms(c.StringSlice("platform")); err != nil {
+		return a, err
 	}
 	if c.String("backend") == "local" {
 		// config.yaml is read as applyConfig reads it, after the open;
 		// one that cannot be read is said there, not here.
 		if cfg, err := loadConfig(o.home); err == nil {
-			if n == 0 && len(cfg.Platforms) == 0 {
-				return usagef("--platform P[,P…] is required (a preset id, or host)")
+			if len(a.platforms) == 0 && len(cfg.Platforms) == 0 {
+				return a, usagef("--platform P[,P…] is required (a preset id, or host)")
 			}
 			if c.String("index") == "" && cfg.Index == "" && !c.Bool("offline") {
-				return usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
+				return a, usagef("--index URL is required: wheels come only from the pinned index (or give --offline)")
 			}
 		}
 	}
 	arg := c.Args().First()
-	if _, _, _, ok, err := rootPackage(c, arg); ok || err != nil {
-		return err
+	name, version, sum, ok, err := rootPackage(c, arg)
+	if err != nil {
+		return a, err
+	}
+	if ok {
+		a.named, a.name, a.version, a.sum = true, name, version, sum
+		return a, nil
 	}
 	if h := c.String("sha256"); h != "" {
-		if _, err := digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
-			return usagef("--sha256: %v", err)
+		if a.sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
+			return a, usagef("--sha256: %v", err)
 		}
 	}
 	f, err := openInput("WHEEL", arg)
 	if err != nil {
-		return err
+		return a, err
 	}
-	return f.Close()
+	return a, f.Close()
+}
+
+// installArgs is what installUsage parsed of install's command line.
+type installArgs struct {
+	// platforms are --platform's, split at the commas; none given,
+	// config.yaml's count (applyConfig), else the images'.
+	platforms []string
+	// sum is --sha256's digest (zero when none was given).
+	sum digest.Digest
+	// named is a root given as NAME==VERSION (name and version), not a
+	// WHEEL: it is fetched from the index, its bytes sum's.
+	named         bool
+	name, version string
+}
+
+// splitPlatforms is the platforms vals name, each a platform or several
+// comma-separated (--platform's form): an empty one is a usage error.
+func splitPlatforms(vals []string) ([]string, error) {
+	var plats []string
+	for _, p := range vals {
+		for _, q := range strings.Split(p, ",") {
+			if q = strings.TrimSpace(q); q == "" {
+				return nil, usagef("empty platform in --platform")
+			}
+			plats = append(plats, q)
+		}
+	}
+	return plats, nil
 }
 
 func installAction(c *cli.Context) error {
-	o, reg, err := openRegistry(c, 1, func(o *opts) error { return installUsage(c, o) })
+	var args installArgs
+	o, reg, err := openRegistry(c, 1, func(o *opts) error {
+		var err error
+		args, err = installUsage(c, o)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -144,12 +179,8 @@ func installAction(c *cli.Context) error {
 	// The backend and its images were checked before the open
 	// (installUsage).
 	if c.String("backend") == "container" {
-		var sum digest.Digest
-		if h := c.String("sha256"); h != "" {
-			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
-				return usagef("--sha256: %v", err)
-			}
-		} else if strings.HasSuffix(arg, ".whl") {
+		sum := args.sum
+		if sum.IsZero() && strings.HasSuffix(arg, ".whl") {
 			if err := readWheel(digest.Digest{}); err != nil {
 				return err
 			}
@@ -199,13 +230,12 @@ func installAction(c *cli.Context) error {
 			}
 		}
 	}
-	var plats []string
-	for _, p := range c.StringSlice("platform") {
-		for _, q := range strings.Split(p, ",") {
-			if q = strings.TrimSpace(q); q == "" {
-				return usagef("empty platform in --platform")
-			}
-			plats = append(plats, q)
+	plats := args.platforms
+	if len(plats) == 0 {
+		// None on the command line: config.yaml's, which applyConfig
+		// set, or the images' (above), parsed here as --platform's.
+		if plats, err = splitPlatforms(c.StringSlice("platform")); err != nil {
+			return err
 		}
 	}
 	if len(plats) == 0 {
@@ -223,23 +253,15 @@ func installAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if name, version, d, ok, err := rootPackage(c, arg); err != nil {
-		return err
-	} else if ok {
+	if args.named {
 		if st, err = o.openStore(); err != nil {
 			return err
 		}
-		if root, err = pipeline.FetchRoot(c.Context, st, iopts.Client, name, version, d); err != nil {
+		if root, err = pipeline.FetchRoot(c.Context, st, iopts.Client, args.name, args.version, args.sum); err != nil {
 			return spaceAdvice(err)
 		}
 	} else if root == nil {
-		var sum digest.Digest
-		if h := c.String("sha256"); h != "" {
-			if sum, err = digest.ParseHex(strings.TrimPrefix(h, "sha256:")); err != nil {
-				return usagef("--sha256: %v", err)
-			}
-		}
-		if err := readWheel(sum); err != nil {
+		if err := readWheel(args.sum); err != nil {
 			return err
 		}
 	}
