@@ -142,7 +142,7 @@ func init() {
 					var err error
 					ref, err = parseChangeSetRef(c.Args().First())
 					return err
-				})
+				}, storeToChange(refusal.ChangesetInvalid, "cannot approve change-set "+c.Args().First()))
 				if err != nil {
 					return err
 				}
@@ -265,7 +265,7 @@ func init() {
 					var err error
 					ref, err = parseChangeSetRef(c.Args().First())
 					return err
-				})
+				}, storeToChange(refusal.ChangesetInvalid, "cannot reject change-set "+c.Args().First()))
 				if err != nil {
 					return err
 				}

@@ -13,14 +13,15 @@ import (
 	"github.com/cruxible/cruxprov/refusal"
 )
 
-// TestChangeAtNoStoreMakesNone: key untrust, provider retire and policy
-// set, which a registry that trusts no key and accepted no pin can only
-// refuse, refuse at a --home that names nothing (a typo) without making
+// TestChangeAtNoStoreMakesNone: key untrust, provider retire, policy
+// set and changeset approve|reject, which a registry that trusts no key,
+// accepted no pin and holds no change-set can only refuse, refuse at a --home that names nothing (a typo) without making
 // anything there: they made the store (registry/, its lock) and then
 // refused as an empty registry does, so that the read commands at that
 // --home found a store instead of saying "there is no store at DIR". A
 // directory of other things is left as it was too.
 func TestChangeAtNoStoreMakesNone(t *testing.T) {
+	const someID = "sha256:f073f4514cc710faa550406ec8efdd3d4f7ba8be58bd2401e76c5f909aaf6776"
 	for _, tc := range []struct {
 		args   []string
 		code   refusal.Code
@@ -29,6 +30,8 @@ func TestChangeAtNoStoreMakesNone(t *testing.T) {
 		{[]string{"key", "untrust", "bob"}, refusal.SignerUntrusted, "cannot untrust key bob: "},
 		{[]string{"provider", "retire", "acme-echo"}, refusal.PinUnapproved, "provider acme-echo has no accepted pin to retire: "},
 		{[]string{"policy", "set", "--threshold", "2"}, refusal.SignerUntrusted, "cannot set the threshold to 2: "},
+		{[]string{"changeset", "approve", someID, "--key", "alice.key"}, refusal.ChangesetInvalid, "cannot approve change-set " + someID + ": "},
+		{[]string{"changeset", "reject", someID, "--reason", "no"}, refusal.ChangesetInvalid, "cannot reject change-set " + someID + ": "},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "typo")
