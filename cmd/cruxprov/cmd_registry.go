@@ -207,8 +207,8 @@ func openRegistry(c *cli.Context, nargs int, checks ...func(*opts) error) (*opts
 
 // storeToChange is openRegistry's check for the commands that only a
 // store with a registry could do (key untrust, provider retire, policy
-// set: a registry that trusts no key yet and accepted no pin refuses
-// each): where --home names no store (nothing there, or a directory of
+// set, changeset approve and reject: a registry that trusts no key yet,
+// accepted no pin and holds no change-set refuses each): where --home names no store (nothing there, or a directory of
 // other things) they refuse code, what is refused said as the read
 // commands say there is no store, rather than make a store there only to
 // refuse in it, which the read commands at a mistyped --home then found.
