@@ -61,7 +61,7 @@ func TestHeldPipesFailTheRun(t *testing.T) {
 			})
 			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), NoNamespaces: true, Grace: grace,
 				Sandbox: invoke.Launcher{"/bin/sh", "-c", script, "sh"}}
-			c := f.Call(tc.ep, map[string]string{"token": "heldpipes"}, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
+			c := f.Call(tc.ep, map[string]string{"token": uniqueToken(t, "heldpipes")}, map[string]string{"acme/alpha": "a", "acme/beta": "b"})
 			if tc.timeout > 0 {
 				c.Limits.TimeoutMS = tc.timeout
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,4 +72,22 @@ func processesWith(marker string) []string {
 		}
 	}
 	return out
+}
+
+// uniqueToken is a token for the fixture's argv, one this test alone
+// uses, whose processes are killed when the test ends: a run without
+// namespaces cannot reach a provider's child that left its session
+// (DESIGN §10; the term entrypoint leaves one, sleeping an hour), and
+// each run of the suite left two behind.
+func uniqueToken(t *testing.T, name string) string {
+	t.Helper()
+	token := fmt.Sprintf("%s-%d-%d", name, os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() {
+		for _, pid := range processesWith(token) {
+			if n, err := strconv.Atoi(pid); err == nil {
+				_ = syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+	})
+	return token
 }

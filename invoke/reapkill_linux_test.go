@@ -48,7 +48,7 @@ func TestNoKillAfterTheReap(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, _ := openLedger(t)
 			ex := &invoke.Subprocess{Ledger: l, WorkdirParent: t.TempDir(), NoNamespaces: tc.noNS}
-			c := f.Call(tc.ep, map[string]string{"token": "reapkill"}, secrets)
+			c := f.Call(tc.ep, map[string]string{"token": uniqueToken(t, "reapkill")}, secrets)
 			if tc.timeout > 0 {
 				c.Limits.TimeoutMS = tc.timeout
 			}
