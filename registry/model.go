@@ -402,6 +402,14 @@ type Change struct {
 	Policy   *Policy   `json:"policy,omitempty" yaml:"policy,omitempty"`
 }
 
+// lacksProtocol reports a register or update that names no protocol
+// range: one an older cruxprov proposed still decodes, but neither a new
+// proposal nor an approval takes it (its pin would be refused
+// protocol_unsupported by every verify).
+func (c *Change) lacksProtocol() bool {
+	return (c.Action == ActionRegister || c.Action == ActionUpdate) && c.Provider != nil && len(c.Provider.Protocol) == 0
+}
+
 // Spec is what a change-set proposes and what its id digests: the base it
 // replaces (the accepted pin's spec digest, or the trust state's digest
 // for a governance change; zero for a first registration), the revision it

@@ -302,16 +302,15 @@ func (s *state) validateChange(c *Change) error {
 	if err := validateChangeShape(c); err != nil {
 		return err
 	}
+	// A stored change-set or pin may leave protocol out (one an older
+	// cruxprov wrote still opens, and verify refuses its pin
+	// protocol_unsupported), but a new proposal may not: DESIGN §8 and §9
+	// make the range part of what a registration holds, and such a
+	// proposal was accepted only to be refused at verify.
+	if c.lacksProtocol() {
+		return refusal.New(refusal.ChangesetInvalid, "provider %s: protocol is missing: add protocol: [%d, %d] (the range of protocol_version it speaks, inclusive) and propose again", c.Provider.Name, buildinfo.ProtocolVersion, buildinfo.ProtocolVersion)
+	}
 	switch c.Action {
-	case ActionRegister, ActionUpdate:
-		// A stored change-set or pin may leave protocol out (one an
-		// older cruxprov wrote still opens, and verify refuses its pin
-		// protocol_unsupported), but a new proposal may not: DESIGN §8
-		// and §9 make the range part of what a registration holds, and
-		// such a proposal was accepted only to be refused at verify.
-		if len(c.Provider.Protocol) == 0 {
-			return refusal.New(refusal.ChangesetInvalid, "provider %s: protocol is missing: add protocol: [%d, %d] (the range of protocol_version it speaks, inclusive) and propose again", c.Provider.Name, buildinfo.ProtocolVersion, buildinfo.ProtocolVersion)
-		}
 	case ActionRetire:
 		// It said no more than that: which providers there are (a
 		// mistyped name, one proposed and not approved yet) is what the
@@ -533,11 +532,10 @@ func (s *state) approvable(id digest.Digest) (*ChangeSet, error) {
 		stale.Remedy = remedy
 		return nil, stale
 	}
-	if c := cs.Spec.Changes[0]; (c.Action == ActionRegister || c.Action == ActionUpdate) && c.Provider != nil && len(c.Provider.Protocol) == 0 {
+	if c := &cs.Spec.Changes[0]; c.lacksProtocol() {
 		// Proposed by an older cruxprov, before a proposal had to name
-		// a range (validateChange): approved, its pin would be refused
-		// protocol_unsupported by every verify. The proposal with its
-		// range is a new change-set, which makes this one stale.
+		// a range (validateChange). The proposal with its range is a
+		// new change-set, which makes this one stale.
 		again, remedy := proposeAgain(&cs.Spec, scope)
 		r := refusal.New(refusal.ChangesetInvalid, "change-set %s registers provider %s with no protocol range (an older cruxprov proposed it): its pin would be refused protocol_unsupported by every verify; %s, which records the range, and approve that change-set instead", id, c.Provider.Name, again)
 		r.Remedy = remedy
