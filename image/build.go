@@ -27,13 +27,11 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/fetch"
-	"github.com/cruxible/cruxprov/image/internal/buildhook"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/atomicfile"
 	"github.com/cruxible/cruxprov/internal/capped"
 	"github.com/cruxible/cruxprov/internal/elfread"
 	"github.com/cruxible/cruxprov/manifest"
-	"github.com/cruxible/cruxprov/pep503"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/python"
@@ -450,20 +448,14 @@ func Build(ctx context.Context, st *store.Store, o Options) (*Result, error) {
 }
 
 // requireRuntime refuses runtime_missing the build of a provider whose
-// lock resolves no runtime (cruxible-provider-runtime, python.RuntimeOf)
-// for one of o's platforms: its image's env would have no harness module
-// (python.HarnessModule), and every run of it is refused so, from the
-// image's signed provenance, before podman starts (pinned/container;
-// DESIGN §10). It was built, signed, written and pushed, an image that
-// could never run. Each platform's lock is resolved alone (the
-// pipeline's ResolveOnly: nothing fetched, no interpreter run, no base
-// read), to the resolution the platform's env is then made of; a
-// platform no image is built for is refused as buildOne refuses it
-// (platform_unsupported), before its lock is resolved.
+// lock resolves no runtime for one of o's platforms
+// (pipeline.RequireRuntime): its image's env would have no harness
+// module, and every run of it is refused so, from the image's signed
+// provenance, before podman starts (pinned/container; DESIGN §10). It was
+// built, signed, written and pushed, an image that could never run. A
+// platform no image is built for is refused first, as buildOne refuses it
+// (platform_unsupported), before any lock is resolved.
 func requireRuntime(ctx context.Context, st *store.Store, o Options) error {
-	if buildhook.NoRuntimeCheck.Load() {
-		return nil
-	}
 	for _, pid := range o.Platforms {
 		plat, err := platform.Lookup(pid)
 		if err != nil {
@@ -472,18 +464,12 @@ func requireRuntime(ctx context.Context, st *store.Store, o Options) error {
 		if _, _, err := archOf(plat); err != nil {
 			return err
 		}
-		// No Warn: the lock's warnings are said once, by the build's
-		// own resolution of it.
-		r, err := pipeline.Run(ctx, st, pipeline.Options{Source: pipeline.Source{Root: o.Root}, Platform: pid, ResolveOnly: true})
-		if err != nil {
-			return err
-		}
-		if python.RuntimeOf(r.Resolution.Packages) == "" {
-			return refusal.New(refusal.RuntimeMissing, "the lock of %s resolves no %s for %s: its image's env would have no %s module, and every run of the image would be refused; add that wheel to the provider's lock, embed the lock in the provider's wheel again and build the image of the new wheel (docs/provider-authors.md); nothing was built",
-				o.Root.Wheel.Filename, pep503.Normalize(python.RuntimeDistribution), pid, python.HarnessModule)
-		}
 	}
-	return nil
+	err := pipeline.RequireRuntime(ctx, st, o.Root, "", o.Platforms)
+	if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code == refusal.RuntimeMissing {
+		re.Detail += ", then build the image of the new wheel; nothing was built"
+	}
+	return err
 }
 
 // layoutWriteFailed is the failure of writing the layout out: the host's

@@ -13,6 +13,7 @@ package install
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -98,6 +99,15 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	// who has not registered them yet learns it at once, not after every
 	// platform's env (providerOf checks them again with what it proposes).
 	if err := checkInterfaces(ctx, reg, o.Root.Manifest); err != nil {
+		return nil, err
+	}
+	// So is a lock without the runtime, for any platform: approved, its
+	// pin is one every run refuses runtime_missing. It was built, fetched
+	// and proposed, with a warning.
+	if err := pipeline.RequireRuntime(ctx, st, o.Root, o.Python, o.Platforms); err != nil {
+		if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code == refusal.RuntimeMissing {
+			re.Detail += ", then install the new wheel; nothing was built or proposed"
+		}
 		return nil, err
 	}
 	// The store stays held, shared, until the change-set is proposed: a gc

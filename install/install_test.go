@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
@@ -135,5 +136,67 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 		if len(found) > 0 {
 			t.Errorf("the refused install wrote %v", found)
 		}
+	}
+}
+
+// TestInstallWithoutRuntimeRefused: a provider whose lock resolves no
+// cruxible-provider-runtime (acme-bare) is refused runtime_missing before
+// anything is built, fetched or proposed: approved, its pin would be one
+// every run refuses (DESIGN §10: every provider depends on the runtime).
+// It was built and proposed, with a warning.
+func TestInstallWithoutRuntimeRefused(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	ctx := context.Background()
+	dir := testdir.New(t)
+	bare, err := fixtures.BuildBare(filepath.Join(dir, "bare"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.NewStub()
+	schema, err := os.ReadFile(filepath.Join(dir, "bare", "interfaces", "acme.bare.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.RegisterInterface(ctx, "acme.bare", schema); err != nil {
+		t.Fatal(err)
+	}
+	root := pipelinetest.OpenRoot(t, st, bare.Path)
+	var warnings []string
+	_, err = Install(ctx, st, reg, Options{
+		Root: root, Platforms: []string{"host"}, Python: python, NoCompile: true,
+		Warn: func(s string) { warnings = append(warnings, s) },
+	})
+	if refusal.CodeOf(err) != refusal.RuntimeMissing {
+		t.Fatalf("Install of a provider without the runtime: %v, want refused runtime_missing", err)
+	}
+	for _, want := range []string{filepath.Base(bare.Path), "cruxible-provider-runtime", "docs/provider-authors.md", "install the new wheel", "nothing was built or proposed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if css, err := reg.ChangeSets(ctx); err != nil || len(css) != 0 {
+		t.Errorf("the refused install proposed %d change-sets (%v)", len(css), err)
+	}
+	root.Close()
+	var found []string
+	filepath.WalkDir(filepath.Join(dir, "store"), func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+		case d.IsDir() && d.Name() == ".interpreters":
+			return filepath.SkipDir // the interpreter's probe, remembered
+		case !d.IsDir() && d.Name() != ".lock" && d.Name() != ".gate": // the store's own
+			found = append(found, p)
+		}
+		return nil
+	})
+	if len(found) > 0 {
+		t.Errorf("the refused install wrote %v", found)
 	}
 }

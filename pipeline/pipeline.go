@@ -25,6 +25,7 @@ import (
 	"github.com/cruxible/cruxprov/lockfile"
 	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/materialize"
+	"github.com/cruxible/cruxprov/pipeline/internal/runtimehook"
 	"github.com/cruxible/cruxprov/platform"
 	"github.com/cruxible/cruxprov/python"
 	"github.com/cruxible/cruxprov/refusal"
@@ -396,4 +397,33 @@ func HostPlatform(ctx context.Context, st *store.Store, python string) (string, 
 		return "", err
 	}
 	return p.ID(), nil
+}
+
+// RequireRuntime resolves root's lock for each of platforms alone
+// (ResolveOnly: nothing fetched, built or written; "host" probes interp)
+// and refuses runtime_missing the first whose resolution holds no
+// provider runtime (python.RuntimeOf): an env of it would have no harness
+// module, and every run of it is refused so before the provider starts
+// (DESIGN §10: every provider depends on the runtime). `install` and
+// `image build` ask it before they build anything, so that neither
+// proposes a pin nor pushes an image that can never run; `env create`
+// builds such an env with Run's warning (a lock need not be a
+// provider's). The refusal's detail ends in what the author does; the
+// caller adds what it did not do.
+func RequireRuntime(ctx context.Context, st *store.Store, root *RootWheel, interp string, platforms []string) error {
+	if runtimehook.NoRuntimeCheck.Load() {
+		return nil
+	}
+	for _, p := range platforms {
+		// No Warn: the lock's warnings are the caller's own run's to say.
+		r, err := Run(ctx, st, Options{Source: Source{Root: root}, Platform: p, Python: interp, ResolveOnly: true})
+		if err != nil {
+			return err
+		}
+		if python.RuntimeOf(r.Resolution.Packages) == "" {
+			return refusal.New(refusal.RuntimeMissing, "the lock of %s resolves no %s for %s: an env of it would have no %s module, and every run of the provider would be refused; add that wheel to the provider's lock and embed the lock in the wheel again (docs/provider-authors.md)",
+				root.Wheel.Filename, manifest.RuntimePackage, r.Platform, python.HarnessModule)
+		}
+	}
+	return nil
 }

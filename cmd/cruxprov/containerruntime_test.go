@@ -10,13 +10,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/image/imagetest"
+	"github.com/cruxible/cruxprov/index"
+	"github.com/cruxible/cruxprov/install"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/sign"
 	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/verify/container"
 )
 
 // TestContainerRunWithoutRuntimeRefused: an image whose env has no
@@ -71,10 +76,11 @@ func TestContainerRunWithoutRuntimeRefused(t *testing.T) {
 	}
 	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the builder")
 	ok(run("interface", "register", "acme.bare", "--schema", filepath.Join(base, "bare", "interfaces", "acme.bare.json"), "--quiet"), "interface register")
-	if err := json.Unmarshal([]byte(ok(run("install", bare.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+d, "--python", debian, "--json"), "install")), &doc); err != nil {
-		t.Fatal(err)
-	}
-	ok(run("changeset", "approve", doc.ChangeSet.Metadata.ID, "--key", alice+".key", "--quiet"), "approve the install")
+	// install refuses such a provider too (TestInstallWithoutRuntimeRefused
+	// in install/): its pin is proposed here as an older cruxprov proposed
+	// it, by what `install --backend container --image` runs, without
+	// that check.
+	ok(run("changeset", "approve", bareInstall(t, home, bare, "oci:"+out+"@"+d, idx), "--key", alice+".key", "--quiet"), "approve the install")
 	input := filepath.Join(t.TempDir(), "in.json")
 	os.WriteFile(input, []byte(`{}`), 0o644)
 	r := run("run", fixtures.BareName, "hello", "--input", input, "--backend", "container")
@@ -130,4 +136,42 @@ func bareImage(t *testing.T, base string, bare fixtures.Provider, baseRef, shim 
 		t.Fatalf("image.Build of %s without the runtime check: %v", bare.Path, err)
 	}
 	return out, res.Digest.String()
+}
+
+// bareInstall proposes, in the store home, the registration of the
+// provider bare (which has no runtime) with the container materialization
+// of the image ref, as `install bare --index idx --backend container
+// --image ref --python debian` does but with the runtime check off
+// (pipelinetest.WithoutRuntimeCheck), and returns the change-set's id.
+func bareInstall(t *testing.T, home string, bare fixtures.Provider, ref, idx string) string {
+	t.Helper()
+	pipelinetest.WithoutRuntimeCheck(t)
+	ctx := context.Background()
+	reg, err := registry.OpenDir(ctx, filepath.Join(home, "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, _, err := container.Materializations(ctx, reg, ref, bare.SHA256, digest.Digest{}, image.VerifyOptions{})
+	if err != nil {
+		t.Fatalf("the image %s: %v", ref, err)
+	}
+	client, err := index.New(idx, index.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plats []string
+	for _, m := range ms {
+		plats = append(plats, m.Platform)
+	}
+	res, err := install.Install(ctx, st, reg, install.Options{
+		Root: pipelinetest.OpenRoot(t, st, bare.Path), Platforms: plats, Python: debian, Client: client, Containers: ms,
+	})
+	if err != nil {
+		t.Fatalf("install of %s without the runtime check: %v", bare.Path, err)
+	}
+	return res.ChangeSet.Metadata.ID.String()
 }

@@ -86,3 +86,52 @@ func TestImageBuildWithoutRuntimeRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallWithoutRuntimeRefused: install of a provider whose lock
+// resolves no runtime is refused runtime_missing, exit 78, one stderr line
+// (with --json the refusal document), before anything is built or
+// proposed: the change-sets stay none and the store holds no env. It was
+// built and proposed with a warning, and the approved pin was one every
+// run refused runtime_missing.
+func TestInstallWithoutRuntimeRefused(t *testing.T) {
+	dir := t.TempDir()
+	bare, err := fixtures.BuildBare(filepath.Join(dir, "bare"), fixtures.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if r := cruxprov(t, "--home", home, "interface", "register", "acme.bare", "--schema", filepath.Join(dir, "bare", "interfaces", "acme.bare.json"), "--quiet"); r.code != 0 {
+		t.Fatalf("interface register: %+v", r)
+	}
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"--home", home, "install", bare.Path, "--offline", "--platform", "host", "--python", envPython, "--no-compile"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		r := cruxprov(t, args...)
+		prefix := "refused: " + string(refusal.RuntimeMissing) + ": "
+		if r.code != exitRefused || !strings.HasPrefix(r.stderr, prefix) || strings.Count(r.stderr, "\n") != 1 ||
+			!strings.Contains(r.stderr, "cruxible-provider-runtime") || !strings.Contains(r.stderr, "nothing was built or proposed") {
+			t.Fatalf("install of a provider without the runtime (--json %v): %+v, want exit %d and one line %q…", asJSON, r, exitRefused, prefix)
+		}
+		if asJSON {
+			var doc struct {
+				Refused struct{ Code, Detail string } `json:"refused"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || doc.Refused.Code != string(refusal.RuntimeMissing) {
+				t.Errorf("--json: stdout %q (%v), want the refusal document", r.stdout, err)
+			}
+		} else if r.stdout != "" {
+			t.Errorf("stdout %q, want nothing", r.stdout)
+		}
+	}
+	var list struct{ ChangeSets []any }
+	if r := cruxprov(t, "--home", home, "changeset", "list", "--json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list.ChangeSets) != 0 {
+		t.Errorf("changeset list after the refused installs: %+v, want none", r)
+	}
+	// The interpreter's probe (.interpreters) is remembered, as by any
+	// command that ran it; no env, staged or sealed.
+	if envs, _ := filepath.Glob(filepath.Join(home, "envs", "[^.]*")); len(envs) != 0 {
+		t.Errorf("the refused installs left %v", envs)
+	}
+}

@@ -31,7 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/cruxible/cruxprov/image/internal/buildhook"
+	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 )
 
 // Platform is the base's platform as a preset (Debian bookworm's CPython
@@ -500,11 +500,11 @@ func TaggedImages(t testing.TB, dir, tag string) []v1.Image {
 // WithoutRuntimeCheck lets image.Build, in this test binary and until
 // the test ends, make the image of a provider whose lock resolves no
 // runtime (cruxible-provider-runtime), which it refuses runtime_missing
-// otherwise: such an image, as an older cruxprov or another tool made
-// it, is what a test of a run's refusal of it needs. A cruxprov binary
-// never links this package, so never builds one.
+// otherwise (pipelinetest.WithoutRuntimeCheck, which install obeys too):
+// such an image, as an older cruxprov or another tool made it, is what a
+// test of a run's refusal of it needs. A cruxprov binary never links this
+// package, so never builds one.
 func WithoutRuntimeCheck(t testing.TB) {
 	t.Helper()
-	buildhook.NoRuntimeCheck.Store(true)
-	t.Cleanup(func() { buildhook.NoRuntimeCheck.Store(false) })
+	pipelinetest.WithoutRuntimeCheck(t)
 }

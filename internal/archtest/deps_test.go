@@ -55,8 +55,9 @@ func TestDependencies(t *testing.T) {
 
 // TestCommandsLinkNoTestPackage: the binaries link none of the module's
 // test helpers (registrytest, imagetest, wheeltest, invoketest, the
-// fixtures): imagetest turns off image.Build's runtime check
-// (image/internal/buildhook), which only a test may do.
+// fixtures): pipelinetest (and imagetest through it) turns off the
+// runtime check of install and image build (pipeline/internal/runtimehook),
+// which only a test may do.
 func TestCommandsLinkNoTestPackage(t *testing.T) {
 	const mod = "github.com/cruxible/cruxprov/"
 	for _, cmd := range []string{"cmd/cruxprov", "cmd/cruxshim"} {

@@ -1,6 +1,8 @@
 // Package pipelinetest holds what the tests of the pipeline's callers
 // (pipeline, install, image) share to set one up: the root wheel of a
-// file, read into a store as the CLI reads it. Tests only.
+// file, read into a store as the CLI reads it, and the switch that lets
+// them take a provider without the runtime. Tests only: no command links
+// it (internal/archtest).
 package pipelinetest
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/pipeline/internal/runtimehook"
 	"github.com/cruxible/cruxprov/store"
 )
 
@@ -29,4 +32,15 @@ func OpenRoot(t testing.TB, st *store.Store, path string) *pipeline.RootWheel {
 	}
 	t.Cleanup(root.Close)
 	return root
+}
+
+// WithoutRuntimeCheck lets pipeline.RequireRuntime, in this test binary
+// and until the test ends, pass a provider whose lock resolves no runtime
+// (cruxible-provider-runtime), which install and image build refuse
+// runtime_missing otherwise: a pin or an image of it, as an older cruxprov
+// or another tool made them, is what a test of a run's refusal needs.
+func WithoutRuntimeCheck(t testing.TB) {
+	t.Helper()
+	runtimehook.NoRuntimeCheck.Store(true)
+	t.Cleanup(func() { runtimehook.NoRuntimeCheck.Store(false) })
 }
