@@ -156,7 +156,9 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 				// It could never fit the bundle (DESIGN §2): not a
 				// secret that is missing, for which the advice is to
 				// supply it.
-				return "", refusal.Wrap(refusal.SecretBundleTooLarge, err, "secret %s", ref)
+				// What to do, besides why: "secret REF: F is larger
+				// than 64 KiB" said only the second.
+				return "", refusal.Wrap(refusal.SecretBundleTooLarge, err, "secret %s: %v (the most the secret bundle on fd 3 holds); give the provider a smaller value: a credential, or a path or URL naming the material, not the material itself", ref, err)
 			}
 			if err != nil {
 				// What to do, besides why: "secret REF: stat F: no such
@@ -181,10 +183,10 @@ func secretResolver(specs []string) (invoke.SecretResolver, error) {
 }
 
 // notUTF8 refuses a secret whose source does not hold UTF-8 text, naming
-// the source: invoke's own refusal names only the ref, which left the
-// file or variable to be guessed.
+// the source (invoke's own refusal names only the ref, which left the
+// file or variable to be guessed) and what to do.
 func notUTF8(ref, src string) error {
-	return refusal.New(refusal.SecretUnresolved, "secret %s: %s is not valid UTF-8 text (the bundle on fd 3 is JSON text)", ref, src)
+	return refusal.New(refusal.SecretUnresolved, "secret %s: %s is not valid UTF-8 text (the bundle on fd 3 is JSON text); give the value as text, binary data encoded (as base64 say)", ref, src)
 }
 
 // secretNotForwarded refuses an --allow-env naming the variable a --secret

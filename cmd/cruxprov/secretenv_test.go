@@ -124,3 +124,37 @@ func TestRunInputNotJSONSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretTooLargeOrNotTextSaysWhatToDo: a --secret REF=@FILE over 64
+// KiB was refused "secret REF: F is larger than 64 KiB", and one that is
+// not UTF-8 "secret REF: F is not valid UTF-8 text (the bundle on fd 3 is
+// JSON text)": why, but not what to do next (found walking executor.md).
+// Each says it once, the cause not repeated.
+func TestSecretTooLargeOrNotTextSaysWhatToDo(t *testing.T) {
+	dir := t.TempDir()
+	big, bad := filepath.Join(dir, "big.txt"), filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(big, []byte(strings.Repeat("a", 64<<10+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte{0xff, 0xfe}, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		src  string
+		code refusal.Code
+		want string
+	}{
+		{"@" + big, refusal.SecretBundleTooLarge, "secret acme/api-token: " + big + " is larger than 64 KiB (the most the secret bundle on fd 3 holds); give the provider a smaller value: a credential, or a path or URL naming the material, not the material itself"},
+		{"@" + bad, refusal.SecretUnresolved, "secret acme/api-token: " + bad + " is not valid UTF-8 text (the bundle on fd 3 is JSON text); give the value as text, binary data encoded (as base64 say)"},
+	} {
+		resolve, err := secretResolver([]string{"acme/api-token=" + c.src})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = resolve(t.Context(), "acme/api-token")
+		var r *refusal.Error
+		if !errors.As(err, &r) || r.Code != c.code || r.Message() != c.want {
+			t.Errorf("%s: %v\nwant %s: %s", c.src, err, c.code, c.want)
+		}
+	}
+}
