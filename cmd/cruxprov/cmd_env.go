@@ -392,6 +392,27 @@ func inStore(o *opts, env string, follow bool) (string, error) {
 	return "", usagef("%s is not an env of the store %s: %s", env, o.home, hint)
 }
 
+// envsUnlisted refuses an env named by a digest prefix when the store's
+// envs/ cannot be listed to find it: it was the bare "error: open DIR:
+// permission denied", exit 1, nothing said of what to do, where the same
+// env named by its path was refused seal_invalid with the chmod that lets
+// this user read it. An executor that only reads the store met it (an
+// envs/ of 0711 or 0700). Its path or whole digest needs no listing.
+func envsUnlisted(dir, p string, err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: %v; give the env's path or its whole digest, which need no listing", dir, p, unwrapPath(err))
+	}
+	at := deniedat.Path(dir)
+	if at == "" {
+		at = dir
+	}
+	owner := ""
+	if uid, ok := deniedat.Owner(at); ok {
+		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
+	}
+	return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: permission denied to this user (uid %d) on %s%s; give the env's path or its whole digest, which need no listing, or have the owner give read access to every user (a store's envs/ is 0755)", dir, p, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
+}
+
 // envByPrefix finds the one env of the store whose digest starts with
 // the hex prefix p (at least 8 digits), as change-set ids are found.
 func envByPrefix(o *opts, p string) (string, error) {
@@ -401,7 +422,7 @@ func envByPrefix(o *opts, p string) (string, error) {
 	dir := filepath.Join(o.home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return "", envsUnlisted(dir, p, err)
 	}
 	var found []string
 	for _, e := range ents {
