@@ -1262,12 +1262,14 @@ func renderRemedyLine(rem *refusal.Remedy, args []string) string {
 		return "sudo -u " + who + " " + rerun(args, "", same)
 	case refusal.ActionNameSecret:
 		// FILE: one holding the secret's value; a --secret given for
-		// the reference (which had none) is replaced, the others kept.
+		// the reference (which had none) is replaced, one for a
+		// reference the manifest does not declare (a typo of it, not
+		// delivered) dropped, the others kept.
 		if !commandTakes(args, "secret") || rem.Target == "" {
 			return ""
 		}
 		return rerun(args, "secret", func(v string) string {
-			if strings.HasPrefix(v, rem.Target+"=") {
+			if ref, _, _ := strings.Cut(v, "="); ref == rem.Target || slices.Contains(undeclaredSecrets, ref) {
 				return ""
 			}
 			return v

@@ -646,12 +646,20 @@ func holdStore(ctx context.Context, o *opts) (func(), error) {
 	return pinned.HoldStore(ctx, o.home, o.storeWaits())
 }
 
+// undeclaredSecrets are the refs of the --secret flags the pin's manifest
+// does not declare (warnUndeclared): the name_secret remedy leaves them
+// out of the run it advises, since they are not delivered. It kept them,
+// and a run refused for the declared secret a typo missed printed a fix
+// with the typo still in it, which drew the same warning again.
+var undeclaredSecrets []string
+
 // warnUndeclared warns of each --secret for a ref the pin's manifest does
 // not declare (a typo of a ref, most likely): only the declared secrets
 // are delivered, and another was passed over without a word.
 func warnUndeclared(c *cli.Context, o *opts, name string, spec *registry.Provider) {
 	for _, s := range c.StringSlice("secret") {
 		if ref, _, _ := strings.Cut(s, "="); !slices.Contains(spec.Secrets, ref) {
+			undeclaredSecrets = append(undeclaredSecrets, ref)
 			declared := "none"
 			if len(spec.Secrets) > 0 {
 				declared = strings.Join(spec.Secrets, ", ")

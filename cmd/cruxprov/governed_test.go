@@ -185,14 +185,15 @@ func governedFlow(t *testing.T, w *governedWorld, idx string) {
 		}
 	}
 	// It says so as its remedy too (name_secret): the run again with
-	// --secret REF=@FILE, a --secret given for REF replaced, the rest
-	// kept; run as printed with FILE the secret's, it runs. It had only
-	// the words.
-	for _, given := range [][]string{nil, {"--secret", "acme/api-token=@" + filepath.Join(w.base, "no-such-token")}} {
+	// --secret REF=@FILE, a --secret given for REF replaced, one for a
+	// ref the manifest does not declare (a typo) dropped, the rest kept;
+	// run as printed with FILE the secret's, it runs. It had only the
+	// words, then kept the typo, which drew its warning again.
+	for _, given := range [][]string{nil, {"--secret", "acme/api-token=@" + filepath.Join(w.base, "no-such-token")}, {"--secret", "acme/api-tokn=@" + secret}} {
 		r := refused(ex(append([]string{"run", "acme-echo", "echo", "--input", input}, given...)...), refusal.SecretUnresolved, "run without its secret")
 		_, fix, ok := strings.Cut(r.stderr, "; to fix: ")
 		fix, _, _ = strings.Cut(fix, "; its receipt: ")
-		if !ok || !strings.HasPrefix(fix, "cruxprov ") || strings.Count(fix, "--secret") != 1 || !strings.Contains(fix, " --secret acme/api-token=@FILE") || strings.Contains(fix, "no-such-token") {
+		if !ok || !strings.HasPrefix(fix, "cruxprov ") || strings.Count(fix, "--secret") != 1 || !strings.Contains(fix, " --secret acme/api-token=@FILE") || strings.Contains(fix, "no-such-token") || strings.Contains(fix, "api-tokn") {
 			t.Fatalf("run %v: want the fix line with --secret acme/api-token=@FILE alone: %s", given, r.stderr)
 		}
 		var args []string
