@@ -68,7 +68,8 @@ func init() {
 			Name:      "show",
 			Usage:     "show one run's receipt: what ran, how it ended, its error, stderr tail and egress",
 			UsageText: "cruxprov receipts show ATTEMPT [--ledger PATH]… [--tolerate-corrupt]",
-			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has.\n" +
+			Description: "ATTEMPT is the attempt id a run prints (att_…), or a prefix of it that only one run has (att_ may\n" +
+				"be left out).\n" +
 				"Strict, as scan is: a corrupt line refuses the ledger (ledger_corrupt); --tolerate-corrupt shows\n" +
 				"the attempt from the valid rows and then each corrupt line (--json: \"corrupt\").\n\n" +
 				"Example:\n   cruxprov receipts show <attempt-id>\n   cruxprov receipts show <attempt-id> --ledger worker1.jsonl --json\n" +
@@ -434,15 +435,24 @@ func receiptsShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var found []receipts.Attempt
-	for _, a := range res.Attempts {
-		if a.Intent.AttemptID == id {
-			found = []receipts.Attempt{a}
-			break
+	find := func(id string) []receipts.Attempt {
+		var found []receipts.Attempt
+		for _, a := range res.Attempts {
+			if a.Intent.AttemptID == id {
+				return []receipts.Attempt{a}
+			}
+			if strings.HasPrefix(a.Intent.AttemptID, id) {
+				found = append(found, a)
+			}
 		}
-		if strings.HasPrefix(a.Intent.AttemptID, id) {
-			found = append(found, a)
-		}
+		return found
+	}
+	found := find(id)
+	if len(found) == 0 && !strings.HasPrefix(id, "att_") {
+		// The id's hex without its att_ (copied from a log that cut it,
+		// or typed from the digits): it found nothing, "no attempt
+		// 1870d3fe…", beside the attempt att_1870d3fe… in the ledger.
+		found = find("att_" + id)
 	}
 	// The list it advises reads the ledgers this show read: a bare
 	// `cruxprov receipts list` after `show --ledger P` (or --state-dir D)

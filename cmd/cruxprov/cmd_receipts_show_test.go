@@ -71,3 +71,38 @@ func TestReceiptsShowNotFoundListsThatLedger(t *testing.T) {
 		t.Fatalf("receipts show att_nope: %+v", r)
 	}
 }
+
+// TestReceiptsShowWithoutAttPrefix: receipts show of an attempt's hex
+// without its att_ (a log that cut it, digits typed from a screen) said
+// "no attempt 1870d3fe… in …", exit 1, beside att_1870d3fe… in the
+// ledger (found walking executor.md). It shows that attempt; an id
+// given whole still wins, and what matches nothing either way is still
+// not found.
+func TestReceiptsShowWithoutAttPrefix(t *testing.T) {
+	ledger := filepath.Join(t.TempDir(), "r.jsonl")
+	l, err := receipts.Open(context.Background(), ledger, receipts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := digest.Sum([]byte("x")).String()
+	const id = "att_1870d3fefb9ae032942b83937edc5bee"
+	in := receipts.Intent{AttemptID: id, Provider: "acme-echo", Entrypoint: "echo", SealDigest: d,
+		Backend: "local", Platform: "cp311-manylinux_2_36_x86_64", ProtocolVersion: 1, Tool: "cruxprov test",
+		InputDigest: d, ImplementationDigest: d, MaterializationDigest: d}
+	if _, err := l.Begin(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Finish(context.Background(), receipts.Outcome{AttemptID: id, Status: receipts.StatusOK, ResultDigest: d, EndedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for _, arg := range []string{id, "1870d3fefb9ae032942b83937edc5bee", "1870d3fe"} {
+		r := cruxprov(t, "receipts", "show", arg, "--ledger", ledger)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "attempt          "+id+" ") {
+			t.Errorf("receipts show %s: %+v", arg, r)
+		}
+	}
+	if r := cruxprov(t, "receipts", "show", "deadbeef", "--ledger", ledger); r.code != exitFailure || !strings.Contains(r.stderr, "no attempt deadbeef in ") {
+		t.Errorf("receipts show deadbeef: %+v", r)
+	}
+}
