@@ -118,7 +118,14 @@ func printPin(w io.Writer, p *registry.Pin, approvers map[digest.Digest]bool, re
 			fmt.Fprintf(w, "entrypoint %s %s %s %s\n", e.Name, e.Object, e.Interface.ID, e.ImplementationDigest)
 		}
 		for _, m := range ps.Materializations {
-			fmt.Fprintf(w, "materialization %s %s %s\n", m.Backend, m.Platform, m.Digest)
+			// A container's image reference is what install's --image takes
+			// to keep it (install's warning of an image dropped points here);
+			// the digest alone named no repository or layout.
+			img := ""
+			if m.Image != "" {
+				img = " image " + m.Image
+			}
+			fmt.Fprintf(w, "materialization %s %s %s%s\n", m.Backend, m.Platform, m.Digest, img)
 		}
 	}
 	for _, a := range p.Approvals {

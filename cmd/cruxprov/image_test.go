@@ -259,6 +259,16 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 		}
 	}
 	ok(nobody("changeset", "approve", idOf(installed, "changeSet"), "--key", alice+".key", "--quiet"), "approve the install")
+	// provider show lists each image by the reference --image takes:
+	// install's warning of an image dropped sends the operator there to
+	// name every --image again, and it showed the digest alone, no
+	// repository or layout to give.
+	shown := ok(nobody("provider", "show", "acme-echo"), "provider show")
+	for _, p := range built.Platforms {
+		if line := "materialization container " + p.Platform + " " + p.Digest + " image oci:" + out + "@" + p.Digest + "\n"; !strings.Contains(shown, line) {
+			t.Errorf("provider show does not list %s's image as --image takes it (%q): %s", p.Platform, line, shown)
+		}
+	}
 
 	state := filepath.Join(base, "state")
 	for _, p := range built.Platforms {
