@@ -150,13 +150,27 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 			res.Envs[m.Platform] = r.Env.Dir
 		}
 	}
+	// An image whose platform is not installed (a config's platforms, or
+	// those given, leave out one of an image index's) is refused saying
+	// which, with the platforms that install them all: it named the first
+	// image alone, with no way on.
+	var missing, missingImages []string
+	for _, c := range o.Containers {
+		if !slices.ContainsFunc(prov.Materializations, func(x registry.Materialization) bool {
+			return x.Platform == c.Platform && x.Backend != registry.BackendContainer
+		}) && !slices.Contains(missing, c.Platform) {
+			missing, missingImages = append(missing, c.Platform), append(missingImages, c.Image)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, refusal.New(refusal.PlatformUnsupported, "image %s is for %s, which is not among the platforms installed (%s): install for the platform of every image given, or give only images of the platforms installed",
+			strings.Join(missingImages, ", "), strings.Join(missing, ", "), strings.Join(o.Platforms, ", ")).
+			WithRemedy(refusal.ActionNamePlatform, strings.Join(append(slices.Clone(o.Platforms), missing...), ","))
+	}
 	for _, c := range o.Containers {
 		i := slices.IndexFunc(prov.Materializations, func(x registry.Materialization) bool {
 			return x.Platform == c.Platform && x.Backend != registry.BackendContainer
 		})
-		if i < 0 {
-			return nil, refusal.New(refusal.PlatformUnsupported, "image %s is for %s, which is not among the platforms installed", c.Image, c.Platform)
-		}
 		if got := prov.Materializations[i].Resolution; got != c.Resolution {
 			return nil, refusal.New(refusal.ProvenanceMismatch, "image %s was built from resolution %s, the lock resolves to %s for %s", c.Image, c.Resolution, got, c.Platform)
 		}

@@ -311,6 +311,29 @@ func TestImageMultiPlatformInstall(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"oci:`+out+"@"+kept.Digest+`"`) || strings.Contains(r.stdout, `"oci:`+filepath.Base(out)+"@") {
 		t.Errorf("install --image oci:RELATIVE@…: %+v", r)
 	}
+
+	// The platforms config.yaml gives (operator.md §6: [host]) are the
+	// install's when --platform is not given, and leave out the index's
+	// arm64 image: refused, saying which image and the platforms that
+	// take them all, and the fix line, run as printed, proposes both
+	// images. It named the first such image alone, with no way on.
+	if err := os.WriteFile(filepath.Join(home, "config.yaml"), []byte("format: cruxprov.config/v1\nplatforms: [host]\npython: "+debian+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = nobody("install", fx.Echo.Path, "--index", idx, "--backend", "container", "--image", "oci:"+out+"@"+built.Digest)
+	_, fix, _ := strings.Cut(strings.TrimSpace(r.stderr), "; to fix: ")
+	if r.code != exitRefused || !strings.Contains(r.stderr, "refused: platform_unsupported: image oci:"+out+"@"+dropped.Digest+" is for "+dropped.Platform+", which is not among the platforms installed (host)") ||
+		!strings.HasPrefix(fix, "cruxprov ") || !strings.Contains(fix, " install ") || !strings.Contains(fix, " --platform host,"+dropped.Platform) {
+		t.Fatalf("install of an index with config.yaml's platforms leaving one out: %+v", r)
+	}
+	cmd = exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c", exe+strings.TrimPrefix(fix, "cruxprov")+" --json")
+	cmd.Env = env
+	r = runCmd(t, cmd)
+	for _, p := range built.Platforms {
+		if r.code != 0 || !strings.Contains(r.stdout, `"oci:`+out+"@"+p.Digest+`"`) {
+			t.Errorf("the fix line as printed does not pin %s's image: %+v", p.Platform, r)
+		}
+	}
 }
 
 // TestImageBuildRepeatedPlatform: --platform A --platform B is --platform
