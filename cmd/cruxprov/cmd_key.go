@@ -95,13 +95,23 @@ func init() {
 					pub  []byte
 					name string
 				)
-				o, reg, err := openRegistry(c, 1, func(*opts) error {
+				o, reg, err := openRegistry(c, 1, func(o *opts) error {
 					var err error
 					if pub, err = inputFile("key trust", c.Args().First(), 1<<20); err != nil {
 						return err
 					}
-					name, err = trustArgs(c, pub)
-					return err
+					if name, err = trustArgs(c, pub); err != nil {
+						return err
+					}
+					// A builder key cannot be a store's first (its root of
+					// trust is an approver's): where --home names no store
+					// the trust can only refuse, and it made the registry
+					// there first, which the read commands and gc then
+					// found at the mistyped --home (operator.md §7).
+					if c.String("role") != registry.RoleApprover {
+						return storeToChange(refusal.ChangesetInvalid, "cannot trust builder key "+name+": a store's first key is its root of trust, an approver's")(o)
+					}
+					return nil
 				})
 				if err != nil {
 					return err

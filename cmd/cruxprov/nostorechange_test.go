@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/refusal"
+	"github.com/cruxible/cruxprov/sign"
 )
 
 // TestChangeAtNoStoreMakesNone: key untrust, provider retire, policy
@@ -19,9 +20,19 @@ import (
 // anything there: they made the store (registry/, its lock) and then
 // refused as an empty registry does, so that the read commands at that
 // --home found a store instead of saying "there is no store at DIR". A
-// directory of other things is left as it was too.
+// directory of other things is left as it was too. So does key trust of
+// a builder key (ci.md's first step of an operator's image trust, taken
+// first), which a store's first key, its root of trust, cannot be.
 func TestChangeAtNoStoreMakesNone(t *testing.T) {
 	const someID = "sha256:f073f4514cc710faa550406ec8efdd3d4f7ba8be58bd2401e76c5f909aaf6776"
+	_, pub, err := sign.Generate([]byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	builderPub := filepath.Join(t.TempDir(), "builder.pub")
+	if err := os.WriteFile(builderPub, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args   []string
 		code   refusal.Code
@@ -32,6 +43,7 @@ func TestChangeAtNoStoreMakesNone(t *testing.T) {
 		{[]string{"policy", "set", "--threshold", "2"}, refusal.SignerUntrusted, "cannot set the threshold to 2: "},
 		{[]string{"changeset", "approve", someID, "--key", "alice.key"}, refusal.ChangesetInvalid, "cannot approve change-set " + someID + ": "},
 		{[]string{"changeset", "reject", someID, "--reason", "no"}, refusal.ChangesetInvalid, "cannot reject change-set " + someID + ": "},
+		{[]string{"key", "trust", builderPub, "--name", "ci", "--role", "builder"}, refusal.ChangesetInvalid, "cannot trust builder key ci: a store's first key is its root of trust, an approver's: "},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			home := filepath.Join(t.TempDir(), "typo")
