@@ -465,7 +465,11 @@ func requireRuntime(ctx context.Context, st *store.Store, o Options) error {
 			return err
 		}
 	}
-	err := pipeline.RequireRuntime(ctx, st, o.Root, "", o.Platforms)
+	rs, err := pipeline.ResolveEach(ctx, st, o.Root, "", o.Platforms)
+	if err != nil {
+		return err
+	}
+	err = pipeline.RequireRuntime(rs)
 	if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code == refusal.RuntimeMissing {
 		re.Detail += ", then build the image of the new wheel; nothing was built"
 	}

@@ -101,13 +101,21 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	if err := checkInterfaces(ctx, reg, o.Root.Manifest); err != nil {
 		return nil, err
 	}
-	// So is a lock without the runtime, for any platform: approved, its
-	// pin is one every run refuses runtime_missing. It was built, fetched
-	// and proposed, with a warning.
-	if err := pipeline.RequireRuntime(ctx, st, o.Root, o.Python, o.Platforms); err != nil {
+	// So are a lock without the runtime, for any platform (approved, its
+	// pin is one every run refuses runtime_missing; it was built, fetched
+	// and proposed, with a warning), and the images given, against each
+	// platform's lock resolved alone (nothing fetched or built).
+	resolved, err := pipeline.ResolveEach(ctx, st, o.Root, o.Python, o.Platforms)
+	if err != nil {
+		return nil, err
+	}
+	if err := pipeline.RequireRuntime(resolved); err != nil {
 		if re := (*refusal.Error)(nil); errors.As(err, &re) && re.Code == refusal.RuntimeMissing {
 			re.Detail += ", then install the new wheel; nothing was built or proposed"
 		}
+		return nil, err
+	}
+	if err := checkContainers(o.Containers, o.Platforms, resolved); err != nil {
 		return nil, err
 	}
 	// The store stays held, shared, until the change-set is proposed: a gc
@@ -150,32 +158,9 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 			res.Envs[m.Platform] = r.Env.Dir
 		}
 	}
-	// An image whose platform is not installed (a config's platforms, or
-	// those given, leave out one of an image index's) is refused saying
-	// which, with the platforms that install them all: it named the first
-	// image alone, with no way on.
-	var missing, missingImages []string
-	for _, c := range o.Containers {
-		if !slices.ContainsFunc(prov.Materializations, func(x registry.Materialization) bool {
-			return x.Platform == c.Platform && x.Backend != registry.BackendContainer
-		}) && !slices.Contains(missing, c.Platform) {
-			missing, missingImages = append(missing, c.Platform), append(missingImages, c.Image)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, refusal.New(refusal.PlatformUnsupported, "image %s is for %s, which is not among the platforms installed (%s): install for the platform of every image given, or give only images of the platforms installed",
-			strings.Join(missingImages, ", "), strings.Join(missing, ", "), strings.Join(o.Platforms, ", ")).
-			WithRemedy(refusal.ActionNamePlatform, strings.Join(append(slices.Clone(o.Platforms), missing...), ","))
-	}
-	for _, c := range o.Containers {
-		i := slices.IndexFunc(prov.Materializations, func(x registry.Materialization) bool {
-			return x.Platform == c.Platform && x.Backend != registry.BackendContainer
-		})
-		if got := prov.Materializations[i].Resolution; got != c.Resolution {
-			return nil, refusal.New(refusal.ProvenanceMismatch, "image %s was built from resolution %s, the lock resolves to %s for %s", c.Image, c.Resolution, got, c.Platform)
-		}
-		prov.Materializations = append(prov.Materializations, c)
-	}
+	// The images, checked against these platforms before anything was
+	// built (checkContainers).
+	prov.Materializations = append(prov.Materializations, o.Containers...)
 	action := registry.ActionRegister
 	if pin, err := reg.Pin(ctx, prov.Name); err == nil && pin != nil && !pin.Retired {
 		action = registry.ActionUpdate
@@ -189,6 +174,40 @@ func Install(ctx context.Context, st *store.Store, reg registry.Registry, o Opti
 	}
 	res.ChangeSet, res.Provider, res.Already = cs, prov, already
 	return res, nil
+}
+
+// checkContainers refuses an image whose platform is not among those
+// resolved (a config's platforms, or those given, leave out one of an
+// image index's), saying which, with the platforms that install them all
+// (it named the first image alone, with no way on), and an image built
+// from another resolution than the lock gives its platform. Both were
+// refused after every platform's env was built.
+func checkContainers(containers []registry.Materialization, platforms []string, resolved []*pipeline.Result) error {
+	resolution := map[string]digest.Digest{}
+	for _, r := range resolved {
+		d, err := r.Resolution.Digest()
+		if err != nil {
+			return err
+		}
+		resolution[r.Platform] = d
+	}
+	var missing, missingImages []string
+	for _, c := range containers {
+		if _, ok := resolution[c.Platform]; !ok && !slices.Contains(missing, c.Platform) {
+			missing, missingImages = append(missing, c.Platform), append(missingImages, c.Image)
+		}
+	}
+	if len(missing) > 0 {
+		return refusal.New(refusal.PlatformUnsupported, "image %s is for %s, which is not among the platforms installed (%s): install for the platform of every image given, or give only images of the platforms installed",
+			strings.Join(missingImages, ", "), strings.Join(missing, ", "), strings.Join(platforms, ", ")).
+			WithRemedy(refusal.ActionNamePlatform, strings.Join(append(slices.Clone(platforms), missing...), ","))
+	}
+	for _, c := range containers {
+		if got := resolution[c.Platform]; got != c.Resolution {
+			return refusal.New(refusal.ProvenanceMismatch, "image %s was built from resolution %s, the lock resolves to %s for %s", c.Image, c.Resolution, got, c.Platform)
+		}
+	}
+	return nil
 }
 
 // runsHere reports whether the interpreter python runs platform id (its

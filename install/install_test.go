@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
 	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
+	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
@@ -198,5 +200,75 @@ func TestInstallWithoutRuntimeRefused(t *testing.T) {
 	})
 	if len(found) > 0 {
 		t.Errorf("the refused install wrote %v", found)
+	}
+}
+
+// TestInstallChecksImagesFirst: an image of a platform not installed
+// (platform_unsupported, naming it and the platforms that install them
+// all) and an image built from another resolution than the lock gives
+// its platform (provenance_mismatch) are refused before anything is
+// built or fetched; both were refused after every platform's env.
+func TestInstallChecksImagesFirst(t *testing.T) {
+	const python = "/usr/bin/python3.11"
+	if _, err := os.Stat(python); err != nil {
+		t.Skipf("needs %s", python)
+	}
+	ctx := context.Background()
+	dir := testdir.New(t)
+	fx, _ := fixtureindex.Serve(t, dir)
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.NewStub()
+	for id, in := range fx.Interfaces {
+		b, err := os.ReadFile(in.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reg.RegisterInterface(ctx, id, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host, err := pipeline.HostPlatform(ctx, st, python)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const arm = "cp311-manylinux_2_36_aarch64"
+	image := func(plat string) registry.Materialization {
+		return registry.Materialization{Backend: registry.BackendContainer, Platform: plat, Image: "registry.example/acme/echo@sha256:" + strings.Repeat("ab", 32),
+			Resolution: digest.Sum([]byte("another resolution"))}
+	}
+	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
+	for _, c := range []struct {
+		name  string
+		image registry.Materialization
+		code  refusal.Code
+		says  []string
+	}{
+		{"platform not installed", image(arm), refusal.PlatformUnsupported, []string{arm, "not among the platforms installed (host)"}},
+		{"another resolution", image(host), refusal.ProvenanceMismatch, []string{"was built from resolution", host}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// No index: what fetching would need is not there, and
+			// nothing is fetched before the refusal.
+			_, err := Install(ctx, st, reg, Options{Root: root, Platforms: []string{"host"}, Python: python, NoCompile: true, Containers: []registry.Materialization{c.image}})
+			if refusal.CodeOf(err) != c.code {
+				t.Fatalf("Install: %v, want %s", err, c.code)
+			}
+			for _, want := range c.says {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q does not say %q", err, want)
+				}
+			}
+			if c.code == refusal.PlatformUnsupported {
+				if r := refusal.RemedyOf(err); r == nil || r.Action != refusal.ActionNamePlatform || r.Target != "host,"+arm {
+					t.Errorf("remedy %+v, want name_platform host,%s", r, arm)
+				}
+			}
+			if envs, _ := filepath.Glob(filepath.Join(dir, "store", "envs", "[^.]*")); len(envs) != 0 {
+				t.Errorf("the refused install built %v", envs)
+			}
+		})
 	}
 }

@@ -399,30 +399,45 @@ func HostPlatform(ctx context.Context, st *store.Store, python string) (string, 
 	return p.ID(), nil
 }
 
-// RequireRuntime resolves root's lock for each of platforms alone
-// (ResolveOnly: nothing fetched, built or written; "host" probes interp)
-// and refuses runtime_missing the first whose resolution holds no
-// provider runtime (python.RuntimeOf): an env of it would have no harness
-// module, and every run of it is refused so before the provider starts
-// (DESIGN §10: every provider depends on the runtime). `install` and
-// `image build` ask it before they build anything, so that neither
-// proposes a pin nor pushes an image that can never run; `env create`
-// builds such an env with Run's warning (a lock need not be a
-// provider's). The refusal's detail ends in what the author does; the
-// caller adds what it did not do.
-func RequireRuntime(ctx context.Context, st *store.Store, root *RootWheel, interp string, platforms []string) error {
-	if runtimehook.NoRuntimeCheck.Load() {
-		return nil
-	}
+// ResolveEach resolves root's lock for each of platforms alone, as Run
+// resolves it for that platform (ResolveOnly: nothing fetched, built or
+// written; "host" probes interp): what `install` and `image build` check
+// before they build anything (RequireRuntime, the platforms of the
+// images an install is given).
+func ResolveEach(ctx context.Context, st *store.Store, root *RootWheel, interp string, platforms []string) ([]*Result, error) {
+	var rs []*Result
 	for _, p := range platforms {
 		// No Warn: the lock's warnings are the caller's own run's to say.
 		r, err := Run(ctx, st, Options{Source: Source{Root: root}, Platform: p, Python: interp, ResolveOnly: true})
 		if err != nil {
-			return err
+			return nil, err
 		}
+		rs = append(rs, r)
+	}
+	return rs, nil
+}
+
+// RequireRuntime refuses runtime_missing the first of rs (ResolveEach's)
+// whose resolution holds no provider runtime (python.RuntimeOf): an env
+// of it would have no harness module, and every run of it is refused so
+// before the provider starts (DESIGN §10: every provider depends on the
+// runtime). `install` and `image build` ask it before they build
+// anything, so that neither proposes a pin nor pushes an image that can
+// never run; `env create` builds such an env with Run's warning (a lock
+// need not be a provider's). The refusal's detail ends in what the author
+// does; the caller adds what it did not do.
+func RequireRuntime(rs []*Result) error {
+	if runtimehook.NoRuntimeCheck.Load() {
+		return nil
+	}
+	for _, r := range rs {
 		if python.RuntimeOf(r.Resolution.Packages) == "" {
+			root := "the provider"
+			if r.Root != nil {
+				root = r.Root.Filename
+			}
 			return refusal.New(refusal.RuntimeMissing, "the lock of %s resolves no %s for %s: an env of it would have no %s module, and every run of the provider would be refused; add that wheel to the provider's lock and embed the lock in the wheel again (docs/provider-authors.md)",
-				root.Wheel.Filename, manifest.RuntimePackage, r.Platform, python.HarnessModule)
+				root, manifest.RuntimePackage, r.Platform, python.HarnessModule)
 		}
 	}
 	return nil
