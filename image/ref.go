@@ -166,19 +166,11 @@ func (l layoutSource) noLayout(err error) error {
 // was built: damaged, or changed since; write the image into it again",
 // for an executor (another user) reading an operator's layout of 0700.
 func (l layoutSource) denied(err error) error {
-	var pe *fs.PathError
-	at := ""
-	if errors.As(err, &pe) {
-		at = deniedat.Path(pe.Path)
-	}
-	if at == "" {
+	d, ok := deniedat.FindErr(err)
+	if !ok {
 		return refusal.Wrap(refusal.FetchFailed, err, "cannot read the OCI image layout at %s: permission denied to this user (uid %d), which is not damage to the image: run as a user who can read the layout, or give it read access", string(l), os.Geteuid())
 	}
-	owner := ""
-	if uid, ok := deniedat.Owner(at); ok {
-		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-	}
-	return refusal.Wrap(refusal.FetchFailed, err, "cannot read the OCI image layout at %s: permission denied to this user (uid %d) on %s%s, which is not damage to the image: run as a user who can read the layout, or give it read access", string(l), os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
+	return refusal.Wrap(refusal.FetchFailed, err, "cannot read the OCI image layout at %s: permission denied to this user (uid %d) on %s%s, which is not damage to the image: run as a user who can read the layout, or give it read access", string(l), os.Geteuid(), d.At, d.OwnerNote()).WithRemedy(refusal.ActionGrantRead, d.At)
 }
 
 func (l layoutSource) manifest(_ context.Context, h v1.Hash) ([]byte, error) {

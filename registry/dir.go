@@ -195,19 +195,11 @@ func readRegular(p string) ([]byte, error) {
 // file under it that was readable already.
 func unreadable(err error, what string) error {
 	if errors.Is(err, fs.ErrPermission) {
-		var pe *fs.PathError
-		at := ""
-		if errors.As(err, &pe) {
-			at = deniedat.Path(pe.Path)
-		}
-		if at == "" {
+		d, ok := deniedat.FindErr(err)
+		if !ok {
 			return refusal.Wrap(refusal.RegistryUnreadable, err, "cannot read %s: permission denied to this user (uid %d), which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid())
 		}
-		owner := ""
-		if uid, ok := deniedat.Owner(at); ok {
-			owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-		}
-		return refusal.Wrap(refusal.RegistryUnreadable, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
+		return refusal.Wrap(refusal.RegistryUnreadable, err, "cannot read %s: permission denied to this user (uid %d) on %s%s, which is not damage to the registry: run as a user who can read the store, or give it read access (the registry's files are 0644 in 0755 directories for the executors that read them: docs/store.md, \"Modes and owners\")", what, os.Geteuid(), d.At, d.OwnerNote()).WithRemedy(refusal.ActionGrantRead, d.At)
 	}
 	return refusal.Wrap(refusal.RegistryCorrupt, err, "cannot read %s", what)
 }

@@ -287,19 +287,11 @@ func inputErr(flag, path string, err error) error {
 	if !errors.Is(err, fs.ErrPermission) {
 		return usagef("%s %s: %v", flag, path, unwrapPath(err))
 	}
-	at := deniedat.Path(path)
-	if at == "" {
-		at = path
+	d := deniedat.Find(path)
+	if d.Own() {
+		return usagef("%s %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", flag, path, d.At, shellQuote(d.At))
 	}
-	uid, ok := deniedat.Owner(at)
-	if ok && int(uid) == os.Geteuid() {
-		return usagef("%s %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", flag, path, at, shellQuote(at))
-	}
-	owner := ""
-	if ok {
-		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-	}
-	return usagef("%s %s: permission denied to this user (uid %d) on %s%s: have its owner give this user read access (its owner or group made this user's: a key or other secret is for no one else to read), or run as a user who may read it", flag, path, os.Geteuid(), at, owner)
+	return usagef("%s %s: permission denied to this user (uid %d) on %s%s: have its owner give this user read access (its owner or group made this user's: a key or other secret is for no one else to read), or run as a user who may read it", flag, path, os.Geteuid(), d.At, d.OwnerNote())
 }
 
 // unwrapPath drops the path an *fs.PathError repeats.
@@ -402,15 +394,13 @@ func envsUnlisted(dir, p string, err error) error {
 	if !errors.Is(err, fs.ErrPermission) {
 		return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: %v; give the env's path or its whole digest, which need no listing", dir, p, unwrapPath(err))
 	}
-	at := deniedat.Path(dir)
-	if at == "" {
-		at = dir
+	d := deniedat.Find(dir)
+	if d.Own() {
+		// This user's own envs/ (0700 by its own hand): "have the
+		// owner give read access" sent the owner to itself.
+		return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: permission denied on %s, which is this user's own; give the env's path or its whole digest, which need no listing, or give read access back to every user (a store's envs/ is 0755)", dir, p, d.At).WithRemedy(refusal.ActionGrantRead, d.At)
 	}
-	owner := ""
-	if uid, ok := deniedat.Owner(at); ok {
-		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-	}
-	return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: permission denied to this user (uid %d) on %s%s; give the env's path or its whole digest, which need no listing, or have the owner give read access to every user (a store's envs/ is 0755)", dir, p, os.Geteuid(), at, owner).WithRemedy(refusal.ActionGrantRead, at)
+	return refusal.New(refusal.SealInvalid, "cannot list %s to find the env sha256:%s…: permission denied to this user (uid %d) on %s%s; give the env's path or its whole digest, which need no listing, or have the owner give read access to every user (a store's envs/ is 0755)", dir, p, os.Geteuid(), d.At, d.OwnerNote()).WithRemedy(refusal.ActionGrantRead, d.At)
 }
 
 // envByPrefix finds the one env of the store whose digest starts with

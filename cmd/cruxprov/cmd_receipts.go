@@ -700,17 +700,9 @@ func ledgerDenied(path string) error {
 	if strings.HasSuffix(path, ".repair") {
 		what = "the repair journal " + path
 	}
-	at := deniedat.Path(path)
-	if at == "" {
-		at = path
+	d := deniedat.Find(path)
+	if d.Own() {
+		return fmt.Errorf("cannot read %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", what, d.At, shellQuote(d.At))
 	}
-	uid, ok := deniedat.Owner(at)
-	if ok && int(uid) == os.Geteuid() {
-		return fmt.Errorf("cannot read %s: permission denied on %s, which is this user's own: give it read access (chmod u+rX %s)", what, at, shellQuote(at))
-	}
-	owner := ""
-	if ok {
-		owner = fmt.Sprintf(" (its owner: uid %d)", uid)
-	}
-	return fmt.Errorf("cannot read %s: permission denied on %s%s; run as the user whose runs wrote it, or have it give read access to %s", what, at, owner, at)
+	return fmt.Errorf("cannot read %s: permission denied on %s%s; run as the user whose runs wrote it, or have it give read access to %s", what, d.At, d.OwnerNote(), d.At)
 }

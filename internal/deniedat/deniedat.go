@@ -7,6 +7,10 @@
 package deniedat
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +58,49 @@ func NotDir(p string) string {
 		}
 	}
 	return ""
+}
+
+// Denial is where this user was denied, and whose that path is: what a
+// message needs to send the user to the one who can grant access (or,
+// the path being its own, to chmod).
+type Denial struct {
+	At    string // the path that denied (Path), else the path asked for
+	Uid   uint32 // At's owner, where Known
+	Known bool   // At could be looked at
+}
+
+// Find is the Denial of p: Path(p), else p itself, and its owner.
+func Find(p string) Denial {
+	d := Denial{At: Path(p)}
+	if d.At == "" {
+		d.At = p
+	}
+	d.Uid, d.Known = Owner(d.At)
+	return d
+}
+
+// FindErr is the Denial of the path err failed on (its *fs.PathError),
+// and false when err names no path.
+func FindErr(err error) (Denial, bool) {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || pe.Path == "" {
+		return Denial{}, false
+	}
+	return Find(pe.Path), true
+}
+
+// Own reports whether the denying path is this user's own (its effective
+// uid): a mode it set itself, which it can give back (chmod u+rX), where
+// another's is that owner's to grant.
+func (d Denial) Own() bool { return d.Known && int(d.Uid) == os.Geteuid() }
+
+// OwnerNote is " (its owner: uid N)" to follow the path in a message, or
+// "" where the owner could not be looked at.
+func (d Denial) OwnerNote() string {
+	if !d.Known {
+		return ""
+	}
+	return fmt.Sprintf(" (its owner: uid %d)", d.Uid)
 }
 
 // Owner is the uid that owns p, and whether p could be looked at.

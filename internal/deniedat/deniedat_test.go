@@ -1,6 +1,8 @@
 package deniedat
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,5 +53,33 @@ func TestNotDir(t *testing.T) {
 		if got := NotDir(p); got != want {
 			t.Errorf("NotDir(%s) = %q, want %q", p, got, want)
 		}
+	}
+}
+
+// TestFind: the denying path with its owner, as a message names them;
+// the path asked for where none above it denies; and FindErr only of an
+// error that names a path.
+func TestFind(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := Find(f)
+	if d.At != f || !d.Known || int(d.Uid) != os.Geteuid() || !d.Own() {
+		t.Errorf("Find(%s) = %+v, want the file, this user's own", f, d)
+	}
+	if got, want := d.OwnerNote(), fmt.Sprintf(" (its owner: uid %d)", os.Geteuid()); got != want {
+		t.Errorf("OwnerNote = %q, want %q", got, want)
+	}
+	gone := filepath.Join(filepath.Dir(f), "gone")
+	if d := Find(gone); d.At != gone || d.Known || d.Own() || d.OwnerNote() != "" {
+		t.Errorf("Find(%s) = %+v (note %q), want the path, its owner unknown", gone, d, d.OwnerNote())
+	}
+	_, err := os.Open(gone)
+	if d, ok := FindErr(err); !ok || d.At != gone {
+		t.Errorf("FindErr(%v) = %+v, %v, want %s", err, d, ok, gone)
+	}
+	if d, ok := FindErr(errors.New("no path")); ok {
+		t.Errorf("FindErr of an error naming no path = %+v, true", d)
 	}
 }
