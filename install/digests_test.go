@@ -10,13 +10,9 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/index"
-	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
-	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
-	"github.com/cruxible/cruxprov/store"
 )
 
 // TestInstallPinsTheDigests: what install proposes is what DESIGN §5 and
@@ -32,35 +28,10 @@ import (
 // digest a pin records: an install that hashed the manifest's digest as
 // the distribution passed the install suite.
 func TestInstallPinsTheDigests(t *testing.T) {
-	const python = "/usr/bin/python3.11"
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
 	ctx := context.Background()
-	dir := testdir.New(t)
-	fx, url := fixtureindex.Serve(t, dir)
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := registry.NewStub()
-	schemas := map[string]digest.Digest{}
-	for id, in := range fx.Interfaces {
-		b, err := os.ReadFile(in.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.RegisterInterface(ctx, id, b); err != nil {
-			t.Fatal(err)
-		}
-		if schemas[id], err = digest.InterfaceDigest(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client, err := index.New(url, index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRig(t)
+	schemas := r.registerInterfaces(t)
+	fx, st, reg, client := r.fx, r.st, r.reg, r.client
 	res, err := Install(ctx, st, reg, Options{
 		Root: pipelinetest.OpenRoot(t, st, fx.Echo.Path), Platforms: []string{"host"},
 		Python: python, NoCompile: true, Client: client,

@@ -10,9 +10,7 @@ import (
 	"testing"
 
 	"github.com/cruxible/cruxprov/digest"
-	"github.com/cruxible/cruxprov/index"
 	"github.com/cruxible/cruxprov/internal/fixtures"
-	"github.com/cruxible/cruxprov/internal/fixtures/fixtureindex"
 	"github.com/cruxible/cruxprov/internal/testdir"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/pipeline/pipelinetest"
@@ -26,31 +24,10 @@ import (
 // yet) finds the store held, decides nothing, and removes nothing; once
 // the install is over, the proposal keeps the env.
 func TestGCWaitsForTheProposal(t *testing.T) {
-	const python = "/usr/bin/python3.11"
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
 	ctx := context.Background()
-	dir := testdir.New(t)
-	fx, url := fixtureindex.Serve(t, dir)
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := registry.NewStub()
-	for id, in := range fx.Interfaces {
-		b, err := os.ReadFile(in.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.RegisterInterface(ctx, id, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client, err := index.New(url, index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRig(t)
+	r.registerInterfaces(t)
+	fx, st, reg, client := r.fx, r.st, r.reg, r.client
 	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
 	prepared := false
 	gc := func() error {
@@ -92,25 +69,13 @@ func TestGCWaitsForTheProposal(t *testing.T) {
 // operator.md registered it, installed, and was refused again for the
 // next.
 func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
-	const python = "/usr/bin/python3.11"
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
 	ctx := context.Background()
-	dir := testdir.New(t)
-	fx, url := fixtureindex.Serve(t, dir)
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := index.New(url, index.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := pipelinetest.OpenRoot(t, st, fx.Echo.Path)
-	_, err = Install(ctx, st, registry.NewStub(), Options{
+	r := newRig(t)
+	dir, st := r.dir, r.st
+	root := pipelinetest.OpenRoot(t, st, r.fx.Echo.Path)
+	_, err := Install(ctx, st, r.reg, Options{
 		Root: root, Platforms: []string{"host"},
-		Python: python, NoCompile: true, Client: client,
+		Python: python, NoCompile: true, Client: r.client,
 	})
 	if refusal.CodeOf(err) != refusal.InterfaceUnregistered {
 		t.Fatalf("Install: %v, want interface_unregistered", err)
@@ -147,20 +112,14 @@ func TestInstallNamesEveryUnregisteredInterface(t *testing.T) {
 // every run refuses (DESIGN §10: every provider depends on the runtime).
 // It was built and proposed, with a warning.
 func TestInstallWithoutRuntimeRefused(t *testing.T) {
-	const python = "/usr/bin/python3.11"
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
+	needPython(t)
 	ctx := context.Background()
 	dir := testdir.New(t)
 	bare, err := fixtures.BuildBare(filepath.Join(dir, "bare"), fixtures.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStore(t, dir)
 	reg := registry.NewStub()
 	schema, err := os.ReadFile(filepath.Join(dir, "bare", "interfaces", "acme.bare.json"))
 	if err != nil {
@@ -209,27 +168,10 @@ func TestInstallWithoutRuntimeRefused(t *testing.T) {
 // its platform (provenance_mismatch) are refused before anything is
 // built or fetched; both were refused after every platform's env.
 func TestInstallChecksImagesFirst(t *testing.T) {
-	const python = "/usr/bin/python3.11"
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("needs %s", python)
-	}
 	ctx := context.Background()
-	dir := testdir.New(t)
-	fx, _ := fixtureindex.Serve(t, dir)
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := registry.NewStub()
-	for id, in := range fx.Interfaces {
-		b, err := os.ReadFile(in.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.RegisterInterface(ctx, id, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r := newRig(t)
+	r.registerInterfaces(t)
+	dir, fx, st, reg := r.dir, r.fx, r.st, r.reg
 	host, err := pipeline.HostPlatform(ctx, st, python)
 	if err != nil {
 		t.Fatal(err)
