@@ -178,3 +178,59 @@ func TestTrustKeyNameTaken(t *testing.T) {
 		t.Errorf("a change-set trusting the same key again: %v", err)
 	}
 }
+
+// TestEveryExpiredApprovalNamed: of a pin whose two approvals (threshold
+// 2) both expired, pin_expired names both approvers and when each
+// expired; it named the first alone, and the operator who had that
+// approver renew was refused again for the second.
+func TestEveryExpiredApprovalNamed(t *testing.T) {
+	ctx := context.Background()
+	d, clock := clockedDir(t)
+	a := registrytest.NewKey(t, "a", registry.RoleApprover)
+	b := registrytest.NewKey(t, "b", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, a.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func() (*registry.ChangeSet, error){
+		func() (*registry.ChangeSet, error) {
+			tr, err := d.TrustKey(ctx, b.Key, "t")
+			if err != nil {
+				return nil, err
+			}
+			return tr.ChangeSet, nil
+		},
+		func() (*registry.ChangeSet, error) {
+			cs, _, err := d.Propose(ctx, registry.Change{Action: registry.ActionSetPolicy, Policy: &registry.Policy{Threshold: 2}}, "t")
+			return cs, err
+		},
+	} {
+		cs, err := step()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Approve(ctx, cs.Metadata.ID, a.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, _, err := d.Propose(ctx, registrytest.Change("acme-echo", "1.0"), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := clock.Add(time.Minute), clock.Add(2*time.Minute)
+	for _, k := range []struct {
+		key registrytest.Key
+		exp *time.Time
+	}{{a, &first}, {b, &second}} {
+		if _, err := d.Approve(ctx, cs.Metadata.ID, k.key.Priv, k.exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = registry.VerifyPin(ctx, d, t.TempDir(), "acme-echo", clock.Add(time.Hour))
+	if refusal.CodeOf(err) != refusal.PinExpired {
+		t.Fatalf("got %v, want pin_expired", err)
+	}
+	want := "0 of 2 approvals unexpired: approvals by a (expired at " + first.Format(time.RFC3339) + ") and b (expired at " + second.Format(time.RFC3339) + "); "
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("pin_expired says %q, want it to say %q", err, want)
+	}
+}

@@ -1068,11 +1068,12 @@ const renewalV1 = " (renewal of an approval in the v1 form)"
 
 // countApprovals counts the distinct trusted approver keys whose
 // signature over the payload verifies and has not expired at now. It
-// returns the first reason an approval did not count, to report.
-func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, aps []Approval, now time.Time) (int, int, error) {
+// returns the approvals that verify but expired, and the first reason an
+// approval did not count, to report.
+func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, aps []Approval, now time.Time) (int, []expiredApproval, error) {
 	approvers := approverDigests(t)
 	seen := map[digest.Digest]bool{}
-	expired := 0
+	var expired []expiredApproval
 	var firstErr error
 	note := func(err error) {
 		// An expiry is the reason reported only when there is no
@@ -1135,13 +1136,35 @@ func countApprovals(t *Trust, reg, id digest.Digest, scope string, rev int64, ap
 			continue
 		}
 		if a.Expires != nil && !now.Before(*a.Expires) {
-			expired++
+			expired = append(expired, expiredApproval{k.Name, a.Expires.UTC()})
 			note(refusal.New(refusal.PinExpired, "approval by %s expired at %s", k.Name, a.Expires.UTC().Format(time.RFC3339)))
 			continue
 		}
 		seen[a.Signer] = true
 	}
 	return len(seen), expired, firstErr
+}
+
+// expiredApproval is an approval that verifies and would count but for
+// its expiry: by whom (the name the pin shows) and when it expired.
+type expiredApproval struct {
+	name string
+	at   time.Time
+}
+
+// describeExpired says which approvals expired, and when: "approval by a
+// expired at T", or, of several, "approvals by a (expired at T1) and b
+// (expired at T2)". pin_expired named the first alone, and an operator
+// renewing it was refused again for the next.
+func describeExpired(ex []expiredApproval) string {
+	if len(ex) == 1 {
+		return fmt.Sprintf("approval by %s expired at %s", ex[0].name, ex[0].at.Format(time.RFC3339))
+	}
+	parts := make([]string, len(ex))
+	for i, e := range ex {
+		parts[i] = fmt.Sprintf("%s (expired at %s)", e.name, e.at.Format(time.RFC3339))
+	}
+	return "approvals by " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 // untrustedKey is the cause of countApprovals' refusal of an approval by

@@ -595,12 +595,11 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			// still a retirement, refused as one; its floor is not raised
 			// (what is short of the threshold now raises none).
 			return nil, retired()
-		case n+expired >= th:
+		case n+len(expired) >= th:
 			// Renewing the expired approvals reaches the threshold.
 			detail := fmt.Sprint(why)
-			var r *refusal.Error
-			if errors.As(why, &r) && r.Code == refusal.PinExpired {
-				detail = r.Detail
+			if refusal.CodeOf(why) == refusal.PinExpired {
+				detail = describeExpired(expired)
 			}
 			return nil, refusal.Wrap(refusal.PinExpired, notRunnable{}, "provider %s: %d of %d approvals unexpired: %s; an approver whose approval expired renews it by approving the change-set (%s) again", provider, n, th, detail, p.SpecDigest).WithRemedy(refusal.ActionRenewApproval, p.SpecDigest.String())
 		case errors.As(why, &uk):
@@ -617,8 +616,8 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 			// renewed (a threshold raised since): renewing is not
 			// enough, so this is not pin_expired.
 			also := ""
-			if expired > 0 {
-				also = fmt.Sprintf(", and %d expired (renewing them would not reach it)", expired)
+			if len(expired) > 0 {
+				also = fmt.Sprintf(", and %d expired (renewing them would not reach it)", len(expired))
 			}
 			return nil, withSpecChoices(refusal.Wrap(refusal.PinUnapproved, notRunnable{}, "provider %s: %d of %d approvals%s (a pin approved below the current threshold is proposed and approved again)", provider, n, th, also).WithRemedy(refusal.ActionPropose, proposeTarget(&p.Spec, provider)).WithImages(specImages(&p.Spec)).WithProposePlatforms(specPlatforms(&p.Spec)).WithProposeNoBytecode(specNoBytecode(&p.Spec)), &p.Spec)
 		}
