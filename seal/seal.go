@@ -289,10 +289,14 @@ const PythonLink = "bin/python"
 func unreadable(err error) string {
 	if errors.Is(err, fs.ErrPermission) {
 		grant := ""
-		if at := deniedAt(err); at != "" {
-			grant = ", or have the owner of " + at
-			if uid, ok := deniedat.Owner(at); ok {
-				grant += fmt.Sprintf(" (uid %d)", uid)
+		if d, ok := deniedat.FindErr(err); ok && d.Own() {
+			// Its own (chmod by its own hand): "have the owner of it
+			// give read access" sent the owner to itself.
+			grant = ", or give read access back to " + d.At + ", which is this user's own"
+		} else if ok {
+			grant = ", or have the owner of " + d.At
+			if d.Known {
+				grant += fmt.Sprintf(" (uid %d)", d.Uid)
 			}
 			grant += " give read access to every user"
 		}

@@ -599,6 +599,16 @@ func TestUnreadableEnvIsNotMissing(t *testing.T) {
 			!strings.Contains(msg, "permission denied: verify as a user who can read the env") {
 			t.Errorf("Verify = %v, want seal_invalid saying permission was denied", err)
 		}
+		// Whose the denying path is says who gives access: as uid
+		// 65534, root's (its owner); run by the user that owns it,
+		// its own, which it gives back (the owner was sent to itself).
+		grant := ", or have the owner of " + denied + " (uid 0) give read access to every user"
+		if os.Geteuid() != 0 && os.Getenv("CRUXPROV_SEAL_UNREADABLE_ENV_CHILD") == "" {
+			grant = ", or give read access back to " + denied + ", which is this user's own"
+		}
+		if msg := fmt.Sprint(err); !strings.Contains(msg, grant) {
+			t.Errorf("Verify = %v, want it to say %q", err, grant)
+		}
 		if rem := refusal.RemedyOf(err); rem == nil || rem.Action != refusal.ActionGrantRead || rem.Target != denied {
 			t.Errorf("Verify = %v, remedy %+v; want grant_read of %s", err, rem, denied)
 		}
