@@ -47,7 +47,7 @@ func init() {
 			"or output_limit outcome, 78 refused.\n\n" +
 			"Example:\n   echo '{\"hello\": \"world\"}' | cruxprov run acme-echo echo --input - --secret acme/api-token=@token.txt\n" +
 			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=env:ACME_TOKEN --idempotency-key order-42 --json\n" +
-			"   cruxprov run acme-echo echo --input req.json --backend container --ca-bundle registry-ca.pem",
+			"   cruxprov run acme-echo echo --input req.json --secret acme/api-token=@token.txt --backend container --ca-bundle registry-ca.pem",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "input", Usage: "the request's input JSON `FILE`, or - for stdin"},
 			&cli.StringSliceFlag{Name: "secret", Usage: "a secret `REF=@FILE` or REF=env:VAR, resolved at the run; repeatable"},

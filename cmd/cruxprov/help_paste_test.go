@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/zip"
+	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -165,5 +166,38 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := os.WriteFile(dst, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunExamplesGiveTheirSecrets: every `run` example of a fixture
+// provider gives each secret its manifest declares, as a run needs
+// whatever its backend: the container example named none, and, pasted,
+// was refused secret_unresolved on any host (after, rootless on cgroups
+// v1, its container_unavailable fix line).
+func TestRunExamplesGiveTheirSecrets(t *testing.T) {
+	s := fixtures.ForTest(t, fixtures.Options{})
+	r := cruxprov(t, "inspect", s.Echo.Path, "--json")
+	var doc struct {
+		Manifest struct {
+			Secrets []string `json:"secrets"`
+		} `json:"manifest"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || len(doc.Manifest.Secrets) == 0 {
+		t.Fatalf("inspect %s: %+v", s.Echo.Path, r)
+	}
+	n := 0
+	for _, line := range helpExamples(t)["run"] {
+		if !strings.Contains(line, "cruxprov run "+s.Echo.Name+" ") {
+			continue
+		}
+		n++
+		for _, ref := range doc.Manifest.Secrets {
+			if !strings.Contains(line, "--secret "+ref+"=") {
+				t.Errorf("cruxprov run --help: the example %q gives no --secret %s, which %s declares: pasted, it is refused secret_unresolved", line, ref, s.Echo.Name)
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("found %d run examples of %s", n, s.Echo.Name)
 	}
 }
