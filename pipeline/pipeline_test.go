@@ -197,23 +197,36 @@ func TestFetchRoot(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		c       *index.Client
+		project string
 		version string
 		sum     digest.Digest
 		code    refusal.Code
 		// want: what the refusal says is listed, and what to check (it
 		// said only how many wheels of the project the index lists).
 		want string
+		// file: the wheel is not on the index, and the refusal says to
+		// give its file instead, its remedy wheel_file (a provider's
+		// own wheel, installed from its file, is on no index: it said
+		// only to mirror it there).
+		file string
 	}{
-		{"no index", nil, fx.Echo.Version, fx.Echo.SHA256, refusal.OfflineMiss, ""},
-		{"no sha256", c, fx.Echo.Version, digest.Digest{}, refusal.HashMissing, ""},
-		{"other bytes", c, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed,
-			fx.Echo.Filename + " (sha256 " + fx.Echo.SHA256.Hex() + "); check the sha256 given"},
-		{"other version", c, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed, "the versions of " + fx.Echo.Name + " it lists are " + fx.Echo.Version + "; check the version"},
+		{"no index", nil, fx.Echo.Name, fx.Echo.Version, fx.Echo.SHA256, refusal.OfflineMiss, "", ""},
+		{"no sha256", c, fx.Echo.Name, fx.Echo.Version, digest.Digest{}, refusal.HashMissing, "", ""},
+		{"other bytes", c, fx.Echo.Name, fx.Echo.Version, digest.Sum([]byte("other")), refusal.FetchFailed,
+			fx.Echo.Filename + " (sha256 " + fx.Echo.SHA256.Hex() + "); check the sha256 given", ""},
+		{"other version", c, fx.Echo.Name, "9.9.9", fx.Echo.SHA256, refusal.FetchFailed, "the versions of " + fx.Echo.Name + " it lists are " + fx.Echo.Version + "; check the version",
+			"acme_echo-9.9.9-….whl"},
+		{"project not on the index", c, "acme-web-fetch", "1.0.0", fx.Echo.SHA256, refusal.FetchFailed, "project acme-web-fetch is not on the index",
+			"acme_web_fetch-1.0.0-….whl"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := pipeline.FetchRoot(ctx, st, tc.c, fx.Echo.Name, tc.version, tc.sum)
-			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), fx.Echo.Name) || !strings.Contains(err.Error(), tc.want) {
+			_, err := pipeline.FetchRoot(ctx, st, tc.c, tc.project, tc.version, tc.sum)
+			if refusal.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.project) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%v, want %s saying %q", err, tc.code, tc.want)
+			}
+			if r := refusal.RemedyOf(err); tc.file != "" && (r == nil || r.Action != refusal.ActionWheelFile || r.Target != tc.file ||
+				!strings.Contains(err.Error(), "or give the root wheel's file ("+tc.file+", sha256 "+tc.sum.Hex()+")")) {
+				t.Errorf("not on the index: %v, remedy %+v, want %s %s", err, r, refusal.ActionWheelFile, tc.file)
 			}
 			// Offline, the advice that works: the file (a fetch done
 			// before does not make NAME==VERSION resolvable offline).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"path"
 	"sort"
 	"strconv"
@@ -158,13 +159,13 @@ func (w *RootWheel) put(ctx context.Context) error {
 // a wheel that is not a provider's. install and image build take
 // NAME==VERSION --sha256 HEX through it. The caller closes the RootWheel.
 func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, version string, sum digest.Digest) (*RootWheel, error) {
+	file := strings.ReplaceAll(name, "-", "_") + "-" + version + "-….whl"
 	if c == nil {
 		// The store keeps wheels by content, not by the file name the
 		// index published, which the image's provenance records: offline,
 		// the root wheel is given as its file.
 		// The detail names no command: the one that ran (install, env
 		// create, image build) renders the two remedies its own way.
-		file := strings.ReplaceAll(name, "-", "_") + "-" + version + "-….whl"
 		return nil, refusal.New(refusal.OfflineMiss, "%s==%s comes from the index only, and offline there is none: fetch it online, or give the root wheel's file (%s, sha256 %s)", name, version, file, sum.Hex()).WithRemedy(refusal.ActionFetch, "").OrRemedy(refusal.ActionWheelFile, file)
 	}
 	if sum.IsZero() {
@@ -172,7 +173,7 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 	}
 	proj, err := c.Project(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, notOnIndex(err, file, sum)
 	}
 	var ofVersion []string
 	versions := map[string]pep440.Version{}
@@ -214,17 +215,35 @@ func FetchRoot(ctx context.Context, st *store.Store, c *index.Client, name, vers
 		// The versions it does list, newest first: it said only how
 		// many wheels it lists ("of the 1 wheels of NAME it lists").
 		if len(versions) == 0 {
-			return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: it lists no wheel of %s at all; check the name, or mirror that wheel there",
-				index.Redact(c.BaseURL()), name, version, proj.Name)
+			return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: it lists no wheel of %s at all; check the name, or mirror that wheel there, or give the root wheel's file (%s, sha256 %s)",
+				index.Redact(c.BaseURL()), name, version, proj.Name, file, sum.Hex()).WithRemedy(refusal.ActionWheelFile, file)
 		}
-		return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: the versions of %s it lists are %s; check the version, or mirror that wheel there",
-			index.Redact(c.BaseURL()), name, version, proj.Name, listVersions(versions))
+		return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s: the versions of %s it lists are %s; check the version, or mirror that wheel there, or give the root wheel's file (%s, sha256 %s)",
+			index.Redact(c.BaseURL()), name, version, proj.Name, listVersions(versions), file, sum.Hex()).WithRemedy(refusal.ActionWheelFile, file)
 	}
 	if len(ofVersion) > 5 {
 		ofVersion = append(ofVersion[:5], "and "+strconv.Itoa(len(ofVersion)-5)+" more")
 	}
 	return nil, refusal.New(refusal.FetchFailed, "the index %s lists no wheel of %s %s with sha256 %s: its wheels of %s %s are %s; check the sha256 given (the root wheel's own), or mirror that wheel there",
 		index.Redact(c.BaseURL()), name, version, sum, proj.Name, version, strings.Join(ofVersion, ", "))
+}
+
+// notOnIndex is err, the index's refusal of the project's page, with the
+// root wheel's file as the other way to give it where the index has no
+// such project (HTTP 404 or 410). A provider's own wheel is often on no
+// index: installed from its file, then advised by verify (a threshold
+// raised since, pin_unapproved) to be proposed again as NAME==VERSION
+// --sha256 HEX, it was refused "mirror it there or pin another index",
+// and the file the store had installed it from went unmentioned.
+func notOnIndex(err error, file string, sum digest.Digest) error {
+	var re *refusal.Error
+	var se *index.StatusError
+	if !errors.As(err, &re) || re.Code != refusal.FetchFailed || re.Remedy != nil ||
+		!errors.As(err, &se) || (se.StatusCode != http.StatusNotFound && se.StatusCode != http.StatusGone) {
+		return err
+	}
+	return refusal.Wrap(refusal.FetchFailed, re.Err, "%s, or give the root wheel's file (%s, sha256 %s)", re.Detail, file, sum.Hex()).
+		WithRemedy(refusal.ActionWheelFile, file)
 }
 
 // listVersions is versions, newest first, the ten newest and how many more.
