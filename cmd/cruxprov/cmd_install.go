@@ -13,10 +13,13 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/install"
+	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
+	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify/container"
+	"github.com/cruxible/cruxprov/wheel"
 )
 
 func init() {
@@ -114,6 +117,47 @@ func installUsage(c *cli.Context, o *opts) (installArgs, error) {
 	return a, f.Close()
 }
 
+// unregisteredAtNoStore refuses the install of a WHEEL file where --home
+// names no store (nothing there, or a directory of other things), before
+// the store is made: a registry with no interface can only refuse every
+// provider interface_unregistered, and the install made the whole store
+// there first (registry/, blobs/, envs/, …), so that at a mistyped --home
+// the commands that only read then found one instead of saying "there is
+// no store at DIR" (operator.md §7). The refusal names the wheel's
+// interfaces as an install with a store does, says there is no store, and
+// advises the registration, which makes the store. A wheel that cannot be
+// read is left to the install's own refusal of it.
+func unregisteredAtNoStore(arg string, args installArgs, o *opts) error {
+	if args.named || homeNotDir(o.home) != "" {
+		return nil
+	}
+	none := noStore(o.home)
+	if none == nil {
+		return nil
+	}
+	w, err := wheel.Open(arg)
+	if err != nil {
+		return nil
+	}
+	defer w.Close()
+	m, _, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range m.Entrypoints {
+		if !slices.Contains(ids, e.Interface.ID) {
+			ids = append(ids, e.Interface.ID)
+		}
+	}
+	if len(ids) == 1 {
+		return refusal.Wrap(refusal.InterfaceUnregistered, none, "%s implements interface %s, which no registry knows here; register its schema first (it makes the store)", m.Name, ids[0]).
+			WithRemedy(refusal.ActionRegisterInterface, ids[0])
+	}
+	return refusal.Wrap(refusal.InterfaceUnregistered, none, "%s implements interfaces no registry knows here: %s; register each one's schema first (the first makes the store)", m.Name, strings.Join(ids, ", ")).
+		WithRemedy(refusal.ActionRegisterInterface, "")
+}
+
 // installArgs is what installUsage parsed of install's command line.
 type installArgs struct {
 	// platforms are --platform's, split at the commas; none given,
@@ -146,8 +190,10 @@ func installAction(c *cli.Context) error {
 	var args installArgs
 	o, reg, err := openRegistry(c, 1, func(o *opts) error {
 		var err error
-		args, err = installUsage(c, o)
-		return err
+		if args, err = installUsage(c, o); err != nil {
+			return err
+		}
+		return unregisteredAtNoStore(c.Args().First(), args, o)
 	})
 	if err != nil {
 		return err
