@@ -303,9 +303,15 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// envArg resolves an env given by path or by its digest (hex or
-// sha256:hex) or a prefix of it (sha256:PREFIX, or the bare hex prefix
-// when no file of that name is here) in the store of o.
+// envArg resolves an env given by path or by its digest (sha256:hex, or
+// the bare hex when no file of that name is here) or a prefix of it
+// (sha256:PREFIX, or the bare hex prefix when no file of that name is
+// here) in the store of o.
+//
+// A bare hex that names a file here is that path: in the envs/ of a
+// store that is not o's, the name env list shows was taken for a digest
+// of o's store, and env verify said ok of, env remove removed, the env
+// of that digest in the default store, not the one named.
 //
 // A digest names an env of the store at o.home; where --home names
 // nothing, that is said (noStore), as env list says it: "no env … in
@@ -313,33 +319,34 @@ func unwrapPath(err error) error {
 // said there is no store, and env remove of a full digest made a whole
 // store at the mistyped --home and answered "nothing removed", exit 0.
 func envArg(o *opts, arg string) (string, error) {
+	home := o.home
 	inHome := func(hex string) (string, error) {
 		if err := noStore(o.home); err != nil {
 			return "", err
 		}
-		return filepath.Join(o.home, store.EnvsDir, hex), nil
+		return filepath.Join(home, store.EnvsDir, hex), nil
 	}
 	if d, err := digest.Parse(arg); err == nil {
-		return inHome(d.Hex())
-	}
-	if d, err := digest.ParseHex(arg); err == nil {
 		return inHome(d.Hex())
 	}
 	if p, ok := strings.CutPrefix(arg, digest.Prefix); ok {
 		if err := noStore(o.home); err != nil {
 			return "", err
 		}
-		return envByPrefix(o, p)
+		return envByPrefix(o, home, p)
 	}
-	// A short hex digest as env list shows it, when no file of that name
-	// is here: the env it starts (it was taken for a path, and env remove
-	// said "nothing removed").
+	// A hex digest, whole or 8 digits or more as env list shows it, when
+	// no file of that name is here: the env it names or starts (a short
+	// one was taken for a path, and env remove said "nothing removed").
 	if len(arg) >= 8 && strings.Trim(arg, "0123456789abcdef") == "" {
 		if _, err := os.Lstat(arg); errors.Is(err, fs.ErrNotExist) {
+			if d, err := digest.ParseHex(arg); err == nil {
+				return inHome(d.Hex())
+			}
 			if err := noStore(o.home); err != nil {
 				return "", err
 			}
-			return envByPrefix(o, arg)
+			return envByPrefix(o, home, arg)
 		}
 	}
 	abs, err := filepath.Abs(arg)
@@ -404,12 +411,13 @@ func envsUnlisted(dir, p string, err error) error {
 }
 
 // envByPrefix finds the one env of the store whose digest starts with
-// the hex prefix p (at least 8 digits), as change-set ids are found.
-func envByPrefix(o *opts, p string) (string, error) {
+// the hex prefix p (at least 8 digits), as change-set ids are found, in
+// the store at home.
+func envByPrefix(o *opts, home, p string) (string, error) {
 	if len(p) < 8 || strings.Trim(p, "0123456789abcdef") != "" {
 		return "", usagef("env digest sha256:%s: give the digest, or at least 8 of its lower-case hex digits", p)
 	}
-	dir := filepath.Join(o.home, store.EnvsDir)
+	dir := filepath.Join(home, store.EnvsDir)
 	ents, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", envsUnlisted(dir, p, err)
