@@ -306,7 +306,8 @@ func unwrapPath(err error) error {
 // envArg resolves an env given by path or by its digest (sha256:hex, or
 // the bare hex when no file of that name is here) or a prefix of it
 // (sha256:PREFIX, or the bare hex prefix when no file of that name is
-// here) in the store of o.
+// here) in the store of o. An env named by its digest is named by its
+// absolute path, whatever --home is.
 //
 // A bare hex that names a file here is that path: in the envs/ of a
 // store that is not o's, the name env list shows was taken for a digest
@@ -319,7 +320,13 @@ func unwrapPath(err error) error {
 // said there is no store, and env remove of a full digest made a whole
 // store at the mistyped --home and answered "nothing removed", exit 0.
 func envArg(o *opts, arg string) (string, error) {
-	home := o.home
+	// Under a relative --home an env named by its digest was named
+	// relative to it ("ok rel/envs/…", "env": "rel/envs/…" in --json)
+	// where its path, and env create, name it absolute.
+	home, err := filepath.Abs(o.home)
+	if err != nil {
+		return "", usagef("%v", err)
+	}
 	inHome := func(hex string) (string, error) {
 		if err := noStore(o.home); err != nil {
 			return "", err
@@ -412,7 +419,7 @@ func envsUnlisted(dir, p string, err error) error {
 
 // envByPrefix finds the one env of the store whose digest starts with
 // the hex prefix p (at least 8 digits), as change-set ids are found, in
-// the store at home.
+// the store at home (o.home made absolute).
 func envByPrefix(o *opts, home, p string) (string, error) {
 	if len(p) < 8 || strings.Trim(p, "0123456789abcdef") != "" {
 		return "", usagef("env digest sha256:%s: give the digest, or at least 8 of its lower-case hex digits", p)

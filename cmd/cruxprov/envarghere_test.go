@@ -51,3 +51,23 @@ func TestEnvByHexNamesTheDirectoryHere(t *testing.T) {
 		t.Errorf("env verify sha256:%s: %+v, want the env %s", hex, r, otherEnv)
 	}
 }
+
+// TestEnvByDigestUnderARelativeHome: under a relative --home an env named
+// by its digest, whole or a prefix, was named relative to it ("ok
+// rel/envs/<hex>", "env": "rel/envs/<hex>" in --json, the refusals too)
+// where the same env named by its path, and env create, name it by its
+// absolute path. It is named so too. Found walking operator.md §5.
+func TestEnvByDigestUnderARelativeHome(t *testing.T) {
+	other, lock := envHome(t, 1, 3)
+	otherEnv := createJSON(t, createArgs(other, lock, "--no-compile")...).Path
+	hex := filepath.Base(otherEnv)
+	var doc struct{ Env string }
+	for _, arg := range []string{hex, hex[:12], "sha256:" + hex[:12]} {
+		cmd := exec.Command(bin, "--home", filepath.Base(other), "env", "verify", arg, "--json")
+		cmd.Dir = filepath.Dir(other)
+		r := runCmd(t, cmd)
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Env != otherEnv {
+			t.Errorf("--home %s env verify %s: %+v, want the env %s", filepath.Base(other), arg, r, otherEnv)
+		}
+	}
+}
