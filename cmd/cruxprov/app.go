@@ -704,6 +704,34 @@ func (o *opts) openStore() (*store.Store, error) {
 	return st, nil
 }
 
+// notAStoreToMake refuses fetch and env create a store in home when it
+// is a directory of other things that holds no store (no .lock,
+// config.yaml or directory of the layout): a --home mistyped as the
+// wheels' directory, or the user's own home, was filled with a store's
+// layout (.lock, .gate, blobs/, envs/, oci/, receipts/, registry/, tmp/),
+// even by an --offline fetch then refused offline_miss, as gc did before
+// it asked (noStore). A directory that is not there, or is empty (but for
+// lost+found, a file system made for the store), is made one. The
+// registry's writers (install, key trust, interface register) still make
+// a store beside other files: operators keep their keys and schemas in
+// the store's directory.
+func notAStoreToMake(home string) error {
+	fi, err := os.Stat(home)
+	if err != nil || !fi.IsDir() || store.Holds(home) {
+		return nil // not there (made), or left to the open to say
+	}
+	ents, err := os.ReadDir(home)
+	if err != nil {
+		return nil
+	}
+	for _, e := range ents {
+		if e.Name() != "lost+found" {
+			return fmt.Errorf("cannot use %s as the store: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): give it the operator's store, or an empty or new directory to make one in", home)
+		}
+	}
+	return nil
+}
+
 // sayWaits has st's lock calls that wait say so on stderr, once each,
 // with what they wait for (store.md, "Locking"): behind a gc that waits
 // for the store, a run, fetch or install otherwise waited without a

@@ -174,6 +174,9 @@ func envCreate(c *cli.Context) error {
 		}
 		defer wf.Close()
 	}
+	if err := notAStoreToMake(o.home); err != nil {
+		return err
+	}
 	st, err := o.openStore()
 	if err != nil {
 		return err

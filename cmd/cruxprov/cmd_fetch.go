@@ -225,6 +225,9 @@ func fetchAction(c *cli.Context) error {
 		return err
 	}
 	defer wf.Close()
+	if err := notAStoreToMake(o.home); err != nil {
+		return err
+	}
 	st, err := o.openStore()
 	if err != nil {
 		return err
