@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cruxible/cruxprov/digest"
@@ -248,7 +249,16 @@ func run(ctx context.Context, st *store.Store, o Options, plan bool) (*Result, e
 		r.Prepare = time.Since(start)
 		return r, nil
 	}
-	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, r.Resolution, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
+	// A rebuild from a seal (env create --replace ENV) given an index
+	// fetches the root wheel the seal names too where the store lacks it
+	// (a gc took it, or it was damaged and removed): it fetched only the
+	// resolution's, and was refused "the root wheel is not in the store;
+	// fetch it", its fix line the same command with --index URL again.
+	fres := r.Resolution
+	if o.Source.Env != "" && r.Root != nil && o.Client != nil {
+		fres.Packages = append(slices.Clip(fres.Packages), *r.Root)
+	}
+	if r.Fetch, err = fetch.Fetch(ctx, st, o.Client, fres, fetch.Options{Jobs: o.Jobs, Offline: o.Client == nil, Events: o.FetchEvents}); err != nil {
 		return nil, err
 	}
 	for _, w := range r.Fetch.Wheels {
