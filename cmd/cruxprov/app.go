@@ -716,20 +716,31 @@ func (o *opts) openStore() (*store.Store, error) {
 // a store beside other files: operators keep their keys and schemas in
 // the store's directory.
 func notAStoreToMake(home string) error {
+	if otherThings(home) {
+		return fmt.Errorf("cannot use %s as the store: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): give it the operator's store, or an empty or new directory to make one in", home)
+	}
+	return nil
+}
+
+// otherThings reports whether home is a directory that holds no store
+// and is not empty: something else's directory, not to be made a store
+// nor answered for as an empty one. lost+found alone (a file system made
+// for the store) is empty.
+func otherThings(home string) bool {
 	fi, err := os.Stat(home)
 	if err != nil || !fi.IsDir() || store.Holds(home) {
-		return nil // not there (made), or left to the open to say
+		return false
 	}
 	ents, err := os.ReadDir(home)
 	if err != nil {
-		return nil
+		return false
 	}
 	for _, e := range ents {
 		if e.Name() != "lost+found" {
-			return fmt.Errorf("cannot use %s as the store: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): give it the operator's store, or an empty or new directory to make one in", home)
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // sayWaits has st's lock calls that wait say so on stderr, once each,

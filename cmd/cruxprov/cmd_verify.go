@@ -16,7 +16,6 @@ import (
 	"github.com/cruxible/cruxprov/internal/deniedat"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
-	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify"
 	"github.com/cruxible/cruxprov/verify/container"
 )
@@ -123,10 +122,8 @@ func noStore(home string) error {
 	if at := homeNotDir(home); at != "" {
 		return fmt.Errorf("there is no store at %s: %s is a file, not a directory; check --home (or CRUXPROV_HOME): it must name the operator's store", home, at)
 	}
-	if fi, err := os.Stat(home); err == nil && fi.IsDir() && !store.Holds(home) {
-		if ents, err := os.ReadDir(home); err == nil && len(ents) > 0 {
-			return fmt.Errorf("there is no store at %s: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): it must name the operator's store", home)
-		}
+	if otherThings(home) {
+		return fmt.Errorf("there is no store at %s: the directory holds other things and none of a store's files (.lock, blobs/, envs/, registry/, …); check --home (or CRUXPROV_HOME): it must name the operator's store", home)
 	}
 	return nil
 }
