@@ -18,6 +18,12 @@ import (
 // store lacks: it fetches the root too. --offline is still refused,
 // naming what is missing. Found walking store.md's gc after a damaged
 // blob was removed.
+// TestReplaceFetchesTheRootWheel: once the store has lost the root wheel
+// a seal names (gc removed it, damaged), env create --replace ENV --index
+// URL fetches it with the others and rebuilds the same env; it was
+// refused materialize_failed "… is not in the store; fetch it", its fix
+// line the same command, which failed the same way. Offline it is still
+// refused, naming the wheel.
 func TestReplaceFetchesTheRootWheel(t *testing.T) {
 	if _, err := os.Stat(envPython); err != nil {
 		t.Skipf("no %s", envPython)
