@@ -128,3 +128,81 @@ func TestVerifyPinLostPin(t *testing.T) {
 		t.Fatalf("an older pin put back, its change-set gone: VerifyPin = %v", err)
 	}
 }
+
+// TestVerifyPinPutBackBehindFloor: an older pin file put back is refused
+// pin_rollback by a verifier whose floor saw the newer pin (every
+// executor's, with a state directory) advising repair while the history's
+// change-set is there, else a copy of the registry, as without a floor.
+// Its floor's refusal came first and said only "this verifier accepted
+// revision N", with nothing to do next.
+func TestVerifyPinPutBackBehindFloor(t *testing.T) {
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	accept := func(v string) {
+		t.Helper()
+		c := registrytest.Change("acme-echo", v)
+		if v != "1.0" {
+			c.Action = registry.ActionUpdate
+		}
+		cs, _, err := d.Propose(ctx, c, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stateDir := t.TempDir()
+	verify := func() (*refusal.Error, error) {
+		_, err := registry.VerifyPin(ctx, d, stateDir, "acme-echo", time.Now())
+		var r *refusal.Error
+		errors.As(err, &r)
+		return r, err
+	}
+	accept("1.0")
+	pinPath := filepath.Join(d.Root(), "pins", "acme-echo.json")
+	pin1, err := os.ReadFile(pinPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accept("2.0")
+	if _, err := verify(); err != nil {
+		t.Fatalf("revision 2: %v", err) // raises the floor to it
+	}
+	if err := os.WriteFile(pinPath, pin1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := verify(); r == nil || r.Code != refusal.PinRollback || r.Remedy == nil || r.Remedy.Action != refusal.ActionRepairRegistry ||
+		!strings.Contains(r.Detail, "this verifier accepted revision 2") || !strings.Contains(r.Detail, "an older pin file was put back") {
+		t.Fatalf("an older pin put back behind the floor: VerifyPin = %v; want pin_rollback advising repair_registry", err)
+	}
+	if _, err := d.Repair(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verify(); err != nil {
+		t.Fatalf("repaired as advised: %v", err)
+	}
+	// Without the change-set to restore it from: a copy of the registry.
+	if err := os.WriteFile(pinPath, pin1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := d.ChangeSets(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Spec.Revision == 2 {
+			os.Remove(filepath.Join(d.Root(), "changesets", c.Metadata.ID.Hex()+".yaml"))
+		}
+	}
+	if r, err := verify(); r == nil || r.Code != refusal.PinRollback || r.Remedy != nil || !strings.Contains(r.Detail, "restore pins/acme-echo.json and changesets/ from a copy of the registry") {
+		t.Fatalf("an older pin put back behind the floor, its change-set gone: VerifyPin = %v", err)
+	}
+}

@@ -549,7 +549,16 @@ func VerifyPinFrom(ctx context.Context, reg Reader, id digest.Digest, stateDir, 
 	// the retirement was refused at once and raised no floor.
 	retired := func() error { return retiredRefusal(ctx, reg, provider, p) }
 	if floor != nil && p.Revision < floor.Providers[provider] {
-		return nil, refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
+		err := refusal.New(refusal.PinRollback, "provider %s pin is at revision %d; this verifier accepted revision %d", provider, p.Revision, floor.Providers[provider])
+		if last != nil && p.Revision < last.Revision {
+			// The history holds the newer pin: an older pin file put
+			// back, which repair mends while the history's change-set is
+			// there, as for a verifier without a floor. It said only
+			// what the floor holds, with nothing to do next.
+			also := fmt.Sprintf(", and the registry's history %s revision %d (entry %d): an older pin file was put back", strings.TrimPrefix(last.Event, "pin-"), last.Revision, last.Seq)
+			return nil, behindHistory(err, provider, last, restorableFrom(ctx, reg, provider, last), also)
+		}
+		return nil, err
 	}
 	sd, err := SpecDigest(&p.Spec)
 	if err != nil || sd != p.SpecDigest || p.Revision != p.Spec.Revision || p.Spec.scope() != provider || p.Provider != provider {
