@@ -27,6 +27,7 @@ import (
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/seal"
 	"github.com/cruxible/cruxprov/store"
+	"github.com/cruxible/cruxprov/wheel"
 )
 
 // Options is one install.
@@ -290,6 +291,27 @@ func checkInterfaces(ctx context.Context, reg registry.Reader, m *manifest.Manif
 		}
 	}
 	return nil
+}
+
+// CheckWheelInterfaces is Install's first check of the provider wheel
+// at path, run before anything else, with no store: its entrypoints'
+// interfaces, each known to reg at the digest the manifest names
+// (interface_unregistered naming every one reg lacks, else
+// interface_digest_mismatch). A wheel or manifest that cannot be read is
+// nil here: the install's own reading of it refuses it, as it says.
+// install at a --home that names no store checks against an empty
+// registry, so that it refuses without making the store first.
+func CheckWheelInterfaces(ctx context.Context, reg registry.Reader, path string) error {
+	w, err := wheel.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer w.Close()
+	m, _, err := manifest.FromWheel(w)
+	if err != nil {
+		return nil
+	}
+	return checkInterfaces(ctx, reg, m)
 }
 
 // materialization is one platform's entry: a sealed local env, or the

@@ -214,3 +214,24 @@ func TestInstallChecksImagesFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckWheelInterfaces: Install's interface check of a wheel file,
+// run alone (install at a --home with no store checks it against an
+// empty registry before making one): every interface the registry lacks
+// named, nil once they are registered, and a wheel that cannot be read
+// left to the install's own refusal.
+func TestCheckWheelInterfaces(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t)
+	err := CheckWheelInterfaces(ctx, r.reg, r.fx.Echo.Path)
+	if refusal.CodeOf(err) != refusal.InterfaceUnregistered || !strings.Contains(err.Error(), "acme.echo, acme.diagnostics") {
+		t.Errorf("against an empty registry: %v, want interface_unregistered naming both", err)
+	}
+	r.registerInterfaces(t)
+	if err := CheckWheelInterfaces(ctx, r.reg, r.fx.Echo.Path); err != nil {
+		t.Errorf("with its interfaces registered: %v", err)
+	}
+	if err := CheckWheelInterfaces(ctx, r.reg, filepath.Join(r.dir, "absent.whl")); err != nil {
+		t.Errorf("of no wheel: %v, want nil (the install's reading refuses it)", err)
+	}
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -13,13 +15,11 @@ import (
 	"github.com/cruxible/cruxprov/digest"
 	"github.com/cruxible/cruxprov/image"
 	"github.com/cruxible/cruxprov/install"
-	"github.com/cruxible/cruxprov/manifest"
 	"github.com/cruxible/cruxprov/pipeline"
 	"github.com/cruxible/cruxprov/refusal"
 	"github.com/cruxible/cruxprov/registry"
 	"github.com/cruxible/cruxprov/store"
 	"github.com/cruxible/cruxprov/verify/container"
-	"github.com/cruxible/cruxprov/wheel"
 )
 
 func init() {
@@ -127,7 +127,7 @@ func installUsage(c *cli.Context, o *opts) (installArgs, error) {
 // interfaces as an install with a store does, says there is no store, and
 // advises the registration, which makes the store. A wheel that cannot be
 // read is left to the install's own refusal of it.
-func unregisteredAtNoStore(arg string, args installArgs, o *opts) error {
+func unregisteredAtNoStore(ctx context.Context, arg string, args installArgs, o *opts) error {
 	if args.named || homeNotDir(o.home) != "" {
 		return nil
 	}
@@ -135,27 +135,14 @@ func unregisteredAtNoStore(arg string, args installArgs, o *opts) error {
 	if none == nil {
 		return nil
 	}
-	w, err := wheel.Open(arg)
-	if err != nil {
+	var r *refusal.Error
+	if err := install.CheckWheelInterfaces(ctx, registry.NewStub(), arg); !errors.As(err, &r) || r.Code != refusal.InterfaceUnregistered {
 		return nil
 	}
-	defer w.Close()
-	m, _, err := manifest.FromWheel(w)
-	if err != nil {
-		return nil
-	}
-	var ids []string
-	for _, e := range m.Entrypoints {
-		if !slices.Contains(ids, e.Interface.ID) {
-			ids = append(ids, e.Interface.ID)
-		}
-	}
-	if len(ids) == 1 {
-		return refusal.Wrap(refusal.InterfaceUnregistered, none, "%s implements interface %s, which no registry knows here; register its schema first (it makes the store)", m.Name, ids[0]).
-			WithRemedy(refusal.ActionRegisterInterface, ids[0])
-	}
-	return refusal.Wrap(refusal.InterfaceUnregistered, none, "%s implements interfaces no registry knows here: %s; register each one's schema first (the first makes the store)", m.Name, strings.Join(ids, ", ")).
-		WithRemedy(refusal.ActionRegisterInterface, "")
+	// The registration makes the store, the first of several too.
+	e := refusal.Wrap(refusal.InterfaceUnregistered, none, "%s (which makes the store)", r.Detail)
+	e.Remedy = r.Remedy
+	return e
 }
 
 // installArgs is what installUsage parsed of install's command line.
@@ -193,7 +180,7 @@ func installAction(c *cli.Context) error {
 		if args, err = installUsage(c, o); err != nil {
 			return err
 		}
-		return unregisteredAtNoStore(c.Args().First(), args, o)
+		return unregisteredAtNoStore(c.Context, c.Args().First(), args, o)
 	})
 	if err != nil {
 		return err

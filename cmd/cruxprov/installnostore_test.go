@@ -28,7 +28,7 @@ import (
 func TestInstallAtNoStoreMakesNone(t *testing.T) {
 	fx := fixtures.ForTest(t, fixtures.Options{})
 	install := []string{"install", fx.Echo.Path, "--platform", "host", "--offline", "--no-compile"}
-	const detail = "acme-echo implements interfaces no registry knows here: acme.echo, acme.diagnostics; register each one's schema first (the first makes the store): there is no store at "
+	const detail = "acme-echo implements interfaces the registry does not know: acme.echo, acme.diagnostics; register each one's schema first (which makes the store): there is no store at "
 
 	home := filepath.Join(t.TempDir(), "typo")
 	r := cruxprov(t, append([]string{"--home", home}, install...)...)
