@@ -55,28 +55,7 @@ func TestNamedByLostPin(t *testing.T) {
 // one had no advice.
 func TestVerifyPinLostPin(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := registrytest.NewKey(t, "root", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	accept := func(v string) {
-		t.Helper()
-		c := registrytest.Change("acme-echo", v)
-		if v != "1.0" {
-			c.Action = registry.ActionUpdate
-		}
-		cs, _, err := d.Propose(ctx, c, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d, accept := acmeEchoDir(t)
 	verify := func() (*refusal.Error, error) {
 		_, err := registry.VerifyPin(ctx, d, "", "acme-echo", time.Now())
 		var r *refusal.Error
@@ -137,28 +116,7 @@ func TestVerifyPinLostPin(t *testing.T) {
 // revision N", with nothing to do next.
 func TestVerifyPinPutBackBehindFloor(t *testing.T) {
 	ctx := context.Background()
-	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := registrytest.NewKey(t, "root", registry.RoleApprover)
-	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
-		t.Fatal(err)
-	}
-	accept := func(v string) {
-		t.Helper()
-		c := registrytest.Change("acme-echo", v)
-		if v != "1.0" {
-			c.Action = registry.ActionUpdate
-		}
-		cs, _, err := d.Propose(ctx, c, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	d, accept := acmeEchoDir(t)
 	stateDir := t.TempDir()
 	verify := func() (*refusal.Error, error) {
 		_, err := registry.VerifyPin(ctx, d, stateDir, "acme-echo", time.Now())
@@ -204,5 +162,35 @@ func TestVerifyPinPutBackBehindFloor(t *testing.T) {
 	}
 	if r, err := verify(); r == nil || r.Code != refusal.PinRollback || r.Remedy != nil || !strings.Contains(r.Detail, "restore pins/acme-echo.json and changesets/ from a copy of the registry") {
 		t.Fatalf("an older pin put back behind the floor, its change-set gone: VerifyPin = %v", err)
+	}
+}
+
+// acmeEchoDir is a Dir registry trusting one approver, and accept, which
+// proposes acme-echo at version v (registered at 1.0, updated after) and
+// approves it with that key.
+func acmeEchoDir(t *testing.T) (*registry.Dir, func(v string)) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := registry.OpenDir(ctx, filepath.Join(t.TempDir(), "registry"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := registrytest.NewKey(t, "root", registry.RoleApprover)
+	if _, err := d.TrustKey(ctx, root.Key, "t"); err != nil {
+		t.Fatal(err)
+	}
+	return d, func(v string) {
+		t.Helper()
+		c := registrytest.Change("acme-echo", v)
+		if v != "1.0" {
+			c.Action = registry.ActionUpdate
+		}
+		cs, _, err := d.Propose(ctx, c, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Approve(ctx, cs.Metadata.ID, root.Priv, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/cruxible/cruxprov/internal/fixtures"
 )
 
-// TestWritersMakeNoStoreInADirectoryOfOtherThings: a --home mistyped as
+// TestFetchMakesNoStoreInADirectoryOfOtherThings: a --home mistyped as
 // a directory of other things (the wheels' directory, the user's own
 // home) was filled with a store's layout (.lock, .gate, blobs/, envs/,
 // oci/, receipts/, registry/, tmp/) by fetch and env create, even by an
